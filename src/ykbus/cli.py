@@ -1,0 +1,96 @@
+"""The `ykbus` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+
+from ykbus.core.config import ConfigError
+
+
+def _queues(path: str | None):
+    if path is None:
+        return None
+    from ykbus.yamlload import load_config_file
+
+    try:
+        return load_config_file(path)
+    except ConfigError as exc:
+        sys.exit(f"ykbus: {path}: invalid queue configuration:\n  " + "\n  ".join(exc.errors))
+    except (OSError, ValueError) as exc:
+        sys.exit(f"ykbus: {path}: {exc}")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from ykbus.log.jsonl import LogError
+    from ykbus.log.replay import first_difference, replay_file
+
+    queues = _queues(args.queues)
+    try:
+        lines = list(replay_file(args.log, queues))
+    except (LogError, OSError) as exc:
+        print(f"ykbus replay: {exc}", file=sys.stderr)
+        return 2
+    if args.out == "-":
+        sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
+    elif args.out:
+        with open(args.out, "wb") as f:
+            f.write(b"".join(line + b"\n" for line in lines))
+    if args.check:
+        with open(args.check, "rb") as f:
+            recorded = [line.rstrip(b"\n") for line in f if line.strip()]
+        diff = first_difference(lines, recorded)
+        if diff is not None:
+            print(f"ykbus replay: outputs differ from {args.check}: {diff}", file=sys.stderr)
+            return 1
+        print(f"ykbus replay: {len(lines)} outputs match {args.check}", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Replay the bundled example log and print each decision in words."""
+    from ykbus.log.jsonl import read_entries
+    from ykbus.log.replay import replay
+    from ykbus.show import describe
+
+    text = resources.files("ykbus.examples").joinpath("two-queues.in.jsonl").read_bytes()
+    print("ykbus demo: replaying the bundled example log (one RM, two queues, two nodes)\n")
+    for out in replay(read_entries(text.splitlines(), "two-queues.in.jsonl")):
+        for line in describe(out):
+            print(line)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from ykbus.si.schema import write_schemas
+
+    for path in write_schemas(args.dir):
+        print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ykbus", description="A YuniKorn-style scheduler core over NATS.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("replay", help="apply a JSONL log to a fresh core and write every output")
+    p.add_argument("log", help="input log, JSON Lines")
+    p.add_argument("--out", default="-", help="output file (default: standard output)")
+    p.add_argument("--check", metavar="RECORDED", help="exit 1 at the first difference from a recorded output file")
+    p.add_argument("--queues", metavar="FILE.yaml", help="replace the queue configuration of every registration")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("demo", help="replay the bundled example log and print the decisions")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("schema", help="write the JSON Schemas of the wire messages")
+    p.add_argument("--dir", default="schemas")
+    p.set_defaults(func=cmd_schema)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,419 @@
+"""The queue configuration: YuniKorn's queues.yaml, parsed and validated completely.
+
+Input is the plain object a YAML loader produced (the shell loads the YAML; the core never
+imports a YAML library). `parse_config()` returns a `SchedulerConfig` or raises
+`ConfigError` listing *every* problem with its path (`partitions[0].queues[0].queues[1].name:
+contains a dot`). Unknown keys are errors, unlike on the wire.
+
+Rules, as YuniKorn applies them:
+1. Queue names match `[a-zA-Z0-9_:#/@-]{1,64}`: a dot is the hierarchy separator and is never
+   allowed in a configured name. Names are case-insensitive and stored lower-cased; a
+   fully-qualified name must be unique.
+2. Each partition has one `root` queue. A configuration whose top-level queues are not
+   exactly `[root]` gets an implicit root above them, as YuniKorn does.
+3. `root` takes no resources; `guaranteed` may not exceed `max`; a child's `max` may not
+   exceed its parent's; a child's `guaranteed` may not exceed the parent's `max`; the sum of
+   the children's `guaranteed` may not exceed the parent's `guaranteed`; a child's
+   `maxapplications` may not exceed its parent's.
+4. Quantities are integers as YuniKorn parses them: `vcore: 10` is 10000 milli-cores,
+   `vcore: 500m` is 500; other resources take the SI (`k`, `M`, `G`, ...) and binary (`Ki`,
+   `Mi`, `Gi`, ...) suffixes; a decimal is accepted only when the result is a whole number.
+5. Known properties with a fixed set of values (`application.sort.policy`,
+   `application.sort.priority`, `priority.policy`) reject unknown values;
+   `priority.offset` that does not parse as an int32 counts as 0 (seed: priority-scheduling).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from fractions import Fraction
+from typing import Any
+
+import msgspec
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+DEFAULT_PARTITION = "default"
+ROOT = "root"
+
+
+class ConfigError(Exception):
+    """A configuration that does not validate; `errors` holds every problem with its path."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+class _Policy(enum.StrEnum):
+    @classmethod
+    def from_str(cls, value: str) -> _Policy:
+        """The member named `value`, case-insensitive; ValueError naming the choices."""
+        for member in cls:
+            if member.value == value.strip().lower():
+                return member
+        choices = ", ".join(m.value for m in cls)
+        raise ValueError(f"unknown value {value!r}: expected one of {choices}")
+
+
+class NodeSortPolicy(_Policy):
+    FAIR = "fair"
+    BINPACKING = "binpacking"
+
+
+class AppSortPolicy(_Policy):
+    FIFO = "fifo"
+    FAIR = "fair"
+    STATEAWARE = "stateaware"
+
+
+class PriorityPolicy(_Policy):
+    DEFAULT = "default"
+    FENCE = "fence"
+
+
+class SortPriority(_Policy):
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+
+
+PROP_SORT_POLICY = "application.sort.policy"
+PROP_SORT_PRIORITY = "application.sort.priority"
+PROP_PRIORITY_POLICY = "priority.policy"
+PROP_PRIORITY_OFFSET = "priority.offset"
+_ENUM_PROPERTIES: dict[str, type[_Policy]] = {
+    PROP_SORT_POLICY: AppSortPolicy,
+    PROP_SORT_PRIORITY: SortPriority,
+    PROP_PRIORITY_POLICY: PriorityPolicy,
+}
+
+
+class QueueConfig(msgspec.Struct, frozen=True):
+    name: str
+    parent: bool
+    guaranteed: dict[str, int]
+    max: dict[str, int]
+    maxapplications: int
+    properties: dict[str, str]
+    submitacl: str | None
+    adminacl: str | None
+    queues: list[QueueConfig]
+
+
+class NodeSortConfig(msgspec.Struct, frozen=True):
+    type: NodeSortPolicy = NodeSortPolicy.FAIR
+    resourceweights: dict[str, float] = msgspec.field(
+        default_factory=lambda: {"vcore": 1.0, "memory": 1.0}
+    )
+
+
+class PartitionConfig(msgspec.Struct, frozen=True):
+    name: str
+    root: QueueConfig
+    nodesortpolicy: NodeSortConfig
+    # Kept verbatim for the configuration issue (placement, limits, preemption).
+    placementrules: list[Any] = msgspec.field(default_factory=list)
+    limits: list[Any] = msgspec.field(default_factory=list)
+    preemption: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class SchedulerConfig(msgspec.Struct, frozen=True):
+    partitions: list[PartitionConfig]
+
+
+DEFAULT_CONFIG_TEXT = """\
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: default
+"""
+
+# --- quantities ------------------------------------------------------------------------
+
+_SUFFIX: dict[str, int] = {
+    "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|[kMGTPE]i?|Ki)?\s*$")
+INT64_MAX = 2**63 - 1
+
+
+def parse_quantity(resource: str, value: object) -> int:
+    """Parse one configured quantity as YuniKorn does; ValueError says why it is invalid."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a quantity, got {type(value).__name__}")
+    text = repr(value) if isinstance(value, float) else str(value)
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f"invalid quantity {value!r}")
+    number, suffix = Fraction(match.group(1)), match.group(2) or ""
+    if suffix == "m":
+        if resource != "vcore":
+            raise ValueError(f"invalid quantity {value!r}: the milli suffix is only for vcore")
+        result = number
+    else:
+        result = number * _SUFFIX[suffix] * (1000 if resource == "vcore" else 1)
+    if result.denominator != 1:
+        raise ValueError(f"invalid quantity {value!r}: not a whole number")
+    if result > INT64_MAX:
+        raise ValueError(f"invalid quantity {value!r}: larger than int64")
+    return int(result)
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+_TOP_KEYS = {"partitions", "checksum"}
+_PARTITION_KEYS = {
+    "name", "queues", "placementrules", "limits", "nodesortpolicy", "preemption",
+    "statedumpfilepath",
+}
+_QUEUE_KEYS = {
+    "name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
+    "childtemplate", "queues", "limits",
+}
+_RESOURCE_KEYS = {"guaranteed", "max"}
+_NODESORT_KEYS = {"type", "resourceweights"}
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, path: str, reason: str) -> None:
+        self.items.append(f"{path}: {reason}")
+
+    def keys(self, obj: dict[Any, Any], allowed: set[str], path: str) -> None:
+        for key in obj:
+            if key not in allowed:
+                self.add(f"{path}.{key}" if path else str(key), "unknown key")
+
+
+def _mapping(obj: object, path: str, errors: _Errors) -> dict[Any, Any] | None:
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        errors.add(path, f"expected a mapping, got {type(obj).__name__}")
+        return None
+    return obj
+
+
+def _sequence(obj: object, path: str, errors: _Errors) -> list[Any]:
+    if obj is None:
+        return []
+    if not isinstance(obj, list):
+        errors.add(path, f"expected a list, got {type(obj).__name__}")
+        return []
+    return obj
+
+
+def _resources(obj: object, path: str, errors: _Errors) -> dict[str, int]:
+    raw = _mapping(obj, path, errors)
+    out: dict[str, int] = {}
+    for name, value in (raw or {}).items():
+        try:
+            out[str(name)] = parse_quantity(str(name), value)
+        except ValueError as exc:
+            errors.add(f"{path}.{name}", str(exc))
+    return out
+
+
+def _properties(obj: object, path: str, errors: _Errors) -> dict[str, str]:
+    raw = _mapping(obj, path, errors)
+    out: dict[str, str] = {}
+    for key, value in (raw or {}).items():
+        text = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        policy = _ENUM_PROPERTIES.get(str(key))
+        if policy is not None:
+            try:
+                text = policy.from_str(text).value
+            except ValueError as exc:
+                errors.add(f"{path}.{key}", str(exc))
+        out[str(key)] = text
+    return out
+
+
+def _acl(obj: object, path: str, errors: _Errors) -> str | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, str):
+        errors.add(path, f"expected a string, got {type(obj).__name__}")
+        return None
+    return obj
+
+
+def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
+    raw = _mapping(obj, path, errors)
+    if raw is None:
+        return None
+    errors.keys(raw, _QUEUE_KEYS, path)
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        errors.add(f"{path}.name", "missing queue name")
+        name = "?"
+    elif "." in name:
+        errors.add(f"{path}.name", f"queue name {name!r} contains a dot")
+    elif not QUEUE_NAME.match(name):
+        errors.add(f"{path}.name", f"queue name {name!r} must match {QUEUE_NAME.pattern}")
+    parent = raw.get("parent", False)
+    if not isinstance(parent, bool):
+        errors.add(f"{path}.parent", f"expected true or false, got {parent!r}")
+        parent = False
+    res = _mapping(raw.get("resources"), f"{path}.resources", errors) or {}
+    errors.keys(res, _RESOURCE_KEYS, f"{path}.resources")
+    maxapps = raw.get("maxapplications", 0)
+    if isinstance(maxapps, bool) or not isinstance(maxapps, int) or maxapps < 0:
+        errors.add(f"{path}.maxapplications", f"expected a non-negative integer, got {maxapps!r}")
+        maxapps = 0
+    children = []
+    for i, child in enumerate(_sequence(raw.get("queues"), f"{path}.queues", errors)):
+        parsed = _queue(child, f"{path}.queues[{i}]", errors)
+        if parsed is not None:
+            children.append(parsed)
+    return QueueConfig(
+        name=name.lower(),
+        parent=bool(parent) or bool(children),
+        guaranteed=_resources(res.get("guaranteed"), f"{path}.resources.guaranteed", errors),
+        max=_resources(res.get("max"), f"{path}.resources.max", errors),
+        maxapplications=maxapps,
+        properties=_properties(raw.get("properties"), f"{path}.properties", errors),
+        submitacl=_acl(raw.get("submitacl"), f"{path}.submitacl", errors),
+        adminacl=_acl(raw.get("adminacl"), f"{path}.adminacl", errors),
+        queues=children,
+    )
+
+
+def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, int], maxapps: int) -> None:
+    """Rule 3 below `q`. `limits`: the nearest max per resource above; `maxapps` likewise."""
+    for res, value in q.guaranteed.items():
+        if res in q.max and value > q.max[res]:
+            errors.add(f"{path}.resources", f"guaranteed {res} {value} exceeds max {q.max[res]}")
+    for res, value in q.max.items():
+        if res in limits and value > limits[res]:
+            errors.add(f"{path}.resources.max", f"{res} {value} exceeds the parent's max {limits[res]}")
+    for res, value in q.guaranteed.items():
+        if res in limits and value > limits[res]:
+            errors.add(
+                f"{path}.resources.guaranteed", f"{res} {value} exceeds the parent's max {limits[res]}"
+            )
+    if maxapps and q.maxapplications > maxapps:
+        errors.add(
+            f"{path}.maxapplications", f"{q.maxapplications} exceeds the parent's {maxapps}"
+        )
+    seen: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    for i, child in enumerate(q.queues):
+        if child.name in seen:
+            errors.add(f"{path}.queues[{i}].name", f"duplicate queue name {child.name!r} under {path}")
+        seen.setdefault(child.name, i)
+        for res, value in child.guaranteed.items():
+            totals[res] = totals.get(res, 0) + value
+    for res, total in totals.items():
+        if res in q.guaranteed and total > q.guaranteed[res]:
+            errors.add(
+                f"{path}.queues",
+                f"the children's guaranteed {res} {total} exceeds the queue's {q.guaranteed[res]}",
+            )
+    below = {**limits, **q.max}
+    for i, child in enumerate(q.queues):
+        _check_tree(child, f"{path}.queues[{i}]", errors, below, q.maxapplications or maxapps)
+
+
+def _nodesort(obj: object, path: str, errors: _Errors) -> NodeSortConfig:
+    raw = _mapping(obj, path, errors) or {}
+    errors.keys(raw, _NODESORT_KEYS, path)
+    policy = NodeSortPolicy.FAIR
+    if raw.get("type") is not None:
+        try:
+            policy = NodeSortPolicy.from_str(str(raw["type"]))
+        except ValueError as exc:
+            errors.add(f"{path}.type", str(exc))
+    weights = {"vcore": 1.0, "memory": 1.0}
+    given = _mapping(raw.get("resourceweights"), f"{path}.resourceweights", errors)
+    if given:
+        weights = {}
+        for name, value in given.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                errors.add(f"{path}.resourceweights.{name}", f"expected a number >= 0, got {value!r}")
+                continue
+            weights[str(name)] = float(value)
+    return NodeSortConfig(type=policy, resourceweights=weights)
+
+
+def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | None:
+    raw = _mapping(obj, path, errors)
+    if raw is None:
+        return None
+    errors.keys(raw, _PARTITION_KEYS, path)
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        errors.add(f"{path}.name", "missing partition name")
+        name = "?"
+    elif "." in name:
+        errors.add(f"{path}.name", f"partition name {name!r} contains a dot")
+    queues_raw = _sequence(raw.get("queues"), f"{path}.queues", errors)
+    top = [q for q in (_queue(r, f"{path}.queues[{i}]", errors) for i, r in enumerate(queues_raw)) if q]
+    if len(top) == 1 and top[0].name == ROOT:
+        root = top[0]
+        root_path = f"{path}.queues[0]"
+        if isinstance(queues_raw[0], dict) and queues_raw[0].get("parent") is False:
+            errors.add(f"{root_path}.parent", "the root queue is always a parent")
+        if root.guaranteed or root.max:
+            errors.add(f"{root_path}.resources", "resources cannot be set on the root queue")
+        root = msgspec.structs.replace(root, parent=True)
+    else:
+        for i, q in enumerate(top):
+            if q.name == ROOT:
+                errors.add(f"{path}.queues[{i}].name", "root must be the only top-level queue")
+        root = QueueConfig(ROOT, True, {}, {}, 0, {}, None, None, top)
+        root_path = f"{path}.queues"
+    _check_tree(root, root_path, errors, {}, 0)
+    return PartitionConfig(
+        name=name.lower(),
+        root=root,
+        nodesortpolicy=_nodesort(raw.get("nodesortpolicy"), f"{path}.nodesortpolicy", errors),
+        placementrules=_sequence(raw.get("placementrules"), f"{path}.placementrules", errors),
+        limits=_sequence(raw.get("limits"), f"{path}.limits", errors),
+        preemption=_mapping(raw.get("preemption"), f"{path}.preemption", errors) or {},
+    )
+
+
+def parse_config(obj: object) -> SchedulerConfig:
+    """Validate a loaded queues.yaml object; ConfigError lists every error with its path."""
+    errors = _Errors()
+    raw = _mapping(obj, "$", errors)
+    partitions: list[PartitionConfig] = []
+    if raw is not None:
+        errors.keys(raw, _TOP_KEYS, "")
+        if "partitions" not in raw:
+            errors.add("partitions", "missing: at least one partition is required")
+        items = _sequence(raw.get("partitions"), "partitions", errors)
+        if "partitions" in raw and not items:
+            errors.add("partitions", "at least one partition is required")
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            p = _partition(item, f"partitions[{i}]", errors)
+            if p is None:
+                continue
+            if p.name in seen:
+                errors.add(f"partitions[{i}].name", f"duplicate partition name {p.name!r}")
+            seen.add(p.name)
+            partitions.append(p)
+    if errors.items:
+        raise ConfigError(errors.items)
+    return SchedulerConfig(partitions=partitions)
+
+
+def parse_offset(text: str) -> int:
+    """`priority.offset` as the seed defines it: an int32, 0 when empty or unparsable."""
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        return 0
+    return value if INT32_MIN <= value <= INT32_MAX else 0

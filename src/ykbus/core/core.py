@@ -1,0 +1,558 @@
+"""The core: one object that owns all state and folds log entries into decisions.
+
+`Core.apply(entry) -> list[Output]` is the whole interface. It is deterministic: no clock
+(now is `entry.ts`), no randomness, ids from sequence numbers, and every iteration over
+insertion-ordered dicts or sorted lists, never sets.
+
+Rules:
+1. An entry is decoded here (msgspec, strict, see `ykbus.si.codec`). A body that does not
+   decode becomes an `EventRecord` naming the path and the reason; a bad item becomes the
+   matching rejection; the rest of the message still applies.
+2. A rejected input changes nothing. Every check that can reject runs before the first
+   change an item makes.
+3. Timers (completing, terminated, execution timeouts) fire at the start of the first entry
+   whose `ts` reaches their deadline, in deadline order.
+4. A scheduling pass runs after every entry, on the partitions that have active work.
+5. Partitions belong to one RM; re-registering an RM wipes everything it owned.
+6. A broken invariant raises (a bug). Nothing here catches it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ykbus import limits
+from ykbus.core.config import (
+    DEFAULT_CONFIG_TEXT,
+    DEFAULT_PARTITION,
+    ConfigError,
+    SchedulerConfig,
+    parse_config,
+)
+from ykbus.core.lifecycle import (
+    APP,
+    NODE,
+    RM,
+    AppEvent,
+    AppState,
+    NodeEvent,
+    RMEvent,
+    RMState,
+)
+from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
+from ykbus.core.partition import App, Partition, Timers
+from ykbus.core.resources import Res, positive
+from ykbus.si import codec
+from ykbus.si import messages as m
+
+RM_ID = re.compile(r"^[^.*>\s]+$")
+NODE_PARTITION_ATTR = "si/node-partition"
+
+YamlLoader = Callable[[str], Any]
+
+
+class OutOfOrder(Exception):
+    """An entry whose seq is not above the last applied one: the caller's bug, not input."""
+
+
+class ResourceManager:
+    def __init__(self, msg: m.RegisterResourceManagerRequest, config: SchedulerConfig,
+                 config_text: str, timers: Timers) -> None:
+        self.id = msg.rmID
+        self.state = RM.advance(RMState.INIT, RMEvent.REGISTER)
+        self.version = msg.version
+        self.policy_group = msg.policyGroup
+        self.build_info = dict(msg.buildInfo)
+        self.extra_config = dict(msg.extraConfig)
+        self.encoding = msg.extraConfig.get("encoding", "json")
+        self.config_text = config_text
+        self.partitions = {p.name: Partition(self.id, p, timers) for p in config.partitions}
+        self.node_partition: dict[str, Partition] = {}
+
+    def wipe(self) -> None:
+        for p in self.partitions.values():
+            p.alive = False
+        self.partitions = {}
+        self.node_partition = {}
+
+
+def _res(msg: m.Resource | None) -> Res:
+    if msg is None:
+        return {}
+    return positive({k: q.value for k, q in msg.resources.items()})
+
+
+class Core:
+    def __init__(self, load_yaml: YamlLoader | None = None,
+                 queues_override: SchedulerConfig | None = None) -> None:
+        """`load_yaml(text)` turns configuration text into plain objects (ValueError if it
+        cannot); the core itself imports no YAML library. `queues_override` replaces the
+        configuration of every registration and update (replay's what-if)."""
+        self._load_yaml = load_yaml
+        self._override = queues_override
+        self.rms: dict[str, ResourceManager] = {}
+        self.policy_groups: dict[str, str] = {}
+        self.timers = Timers()
+        self.last_seq = 0
+        self.now = 0
+
+    # --- the interface ---------------------------------------------------------------
+
+    def apply(self, entry: Entry) -> list[Output]:
+        if entry.seq <= self.last_seq:
+            raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
+        self.last_seq = entry.seq
+        self.now = max(self.now, entry.ts)
+        ctx = Outbox(entry.seq, self.now)
+        self._fire_timers(ctx)
+        self._dispatch(entry, ctx)
+        for rm in self.rms.values():
+            for p in rm.partitions.values():
+                if p.root.active:
+                    p.schedule(ctx)
+        return ctx.outputs()
+
+    def _dispatch(self, entry: Entry, ctx: Outbox) -> None:
+        if entry.kind == "tick":
+            return
+        if entry.kind not in ENTRY_KINDS:
+            ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, entry.rm,
+                      f"entry {entry.seq}: unknown kind {entry.kind!r}: expected one of "
+                      f"{', '.join(ENTRY_KINDS)}")
+            return
+        if len(entry.msg) > limits.MAX_MESSAGE_BYTES:
+            ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: {entry.kind} message of {len(entry.msg)} bytes is over "
+                      f"the limit of {limits.MAX_MESSAGE_BYTES}; nothing applied")
+            return
+        try:
+            msg = codec.decode_input(entry.kind, entry.msg, entry.encoding)
+        except codec.DecodeError as exc:
+            if entry.kind == "register":
+                ctx.register(entry.rm, f"invalid RegisterResourceManagerRequest: {exc}")
+            else:
+                ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
+                          f"entry {entry.seq}: invalid {entry.kind} message: {exc}; nothing applied")
+            return
+        handler = getattr(self, f"_on_{entry.kind}")
+        handler(entry, msg, ctx)
+
+    # --- RMs -------------------------------------------------------------------------
+
+    def _load(self, text: str) -> SchedulerConfig:
+        if self._override is not None:
+            return self._override
+        if len(text) > limits.MAX_CONFIG_BYTES:
+            raise ConfigError([f"config: {len(text)} bytes, over the limit of {limits.MAX_CONFIG_BYTES}"])
+        if self._load_yaml is None:
+            raise ConfigError(["config: this core was built without a YAML loader"])
+        try:
+            obj = self._load_yaml(text)
+        except ValueError as exc:
+            raise ConfigError([f"config: not valid YAML: {exc}"]) from None
+        return parse_config(obj)
+
+    def _on_register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Outbox) -> None:
+        to = entry.rm or msg.rmID
+        if entry.rm and msg.rmID != entry.rm:
+            ctx.register(to, f"rmID {msg.rmID!r} does not match the subject's rm {entry.rm!r}")
+            return
+        if not RM_ID.match(msg.rmID):
+            ctx.register(to, f"rmID {msg.rmID!r} is not a NATS token: no '.', '*', '>' or whitespace")
+            return
+        encoding = msg.extraConfig.get("encoding", "json")
+        if encoding not in codec.ENCODINGS:
+            ctx.register(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack")
+            return
+        text = msg.config or self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
+        try:
+            config = self._load(text)
+        except ConfigError as exc:
+            ctx.register(to, "invalid configuration: " + "; ".join(exc.errors))
+            return
+        old = self.rms.get(msg.rmID)
+        if old is not None:
+            old.wipe()
+        self.rms[msg.rmID] = ResourceManager(msg, config, text, self.timers)
+        if msg.config:
+            self.policy_groups[msg.policyGroup] = msg.config
+        ctx.register(to)
+
+    def _on_unregister(self, entry: Entry, msg: m.UnregisterRequest, ctx: Outbox) -> None:
+        rm = self._running_rm(entry, ctx)
+        if rm is None:
+            return
+        rm.state = RM.advance(rm.state, RMEvent.SHUTDOWN)
+        rm.wipe()
+        ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
+                  f"resource manager {rm.id} unregistered: its partitions were removed",
+                  m.ChangeType.REMOVE)
+
+    def _running_rm(self, entry: Entry, ctx: Outbox) -> ResourceManager | None:
+        rm = self.rms.get(entry.rm)
+        if rm is None or rm.state is RMState.STOPPED:
+            ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: resource manager {entry.rm!r} is not registered; "
+                      f"{entry.kind} message not applied")
+            return None
+        return rm
+
+    def _rm_for(self, entry: Entry, rm_id: str, ctx: Outbox) -> tuple[ResourceManager | None, str]:
+        """The RM an app/node/alloc message applies to, or None and why each item is rejected."""
+        if rm_id and rm_id != entry.rm:
+            return None, f"rmID {rm_id!r} does not match the subject's rm {entry.rm!r}"
+        rm = self.rms.get(entry.rm)
+        if rm is None or rm.state is RMState.STOPPED:
+            return None, f"resource manager {entry.rm!r} is not registered"
+        return rm, ""
+
+    def _on_config(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+        rm = self._running_rm(entry, ctx)
+        if rm is None:
+            return
+        text = msg.config or rm.config_text
+        try:
+            config = self._load(text)
+        except ConfigError as exc:
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id,
+                      "configuration rejected, the active one stays: " + "; ".join(exc.errors))
+            return
+        errors = []
+        names = {p.name for p in config.partitions}
+        for name, part in rm.partitions.items():
+            if name not in names and (part.apps or part.nodes):
+                errors.append(f"partition {name}: still has nodes or applications")
+        for pc in config.partitions:
+            if pc.name in rm.partitions:
+                errors += rm.partitions[pc.name].check_reload(pc)
+        if errors:
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id,
+                      "configuration rejected, the active one stays: " + "; ".join(errors))
+            return
+        for name in [n for n in rm.partitions if n not in names]:
+            rm.partitions.pop(name).alive = False
+        draining = []
+        for pc in config.partitions:
+            part = rm.partitions.get(pc.name)
+            if part is None:
+                rm.partitions[pc.name] = Partition(rm.id, pc, self.timers)
+            else:
+                draining += part.apply_config(pc, ctx.ts)
+        rm.config_text = text
+        if msg.config:
+            self.policy_groups[rm.policy_group] = msg.config
+        note = f"; draining: {', '.join(draining)}" if draining else ""
+        ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration updated{note}", m.ChangeType.SET)
+
+    # --- applications ----------------------------------------------------------------
+
+    @staticmethod
+    def _partition_name(name: str) -> str:
+        return (name or DEFAULT_PARTITION).lower()
+
+    def _on_app(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
+        rm, why = self._rm_for(entry, msg.rmID, ctx)
+        to = entry.rm
+        for item in msg.new:
+            if isinstance(item, codec.BadItem):
+                ctx.add(to, "app", "rejected", m.RejectedApplication(item.ids.get("applicationID", ""), item.error))
+                continue
+            reason = why or self._add_app(rm, item, ctx)  # type: ignore[arg-type]
+            if reason:
+                ctx.add(to, "app", "rejected", m.RejectedApplication(item.applicationID, reason))
+        for item in msg.remove:
+            if isinstance(item, codec.BadItem):
+                ctx.event(to, m.EventType.APP, item.ids.get("applicationID", ""), f"remove not applied: {item.error}")
+                continue
+            reason = why or self._remove_app(rm, item, ctx)  # type: ignore[arg-type]
+            if reason:
+                ctx.event(to, m.EventType.APP, item.applicationID, f"remove not applied: {reason}")
+
+    def _add_app(self, rm: ResourceManager, msg: m.AddApplicationRequest, ctx: Outbox) -> str:
+        part = rm.partitions.get(self._partition_name(msg.partitionName))
+        if part is None:
+            return f"partition {msg.partitionName!r} does not exist"
+        if msg.applicationID in part.apps:
+            return f"application {msg.applicationID} already exists"
+        if not msg.queueName:
+            return "queueName is empty and no placement rule applies"
+        queue = part.resolve_queue(msg.queueName)
+        if queue is None:
+            return f"queue {msg.queueName!r} does not exist"
+        if not queue.leaf:
+            return f"queue {queue.path} is a parent queue: applications go to leaf queues"
+        if queue.draining:
+            return f"queue {queue.path} is draining: it accepts no new applications"
+        part.add_app(msg, queue)
+        ctx.add(rm.id, "app", "accepted", m.AcceptedApplication(msg.applicationID))
+        return ""
+
+    def _remove_app(self, rm: ResourceManager, msg: m.RemoveApplicationRequest, ctx: Outbox) -> str:
+        part = rm.partitions.get(self._partition_name(msg.partitionName))
+        if part is None:
+            return f"partition {msg.partitionName!r} does not exist"
+        app = part.apps.get(msg.applicationID)
+        if app is None:
+            if msg.applicationID in part.terminated:
+                return ""  # already ended: removing it again is a no-op
+            return f"application {msg.applicationID} does not exist"
+        part.remove_app(app, ctx, m.TerminationType.STOPPED_BY_RM, "application removed by the RM")
+        return ""
+
+    # --- nodes -----------------------------------------------------------------------
+
+    def _on_node(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
+        rm, why = self._rm_for(entry, msg.rmID, ctx)
+        for item in msg.nodes:
+            if isinstance(item, codec.BadItem):
+                ctx.add(entry.rm, "node", "rejected", m.RejectedNode(item.ids.get("nodeID", ""), item.error))
+                continue
+            reason = why or self._node(rm, item, ctx)  # type: ignore[arg-type]
+            if reason:
+                ctx.add(entry.rm, "node", "rejected", m.RejectedNode(item.nodeID, reason))
+
+    def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
+        action = info.action
+        A = m.ActionFromRM
+        if action is A.CREATE:
+            return self._create_node(rm, info, ctx)
+        part = rm.node_partition.get(info.nodeID)
+        if action is A.UNKNOWN_ACTION_FROM_RM:
+            return "action is not set: expected CREATE, UPDATE, DRAIN_NODE, DECOMISSION or DRAIN_TO_SCHEDULABLE"
+        if part is None:
+            return f"node {info.nodeID} does not exist"
+        node = part.nodes[info.nodeID]
+        if action is A.UPDATE:
+            if info.existingAllocations:
+                return "existingAllocations are only accepted with CREATE"
+            capacity = None if info.schedulableResource is None else _res(info.schedulableResource)
+            occupied = node.occupied if info.occupiedResource is None else _res(info.occupiedResource)
+            part.update_node(node, info.attributes, capacity, occupied)
+            return ""
+        event = {A.DRAIN_NODE: NodeEvent.DRAIN, A.DRAIN_TO_SCHEDULABLE: NodeEvent.UNDRAIN,
+                 A.DECOMISSION: NodeEvent.DECOMMISSION}[action]
+        if not NODE.allows(node.state, event):
+            return f"node {node.id} is {node.state.value}: {action.value} does not apply"
+        if event is NodeEvent.DECOMMISSION:
+            part.decommission(node, ctx)
+            del rm.node_partition[node.id]
+        else:
+            part.node_event(node, event)
+        return ""
+
+    def _create_node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
+        if info.nodeID in rm.node_partition:
+            return f"node {info.nodeID} already exists"
+        pname = self._partition_name(info.attributes.get(NODE_PARTITION_ATTR, ""))
+        part = rm.partitions.get(pname)
+        if part is None:
+            return f"partition {pname!r} (attribute {NODE_PARTITION_ATTR}) does not exist"
+        recovered: list[tuple[m.Allocation, App, Res]] = []
+        uuids: set[str] = set()
+        for i, alloc in enumerate(info.existingAllocations):
+            reason = self._check_recovered(part, info, alloc, uuids)
+            if reason:
+                ctx.add(rm.id, "alloc", "rejected", m.RejectedAllocationAsk(
+                    alloc.allocationKey, alloc.applicationID,
+                    f"existingAllocations[{i}] of node {info.nodeID}: {reason}"))
+                continue
+            uuids.add(alloc.UUID)
+            recovered.append((alloc, part.apps[alloc.applicationID], _res(alloc.resourcePerAlloc)))
+        node = part.add_node(info, _res(info.schedulableResource), _res(info.occupiedResource))
+        rm.node_partition[node.id] = part
+        for alloc, app, res in recovered:
+            part.recover(alloc, app, node, res, ctx)
+        ctx.add(rm.id, "node", "accepted", m.AcceptedNode(info.nodeID))
+        return ""
+
+    def _check_recovered(self, part: Partition, info: m.NodeInfo, alloc: m.Allocation, seen: set[str]) -> str:
+        if not alloc.UUID:
+            return "UUID is empty"
+        if alloc.UUID in part.allocations or alloc.UUID in seen:
+            return f"UUID {alloc.UUID} is already in use"
+        if alloc.nodeID and alloc.nodeID != info.nodeID:
+            return f"nodeID {alloc.nodeID!r} is not the node being created"
+        if self._partition_name(alloc.partitionName) != part.name:
+            return f"partitionName {alloc.partitionName!r} is not the node's partition {part.name!r}"
+        app = part.apps.get(alloc.applicationID)
+        if app is None:
+            return f"application {alloc.applicationID!r} is not known: recover applications before nodes"
+        if app.state not in (AppState.NEW, AppState.ACCEPTED, AppState.RUNNING, AppState.COMPLETING):
+            return f"application {app.id} is {app.state.value}"
+        if not _res(alloc.resourcePerAlloc):
+            return "resourcePerAlloc is empty"
+        return ""
+
+    # --- asks and allocations --------------------------------------------------------
+
+    def _on_alloc(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Outbox) -> None:
+        rm, why = self._rm_for(entry, msg.rmID, ctx)
+        to = entry.rm
+        for item in msg.releases:
+            if isinstance(item, codec.BadItem):
+                ctx.event(to, m.EventType.REQUEST, item.ids.get("UUID", ""), f"release not applied: {item.error}")
+                continue
+            reason = why or self._release(rm, item, ctx)  # type: ignore[arg-type]
+            if reason:
+                ctx.event(to, m.EventType.REQUEST, item.UUID or item.applicationID,
+                          f"release not applied: {reason}")
+        for item in msg.askReleases:
+            if isinstance(item, codec.BadItem):
+                ctx.event(to, m.EventType.REQUEST, item.ids.get("allocationKey", ""),
+                          f"ask release not applied: {item.error}")
+                continue
+            reason = why or self._release_ask(rm, item, ctx)  # type: ignore[arg-type]
+            if reason:
+                ctx.event(to, m.EventType.REQUEST, item.allocationKey or item.applicationID,
+                          f"ask release not applied: {reason}")
+        for item in msg.asks:
+            if isinstance(item, codec.BadItem):
+                ctx.add(to, "alloc", "rejected", m.RejectedAllocationAsk(
+                    item.ids.get("allocationKey", ""), item.ids.get("applicationID", ""), item.error))
+                continue
+            reason = why or self._add_ask(rm, item, ctx)  # type: ignore[arg-type]
+            if reason:
+                ctx.add(to, "alloc", "rejected", m.RejectedAllocationAsk(item.allocationKey, item.applicationID, reason))
+
+    def _app(self, rm: ResourceManager, partition: str, app_id: str) -> tuple[Partition | None, App | None, str]:
+        part = rm.partitions.get(self._partition_name(partition))
+        if part is None:
+            return None, None, f"partition {partition!r} does not exist"
+        app = part.apps.get(app_id)
+        if app is None:
+            state = part.terminated.get(app_id)
+            if state is not None:
+                return part, None, f"application {app_id} is {state.value}"
+            return part, None, f"application {app_id!r} does not exist"
+        return part, app, ""
+
+    def _add_ask(self, rm: ResourceManager, ask: m.AllocationAsk, ctx: Outbox) -> str:
+        part, app, reason = self._app(rm, ask.partitionName, ask.applicationID)
+        if reason:
+            return reason
+        res = _res(ask.resourceAsk)
+        if not res:
+            return "resourceAsk is empty: an ask needs at least one quantity above zero"
+        if app.state is AppState.FAILING:  # type: ignore[union-attr]
+            return f"application {ask.applicationID} is Failing"
+        part.add_ask(ask, app, res, ctx)  # type: ignore[union-attr,arg-type]
+        return ""
+
+    def _release(self, rm: ResourceManager, rel: m.AllocationRelease, ctx: Outbox) -> str:
+        part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)
+        if reason:
+            return reason
+        assert part is not None and app is not None
+        if rel.UUID:
+            alloc = app.allocations.get(rel.UUID)
+            if alloc is None:
+                return f"allocation {rel.UUID} of application {app.id} does not exist"
+            targets = [alloc]
+        elif rel.allocationKey:
+            targets = [a for a in app.allocations.values() if a.key == rel.allocationKey]
+            if not targets:
+                return f"application {app.id} has no allocation with allocationKey {rel.allocationKey!r}"
+        else:
+            targets = list(app.allocations.values())
+        for alloc in targets:
+            part.release(alloc, m.TerminationType.STOPPED_BY_RM, rel.message or "released by the RM", ctx)
+        return ""
+
+    def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Outbox) -> str:
+        if not rel.applicationID:
+            return "applicationID is empty"
+        part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)
+        if reason:
+            return reason
+        assert part is not None and app is not None
+        if rel.allocationKey:
+            ask = app.asks.get(rel.allocationKey)
+            if ask is None or not ask.pending:
+                return f"application {app.id} has no pending ask {rel.allocationKey!r}"
+            targets = [ask]
+        else:
+            targets = [a for a in app.asks.values() if a.pending]
+        for ask in targets:
+            part.release_ask(ask, ctx)
+        return ""
+
+    # --- timers ----------------------------------------------------------------------
+
+    def _fire_timers(self, ctx: Outbox) -> None:
+        for what in self.timers.due(ctx.ts):
+            kind, part = what[0], what[1]
+            if not part.alive:
+                continue
+            if kind == "completing":
+                app = what[2]
+                if part.apps.get(app.id) is app and app.timer == what[3] and app.state is AppState.COMPLETING:
+                    part.app_event(app, AppEvent.COMPLETING_TIMEOUT, ctx, "completing timeout")
+            elif kind == "app_timeout":
+                app = what[2]
+                if part.apps.get(app.id) is app and app.timer == what[3] and app.state in (
+                        AppState.RUNNING, AppState.COMPLETING):
+                    part.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
+            elif kind == "alloc":
+                alloc = what[2]
+                if part.allocations.get(alloc.uuid) is alloc:
+                    ask_ms = (alloc.app.asks.get(alloc.key).timeout_ms  # type: ignore[union-attr]
+                              if alloc.key in alloc.app.asks else 0)
+                    part.release(alloc, m.TerminationType.TIMEOUT,
+                                 f"execution timeout of {ask_ms} ms reached", ctx)
+            elif kind == "expire":
+                app_id, state = what[2], what[3]
+                if part.terminated.get(app_id) is state:
+                    del part.terminated[app_id]
+                    ctx.add(part.rm, "app", "updated", m.UpdatedApplication(
+                        applicationID=app_id, state=APP.advance(state, AppEvent.EXPIRE).value,
+                        stateTransitionTimestamp=ctx.ts, message="terminated timeout"))
+
+    # --- read side -------------------------------------------------------------------
+
+    def dump(self) -> dict[str, Any]:
+        """A plain, deterministic projection of the whole state (read API, tests)."""
+        out: dict[str, Any] = {"last_seq": self.last_seq, "now": self.now, "rms": {}}
+        for rm in self.rms.values():
+            parts = {}
+            for p in rm.partitions.values():
+                parts[p.name] = {
+                    "nodeSortPolicy": p.node_sort.value,
+                    "total": dict(p.total),
+                    "queues": {
+                        q.path: {
+                            "leaf": q.leaf, "draining": q.draining, "drainingSince": q.draining_since,
+                            "guaranteed": q.guaranteed, "max": q.max, "maxApplications": q.maxapps,
+                            "allocated": dict(q.allocated), "pending": dict(q.pending),
+                            "runningApplications": q.running, "priority": q.exposed_priority(),
+                            "applications": list(q.apps),
+                        } for q in p.queues.values()
+                    },
+                    "nodes": {
+                        n.id: {"state": n.state.value, "capacity": dict(n.capacity),
+                               "occupied": dict(n.occupied), "allocated": dict(n.allocated),
+                               "attributes": dict(n.attributes), "allocations": list(n.allocations)}
+                        for n in p.nodes.values()
+                    },
+                    "applications": {
+                        a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
+                               "allocated": dict(a.allocated), "pending": dict(a.pending),
+                               "maxPriority": a.max_priority,
+                               "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
+                                                "priority": k.priority, "resource": dict(k.resource),
+                                                "waiting": k.waiting, "reason": k.reported}
+                                        for k in a.asks.values()},
+                               "allocations": list(a.allocations)}
+                        for a in p.apps.values()
+                    },
+                    "terminated": {k: v.value for k, v in p.terminated.items()},
+                    "allocations": {
+                        u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
+                            "resource": dict(a.resource)}
+                        for u, a in p.allocations.items()
+                    },
+                }
+            out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,
+                                 "encoding": rm.encoding, "partitions": parts}
+        return out

@@ -1,0 +1,209 @@
+"""Lifecycles of the scheduler's objects: enums plus one transition table each.
+
+Every state change in the core goes through `Lifecycle.advance()`, which looks the move up
+in the table and raises `IllegalTransition` for a move the table does not list. The tables
+are the single source of truth: `docs/lifecycles.md` is generated from them
+(`python -m ykbus.core.lifecycle`), and the tests walk every legal and illegal pair.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Generic, TypeVar
+
+S = TypeVar("S", bound=enum.Enum)
+E = TypeVar("E", bound=enum.Enum)
+
+
+class IllegalTransition(Exception):
+    """A move the transition table does not allow: a bug in the caller, never bad input."""
+
+
+class Lifecycle(Generic[S, E]):
+    def __init__(self, name: str, table: dict[tuple[S, E], S]) -> None:
+        self.name = name
+        self.table = table
+
+    def advance(self, state: S, event: E) -> S:
+        try:
+            return self.table[(state, event)]
+        except KeyError:
+            raise IllegalTransition(f"{self.name}: {event.name} is not allowed in {state.value}") from None
+
+    def allows(self, state: S, event: E) -> bool:
+        return (state, event) in self.table
+
+    def mermaid(self) -> str:
+        lines = ["stateDiagram-v2"]
+        for (src, event), dst in self.table.items():
+            lines.append(f"    {src.value} --> {dst.value}: {event.name}")
+        return "\n".join(lines)
+
+
+class AppState(enum.StrEnum):
+    NEW = "New"
+    ACCEPTED = "Accepted"
+    RUNNING = "Running"
+    COMPLETING = "Completing"
+    COMPLETED = "Completed"
+    REJECTED = "Rejected"
+    FAILING = "Failing"
+    FAILED = "Failed"
+    EXPIRED = "Expired"
+
+
+class AppEvent(enum.Enum):
+    RUN = "an ask was added"
+    ALLOCATE = "the first allocation was made or recovered"
+    COMPLETE = "no asks and no allocations are left"
+    COMPLETING_TIMEOUT = "the completing timer fired"
+    REJECT = "the application was rejected"
+    FAIL = "the execution timeout fired"
+    FAILED = "every allocation of a failing application was released"
+    REMOVE = "the RM removed the application"
+    EXPIRE = "the terminated timer fired"
+
+
+_A, _E = AppState, AppEvent
+APP = Lifecycle[AppState, AppEvent]("application", {
+    (_A.NEW, _E.RUN): _A.ACCEPTED,
+    (_A.NEW, _E.ALLOCATE): _A.RUNNING,
+    (_A.NEW, _E.REJECT): _A.REJECTED,
+    (_A.NEW, _E.REMOVE): _A.COMPLETED,
+    (_A.NEW, _E.FAIL): _A.FAILING,
+    (_A.ACCEPTED, _E.ALLOCATE): _A.RUNNING,
+    (_A.ACCEPTED, _E.COMPLETE): _A.COMPLETING,
+    (_A.ACCEPTED, _E.REMOVE): _A.COMPLETED,
+    (_A.ACCEPTED, _E.FAIL): _A.FAILING,
+    (_A.RUNNING, _E.COMPLETE): _A.COMPLETING,
+    (_A.RUNNING, _E.REMOVE): _A.COMPLETED,
+    (_A.RUNNING, _E.FAIL): _A.FAILING,
+    (_A.COMPLETING, _E.RUN): _A.RUNNING,
+    (_A.COMPLETING, _E.ALLOCATE): _A.RUNNING,
+    (_A.COMPLETING, _E.COMPLETING_TIMEOUT): _A.COMPLETED,
+    (_A.COMPLETING, _E.REMOVE): _A.COMPLETED,
+    (_A.COMPLETING, _E.FAIL): _A.FAILING,
+    (_A.FAILING, _E.FAILED): _A.FAILED,
+    (_A.FAILING, _E.REMOVE): _A.FAILED,
+    (_A.COMPLETED, _E.EXPIRE): _A.EXPIRED,
+    (_A.FAILED, _E.EXPIRE): _A.EXPIRED,
+    (_A.REJECTED, _E.EXPIRE): _A.EXPIRED,
+})
+
+# States in which an application may receive new allocations.
+SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.RUNNING, AppState.COMPLETING})
+TERMINAL_APP_STATES = frozenset({AppState.COMPLETED, AppState.FAILED, AppState.REJECTED, AppState.EXPIRED})
+
+
+class AskState(enum.StrEnum):
+    PENDING = "Pending"
+    ALLOCATED = "Allocated"
+    REJECTED = "Rejected"
+    RELEASED = "Released"
+
+
+class AskEvent(enum.Enum):
+    ALLOCATE_LAST = "the last of maxAllocations was placed"
+    REJECT = "the ask was rejected by the scheduler"
+    RELEASE = "the RM released the ask, or its application went away"
+    REPLACE = "the RM sent the ask again with more allocations wanted"
+
+
+ASK = Lifecycle[AskState, AskEvent]("ask", {
+    (AskState.PENDING, AskEvent.ALLOCATE_LAST): AskState.ALLOCATED,
+    (AskState.PENDING, AskEvent.REJECT): AskState.REJECTED,
+    (AskState.PENDING, AskEvent.RELEASE): AskState.RELEASED,
+    (AskState.PENDING, AskEvent.REPLACE): AskState.PENDING,
+    (AskState.ALLOCATED, AskEvent.RELEASE): AskState.RELEASED,
+    (AskState.ALLOCATED, AskEvent.REPLACE): AskState.PENDING,
+})
+
+
+class AllocationState(enum.StrEnum):
+    ALLOCATED = "Allocated"
+    COMPLETED = "Completed"
+    PREEMPTED = "Preempted"
+    EXPIRED = "Expired"
+
+
+class AllocationEvent(enum.Enum):
+    STOP = "stopped by the RM (or its node or application went away)"
+    PREEMPT = "preempted by the scheduler"
+    TIMEOUT = "the execution timeout fired"
+
+
+ALLOCATION = Lifecycle[AllocationState, AllocationEvent]("allocation", {
+    (AllocationState.ALLOCATED, AllocationEvent.STOP): AllocationState.COMPLETED,
+    (AllocationState.ALLOCATED, AllocationEvent.PREEMPT): AllocationState.PREEMPTED,
+    (AllocationState.ALLOCATED, AllocationEvent.TIMEOUT): AllocationState.EXPIRED,
+})
+
+
+class NodeState(enum.StrEnum):
+    SCHEDULABLE = "Schedulable"
+    DRAINING = "Draining"
+    REMOVED = "Removed"
+
+
+class NodeEvent(enum.Enum):
+    DRAIN = "DRAIN_NODE"
+    UNDRAIN = "DRAIN_TO_SCHEDULABLE"
+    DECOMMISSION = "DECOMISSION"
+
+
+NODE = Lifecycle[NodeState, NodeEvent]("node", {
+    (NodeState.SCHEDULABLE, NodeEvent.DRAIN): NodeState.DRAINING,
+    (NodeState.SCHEDULABLE, NodeEvent.DECOMMISSION): NodeState.REMOVED,
+    (NodeState.DRAINING, NodeEvent.UNDRAIN): NodeState.SCHEDULABLE,
+    (NodeState.DRAINING, NodeEvent.DECOMMISSION): NodeState.REMOVED,
+})
+
+
+class RMState(enum.StrEnum):
+    INIT = "Init"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    STOPPED = "Stopped"
+
+
+class RMEvent(enum.Enum):
+    REGISTER = "register (a re-registration wipes the RM's state)"
+    CONNECTION_LOST = "heartbeats stopped"
+    RECONNECT = "heartbeats resumed"
+    TIMEOUT = "paused for longer than the RM timeout"
+    SHUTDOWN = "voluntary unregister"
+
+
+RM = Lifecycle[RMState, RMEvent]("resource manager", {
+    (RMState.INIT, RMEvent.REGISTER): RMState.RUNNING,
+    (RMState.RUNNING, RMEvent.REGISTER): RMState.RUNNING,
+    (RMState.PAUSED, RMEvent.REGISTER): RMState.RUNNING,
+    (RMState.STOPPED, RMEvent.REGISTER): RMState.RUNNING,
+    (RMState.RUNNING, RMEvent.CONNECTION_LOST): RMState.PAUSED,
+    (RMState.PAUSED, RMEvent.RECONNECT): RMState.RUNNING,
+    (RMState.PAUSED, RMEvent.TIMEOUT): RMState.STOPPED,
+    (RMState.RUNNING, RMEvent.SHUTDOWN): RMState.STOPPED,
+    (RMState.PAUSED, RMEvent.SHUTDOWN): RMState.STOPPED,
+})
+
+LIFECYCLES: tuple[Lifecycle, ...] = (APP, ASK, ALLOCATION, NODE, RM)  # type: ignore[type-arg]
+
+
+def render_docs() -> str:
+    """docs/lifecycles.md, generated from the tables."""
+    parts = [
+        "# Lifecycles",
+        "",
+        "Generated from `src/ykbus/core/lifecycle.py` by `python -m ykbus.core.lifecycle`;"
+        " a test fails when this file is stale. A move not drawn here raises `IllegalTransition`.",
+    ]
+    for lc in LIFECYCLES:
+        parts += ["", f"## {lc.name}", "", "```mermaid", lc.mermaid(), "```", ""]
+        events = {event: None for (_, event) in lc.table}
+        parts += ["| event | meaning |", "|---|---|"]
+        parts += [f"| {e.name} | {e.value} |" for e in events]
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_docs(), end="")

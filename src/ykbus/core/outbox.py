@@ -1,0 +1,81 @@
+"""Log entries in, outputs out: the values that cross the core's boundary.
+
+An `Outbox` collects what one entry decided. Items are grouped into one message per
+(rm, kind), in the order each group was first used, and in decision order inside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ykbus.si import messages as m
+
+ENTRY_KINDS = ("register", "app", "node", "alloc", "config", "unregister", "tick")
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """One input log entry. `msg` is the raw body, in `encoding` (json or msgpack)."""
+
+    seq: int
+    ts: int
+    rm: str
+    kind: str
+    msg: bytes = b"{}"
+    encoding: str = "json"
+
+
+class Output(msgspec.Struct, frozen=True):
+    """One output message: `seq` is the input sequence that caused it."""
+
+    seq: int
+    rm: str
+    kind: str
+    msg: Any
+
+
+_BUILDERS: dict[str, type[m.Message]] = {
+    "alloc": m.AllocationResponse,
+    "app": m.ApplicationResponse,
+    "node": m.NodeResponse,
+    "event": m.EventBatch,
+    "state": m.StateBatch,
+}
+
+
+class Outbox:
+    def __init__(self, seq: int, ts: int) -> None:
+        self.seq = seq
+        self.ts = ts
+        self._uuid = 0
+        self._groups: dict[tuple[str, str], Any] = {}
+
+    def next_uuid(self) -> str:
+        """A deterministic allocation UUID: `<input seq>-<n>`, n counting from 0 per entry."""
+        uuid = f"{self.seq}-{self._uuid}"
+        self._uuid += 1
+        return uuid
+
+    def add(self, rm: str, kind: str, field: str, item: Any) -> None:
+        group = self._groups.get((rm, kind))
+        if group is None:
+            group = self._groups[(rm, kind)] = {}
+        group.setdefault(field, []).append(item)
+
+    def register(self, rm: str, error: str = "") -> None:
+        self._groups[(rm, "register")] = m.RegisterResourceManagerResponse(error=error)
+
+    def event(self, rm: str, etype: m.EventType, object_id: str, message: str,
+              change: m.ChangeType = m.ChangeType.NONE) -> None:
+        self.add(rm, "event", "events", m.EventRecord(
+            type=etype, objectID=object_id, message=message, timestampNano=self.ts,
+            eventChangeType=change,
+        ))
+
+    def outputs(self) -> list[Output]:
+        out = []
+        for (rm, kind), group in self._groups.items():
+            msg = group if kind == "register" else _BUILDERS[kind](**group)
+            out.append(Output(self.seq, rm, kind, msg))
+        return out

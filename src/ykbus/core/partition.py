@@ -1,0 +1,901 @@
+"""One partition of one RM: its queue tree, nodes, applications, asks and allocations,
+and the scheduling pass over them.
+
+Theory of operation
+-------------------
+Every pending ask is in exactly one of three places:
+
+* **active**: in its application's `active` list, to be tried by the next pass;
+* **waiting for a node**: in `node_waiters[shape]`, after every schedulable node was too
+  small for it;
+* **waiting for a queue**: in `queue.waiters`, after that queue's `max` would be exceeded.
+
+An application is *active* (in its leaf's `active_apps`, counted in `active` of every queue
+up to root) when it has active asks, may be scheduled in its state, and is not held back by
+a queue's `maxapplications` (then it sits in that queue's `app_waiters`).
+
+A pass (`schedule()`) runs after every entry and loops "walk root -> leaf, try the best
+application's asks in order" until nothing more is placed. A failed ask moves to a waiting
+place, so each ask is tried once per wake-up and an entry that changes nothing a waiting
+ask waits for costs nothing for it. Wake-ups are precise:
+
+1. capacity freed or added on node N wakes only the waiting shapes that now fit N (within a
+   pass capacity only shrinks, so a shape that failed once fails again: `_failed_shapes`);
+2. usage falling in queue Q, or a new configuration, wakes Q's waiters;
+3. an application leaving Running wakes the `app_waiters` of the queues above it.
+
+Ordering (seed: priority-scheduling): asks by priority then submission; applications by
+`fifo` (priority, submission), `fair` (priority, dominant share of the partition, submission)
+or `stateaware` (fifo, and only the first Accepted application may start); queues by
+priority (max of children plus `priority.offset`; a `fence` exposes only its offset) when
+the parent sorts by priority, then dominant share of guaranteed, then pending, then name.
+Nodes: `fair` least used first, `binpacking` most used first, weighted, ties by node id.
+
+Application, queue and node sort keys are cached and moved in sorted lists when what they
+depend on changes; priorities follow the seed's O(1) add / O(n) remove rule.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from ykbus import limits
+from ykbus.core.config import (
+    PROP_PRIORITY_OFFSET,
+    PROP_PRIORITY_POLICY,
+    PROP_SORT_POLICY,
+    PROP_SORT_PRIORITY,
+    AppSortPolicy,
+    NodeSortPolicy,
+    PartitionConfig,
+    PriorityPolicy,
+    QueueConfig,
+    SortPriority,
+    parse_offset,
+)
+from ykbus.core.lifecycle import (
+    ALLOCATION,
+    APP,
+    ASK,
+    NODE,
+    SCHEDULABLE_APP_STATES,
+    AllocationEvent,
+    AllocationState,
+    AppEvent,
+    AppState,
+    AskEvent,
+    AskState,
+    NodeEvent,
+    NodeState,
+)
+from ykbus.core.outbox import Outbox
+from ykbus.core.resources import Res, add_into, first_over, fits, share, sub_into
+from ykbus.si import messages as m
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+NODE_WAIT = "node"
+
+
+def _clamp(value: int) -> int:
+    return max(INT32_MIN, min(INT32_MAX, value))
+
+
+def fmt_res(res: Res) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
+
+
+class Node:
+    __slots__ = ("id", "attributes", "capacity", "occupied", "allocated", "free", "state",
+                 "allocations", "key")
+
+    def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
+        self.id = node_id
+        self.attributes = attributes
+        self.capacity = capacity
+        self.occupied = occupied
+        self.allocated: Res = {}
+        self.free: Res = {}
+        self.state = NodeState.SCHEDULABLE
+        self.allocations: dict[str, Alloc] = {}
+        self.key: tuple[float, str] | None = None
+        self.recompute_free()
+
+    def recompute_free(self) -> None:
+        free = dict(self.capacity)
+        sub_into(free, self.occupied)
+        sub_into(free, self.allocated)
+        self.free = free
+
+
+class Queue:
+    __slots__ = (
+        "name", "path", "parent", "children", "leaf", "managed", "draining", "guaranteed", "max",
+        "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
+        "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
+        "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
+    )
+
+    def __init__(self, name: str, parent: Queue | None) -> None:
+        self.name = name
+        self.parent = parent
+        self.path = name if parent is None else f"{parent.path}.{name}"
+        self.children: dict[str, Queue] = {}
+        self.leaf = True
+        self.managed = True
+        self.draining = False
+        self.draining_since = 0
+        self.allocated: Res = {}
+        self.pending: Res = {}
+        self.apps: dict[str, App] = {}
+        self.running = 0
+        self.active = 0
+        self.active_apps: SortedList = SortedList()
+        self.waiters: dict[tuple[str, str], Ask] = {}
+        self.app_waiters: dict[str, App] = {}
+        self.raw_priority: int | None = None
+
+    def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
+        self.leaf = not qc.parent
+        self.guaranteed = dict(qc.guaranteed)
+        self.max = dict(qc.max)
+        self.maxapps = qc.maxapplications
+        self.properties = dict(qc.properties)
+        self.submitacl = qc.submitacl
+        self.adminacl = qc.adminacl
+        props = qc.properties
+        self.sort_policy = AppSortPolicy.from_str(props.get(PROP_SORT_POLICY, "fifo"))
+        explicit = props.get(PROP_SORT_PRIORITY)
+        self.sort_priority = (
+            SortPriority.from_str(explicit) is SortPriority.ENABLED if explicit else inherited_sort_priority
+        )
+        self.priority_fence = (
+            PriorityPolicy.from_str(props.get(PROP_PRIORITY_POLICY, "default")) is PriorityPolicy.FENCE
+        )
+        self.priority_offset = parse_offset(props.get(PROP_PRIORITY_OFFSET, "0"))
+
+    def exposed_priority(self) -> int | None:
+        """The priority this queue shows its parent (seed: offset, fence)."""
+        if self.priority_fence:
+            return self.priority_offset
+        if self.raw_priority is None:
+            return None
+        return _clamp(self.raw_priority + self.priority_offset)
+
+    def ancestry(self) -> list[Queue]:
+        """This queue and its parents up to root."""
+        out = []
+        q: Queue | None = self
+        while q is not None:
+            out.append(q)
+            q = q.parent
+        return out
+
+
+class Ask:
+    __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
+                 "priority", "seq", "tags", "task_group", "placeholder", "originator",
+                 "timeout_ms", "state", "waiting", "reported", "entry")
+
+    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, seq: int) -> None:
+        self.key = msg.allocationKey
+        self.app = app
+        self.seq = seq
+        self.allocated = 0
+        self.state = AskState.PENDING
+        self.waiting: str | None = None  # NODE_WAIT, or the path of the queue it waits for
+        self.reported = ""  # last scheduling-state reason sent, so it is sent once
+        self.update(msg, resource)
+
+    def update(self, msg: m.AllocationAsk, resource: Res) -> None:
+        self.resource = resource
+        self.shape = tuple(sorted(resource.items()))
+        self.max_allocations = msg.maxAllocations or 1
+        self.pending = max(0, self.max_allocations - self.allocated)
+        self.priority = msg.priority
+        self.tags = msg.tags
+        self.task_group = msg.taskGroupName
+        self.placeholder = msg.placeholder
+        self.originator = msg.Originator
+        self.timeout_ms = msg.executionTimeoutMilliSeconds
+        self.entry = (-self.priority, self.seq, self)
+
+
+class Alloc:
+    __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
+                 "placeholder", "state")
+
+    def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
+                 tags: dict[str, str], task_group: str, placeholder: bool) -> None:
+        self.uuid = uuid
+        self.key = key
+        self.app = app
+        self.node = node
+        self.resource = resource
+        self.priority = priority
+        self.tags = tags
+        self.task_group = task_group
+        self.placeholder = placeholder
+        self.state = AllocationState.ALLOCATED
+
+    def message(self, partition: str) -> m.Allocation:
+        return m.Allocation(
+            allocationKey=self.key, allocationTags=self.tags, UUID=self.uuid,
+            resourcePerAlloc=_resource_msg(self.resource), priority=self.priority,
+            nodeID=self.node.id, applicationID=self.app.id, partitionName=partition,
+            taskGroupName=self.task_group, placeholder=self.placeholder,
+        )
+
+
+class App:
+    __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
+                 "active", "allocations", "allocated", "pending", "max_priority", "blocked_on",
+                 "entry", "timeout_ms", "timer")
+
+    def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
+        self.id = msg.applicationID
+        self.queue = queue
+        self.path = queue.ancestry()
+        self.user = msg.ugi.user
+        self.groups = list(msg.ugi.groups)
+        self.tags = msg.tags
+        self.state = AppState.NEW
+        self.seq = seq
+        self.asks: dict[str, Ask] = {}
+        self.active: SortedList = SortedList()
+        self.allocations: dict[str, Alloc] = {}
+        self.allocated: Res = {}
+        self.pending: Res = {}
+        self.max_priority: int | None = None
+        self.blocked_on: Queue | None = None
+        self.entry: tuple[Any, ...] | None = None  # its place in the leaf's active_apps
+        self.timeout_ms = msg.executionTimeoutMilliSeconds
+        self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
+
+
+def _resource_msg(res: Res) -> m.Resource:
+    return m.Resource(resources={k: m.Quantity(v) for k, v in res.items()})
+
+
+def _scaled(res: Res, n: int) -> Res:
+    return {k: v * n for k, v in res.items()}
+
+
+class Partition:
+    def __init__(self, rm: str, config: PartitionConfig, timers: Timers) -> None:
+        self.rm = rm
+        self.timers = timers
+        self.alive = True
+        self.name = config.name
+        self.nodes: dict[str, Node] = {}
+        self.node_index: SortedList = SortedList()
+        self.apps: dict[str, App] = {}
+        self.terminated: dict[str, AppState] = {}
+        self.allocations: dict[str, Alloc] = {}
+        self.total: Res = {}
+        self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
+        self.queues: dict[str, Queue] = {}
+        self.root = Queue("root", None)
+        self.seq = 0  # submission order of applications and asks
+        self._failed_shapes: set[tuple[tuple[str, int], ...]] = set()
+        self._rekey = False
+        self.apply_config(config, 0)
+
+    def _rekey_all(self, only_fair: bool) -> None:
+        for q in self.queues.values():
+            if q.leaf and (not only_fair or q.sort_policy is AppSortPolicy.FAIR):
+                for entry in list(q.active_apps):
+                    self._rekey_app(entry[-1])
+
+    def _recompute_priorities(self, q: Queue) -> None:
+        """Rebuild the priority caches of `q`'s subtree from scratch (after a reload)."""
+        if q.leaf:
+            prios = [a.max_priority for a in q.apps.values() if a.max_priority is not None]
+        else:
+            for child in q.children.values():
+                self._recompute_priorities(child)
+            prios = [
+                p for c in q.children.values() if c.active or c.pending
+                for p in (c.exposed_priority(),) if p is not None
+            ]
+        q.raw_priority = max(prios) if prios else None
+
+    # --- configuration ---------------------------------------------------------------
+
+    def apply_config(self, config: PartitionConfig, ts: int) -> list[str]:
+        """Install (or hot-swap) the queue tree; returns the paths that went draining."""
+        self.config = config
+        self.node_sort = config.nodesortpolicy.type
+        self.weights = config.nodesortpolicy.resourceweights
+        seen: dict[str, Queue] = {}
+        self._configure(self.root, config.root, True, seen)
+        draining = []
+        for path, queue in list(self.queues.items()):
+            if path not in seen and not queue.draining:
+                queue.draining = True
+                queue.draining_since = ts
+                draining.append(path)
+        self.queues.update(seen)
+        for path in draining:
+            self._remove_if_empty(self.queues[path])
+        self._reindex_nodes()
+        self._recompute_priorities(self.root)
+        self._rekey_all(only_fair=False)
+        for queue in list(self.queues.values()):
+            self._wake_queue(queue)
+            self._wake_app_waiters(queue)
+        return draining
+
+    def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
+        q.configure(qc, inherited)
+        if q.draining:
+            q.draining = False
+            q.draining_since = 0
+        seen[q.path] = q
+        for child_cfg in qc.queues:
+            child = q.children.get(child_cfg.name)
+            if child is None:
+                child = Queue(child_cfg.name, q)
+                q.children[child.name] = child
+            self._configure(child, child_cfg, q.sort_priority, seen)
+        # keep the configured order of children; draining ones stay after them
+        order = [c.name for c in qc.queues]
+        q.children = {n: q.children[n] for n in order} | {
+            n: c for n, c in q.children.items() if n not in order
+        }
+
+    def check_reload(self, config: PartitionConfig) -> list[str]:
+        """Why a new configuration cannot be installed over the live state, if it cannot."""
+        errors = []
+
+        def walk(qc: QueueConfig, path: str) -> None:
+            live = self.queues.get(path)
+            if live is not None and live.leaf and qc.parent and live.apps:
+                errors.append(f"queue {path}: cannot become a parent while it has applications")
+            if live is not None and not live.leaf and not qc.parent and live.children:
+                kids = [c for c in live.children.values() if c.apps or c.children]
+                if kids:
+                    errors.append(f"queue {path}: cannot become a leaf while it has child queues in use")
+            for child in qc.queues:
+                walk(child, f"{path}.{child.name}")
+
+        walk(config.root, "root")
+        return errors
+
+    def _remove_if_empty(self, q: Queue) -> None:
+        while q.parent is not None and q.draining and not q.apps and not q.children:
+            del q.parent.children[q.name]
+            del self.queues[q.path]
+            q = q.parent
+
+    # --- lookups ---------------------------------------------------------------------
+
+    def resolve_queue(self, name: str) -> Queue | None:
+        path = name.strip().lower()
+        if path != "root" and not path.startswith("root."):
+            path = f"root.{path}"
+        return self.queues.get(path)
+
+    # --- nodes -----------------------------------------------------------------------
+
+    def _node_key(self, node: Node) -> tuple[float, str]:
+        score = 0.0
+        weight_sum = 0.0
+        for name, weight in self.weights.items():
+            cap = node.capacity.get(name, 0)
+            if cap > 0 and weight > 0:
+                used = node.allocated.get(name, 0) + node.occupied.get(name, 0)
+                score += weight * used / cap
+                weight_sum += weight
+        if weight_sum:
+            score /= weight_sum
+        return (score if self.node_sort is NodeSortPolicy.FAIR else -score, node.id)
+
+    def _index_node(self, node: Node) -> None:
+        if node.key is not None:
+            self.node_index.remove(node.key)
+            node.key = None
+        if node.state is NodeState.SCHEDULABLE:
+            node.key = self._node_key(node)
+            self.node_index.add(node.key)
+
+    def _reindex_nodes(self) -> None:
+        self.node_index.clear()
+        for node in self.nodes.values():
+            node.key = None
+            self._index_node(node)
+
+    def add_node(self, info: m.NodeInfo, capacity: Res, occupied: Res) -> Node:
+        node = Node(info.nodeID, dict(info.attributes), capacity, occupied)
+        self.nodes[node.id] = node
+        add_into(self.total, capacity)
+        self._rekey = True
+        self._index_node(node)
+        self._wake_node(node)
+        return node
+
+    def update_node(self, node: Node, attributes: dict[str, str] | None, capacity: Res | None,
+                    occupied: Res) -> None:
+        if attributes:
+            node.attributes = dict(attributes)
+        if capacity is not None:
+            sub_into(self.total, node.capacity)
+            node.capacity = capacity
+            add_into(self.total, capacity)
+            self._rekey = True
+        node.occupied = occupied
+        node.recompute_free()
+        self._index_node(node)
+        self._wake_node(node)
+
+    def node_event(self, node: Node, event: NodeEvent) -> None:
+        node.state = NODE.advance(node.state, event)
+        self._index_node(node)
+        if node.state is NodeState.SCHEDULABLE:
+            self._wake_node(node)
+
+    def decommission(self, node: Node, ctx: Outbox) -> None:
+        for alloc in list(node.allocations.values()):
+            self.release(alloc, m.TerminationType.STOPPED_BY_RM, f"node {node.id} decommissioned", ctx)
+        self.node_event(node, NodeEvent.DECOMMISSION)
+        sub_into(self.total, node.capacity)
+        self._rekey = True
+        del self.nodes[node.id]
+
+    # --- applications ----------------------------------------------------------------
+
+    def add_app(self, msg: m.AddApplicationRequest, queue: Queue) -> App:
+        self.seq += 1
+        app = App(msg, queue, self.seq)
+        self.apps[app.id] = app
+        self.terminated.pop(app.id, None)
+        queue.apps[app.id] = app
+        return app
+
+    def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
+        old = app.state
+        new = APP.advance(old, event)
+        if new is old:
+            return
+        app.state = new
+        ctx.add(self.rm, "app", "updated", m.UpdatedApplication(
+            applicationID=app.id, state=new.value, stateTransitionTimestamp=ctx.ts, message=message,
+        ))
+        if new is AppState.RUNNING:
+            for q in app.path:
+                q.running += 1
+            if app.timeout_ms > 0 and old is not AppState.COMPLETING:
+                app.timer += 1
+                self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, ("app_timeout", self, app, app.timer))
+        if old is AppState.RUNNING:
+            for q in app.path:
+                q.running -= 1
+            for q in app.path:
+                self._wake_app_waiters(q)
+        if new is AppState.COMPLETING:
+            app.timer += 1
+            self.timers.schedule(ctx.ts + limits.COMPLETING_TIMEOUT_NS, ("completing", self, app, app.timer))
+        if new in (AppState.COMPLETED, AppState.FAILED):
+            self._forget_app(app)
+            self.terminated[app.id] = new
+            self.timers.schedule(ctx.ts + limits.TERMINATED_TIMEOUT_NS, ("expire", self, app.id, new))
+        self._sync_app(app)
+
+    def _forget_app(self, app: App) -> None:
+        if app.blocked_on is not None:
+            app.blocked_on.app_waiters.pop(app.id, None)
+            app.blocked_on = None
+        self._deactivate(app)
+        del self.apps[app.id]
+        del app.queue.apps[app.id]
+        self._remove_if_empty(app.queue)
+
+    def remove_app(self, app: App, ctx: Outbox, termination: m.TerminationType, message: str) -> None:
+        """Release everything the application holds, then end it (Completed, or Failed)."""
+        for alloc in list(app.allocations.values()):
+            self.release(alloc, termination, message, ctx, check_done=False)
+        for ask in list(app.asks.values()):
+            self._drop_ask(ask)
+        self.app_event(app, AppEvent.REMOVE, ctx, message)
+
+    def fail_app(self, app: App, ctx: Outbox, message: str) -> None:
+        self.app_event(app, AppEvent.FAIL, ctx, message)
+        for alloc in list(app.allocations.values()):
+            self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
+        for ask in list(app.asks.values()):
+            self._drop_ask(ask)
+        self.app_event(app, AppEvent.FAILED, ctx, message)
+
+    def _check_done(self, app: App, ctx: Outbox) -> None:
+        if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RUNNING):
+            self.app_event(app, AppEvent.COMPLETE, ctx, "no asks and no allocations left")
+
+    # --- application priority (seed: O(1) add, O(n) remove) --------------------------
+
+    def _ask_pending(self, ask: Ask) -> None:
+        app = ask.app
+        if app.max_priority is None or ask.priority > app.max_priority:
+            old = app.max_priority
+            app.max_priority = ask.priority
+            self._app_priority_changed(app, old)
+
+    def _ask_not_pending(self, ask: Ask) -> None:
+        app = ask.app
+        if ask.priority != app.max_priority:
+            return
+        best: int | None = None
+        for other in app.asks.values():
+            if other.pending > 0 and other is not ask:
+                if other.priority == ask.priority:
+                    return  # another ask keeps the maximum
+                if best is None or other.priority > best:
+                    best = other.priority
+        old = app.max_priority
+        app.max_priority = best
+        self._app_priority_changed(app, old)
+
+    def _app_priority_changed(self, app: App, old: int | None) -> None:
+        self._rekey_app(app)
+        leaf = app.queue
+        new = app.max_priority
+        if new is not None and (leaf.raw_priority is None or new > leaf.raw_priority):
+            leaf.raw_priority = new
+        elif old is not None and old == leaf.raw_priority and (new is None or new < old):
+            prios = [a.max_priority for a in leaf.apps.values() if a.max_priority is not None]
+            leaf.raw_priority = max(prios) if prios else None
+        else:
+            return
+        q = leaf.parent
+        while q is not None:
+            exposed = [c.exposed_priority() for c in q.children.values() if c.active or c.pending]
+            value = max((p for p in exposed if p is not None), default=None)
+            if value == q.raw_priority:
+                break
+            q.raw_priority = value
+            q = q.parent
+
+    # --- asks ------------------------------------------------------------------------
+
+    def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Outbox) -> None:
+        ask = app.asks.get(msg.allocationKey)
+        if ask is not None:
+            self._unpend(ask)
+            ask.update(msg, resource)
+            ask.reported = ""
+            if ask.pending and ask.state is AskState.ALLOCATED:
+                ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
+        else:
+            self.seq += 1
+            ask = Ask(msg, app, resource, self.seq)
+            app.asks[ask.key] = ask
+        if ask.pending:
+            self._pend(ask)
+        if app.state in (AppState.NEW, AppState.COMPLETING):
+            self.app_event(app, AppEvent.RUN, ctx, "ask added")
+        self._sync_app(app)
+
+    def _pend(self, ask: Ask) -> None:
+        """Count `ask`'s pending allocations and make it active."""
+        total = _scaled(ask.resource, ask.pending)
+        add_into(ask.app.pending, total)
+        for q in ask.app.path:
+            add_into(q.pending, total)
+        ask.app.active.add(ask.entry)
+        self._ask_pending(ask)
+
+    def _unpend(self, ask: Ask) -> None:
+        """Undo `_pend` for what is still pending, wherever the ask waits."""
+        if not ask.pending:
+            return
+        total = _scaled(ask.resource, ask.pending)
+        sub_into(ask.app.pending, total)
+        for q in ask.app.path:
+            sub_into(q.pending, total)
+        self._unwait(ask)
+        if ask.waiting is None:
+            ask.app.active.remove(ask.entry)
+        ask.waiting = None
+        ask.pending = 0
+        self._ask_not_pending(ask)
+
+    def release_ask(self, ask: Ask, ctx: Outbox) -> None:
+        self._drop_ask(ask)
+        app = ask.app
+        self._sync_app(app)
+        self._check_done(app, ctx)
+
+    def _drop_ask(self, ask: Ask) -> None:
+        self._unpend(ask)
+        ask.state = ASK.advance(ask.state, AskEvent.RELEASE)
+        if ask.allocated == 0:
+            ask.app.asks.pop(ask.key, None)
+
+    def _unwait(self, ask: Ask) -> None:
+        if ask.waiting == NODE_WAIT:
+            group = self.node_waiters.get(ask.shape)
+            if group is not None:
+                group.pop((ask.app.id, ask.key), None)
+                if not group:
+                    del self.node_waiters[ask.shape]
+        elif ask.waiting is not None:
+            q = self.queues.get(ask.waiting)
+            if q is not None:
+                q.waiters.pop((ask.app.id, ask.key), None)
+
+    def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: str, ctx: Outbox) -> None:
+        ask.app.active.remove(ask.entry)
+        ask.waiting = where
+        if where == NODE_WAIT:
+            self.node_waiters.setdefault(ask.shape, {})[(ask.app.id, ask.key)] = ask
+        else:
+            self.queues[where].waiters[(ask.app.id, ask.key)] = ask
+        if reason != ask.reported:
+            ask.reported = reason
+            ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
+                applicartionID=ask.app.id, allocationKey=ask.key, state=state, reason=reason,
+            ))
+
+    def _wake(self, ask: Ask) -> None:
+        ask.waiting = None
+        ask.app.active.add(ask.entry)
+        self._sync_app(ask.app)
+
+    def _wake_node(self, node: Node) -> None:
+        if node.state is not NodeState.SCHEDULABLE or not self.node_waiters:
+            return
+        for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:
+            for ask in self.node_waiters.pop(shape).values():
+                self._wake(ask)
+
+    def _wake_queue(self, q: Queue) -> None:
+        if q.waiters:
+            waiters, q.waiters = q.waiters, {}
+            for ask in waiters.values():
+                self._wake(ask)
+
+    def _wake_app_waiters(self, q: Queue) -> None:
+        if q.app_waiters:
+            waiters, q.app_waiters = q.app_waiters, {}
+            for app in waiters.values():
+                app.blocked_on = None
+                self._sync_app(app)
+
+    # --- active applications ---------------------------------------------------------
+
+    def _app_key(self, app: App) -> tuple[Any, ...]:
+        leaf = app.queue
+        prio = -(app.max_priority or 0) if leaf.sort_priority else 0
+        if leaf.sort_policy is AppSortPolicy.FAIR:
+            return (prio, share(app.allocated, self.total, {}), app.seq, app)
+        return (prio, 0.0, app.seq, app)
+
+    def _sync_app(self, app: App) -> None:
+        want = bool(app.active) and app.blocked_on is None and app.state in SCHEDULABLE_APP_STATES
+        if want and app.entry is None:
+            app.entry = self._app_key(app)
+            app.queue.active_apps.add(app.entry)
+            for q in app.path:
+                q.active += 1
+        elif not want and app.entry is not None:
+            self._deactivate(app)
+
+    def _deactivate(self, app: App) -> None:
+        if app.entry is not None:
+            app.queue.active_apps.remove(app.entry)
+            app.entry = None
+            for q in app.path:
+                q.active -= 1
+
+    def _rekey_app(self, app: App) -> None:
+        if app.entry is not None:
+            app.queue.active_apps.remove(app.entry)
+            app.entry = self._app_key(app)
+            app.queue.active_apps.add(app.entry)
+
+    # --- allocations -----------------------------------------------------------------
+
+    def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Outbox) -> None:
+        """Count an allocation the RM already runs (recovery), without issuing it again."""
+        alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, resource,
+                      alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
+                      alloc_msg.placeholder)
+        self._account(alloc)
+        if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.COMPLETING):
+            self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
+
+    def _account(self, alloc: Alloc) -> None:
+        node, app, res = alloc.node, alloc.app, alloc.resource
+        add_into(node.allocated, res)
+        sub_into(node.free, res)
+        node.allocations[alloc.uuid] = alloc
+        self._index_node(node)
+        for q in app.path:
+            add_into(q.allocated, res)
+        add_into(app.allocated, res)
+        app.allocations[alloc.uuid] = alloc
+        self.allocations[alloc.uuid] = alloc
+        if app.queue.sort_policy is AppSortPolicy.FAIR:
+            self._rekey_app(app)
+
+    def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+        app = ask.app
+        alloc = Alloc(ctx.next_uuid(), ask.key, app, node, ask.resource, ask.priority, ask.tags,
+                      ask.task_group, ask.placeholder)
+        for q in app.path:
+            sub_into(q.pending, ask.resource)
+        sub_into(app.pending, ask.resource)
+        ask.pending -= 1
+        ask.allocated += 1
+        ask.reported = ""
+        if ask.pending == 0:
+            app.active.remove(ask.entry)
+            ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
+            self._ask_not_pending(ask)
+        self._account(alloc)
+        if app.state is not AppState.RUNNING:
+            self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
+        if ask.timeout_ms > 0:
+            self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, ("alloc", self, alloc))
+        ctx.add(self.rm, "alloc", "new", alloc.message(self.name))
+        self._sync_app(app)
+
+    def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
+                check_done: bool = True) -> None:
+        """Release an allocation and report it to the RM with `termination`."""
+        event = {
+            m.TerminationType.TIMEOUT: AllocationEvent.TIMEOUT,
+            m.TerminationType.PREEMPTED_BY_SCHEDULER: AllocationEvent.PREEMPT,
+        }.get(termination, AllocationEvent.STOP)
+        alloc.state = ALLOCATION.advance(alloc.state, event)
+        node, app, res = alloc.node, alloc.app, alloc.resource
+        sub_into(node.allocated, res)
+        add_into(node.free, res)
+        del node.allocations[alloc.uuid]
+        self._index_node(node)
+        for q in app.path:
+            sub_into(q.allocated, res)
+        sub_into(app.allocated, res)
+        del app.allocations[alloc.uuid]
+        del self.allocations[alloc.uuid]
+        ask = app.asks.get(alloc.key)
+        if ask is not None:
+            ask.allocated -= 1
+            if ask.allocated == 0 and ask.pending == 0:
+                del app.asks[ask.key]
+        if app.queue.sort_policy is AppSortPolicy.FAIR:
+            self._rekey_app(app)
+        ctx.add(self.rm, "alloc", "released", m.AllocationRelease(
+            partitionName=self.name, applicationID=app.id, UUID=alloc.uuid,
+            terminationType=termination, message=message, allocationKey=alloc.key,
+        ))
+        for q in app.path:
+            self._wake_queue(q)
+        self._wake_node(node)
+        if check_done:
+            self._check_done(app, ctx)
+
+    # --- the scheduling pass ---------------------------------------------------------
+
+    def schedule(self, ctx: Outbox) -> None:
+        if self._rekey:
+            self._rekey = False
+            self._rekey_all(only_fair=True)
+        self._failed_shapes.clear()
+        while self.root.active and self._try_queue(self.root, ctx):
+            pass
+
+    def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
+        prio = 0
+        if parent.sort_priority:
+            exposed = q.exposed_priority()
+            prio = -(exposed if exposed is not None else 0)
+        return (
+            prio,
+            share(q.allocated, q.guaranteed, self.total),
+            -share(q.pending, q.guaranteed, self.total),
+            q.name,
+        )
+
+    def _try_queue(self, q: Queue, ctx: Outbox) -> bool:
+        if not q.leaf:
+            children = [c for c in q.children.values() if c.active]
+            if len(children) > 1:
+                children.sort(key=lambda c: self._queue_key(q, c))
+            for child in children:
+                if self._try_queue(child, ctx):
+                    return True
+            return False
+        gate = self._stateaware_gate(q) if q.sort_policy is AppSortPolicy.STATEAWARE else None
+        apps = q.active_apps
+        i = 0
+        while i < len(apps):
+            app: App = apps[i][-1]
+            if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
+                i += 1
+                continue
+            if self._try_app(app, ctx):
+                return True
+            if app.entry is not None:
+                i += 1
+        return False
+
+    @staticmethod
+    def _stateaware_gate(leaf: Queue) -> App | None:
+        """The one Accepted application that stateaware lets start: the first in fifo order."""
+        best: App | None = None
+        best_key: tuple[int, int] | None = None
+        for app in leaf.apps.values():
+            if app.state is AppState.ACCEPTED and app.pending:
+                key = (-(app.max_priority or 0) if leaf.sort_priority else 0, app.seq)
+                if best_key is None or key < best_key:
+                    best, best_key = app, key
+        return best
+
+    def _try_app(self, app: App, ctx: Outbox) -> bool:
+        if app.state is AppState.ACCEPTED:
+            for q in app.path:
+                if q.maxapps and q.running >= q.maxapps:
+                    app.blocked_on = q
+                    q.app_waiters[app.id] = app
+                    self._sync_app(app)
+                    reason = f"queue {q.path} runs its maximum of {q.maxapps} applications"
+                    for _, _, ask in list(app.active):
+                        if ask.reported != reason:
+                            ask.reported = reason
+                            ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
+                                applicartionID=app.id, allocationKey=ask.key,
+                                state=m.SchedulingState.SKIPPED, reason=reason,
+                            ))
+                    return False
+        while app.active:
+            ask: Ask = app.active[0][-1]
+            if self._try_ask(ask, ctx):
+                return True
+        self._sync_app(app)
+        return False
+
+    def _try_ask(self, ask: Ask, ctx: Outbox) -> bool:
+        res = ask.resource
+        for q in ask.app.path:
+            if q.max:
+                over = first_over(q.allocated, res, q.max)
+                if over is not None:
+                    reason = (
+                        f"queue {q.path} max {over} {q.max[over]} would be exceeded: "
+                        f"{q.allocated.get(over, 0)} used + {res[over]} asked"
+                    )
+                    self._wait(ask, q.path, m.SchedulingState.SKIPPED, reason, ctx)
+                    return False
+        if ask.shape not in self._failed_shapes:
+            nodes = self.nodes
+            for key in self.node_index:
+                node = nodes[key[1]]
+                if fits(res, node.free):
+                    self._allocate(ask, node, ctx)
+                    return True
+            self._failed_shapes.add(ask.shape)
+        reason = f"no schedulable node has {fmt_res(res)} free ({len(self.node_index)} nodes tried)"
+        self._wait(ask, NODE_WAIT, m.SchedulingState.FAILED, reason, ctx)
+        return False
+
+
+class Timers:
+    """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, tuple[Any, ...]]] = []
+        self._n = 0
+
+    def schedule(self, deadline: int, what: tuple[Any, ...]) -> None:
+        self._n += 1
+        heapq.heappush(self._heap, (deadline, self._n, what))
+
+    def due(self, now: int) -> list[tuple[Any, ...]]:
+        out = []
+        while self._heap and self._heap[0][0] <= now:
+            out.append(heapq.heappop(self._heap)[2])
+        return out

@@ -1,0 +1,1 @@
+"""The event log: JSON Lines files, replay."""

@@ -1,0 +1,121 @@
+"""The event log as JSON Lines (docs/protocol.md, "Event log file").
+
+Input line: `{"seq", "ts", "rm", "kind", "msg"}`. `msg` is normally the JSON object the RM
+sent. A body that was not a JSON object is kept exactly as received: as a JSON string
+(`"msg": "not json{"`) when it is UTF-8 text, or base64 in `msg_b64` otherwise; a
+MessagePack body is kept in `msg_b64` with `"encoding": "msgpack"`. So a recorded log
+replays to the same decisions, byte for byte, as the live run made.
+
+Output line: `{"seq", "rm", "kind", "msg"}` with `seq` the input sequence that caused it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+import msgspec
+
+from ykbus.core.outbox import Entry, Output
+
+
+class LogError(Exception):
+    """A log file line that is not a valid entry; the text names the line."""
+
+
+class _Line(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+    seq: int
+    ts: int
+    kind: str
+    rm: str = ""
+    msg: msgspec.Raw = msgspec.Raw(b"{}")
+    msg_b64: str = ""
+    encoding: str = "json"
+
+
+class _OutLine(msgspec.Struct, frozen=True):
+    seq: int
+    rm: str
+    kind: str
+    msg: Any
+
+
+class _InLine(msgspec.Struct, frozen=True, omit_defaults=True):
+    seq: int
+    ts: int
+    rm: str
+    kind: str
+    msg: Any = None
+    msg_b64: str = ""
+    encoding: str = "json"
+
+
+_line_decoder = msgspec.json.Decoder(_Line)
+_str_decoder = msgspec.json.Decoder(str)
+_encoder = msgspec.json.Encoder()
+
+
+def _body(line: _Line) -> bytes:
+    if line.msg_b64:
+        return base64.b64decode(line.msg_b64)
+    raw = bytes(line.msg)
+    if raw[:1] == b'"':
+        return _str_decoder.decode(raw).encode()
+    return raw
+
+
+def read_entries(lines: Iterable[bytes | str], source: str = "log") -> Iterator[Entry]:
+    """Entries of a JSONL log, checking that seq increases strictly and ts never decreases."""
+    last_seq, last_ts = 0, 0
+    for number, text in enumerate(lines, 1):
+        data = text.encode() if isinstance(text, str) else text
+        if not data.strip():
+            continue
+        try:
+            line = _line_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise LogError(f"{source}:{number}: not a log entry: {exc}") from None
+        if line.seq <= last_seq:
+            raise LogError(f"{source}:{number}: seq {line.seq} does not increase (previous {last_seq})")
+        if line.ts < last_ts:
+            raise LogError(f"{source}:{number}: ts {line.ts} goes back in time (previous {last_ts})")
+        last_seq, last_ts = line.seq, line.ts
+        yield Entry(seq=line.seq, ts=line.ts, rm=line.rm, kind=line.kind, msg=_body(line),
+                    encoding=line.encoding)
+
+
+def encode_entry(entry: Entry) -> bytes:
+    """One input log line for `entry`, keeping its body exactly (see module doc)."""
+    msg: Any = None
+    b64 = ""
+    if entry.encoding == "json":
+        stripped = entry.msg.lstrip()
+        try:
+            msgspec.json.decode(entry.msg)
+            ok = stripped[:1] == b"{"
+        except msgspec.DecodeError:
+            ok = False
+        if ok:
+            msg = msgspec.Raw(entry.msg)
+        else:
+            try:
+                msg = entry.msg.decode()
+            except UnicodeDecodeError:
+                b64 = base64.b64encode(entry.msg).decode()
+    else:
+        b64 = base64.b64encode(entry.msg).decode()
+    return _encoder.encode(_InLine(entry.seq, entry.ts, entry.rm, entry.kind, msg, b64, entry.encoding))
+
+
+def encode_output(out: Output) -> bytes:
+    return _encoder.encode(_OutLine(out.seq, out.rm, out.kind, out.msg))
+
+
+def write_outputs(outputs: Iterable[Output], stream: IO[bytes]) -> int:
+    n = 0
+    for out in outputs:
+        stream.write(encode_output(out))
+        stream.write(b"\n")
+        n += 1
+    return n

@@ -1,0 +1,1 @@
+"""The Scheduler Interface: wire messages and their codecs."""

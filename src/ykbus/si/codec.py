@@ -1,0 +1,212 @@
+"""Encoding and strict decoding of wire messages, JSON and MessagePack.
+
+Decoding happens in two steps so that one bad item never costs its neighbours:
+the envelope of a request is decoded with its item lists left raw, then each item is
+decoded on its own. A bad item becomes a `BadItem` carrying the error (with its full path,
+`$.asks[3].resourceAsk.resources.memory.value`) and whatever ids could be read from it,
+so the core can answer with the matching rejection while applying the rest.
+
+Encoders and decoders are built once, at import.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import msgspec
+from msgspec import Raw, field
+
+from ykbus.si import messages as m
+
+Encoding = Literal["json", "msgpack"]
+ENCODINGS: tuple[str, ...] = ("json", "msgpack")
+MSGPACK_CONTENT_TYPE = "application/msgpack"
+
+
+class BadItem(msgspec.Struct, frozen=True):
+    """An item of a request that did not decode: its path, the reason, the ids it named."""
+
+    path: str
+    error: str
+    ids: dict[str, str]
+
+
+class DecodeError(Exception):
+    """The whole message could not be decoded; the text names the path and the reason."""
+
+
+# --- envelopes: item lists stay raw ----------------------------------------------------
+
+
+class _Env(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+    pass
+
+
+class _ReleasesEnv(_Env):
+    allocationsToRelease: list[Raw] = field(default_factory=list)
+    allocationAsksToRelease: list[Raw] = field(default_factory=list)
+
+
+class _AllocEnv(_Env):
+    asks: list[Raw] = field(default_factory=list)
+    releases: _ReleasesEnv | None = None
+    rmID: str = ""
+
+
+class _AppEnv(_Env):
+    new: list[Raw] = field(default_factory=list)
+    remove: list[Raw] = field(default_factory=list)
+    rmID: str = ""
+
+
+class _NodeEnv(_Env):
+    nodes: list[Raw] = field(default_factory=list)
+    rmID: str = ""
+
+
+# --- decoded requests, as the core receives them ---------------------------------------
+
+
+class DecodedAllocationRequest(msgspec.Struct, frozen=True):
+    rmID: str
+    asks: list[m.AllocationAsk | BadItem]
+    releases: list[m.AllocationRelease | BadItem]
+    askReleases: list[m.AllocationAskRelease | BadItem]
+
+
+class DecodedApplicationRequest(msgspec.Struct, frozen=True):
+    rmID: str
+    new: list[m.AddApplicationRequest | BadItem]
+    remove: list[m.RemoveApplicationRequest | BadItem]
+
+
+class DecodedNodeRequest(msgspec.Struct, frozen=True):
+    rmID: str
+    nodes: list[m.NodeInfo | BadItem]
+
+
+Decoded = (
+    m.RegisterResourceManagerRequest
+    | m.UpdateConfigurationRequest
+    | m.UnregisterRequest
+    | DecodedAllocationRequest
+    | DecodedApplicationRequest
+    | DecodedNodeRequest
+)
+
+_ID_FIELDS = ("allocationKey", "applicationID", "nodeID", "UUID", "partitionName")
+_AT = re.compile(r" - at `\$")
+
+
+def _with_path(error: str, prefix: str) -> str:
+    """Rewrite a msgspec error so that its path starts at `prefix` (e.g. `$.asks[3]`)."""
+    if _AT.search(error):
+        return _AT.sub(lambda _: f" - at `{prefix}", error, count=1)
+    return f"{error} - at `{prefix}`"
+
+
+class _Format:
+    """Decoders for one encoding, built once."""
+
+    def __init__(self, encoding: Encoding) -> None:
+        mod: Any = msgspec.json if encoding == "json" else msgspec.msgpack
+        self._mod = mod
+        self.whole = {kind: mod.Decoder(t, strict=False) for kind, t in m.INPUT_TYPES.items()}
+        self.env = {
+            "alloc": mod.Decoder(_AllocEnv, strict=False),
+            "app": mod.Decoder(_AppEnv, strict=False),
+            "node": mod.Decoder(_NodeEnv, strict=False),
+        }
+        self.item = {
+            t: mod.Decoder(t, strict=False)
+            for t in (
+                m.AllocationAsk, m.AllocationRelease, m.AllocationAskRelease,
+                m.AddApplicationRequest, m.RemoveApplicationRequest, m.NodeInfo,
+            )
+        }
+        self.loose = mod.Decoder(dict[str, Any])
+
+    def items(self, t: type, raws: list[Raw], path: str) -> list[Any]:
+        out: list[Any] = []
+        dec = self.item[t]
+        for i, raw in enumerate(raws):
+            where = f"{path}[{i}]"
+            try:
+                out.append(dec.decode(raw))
+            except msgspec.DecodeError as exc:
+                out.append(BadItem(where, _with_path(str(exc), where), self._ids(raw)))
+        return out
+
+    def _ids(self, raw: Raw) -> dict[str, str]:
+        try:
+            obj = self.loose.decode(raw)
+        except msgspec.DecodeError:
+            return {}
+        return {k: obj[k] for k in _ID_FIELDS if isinstance(obj.get(k), str)}
+
+
+_FORMATS: dict[str, _Format] = {e: _Format(e) for e in ENCODINGS}  # type: ignore[arg-type]
+
+
+def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
+    """Decode the body of an input log entry of `kind`.
+
+    Raises DecodeError when the message as a whole is unusable (not JSON, not an object,
+    a wrong type outside any item, an unknown kind or encoding). Bad items inside
+    alloc/app/node requests do not raise: they come back as BadItem.
+    """
+    fmt = _FORMATS.get(encoding)
+    if fmt is None:
+        raise DecodeError(f"unknown encoding {encoding!r}: expected one of {', '.join(ENCODINGS)}")
+    if kind not in m.INPUT_TYPES:
+        raise DecodeError(f"unknown kind {kind!r}: expected one of {', '.join(m.INPUT_TYPES)}")
+    try:
+        if kind == "alloc":
+            a = fmt.env["alloc"].decode(data)
+            rel = a.releases or _ReleasesEnv()
+            return DecodedAllocationRequest(
+                rmID=a.rmID,
+                asks=fmt.items(m.AllocationAsk, a.asks, "$.asks"),
+                releases=fmt.items(
+                    m.AllocationRelease, rel.allocationsToRelease, "$.releases.allocationsToRelease"
+                ),
+                askReleases=fmt.items(
+                    m.AllocationAskRelease,
+                    rel.allocationAsksToRelease,
+                    "$.releases.allocationAsksToRelease",
+                ),
+            )
+        if kind == "app":
+            p = fmt.env["app"].decode(data)
+            return DecodedApplicationRequest(
+                rmID=p.rmID,
+                new=fmt.items(m.AddApplicationRequest, p.new, "$.new"),
+                remove=fmt.items(m.RemoveApplicationRequest, p.remove, "$.remove"),
+            )
+        if kind == "node":
+            n = fmt.env["node"].decode(data)
+            return DecodedNodeRequest(rmID=n.rmID, nodes=fmt.items(m.NodeInfo, n.nodes, "$.nodes"))
+        return fmt.whole[kind].decode(data)
+    except msgspec.DecodeError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def decode(t: type, data: bytes, encoding: str = "json") -> Any:
+    """Decode one whole message of type `t` strictly (used by clients reading outputs)."""
+    mod: Any = msgspec.json if encoding == "json" else msgspec.msgpack
+    try:
+        return mod.decode(data, type=t, strict=False)
+    except msgspec.DecodeError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+_JSON_ENCODER = msgspec.json.Encoder()
+_MSGPACK_ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode(msg: Any, encoding: str = "json") -> bytes:
+    """Encode a message (or any msgspec-encodable value) as JSON or MessagePack."""
+    if encoding == "msgpack":
+        return _MSGPACK_ENCODER.encode(msg)
+    return _JSON_ENCODER.encode(msg)

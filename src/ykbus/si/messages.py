@@ -1,0 +1,393 @@
+"""Scheduler Interface messages (seed: scheduler-interface-spec), as msgspec Structs.
+
+Field names are the proto field names exactly as the spec writes them, including its
+oddities (`UUID`, `Originator`, and `applicartionID` in
+UpdateContainerSchedulingStateRequest), because RMs in other languages build these
+messages from the spec's `.proto`.
+
+Rules:
+1. Ids that the spec makes mandatory are non-empty strings; decoding fails without them.
+2. Quantities are int64 and never negative; priorities are int32.
+3. Enums are their proto names. A protobuf JSON encoder may send an enum as its number:
+   `__post_init__` turns the number into the named member, so the core only ever sees
+   members.
+4. Everything else has its proto3 default, so an omitted field decodes.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta, field
+from msgspec.structs import force_setattr
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+NonEmptyStr = Annotated[str, Meta(min_length=1)]
+Int32 = Annotated[int, Meta(ge=INT32_MIN, le=INT32_MAX)]
+NonNegInt32 = Annotated[int, Meta(ge=0, le=INT32_MAX)]
+Int64 = Annotated[int, Meta(ge=-(2**63), le=INT64_MAX)]
+NonNegInt64 = Annotated[int, Meta(ge=0, le=INT64_MAX)]
+
+
+def _enum_number(enum_type: type[enum.Enum]) -> object:
+    """The int alternative of an enum field: a proto enum number in range."""
+    return Annotated[int, Meta(ge=0, le=len(enum_type) - 1)]
+
+
+def _to_member(enum_type: type[enum.Enum], value: object) -> enum.Enum:
+    if isinstance(value, enum_type):
+        return value
+    return list(enum_type)[value]  # type: ignore[index]
+
+
+class ActionFromRM(enum.StrEnum):
+    UNKNOWN_ACTION_FROM_RM = "UNKNOWN_ACTION_FROM_RM"
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DRAIN_NODE = "DRAIN_NODE"
+    DECOMISSION = "DECOMISSION"
+    DRAIN_TO_SCHEDULABLE = "DRAIN_TO_SCHEDULABLE"
+
+
+class TerminationType(enum.StrEnum):
+    UNKNOWN_TERMINATION_TYPE = "UNKNOWN_TERMINATION_TYPE"
+    STOPPED_BY_RM = "STOPPED_BY_RM"
+    TIMEOUT = "TIMEOUT"
+    PREEMPTED_BY_SCHEDULER = "PREEMPTED_BY_SCHEDULER"
+    PLACEHOLDER_REPLACED = "PLACEHOLDER_REPLACED"
+
+
+class SchedulingState(enum.StrEnum):
+    UNKNOWN_SCHEDULING_STATE = "UNKNOWN_SCHEDULING_STATE"
+    SKIPPED = "SKIPPED"
+    SCHEDULED = "SCHEDULED"
+    RESERVED = "RESERVED"
+    FAILED = "FAILED"
+
+
+class EventType(enum.StrEnum):
+    UNKNOWN_EVENTRECORD_TYPE = "UNKNOWN_EVENTRECORD_TYPE"
+    REQUEST = "REQUEST"
+    APP = "APP"
+    NODE = "NODE"
+    QUEUE = "QUEUE"
+
+
+class ChangeType(enum.StrEnum):
+    NONE = "NONE"
+    SET = "SET"
+    ADD = "ADD"
+    REMOVE = "REMOVE"
+
+
+ActionField = ActionFromRM | _enum_number(ActionFromRM)  # type: ignore[valid-type]
+TerminationField = TerminationType | _enum_number(TerminationType)  # type: ignore[valid-type]
+SchedulingStateField = SchedulingState | _enum_number(SchedulingState)  # type: ignore[valid-type]
+EventTypeField = EventType | _enum_number(EventType)  # type: ignore[valid-type]
+ChangeTypeField = ChangeType | _enum_number(ChangeType)  # type: ignore[valid-type]
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False):
+    """Base of every wire message: immutable, proto3 defaults left out when encoding."""
+
+
+# --- common -------------------------------------------------------------------------
+
+
+class Quantity(msgspec.Struct, frozen=True):
+    """A single int64 value; written even when zero so that a quantity is never `{}`."""
+
+    value: NonNegInt64 = 0
+
+
+class Resource(Message):
+    """A sparse map of resource name to quantity."""
+
+    resources: dict[str, Quantity] = field(default_factory=dict)
+
+
+class UserGroupInformation(Message):
+    user: str = ""
+    groups: list[str] = field(default_factory=list)
+
+
+class PreemptionPolicy(Message):
+    allowPreemptSelf: bool = False
+    allowPreemptOther: bool = False
+
+
+# --- RM -> core ---------------------------------------------------------------------
+
+
+class RegisterResourceManagerRequest(Message):
+    rmID: NonEmptyStr
+    version: str = ""
+    policyGroup: str = ""
+    buildInfo: dict[str, str] = field(default_factory=dict)
+    config: str = ""
+    extraConfig: dict[str, str] = field(default_factory=dict)
+
+
+class AllocationAsk(Message):
+    allocationKey: NonEmptyStr
+    applicationID: NonEmptyStr
+    partitionName: str = ""
+    resourceAsk: Resource = field(default_factory=Resource)
+    maxAllocations: NonNegInt32 = 0
+    priority: Int32 = 0
+    executionTimeoutMilliSeconds: Int64 = 0
+    tags: dict[str, str] = field(default_factory=dict)
+    taskGroupName: str = ""
+    placeholder: bool = False
+    Originator: bool = False
+    preemptionPolicy: PreemptionPolicy | None = None
+
+
+class Allocation(Message):
+    """A recovered allocation (RM -> core, in NodeInfo) or a new one (core -> RM)."""
+
+    allocationKey: str = ""
+    allocationTags: dict[str, str] = field(default_factory=dict)
+    UUID: str = ""
+    resourcePerAlloc: Resource = field(default_factory=Resource)
+    priority: Int32 = 0
+    nodeID: str = ""
+    applicationID: str = ""
+    partitionName: str = ""
+    taskGroupName: str = ""
+    placeholder: bool = False
+
+
+class AllocationRelease(Message):
+    partitionName: str = ""
+    applicationID: str = ""
+    UUID: str = ""
+    terminationType: TerminationField = TerminationType.UNKNOWN_TERMINATION_TYPE
+    message: str = ""
+    allocationKey: str = ""
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
+
+
+class AllocationAskRelease(Message):
+    partitionName: str = ""
+    applicationID: str = ""
+    allocationKey: str = ""
+    terminationType: TerminationField = TerminationType.UNKNOWN_TERMINATION_TYPE
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
+
+
+class AllocationReleasesRequest(Message):
+    allocationsToRelease: list[AllocationRelease] = field(default_factory=list)
+    allocationAsksToRelease: list[AllocationAskRelease] = field(default_factory=list)
+
+
+class AllocationRequest(Message):
+    asks: list[AllocationAsk] = field(default_factory=list)
+    releases: AllocationReleasesRequest | None = None
+    rmID: str = ""
+
+
+class AddApplicationRequest(Message):
+    applicationID: NonEmptyStr
+    queueName: str = ""
+    partitionName: str = ""
+    ugi: UserGroupInformation = field(default_factory=UserGroupInformation)
+    tags: dict[str, str] = field(default_factory=dict)
+    executionTimeoutMilliSeconds: Int64 = 0
+    placeholderAsk: Resource | None = None
+    gangSchedulingStyle: str = ""
+
+
+class RemoveApplicationRequest(Message):
+    applicationID: NonEmptyStr
+    partitionName: str = ""
+
+
+class ApplicationRequest(Message):
+    new: list[AddApplicationRequest] = field(default_factory=list)
+    remove: list[RemoveApplicationRequest] = field(default_factory=list)
+    rmID: str = ""
+
+
+class NodeInfo(Message):
+    nodeID: NonEmptyStr
+    action: ActionField = ActionFromRM.UNKNOWN_ACTION_FROM_RM
+    attributes: dict[str, str] = field(default_factory=dict)
+    schedulableResource: Resource | None = None
+    occupiedResource: Resource | None = None
+    existingAllocations: list[Allocation] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "action", _to_member(ActionFromRM, self.action))
+
+
+class NodeRequest(Message):
+    nodes: list[NodeInfo] = field(default_factory=list)
+    rmID: str = ""
+
+
+class UpdateConfigurationRequest(Message):
+    rmID: str = ""
+    policyGroup: str = ""
+    config: str = ""
+    extraConfig: dict[str, str] = field(default_factory=dict)
+
+
+class UnregisterRequest(Message):
+    """Body of `yk.v1.in.<rm>.unregister`: `{}` (ykbus extension, no spec message)."""
+
+
+# --- core -> RM ---------------------------------------------------------------------
+
+
+class RegisterResourceManagerResponse(Message):
+    """Intentionally empty on success; `error` is set when the registration failed."""
+
+    error: str = ""
+
+
+class RejectedAllocationAsk(Message):
+    allocationKey: str = ""
+    applicationID: str = ""
+    reason: str = ""
+
+
+class AllocationResponse(Message):
+    new: list[Allocation] = field(default_factory=list)
+    released: list[AllocationRelease] = field(default_factory=list)
+    releasedAsks: list[AllocationAskRelease] = field(default_factory=list)
+    rejected: list[RejectedAllocationAsk] = field(default_factory=list)
+
+
+class UpdatedApplication(Message):
+    applicationID: str = ""
+    state: str = ""
+    stateTransitionTimestamp: int = 0
+    message: str = ""
+
+
+class RejectedApplication(Message):
+    applicationID: str = ""
+    reason: str = ""
+
+
+class AcceptedApplication(Message):
+    applicationID: str = ""
+
+
+class ApplicationResponse(Message):
+    rejected: list[RejectedApplication] = field(default_factory=list)
+    accepted: list[AcceptedApplication] = field(default_factory=list)
+    updated: list[UpdatedApplication] = field(default_factory=list)
+
+
+class RejectedNode(Message):
+    nodeID: str = ""
+    reason: str = ""
+
+
+class AcceptedNode(Message):
+    nodeID: str = ""
+
+
+class NodeResponse(Message):
+    rejected: list[RejectedNode] = field(default_factory=list)
+    accepted: list[AcceptedNode] = field(default_factory=list)
+
+
+class EventRecord(Message):
+    type: EventTypeField = EventType.UNKNOWN_EVENTRECORD_TYPE
+    objectID: str = ""
+    message: str = ""
+    timestampNano: int = 0
+    eventChangeType: ChangeTypeField = ChangeType.NONE
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "type", _to_member(EventType, self.type))
+        force_setattr(self, "eventChangeType", _to_member(ChangeType, self.eventChangeType))
+
+
+class EventBatch(Message):
+    """Body of `yk.v1.out.<rm>.event`."""
+
+    events: list[EventRecord] = field(default_factory=list)
+
+
+class UpdateContainerSchedulingStateRequest(Message):
+    applicartionID: str = ""  # sic: the spec's field name
+    allocationKey: str = ""
+    state: SchedulingStateField = SchedulingState.UNKNOWN_SCHEDULING_STATE
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "state", _to_member(SchedulingState, self.state))
+
+
+class StateBatch(Message):
+    """Body of `yk.v1.out.<rm>.state`."""
+
+    states: list[UpdateContainerSchedulingStateRequest] = field(default_factory=list)
+
+
+# --- scheduler plugin messages (spec completeness; ykbus does not call predicates) ---
+
+
+class PredicatesArgs(Message):
+    allocationKey: str = ""
+    nodeID: str = ""
+    allocate: bool = False
+
+
+class PreemptionPredicatesArgs(Message):
+    allocationKey: str = ""
+    nodeID: str = ""
+    preemptAllocationKeys: list[str] = field(default_factory=list)
+    startIndex: Int32 = 0
+
+
+class PreemptionPredicatesResponse(Message):
+    success: bool = False
+    index: Int32 = 0
+
+
+# The wire messages by log `kind`: what an RM sends, and what the core answers.
+INPUT_TYPES: dict[str, type[Message]] = {
+    "register": RegisterResourceManagerRequest,
+    "app": ApplicationRequest,
+    "node": NodeRequest,
+    "alloc": AllocationRequest,
+    "config": UpdateConfigurationRequest,
+    "unregister": UnregisterRequest,
+}
+
+OUTPUT_TYPES: dict[str, type[Message]] = {
+    "register": RegisterResourceManagerResponse,
+    "app": ApplicationResponse,
+    "node": NodeResponse,
+    "alloc": AllocationResponse,
+    "event": EventBatch,
+    "state": StateBatch,
+}
+
+ALL_MESSAGES: tuple[type[msgspec.Struct], ...] = (
+    Quantity, Resource, UserGroupInformation, PreemptionPolicy,
+    RegisterResourceManagerRequest, RegisterResourceManagerResponse,
+    AllocationAsk, Allocation, AllocationRelease, AllocationAskRelease,
+    AllocationReleasesRequest, AllocationRequest, AllocationResponse,
+    AddApplicationRequest, RemoveApplicationRequest, ApplicationRequest, ApplicationResponse,
+    UpdatedApplication, RejectedApplication, AcceptedApplication,
+    NodeInfo, NodeRequest, NodeResponse, RejectedNode, AcceptedNode,
+    RejectedAllocationAsk, EventRecord, EventBatch,
+    UpdateContainerSchedulingStateRequest, StateBatch, UpdateConfigurationRequest,
+    UnregisterRequest, PredicatesArgs, PreemptionPredicatesArgs, PreemptionPredicatesResponse,
+)

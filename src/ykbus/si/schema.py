@@ -1,0 +1,35 @@
+"""JSON Schemas of the wire messages, generated from the msgspec types."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import msgspec
+
+from ykbus.si import messages as m
+
+
+def schemas() -> dict[str, str]:
+    """File name -> schema text, one per message type, plus the input and output indexes."""
+    out = {}
+    for t in m.ALL_MESSAGES:
+        schema = msgspec.json.schema(t)
+        out[f"{t.__name__}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    index = {
+        "inputs": {kind: f"{t.__name__}.json" for kind, t in m.INPUT_TYPES.items()},
+        "outputs": {kind: f"{t.__name__}.json" for kind, t in m.OUTPUT_TYPES.items()},
+    }
+    out["index.json"] = json.dumps(index, indent=2, sort_keys=True) + "\n"
+    return out
+
+
+def write_schemas(directory: str) -> list[str]:
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for name, text in schemas().items():
+        path = os.path.join(directory, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        written.append(path)
+    return written
