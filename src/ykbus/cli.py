@@ -63,9 +63,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from ykbus.si.schema import write_schemas
+    import os
 
-    for path in write_schemas(args.dir):
+    from ykbus.si.schema import schemas
+
+    os.makedirs(args.dir, exist_ok=True)
+    for name, text in schemas().items():
+        path = os.path.join(args.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
         print(path)
     return 0
 

@@ -160,7 +160,7 @@ class Core:
             ctx.register(to, f"rmID {msg.rmID!r} does not match the subject's rm {entry.rm!r}")
             return
         if not RM_ID.match(msg.rmID):
-            ctx.register(to, f"rmID {msg.rmID!r} is not a NATS token: no '.', '*', '>' or whitespace")
+            ctx.register(entry.rm, f"rmID {msg.rmID!r} is not a NATS token: no '.', '*', '>' or whitespace")
             return
         encoding = msg.extraConfig.get("encoding", "json")
         if encoding not in codec.ENCODINGS:

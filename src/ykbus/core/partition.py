@@ -878,7 +878,7 @@ class Partition:
                     self._allocate(ask, node, ctx)
                     return True
             self._failed_shapes.add(ask.shape)
-        reason = f"no schedulable node has {fmt_res(res)} free ({len(self.node_index)} nodes tried)"
+        reason = f"no schedulable node has {fmt_res(res)} free"
         self._wait(ask, NODE_WAIT, m.SchedulingState.FAILED, reason, ctx)
         return False
 

@@ -99,6 +99,46 @@ _ID_FIELDS = ("allocationKey", "applicationID", "nodeID", "UUID", "partitionName
 _AT = re.compile(r" - at `\$")
 
 
+_PATH = re.compile(r"`(\$[^`]*)`")
+_SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+|\.\.\.)\]")
+_quantity = msgspec.json.Decoder(m.Quantity, strict=False)
+_text = msgspec.json.Decoder(str)
+_enc = msgspec.json.Encoder()
+
+
+def _name_keys(error: str, obj: Any) -> str:
+    """Replace msgspec's `[...]` (a map key it does not name) by the key that is wrong."""
+    match = _PATH.search(error)
+    if match is None or "[...]" not in match.group(1):
+        return error
+    path, node, out = match.group(1), obj, "$"
+    for name, index in _SEGMENT.findall(path[1:]):
+        if name:
+            node = node.get(name) if isinstance(node, dict) else None
+            out += f".{name}"
+        elif index != "...":
+            node = node[int(index)] if isinstance(node, list) and int(index) < len(node) else None
+            out += f"[{index}]"
+        elif isinstance(node, dict):
+            check = _quantity if out.endswith(".resources") else _text
+            bad = next((k for k, v in node.items() if not _decodes(check, v)), None)
+            if bad is None:
+                return error
+            node = node[bad]
+            out += f".{bad}"
+        else:
+            return error
+    return error.replace(f"`{path}`", f"`{out}`")
+
+
+def _decodes(decoder: Any, value: Any) -> bool:
+    try:
+        decoder.decode(_enc.encode(value))
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
 def _with_path(error: str, prefix: str) -> str:
     """Rewrite a msgspec error so that its path starts at `prefix` (e.g. `$.asks[3]`)."""
     if _AT.search(error):
@@ -135,15 +175,17 @@ class _Format:
             try:
                 out.append(dec.decode(raw))
             except msgspec.DecodeError as exc:
-                out.append(BadItem(where, _with_path(str(exc), where), self._ids(raw)))
+                obj = self._loose(raw)
+                error = _name_keys(str(exc), obj)
+                ids = {k: obj[k] for k in _ID_FIELDS if isinstance(obj.get(k), str)}
+                out.append(BadItem(where, _with_path(error, where), ids))
         return out
 
-    def _ids(self, raw: Raw) -> dict[str, str]:
+    def _loose(self, raw: Raw) -> dict[str, Any]:
         try:
-            obj = self.loose.decode(raw)
+            return self.loose.decode(raw)
         except msgspec.DecodeError:
             return {}
-        return {k: obj[k] for k in _ID_FIELDS if isinstance(obj.get(k), str)}
 
 
 _FORMATS: dict[str, _Format] = {e: _Format(e) for e in ENCODINGS}  # type: ignore[arg-type]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import msgspec
 
@@ -22,14 +21,3 @@ def schemas() -> dict[str, str]:
     }
     out["index.json"] = json.dumps(index, indent=2, sort_keys=True) + "\n"
     return out
-
-
-def write_schemas(directory: str) -> list[str]:
-    os.makedirs(directory, exist_ok=True)
-    written = []
-    for name, text in schemas().items():
-        path = os.path.join(directory, name)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        written.append(path)
-    return written

@@ -1,0 +1,58 @@
+import pytest
+
+from ykbus.core import Core
+from ykbus.log.build import LogBuilder
+from ykbus.yamlload import load_yaml
+
+
+class Harness:
+    """A core plus a log builder; `do(entry)` applies and returns the entry's outputs."""
+
+    def __init__(self) -> None:
+        self.core = Core(load_yaml=load_yaml)
+        self.log = LogBuilder("rm-1")
+        self.outputs = []
+
+    def do(self, entry):
+        outs = self.core.apply(entry)
+        self.outputs.extend(outs)
+        return outs
+
+    def setup(self, config: str = "", **nodes):
+        self.do(self.log.register(config))
+        if nodes:
+            from ykbus.log.build import node
+            self.do(self.log.nodes(*[node(n, **cap) for n, cap in nodes.items()]))
+
+
+def msgs(outs, kind):
+    return [o.msg for o in outs if o.kind == kind]
+
+
+def new_allocs(outs):
+    return [a for msg in msgs(outs, "alloc") for a in msg.new]
+
+
+def released(outs):
+    return [r for msg in msgs(outs, "alloc") for r in msg.released]
+
+
+def rejected_asks(outs):
+    return [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+
+
+def app_updates(outs):
+    return [(u.applicationID, u.state) for msg in msgs(outs, "app") for u in msg.updated]
+
+
+def states(outs):
+    return [s for msg in msgs(outs, "state") for s in msg.states]
+
+
+def events(outs):
+    return [e for msg in msgs(outs, "event") for e in msg.events]
+
+
+@pytest.fixture
+def h():
+    return Harness()

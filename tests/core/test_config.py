@@ -1,0 +1,126 @@
+"""Queue configuration: quantities, the tree rules, and the exact error of each invalid case."""
+
+import pytest
+
+from ykbus.core.config import ConfigError, parse_config, parse_quantity
+from ykbus.yamlload import load_yaml
+
+
+@pytest.mark.parametrize("resource,value,expected", [
+    ("vcore", 10, 10000), ("vcore", "500m", 500), ("vcore", "2", 2000), ("vcore", 0.5, 500),
+    ("memory", "1G", 10**9), ("memory", "1Gi", 2**30), ("memory", 1024, 1024), ("memory", "1.5Gi", 3 * 2**29),
+    ("memory", "64Mi", 64 * 2**20), ("nvidia.com/gpu", 2, 2), ("memory", "2k", 2000), ("memory", "3Ki", 3072),
+])
+def test_quantities_parse_as_yunikorn_does(resource, value, expected):
+    assert parse_quantity(resource, value) == expected
+
+
+@pytest.mark.parametrize("resource,value,reason", [
+    ("memory", "-1", "invalid quantity '-1'"),
+    ("memory", "1.5", "not a whole number"),
+    ("memory", "100m", "the milli suffix is only for vcore"),
+    ("memory", "lots", "invalid quantity 'lots'"),
+    ("memory", True, "expected a quantity, got bool"),
+    ("vcore", "0.0001", "not a whole number"),
+])
+def test_bad_quantities_say_why(resource, value, reason):
+    with pytest.raises(ValueError, match=reason):
+        parse_quantity(resource, value)
+
+
+def errors_of(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(load_yaml(text))
+    return info.value.errors
+
+
+def q(body: str) -> str:
+    return "partitions:\n  - name: default\n    queues:\n      - name: root\n" + body
+
+
+INVALID = [
+    ("dot in name", q("        queues:\n          - name: a.b\n"),
+     ["partitions[0].queues[0].queues[0].name: queue name 'a.b' contains a dot"]),
+    ("duplicate, case-insensitive", q("        queues:\n          - name: Team\n          - name: team\n"),
+     ["partitions[0].queues[0].queues[1].name: duplicate queue name 'team' under partitions[0].queues[0]"]),
+    ("resources on root", q("        resources: {max: {vcore: 1}}\n"),
+     ["partitions[0].queues[0].resources: resources cannot be set on the root queue"]),
+    ("guaranteed above max", q("        queues:\n          - name: a\n            resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}\n"),
+     ["partitions[0].queues[0].queues[0].resources: guaranteed vcore 2000 exceeds max 1000"]),
+    ("child max above parent max", q(
+        "        queues:\n          - name: p\n            resources: {max: {memory: 1G}}\n"
+        "            queues:\n              - name: c\n                resources: {max: {memory: 2G}}\n"),
+     ["partitions[0].queues[0].queues[0].queues[0].resources.max: memory 2000000000 exceeds the parent's max 1000000000"]),
+    ("children guaranteed above parent's", q(
+        "        queues:\n          - name: p\n            resources: {guaranteed: {vcore: 2}}\n"
+        "            queues:\n              - name: a\n                resources: {guaranteed: {vcore: 2}}\n"
+        "              - name: b\n                resources: {guaranteed: {vcore: 1}}\n"),
+     ["partitions[0].queues[0].queues[0].queues: the children's guaranteed vcore 3000 exceeds the queue's 2000"]),
+    ("unknown sort policy", q("        queues:\n          - name: a\n            properties: {application.sort.policy: random}\n"),
+     ["partitions[0].queues[0].queues[0].properties.application.sort.policy: unknown value 'random': expected one of fifo, fair, stateaware"]),
+    ("unknown priority policy", q("        properties: {priority.policy: wall}\n"),
+     ["partitions[0].queues[0].properties.priority.policy: unknown value 'wall': expected one of default, fence"]),
+    ("unknown sort priority", q("        properties: {application.sort.priority: maybe}\n"),
+     ["partitions[0].queues[0].properties.application.sort.priority: unknown value 'maybe': expected one of enabled, disabled"]),
+    ("unknown key", q("        maxapps: 3\n"), ["partitions[0].queues[0].maxapps: unknown key"]),
+    ("bad quantity", q("        queues:\n          - name: a\n            resources: {max: {memory: 1.5}}\n"),
+     ["partitions[0].queues[0].queues[0].resources.max.memory: invalid quantity 1.5: not a whole number"]),
+    ("negative maxapplications", q("        maxapplications: -1\n"),
+     ["partitions[0].queues[0].maxapplications: expected a non-negative integer, got -1"]),
+    ("child maxapplications above parent's", q("        maxapplications: 2\n        queues:\n          - name: a\n            maxapplications: 3\n"),
+     ["partitions[0].queues[0].queues[0].maxapplications: 3 exceeds the parent's 2"]),
+    ("bad node sort", "partitions:\n  - name: default\n    nodesortpolicy: {type: random}\n",
+     ["partitions[0].nodesortpolicy.type: unknown value 'random': expected one of fair, binpacking"]),
+    ("no partitions", "other: 1\n", ["other: unknown key", "partitions: missing: at least one partition is required"]),
+    ("duplicate partition", "partitions:\n  - name: a\n  - name: A\n", ["partitions[1].name: duplicate partition name 'a'"]),
+    ("bad name characters", q("        queues:\n          - name: 'a b'\n"),
+     ["partitions[0].queues[0].queues[0].name: queue name 'a b' must match ^[a-zA-Z0-9_:#/@-]{1,64}$"]),
+    ("root as a leaf", q("        parent: false\n"), ["partitions[0].queues[0].parent: the root queue is always a parent"]),
+]
+
+
+@pytest.mark.parametrize("name,text,expected", INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_configuration_gives_exact_errors(name, text, expected):
+    assert errors_of(text) == expected
+
+
+def test_every_error_is_listed_not_just_the_first():
+    text = q("        resources: {max: {vcore: 1}}\n        queues:\n          - name: a.b\n          - name: c\n            properties: {priority.policy: x}\n")
+    assert len(errors_of(text)) == 3
+
+
+def test_implicit_root_wraps_top_level_queues():
+    cfg = parse_config(load_yaml("partitions:\n  - name: default\n    queues:\n      - name: a\n      - name: b\n"))
+    root = cfg.partitions[0].root
+    assert root.name == "root" and root.parent and [c.name for c in root.queues] == ["a", "b"]
+
+
+def test_names_are_lower_cased_and_yunikorn_keys_accepted():
+    text = """
+partitions:
+  - name: Default
+    placementrules:
+      - name: provided
+        create: true
+    limits: []
+    preemption: {enabled: false}
+    queues:
+      - name: root
+        submitacl: '*'
+        adminacl: ' '
+        queues:
+          - name: Prod
+            parent: true
+            childtemplate: {}
+            limits: []
+"""
+    cfg = parse_config(load_yaml(text))
+    assert cfg.partitions[0].name == "default"
+    prod = cfg.partitions[0].root.queues[0]
+    assert prod.name == "prod" and prod.parent
+
+
+def test_unparsable_priority_offset_counts_as_zero():
+    from ykbus.core.config import parse_offset
+    assert parse_offset("100") == 100 and parse_offset("") == 0 and parse_offset("x") == 0
+    assert parse_offset(str(2**31)) == 0 and parse_offset("-5") == -5

@@ -1,0 +1,550 @@
+"""Behaviour of the core through its only interface: log entries in, outputs out."""
+
+from tests.conftest import app_updates, events, msgs, new_allocs, rejected_asks, released, states
+from ykbus.log.build import GB, allocation, app, ask, node
+
+TWO_QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: prod
+            resources: {guaranteed: {memory: 8G, vcore: 8}}
+          - name: dev
+            resources: {max: {memory: 4G, vcore: 4}}
+"""
+
+
+def nodes_of(h, partition="default"):
+    return h.core.dump()["rms"]["rm-1"]["partitions"][partition]["nodes"]
+
+
+def apps_of(h, partition="default"):
+    return h.core.dump()["rms"]["rm-1"]["partitions"][partition]["applications"]
+
+
+def queue(h, path, partition="default"):
+    return h.core.dump()["rms"]["rm-1"]["partitions"][partition]["queues"][path]
+
+
+# --- registration ----------------------------------------------------------------------
+
+def test_register_answers_empty_response_and_creates_partitions(h):
+    outs = h.do(h.log.register(TWO_QUEUES))
+    assert [(o.kind, o.msg.error) for o in outs] == [("register", "")]
+    assert set(h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["queues"]) == {"root", "root.prod", "root.dev"}
+
+
+def test_register_with_invalid_config_lists_every_error_and_changes_nothing(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    before = h.core.dump()
+    bad = "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: a.b\n          - name: x\n            resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}\n"
+    outs = h.do(h.log.register(bad))
+    error = msgs(outs, "register")[0].error
+    assert "contains a dot" in error and "guaranteed vcore 2000 exceeds max 1000" in error
+    after = h.core.dump()
+    assert after["rms"] == before["rms"]
+
+
+def test_reregistration_wipes_everything_the_rm_owned(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000, "memory": 4 * GB})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.asks(ask("k1", "a1", vcore=1000)))
+    assert len(h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["allocations"]) == 1
+    outs = h.do(h.log.register(TWO_QUEUES))
+    assert msgs(outs, "register")[0].error == ""
+    p = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]
+    assert p["nodes"] == {} and p["applications"] == {} and p["allocations"] == {}
+
+
+def test_rm_id_must_be_a_nats_token_and_match_subject(h):
+    outs = h.do(h.log.entry("register", {"rmID": "a.b"}, rm=""))
+    assert "not a NATS token" in msgs(outs, "register")[0].error
+    outs = h.do(h.log.entry("register", {"rmID": "other"}, rm="rm-1"))
+    assert "does not match" in msgs(outs, "register")[0].error
+    assert h.core.dump()["rms"] == {}
+
+
+def test_policy_group_config_is_shared_by_later_registrations(h):
+    h.do(h.log.register(TWO_QUEUES, policy_group="batch"))
+    outs = h.do(h.log.register("", policy_group="batch", rm="rm-2"))
+    assert msgs(outs, "register")[0].error == ""
+    assert "root.dev" in h.core.dump()["rms"]["rm-2"]["partitions"]["default"]["queues"]
+
+
+def test_two_rms_have_isolated_partitions(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.register(TWO_QUEUES, rm="rm-2"))
+    outs = h.do(h.log.apps(app("a1", "root.prod"), rm="rm-2"))
+    assert [o.rm for o in outs] == ["rm-2"]
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=1000), rm="rm-2"))
+    # rm-2 has no node: rm-1's node is in another partition
+    assert new_allocs(outs) == []
+    assert states(outs)[0].state == "FAILED"
+
+
+def test_unregister_stops_the_rm_and_later_messages_are_rejected(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.unregister())
+    assert h.core.dump()["rms"]["rm-1"]["state"] == "Stopped"
+    outs = h.do(h.log.apps(app("a1", "root.prod")))
+    assert "not registered" in msgs(outs, "app")[0].rejected[0].reason
+
+
+def test_messages_before_registration_are_rejected_per_item(h):
+    outs = h.do(h.log.nodes(node("n1", vcore=1000)))
+    assert msgs(outs, "node")[0].rejected[0].nodeID == "n1"
+    outs = h.do(h.log.asks(ask("k", "a", vcore=1)))
+    assert rejected_asks(outs)[0].allocationKey == "k"
+
+
+# --- nodes -----------------------------------------------------------------------------
+
+def test_node_create_twice_is_rejected_and_update_of_unknown_node_too(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    outs = h.do(h.log.nodes(node("n1", vcore=1000), node("n2", action="UPDATE", vcore=5)))
+    rej = msgs(outs, "node")[0].rejected
+    assert [(r.nodeID, r.reason) for r in rej] == [
+        ("n1", "node n1 already exists"), ("n2", "node n2 does not exist")]
+
+
+def test_node_update_changes_capacity_and_frees_waiting_asks(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=2000)))
+    assert new_allocs(outs) == [] and states(outs)[0].state == "FAILED"
+    outs = h.do(h.log.nodes(node("n1", action="UPDATE", vcore=4000)))
+    assert [a.nodeID for a in new_allocs(outs)] == ["n1"]
+
+
+def test_occupied_resources_reduce_what_the_node_offers(h):
+    h.setup(TWO_QUEUES)
+    h.do(h.log.nodes(node("n1", vcore=4000, occupied={"vcore": 3500})))
+    h.do(h.log.apps(app("a1", "root.prod")))
+    assert new_allocs(h.do(h.log.asks(ask("k1", "a1", vcore=1000)))) == []
+    outs = h.do(h.log.nodes(node("n1", action="UPDATE", occupied={"vcore": 0})))
+    assert len(new_allocs(outs)) == 1
+
+
+def test_drained_node_gets_nothing_new_until_undrained(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(app("a1", "root.prod")))
+    assert new_allocs(h.do(h.log.asks(ask("k1", "a1", vcore=1000)))) == []
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    assert "Draining" in msgs(outs, "node")[0].rejected[0].reason
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["k1"]
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    assert "Schedulable" in msgs(outs, "node")[0].rejected[0].reason
+
+
+def test_decommission_releases_and_reports_the_node_allocations(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000}, n2={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=2000)))
+    assert new_allocs(outs)[0].nodeID == "n1"
+    outs = h.do(h.log.nodes(node("n1", action="DECOMISSION")))
+    rel = released(outs)
+    assert [(r.allocationKey, r.terminationType) for r in rel] == [("k1", "STOPPED_BY_RM")]
+    assert "n1" not in nodes_of(h)
+    assert apps_of(h)["a1"]["allocated"] == {}
+
+
+def test_unknown_node_action_is_rejected(h):
+    h.setup(TWO_QUEUES)
+    outs = h.do(h.log.nodes({"nodeID": "n1", "action": "EXPLODE"}))
+    rej = msgs(outs, "node")[0].rejected[0]
+    assert rej.nodeID == "n1" and "Invalid enum value 'EXPLODE'" in rej.reason and "$.nodes[0].action" in rej.reason
+
+
+# --- recovery (seed: resilience-recovery) ----------------------------------------------
+
+def test_existing_allocations_are_counted_not_reissued(h):
+    h.setup(TWO_QUEUES)
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.nodes(node("n1", vcore=4000, memory=4 * GB, existing=[
+        allocation("uuid-1", "k1", "a1", "n1", vcore=3000, memory=GB)])))
+    assert new_allocs(outs) == []
+    assert app_updates(outs) == [("a1", "Running")]
+    assert nodes_of(h)["n1"]["allocated"] == {"vcore": 3000, "memory": GB}
+    assert queue(h, "root.prod")["allocated"] == {"vcore": 3000, "memory": GB}
+    # only 1000 vcore left on the node
+    outs = h.do(h.log.asks(ask("k2", "a1", vcore=2000)))
+    assert new_allocs(outs) == []
+    # the RM releases the recovered allocation by its UUID
+    outs = h.do(h.log.release("a1", uuid="uuid-1"))
+    assert [r.UUID for r in released(outs)] == ["uuid-1"]
+    assert [a.allocationKey for a in new_allocs(outs)] == ["k2"]
+
+
+def test_existing_allocation_of_unknown_app_is_rejected_and_node_still_added(h):
+    h.setup(TWO_QUEUES)
+    outs = h.do(h.log.nodes(node("n1", vcore=4000, existing=[
+        allocation("u1", "k1", "ghost", "n1", vcore=1000)])))
+    rej = rejected_asks(outs)
+    assert rej[0].applicationID == "ghost" and "recover applications before nodes" in rej[0].reason
+    assert msgs(outs, "node")[0].accepted[0].nodeID == "n1"
+    assert nodes_of(h)["n1"]["allocated"] == {}
+
+
+# --- applications ----------------------------------------------------------------------
+
+def test_app_rejections_name_the_reason(h):
+    h.setup(TWO_QUEUES)
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.apps(app("a1", "root.prod"), app("a2", "root.nope"), app("a3", "root"),
+                           app("a4", "root.prod", partition="gpu"), app("a5", "")))
+    reasons = {r.applicationID: r.reason for r in msgs(outs, "app")[0].rejected}
+    assert reasons == {
+        "a1": "application a1 already exists",
+        "a2": "queue 'root.nope' does not exist",
+        "a3": "queue root is a parent queue: applications go to leaf queues",
+        "a4": "partition 'gpu' does not exist",
+        "a5": "queueName is empty and no placement rule applies",
+    }
+    assert list(apps_of(h)) == ["a1"]
+
+
+def test_queue_name_without_root_prefix_and_any_case_resolves(h):
+    h.setup(TWO_QUEUES)
+    outs = h.do(h.log.apps(app("a1", "PROD")))
+    assert msgs(outs, "app")[0].accepted[0].applicationID == "a1"
+    assert apps_of(h)["a1"]["queue"] == "root.prod"
+
+
+def test_application_lifecycle_to_completed_and_expired(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    assert apps_of(h)["a1"]["state"] == "New"
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=1000)))
+    assert app_updates(outs) == [("a1", "Accepted"), ("a1", "Running")]
+    uuid = new_allocs(outs)[0].UUID
+    outs = h.do(h.log.release("a1", uuid=uuid))
+    assert app_updates(outs) == [("a1", "Completing")]
+    # a new ask brings it back to Running
+    outs = h.do(h.log.asks(ask("k2", "a1", vcore=1000)))
+    assert app_updates(outs) == [("a1", "Running")]
+    outs = h.do(h.log.release("a1"))  # empty UUID: all of the app's allocations
+    assert app_updates(outs) == [("a1", "Completing")]
+    assert app_updates(h.do(h.log.tick(29 * 10**9))) == []
+    assert app_updates(h.do(h.log.tick(2 * 10**9))) == [("a1", "Completed")]
+    assert "a1" not in apps_of(h)
+    assert app_updates(h.do(h.log.tick(3 * 24 * 3600 * 10**9))) == [("a1", "Expired")]
+
+
+def test_remove_app_releases_asks_and_allocations(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.asks(ask("k1", "a1", vcore=1000), ask("k2", "a1", vcore=1000)))
+    outs = h.do(h.log.remove_apps("a1"))
+    assert [(r.allocationKey, r.terminationType) for r in released(outs)] == [("k1", "STOPPED_BY_RM")]
+    assert app_updates(outs) == [("a1", "Completed")]
+    assert queue(h, "root.prod")["pending"] == {} and queue(h, "root.prod")["allocated"] == {}
+    # removing it again is harmless; an unknown app gets an event
+    assert h.do(h.log.remove_apps("a1")) == []
+    assert "does not exist" in events(h.do(h.log.remove_apps("zz")))[0].message
+
+
+def test_app_execution_timeout_fails_the_app_and_releases_with_timeout(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a1", "root.prod", executionTimeoutMilliSeconds=1000)))
+    h.do(h.log.asks(ask("k1", "a1", vcore=1000)))
+    outs = h.do(h.log.tick(2 * 10**9))
+    assert [r.terminationType for r in released(outs)] == ["TIMEOUT"]
+    assert app_updates(outs) == [("a1", "Failing"), ("a1", "Failed")]
+
+
+def test_ask_execution_timeout_releases_the_allocation(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.asks({**ask("k1", "a1", vcore=1000), "executionTimeoutMilliSeconds": 500}))
+    assert released(h.do(h.log.tick(400_000_000))) == []
+    rel = released(h.do(h.log.tick(200_000_000)))
+    assert [(r.allocationKey, r.terminationType) for r in rel] == [("k1", "TIMEOUT")]
+
+
+# --- asks ------------------------------------------------------------------------------
+
+def test_invalid_asks_are_rejected_with_reason_and_others_applied(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.asks(
+        ask("bad-neg", "a1", vcore=-1),
+        ask("unknown-app", "zz", vcore=1),
+        ask("empty", "a1"),
+        {"allocationKey": "no-app", "resourceAsk": {"resources": {"vcore": {"value": 1}}}},
+        ask("good", "a1", vcore=1000),
+    ))
+    reasons = {r.allocationKey: r.reason for r in rejected_asks(outs)}
+    assert reasons["bad-neg"] == "Expected `int` >= 0 - at `$.asks[0].resourceAsk.resources.vcore.value`"
+    assert reasons["unknown-app"] == "application 'zz' does not exist"
+    assert reasons["empty"].startswith("resourceAsk is empty")
+    assert reasons["no-app"] == "Object missing required field `applicationID` - at `$.asks[3]`"
+    assert [a.allocationKey for a in new_allocs(outs)] == ["good"]
+
+
+def test_max_allocations_places_several_and_replacing_an_ask_updates_it(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 3000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.asks(ask("k", "a1", vcore=1000, max_allocations=5)))
+    assert len(new_allocs(outs)) == 3
+    assert apps_of(h)["a1"]["asks"]["k"]["pending"] == 2
+    # the RM lowers the count: nothing more pending
+    h.do(h.log.asks(ask("k", "a1", vcore=1000, max_allocations=3)))
+    assert apps_of(h)["a1"]["asks"]["k"]["pending"] == 0
+    assert queue(h, "root.prod")["pending"] == {}
+
+
+def test_release_ask_removes_pending(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.asks(ask("k1", "a1", vcore=1000), ask("k2", "a1", vcore=1000)))
+    outs = h.do(h.log.release_ask("a1", "k2"))
+    assert app_updates(outs) == []
+    assert queue(h, "root.prod")["pending"] == {}
+    assert "no pending ask" in events(h.do(h.log.release_ask("a1", "k2")))[0].message
+
+
+def test_release_of_unknown_uuid_is_reported_not_dropped(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    ev = events(h.do(h.log.release("a1", uuid="nope")))
+    assert ev[0].message == "release not applied: allocation nope of application a1 does not exist"
+
+
+def test_asks_by_priority_then_submission_order(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 3000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.asks(ask("low", "a1", vcore=1000, priority=1), ask("first", "a1", vcore=1000, priority=5),
+                    ask("second", "a1", vcore=1000, priority=5), ask("top", "a1", vcore=1000, priority=9)))
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["top", "first", "second"]
+
+
+# --- queues ----------------------------------------------------------------------------
+
+def test_queue_max_caps_usage_and_release_in_queue_wakes_the_waiter(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 8000, "memory": 8 * GB})
+    h.do(h.log.apps(app("nb", "root.dev")))
+    outs = h.do(h.log.asks(ask("k", "nb", memory=2 * GB, vcore=1000, max_allocations=3)))
+    assert len(new_allocs(outs)) == 2
+    s = states(outs)[0]
+    assert s.state == "SKIPPED" and s.reason.startswith("queue root.dev max memory 4000000000 would be exceeded")
+    outs = h.do(h.log.release("nb", uuid=new_allocs(outs)[0].UUID))
+    assert len(new_allocs(outs)) == 1
+
+
+def test_parent_max_applies_to_all_children(h):
+    cfg = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: team
+            resources: {max: {vcore: 2}}
+            queues:
+              - name: a
+              - name: b
+"""
+    h.setup(cfg, n1={"vcore": 8000})
+    h.do(h.log.apps(app("x", "root.team.a"), app("y", "root.team.b")))
+    outs = h.do(h.log.asks(ask("kx", "x", vcore=1000, max_allocations=2), ask("ky", "y", vcore=1000, max_allocations=2)))
+    assert len(new_allocs(outs)) == 2
+    assert queue(h, "root.team")["allocated"] == {"vcore": 2000}
+
+
+def test_max_applications_holds_accepted_apps_until_one_finishes(h):
+    cfg = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: q
+            maxapplications: 1
+"""
+    h.setup(cfg, n1={"vcore": 8000})
+    h.do(h.log.apps(app("a1", "q"), app("a2", "q")))
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=1000), ask("k2", "a2", vcore=1000)))
+    assert [a.applicationID for a in new_allocs(outs)] == ["a1"]
+    assert "runs its maximum of 1 applications" in states(outs)[0].reason
+    assert apps_of(h)["a2"]["state"] == "Accepted"
+    outs = h.do(h.log.release("a1"))
+    assert app_updates(outs)[0] == ("a1", "Completing")
+    assert [a.applicationID for a in new_allocs(outs)] == ["a2"]
+
+
+def test_fair_queue_sorting_serves_the_queue_furthest_below_its_guarantee(h):
+    cfg = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: a
+            resources: {guaranteed: {vcore: 2}}
+          - name: b
+            resources: {guaranteed: {vcore: 6}}
+"""
+    h.setup(cfg, n1={"vcore": 8000})
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(app("x", "a"), app("y", "b")))
+    h.do(h.log.asks(ask("kx", "x", vcore=1000, max_allocations=8), ask("ky", "y", vcore=1000, max_allocations=8)))
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    got = [a.applicationID for a in new_allocs(outs)]
+    assert got.count("x") == 2 and got.count("y") == 6
+
+
+def test_fifo_apps_in_submission_order_and_priority_first(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 2000})
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(app("old", "prod"), app("new", "prod"), app("vip", "prod")))
+    h.do(h.log.asks(ask("k1", "old", vcore=1000), ask("k2", "new", vcore=1000), ask("k3", "vip", vcore=1000, priority=10)))
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    assert [a.applicationID for a in new_allocs(outs)] == ["vip", "old"]
+
+
+def test_priority_sorting_disabled_keeps_fifo(h):
+    cfg = TWO_QUEUES.replace("resources: {guaranteed: {memory: 8G, vcore: 8}}",
+                             "properties: {application.sort.priority: disabled}")
+    h.setup(cfg, n1={"vcore": 1000})
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(app("old", "prod"), app("vip", "prod")))
+    h.do(h.log.asks(ask("k1", "old", vcore=1000), ask("k3", "vip", vcore=1000, priority=10)))
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    assert [a.applicationID for a in new_allocs(outs)] == ["old"]
+
+
+def test_fair_app_sorting_balances_usage(h):
+    cfg = TWO_QUEUES.replace("resources: {guaranteed: {memory: 8G, vcore: 8}}",
+                             "properties: {application.sort.policy: fair}")
+    h.setup(cfg, n1={"vcore": 4000})
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(app("a", "prod"), app("b", "prod")))
+    h.do(h.log.asks(ask("ka", "a", vcore=1000, max_allocations=4), ask("kb", "b", vcore=1000, max_allocations=4)))
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    assert [a.applicationID for a in new_allocs(outs)] == ["a", "b", "a", "b"]
+
+
+def test_stateaware_lets_one_accepted_app_start_at_a_time(h):
+    cfg = TWO_QUEUES.replace("resources: {guaranteed: {memory: 8G, vcore: 8}}",
+                             "properties: {application.sort.policy: stateaware}")
+    h.setup(cfg, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a", "prod"), app("b", "prod")))
+    # a's ask cannot fit anywhere: a stays Accepted and b may not start either
+    outs = h.do(h.log.asks(ask("ka", "a", vcore=2000), ask("kb", "b", vcore=1000)))
+    assert new_allocs(outs) == []
+    outs = h.do(h.log.release_ask("a"))
+    assert [a.applicationID for a in new_allocs(outs)] == ["b"]
+
+
+# --- node sorting ----------------------------------------------------------------------
+
+def test_fair_node_sort_spreads_and_binpacking_packs(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 4000}, n2={"vcore": 4000}, n3={"vcore": 4000})
+    h.do(h.log.apps(app("a", "prod")))
+    outs = h.do(h.log.asks(ask("k", "a", vcore=1000, max_allocations=3)))
+    assert sorted(a.nodeID for a in new_allocs(outs)) == ["n1", "n2", "n3"]
+    from tests.conftest import Harness
+    b = Harness()
+    b.setup(TWO_QUEUES.replace("    queues:\n", "    nodesortpolicy: {type: binpacking}\n    queues:\n", 1),
+            n1={"vcore": 4000}, n2={"vcore": 4000}, n3={"vcore": 4000})
+    b.do(b.log.apps(app("a", "prod")))
+    outs = b.do(b.log.asks(ask("k", "a", vcore=1000, max_allocations=3)))
+    assert [a.nodeID for a in new_allocs(outs)] == ["n1", "n1", "n1"]
+
+
+def test_resource_weights_steer_node_choice(h):
+    cfg = TWO_QUEUES.replace("    queues:\n", "    nodesortpolicy: {type: fair, resourceweights: {memory: 1}}\n    queues:\n", 1)
+    h.setup(cfg)
+    # n1 is busier on vcore, n2 on memory; only memory counts
+    h.do(h.log.nodes(node("n1", vcore=4000, memory=4 * GB, occupied={"vcore": 3000}),
+                     node("n2", vcore=4000, memory=4 * GB, occupied={"memory": 3 * GB})))
+    h.do(h.log.apps(app("a", "prod")))
+    outs = h.do(h.log.asks(ask("k", "a", vcore=500, memory=GB // 2)))
+    assert new_allocs(outs)[0].nodeID == "n1"
+
+
+# --- bad input -------------------------------------------------------------------------
+
+def test_undecodable_message_becomes_an_event_and_the_next_one_applies(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    outs = h.do(h.log.entry("app", b"{not json"))
+    ev = events(outs)
+    assert ev[0].type == "REQUEST" and "invalid app message" in ev[0].message
+    outs = h.do(h.log.entry("node", b'{"nodes": 5}'))
+    assert "Expected `array`, got `int` - at `$.nodes`" in events(outs)[0].message
+    outs = h.do(h.log.apps(app("a1", "prod")))
+    assert msgs(outs, "app")[0].accepted[0].applicationID == "a1"
+
+
+def test_unknown_kind_is_reported(h):
+    ev = events(h.do(h.log.entry("bogus", {})))
+    assert "unknown kind 'bogus'" in ev[0].message
+
+
+def test_protobuf_json_encoding_is_accepted(h):
+    h.setup(TWO_QUEUES)
+    # int64 as strings, enums as numbers, defaults omitted (protojson's output)
+    outs = h.do(h.log.entry("node", {"rmID": "rm-1", "nodes": [
+        {"nodeID": "n1", "action": 1, "schedulableResource": {"resources": {"vcore": {"value": "4000"}}}}]}))
+    assert msgs(outs, "node")[0].accepted[0].nodeID == "n1"
+    h.do(h.log.apps(app("a1", "prod")))
+    outs = h.do(h.log.entry("alloc", {"asks": [{"allocationKey": "k", "applicationID": "a1",
+                                                 "resourceAsk": {"resources": {"vcore": {"value": "1000"}}}}]}))
+    assert new_allocs(outs)[0].resourcePerAlloc.resources["vcore"].value == 1000
+
+
+def test_msgpack_bodies_decode(h):
+    import msgspec
+
+    from ykbus.core.outbox import Entry
+    h.setup(TWO_QUEUES)
+    body = msgspec.msgpack.encode({"nodes": [{"nodeID": "n1", "action": "CREATE"}]})
+    outs = h.do(Entry(seq=h.log.seq + 1, ts=h.log.ts + 1, rm="rm-1", kind="node", msg=body, encoding="msgpack"))
+    assert msgs(outs, "node")[0].accepted[0].nodeID == "n1"
+
+
+def test_out_of_order_entry_is_a_caller_bug():
+    import pytest
+
+    from ykbus.core import Core, Entry, OutOfOrder
+    core = Core()
+    core.apply(Entry(seq=5, ts=1, rm="", kind="tick"))
+    with pytest.raises(OutOfOrder):
+        core.apply(Entry(seq=5, ts=2, rm="", kind="tick"))
+
+
+# --- incremental cost ------------------------------------------------------------------
+
+def test_unrelated_entries_do_not_retry_waiting_asks(h, monkeypatch):
+    from ykbus.core.partition import Partition
+    tries = []
+    original = Partition._try_ask
+
+    def counting(self, ask_, ctx):
+        tries.append(ask_.key)
+        return original(self, ask_, ctx)
+
+    monkeypatch.setattr(Partition, "_try_ask", counting)
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("big", "prod"), app("other", "prod")))
+    h.do(h.log.asks(*[ask(f"k{i}", "big", vcore=2000) for i in range(500)]))
+    assert len(tries) == 500  # each tried once, then waits for a node
+    tries.clear()
+    h.do(h.log.tick())
+    h.do(h.log.apps(app("late", "prod")))
+    h.do(h.log.asks(ask("small", "other", vcore=500)))
+    assert tries == ["small"]
+    tries.clear()
+    # freeing capacity too small for the waiting shape wakes none of them
+    uuid = new_allocs(h.outputs)[-1].UUID
+    h.do(h.log.release("other", uuid=uuid))
+    assert tries == []
+    # a node that fits them wakes them
+    h.do(h.log.nodes(node("n2", vcore=4000)))
+    assert len(tries) == 500

@@ -1,0 +1,86 @@
+"""Seed priority-scheduling: queue priority = max of children + offset; a fence hides it."""
+
+import pytest
+
+from tests.conftest import Harness, new_allocs
+from ykbus.log.build import app, ask, node
+
+# The seed's picture: `system` unfenced; `tenant1` fenced with `queueA` fenced and `queueB`
+# unfenced; `tenant2` unfenced with `queue1` and `queue2`.
+SEED = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: system
+          - name: tenant1
+            properties: {priority.policy: fence}
+            queues:
+              - name: queueA
+                properties: {priority.policy: fence}
+              - name: queueB
+          - name: tenant2
+            properties: {priority.offset: "%s"}
+            queues:
+              - name: queue1
+              - name: queue2
+"""
+
+
+def first_winner(asks, offset=0):
+    """Stage one ask per (queue, priority) behind a drained node with room for one, then undrain."""
+    h = Harness()
+    h.setup(SEED % offset, n1={"vcore": 1000})
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(*[app(f"app-{i}", q) for i, (q, _) in enumerate(asks)]))
+    h.do(h.log.asks(*[ask(f"k-{i}", f"app-{i}", vcore=1000, priority=p) for i, (_, p) in enumerate(asks)]))
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    (winner,) = new_allocs(outs)
+    return asks[int(winner.applicationID.split("-")[1])][0]
+
+
+@pytest.mark.parametrize("asks,offset,winner", [
+    # unfenced priorities compete globally
+    ([("root.tenant2.queue1", 5), ("root.system", 50)], 0, "root.system"),
+    ([("root.tenant2.queue1", 50), ("root.system", 5)], 0, "root.tenant2.queue1"),
+    # nothing under the tenant1 fence outranks system, whatever its priority
+    ([("root.tenant1.queueB", 1000), ("root.system", 1)], 0, "root.system"),
+    # inside tenant1: queueA is fenced, so queueB's priority wins over it
+    ([("root.tenant1.queueA", 1000), ("root.tenant1.queueB", 1)], 0, "root.tenant1.queueB"),
+    # the offset lifts tenant2 above system
+    ([("root.system", 100), ("root.tenant2.queue2", 0)], 500, "root.tenant2.queue2"),
+    # a negative offset sinks it
+    ([("root.system", 0), ("root.tenant2.queue2", 10)], -100, "root.system"),
+])
+def test_seed_priority_fencing_and_offset(asks, offset, winner):
+    assert first_winner(asks, offset) == winner
+
+
+def test_queue_priority_is_exposed_in_state(h):
+    h.setup(SEED % 7, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a", "root.tenant2.queue1"), app("b", "root.tenant1.queueB")))
+    h.do(h.log.asks(ask("k1", "a", vcore=5000, priority=20), ask("k2", "b", vcore=5000, priority=30)))
+    queues = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["queues"]
+    assert queues["root.tenant2.queue1"]["priority"] == 20
+    assert queues["root.tenant2"]["priority"] == 27
+    assert queues["root.tenant1"]["priority"] == 0  # fenced: only its offset
+    assert queues["root.tenant1.queueb"]["priority"] == 30
+    # the app's max priority falls when its top ask goes away (O(n) remove path)
+    h.do(h.log.release_ask("a", "k1"))
+    queues = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["queues"]
+    assert queues["root.tenant2.queue1"]["priority"] is None
+    assert queues["root.tenant2"]["priority"] is None
+
+
+def test_app_priority_cache_follows_adds_and_removes(h):
+    h.setup(SEED % 0)
+    h.do(h.log.apps(app("a", "root.system")))
+    h.do(h.log.asks(ask("k1", "a", vcore=1, priority=3), ask("k2", "a", vcore=1, priority=9),
+                    ask("k3", "a", vcore=1, priority=9)))
+    apps = lambda: h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]  # noqa: E731
+    assert apps()["a"]["maxPriority"] == 9
+    h.do(h.log.release_ask("a", "k2"))
+    assert apps()["a"]["maxPriority"] == 9  # k3 keeps it
+    h.do(h.log.release_ask("a", "k3"))
+    assert apps()["a"]["maxPriority"] == 3

@@ -1,0 +1,253 @@
+"""Hypothesis state machine over generated logs, with the core's safety invariants.
+
+After every entry:
+- no node that received a new allocation is over-committed; no queue on the path of a new
+  allocation is over its max;
+- every allocation belongs to a live application and node, and every usage and pending
+  counter equals the sum of what it counts;
+- work conservation: no pending ask is left unplaced while a schedulable node fits it and
+  every queue above it has headroom (the incremental wake-ups miss nothing);
+- an entry that only carries bad input changes nothing.
+At the end, replaying the same log in a fresh core gives byte-identical outputs.
+"""
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from ykbus.core import Core
+from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
+from ykbus.core.resources import fits
+from ykbus.log.build import LogBuilder, app, ask, node
+from ykbus.log.jsonl import encode_output
+from ykbus.yamlload import load_yaml
+
+CONFIGS = [
+    """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: a
+            resources: {guaranteed: {vcore: 4}, max: {vcore: 10, memory: 10000}}
+          - name: b
+            properties: {application.sort.policy: fair}
+            queues:
+              - name: b1
+                resources: {max: {vcore: 6}}
+              - name: b2
+                maxapplications: 2
+                properties: {priority.offset: 10}
+""",
+    """
+partitions:
+  - name: default
+    nodesortpolicy: {type: binpacking}
+    queues:
+      - name: root
+        queues:
+          - name: a
+            properties: {priority.policy: fence}
+          - name: b
+            resources: {max: {memory: 8000}}
+            queues:
+              - name: b1
+              - name: b2
+""",
+]
+LEAVES = ["root.a", "root.b.b1", "root.b.b2"]
+
+
+class CoreMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.core = Core(load_yaml=load_yaml)
+        self.log = LogBuilder("rm")
+        self.entries = []
+        self.outputs = []
+        self.last = []
+        self.nodes = 0
+        self.apps = 0
+        self.asks = 0
+        self.registered = False
+
+    def do(self, entry):
+        self.entries.append(entry)
+        self.last = self.core.apply(entry)
+        self.outputs += self.last
+        return self.last
+
+    def part(self):
+        return self.core.rms["rm"].partitions["default"]
+
+    @precondition(lambda self: not self.registered)
+    @rule(config=st.sampled_from(CONFIGS))
+    def register(self, config):
+        self.do(self.log.register(config))
+        self.registered = True
+
+    @precondition(lambda self: self.registered)
+    @rule(vcore=st.integers(0, 8000), memory=st.integers(0, 8000), occupied=st.integers(0, 2000))
+    def add_node(self, vcore, memory, occupied):
+        self.nodes += 1
+        self.do(self.log.nodes(node(f"n{self.nodes}", vcore=vcore, memory=memory, occupied={"vcore": occupied})))
+
+    @precondition(lambda self: self.registered and self.nodes)
+    @rule(data=st.data(), action=st.sampled_from(["UPDATE", "DRAIN_NODE", "DRAIN_TO_SCHEDULABLE", "DECOMISSION"]))
+    def change_node(self, data, action):
+        n = data.draw(st.integers(1, self.nodes))
+        extra = {}
+        if action == "UPDATE":
+            extra = {"vcore": data.draw(st.integers(0, 8000)), "memory": data.draw(st.integers(0, 8000))}
+        self.do(self.log.nodes(node(f"n{n}", action=action, **extra)))
+
+    @precondition(lambda self: self.registered)
+    @rule(leaf=st.sampled_from(LEAVES))
+    def add_app(self, leaf):
+        self.apps += 1
+        self.do(self.log.apps(app(f"app{self.apps}", leaf)))
+
+    @precondition(lambda self: self.registered and self.apps)
+    @rule(data=st.data())
+    def remove_app(self, data):
+        self.do(self.log.remove_apps(f"app{data.draw(st.integers(1, self.apps))}"))
+
+    @precondition(lambda self: self.registered and self.apps)
+    @rule(data=st.data(), n=st.integers(1, 4))
+    def add_asks(self, data, n):
+        asks = []
+        for _ in range(n):
+            self.asks += 1
+            key = f"k{self.asks}" if data.draw(st.booleans()) or self.asks < 3 else f"k{data.draw(st.integers(1, self.asks))}"
+            asks.append(ask(key, f"app{data.draw(st.integers(1, self.apps))}",
+                            priority=data.draw(st.integers(-3, 3)), max_allocations=data.draw(st.integers(1, 3)),
+                            vcore=data.draw(st.integers(0, 3000)), memory=data.draw(st.integers(0, 3000))))
+        self.do(self.log.asks(*asks))
+
+    @precondition(lambda self: self.registered and self.part().allocations)
+    @rule(data=st.data(), by=st.sampled_from(["uuid", "key", "all"]))
+    def release(self, data, by):
+        allocs = list(self.part().allocations.values())
+        a = allocs[data.draw(st.integers(0, len(allocs) - 1))]
+        kw = {"uuid": {"uuid": a.uuid}, "key": {"key": a.key}, "all": {}}[by]
+        self.do(self.log.release(a.app.id, **kw))
+
+    @precondition(lambda self: self.registered and self.apps)
+    @rule(data=st.data())
+    def release_ask(self, data):
+        self.do(self.log.release_ask(f"app{data.draw(st.integers(1, self.apps))}",
+                                     f"k{data.draw(st.integers(1, max(1, self.asks)))}"))
+
+    @rule(seconds=st.sampled_from([0, 1, 31]))
+    def tick(self, seconds):
+        self.do(self.log.tick(seconds * 10**9))
+
+    @precondition(lambda self: self.registered)
+    @rule(kind=st.sampled_from(["garbage", "unknown-app", "unknown-node", "negative", "bad-kind"]))
+    def bad_input(self, kind):
+        before = self.core.dump()
+        entry = {
+            "garbage": lambda: self.log.entry("alloc", b"{]"),
+            "unknown-app": lambda: self.log.asks(ask("x", "no-such-app", vcore=1)),
+            "unknown-node": lambda: self.log.nodes(node("no-such-node", action="UPDATE", vcore=1)),
+            "negative": lambda: self.log.asks(ask("x", "app1", vcore=-5)),
+            "bad-kind": lambda: self.log.entry("nonsense", {}),
+        }[kind]()
+        outs = self.do(entry)
+        assert outs, "bad input must be answered"
+        after = self.core.dump()
+        for d in (before, after):
+            d.pop("last_seq"), d.pop("now")
+        assert after == before, f"{kind} changed the state"
+
+    # --- invariants ----------------------------------------------------------------
+
+    @invariant()
+    def new_allocations_fit(self):
+        if not self.registered:
+            return
+        p = self.part()
+        for out in self.last:
+            if out.kind != "alloc":
+                continue
+            for a in out.msg.new:
+                live = p.allocations.get(a.UUID)
+                if live is None:
+                    continue
+                n = live.node
+                for r, cap in n.capacity.items():
+                    assert n.allocated.get(r, 0) + n.occupied.get(r, 0) <= cap or n.allocated.get(r, 0) == 0
+                for r in n.allocated:
+                    assert r in n.capacity
+                for q in live.app.path:
+                    for r, limit in q.max.items():
+                        assert q.allocated.get(r, 0) <= limit, f"{q.path} over max {r}"
+
+    @invariant()
+    def accounting_is_consistent(self):
+        if not self.registered:
+            return
+        p = self.part()
+        node_sum, app_sum, queue_sum, queue_pending = {}, {}, {}, {}
+        for a in p.allocations.values():
+            assert p.apps.get(a.app.id) is a.app, "allocation of a dead application"
+            assert p.nodes.get(a.node.id) is a.node, "allocation on a dead node"
+            for r, v in a.resource.items():
+                node_sum.setdefault(a.node.id, {}).setdefault(r, 0)
+                node_sum[a.node.id][r] += v
+                app_sum.setdefault(a.app.id, {}).setdefault(r, 0)
+                app_sum[a.app.id][r] += v
+                for q in a.app.path:
+                    queue_sum.setdefault(q.path, {}).setdefault(r, 0)
+                    queue_sum[q.path][r] += v
+        for n in p.nodes.values():
+            assert n.allocated == node_sum.get(n.id, {})
+        active = 0
+        for app_ in p.apps.values():
+            assert app_.allocated == app_sum.get(app_.id, {})
+            pending = {}
+            for k in app_.asks.values():
+                for r, v in k.resource.items():
+                    if k.pending:
+                        pending[r] = pending.get(r, 0) + v * k.pending
+                        for q in app_.path:
+                            queue_pending.setdefault(q.path, {}).setdefault(r, 0)
+                            queue_pending[q.path][r] += v * k.pending
+            assert app_.pending == pending
+            active += app_.entry is not None
+        for q in p.queues.values():
+            assert q.allocated == queue_sum.get(q.path, {}), q.path
+            assert q.pending == queue_pending.get(q.path, {}), q.path
+        assert p.root.active == active
+
+    @invariant()
+    def no_placeable_ask_left_waiting(self):
+        if not self.registered:
+            return
+        p = self.part()
+        schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+        for app_ in p.apps.values():
+            if app_.state not in SCHEDULABLE_APP_STATES or app_.blocked_on is not None:
+                continue
+            for k in app_.asks.values():
+                if not k.pending:
+                    continue
+                headroom = all(
+                    all(q.allocated.get(r, 0) + v <= q.max[r] for r, v in k.resource.items() if r in q.max)
+                    for q in app_.path)
+                if headroom:
+                    assert not any(fits(k.resource, n.free) for n in schedulable), \
+                        f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
+
+    def teardown(self):
+        again = Core(load_yaml=load_yaml)
+        replayed = [o for e in self.entries for o in again.apply(e)]
+        assert [encode_output(o) for o in replayed] == [encode_output(o) for o in self.outputs]
+
+
+CoreMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=50, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+test_core_state_machine = CoreMachine.TestCase

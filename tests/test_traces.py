@@ -1,0 +1,96 @@
+"""Golden traces and the `ykbus replay` command, as an outside user runs it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TRACES = Path(__file__).parent / "traces"
+INPUTS = sorted(TRACES.glob("*.in.jsonl"))
+
+
+def ykbus(*args, check=True):
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *map(str, args)], capture_output=True, check=check)
+
+
+def test_there_are_traces():
+    assert len(INPUTS) >= 10
+
+
+@pytest.mark.parametrize("inp", INPUTS, ids=[p.name.split(".")[0] for p in INPUTS])
+def test_golden_trace(inp):
+    from ykbus.log.replay import replay_file
+
+    expected = inp.with_name(inp.name.replace(".in.", ".out.")).read_bytes()
+    got = b"".join(line + b"\n" for line in replay_file(str(inp)))
+    assert got == expected, f"{inp.name} drifted: run python tests/traces/generate.py and read the diff"
+
+
+def test_replay_twice_is_byte_identical(tmp_path):
+    inp = TRACES / "priority.in.jsonl"
+    ykbus("replay", inp, "--out", tmp_path / "a.jsonl")
+    ykbus("replay", inp, "--out", tmp_path / "b.jsonl")
+    a, b = (tmp_path / "a.jsonl").read_bytes(), (tmp_path / "b.jsonl").read_bytes()
+    assert a and a == b
+
+
+def test_check_passes_on_a_match_and_names_the_first_difference(tmp_path):
+    inp = TRACES / "two-queues.in.jsonl"
+    recorded = TRACES / "two-queues.out.jsonl"
+    assert ykbus("replay", inp, "--out", tmp_path / "o.jsonl", "--check", recorded).returncode == 0
+    lines = recorded.read_bytes().splitlines()
+    assert b'"node-1"' in lines[5]
+    lines[5] = lines[5].replace(b'"node-1"', b'"node-9"', 1)
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_bytes(b"\n".join(lines) + b"\n")
+    proc = ykbus("replay", inp, "--out", tmp_path / "o.jsonl", "--check", tampered, check=False)
+    assert proc.returncode == 1
+    assert b"output line 6 differs" in proc.stderr and b"node-9" in proc.stderr
+
+
+def new_allocations(jsonl: bytes, key: str) -> int:
+    import json
+    return sum(1 for line in jsonl.splitlines() for a in json.loads(line)["msg"].get("new", [])
+               if json.loads(line)["kind"] == "alloc" and a["allocationKey"] == key)
+
+
+def test_queues_what_if_replaces_every_registration(tmp_path):
+    what_if = tmp_path / "q.yaml"
+    what_if.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n"
+                       "          - name: prod\n          - name: dev\n            resources: {max: {memory: 8G}}\n")
+    baseline = (TRACES / "two-queues.out.jsonl").read_bytes()
+    assert new_allocations(baseline, "notebook-1-kernel") == 2  # dev capped at 4G
+    out = ykbus("replay", TRACES / "two-queues.in.jsonl", "--queues", what_if).stdout
+    assert new_allocations(out, "notebook-1-kernel") == 3  # what if dev had 8G
+
+
+def test_invalid_queues_file_is_reported_with_every_error(tmp_path):
+    bad = tmp_path / "q.yaml"
+    bad.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        resources: {max: {vcore: 1}}\n        queues:\n          - name: a.b\n")
+    proc = ykbus("replay", TRACES / "two-queues.in.jsonl", "--queues", bad, check=False)
+    assert proc.returncode != 0
+    assert b"resources cannot be set on the root queue" in proc.stderr and b"contains a dot" in proc.stderr
+
+
+def test_broken_log_line_is_named(tmp_path):
+    log = tmp_path / "l.jsonl"
+    log.write_text('{"seq": 2, "ts": 1, "kind": "tick", "msg": {}}\n{"seq": 1, "ts": 2, "kind": "tick", "msg": {}}\n')
+    proc = ykbus("replay", log, check=False)
+    assert proc.returncode == 2 and b"l.jsonl:2: seq 1 does not increase" in proc.stderr
+
+
+def test_raw_bodies_round_trip_through_the_log_format():
+    from ykbus.core.outbox import Entry
+    from ykbus.log.jsonl import encode_entry, read_entries
+
+    entries = [Entry(1, 10, "rm", "app", b"{not json"), Entry(2, 11, "rm", "node", b"\xff\x00"),
+               Entry(3, 12, "rm", "node", b'{"nodes": []}'), Entry(4, 13, "rm", "alloc", b"\x80", "msgpack"),
+               Entry(5, 14, "rm", "app", b'"a string"')]
+    lines = [encode_entry(e) for e in entries]
+    assert list(read_entries(lines)) == entries
+
+
+def test_demo_prints_the_example_decisions():
+    out = ykbus("demo").stdout.decode()
+    assert "allocated spark-1-driver" in out and out.count("allocated notebook-1-kernel") == 2

@@ -1,0 +1,220 @@
+"""Writes the golden traces: `<name>.in.jsonl` (built here) and `<name>.out.jsonl` (replayed).
+
+Run `python tests/traces/generate.py` after a deliberate behaviour change, read the diff of
+the .out.jsonl files, and commit both. tests/test_traces.py fails when they drift.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from ykbus.log.build import GB, LogBuilder, allocation, app, ask, node
+from ykbus.log.jsonl import encode_entry, read_entries
+from ykbus.log.replay import replay_file
+
+HERE = Path(__file__).parent
+
+BASIC = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: prod
+            resources: {guaranteed: {memory: 8G, vcore: 8}}
+          - name: dev
+            resources: {max: {memory: 4G, vcore: 4}}
+            maxapplications: 2
+"""
+
+
+def registration(log: LogBuilder):
+    yield log.register(BASIC)
+    yield log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: a.b}, {name: c, resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}}]}]}]")
+    yield log.register(BASIC, rm="rm-2", policy_group="batch")
+    yield log.register("", rm="rm-3", policy_group="batch")
+    yield log.entry("register", {"rmID": "bad.id"}, rm="")
+    yield log.nodes(node("n1", vcore=4000, memory=4 * GB))
+    yield log.apps(app("a1", "prod"))
+    yield log.asks(ask("k1", "a1", vcore=1000, memory=GB))
+    yield log.register(BASIC)  # wipes rm-1: a full resync is expected
+    yield log.asks(ask("k2", "a1", vcore=1000))
+    yield log.entry("unregister", {}, rm="rm-2")
+    yield log.apps(app("x", "prod"), rm="rm-2")
+
+
+def queues(log: LogBuilder):
+    yield log.register("""
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: team
+            resources: {max: {vcore: 3}}
+            queues:
+              - name: a
+                resources: {guaranteed: {vcore: 1}}
+              - name: b
+                resources: {guaranteed: {vcore: 2}}
+                maxapplications: 1
+""")
+    yield log.nodes(node("n1", vcore=8000, memory=8 * GB))
+    yield log.apps(app("a1", "root.team.a"), app("b1", "root.team.b"), app("b2", "root.team.b"), app("p", "root.team"))
+    yield log.asks(ask("ka", "a1", vcore=1000, max_allocations=3), ask("kb1", "b1", vcore=1000, max_allocations=2),
+                   ask("kb2", "b2", vcore=1000))
+    yield log.release("b1")
+    yield log.release("a1")
+
+
+def nodes(log: LogBuilder):
+    yield log.register(BASIC)
+    yield log.nodes(node("n1", vcore=4000, memory=4 * GB, attributes={"si/hostname": "n1"}),
+                    node("n2", vcore=4000, memory=4 * GB, occupied={"vcore": 3000}),
+                    node("n1", vcore=1), node("n3", action="UPDATE", vcore=1), {"nodeID": "n4"})
+    yield log.apps(app("a1", "prod"))
+    yield log.asks(ask("k", "a1", vcore=1000, memory=GB, max_allocations=6))
+    yield log.nodes(node("n2", action="UPDATE", occupied={}))
+    yield log.nodes(node("n1", action="DRAIN_NODE"), node("n1", action="DRAIN_NODE"))
+    yield log.release("a1", key="k")
+    yield log.asks(ask("k2", "a1", vcore=1000, max_allocations=2))
+    yield log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE"), node("n2", action="DRAIN_TO_SCHEDULABLE"))
+    yield log.nodes(node("n2", action="DECOMISSION"))
+    yield log.nodes(node("n1", action="UPDATE", vcore=8000, memory=8 * GB))
+
+
+def recovery(log: LogBuilder):
+    yield log.register(BASIC)
+    yield log.apps(app("spark", "prod"), app("nb", "dev"))  # applications first (seed)
+    yield log.nodes(node("n1", vcore=8000, memory=8 * GB, existing=[
+        allocation("rm-uuid-1", "driver", "spark", "n1", vcore=1000, memory=2 * GB),
+        allocation("rm-uuid-2", "exec-1", "spark", "n1", vcore=2000, memory=2 * GB),
+        allocation("rm-uuid-3", "kernel", "ghost", "n1", vcore=1000),
+        allocation("rm-uuid-1", "dup", "spark", "n1", vcore=1000),
+    ]))
+    yield log.nodes(node("n2", vcore=8000, memory=8 * GB, existing=[
+        allocation("rm-uuid-4", "kernel-1", "nb", "n2", vcore=4000, memory=4 * GB)]))
+    yield log.asks(ask("kernel-2", "nb", vcore=1000, memory=GB), ask("exec-2", "spark", vcore=4000, memory=2 * GB))
+    yield log.release("spark", uuid="rm-uuid-2")
+
+
+def applications(log: LogBuilder):
+    yield log.register(BASIC)
+    yield log.nodes(node("n1", vcore=4000, memory=4 * GB))
+    yield log.apps(app("a1", "prod"), app("a1", "prod"), app("a2", "nope"), app("a3", "root"), app("a4", ""),
+                   app("t1", "prod", executionTimeoutMilliSeconds=2000))
+    yield log.asks(ask("k1", "a1", vcore=1000), ask("t", "t1", vcore=1000))
+    yield log.release("a1")
+    yield log.asks(ask("k2", "a1", vcore=1000))
+    yield log.release_ask("a1")
+    yield log.tick(10**9)
+    yield log.tick(2 * 10**9)
+    yield log.tick(30 * 10**9)
+    yield log.remove_apps("a1", "nope")
+    yield log.tick(3 * 24 * 3600 * 10**9)
+
+
+def asks(log: LogBuilder):
+    yield log.register(BASIC)
+    yield log.nodes(node("n1", vcore=3000, memory=3 * GB))
+    yield log.apps(app("a1", "prod"))
+    yield log.nodes(node("n1", action="DRAIN_NODE"))
+    yield log.asks(ask("low", "a1", vcore=1000, priority=-5), ask("mid", "a1", vcore=1000, max_allocations=2),
+                   ask("high", "a1", vcore=1000, priority=100), ask("bad", "a1", vcore=-1),
+                   ask("none", "a1"), ask("orphan", "zz", vcore=1),
+                   {"allocationKey": "nokey-app", "resourceAsk": {"resources": {"vcore": {"value": 1}}}})
+    yield log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE"))
+    yield log.asks(ask("mid", "a1", vcore=1000, max_allocations=1))
+    yield log.release_ask("a1", "low")
+    yield log.release_ask("a1", "low")
+    yield log.nodes(node("n2", vcore=2000, memory=GB))
+    yield log.asks({**ask("timed", "a1", vcore=1, memory=1), "executionTimeoutMilliSeconds": 100})
+    yield log.tick(200_000_000)
+
+
+def priority(log: LogBuilder):
+    yield log.register("""
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: system
+          - name: tenant1
+            properties: {priority.policy: fence}
+            queues:
+              - name: queueA
+                properties: {priority.policy: fence}
+              - name: queueB
+          - name: tenant2
+            properties: {priority.offset: 50}
+            queues:
+              - name: queue1
+              - name: queue2
+                properties: {application.sort.priority: disabled}
+""")
+    yield log.nodes(node("n1", vcore=1000))
+    yield log.nodes(node("n1", action="DRAIN_NODE"))
+    yield log.apps(app("sys", "system"), app("t1a", "tenant1.queueA"), app("t1b", "tenant1.queueB"),
+                   app("t2q1", "tenant2.queue1"), app("t2q2-old", "tenant2.queue2"), app("t2q2-vip", "tenant2.queue2"))
+    yield log.asks(ask("s", "sys", vcore=1000, priority=60), ask("a", "t1a", vcore=1000, priority=1000),
+                   ask("b", "t1b", vcore=1000, priority=5), ask("q1", "t2q1", vcore=1000, priority=20),
+                   ask("old", "t2q2-old", vcore=1000), ask("vip", "t2q2-vip", vcore=1000, priority=99))
+    yield log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE"))
+    # each winner finishes in turn: old, vip (tenant2 149 = 99 + 50), q1 (70), s (60), b, a
+    for winner in ["t2q2-old", "t2q2-vip", "t2q1", "sys", "t1b"]:
+        yield log.release(winner)
+
+
+def nodesort(log: LogBuilder):
+    yield log.register(BASIC)
+    yield log.register(BASIC.replace("    queues:\n", "    nodesortpolicy: {type: binpacking}\n    queues:\n", 1), rm="rm-bp")
+    for rm in ("rm-1", "rm-bp"):
+        yield log.nodes(*[node(f"n{i}", vcore=4000, memory=4 * GB) for i in range(1, 4)], rm=rm)
+        yield log.apps(app("a", "prod"), rm=rm)
+        yield log.asks(ask("k", "a", vcore=1000, memory=GB, max_allocations=5), rm=rm)
+
+
+def bad_input(log: LogBuilder):
+    yield log.register(BASIC)
+    yield log.entry("app", b"{not json")
+    yield log.entry("node", b'{"nodes": 5}')
+    yield log.entry("alloc", b"[1, 2]")
+    yield log.entry("weird", {})
+    yield log.entry("register", b'{"rmID": 7}')
+    yield log.entry("node", {"nodes": [{"nodeID": "n1", "action": 1,
+                                        "schedulableResource": {"resources": {"vcore": {"value": "4000"}}}}]})
+    yield log.apps(app("a1", "prod"))
+    yield log.entry("alloc", {"asks": [{"allocationKey": "k", "applicationID": "a1",
+                                        "resourceAsk": {"resources": {"vcore": {"value": "1000"}}}}],
+                              "releases": {"allocationsToRelease": [{"UUID": 5}]}})
+    yield log.entry("alloc", {"rmID": "someone-else", "asks": [ask("k2", "a1", vcore=1)]})
+    yield log.config("partitions: [{name: default, queues: [{name: root, resources: {max: {vcore: 1}}}]}]")
+    yield log.apps(app("a2", "prod"))
+
+
+TRACES = {
+    "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
+    "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
+    "bad-input": bad_input,
+}
+
+
+def main() -> None:
+    for name, build in TRACES.items():
+        inp = HERE / f"{name}.in.jsonl"
+        inp.write_bytes(b"".join(encode_entry(e) + b"\n" for e in build(LogBuilder("rm-1"))))
+        list(read_entries(inp.read_bytes().splitlines()))  # the file reads back
+    shutil.copy(HERE.parents[2] / "shared" / "examples" / "two-queues.in.jsonl", HERE / "two-queues.in.jsonl") \
+        if (HERE.parents[2] / "shared" / "examples" / "two-queues.in.jsonl").exists() else None
+    for inp in sorted(HERE.glob("*.in.jsonl")):
+        out = inp.with_name(inp.name.replace(".in.", ".out."))
+        out.write_bytes(b"".join(line + b"\n" for line in replay_file(str(inp))))
+        print(out, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
