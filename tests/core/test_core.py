@@ -548,3 +548,63 @@ def test_unrelated_entries_do_not_retry_waiting_asks(h, monkeypatch):
     # a node that fits them wakes them
     h.do(h.log.nodes(node("n2", vcore=4000)))
     assert len(tries) == 500
+
+
+# --- configuration update ----------------------------------------------------------------
+
+def test_config_update_applies_new_limits_and_drains_removed_queues(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 8000, "memory": 8 * GB})
+    h.do(h.log.apps(app("nb", "root.dev")))
+    outs = h.do(h.log.asks(ask("k", "nb", memory=2 * GB, vcore=1000, max_allocations=3)))
+    assert len(new_allocs(outs)) == 2
+    # raise dev's max: the waiting kernel is placed by the update itself
+    outs = h.do(h.log.config(TWO_QUEUES.replace("max: {memory: 4G, vcore: 4}", "max: {memory: 6G, vcore: 6}")))
+    assert events(outs)[0].message == "configuration updated"
+    assert len(new_allocs(outs)) == 1
+    # remove dev: it drains, keeps its running app, takes no new one, goes when empty
+    without_dev = TWO_QUEUES.split("          - name: dev")[0]
+    outs = h.do(h.log.config(without_dev))
+    assert events(outs)[0].message == "configuration updated; draining: root.dev"
+    assert queue(h, "root.dev")["draining"] is True and queue(h, "root.dev")["drainingSince"] > 0
+    outs = h.do(h.log.apps(app("late", "root.dev")))
+    assert "draining" in msgs(outs, "app")[0].rejected[0].reason
+    h.do(h.log.remove_apps("nb"))
+    assert "root.dev" not in h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["queues"]
+
+
+def test_config_update_that_breaks_live_state_is_refused(h):
+    h.setup(TWO_QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(app("a", "root.dev")))
+    outs = h.do(h.log.config(TWO_QUEUES.replace("            resources: {max: {memory: 4G, vcore: 4}}",
+                                                "            queues: [{name: sub}]")))
+    assert "cannot become a parent while it has applications" in events(outs)[0].message
+    assert queue(h, "root.dev")["leaf"] is True
+
+
+def test_fit_cache_never_changes_a_decision(monkeypatch):
+    """The per-pass index of nodes that fit a shape must give the walk's exact answer."""
+    import ykbus.core.partition as partition
+    from ykbus.core import Core
+    from ykbus.log.build import LogBuilder
+    from ykbus.log.jsonl import encode_output
+    from ykbus.yamlload import load_yaml
+
+    def run(after):
+        monkeypatch.setattr(partition, "FIT_CACHE_AFTER", after)
+        core, log, out = Core(load_yaml=load_yaml), LogBuilder("rm"), []
+        cfg = TWO_QUEUES.replace("    queues:\n", "    nodesortpolicy: {type: binpacking}\n    queues:\n", 1)
+        entries = [log.register(cfg),
+                   log.nodes(*[node(f"n{i:03d}", vcore=1000 * (1 + i % 7), memory=GB * (1 + i % 5)) for i in range(120)]),
+                   log.apps(app("a", "prod"), app("b", "prod"), app("c", "dev"))]
+        for r in range(6):
+            entries.append(log.asks(*[ask(f"k{r}-{i}", "abc"[i % 3], vcore=250 * (1 + (i * r) % 6),
+                                          memory=GB // 4 * (1 + i % 3), max_allocations=1 + i % 4,
+                                          priority=i % 3) for i in range(60)]))
+            entries.append(log.release("ab"[r % 2], key=f"k{max(0, r - 1)}-{r}"))
+        for e in entries:
+            out += [encode_output(o) for o in core.apply(e)]
+        return out
+
+    cached, walked = run(1), run(10**9)
+    assert sum(b'"new"' in line for line in cached) > 5
+    assert cached == walked

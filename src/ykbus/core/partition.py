@@ -79,6 +79,7 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
 NODE_WAIT = "node"
+FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
 
 
 def _clamp(value: int) -> int:
@@ -233,7 +234,7 @@ class Alloc:
 
 class App:
     __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
-                 "active", "allocations", "allocated", "pending", "max_priority", "blocked_on",
+                 "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
                  "entry", "timeout_ms", "timer")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
@@ -251,6 +252,7 @@ class App:
         self.allocated: Res = {}
         self.pending: Res = {}
         self.max_priority: int | None = None
+        self.priorities: dict[int, int] = {}  # pending asks per priority: O(1) add, O(distinct) remove
         self.blocked_on: Queue | None = None
         self.entry: tuple[Any, ...] | None = None  # its place in the leaf's active_apps
         self.timeout_ms = msg.executionTimeoutMilliSeconds
@@ -282,6 +284,9 @@ class Partition:
         self.root = Queue("root", None)
         self.seq = 0  # submission order of applications and asks
         self._failed_shapes: set[tuple[tuple[str, int], ...]] = set()
+        # Within a pass: shape -> (resource, the node_index keys of nodes it fits), built for
+        # a shape once a walk skipped FIT_CACHE_AFTER nodes; kept current by _index_node.
+        self._fit_cache: dict[tuple[tuple[str, int], ...], tuple[Res, SortedList]] = {}
         self._rekey = False
         self.apply_config(config, 0)
 
@@ -396,12 +401,18 @@ class Partition:
         return (score if self.node_sort is NodeSortPolicy.FAIR else -score, node.id)
 
     def _index_node(self, node: Node) -> None:
-        if node.key is not None:
-            self.node_index.remove(node.key)
+        old = node.key
+        if old is not None:
+            self.node_index.remove(old)
             node.key = None
         if node.state is NodeState.SCHEDULABLE:
             node.key = self._node_key(node)
             self.node_index.add(node.key)
+        for res, fitting in self._fit_cache.values():
+            if old is not None:
+                fitting.discard(old)
+            if node.key is not None and fits(res, node.free):
+                fitting.add(node.key)
 
     def _reindex_nodes(self) -> None:
         self.node_index.clear()
@@ -518,6 +529,8 @@ class Partition:
 
     def _ask_pending(self, ask: Ask) -> None:
         app = ask.app
+        counts = app.priorities
+        counts[ask.priority] = counts.get(ask.priority, 0) + 1
         if app.max_priority is None or ask.priority > app.max_priority:
             old = app.max_priority
             app.max_priority = ask.priority
@@ -525,18 +538,16 @@ class Partition:
 
     def _ask_not_pending(self, ask: Ask) -> None:
         app = ask.app
-        if ask.priority != app.max_priority:
-            return
-        best: int | None = None
-        for other in app.asks.values():
-            if other.pending > 0 and other is not ask:
-                if other.priority == ask.priority:
-                    return  # another ask keeps the maximum
-                if best is None or other.priority > best:
-                    best = other.priority
-        old = app.max_priority
-        app.max_priority = best
-        self._app_priority_changed(app, old)
+        counts = app.priorities
+        left = counts[ask.priority] - 1
+        if left:
+            counts[ask.priority] = left
+            return  # another pending ask keeps this priority
+        del counts[ask.priority]
+        if ask.priority == app.max_priority:
+            old = app.max_priority
+            app.max_priority = max(counts) if counts else None
+            self._app_priority_changed(app, old)
 
     def _app_priority_changed(self, app: App, old: int | None) -> None:
         self._rekey_app(app)
@@ -785,8 +796,11 @@ class Partition:
             self._rekey = False
             self._rekey_all(only_fair=True)
         self._failed_shapes.clear()
-        while self.root.active and self._try_queue(self.root, ctx):
-            pass
+        try:
+            while self.root.active and self._try_queue(self.root, ctx):
+                pass
+        finally:
+            self._fit_cache.clear()
 
     def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
         prio = 0
@@ -871,16 +885,33 @@ class Partition:
                     self._wait(ask, q.path, m.SchedulingState.SKIPPED, reason, ctx)
                     return False
         if ask.shape not in self._failed_shapes:
-            nodes = self.nodes
-            for key in self.node_index:
-                node = nodes[key[1]]
-                if fits(res, node.free):
-                    self._allocate(ask, node, ctx)
-                    return True
+            node = self._first_fit(ask)
+            if node is not None:
+                self._allocate(ask, node, ctx)
+                return True
             self._failed_shapes.add(ask.shape)
         reason = f"no schedulable node has {fmt_res(res)} free"
         self._wait(ask, NODE_WAIT, m.SchedulingState.FAILED, reason, ctx)
         return False
+
+
+    def _first_fit(self, ask: Ask) -> Node | None:
+        """The first node in index order with room for `ask`, or None."""
+        res, nodes = ask.resource, self.nodes
+        cached = self._fit_cache.get(ask.shape)
+        if cached is None:
+            for skipped, key in enumerate(self.node_index):
+                if skipped == FIT_CACHE_AFTER:
+                    fitting = SortedList(k for k in self.node_index if fits(res, nodes[k[1]].free))
+                    cached = self._fit_cache[ask.shape] = (res, fitting)
+                    break
+                node = nodes[key[1]]
+                if fits(res, node.free):
+                    return node
+            else:
+                return None
+        fitting = cached[1]
+        return nodes[fitting[0][1]] if fitting else None
 
 
 class Timers:
