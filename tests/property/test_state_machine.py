@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ykbus.core import Core
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
 from ykbus.core.resources import fits
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import LogBuilder, app, ask, node
 from ykbus.log.jsonl import encode_output
 from ykbus.yamlload import load_yaml
@@ -66,6 +67,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.log = LogBuilder("rm")
         self.entries = []
         self.outputs = []
+        self.per_entry = []
         self.last = []
         self.nodes = 0
         self.apps = 0
@@ -76,6 +78,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.entries.append(entry)
         self.last = self.core.apply(entry)
         self.outputs += self.last
+        self.per_entry.append([encode_output(o) for o in self.last])
         return self.last
 
     def part(self):
@@ -103,10 +106,10 @@ class CoreMachine(RuleBasedStateMachine):
         self.do(self.log.nodes(node(f"n{n}", action=action, **extra)))
 
     @precondition(lambda self: self.registered)
-    @rule(leaf=st.sampled_from(LEAVES))
-    def add_app(self, leaf):
+    @rule(leaf=st.sampled_from(LEAVES), timeout=st.sampled_from([0, 0, 1500, 40000]))
+    def add_app(self, leaf, timeout):
         self.apps += 1
-        self.do(self.log.apps(app(f"app{self.apps}", leaf)))
+        self.do(self.log.apps(app(f"app{self.apps}", leaf, executionTimeoutMilliSeconds=timeout)))
 
     @precondition(lambda self: self.registered and self.apps)
     @rule(data=st.data())
@@ -120,9 +123,10 @@ class CoreMachine(RuleBasedStateMachine):
         for _ in range(n):
             self.asks += 1
             key = f"k{self.asks}" if data.draw(st.booleans()) or self.asks < 3 else f"k{data.draw(st.integers(1, self.asks))}"
-            asks.append(ask(key, f"app{data.draw(st.integers(1, self.apps))}",
-                            priority=data.draw(st.integers(-3, 3)), max_allocations=data.draw(st.integers(1, 3)),
-                            vcore=data.draw(st.integers(0, 3000)), memory=data.draw(st.integers(0, 3000))))
+            asks.append({**ask(key, f"app{data.draw(st.integers(1, self.apps))}",
+                               priority=data.draw(st.integers(-3, 3)), max_allocations=data.draw(st.integers(1, 3)),
+                               vcore=data.draw(st.integers(0, 3000)), memory=data.draw(st.integers(0, 3000))),
+                         "executionTimeoutMilliSeconds": data.draw(st.sampled_from([0, 0, 700, 2500]))})
         self.do(self.log.asks(*asks))
 
     @precondition(lambda self: self.registered and self.part().allocations)
@@ -244,6 +248,18 @@ class CoreMachine(RuleBasedStateMachine):
         again = Core(load_yaml=load_yaml)
         replayed = [o for e in self.entries for o in again.apply(e)]
         assert [encode_output(o) for o in replayed] == [encode_output(o) for o in self.outputs]
+        # snapshot + tail == full replay, cut at several points
+        final = self.core.dump()
+        for cut in range(0, len(self.entries), 5):
+            head = Core(load_yaml=load_yaml)
+            for e in self.entries[:cut]:
+                head.apply(e)
+            resumed = load_snapshot(dump_snapshot(head), load_yaml)
+            assert resumed.dump() == head.dump(), f"snapshot after entry {cut} restores another state"
+            for i, e in enumerate(self.entries[cut:], cut):
+                got = [encode_output(o) for o in resumed.apply(e)]
+                assert got == self.per_entry[i], f"snapshot at {cut}: entry {i} decided differently"
+            assert resumed.dump() == final
 
 
 CoreMachine.TestCase.settings = settings(

@@ -59,7 +59,7 @@ class OutOfOrder(Exception):
 
 class ResourceManager:
     def __init__(self, msg: m.RegisterResourceManagerRequest, config: SchedulerConfig,
-                 config_text: str, timers: Timers) -> None:
+                 config_text: str, timers: Timers, seq: int) -> None:
         self.id = msg.rmID
         self.state = RM.advance(RMState.INIT, RMEvent.REGISTER)
         self.version = msg.version
@@ -68,7 +68,7 @@ class ResourceManager:
         self.extra_config = dict(msg.extraConfig)
         self.encoding = msg.extraConfig.get("encoding", "json")
         self.config_text = config_text
-        self.partitions = {p.name: Partition(self.id, p, timers) for p in config.partitions}
+        self.partitions = {p.name: Partition(self.id, p, timers, seq) for p in config.partitions}
         self.node_partition: dict[str, Partition] = {}
 
     def wipe(self) -> None:
@@ -175,7 +175,7 @@ class Core:
         old = self.rms.get(msg.rmID)
         if old is not None:
             old.wipe()
-        self.rms[msg.rmID] = ResourceManager(msg, config, text, self.timers)
+        self.rms[msg.rmID] = ResourceManager(msg, config, text, self.timers, entry.seq)
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.register(to)
@@ -237,7 +237,7 @@ class Core:
         for pc in config.partitions:
             part = rm.partitions.get(pc.name)
             if part is None:
-                rm.partitions[pc.name] = Partition(rm.id, pc, self.timers)
+                rm.partitions[pc.name] = Partition(rm.id, pc, self.timers, entry.seq)
             else:
                 draining += part.apply_config(pc, ctx.ts)
         rm.config_text = text

@@ -148,12 +148,16 @@ class Queue:
         self.properties = dict(qc.properties)
         self.submitacl = qc.submitacl
         self.adminacl = qc.adminacl
-        props = qc.properties
-        self.sort_policy = AppSortPolicy.from_str(props.get(PROP_SORT_POLICY, "fifo"))
-        explicit = props.get(PROP_SORT_PRIORITY)
+        explicit = qc.properties.get(PROP_SORT_PRIORITY)
         self.sort_priority = (
             SortPriority.from_str(explicit) is SortPriority.ENABLED if explicit else inherited_sort_priority
         )
+        self.set_policies()
+
+    def set_policies(self) -> None:
+        """The policies that follow from `properties` (validated already by the config parser)."""
+        props = self.properties
+        self.sort_policy = AppSortPolicy.from_str(props.get(PROP_SORT_POLICY, "fifo"))
         self.priority_fence = (
             PriorityPolicy.from_str(props.get(PROP_PRIORITY_POLICY, "default")) is PriorityPolicy.FENCE
         )
@@ -208,11 +212,12 @@ class Ask:
 
 class Alloc:
     __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
-                 "placeholder", "state")
+                 "placeholder", "state", "born")
 
     def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
-                 tags: dict[str, str], task_group: str, placeholder: bool) -> None:
+                 tags: dict[str, str], task_group: str, placeholder: bool, born: int) -> None:
         self.uuid = uuid
+        self.born = born  # the input seq that created or recovered it
         self.key = key
         self.app = app
         self.node = node
@@ -268,8 +273,9 @@ def _scaled(res: Res, n: int) -> Res:
 
 
 class Partition:
-    def __init__(self, rm: str, config: PartitionConfig, timers: Timers) -> None:
+    def __init__(self, rm: str, config: PartitionConfig, timers: Timers, incarnation: int = 0) -> None:
         self.rm = rm
+        self.incarnation = incarnation  # the input seq that created it
         self.timers = timers
         self.alive = True
         self.name = config.name
@@ -713,7 +719,7 @@ class Partition:
         """Count an allocation the RM already runs (recovery), without issuing it again."""
         alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, resource,
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
-                      alloc_msg.placeholder)
+                      alloc_msg.placeholder, ctx.seq)
         self._account(alloc)
         if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.COMPLETING):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
@@ -735,7 +741,7 @@ class Partition:
     def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
         app = ask.app
         alloc = Alloc(ctx.next_uuid(), ask.key, app, node, ask.resource, ask.priority, ask.tags,
-                      ask.task_group, ask.placeholder)
+                      ask.task_group, ask.placeholder, ctx.seq)
         for q in app.path:
             sub_into(q.pending, ask.resource)
         sub_into(app.pending, ask.resource)
