@@ -76,6 +76,59 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _service_settings(args: argparse.Namespace):
+    from ykbus.bus.service import ServiceSettings
+
+    return ServiceSettings(
+        nats_url=args.nats, prefix=args.prefix, queues=_queues(args.queues), tick_interval_s=args.tick,
+        snapshot_every=args.snapshot_every, heartbeat_pause_s=args.rm_pause, heartbeat_stop_s=args.rm_stop,
+    )
+
+
+def _add_service_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--queues", metavar="FILE.yaml", help="queue configuration for every RM (overrides theirs)")
+    p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
+    p.add_argument("--tick", type=float, default=1.0, metavar="S", help="seconds between tick entries")
+    p.add_argument("--snapshot-every", type=int, default=10_000, metavar="N", help="entries between snapshots")
+    p.add_argument("--rm-pause", type=float, default=10.0, metavar="S",
+                   help="seconds without heartbeat before an RM is Paused")
+    p.add_argument("--rm-stop", type=float, default=60.0, metavar="S",
+                   help="further seconds Paused before an RM is Stopped and its state removed")
+    p.add_argument("--log-level", default="info")
+
+
+def cmd_core(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ykbus import logs
+    from ykbus.bus.service import asyncio_loop_policy, serve
+
+    logs.setup(args.log_level)
+    asyncio_loop_policy()
+    anyio.run(serve, _service_settings(args))
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ykbus.bus.record import record
+
+    n = anyio.run(record, args.nats, args.out, args.prefix)
+    print(f"ykbus record: {n} entries written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from ykbus import logs
+    from ykbus.bus.service import asyncio_loop_policy
+    from ykbus.up import up
+
+    logs.setup("warning")
+    asyncio_loop_policy()
+    return up(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ykbus", description="A YuniKorn-style scheduler core over NATS.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,6 +146,23 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("schema", help="write the JSON Schemas of the wire messages")
     p.add_argument("--dir", default="schemas")
     p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("core", help="run the core service against a NATS server")
+    p.add_argument("--nats", default="nats://127.0.0.1:4222", metavar="URL")
+    _add_service_flags(p)
+    p.set_defaults(func=cmd_core)
+
+    p = sub.add_parser("record", help="export the input stream to a JSON Lines log file")
+    p.add_argument("--nats", default="nats://127.0.0.1:4222", metavar="URL")
+    p.add_argument("--out", required=True, metavar="LOG.jsonl")
+    p.add_argument("--prefix", default="yk.v1")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("up", help="embedded nats-server + core + two demo RMs, with live progress")
+    p.add_argument("--data", metavar="DIR", help="keep the NATS store here (default: a temporary directory)")
+    p.add_argument("--duration", type=float, default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
+    _add_service_flags(p)
+    p.set_defaults(func=cmd_up)
 
     args = parser.parse_args(argv)
     return args.func(args)

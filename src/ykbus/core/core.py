@@ -48,6 +48,7 @@ from ykbus.si import codec
 from ykbus.si import messages as m
 
 RM_ID = re.compile(r"^[^.*>\s]+$")
+RESERVED_RM = "_core"  # the subject token of entries the service itself appends (ticks, rmstate)
 NODE_PARTITION_ATTR = "si/node-partition"
 
 YamlLoader = Callable[[str], Any]
@@ -100,14 +101,19 @@ class Core:
 
     # --- the interface ---------------------------------------------------------------
 
-    def apply(self, entry: Entry) -> list[Output]:
+    def apply(self, entry: Entry, decoded: codec.Decoded | None = None) -> list[Output]:
+        """Apply one log entry. `decoded`, when given, is the entry's body already decoded
+        (the in-process API); `entry.msg` is then not read."""
         if entry.seq <= self.last_seq:
             raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
         self.now = max(self.now, entry.ts)
         ctx = Outbox(entry.seq, self.now)
         self._fire_timers(ctx)
-        self._dispatch(entry, ctx)
+        if decoded is None:
+            self._dispatch(entry, ctx)
+        else:
+            getattr(self, f"_on_{entry.kind}")(entry, decoded, ctx)
         for rm in self.rms.values():
             for p in rm.partitions.values():
                 if p.root.active:
@@ -162,6 +168,9 @@ class Core:
         if not RM_ID.match(msg.rmID):
             ctx.register(entry.rm, f"rmID {msg.rmID!r} is not a NATS token: no '.', '*', '>' or whitespace")
             return
+        if msg.rmID == RESERVED_RM:
+            ctx.register(entry.rm, f"rmID {RESERVED_RM!r} is reserved for the core service")
+            return
         encoding = msg.extraConfig.get("encoding", "json")
         if encoding not in codec.ENCODINGS:
             ctx.register(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack")
@@ -189,6 +198,29 @@ class Core:
         ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
                   f"resource manager {rm.id} unregistered: its partitions were removed",
                   m.ChangeType.REMOVE)
+
+    def _on_rmstate(self, entry: Entry, msg: m.RMStateChange, ctx: Outbox) -> None:
+        """The service recorded a heartbeat change of an RM (spec: RM lifecycle)."""
+        rm = self.rms.get(msg.rmID)
+        event = {m.RMLifecycleEvent.CONNECTION_LOST: RMEvent.CONNECTION_LOST,
+                 m.RMLifecycleEvent.RECONNECT: RMEvent.RECONNECT,
+                 m.RMLifecycleEvent.TIMEOUT: RMEvent.TIMEOUT}[msg.event]
+        if entry.rm:
+            ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
+                      "rmstate entries are recorded by the core service only; not applied")
+            return
+        if rm is None or not RM.allows(rm.state, event):
+            state = rm.state.value if rm is not None else "not registered"
+            ctx.event(msg.rmID, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
+                      f"{msg.event.value} does not apply to resource manager {msg.rmID} ({state})")
+            return
+        rm.state = RM.advance(rm.state, event)
+        note = f": {msg.reason}" if msg.reason else ""
+        if rm.state is RMState.STOPPED:
+            rm.wipe()
+            note += "; its nodes, applications and allocations were removed"
+        ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
+                  f"resource manager {rm.id} is {rm.state.value}{note}", m.ChangeType.SET)
 
     def _running_rm(self, entry: Entry, ctx: Outbox) -> ResourceManager | None:
         rm = self.rms.get(entry.rm)

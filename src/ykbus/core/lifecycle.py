@@ -186,7 +186,33 @@ RM = Lifecycle[RMState, RMEvent]("resource manager", {
     (RMState.PAUSED, RMEvent.SHUTDOWN): RMState.STOPPED,
 })
 
-LIFECYCLES: tuple[Lifecycle, ...] = (APP, ASK, ALLOCATION, NODE, RM)  # type: ignore[type-arg]
+class ShimState(enum.StrEnum):
+    NEW = "New"
+    REGISTERED = "Registered"
+    RECOVERING = "Recovering"
+    RUNNING = "Running"
+    FAILED = "Failed"
+
+
+class ShimEvent(enum.Enum):
+    REGISTER = "the core accepted the registration"
+    RECOVER = "applications, then nodes with their allocations, are being re-sent"
+    RECOVERED = "every recovered application and node was answered"
+    FAIL = "registration or recovery failed"
+
+
+# The RM side of seed resilience-recovery (used by ykbus.bus.client, kept here with the
+# other tables so that the docs are generated from one place).
+SHIM = Lifecycle[ShimState, ShimEvent]("RM client (recovery)", {
+    (ShimState.NEW, ShimEvent.REGISTER): ShimState.REGISTERED,
+    (ShimState.NEW, ShimEvent.FAIL): ShimState.FAILED,
+    (ShimState.REGISTERED, ShimEvent.RECOVER): ShimState.RECOVERING,
+    (ShimState.REGISTERED, ShimEvent.FAIL): ShimState.FAILED,
+    (ShimState.RECOVERING, ShimEvent.RECOVERED): ShimState.RUNNING,
+    (ShimState.RECOVERING, ShimEvent.FAIL): ShimState.FAILED,
+})
+
+LIFECYCLES: tuple[Lifecycle, ...] = (APP, ASK, ALLOCATION, NODE, RM, SHIM)  # type: ignore[type-arg]
 
 
 def render_docs() -> str:

@@ -12,7 +12,7 @@ import msgspec
 
 from ykbus.si import messages as m
 
-ENTRY_KINDS = ("register", "app", "node", "alloc", "config", "unregister", "tick")
+ENTRY_KINDS = ("register", "app", "node", "alloc", "config", "unregister", "rmstate", "tick")
 
 
 class Entry(msgspec.Struct, frozen=True):

@@ -234,6 +234,20 @@ def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
         raise DecodeError(str(exc)) from None
 
 
+def as_decoded(kind: str, msg: Any) -> Decoded:
+    """The decoded form of a whole, typed request: what `decode_input` gives for its bytes.
+    Lets an in-process caller hand the core messages without serialising them."""
+    if kind == "alloc":
+        rel = msg.releases or m.AllocationReleasesRequest()
+        return DecodedAllocationRequest(msg.rmID, list(msg.asks), list(rel.allocationsToRelease),
+                                        list(rel.allocationAsksToRelease))
+    if kind == "app":
+        return DecodedApplicationRequest(msg.rmID, list(msg.new), list(msg.remove))
+    if kind == "node":
+        return DecodedNodeRequest(msg.rmID, list(msg.nodes))
+    return msg
+
+
 def decode(t: type, data: bytes, encoding: str = "json") -> Any:
     """Decode one whole message of type `t` strictly (used by clients reading outputs)."""
     mod: Any = msgspec.json if encoding == "json" else msgspec.msgpack

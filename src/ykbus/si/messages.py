@@ -247,6 +247,22 @@ class UnregisterRequest(Message):
     """Body of `yk.v1.in.<rm>.unregister`: `{}` (ykbus extension, no spec message)."""
 
 
+class RMLifecycleEvent(enum.StrEnum):
+    CONNECTION_LOST = "CONNECTION_LOST"
+    RECONNECT = "RECONNECT"
+    TIMEOUT = "TIMEOUT"
+
+
+class RMStateChange(Message):
+    """Body of `yk.v1.in._core.rmstate` (ykbus extension): the service records an RM's
+    heartbeat going quiet (Running -> Paused), coming back (Paused -> Running) or staying
+    quiet past the timeout (Paused -> Stopped, everything the RM owned is removed)."""
+
+    rmID: NonEmptyStr
+    event: RMLifecycleEvent
+    reason: str = ""
+
+
 # --- core -> RM ---------------------------------------------------------------------
 
 
@@ -368,6 +384,7 @@ INPUT_TYPES: dict[str, type[Message]] = {
     "alloc": AllocationRequest,
     "config": UpdateConfigurationRequest,
     "unregister": UnregisterRequest,
+    "rmstate": RMStateChange,
 }
 
 OUTPUT_TYPES: dict[str, type[Message]] = {
@@ -389,5 +406,5 @@ ALL_MESSAGES: tuple[type[msgspec.Struct], ...] = (
     NodeInfo, NodeRequest, NodeResponse, RejectedNode, AcceptedNode,
     RejectedAllocationAsk, EventRecord, EventBatch,
     UpdateContainerSchedulingStateRequest, StateBatch, UpdateConfigurationRequest,
-    UnregisterRequest, PredicatesArgs, PreemptionPredicatesArgs, PreemptionPredicatesResponse,
+    UnregisterRequest, RMStateChange, PredicatesArgs, PreemptionPredicatesArgs, PreemptionPredicatesResponse,
 )

@@ -1,0 +1,416 @@
+"""The RM client library, in the shape of the spec's API interface.
+
+An RM implements `ResourceManagerCallback` and talks to a `SchedulerAPI`. Two transports
+have the same interface:
+
+* `NatsScheduler`: JetStream publishes (acked, retried with the same `Nats-Msg-Id`, so a
+  retry is never applied twice) and a durable consumer on the RM's outputs, so an RM that
+  was away resumes from the last output it processed (the late-joiner resync). It also
+  sends heartbeats on `yk.v1.hb.<rm>`.
+* `InProcessScheduler`: the core called directly, no serialisation (the spec's "API based
+  interface", for embedding and tests).
+
+`ResourceManagerClient` adds the seed's recovery protocol on top of either: New ->
+Registered -> Recovering (applications first, then nodes with their existing allocations)
+-> Running, or Failed; no new asks are sent before Running.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+import nats
+from nats.js import api
+from nats.js.errors import NotFoundError
+
+from ykbus.bus.subjects import (
+    HDR_CONTENT_TYPE,
+    HDR_IN_SEQ,
+    HDR_MSG_ID,
+    MSGPACK,
+    OUT_STREAM,
+    Subjects,
+)
+from ykbus.core import Core, Entry
+from ykbus.core.lifecycle import SHIM, ShimEvent, ShimState
+from ykbus.si import codec
+from ykbus.si import messages as m
+
+
+class RegistrationError(Exception):
+    """The core refused the registration; the text is its reason."""
+
+
+class NotRunning(Exception):
+    """New asks are only sent once recovery is complete (state Running)."""
+
+
+class ResourceManagerCallback:
+    """What an RM implements (spec: ResourceManagerCallback). Methods may be async."""
+
+    def update_allocation(self, response: m.AllocationResponse) -> Any: ...
+    def update_application(self, response: m.ApplicationResponse) -> Any: ...
+    def update_node(self, response: m.NodeResponse) -> Any: ...
+    def send_event(self, events: list[m.EventRecord]) -> Any: ...
+    def update_container_scheduling_state(self, states: list[m.UpdateContainerSchedulingStateRequest]) -> Any: ...
+
+
+async def deliver(callback: ResourceManagerCallback, kind: str, msg: Any) -> None:
+    """Hand one output message to the callback method for its kind."""
+    if kind == "alloc":
+        result = callback.update_allocation(msg)
+    elif kind == "app":
+        result = callback.update_application(msg)
+    elif kind == "node":
+        result = callback.update_node(msg)
+    elif kind == "event":
+        result = callback.send_event(msg.events)
+    elif kind == "state":
+        result = callback.update_container_scheduling_state(msg.states)
+    else:
+        return
+    if inspect.isawaitable(result):
+        await result
+
+
+class SchedulerAPI:
+    """The spec's SchedulerAPI. Every call returns once the request is durable (NATS) or
+    applied (in-process); decisions arrive through the callback."""
+
+    async def register_resource_manager(self, request: m.RegisterResourceManagerRequest,
+                                        callback: ResourceManagerCallback) -> m.RegisterResourceManagerResponse:
+        raise NotImplementedError
+
+    async def update_allocation(self, request: m.AllocationRequest) -> None:
+        raise NotImplementedError
+
+    async def update_application(self, request: m.ApplicationRequest) -> None:
+        raise NotImplementedError
+
+    async def update_node(self, request: m.NodeRequest) -> None:
+        raise NotImplementedError
+
+    async def update_configuration(self, request: m.UpdateConfigurationRequest) -> None:
+        raise NotImplementedError
+
+    async def unregister(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop receiving; the RM's durable position is kept for when it comes back."""
+
+    async def __aenter__(self) -> SchedulerAPI:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# --- in-process ------------------------------------------------------------------------
+
+
+class InProcessScheduler(SchedulerAPI):
+    """The core in this process. `clock` gives the ts of each entry (ns)."""
+
+    def __init__(self, core: Core | None = None, clock: Callable[[], int] = time.time_ns) -> None:
+        from ykbus.yamlload import load_yaml
+
+        self.core = core or Core(load_yaml=load_yaml)
+        self.clock = clock
+        self.callbacks: dict[str, ResourceManagerCallback] = {}
+        self.rm = ""
+
+    async def _apply(self, kind: str, msg: Any, rm: str | None = None) -> list[Any]:
+        rm = self.rm if rm is None else rm
+        entry = Entry(seq=self.core.last_seq + 1, ts=max(self.clock(), self.core.now), rm=rm, kind=kind)
+        outputs = self.core.apply(entry, codec.as_decoded(kind, msg))
+        for out in outputs:
+            callback = self.callbacks.get(out.rm)
+            if callback is not None and out.kind != "register":
+                await deliver(callback, out.kind, out.msg)
+        return outputs
+
+    async def register_resource_manager(self, request, callback):
+        self.rm = request.rmID
+        self.callbacks[request.rmID] = callback
+        outputs = await self._apply("register", request)
+        response = next(o.msg for o in outputs if o.kind == "register")
+        if response.error:
+            raise RegistrationError(response.error)
+        return response
+
+    async def update_allocation(self, request):
+        await self._apply("alloc", request)
+
+    async def update_application(self, request):
+        await self._apply("app", request)
+
+    async def update_node(self, request):
+        await self._apply("node", request)
+
+    async def update_configuration(self, request):
+        await self._apply("config", request)
+
+    async def unregister(self):
+        await self._apply("unregister", m.UnregisterRequest())
+
+    async def tick(self) -> None:
+        await self._apply("tick", m.UnregisterRequest(), rm="")
+
+
+# --- over NATS -------------------------------------------------------------------------
+
+
+class NatsScheduler(SchedulerAPI):
+    """The scheduler over NATS. Use as `async with NatsScheduler(url) as api: ...`."""
+
+    def __init__(self, url: str, prefix: str = "yk.v1", heartbeat_s: float = 2.0,
+                 publish_retries: int = 30, fetch_batch: int = 512) -> None:
+        self.url = url
+        self.subjects = Subjects(prefix)
+        self.heartbeat_s = heartbeat_s
+        self.publish_retries = publish_retries
+        self.fetch_batch = fetch_batch
+        self.rm = ""
+        self.encoding = "json"
+        self.callback: ResourceManagerCallback | None = None
+        self.last_output_seq = 0  # stream seq of the last output handed to the callback
+        self._session = os.urandom(6).hex()  # client side: makes msg ids unique per process
+        self._counter = itertools.count(1)
+        self._registers: dict[int, m.RegisterResourceManagerResponse] = {}
+        self._register_seen = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.nc: Any = None
+
+    async def __aenter__(self) -> NatsScheduler:
+        self.nc = await nats.connect(servers=[self.url], max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                     name="ykbus-rm")
+        self.js = self.nc.jetstream(timeout=10)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def close(self) -> None:
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            self._tg = None
+        if self.nc is not None and not self.nc.is_closed:
+            await self.nc.close()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def publish(self, kind: str, msg: Any, rm: str | None = None) -> int:
+        """Publish one request, durable once this returns; the input seq it got."""
+        rm = self.rm if rm is None else rm
+        data = codec.encode(msg, self.encoding)
+        headers = {HDR_MSG_ID: f"{rm}-{self._session}-{next(self._counter)}"}
+        if self.encoding == "msgpack":
+            headers[HDR_CONTENT_TYPE] = MSGPACK
+        subject = self.subjects.input(rm, kind)
+        for attempt in range(self.publish_retries):
+            try:
+                ack = await self.js.publish(subject, data, headers=headers)
+                return ack.seq
+            except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
+                    nats.errors.ConnectionClosedError, nats.errors.NoRespondersError):
+                await anyio.sleep(min(0.1 * 2**attempt, 2.0))
+        raise TimeoutError(f"could not publish to {subject} after {self.publish_retries} attempts")
+
+    async def register_resource_manager(self, request, callback, timeout: float = 30.0):
+        self.rm = request.rmID
+        self.callback = callback
+        self.encoding = request.extraConfig.get("encoding", "json")
+        assert self._tg is not None, "use NatsScheduler as an async context manager"
+        await self._tg.start(self._consume)
+        seq = await self.publish("register", request)
+        with anyio.fail_after(timeout):
+            while seq not in self._registers:
+                self._register_seen = anyio.Event()
+                await self._register_seen.wait()
+        response = self._registers.pop(seq)
+        if response.error:
+            raise RegistrationError(response.error)
+        self._tg.start_soon(self._heartbeat)
+        return response
+
+    async def update_allocation(self, request):
+        await self.publish("alloc", request)
+
+    async def update_application(self, request):
+        await self.publish("app", request)
+
+    async def update_node(self, request):
+        await self.publish("node", request)
+
+    async def update_configuration(self, request):
+        await self.publish("config", request)
+
+    async def unregister(self):
+        await self.publish("unregister", m.UnregisterRequest())
+
+    async def _heartbeat(self) -> None:
+        while True:
+            try:
+                await self.nc.publish(self.subjects.heartbeat(self.rm), b"")
+            except nats.errors.ConnectionClosedError:
+                return
+            await anyio.sleep(self.heartbeat_s)
+
+    async def _consume(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        durable = f"rm_{self.rm}"
+        config = api.ConsumerConfig(durable_name=durable, ack_policy=api.AckPolicy.ALL,
+                                    filter_subject=self.subjects.rm_outputs(self.rm), max_ack_pending=-1)
+        try:
+            await self.js.consumer_info(OUT_STREAM, durable)
+        except NotFoundError:
+            # first life of this RM: start at what comes next; later lives resume where they were
+            config.deliver_policy = api.DeliverPolicy.NEW
+            await self.js.add_consumer(OUT_STREAM, config)
+        sub = await self.js.pull_subscribe_bind(durable, stream=OUT_STREAM)
+        task_status.started()
+        while True:
+            try:
+                msgs = await sub.fetch(self.fetch_batch, timeout=1.0)
+            except nats.errors.TimeoutError:
+                continue
+            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
+                await anyio.sleep(0.2)
+                continue
+            for msg in msgs:
+                await self._handle(msg)
+            try:
+                await msgs[-1].ack()
+            except nats.errors.Error:
+                pass  # redelivered after a reconnect; outputs carry ids, handling twice is visible
+
+    async def _handle(self, msg: Any) -> None:
+        _, kind = self.subjects.parse(msg.subject, "out")
+        headers = msg.headers or {}
+        encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+        body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding)
+        self.last_output_seq = msg.metadata.sequence.stream
+        if kind == "register":
+            self._registers[int(headers.get(HDR_IN_SEQ, "0"))] = body
+            self._register_seen.set()
+        elif self.callback is not None:
+            await deliver(self.callback, kind, body)
+
+
+# --- recovery (seed: resilience-recovery) ----------------------------------------------
+
+
+class ResourceManagerClient(ResourceManagerCallback):
+    """An RM's connection with the recovery protocol; forwards every output to `callback`."""
+
+    def __init__(self, api: SchedulerAPI, rm_id: str, config: str = "", policy_group: str = "queues",
+                 extra_config: dict[str, str] | None = None, callback: ResourceManagerCallback | None = None) -> None:
+        self.api = api
+        self.rm_id = rm_id
+        self.config = config
+        self.policy_group = policy_group
+        self.extra_config = extra_config or {}
+        self.callback = callback or ResourceManagerCallback()
+        self.state = ShimState.NEW
+        self._waiting: set[str] = set()
+        self._answered = anyio.Event()
+        self.rejected: dict[str, str] = {}
+
+    def _advance(self, event: ShimEvent) -> None:
+        self.state = SHIM.advance(self.state, event)
+
+    async def start(self, apps: Iterable[m.AddApplicationRequest] = (), nodes: Iterable[m.NodeInfo] = (),
+                    timeout: float = 30.0) -> None:
+        """Register, then recover applications first and nodes (with existing allocations) next."""
+        apps, nodes = list(apps), list(nodes)
+        try:
+            await self.api.register_resource_manager(m.RegisterResourceManagerRequest(
+                rmID=self.rm_id, version="ykbus-client", policyGroup=self.policy_group, config=self.config,
+                extraConfig=self.extra_config), self)
+            self._advance(ShimEvent.REGISTER)
+            self._advance(ShimEvent.RECOVER)
+            with anyio.fail_after(timeout):
+                if apps:
+                    await self._send_and_wait(f"app:{a.applicationID}" for a in apps)(
+                        self.api.update_application(m.ApplicationRequest(new=apps, rmID=self.rm_id)))
+                if nodes:
+                    await self._send_and_wait(f"node:{n.nodeID}" for n in nodes)(
+                        self.api.update_node(m.NodeRequest(nodes=nodes, rmID=self.rm_id)))
+            self._advance(ShimEvent.RECOVERED)
+        except BaseException:
+            if self.state is not ShimState.FAILED:
+                self._advance(ShimEvent.FAIL)
+            raise
+
+    def _send_and_wait(self, keys: Iterable[str]) -> Callable[[Any], Any]:
+        self._waiting = set(keys)
+        self._answered = anyio.Event()
+
+        async def run(send: Any) -> None:
+            await send
+            if self._waiting:
+                await self._answered.wait()
+
+        return run
+
+    def _answer(self, key: str, reason: str = "") -> None:
+        if reason:
+            self.rejected[key] = reason
+        self._waiting.discard(key)
+        if not self._waiting:
+            self._answered.set()
+
+    def _require_running(self) -> None:
+        if self.state is not ShimState.RUNNING:
+            raise NotRunning(f"resource manager {self.rm_id} is {self.state.value}: no new asks before Running")
+
+    async def add_applications(self, apps: list[m.AddApplicationRequest]) -> None:
+        self._require_running()
+        await self.api.update_application(m.ApplicationRequest(new=apps, rmID=self.rm_id))
+
+    async def remove_applications(self, app_ids: list[str], partition: str = "default") -> None:
+        await self.api.update_application(m.ApplicationRequest(
+            remove=[m.RemoveApplicationRequest(applicationID=a, partitionName=partition) for a in app_ids],
+            rmID=self.rm_id))
+
+    async def add_nodes(self, nodes: list[m.NodeInfo]) -> None:
+        await self.api.update_node(m.NodeRequest(nodes=nodes, rmID=self.rm_id))
+
+    async def add_asks(self, asks: list[m.AllocationAsk]) -> None:
+        self._require_running()
+        await self.api.update_allocation(m.AllocationRequest(asks=asks, rmID=self.rm_id))
+
+    async def release(self, releases: list[m.AllocationRelease]) -> None:
+        await self.api.update_allocation(m.AllocationRequest(
+            releases=m.AllocationReleasesRequest(allocationsToRelease=releases), rmID=self.rm_id))
+
+    # callback: resolve recovery waits, then forward
+    async def update_application(self, response: m.ApplicationResponse) -> None:
+        for a in response.accepted:
+            self._answer(f"app:{a.applicationID}")
+        for r in response.rejected:
+            self._answer(f"app:{r.applicationID}", r.reason)
+        await deliver(self.callback, "app", response)
+
+    async def update_node(self, response: m.NodeResponse) -> None:
+        for a in response.accepted:
+            self._answer(f"node:{a.nodeID}")
+        for r in response.rejected:
+            self._answer(f"node:{r.nodeID}", r.reason)
+        await deliver(self.callback, "node", response)
+
+    async def update_allocation(self, response: m.AllocationResponse) -> None:
+        await deliver(self.callback, "alloc", response)
+
+    async def send_event(self, events: list[m.EventRecord]) -> None:
+        await deliver(self.callback, "event", m.EventBatch(events=events))
+
+    async def update_container_scheduling_state(self, states) -> None:
+        await deliver(self.callback, "state", m.StateBatch(states=states))

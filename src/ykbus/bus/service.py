@@ -1,0 +1,349 @@
+"""The core service: the shell around the sans-IO core.
+
+Theory of operation
+-------------------
+1. The input stream (YK_IN, `yk.v1.in.>`) is the log. One task reads it in stream order
+   with an ordered consumer, starting right after the core's last applied sequence (part of
+   the core's state and of its snapshots: the only cursor there is), and applies each entry.
+   An entry at or below that sequence is skipped; one above the next expected is a gap,
+   which stops the service with an error instead of guessing past it.
+2. Each entry's outputs are published to YK_OUT with `Nats-Msg-Id: <in-seq>-<index>` and
+   `Yk-In-Seq: <in-seq>`, and every publish is acknowledged before the next entry is read.
+   So when a snapshot records "applied up to N", the outputs of 1..N are on the stream.
+3. A snapshot (msgspec, object store YK_SNAP) is written every `snapshot_every` entries and
+   at a clean stop. On start the latest one is loaded and only the tail is replayed. Outputs
+   the tail would emit again are skipped up to the last message already on YK_OUT, and
+   deduplicated by message id beyond that: `kill -9` at any moment duplicates nothing.
+4. Time enters the log, never the core: the service appends `tick` entries on a timer, and
+   `rmstate` entries when an RM's heartbeats (`yk.v1.hb.<rm>`, not logged) stop or resume.
+5. The read API answers `yk.v1.api.<verb>` from a projection of the state. The event loop
+   is single-threaded and `Core.apply` is synchronous, so a reader never sees a half-applied
+   entry and the consumer task stays the only writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import nats
+from nats.js import api
+from nats.js.errors import NotFoundError, ObjectNotFoundError
+
+from ykbus.bus.streams import StreamLimits, ensure_streams, snapshot_store
+from ykbus.bus.subjects import (
+    HDR_CONTENT_TYPE,
+    HDR_IN_SEQ,
+    HDR_MSG_ID,
+    IN_STREAM,
+    MSGPACK,
+    OUT_STREAM,
+    SNAPSHOT_OBJECT,
+    Subjects,
+    js_reply_meta,
+)
+from ykbus.core import Core, Entry, Output
+from ykbus.core.config import SchedulerConfig
+from ykbus.core.lifecycle import RMState
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.si import codec
+from ykbus.yamlload import load_yaml
+
+log = logging.getLogger("ykbus.core")
+
+
+class LogGap(Exception):
+    """The input log is missing entries the core has not applied: it will not guess past."""
+
+
+@dataclass
+class ServiceSettings:
+    nats_url: str = "nats://127.0.0.1:4222"
+    prefix: str = "yk.v1"
+    queues: SchedulerConfig | None = None
+    tick_interval_s: float = 1.0
+    snapshot_every: int = 10_000
+    heartbeat_pause_s: float = 10.0
+    heartbeat_stop_s: float = 60.0
+    limits: StreamLimits = field(default_factory=StreamLimits)
+    publish_retries: int = 60
+
+
+class CoreService:
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.subjects = Subjects(settings.prefix)
+        self.core = Core(load_yaml=load_yaml, queues_override=settings.queues)
+        self.applied_since_snapshot = 0
+        self.started = anyio.Event()
+        self._stop = anyio.Event()
+        self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
+        self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
+        self._out_high = (0, -1)  # (in-seq, index) of the last output already on YK_OUT
+        self.stats = {"entries": 0, "outputs": 0, "allocations": 0}
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- run -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        s = self.settings
+        self.nc = await nats.connect(
+            servers=[s.nats_url], name="ykbus-core", max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+            error_cb=self._nats_error, disconnected_cb=self._nats_disconnected,
+            reconnected_cb=self._nats_reconnected,
+        )
+        self.js = self.nc.jetstream(timeout=10)
+        try:
+            await ensure_streams(self.js, self.subjects, s.limits)
+            self.store = await snapshot_store(self.js, s.limits.replicas)
+            await self._load()
+            await self._check_log_start()
+            self._out_high = await self._last_output()
+            start = self.core.last_seq + 1
+            sub = await self.js.subscribe(
+                self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
+                config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
+            )
+            await self.nc.subscribe(self.subjects.heartbeats, cb=self._on_heartbeat)
+            await self.nc.subscribe(self.subjects.apis, cb=self._on_api)
+            now = time.monotonic()
+            for rm in self.core.rms:
+                self._heard[rm] = now
+            log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix}})
+            self.started.set()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._consume, sub, tg.cancel_scope)
+                tg.start_soon(self._ticker)
+                tg.start_soon(self._monitor_rms)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+            await self._snapshot()
+            log.info("core stopped", extra={"fields": {"last_seq": self.core.last_seq}})
+        finally:
+            if self.nc.is_connected:
+                await self.nc.drain()
+
+    # --- start-up --------------------------------------------------------------------
+
+    async def _load(self) -> None:
+        try:
+            found = await self.store.get(SNAPSHOT_OBJECT)
+        except (NotFoundError, ObjectNotFoundError):
+            log.info("no snapshot: replaying the log from the start")
+            return
+        t0 = time.perf_counter()
+        core = load_snapshot(found.data, load_yaml)
+        core._override = self.settings.queues
+        self.core = core
+        log.info("snapshot loaded", extra={"fields": {
+            "last_seq": core.last_seq, "bytes": len(found.data), "ms": round(1000 * (time.perf_counter() - t0), 1)}})
+
+    async def _check_log_start(self) -> None:
+        info = await self.js.stream_info(IN_STREAM)
+        first, messages = info.state.first_seq, info.state.messages
+        if messages and self.core.last_seq + 1 < first:
+            raise LogGap(f"the input log starts at seq {first} but the core has applied only up to "
+                         f"{self.core.last_seq}: entries {self.core.last_seq + 1}..{first - 1} are gone")
+
+    async def _last_output(self) -> tuple[int, int]:
+        info = await self.js.stream_info(OUT_STREAM)
+        if not info.state.messages:
+            return (0, -1)
+        msg = await self.js.get_msg(OUT_STREAM, info.state.last_seq)
+        seq, _, index = (msg.headers or {}).get(HDR_MSG_ID, "0--1").partition("-")
+        return (int(seq), int(index))
+
+    # --- the writer ------------------------------------------------------------------
+
+    async def _consume(self, sub: Any, scope: anyio.CancelScope) -> None:
+        async for msg in sub.messages:
+            seq, ts = js_reply_meta(msg.reply)
+            if seq <= self.core.last_seq:
+                continue
+            if seq != self.core.last_seq + 1:
+                raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
+            rm, kind = self.subjects.parse(msg.subject)
+            headers = msg.headers or {}
+            encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+            entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
+            outputs = self.core.apply(entry)
+            if kind == "register" and rm:
+                self._heard[rm] = time.monotonic()
+            if kind == "rmstate":
+                self._asked.clear()
+            await self._publish(seq, outputs)
+            self.stats["entries"] += 1
+            self.applied_since_snapshot += 1
+            if self.applied_since_snapshot >= self.settings.snapshot_every:
+                await self._snapshot()
+
+    async def _publish(self, seq: int, outputs: list[Output]) -> None:
+        high_seq, high_index = self._out_high
+        pending = []
+        for index, out in enumerate(outputs):
+            if out.kind == "alloc":
+                self.stats["allocations"] += len(out.msg.new)
+            if seq < high_seq or (seq == high_seq and index <= high_index):
+                continue  # published before a restart
+            rm = self.core.rms.get(out.rm)
+            encoding = rm.encoding if rm is not None else "json"
+            headers = {HDR_MSG_ID: f"{seq}-{index}", HDR_IN_SEQ: str(seq)}
+            if encoding == "msgpack":
+                headers[HDR_CONTENT_TYPE] = MSGPACK
+            subject = self.subjects.output(out.rm, out.kind)
+            data = codec.encode(out.msg, encoding)
+            future = await self.js.publish_async(subject, data, headers=headers)
+            pending.append((future, subject, data, headers))
+        for future, subject, data, headers in pending:
+            try:
+                await future
+            except Exception as exc:  # noqa: BLE001 - any failure: publish again, same msg id
+                await self._republish(subject, data, headers, exc)
+        self.stats["outputs"] += len(pending)
+
+    async def _republish(self, subject: str, data: bytes, headers: dict[str, str], first: Exception) -> None:
+        error: Exception = first
+        for attempt in range(self.settings.publish_retries):
+            log.warning("output publish failed, retrying", extra={"fields": {
+                "subject": subject, "msg_id": headers[HDR_MSG_ID], "attempt": attempt + 1, "error": repr(error)}})
+            await anyio.sleep(min(0.1 * 2**attempt, 2.0))
+            try:
+                await self.js.publish(subject, data, headers=headers)
+                return
+            except Exception as exc:  # noqa: BLE001
+                error = exc
+        raise RuntimeError(f"could not publish {headers[HDR_MSG_ID]} to {subject}: {error!r}")
+
+    async def _snapshot(self) -> None:
+        if self.applied_since_snapshot == 0:
+            return
+        t0 = time.perf_counter()
+        data = dump_snapshot(self.core)
+        await self.store.put(SNAPSHOT_OBJECT, data)
+        self.applied_since_snapshot = 0
+        log.info("snapshot written", extra={"fields": {
+            "last_seq": self.core.last_seq, "bytes": len(data), "ms": round(1000 * (time.perf_counter() - t0), 1)}})
+
+    # --- time and RM liveness, appended to the log --------------------------------------
+
+    async def _append(self, kind: str, body: dict[str, Any]) -> None:
+        try:
+            await self.js.publish(self.subjects.input("", kind), json.dumps(body).encode())
+        except Exception as exc:  # noqa: BLE001 - the next tick or check tries again
+            log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
+
+    async def _ticker(self) -> None:
+        while True:
+            await anyio.sleep(self.settings.tick_interval_s)
+            await self._append("tick", {})
+
+    def _on_heartbeat_rm(self, rm: str) -> None:
+        self._heard[rm] = time.monotonic()
+
+    async def _on_heartbeat(self, msg: Any) -> None:
+        self._on_heartbeat_rm(msg.subject.rsplit(".", 1)[-1])
+
+    async def _monitor_rms(self) -> None:
+        s = self.settings
+        while True:
+            await anyio.sleep(min(1.0, s.heartbeat_pause_s / 4))
+            now = time.monotonic()
+            for rm_id, rm in list(self.core.rms.items()):
+                quiet = now - self._heard.setdefault(rm_id, now)
+                event = None
+                if rm.state is RMState.RUNNING and quiet > s.heartbeat_pause_s:
+                    event = ("CONNECTION_LOST", f"no heartbeat for {quiet:.0f}s")
+                elif rm.state is RMState.PAUSED and quiet <= s.heartbeat_pause_s:
+                    event = ("RECONNECT", "heartbeats resumed")
+                elif rm.state is RMState.PAUSED and quiet > s.heartbeat_pause_s + s.heartbeat_stop_s:
+                    event = ("TIMEOUT", f"no heartbeat for {quiet:.0f}s")
+                if event is not None and self._asked.get(rm_id) != event[0]:
+                    self._asked[rm_id] = event[0]
+                    await self._append("rmstate", {"rmID": rm_id, "event": event[0], "reason": event[1]})
+
+    # --- read API ----------------------------------------------------------------------
+
+    async def _on_api(self, msg: Any) -> None:
+        verb = msg.subject.rsplit(".", 1)[-1]
+        try:
+            request = json.loads(msg.data) if msg.data.strip() else {}
+            if not isinstance(request, dict):
+                raise ValueError("the request body must be a JSON object")
+            body = self.read(verb, request)
+        except (ValueError, KeyError) as exc:
+            body = {"error": str(exc)}
+        if msg.reply:
+            await msg.respond(json.dumps(body, default=str).encode())
+
+    def read(self, verb: str, request: dict[str, Any]) -> dict[str, Any]:
+        """The read API: a projection of the state (never live objects)."""
+        if verb == "health":
+            return {"status": "ok", "lastSeq": self.core.last_seq, "stats": dict(self.stats),
+                    "rms": {r.id: r.state.value for r in self.core.rms.values()}}
+        dump = self.core.dump()
+        if verb == "state":
+            return dump
+        sections = {"partitions": None, "queues": "queues", "applications": "applications", "nodes": "nodes"}
+        if verb not in sections:
+            raise ValueError(f"unknown verb {verb!r}: expected health, state, {', '.join(sections)}")
+        want_rm, want_part = request.get("rm"), request.get("partition")
+        out: dict[str, Any] = {}
+        for rm_id, rm in dump["rms"].items():
+            if want_rm and rm_id != want_rm:
+                continue
+            for name, part in rm["partitions"].items():
+                if want_part and name != want_part:
+                    continue
+                key = sections[verb]
+                if key is None:
+                    value = {"nodeSortPolicy": part["nodeSortPolicy"], "total": part["total"],
+                             "queues": len(part["queues"]), "nodes": len(part["nodes"]),
+                             "applications": len(part["applications"]), "allocations": len(part["allocations"])}
+                else:
+                    value = part[key]
+                out.setdefault(rm_id, {})[name] = value
+        return {verb: out}
+
+    # --- connection events ---------------------------------------------------------------
+
+    async def _nats_error(self, exc: Exception) -> None:
+        log.warning("nats error", extra={"fields": {"error": repr(exc)}})
+
+    async def _nats_disconnected(self) -> None:
+        log.warning("disconnected from nats; reconnecting")
+
+    async def _nats_reconnected(self) -> None:
+        log.info("reconnected to nats")
+
+
+async def serve(settings: ServiceSettings) -> None:
+    """Run the core service until SIGINT or SIGTERM, then stop cleanly (final snapshot)."""
+    import signal
+
+    service = CoreService(settings)
+    async with anyio.create_task_group() as tg:
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    service.stop()
+                    return
+
+        tg.start_soon(watch_signals)
+        await service.run()
+        tg.cancel_scope.cancel()
+
+
+def asyncio_loop_policy() -> None:
+    """uvloop when available (it is a dependency on Linux and macOS)."""
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

@@ -1,0 +1,69 @@
+"""Subjects of docs/protocol.md, and the mapping between a subject and a log entry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CORE_TOKEN = "_core"  # <rm> token of the entries the service appends itself (rm "" in the log)
+IN_STREAM = "YK_IN"
+OUT_STREAM = "YK_OUT"
+SNAPSHOT_BUCKET = "YK_SNAP"
+SNAPSHOT_OBJECT = "core"
+MSGPACK = "application/msgpack"
+HDR_IN_SEQ = "Yk-In-Seq"
+HDR_MSG_ID = "Nats-Msg-Id"
+HDR_CONTENT_TYPE = "Content-Type"
+
+
+@dataclass(frozen=True)
+class Subjects:
+    prefix: str = "yk.v1"
+
+    @property
+    def inputs(self) -> str:
+        return f"{self.prefix}.in.>"
+
+    @property
+    def outputs(self) -> str:
+        return f"{self.prefix}.out.>"
+
+    def input(self, rm: str, kind: str) -> str:
+        return f"{self.prefix}.in.{rm or CORE_TOKEN}.{kind}"
+
+    def output(self, rm: str, kind: str) -> str:
+        return f"{self.prefix}.out.{rm or CORE_TOKEN}.{kind}"
+
+    def rm_outputs(self, rm: str) -> str:
+        return f"{self.prefix}.out.{rm}.>"
+
+    def heartbeat(self, rm: str) -> str:
+        return f"{self.prefix}.hb.{rm}"
+
+    @property
+    def heartbeats(self) -> str:
+        return f"{self.prefix}.hb.*"
+
+    def api(self, verb: str) -> str:
+        return f"{self.prefix}.api.{verb}"
+
+    @property
+    def apis(self) -> str:
+        return f"{self.prefix}.api.*"
+
+    def parse(self, subject: str, direction: str = "in") -> tuple[str, str]:
+        """(rm, kind) of an input or output subject; rm "" for the core's own entries."""
+        head = f"{self.prefix}.{direction}."
+        if not subject.startswith(head):
+            raise ValueError(f"subject {subject!r} is not under {head}")
+        rm, _, kind = subject[len(head):].partition(".")
+        return ("" if rm == CORE_TOKEN else rm), kind
+
+
+def js_reply_meta(reply: str) -> tuple[int, int]:
+    """(stream sequence, timestamp in ns) from a JetStream delivery's reply subject."""
+    tokens = reply.split(".")
+    if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        return int(tokens[5]), int(tokens[7])
+    if len(tokens) >= 11:  # v2: $JS.ACK.<domain>.<acchash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>...
+        return int(tokens[7]), int(tokens[9])
+    raise ValueError(f"not a JetStream reply subject: {reply!r}")

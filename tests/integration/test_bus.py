@@ -1,0 +1,169 @@
+"""The core on a real NATS server, checked only through the wire contract."""
+
+from __future__ import annotations
+
+import json
+
+import nats
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from ykbus.bus.client import InProcessScheduler, NotRunning, RegistrationError, ResourceManagerClient
+from ykbus.bus.subjects import OUT_STREAM
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        queues:
+          - name: prod
+          - name: dev
+            resources: {max: {vcore: 2}}
+"""
+
+
+def res(**q):
+    return m.Resource(resources={k: m.Quantity(v) for k, v in q.items()})
+
+
+def node(node_id, **q):
+    return m.NodeInfo(nodeID=node_id, action=m.ActionFromRM.CREATE, schedulableResource=res(**q))
+
+
+def ask(key, app, **q):
+    return m.AllocationAsk(allocationKey=key, applicationID=app, resourceAsk=res(**q), maxAllocations=1)
+
+
+def app(app_id, queue="root.prod"):
+    return m.AddApplicationRequest(applicationID=app_id, queueName=queue, partitionName="default",
+                                   ugi=m.UserGroupInformation(user="u"))
+
+
+async def start_rm(api, rm_id, rec, nodes=(), apps=(), config=QUEUES):
+    client = ResourceManagerClient(api, rm_id, config=config, callback=rec)
+    await client.start(apps=apps, nodes=nodes)
+    return client
+
+
+async def test_registration_allocation_and_release_round_trip(nats_server):
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000, memory=4000)])
+        assert client.state.value == "Running"
+        await client.add_applications([app("a1")])
+        await client.add_asks([ask("pod-1", "a1", vcore=1000, memory=100)])
+        await rec.wait_for(lambda: rec.allocations)
+        alloc = rec.allocations[0]
+        assert (alloc.allocationKey, alloc.nodeID, alloc.applicationID) == ("pod-1", "n1", "a1")
+        await client.release([m.AllocationRelease(applicationID="a1", UUID=alloc.UUID, partitionName="default")])
+        await rec.wait_for(lambda: rec.released)
+        assert rec.released[0].terminationType == "STOPPED_BY_RM"
+
+
+async def test_invalid_registration_is_refused_with_the_reason(nats_server):
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        client = ResourceManagerClient(api, "bad", config="partitions: [{name: default, queues: [{name: a.b}]}]")
+        with pytest.raises(RegistrationError, match="contains a dot"):
+            await client.start()
+        assert client.state.value == "Failed"
+        with pytest.raises(NotRunning):
+            await client.add_asks([ask("x", "y", vcore=1)])
+
+
+async def test_two_rms_share_one_core_with_isolated_partitions(nats_server):
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api1, rm_client(nats_server.url) as api2:
+        rec1, rec2 = Recorder(), Recorder()
+        c1 = await start_rm(api1, "k8s", rec1, nodes=[node("n1", vcore=1000)])
+        c2 = await start_rm(api2, "yarn", rec2, nodes=[node("n1", vcore=8000)])  # same node id, other RM
+        await c1.add_applications([app("a")])
+        await c2.add_applications([app("a")])
+        await c1.add_asks([ask("k", "a", vcore=2000)])  # too big for k8s's node
+        await c2.add_asks([ask("k", "a", vcore=2000)])
+        await rec2.wait_for(lambda: rec2.allocations)
+        await rec1.wait_for(lambda: rec1.states)
+        assert rec1.allocations == [] and rec1.states[0].state == "FAILED"
+        assert rec2.allocations[0].nodeID == "n1"
+
+
+async def test_malformed_json_is_answered_and_the_next_message_applies(nats_server):
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000)])
+        nc = await nats.connect(nats_server.url)
+        js = nc.jetstream()
+        await js.publish("yk.v1.in.k8s.app", b"{this is not json")
+        await nc.close()
+        await client.add_applications([app("a1")])
+        await rec.wait_for(lambda: rec.events and rec.app)
+        assert "invalid app message" in rec.events[0].message
+        assert rec.app[0].accepted[0].applicationID == "a1"
+
+
+async def test_read_api_answers_with_queue_usage(nats_server):
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000)])
+        await client.add_applications([app("a1", "root.dev")])
+        await client.add_asks([ask("k", "a1", vcore=1000)])
+        await rec.wait_for(lambda: rec.allocations)
+        nc = await nats.connect(nats_server.url)
+        reply = json.loads((await nc.request("yk.v1.api.queues", b'{"rm": "k8s"}', timeout=5)).data)
+        dev = reply["queues"]["k8s"]["default"]["root.dev"]
+        assert dev["allocated"] == {"vcore": 1000} and dev["max"] == {"vcore": 2000}
+        health = json.loads((await nc.request("yk.v1.api.health", b"", timeout=5)).data)
+        assert health["status"] == "ok" and health["rms"] == {"k8s": "Running"}
+        for verb in ("state", "partitions", "applications", "nodes"):
+            body = json.loads((await nc.request(f"yk.v1.api.{verb}", b"", timeout=5)).data)
+            assert "error" not in body
+        bad = json.loads((await nc.request("yk.v1.api.bogus", b"", timeout=5)).data)
+        assert "unknown verb" in bad["error"]
+        await nc.close()
+
+
+async def test_outputs_carry_input_seq_and_dedup_ids(nats_server):
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000)])
+        await client.add_applications([app("a1")])
+        await rec.wait_for(lambda: rec.app)
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    info = await js.stream_info(OUT_STREAM)
+    ids = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await js.get_msg(OUT_STREAM, seq)
+        in_seq, msg_id = msg.headers["Yk-In-Seq"], msg.headers["Nats-Msg-Id"]
+        assert msg_id.startswith(f"{in_seq}-")
+        ids.append(msg_id)
+    assert len(ids) == len(set(ids)) >= 3
+    await nc.close()
+
+
+async def test_in_process_transport_has_the_same_interface():
+    api = InProcessScheduler(clock=iter(range(10**18, 10**18 + 10**6, 1000)).__next__)
+    rec = Recorder()
+    client = await start_rm(api, "emb", rec, nodes=[node("n1", vcore=2000)], apps=[app("a1")])
+    await client.add_asks([ask("k", "a1", vcore=1000)])
+    assert rec.allocations[0].nodeID == "n1"
+    assert rec.app[0].accepted[0].applicationID == "a1"
+
+
+async def test_recovery_sends_apps_before_nodes_with_existing_allocations(nats_server):
+    existing = m.Allocation(allocationKey="old-pod", UUID="u-1", applicationID="a1", nodeID="n1",
+                            partitionName="default", resourcePerAlloc=res(vcore=3000))
+    n1 = m.NodeInfo(nodeID="n1", action=m.ActionFromRM.CREATE, schedulableResource=res(vcore=4000),
+                    existingAllocations=[existing])
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[n1], apps=[app("a1")])
+        assert client.state.value == "Running" and client.rejected == {}
+        await client.add_asks([ask("new-pod", "a1", vcore=2000)])
+        await rec.wait_for(lambda: rec.states)
+        assert rec.allocations == []  # only 1000 vcore left: the recovered allocation counts
+        await client.release([m.AllocationRelease(applicationID="a1", UUID="u-1", partitionName="default")])
+        await rec.wait_for(lambda: rec.allocations)
+        assert rec.allocations[0].allocationKey == "new-pod"
