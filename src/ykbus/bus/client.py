@@ -42,6 +42,8 @@ from ykbus.core.lifecycle import SHIM, ShimEvent, ShimState
 from ykbus.si import codec
 from ykbus.si import messages as m
 
+STREAM_NOT_FOUND = 10059  # JetStream API error code
+
 
 class RegistrationError(Exception):
     """The core refused the registration; the text is its reason."""
@@ -241,6 +243,15 @@ class NatsScheduler(SchedulerAPI):
         self._tg.start_soon(self._heartbeat)
         return response
 
+    async def attach(self, rm_id: str, callback: ResourceManagerCallback, encoding: str = "json") -> None:
+        """Come back as an RM that is still registered: resume from the last output this RM
+        processed (its durable consumer) and heartbeat again, without re-registering (which
+        would wipe its state)."""
+        self.rm, self.callback, self.encoding = rm_id, callback, encoding
+        assert self._tg is not None, "use NatsScheduler as an async context manager"
+        await self._tg.start(self._consume)
+        self._tg.start_soon(self._heartbeat)
+
     async def update_allocation(self, request):
         await self.publish("alloc", request)
 
@@ -268,12 +279,19 @@ class NatsScheduler(SchedulerAPI):
         durable = f"rm_{self.rm}"
         config = api.ConsumerConfig(durable_name=durable, ack_policy=api.AckPolicy.ALL,
                                     filter_subject=self.subjects.rm_outputs(self.rm), max_ack_pending=-1)
-        try:
-            await self.js.consumer_info(OUT_STREAM, durable)
-        except NotFoundError:
-            # first life of this RM: start at what comes next; later lives resume where they were
-            config.deliver_policy = api.DeliverPolicy.NEW
-            await self.js.add_consumer(OUT_STREAM, config)
+        for attempt in itertools.count():
+            try:
+                try:
+                    await self.js.consumer_info(OUT_STREAM, durable)
+                except NotFoundError as exc:
+                    if exc.err_code == STREAM_NOT_FOUND:
+                        raise
+                    # first life of this RM: start at what comes next; later lives resume
+                    config.deliver_policy = api.DeliverPolicy.NEW
+                    await self.js.add_consumer(OUT_STREAM, config)
+                break
+            except NotFoundError:  # the core has not created its streams yet
+                await anyio.sleep(min(0.05 * 2**attempt, 1.0))
         sub = await self.js.pull_subscribe_bind(durable, stream=OUT_STREAM)
         task_status.started()
         while True:
@@ -281,8 +299,10 @@ class NatsScheduler(SchedulerAPI):
                 msgs = await sub.fetch(self.fetch_batch, timeout=1.0)
             except nats.errors.TimeoutError:
                 continue
-            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
+            except nats.errors.Error:  # reconnecting, server restarting: the durable keeps our place
                 await anyio.sleep(0.2)
+                continue
+            if not msgs:
                 continue
             for msg in msgs:
                 await self._handle(msg)
