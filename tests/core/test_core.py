@@ -608,3 +608,16 @@ def test_fit_cache_never_changes_a_decision(monkeypatch):
     cached, walked = run(1), run(10**9)
     assert sum(b'"new"' in line for line in cached) > 5
     assert cached == walked
+
+
+def test_ask_sent_again_after_its_release_is_pending_again(h):
+    """Regression (found by the state machine): a released ask that still had allocations
+    was revived by the same allocationKey without a legal transition."""
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.asks(ask("k", "a1", vcore=1000, max_allocations=2)))  # one placed, one pending
+    h.do(h.log.release_ask("a1", "k"))  # the pending one goes; the allocation stays
+    h.do(h.log.asks(ask("k", "a1", vcore=1000, max_allocations=3)))  # wants two more
+    assert apps_of(h)["a1"]["asks"]["k"]["pending"] == 2
+    outs = h.do(h.log.nodes(node("n2", vcore=2000)))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["k", "k"]

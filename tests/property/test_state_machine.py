@@ -11,6 +11,8 @@ After every entry:
 At the end, replaying the same log in a fresh core gives byte-identical outputs.
 """
 
+import os
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -263,7 +265,8 @@ class CoreMachine(RuleBasedStateMachine):
 
 
 CoreMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=50, deadline=None,
+    # CI runs 150 examples (seconds); YKBUS_EXAMPLES=5000 hunts longer.
+    max_examples=int(os.environ.get("YKBUS_EXAMPLES", "150")), stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_core_state_machine = CoreMachine.TestCase

@@ -106,7 +106,7 @@ class AskEvent(enum.Enum):
     ALLOCATE_LAST = "the last of maxAllocations was placed"
     REJECT = "the ask was rejected by the scheduler"
     RELEASE = "the RM released the ask, or its application went away"
-    REPLACE = "the RM sent the ask again with more allocations wanted"
+    REPLACE = "the RM sent the ask again (same allocationKey) with allocations still wanted"
 
 
 ASK = Lifecycle[AskState, AskEvent]("ask", {
@@ -116,6 +116,7 @@ ASK = Lifecycle[AskState, AskEvent]("ask", {
     (AskState.PENDING, AskEvent.REPLACE): AskState.PENDING,
     (AskState.ALLOCATED, AskEvent.RELEASE): AskState.RELEASED,
     (AskState.ALLOCATED, AskEvent.REPLACE): AskState.PENDING,
+    (AskState.RELEASED, AskEvent.REPLACE): AskState.PENDING,
 })
 
 

@@ -583,7 +583,7 @@ class Partition:
             self._unpend(ask)
             ask.update(msg, resource)
             ask.reported = ""
-            if ask.pending and ask.state is AskState.ALLOCATED:
+            if ask.pending and ask.state is not AskState.PENDING:
                 ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
         else:
             self.seq += 1
