@@ -8,9 +8,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: run test demo schemas traces
+.PHONY: run test schemas traces
 run: $(VENV)/.installed
-	$(VENV)/bin/ykbus demo
+	$(VENV)/bin/ykbus up
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests services

@@ -119,6 +119,18 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    from ykbus.bus.service import asyncio_loop_policy
+
+    asyncio_loop_policy()
+    if args.kind == "k8s":
+        from ykbus.sim.k8s import main as run
+    else:
+        from ykbus.sim.batch import main as run
+    run(args.rest)
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from ykbus import logs
     from ykbus.bus.service import asyncio_loop_policy
@@ -130,6 +142,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ykbus", description="A YuniKorn-style scheduler core over NATS.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -158,14 +175,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prefix", default="yk.v1")
     p.set_defaults(func=cmd_record)
 
+    p = sub.add_parser("sim", help="run a simulated RM against a NATS server: k8s or batch")
+    p.add_argument("kind", choices=["k8s", "batch"])
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="flags of the simulator (--nats URL, --nodes N, --rate R)")
+    p.set_defaults(func=cmd_sim)
+
     p = sub.add_parser("up", help="embedded nats-server + core + two demo RMs, with live progress")
     p.add_argument("--data", metavar="DIR", help="keep the NATS store here (default: a temporary directory)")
     p.add_argument("--duration", type=float, default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
     _add_service_flags(p)
     p.set_defaults(func=cmd_up)
 
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return parser
 
 
 if __name__ == "__main__":

@@ -317,7 +317,8 @@ class CoreService:
         log.warning("nats error", extra={"fields": {"error": repr(exc)}})
 
     async def _nats_disconnected(self) -> None:
-        log.warning("disconnected from nats; reconnecting")
+        if not self._stop.is_set():
+            log.warning("disconnected from nats; reconnecting")
 
     async def _nats_reconnected(self) -> None:
         log.info("reconnected to nats")

@@ -1,0 +1,6 @@
+"""Entry point: the Kubernetes-like simulated RM (same as `ykbus sim k8s ...`)."""
+
+from ykbus.sim.k8s import main
+
+if __name__ == "__main__":
+    main()

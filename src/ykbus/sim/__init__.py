@@ -1,0 +1,8 @@
+"""Simulated resource managers that speak to ykbus over NATS with the client library.
+
+* `k8s`: a Kubernetes-like cluster: nodes, namespaces as queues, deployments of pods that
+  run for a while and end.
+* `batch`: a YARN-like batch RM: jobs of many identical containers, removed when done.
+
+They are demo and load generators, not schedulers: every placement decision is the core's.
+"""

@@ -1,0 +1,73 @@
+"""A YARN-like batch RM: jobs of many identical containers, in two queues."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import anyio
+
+from ykbus.si import messages as m
+from ykbus.sim.base import GiB, SimRM, resource
+
+
+@dataclass
+class BatchSim(SimRM):
+    nodes_count: int = 10
+    node_vcore: int = 32_000
+    node_memory: int = 128 * GiB
+    jobs_per_s: float = 5.0
+
+    def queues_yaml(self) -> str:
+        return """
+partitions:
+  - name: default
+    nodesortpolicy: {type: binpacking}
+    queues:
+      - name: root
+        queues:
+          - name: etl
+            resources: {guaranteed: {vcore: 200}}
+            properties: {application.sort.policy: fifo}
+          - name: adhoc
+            resources: {max: {vcore: 100}}
+            maxapplications: 20
+"""
+
+    def nodes(self) -> list[m.NodeInfo]:
+        return [m.NodeInfo(nodeID=f"{self.rm_id}-host-{i:03d}", action=m.ActionFromRM.CREATE,
+                           schedulableResource=resource(vcore=self.node_vcore, memory=self.node_memory))
+                for i in range(self.nodes_count)]
+
+    async def arrivals(self) -> None:
+        n = 0
+        while True:
+            n += 1
+            queue = self.rng.choice(["etl", "etl", "adhoc"])
+            containers = self.rng.randint(4, 40)
+            job = f"{queue}-job-{n}"
+            ask = m.AllocationAsk(allocationKey=f"{job}-container", applicationID=job, partitionName="default",
+                                  resourceAsk=resource(vcore=1000, memory=2 * GiB), maxAllocations=containers,
+                                  priority=self.rng.choice([0, 10]))
+            am = m.AllocationAsk(allocationKey=f"{job}-am", applicationID=job, partitionName="default",
+                                 resourceAsk=resource(vcore=1000, memory=GiB), maxAllocations=1, priority=100,
+                                 Originator=True)
+            await self.submit(m.AddApplicationRequest(applicationID=job, queueName=f"root.{queue}",
+                                                      partitionName="default",
+                                                      ugi=m.UserGroupInformation(user="hadoop")),
+                              [am, ask], duration_s=self.rng.uniform(1.0, 6.0))
+            await anyio.sleep(1 / self.jobs_per_s)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="ykbus sim batch")
+    p.add_argument("--nats", default="nats://127.0.0.1:4222")
+    p.add_argument("--rm-id", default="batch")
+    p.add_argument("--nodes", type=int, default=10)
+    p.add_argument("--rate", type=float, default=5.0, help="jobs per second")
+    args = p.parse_args(argv)
+    anyio.run(BatchSim(args.nats, args.rm_id, nodes_count=args.nodes, jobs_per_s=args.rate).run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""`ykbus up`: an embedded nats-server, the core service and two demo RMs, with progress."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+
+import anyio
+
+from ykbus.bus.server import NatsServer
+from ykbus.bus.service import CoreService, ServiceSettings
+from ykbus.sim.batch import BatchSim
+from ykbus.sim.k8s import K8sSim
+
+
+def up(args: argparse.Namespace) -> int:
+    from ykbus.cli import _service_settings
+
+    settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
+    with NatsServer(store_dir=args.data) as server:
+        settings.nats_url = server.url
+        print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
+        anyio.run(_run, settings, args.duration)
+    print("ykbus up: stopped", flush=True)
+    return 0
+
+
+async def _run(settings: ServiceSettings, duration: float) -> None:
+    service = CoreService(settings)
+    rms = [K8sSim(settings.nats_url, "k8s"), BatchSim(settings.nats_url, "batch")]
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(service.run)  # ends after its final snapshot, once stopped
+        with anyio.fail_after(30):
+            await service.started.wait()
+        print("ykbus up: core ready; RMs 'k8s' (kubernetes-like) and 'batch' (yarn-like) connecting. Ctrl-C stops.",
+              flush=True)
+        async with anyio.create_task_group() as tg:
+            for rm in rms:
+                tg.start_soon(rm.run)
+            tg.start_soon(_progress, service, rms)
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                with anyio.move_on_after(duration or None):
+                    async for _ in signals:
+                        break
+            print("\nykbus up: stopping (the core writes a snapshot)", flush=True)
+            tg.cancel_scope.cancel()
+        service.stop()
+
+
+async def _progress(service: CoreService, rms: list) -> None:
+    start = time.monotonic()
+    last, last_t = 0, start
+    while True:
+        await anyio.sleep(1.0)
+        now = time.monotonic()
+        allocs = service.stats["allocations"]
+        rate = (allocs - last) / (now - last_t)
+        last, last_t = allocs, now
+        parts = service.read("partitions", {})["partitions"]
+        queues = service.read("queues", {})["queues"]
+        line = [f"t={now - start:5.0f}s", f"allocs/s={rate:7.0f}", f"allocations={allocs}",
+                f"entries={service.stats['entries']}"]
+        for rm in rms:
+            p = parts.get(rm.rm_id, {}).get("default")
+            if p is None:
+                continue
+            pending = sum(q["pending"].get("vcore", 0) for path, q in queues[rm.rm_id]["default"].items()
+                          if path != "root" and "." not in path[5:])
+            leaves = {path[5:]: q for path, q in queues[rm.rm_id]["default"].items() if path != "root"}
+            total = p["total"].get("vcore", 0) or 1
+            usage = " ".join(f"{name}:{100 * q['allocated'].get('vcore', 0) // total}%" for name, q in leaves.items())
+            line.append(f"| {rm.rm_id}: nodes={p['nodes']} apps={p['applications']} "
+                        f"running={p['allocations']} pending_vcore={pending // 1000} {usage}")
+        print("  ".join(line), flush=True, file=sys.stdout)

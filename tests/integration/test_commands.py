@@ -1,0 +1,86 @@
+"""The commands a user runs: `ykbus up`, `ykbus sim`, `ykbus record`, and docker-compose's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+
+from tests.integration.conftest import CoreProcess
+from ykbus.cli import build_parser
+
+ROOT = Path(__file__).parents[2]
+# every ykbus command that docker-compose may run, and the test that exercises it here
+TESTED = {"core": "test_kill_9_in_the_middle_of_a_batch_loses_and_duplicates_nothing (CoreProcess)",
+          "sim": "test_sim_commands_allocate_through_a_core"}
+
+
+def ykbus(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, timeout=timeout)
+
+
+def test_compose_services_run_real_tested_entry_points():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert set(services) >= {"nats", "core", "k8s-sim", "batch-sim"}
+    assert services["nats"]["image"].startswith("nats:") and "--jetstream" in services["nats"]["command"]
+    parser = build_parser()
+    for name, svc in services.items():
+        if name == "nats":
+            continue
+        assert (ROOT / svc["build"]["dockerfile"]).exists()
+        command = svc["command"]
+        assert command[0] == "ykbus", f"{name} must run the ykbus command"
+        assert command[1] in TESTED, f"{name} runs `ykbus {command[1]}`, which no test exercises"
+        args = parser.parse_args(command[1:])  # raises SystemExit if the flags are wrong
+        assert args.func.__name__ == f"cmd_{command[1]}"
+
+
+def test_up_runs_everything_and_stops_cleanly(tmp_path):
+    proc = ykbus("up", "--duration", "4", "--data", str(tmp_path / "nats"))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert "core ready" in out and "ykbus up: stopped" in out
+    progress = [line for line in out.splitlines() if line.startswith("t=")]
+    assert progress and "| k8s: nodes=20" in progress[-1] and "| batch: nodes=10" in progress[-1]
+    assert int(progress[-1].split("allocations=")[1].split()[0]) > 0
+
+
+@pytest.mark.anyio
+async def test_sim_commands_allocate_through_a_core(nats_server, tmp_path):
+    core = CoreProcess(nats_server.url, "--rm-pause", "600").start()
+    sims = [subprocess.Popen([sys.executable, "-m", "ykbus.cli", "sim", kind, "--nats", nats_server.url,
+                              "--nodes", "3"], stderr=subprocess.PIPE) for kind in ("k8s", "batch")]
+    try:
+        import json
+
+        import nats
+        nc = await nats.connect(nats_server.url)
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    state = json.loads((await nc.request("yk.v1.api.partitions", b"", timeout=2)).data)
+                    parts = state["partitions"]
+                    if all(parts.get(rm, {}).get("default", {}).get("allocations", 0) > 0 for rm in ("k8s", "batch")):
+                        break
+                except nats.errors.Error:
+                    pass
+                await anyio.sleep(0.2)
+        await nc.close()
+    finally:
+        for p in sims:
+            p.terminate()
+            p.wait(timeout=10)
+        core.terminate()
+    # the recorded log replays: `ykbus record` then `ykbus replay --check` against the stream
+    log = tmp_path / "in.jsonl"
+    proc = ykbus("record", "--nats", nats_server.url, "--out", str(log))
+    assert proc.returncode == 0 and log.stat().st_size > 0, proc.stderr
+    first = ykbus("replay", str(log), "--out", str(tmp_path / "a.jsonl"))
+    second = ykbus("replay", str(log), "--out", str(tmp_path / "b.jsonl"))
+    assert first.returncode == second.returncode == 0
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
