@@ -182,10 +182,11 @@ class CoreMachine(RuleBasedStateMachine):
                 if live is None:
                     continue
                 n = live.node
-                for r, cap in n.capacity.items():
-                    assert n.allocated.get(r, 0) + n.occupied.get(r, 0) <= cap or n.allocated.get(r, 0) == 0
-                for r in n.allocated:
-                    assert r in n.capacity
+                # the scheduler never over-commits a resource it places (an RM that shrinks
+                # a node may over-commit it itself; then only asks not needing it fit there)
+                for r in live.resource:
+                    assert n.allocated.get(r, 0) + n.occupied.get(r, 0) <= n.capacity.get(r, 0), \
+                        f"new allocation {a.UUID} over-commits {r} on {n.id}"
                 for q in live.app.path:
                     for r, limit in q.max.items():
                         assert q.allocated.get(r, 0) <= limit, f"{q.path} over max {r}"
