@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from importlib import resources
 
@@ -78,10 +79,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def _service_settings(args: argparse.Namespace):
     from ykbus.bus.service import ServiceSettings
+    from ykbus.bus.streams import StreamLimits
 
     return ServiceSettings(
         nats_url=args.nats, prefix=args.prefix, queues=_queues(args.queues), tick_interval_s=args.tick,
         snapshot_every=args.snapshot_every, heartbeat_pause_s=args.rm_pause, heartbeat_stop_s=args.rm_stop,
+        limits=StreamLimits(in_max_bytes=args.in_max_bytes, out_max_bytes=args.out_max_bytes,
+                            out_max_age_s=args.out_max_age, replicas=args.replicas),
     )
 
 
@@ -94,19 +98,36 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
                    help="seconds without heartbeat before an RM is Paused")
     p.add_argument("--rm-stop", type=float, default=60.0, metavar="S",
                    help="further seconds Paused before an RM is Stopped and its state removed")
+    p.add_argument("--in-max-bytes", type=int, default=-1, metavar="B",
+                   help="size limit of the input log stream YK_IN (-1: unlimited; keep it above the last snapshot)")
+    p.add_argument("--out-max-bytes", type=int, default=1 << 30, metavar="B", help="size limit of YK_OUT")
+    p.add_argument("--out-max-age", type=float, default=7 * 24 * 3600, metavar="S", help="age limit of YK_OUT")
+    p.add_argument("--replicas", type=int, default=1, help="stream replicas (3 on a NATS cluster)")
     p.add_argument("--log-level", default="info")
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 def cmd_core(args: argparse.Namespace) -> int:
     import anyio
 
     from ykbus import logs
-    from ykbus.bus.service import asyncio_loop_policy, serve
+    from ykbus.bus.service import LogGap, asyncio_loop_policy, serve
 
     logs.setup(args.log_level)
     asyncio_loop_policy()
-    anyio.run(serve, _service_settings(args))
-    return 0
+    gaps: list[BaseException] = []
+    try:
+        anyio.run(serve, _service_settings(args))
+    except* LogGap as group:
+        gaps += _leaves(group)
+    for exc in gaps:
+        logging.getLogger("ykbus.core").error("stopped: the input log has a gap", extra={"fields": {"error": str(exc)}})
+    return 3 if gaps else 0
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -183,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("up", help="embedded nats-server + core + two demo RMs, with live progress")
     p.add_argument("--data", metavar="DIR", help="keep the NATS store here (default: a temporary directory)")
     p.add_argument("--duration", type=float, default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
+    p.add_argument("--sync-always", action="store_true",
+                   help="nats-server fsyncs every write (sync_interval: always): slower, no acked loss on power failure")
     _add_service_flags(p)
     p.set_defaults(func=cmd_up)
 

@@ -19,7 +19,7 @@ def up(args: argparse.Namespace) -> int:
     from ykbus.cli import _service_settings
 
     settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
-    with NatsServer(store_dir=args.data) as server:
+    with NatsServer(store_dir=args.data, sync_always=args.sync_always) as server:
         settings.nats_url = server.url
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
         anyio.run(_run, settings, args.duration)

@@ -201,3 +201,22 @@ async def test_rm_reconnect_resumes_from_its_last_output(nats_server):
         # the application's move to Running was missed too; nothing from before it left
         assert [(u.applicationID, u.state) for r in again.app for u in r.updated] == [("a1", "Running")]
         assert not any(r.accepted for r in again.app) and again.states == []
+
+
+async def test_a_gap_in_the_input_log_stops_the_core_with_the_missing_range(nats_server):
+    core = CoreProcess(nats_server.url).start()
+    async with rm_client(nats_server.url) as rm:
+        await start_rm(rm, "k8s", Recorder())
+    core.terminate()
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    # entries 2 and 3 are appended, then 2 is deleted before any core applied it
+    for _ in range(2):
+        await js.publish("yk.v1.in._core.tick", b"{}")
+    last = (await js.stream_info(IN_STREAM)).state.last_seq
+    await js.delete_msg(IN_STREAM, last - 1)
+    await nc.close()
+    core = CoreProcess(nats_server.url).start()
+    assert core.proc.wait(timeout=30) == 3
+    err = core.proc.stderr.read().decode()
+    assert "the input log has a gap" in err and f"input seq {last} follows {last - 2}" in err

@@ -231,9 +231,9 @@ class NatsScheduler(SchedulerAPI):
         self.callback = callback
         self.encoding = request.extraConfig.get("encoding", "json")
         assert self._tg is not None, "use NatsScheduler as an async context manager"
-        await self._tg.start(self._consume)
-        seq = await self.publish("register", request)
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(timeout):  # covers waiting for the core to create its streams
+            await self._tg.start(self._consume)
+            seq = await self.publish("register", request)
             while seq not in self._registers:
                 self._register_seen = anyio.Event()
                 await self._register_seen.wait()
