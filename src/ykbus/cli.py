@@ -152,6 +152,38 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ykbus.bench import run as b
+
+    rep = b.Reporter(args.json)
+    if args.what == "core" and args.workload == "yunikorn-perf":
+        for sort in args.node_sort.split(","):
+            for n in [int(x) for x in args.nodes.split(",")]:
+                rep.row(b.bench_yunikorn_perf(n, sort, args.repeat, args.asks_per_app, rep.progress))
+        rep.table(["workload", "nodes", "node_sort", "allocations", "seconds", "allocations_per_s", "min", "max",
+                   "peak_rss_mib"])
+    elif args.what == "core":
+        rep.row(b.bench_mixed(args.repeat, args.scale, rep.progress))
+        rep.table(["workload", "nodes", "allocations", "entries", "allocations_per_s", "min", "max",
+                   "entry_p50_ms", "entry_p99_ms", "peak_rss_mib"])
+    elif args.what == "replay":
+        rep.row(b.bench_replay(args.entries, args.repeat, rep.progress))
+        rep.table(["entries", "seconds", "entries_per_s", "min", "max", "peak_rss_mib"])
+    elif args.what == "restart":
+        rep.row(b.bench_restart(args.nodes_n, args.allocations, args.tail, args.repeat, rep.progress))
+        rep.table(["nodes", "allocations", "tail_entries", "snapshot_bytes", "load_seconds", "seconds", "min", "max"])
+    elif args.what == "memory":
+        rep.row(b.bench_memory(args.nodes_n, args.asks, rep.progress))
+        rep.table(["nodes", "pending_asks", "bytes_per_node", "bytes_per_pending_ask"])
+    elif args.what == "e2e":
+        from ykbus.bench.e2e import bench_e2e
+
+        rep.row(bench_e2e(args.seconds, args.batch, args.nodes_n, rep.progress))
+        rep.table(["sustained_allocations_per_s", "half_rate", "latency_p50_ms", "latency_p99_ms", "allocations",
+                   "seconds"])
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from ykbus import logs
     from ykbus.bus.service import asyncio_loop_policy
@@ -200,6 +232,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kind", choices=["k8s", "batch"])
     p.add_argument("rest", nargs=argparse.REMAINDER, help="flags of the simulator (--nats URL, --nodes N, --rate R)")
     p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e (see BENCHMARKS.md)")
+    bench = p.add_subparsers(dest="what", required=True)
+    b = bench.add_parser("core", help="in-process scheduling speed")
+    b.add_argument("--workload", choices=["yunikorn-perf", "mixed"], default="yunikorn-perf")
+    b.add_argument("--nodes", default="500,1000,2000,5000", help="node counts (yunikorn-perf)")
+    b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
+    b.add_argument("--asks-per-app", type=int, default=5000)
+    b.add_argument("--scale", type=float, default=1.0, help="mixed: scale nodes, apps and asks")
+    b = bench.add_parser("replay", help="log entries per second replaying a long log")
+    b.add_argument("--entries", type=int, default=1_000_000)
+    b = bench.add_parser("restart", help="snapshot load + tail to the first decision")
+    b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
+    b.add_argument("--allocations", type=int, default=100_000)
+    b.add_argument("--tail", type=int, default=1000)
+    b = bench.add_parser("memory", help="bytes per node and per pending ask")
+    b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
+    b.add_argument("--asks", type=int, default=100_000)
+    b = bench.add_parser("e2e", help="NATS + core service + a publishing RM: sustained rate and latency")
+    b.add_argument("--seconds", type=float, default=10.0, help="length of each measured phase")
+    b.add_argument("--batch", type=int, default=1000, help="asks per message in the throughput phase")
+    b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
+    for b in bench.choices.values():
+        b.add_argument("--repeat", type=int, default=5)
+        b.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("up", help="embedded nats-server + core + two demo RMs, with live progress")
     p.add_argument("--data", metavar="DIR", help="keep the NATS store here (default: a temporary directory)")

@@ -79,6 +79,8 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
 NODE_WAIT = "node"
+NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
+Shape = tuple[tuple[str, int], ...]
 FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
 
 
@@ -186,7 +188,7 @@ class Ask:
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
                  "timeout_ms", "state", "waiting", "reported", "entry")
 
-    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, seq: int) -> None:
+    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
         self.key = msg.allocationKey
         self.app = app
         self.seq = seq
@@ -194,15 +196,14 @@ class Ask:
         self.state = AskState.PENDING
         self.waiting: str | None = None  # NODE_WAIT, or the path of the queue it waits for
         self.reported = ""  # last scheduling-state reason sent, so it is sent once
-        self.update(msg, resource)
+        self.update(msg, resource, shape)
 
-    def update(self, msg: m.AllocationAsk, resource: Res) -> None:
-        self.resource = resource
-        self.shape = tuple(sorted(resource.items()))
+    def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
+        self.resource, self.shape = resource, shape
         self.max_allocations = msg.maxAllocations or 1
         self.pending = max(0, self.max_allocations - self.allocated)
         self.priority = msg.priority
-        self.tags = msg.tags
+        self.tags = msg.tags or NO_TAGS
         self.task_group = msg.taskGroupName
         self.placeholder = msg.placeholder
         self.originator = msg.Originator
@@ -294,7 +295,17 @@ class Partition:
         # a shape once a walk skipped FIT_CACHE_AFTER nodes; kept current by _index_node.
         self._fit_cache: dict[tuple[tuple[str, int], ...], tuple[Res, SortedList]] = {}
         self._rekey = False
+        self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.apply_config(config, 0)
+
+    def intern(self, resource: Res) -> tuple[Res, tuple[tuple[str, int], ...]]:
+        """One shared (resource dict, shape) per distinct resource vector: asks and
+        allocations of the same size share it (never mutated: every change copies)."""
+        key = tuple(resource.items())
+        found = self._shapes.get(key)
+        if found is None:
+            found = self._shapes[key] = (resource, tuple(sorted(key)))
+        return found
 
     def _rekey_all(self, only_fair: bool) -> None:
         for q in self.queues.values():
@@ -581,13 +592,13 @@ class Partition:
         ask = app.asks.get(msg.allocationKey)
         if ask is not None:
             self._unpend(ask)
-            ask.update(msg, resource)
+            ask.update(msg, *self.intern(resource))
             ask.reported = ""
             if ask.pending and ask.state is not AskState.PENDING:
                 ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
         else:
             self.seq += 1
-            ask = Ask(msg, app, resource, self.seq)
+            ask = Ask(msg, app, *self.intern(resource), self.seq)
             app.asks[ask.key] = ask
         if ask.pending:
             self._pend(ask)
@@ -717,7 +728,7 @@ class Partition:
 
     def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Outbox) -> None:
         """Count an allocation the RM already runs (recovery), without issuing it again."""
-        alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, resource,
+        alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       alloc_msg.placeholder, ctx.seq)
         self._account(alloc)

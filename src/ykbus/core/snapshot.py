@@ -13,6 +13,7 @@ rebuilt on load. Timers whose target is gone are dropped: firing them would do n
 
 from __future__ import annotations
 
+import gc
 import heapq
 from typing import Any
 
@@ -158,6 +159,10 @@ class Snapshot(msgspec.Struct, frozen=True):
     timers_n: int
 
 
+_APP_STATES = {st.value: st for st in AppState}
+_ASK_STATES = {st.value: st for st in AskState}
+_NODE_STATES = {st.value: st for st in NodeState}
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Snapshot)
 
@@ -217,6 +222,16 @@ def _timer(deadline: int, n: int, what: tuple[Any, ...]) -> STimer | None:
 
 def dump_snapshot(core: Core) -> bytes:
     """The whole state of `core`, after its last applied entry."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _dump(core)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _dump(core: Core) -> bytes:
     rms = [
         SRM(rm.id, rm.state.value, rm.version, rm.policy_group, rm.build_info, rm.extra_config, rm.encoding,
             rm.config_text, [_partition(p) for p in rm.partitions.values()])
@@ -237,7 +252,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
     p.node_sort = s.config.nodesortpolicy.type
     p.weights = s.config.nodesortpolicy.resourceweights
     p.seq, p._rekey = s.seq, s.rekey
-    p._failed_shapes, p._fit_cache = set(), {}
+    p._failed_shapes, p._fit_cache, p._shapes = set(), {}, {}
     p.nodes, p.apps, p.allocations, p.total = {}, {}, {}, {}
     p.node_waiters, p.queues = {}, {}
     p.node_index = SortedList()
@@ -260,7 +275,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
 
     for sn in s.nodes:
         node = Node(sn.id, sn.attributes, sn.capacity, sn.occupied)
-        node.state = NodeState(sn.state)
+        node.state = _NODE_STATES[sn.state]
         p.nodes[node.id] = node
         add_into(p.total, node.capacity)
 
@@ -269,7 +284,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         app = App.__new__(App)
         app.id, app.queue = sa.id, p.queues[sa.queue]
         app.path = app.queue.ancestry()
-        app.user, app.groups, app.tags, app.state, app.seq = sa.user, sa.groups, sa.tags, AppState(sa.state), sa.seq
+        app.user, app.groups, app.tags, app.state, app.seq = sa.user, sa.groups, sa.tags, _APP_STATES[sa.state], sa.seq
         app.asks, app.allocations, app.allocated, app.pending = {}, {}, {}, {}
         app.active = SortedList()
         app.max_priority, app.priorities, app.entry = None, {}, None
@@ -282,12 +297,12 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
                 q.running += 1
         for sk in sa.asks:
             ask = Ask.__new__(Ask)
-            ask.key, ask.app, ask.resource = sk.key, app, sk.resource
-            ask.shape = tuple(sorted(sk.resource.items()))
+            ask.key, ask.app = sk.key, app
+            ask.resource, ask.shape = p.intern(sk.resource)
             ask.max_allocations, ask.pending, ask.allocated = sk.max_allocations, sk.pending, sk.allocated
             ask.priority, ask.seq, ask.tags, ask.task_group = sk.priority, sk.seq, sk.tags, sk.task_group
             ask.placeholder, ask.originator, ask.timeout_ms = sk.placeholder, sk.originator, sk.timeout_ms
-            ask.state, ask.waiting, ask.reported = AskState(sk.state), sk.waiting, sk.reported
+            ask.state, ask.waiting, ask.reported = _ASK_STATES[sk.state], sk.waiting, sk.reported
             ask.entry = (-ask.priority, ask.seq, ask)
             app.asks[ask.key] = ask
             asks[(app.id, ask.key)] = ask
@@ -302,16 +317,19 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         app.max_priority = max(app.priorities) if app.priorities else None
 
     allocs: dict[str, Alloc] = {}
+    apps, nodes = p.apps, p.nodes
     for sx in s.allocations:
-        app, node = p.apps[sx.app], p.nodes[sx.node]
-        alloc = Alloc(sx.uuid, sx.key, app, node, sx.resource, sx.priority, sx.tags, sx.task_group,
+        app, node = apps[sx.app], nodes[sx.node]
+        res = p.intern(sx.resource)[0]
+        alloc = Alloc(sx.uuid, sx.key, app, node, res, sx.priority, sx.tags, sx.task_group,
                       sx.placeholder, sx.born)
         allocs[alloc.uuid] = alloc
-        p.allocations[alloc.uuid] = alloc
-        add_into(node.allocated, alloc.resource)
-        add_into(app.allocated, alloc.resource)
+        add_into(node.allocated, res)
+        add_into(app.allocated, res)
+    p.allocations = allocs
+    for app in apps.values():  # queues: one sum per application, not per allocation
         for q in app.path:
-            add_into(q.allocated, alloc.resource)
+            add_into(q.allocated, app.allocated)
     for sn in s.nodes:
         node = p.nodes[sn.id]
         node.allocations = {u: allocs[u] for u in sn.allocations}
@@ -334,6 +352,16 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
 
 def load_snapshot(data: bytes, load_yaml: YamlLoader | None = None) -> Core:
     """A core in the state the snapshot recorded; SnapshotError if it is not one we read."""
+    enabled = gc.isenabled()
+    gc.disable()  # hundreds of thousands of acyclic objects: the cyclic GC only slows this down
+    try:
+        return _load(data, load_yaml)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
     try:
         snap = _decoder.decode(data)
     except msgspec.DecodeError as exc:

@@ -1,0 +1,1 @@
+"""Benchmarks: `ykbus bench` (see BENCHMARKS.md)."""

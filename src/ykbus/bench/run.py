@@ -1,0 +1,246 @@
+"""`ykbus bench`: measured speed. Each subcommand prints progress and a table on stderr
+and, with --json, one JSON object per line on stdout (medians over --repeat runs)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ykbus.core import Core
+from ykbus.core.outbox import Entry
+from ykbus.yamlload import load_yaml
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Reporter:
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.rows: list[dict[str, Any]] = []
+        self.err = sys.stderr
+
+    def progress(self, text: str) -> None:
+        self.err.write(f"\r\033[K{text}")
+        self.err.flush()
+
+    def row(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self.as_json:
+            print(json.dumps(row), flush=True)
+
+    def table(self, columns: list[str]) -> None:
+        self.err.write("\r\033[K")
+        widths = [max(len(c), *(len(_fmt(r.get(c))) for r in self.rows)) for c in columns]
+        self.err.write("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)) + "\n")
+        for r in self.rows:
+            self.err.write("  ".join(_fmt(r.get(c)).rjust(w) for c, w in zip(columns, widths, strict=True)) + "\n")
+        self.err.write(f"machine: {machine()}\n")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.3f}" if v < 100 else f"{v:,.0f}"
+    return str(v)
+
+
+def machine() -> str:
+    import platform
+    return f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}"
+
+
+def fresh_core() -> Core:
+    return Core(load_yaml=load_yaml)
+
+
+def apply_all(core: Core, entries: Iterable[Entry]) -> int:
+    allocations = 0
+    for e in entries:
+        for out in core.apply(e):
+            if out.kind == "alloc":
+                allocations += len(out.msg.new)
+    return allocations
+
+
+def median_row(runs: list[dict[str, float]], key: str) -> dict[str, float]:
+    values = [r[key] for r in runs]
+    return {key: statistics.median(values), "min": min(values), "max": max(values)}
+
+
+# --- core: yunikorn-perf -----------------------------------------------------------------
+
+def bench_yunikorn_perf(nodes: int, node_sort: str, repeat: int, asks_per_app: int,
+                        progress: Callable[[str], None]) -> dict[str, Any]:
+    from ykbus.bench.workloads import yunikorn_perf
+
+    runs = []
+    for r in range(repeat):
+        progress(f"core yunikorn-perf nodes={nodes} {node_sort}: run {r + 1}/{repeat}")
+        setup, timed = yunikorn_perf(nodes, node_sort, asks_per_app)
+        core = fresh_core()
+        apply_all(core, setup)
+        gc.collect()
+        t0 = time.perf_counter()
+        allocations = apply_all(core, timed)
+        seconds = time.perf_counter() - t0
+        assert allocations == 2 * asks_per_app, f"only {allocations} allocations"
+        runs.append({"seconds": seconds, "allocations_per_s": allocations / seconds})
+    per_s = [r["allocations_per_s"] for r in runs]
+    return {"bench": "core", "workload": "yunikorn-perf", "nodes": nodes, "node_sort": node_sort,
+            "allocations": 2 * asks_per_app, "seconds": statistics.median(r["seconds"] for r in runs),
+            "allocations_per_s": statistics.median(per_s), "min": min(per_s), "max": max(per_s),
+            "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
+# --- core: mixed ---------------------------------------------------------------------------
+
+def bench_mixed(repeat: int, scale: float, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ykbus.bench.workloads import Mixed
+
+    runs = []
+    for r in range(repeat):
+        w = Mixed(nodes=max(10, int(5000 * scale)), apps=max(10, int(1000 * scale)), asks=max(100, int(100_000 * scale)))
+        core = fresh_core()
+        apply_all(core, w.setup())
+        gc.collect()
+        times, allocations, total = [], 0, 0.0
+        for i, entry in enumerate(w.entries()):
+            t0 = time.perf_counter()
+            outs = core.apply(entry)
+            dt = time.perf_counter() - t0
+            times.append(dt)
+            total += dt
+            new = [(a.applicationID, a.UUID) for o in outs if o.kind == "alloc" for a in o.msg.new]
+            allocations += len(new)
+            w.observe(new)
+            if i % 200 == 0:
+                progress(f"core mixed: run {r + 1}/{repeat}, entry {i}, {allocations} allocations")
+        times.sort()
+        runs.append({"allocations_per_s": allocations / total, "allocations": allocations, "entries": len(times),
+                     "p50_ms": 1000 * times[len(times) // 2], "p99_ms": 1000 * times[int(len(times) * 0.99)],
+                     "seconds": total})
+    per_s = [r["allocations_per_s"] for r in runs]
+    return {"bench": "core", "workload": "mixed", "nodes": max(10, int(5000 * scale)),
+            "allocations": runs[0]["allocations"], "entries": runs[0]["entries"],
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "allocations_per_s": statistics.median(per_s), "min": min(per_s), "max": max(per_s),
+            "entry_p50_ms": statistics.median(r["p50_ms"] for r in runs),
+            "entry_p99_ms": statistics.median(r["p99_ms"] for r in runs),
+            "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
+# --- replay ---------------------------------------------------------------------------------
+
+def bench_replay(entries: int, repeat: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ykbus.bench.workloads import streaming_log
+    from ykbus.log.jsonl import encode_entry, encode_output, read_entries
+
+    progress(f"replay: building a {entries:,}-entry log")
+    lines = [encode_entry(e) for e in streaming_log(entries, nodes=max(10, min(2000, entries // 500)))]
+    runs = []
+    for r in range(repeat):
+        progress(f"replay: {entries:,} entries, run {r + 1}/{repeat}")
+        core = fresh_core()
+        gc.collect()
+        t0 = time.perf_counter()
+        n_out = 0
+        for e in read_entries(lines):
+            for out in core.apply(e):
+                encode_output(out)
+                n_out += 1
+        seconds = time.perf_counter() - t0
+        runs.append({"seconds": seconds, "entries_per_s": len(lines) / seconds})
+    per_s = [r["entries_per_s"] for r in runs]
+    return {"bench": "replay", "entries": len(lines), "seconds": statistics.median(r["seconds"] for r in runs),
+            "entries_per_s": statistics.median(per_s), "min": min(per_s), "max": max(per_s), "repeat": repeat,
+            "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
+# --- restart ----------------------------------------------------------------------------------
+
+def big_state(nodes: int, allocations: int) -> tuple[Core, Any]:
+    """A core with `nodes` nodes and `allocations` live allocations, and its log builder."""
+    from ykbus.log.build import LogBuilder, app, ask, node
+
+    log = LogBuilder("rm")
+    core = fresh_core()
+    per_node = allocations // nodes + 1
+    apply_all(core, [
+        log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: a}, {name: b}]}]}]"),
+        log.nodes(*[node(f"n{i:05d}", vcore=1000 * per_node, memory=2**30 * per_node) for i in range(nodes)]),
+        log.apps(*[app(f"app{i}", "root.a" if i % 2 else "root.b") for i in range(200)]),
+    ])
+    for start in range(0, allocations, 10_000):
+        apply_all(core, [log.asks(*[ask(f"k{i}", f"app{i % 200}", vcore=1000, memory=2**30)
+                                    for i in range(start, min(allocations, start + 10_000))])])
+    return core, log
+
+
+def bench_restart(nodes: int, allocations: int, tail: int, repeat: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ykbus.core.snapshot import dump_snapshot, load_snapshot
+    from ykbus.log.build import ask
+
+    progress(f"restart: building {nodes} nodes, {allocations:,} allocations")
+    core, log = big_state(nodes, allocations)
+    snapshot = dump_snapshot(core)
+    tail_entries = [log.tick(1000) for _ in range(tail)]
+    first = log.asks(ask("first-after-restart", "app0", vcore=1, memory=1))
+    runs = []
+    for r in range(repeat):
+        progress(f"restart: run {r + 1}/{repeat}")
+        gc.collect()
+        t0 = time.perf_counter()
+        restored = load_snapshot(snapshot, load_yaml)
+        t_load = time.perf_counter() - t0
+        for e in tail_entries:
+            restored.apply(e)
+        outs = restored.apply(first)
+        seconds = time.perf_counter() - t0
+        assert any(o.kind == "alloc" and o.msg.new for o in outs), "no decision after restart"
+        runs.append({"seconds": seconds, "load_s": t_load})
+    secs = [r["seconds"] for r in runs]
+    return {"bench": "restart", "nodes": nodes, "allocations": allocations, "tail_entries": tail,
+            "snapshot_bytes": len(snapshot), "seconds": statistics.median(secs), "min": min(secs), "max": max(secs),
+            "load_seconds": statistics.median(r["load_s"] for r in runs), "repeat": repeat,
+            "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
+# --- memory -------------------------------------------------------------------------------------
+
+def bench_memory(nodes: int, asks: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ykbus.log.build import LogBuilder, app, ask, node
+
+    progress("memory: nodes")
+    log = LogBuilder("rm")
+    core = fresh_core()
+    apply_all(core, [log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: a}]}]}]"),
+                     log.apps(*[app(f"app{i}", "root.a") for i in range(100)])])
+    node_entries = [log.nodes(*[node(f"n{i:05d}", vcore=16_000, memory=2**36, attributes={"si/hostname": f"n{i:05d}"})
+                                for i in range(nodes)])]
+    ask_entries = [log.asks(*[ask(f"k{i}", f"app{i % 100}", vcore=100_000, memory=2**30, priority=i % 5)
+                              for i in range(start, min(asks, start + 10_000))]) for start in range(0, asks, 10_000)]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    apply_all(core, node_entries)
+    gc.collect()
+    after_nodes = tracemalloc.get_traced_memory()[0]
+    progress("memory: pending asks (none fit: each stays pending)")
+    apply_all(core, ask_entries)
+    gc.collect()
+    after_asks = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    pending = sum(a["pending"] for p in [core.dump()["rms"]["rm"]["partitions"]["default"]]
+                  for app_ in p["applications"].values() for a in app_["asks"].values())
+    assert pending == asks, f"{pending} pending"
+    return {"bench": "memory", "nodes": nodes, "pending_asks": asks,
+            "bytes_per_node": round((after_nodes - before) / nodes), "bytes_per_pending_ask": round((after_asks - after_nodes) / asks)}

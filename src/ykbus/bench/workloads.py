@@ -1,0 +1,121 @@
+"""Benchmark workloads, built as log entries that speak only the wire contract.
+
+`yunikorn_perf` is yunikorn-core's own `BenchmarkScheduling`: queues `root.a` (guaranteed
+memory 100000, vcore 10000) and `root.b` (guaranteed memory 1000000, vcore 10000), one
+application in each, 5,000 asks of memory 10 / vcore 1 per application, every node sized
+for `10000 / nodes + 1` such asks. `mixed` is a larger tree with churn.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from ykbus.core.outbox import Entry
+from ykbus.log.build import LogBuilder, app, ask, node
+
+YUNIKORN_PERF = """
+partitions:
+  - name: default
+    nodesortpolicy: {type: %s}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources: {guaranteed: {memory: 100000, vcore: 10000m}}
+          - name: b
+            resources: {guaranteed: {memory: 1000000, vcore: 10000m}}
+"""
+
+
+def yunikorn_perf(nodes: int, node_sort: str = "fair", asks_per_app: int = 5000) -> tuple[list[Entry], list[Entry]]:
+    """(set-up entries, the entries timed): the timed part is all asks, in one entry."""
+    log = LogBuilder("bench")
+    per_node = 2 * asks_per_app // nodes + 1
+    setup = [
+        log.register(YUNIKORN_PERF % node_sort),
+        log.nodes(*[node(f"node-{i:05d}", memory=10 * per_node, vcore=per_node) for i in range(nodes)]),
+        log.apps(app("app-a", "root.a"), app("app-b", "root.b")),
+    ]
+    timed = [log.asks(*[ask(f"a-{i}", "app-a", memory=10, vcore=1) for i in range(asks_per_app)],
+                      *[ask(f"b-{i}", "app-b", memory=10, vcore=1) for i in range(asks_per_app)])]
+    return setup, timed
+
+
+def mixed_config(departments: int = 5, teams: int = 10) -> str:
+    lines = ["partitions:", "  - name: default", "    queues:", "      - name: root", "        queues:"]
+    for d in range(departments):
+        lines += [f"          - name: dept{d}",
+                  f"            properties: {{priority.offset: {d}}}" if d % 2 else
+                  f"            resources: {{guaranteed: {{vcore: {2000 // departments}}}}}",
+                  "            queues:"]
+        for t in range(teams):
+            policy = "fair" if t % 2 else "fifo"
+            lines += [f"              - name: team{t}",
+                      f"                properties: {{application.sort.policy: {policy}}}"]
+    return "\n".join(lines) + "\n"
+
+
+class Mixed:
+    """5,000 nodes, 50 leaves in a 3-level tree, 1,000 apps, 100,000 asks of mixed sizes and
+    priorities, arriving in batches; after each batch the oldest allocations are released,
+    so waiting asks are woken and placed as capacity frees (`entries()` is driven by the
+    outputs of the previous entry)."""
+
+    def __init__(self, nodes: int = 5000, apps: int = 1000, asks: int = 100_000, batch: int = 100,
+                 seed: int = 7) -> None:
+        self.nodes, self.apps, self.asks, self.batch = nodes, apps, asks, batch
+        self.rng = random.Random(seed)
+        self.log = LogBuilder("bench")
+        self.running: list[tuple[str, str]] = []  # (app, uuid), oldest first
+        self.leaves = [f"root.dept{d}.team{t}" for d in range(5) for t in range(10)]
+
+    def setup(self) -> list[Entry]:
+        entries = [self.log.register(mixed_config()),
+                   self.log.nodes(*[node(f"n{i:05d}", vcore=16_000, memory=64 * 2**30) for i in range(self.nodes)])]
+        for start in range(0, self.apps, 100):
+            entries.append(self.log.apps(*[app(f"app{i}", self.leaves[i % len(self.leaves)], user=f"u{i % 37}")
+                                           for i in range(start, min(self.apps, start + 100))]))
+        return entries
+
+    def observe(self, new_allocations: list[tuple[str, str]]) -> None:
+        self.running.extend(new_allocations)
+
+    def entries(self) -> Iterator[Entry]:
+        rng = self.rng
+        sizes = [(250, 2**28), (500, 2**29), (1000, 2**30), (2000, 2**32), (4000, 2**33)]
+        for start in range(0, self.asks, self.batch):
+            asks = []
+            for i in range(start, min(self.asks, start + self.batch)):
+                vcore, memory = rng.choice(sizes)
+                asks.append(ask(f"k{i}", f"app{rng.randrange(self.apps)}", vcore=vcore, memory=memory,
+                                priority=rng.choice((0, 0, 0, 10, 100))))
+            yield self.log.asks(*asks)
+            release = self.running[: self.batch * 7 // 10]
+            del self.running[: len(release)]
+            if release:
+                yield self.log.entry("alloc", {"releases": {"allocationsToRelease": [
+                    {"applicationID": a, "UUID": u, "partitionName": "default"} for a, u in release]}})
+
+
+def streaming_log(entries: int, nodes: int = 200, seed: int = 3) -> Iterator[Entry]:
+    """A long log of small entries, as RMs send them: one ask, one release, a tick."""
+    rng = random.Random(seed)
+    log = LogBuilder("rm")
+    yield log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: q1}, {name: q2}]}]}]")
+    yield log.nodes(*[node(f"n{i}", vcore=64_000, memory=2**38) for i in range(nodes)])
+    yield log.apps(*[app(f"a{i}", f"root.q{1 + i % 2}") for i in range(50)])
+    live: list[tuple[str, str]] = []
+    k = 0
+    while log.seq < entries:
+        r = rng.random()
+        if r < 0.55 or not live:
+            k += 1
+            yield log.asks(ask(f"k{k}", f"a{k % 50}", vcore=rng.choice((100, 500, 1000)), memory=2**28))
+            live.append((f"a{k % 50}", f"{log.seq}-0"))
+        elif r < 0.95:
+            a, uuid = live.pop(rng.randrange(len(live)))
+            yield log.release(a, uuid=uuid)
+        else:
+            yield log.tick(100_000_000)
