@@ -28,8 +28,13 @@ class Reporter:
         self.as_json = as_json
         self.rows: list[dict[str, Any]] = []
         self.err = sys.stderr
+        self._last = 0.0
 
     def progress(self, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.25:
+            return
+        self._last = now
         self.err.write(f"\r\033[K{text}")
         self.err.flush()
 

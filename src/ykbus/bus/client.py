@@ -43,6 +43,7 @@ from ykbus.si import codec
 from ykbus.si import messages as m
 
 STREAM_NOT_FOUND = 10059  # JetStream API error code
+FETCH_BATCH = 512  # outputs fetched at once when a backlog is waiting
 
 
 class RegistrationError(Exception):
@@ -173,12 +174,11 @@ class NatsScheduler(SchedulerAPI):
     """The scheduler over NATS. Use as `async with NatsScheduler(url) as api: ...`."""
 
     def __init__(self, url: str, prefix: str = "yk.v1", heartbeat_s: float = 2.0,
-                 publish_retries: int = 30, fetch_batch: int = 512) -> None:
+                 publish_retries: int = 30) -> None:
         self.url = url
         self.subjects = Subjects(prefix)
         self.heartbeat_s = heartbeat_s
         self.publish_retries = publish_retries
-        self.fetch_batch = fetch_batch
         self.rm = ""
         self.encoding = "json"
         self.callback: ResourceManagerCallback | None = None
@@ -276,6 +276,11 @@ class NatsScheduler(SchedulerAPI):
             await anyio.sleep(self.heartbeat_s)
 
     async def _consume(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """A durable pull consumer on this RM's outputs. Idle, it waits for one message (handed
+        over the moment it is stored: no batching delay); when a message says more are
+        pending, it fetches up to FETCH_BATCH that are already there. The server delivers only
+        what is asked for, so nothing is dropped on the way, and AckAll on the last message
+        of each batch acknowledges exactly what was handled."""
         durable = f"rm_{self.rm}"
         config = api.ConsumerConfig(durable_name=durable, ack_policy=api.AckPolicy.ALL,
                                     filter_subject=self.subjects.rm_outputs(self.rm), max_ack_pending=-1)
@@ -294,22 +299,27 @@ class NatsScheduler(SchedulerAPI):
                 await anyio.sleep(min(0.05 * 2**attempt, 1.0))
         sub = await self.js.pull_subscribe_bind(durable, stream=OUT_STREAM)
         task_status.started()
+        pending = 0
         while True:
             try:
-                msgs = await sub.fetch(self.fetch_batch, timeout=1.0)
+                msgs = await sub.fetch(min(FETCH_BATCH, pending) if pending else 1, timeout=1.0)
             except nats.errors.TimeoutError:
+                pending = 0
                 continue
             except nats.errors.Error:  # reconnecting, server restarting: the durable keeps our place
+                pending = 0
                 await anyio.sleep(0.2)
                 continue
             if not msgs:
+                pending = 0
                 continue
             for msg in msgs:
                 await self._handle(msg)
+            pending = msgs[-1].metadata.num_pending
             try:
                 await msgs[-1].ack()
             except nats.errors.Error:
-                pass  # redelivered after a reconnect; outputs carry ids, handling twice is visible
+                pass  # not acked: redelivered after a reconnect; outputs carry their ids
 
     async def _handle(self, msg: Any) -> None:
         _, kind = self.subjects.parse(msg.subject, "out")

@@ -8,8 +8,9 @@ Theory of operation
    An entry at or below that sequence is skipped; one above the next expected is a gap,
    which stops the service with an error instead of guessing past it.
 2. Each entry's outputs are published to YK_OUT with `Nats-Msg-Id: <in-seq>-<index>` and
-   `Yk-In-Seq: <in-seq>`, and every publish is acknowledged before the next entry is read.
-   So when a snapshot records "applied up to N", the outputs of 1..N are on the stream.
+   `Yk-In-Seq: <in-seq>`, at once and in order; their acks are checked in a bounded window
+   (`publish_window`), and all of them before a snapshot is written. So when a snapshot
+   records "applied up to N", the outputs of 1..N are on the stream.
 3. A snapshot (msgspec, object store YK_SNAP) is written every `snapshot_every` entries and
    at a clean stop. On start the latest one is loaded and only the tail is replayed. Outputs
    the tail would emit again are skipped up to the last message already on YK_OUT, and
@@ -24,6 +25,7 @@ Theory of operation
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import time
@@ -72,6 +74,7 @@ class ServiceSettings:
     heartbeat_stop_s: float = 60.0
     limits: StreamLimits = field(default_factory=StreamLimits)
     publish_retries: int = 60
+    publish_window: int = 2000  # output publishes awaiting their ack, across entries
 
 
 class CoreService:
@@ -86,6 +89,7 @@ class CoreService:
         self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
         self._out_high = (0, -1)  # (in-seq, index) of the last output already on YK_OUT
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0}
+        self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
 
     def stop(self) -> None:
         self._stop.set()
@@ -200,13 +204,21 @@ class CoreService:
             subject = self.subjects.output(out.rm, out.kind)
             data = codec.encode(out.msg, encoding)
             future = await self.js.publish_async(subject, data, headers=headers)
-            pending.append((future, subject, data, headers))
-        for future, subject, data, headers in pending:
+            self._inflight.append((future, subject, data, headers))
+            pending.append(future)
+        self.stats["outputs"] += len(pending)
+        await self._settle(self.settings.publish_window)
+
+    async def _settle(self, window: int) -> None:
+        """Check publish acks, oldest first, until at most `window` are in flight (0: all).
+        A failed publish is sent again with the same message id until it is stored."""
+        inflight = self._inflight
+        while inflight and (len(inflight) > window or inflight[0][0].done()):
+            future, subject, data, headers = inflight.popleft()
             try:
                 await future
             except Exception as exc:  # noqa: BLE001 - any failure: publish again, same msg id
                 await self._republish(subject, data, headers, exc)
-        self.stats["outputs"] += len(pending)
 
     async def _republish(self, subject: str, data: bytes, headers: dict[str, str], first: Exception) -> None:
         error: Exception = first
@@ -222,6 +234,7 @@ class CoreService:
         raise RuntimeError(f"could not publish {headers[HDR_MSG_ID]} to {subject}: {error!r}")
 
     async def _snapshot(self) -> None:
+        await self._settle(0)  # every output up to the cursor is stored before the cursor is
         if self.applied_since_snapshot == 0:
             return
         t0 = time.perf_counter()

@@ -1,0 +1,135 @@
+"""`ykbus bench e2e`: the whole path. An embedded nats-server, `ykbus core` in its own
+process with its durable JetStream log, and an RM here publishing asks.
+
+Phase 1 (throughput): asks in batches of `batch`, pipelined (at most 8 batches waiting for
+their allocations), for `seconds`: allocations received per second.
+Phase 2 (latency): at half that rate, batches of 10 asks on a fixed schedule; latency is
+from just before the publish of an ask to the arrival of its allocation at the RM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
+from ykbus.bus.server import NatsServer
+from ykbus.si import messages as m
+
+QUEUES = "partitions: [{name: default, queues: [{name: root, queues: [{name: a}, {name: b}]}]}]"
+
+
+def _res(**q: int) -> m.Resource:
+    return m.Resource(resources={k: m.Quantity(v) for k, v in q.items()})
+
+
+class _Counter(ResourceManagerCallback):
+    def __init__(self) -> None:
+        self.allocated = 0
+        self.arrived: dict[str, float] = {}
+        self.track = False
+        self.changed = anyio.Event()
+
+    def update_allocation(self, response: m.AllocationResponse) -> None:
+        now = time.perf_counter()
+        self.allocated += len(response.new)
+        if self.track:
+            for a in response.new:
+                self.arrived[a.allocationKey] = now
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    cb = _Counter()
+    async with NatsScheduler(url) as api:
+        client = ResourceManagerClient(api, "bench", config=QUEUES, callback=cb)
+        per_node = 1_000_000
+        await client.start(nodes=[m.NodeInfo(nodeID=f"n{i:05d}", action=m.ActionFromRM.CREATE,
+                                             schedulableResource=_res(vcore=per_node, memory=10 * per_node))
+                                  for i in range(nodes)])
+        await client.add_applications([m.AddApplicationRequest(applicationID=q, queueName=f"root.{q}",
+                                                               partitionName="default",
+                                                               ugi=m.UserGroupInformation(user="bench"))
+                                       for q in ("a", "b")])
+        k = 0
+
+        def asks(n: int) -> list[m.AllocationAsk]:
+            nonlocal k
+            out = []
+            for _ in range(n):
+                k += 1
+                out.append(m.AllocationAsk(allocationKey=f"k{k}", applicationID="a" if k % 2 else "b",
+                                           partitionName="default", resourceAsk=_res(vcore=1, memory=10),
+                                           maxAllocations=1))
+            return out
+
+        # warm-up, then phase 1: throughput
+        await client.add_asks(asks(batch))
+        while cb.allocated < batch:
+            await cb.changed.wait()
+        submitted, start_alloc = batch, cb.allocated
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while time.perf_counter() < deadline:
+            while submitted - cb.allocated > 8 * batch:
+                await cb.changed.wait()
+            await client.add_asks(asks(batch))
+            submitted += batch
+            progress(f"e2e throughput: {cb.allocated - start_alloc:,} allocations in {time.perf_counter() - t0:4.1f}s")
+        while cb.allocated < submitted:
+            await cb.changed.wait()
+        elapsed = time.perf_counter() - t0
+        rate = (cb.allocated - start_alloc) / elapsed
+
+        # phase 2: latency at half the rate
+        half = rate / 2
+        per = 10
+        interval = per / half
+        cb.track = True
+        sent: dict[str, float] = {}
+        t1 = time.perf_counter()
+        n = 0
+        while time.perf_counter() - t1 < seconds:
+            target = t1 + n * interval
+            now = time.perf_counter()
+            if target > now:
+                await anyio.sleep(target - now)
+            batch_asks = asks(per)
+            stamp = time.perf_counter()
+            for a in batch_asks:
+                sent[a.allocationKey] = stamp
+            await client.add_asks(batch_asks)
+            n += 1
+            if n % 50 == 0:
+                progress(f"e2e latency at {half:,.0f}/s: {len(cb.arrived):,} allocations")
+        with anyio.fail_after(60):
+            while not all(key in cb.arrived for key in sent):
+                await cb.changed.wait()
+        lat = sorted((cb.arrived[key] - t) * 1000 for key, t in sent.items())
+        return {"bench": "e2e", "nodes": nodes, "batch": batch, "seconds": round(elapsed, 2),
+                "allocations": cb.allocated - start_alloc, "sustained_allocations_per_s": rate,
+                "half_rate": half, "latency_p50_ms": lat[len(lat) // 2], "latency_p99_ms": lat[int(len(lat) * 0.99)],
+                "latency_samples": len(lat)}
+
+
+def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ykbus.bus.service import asyncio_loop_policy
+
+    asyncio_loop_policy()
+    with NatsServer() as server:
+        core = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", server.url, "--tick", "3600",
+                                 "--rm-pause", "3600", "--snapshot-every", "1000000000", "--log-level", "warning"],
+                                stderr=subprocess.DEVNULL, env={**os.environ})
+        try:
+            return anyio.run(_run, server.url, seconds, batch, nodes, progress)
+        finally:
+            core.send_signal(signal.SIGTERM)
+            core.wait(timeout=60)
