@@ -176,11 +176,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rep.row(b.bench_memory(args.nodes_n, args.asks, rep.progress))
         rep.table(["nodes", "pending_asks", "bytes_per_node", "bytes_per_pending_ask"])
     elif args.what == "e2e":
+        import statistics
+
         from ykbus.bench.e2e import bench_e2e
 
-        rep.row(bench_e2e(args.seconds, args.batch, args.nodes_n, rep.progress))
-        rep.table(["sustained_allocations_per_s", "half_rate", "latency_p50_ms", "latency_p99_ms", "allocations",
-                   "seconds"])
+        runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, rep.progress) for _ in range(args.repeat)]
+        row = dict(runs[0])
+        for key in ("sustained_allocations_per_s", "half_rate", "latency_p50_ms", "latency_p99_ms", "allocations",
+                    "seconds"):
+            row[key] = statistics.median(r[key] for r in runs)
+        rates = [r["sustained_allocations_per_s"] for r in runs]
+        p99s = [r["latency_p99_ms"] for r in runs]
+        row.update(min=min(rates), max=max(rates), p99_min=min(p99s), p99_max=max(p99s), repeat=args.repeat)
+        rep.row(row)
+        rep.table(["sustained_allocations_per_s", "min", "max", "half_rate", "latency_p50_ms", "latency_p99_ms",
+                   "p99_min", "p99_max", "allocations"])
     return 0
 
 

@@ -621,3 +621,37 @@ def test_ask_sent_again_after_its_release_is_pending_again(h):
     assert apps_of(h)["a1"]["asks"]["k"]["pending"] == 2
     outs = h.do(h.log.nodes(node("n2", vcore=2000)))
     assert [a.allocationKey for a in new_allocs(outs)] == ["k", "k"]
+
+
+def test_churn_leaves_no_cyclic_garbage_of_core_objects():
+    """Asks, applications and allocations are freed by reference counting when they go:
+    the core service relies on it to keep the cyclic GC (and its pauses) out of the way."""
+    import gc
+
+    from tests.conftest import Harness
+    from ykbus.core.partition import Alloc, App, Ask, Node
+
+    gc.collect()
+    gc.disable()  # whatever cycles the churn makes stay until the collection below
+    try:
+        h = Harness()
+        h.setup(TWO_QUEUES, n1={"vcore": 4000}, n2={"vcore": 1000})
+        for round_ in range(3):
+            h.do(h.log.apps(app(f"a{round_}", "prod"), app(f"b{round_}", "dev")))
+            h.do(h.log.asks(ask(f"k{round_}", f"a{round_}", vcore=1000, max_allocations=3),
+                            ask(f"w{round_}", f"b{round_}", vcore=9000),
+                            ask(f"x{round_}", f"b{round_}", vcore=500, priority=3)))
+            h.do(h.log.release(f"a{round_}"))
+            h.do(h.log.release_ask(f"b{round_}", f"w{round_}"))
+            h.do(h.log.remove_apps(f"b{round_}"))
+            h.do(h.log.tick(31 * 10**9))
+        h.do(h.log.nodes(node("n2", action="DECOMISSION")))
+        h.outputs.clear()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        leaked = [o for o in gc.garbage if isinstance(o, (Ask, App, Alloc, Node))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert leaked == []

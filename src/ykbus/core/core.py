@@ -53,6 +53,10 @@ NODE_PARTITION_ATTR = "si/node-partition"
 
 YamlLoader = Callable[[str], Any]
 
+# Whole partitions dropped so far in this process (their queue trees hold reference cycles
+# that only the cyclic GC frees): the service collects once when this changes.
+WIPES = 0
+
 
 class OutOfOrder(Exception):
     """An entry whose seq is not above the last applied one: the caller's bug, not input."""
@@ -73,6 +77,8 @@ class ResourceManager:
         self.node_partition: dict[str, Partition] = {}
 
     def wipe(self) -> None:
+        global WIPES
+        WIPES += 1
         for p in self.partitions.values():
             p.alive = False
         self.partitions = {}
@@ -264,6 +270,8 @@ class Core:
                       "configuration rejected, the active one stays: " + "; ".join(errors))
             return
         for name in [n for n in rm.partitions if n not in names]:
+            global WIPES
+            WIPES += 1
             rm.partitions.pop(name).alive = False
         draining = []
         for pc in config.partitions:

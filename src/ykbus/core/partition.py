@@ -186,7 +186,7 @@ class Queue:
 class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
-                 "timeout_ms", "state", "waiting", "reported", "entry")
+                 "timeout_ms", "state", "waiting", "reported")
 
     def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
         self.key = msg.allocationKey
@@ -208,7 +208,12 @@ class Ask:
         self.placeholder = msg.placeholder
         self.originator = msg.Originator
         self.timeout_ms = msg.executionTimeoutMilliSeconds
-        self.entry = (-self.priority, self.seq, self)
+
+    @property
+    def entry(self) -> tuple[int, int, Ask]:
+        """Its place in the application's active list; built when needed, never stored,
+        so that an ask is not part of a reference cycle and is freed when dropped."""
+        return (-self.priority, self.seq, self)
 
 
 class Alloc:
@@ -260,7 +265,7 @@ class App:
         self.max_priority: int | None = None
         self.priorities: dict[int, int] = {}  # pending asks per priority: O(1) add, O(distinct) remove
         self.blocked_on: Queue | None = None
-        self.entry: tuple[Any, ...] | None = None  # its place in the leaf's active_apps
+        self.entry: tuple[Any, ...] | None = None  # its sort key while in the leaf's active_apps
         self.timeout_ms = msg.executionTimeoutMilliSeconds
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
 
@@ -521,6 +526,8 @@ class Partition:
         del self.apps[app.id]
         del app.queue.apps[app.id]
         self._remove_if_empty(app.queue)
+        app.asks.clear()  # no application <-> ask cycle left behind: refcounting frees both
+        app.active.clear()
 
     def remove_app(self, app: App, ctx: Outbox, termination: m.TerminationType, message: str) -> None:
         """Release everything the application holds, then end it (Completed, or Failed)."""
@@ -695,17 +702,18 @@ class Partition:
     # --- active applications ---------------------------------------------------------
 
     def _app_key(self, app: App) -> tuple[Any, ...]:
+        """The sort key of `app` in its leaf (the list holds `(*key, app)`)."""
         leaf = app.queue
         prio = -(app.max_priority or 0) if leaf.sort_priority else 0
         if leaf.sort_policy is AppSortPolicy.FAIR:
-            return (prio, share(app.allocated, self.total, {}), app.seq, app)
-        return (prio, 0.0, app.seq, app)
+            return (prio, share(app.allocated, self.total, {}), app.seq)
+        return (prio, 0.0, app.seq)
 
     def _sync_app(self, app: App) -> None:
         want = bool(app.active) and app.blocked_on is None and app.state in SCHEDULABLE_APP_STATES
         if want and app.entry is None:
             app.entry = self._app_key(app)
-            app.queue.active_apps.add(app.entry)
+            app.queue.active_apps.add((*app.entry, app))
             for q in app.path:
                 q.active += 1
         elif not want and app.entry is not None:
@@ -713,16 +721,16 @@ class Partition:
 
     def _deactivate(self, app: App) -> None:
         if app.entry is not None:
-            app.queue.active_apps.remove(app.entry)
+            app.queue.active_apps.remove((*app.entry, app))
             app.entry = None
             for q in app.path:
                 q.active -= 1
 
     def _rekey_app(self, app: App) -> None:
         if app.entry is not None:
-            app.queue.active_apps.remove(app.entry)
+            app.queue.active_apps.remove((*app.entry, app))
             app.entry = self._app_key(app)
-            app.queue.active_apps.add(app.entry)
+            app.queue.active_apps.add((*app.entry, app))
 
     # --- allocations -----------------------------------------------------------------
 

@@ -303,7 +303,6 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
             ask.priority, ask.seq, ask.tags, ask.task_group = sk.priority, sk.seq, sk.tags, sk.task_group
             ask.placeholder, ask.originator, ask.timeout_ms = sk.placeholder, sk.originator, sk.timeout_ms
             ask.state, ask.waiting, ask.reported = _ASK_STATES[sk.state], sk.waiting, sk.reported
-            ask.entry = (-ask.priority, ask.seq, ask)
             app.asks[ask.key] = ask
             asks[(app.id, ask.key)] = ask
             if ask.pending:
