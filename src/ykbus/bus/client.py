@@ -42,7 +42,6 @@ from ykbus.core.lifecycle import SHIM, ShimEvent, ShimState
 from ykbus.si import codec
 from ykbus.si import messages as m
 
-STREAM_NOT_FOUND = 10059  # JetStream API error code
 FETCH_BATCH = 512  # outputs fetched at once when a backlog is waiting
 
 
@@ -282,21 +281,24 @@ class NatsScheduler(SchedulerAPI):
         what is asked for, so nothing is dropped on the way, and AckAll on the last message
         of each batch acknowledges exactly what was handled."""
         durable = f"rm_{self.rm}"
-        config = api.ConsumerConfig(durable_name=durable, ack_policy=api.AckPolicy.ALL,
-                                    filter_subject=self.subjects.rm_outputs(self.rm), max_ack_pending=-1)
         for attempt in itertools.count():
             try:
-                try:
-                    await self.js.consumer_info(OUT_STREAM, durable)
-                except NotFoundError as exc:
-                    if exc.err_code == STREAM_NOT_FOUND:
-                        raise
-                    # first life of this RM: start at what comes next; later lives resume
-                    config.deliver_policy = api.DeliverPolicy.NEW
-                    await self.js.add_consumer(OUT_STREAM, config)
+                info = await self.js.stream_info(OUT_STREAM)
                 break
             except NotFoundError:  # the core has not created its streams yet
                 await anyio.sleep(min(0.05 * 2**attempt, 1.0))
+        try:
+            old = await self.js.consumer_info(OUT_STREAM, durable)
+            # Resume right after the last output this RM acknowledged. The consumer is made
+            # anew: a previous process of this RM may have left a pull request on the server
+            # that would swallow the next output, and acking past it would lose it.
+            start = max(old.ack_floor.stream_seq + 1 if old.ack_floor else 1, old.config.opt_start_seq or 1)
+            await self.js.delete_consumer(OUT_STREAM, durable)
+        except NotFoundError:
+            start = info.state.last_seq + 1  # first life of this RM: what comes next
+        await self.js.add_consumer(OUT_STREAM, api.ConsumerConfig(
+            durable_name=durable, ack_policy=api.AckPolicy.ALL, filter_subject=self.subjects.rm_outputs(self.rm),
+            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start, max_ack_pending=-1))
         sub = await self.js.pull_subscribe_bind(durable, stream=OUT_STREAM)
         task_status.started()
         pending = 0

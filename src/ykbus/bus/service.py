@@ -60,6 +60,7 @@ from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
 FREEZE_EVERY = 1000  # entries between gc.freeze() calls
+FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
 
 
 class LogGap(Exception):
@@ -93,6 +94,7 @@ class CoreService:
         self._out_high = (0, -1)  # (in-seq, index) of the last output already on YK_OUT
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0}
         self._wipes_seen = core_module.WIPES
+        self._frozen_at = 0
         self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
 
     def stop(self) -> None:
@@ -189,7 +191,9 @@ class CoreService:
                 self._asked.clear()
             await self._publish(seq, outputs)
             self.stats["entries"] += 1
-            if self.stats["entries"] % FREEZE_EVERY == 0:
+            if (self.stats["entries"] % FREEZE_EVERY == 0
+                    or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
+                self._frozen_at = self.stats["allocations"]
                 self._tame_gc()
             self.applied_since_snapshot += 1
             if self.applied_since_snapshot >= self.settings.snapshot_every:

@@ -237,7 +237,7 @@ class Alloc:
     def message(self, partition: str) -> m.Allocation:
         return m.Allocation(
             allocationKey=self.key, allocationTags=self.tags, UUID=self.uuid,
-            resourcePerAlloc=_resource_msg(self.resource), priority=self.priority,
+            resourcePerAlloc=resource_msg(self.resource), priority=self.priority,
             nodeID=self.node.id, applicationID=self.app.id, partitionName=partition,
             taskGroupName=self.task_group, placeholder=self.placeholder,
         )
@@ -270,8 +270,20 @@ class App:
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
 
 
-def _resource_msg(res: Res) -> m.Resource:
-    return m.Resource(resources={k: m.Quantity(v) for k, v in res.items()})
+_RESOURCE_MSGS: dict[int, tuple[Res, m.Resource]] = {}
+
+
+def resource_msg(res: Res) -> m.Resource:
+    """The wire form of a resource vector. Vectors are interned per partition and never
+    mutated, so their (immutable) wire form is built once and shared, keyed by identity."""
+    found = _RESOURCE_MSGS.get(id(res))
+    if found is not None and found[0] is res:
+        return found[1]
+    msg = m.Resource(resources={k: m.Quantity(v) for k, v in res.items()})
+    if len(_RESOURCE_MSGS) >= 4096:
+        _RESOURCE_MSGS.clear()
+    _RESOURCE_MSGS[id(res)] = (res, msg)
+    return msg
 
 
 def _scaled(res: Res, n: int) -> Res:

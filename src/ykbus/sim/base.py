@@ -1,14 +1,24 @@
 """What both simulated RMs share: connect, register with recovery, run allocations for
-their duration, release them, remove finished applications, count what happened."""
+their duration, release them, remove finished applications, count what happened.
+
+Restart and recovery (seed: resilience-recovery). With a state file, the RM saves what it
+runs (its applications, the pods still waiting, the pods running with their node and end
+time) every second and when it stops. Started again with the same file, it registers (the
+core wipes what it had), sends its applications first, then its nodes with the running pods
+as `existingAllocations`, waits for every answer, and only then sends the still-waiting
+asks again and new work: the core counts the recovered pods without re-issuing them.
+"""
 
 from __future__ import annotations
 
 import heapq
+import os
 import random
 import time
 from dataclasses import dataclass, field
 
 import anyio
+import msgspec
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
 from ykbus.si import messages as m
@@ -20,6 +30,27 @@ def resource(**q: int) -> m.Resource:
     return m.Resource(resources={k: m.Quantity(v) for k, v in q.items()})
 
 
+class Waiting(msgspec.Struct):
+    ask: m.AllocationAsk
+    remaining: int
+    duration_s: float
+
+
+class Running(msgspec.Struct):
+    app: str
+    key: str
+    node: str
+    resource: m.Resource
+    end_wall: float  # time.time() at which the pod ends
+
+
+class SimState(msgspec.Struct):
+    apps: dict[str, m.AddApplicationRequest] = msgspec.field(default_factory=dict)
+    waiting: dict[str, Waiting] = msgspec.field(default_factory=dict)  # "<app>/<key>"
+    running: dict[str, Running] = msgspec.field(default_factory=dict)  # uuid
+    submitted: int = 0
+
+
 @dataclass
 class SimStats:
     submitted: int = 0
@@ -27,7 +58,11 @@ class SimStats:
     released: int = 0
     rejected: int = 0
     apps_done: int = 0
-    running: int = 0
+    recovered: int = 0
+
+    @property
+    def running(self) -> int:
+        return self.allocated - self.released
 
 
 @dataclass
@@ -37,16 +72,16 @@ class SimRM(ResourceManagerCallback):
     url: str
     rm_id: str
     seed: int = 1
+    state_path: str | None = None
     stats: SimStats = field(default_factory=SimStats)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
-        self._ends: list[tuple[float, int, str, str, str]] = []  # (end, n, app, uuid, key)
-        self._n = 0
-        self._open: dict[str, int] = {}  # app -> allocations still expected or running
-        self._durations: dict[tuple[str, str], float] = {}  # (app, key) -> seconds
+        self.state = SimState()
+        self._ends: list[tuple[float, str]] = []  # (monotonic end, uuid)
+        self._open: dict[str, int] = {}  # app -> pods waiting or running
+        self._finished: list[str] = []
         self.client: ResourceManagerClient | None = None
-        self._finished: list[str] = []  # applications whose allocations all ended
 
     # subclass hooks
     def queues_yaml(self) -> str:
@@ -58,58 +93,123 @@ class SimRM(ResourceManagerCallback):
     async def arrivals(self) -> None:
         raise NotImplementedError
 
+    # state file
+    def _load(self) -> bool:
+        if not self.state_path or not os.path.exists(self.state_path):
+            return False
+        with open(self.state_path, "rb") as f:
+            self.state = msgspec.json.decode(f.read(), type=SimState)
+        self.rng.seed(self.seed + self.state.submitted)
+        return bool(self.state.apps)
+
+    def save(self) -> None:
+        if self.state_path:
+            tmp = self.state_path + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(msgspec.json.encode(self.state))
+            os.replace(tmp, self.state_path)
+
     # running
     async def run(self) -> None:
-        async with NatsScheduler(self.url) as api:
-            self.client = ResourceManagerClient(api, self.rm_id, config=self.queues_yaml(), callback=self)
-            await self.client.start(nodes=self.nodes())
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self.arrivals)
-                tg.start_soon(self._finisher)
+        recovering = self._load()
+        st = self.state
+        nodes = self.nodes()
+        apps: list[m.AddApplicationRequest] = []
+        if recovering:
+            by_node: dict[str, list[m.Allocation]] = {}
+            for uuid, pod in st.running.items():
+                by_node.setdefault(pod.node, []).append(m.Allocation(
+                    allocationKey=pod.key, UUID=uuid, resourcePerAlloc=pod.resource, nodeID=pod.node,
+                    applicationID=pod.app, partitionName="default"))
+            nodes = [msgspec.structs.replace(n, existingAllocations=by_node.get(n.nodeID, [])) for n in nodes]
+            apps = list(st.apps.values())
+            for app_id in st.apps:
+                self._open[app_id] = 0
+            for w in st.waiting.values():
+                self._open[w.ask.applicationID] = self._open.get(w.ask.applicationID, 0) + w.remaining
+            now_wall, now = time.time(), time.monotonic()
+            for uuid, pod in st.running.items():
+                self._open[pod.app] = self._open.get(pod.app, 0) + 1
+                heapq.heappush(self._ends, (now + max(0.0, pod.end_wall - now_wall), uuid))
+            self.stats.recovered = len(st.running)
+        try:
+            async with NatsScheduler(self.url) as api:
+                self.client = ResourceManagerClient(api, self.rm_id, config=self.queues_yaml(), callback=self)
+                await self.client.start(apps=apps, nodes=nodes)  # apps first, then nodes with their pods
+                if st.waiting:
+                    await self.client.add_asks([msgspec.structs.replace(w.ask, maxAllocations=w.remaining)
+                                                for w in st.waiting.values()])
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self.arrivals)
+                    tg.start_soon(self._finisher)
+        finally:
+            self.save()
 
     async def submit(self, app: m.AddApplicationRequest, asks: list[m.AllocationAsk], duration_s: float) -> None:
         assert self.client is not None
+        st = self.state
+        st.apps[app.applicationID] = app
         await self.client.add_applications([app])
+        count = 0
         for a in asks:
-            self._durations[(app.applicationID, a.allocationKey)] = duration_s
-        self._open[app.applicationID] = sum(max(1, a.maxAllocations) for a in asks)
+            n = max(1, a.maxAllocations)
+            st.waiting[f"{app.applicationID}/{a.allocationKey}"] = Waiting(a, n, duration_s)
+            count += n
+        self._open[app.applicationID] = count
+        st.submitted += count
+        self.stats.submitted += count
         await self.client.add_asks(asks)
-        self.stats.submitted += self._open[app.applicationID]
 
     async def _finisher(self) -> None:
         assert self.client is not None
+        last_save = time.monotonic()
         while True:
             await anyio.sleep(0.05)
             now = time.monotonic()
             due = []
             while self._ends and self._ends[0][0] <= now:
-                due.append(heapq.heappop(self._ends))
+                _, uuid = heapq.heappop(self._ends)
+                pod = self.state.running.get(uuid)
+                if pod is not None:
+                    due.append((uuid, pod))
             if due:
                 await self.client.release([
-                    m.AllocationRelease(partitionName="default", applicationID=app, UUID=uuid, allocationKey=key,
-                                        terminationType=m.TerminationType.STOPPED_BY_RM, message="finished")
-                    for _, _, app, uuid, key in due])
+                    m.AllocationRelease(partitionName="default", applicationID=pod.app, UUID=uuid,
+                                        allocationKey=pod.key, terminationType=m.TerminationType.STOPPED_BY_RM,
+                                        message="finished")
+                    for uuid, pod in due])
             if self._finished:
                 done, self._finished = self._finished, []
                 await self.client.remove_applications(done)
+            if now - last_save >= 1.0:
+                self.save()
+                last_save = now
 
     # callback
     def update_allocation(self, response: m.AllocationResponse) -> None:
-        now = time.monotonic()
+        st, now, now_wall = self.state, time.monotonic(), time.time()
         for a in response.new:
             self.stats.allocated += 1
-            self.stats.running += 1
-            self._n += 1
-            duration = self._durations.get((a.applicationID, a.allocationKey), 1.0)
-            heapq.heappush(self._ends, (now + duration, self._n, a.applicationID, a.UUID, a.allocationKey))
+            slot = f"{a.applicationID}/{a.allocationKey}"
+            waiting = st.waiting.get(slot)
+            duration = waiting.duration_s if waiting is not None else 1.0
+            if waiting is not None:
+                waiting.remaining -= 1
+                if waiting.remaining <= 0:
+                    del st.waiting[slot]
+            st.running[a.UUID] = Running(a.applicationID, a.allocationKey, a.nodeID, a.resourcePerAlloc,
+                                         now_wall + duration)
+            heapq.heappush(self._ends, (now + duration, a.UUID))
         for r in response.released:
             self.stats.released += 1
-            self.stats.running -= 1
+            st.running.pop(r.UUID, None)
             left = self._open.get(r.applicationID)
             if left is not None:
-                self._open[r.applicationID] = left - 1
-                if left - 1 <= 0:
+                if left <= 1:
                     del self._open[r.applicationID]
+                    st.apps.pop(r.applicationID, None)
                     self.stats.apps_done += 1
                     self._finished.append(r.applicationID)
+                else:
+                    self._open[r.applicationID] = left - 1
         self.stats.rejected += len(response.rejected)

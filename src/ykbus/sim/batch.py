@@ -40,12 +40,12 @@ partitions:
                 for i in range(self.nodes_count)]
 
     async def arrivals(self) -> None:
-        n = 0
+        n = self.state.submitted
         while True:
             n += 1
             queue = self.rng.choice(["etl", "etl", "adhoc"])
             containers = self.rng.randint(4, 40)
-            job = f"{queue}-job-{n}"
+            job = f"{self.rm_id}-{queue}-job-{n}"
             ask = m.AllocationAsk(allocationKey=f"{job}-container", applicationID=job, partitionName="default",
                                   resourceAsk=resource(vcore=1000, memory=2 * GiB), maxAllocations=containers,
                                   priority=self.rng.choice([0, 10]))
@@ -65,8 +65,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rm-id", default="batch")
     p.add_argument("--nodes", type=int, default=10)
     p.add_argument("--rate", type=float, default=5.0, help="jobs per second")
+    p.add_argument("--state", metavar="FILE", help="state file: recover running containers after a restart")
     args = p.parse_args(argv)
-    anyio.run(BatchSim(args.nats, args.rm_id, nodes_count=args.nodes, jobs_per_s=args.rate).run)
+    anyio.run(BatchSim(args.nats, args.rm_id, state_path=args.state, nodes_count=args.nodes,
+                       jobs_per_s=args.rate).run)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,41 @@
-"""A Kubernetes-like simulated cluster: nodes, namespaces as queues, deployments of pods."""
+"""A Kubernetes-like simulated cluster: nodes, namespaces as queues, deployments of pods.
+
+Work comes from a generator (arrival rate, pod counts, sizes, priorities) or from a trace
+file (`--trace FILE`, JSON Lines, one deployment per line, see docs/simulators.md):
+
+    {"at": 0.5, "namespace": "team-a", "app": "web-1", "pods": 3, "vcore": 500,
+     "memory": 536870912, "priority": 0, "duration": 2.0}
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 
 import anyio
+import msgspec
 
 from ykbus.si import messages as m
 from ykbus.sim.base import GiB, SimRM, resource
+
+# node profiles: (share of the nodes, vcore milli, memory bytes, gpus)
+PROFILES: dict[str, list[tuple[float, int, int, int]]] = {
+    "uniform": [(1.0, 16_000, 64 * GiB, 0)],
+    "mixed": [(0.6, 8_000, 32 * GiB, 0), (0.3, 16_000, 64 * GiB, 0), (0.1, 64_000, 256 * GiB, 8)],
+}
+
+
+class TraceLine(msgspec.Struct, forbid_unknown_fields=True):
+    at: float
+    namespace: str
+    pods: int
+    vcore: int
+    memory: int
+    duration: float
+    app: str = ""
+    priority: int = 0
+    gpu: int = 0
 
 
 @dataclass
@@ -18,6 +45,8 @@ class K8sSim(SimRM):
     node_memory: int = 64 * GiB
     namespaces: tuple[str, ...] = ("team-a", "team-b", "ml")
     pods_per_s: float = 200.0
+    profile: str = "uniform"
+    trace: str | None = None
 
     def queues_yaml(self) -> str:
         share = max(1, self.nodes_count * self.node_vcore // 1000 // len(self.namespaces))
@@ -30,13 +59,33 @@ class K8sSim(SimRM):
                 "      - name: root\n        submitacl: '*'\n        queues:\n" + leaves)
 
     def nodes(self) -> list[m.NodeInfo]:
-        return [m.NodeInfo(nodeID=f"{self.rm_id}-node-{i:03d}", action=m.ActionFromRM.CREATE,
-                           attributes={"si/hostname": f"{self.rm_id}-node-{i:03d}"},
-                           schedulableResource=resource(vcore=self.node_vcore, memory=self.node_memory))
-                for i in range(self.nodes_count)]
+        out, i = [], 0
+        for share, vcore, memory, gpus in PROFILES[self.profile]:
+            for _ in range(max(1, round(share * self.nodes_count))):
+                q = {"vcore": vcore, "memory": memory, **({"nvidia.com/gpu": gpus} if gpus else {})}
+                out.append(m.NodeInfo(nodeID=f"{self.rm_id}-node-{i:03d}", action=m.ActionFromRM.CREATE,
+                                      attributes={"si/hostname": f"{self.rm_id}-node-{i:03d}",
+                                                  "si/instance-type": f"{vcore // 1000}c{memory // GiB}g"},
+                                      schedulableResource=resource(**q)))
+                i += 1
+        return out[: max(self.nodes_count, len(PROFILES[self.profile]))]
+
+    async def _deploy(self, app_id: str, ns: str, pods: int, vcore: int, memory: int, priority: int,
+                      duration: float, gpu: int = 0) -> None:
+        q = {"vcore": vcore, "memory": memory, **({"nvidia.com/gpu": gpu} if gpu else {})}
+        asks = [m.AllocationAsk(allocationKey=f"{app_id}-pod-{i}", applicationID=app_id, partitionName="default",
+                                resourceAsk=resource(**q), maxAllocations=1, priority=priority,
+                                tags={"kubernetes.io/meta/namespace": ns})
+                for i in range(pods)]
+        await self.submit(m.AddApplicationRequest(applicationID=app_id, queueName=f"root.{ns}",
+                                                  partitionName="default", ugi=m.UserGroupInformation(user=ns),
+                                                  tags={"namespace": ns}), asks, duration_s=duration)
 
     async def arrivals(self) -> None:
-        n = 0
+        if self.trace:
+            await self._replay_trace()
+            await anyio.sleep_forever()
+        n = self.state.submitted
         while True:
             n += 1
             ns = self.rng.choice(self.namespaces)
@@ -44,16 +93,29 @@ class K8sSim(SimRM):
             vcore = self.rng.choice([250, 500, 1000, 2000])
             memory = self.rng.choice([256, 512, 1024, 4096]) * 1024**2
             priority = self.rng.choice([0, 0, 0, 100])
-            app_id = f"{ns}-deploy-{n}"
-            asks = [m.AllocationAsk(allocationKey=f"{app_id}-pod-{i}", applicationID=app_id, partitionName="default",
-                                    resourceAsk=resource(vcore=vcore, memory=memory), maxAllocations=1,
-                                    priority=priority, tags={"kubernetes.io/meta/namespace": ns})
-                    for i in range(pods)]
-            await self.submit(m.AddApplicationRequest(applicationID=app_id, queueName=f"root.{ns}",
-                                                      partitionName="default", ugi=m.UserGroupInformation(user=ns),
-                                                      tags={"namespace": ns}),
-                              asks, duration_s=self.rng.uniform(0.5, 4.0))
+            gpu = 1 if ns == "ml" and self.profile == "mixed" and self.rng.random() < 0.3 else 0
+            await self._deploy(f"{self.rm_id}-{ns}-deploy-{n}", ns, pods, vcore, memory, priority,
+                               self.rng.uniform(0.5, 4.0), gpu)
             await anyio.sleep(pods / self.pods_per_s)
+
+    async def _replay_trace(self) -> None:
+        """Deployments at their `at` offsets (seconds from the start) from a JSONL trace."""
+        assert self.trace is not None
+        decoder = msgspec.json.Decoder(TraceLine)
+        start = time.monotonic()
+        with open(self.trace, "rb") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    t = decoder.decode(line)
+                except msgspec.DecodeError as exc:
+                    raise ValueError(f"{self.trace}:{number}: {exc}") from None
+                wait = start + t.at - time.monotonic()
+                if wait > 0:
+                    await anyio.sleep(wait)
+                await self._deploy(t.app or f"trace-{number}", t.namespace, t.pods, t.vcore, t.memory, t.priority,
+                                   t.duration, t.gpu)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,8 +124,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rm-id", default="k8s")
     p.add_argument("--nodes", type=int, default=20)
     p.add_argument("--rate", type=float, default=200.0, help="pods per second")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="uniform", help="node sizes")
+    p.add_argument("--trace", metavar="FILE.jsonl", help="deployments from a trace file instead of the generator")
+    p.add_argument("--state", metavar="FILE", help="state file: recover running pods after a restart")
+    p.add_argument("--namespaces", default="team-a,team-b,ml")
     args = p.parse_args(argv)
-    anyio.run(K8sSim(args.nats, args.rm_id, nodes_count=args.nodes, pods_per_s=args.rate).run)
+    anyio.run(K8sSim(args.nats, args.rm_id, state_path=args.state, nodes_count=args.nodes, pods_per_s=args.rate,
+                     profile=args.profile, trace=args.trace, namespaces=tuple(args.namespaces.split(","))).run)
 
 
 if __name__ == "__main__":

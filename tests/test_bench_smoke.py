@@ -1,0 +1,63 @@
+"""Every `ykbus bench` subcommand, tiny, checking the shape of its JSON output (never speed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+NUMBER = (int, float)
+
+
+def bench(*args: str) -> list[dict]:
+    proc = subprocess.run([sys.executable, "-m", "ykbus.cli", "bench", *args, "--json"], capture_output=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert b"machine:" in proc.stderr  # the table went to stderr
+    return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+
+
+def has(row: dict, **types: type | tuple[type, ...]) -> None:
+    for key, t in types.items():
+        assert isinstance(row.get(key), t), f"{key} missing or not {t}: {row}"
+
+
+def test_core_yunikorn_perf_one_row_per_node_count_and_sort():
+    rows = bench("core", "--workload", "yunikorn-perf", "--nodes", "10,20", "--node-sort", "fair,binpacking",
+                 "--asks-per-app", "50", "--repeat", "2")
+    assert [(r["nodes"], r["node_sort"]) for r in rows] == [(10, "fair"), (20, "fair"), (10, "binpacking"),
+                                                           (20, "binpacking")]
+    for r in rows:
+        assert r["workload"] == "yunikorn-perf" and r["allocations"] == 100
+        has(r, seconds=NUMBER, allocations_per_s=NUMBER, min=NUMBER, max=NUMBER, peak_rss_mib=NUMBER)
+        assert r["min"] <= r["allocations_per_s"] <= r["max"]
+
+
+def test_core_mixed():
+    (r,) = bench("core", "--workload", "mixed", "--scale", "0.01", "--repeat", "1")
+    assert r["workload"] == "mixed" and r["allocations"] > 0
+    has(r, allocations_per_s=NUMBER, entry_p50_ms=NUMBER, entry_p99_ms=NUMBER, entries=int)
+
+
+def test_replay():
+    (r,) = bench("replay", "--entries", "3000", "--repeat", "1")
+    assert r["entries"] >= 3000
+    has(r, entries_per_s=NUMBER, seconds=NUMBER)
+
+
+def test_restart():
+    (r,) = bench("restart", "--nodes", "20", "--allocations", "500", "--tail", "5", "--repeat", "1")
+    assert r["allocations"] == 500 and r["snapshot_bytes"] > 0
+    has(r, seconds=NUMBER, load_seconds=NUMBER)
+
+
+def test_memory():
+    (r,) = bench("memory", "--nodes", "50", "--asks", "500")
+    has(r, bytes_per_node=int, bytes_per_pending_ask=int)
+    assert r["bytes_per_node"] > 0 and r["bytes_per_pending_ask"] > 0
+
+
+def test_e2e():
+    (r,) = bench("e2e", "--seconds", "0.5", "--nodes", "10", "--batch", "50", "--repeat", "1")
+    has(r, sustained_allocations_per_s=NUMBER, latency_p50_ms=NUMBER, latency_p99_ms=NUMBER, allocations=NUMBER)
+    assert r["allocations"] > 0
