@@ -292,23 +292,29 @@ class Core:
     def _partition_name(name: str) -> str:
         return (name or DEFAULT_PARTITION).lower()
 
+    @staticmethod
+    def _each(items: list[Any], why: str, apply: Callable[[Any], str],
+              reject: Callable[[Callable[[str], str], str], None]) -> None:
+        """Apply each decoded item, or reject it: a BadItem with its decode error, the others
+        with `why` (the whole message is refused) or the reason `apply` returned. `reject`
+        gets a lookup of the item's ids (allocationKey, applicationID, nodeID, UUID)."""
+        for item in items:
+            if isinstance(item, codec.BadItem):
+                reject(lambda k, ids=item.ids: ids.get(k, ""), item.error)
+                continue
+            reason = why or apply(item)
+            if reason:
+                reject(lambda k, it=item: getattr(it, k, ""), reason)
+
     def _on_app(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
         to = entry.rm
-        for item in msg.new:
-            if isinstance(item, codec.BadItem):
-                ctx.add(to, "app", "rejected", m.RejectedApplication(item.ids.get("applicationID", ""), item.error))
-                continue
-            reason = why or self._add_app(rm, item, ctx)  # type: ignore[arg-type]
-            if reason:
-                ctx.add(to, "app", "rejected", m.RejectedApplication(item.applicationID, reason))
-        for item in msg.remove:
-            if isinstance(item, codec.BadItem):
-                ctx.event(to, m.EventType.APP, item.ids.get("applicationID", ""), f"remove not applied: {item.error}")
-                continue
-            reason = why or self._remove_app(rm, item, ctx)  # type: ignore[arg-type]
-            if reason:
-                ctx.event(to, m.EventType.APP, item.applicationID, f"remove not applied: {reason}")
+        self._each(msg.new, why, lambda item: self._add_app(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.add(to, "app", "rejected",
+                                               m.RejectedApplication(ids("applicationID"), reason)))
+        self._each(msg.remove, why, lambda item: self._remove_app(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.event(to, m.EventType.APP, ids("applicationID"),
+                                                 f"remove not applied: {reason}"))
 
     def _add_app(self, rm: ResourceManager, msg: m.AddApplicationRequest, ctx: Outbox) -> str:
         part = rm.partitions.get(self._partition_name(msg.partitionName))
@@ -345,13 +351,8 @@ class Core:
 
     def _on_node(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
-        for item in msg.nodes:
-            if isinstance(item, codec.BadItem):
-                ctx.add(entry.rm, "node", "rejected", m.RejectedNode(item.ids.get("nodeID", ""), item.error))
-                continue
-            reason = why or self._node(rm, item, ctx)  # type: ignore[arg-type]
-            if reason:
-                ctx.add(entry.rm, "node", "rejected", m.RejectedNode(item.nodeID, reason))
+        self._each(msg.nodes, why, lambda item: self._node(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.add(entry.rm, "node", "rejected", m.RejectedNode(ids("nodeID"), reason)))
 
     def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
         action = info.action
@@ -430,31 +431,16 @@ class Core:
     def _on_alloc(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
         to = entry.rm
-        for item in msg.releases:
-            if isinstance(item, codec.BadItem):
-                ctx.event(to, m.EventType.REQUEST, item.ids.get("UUID", ""), f"release not applied: {item.error}")
-                continue
-            reason = why or self._release(rm, item, ctx)  # type: ignore[arg-type]
-            if reason:
-                ctx.event(to, m.EventType.REQUEST, item.UUID or item.applicationID,
-                          f"release not applied: {reason}")
-        for item in msg.askReleases:
-            if isinstance(item, codec.BadItem):
-                ctx.event(to, m.EventType.REQUEST, item.ids.get("allocationKey", ""),
-                          f"ask release not applied: {item.error}")
-                continue
-            reason = why or self._release_ask(rm, item, ctx)  # type: ignore[arg-type]
-            if reason:
-                ctx.event(to, m.EventType.REQUEST, item.allocationKey or item.applicationID,
-                          f"ask release not applied: {reason}")
-        for item in msg.asks:
-            if isinstance(item, codec.BadItem):
-                ctx.add(to, "alloc", "rejected", m.RejectedAllocationAsk(
-                    item.ids.get("allocationKey", ""), item.ids.get("applicationID", ""), item.error))
-                continue
-            reason = why or self._add_ask(rm, item, ctx)  # type: ignore[arg-type]
-            if reason:
-                ctx.add(to, "alloc", "rejected", m.RejectedAllocationAsk(item.allocationKey, item.applicationID, reason))
+        self._each(msg.releases, why, lambda item: self._release(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.event(to, m.EventType.REQUEST, ids("UUID") or ids("applicationID"),
+                                                 f"release not applied: {reason}"))
+        self._each(msg.askReleases, why, lambda item: self._release_ask(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.event(to, m.EventType.REQUEST,
+                                                 ids("allocationKey") or ids("applicationID"),
+                                                 f"ask release not applied: {reason}"))
+        self._each(msg.asks, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.add(to, "alloc", "rejected", m.RejectedAllocationAsk(
+                       ids("allocationKey"), ids("applicationID"), reason)))
 
     def _app(self, rm: ResourceManager, partition: str, app_id: str) -> tuple[Partition | None, App | None, str]:
         part = rm.partitions.get(self._partition_name(partition))
