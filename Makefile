@@ -13,7 +13,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/ykbus up
 
 test: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests services
+	$(VENV)/bin/ruff check src tests services bench
 	$(PY) -m pytest
 
 schemas: $(VENV)/.installed

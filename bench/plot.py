@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -26,6 +27,7 @@ ax.axhline(3700, color="grey", linestyle="--", linewidth=1, label="yunikorn-core
 ax.plot([5000], [572], "x", color="grey", markersize=9, label="yunikorn-core, binpacking @5,000 (572/s)")
 ax.set_xscale("log")
 ax.set_xticks([500, 1000, 2000, 5000], labels=["500", "1,000", "2,000", "5,000"])
+ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 ax.set_ylim(bottom=0)
 ax.set_xlabel("nodes")
 ax.set_ylabel("allocations / s")
