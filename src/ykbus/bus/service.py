@@ -51,7 +51,6 @@ from ykbus.bus.subjects import (
     js_reply_meta,
 )
 from ykbus.core import Core, Entry, Output
-from ykbus.core import core as core_module
 from ykbus.core.config import SchedulerConfig
 from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
@@ -93,7 +92,7 @@ class CoreService:
         self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
         self._out_high = (0, -1)  # (in-seq, index) of the last output already on YK_OUT
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0}
-        self._wipes_seen = core_module.WIPES
+        self._dropped_seen = 0
         self._frozen_at = 0
         self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
 
@@ -204,8 +203,8 @@ class CoreService:
         (asks, applications and allocations are freed by reference counting: the core makes
         no cycles on its hot path, tests/core prove it). Dropped partitions do hold cycles:
         after one, collect everything once."""
-        if core_module.WIPES != self._wipes_seen:
-            self._wipes_seen = core_module.WIPES
+        if self.core.dropped_partitions != self._dropped_seen:
+            self._dropped_seen = self.core.dropped_partitions
             gc.unfreeze()
             gc.collect()
         gc.freeze()

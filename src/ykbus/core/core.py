@@ -53,10 +53,6 @@ NODE_PARTITION_ATTR = "si/node-partition"
 
 YamlLoader = Callable[[str], Any]
 
-# Whole partitions dropped so far in this process (their queue trees hold reference cycles
-# that only the cyclic GC frees): the service collects once when this changes.
-WIPES = 0
-
 
 class OutOfOrder(Exception):
     """An entry whose seq is not above the last applied one: the caller's bug, not input."""
@@ -77,8 +73,6 @@ class ResourceManager:
         self.node_partition: dict[str, Partition] = {}
 
     def wipe(self) -> None:
-        global WIPES
-        WIPES += 1
         for p in self.partitions.values():
             p.alive = False
         self.partitions = {}
@@ -104,6 +98,9 @@ class Core:
         self.timers = Timers()
         self.last_seq = 0
         self.now = 0
+        # Partitions dropped so far (their queue trees hold reference cycles that only the
+        # cyclic GC frees); the service collects once when this changes. Not in snapshots.
+        self.dropped_partitions = 0
 
     # --- the interface ---------------------------------------------------------------
 
@@ -189,6 +186,7 @@ class Core:
             return
         old = self.rms.get(msg.rmID)
         if old is not None:
+            self.dropped_partitions += len(old.partitions)
             old.wipe()
         self.rms[msg.rmID] = ResourceManager(msg, config, text, self.timers, entry.seq)
         if msg.config:
@@ -200,6 +198,7 @@ class Core:
         if rm is None:
             return
         rm.state = RM.advance(rm.state, RMEvent.SHUTDOWN)
+        self.dropped_partitions += len(rm.partitions)
         rm.wipe()
         ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
                   f"resource manager {rm.id} unregistered: its partitions were removed",
@@ -223,6 +222,7 @@ class Core:
         rm.state = RM.advance(rm.state, event)
         note = f": {msg.reason}" if msg.reason else ""
         if rm.state is RMState.STOPPED:
+            self.dropped_partitions += len(rm.partitions)
             rm.wipe()
             note += "; its nodes, applications and allocations were removed"
         ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
@@ -270,8 +270,7 @@ class Core:
                       "configuration rejected, the active one stays: " + "; ".join(errors))
             return
         for name in [n for n in rm.partitions if n not in names]:
-            global WIPES
-            WIPES += 1
+            self.dropped_partitions += 1
             rm.partitions.pop(name).alive = False
         draining = []
         for pc in config.partitions:
