@@ -167,3 +167,49 @@ async def test_recovery_sends_apps_before_nodes_with_existing_allocations(nats_s
         await client.release([m.AllocationRelease(applicationID="a1", UUID="u-1", partitionName="default")])
         await rec.wait_for(lambda: rec.allocations)
         assert rec.allocations[0].allocationKey == "new-pod"
+
+
+def test_split_output_keeps_every_item_in_order_under_the_limit():
+    import msgspec
+
+    from ykbus.bus.service import split_output
+    from ykbus.si.codec import encode
+    msg = m.AllocationResponse(
+        new=[m.Allocation(allocationKey=f"k{i}", UUID=f"9-{i}", nodeID="n1", applicationID="a") for i in range(3000)],
+        rejected=[m.RejectedAllocationAsk("bad", "a", "why")])
+    parts = split_output(msg, "json", 40_000)
+    assert len(parts) > 1 and all(len(p) <= 40_000 - 4096 for p in parts)
+    decoded = [msgspec.json.decode(p, type=m.AllocationResponse) for p in parts]
+    assert [a.allocationKey for d in decoded for a in d.new] == [f"k{i}" for i in range(3000)]
+    assert sum(len(d.rejected) for d in decoded) == 1
+    assert split_output(msg, "json", 40_000) == parts  # deterministic: stable message ids
+    assert split_output(msg, "json", 10**8) == [encode(msg)]  # small enough: one message
+
+
+async def test_an_output_larger_than_the_max_payload_arrives_in_parts(tmp_path):
+    from ykbus.bus.server import NatsServer
+
+    with NatsServer(store_dir=str(tmp_path / "small"), max_payload=200_000) as server:
+        async with running_core(server.url), rm_client(server.url) as api:
+            rec = Recorder()
+            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=10**9)])
+            await client.add_applications([app("a1")])
+            tags = {"kubernetes.io/meta/podName": "x" * 200}
+            for b in range(3):
+                await client.add_asks([msgspec_replace(ask(f"b{b}-{i}", "a1", vcore=1), tags) for i in range(500)])
+            await rec.wait_for(lambda: len(rec.allocations) == 1500)
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        info = await js.stream_info(OUT_STREAM)
+        per_entry: dict[str, int] = {}
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            msg = await js.get_msg(OUT_STREAM, seq)
+            per_entry[msg.headers["Yk-In-Seq"]] = per_entry.get(msg.headers["Yk-In-Seq"], 0) + 1
+        await nc.close()
+        assert max(per_entry.values()) >= 2  # one entry's allocations went out in parts
+        assert sorted(a.allocationKey for a in rec.allocations) == sorted(f"b{b}-{i}" for b in range(3) for i in range(500))
+
+
+def msgspec_replace(struct, tags):
+    import msgspec
+    return msgspec.structs.replace(struct, tags=tags)

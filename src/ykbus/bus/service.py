@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import msgspec
 import nats
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
@@ -60,6 +61,25 @@ from ykbus.yamlload import load_yaml
 log = logging.getLogger("ykbus.core")
 FREEZE_EVERY = 1000  # entries between gc.freeze() calls
 FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
+
+
+def split_output(msg: Any, encoding: str, max_bytes: int) -> list[bytes]:
+    """`msg` encoded, as one message or, when it is larger than `max_bytes`, as several:
+    each list field is cut in halves until every part fits. Deterministic, so the message
+    ids `<in-seq>-<index>` of a replayed entry are the same."""
+    data = codec.encode(msg, encoding)
+    limit = max_bytes - 4096  # room for the headers
+    if len(data) <= limit:
+        return [data]
+    fields = {f: getattr(msg, f) for f in msg.__struct_fields__ if isinstance(getattr(msg, f), list)}
+    longest = max(fields, key=lambda f: len(fields[f]), default=None)
+    if longest is None or len(fields[longest]) < 2:
+        raise ValueError(f"an output of {len(data)} bytes cannot be split below {limit}")
+    items = fields[longest]
+    half = len(items) // 2
+    first = msgspec.structs.replace(msg, **{longest: items[:half]})
+    second = msgspec.structs.replace(msg, **{f: [] for f in fields if f != longest}, **{longest: items[half:]})
+    return split_output(first, encoding, max_bytes) + split_output(second, encoding, max_bytes)
 
 
 class LogGap(Exception):
@@ -90,7 +110,11 @@ class CoreService:
         self._stop = anyio.Event()
         self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
         self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
-        self._out_high = (0, -1)  # (in-seq, index) of the last output already on YK_OUT
+        # Outputs already on YK_OUT when we started: entries below `_out_floor` are all there;
+        # from it on, `_out_ids` holds the message ids that are (see `_published_outputs`).
+        self._out_floor = 0
+        self._out_ids: set[str] = set()
+        self.max_payload = 1 << 20
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0}
         self._dropped_seen = 0
         self._frozen_at = 0
@@ -114,7 +138,8 @@ class CoreService:
             self.store = await snapshot_store(self.js, s.limits.replicas)
             await self._load()
             await self._check_log_start()
-            self._out_high = await self._last_output()
+            self._out_floor, self._out_ids = await self._published_outputs()
+            self.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
             sub = await self.js.subscribe(
                 self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
@@ -162,13 +187,32 @@ class CoreService:
             raise LogGap(f"the input log starts at seq {first} but the core has applied only up to "
                          f"{self.core.last_seq}: entries {self.core.last_seq + 1}..{first - 1} are gone")
 
-    async def _last_output(self) -> tuple[int, int]:
+    async def _published_outputs(self) -> tuple[int, set[str]]:
+        """What a restart must not publish again. At most `publish_window` outputs are ever
+        unacknowledged, and a failed one is published again before more are sent past the
+        window, so every output older than the last 2 x window messages is stored: read the
+        ids of those last messages, and the in-seq below which nothing can be missing."""
         info = await self.js.stream_info(OUT_STREAM)
         if not info.state.messages:
-            return (0, -1)
-        msg = await self.js.get_msg(OUT_STREAM, info.state.last_seq)
-        seq, _, index = (msg.headers or {}).get(HDR_MSG_ID, "0--1").partition("-")
-        return (int(seq), int(index))
+            return 0, set()
+        last = info.state.last_seq
+        first = max(info.state.first_seq, last - 2 * self.settings.publish_window + 1)
+        ids: set[str] = set()
+        floor: int | None = None
+        sub = await self.js.subscribe(
+            self.subjects.outputs, stream=OUT_STREAM, ordered_consumer=True, headers_only=True,
+            config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first))
+        try:
+            async for msg in sub.messages:
+                headers = msg.headers or {}
+                ids.add(headers.get(HDR_MSG_ID, ""))
+                in_seq = int(headers.get(HDR_IN_SEQ, "0"))
+                floor = in_seq if floor is None else min(floor, in_seq)
+                if msg.metadata.sequence.stream >= last:
+                    break
+        finally:
+            await sub.unsubscribe()
+        return floor or 0, ids
 
     # --- the writer ------------------------------------------------------------------
 
@@ -210,24 +254,26 @@ class CoreService:
         gc.freeze()
 
     async def _publish(self, seq: int, outputs: list[Output]) -> None:
-        high_seq, high_index = self._out_high
-        pending = []
-        for index, out in enumerate(outputs):
+        """Send the outputs of entry `seq` (split so each fits NATS's max payload), skipping
+        those stored before a restart; acks are settled in a bounded window."""
+        index = -1
+        for out in outputs:
             if out.kind == "alloc":
                 self.stats["allocations"] += len(out.msg.new)
-            if seq < high_seq or (seq == high_seq and index <= high_index):
-                continue  # published before a restart
             rm = self.core.rms.get(out.rm)
             encoding = rm.encoding if rm is not None else "json"
-            headers = {HDR_MSG_ID: f"{seq}-{index}", HDR_IN_SEQ: str(seq)}
-            if encoding == "msgpack":
-                headers[HDR_CONTENT_TYPE] = MSGPACK
             subject = self.subjects.output(out.rm, out.kind)
-            data = codec.encode(out.msg, encoding)
-            future = await self.js.publish_async(subject, data, headers=headers)
-            self._inflight.append((future, subject, data, headers))
-            pending.append(future)
-        self.stats["outputs"] += len(pending)
+            for data in split_output(out.msg, encoding, self.max_payload):
+                index += 1
+                msg_id = f"{seq}-{index}"
+                if seq < self._out_floor or msg_id in self._out_ids:
+                    continue  # stored before a restart
+                headers = {HDR_MSG_ID: msg_id, HDR_IN_SEQ: str(seq)}
+                if encoding == "msgpack":
+                    headers[HDR_CONTENT_TYPE] = MSGPACK
+                future = await self.js.publish_async(subject, data, headers=headers)
+                self._inflight.append((future, subject, data, headers))
+                self.stats["outputs"] += 1
         await self._settle(self.settings.publish_window)
 
     async def _settle(self, window: int) -> None:
