@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import anyio
@@ -20,7 +21,8 @@ from ykbus.bus.server import NatsServer
 from ykbus.si import messages as m
 
 CONFIG = "partitions: [{name: default, queues: [{name: root, queues: [{name: q}]}]}]"
-CORE = [sys.executable, "-m", "ykbus.cli", "core", "--tick", "3600", "--rm-pause", "600"]
+SNAPSHOTS = tempfile.mkdtemp(prefix="ykbus-snap-")  # the core keeps a local copy of its snapshot here
+CORE = [sys.executable, "-m", "ykbus.cli", "core", "--tick", "3600", "--rm-pause", "600", "--snapshot-dir", SNAPSHOTS]
 
 
 def res(**q: int) -> m.Resource:

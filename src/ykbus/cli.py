@@ -86,6 +86,7 @@ def _service_settings(args: argparse.Namespace):
         snapshot_every=args.snapshot_every, heartbeat_pause_s=args.rm_pause, heartbeat_stop_s=args.rm_stop,
         limits=StreamLimits(in_max_bytes=args.in_max_bytes, out_max_bytes=args.out_max_bytes,
                             out_max_age_s=args.out_max_age, replicas=args.replicas),
+        snapshot_dir=args.snapshot_dir,
     )
 
 
@@ -103,6 +104,9 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-max-bytes", type=int, default=1 << 30, metavar="B", help="size limit of YK_OUT")
     p.add_argument("--out-max-age", type=float, default=7 * 24 * 3600, metavar="S", help="age limit of YK_OUT")
     p.add_argument("--replicas", type=int, default=1, help="stream replicas (3 on a NATS cluster)")
+    p.add_argument("--snapshot-dir", metavar="DIR",
+                   help="keep a copy of the latest snapshot here; a start reads it instead of downloading it "
+                        "when its digest matches the object store's")
     p.add_argument("--log-level", default="info")
 
 

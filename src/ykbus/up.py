@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -21,6 +22,7 @@ def up(args: argparse.Namespace) -> int:
     settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
     with NatsServer(store_dir=args.data, sync_always=args.sync_always) as server:
         settings.nats_url = server.url
+        settings.snapshot_dir = settings.snapshot_dir or os.path.join(server.store_dir, "snapshots")
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
         anyio.run(_run, settings, args.duration)
     print("ykbus up: stopped", flush=True)

@@ -14,6 +14,7 @@ from ykbus.bus.subjects import IN_STREAM, OUT_STREAM, SNAPSHOT_BUCKET
 from ykbus.log.jsonl import read_entries
 from ykbus.log.replay import replay
 from ykbus.si import codec
+from ykbus.si import messages as m
 
 pytestmark = pytest.mark.anyio
 
@@ -220,3 +221,36 @@ async def test_a_gap_in_the_input_log_stops_the_core_with_the_missing_range(nats
     assert core.proc.wait(timeout=30) == 3
     err = core.proc.stderr.read().decode()
     assert "the input log has a gap" in err and f"input seq {last} follows {last - 2}" in err
+
+
+async def test_restart_reads_the_local_snapshot_copy_only_when_its_digest_matches(nats_server, tmp_path):
+    snaps = tmp_path / "snaps"
+    flags = ("--snapshot-dir", str(snaps), "--rm-pause", "600")
+    core = CoreProcess(nats_server.url, *flags).start()
+    async with rm_client(nats_server.url) as rm:
+        rec = Recorder()
+        client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=2000)])
+        await client.add_applications([app("a1")])
+        await client.add_asks([ask("k1", "a1", vcore=1500)])
+        await rec.wait_for(lambda: rec.allocations)
+        await wait_until_applied(nats_server.url)
+        assert core.terminate() == 0
+        assert (snaps / "core.snap").exists()
+
+        def loaded_from(proc):
+            lines = [json.loads(x) for x in proc.proc.stderr.read().decode().splitlines() if '"snapshot loaded"' in x]
+            return lines[0]["from"]
+
+        core = CoreProcess(nats_server.url, *flags).start()
+        await client.add_asks([ask("k2", "a1", vcore=1000)])  # 500 free: waits, the state came back
+        await rec.wait_for(lambda: rec.states)
+        core.terminate()
+        assert loaded_from(core) == "local copy"
+
+        (snaps / "core.snap").write_bytes(b"not the snapshot the store holds")
+        core = CoreProcess(nats_server.url, *flags).start()
+        await client.release([m.AllocationRelease(applicationID="a1", UUID=rec.allocations[0].UUID,
+                                                  partitionName="default")])
+        await rec.wait_for(lambda: any(a.allocationKey == "k2" for a in rec.allocations))
+        core.terminate()
+        assert loaded_from(core) == "object store"

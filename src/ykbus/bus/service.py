@@ -25,10 +25,13 @@ Theory of operation
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import gc
+import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +64,11 @@ from ykbus.yamlload import load_yaml
 log = logging.getLogger("ykbus.core")
 FREEZE_EVERY = 1000  # entries between gc.freeze() calls
 FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
+
+
+def snapshot_digest(data: bytes) -> str:
+    """The digest a JetStream object store records for `data`."""
+    return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
 
 
 def split_output(msg: Any, encoding: str, max_bytes: int) -> list[bytes]:
@@ -98,6 +106,7 @@ class ServiceSettings:
     limits: StreamLimits = field(default_factory=StreamLimits)
     publish_retries: int = 60
     publish_window: int = 2000  # output publishes awaiting their ack, across entries
+    snapshot_dir: str | None = None  # also keep the latest snapshot here (read if its digest matches)
 
 
 class CoreService:
@@ -127,18 +136,28 @@ class CoreService:
 
     async def run(self) -> None:
         s = self.settings
+        t0 = time.perf_counter()
+        phases: dict[str, float] = {}
+
+        def mark(name: str) -> None:
+            phases[name] = round(1000 * (time.perf_counter() - t0), 1)
+
         self.nc = await nats.connect(
             servers=[s.nats_url], name="ykbus-core", max_reconnect_attempts=-1, reconnect_time_wait=0.5,
             error_cb=self._nats_error, disconnected_cb=self._nats_disconnected,
             reconnected_cb=self._nats_reconnected,
         )
         self.js = self.nc.jetstream(timeout=10)
+        mark("connected_ms")
         try:
             await ensure_streams(self.js, self.subjects, s.limits)
             self.store = await snapshot_store(self.js, s.limits.replicas)
+            mark("streams_ms")
             await self._load()
+            mark("snapshot_ms")
             await self._check_log_start()
             self._out_floor, self._out_ids = await self._published_outputs()
+            mark("outputs_scanned_ms")
             self.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
             sub = await self.js.subscribe(
@@ -150,7 +169,8 @@ class CoreService:
             now = time.monotonic()
             for rm in self.core.rms:
                 self._heard[rm] = now
-            log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix}})
+            mark("ready_ms")
+            log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix, **phases}})
             self.started.set()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
@@ -166,19 +186,40 @@ class CoreService:
 
     # --- start-up --------------------------------------------------------------------
 
-    async def _load(self) -> None:
+    def _local_snapshot(self) -> str | None:
+        d = self.settings.snapshot_dir
+        return os.path.join(d, "core.snap") if d else None
+
+    async def _fetch_snapshot(self) -> tuple[bytes, str] | None:
+        """The latest snapshot: the local copy when its SHA-256 is the stored object's (no
+        download), else the object itself."""
         try:
-            found = await self.store.get(SNAPSHOT_OBJECT)
+            info = await self.store.get_info(SNAPSHOT_OBJECT)
         except (NotFoundError, ObjectNotFoundError):
+            return None
+        local = self._local_snapshot()
+        if local and os.path.exists(local):
+            with open(local, "rb") as f:
+                data = f.read()
+            if snapshot_digest(data) == info.digest:
+                return data, "local copy"
+        found = await self.store.get(SNAPSHOT_OBJECT)
+        return found.data, "object store"
+
+    async def _load(self) -> None:
+        fetched = await self._fetch_snapshot()
+        if fetched is None:
             log.info("no snapshot: replaying the log from the start")
             return
+        data, source = fetched
         t0 = time.perf_counter()
-        core = load_snapshot(found.data, load_yaml)
+        core = load_snapshot(data, load_yaml)
         core._override = self.settings.queues
         self.core = core
         gc.freeze()  # the loaded state is long-lived
         log.info("snapshot loaded", extra={"fields": {
-            "last_seq": core.last_seq, "bytes": len(found.data), "ms": round(1000 * (time.perf_counter() - t0), 1)}})
+            "last_seq": core.last_seq, "bytes": len(data), "from": source,
+            "ms": round(1000 * (time.perf_counter() - t0), 1)}})
 
     async def _check_log_start(self) -> None:
         info = await self.js.stream_info(IN_STREAM)
@@ -307,6 +348,12 @@ class CoreService:
         t0 = time.perf_counter()
         data = dump_snapshot(self.core)
         await self.store.put(SNAPSHOT_OBJECT, data)
+        local = self._local_snapshot()
+        if local:  # a copy beside the store makes the next start skip the download
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with open(local + ".tmp", "wb") as f:
+                f.write(data)
+            os.replace(local + ".tmp", local)
         self.applied_since_snapshot = 0
         log.info("snapshot written", extra={"fields": {
             "last_seq": self.core.last_seq, "bytes": len(data), "ms": round(1000 * (time.perf_counter() - t0), 1)}})
