@@ -63,6 +63,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config_validate(args: argparse.Namespace) -> int:
+    """Validate a queues.yaml: every error with its path; exit 1 when there is any."""
+    import json
+
+    from ykbus.core.config import parse_config
+    from ykbus.yamlload import load_yaml
+
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            errors = []
+            parse_config(load_yaml(f.read()))
+    except ConfigError as exc:
+        errors = exc.errors
+    except ValueError as exc:
+        errors = [f"not valid YAML: {exc}"]
+    except OSError as exc:
+        errors = [f"cannot read: {exc.strerror}"]
+    if args.json:
+        print(json.dumps({"file": args.file, "valid": not errors, "errors": errors}))
+    elif errors:
+        print(f"{args.file}: {len(errors)} error{'s' if len(errors) > 1 else ''}", file=sys.stderr)
+        for error in errors:
+            print(f"  {error}", file=sys.stderr)
+    else:
+        print(f"{args.file}: valid")
+    return 1 if errors else 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     import os
 
@@ -227,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="replay the bundled example log and print the decisions")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("config", help="queue configuration tools")
+    config = p.add_subparsers(dest="action", required=True)
+    v = config.add_parser("validate", help="check a queues.yaml: every error with its path, exit 1 if any")
+    v.add_argument("file", metavar="FILE.yaml")
+    v.add_argument("--json", action="store_true", help='one JSON object: {"file", "valid", "errors"}')
+    v.set_defaults(func=cmd_config_validate)
 
     p = sub.add_parser("schema", help="write the JSON Schemas of the wire messages")
     p.add_argument("--dir", default="schemas")

@@ -1,0 +1,40 @@
+"""`ykbus config validate`, as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+
+def validate(path, *flags):
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", "config", "validate", str(path), *flags],
+                          capture_output=True, text=True)
+
+
+def test_valid_configuration(tmp_path):
+    f = tmp_path / "queues.yaml"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: a\n")
+    proc = validate(f)
+    assert proc.returncode == 0 and "valid" in proc.stdout
+    assert json.loads(validate(f, "--json").stdout) == {"file": str(f), "valid": True, "errors": []}
+
+
+def test_every_error_with_its_path_and_exit_1(tmp_path):
+    f = tmp_path / "queues.yaml"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n"
+                 "        resources: {max: {vcore: 1}}\n        queues:\n          - name: a.b\n")
+    proc = validate(f)
+    assert proc.returncode == 1
+    assert "2 errors" in proc.stderr
+    assert "partitions[0].queues[0].resources: resources cannot be set on the root queue" in proc.stderr
+    assert "partitions[0].queues[0].queues[0].name: queue name 'a.b' contains a dot" in proc.stderr
+    out = json.loads(validate(f, "--json").stdout)
+    assert out["valid"] is False and len(out["errors"]) == 2
+
+
+def test_yaml_syntax_error_and_missing_file(tmp_path):
+    f = tmp_path / "broken.yaml"
+    f.write_text("partitions: [\n")
+    proc = validate(f)
+    assert proc.returncode == 1 and "not valid YAML" in proc.stderr
+    proc = validate(tmp_path / "nope.yaml")
+    assert proc.returncode == 1 and "cannot read" in proc.stderr
