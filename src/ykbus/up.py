@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -38,17 +39,31 @@ async def _run(settings: ServiceSettings, duration: float) -> None:
             await service.started.wait()
         print("ykbus up: core ready; RMs 'k8s' (kubernetes-like) and 'batch' (yarn-like) connecting. Ctrl-C stops.",
               flush=True)
+        stopping = anyio.Event()
         async with anyio.create_task_group() as tg:
             for rm in rms:
-                tg.start_soon(rm.run)
+                tg.start_soon(_run_rm, rm, stopping)
             tg.start_soon(_progress, service, rms)
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 with anyio.move_on_after(duration or None):
                     async for _ in signals:
                         break
             print("\nykbus up: stopping (the core writes a snapshot)", flush=True)
+            stopping.set()
             tg.cancel_scope.cancel()
         service.stop()
+
+
+async def _run_rm(rm, stopping: anyio.Event) -> None:
+    """A demo RM. While running, its errors stop `ykbus up`; once stopping, an error from
+    tearing down its connection (seen rarely: a write on a closing transport) is only logged."""
+    try:
+        await rm.run()
+    except Exception as exc:  # noqa: BLE001 - only swallowed after the shutdown began
+        if not stopping.is_set():
+            raise
+        logging.getLogger("ykbus.up").info("demo RM stopped with an error during shutdown",
+                                           extra={"fields": {"rm": rm.rm_id, "error": repr(exc)}})
 
 
 async def _progress(service: CoreService, rms: list) -> None:
