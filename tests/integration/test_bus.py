@@ -213,3 +213,18 @@ async def test_an_output_larger_than_the_max_payload_arrives_in_parts(tmp_path):
 def msgspec_replace(struct, tags):
     import msgspec
     return msgspec.structs.replace(struct, tags=tags)
+
+
+async def test_in_process_ticks_fire_timers():
+    """Regression: InProcessScheduler.tick() raised (the core looked for a tick handler)."""
+    now = [10**18]
+    api = InProcessScheduler(clock=lambda: now[0])
+    rec = Recorder()
+    client = await start_rm(api, "emb", rec, nodes=[node("n1", vcore=2000)], apps=[app("a1")])
+    await client.add_asks([ask("k", "a1", vcore=1000)])
+    await client.release([m.AllocationRelease(applicationID="a1", UUID=rec.allocations[0].UUID,
+                                              partitionName="default")])
+    now[0] += 31 * 10**9  # past the 30 s completing timeout
+    await api.tick()
+    states = [u.state for r in rec.app for u in r.updated]
+    assert states[-2:] == ["Completing", "Completed"]

@@ -131,7 +131,7 @@ class InProcessScheduler(SchedulerAPI):
     async def _apply(self, kind: str, msg: Any, rm: str | None = None) -> list[Any]:
         rm = self.rm if rm is None else rm
         entry = Entry(seq=self.core.last_seq + 1, ts=max(self.clock(), self.core.now), rm=rm, kind=kind)
-        outputs = self.core.apply(entry, codec.as_decoded(kind, msg))
+        outputs = self.core.apply(entry, None if msg is None else codec.as_decoded(kind, msg))
         for out in outputs:
             callback = self.callbacks.get(out.rm)
             if callback is not None and out.kind != "register":
@@ -163,7 +163,8 @@ class InProcessScheduler(SchedulerAPI):
         await self._apply("unregister", m.UnregisterRequest())
 
     async def tick(self) -> None:
-        await self._apply("tick", m.UnregisterRequest(), rm="")
+        """Let time pass (timers fire): the in-process stand-in for the service's tick entries."""
+        await self._apply("tick", None, rm="")
 
 
 # --- over NATS -------------------------------------------------------------------------

@@ -113,7 +113,7 @@ class Core:
         self.now = max(self.now, entry.ts)
         ctx = Outbox(entry.seq, self.now)
         self._fire_timers(ctx)
-        if decoded is None:
+        if decoded is None or entry.kind == "tick":  # a tick has no body to hand over
             self._dispatch(entry, ctx)
         else:
             getattr(self, f"_on_{entry.kind}")(entry, decoded, ctx)
