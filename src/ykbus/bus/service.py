@@ -414,12 +414,13 @@ class CoreService:
         if verb == "health":
             return {"status": "ok", "lastSeq": self.core.last_seq, "stats": dict(self.stats),
                     "rms": {r.id: r.state.value for r in self.core.rms.values()}}
-        dump = self.core.dump()
-        if verb == "state":
-            return dump
         sections = {"partitions": None, "queues": "queues", "applications": "applications", "nodes": "nodes"}
+        if verb == "state":
+            return self.core.dump()
         if verb not in sections:
             raise ValueError(f"unknown verb {verb!r}: expected health, state, {', '.join(sections)}")
+        wanted = sections[verb]
+        dump = self.core.dump(sections=(wanted,) if wanted else ())
         want_rm, want_part = request.get("rm"), request.get("partition")
         out: dict[str, Any] = {}
         for rm_id, rm in dump["rms"].items():
@@ -430,9 +431,7 @@ class CoreService:
                     continue
                 key = sections[verb]
                 if key is None:
-                    value = {"nodeSortPolicy": part["nodeSortPolicy"], "total": part["total"],
-                             "queues": len(part["queues"]), "nodes": len(part["nodes"]),
-                             "applications": len(part["applications"]), "allocations": len(part["allocations"])}
+                    value = {"nodeSortPolicy": part["nodeSortPolicy"], "total": part["total"], **part["counts"]}
                 else:
                     value = part[key]
                 out.setdefault(rm_id, {})[name] = value

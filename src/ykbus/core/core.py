@@ -536,16 +536,16 @@ class Core:
 
     # --- read side -------------------------------------------------------------------
 
-    def dump(self) -> dict[str, Any]:
-        """A plain, deterministic projection of the whole state (read API, tests)."""
+    def dump(self, sections: tuple[str, ...] = ("queues", "nodes", "applications", "terminated", "allocations"),
+             ) -> dict[str, Any]:
+        """A plain, deterministic projection of the state (read API, tests). `sections`
+        limits what is built per partition (counts of everything are always there)."""
         out: dict[str, Any] = {"last_seq": self.last_seq, "now": self.now, "rms": {}}
         for rm in self.rms.values():
             parts = {}
             for p in rm.partitions.values():
-                parts[p.name] = {
-                    "nodeSortPolicy": p.node_sort.value,
-                    "total": dict(p.total),
-                    "queues": {
+                full = {
+                    "queues": lambda p=p: {
                         q.path: {
                             "leaf": q.leaf, "draining": q.draining, "drainingSince": q.draining_since,
                             "guaranteed": q.guaranteed, "max": q.max, "maxApplications": q.maxapps,
@@ -554,13 +554,13 @@ class Core:
                             "applications": list(q.apps),
                         } for q in p.queues.values()
                     },
-                    "nodes": {
+                    "nodes": lambda p=p: {
                         n.id: {"state": n.state.value, "capacity": dict(n.capacity),
                                "occupied": dict(n.occupied), "allocated": dict(n.allocated),
                                "attributes": dict(n.attributes), "allocations": list(n.allocations)}
                         for n in p.nodes.values()
                     },
-                    "applications": {
+                    "applications": lambda p=p: {
                         a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
                                "allocated": dict(a.allocated), "pending": dict(a.pending),
                                "maxPriority": a.max_priority,
@@ -571,12 +571,19 @@ class Core:
                                "allocations": list(a.allocations)}
                         for a in p.apps.values()
                     },
-                    "terminated": {k: v.value for k, v in p.terminated.items()},
-                    "allocations": {
+                    "terminated": lambda p=p: {k: v.value for k, v in p.terminated.items()},
+                    "allocations": lambda p=p: {
                         u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
                             "resource": dict(a.resource)}
                         for u, a in p.allocations.items()
                     },
+                }
+                parts[p.name] = {
+                    "nodeSortPolicy": p.node_sort.value,
+                    "total": dict(p.total),
+                    "counts": {"queues": len(p.queues), "nodes": len(p.nodes), "applications": len(p.apps),
+                               "allocations": len(p.allocations)},
+                    **{name: full[name]() for name in sections},
                 }
             out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,
                                  "encoding": rm.encoding, "partitions": parts}
