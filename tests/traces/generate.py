@@ -196,10 +196,44 @@ def bad_input(log: LogBuilder):
     yield log.apps(app("a2", "prod"))
 
 
+def placement(log: LogBuilder):
+    yield log.register("""
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+      - name: user
+        create: true
+        parent: {name: fixed, value: root.users}
+        filter: {type: deny, users: ['svc-.*']}
+      - name: tag
+        value: namespace
+        create: true
+      - name: primaryGroup
+        create: true
+        parent: {name: fixed, value: root.groups}
+    queues:
+      - name: root
+        queues:
+          - name: prod
+          - name: users
+            parent: true
+          - name: groups
+            parent: true
+""")
+    yield log.nodes(node("n1", vcore=8000, memory=8 * GB))
+    yield log.apps(app("a", "root.prod", user="alice"), app("b", "", user="bob.smith"),
+                   app("c", "", user="svc-etl", tags={"namespace": "etl"}),
+                   app("d", "root.nope", user="svc-x", groups=["ml"]), app("e", "", user="svc-y"))
+    yield log.asks(ask("kb", "b", vcore=1000), ask("kc", "c", vcore=1000))
+    yield log.remove_apps("b", "c")
+    yield log.apps(app("b2", "", user="bob.smith"))
+
+
 TRACES = {
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
-    "bad-input": bad_input,
+    "bad-input": bad_input, "placement": placement,
 }
 
 

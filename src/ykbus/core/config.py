@@ -103,6 +103,25 @@ class QueueConfig(msgspec.Struct, frozen=True):
     queues: list[QueueConfig]
 
 
+class RuleFilter(msgspec.Struct, frozen=True):
+    """Who a placement rule applies to. A list of exactly one entry is a regular expression."""
+
+    type: str = "allow"
+    users: list[str] = msgspec.field(default_factory=list)
+    groups: list[str] = msgspec.field(default_factory=list)
+
+
+class PlacementRule(msgspec.Struct, frozen=True):
+    name: str
+    create: bool = False
+    value: str = ""
+    parent: PlacementRule | None = None
+    filter: RuleFilter = msgspec.field(default_factory=RuleFilter)
+
+
+RULE_NAMES = ("provided", "user", "fixed", "tag", "primarygroup", "secondarygroup")
+
+
 class NodeSortConfig(msgspec.Struct, frozen=True):
     type: NodeSortPolicy = NodeSortPolicy.FAIR
     resourceweights: dict[str, float] = msgspec.field(
@@ -114,8 +133,8 @@ class PartitionConfig(msgspec.Struct, frozen=True):
     name: str
     root: QueueConfig
     nodesortpolicy: NodeSortConfig
-    # Kept verbatim for the configuration issue (placement, limits, preemption).
-    placementrules: list[Any] = msgspec.field(default_factory=list)
+    placementrules: list[PlacementRule] = msgspec.field(default_factory=list)
+    # Kept verbatim for later (limits, preemption).
     limits: list[Any] = msgspec.field(default_factory=list)
     preemption: dict[str, Any] = msgspec.field(default_factory=dict)
 
@@ -325,6 +344,47 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
         _check_tree(child, f"{path}.queues[{i}]", errors, below, q.maxapplications or maxapps)
 
 
+_RULE_KEYS = {"name", "create", "value", "parent", "filter"}
+_FILTER_KEYS = {"type", "users", "groups"}
+
+
+def _names(obj: object, path: str, errors: _Errors) -> list[str]:
+    items = _sequence(obj, path, errors)
+    out = [str(x) for x in items]
+    if len(out) == 1:
+        try:
+            re.compile(out[0])
+        except re.error as exc:
+            errors.add(path, f"not a regular expression: {exc}")
+    return out
+
+
+def _rule(obj: object, path: str, errors: _Errors) -> PlacementRule | None:
+    raw = _mapping(obj, path, errors)
+    if raw is None:
+        return None
+    errors.keys(raw, _RULE_KEYS, path)
+    name = str(raw.get("name", "")).strip().lower()
+    if name not in RULE_NAMES:
+        errors.add(f"{path}.name", f"unknown placement rule {raw.get('name')!r}: expected one of {', '.join(RULE_NAMES)}")
+    create = raw.get("create", False)
+    if not isinstance(create, bool):
+        errors.add(f"{path}.create", f"expected true or false, got {create!r}")
+        create = False
+    value = "" if raw.get("value") is None else str(raw.get("value"))
+    if name in ("fixed", "tag") and not value:
+        errors.add(f"{path}.value", f"the {name} rule needs a value")
+    parent = _rule(raw["parent"], f"{path}.parent", errors) if raw.get("parent") is not None else None
+    flt = _mapping(raw.get("filter"), f"{path}.filter", errors) or {}
+    errors.keys(flt, _FILTER_KEYS, f"{path}.filter")
+    ftype = str(flt.get("type") or "allow").strip().lower()
+    if ftype not in ("allow", "deny"):
+        errors.add(f"{path}.filter.type", f"unknown value {flt.get('type')!r}: expected allow or deny")
+    return PlacementRule(name=name, create=create, value=value, parent=parent, filter=RuleFilter(
+        type=ftype, users=_names(flt.get("users"), f"{path}.filter.users", errors),
+        groups=_names(flt.get("groups"), f"{path}.filter.groups", errors)))
+
+
 def _nodesort(obj: object, path: str, errors: _Errors) -> NodeSortConfig:
     raw = _mapping(obj, path, errors) or {}
     errors.keys(raw, _NODESORT_KEYS, path)
@@ -378,7 +438,8 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
         name=name.lower(),
         root=root,
         nodesortpolicy=_nodesort(raw.get("nodesortpolicy"), f"{path}.nodesortpolicy", errors),
-        placementrules=_sequence(raw.get("placementrules"), f"{path}.placementrules", errors),
+        placementrules=[r for i, item in enumerate(_sequence(raw.get("placementrules"), f"{path}.placementrules", errors))
+                        if (r := _rule(item, f"{path}.placementrules[{i}]", errors)) is not None],
         limits=_sequence(raw.get("limits"), f"{path}.limits", errors),
         preemption=_mapping(raw.get("preemption"), f"{path}.preemption", errors) or {},
     )

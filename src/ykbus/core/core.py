@@ -321,11 +321,9 @@ class Core:
             return f"partition {msg.partitionName!r} does not exist"
         if msg.applicationID in part.apps:
             return f"application {msg.applicationID} already exists"
-        if not msg.queueName:
-            return "queueName is empty and no placement rule applies"
-        queue = part.resolve_queue(msg.queueName)
+        queue, reason = part.place(msg)
         if queue is None:
-            return f"queue {msg.queueName!r} does not exist"
+            return reason
         if not queue.leaf:
             return f"queue {queue.path} is a parent queue: applications go to leaf queues"
         if queue.draining:

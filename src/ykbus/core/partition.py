@@ -38,6 +38,7 @@ depend on changes; priorities follow the seed's O(1) add / O(n) remove rule.
 from __future__ import annotations
 
 import heapq
+import re
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -48,11 +49,14 @@ from ykbus.core.config import (
     PROP_PRIORITY_POLICY,
     PROP_SORT_POLICY,
     PROP_SORT_PRIORITY,
+    QUEUE_NAME,
     AppSortPolicy,
     NodeSortPolicy,
     PartitionConfig,
+    PlacementRule,
     PriorityPolicy,
     QueueConfig,
+    RuleFilter,
     SortPriority,
     parse_offset,
 )
@@ -86,6 +90,28 @@ FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes 
 
 def _clamp(value: int) -> int:
     return max(INT32_MIN, min(INT32_MAX, value))
+
+
+DOT = "_dot_"  # replaces "." in a queue name part generated from a user, group or tag
+
+
+def _full_path(name: str) -> str:
+    path = name.strip().lower()
+    return path if path == "root" or path.startswith("root.") else f"root.{path}"
+
+
+def _matches(names: list[str], candidates: list[str]) -> bool:
+    if len(names) == 1:
+        return any(re.fullmatch(names[0], c) for c in candidates)
+    return any(c in names for c in candidates)
+
+
+def _filter_allows(flt: RuleFilter, user: str, groups: list[str]) -> bool:
+    """Whether a rule applies: with no users and no groups listed, to everyone."""
+    if not flt.users and not flt.groups:
+        return flt.type != "deny"
+    hit = _matches(flt.users, [user]) or _matches(flt.groups, groups)
+    return hit if flt.type == "allow" else not hit
 
 
 def fmt_res(res: Res) -> str:
@@ -354,7 +380,7 @@ class Partition:
         self._configure(self.root, config.root, True, seen)
         draining = []
         for path, queue in list(self.queues.items()):
-            if path not in seen and not queue.draining:
+            if path not in seen and queue.managed and not queue.draining:
                 queue.draining = True
                 queue.draining_since = ts
                 draining.append(path)
@@ -371,6 +397,7 @@ class Partition:
 
     def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
         q.configure(qc, inherited)
+        q.managed = True  # configured now, even if a placement rule had created it
         if q.draining:
             q.draining = False
             q.draining_since = 0
@@ -406,7 +433,8 @@ class Partition:
         return errors
 
     def _remove_if_empty(self, q: Queue) -> None:
-        while q.parent is not None and q.draining and not q.apps and not q.children:
+        """Remove a draining or unmanaged queue once empty, then its parent likewise."""
+        while q.parent is not None and (q.draining or not q.managed) and not q.apps and not q.children:
             del q.parent.children[q.name]
             del self.queues[q.path]
             q = q.parent
@@ -414,10 +442,84 @@ class Partition:
     # --- lookups ---------------------------------------------------------------------
 
     def resolve_queue(self, name: str) -> Queue | None:
-        path = name.strip().lower()
-        if path != "root" and not path.startswith("root."):
-            path = f"root.{path}"
-        return self.queues.get(path)
+        return self.queues.get(_full_path(name))
+
+    # --- placement (seed: scheduler-configuration, placement rules) -------------------
+
+    def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
+        """The leaf queue for a new application, or None and why. Without rules the
+        application goes to the queue it names; with rules, the first rule that yields a
+        usable leaf wins (creating an unmanaged queue where the rule says `create`)."""
+        rules = self.config.placementrules
+        if not rules:
+            if not msg.queueName:
+                return None, "queueName is empty and no placement rule applies"
+            queue = self.resolve_queue(msg.queueName)
+            if queue is None:
+                return None, f"queue {msg.queueName!r} does not exist"
+            return queue, ""
+        self._created: list[Queue] = []
+        chosen: Queue | None = None
+        for rule in rules:
+            chosen = self._place_by(rule, msg, leaf=True)
+            if chosen is not None:
+                break
+        keep = chosen.ancestry() if chosen is not None else []
+        for queue in reversed(self._created):  # what failed attempts made goes again
+            if queue not in keep:
+                self._remove_if_empty(queue)
+        if chosen is not None:
+            return chosen, ""
+        names = ", ".join(r.name for r in rules)
+        return None, f"no placement rule placed the application (rules: {names})"
+
+    def _place_by(self, rule: PlacementRule, msg: m.AddApplicationRequest, leaf: bool) -> Queue | None:
+        """The queue `rule` names (a leaf, or a parent for a parent rule), made if allowed."""
+        if not _filter_allows(rule.filter, msg.ugi.user, list(msg.ugi.groups)):
+            return None
+        for name in self._rule_names(rule, msg):
+            if rule.parent is not None:
+                parent = self._place_by(rule.parent, msg, leaf=False)
+                if parent is None:
+                    return None
+                path = f"{parent.path}.{name.replace('.', DOT).lower()}"
+            else:
+                path = _full_path(name)
+            queue = self.queues.get(path)
+            if queue is None and rule.create:
+                queue = self._create_unmanaged(path, leaf)
+            if queue is not None and queue.leaf == leaf and not queue.draining:
+                return queue
+        return None
+
+    def _rule_names(self, rule: PlacementRule, msg: m.AddApplicationRequest) -> list[str]:
+        """The queue names a rule proposes, in order (generated parts get `.` -> `_dot_`)."""
+        groups = list(msg.ugi.groups)
+        if rule.name == "provided":
+            return [msg.queueName] if msg.queueName else []
+        if rule.name == "fixed":
+            return [rule.value]
+        if rule.name == "user":
+            return [msg.ugi.user.replace(".", DOT)] if msg.ugi.user else []
+        if rule.name == "tag":
+            tag = msg.tags.get(rule.value, "")
+            return [tag.replace(".", DOT)] if tag else []
+        if rule.name == "primarygroup":
+            return [groups[0].replace(".", DOT)] if groups else []
+        return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places
+
+    def _create_unmanaged(self, path: str, leaf: bool) -> Queue | None:
+        parent_path, _, name = path.rpartition(".")
+        parent = self.queues.get(parent_path)
+        if parent is None or parent.leaf or parent.draining or not QUEUE_NAME.match(name):
+            return None
+        queue = Queue(name, parent)
+        queue.configure(QueueConfig(name, not leaf, {}, {}, 0, {}, None, None, []), parent.sort_priority)
+        queue.managed = False
+        parent.children[name] = queue
+        self.queues[queue.path] = queue
+        self._created.append(queue)
+        return queue
 
     # --- nodes -----------------------------------------------------------------------
 

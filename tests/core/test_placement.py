@@ -1,0 +1,119 @@
+"""Placement rules and unmanaged queues (seed: scheduler-configuration)."""
+
+import pytest
+
+from tests.conftest import Harness, msgs
+from ykbus.core.config import ConfigError, parse_config
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.build import app, ask
+from ykbus.yamlload import load_yaml
+
+RULES = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+      - name: user
+        create: true
+        parent: {name: fixed, value: root.users}
+        filter: {type: deny, users: ['svc-.*']}
+      - name: tag
+        value: namespace
+        create: true
+      - name: primaryGroup
+        create: true
+        parent: {name: fixed, value: root.groups}
+    queues:
+      - name: root
+        queues:
+          - name: prod
+          - name: users
+            parent: true
+          - name: groups
+            parent: true
+"""
+
+
+def queues(h):
+    return h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["queues"]
+
+
+def placed(h, *apps):
+    outs = h.do(h.log.apps(*apps))
+    reply = msgs(outs, "app")[0]
+    found = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]
+    return {a.applicationID: found[a.applicationID]["queue"] for a in reply.accepted}, \
+        {r.applicationID: r.reason for r in reply.rejected}
+
+
+def test_first_matching_rule_wins_and_creates_unmanaged_queues():
+    h = Harness()
+    h.setup(RULES, n1={"vcore": 4000})
+    ok, rejected = placed(h,
+                          app("a", "root.prod", user="alice"),          # provided, exists
+                          app("b", "", user="bob.smith"),               # user under root.users, dot replaced
+                          app("c", "", user="svc-etl", tags={"namespace": "etl"}),  # user denied -> tag
+                          app("d", "root.nope", user="svc-x", groups=["ml", "x"]),  # provided fails -> group
+                          app("e", "", user="svc-y"))                   # nothing applies
+    assert ok == {"a": "root.prod", "b": "root.users.bob_dot_smith", "c": "root.etl", "d": "root.groups.ml"}
+    assert rejected == {"e": "no placement rule placed the application (rules: provided, user, tag, primarygroup)"}
+    assert "root.nope" not in queues(h)
+
+
+def test_unmanaged_queue_goes_when_empty_and_a_reload_does_not_drain_it():
+    h = Harness()
+    h.setup(RULES, n1={"vcore": 4000})
+    placed(h, app("b", "", user="bob"))
+    h.do(h.log.asks(ask("k", "b", vcore=1000)))
+    h.do(h.log.config(RULES))
+    assert queues(h)["root.users.bob"]["draining"] is False
+    h.do(h.log.remove_apps("b"))
+    assert "root.users.bob" not in queues(h) and "root.users" in queues(h)
+
+
+def test_failed_attempt_leaves_no_queue_behind():
+    cfg = RULES.replace("      - name: provided\n", "      - name: user\n        create: true\n"
+                        "        parent: {name: tag, value: team, create: true}\n"
+                        "        filter: {users: ['nobody-matches-this']}\n      - name: provided\n")
+    h = Harness()
+    h.setup(cfg)
+    # the first rule's filter does not match, the second places: no root.<team> appears
+    ok, _ = placed(h, app("a", "root.prod", user="alice", tags={"team": "t1"}))
+    assert ok == {"a": "root.prod"} and "root.t1" not in queues(h)
+
+
+def test_secondary_group_takes_the_first_group_that_places():
+    cfg = RULES.replace("      - name: primaryGroup\n        create: true\n", "      - name: secondaryGroup\n")
+    cfg = cfg.replace("          - name: groups\n            parent: true\n",
+                      "          - name: groups\n            queues: [{name: dev}]\n")
+    h = Harness()
+    h.setup(cfg)
+    ok, _ = placed(h, app("a", "", user="svc-z", groups=["primary", "nothere", "dev"]))
+    assert ok == {"a": "root.groups.dev"}
+
+
+def test_snapshot_keeps_unmanaged_queues():
+    h = Harness()
+    h.setup(RULES, n1={"vcore": 4000})
+    placed(h, app("b", "", user="bob"))
+    h.do(h.log.asks(ask("k", "b", vcore=1000)))
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    assert restored.dump() == h.core.dump()
+    outs = restored.apply(h.log.remove_apps("b"))
+    assert outs and "root.users.bob" not in restored.dump()["rms"]["rm-1"]["partitions"]["default"]["queues"]
+
+
+@pytest.mark.parametrize("rule,error", [
+    ("{name: guess}", "unknown placement rule 'guess'"),
+    ("{name: fixed}", "the fixed rule needs a value"),
+    ("{name: user, filter: {type: maybe}}", "unknown value 'maybe': expected allow or deny"),
+    ("{name: user, filter: {users: ['(']}}", "not a regular expression"),
+    ("{name: user, create: yes please}", "expected true or false"),
+    ("{name: user, colour: red}", "unknown key"),
+])
+def test_invalid_rules_are_reported_with_their_path(rule, error):
+    text = f"partitions:\n  - name: default\n    placementrules:\n      - {rule}\n"
+    with pytest.raises(ConfigError) as info:
+        parse_config(load_yaml(text))
+    assert any(e.startswith("partitions[0].placementrules[0]") and error in e for e in info.value.errors), \
+        info.value.errors
