@@ -59,7 +59,29 @@ partitions:
               - name: b2
 """,
 ]
-LEAVES = ["root.a", "root.b.b1", "root.b.b2"]
+PLACEMENT = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+      - name: user
+        create: true
+        parent: {name: fixed, value: root.users}
+    queues:
+      - name: root
+        queues:
+          - name: a
+            resources: {max: {vcore: 12}}
+          - name: b
+            queues:
+              - name: b1
+              - name: b2
+          - name: users
+            parent: true
+            resources: {max: {vcore: 9}}
+"""
+CONFIGS.append(PLACEMENT)
+LEAVES = ["root.a", "root.b.b1", "root.b.b2", ""]  # "": placed by rules, or rejected without
 
 
 class CoreMachine(RuleBasedStateMachine):
@@ -108,10 +130,10 @@ class CoreMachine(RuleBasedStateMachine):
         self.do(self.log.nodes(node(f"n{n}", action=action, **extra)))
 
     @precondition(lambda self: self.registered)
-    @rule(leaf=st.sampled_from(LEAVES), timeout=st.sampled_from([0, 0, 1500, 40000]))
-    def add_app(self, leaf, timeout):
+    @rule(leaf=st.sampled_from(LEAVES), timeout=st.sampled_from([0, 0, 1500, 40000]), user=st.integers(0, 3))
+    def add_app(self, leaf, timeout, user):
         self.apps += 1
-        self.do(self.log.apps(app(f"app{self.apps}", leaf, executionTimeoutMilliSeconds=timeout)))
+        self.do(self.log.apps(app(f"app{self.apps}", leaf, user=f"u{user}", executionTimeoutMilliSeconds=timeout)))
 
     @precondition(lambda self: self.registered and self.apps)
     @rule(data=st.data())
