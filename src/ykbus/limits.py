@@ -2,12 +2,8 @@
 
 # Input messages
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # one log entry body
-MAX_ITEMS_PER_MESSAGE = 200_000  # asks, nodes, applications or releases in one request
 MAX_CONFIG_BYTES = 1024 * 1024  # a queues.yaml text
 
 # Core timers (nanoseconds), YuniKorn's defaults
 COMPLETING_TIMEOUT_NS = 30 * 1_000_000_000  # Completing -> Completed
 TERMINATED_TIMEOUT_NS = 3 * 24 * 3600 * 1_000_000_000  # Completed/Failed -> Expired, then forgotten
-
-# Human-readable text we put on the wire
-MAX_REASON_CHARS = 2000

@@ -76,11 +76,6 @@ def apply_all(core: Core, entries: Iterable[Entry]) -> int:
     return allocations
 
 
-def median_row(runs: list[dict[str, float]], key: str) -> dict[str, float]:
-    values = [r[key] for r in runs]
-    return {key: statistics.median(values), "min": min(values), "max": max(values)}
-
-
 # --- core: yunikorn-perf -----------------------------------------------------------------
 
 def bench_yunikorn_perf(nodes: int, node_sort: str, repeat: int, asks_per_app: int,

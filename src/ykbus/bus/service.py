@@ -371,11 +371,8 @@ class CoreService:
             await anyio.sleep(self.settings.tick_interval_s)
             await self._append("tick", {})
 
-    def _on_heartbeat_rm(self, rm: str) -> None:
-        self._heard[rm] = time.monotonic()
-
     async def _on_heartbeat(self, msg: Any) -> None:
-        self._on_heartbeat_rm(msg.subject.rsplit(".", 1)[-1])
+        self._heard[msg.subject.rsplit(".", 1)[-1]] = time.monotonic()
 
     async def _monitor_rms(self) -> None:
         s = self.settings

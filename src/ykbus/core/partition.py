@@ -76,7 +76,7 @@ from ykbus.core.lifecycle import (
     NodeState,
 )
 from ykbus.core.outbox import Outbox
-from ykbus.core.resources import Res, add_into, first_over, fits, share, sub_into
+from ykbus.core.resources import Res, add_into, first_over, fits, scaled, share, sub_into
 from ykbus.si import messages as m
 
 INT32_MIN = -(2**31)
@@ -310,10 +310,6 @@ def resource_msg(res: Res) -> m.Resource:
         _RESOURCE_MSGS.clear()
     _RESOURCE_MSGS[id(res)] = (res, msg)
     return msg
-
-
-def _scaled(res: Res, n: int) -> Res:
-    return {k: v * n for k, v in res.items()}
 
 
 class Partition:
@@ -729,7 +725,7 @@ class Partition:
 
     def _pend(self, ask: Ask) -> None:
         """Count `ask`'s pending allocations and make it active."""
-        total = _scaled(ask.resource, ask.pending)
+        total = scaled(ask.resource, ask.pending)
         add_into(ask.app.pending, total)
         for q in ask.app.path:
             add_into(q.pending, total)
@@ -740,7 +736,7 @@ class Partition:
         """Undo `_pend` for what is still pending, wherever the ask waits."""
         if not ask.pending:
             return
-        total = _scaled(ask.resource, ask.pending)
+        total = scaled(ask.resource, ask.pending)
         sub_into(ask.app.pending, total)
         for q in ask.app.path:
             sub_into(q.pending, total)

@@ -51,6 +51,11 @@ def share(used: Res, base: Res, fallback: Res) -> float:
     return best
 
 
+def scaled(res: Res, n: int) -> Res:
+    """`res` times `n`, as a new dict."""
+    return {k: v * n for k, v in res.items()}
+
+
 def positive(res: Res) -> Res:
     """The entries of `res` that are not zero, in their order."""
     return {k: v for k, v in res.items() if v}

@@ -24,7 +24,7 @@ from ykbus.core.config import PartitionConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, Timers
-from ykbus.core.resources import add_into
+from ykbus.core.resources import add_into, scaled
 
 FORMAT = 1
 
@@ -306,7 +306,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
             app.asks[ask.key] = ask
             asks[(app.id, ask.key)] = ask
             if ask.pending:
-                total = {k: v * ask.pending for k, v in ask.resource.items()}
+                total = scaled(ask.resource, ask.pending)
                 add_into(app.pending, total)
                 for q in app.path:
                     add_into(q.pending, total)

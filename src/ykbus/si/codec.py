@@ -255,11 +255,18 @@ def as_decoded(kind: str, msg: Any) -> Decoded:
     return msg
 
 
+_WHOLE: dict[tuple[type, str], Any] = {}
+
+
 def decode(t: type, data: bytes, encoding: str = "json") -> Any:
-    """Decode one whole message of type `t` strictly (used by clients reading outputs)."""
-    mod: Any = msgspec.json if encoding == "json" else msgspec.msgpack
+    """Decode one whole message of type `t` strictly (used by clients reading outputs);
+    one decoder per (type, encoding), built on first use and reused."""
+    decoder = _WHOLE.get((t, encoding))
+    if decoder is None:
+        mod: Any = msgspec.json if encoding == "json" else msgspec.msgpack
+        decoder = _WHOLE[(t, encoding)] = mod.Decoder(t, strict=False)
     try:
-        return mod.decode(data, type=t, strict=False)
+        return decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise DecodeError(str(exc)) from None
 
