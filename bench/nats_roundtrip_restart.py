@@ -20,7 +20,7 @@ from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceMan
 from ykbus.bus.server import NatsServer
 from ykbus.si import messages as m
 
-CONFIG = "partitions: [{name: default, queues: [{name: root, queues: [{name: q}]}]}]"
+CONFIG = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: q}]}]}]"
 SNAPSHOTS = tempfile.mkdtemp(prefix="ykbus-snap-")  # the core keeps a local copy of its snapshot here
 CORE = [sys.executable, "-m", "ykbus.cli", "core", "--tick", "3600", "--rm-pause", "600", "--snapshot-dir", SNAPSHOTS]
 

@@ -12,7 +12,7 @@ def validate(path, *flags):
 
 def test_valid_configuration(tmp_path):
     f = tmp_path / "queues.yaml"
-    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: a\n")
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n          - name: a\n")
     proc = validate(f)
     assert proc.returncode == 0 and "valid" in proc.stdout
     assert json.loads(validate(f, "--json").stdout) == {"file": str(f), "valid": True, "errors": []}
@@ -20,7 +20,7 @@ def test_valid_configuration(tmp_path):
 
 def test_every_error_with_its_path_and_exit_1(tmp_path):
     f = tmp_path / "queues.yaml"
-    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
                  "        resources: {max: {vcore: 1}}\n        queues:\n          - name: a.b\n")
     proc = validate(f)
     assert proc.returncode == 1

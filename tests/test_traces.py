@@ -57,7 +57,7 @@ def new_allocations(jsonl: bytes, key: str) -> int:
 
 def test_queues_what_if_replaces_every_registration(tmp_path):
     what_if = tmp_path / "q.yaml"
-    what_if.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n"
+    what_if.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n"
                        "          - name: prod\n          - name: dev\n            resources: {max: {memory: 8G}}\n")
     baseline = (TRACES / "two-queues.out.jsonl").read_bytes()
     assert new_allocations(baseline, "notebook-1-kernel") == 2  # dev capped at 4G
@@ -67,7 +67,7 @@ def test_queues_what_if_replaces_every_registration(tmp_path):
 
 def test_invalid_queues_file_is_reported_with_every_error(tmp_path):
     bad = tmp_path / "q.yaml"
-    bad.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        resources: {max: {vcore: 1}}\n        queues:\n          - name: a.b\n")
+    bad.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n        resources: {max: {vcore: 1}}\n        queues:\n          - name: a.b\n")
     proc = ykbus("replay", TRACES / "two-queues.in.jsonl", "--queues", bad, check=False)
     assert proc.returncode != 0
     assert b"resources cannot be set on the root queue" in proc.stderr and b"contains a dot" in proc.stderr

@@ -35,7 +35,7 @@ def errors_of(text: str) -> list[str]:
 
 
 def q(body: str) -> str:
-    return "partitions:\n  - name: default\n    queues:\n      - name: root\n" + body
+    return "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n" + body
 
 
 INVALID = [

@@ -8,6 +8,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: prod
             resources: {guaranteed: {memory: 8G, vcore: 8}}
@@ -39,7 +40,7 @@ def test_register_answers_empty_response_and_creates_partitions(h):
 def test_register_with_invalid_config_lists_every_error_and_changes_nothing(h):
     h.setup(TWO_QUEUES, n1={"vcore": 1000})
     before = h.core.dump()
-    bad = "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: a.b\n          - name: x\n            resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}\n"
+    bad = "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n          - name: a.b\n          - name: x\n            resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}\n"
     outs = h.do(h.log.register(bad))
     error = msgs(outs, "register")[0].error
     assert "contains a dot" in error and "guaranteed vcore 2000 exceeds max 1000" in error
@@ -343,6 +344,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: team
             resources: {max: {vcore: 2}}
@@ -363,6 +365,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: q
             maxapplications: 1
@@ -384,6 +387,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: a
             resources: {guaranteed: {vcore: 2}}

@@ -25,6 +25,7 @@ partitions:
         parent: {name: fixed, value: root.groups}
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: prod
           - name: users

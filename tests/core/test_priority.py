@@ -12,6 +12,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: system
           - name: tenant1

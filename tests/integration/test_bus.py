@@ -19,6 +19,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: prod
           - name: dev

@@ -31,6 +31,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: a
             resources: {guaranteed: {vcore: 4}, max: {vcore: 10, memory: 10000}}
@@ -49,6 +50,7 @@ partitions:
     nodesortpolicy: {type: binpacking}
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: a
             properties: {priority.policy: fence}
@@ -69,6 +71,7 @@ partitions:
         parent: {name: fixed, value: root.users}
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: a
             resources: {max: {vcore: 12}}

@@ -33,7 +33,7 @@ partitions:
 
 def registration(log: LogBuilder):
     yield log.register(BASIC)
-    yield log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: a.b}, {name: c, resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}}]}]}]")
+    yield log.register("partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a.b}, {name: c, resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}}]}]}]")
     yield log.register(BASIC, rm="rm-2", policy_group="batch")
     yield log.register("", rm="rm-3", policy_group="batch")
     yield log.entry("register", {"rmID": "bad.id"}, rm="")
@@ -52,6 +52,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: team
             resources: {max: {vcore: 3}}
@@ -141,6 +142,7 @@ partitions:
   - name: default
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: system
           - name: tenant1
@@ -192,7 +194,7 @@ def bad_input(log: LogBuilder):
                                         "resourceAsk": {"resources": {"vcore": {"value": "1000"}}}}],
                               "releases": {"allocationsToRelease": [{"UUID": 5}]}})
     yield log.entry("alloc", {"rmID": "someone-else", "asks": [ask("k2", "a1", vcore=1)]})
-    yield log.config("partitions: [{name: default, queues: [{name: root, resources: {max: {vcore: 1}}}]}]")
+    yield log.config("partitions: [{name: default, queues: [{name: root, submitacl: '*', resources: {max: {vcore: 1}}}]}]")
     yield log.apps(app("a2", "prod"))
 
 
@@ -214,6 +216,7 @@ partitions:
         parent: {name: fixed, value: root.groups}
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: prod
           - name: users

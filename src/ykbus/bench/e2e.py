@@ -24,7 +24,7 @@ from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceMan
 from ykbus.bus.server import NatsServer
 from ykbus.si import messages as m
 
-QUEUES = "partitions: [{name: default, queues: [{name: root, queues: [{name: a}, {name: b}]}]}]"
+QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"
 
 
 def _res(**q: int) -> m.Resource:

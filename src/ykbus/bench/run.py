@@ -175,7 +175,7 @@ def big_state(nodes: int, allocations: int) -> tuple[Core, Any]:
     core = fresh_core()
     per_node = allocations // nodes + 1
     apply_all(core, [
-        log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: a}, {name: b}]}]}]"),
+        log.register("partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"),
         log.nodes(*[node(f"n{i:05d}", vcore=1000 * per_node, memory=2**30 * per_node) for i in range(nodes)]),
         log.apps(*[app(f"app{i}", "root.a" if i % 2 else "root.b") for i in range(200)]),
     ])
@@ -222,7 +222,7 @@ def bench_memory(nodes: int, asks: int, progress: Callable[[str], None]) -> dict
     progress("memory: nodes")
     log = LogBuilder("rm")
     core = fresh_core()
-    apply_all(core, [log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: a}]}]}]"),
+    apply_all(core, [log.register("partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"),
                      log.apps(*[app(f"app{i}", "root.a") for i in range(100)])])
     node_entries = [log.nodes(*[node(f"n{i:05d}", vcore=16_000, memory=2**36, attributes={"si/hostname": f"n{i:05d}"})
                                 for i in range(nodes)])]

@@ -44,7 +44,7 @@ def yunikorn_perf(nodes: int, node_sort: str = "fair", asks_per_app: int = 5000)
 
 
 def mixed_config(departments: int = 5, teams: int = 10) -> str:
-    lines = ["partitions:", "  - name: default", "    queues:", "      - name: root", "        queues:"]
+    lines = ["partitions:", "  - name: default", "    queues:", "      - name: root", "        submitacl: '*'", "        queues:"]
     for d in range(departments):
         lines += [f"          - name: dept{d}",
                   f"            properties: {{priority.offset: {d}}}" if d % 2 else
@@ -103,7 +103,7 @@ def streaming_log(entries: int, nodes: int = 200, seed: int = 3) -> Iterator[Ent
     """A long log of small entries, as RMs send them: one ask, one release, a tick."""
     rng = random.Random(seed)
     log = LogBuilder("rm")
-    yield log.register("partitions: [{name: default, queues: [{name: root, queues: [{name: q1}, {name: q2}]}]}]")
+    yield log.register("partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: q1}, {name: q2}]}]}]")
     yield log.nodes(*[node(f"n{i}", vcore=64_000, memory=2**38) for i in range(nodes)])
     yield log.apps(*[app(f"a{i}", f"root.q{1 + i % 2}") for i in range(50)])
     live: list[tuple[str, str]] = []

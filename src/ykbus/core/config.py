@@ -18,6 +18,15 @@ Rules, as YuniKorn applies them:
 4. Quantities are integers as YuniKorn parses them: `vcore: 10` is 10000 milli-cores,
    `vcore: 500m` is 500; other resources take the SI (`k`, `M`, `G`, ...) and binary (`Ki`,
    `Mi`, `Gi`, ...) suffixes; a decimal is accepted only when the result is a whole number.
+6. ACLs (`submitacl`, `adminacl`) follow the seed's grammar: `*`, or a comma-separated
+   user list, optionally a single space and a comma-separated group list; the empty string
+   and a single space allow nobody. More than one space, or a name that is not a POSIX-like
+   user or group name, is an error.
+7. `limits` (on any queue; a partition's `limits` are the root queue's) need users or groups
+   and set `maxresources` (not all zero) or `maxapplications` (> 0), neither above the
+   queue's own limits; a user or group may appear in one limit per queue.
+8. `childtemplate` (parent queues only) gives unmanaged children `maxapplications`,
+   `resources` and `properties`; its resources may not exceed the queue's max.
 5. Known properties with a fixed set of values (`application.sort.policy`,
    `application.sort.priority`, `priority.policy`) reject unknown values;
    `priority.offset` that does not parse as an int32 counts as 0 (seed: priority-scheduling).
@@ -91,6 +100,43 @@ _ENUM_PROPERTIES: dict[str, type[_Policy]] = {
 }
 
 
+ACL_NAME = re.compile(r"^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$")
+WILDCARD = "*"
+
+
+class Acl(msgspec.Struct, frozen=True):
+    """A parsed access control list; `text` is what was configured."""
+
+    text: str
+    everyone: bool = False
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+    def allows(self, user: str, groups: list[str]) -> bool:
+        if self.everyone or user in self.users:
+            return True
+        return any(g in self.groups for g in groups)
+
+
+class LimitConfig(msgspec.Struct, frozen=True):
+    """One entry of a queue's `limits`: who it is for and what they may use there."""
+
+    limit: str
+    users: tuple[str, ...]
+    groups: tuple[str, ...]
+    maxresources: dict[str, int]
+    maxapplications: int
+
+
+class ChildTemplate(msgspec.Struct, frozen=True):
+    """What a parent gives the unmanaged queues created below it."""
+
+    maxapplications: int = 0
+    guaranteed: dict[str, int] = msgspec.field(default_factory=dict)
+    max: dict[str, int] = msgspec.field(default_factory=dict)
+    properties: dict[str, str] = msgspec.field(default_factory=dict)
+
+
 class QueueConfig(msgspec.Struct, frozen=True):
     name: str
     parent: bool
@@ -98,9 +144,11 @@ class QueueConfig(msgspec.Struct, frozen=True):
     max: dict[str, int]
     maxapplications: int
     properties: dict[str, str]
-    submitacl: str | None
-    adminacl: str | None
+    submitacl: Acl | None
+    adminacl: Acl | None
     queues: list[QueueConfig]
+    limits: list[LimitConfig] = msgspec.field(default_factory=list)
+    childtemplate: ChildTemplate | None = None
 
 
 class RuleFilter(msgspec.Struct, frozen=True):
@@ -134,8 +182,7 @@ class PartitionConfig(msgspec.Struct, frozen=True):
     root: QueueConfig
     nodesortpolicy: NodeSortConfig
     placementrules: list[PlacementRule] = msgspec.field(default_factory=list)
-    # Kept verbatim for later (limits, preemption).
-    limits: list[Any] = msgspec.field(default_factory=list)
+    # Kept verbatim: no preemption yet. (A partition's `limits` are its root queue's.)
     preemption: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
@@ -258,13 +305,111 @@ def _properties(obj: object, path: str, errors: _Errors) -> dict[str, str]:
     return out
 
 
-def _acl(obj: object, path: str, errors: _Errors) -> str | None:
+def parse_acl(text: str) -> Acl:
+    """An ACL from its configured text; ValueError says what is wrong with it."""
+    if text == WILDCARD:
+        return Acl(text, everyone=True)
+    if text.count(" ") > 1:
+        raise ValueError(f"{text!r}: more than one space (expected 'users groups')")
+    user_part, _, group_part = text.partition(" ")
+    lists = []
+    for what, part in (("user", user_part), ("group", group_part)):
+        names = [n for n in part.split(",")] if part else []
+        for n in names:
+            if n != WILDCARD and not ACL_NAME.match(n):
+                raise ValueError(f"{text!r}: {what} name {n!r} must match {ACL_NAME.pattern}")
+        lists.append(tuple(names))
+    users, groups = lists
+    # `*` as a user (or a group) entry lets every user (or every member of any group) in
+    return Acl(text, everyone=WILDCARD in users, users=users, groups=groups)
+
+
+def _acl(obj: object, path: str, errors: _Errors) -> Acl | None:
     if obj is None:
         return None
     if not isinstance(obj, str):
         errors.add(path, f"expected a string, got {type(obj).__name__}")
         return None
-    return obj
+    try:
+        return parse_acl(obj)
+    except ValueError as exc:
+        errors.add(path, str(exc))
+        return None
+
+
+_LIMIT_KEYS = {"limit", "users", "groups", "maxresources", "maxapplications"}
+_TEMPLATE_KEYS = {"maxapplications", "resources", "properties"}
+
+
+def _maxapps(raw: dict[Any, Any], path: str, errors: _Errors) -> int:
+    value = raw.get("maxapplications", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        errors.add(f"{path}.maxapplications", f"expected a non-negative integer, got {value!r}")
+        return 0
+    return value
+
+
+def _limit(obj: object, path: str, errors: _Errors) -> LimitConfig | None:
+    raw = _mapping(obj, path, errors)
+    if raw is None:
+        return None
+    errors.keys(raw, _LIMIT_KEYS, path)
+    lists = []
+    for what in ("users", "groups"):
+        names = [str(n) for n in _sequence(raw.get(what), f"{path}.{what}", errors)]
+        for i, n in enumerate(names):
+            if n != WILDCARD and not ACL_NAME.match(n):
+                errors.add(f"{path}.{what}[{i}]", f"{n!r} must be * or match {ACL_NAME.pattern}")
+            if names.index(n) != i:
+                errors.add(f"{path}.{what}[{i}]", f"{n!r} is listed twice")
+        lists.append(tuple(names))
+    users, groups = lists
+    if not users and not groups:
+        errors.add(path, "a limit needs users or groups")
+    maxres = _resources(raw.get("maxresources"), f"{path}.maxresources", errors)
+    if "maxapplications" in raw and raw["maxapplications"] == 0:
+        errors.add(f"{path}.maxapplications", "must be greater than 0")
+    maxapps = _maxapps(raw, path, errors)
+    if "maxresources" in raw and not any(maxres.values()):
+        errors.add(f"{path}.maxresources", "sets no resource above zero")
+    if "maxresources" not in raw and "maxapplications" not in raw:
+        errors.add(path, "a limit needs maxresources or maxapplications")
+    text = raw.get("limit")
+    return LimitConfig(limit="" if text is None else str(text), users=users, groups=groups,
+                       maxresources=maxres, maxapplications=maxapps)
+
+
+def _limits(obj: object, path: str, errors: _Errors) -> list[LimitConfig]:
+    out = []
+    seen: dict[tuple[str, str], str] = {}
+    for i, item in enumerate(_sequence(obj, path, errors)):
+        lim = _limit(item, f"{path}[{i}]", errors)
+        if lim is None:
+            continue
+        for what, names in (("user", lim.users), ("group", lim.groups)):
+            for n in names:
+                where = seen.setdefault((what, n), f"{path}[{i}]")
+                if where != f"{path}[{i}]":
+                    errors.add(f"{path}[{i}]", f"{what} {n!r} already has a limit in {where}")
+        out.append(lim)
+    return out
+
+
+def _template(obj: object, path: str, errors: _Errors) -> ChildTemplate | None:
+    if obj is None:
+        return None
+    raw = _mapping(obj, path, errors)
+    if raw is None:
+        return None
+    errors.keys(raw, _TEMPLATE_KEYS, path)
+    res = _mapping(raw.get("resources"), f"{path}.resources", errors) or {}
+    errors.keys(res, _RESOURCE_KEYS, f"{path}.resources")
+    return ChildTemplate(
+        maxapplications=_maxapps(raw, path, errors),
+        guaranteed=_resources(res.get("guaranteed"), f"{path}.resources.guaranteed", errors),
+        max=_resources(res.get("max"), f"{path}.resources.max", errors),
+        properties=_properties(raw.get("properties"), f"{path}.properties", errors),
+    )
 
 
 def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
@@ -286,10 +431,7 @@ def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
         parent = False
     res = _mapping(raw.get("resources"), f"{path}.resources", errors) or {}
     errors.keys(res, _RESOURCE_KEYS, f"{path}.resources")
-    maxapps = raw.get("maxapplications", 0)
-    if isinstance(maxapps, bool) or not isinstance(maxapps, int) or maxapps < 0:
-        errors.add(f"{path}.maxapplications", f"expected a non-negative integer, got {maxapps!r}")
-        maxapps = 0
+    maxapps = _maxapps(raw, path, errors)
     children = []
     for i, child in enumerate(_sequence(raw.get("queues"), f"{path}.queues", errors)):
         parsed = _queue(child, f"{path}.queues[{i}]", errors)
@@ -305,6 +447,8 @@ def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
         submitacl=_acl(raw.get("submitacl"), f"{path}.submitacl", errors),
         adminacl=_acl(raw.get("adminacl"), f"{path}.adminacl", errors),
         queues=children,
+        limits=_limits(raw.get("limits"), f"{path}.limits", errors),
+        childtemplate=_template(raw.get("childtemplate"), f"{path}.childtemplate", errors),
     )
 
 
@@ -325,6 +469,31 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
         errors.add(
             f"{path}.maxapplications", f"{q.maxapplications} exceeds the parent's {maxapps}"
         )
+    own_max = {**limits, **q.max}
+    own_apps = q.maxapplications or maxapps
+    for i, lim in enumerate(q.limits):
+        for res, value in lim.maxresources.items():
+            if res in own_max and value > own_max[res]:
+                errors.add(f"{path}.limits[{i}].maxresources",
+                           f"{res} {value} exceeds the queue's max {own_max[res]}")
+        if own_apps and lim.maxapplications > own_apps:
+            errors.add(f"{path}.limits[{i}].maxapplications",
+                       f"{lim.maxapplications} exceeds the queue's {own_apps}")
+    t = q.childtemplate
+    if t is not None:
+        if not q.parent:
+            errors.add(f"{path}.childtemplate", "only a parent queue has a child template")
+        for res, value in t.max.items():
+            if res in own_max and value > own_max[res]:
+                errors.add(f"{path}.childtemplate.resources.max", f"{res} {value} exceeds the queue's max {own_max[res]}")
+        for res, value in t.guaranteed.items():
+            if res in t.max and value > t.max[res]:
+                errors.add(f"{path}.childtemplate.resources", f"guaranteed {res} {value} exceeds max {t.max[res]}")
+            elif res in own_max and value > own_max[res]:
+                errors.add(f"{path}.childtemplate.resources.guaranteed",
+                           f"{res} {value} exceeds the queue's max {own_max[res]}")
+        if own_apps and t.maxapplications > own_apps:
+            errors.add(f"{path}.childtemplate.maxapplications", f"{t.maxapplications} exceeds the queue's {own_apps}")
     seen: dict[str, int] = {}
     totals: dict[str, int] = {}
     for i, child in enumerate(q.queues):
@@ -433,6 +602,10 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
                 errors.add(f"{path}.queues[{i}].name", "root must be the only top-level queue")
         root = QueueConfig(ROOT, True, {}, {}, 0, {}, None, None, top)
         root_path = f"{path}.queues"
+    if raw.get("limits") is not None:  # YuniKorn: the partition's limits are the root queue's
+        if root.limits:
+            errors.add(f"{path}.limits", f"limits are set on both the partition and {root_path}")
+        root = msgspec.structs.replace(root, limits=_limits(raw.get("limits"), f"{path}.limits", errors))
     _check_tree(root, root_path, errors, {}, 0)
     return PartitionConfig(
         name=name.lower(),
@@ -440,7 +613,6 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
         nodesortpolicy=_nodesort(raw.get("nodesortpolicy"), f"{path}.nodesortpolicy", errors),
         placementrules=[r for i, item in enumerate(_sequence(raw.get("placementrules"), f"{path}.placementrules", errors))
                         if (r := _rule(item, f"{path}.placementrules[{i}]", errors)) is not None],
-        limits=_sequence(raw.get("limits"), f"{path}.limits", errors),
         preemption=_mapping(raw.get("preemption"), f"{path}.preemption", errors) or {},
     )
 
@@ -478,3 +650,95 @@ def parse_offset(text: str) -> int:
     except ValueError:
         return 0
     return value if INT32_MIN <= value <= INT32_MAX else 0
+
+
+# --- dumping ---------------------------------------------------------------------------
+
+def _quantities(res: dict[str, int]) -> dict[str, int | str]:
+    """Configured quantities as YuniKorn writes them: vcore in milli-cores (`500m`)."""
+    return {k: f"{v}m" if k == "vcore" else v for k, v in res.items()}
+
+
+def _resources_obj(guaranteed: dict[str, int], maximum: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if guaranteed:
+        out["guaranteed"] = _quantities(guaranteed)
+    if maximum:
+        out["max"] = _quantities(maximum)
+    return out
+
+
+def _dump_queue(q: QueueConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": q.name}
+    if q.parent and not q.queues:
+        out["parent"] = True
+    if res := _resources_obj(q.guaranteed, q.max):
+        out["resources"] = res
+    if q.maxapplications:
+        out["maxapplications"] = q.maxapplications
+    if q.properties:
+        out["properties"] = dict(q.properties)
+    if q.submitacl is not None:
+        out["submitacl"] = q.submitacl.text
+    if q.adminacl is not None:
+        out["adminacl"] = q.adminacl.text
+    if q.limits:
+        out["limits"] = [_dump_limit(lim) for lim in q.limits]
+    if q.childtemplate is not None:
+        t = q.childtemplate
+        tpl: dict[str, Any] = {}
+        if t.maxapplications:
+            tpl["maxapplications"] = t.maxapplications
+        if res := _resources_obj(t.guaranteed, t.max):
+            tpl["resources"] = res
+        if t.properties:
+            tpl["properties"] = dict(t.properties)
+        out["childtemplate"] = tpl
+    if q.queues:
+        out["queues"] = [_dump_queue(c) for c in q.queues]
+    return out
+
+
+def _dump_limit(lim: LimitConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"limit": lim.limit}
+    if lim.users:
+        out["users"] = list(lim.users)
+    if lim.groups:
+        out["groups"] = list(lim.groups)
+    if lim.maxresources:
+        out["maxresources"] = _quantities(lim.maxresources)
+    if lim.maxapplications:
+        out["maxapplications"] = lim.maxapplications
+    return out
+
+
+def _dump_rule(r: PlacementRule) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": r.name}
+    if r.create:
+        out["create"] = True
+    if r.value:
+        out["value"] = r.value
+    if r.parent is not None:
+        out["parent"] = _dump_rule(r.parent)
+    f = r.filter
+    if f.type != "allow" or f.users or f.groups:
+        out["filter"] = {"type": f.type, **({"users": list(f.users)} if f.users else {}),
+                         **({"groups": list(f.groups)} if f.groups else {})}
+    return out
+
+
+def dump_config(config: SchedulerConfig) -> dict[str, Any]:
+    """The plain object (YAML-ready) of a parsed configuration: `parse_config` of it gives an
+    equal configuration back (tests/property/test_config_roundtrip.py)."""
+    parts = []
+    for p in config.partitions:
+        out: dict[str, Any] = {"name": p.name, "queues": [_dump_queue(p.root)]}
+        if p.placementrules:
+            out["placementrules"] = [_dump_rule(r) for r in p.placementrules]
+        ns = p.nodesortpolicy
+        if ns != NodeSortConfig():
+            out["nodesortpolicy"] = {"type": ns.type.value, "resourceweights": dict(ns.resourceweights)}
+        if p.preemption:
+            out["preemption"] = dict(p.preemption)
+        parts.append(out)
+    return {"partitions": parts}

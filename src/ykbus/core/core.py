@@ -324,10 +324,6 @@ class Core:
         queue, reason = part.place(msg)
         if queue is None:
             return reason
-        if not queue.leaf:
-            return f"queue {queue.path} is a parent queue: applications go to leaf queues"
-        if queue.draining:
-            return f"queue {queue.path} is draining: it accepts no new applications"
         part.add_app(msg, queue)
         ctx.add(rm.id, "app", "accepted", m.AcceptedApplication(msg.applicationID))
         return ""
@@ -543,15 +539,7 @@ class Core:
             parts = {}
             for p in rm.partitions.values():
                 full = {
-                    "queues": lambda p=p: {
-                        q.path: {
-                            "leaf": q.leaf, "draining": q.draining, "drainingSince": q.draining_since,
-                            "guaranteed": q.guaranteed, "max": q.max, "maxApplications": q.maxapps,
-                            "allocated": dict(q.allocated), "pending": dict(q.pending),
-                            "runningApplications": q.running, "priority": q.exposed_priority(),
-                            "applications": list(q.apps),
-                        } for q in p.queues.values()
-                    },
+                    "queues": lambda p=p: _queues_dump(p),
                     "nodes": lambda p=p: {
                         n.id: {"state": n.state.value, "capacity": dict(n.capacity),
                                "occupied": dict(n.occupied), "allocated": dict(n.allocated),
@@ -586,3 +574,25 @@ class Core:
             out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,
                                  "encoding": rm.encoding, "partitions": parts}
         return out
+
+
+def _queues_dump(p: Partition) -> dict[str, Any]:
+    usage: dict[str, list[dict[str, Any]]] = {}
+    for t in p.trackers.values():
+        usage.setdefault(t.queue.path, []).append({
+            t.kind: t.name, "limit": t.limit.limit, "allocated": dict(t.allocated),
+            "runningApplications": t.running, "maxResources": t.limit.maxresources,
+            "maxApplications": t.limit.maxapplications,
+        })
+    return {
+        q.path: {
+            "leaf": q.leaf, "managed": q.managed, "draining": q.draining, "drainingSince": q.draining_since,
+            "guaranteed": q.guaranteed, "max": q.max, "maxApplications": q.maxapps,
+            "properties": q.properties,
+            "submitACL": q.submitacl.text if q.submitacl is not None else None,
+            "adminACL": q.adminacl.text if q.adminacl is not None else None,
+            "allocated": dict(q.allocated), "pending": dict(q.pending),
+            "runningApplications": q.running, "priority": q.exposed_priority(),
+            "applications": list(q.apps), "limitUsage": usage.get(q.path, []),
+        } for q in p.queues.values()
+    }

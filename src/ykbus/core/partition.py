@@ -8,11 +8,15 @@ Every pending ask is in exactly one of three places:
 * **active**: in its application's `active` list, to be tried by the next pass;
 * **waiting for a node**: in `node_waiters[shape]`, after every schedulable node was too
   small for it;
-* **waiting for a queue**: in `queue.waiters`, after that queue's `max` would be exceeded.
+* **waiting for a queue**: in `queue.waiters`, after that queue's `max` would be exceeded;
+* **waiting for a limit**: in `tracker.waiters`, after a user or group limit's
+  `maxresources` would be exceeded (a `Tracker` counts one user's or group's usage in one
+  queue that has a limit for them).
 
 An application is *active* (in its leaf's `active_apps`, counted in `active` of every queue
 up to root) when it has active asks, may be scheduled in its state, and is not held back by
-a queue's `maxapplications` (then it sits in that queue's `app_waiters`).
+a queue's `maxapplications` or a user or group limit's `maxapplications` (then it sits in
+that queue's or tracker's `app_waiters`).
 
 A pass (`schedule()`) runs after every entry and loops "walk root -> leaf, try the best
 application's asks in order" until nothing more is placed. A failed ask moves to a waiting
@@ -21,8 +25,10 @@ ask waits for costs nothing for it. Wake-ups are precise:
 
 1. capacity freed or added on node N wakes only the waiting shapes that now fit N (within a
    pass capacity only shrinks, so a shape that failed once fails again: `_failed_shapes`);
-2. usage falling in queue Q, or a new configuration, wakes Q's waiters;
-3. an application leaving Running wakes the `app_waiters` of the queues above it.
+2. usage falling in queue Q (or of a tracked user or group), or a new configuration, wakes
+   Q's (the tracker's) waiters;
+3. an application leaving Running wakes the `app_waiters` of the queues above it and of its
+   trackers.
 
 Ordering (seed: priority-scheduling): asks by priority then submission; applications by
 `fifo` (priority, submission), `fair` (priority, dominant share of the partition, submission)
@@ -50,7 +56,10 @@ from ykbus.core.config import (
     PROP_SORT_POLICY,
     PROP_SORT_PRIORITY,
     QUEUE_NAME,
+    WILDCARD,
     AppSortPolicy,
+    ChildTemplate,
+    LimitConfig,
     NodeSortPolicy,
     PartitionConfig,
     PlacementRule,
@@ -93,6 +102,21 @@ def _clamp(value: int) -> int:
 
 
 DOT = "_dot_"  # replaces "." in a queue name part generated from a user, group or tag
+RECOVERY_QUEUE = "root.@recovery@"  # YuniKorn's queue for recovered apps that cannot be placed
+FORCE_TAG = "application.create.force"  # YuniKorn's tag on applications an RM recovers
+
+
+def may_submit(queue: Queue, user: str, groups: list[str]) -> bool:
+    """The seed's ACL check: the submit or admin ACL of the queue or of any queue above it
+    lets the user in. An unmanaged queue has no ACL of its own, so its parent's count.
+    With no ACL anywhere on the way, access is denied."""
+    q: Queue | None = queue
+    while q is not None:
+        for acl in (q.submitacl, q.adminacl):
+            if acl is not None and acl.allows(user, groups):
+                return True
+        q = q.parent
+    return False
 
 
 def _full_path(name: str) -> str:
@@ -147,6 +171,7 @@ class Queue:
         "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
+        "limits", "template",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -167,6 +192,8 @@ class Queue:
         self.waiters: dict[tuple[str, str], Ask] = {}
         self.app_waiters: dict[str, App] = {}
         self.raw_priority: int | None = None
+        self.limits: list[LimitConfig] = []
+        self.template: ChildTemplate | None = None
 
     def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
         self.leaf = not qc.parent
@@ -176,6 +203,8 @@ class Queue:
         self.properties = dict(qc.properties)
         self.submitacl = qc.submitacl
         self.adminacl = qc.adminacl
+        self.limits = list(qc.limits)
+        self.template = qc.childtemplate
         explicit = qc.properties.get(PROP_SORT_PRIORITY)
         self.sort_priority = (
             SortPriority.from_str(explicit) is SortPriority.ENABLED if explicit else inherited_sort_priority
@@ -272,7 +301,7 @@ class Alloc:
 class App:
     __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
-                 "entry", "timeout_ms", "timer")
+                 "entry", "timeout_ms", "timer", "trackers")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
         self.id = msg.applicationID
@@ -290,10 +319,62 @@ class App:
         self.pending: Res = {}
         self.max_priority: int | None = None
         self.priorities: dict[int, int] = {}  # pending asks per priority: O(1) add, O(distinct) remove
-        self.blocked_on: Queue | None = None
+        self.blocked_on: Queue | Tracker | None = None
         self.entry: tuple[Any, ...] | None = None  # its sort key while in the leaf's active_apps
         self.timeout_ms = msg.executionTimeoutMilliSeconds
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
+        self.trackers: list[Tracker] = []  # the user and group limits that apply to it
+
+
+class Tracker:
+    """What one user (or group) uses in one queue that has a limit for them.
+
+    `key` is `<queue path>|user|<name>` or `<queue path>|group|<name>`: it is what an ask
+    waiting for this limit has in `waiting`, and what a blocked application is blocked on."""
+
+    __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "waiters", "app_waiters")
+
+    def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
+        self.key = f"{queue.path}|{kind}|{name}"
+        self.queue = queue
+        self.kind = kind
+        self.name = name
+        self.limit = limit
+        self.allocated: Res = {}
+        self.running = 0
+        self.waiters: dict[tuple[str, str], Ask] = {}
+        self.app_waiters: dict[str, App] = {}
+
+    @property
+    def path(self) -> str:
+        return self.key
+
+    def describe(self) -> str:
+        label = f" ({self.limit.limit})" if self.limit.limit else ""
+        return f"{self.kind} {self.name} limit{label} in queue {self.queue.path}"
+
+
+def applicable_limits(queue: Queue, user: str, groups: list[str]) -> list[tuple[str, str, LimitConfig]]:
+    """The limits of `queue` that apply to a user, as (kind, tracked name, limit): the
+    user's own or else the `*` user limit; for groups, the first of the user's groups that
+    has a limit here, or else the `*` group limit counted against the user's first group."""
+    out: list[tuple[str, str, LimitConfig]] = []
+    if not queue.limits:
+        return out
+    own = next((lim for lim in queue.limits if user in lim.users), None)
+    wild = next((lim for lim in queue.limits if WILDCARD in lim.users), None)
+    if own is not None or wild is not None:
+        out.append(("user", user, own or wild))  # type: ignore[arg-type]
+    for g in groups:
+        lim = next((lim for lim in queue.limits if g in lim.groups), None)
+        if lim is not None:
+            out.append(("group", g, lim))
+            break
+    else:
+        wild = next((lim for lim in queue.limits if WILDCARD in lim.groups), None)
+        if wild is not None and groups:
+            out.append(("group", groups[0], wild))
+    return out
 
 
 _RESOURCE_MSGS: dict[int, tuple[Res, m.Resource]] = {}
@@ -335,6 +416,7 @@ class Partition:
         self._fit_cache: dict[tuple[tuple[str, int], ...], tuple[Res, SortedList]] = {}
         self._rekey = False
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
+        self.trackers: dict[str, Tracker] = {}
         self.apply_config(config, 0)
 
     def intern(self, resource: Res) -> tuple[Res, tuple[tuple[str, int], ...]]:
@@ -383,12 +465,19 @@ class Partition:
         self.queues.update(seen)
         for path in draining:
             self._remove_if_empty(self.queues[path])
+        for queue in self.queues.values():
+            if not queue.managed:
+                self._apply_template(queue)
         self._reindex_nodes()
         self._recompute_priorities(self.root)
         self._rekey_all(only_fair=False)
+        self._retrack()
         for queue in list(self.queues.values()):
             self._wake_queue(queue)
             self._wake_app_waiters(queue)
+        for tracker in list(self.trackers.values()):
+            self._wake_queue(tracker)  # type: ignore[arg-type]
+            self._wake_app_waiters(tracker)  # type: ignore[arg-type]
         return draining
 
     def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
@@ -445,32 +534,54 @@ class Partition:
     def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
         """The leaf queue for a new application, or None and why. Without rules the
         application goes to the queue it names; with rules, the first rule that yields a
-        usable leaf wins (creating an unmanaged queue where the rule says `create`)."""
+        usable leaf the user may submit to wins (creating an unmanaged queue where the rule
+        says `create`). An application the RM recovers (tag `application.create.force`)
+        that nothing places goes to `root.@recovery@`, without an ACL check."""
+        user, groups = msg.ugi.user, list(msg.ugi.groups)
         rules = self.config.placementrules
-        if not rules:
-            if not msg.queueName:
-                return None, "queueName is empty and no placement rule applies"
-            queue = self.resolve_queue(msg.queueName)
-            if queue is None:
-                return None, f"queue {msg.queueName!r} does not exist"
-            return queue, ""
         self._created: list[Queue] = []
+        self._denied: list[str] = []
         chosen: Queue | None = None
-        for rule in rules:
-            chosen = self._place_by(rule, msg, leaf=True)
-            if chosen is not None:
-                break
+        reason = ""
+        if not rules:
+            queue = self.resolve_queue(msg.queueName) if msg.queueName else None
+            if not msg.queueName:
+                reason = "queueName is empty and no placement rule applies"
+            elif queue is None:
+                reason = f"queue {msg.queueName!r} does not exist"
+            elif not queue.leaf:
+                reason = f"queue {queue.path} is a parent queue: applications go to leaf queues"
+            elif queue.draining:
+                reason = f"queue {queue.path} is draining: it accepts no new applications"
+            elif not may_submit(queue, user, groups):
+                reason = self._denial(queue.path, user)
+            else:
+                chosen = queue
+        else:
+            for rule in rules:
+                chosen = self._place_by(rule, msg, leaf=True)
+                if chosen is not None:
+                    break
+            if chosen is None:
+                names = ", ".join(r.name for r in rules)
+                reason = f"no placement rule placed the application (rules: {names})"
+                if self._denied:
+                    reason += "; denied by ACL: " + "; ".join(self._denied)
+        if chosen is None and msg.tags.get(FORCE_TAG, "").lower() == "true":
+            chosen = self.queues.get(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True)
         keep = chosen.ancestry() if chosen is not None else []
         for queue in reversed(self._created):  # what failed attempts made goes again
             if queue not in keep:
                 self._remove_if_empty(queue)
-        if chosen is not None:
-            return chosen, ""
-        names = ", ".join(r.name for r in rules)
-        return None, f"no placement rule placed the application (rules: {names})"
+        return chosen, reason if chosen is None else ""
+
+    @staticmethod
+    def _denial(path: str, user: str) -> str:
+        return f"user {user!r} may not submit to queue {path}: no submitacl or adminacl up to root lets them in"
 
     def _place_by(self, rule: PlacementRule, msg: m.AddApplicationRequest, leaf: bool) -> Queue | None:
-        """The queue `rule` names (a leaf, or a parent for a parent rule), made if allowed."""
+        """The queue `rule` names (a leaf, or a parent for a parent rule), made if allowed.
+        A leaf the user may not submit to does not count: the next name or rule is tried."""
         if not _filter_allows(rule.filter, msg.ugi.user, list(msg.ugi.groups)):
             return None
         for name in self._rule_names(rule, msg):
@@ -485,6 +596,9 @@ class Partition:
             if queue is None and rule.create:
                 queue = self._create_unmanaged(path, leaf)
             if queue is not None and queue.leaf == leaf and not queue.draining:
+                if leaf and not may_submit(queue, msg.ugi.user, list(msg.ugi.groups)):
+                    self._denied.append(self._denial(queue.path, msg.ugi.user))
+                    continue
                 return queue
         return None
 
@@ -512,10 +626,66 @@ class Partition:
         queue = Queue(name, parent)
         queue.configure(QueueConfig(name, not leaf, {}, {}, 0, {}, None, None, []), parent.sort_priority)
         queue.managed = False
+        self._apply_template(queue)
         parent.children[name] = queue
         self.queues[queue.path] = queue
         self._created.append(queue)
         return queue
+
+    @staticmethod
+    def _apply_template(queue: Queue) -> None:
+        """An unmanaged leaf takes the child template of the nearest parent that has one."""
+        if not queue.leaf or queue.managed or queue.parent is None:
+            return
+        t = next((q.template for q in queue.parent.ancestry() if q.template is not None), None)
+        if t is None:
+            t = ChildTemplate()
+        queue.guaranteed, queue.max, queue.maxapps = dict(t.guaranteed), dict(t.max), t.maxapplications
+        queue.properties = dict(t.properties)
+        queue.set_policies()
+
+    # --- user and group limits ----------------------------------------------------------
+
+    def _track(self, app: App) -> None:
+        """Find (or make) the trackers of the limits that apply to `app`, leaf to root."""
+        app.trackers = []
+        for q in app.path:
+            for kind, name, lim in applicable_limits(q, app.user, app.groups):
+                key = f"{q.path}|{kind}|{name}"
+                t = self.trackers.get(key)
+                if t is None:
+                    t = self.trackers[key] = Tracker(q, kind, name, lim)
+                app.trackers.append(t)
+
+    def _retrack(self) -> None:
+        """Rebuild every tracker from the live state (after a reload or a snapshot load):
+        counts from the applications, waiters from the asks that wait for a limit."""
+        old = self.trackers
+        self.trackers = {}
+        for app in self.apps.values():
+            self._track(app)
+            for t in app.trackers:
+                add_into(t.allocated, app.allocated)
+                if app.state is AppState.RUNNING:
+                    t.running += 1
+        for t in old.values():
+            for (app_id, key), ask in t.waiters.items():
+                new = self.trackers.get(t.key)
+                if new is not None:
+                    new.waiters[(app_id, key)] = ask
+                else:
+                    self._wake(ask)
+            for app in t.app_waiters.values():
+                new = self.trackers.get(t.key)
+                if new is not None:
+                    new.app_waiters[app.id] = app
+                    app.blocked_on = new
+                else:
+                    app.blocked_on = None
+                    self._sync_app(app)
+
+    def _wake_tracker(self, t: Tracker) -> None:
+        self._wake_queue(t)  # type: ignore[arg-type]  (same waiters protocol)
 
     # --- nodes -----------------------------------------------------------------------
 
@@ -597,6 +767,7 @@ class Partition:
         self.apps[app.id] = app
         self.terminated.pop(app.id, None)
         queue.apps[app.id] = app
+        self._track(app)
         return app
 
     def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
@@ -611,6 +782,8 @@ class Partition:
         if new is AppState.RUNNING:
             for q in app.path:
                 q.running += 1
+            for t in app.trackers:
+                t.running += 1
             if app.timeout_ms > 0 and old is not AppState.COMPLETING:
                 app.timer += 1
                 self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, ("app_timeout", self, app, app.timer))
@@ -619,6 +792,9 @@ class Partition:
                 q.running -= 1
             for q in app.path:
                 self._wake_app_waiters(q)
+            for t in app.trackers:
+                t.running -= 1
+                self._wake_app_waiters(t)  # type: ignore[arg-type]
         if new is AppState.COMPLETING:
             app.timer += 1
             self.timers.schedule(ctx.ts + limits.COMPLETING_TIMEOUT_NS, ("completing", self, app, app.timer))
@@ -767,9 +943,12 @@ class Partition:
                 if not group:
                     del self.node_waiters[ask.shape]
         elif ask.waiting is not None:
-            q = self.queues.get(ask.waiting)
+            q = self._waiting_place(ask.waiting)
             if q is not None:
                 q.waiters.pop((ask.app.id, ask.key), None)
+
+    def _waiting_place(self, where: str) -> Queue | Tracker | None:
+        return self.trackers.get(where) if "|" in where else self.queues.get(where)
 
     def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: str, ctx: Outbox) -> None:
         ask.app.active.remove(ask.entry)
@@ -777,7 +956,7 @@ class Partition:
         if where == NODE_WAIT:
             self.node_waiters.setdefault(ask.shape, {})[(ask.app.id, ask.key)] = ask
         else:
-            self.queues[where].waiters[(ask.app.id, ask.key)] = ask
+            self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
         if reason != ask.reported:
             ask.reported = reason
             ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
@@ -796,13 +975,13 @@ class Partition:
             for ask in self.node_waiters.pop(shape).values():
                 self._wake(ask)
 
-    def _wake_queue(self, q: Queue) -> None:
+    def _wake_queue(self, q: Queue | Tracker) -> None:
         if q.waiters:
             waiters, q.waiters = q.waiters, {}
             for ask in waiters.values():
                 self._wake(ask)
 
-    def _wake_app_waiters(self, q: Queue) -> None:
+    def _wake_app_waiters(self, q: Queue | Tracker) -> None:
         if q.app_waiters:
             waiters, q.app_waiters = q.app_waiters, {}
             for app in waiters.values():
@@ -861,6 +1040,8 @@ class Partition:
         self._index_node(node)
         for q in app.path:
             add_into(q.allocated, res)
+        for t in app.trackers:
+            add_into(t.allocated, res)
         add_into(app.allocated, res)
         app.allocations[alloc.uuid] = alloc
         self.allocations[alloc.uuid] = alloc
@@ -904,6 +1085,8 @@ class Partition:
         self._index_node(node)
         for q in app.path:
             sub_into(q.allocated, res)
+        for t in app.trackers:
+            sub_into(t.allocated, res)
         sub_into(app.allocated, res)
         del app.allocations[alloc.uuid]
         del self.allocations[alloc.uuid]
@@ -920,6 +1103,8 @@ class Partition:
         ))
         for q in app.path:
             self._wake_queue(q)
+        for t in app.trackers:
+            self._wake_queue(t)
         self._wake_node(node)
         if check_done:
             self._check_done(app, ctx)
@@ -986,20 +1171,29 @@ class Partition:
 
     def _try_app(self, app: App, ctx: Outbox) -> bool:
         if app.state is AppState.ACCEPTED:
+            full: Queue | Tracker | None = None
             for q in app.path:
                 if q.maxapps and q.running >= q.maxapps:
-                    app.blocked_on = q
-                    q.app_waiters[app.id] = app
-                    self._sync_app(app)
-                    reason = f"queue {q.path} runs its maximum of {q.maxapps} applications"
-                    for _, _, ask in list(app.active):
-                        if ask.reported != reason:
-                            ask.reported = reason
-                            ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
-                                applicartionID=app.id, allocationKey=ask.key,
-                                state=m.SchedulingState.SKIPPED, reason=reason,
-                            ))
-                    return False
+                    full, reason = q, f"queue {q.path} runs its maximum of {q.maxapps} applications"
+                    break
+            else:
+                for t in app.trackers:
+                    n = t.limit.maxapplications
+                    if n and t.running >= n:
+                        full, reason = t, f"{t.describe()}: {t.running} of {n} applications running"
+                        break
+            if full is not None:
+                app.blocked_on = full
+                full.app_waiters[app.id] = app
+                self._sync_app(app)
+                for _, _, ask in list(app.active):
+                    if ask.reported != reason:
+                        ask.reported = reason
+                        ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
+                            applicartionID=app.id, allocationKey=ask.key,
+                            state=m.SchedulingState.SKIPPED, reason=reason,
+                        ))
+                return False
         while app.active:
             ask: Ask = app.active[0][-1]
             if self._try_ask(ask, ctx):
@@ -1009,6 +1203,20 @@ class Partition:
 
     def _try_ask(self, ask: Ask, ctx: Outbox) -> bool:
         res = ask.resource
+        app = ask.app
+        if app.queue.path == RECOVERY_QUEUE:
+            reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
+            self._wait(ask, RECOVERY_QUEUE, m.SchedulingState.SKIPPED, reason, ctx)
+            return False
+        for t in app.trackers:
+            limit = t.limit.maxresources
+            if limit:
+                over = first_over(t.allocated, res, limit)
+                if over is not None:
+                    reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
+                              f"{t.allocated.get(over, 0)} used + {res[over]} asked")
+                    self._wait(ask, t.key, m.SchedulingState.SKIPPED, reason, ctx)
+                    return False
         for q in ask.app.path:
             if q.max:
                 over = first_over(q.allocated, res, q.max)

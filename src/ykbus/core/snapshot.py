@@ -20,13 +20,13 @@ from typing import Any
 import msgspec
 from sortedcontainers import SortedList
 
-from ykbus.core.config import PartitionConfig
+from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, Timers
 from ykbus.core.resources import add_into, scaled
 
-FORMAT = 1
+FORMAT = 2  # 2: ACLs parsed, user/group limits, child templates
 
 
 class SnapshotError(Exception):
@@ -103,12 +103,14 @@ class SQueue(_S):
     max: dict[str, int]
     maxapps: int
     properties: dict[str, str]
-    submitacl: str | None
-    adminacl: str | None
+    submitacl: Acl | None
+    adminacl: Acl | None
     sort_priority: bool
     raw_priority: int | None
     waiters: list[tuple[str, str]]
     app_waiters: list[str]
+    limits: list[LimitConfig]
+    template: ChildTemplate | None
 
 
 class SPartition(_S):
@@ -174,7 +176,7 @@ def _queue(q: Queue) -> SQueue:
     return SQueue(
         q.path, list(q.children), q.leaf, q.managed, q.draining, q.draining_since, q.guaranteed, q.max,
         q.maxapps, q.properties, q.submitacl, q.adminacl, q.sort_priority, q.raw_priority,
-        list(q.waiters), list(q.app_waiters),
+        list(q.waiters), list(q.app_waiters), q.limits, q.template,
     )
 
 
@@ -254,7 +256,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
     p.seq, p._rekey = s.seq, s.rekey
     p._failed_shapes, p._fit_cache, p._shapes = set(), {}, {}
     p.nodes, p.apps, p.allocations, p.total = {}, {}, {}, {}
-    p.node_waiters, p.queues = {}, {}
+    p.node_waiters, p.queues, p.trackers = {}, {}, {}
     p.node_index = SortedList()
     p.terminated = {k: AppState(v) for k, v in s.terminated.items()}
 
@@ -265,6 +267,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         q.leaf, q.managed, q.draining, q.draining_since = sq.leaf, sq.managed, sq.draining, sq.draining_since
         q.guaranteed, q.max, q.maxapps, q.properties = sq.guaranteed, sq.max, sq.maxapps, sq.properties
         q.submitacl, q.adminacl = sq.submitacl, sq.adminacl
+        q.limits, q.template = sq.limits, sq.template
         q.sort_priority, q.raw_priority = sq.sort_priority, sq.raw_priority
         q.set_policies()
         p.queues[q.path] = q
@@ -288,7 +291,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         app.asks, app.allocations, app.allocated, app.pending = {}, {}, {}, {}
         app.active = SortedList()
         app.max_priority, app.priorities, app.entry = None, {}, None
-        app.blocked_on = p.queues[sa.blocked_on] if sa.blocked_on is not None else None
+        app.blocked_on = p.queues.get(sa.blocked_on) if sa.blocked_on is not None else None
+        app.trackers = []
         app.timeout_ms, app.timer = sa.timeout_ms, sa.timer
         p.apps[app.id] = app
         app.queue.apps[app.id] = app
@@ -344,6 +348,15 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         q = p.queues[sq.path]
         q.waiters = {tuple(k): asks[tuple(k)] for k in sq.waiters}  # type: ignore[misc]
         q.app_waiters = {a: p.apps[a] for a in sq.app_waiters}
+    p._retrack()  # trackers and their counts are derived; waiters and blocked apps are not
+    for (app_id, key), ask in asks.items():
+        if ask.waiting is not None and "|" in ask.waiting:
+            p.trackers[ask.waiting].waiters[(app_id, key)] = ask
+    for sa in s.apps:
+        if sa.blocked_on is not None and "|" in sa.blocked_on:
+            app = p.apps[sa.id]
+            app.blocked_on = p.trackers[sa.blocked_on]
+            app.blocked_on.app_waiters[app.id] = app
     for app in p.apps.values():
         p._sync_app(app)
     return p

@@ -25,6 +25,7 @@ partitions:
     nodesortpolicy: {type: binpacking}
     queues:
       - name: root
+        submitacl: '*'
         queues:
           - name: etl
             resources: {guaranteed: {vcore: 200}}

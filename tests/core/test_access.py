@@ -1,0 +1,327 @@
+"""ACLs, the recovery queue, child templates and user/group limits (seed:
+scheduler-configuration; the issue's YuniKorn semantics)."""
+
+import pytest
+
+from tests.conftest import Harness, msgs, new_allocs, states
+from ykbus.core.config import ConfigError, dump_config, parse_acl, parse_config
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.build import app, ask
+from ykbus.yamlload import load_yaml
+
+GB = 10**9
+
+
+def part(h):
+    return h.core.dump()["rms"]["rm-1"]["partitions"]["default"]
+
+
+def placed(h, *apps):
+    reply = msgs(h.do(h.log.apps(*apps)), "app")[0]
+    found = part(h)["applications"]
+    return ({a.applicationID: found[a.applicationID]["queue"] for a in reply.accepted},
+            {r.applicationID: r.reason for r in reply.rejected})
+
+
+# --- ACLs --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, user, groups, allowed", [
+    ("*", "anyone", [], True),
+    ("", "anyone", ["g"], False),                 # empty: nobody
+    (" ", "anyone", ["g"], False),                # a single space: nobody
+    ("alice,bob", "bob", [], True),
+    ("alice,bob", "carol", ["alice"], False),     # a user list does not match groups
+    ("alice dev,ops", "carol", ["x", "ops"], True),
+    (" dev", "dev", [], False),                   # groups only
+    (" dev", "carol", ["dev"], True),
+    ("first.last@corp.example", "first.last@corp.example", [], True),
+])
+def test_acl_forms(text, user, groups, allowed):
+    assert parse_acl(text).allows(user, groups) is allowed
+
+
+@pytest.mark.parametrize("text, error", [
+    ("alice bob carol", "more than one space"),
+    ("alice, bob", "user name '' must match"),
+    ("al ice!", "group name 'ice!' must match"),
+    ("9lives", "user name '9lives' must match"),
+])
+def test_invalid_acls_are_config_errors(text, error):
+    with pytest.raises(ValueError, match=error):
+        parse_acl(text)
+
+
+ACLS = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: 'admin'
+        queues:
+          - name: open
+            submitacl: '*'
+          - name: team
+            submitacl: 'alice data'
+          - name: ops
+            adminacl: 'bob'
+          - name: closed
+"""
+
+
+def test_submit_access_is_checked_from_the_leaf_up_to_root():
+    h = Harness()
+    h.setup(ACLS)
+    ok, rejected = placed(h,
+                          app("a", "root.open", user="anyone"),
+                          app("b", "root.team", user="alice"),
+                          app("c", "root.team", user="carol", groups=["data"]),
+                          app("d", "root.ops", user="bob"),              # admin implies submit
+                          app("e", "root.closed", user="admin"),         # root's ACL counts
+                          app("f", "root.closed", user="alice"),
+                          app("g", "root.team", user="carol", groups=["web"]))
+    assert ok == {"a": "root.open", "b": "root.team", "c": "root.team", "d": "root.ops", "e": "root.closed"}
+    assert rejected == {
+        "f": "user 'alice' may not submit to queue root.closed: no submitacl or adminacl up to root lets them in",
+        "g": "user 'carol' may not submit to queue root.team: no submitacl or adminacl up to root lets them in",
+    }
+    assert "f" not in part(h)["applications"]
+
+
+def test_no_acl_anywhere_denies_everyone():
+    h = Harness()
+    h.setup("partitions: [{name: default, queues: [{name: root, queues: [{name: a}]}]}]")
+    ok, rejected = placed(h, app("a1", "root.a", user="alice"))
+    assert ok == {} and "may not submit to queue root.a" in rejected["a1"]
+
+
+RULES_ACL = """
+partitions:
+  - name: default
+    placementrules:
+      - name: user
+        create: true
+        parent: {name: fixed, value: root.users}
+      - name: fixed
+        value: root.fallback
+    queues:
+      - name: root
+        queues:
+          - name: users
+            parent: true
+            submitacl: 'alice'
+          - name: fallback
+            submitacl: '*'
+"""
+
+
+def test_a_rule_whose_queue_denies_the_user_falls_through_and_leaves_no_queue():
+    h = Harness()
+    h.setup(RULES_ACL)
+    ok, _ = placed(h, app("a", "", user="alice"), app("b", "", user="bob"))
+    # bob may not submit under root.users (unmanaged queue: its parent's ACL), so the next rule
+    assert ok == {"a": "root.users.alice", "b": "root.fallback"}
+    assert "root.users.bob" not in part(h)["queues"]
+
+
+def test_rejection_names_the_acl_when_every_rule_was_denied():
+    h = Harness()
+    h.setup(RULES_ACL.replace("submitacl: '*'", "submitacl: 'carol'"))
+    _, rejected = placed(h, app("b", "", user="bob"))
+    assert rejected["b"] == (
+        "no placement rule placed the application (rules: user, fixed); denied by ACL: "
+        "user 'bob' may not submit to queue root.users.bob: no submitacl or adminacl up to root lets them in; "
+        "user 'bob' may not submit to queue root.fallback: no submitacl or adminacl up to root lets them in")
+
+
+# --- recovery -------------------------------------------------------------------------
+
+def test_recovered_application_whose_queue_is_gone_goes_to_the_recovery_queue():
+    h = Harness()
+    h.setup(ACLS, n1={"vcore": 4000})
+    forced = {"application.create.force": "true"}
+    ok, rejected = placed(h, app("r1", "root.removed", user="x", tags=forced),
+                          app("r2", "root.closed", user="x", tags=forced),
+                          app("n1", "root.removed", user="x"))
+    assert ok == {"r1": "root.@recovery@", "r2": "root.@recovery@"}
+    assert rejected == {"n1": "queue 'root.removed' does not exist"}
+    # it keeps what it runs, but gets nothing new
+    outs = h.do(h.log.asks(ask("k1", "r1", vcore=1000)))
+    assert new_allocs(outs) == []
+    assert [s.reason for s in states(outs)] == [
+        "queue root.@recovery@ keeps recovered applications running and schedules nothing new"]
+    h.do(h.log.remove_apps("r1", "r2"))
+    assert "root.@recovery@" not in part(h)["queues"]
+
+
+# --- child templates --------------------------------------------------------------------
+
+TEMPLATE = """
+partitions:
+  - name: default
+    placementrules:
+      - name: user
+        create: true
+        parent: {name: fixed, value: root.tenants.users}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: tenants
+            childtemplate:
+              maxapplications: 1
+              resources: {max: {vcore: 2}}
+              properties: {application.sort.policy: fair}
+            queues:
+              - name: users
+                parent: true
+"""
+
+
+def test_unmanaged_leaf_takes_the_nearest_child_template():
+    h = Harness()
+    h.setup(TEMPLATE, n1={"vcore": 8000})
+    placed(h, app("a", "", user="alice"))
+    q = part(h)["queues"]["root.tenants.users.alice"]
+    assert (q["max"], q["maxApplications"], q["properties"]) == (
+        {"vcore": 2000}, 1, {"application.sort.policy": "fair"})
+    outs = h.do(h.log.asks(ask("k", "a", vcore=1000, max_allocations=3)))
+    assert len(new_allocs(outs)) == 2  # the template's max holds the third
+    # a reload with another template applies to the live unmanaged queue from the next decision
+    h.do(h.log.config(TEMPLATE.replace("max: {vcore: 2}", "max: {vcore: 3}")))
+    assert part(h)["queues"]["root.tenants.users.alice"]["max"] == {"vcore": 3000}
+    assert len(part(h)["allocations"]) == 3
+
+
+def test_childtemplate_on_a_leaf_is_an_error():
+    with pytest.raises(ConfigError, match=r"queues\[0\].queues\[0\].childtemplate: only a parent queue"):
+        parse_config(load_yaml("partitions: [{name: default, queues: [{name: root, queues: "
+                               "[{name: a, childtemplate: {maxapplications: 1}}]}]}]"))
+
+
+# --- user and group limits --------------------------------------------------------------
+
+LIMITS = """
+partitions:
+  - name: default
+    limits:
+      - limit: everyone at most 4 vcores
+        users: ['*']
+        maxresources: {vcore: 4}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            limits:
+              - limit: alice
+                users: [alice]
+                maxresources: {vcore: 2}
+                maxapplications: 1
+              - limit: data team
+                groups: [data]
+                maxresources: {vcore: 3}
+              - limit: other groups
+                groups: ['*']
+                maxapplications: 2
+          - name: b
+"""
+
+
+def test_user_limit_holds_the_ask_with_a_reason_that_names_the_limit():
+    h = Harness()
+    h.setup(LIMITS, n1={"vcore": 16000})
+    placed(h, app("a1", "root.a", user="alice"))
+    outs = h.do(h.log.asks(ask("k", "a1", vcore=1000, max_allocations=3)))
+    assert len(new_allocs(outs)) == 2
+    assert [s.reason for s in states(outs)] == [
+        "user alice limit (alice) in queue root.a: maxresources vcore 2000 would be exceeded: 2000 used + 1000 asked"]
+    # a release of alice's in that queue lets the held ask go
+    outs = h.do(h.log.release("a1", uuid=new_allocs(outs)[0].UUID))
+    assert len(new_allocs(outs)) == 1
+
+
+def test_limits_are_enforced_up_the_tree_and_per_wildcard_user():
+    h = Harness()
+    h.setup(LIMITS, n1={"vcore": 32000})
+    placed(h, app("b1", "root.b", user="bob"), app("c1", "root.b", user="carol"))
+    outs = h.do(h.log.asks(ask("kb", "b1", vcore=1000, max_allocations=6),
+                           ask("kc", "c1", vcore=1000, max_allocations=6)))
+    by_app = {}
+    for a in new_allocs(outs):
+        by_app[a.applicationID] = by_app.get(a.applicationID, 0) + 1
+    assert by_app == {"b1": 4, "c1": 4}  # root's wildcard: 4 vcores for each user, not shared
+    assert {s.reason for s in states(outs)} == {
+        "user bob limit (everyone at most 4 vcores) in queue root: maxresources vcore 4000 would be exceeded: "
+        "4000 used + 1000 asked",
+        "user carol limit (everyone at most 4 vcores) in queue root: maxresources vcore 4000 would be exceeded: "
+        "4000 used + 1000 asked"}
+
+
+def test_first_matching_group_limit_applies():
+    h = Harness()
+    h.setup(LIMITS, n1={"vcore": 32000})
+    placed(h, app("d1", "root.a", user="dave", groups=["web", "data"]))
+    outs = h.do(h.log.asks(ask("k", "d1", vcore=1000, max_allocations=4)))
+    assert len(new_allocs(outs)) == 3
+    assert "group data limit (data team) in queue root.a" in states(outs)[0].reason
+
+
+def test_user_maxapplications_keeps_the_next_application_accepted():
+    h = Harness()
+    h.setup(LIMITS, n1={"vcore": 32000})
+    placed(h, app("a1", "root.a", user="alice"), app("a2", "root.a", user="alice"))
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=1000), ask("k2", "a2", vcore=1000)))
+    assert [a.applicationID for a in new_allocs(outs)] == ["a1"]
+    assert [s.reason for s in states(outs)] == [
+        "user alice limit (alice) in queue root.a: 1 of 1 applications running"]
+    assert part(h)["applications"]["a2"]["state"] == "Accepted"
+    outs = h.do(h.log.remove_apps("a1"))
+    assert [a.applicationID for a in new_allocs(outs)] == ["a2"]
+
+
+def test_wildcard_group_limit_counts_the_users_first_group():
+    h = Harness()
+    h.setup(LIMITS, n1={"vcore": 32000})
+    apps = [app(f"x{i}", "root.a", user=f"u{i}", groups=["web"]) for i in range(3)]
+    placed(h, *apps)
+    outs = h.do(h.log.asks(*[ask(f"k{i}", f"x{i}", vcore=500) for i in range(3)]))
+    assert sorted(a.applicationID for a in new_allocs(outs)) == ["x0", "x1"]
+    assert states(outs)[0].reason == "group web limit (other groups) in queue root.a: 2 of 2 applications running"
+
+
+def test_raising_a_limit_in_a_reload_releases_held_asks_and_snapshots_keep_trackers():
+    h = Harness()
+    h.setup(LIMITS, n1={"vcore": 32000})
+    placed(h, app("a1", "root.a", user="alice"))
+    h.do(h.log.asks(ask("k", "a1", vcore=1000, max_allocations=3)))
+    # a snapshot taken while the ask waits for alice's limit resumes identically
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    reload = h.log.config(LIMITS.replace("maxresources: {vcore: 2}", "maxresources: {vcore: 3}"))
+    outs, outs2 = h.core.apply(reload), restored.apply(reload)
+    assert outs == outs2 and len(new_allocs(outs)) == 1
+    assert h.core.dump() == restored.dump()
+
+
+@pytest.mark.parametrize("limits, error", [
+    ("[{maxapplications: 1}]", "limits[0]: a limit needs users or groups"),
+    ("[{users: [a]}]", "limits[0]: a limit needs maxresources or maxapplications"),
+    ("[{users: [a], maxapplications: 0}]", "limits[0].maxapplications: must be greater than 0"),
+    ("[{users: [a], maxresources: {vcore: 0}}]", "limits[0].maxresources: sets no resource above zero"),
+    ("[{users: [a], maxresources: {vcore: 9}}]", "limits[0].maxresources: vcore 9000 exceeds the queue's max 8000"),
+    ("[{users: [a], maxapplications: 1}, {users: [a], maxapplications: 2}]",
+     "limits[1]: user 'a' already has a limit in partitions[0].queues[0].queues[0].limits[0]"),
+    ("[{users: ['bad name'], maxapplications: 1}]", "limits[0].users[0]: 'bad name' must be * or match"),
+    ("[{users: [a], maxapplications: 1, max: 3}]", "limits[0].max: unknown key"),
+])
+def test_invalid_limits(limits, error):
+    text = ("partitions: [{name: default, queues: [{name: root, queues: "
+            f"[{{name: a, resources: {{max: {{vcore: 8}}}}, limits: {limits}}}]}}]}}]")
+    with pytest.raises(ConfigError) as exc:
+        parse_config(load_yaml(text))
+    assert any(error in e for e in exc.value.errors), exc.value.errors
+
+
+def test_dump_of_a_parsed_configuration_parses_to_the_same():
+    for text in (ACLS, RULES_ACL, TEMPLATE, LIMITS):
+        config = parse_config(load_yaml(text))
+        assert parse_config(dump_config(config)) == config
