@@ -84,6 +84,29 @@ partitions:
             resources: {max: {vcore: 9}}
 """
 CONFIGS.append(PLACEMENT)
+LIMITS = """
+partitions:
+  - name: default
+    limits:
+      - {users: ['*'], maxresources: {vcore: 7}}
+    queues:
+      - name: root
+        submitacl: ' g0,g1'
+        queues:
+          - name: a
+            limits:
+              - {users: [u1], maxapplications: 1, maxresources: {vcore: 3}}
+              - {groups: [g0], maxresources: {vcore: 4}}
+              - {groups: ['*'], maxapplications: 2}
+          - name: b
+            submitacl: 'u3'
+            queues:
+              - name: b1
+              - name: b2
+                limits:
+                  - {users: ['*'], maxapplications: 1}
+"""
+CONFIGS.append(LIMITS)
 LEAVES = ["root.a", "root.b.b1", "root.b.b2", ""]  # "": placed by rules, or rejected without
 
 
@@ -136,7 +159,9 @@ class CoreMachine(RuleBasedStateMachine):
     @rule(leaf=st.sampled_from(LEAVES), timeout=st.sampled_from([0, 0, 1500, 40000]), user=st.integers(0, 3))
     def add_app(self, leaf, timeout, user):
         self.apps += 1
-        self.do(self.log.apps(app(f"app{self.apps}", leaf, user=f"u{user}", executionTimeoutMilliSeconds=timeout)))
+        groups = [[], ["g0"], ["g1", "g0"], ["g2"]][user]
+        self.do(self.log.apps(app(f"app{self.apps}", leaf, user=f"u{user}", groups=groups,
+                                  executionTimeoutMilliSeconds=timeout)))
 
     @precondition(lambda self: self.registered and self.apps)
     @rule(data=st.data())
@@ -215,6 +240,9 @@ class CoreMachine(RuleBasedStateMachine):
                 for q in live.app.path:
                     for r, limit in q.max.items():
                         assert q.allocated.get(r, 0) <= limit, f"{q.path} over max {r}"
+                for t in live.app.trackers:
+                    for r, limit in t.limit.maxresources.items():
+                        assert t.allocated.get(r, 0) <= limit, f"{t.key} over its limit {r}"
 
     @invariant()
     def accounting_is_consistent(self):
@@ -252,6 +280,17 @@ class CoreMachine(RuleBasedStateMachine):
             assert q.allocated == queue_sum.get(q.path, {}), q.path
             assert q.pending == queue_pending.get(q.path, {}), q.path
         assert p.root.active == active
+        tracked, running = {}, {}
+        for app_ in p.apps.values():
+            for t in app_.trackers:
+                assert p.trackers[t.key] is t
+                for r, v in app_.allocated.items():
+                    tracked.setdefault(t.key, {}).setdefault(r, 0)
+                    tracked[t.key][r] += v
+                running[t.key] = running.get(t.key, 0) + (app_.state.value == "Running")
+        for key, t in p.trackers.items():
+            assert {r: v for r, v in t.allocated.items() if v} == tracked.get(key, {}), key
+            assert t.running == running.get(key, 0), key
 
     @invariant()
     def no_placeable_ask_left_waiting(self):
@@ -267,7 +306,10 @@ class CoreMachine(RuleBasedStateMachine):
                     continue
                 headroom = all(
                     all(q.allocated.get(r, 0) + v <= q.max[r] for r, v in k.resource.items() if r in q.max)
-                    for q in app_.path)
+                    for q in app_.path) and all(
+                    all(t.allocated.get(r, 0) + v <= t.limit.maxresources[r]
+                        for r, v in k.resource.items() if r in t.limit.maxresources)
+                    for t in app_.trackers)
                 if headroom:
                     assert not any(fits(k.resource, n.free) for n in schedulable), \
                         f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
