@@ -106,35 +106,66 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _service_settings(args: argparse.Namespace):
-    from ykbus.bus.service import ServiceSettings
+    """Settings from the service configuration file (`--config`), then the flags given."""
+    from ykbus.bus.service import ServiceSettings, nats_options
+    from ykbus.bus.settings import ServiceConfig, ServiceConfigError, load_service_config
     from ykbus.bus.streams import StreamLimits
 
+    config, acl = ServiceConfig(), None
+    if getattr(args, "config", None):
+        try:
+            config, acl = load_service_config(args.config)
+        except (OSError, ValueError, ServiceConfigError) as exc:
+            sys.exit(f"ykbus: {args.config}: invalid service configuration: {exc}")
+
+    def flag(name: str, value):
+        given = getattr(args, name, None)
+        return value if given is None else given
+
+    c, tls = config, config.nats.tls
+    for path in filter(None, [flag("queues", c.queues.file)]):
+        _queues(path)  # a queue file that does not validate stops the start, with every error
     return ServiceSettings(
-        nats_url=args.nats, prefix=args.prefix, queues=_queues(args.queues), tick_interval_s=args.tick,
-        snapshot_every=args.snapshot_every, heartbeat_pause_s=args.rm_pause, heartbeat_stop_s=args.rm_stop,
-        limits=StreamLimits(in_max_bytes=args.in_max_bytes, out_max_bytes=args.out_max_bytes,
-                            out_max_age_s=args.out_max_age, replicas=args.replicas),
-        snapshot_dir=args.snapshot_dir,
+        nats_url=flag("nats", c.nats.url) or c.nats.url, prefix=flag("prefix", c.nats.prefix),
+        queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
+        watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
+        snapshot_every=flag("snapshot_every", c.snapshot_every),
+        heartbeat_pause_s=flag("rm_pause", c.rm.pause_after), heartbeat_stop_s=flag("rm_stop", c.rm.stop_after),
+        limits=StreamLimits(in_max_bytes=flag("in_max_bytes", c.streams.in_max_bytes),
+                            out_max_bytes=flag("out_max_bytes", c.streams.out_max_bytes),
+                            out_max_age_s=flag("out_max_age", c.streams.out_max_age),
+                            replicas=flag("replicas", c.streams.replicas)),
+        snapshot_dir=flag("snapshot_dir", c.snapshot_dir),
+        nats_options=nats_options(c.nats.credentials, c.nats.user, c.nats.password, c.nats.token,
+                                  tls.ca if tls else None, tls.cert if tls else None, tls.key if tls else None),
+        api_host=flag("api_host", c.api.host), api_port=flag("api_port", c.api.port), scheduler_acl=acl,
     )
 
 
 def _add_service_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--queues", metavar="FILE.yaml", help="queue configuration for every RM (overrides theirs)")
-    p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
-    p.add_argument("--tick", type=float, default=1.0, metavar="S", help="seconds between tick entries")
-    p.add_argument("--snapshot-every", type=int, default=10_000, metavar="N", help="entries between snapshots")
-    p.add_argument("--rm-pause", type=float, default=10.0, metavar="S",
-                   help="seconds without heartbeat before an RM is Paused")
-    p.add_argument("--rm-stop", type=float, default=60.0, metavar="S",
-                   help="further seconds Paused before an RM is Stopped and its state removed")
-    p.add_argument("--in-max-bytes", type=int, default=-1, metavar="B",
+    p.add_argument("--config", metavar="YKBUS.yaml",
+                   help="the service configuration (static; docs/configuration.md); flags override it")
+    p.add_argument("--queues", metavar="FILE.yaml",
+                   help="queue configuration for every RM (overrides theirs); watched while running")
+    p.add_argument("--queues-dir", metavar="DIR",
+                   help="<policyGroup>.yaml: the queue configuration of that policy group; watched while running")
+    p.add_argument("--prefix", default=None, help="subject prefix (default yk.v1)")
+    p.add_argument("--tick", type=float, default=None, metavar="S", help="seconds between tick entries (1)")
+    p.add_argument("--snapshot-every", type=int, default=None, metavar="N", help="entries between snapshots (10000)")
+    p.add_argument("--rm-pause", type=float, default=None, metavar="S",
+                   help="seconds without heartbeat before an RM is Paused (10)")
+    p.add_argument("--rm-stop", type=float, default=None, metavar="S",
+                   help="further seconds Paused before an RM is Stopped and its state removed (60)")
+    p.add_argument("--in-max-bytes", type=int, default=None, metavar="B",
                    help="size limit of the input log stream YK_IN (-1: unlimited; keep it above the last snapshot)")
-    p.add_argument("--out-max-bytes", type=int, default=1 << 30, metavar="B", help="size limit of YK_OUT")
-    p.add_argument("--out-max-age", type=float, default=7 * 24 * 3600, metavar="S", help="age limit of YK_OUT")
-    p.add_argument("--replicas", type=int, default=1, help="stream replicas (3 on a NATS cluster)")
+    p.add_argument("--out-max-bytes", type=int, default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
+    p.add_argument("--out-max-age", type=float, default=None, metavar="S", help="age limit of YK_OUT (7 days)")
+    p.add_argument("--replicas", type=int, default=None, help="stream replicas (1; 3 on a NATS cluster)")
     p.add_argument("--snapshot-dir", metavar="DIR",
                    help="keep a copy of the latest snapshot here; a start reads it instead of downloading it "
                         "when its digest matches the object store's")
+    p.add_argument("--api-host", default=None, help="bind host of the HTTP read API (127.0.0.1)")
+    p.add_argument("--api-port", type=int, default=None, help="port of the HTTP read API (0: off)")
     p.add_argument("--log-level", default="info")
 
 
@@ -268,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("core", help="run the core service against a NATS server")
-    p.add_argument("--nats", default="nats://127.0.0.1:4222", metavar="URL")
+    p.add_argument("--nats", default=None, metavar="URL", help="NATS server (nats://127.0.0.1:4222)")
     _add_service_flags(p)
     p.set_defaults(func=cmd_core)
 

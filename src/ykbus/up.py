@@ -24,10 +24,27 @@ def up(args: argparse.Namespace) -> int:
     with NatsServer(store_dir=args.data, sync_always=args.sync_always) as server:
         settings.nats_url = server.url
         settings.snapshot_dir = settings.snapshot_dir or os.path.join(server.store_dir, "snapshots")
+        if not settings.queues_dir and not settings.queue_file:
+            settings.queues_dir = _queue_files(os.path.join(server.store_dir, "queues"))
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
+        if settings.queues_dir:
+            print(f"ykbus up: queue configuration per RM in {settings.queues_dir}/<rm>.yaml: "
+                  "edit it while this runs, a valid change applies within seconds", flush=True)
         anyio.run(_run, settings, args.duration)
     print("ykbus up: stopped", flush=True)
     return 0
+
+
+def _queue_files(directory: str) -> str:
+    """The demo RMs' queue files (policy groups `k8s` and `batch`), written once: after that
+    they are the user's to edit, and the core watches them."""
+    os.makedirs(directory, exist_ok=True)
+    for rm in (K8sSim("", "k8s"), BatchSim("", "batch")):
+        path = os.path.join(directory, f"{rm.rm_id}.yaml")
+        if not os.path.exists(path):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(rm.queues_yaml().lstrip())
+    return directory
 
 
 async def _run(settings: ServiceSettings, duration: float) -> None:

@@ -110,6 +110,15 @@ CONFIGS.append(LIMITS)
 LEAVES = ["root.a", "root.b.b1", "root.b.b2", ""]  # "": placed by rules, or rejected without
 
 
+def first_diff(a, b, path="$"):
+    """Where two dumps first differ, and how."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if a.get(k) != b.get(k):
+                return first_diff(a.get(k), b.get(k), f"{path}.{k}")
+    return f"{path}: {a!r} != {b!r}"
+
+
 class CoreMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
@@ -325,7 +334,8 @@ class CoreMachine(RuleBasedStateMachine):
             for e in self.entries[:cut]:
                 head.apply(e)
             resumed = load_snapshot(dump_snapshot(head), load_yaml)
-            assert resumed.dump() == head.dump(), f"snapshot after entry {cut} restores another state"
+            assert resumed.dump() == head.dump(), \
+                f"snapshot after entry {cut} restores another state: {first_diff(head.dump(), resumed.dump())}"
             for i, e in enumerate(self.entries[cut:], cut):
                 got = [encode_output(o) for o in resumed.apply(e)]
                 assert got == self.per_entry[i], f"snapshot at {cut}: entry {i} decided differently"

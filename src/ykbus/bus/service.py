@@ -17,9 +17,15 @@ Theory of operation
    deduplicated by message id beyond that: `kill -9` at any moment duplicates nothing.
 4. Time enters the log, never the core: the service appends `tick` entries on a timer, and
    `rmstate` entries when an RM's heartbeats (`yk.v1.hb.<rm>`, not logged) stop or resume.
-5. The read API answers `yk.v1.api.<verb>` from a projection of the state. The event loop
-   is single-threaded and `Core.apply` is synchronous, so a reader never sees a half-applied
-   entry and the consumer task stays the only writer.
+5. The read API answers `yk.v1.api.<verb>` (and, when configured, HTTP GET /api/<verb>)
+   from a projection of the state. The event loop is single-threaded and `Core.apply` is
+   synchronous, so a reader never sees a half-applied entry and the consumer task stays the
+   only writer.
+6. Queue files the operator keeps (`--queues`, `--queues-dir`) are watched; a changed file
+   that validates is appended to the log as a `config` entry of the service (rm ""), so a
+   reload is decided, replayed and snapshotted like everything else. A file that does not
+   validate is logged with every error and changes nothing. The admin API
+   (`yk.v1.admin.<verb>`) does the same on request, for the users the scheduler ACL lets in.
 """
 
 from __future__ import annotations
@@ -28,15 +34,20 @@ import asyncio
 import base64
 import collections
 import gc
+import getpass
 import hashlib
 import json
 import logging
 import os
+import ssl
 import time
+import urllib.parse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import msgspec
 import nats
 from nats.js import api
@@ -55,7 +66,7 @@ from ykbus.bus.subjects import (
     js_reply_meta,
 )
 from ykbus.core import Core, Entry, Output
-from ykbus.core.config import SchedulerConfig
+from ykbus.core.config import Acl, ConfigError, parse_config
 from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.si import codec
@@ -98,7 +109,9 @@ class LogGap(Exception):
 class ServiceSettings:
     nats_url: str = "nats://127.0.0.1:4222"
     prefix: str = "yk.v1"
-    queues: SchedulerConfig | None = None
+    queue_file: str | None = None  # the queue configuration of every RM (policy group "*"), watched
+    queues_dir: str | None = None  # <policy group>.yaml files, watched
+    watch_interval_s: float = 2.0
     tick_interval_s: float = 1.0
     snapshot_every: int = 10_000
     heartbeat_pause_s: float = 10.0
@@ -107,13 +120,20 @@ class ServiceSettings:
     publish_retries: int = 60
     publish_window: int = 2000  # output publishes awaiting their ack, across entries
     snapshot_dir: str | None = None  # also keep the latest snapshot here (read if its digest matches)
+    nats_options: dict[str, Any] = field(default_factory=dict)  # credentials, TLS (nats.connect keywords)
+    api_host: str = "127.0.0.1"
+    api_port: int = 0  # HTTP read API; 0: off
+    scheduler_acl: Acl | None = None  # admin API users besides the process owner
 
 
 class CoreService:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.subjects = Subjects(settings.prefix)
-        self.core = Core(load_yaml=load_yaml, queues_override=settings.queues)
+        self.core = Core(load_yaml=load_yaml)
+        self.owner = getpass.getuser()
+        self._queue_texts: dict[str, str] = {}  # policy group -> file text last seen
+        self.http_port = 0  # the HTTP read API's port once listening
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()
@@ -145,7 +165,7 @@ class CoreService:
         self.nc = await nats.connect(
             servers=[s.nats_url], name="ykbus-core", max_reconnect_attempts=-1, reconnect_time_wait=0.5,
             error_cb=self._nats_error, disconnected_cb=self._nats_disconnected,
-            reconnected_cb=self._nats_reconnected,
+            reconnected_cb=self._nats_reconnected, **s.nats_options,
         )
         self.js = self.nc.jetstream(timeout=10)
         mark("connected_ms")
@@ -166,6 +186,7 @@ class CoreService:
             )
             await self.nc.subscribe(self.subjects.heartbeats, cb=self._on_heartbeat)
             await self.nc.subscribe(self.subjects.apis, cb=self._on_api)
+            await self.nc.subscribe(self.subjects.admins, cb=self._on_admin)
             now = time.monotonic()
             for rm in self.core.rms:
                 self._heard[rm] = now
@@ -176,6 +197,10 @@ class CoreService:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
                 tg.start_soon(self._ticker)
                 tg.start_soon(self._monitor_rms)
+                if s.queue_file or s.queues_dir:
+                    tg.start_soon(self._watch_queue_files)
+                if s.api_port or s.api_host != "127.0.0.1":
+                    await tg.start(self._serve_http)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
             await self._snapshot()
@@ -214,7 +239,6 @@ class CoreService:
         data, source = fetched
         t0 = time.perf_counter()
         core = load_snapshot(data, load_yaml)
-        core._override = self.settings.queues
         self.core = core
         gc.freeze()  # the loaded state is long-lived
         log.info("snapshot loaded", extra={"fields": {
@@ -434,6 +458,128 @@ class CoreService:
                 out.setdefault(rm_id, {})[name] = value
         return {verb: out}
 
+    # --- queue files and the admin API ----------------------------------------------------
+
+    def _queue_files(self) -> dict[str, Path]:
+        """Policy group -> the file that holds its queue configuration."""
+        files: dict[str, Path] = {}
+        if self.settings.queues_dir:
+            for path in sorted(Path(self.settings.queues_dir).glob("*.yaml")):
+                files[path.stem] = path
+        if self.settings.queue_file:
+            files["*"] = Path(self.settings.queue_file)
+        return files
+
+    async def _watch_queue_files(self) -> None:
+        """Append each changed queue file that validates; log every error of one that does
+        not. A file is compared with what is in force, so a restart appends nothing new."""
+        while True:
+            for group, path in self._queue_files().items():
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except OSError as exc:
+                    if self._queue_texts.get(group) != f"error:{exc}":
+                        self._queue_texts[group] = f"error:{exc}"
+                        log.error("queue file unreadable", extra={"fields": {"file": str(path), "error": str(exc)}})
+                    continue
+                if text == self._queue_texts.get(group):
+                    continue
+                self._queue_texts[group] = text
+                if text == self.core.operator_configs.get(group):
+                    continue
+                await self.set_queues(group, text, source=str(path))
+            await anyio.sleep(self.settings.watch_interval_s)
+
+    async def set_queues(self, group: str, text: str, source: str) -> list[str]:
+        """Validate a queue configuration for `group`; append it to the log when it is
+        valid. Returns its errors (each with its path); nothing is appended if there is any."""
+        if not text.strip():  # an emptied file hands the group back to its RMs' configurations
+            await self._append("config", {"rmID": "", "policyGroup": group, "config": ""})
+            log.info("queue configuration withdrawn", extra={"fields": {"policy_group": group, "source": source}})
+            return []
+        try:
+            parse_config(load_yaml(text))
+        except ConfigError as exc:
+            errors = exc.errors
+        except ValueError as exc:
+            errors = [f"config: not valid YAML: {exc}"]
+        else:
+            await self._append("config", {"rmID": "", "policyGroup": group, "config": text})
+            log.info("queue configuration appended", extra={"fields": {"policy_group": group, "source": source}})
+            return []
+        log.error("queue configuration rejected, the active one stays",
+                  extra={"fields": {"policy_group": group, "source": source, "errors": errors}})
+        return errors
+
+    def may_administer(self, user: str) -> bool:
+        """The scheduler ACL: the process owner always; others if the ACL lets them in."""
+        acl = self.settings.scheduler_acl
+        return user == self.owner or (acl is not None and acl.allows(user, []))
+
+    async def _on_admin(self, msg: Any) -> None:
+        """`yk.v1.admin.queues` {"user", "policyGroup", "config"}: a new queue configuration
+        for a policy group ("*": every RM), validated and appended like a queue file."""
+        verb = msg.subject.rsplit(".", 1)[-1]
+        try:
+            request = json.loads(msg.data) if msg.data.strip() else {}
+            if not isinstance(request, dict):
+                raise ValueError("the request body must be a JSON object")
+            user = request.get("user")
+            if not isinstance(user, str) or not user:
+                raise ValueError("user: missing; the admin API needs the user who asks")
+            if not self.may_administer(user):
+                raise PermissionError(f"user {user!r} is not in the scheduler ACL")
+            if verb != "queues":
+                raise ValueError(f"unknown admin verb {verb!r}: expected queues")
+            config = request.get("config")
+            if not isinstance(config, str):
+                raise ValueError("config: expected the queue configuration as a YAML string")
+            group = request.get("policyGroup") or "*"
+            errors = await self.set_queues(str(group), config, source=f"admin API ({user})")
+            body: dict[str, Any] = {"accepted": not errors, "errors": errors}
+        except (ValueError, PermissionError) as exc:
+            body = {"error": str(exc)}
+        if msg.reply:
+            await msg.respond(json.dumps(body).encode())
+
+    # --- HTTP read API ---------------------------------------------------------------------
+
+    async def _serve_http(self, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """GET /api/<verb>[?rm=..&partition=..]: the read API over HTTP/1.1 (one request
+        per connection, JSON bodies), for tools that do not speak NATS."""
+        listener = await anyio.create_tcp_listener(local_host=self.settings.api_host,
+                                                   local_port=self.settings.api_port)
+        self.http_port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        log.info("http read api listening", extra={"fields": {"host": self.settings.api_host, "port": self.http_port}})
+        task_status.started()
+        await listener.serve(self._http_request)
+
+    async def _http_request(self, stream: Any) -> None:
+        async with stream:
+            try:
+                head = b""
+                with anyio.fail_after(5):
+                    while b"\r\n\r\n" not in head and len(head) < 8192:
+                        head += await stream.receive(4096)
+                method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+            except Exception:  # noqa: BLE001 - a broken request gets no answer
+                return
+            url = urllib.parse.urlsplit(target)
+            query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+            status, body = "200 OK", {}
+            if method != "GET":
+                status, body = "405 Method Not Allowed", {"error": "only GET: the HTTP API is read-only"}
+            elif not url.path.startswith("/api/"):
+                status, body = "404 Not Found", {"error": "expected /api/<verb>"}
+            else:
+                try:
+                    body = self.read(url.path[len("/api/"):], query)
+                except (ValueError, KeyError) as exc:
+                    status, body = "404 Not Found", {"error": str(exc)}
+            data = json.dumps(body, default=str).encode()
+            await stream.send(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                              f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+
     # --- connection events ---------------------------------------------------------------
 
     async def _nats_error(self, exc: Exception) -> None:
@@ -445,6 +591,25 @@ class CoreService:
 
     async def _nats_reconnected(self) -> None:
         log.info("reconnected to nats")
+
+
+def nats_options(credentials: str | None = None, user: str | None = None, password: str | None = None,
+                 token: str | None = None, tls_ca: str | None = None, tls_cert: str | None = None,
+                 tls_key: str | None = None) -> dict[str, Any]:
+    """nats.connect keywords for credentials and TLS (of the service configuration)."""
+    out: dict[str, Any] = {}
+    if credentials:
+        out["user_credentials"] = credentials
+    if user:
+        out["user"], out["password"] = user, password or ""
+    if token:
+        out["token"] = token
+    if tls_ca or tls_cert:
+        ctx = ssl.create_default_context(cafile=tls_ca)
+        if tls_cert:
+            ctx.load_cert_chain(tls_cert, tls_key)
+        out["tls"] = ctx
+    return out
 
 
 async def serve(settings: ServiceSettings) -> None:

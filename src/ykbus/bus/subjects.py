@@ -50,6 +50,13 @@ class Subjects:
     def apis(self) -> str:
         return f"{self.prefix}.api.*"
 
+    def admin(self, verb: str) -> str:
+        return f"{self.prefix}.admin.{verb}"
+
+    @property
+    def admins(self) -> str:
+        return f"{self.prefix}.admin.*"
+
     def parse(self, subject: str, direction: str = "in") -> tuple[str, str]:
         """(rm, kind) of an input or output subject; rm "" for the core's own entries."""
         head = f"{self.prefix}.{direction}."

@@ -93,6 +93,9 @@ class Core:
         configuration of every registration and update (replay's what-if)."""
         self._load_yaml = load_yaml
         self._override = queues_override
+        # The operator's queue files (entries from the service, rm ""): policy group -> text,
+        # "*" for every RM. They take precedence over what RMs send.
+        self.operator_configs: dict[str, str] = {}
         self.rms: dict[str, ResourceManager] = {}
         self.policy_groups: dict[str, str] = {}
         self.timers = Timers()
@@ -178,7 +181,8 @@ class Core:
         if encoding not in codec.ENCODINGS:
             ctx.register(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack")
             return
-        text = msg.config or self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
+        text = (self._operator_text(msg.policyGroup) or msg.config or self.policy_groups.get(msg.policyGroup, "")
+                or DEFAULT_CONFIG_TEXT)
         try:
             config = self._load(text)
         except ConfigError as exc:
@@ -192,6 +196,9 @@ class Core:
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.register(to)
+
+    def _operator_text(self, policy_group: str) -> str:
+        return self.operator_configs.get(policy_group) or self.operator_configs.get("*", "")
 
     def _on_unregister(self, entry: Entry, msg: m.UnregisterRequest, ctx: Outbox) -> None:
         rm = self._running_rm(entry, ctx)
@@ -247,8 +254,15 @@ class Core:
         return rm, ""
 
     def _on_config(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+        if not entry.rm:
+            self._on_queue_file(entry, msg, ctx)
+            return
         rm = self._running_rm(entry, ctx)
         if rm is None:
+            return
+        if self._operator_text(rm.policy_group):
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id, "configuration not applied: the service's queue file "
+                      f"for policy group {rm.policy_group!r} is in force")
             return
         text = msg.config or rm.config_text
         try:
@@ -257,6 +271,38 @@ class Core:
             ctx.event(rm.id, m.EventType.QUEUE, rm.id,
                       "configuration rejected, the active one stays: " + "; ".join(exc.errors))
             return
+        if self._reconfigure(rm, config, text, entry, ctx) and msg.config:
+            self.policy_groups[rm.policy_group] = msg.config
+
+    def _on_queue_file(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+        """The service's queue file for policy group `msg.policyGroup` ("*": every RM):
+        validated whole, then in force for the group's RMs, now and at their registration.
+        An empty `config` hands the group back to its RMs' own configurations."""
+        group = msg.policyGroup or "*"
+        if not msg.config:
+            self.operator_configs.pop(group, None)
+            ctx.event("", m.EventType.QUEUE, group, f"queue file of policy group {group!r} withdrawn")
+            return
+        try:
+            config = self._load(msg.config)
+        except ConfigError as exc:
+            ctx.event("", m.EventType.QUEUE, group, f"queue file of policy group {group!r} rejected, "
+                      "the active configuration stays: " + "; ".join(exc.errors))
+            return
+        self.operator_configs[group] = msg.config
+        applied = []
+        for rm in self.rms.values():
+            if rm.state is not RMState.STOPPED and (group == "*" or rm.policy_group == group) \
+                    and self._operator_text(rm.policy_group) == msg.config:
+                if self._reconfigure(rm, config, msg.config, entry, ctx):
+                    applied.append(rm.id)
+        ctx.event("", m.EventType.QUEUE, group, f"queue file of policy group {group!r} in force; "
+                  f"applied to: {', '.join(applied) or 'no RM yet'}", m.ChangeType.SET)
+
+    def _reconfigure(self, rm: ResourceManager, config: SchedulerConfig, text: str, entry: Entry,
+                     ctx: Outbox) -> bool:
+        """Hot-swap `rm`'s configuration, atomically: refused (an event says why) when it does
+        not fit the live state."""
         errors = []
         names = {p.name for p in config.partitions}
         for name, part in rm.partitions.items():
@@ -268,7 +314,7 @@ class Core:
         if errors:
             ctx.event(rm.id, m.EventType.QUEUE, rm.id,
                       "configuration rejected, the active one stays: " + "; ".join(errors))
-            return
+            return False
         for name in [n for n in rm.partitions if n not in names]:
             self.dropped_partitions += 1
             rm.partitions.pop(name).alive = False
@@ -280,10 +326,9 @@ class Core:
             else:
                 draining += part.apply_config(pc, ctx.ts)
         rm.config_text = text
-        if msg.config:
-            self.policy_groups[rm.policy_group] = msg.config
         note = f"; draining: {', '.join(draining)}" if draining else ""
         ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration updated{note}", m.ChangeType.SET)
+        return True
 
     # --- applications ----------------------------------------------------------------
 
@@ -534,7 +579,8 @@ class Core:
              ) -> dict[str, Any]:
         """A plain, deterministic projection of the state (read API, tests). `sections`
         limits what is built per partition (counts of everything are always there)."""
-        out: dict[str, Any] = {"last_seq": self.last_seq, "now": self.now, "rms": {}}
+        out: dict[str, Any] = {"last_seq": self.last_seq, "now": self.now, "rms": {},
+                              "queue_files": dict(self.operator_configs)}
         for rm in self.rms.values():
             parts = {}
             for p in rm.partitions.values():
@@ -578,7 +624,7 @@ class Core:
 
 def _queues_dump(p: Partition) -> dict[str, Any]:
     usage: dict[str, list[dict[str, Any]]] = {}
-    for t in p.trackers.values():
+    for _, t in sorted(p.trackers.items()):
         usage.setdefault(t.queue.path, []).append({
             t.kind: t.name, "limit": t.limit.limit, "allocated": dict(t.allocated),
             "runningApplications": t.running, "maxResources": t.limit.maxresources,

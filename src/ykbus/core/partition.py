@@ -332,7 +332,8 @@ class Tracker:
     `key` is `<queue path>|user|<name>` or `<queue path>|group|<name>`: it is what an ask
     waiting for this limit has in `waiting`, and what a blocked application is blocked on."""
 
-    __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "waiters", "app_waiters")
+    __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "waiters", "app_waiters",
+                 "apps")
 
     def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
         self.key = f"{queue.path}|{kind}|{name}"
@@ -344,6 +345,7 @@ class Tracker:
         self.running = 0
         self.waiters: dict[tuple[str, str], Ask] = {}
         self.app_waiters: dict[str, App] = {}
+        self.apps = 0  # applications it applies to: it goes with the last of them
 
     @property
     def path(self) -> str:
@@ -655,6 +657,7 @@ class Partition:
                 t = self.trackers.get(key)
                 if t is None:
                     t = self.trackers[key] = Tracker(q, kind, name, lim)
+                t.apps += 1
                 app.trackers.append(t)
 
     def _retrack(self) -> None:
@@ -809,6 +812,11 @@ class Partition:
             app.blocked_on.app_waiters.pop(app.id, None)
             app.blocked_on = None
         self._deactivate(app)
+        for t in app.trackers:
+            t.apps -= 1
+            if not t.apps:
+                del self.trackers[t.key]
+        app.trackers = []
         del self.apps[app.id]
         del app.queue.apps[app.id]
         self._remove_if_empty(app.queue)

@@ -159,6 +159,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     rms: list[SRM]
     timers: list[STimer]
     timers_n: int
+    operator_configs: dict[str, str]
 
 
 _APP_STATES = {st.value: st for st in AppState}
@@ -241,7 +242,7 @@ def _dump(core: Core) -> bytes:
     ]
     timers = [t for t in (_timer(d, n, w) for d, n, w in core.timers._heap) if t is not None]
     return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, core.policy_groups, rms, timers,
-                                    core.timers._n))
+                                    core.timers._n, core.operator_configs))
 
 
 # --- load --------------------------------------------------------------------------------
@@ -383,6 +384,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
     core = Core(load_yaml=load_yaml)
     core.last_seq, core.now = snap.last_seq, snap.now
     core.policy_groups = dict(snap.policy_groups)
+    core.operator_configs = dict(snap.operator_configs)
     parts: dict[tuple[str, str, int], Partition] = {}
     for srm in snap.rms:
         rm = ResourceManager.__new__(ResourceManager)

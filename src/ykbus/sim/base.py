@@ -134,7 +134,8 @@ class SimRM(ResourceManagerCallback):
             self.stats.recovered = len(st.running)
         try:
             async with NatsScheduler(self.url) as api:
-                self.client = ResourceManagerClient(api, self.rm_id, config=self.queues_yaml(), callback=self)
+                self.client = ResourceManagerClient(api, self.rm_id, config=self.queues_yaml(), callback=self,
+                                                    policy_group=self.rm_id)
                 await self.client.start(apps=apps, nodes=nodes)  # apps first, then nodes with their pods
                 if st.waiting:
                     await self.client.add_asks([msgspec.structs.replace(w.ask, maxAllocations=w.remaining)
