@@ -84,3 +84,37 @@ async def test_sim_commands_allocate_through_a_core(nats_server, tmp_path):
     second = ykbus("replay", str(log), "--out", str(tmp_path / "b.jsonl"))
     assert first.returncode == second.returncode == 0
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
+    data = tmp_path / "nats"
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60", "--data", str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("t="):
+                break
+        assert any("edit it while this runs" in line for line in lines), lines
+        k8s = data / "queues" / "k8s.yaml"
+        text = k8s.read_text()
+        assert "name: team-a" in text
+        k8s.write_text(text.replace("          - name: ml\n", "          - name: ml\n          - name: edited\n"))
+        for line in proc.stdout:
+            if line.startswith("t=") and " edited:" in line.split("| k8s:")[1].split("|")[0]:
+                break
+        else:
+            raise AssertionError("the edited queue never showed up")
+        k8s.write_text(text.replace("name: ml", "name: m.l"))  # invalid: logged, nothing changes
+        seen = 0
+        for line in proc.stdout:
+            seen += line.startswith("t=")
+            if seen == 4:
+                break
+        assert " edited:" in line and " ml:" in line  # still the last valid configuration
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert "queue configuration rejected" in err and "contains a dot" in err

@@ -41,6 +41,7 @@ class NatsServer:
     port: int = 0
     sync_always: bool = False
     max_payload: int = 8 * 1024 * 1024
+    extra_conf: str = ""  # appended to the server's configuration (authorization, TLS, ...)
     process: subprocess.Popen | None = field(default=None, init=False)
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, init=False)
 
@@ -60,7 +61,7 @@ class NatsServer:
             f.write(f'listen: "127.0.0.1:{self.port}"\n'
                     f'jetstream {{ store_dir: "{os.path.join(self.store_dir, "js")}"'
                     + (', sync_interval: "always"' if self.sync_always else "") + " }\n"
-                    f"max_payload: {self.max_payload}\n")
+                    f"max_payload: {self.max_payload}\n" + self.extra_conf)
         self.process = subprocess.Popen([find_binary(), "-c", conf], stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout

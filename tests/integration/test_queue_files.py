@@ -1,0 +1,140 @@
+"""Queue files the operator edits while the core runs, the admin API behind the scheduler
+ACL, the service configuration file and the HTTP read API (real nats-server)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import subprocess
+import sys
+import urllib.request
+
+import anyio
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from ykbus.bus.client import ResourceManagerClient
+from ykbus.bus.server import NatsServer, free_port
+from ykbus.core.config import parse_acl
+from ykbus.log.build import resource
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+QUEUES = """\
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources: {{max: {{vcore: {max}}}}}
+"""
+RM_OWN = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: own}]}]}]"
+
+
+def node(n: str) -> m.NodeInfo:
+    return m.NodeInfo(nodeID=n, action=m.ActionFromRM.CREATE, schedulableResource=resource(vcore=8000))
+
+
+async def api(nc, verb: str, body: dict) -> dict:
+    reply = await nc.request(f"yk.v1.{verb}", json.dumps(body).encode(), timeout=5)
+    return json.loads(reply.data)
+
+
+async def wait_until(predicate, timeout: float = 10.0) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.05)
+
+
+async def test_an_edited_queue_file_reloads_the_running_core_and_a_bad_edit_changes_nothing(
+        nats_server, tmp_path, caplog):
+    qdir = tmp_path / "queues"
+    qdir.mkdir()
+    (qdir / "rm-1.yaml").write_text(QUEUES.format(max=1))
+    async with running_core(nats_server.url, queues_dir=str(qdir), watch_interval_s=0.05) as core:
+        await wait_until(lambda: "rm-1" in core.core.operator_configs)
+        rec = Recorder()
+        async with rm_client(nats_server.url) as sched:
+            rm = ResourceManagerClient(sched, "rm-1", config=RM_OWN, callback=rec, policy_group="rm-1")
+            await rm.start(nodes=[node("n1")])
+            queues = core.read("queues", {"rm": "rm-1"})["queues"]["rm-1"]["default"]
+            assert "root.a" in queues and "root.own" not in queues  # the operator's file wins
+            await rm.add_applications([m.AddApplicationRequest(applicationID="app", queueName="root.a",
+                                                       partitionName="default", ugi=m.UserGroupInformation("u"))])
+            await rm.add_asks([m.AllocationAsk(allocationKey="k", applicationID="app", partitionName="default",
+                                               resourceAsk=resource(vcore=1000), maxAllocations=2)])
+            await rec.wait_for(lambda: len(rec.allocations) == 1 and rec.states)
+            assert "queue root.a max vcore 1000 would be exceeded" in rec.states[-1].reason
+
+            caplog.set_level(logging.ERROR, logger="ykbus.core")
+            (qdir / "rm-1.yaml").write_text(QUEUES.format(max=2).replace("name: a", "name: a.b"))
+            await wait_until(lambda: any("queue configuration rejected" in r.message for r in caplog.records))
+            bad = next(r for r in caplog.records if "queue configuration rejected" in r.message)
+            assert any("contains a dot" in e for e in bad.fields["errors"])
+            assert core.core.operator_configs["rm-1"] == QUEUES.format(max=1)
+
+            (qdir / "rm-1.yaml").write_text(QUEUES.format(max=2))
+            await rec.wait_for(lambda: len(rec.allocations) == 2)  # the raised max lets the ask go
+            assert any(e.message == "configuration updated" for e in rec.events)
+
+
+async def test_admin_api_takes_a_queue_configuration_from_users_in_the_scheduler_acl(nats_server):
+    acl = parse_acl("ops admins")
+    async with running_core(nats_server.url, scheduler_acl=acl) as core:
+        async with rm_client(nats_server.url) as sched:
+            nc = sched.nc
+            denied = await api(nc, "admin.queues", {"user": "mallory", "config": QUEUES.format(max=1)})
+            assert denied == {"error": "user 'mallory' is not in the scheduler ACL"}
+            assert await api(nc, "admin.queues", {"config": QUEUES.format(max=1)}) == {
+                "error": "user: missing; the admin API needs the user who asks"}
+            bad = await api(nc, "admin.queues", {"user": "ops", "config": "partitions: []"})
+            assert bad == {"accepted": False, "errors": ["partitions: at least one partition is required"]}
+            ok = await api(nc, "admin.queues", {"user": getpass.getuser(), "policyGroup": "g",
+                                                "config": QUEUES.format(max=3)})
+            assert ok == {"accepted": True, "errors": []}
+            await wait_until(lambda: core.core.operator_configs.get("g") == QUEUES.format(max=3))
+
+
+async def test_service_configuration_file_sets_credentials_and_the_http_read_api(tmp_path):
+    server = NatsServer(store_dir=str(tmp_path / "nats"),
+                        extra_conf="authorization { user: core, password: s3cret }\n").start()
+    port = free_port()
+    (tmp_path / "ykbus.yaml").write_text(
+        f"nats: {{url: '{server.url}', user: core, password: s3cret}}\n"
+        f"api: {{host: 127.0.0.1, port: {port}}}\ntick_interval: 3600\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--config", str(tmp_path / "ykbus.yaml")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def get(path: str):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+            except OSError:
+                return None, None
+
+        with anyio.fail_after(20):
+            while get("/api/health")[0] != 200:
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+                await anyio.sleep(0.1)
+        status, body = get("/api/health")
+        assert body["status"] == "ok" and body["lastSeq"] >= 0
+        assert get("/api/nope") == (404, {"error": "unknown verb 'nope': expected health, state, partitions, "
+                                                   "queues, applications, nodes"})
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        server.cleanup()
+
+
+def test_invalid_service_configuration_stops_the_start_naming_the_field(tmp_path):
+    (tmp_path / "ykbus.yaml").write_text("nats: {url: x}\napi: {port: 70000}\n")
+    proc = subprocess.run([sys.executable, "-m", "ykbus.cli", "core", "--config", str(tmp_path / "ykbus.yaml")],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 1
+    assert "invalid service configuration: Expected `int` <= 65535 - at `$.api.port`" in proc.stderr.decode()
