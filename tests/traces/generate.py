@@ -15,6 +15,8 @@ from ykbus.log.jsonl import encode_entry, read_entries
 from ykbus.log.replay import replay_file
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parents[1]))  # the configurations the unit tests use, written once
+from tests.core.test_access import ACLS, LIMITS, RULES_ACL, TEMPLATE  # noqa: E402
 
 BASIC = """
 partitions:
@@ -233,10 +235,57 @@ partitions:
     yield log.apps(app("b2", "", user="bob.smith"))
 
 
+def access(log: LogBuilder):
+    """ACL forms, a rule falling through on a denial, the recovery queue, child templates."""
+    yield log.register(ACLS)
+    yield log.nodes(node("n1", vcore=8000, memory=8 * GB))
+    yield log.apps(app("a", "root.open", user="anyone"), app("b", "root.team", user="alice"),
+                   app("c", "root.team", user="carol", groups=["data"]), app("d", "root.ops", user="bob"),
+                   app("e", "root.closed", user="admin"), app("f", "root.closed", user="alice"),
+                   app("r", "root.gone", user="x", tags={"application.create.force": "true"}))
+    yield log.asks(ask("kr", "r", vcore=1000), ask("ka", "a", vcore=1000))
+    yield log.config(RULES_ACL)
+    yield log.apps(app("u1", "", user="alice"), app("u2", "", user="bob"))
+    yield log.config(TEMPLATE)
+    yield log.apps(app("t1", "", user="alice"))
+    yield log.asks(ask("kt", "t1", vcore=1000, max_allocations=3))
+
+
+def limits(log: LogBuilder):
+    """User and group limits: maxresources, maxapplications, wildcards, first group, reload."""
+    yield log.register(LIMITS)
+    yield log.nodes(node("n1", vcore=32000, memory=32 * GB))
+    yield log.apps(app("a1", "root.a", user="alice"), app("a2", "root.a", user="alice"),
+                   app("b1", "root.b", user="bob"), app("d1", "root.a", user="dave", groups=["web", "data"]),
+                   app("w1", "root.a", user="w1", groups=["web"]), app("w2", "root.a", user="w2", groups=["web"]),
+                   app("w3", "root.a", user="w3", groups=["web"]))
+    yield log.asks(ask("k1", "a1", vcore=1000, max_allocations=3), ask("k2", "a2", vcore=1000),
+                   ask("kb", "b1", vcore=1000, max_allocations=5), ask("kd", "d1", vcore=1000, max_allocations=4),
+                   ask("kw1", "w1", vcore=100), ask("kw2", "w2", vcore=100), ask("kw3", "w3", vcore=100))
+    yield log.release("a1", uuid="4-0")
+    yield log.config(LIMITS.replace("maxresources: {vcore: 2}", "maxresources: {vcore: 3}"))
+    yield log.remove_apps("a1")
+
+
+def queue_files(log: LogBuilder):
+    """The service's queue files (entries with rm ""): per policy group and for every RM."""
+    own = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: own}]}]}]"
+    file1 = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
+    yield log.entry("config", {"policyGroup": "queues", "config": file1}, rm="")
+    yield log.register(own)  # the file of its group wins over what the RM sends
+    yield log.register(own, rm="rm-2", policy_group="other")
+    yield log.config(own)  # refused while the file is in force
+    yield log.entry("config", {"policyGroup": "queues", "config": file1.replace("name: a", "name: a.b")}, rm="")
+    yield log.entry("config", {"policyGroup": "*", "config": file1.replace("name: a", "name: all")}, rm="")
+    yield log.entry("config", {"policyGroup": "queues", "config": ""}, rm="")  # withdrawn: "*" now
+    yield log.register(own)
+
+
 TRACES = {
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
-    "bad-input": bad_input, "placement": placement,
+    "bad-input": bad_input, "placement": placement, "access": access, "limits": limits,
+    "queue-files": queue_files,
 }
 
 
