@@ -38,3 +38,31 @@ def test_yaml_syntax_error_and_missing_file(tmp_path):
     assert proc.returncode == 1 and "not valid YAML" in proc.stderr
     proc = validate(tmp_path / "nope.yaml")
     assert proc.returncode == 1 and "cannot read" in proc.stderr
+
+
+def test_every_example_in_the_configuration_guide_is_valid():
+    """The YAML blocks of docs/configuration.md: the service configuration parses, and every
+    queue configuration (or queue fragment, put under root) validates."""
+    import re
+    from pathlib import Path
+
+    from ykbus.bus.settings import parse_service_config
+    from ykbus.core.config import parse_config
+    from ykbus.yamlload import load_yaml
+
+    text = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert len(blocks) >= 5
+    for block in blocks:
+        obj = load_yaml(block)
+        if isinstance(obj, dict) and "nats" in obj:
+            parse_service_config(obj)
+        elif isinstance(obj, dict) and "partitions" in obj:
+            parse_config(obj)
+        elif isinstance(obj, dict) and "placementrules" in obj:
+            parse_config({"partitions": [{"name": "default", **obj, "queues": [
+                {"name": "root", "submitacl": "*", "queues": [{"name": "users", "parent": True},
+                                                              {"name": "groups", "parent": True}]}]}]})
+        else:  # a queue fragment
+            parse_config({"partitions": [{"name": "default", "queues": [
+                {"name": "root", "submitacl": "*", "queues": obj}]}]})

@@ -139,6 +139,7 @@ def _service_settings(args: argparse.Namespace):
         nats_options=nats_options(c.nats.credentials, c.nats.user, c.nats.password, c.nats.token,
                                   tls.ca if tls else None, tls.cert if tls else None, tls.key if tls else None),
         api_host=flag("api_host", c.api.host), api_port=flag("api_port", c.api.port), scheduler_acl=acl,
+        log_level=c.log_level,
     )
 
 
@@ -166,7 +167,7 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
                         "when its digest matches the object store's")
     p.add_argument("--api-host", default=None, help="bind host of the HTTP read API (127.0.0.1)")
     p.add_argument("--api-port", type=int, default=None, help="port of the HTTP read API (0: off)")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default=None, help="debug, info (default), warning, error")
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -181,11 +182,12 @@ def cmd_core(args: argparse.Namespace) -> int:
     from ykbus import logs
     from ykbus.bus.service import LogGap, asyncio_loop_policy, serve
 
-    logs.setup(args.log_level)
+    settings = _service_settings(args)
+    logs.setup(args.log_level or settings.log_level)
     asyncio_loop_policy()
     gaps: list[BaseException] = []
     try:
-        anyio.run(serve, _service_settings(args))
+        anyio.run(serve, settings)
     except* LogGap as group:
         gaps += _leaves(group)
     for exc in gaps:

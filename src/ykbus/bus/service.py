@@ -124,6 +124,7 @@ class ServiceSettings:
     api_host: str = "127.0.0.1"
     api_port: int = 0  # HTTP read API; 0: off
     scheduler_acl: Acl | None = None  # admin API users besides the process owner
+    log_level: str = "info"
 
 
 class CoreService:
