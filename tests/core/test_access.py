@@ -65,6 +65,12 @@ partitions:
           - name: ops
             adminacl: 'bob'
           - name: closed
+          - name: empty
+            submitacl: ''
+          - name: space
+            submitacl: ' '
+          - name: groupsonly
+            submitacl: ' data'
 """
 
 

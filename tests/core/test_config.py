@@ -76,6 +76,32 @@ INVALID = [
     ("bad name characters", q("        queues:\n          - name: 'a b'\n"),
      ["partitions[0].queues[0].queues[0].name: queue name 'a b' must match ^[a-zA-Z0-9_:#/@-]{1,64}$"]),
     ("root as a leaf", q("        parent: false\n"), ["partitions[0].queues[0].parent: the root queue is always a parent"]),
+    ("acl with two spaces", q("        adminacl: 'a b c'\n"),
+     ["partitions[0].queues[0].adminacl: 'a b c': more than one space (expected 'users groups')"]),
+    ("acl with a bad user name", q("        queues:\n          - name: a\n            submitacl: 'al!ce'\n"),
+     ["partitions[0].queues[0].queues[0].submitacl: 'al!ce': user name 'al!ce' must match ^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$"]),
+    ("acl not a string", q("        submitacl: [a]\n"), ["partitions[0].queues[0].submitacl: expected a string, got list"]),
+    ("limit for nobody", q("        limits: [{maxapplications: 1}]\n"),
+     ["partitions[0].queues[0].limits[0]: a limit needs users or groups"]),
+    ("limit without a limit", q("        limits: [{users: [a], limit: x}]\n"),
+     ["partitions[0].queues[0].limits[0]: a limit needs maxresources or maxapplications"]),
+    ("limit above the queue's max", q("        queues:\n          - name: a\n            resources: {max: {vcore: 2}}\n"
+                                      "            limits: [{groups: [g], maxresources: {vcore: 3}}]\n"),
+     ["partitions[0].queues[0].queues[0].limits[0].maxresources: vcore 3000 exceeds the queue's max 2000"]),
+    ("limit maxapplications above the queue's", q("        maxapplications: 2\n        limits: [{users: ['*'], maxapplications: 3}]\n"),
+     ["partitions[0].queues[0].limits[0].maxapplications: 3 exceeds the queue's 2"]),
+    ("user in two limits", q("        limits: [{users: [a], maxapplications: 1}, {users: [b, a], maxapplications: 2}]\n"),
+     ["partitions[0].queues[0].limits[1]: user 'a' already has a limit in partitions[0].queues[0].limits[0]"]),
+    ("limits on partition and root", "partitions:\n  - name: default\n    limits: [{users: [a], maxapplications: 1}]\n"
+     "    queues:\n      - name: root\n        limits: [{users: [b], maxapplications: 1}]\n",
+     ["partitions[0].limits: limits are set on both the partition and partitions[0].queues[0]"]),
+    ("template on a leaf", q("        queues:\n          - name: a\n            childtemplate: {maxapplications: 1}\n"),
+     ["partitions[0].queues[0].queues[0].childtemplate: only a parent queue has a child template"]),
+    ("template above the queue's max", q("        queues:\n          - name: p\n            parent: true\n"
+                                         "            resources: {max: {vcore: 1}}\n"
+                                         "            childtemplate: {resources: {max: {vcore: 2}}, maxapps: 1}\n"),
+     ["partitions[0].queues[0].queues[0].childtemplate.maxapps: unknown key",
+      "partitions[0].queues[0].queues[0].childtemplate.resources.max: vcore 2000 exceeds the queue's max 1000"]),
 ]
 
 

@@ -242,7 +242,10 @@ def access(log: LogBuilder):
     yield log.apps(app("a", "root.open", user="anyone"), app("b", "root.team", user="alice"),
                    app("c", "root.team", user="carol", groups=["data"]), app("d", "root.ops", user="bob"),
                    app("e", "root.closed", user="admin"), app("f", "root.closed", user="alice"),
-                   app("r", "root.gone", user="x", tags={"application.create.force": "true"}))
+                   app("r", "root.gone", user="x", tags={"application.create.force": "true"}),
+                   app("g1", "root.empty", user="x"), app("g2", "root.space", user="x"),
+                   app("g3", "root.groupsonly", user="data"), app("g4", "root.groupsonly", user="y", groups=["data"]),
+                   app("g5", "root.empty", user="admin"))
     yield log.asks(ask("kr", "r", vcore=1000), ask("ka", "a", vcore=1000))
     yield log.config(RULES_ACL)
     yield log.apps(app("u1", "", user="alice"), app("u2", "", user="bob"))
