@@ -25,6 +25,12 @@ def test_golden_trace(inp):
     expected = inp.with_name(inp.name.replace(".in.", ".out.")).read_bytes()
     got = b"".join(line + b"\n" for line in replay_file(str(inp)))
     assert got == expected, f"{inp.name} drifted: run python tests/traces/generate.py and read the diff"
+    where = inp.with_name(inp.name.replace(".in.jsonl", ".queues.json"))
+    if where.exists():  # placement traces also keep where each live application sits
+        sys.path.insert(0, str(TRACES))
+        from generate import placements
+
+        assert placements(inp) == where.read_bytes(), f"{where.name} drifted"
 
 
 def test_replay_twice_is_byte_identical(tmp_path):

@@ -235,6 +235,39 @@ partitions:
     yield log.apps(app("b2", "", user="bob.smith"))
 
 
+def rules(log: LogBuilder):
+    """The rules and filters the placement trace does not use: fixed as a rule, secondaryGroup,
+    an allow filter with a user list and with a group regex, a tag-named parent."""
+    yield log.register("""
+partitions:
+  - name: default
+    placementrules:
+      - name: fixed
+        value: vip
+        filter: {type: allow, users: [ceo, cto]}
+      - name: secondaryGroup
+        filter: {groups: ['team-.*']}
+      - name: user
+        create: true
+        parent: {name: tag, value: department, create: true}
+      - name: fixed
+        value: root.default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: vip
+          - name: default
+          - name: team-x
+""")
+    yield log.nodes(node("n1", vcore=8000, memory=8 * GB))
+    yield log.apps(app("a", "", user="ceo"),                                       # fixed, allowed
+                   app("b", "", user="dev1", groups=["team-y", "team-z", "team-x"]),  # secondary: x exists
+                   app("c", "", user="dev2", groups=["team-x"]),                    # only a primary group
+                   app("d", "", user="ann.lee", tags={"department": "sales.eu"}),  # user under a tag parent
+                   app("e", "", user="cto", groups=["ops"]))                        # fixed, allowed
+
+
 def access(log: LogBuilder):
     """ACL forms, a rule falling through on a denial, the recovery queue, child templates."""
     yield log.register(ACLS)
@@ -287,9 +320,29 @@ def queue_files(log: LogBuilder):
 TRACES = {
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
-    "bad-input": bad_input, "placement": placement, "access": access, "limits": limits,
+    "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,
     "queue-files": queue_files,
 }
+
+
+def placements(inp: Path) -> bytes:
+    """Where the trace's live applications sit at its end, as JSON: placement is not in the
+    outputs (AcceptedApplication carries no queue), so these traces also keep this."""
+    import json
+
+    from ykbus.core import Core
+    from ykbus.yamlload import load_yaml
+
+    core = Core(load_yaml=load_yaml)
+    for entry in read_entries(inp.read_bytes().splitlines()):
+        core.apply(entry)
+    dump = core.dump(sections=("applications",))
+    where = {rm: {p: {a: v["queue"] for a, v in part["applications"].items()} for p, part in r["partitions"].items()}
+             for rm, r in dump["rms"].items()}
+    return json.dumps(where, indent=1, sort_keys=True).encode() + b"\n"
+
+
+PLACED = ("placement", "rules", "access", "limits")
 
 
 def main() -> None:
@@ -303,6 +356,9 @@ def main() -> None:
         out = inp.with_name(inp.name.replace(".in.", ".out."))
         out.write_bytes(b"".join(line + b"\n" for line in replay_file(str(inp))))
         print(out, file=sys.stderr)
+        name = inp.name.split(".")[0]
+        if name in PLACED:
+            inp.with_name(f"{name}.queues.json").write_bytes(placements(inp))
 
 
 if __name__ == "__main__":
