@@ -138,3 +138,41 @@ def test_invalid_service_configuration_stops_the_start_naming_the_field(tmp_path
                           capture_output=True, timeout=60)
     assert proc.returncode == 1
     assert "invalid service configuration: Expected `int` <= 65535 - at `$.api.port`" in proc.stderr.decode()
+
+
+async def test_service_configuration_tls_verifies_the_server_and_presents_a_client_certificate(tmp_path):
+    import trustme
+
+    ca = trustme.CA()
+    server_cert = ca.issue_cert("127.0.0.1", "localhost")
+    client_cert = ca.issue_cert("ykbus-core")
+    paths = {}
+    for name, blob in {"ca.pem": ca.cert_pem, "server.pem": server_cert.cert_chain_pems[0],
+                       "server-key.pem": server_cert.private_key_pem, "client.pem": client_cert.cert_chain_pems[0],
+                       "client-key.pem": client_cert.private_key_pem}.items():
+        blob.write_to_path(str(tmp_path / name))
+        paths[name] = tmp_path / name
+    server = NatsServer(store_dir=str(tmp_path / "nats"), extra_conf=(
+        f'tls {{ cert_file: "{paths["server.pem"]}", key_file: "{paths["server-key.pem"]}", '
+        f'ca_file: "{paths["ca.pem"]}", verify: true }}\n')).start()
+    port = free_port()
+    config = tmp_path / "ykbus.yaml"
+    config.write_text(f"nats: {{url: 'tls://127.0.0.1:{server.port}', tls: {{ca: '{paths['ca.pem']}', "
+                      f"cert: '{paths['client.pem']}', key: '{paths['client-key.pem']}'}}}}\n"
+                      f"api: {{port: {port}}}\ntick_interval: 3600\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--config", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        with anyio.fail_after(20):
+            while True:
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as r:
+                        assert json.loads(r.read())["status"] == "ok"
+                        break
+                except OSError:
+                    await anyio.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        server.cleanup()
