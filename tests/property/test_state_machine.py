@@ -289,6 +289,14 @@ class CoreMachine(RuleBasedStateMachine):
             assert q.allocated == queue_sum.get(q.path, {}), q.path
             assert q.pending == queue_pending.get(q.path, {}), q.path
         assert p.root.active == active
+        for q in p.queues.values():  # the leaves' per-priority counts of their applications
+            if q.leaf:
+                counts = {}
+                for a in q.apps.values():
+                    if a.max_priority is not None:
+                        counts[a.max_priority] = counts.get(a.max_priority, 0) + 1
+                assert q.app_prios == counts, q.path
+                assert q.raw_priority == (max(counts) if counts else None), q.path
         tracked, running = {}, {}
         for app_ in p.apps.values():
             for t in app_.trackers:

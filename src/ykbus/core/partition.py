@@ -102,6 +102,10 @@ def _clamp(value: int) -> int:
 
 
 DOT = "_dot_"  # replaces "." in a queue name part generated from a user, group or tag
+_RELEASE_EVENTS = {
+    m.TerminationType.TIMEOUT: AllocationEvent.TIMEOUT,
+    m.TerminationType.PREEMPTED_BY_SCHEDULER: AllocationEvent.PREEMPT,
+}
 RECOVERY_QUEUE = "root.@recovery@"  # YuniKorn's queue for recovered apps that cannot be placed
 FORCE_TAG = "application.create.force"  # YuniKorn's tag on applications an RM recovers
 
@@ -171,7 +175,7 @@ class Queue:
         "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
-        "limits", "template",
+        "limits", "template", "app_prios",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -192,6 +196,7 @@ class Queue:
         self.waiters: dict[tuple[str, str], Ask] = {}
         self.app_waiters: dict[str, App] = {}
         self.raw_priority: int | None = None
+        self.app_prios: dict[int, int] = {}  # a leaf's applications per max priority (None not counted)
         self.limits: list[LimitConfig] = []
         self.template: ChildTemplate | None = None
 
@@ -439,7 +444,11 @@ class Partition:
     def _recompute_priorities(self, q: Queue) -> None:
         """Rebuild the priority caches of `q`'s subtree from scratch (after a reload)."""
         if q.leaf:
-            prios = [a.max_priority for a in q.apps.values() if a.max_priority is not None]
+            q.app_prios = {}
+            for a in q.apps.values():
+                if a.max_priority is not None:
+                    q.app_prios[a.max_priority] = q.app_prios.get(a.max_priority, 0) + 1
+            prios = list(q.app_prios)
         else:
             for child in q.children.values():
                 self._recompute_priorities(child)
@@ -868,14 +877,25 @@ class Partition:
             self._app_priority_changed(app, old)
 
     def _app_priority_changed(self, app: App, old: int | None) -> None:
-        self._rekey_app(app)
+        """The leaf counts its applications per max priority (the seed's O(1) add, O(distinct
+        priorities) remove), so a change never scans the leaf's applications."""
         leaf = app.queue
+        if leaf.sort_priority:
+            self._rekey_app(app)
         new = app.max_priority
+        counts = leaf.app_prios
+        if old is not None:
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+        if new is not None:
+            counts[new] = counts.get(new, 0) + 1
         if new is not None and (leaf.raw_priority is None or new > leaf.raw_priority):
             leaf.raw_priority = new
-        elif old is not None and old == leaf.raw_priority and (new is None or new < old):
-            prios = [a.max_priority for a in leaf.apps.values() if a.max_priority is not None]
-            leaf.raw_priority = max(prios) if prios else None
+        elif old is not None and old == leaf.raw_priority and old not in counts:
+            leaf.raw_priority = max(counts) if counts else None
         else:
             return
         q = leaf.parent
@@ -1025,9 +1045,11 @@ class Partition:
 
     def _rekey_app(self, app: App) -> None:
         if app.entry is not None:
-            app.queue.active_apps.remove((*app.entry, app))
-            app.entry = self._app_key(app)
-            app.queue.active_apps.add((*app.entry, app))
+            key = self._app_key(app)
+            if key != app.entry:  # a fifo leaf's keys mostly stay: no sorted-list move then
+                app.queue.active_apps.remove((*app.entry, app))
+                app.entry = key
+                app.queue.active_apps.add((*key, app))
 
     # --- allocations -----------------------------------------------------------------
 
@@ -1081,10 +1103,7 @@ class Partition:
     def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
                 check_done: bool = True) -> None:
         """Release an allocation and report it to the RM with `termination`."""
-        event = {
-            m.TerminationType.TIMEOUT: AllocationEvent.TIMEOUT,
-            m.TerminationType.PREEMPTED_BY_SCHEDULER: AllocationEvent.PREEMPT,
-        }.get(termination, AllocationEvent.STOP)
+        event = _RELEASE_EVENTS.get(termination, AllocationEvent.STOP)
         alloc.state = ALLOCATION.advance(alloc.state, event)
         node, app, res = alloc.node, alloc.app, alloc.resource
         sub_into(node.allocated, res)

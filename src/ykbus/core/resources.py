@@ -52,8 +52,8 @@ def share(used: Res, base: Res, fallback: Res) -> float:
 
 
 def scaled(res: Res, n: int) -> Res:
-    """`res` times `n`, as a new dict."""
-    return {k: v * n for k, v in res.items()}
+    """`res` times `n`: a new dict, or `res` itself for 1 (callers only read the result)."""
+    return res if n == 1 else {k: v * n for k, v in res.items()}
 
 
 def positive(res: Res) -> Res:

@@ -319,6 +319,9 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
                 if ask.waiting is None:
                     app.active.add(ask.entry)
         app.max_priority = max(app.priorities) if app.priorities else None
+        if app.max_priority is not None:
+            prios = app.queue.app_prios
+            prios[app.max_priority] = prios.get(app.max_priority, 0) + 1
 
     allocs: dict[str, Alloc] = {}
     apps, nodes = p.apps, p.nodes
