@@ -264,6 +264,17 @@ def test_ask_execution_timeout_releases_the_allocation(h):
     assert released(h.do(h.log.tick(400_000_000))) == []
     rel = released(h.do(h.log.tick(200_000_000)))
     assert [(r.allocationKey, r.terminationType) for r in rel] == [("k1", "TIMEOUT")]
+    assert rel[0].message == "execution timeout of 500 ms reached"
+
+
+def test_allocation_timeout_message_names_its_own_timeout_after_the_ask_changed(h):
+    """Regression: the message read the ask's current timeout, not the allocation's."""
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.asks({**ask("k1", "a1", vcore=1000), "executionTimeoutMilliSeconds": 500}))
+    h.do(h.log.asks({**ask("k1", "a1", vcore=1000, max_allocations=2), "executionTimeoutMilliSeconds": 9000}))
+    rel = released(h.do(h.log.tick(600_000_000)))
+    assert [r.message for r in rel] == ["execution timeout of 500 ms reached"]
 
 
 # --- asks ------------------------------------------------------------------------------

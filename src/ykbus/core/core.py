@@ -561,10 +561,8 @@ class Core:
             elif kind == "alloc":
                 alloc = what[2]
                 if part.allocations.get(alloc.uuid) is alloc:
-                    ask_ms = (alloc.app.asks.get(alloc.key).timeout_ms  # type: ignore[union-attr]
-                              if alloc.key in alloc.app.asks else 0)
                     part.release(alloc, m.TerminationType.TIMEOUT,
-                                 f"execution timeout of {ask_ms} ms reached", ctx)
+                                 f"execution timeout of {what[3]} ms reached", ctx)
             elif kind == "expire":
                 app_id, state = what[2], what[3]
                 if part.terminated.get(app_id) is state:

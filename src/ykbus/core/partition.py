@@ -1096,7 +1096,7 @@ class Partition:
         if app.state is not AppState.RUNNING:
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.timeout_ms > 0:
-            self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, ("alloc", self, alloc))
+            self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, ("alloc", self, alloc, ask.timeout_ms))
         ctx.add(self.rm, "alloc", "new", alloc.message(self.name))
         self._sync_app(app)
 

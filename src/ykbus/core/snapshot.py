@@ -217,7 +217,7 @@ def _timer(deadline: int, n: int, what: tuple[Any, ...]) -> STimer | None:
         alloc = what[2]
         if part.allocations.get(alloc.uuid) is not alloc:
             return None
-        return STimer(*base, alloc.uuid, alloc.born, 0)
+        return STimer(*base, alloc.uuid, alloc.born, what[3])  # gen: the allocation's timeout (ms)
     if kind == "expire":
         return STimer(*base, what[2], 0, 0) if part.terminated.get(what[2]) is what[3] else None
     raise ValueError(f"unknown timer kind {kind!r}")
@@ -408,7 +408,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         if t.kind in ("completing", "app_timeout"):
             what: tuple[Any, ...] = (t.kind, p, p.apps[t.ref], t.gen)
         elif t.kind == "alloc":
-            what = (t.kind, p, p.allocations[t.ref])
+            what = (t.kind, p, p.allocations[t.ref], t.gen)
         else:
             what = (t.kind, p, t.ref, p.terminated[t.ref])
         heap.append((t.deadline, t.n, what))
