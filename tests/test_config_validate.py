@@ -66,3 +66,12 @@ def test_every_example_in_the_configuration_guide_is_valid():
         else:  # a queue fragment
             parse_config({"partitions": [{"name": "default", "queues": [
                 {"name": "root", "submitacl": "*", "queues": obj}]}]})
+
+
+def test_service_configuration_is_validated_with_service(tmp_path):
+    f = tmp_path / "ykbus.yaml"
+    f.write_text("nats: {url: 'nats://127.0.0.1:4222'}\nscheduler_acl: 'ops admins'\n")
+    assert validate(f, "--service").returncode == 0
+    f.write_text("nats: {url: 'nats://127.0.0.1:4222', tsl: {}}\n")
+    out = json.loads(validate(f, "--service", "--json").stdout)
+    assert out == {"file": str(f), "valid": False, "errors": ["Object contains unknown field `tsl` - at `$.nats`"]}

@@ -64,16 +64,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_config_validate(args: argparse.Namespace) -> int:
-    """Validate a queues.yaml: every error with its path; exit 1 when there is any."""
+    """Validate a queues.yaml (or, with --service, a service configuration): every error
+    with its path; exit 1 when there is any."""
     import json
 
+    from ykbus.bus.settings import ServiceConfigError, parse_service_config
     from ykbus.core.config import parse_config
     from ykbus.yamlload import load_yaml
 
     try:
         with open(args.file, encoding="utf-8") as f:
             errors = []
-            parse_config(load_yaml(f.read()))
+            obj = load_yaml(f.read())
+            if args.service:
+                parse_service_config(obj)
+            else:
+                parse_config(obj)
+    except ServiceConfigError as exc:
+        errors = [str(exc)]
     except ConfigError as exc:
         errors = exc.errors
     except ValueError as exc:
@@ -294,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = config.add_parser("validate", help="check a queues.yaml: every error with its path, exit 1 if any")
     v.add_argument("file", metavar="FILE.yaml")
     v.add_argument("--json", action="store_true", help='one JSON object: {"file", "valid", "errors"}')
+    v.add_argument("--service", action="store_true", help="the file is a service configuration (ykbus.yaml)")
     v.set_defaults(func=cmd_config_validate)
 
     p = sub.add_parser("schema", help="write the JSON Schemas of the wire messages")
