@@ -331,3 +331,82 @@ def test_dump_of_a_parsed_configuration_parses_to_the_same():
     for text in (ACLS, RULES_ACL, TEMPLATE, LIMITS):
         config = parse_config(load_yaml(text))
         assert parse_config(dump_config(config)) == config
+
+
+# --- regressions found in review ----------------------------------------------------------
+
+def test_group_wildcard_acl_lets_everyone_in_and_a_wildcard_inside_a_list_is_an_error():
+    assert parse_acl(" *").allows("bob", []) and parse_acl("alice *").allows("carol", [])
+    with pytest.raises(ValueError, match="'\\*' must be the only entry of the user list"):
+        parse_acl("alice,*")
+
+
+def test_the_recovery_queue_is_reserved():
+    with pytest.raises(ConfigError, match=r"queues\[0\].queues\[0\].name: root.@recovery@ is reserved"):
+        parse_config(load_yaml("partitions: [{name: default, queues: [{name: root, queues: [{name: '@recovery@'}]}]}]"))
+    h = Harness()
+    h.setup("""
+partitions:
+  - name: default
+    placementrules:
+      - {name: user, create: true}
+      - {name: fixed, value: root.other}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues: [{name: other}]
+""")
+    ok, _ = placed(h, app("a", "", user="@recovery@"))  # a user rule may not make it
+    assert ok == {"a": "root.other"}
+    h2 = Harness()
+    h2.setup(ACLS)
+    _, rejected = placed(h2, app("b", "root.@recovery@", user="admin"))
+    assert rejected == {"b": "queue root.@recovery@ is reserved for recovered applications"}
+
+
+def test_child_template_sort_priority_is_applied():
+    h = Harness()
+    h.setup(TEMPLATE.replace("properties: {application.sort.policy: fair}",
+                             "properties: {application.sort.priority: disabled}"))
+    placed(h, app("a", "", user="alice"))
+    leaf = h.core.rms["rm-1"].partitions["default"].queues["root.tenants.users.alice"]
+    assert leaf.sort_priority is False
+
+
+FILE_A = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
+OWN = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: own}]}]}]"
+
+
+def queue_file(h, group, text):
+    return h.do(h.log.entry("config", {"policyGroup": group, "config": text}, rm=""))
+
+
+def leaves(h):
+    return sorted(p for p, q in part(h)["queues"].items() if q["leaf"] and not q["draining"])
+
+
+def test_a_queue_file_that_does_not_fit_the_live_state_is_refused_whole():
+    h = Harness()
+    h.setup(OWN, n1={"vcore": 4000})
+    placed(h, app("x", "root.own"))
+    outs = queue_file(h, "queues", FILE_A.replace("{name: a}", "{name: own, queues: [{name: c}]}"))
+    assert "rejected" in [e for e in msgs(outs, "event")][-1].events[-1].message
+    assert h.core.operator_configs == {}
+    outs = h.do(h.log.config(OWN.replace("name: own", "name: own2")))  # the RM still configures itself
+    assert "configuration updated" in msgs(outs, "event")[0].events[0].message
+
+
+def test_withdrawing_a_queue_file_hands_the_group_back():
+    h = Harness()
+    h.setup(OWN)
+    queue_file(h, "*", FILE_A.replace("name: a", "name: all"))
+    queue_file(h, "queues", FILE_A)
+    assert leaves(h) == ["root.a"]
+    queue_file(h, "queues", "")  # back to the file for every RM
+    assert leaves(h) == ["root.all"]
+    queue_file(h, "*", "")  # back to what the RM sent
+    assert leaves(h) == ["root.own"]
+    h.do(h.log.config(""))  # an empty update re-applies the RM's own, not a withdrawn file
+    assert leaves(h) == ["root.own"]
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    assert restored.rms["rm-1"].own_config_text == h.core.rms["rm-1"].own_config_text == OWN

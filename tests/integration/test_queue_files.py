@@ -96,6 +96,9 @@ async def test_admin_api_takes_a_queue_configuration_from_users_in_the_scheduler
             ok = await api(nc, "admin.queues", {"user": getpass.getuser(), "policyGroup": "g",
                                                 "config": QUEUES.format(max=3)})
             assert ok == {"accepted": True, "errors": []}
+            by_group = await api(nc, "admin.queues", {"user": "x", "groups": ["admins"], "policyGroup": "h",
+                                                      "config": QUEUES.format(max=4)})
+            assert by_group == {"accepted": True, "errors": []}
             await wait_until(lambda: core.core.operator_configs.get("g") == QUEUES.format(max=3))
 
 
@@ -176,3 +179,35 @@ async def test_service_configuration_tls_verifies_the_server_and_presents_a_clie
         proc.terminate()
         proc.wait(timeout=30)
         server.cleanup()
+
+
+async def test_bad_http_requests_and_unreadable_queue_files_do_not_stop_the_service(nats_server, tmp_path, caplog):
+    """Regressions: a request line urlsplit cannot parse, and a queue file that is not
+    UTF-8, each stopped the whole service."""
+    qdir = tmp_path / "queues"
+    qdir.mkdir()
+    (qdir / "g.yaml").write_bytes(b"\xff\xfe not utf-8")
+    port = free_port()
+    caplog.set_level(logging.ERROR, logger="ykbus.core")
+    async with running_core(nats_server.url, queues_dir=str(qdir), watch_interval_s=0.05,
+                            api_port=port) as core:
+        await wait_until(lambda: any("queue file unreadable" in r.message for r in caplog.records))
+        for raw in (b"GET //[x HTTP/1.1\r\n\r\n", b"\r\n\r\n", b"GARBAGE"):
+            stream = await anyio.connect_tcp("127.0.0.1", port)
+            await stream.send(raw)
+            await stream.send_eof()
+            with anyio.fail_after(5):
+                try:
+                    answer = await stream.receive()
+                except anyio.EndOfStream:
+                    answer = b""
+            await stream.aclose()
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 400")
+
+        def health():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as r:
+                return json.loads(r.read())["status"]
+
+        assert await anyio.to_thread.run_sync(health) == "ok"
+        (qdir / "g.yaml").write_text(QUEUES.format(max=1))
+        await wait_until(lambda: core.core.operator_configs.get("g") == QUEUES.format(max=1))

@@ -200,7 +200,7 @@ class CoreService:
                 tg.start_soon(self._monitor_rms)
                 if s.queue_file or s.queues_dir:
                     tg.start_soon(self._watch_queue_files)
-                if s.api_port or s.api_host != "127.0.0.1":
+                if s.api_port:
                     await tg.start(self._serve_http)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
@@ -326,6 +326,10 @@ class CoreService:
         for out in outputs:
             if out.kind == "alloc":
                 self.stats["allocations"] += len(out.msg.new)
+            elif out.kind == "event" and not out.rm:  # the core's verdicts on queue files: for the operator
+                for event in out.msg.events:
+                    log.info("core event", extra={"fields": {"seq": seq, "object": event.objectID,
+                                                             "message": event.message}})
             rm = self.core.rms.get(out.rm)
             encoding = rm.encoding if rm is not None else "json"
             subject = self.subjects.output(out.rm, out.kind)
@@ -475,21 +479,28 @@ class CoreService:
         """Append each changed queue file that validates; log every error of one that does
         not. A file is compared with what is in force, so a restart appends nothing new."""
         while True:
-            for group, path in self._queue_files().items():
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except OSError as exc:
-                    if self._queue_texts.get(group) != f"error:{exc}":
-                        self._queue_texts[group] = f"error:{exc}"
-                        log.error("queue file unreadable", extra={"fields": {"file": str(path), "error": str(exc)}})
-                    continue
-                if text == self._queue_texts.get(group):
-                    continue
-                self._queue_texts[group] = text
-                if text == self.core.operator_configs.get(group):
-                    continue
-                await self.set_queues(group, text, source=str(path))
+            try:
+                await self._check_queue_files()
+            except Exception as exc:  # noqa: BLE001 - the watcher must never stop the core
+                log.error("queue file watcher error", extra={"fields": {"error": repr(exc)}})
             await anyio.sleep(self.settings.watch_interval_s)
+
+    async def _check_queue_files(self) -> None:
+        """One look at every queue file: append what changed and validates."""
+        for group, path in self._queue_files().items():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                if self._queue_texts.get(group) != f"error:{exc}":
+                    self._queue_texts[group] = f"error:{exc}"
+                    log.error("queue file unreadable", extra={"fields": {"file": str(path), "error": str(exc)}})
+                continue
+            if text == self._queue_texts.get(group):
+                continue
+            self._queue_texts[group] = text
+            if text == self.core.operator_configs.get(group):
+                continue
+            await self.set_queues(group, text, source=str(path))
 
     async def set_queues(self, group: str, text: str, source: str) -> list[str]:
         """Validate a queue configuration for `group`; append it to the log when it is
@@ -512,10 +523,10 @@ class CoreService:
                   extra={"fields": {"policy_group": group, "source": source, "errors": errors}})
         return errors
 
-    def may_administer(self, user: str) -> bool:
+    def may_administer(self, user: str, groups: list[str]) -> bool:
         """The scheduler ACL: the process owner always; others if the ACL lets them in."""
         acl = self.settings.scheduler_acl
-        return user == self.owner or (acl is not None and acl.allows(user, []))
+        return user == self.owner or (acl is not None and acl.allows(user, groups))
 
     async def _on_admin(self, msg: Any) -> None:
         """`yk.v1.admin.queues` {"user", "policyGroup", "config"}: a new queue configuration
@@ -528,7 +539,10 @@ class CoreService:
             user = request.get("user")
             if not isinstance(user, str) or not user:
                 raise ValueError("user: missing; the admin API needs the user who asks")
-            if not self.may_administer(user):
+            groups = request.get("groups", [])
+            if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+                raise ValueError("groups: expected a list of group names")
+            if not self.may_administer(user, groups):
                 raise PermissionError(f"user {user!r} is not in the scheduler ACL")
             if verb != "queues":
                 raise ValueError(f"unknown admin verb {verb!r}: expected queues")
@@ -556,6 +570,12 @@ class CoreService:
         await listener.serve(self._http_request)
 
     async def _http_request(self, stream: Any) -> None:
+        try:
+            await self._http_exchange(stream)
+        except Exception as exc:  # noqa: BLE001 - a bad client never stops the service
+            log.debug("http request failed", extra={"fields": {"error": repr(exc)}})
+
+    async def _http_exchange(self, stream: Any) -> None:
         async with stream:
             try:
                 head = b""
@@ -563,10 +583,13 @@ class CoreService:
                     while b"\r\n\r\n" not in head and len(head) < 8192:
                         head += await stream.receive(4096)
                 method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
-            except Exception:  # noqa: BLE001 - a broken request gets no answer
+                url = urllib.parse.urlsplit(target)
+                query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+            except Exception:  # noqa: BLE001 - a request we cannot read gets a 400
+                data = b'{"error": "bad request"}'
+                await stream.send(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                                  b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(data) + data)
                 return
-            url = urllib.parse.urlsplit(target)
-            query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
             status, body = "200 OK", {}
             if method != "GET":
                 status, body = "405 Method Not Allowed", {"error": "only GET: the HTTP API is read-only"}

@@ -47,6 +47,7 @@ INT32_MAX = 2**31 - 1
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
 DEFAULT_PARTITION = "default"
 ROOT = "root"
+RECOVERY_NAME = "@recovery@"  # root.@recovery@: YuniKorn's queue for recovered applications
 
 
 class ConfigError(Exception):
@@ -316,12 +317,14 @@ def parse_acl(text: str) -> Acl:
     for what, part in (("user", user_part), ("group", group_part)):
         names = [n for n in part.split(",")] if part else []
         for n in names:
+            if n == WILDCARD and len(names) > 1:
+                raise ValueError(f"{text!r}: '*' must be the only entry of the {what} list")
             if n != WILDCARD and not ACL_NAME.match(n):
                 raise ValueError(f"{text!r}: {what} name {n!r} must match {ACL_NAME.pattern}")
         lists.append(tuple(names))
     users, groups = lists
-    # `*` as a user (or a group) entry lets every user (or every member of any group) in
-    return Acl(text, everyone=WILDCARD in users, users=users, groups=groups)
+    # a lone `*` as the user list or as the group list lets everyone in, as in YuniKorn
+    return Acl(text, everyone=users == (WILDCARD,) or groups == (WILDCARD,), users=users, groups=groups)
 
 
 def _acl(obj: object, path: str, errors: _Errors) -> Acl | None:
@@ -607,6 +610,9 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
             errors.add(f"{path}.limits", f"limits are set on both the partition and {root_path}")
         root = msgspec.structs.replace(root, limits=_limits(raw.get("limits"), f"{path}.limits", errors))
     _check_tree(root, root_path, errors, {}, 0)
+    for i, child in enumerate(root.queues):
+        if child.name == RECOVERY_NAME:
+            errors.add(f"{root_path}.queues[{i}].name", f"root.{RECOVERY_NAME} is reserved for recovered applications")
     return PartitionConfig(
         name=name.lower(),
         root=root,

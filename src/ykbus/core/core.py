@@ -68,7 +68,8 @@ class ResourceManager:
         self.build_info = dict(msg.buildInfo)
         self.extra_config = dict(msg.extraConfig)
         self.encoding = msg.extraConfig.get("encoding", "json")
-        self.config_text = config_text
+        self.config_text = config_text  # the configuration in force
+        self.own_config_text = config_text  # what the RM itself configured (in force without a queue file)
         self.partitions = {p.name: Partition(self.id, p, timers, seq) for p in config.partitions}
         self.node_partition: dict[str, Partition] = {}
 
@@ -181,10 +182,12 @@ class Core:
         if encoding not in codec.ENCODINGS:
             ctx.register(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack")
             return
-        text = (self._operator_text(msg.policyGroup) or msg.config or self.policy_groups.get(msg.policyGroup, "")
-                or DEFAULT_CONFIG_TEXT)
+        own = msg.config or self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
+        text = self._operator_text(msg.policyGroup) or own
         try:
             config = self._load(text)
+            if own != text:
+                self._load(own)  # the RM's own configuration must be valid too: it comes back
         except ConfigError as exc:
             ctx.register(to, "invalid configuration: " + "; ".join(exc.errors))
             return
@@ -192,7 +195,8 @@ class Core:
         if old is not None:
             self.dropped_partitions += len(old.partitions)
             old.wipe()
-        self.rms[msg.rmID] = ResourceManager(msg, config, text, self.timers, entry.seq)
+        rm = self.rms[msg.rmID] = ResourceManager(msg, config, text, self.timers, entry.seq)
+        rm.own_config_text = own
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.register(to)
@@ -264,45 +268,69 @@ class Core:
             ctx.event(rm.id, m.EventType.QUEUE, rm.id, "configuration not applied: the service's queue file "
                       f"for policy group {rm.policy_group!r} is in force")
             return
-        text = msg.config or rm.config_text
+        text = msg.config or rm.own_config_text
         try:
             config = self._load(text)
         except ConfigError as exc:
             ctx.event(rm.id, m.EventType.QUEUE, rm.id,
                       "configuration rejected, the active one stays: " + "; ".join(exc.errors))
             return
-        if self._reconfigure(rm, config, text, entry, ctx) and msg.config:
+        errors = self._reload_errors(rm, config)
+        if errors:
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id,
+                      "configuration rejected, the active one stays: " + "; ".join(errors))
+            return
+        self._install(rm, config, text, entry, ctx)
+        rm.own_config_text = text
+        if msg.config:
             self.policy_groups[rm.policy_group] = msg.config
 
     def _on_queue_file(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
-        """The service's queue file for policy group `msg.policyGroup` ("*": every RM):
-        validated whole, then in force for the group's RMs, now and at their registration.
-        An empty `config` hands the group back to its RMs' own configurations."""
+        """The service's queue file for policy group `msg.policyGroup` ("*": every RM), or
+        its withdrawal (`config: ""`). Atomic: the file must validate, and the configuration
+        each live RM would then have must fit its live state; otherwise nothing changes and
+        an event lists why. In force, it wins over the RMs' own configurations, now and at
+        their later registrations; withdrawn, each RM goes back to the `*` file or its own."""
         group = msg.policyGroup or "*"
-        if not msg.config:
-            self.operator_configs.pop(group, None)
-            ctx.event("", m.EventType.QUEUE, group, f"queue file of policy group {group!r} withdrawn")
-            return
-        try:
-            config = self._load(msg.config)
-        except ConfigError as exc:
-            ctx.event("", m.EventType.QUEUE, group, f"queue file of policy group {group!r} rejected, "
-                      "the active configuration stays: " + "; ".join(exc.errors))
-            return
-        self.operator_configs[group] = msg.config
-        applied = []
+        what = f"queue file of policy group {group!r}"
+        after = dict(self.operator_configs)
+        if msg.config:
+            after[group] = msg.config
+        else:
+            after.pop(group, None)
+        changes: list[tuple[ResourceManager, SchedulerConfig, str]] = []
+        errors: list[str] = []
         for rm in self.rms.values():
-            if rm.state is not RMState.STOPPED and (group == "*" or rm.policy_group == group) \
-                    and self._operator_text(rm.policy_group) == msg.config:
-                if self._reconfigure(rm, config, msg.config, entry, ctx):
-                    applied.append(rm.id)
-        ctx.event("", m.EventType.QUEUE, group, f"queue file of policy group {group!r} in force; "
-                  f"applied to: {', '.join(applied) or 'no RM yet'}", m.ChangeType.SET)
+            if rm.state is RMState.STOPPED:
+                continue
+            text = after.get(rm.policy_group) or after.get("*") or rm.own_config_text
+            if text == rm.config_text:
+                continue
+            try:
+                config = self._load(text)
+            except ConfigError as exc:
+                errors += exc.errors if text == msg.config else [f"{rm.id}: {e}" for e in exc.errors]
+                continue
+            errors += [f"{rm.id}: {e}" for e in self._reload_errors(rm, config)]
+            changes.append((rm, config, text))
+        if msg.config and not errors:
+            try:
+                self._load(msg.config)  # also when no live RM takes it yet
+            except ConfigError as exc:
+                errors = exc.errors
+        if errors:
+            ctx.event("", m.EventType.QUEUE, group,
+                      f"{what} rejected, the active configuration stays: " + "; ".join(dict.fromkeys(errors)))
+            return
+        self.operator_configs = after
+        for rm, config, text in changes:
+            self._install(rm, config, text, entry, ctx)
+        applied = ", ".join(rm.id for rm, _, _ in changes) or "no RM"
+        ctx.event("", m.EventType.QUEUE, group,
+                  f"{what} {'in force' if msg.config else 'withdrawn'}; reconfigured: {applied}", m.ChangeType.SET)
 
-    def _reconfigure(self, rm: ResourceManager, config: SchedulerConfig, text: str, entry: Entry,
-                     ctx: Outbox) -> bool:
-        """Hot-swap `rm`'s configuration, atomically: refused (an event says why) when it does
-        not fit the live state."""
+    def _reload_errors(self, rm: ResourceManager, config: SchedulerConfig) -> list[str]:
+        """Why `config` cannot replace `rm`'s configuration over its live state, if it cannot."""
         errors = []
         names = {p.name for p in config.partitions}
         for name, part in rm.partitions.items():
@@ -311,10 +339,11 @@ class Core:
         for pc in config.partitions:
             if pc.name in rm.partitions:
                 errors += rm.partitions[pc.name].check_reload(pc)
-        if errors:
-            ctx.event(rm.id, m.EventType.QUEUE, rm.id,
-                      "configuration rejected, the active one stays: " + "; ".join(errors))
-            return False
+        return errors
+
+    def _install(self, rm: ResourceManager, config: SchedulerConfig, text: str, entry: Entry, ctx: Outbox) -> None:
+        """Hot-swap `rm`'s configuration (checked by `_reload_errors` already)."""
+        names = {p.name for p in config.partitions}
         for name in [n for n in rm.partitions if n not in names]:
             self.dropped_partitions += 1
             rm.partitions.pop(name).alive = False
@@ -328,7 +357,6 @@ class Core:
         rm.config_text = text
         note = f"; draining: {', '.join(draining)}" if draining else ""
         ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration updated{note}", m.ChangeType.SET)
-        return True
 
     # --- applications ----------------------------------------------------------------
 

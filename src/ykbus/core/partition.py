@@ -558,6 +558,8 @@ class Partition:
             queue = self.resolve_queue(msg.queueName) if msg.queueName else None
             if not msg.queueName:
                 reason = "queueName is empty and no placement rule applies"
+            elif _full_path(msg.queueName) == RECOVERY_QUEUE:
+                reason = f"queue {RECOVERY_QUEUE} is reserved for recovered applications"
             elif queue is None:
                 reason = f"queue {msg.queueName!r} does not exist"
             elif not queue.leaf:
@@ -579,7 +581,7 @@ class Partition:
                 if self._denied:
                     reason += "; denied by ACL: " + "; ".join(self._denied)
         if chosen is None and msg.tags.get(FORCE_TAG, "").lower() == "true":
-            chosen = self.queues.get(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True)
+            chosen = self.queues.get(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True, recovery=True)
         keep = chosen.ancestry() if chosen is not None else []
         for queue in reversed(self._created):  # what failed attempts made goes again
             if queue not in keep:
@@ -603,6 +605,8 @@ class Partition:
                 path = f"{parent.path}.{name.replace('.', DOT).lower()}"
             else:
                 path = _full_path(name)
+            if path == RECOVERY_QUEUE:  # reserved: only recovered applications go there
+                continue
             queue = self.queues.get(path)
             if queue is None and rule.create:
                 queue = self._create_unmanaged(path, leaf)
@@ -629,7 +633,7 @@ class Partition:
             return [groups[0].replace(".", DOT)] if groups else []
         return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places
 
-    def _create_unmanaged(self, path: str, leaf: bool) -> Queue | None:
+    def _create_unmanaged(self, path: str, leaf: bool, recovery: bool = False) -> Queue | None:
         parent_path, _, name = path.rpartition(".")
         parent = self.queues.get(parent_path)
         if parent is None or parent.leaf or parent.draining or not QUEUE_NAME.match(name):
@@ -637,7 +641,8 @@ class Partition:
         queue = Queue(name, parent)
         queue.configure(QueueConfig(name, not leaf, {}, {}, 0, {}, None, None, []), parent.sort_priority)
         queue.managed = False
-        self._apply_template(queue)
+        if not recovery:
+            self._apply_template(queue)
         parent.children[name] = queue
         self.queues[queue.path] = queue
         self._created.append(queue)
@@ -646,13 +651,16 @@ class Partition:
     @staticmethod
     def _apply_template(queue: Queue) -> None:
         """An unmanaged leaf takes the child template of the nearest parent that has one."""
-        if not queue.leaf or queue.managed or queue.parent is None:
+        if not queue.leaf or queue.managed or queue.parent is None or queue.path == RECOVERY_QUEUE:
             return
         t = next((q.template for q in queue.parent.ancestry() if q.template is not None), None)
         if t is None:
             t = ChildTemplate()
         queue.guaranteed, queue.max, queue.maxapps = dict(t.guaranteed), dict(t.max), t.maxapplications
         queue.properties = dict(t.properties)
+        explicit = t.properties.get(PROP_SORT_PRIORITY)
+        queue.sort_priority = (SortPriority.from_str(explicit) is SortPriority.ENABLED if explicit
+                               else queue.parent.sort_priority)
         queue.set_policies()
 
     # --- user and group limits ----------------------------------------------------------

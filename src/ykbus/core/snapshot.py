@@ -136,6 +136,7 @@ class SRM(_S):
     extra_config: dict[str, str]
     encoding: str
     config_text: str
+    own_config_text: str
     partitions: list[SPartition]
 
 
@@ -237,7 +238,7 @@ def dump_snapshot(core: Core) -> bytes:
 def _dump(core: Core) -> bytes:
     rms = [
         SRM(rm.id, rm.state.value, rm.version, rm.policy_group, rm.build_info, rm.extra_config, rm.encoding,
-            rm.config_text, [_partition(p) for p in rm.partitions.values()])
+            rm.config_text, rm.own_config_text, [_partition(p) for p in rm.partitions.values()])
         for rm in core.rms.values()
     ]
     timers = [t for t in (_timer(d, n, w) for d, n, w in core.timers._heap) if t is not None]
@@ -393,7 +394,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         rm = ResourceManager.__new__(ResourceManager)
         rm.id, rm.state, rm.version, rm.policy_group = srm.id, RMState(srm.state), srm.version, srm.policy_group
         rm.build_info, rm.extra_config, rm.encoding = srm.build_info, srm.extra_config, srm.encoding
-        rm.config_text = srm.config_text
+        rm.config_text, rm.own_config_text = srm.config_text, srm.own_config_text
         rm.partitions, rm.node_partition = {}, {}
         for sp in srm.partitions:
             p = _restore_partition(rm.id, sp, core.timers)
