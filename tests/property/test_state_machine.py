@@ -149,6 +149,11 @@ class CoreMachine(RuleBasedStateMachine):
         self.do(self.log.register(config))
         self.registered = True
 
+    @rule(config=st.sampled_from(CONFIGS + [""]), group=st.sampled_from(["*", "queues"]))
+    def queue_file(self, config, group):
+        """The operator's queue file (an entry of the service), or its withdrawal."""
+        self.do(self.log.entry("config", {"policyGroup": group, "config": config}, rm=""))
+
     @precondition(lambda self: self.registered)
     @rule(vcore=st.integers(0, 8000), memory=st.integers(0, 8000), occupied=st.integers(0, 2000))
     def add_node(self, vcore, memory, occupied):
