@@ -118,3 +118,27 @@ def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]
     assert "queue configuration rejected" in err and "contains a dot" in err
+
+
+def test_compose_core_configuration_and_queue_files_are_valid_and_match_the_sims():
+    from ykbus.bus.settings import load_service_config
+    from ykbus.sim.batch import BatchSim
+    from ykbus.sim.k8s import K8sSim
+    from ykbus.yamlload import load_config_file
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    core = compose["services"]["core"]
+    assert core["command"][2:] == ["--config", "/etc/ykbus/ykbus.yaml"]
+    assert "./services/config:/etc/ykbus:ro" in core["volumes"]
+    service, _ = load_service_config(str(ROOT / "services" / "config" / "ykbus.yaml"))
+    assert service.queues.dir == "/etc/ykbus/queues" and service.api.port == 9080
+    for sim in (K8sSim("", "k8s", nodes_count=20), BatchSim("", "batch", nodes_count=10)):
+        on_disk = load_config_file(str(ROOT / "services" / "config" / "queues" / f"{sim.rm_id}.yaml"))
+        assert on_disk == load_config_file_text(sim.queues_yaml())
+
+
+def load_config_file_text(text):
+    from ykbus.core.config import parse_config
+    from ykbus.yamlload import load_yaml
+
+    return parse_config(load_yaml(text))
