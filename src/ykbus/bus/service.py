@@ -148,6 +148,7 @@ class CoreService:
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0}
         self._dropped_seen = 0
         self._frozen_at = 0
+        self._input_sub: Any = None
         self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
 
     def stop(self) -> None:
@@ -181,7 +182,7 @@ class CoreService:
             mark("outputs_scanned_ms")
             self.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
-            sub = await self.js.subscribe(
+            sub = self._input_sub = await self.js.subscribe(
                 self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
                 config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
             )
@@ -207,6 +208,13 @@ class CoreService:
             await self._snapshot()
             log.info("core stopped", extra={"fields": {"last_seq": self.core.last_seq}})
         finally:
+            if self._input_sub is not None:
+                # nobody reads the input log any more: drop what it holds rather than let
+                # drain() wait (up to its 30 s timeout) for entries that arrived at the stop
+                try:
+                    await self._input_sub.unsubscribe()
+                except Exception as exc:  # noqa: BLE001 - closing anyway
+                    log.debug("input unsubscribe failed", extra={"fields": {"error": repr(exc)}})
             if self.nc.is_connected:
                 await self.nc.drain()
 

@@ -58,6 +58,11 @@ class OutOfOrder(Exception):
     """An entry whose seq is not above the last applied one: the caller's bug, not input."""
 
 
+# Parsed configurations by (loader, text): RMs re-register and files are re-sent with the
+# same text, and parsing YAML costs milliseconds. The configurations are frozen structs.
+_PARSED: dict[tuple[Any, str], SchedulerConfig] = {}
+
+
 class ResourceManager:
     def __init__(self, msg: m.RegisterResourceManagerRequest, config: SchedulerConfig,
                  config_text: str, timers: Timers, seq: int) -> None:
@@ -161,11 +166,19 @@ class Core:
             raise ConfigError([f"config: {len(text)} bytes, over the limit of {limits.MAX_CONFIG_BYTES}"])
         if self._load_yaml is None:
             raise ConfigError(["config: this core was built without a YAML loader"])
+        key = (self._load_yaml, text)
+        found = _PARSED.get(key)
+        if found is not None:
+            return found
         try:
             obj = self._load_yaml(text)
         except ValueError as exc:
             raise ConfigError([f"config: not valid YAML: {exc}"]) from None
-        return parse_config(obj)
+        config = parse_config(obj)
+        if len(_PARSED) >= 64:
+            _PARSED.clear()
+        _PARSED[key] = config
+        return config
 
     def _on_register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Outbox) -> None:
         to = entry.rm or msg.rmID
