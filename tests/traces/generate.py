@@ -17,6 +17,7 @@ from ykbus.log.replay import replay_file
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1]))  # the configurations the unit tests use, written once
 from tests.core.test_access import ACLS, LIMITS, RULES_ACL, TEMPLATE  # noqa: E402
+from tests.core.test_placement import RULES  # noqa: E402
 
 BASIC = """
 partitions:
@@ -201,31 +202,7 @@ def bad_input(log: LogBuilder):
 
 
 def placement(log: LogBuilder):
-    yield log.register("""
-partitions:
-  - name: default
-    placementrules:
-      - name: provided
-      - name: user
-        create: true
-        parent: {name: fixed, value: root.users}
-        filter: {type: deny, users: ['svc-.*']}
-      - name: tag
-        value: namespace
-        create: true
-      - name: primaryGroup
-        create: true
-        parent: {name: fixed, value: root.groups}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: prod
-          - name: users
-            parent: true
-          - name: groups
-            parent: true
-""")
+    yield log.register(RULES)
     yield log.nodes(node("n1", vcore=8000, memory=8 * GB))
     yield log.apps(app("a", "root.prod", user="alice"), app("b", "", user="bob.smith"),
                    app("c", "", user="svc-etl", tags={"namespace": "etl"}),
