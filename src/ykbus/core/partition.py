@@ -341,7 +341,7 @@ class Tracker:
                  "apps")
 
     def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
-        self.key = f"{queue.path}|{kind}|{name}"
+        self.key = tracker_key(queue, kind, name)
         self.queue = queue
         self.kind = kind
         self.name = name
@@ -359,6 +359,18 @@ class Tracker:
     def describe(self) -> str:
         label = f" ({self.limit.limit})" if self.limit.limit else ""
         return f"{self.kind} {self.name} limit{label} in queue {self.queue.path}"
+
+
+def count_app_priorities(leaf: Queue) -> None:
+    """Rebuild a leaf's count of its applications per max priority."""
+    leaf.app_prios = {}
+    for a in leaf.apps.values():
+        if a.max_priority is not None:
+            leaf.app_prios[a.max_priority] = leaf.app_prios.get(a.max_priority, 0) + 1
+
+
+def tracker_key(queue: Queue, kind: str, name: str) -> str:
+    return f"{queue.path}|{kind}|{name}"
 
 
 def applicable_limits(queue: Queue, user: str, groups: list[str]) -> list[tuple[str, str, LimitConfig]]:
@@ -444,10 +456,7 @@ class Partition:
     def _recompute_priorities(self, q: Queue) -> None:
         """Rebuild the priority caches of `q`'s subtree from scratch (after a reload)."""
         if q.leaf:
-            q.app_prios = {}
-            for a in q.apps.values():
-                if a.max_priority is not None:
-                    q.app_prios[a.max_priority] = q.app_prios.get(a.max_priority, 0) + 1
+            count_app_priorities(q)
             prios = list(q.app_prios)
         else:
             for child in q.children.values():
@@ -653,15 +662,9 @@ class Partition:
         """An unmanaged leaf takes the child template of the nearest parent that has one."""
         if not queue.leaf or queue.managed or queue.parent is None or queue.path == RECOVERY_QUEUE:
             return
-        t = next((q.template for q in queue.parent.ancestry() if q.template is not None), None)
-        if t is None:
-            t = ChildTemplate()
-        queue.guaranteed, queue.max, queue.maxapps = dict(t.guaranteed), dict(t.max), t.maxapplications
-        queue.properties = dict(t.properties)
-        explicit = t.properties.get(PROP_SORT_PRIORITY)
-        queue.sort_priority = (SortPriority.from_str(explicit) is SortPriority.ENABLED if explicit
-                               else queue.parent.sort_priority)
-        queue.set_policies()
+        t = next((q.template for q in queue.parent.ancestry() if q.template is not None), None) or ChildTemplate()
+        queue.configure(QueueConfig(queue.name, False, t.guaranteed, t.max, t.maxapplications, t.properties,
+                                    None, None, []), queue.parent.sort_priority)
 
     # --- user and group limits ----------------------------------------------------------
 
@@ -670,7 +673,7 @@ class Partition:
         app.trackers = []
         for q in app.path:
             for kind, name, lim in applicable_limits(q, app.user, app.groups):
-                key = f"{q.path}|{kind}|{name}"
+                key = tracker_key(q, kind, name)
                 t = self.trackers.get(key)
                 if t is None:
                     t = self.trackers[key] = Tracker(q, kind, name, lim)
@@ -689,23 +692,19 @@ class Partition:
                 if app.state is AppState.RUNNING:
                     t.running += 1
         for t in old.values():
+            new = self.trackers.get(t.key)
             for (app_id, key), ask in t.waiters.items():
-                new = self.trackers.get(t.key)
                 if new is not None:
                     new.waiters[(app_id, key)] = ask
                 else:
                     self._wake(ask)
             for app in t.app_waiters.values():
-                new = self.trackers.get(t.key)
                 if new is not None:
                     new.app_waiters[app.id] = app
                     app.blocked_on = new
                 else:
                     app.blocked_on = None
                     self._sync_app(app)
-
-    def _wake_tracker(self, t: Tracker) -> None:
-        self._wake_queue(t)  # type: ignore[arg-type]  (same waiters protocol)
 
     # --- nodes -----------------------------------------------------------------------
 
@@ -1252,7 +1251,7 @@ class Partition:
                               f"{t.allocated.get(over, 0)} used + {res[over]} asked")
                     self._wait(ask, t.key, m.SchedulingState.SKIPPED, reason, ctx)
                     return False
-        for q in ask.app.path:
+        for q in app.path:
             if q.max:
                 over = first_over(q.allocated, res, q.max)
                 if over is not None:

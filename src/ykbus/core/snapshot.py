@@ -23,7 +23,7 @@ from sortedcontainers import SortedList
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
-from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, Timers
+from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, Timers, count_app_priorities
 from ykbus.core.resources import add_into, scaled
 
 FORMAT = 2  # 2: ACLs parsed, user/group limits, child templates
@@ -320,9 +320,10 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
                 if ask.waiting is None:
                     app.active.add(ask.entry)
         app.max_priority = max(app.priorities) if app.priorities else None
-        if app.max_priority is not None:
-            prios = app.queue.app_prios
-            prios[app.max_priority] = prios.get(app.max_priority, 0) + 1
+
+    for q in p.queues.values():
+        if q.leaf:
+            count_app_priorities(q)
 
     allocs: dict[str, Alloc] = {}
     apps, nodes = p.apps, p.nodes
