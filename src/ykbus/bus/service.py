@@ -66,7 +66,7 @@ from ykbus.bus.subjects import (
     js_reply_meta,
 )
 from ykbus.core import Core, Entry, Output
-from ykbus.core.config import Acl, ConfigError, parse_config
+from ykbus.core.config import Acl, ConfigError
 from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.si import codec
@@ -518,11 +518,9 @@ class CoreService:
             log.info("queue configuration withdrawn", extra={"fields": {"policy_group": group, "source": source}})
             return []
         try:
-            parse_config(load_yaml(text))
+            self.core.load_config(text)  # the core's own checks, so what is appended will parse
         except ConfigError as exc:
             errors = exc.errors
-        except ValueError as exc:
-            errors = [f"config: not valid YAML: {exc}"]
         else:
             await self._append("config", {"rmID": "", "policyGroup": group, "config": text})
             log.info("queue configuration appended", extra={"fields": {"policy_group": group, "source": source}})
@@ -594,9 +592,7 @@ class CoreService:
                 url = urllib.parse.urlsplit(target)
                 query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
             except Exception:  # noqa: BLE001 - a request we cannot read gets a 400
-                data = b'{"error": "bad request"}'
-                await stream.send(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
-                                  b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(data) + data)
+                await _http_respond(stream, "400 Bad Request", {"error": "bad request"})
                 return
             status, body = "200 OK", {}
             if method != "GET":
@@ -608,9 +604,7 @@ class CoreService:
                     body = self.read(url.path[len("/api/"):], query)
                 except (ValueError, KeyError) as exc:
                     status, body = "404 Not Found", {"error": str(exc)}
-            data = json.dumps(body, default=str).encode()
-            await stream.send(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-                              f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+            await _http_respond(stream, status, body)
 
     # --- connection events ---------------------------------------------------------------
 
@@ -623,6 +617,12 @@ class CoreService:
 
     async def _nats_reconnected(self) -> None:
         log.info("reconnected to nats")
+
+
+async def _http_respond(stream: Any, status: str, body: dict[str, Any]) -> None:
+    data = json.dumps(body, default=str).encode()
+    await stream.send(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
 
 
 def nats_options(credentials: str | None = None, user: str | None = None, password: str | None = None,

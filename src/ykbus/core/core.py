@@ -65,7 +65,7 @@ _PARSED: dict[tuple[Any, str], SchedulerConfig] = {}
 
 class ResourceManager:
     def __init__(self, msg: m.RegisterResourceManagerRequest, config: SchedulerConfig,
-                 config_text: str, timers: Timers, seq: int) -> None:
+                 config_text: str, own_config_text: str, timers: Timers, seq: int) -> None:
         self.id = msg.rmID
         self.state = RM.advance(RMState.INIT, RMEvent.REGISTER)
         self.version = msg.version
@@ -74,7 +74,7 @@ class ResourceManager:
         self.extra_config = dict(msg.extraConfig)
         self.encoding = msg.extraConfig.get("encoding", "json")
         self.config_text = config_text  # the configuration in force
-        self.own_config_text = config_text  # what the RM itself configured (in force without a queue file)
+        self.own_config_text = own_config_text  # what the RM itself configured (in force without a queue file)
         self.partitions = {p.name: Partition(self.id, p, timers, seq) for p in config.partitions}
         self.node_partition: dict[str, Partition] = {}
 
@@ -162,6 +162,11 @@ class Core:
     def _load(self, text: str) -> SchedulerConfig:
         if self._override is not None:
             return self._override
+        return self.load_config(text)
+
+    def load_config(self, text: str) -> SchedulerConfig:
+        """Parse and validate a queue configuration as this core does (size limit, YAML,
+        `parse_config`); ConfigError lists every problem. Cached by text."""
         if len(text) > limits.MAX_CONFIG_BYTES:
             raise ConfigError([f"config: {len(text)} bytes, over the limit of {limits.MAX_CONFIG_BYTES}"])
         if self._load_yaml is None:
@@ -208,8 +213,7 @@ class Core:
         if old is not None:
             self.dropped_partitions += len(old.partitions)
             old.wipe()
-        rm = self.rms[msg.rmID] = ResourceManager(msg, config, text, self.timers, entry.seq)
-        rm.own_config_text = own
+        self.rms[msg.rmID] = ResourceManager(msg, config, text, own, self.timers, entry.seq)
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.register(to)
@@ -284,11 +288,9 @@ class Core:
         text = msg.config or rm.own_config_text
         try:
             config = self._load(text)
+            errors = self._reload_errors(rm, config)
         except ConfigError as exc:
-            ctx.event(rm.id, m.EventType.QUEUE, rm.id,
-                      "configuration rejected, the active one stays: " + "; ".join(exc.errors))
-            return
-        errors = self._reload_errors(rm, config)
+            errors = exc.errors
         if errors:
             ctx.event(rm.id, m.EventType.QUEUE, rm.id,
                       "configuration rejected, the active one stays: " + "; ".join(errors))
@@ -306,6 +308,13 @@ class Core:
         their later registrations; withdrawn, each RM goes back to the `*` file or its own."""
         group = msg.policyGroup or "*"
         what = f"queue file of policy group {group!r}"
+        try:
+            if msg.config:
+                self._load(msg.config)
+        except ConfigError as exc:
+            ctx.event("", m.EventType.QUEUE, group,
+                      f"{what} rejected, the active configuration stays: " + "; ".join(exc.errors))
+            return
         after = dict(self.operator_configs)
         if msg.config:
             after[group] = msg.config
@@ -320,17 +329,12 @@ class Core:
             if text == rm.config_text:
                 continue
             try:
-                config = self._load(text)
+                config = self._load(text)  # checked above, or when the RM configured it
             except ConfigError as exc:
-                errors += exc.errors if text == msg.config else [f"{rm.id}: {e}" for e in exc.errors]
+                errors += [f"{rm.id}: {e}" for e in exc.errors]
                 continue
             errors += [f"{rm.id}: {e}" for e in self._reload_errors(rm, config)]
             changes.append((rm, config, text))
-        if msg.config and not errors:
-            try:
-                self._load(msg.config)  # also when no live RM takes it yet
-            except ConfigError as exc:
-                errors = exc.errors
         if errors:
             ctx.event("", m.EventType.QUEUE, group,
                       f"{what} rejected, the active configuration stays: " + "; ".join(dict.fromkeys(errors)))
