@@ -1,9 +1,68 @@
-"""Every named capacity of ykbus, in one place. Overflow is a rejection, never growth."""
+"""Every named capacity of ykbus, in one place. Overflow is a rejection, never growth.
 
-# Input messages
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # one log entry body
-MAX_CONFIG_BYTES = 1024 * 1024  # a queues.yaml text
+Each bound below is a setting: the environment variable `YKBUS_LIMIT_<NAME>` (a whole
+number) replaces its default when the process starts. The defaults are far above what a
+real RM sends; docs/reliability.md lists them with what happens past each. A bound can
+change a decision (an input past it is rejected), so a replay reproduces a live run only
+with the same values.
+"""
+
+from __future__ import annotations
+
+from ykbus import LIMIT_OVERRIDES
+
+
+def _setting(name: str, default: int) -> int:
+    text = LIMIT_OVERRIDES.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise SystemExit(f"YKBUS_LIMIT_{name}={text!r}: expected a whole number") from None
+    if value < 1:
+        raise SystemExit(f"YKBUS_LIMIT_{name}={text!r}: expected a number above 0")
+    return value
+
+
+# --- input messages: checked before anything is parsed ------------------------------------
+MAX_MESSAGE_BYTES = _setting("MESSAGE_BYTES", 16 * 1024 * 1024)  # one log entry body
+MAX_DEPTH = _setting("DEPTH", 64)  # nesting of JSON/MessagePack arrays and objects (SI needs 6)
+MAX_STRING_BYTES = _setting("STRING_BYTES", 64 * 1024)  # any one string inside a JSON body
+
+# --- input messages: checked while decoding, each error names the field -----------------
+MAX_ID_CHARS = _setting("ID_CHARS", 1024)  # identifiers: rmID, applicationID, allocationKey, nodeID, ...
+MAX_TEXT_CHARS = _setting("TEXT_CHARS", 64 * 1024)  # other strings: tag and attribute values, messages
+MAX_MAP_ENTRIES = _setting("MAP_ENTRIES", 1024)  # tags, attributes, resources, extraConfig
+MAX_ITEMS = _setting("ITEMS", 100_000)  # items of one list (asks, nodes, releases, ...)
+MAX_TIMEOUT_MS = _setting("TIMEOUT_MS", 10**12)  # executionTimeoutMilliSeconds (about 31 years)
+
+# --- queue configuration text (YAML) ------------------------------------------------------
+MAX_CONFIG_BYTES = _setting("CONFIG_BYTES", 1024 * 1024)  # a queues.yaml text
+MAX_YAML_ALIASES = _setting("YAML_ALIASES", 100)  # `*alias` references in one document
+MAX_YAML_NODES = _setting("YAML_NODES", 200_000)  # scalars, lists and maps, aliases expanded
+
+# --- work and answers ---------------------------------------------------------------------
+MAX_ALLOCATIONS_PER_ENTRY = _setting("ALLOCATIONS_PER_ENTRY", 10_000)  # a pass stops there; the next entry goes on
+MAX_REASON_CHARS = _setting("REASON_CHARS", 16 * 1024)  # a reason or event message, shortened past it
+MAX_QUOTED_CHARS = 128  # an identifier quoted in a reason is shortened past this
 
 # Core timers (nanoseconds), YuniKorn's defaults
 COMPLETING_TIMEOUT_NS = 30 * 1_000_000_000  # Completing -> Completed
 TERMINATED_TIMEOUT_NS = 3 * 24 * 3600 * 1_000_000_000  # Completed/Failed -> Expired, then forgotten
+INT64_MAX = 2**63 - 1  # the log's clock and every deadline stay below
+
+
+def shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """`text` if it is at most `limit` characters, else its start and end around a note
+    saying how much was cut: a reason always fits in an answer."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 16)
+    head, tail = text[: keep * 3 // 4], text[-(keep // 4):]
+    return f"{head}…[{len(text) - len(head) - len(tail)} characters cut]…{tail}"
+
+
+def quoted(ident: str) -> str:
+    """An identifier as a reason quotes it: `repr`, shortened past MAX_QUOTED_CHARS."""
+    return repr(shorten(ident, MAX_QUOTED_CHARS))

@@ -107,6 +107,7 @@ class Core:
         self.timers = Timers()
         self.last_seq = 0
         self.now = 0
+        self.backlog = False  # the last pass stopped at the allocation budget (not in snapshots: the next entry recomputes it)
         # Partitions dropped so far (their queue trees hold reference cycles that only the
         # cyclic GC frees); the service collects once when this changes. Not in snapshots.
         self.dropped_partitions = 0
@@ -120,17 +121,27 @@ class Core:
             raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
         self.now = max(self.now, entry.ts)
-        ctx = Outbox(entry.seq, self.now)
+        ctx = Outbox(entry.seq, self.now, self._uuid_live)
         self._fire_timers(ctx)
         if decoded is None or entry.kind == "tick":  # a tick has no body to hand over
             self._dispatch(entry, ctx)
         else:
             getattr(self, f"_on_{entry.kind}")(entry, decoded, ctx)
+        backlog = False
         for rm in self.rms.values():
             for p in rm.partitions.values():
                 if p.root.active:
                     p.schedule(ctx)
+                    backlog = backlog or p.root.active
+        # True when the pass stopped at the per-entry allocation budget: the next entry goes
+        # on (the service appends a tick at once, so that it comes soon).
+        self.backlog = backlog
         return ctx.outputs()
+
+    def _uuid_live(self, uuid: str) -> bool:
+        """Whether an allocation with this UUID is live in any partition (a recovered one may
+        have the form the core gives out): the core never issues a live UUID again."""
+        return any(uuid in p.allocations for rm in self.rms.values() for p in rm.partitions.values())
 
     def _dispatch(self, entry: Entry, ctx: Outbox) -> None:
         if entry.kind == "tick":
@@ -139,11 +150,6 @@ class Core:
             ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, entry.rm,
                       f"entry {entry.seq}: unknown kind {entry.kind!r}: expected one of "
                       f"{', '.join(ENTRY_KINDS)}")
-            return
-        if len(entry.msg) > limits.MAX_MESSAGE_BYTES:
-            ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
-                      f"entry {entry.seq}: {entry.kind} message of {len(entry.msg)} bytes is over "
-                      f"the limit of {limits.MAX_MESSAGE_BYTES}; nothing applied")
             return
         try:
             msg = codec.decode_input(entry.kind, entry.msg, entry.encoding)
@@ -188,13 +194,17 @@ class Core:
     def _on_register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Outbox) -> None:
         to = entry.rm or msg.rmID
         if entry.rm and msg.rmID != entry.rm:
-            ctx.register(to, f"rmID {msg.rmID!r} does not match the subject's rm {entry.rm!r}")
+            ctx.register(to, f"rmID {limits.quoted(msg.rmID)} does not match the subject's rm {entry.rm!r}")
             return
         if not RM_ID.match(msg.rmID):
-            ctx.register(entry.rm, f"rmID {msg.rmID!r} is not a NATS token: no '.', '*', '>' or whitespace")
+            ctx.register(entry.rm, f"rmID {limits.quoted(msg.rmID)} is not a NATS token: no '.', '*', '>' or whitespace")
             return
         if msg.rmID == RESERVED_RM:
             ctx.register(entry.rm, f"rmID {RESERVED_RM!r} is reserved for the core service")
+            return
+        if not entry.rm:
+            ctx.register(entry.rm, f"rmID {msg.rmID!r}: a registration must come on the RM's own subject "
+                         f"(yk.v1.in.{msg.rmID}.register), not on the core service's")
             return
         encoding = msg.extraConfig.get("encoding", "json")
         if encoding not in codec.ENCODINGS:
@@ -242,6 +252,10 @@ class Core:
             ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
                       "rmstate entries are recorded by the core service only; not applied")
             return
+        if not RM_ID.match(msg.rmID):
+            ctx.event("", m.EventType.REQUEST, "rmstate",
+                      f"entry {entry.seq}: rmID {limits.quoted(msg.rmID)} is not a NATS subject token; not applied")
+            return
         if rm is None or not RM.allows(rm.state, event):
             state = rm.state.value if rm is not None else "not registered"
             ctx.event(msg.rmID, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
@@ -268,7 +282,7 @@ class Core:
     def _rm_for(self, entry: Entry, rm_id: str, ctx: Outbox) -> tuple[ResourceManager | None, str]:
         """The RM an app/node/alloc message applies to, or None and why each item is rejected."""
         if rm_id and rm_id != entry.rm:
-            return None, f"rmID {rm_id!r} does not match the subject's rm {entry.rm!r}"
+            return None, f"rmID {limits.quoted(rm_id)} does not match the subject's rm {entry.rm!r}"
         rm = self.rms.get(entry.rm)
         if rm is None or rm.state is RMState.STOPPED:
             return None, f"resource manager {entry.rm!r} is not registered"
@@ -280,6 +294,10 @@ class Core:
             return
         rm = self._running_rm(entry, ctx)
         if rm is None:
+            return
+        if msg.rmID and msg.rmID != entry.rm:
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration not applied: rmID {limits.quoted(msg.rmID)} "
+                      f"does not match the subject's rm {entry.rm!r}")
             return
         if self._operator_text(rm.policy_group):
             ctx.event(rm.id, m.EventType.QUEUE, rm.id, "configuration not applied: the service's queue file "

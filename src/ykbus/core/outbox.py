@@ -6,10 +6,12 @@ An `Outbox` collects what one entry decided. Items are grouped into one message 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from ykbus import limits
 from ykbus.si import messages as m
 
 ENTRY_KINDS = ("register", "app", "node", "alloc", "config", "unregister", "rmstate", "tick")
@@ -44,18 +46,32 @@ _BUILDERS: dict[str, type[m.Message]] = {
 }
 
 
+def _never(uuid: str) -> bool:
+    return False
+
+
 class Outbox:
-    def __init__(self, seq: int, ts: int) -> None:
+    def __init__(self, seq: int, ts: int, taken: Callable[[str], bool] = _never) -> None:
         self.seq = seq
         self.ts = ts
         self._uuid = 0
+        self._taken = taken
+        self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
         self._groups: dict[tuple[str, str], Any] = {}
 
     def next_uuid(self) -> str:
-        """A deterministic allocation UUID: `<input seq>-<n>`, n counting from 0 per entry."""
-        uuid = f"{self.seq}-{self._uuid}"
-        self._uuid += 1
-        return uuid
+        """A deterministic allocation UUID: `<input seq>-<n>`, n counting from 0 per entry,
+        skipping any that is live (an RM may recover an allocation whose UUID has this form)."""
+        while True:
+            uuid = f"{self.seq}-{self._uuid}"
+            self._uuid += 1
+            if not self._taken(uuid):
+                self.allocations += 1
+                return uuid
+
+    @property
+    def budget_left(self) -> bool:
+        return self.allocations < limits.MAX_ALLOCATIONS_PER_ENTRY
 
     def add(self, rm: str, kind: str, field: str, item: Any) -> None:
         group = self._groups.get((rm, kind))
@@ -64,12 +80,15 @@ class Outbox:
         group.setdefault(field, []).append(item)
 
     def register(self, rm: str, error: str = "") -> None:
-        self._groups[(rm, "register")] = m.RegisterResourceManagerResponse(error=error)
+        self._groups[(rm, "register")] = m.RegisterResourceManagerResponse(error=limits.shorten(error))
 
     def event(self, rm: str, etype: m.EventType, object_id: str, message: str,
               change: m.ChangeType = m.ChangeType.NONE) -> None:
+        """An EventRecord to `rm`; the message is shortened to MAX_REASON_CHARS and the
+        object id to MAX_QUOTED_CHARS, so that an event always fits in an answer."""
         self.add(rm, "event", "events", m.EventRecord(
-            type=etype, objectID=object_id, message=message, timestampNano=self.ts,
+            type=etype, objectID=limits.shorten(object_id, limits.MAX_QUOTED_CHARS),
+            message=limits.shorten(message), timestampNano=self.ts,
             eventChangeType=change,
         ))
 

@@ -1151,7 +1151,7 @@ class Partition:
             self._rekey_all(only_fair=True)
         self._failed_shapes.clear()
         try:
-            while self.root.active and self._try_queue(self.root, ctx):
+            while self.root.active and ctx.budget_left and self._try_queue(self.root, ctx):
                 pass
         finally:
             self._fit_cache.clear()
@@ -1300,7 +1300,7 @@ class Timers:
 
     def schedule(self, deadline: int, what: tuple[Any, ...]) -> None:
         self._n += 1
-        heapq.heappush(self._heap, (deadline, self._n, what))
+        heapq.heappush(self._heap, (min(deadline, limits.INT64_MAX), self._n, what))
 
     def due(self, now: int) -> list[tuple[Any, ...]]:
         out = []

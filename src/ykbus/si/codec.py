@@ -12,11 +12,12 @@ Encoders and decoders are built once, at import.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Raw, field
+from msgspec import Meta, Raw, field
 
+from ykbus import limits
 from ykbus.si import messages as m
 
 Encoding = Literal["json", "msgpack"]
@@ -43,26 +44,29 @@ class _Env(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     pass
 
 
+RawItems = Annotated[list[Raw], Meta(max_length=limits.MAX_ITEMS)]
+
+
 class _ReleasesEnv(_Env):
-    allocationsToRelease: list[Raw] = field(default_factory=list)
-    allocationAsksToRelease: list[Raw] = field(default_factory=list)
+    allocationsToRelease: RawItems = field(default_factory=list)
+    allocationAsksToRelease: RawItems = field(default_factory=list)
 
 
 class _AllocEnv(_Env):
-    asks: list[Raw] = field(default_factory=list)
+    asks: RawItems = field(default_factory=list)
     releases: _ReleasesEnv | None = None
-    rmID: str = ""
+    rmID: m.Id = ""
 
 
 class _AppEnv(_Env):
-    new: list[Raw] = field(default_factory=list)
-    remove: list[Raw] = field(default_factory=list)
-    rmID: str = ""
+    new: RawItems = field(default_factory=list)
+    remove: RawItems = field(default_factory=list)
+    rmID: m.Id = ""
 
 
 class _NodeEnv(_Env):
-    nodes: list[Raw] = field(default_factory=list)
-    rmID: str = ""
+    nodes: RawItems = field(default_factory=list)
+    rmID: m.Id = ""
 
 
 # --- decoded requests, as the core receives them ---------------------------------------
@@ -174,21 +178,67 @@ class _Format:
             where = f"{path}[{i}]"
             try:
                 out.append(dec.decode(raw))
-            except msgspec.DecodeError as exc:
+            except _UNDECODABLE as exc:
                 obj = self._loose(raw)
-                error = _name_keys(str(exc), obj)
-                ids = {k: obj[k] for k in _ID_FIELDS if isinstance(obj.get(k), str)}
+                try:
+                    error = _name_keys(_reason(exc), obj)
+                except RecursionError:
+                    error = _reason(exc)
+                ids = {k: limits.shorten(obj[k], limits.MAX_QUOTED_CHARS)
+                       for k in _ID_FIELDS if isinstance(obj.get(k), str)}
                 out.append(BadItem(where, _with_path(error, where), ids))
         return out
 
     def _loose(self, raw: Raw) -> dict[str, Any]:
         try:
             return self.loose.decode(raw)
-        except msgspec.DecodeError:
+        except _UNDECODABLE:
             return {}
 
 
 _FORMATS: dict[str, _Format] = {e: _Format(e) for e in ENCODINGS}  # type: ignore[arg-type]
+
+# What msgspec raises on hostile bytes: a DecodeError, or (strings that are not UTF-8, nesting
+# past the interpreter's stack) a UnicodeDecodeError or RecursionError. All mean "does not decode".
+_UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+_BRACKETS = bytes.maketrans(b"[{]}", b"(())")
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"')
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
+_PAIR = re.compile(rb"\(\)")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return f"nested deeper than the limit of {limits.MAX_DEPTH}"
+    if isinstance(exc, UnicodeDecodeError):
+        return "a string is not UTF-8"
+    return str(exc)
+
+
+def check_bounds(data: bytes, encoding: str) -> None:
+    """The bounds checked before a body is parsed at all (`ykbus.limits`): its size, and for
+    JSON that it is UTF-8 and nested at most MAX_DEPTH deep. Raises DecodeError naming the
+    bound. Cost: O(1) for small bodies, one linear pass over the brackets of large ones."""
+    if len(data) > limits.MAX_MESSAGE_BYTES:
+        raise DecodeError(f"body of {len(data)} bytes is over the limit of {limits.MAX_MESSAGE_BYTES}")
+    if encoding != "json":
+        return  # MessagePack: sizes are in the data; depth is caught while decoding
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"body is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+    if data.count(b"[") + data.count(b"{") <= limits.MAX_DEPTH:
+        return
+    # Only brackets outside strings are left, as parentheses; each pass removes the innermost
+    # pairs, so MAX_DEPTH passes leave none unless something is nested deeper.
+    brackets = _STRING.sub(b"", _ESCAPE.sub(b"", data).translate(_BRACKETS, _NOT_STRUCTURE))
+    for _ in range(limits.MAX_DEPTH):
+        brackets, removed = _PAIR.subn(b"", brackets)
+        if not removed:
+            return
+    if _PAIR.search(brackets):
+        raise DecodeError(f"nested deeper than the limit of {limits.MAX_DEPTH}")
 
 
 def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
@@ -203,12 +253,13 @@ def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
         raise DecodeError(f"unknown encoding {encoding!r}: expected one of {', '.join(ENCODINGS)}")
     if kind not in m.INPUT_TYPES:
         raise DecodeError(f"unknown kind {kind!r}: expected one of {', '.join(m.INPUT_TYPES)}")
+    check_bounds(data, encoding)
     if kind in ("alloc", "app", "node"):
         # Fast path: a well-formed request decodes in one go; only a bad one is taken apart
         # item by item, so that its good items still apply and each bad one gets its reason.
         try:
             return as_decoded(kind, fmt.whole[kind].decode(data))
-        except msgspec.DecodeError:
+        except _UNDECODABLE:
             pass
     try:
         if kind == "alloc":
@@ -237,8 +288,8 @@ def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
             n = fmt.env["node"].decode(data)
             return DecodedNodeRequest(rmID=n.rmID, nodes=fmt.items(m.NodeInfo, n.nodes, "$.nodes"))
         return fmt.whole[kind].decode(data)
-    except msgspec.DecodeError as exc:
-        raise DecodeError(str(exc)) from None
+    except _UNDECODABLE as exc:
+        raise DecodeError(_reason(exc)) from None
 
 
 def as_decoded(kind: str, msg: Any) -> Decoded:
@@ -267,8 +318,8 @@ def decode(t: type, data: bytes, encoding: str = "json") -> Any:
         decoder = _WHOLE[(t, encoding)] = mod.Decoder(t, strict=False)
     try:
         return decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise DecodeError(str(exc)) from None
+    except _UNDECODABLE as exc:
+        raise DecodeError(_reason(exc)) from None
 
 
 _JSON_ENCODER = msgspec.json.Encoder()

@@ -23,15 +23,30 @@ import msgspec
 from msgspec import Meta, field
 from msgspec.structs import force_setattr
 
+from ykbus import limits
+
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-NonEmptyStr = Annotated[str, Meta(min_length=1)]
+# Bounded types of inputs (`ykbus.limits`): an input past a bound does not decode, and the
+# error names the field and the bound (`Expected str of length <= 1024 - at `$.asks[0].allocationKey``).
+Id = Annotated[str, Meta(max_length=limits.MAX_ID_CHARS)]
+NonEmptyStr = Annotated[str, Meta(min_length=1, max_length=limits.MAX_ID_CHARS)]
+Text = Annotated[str, Meta(max_length=limits.MAX_TEXT_CHARS)]
+ConfigText = Annotated[str, Meta(max_length=limits.MAX_CONFIG_BYTES)]
+StrMap = Annotated[dict[Id, Text], Meta(max_length=limits.MAX_MAP_ENTRIES)]
+IdList = Annotated[list[Id], Meta(max_length=limits.MAX_MAP_ENTRIES)]
 Int32 = Annotated[int, Meta(ge=INT32_MIN, le=INT32_MAX)]
 NonNegInt32 = Annotated[int, Meta(ge=0, le=INT32_MAX)]
 Int64 = Annotated[int, Meta(ge=-(2**63), le=INT64_MAX)]
 NonNegInt64 = Annotated[int, Meta(ge=0, le=INT64_MAX)]
+TimeoutMs = Annotated[int, Meta(ge=0, le=limits.MAX_TIMEOUT_MS)]
+
+
+def Items(t: object) -> object:  # noqa: N802 - a type constructor
+    """A list of at most MAX_ITEMS items of type `t`."""
+    return Annotated[list[t], Meta(max_length=limits.MAX_ITEMS)]  # type: ignore[valid-type]
 
 
 def _enum_number(enum_type: type[enum.Enum]) -> object:
@@ -108,12 +123,12 @@ class Quantity(msgspec.Struct, frozen=True):
 class Resource(Message):
     """A sparse map of resource name to quantity."""
 
-    resources: dict[str, Quantity] = field(default_factory=dict)
+    resources: Annotated[dict[Id, Quantity], Meta(max_length=limits.MAX_MAP_ENTRIES)] = field(default_factory=dict)
 
 
 class UserGroupInformation(Message):
-    user: str = ""
-    groups: list[str] = field(default_factory=list)
+    user: Id = ""
+    groups: IdList = field(default_factory=list)
 
 
 class PreemptionPolicy(Message):
@@ -126,23 +141,23 @@ class PreemptionPolicy(Message):
 
 class RegisterResourceManagerRequest(Message):
     rmID: NonEmptyStr
-    version: str = ""
-    policyGroup: str = ""
-    buildInfo: dict[str, str] = field(default_factory=dict)
-    config: str = ""
-    extraConfig: dict[str, str] = field(default_factory=dict)
+    version: Id = ""
+    policyGroup: Id = ""
+    buildInfo: StrMap = field(default_factory=dict)
+    config: ConfigText = ""
+    extraConfig: StrMap = field(default_factory=dict)
 
 
 class AllocationAsk(Message):
     allocationKey: NonEmptyStr
     applicationID: NonEmptyStr
-    partitionName: str = ""
+    partitionName: Id = ""
     resourceAsk: Resource = field(default_factory=Resource)
     maxAllocations: NonNegInt32 = 0
     priority: Int32 = 0
-    executionTimeoutMilliSeconds: Int64 = 0
-    tags: dict[str, str] = field(default_factory=dict)
-    taskGroupName: str = ""
+    executionTimeoutMilliSeconds: TimeoutMs = 0
+    tags: StrMap = field(default_factory=dict)
+    taskGroupName: Id = ""
     placeholder: bool = False
     Originator: bool = False
     preemptionPolicy: PreemptionPolicy | None = None
@@ -151,96 +166,96 @@ class AllocationAsk(Message):
 class Allocation(Message):
     """A recovered allocation (RM -> core, in NodeInfo) or a new one (core -> RM)."""
 
-    allocationKey: str = ""
-    allocationTags: dict[str, str] = field(default_factory=dict)
-    UUID: str = ""
+    allocationKey: Id = ""
+    allocationTags: StrMap = field(default_factory=dict)
+    UUID: Id = ""
     resourcePerAlloc: Resource = field(default_factory=Resource)
     priority: Int32 = 0
-    nodeID: str = ""
-    applicationID: str = ""
-    partitionName: str = ""
-    taskGroupName: str = ""
+    nodeID: Id = ""
+    applicationID: Id = ""
+    partitionName: Id = ""
+    taskGroupName: Id = ""
     placeholder: bool = False
 
 
 class AllocationRelease(Message):
-    partitionName: str = ""
-    applicationID: str = ""
-    UUID: str = ""
+    partitionName: Id = ""
+    applicationID: Id = ""
+    UUID: Id = ""
     terminationType: TerminationField = TerminationType.UNKNOWN_TERMINATION_TYPE
-    message: str = ""
-    allocationKey: str = ""
+    message: Text = ""
+    allocationKey: Id = ""
 
     def __post_init__(self) -> None:
         force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
 
 
 class AllocationAskRelease(Message):
-    partitionName: str = ""
-    applicationID: str = ""
-    allocationKey: str = ""
+    partitionName: Id = ""
+    applicationID: Id = ""
+    allocationKey: Id = ""
     terminationType: TerminationField = TerminationType.UNKNOWN_TERMINATION_TYPE
-    message: str = ""
+    message: Text = ""
 
     def __post_init__(self) -> None:
         force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
 
 
 class AllocationReleasesRequest(Message):
-    allocationsToRelease: list[AllocationRelease] = field(default_factory=list)
-    allocationAsksToRelease: list[AllocationAskRelease] = field(default_factory=list)
+    allocationsToRelease: Items(AllocationRelease) = field(default_factory=list)  # type: ignore[valid-type]
+    allocationAsksToRelease: Items(AllocationAskRelease) = field(default_factory=list)  # type: ignore[valid-type]
 
 
 class AllocationRequest(Message):
-    asks: list[AllocationAsk] = field(default_factory=list)
+    asks: Items(AllocationAsk) = field(default_factory=list)  # type: ignore[valid-type]
     releases: AllocationReleasesRequest | None = None
-    rmID: str = ""
+    rmID: Id = ""
 
 
 class AddApplicationRequest(Message):
     applicationID: NonEmptyStr
-    queueName: str = ""
-    partitionName: str = ""
+    queueName: Id = ""
+    partitionName: Id = ""
     ugi: UserGroupInformation = field(default_factory=UserGroupInformation)
-    tags: dict[str, str] = field(default_factory=dict)
-    executionTimeoutMilliSeconds: Int64 = 0
+    tags: StrMap = field(default_factory=dict)
+    executionTimeoutMilliSeconds: TimeoutMs = 0
     placeholderAsk: Resource | None = None
-    gangSchedulingStyle: str = ""
+    gangSchedulingStyle: Id = ""
 
 
 class RemoveApplicationRequest(Message):
     applicationID: NonEmptyStr
-    partitionName: str = ""
+    partitionName: Id = ""
 
 
 class ApplicationRequest(Message):
-    new: list[AddApplicationRequest] = field(default_factory=list)
-    remove: list[RemoveApplicationRequest] = field(default_factory=list)
-    rmID: str = ""
+    new: Items(AddApplicationRequest) = field(default_factory=list)  # type: ignore[valid-type]
+    remove: Items(RemoveApplicationRequest) = field(default_factory=list)  # type: ignore[valid-type]
+    rmID: Id = ""
 
 
 class NodeInfo(Message):
     nodeID: NonEmptyStr
     action: ActionField = ActionFromRM.UNKNOWN_ACTION_FROM_RM
-    attributes: dict[str, str] = field(default_factory=dict)
+    attributes: StrMap = field(default_factory=dict)
     schedulableResource: Resource | None = None
     occupiedResource: Resource | None = None
-    existingAllocations: list[Allocation] = field(default_factory=list)
+    existingAllocations: Items(Allocation) = field(default_factory=list)  # type: ignore[valid-type]
 
     def __post_init__(self) -> None:
         force_setattr(self, "action", _to_member(ActionFromRM, self.action))
 
 
 class NodeRequest(Message):
-    nodes: list[NodeInfo] = field(default_factory=list)
-    rmID: str = ""
+    nodes: Items(NodeInfo) = field(default_factory=list)  # type: ignore[valid-type]
+    rmID: Id = ""
 
 
 class UpdateConfigurationRequest(Message):
-    rmID: str = ""
-    policyGroup: str = ""
-    config: str = ""
-    extraConfig: dict[str, str] = field(default_factory=dict)
+    rmID: Id = ""
+    policyGroup: Id = ""
+    config: ConfigText = ""
+    extraConfig: StrMap = field(default_factory=dict)
 
 
 class UnregisterRequest(Message):
@@ -260,7 +275,7 @@ class RMStateChange(Message):
 
     rmID: NonEmptyStr
     event: RMLifecycleEvent
-    reason: str = ""
+    reason: Text = ""
 
 
 # --- core -> RM ---------------------------------------------------------------------
