@@ -1,20 +1,79 @@
-"""The YAML loader the shell hands to the core (the core imports no YAML library)."""
+"""The YAML loader the shell hands to the core (the core imports no YAML library).
+
+Bounded before anything is built (`ykbus.limits`): the text's size, the number of aliases
+(`*name`), and the number of nodes the document has once every alias is expanded, so that
+a few hundred bytes of nested aliases (a "billion laughs") are refused instead of
+becoming gigabytes. Nesting depth is bounded too. Each bound is named in the error.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
 
+from ykbus import limits
 from ykbus.core.config import SchedulerConfig, parse_config
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that counts, while composing, what the document would expand to."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> nodes in it, aliases expanded
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > limits.MAX_YAML_ALIASES:
+                raise yaml.YAMLError(f"more than {limits.MAX_YAML_ALIASES} aliases (limit YAML_ALIASES)")
+            target = self.anchors.get(self.peek_event().anchor)
+            if target is not None and id(target) not in self._sizes:
+                raise yaml.YAMLError(f"alias *{self.peek_event().anchor} refers to a node that contains it")
+        self._depth += 1
+        try:
+            if self._depth > limits.MAX_DEPTH:
+                raise yaml.YAMLError(f"nested deeper than {limits.MAX_DEPTH} (limit DEPTH)")
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if self._size(node) > limits.MAX_YAML_NODES:
+            raise yaml.YAMLError(f"more than {limits.MAX_YAML_NODES} nodes once aliases are expanded "
+                                 "(limit YAML_NODES)")
+        return node
+
+    def _size(self, node: Node) -> int:
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return known  # an alias, or a node already counted: its whole expanded size
+        if isinstance(node, SequenceNode):
+            size = 1 + sum(self._sizes.get(id(c), 1) for c in node.value)
+        elif isinstance(node, MappingNode):
+            size = 1 + sum(self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value)
+        else:
+            size = 1
+        self._sizes[id(node)] = size
+        return size
+
+
 def load_yaml(text: str) -> Any:
-    """Plain objects from YAML text; ValueError with the parser's message if it is not YAML."""
+    """Plain objects from YAML text; ValueError with the parser's message if it is not YAML
+    or is past a bound."""
+    if len(text) > limits.MAX_CONFIG_BYTES:
+        raise ValueError(f"{len(text)} characters, over the limit of {limits.MAX_CONFIG_BYTES} (limit CONFIG_BYTES)")
+    loader = _BoundedLoader(text)
     try:
-        return yaml.safe_load(text)
+        return loader.get_single_data()
     except yaml.YAMLError as exc:
         raise ValueError(str(exc).replace("\n", " ")) from None
+    except RecursionError:
+        raise ValueError(f"nested deeper than {limits.MAX_DEPTH} (limit DEPTH)") from None
+    finally:
+        loader.dispose()
 
 
 def load_config_file(path: str) -> SchedulerConfig:

@@ -67,6 +67,7 @@ from ykbus.bus.subjects import (
 )
 from ykbus.core import Core, Entry, Output
 from ykbus.core.config import Acl, ConfigError
+from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.si import codec
@@ -75,6 +76,11 @@ from ykbus.yamlload import load_yaml
 log = logging.getLogger("ykbus.core")
 FREEZE_EVERY = 1000  # entries between gc.freeze() calls
 FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
+
+
+def _restore(data: bytes | None) -> Core:
+    """A core from a checkpoint (None: a fresh one), for the guard."""
+    return Core(load_yaml=load_yaml) if data is None else load_snapshot(data, load_yaml)
 
 
 def snapshot_digest(data: bytes) -> str:
@@ -131,7 +137,7 @@ class CoreService:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.subjects = Subjects(settings.prefix)
-        self.core = Core(load_yaml=load_yaml)
+        self.guard = GuardedCore(Core(load_yaml=load_yaml), _restore)
         self.owner = getpass.getuser()
         self._queue_texts: dict[str, str] = {}  # policy group -> file text last seen
         self.http_port = 0  # the HTTP read API's port once listening
@@ -145,11 +151,16 @@ class CoreService:
         self._out_floor = 0
         self._out_ids: set[str] = set()
         self.max_payload = 1 << 20
-        self.stats = {"entries": 0, "outputs": 0, "allocations": 0}
+        self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
         self._dropped_seen = 0
         self._frozen_at = 0
         self._input_sub: Any = None
         self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
+
+    @property
+    def core(self) -> Core:
+        """The live core (the guard replaces it when an entry fails: never keep it)."""
+        return self.guard.core
 
     def stop(self) -> None:
         self._stop.set()
@@ -178,6 +189,7 @@ class CoreService:
             await self._load()
             mark("snapshot_ms")
             await self._check_log_start()
+            await self._read_failed_records()
             self._out_floor, self._out_ids = await self._published_outputs()
             mark("outputs_scanned_ms")
             self.max_payload = self.nc.max_payload
@@ -248,7 +260,7 @@ class CoreService:
         data, source = fetched
         t0 = time.perf_counter()
         core = load_snapshot(data, load_yaml)
-        self.core = core
+        self.guard = GuardedCore(core, _restore, checkpoint=data)
         gc.freeze()  # the loaded state is long-lived
         log.info("snapshot loaded", extra={"fields": {
             "last_seq": core.last_seq, "bytes": len(data), "from": source,
@@ -301,7 +313,11 @@ class CoreService:
             headers = msg.headers or {}
             encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
             entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
-            outputs = self.core.apply(entry)
+            outputs = self.guard.apply(entry)
+            if self.guard.last_failure is not None:
+                await self._record_failure(*self.guard.last_failure)
+            if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
+                await self._append("tick", {})
             if kind == "register" and rm:
                 self._heard[rm] = time.monotonic()
             if kind == "rmstate":
@@ -315,6 +331,34 @@ class CoreService:
             self.applied_since_snapshot += 1
             if self.applied_since_snapshot >= self.settings.snapshot_every:
                 await self._snapshot()
+
+    async def _record_failure(self, entry: Entry, exc: BaseException) -> None:
+        """An entry raised in the core (a bug): log it loudly, count it, and record it in the
+        log, so that a replay or a restart makes the same choice (core/guard.py)."""
+        self.stats["failedEntries"] += 1
+        log.error("entry failed in the core: a bug; it was not applied and the core goes on",
+                  exc_info=exc, extra={"fields": {"seq": entry.seq, "rm": entry.rm, "kind": entry.kind}})
+        error = self.guard.known_failed[entry.seq]
+        await self._append(FAILED_KIND, {"seq": entry.seq, "error": error})
+
+    async def _read_failed_records(self) -> None:
+        """The core service's records of entries that failed (`_core.failed`), so that an
+        entry that failed before is not applied again after this restart."""
+        subject = self.subjects.input("", FAILED_KIND)
+        info = await self.js.stream_info(IN_STREAM, subjects_filter=subject)
+        count = (info.state.subjects or {}).get(subject, 0)
+        if not count:
+            return
+        sub = await self.js.subscribe(subject, stream=IN_STREAM, ordered_consumer=True,
+                                      config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL))
+        try:
+            for _ in range(count):
+                msg = await sub.next_msg(timeout=10)
+                seq, ts = js_reply_meta(msg.reply)
+                self.guard.apply_record(Entry(seq=seq, ts=ts, rm="", kind=FAILED_KIND, msg=msg.data))
+        finally:
+            await sub.unsubscribe()
+        log.warning("entries recorded as failed", extra={"fields": {"seqs": sorted(self.guard.known_failed)}})
 
     def _tame_gc(self) -> None:
         """Keep full GC collections short: move what lives now out of the collector's sight
@@ -384,6 +428,7 @@ class CoreService:
             return
         t0 = time.perf_counter()
         data = dump_snapshot(self.core)
+        self.guard.checkpoint(data)
         await self.store.put(SNAPSHOT_OBJECT, data)
         local = self._local_snapshot()
         if local:  # a copy beside the store makes the next start skip the download

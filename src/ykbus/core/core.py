@@ -146,6 +146,11 @@ class Core:
     def _dispatch(self, entry: Entry, ctx: Outbox) -> None:
         if entry.kind == "tick":
             return
+        if entry.kind == "failed":  # the service's record of a failed entry: see core/guard.py
+            if entry.rm:
+                ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
+                          f"entry {entry.seq}: failed entries are recorded by the core service only; not applied")
+            return
         if entry.kind not in ENTRY_KINDS:
             ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, entry.rm,
                       f"entry {entry.seq}: unknown kind {entry.kind!r}: expected one of "

@@ -12,12 +12,18 @@ Output line: `{"seq", "rm", "kind", "msg"}` with `seq` the input sequence that c
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 import msgspec
 
+from ykbus import limits
 from ykbus.core.outbox import Entry, Output
+from ykbus.si.codec import DecodeError, check_bounds
+
+Seq = Annotated[int, msgspec.Meta(ge=1, le=limits.INT64_MAX)]
+Ts = Annotated[int, msgspec.Meta(ge=0, le=limits.INT64_MAX)]
 
 
 class LogError(Exception):
@@ -25,10 +31,10 @@ class LogError(Exception):
 
 
 class _Line(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
-    seq: int
-    ts: int
-    kind: str
-    rm: str = ""
+    seq: Seq
+    ts: Ts
+    kind: Annotated[str, msgspec.Meta(max_length=64)]
+    rm: Annotated[str, msgspec.Meta(max_length=limits.MAX_ID_CHARS)] = ""
     msg: msgspec.Raw = msgspec.Raw(b"{}")
     msg_b64: str = ""
     encoding: str = "json"
@@ -57,11 +63,15 @@ _encoder = msgspec.json.Encoder()
 
 
 def _body(line: _Line) -> bytes:
+    """The entry's body as it was received. Raises ValueError when `msg_b64` is not base64."""
     if line.msg_b64:
-        return base64.b64decode(line.msg_b64)
+        try:
+            return base64.b64decode(line.msg_b64, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"msg_b64 is not valid base64: {exc}") from None
     raw = bytes(line.msg)
     if raw[:1] == b'"':
-        return _str_decoder.decode(raw).encode()
+        return _str_decoder.decode(raw).encode("utf-8", "surrogatepass")
     return raw
 
 
@@ -72,17 +82,20 @@ def read_entries(lines: Iterable[bytes | str], source: str = "log") -> Iterator[
         data = text.encode() if isinstance(text, str) else text
         if not data.strip():
             continue
+        if len(data) > 2 * limits.MAX_MESSAGE_BYTES + 4096:  # a body, base64 or escaped, and the fields
+            raise LogError(f"{source}:{number}: a line of {len(data)} bytes is over the limit")
         try:
             line = _line_decoder.decode(data)
-        except msgspec.DecodeError as exc:
-            raise LogError(f"{source}:{number}: not a log entry: {exc}") from None
+            body = _body(line)
+        except (msgspec.DecodeError, UnicodeError, RecursionError, ValueError) as exc:
+            reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+            raise LogError(f"{source}:{number}: not a log entry: {reason}") from None
         if line.seq <= last_seq:
             raise LogError(f"{source}:{number}: seq {line.seq} does not increase (previous {last_seq})")
         if line.ts < last_ts:
             raise LogError(f"{source}:{number}: ts {line.ts} goes back in time (previous {last_ts})")
         last_seq, last_ts = line.seq, line.ts
-        yield Entry(seq=line.seq, ts=line.ts, rm=line.rm, kind=line.kind, msg=_body(line),
-                    encoding=line.encoding)
+        yield Entry(seq=line.seq, ts=line.ts, rm=line.rm, kind=line.kind, msg=body, encoding=line.encoding)
 
 
 def encode_entry(entry: Entry) -> bytes:
@@ -90,12 +103,15 @@ def encode_entry(entry: Entry) -> bytes:
     msg: Any = None
     b64 = ""
     if entry.encoding == "json":
-        stripped = entry.msg.lstrip()
-        try:
-            msgspec.json.decode(entry.msg)
-            ok = stripped[:1] == b"{"
-        except msgspec.DecodeError:
-            ok = False
+        # Embedded as JSON only when it is an object within the input bounds (so that reading
+        # the line back cannot fail); anything else is kept as a string or base64.
+        ok = entry.msg.lstrip()[:1] == b"{"
+        if ok:
+            try:
+                check_bounds(entry.msg, "json")
+                msgspec.json.decode(entry.msg)
+            except (DecodeError, msgspec.DecodeError, UnicodeError, RecursionError):
+                ok = False
         if ok:
             msg = msgspec.Raw(entry.msg)
         else:

@@ -1,4 +1,9 @@
-"""`ykbus replay`: apply a log to a fresh core and write every output."""
+"""`ykbus replay`: apply a log to a fresh core and write every output.
+
+The core is guarded (`ykbus.core.guard`): an entry the log records as failed (a `failed`
+entry of the core service) gives the answer it gave live, and an entry that raises here is
+answered as failed and skipped, as the live service would.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,34 @@ from collections.abc import Iterable, Iterator
 
 from ykbus.core import Core
 from ykbus.core.config import SchedulerConfig
+from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.outbox import Entry, Output
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.jsonl import encode_output, read_entries
 from ykbus.yamlload import load_yaml
 
+CHECKPOINT_EVERY = 50_000  # entries between in-memory checkpoints (a failure re-applies at most this many)
+
+
+def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = CHECKPOINT_EVERY) -> GuardedCore:
+    def restore(data: bytes | None) -> Core:
+        if data is None:
+            return Core(load_yaml=load_yaml, queues_override=queues)
+        core = load_snapshot(data, load_yaml)
+        core._override = queues
+        return core
+
+    return GuardedCore(restore(None), restore, checkpoint_every=checkpoint_every, dump=dump_snapshot)
+
 
 def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None) -> Iterator[Output]:
-    core = Core(load_yaml=load_yaml, queues_override=queues)
+    entries = list(entries)
+    guard = guarded_core(queues)
+    for entry in entries:  # the records of failed entries come after them: learn them first
+        if entry.kind == FAILED_KIND and not entry.rm:
+            guard.apply_record(entry)
     for entry in entries:
-        yield from core.apply(entry)
+        yield from guard.apply(entry)
 
 
 def replay_file(path: str, queues: SchedulerConfig | None = None) -> Iterator[bytes]:
