@@ -142,3 +142,60 @@ def load_config_file_text(text):
     from ykbus.yamlload import load_yaml
 
     return parse_config(load_yaml(text))
+
+
+@pytest.mark.anyio
+async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
+    import getpass
+    import json
+    import stat
+
+    import nats
+
+    from ykbus.bus.permissions import connect_options, load_secrets
+
+    data = tmp_path / "nats"
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--secure", "--duration", "60", "--data",
+                             str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # bounded: --duration 60
+            lines.append(line)
+            if line.startswith("t=") and "| k8s:" in line and "| batch:" in line:
+                break
+        url = next(line.split(" on ")[1].split()[0] for line in lines if "nats-server on" in line)
+        assert any("secured: one NATS user per RM" in line for line in lines), lines
+        for name in ("auth.conf", "secrets.yaml", "nats.conf"):
+            assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
+        with pytest.raises(nats.errors.Error, match="(?i)authorization violation"):
+            await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+        found = load_secrets(str(data / "secrets.yaml"))
+        owner = getpass.getuser()
+        admin = await nats.connect(url, allow_reconnect=False, **connect_options(owner, found.admins[owner].password))
+        with anyio.fail_after(30):
+            while True:  # the demo RMs register within seconds of the first progress line
+                health = json.loads((await admin.request("yk.v1.api.health", b"{}", timeout=5)).data)
+                if health["rms"] == {"k8s": "Running", "batch": "Running"}:
+                    break
+                await anyio.sleep(0.2)
+        bad = json.loads((await admin.request(f"yk.v1.admin.{owner}.queues", json.dumps(
+            {"policyGroup": "k8s", "config": "partitions: []"}).encode(), timeout=5)).data)
+        assert bad == {"accepted": False, "errors": ["partitions: at least one partition is required"]}
+        await admin.close()
+        denied = []
+
+        async def error_cb(exc):
+            denied.append(str(exc))
+
+        k8s = await nats.connect(url, allow_reconnect=False, error_cb=error_cb,
+                                 **connect_options("k8s", found.rms["k8s"].password))
+        with pytest.raises(nats.errors.TimeoutError):
+            await k8s.request("yk.v1.in.batch.alloc", b"{}", timeout=1)
+        await k8s.flush()
+        assert any('permissions violation for publish to "yk.v1.in.batch.alloc"' in d for d in denied), denied
+        await k8s.close()
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert "ykbus up: stopped" in out

@@ -8,6 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 
 import anyio
 import msgspec
@@ -23,10 +28,13 @@ from ykbus.bus.permissions import (
     UserIdentity,
     connect_options,
     encode_user_nkey,
+    load_secrets,
     server_config,
     with_passwords,
 )
-from ykbus.bus.server import NatsServer
+from ykbus.bus.server import NatsServer, free_port
+from ykbus.bus.service import CoreService, ServiceSettings
+from ykbus.bus.settings import api_exposure_error
 from ykbus.core.config import parse_acl
 from ykbus.log.build import resource
 from ykbus.si import messages as m
@@ -271,3 +279,85 @@ async def test_only_an_admin_calls_the_admin_api_and_only_as_itself(secured):
         assert core.core.operator_configs == {"g": QUEUES}
         for nc in (ops, eve, watch):
             await nc.close()
+
+
+async def test_the_client_says_when_its_user_may_not_act_as_the_rm_it_names(secured):
+    async with running_core(secured.url, nats_options=secured.core_options):
+        async with NatsScheduler(secured.url, nats_options=secured.options("a")) as sched:
+            with anyio.fail_after(20), pytest.raises(PermissionError, match="publish to yk.v1.attach.b"):
+                await sched.register_resource_manager(m.RegisterResourceManagerRequest(rmID="b"), Recorder())
+
+
+async def test_nats_config_command_output_loads_in_nats_server_and_its_secrets_connect(tmp_path):
+    rms = tmp_path / "rms.yaml"
+    rms.write_text("prefix: yk.v1\ncore: {user: core}\nrms: [{id: k8s}, {id: batch, password: given-pw}]\n"
+                   "admins: [{user: ops}]\nobservers: [{user: grafana}]\n")
+    (tmp_path / "nats").mkdir()
+    out, secrets_file = tmp_path / "nats" / "auth.conf", tmp_path / "secrets.yaml"  # include: relative paths only
+    proc = subprocess.run([sys.executable, "-m", "ykbus.cli", "nats-config", "--rms", str(rms), "--out", str(out),
+                           "--secrets", str(secrets_file)], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert stat.S_IMODE(out.stat().st_mode) == stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
+    assert "given-pw" not in out.read_text()  # hashes only
+    found = load_secrets(str(secrets_file))
+    assert found.rms["batch"].password == "given-pw" and len(found.rms["k8s"].password) >= 32
+    server = NatsServer(store_dir=str(tmp_path / "nats"), extra_conf='include "auth.conf"\n').start()
+    try:
+        for section, name in (("rms", "k8s"), ("admins", "ops"), ("observers", "grafana")):
+            secret = getattr(found, section)[name]
+            nc = await nats.connect(server.url, allow_reconnect=False, **connect_options(name, secret.password))
+            await nc.close()
+        nc = await nats.connect(server.url, allow_reconnect=False, user="core", password=found.core.password)
+        await nc.close()
+        with pytest.raises(nats.errors.Error, match="(?i)authorization violation"):
+            await nats.connect(server.url, allow_reconnect=False, max_reconnect_attempts=0, user="k8s",
+                               password="given-pw")
+    finally:
+        server.cleanup()
+
+
+# --- the HTTP read API's token ----------------------------------------------------------------
+
+
+def http_get(port: int, path: str, token: str | None = None) -> tuple[int, dict, dict]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as r:
+            return r.status, dict(r.headers), json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+async def test_http_read_api_with_a_token_answers_only_its_bearer(nats_server):
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port, api_token="t0ken-s3cret") as core:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        for token in (None, "wrong", "t0ken-s3cre", "t0ken-s3cret-and-more", ""):
+            status, headers, body = await anyio.to_thread.run_sync(http_get, port, "/api/health", token)
+            assert status == 401, token
+            assert body == {"error": "expected the header `Authorization: Bearer <api.token>`"}
+            assert headers["WWW-Authenticate"].startswith("Bearer")
+        status, _, body = await anyio.to_thread.run_sync(http_get, port, "/api/health", "t0ken-s3cret")
+        assert status == 200 and body["status"] == "ok"
+
+
+async def test_http_read_api_off_loopback_needs_a_token(nats_server):
+    message = ("api.host '0.0.0.0' is not a loopback address and api.token is not set: the HTTP read API would "
+               "show every RM's state to anyone who can reach it; set api.token (or --api-token, or "
+               "YKBUS_API_TOKEN), or bind api.host to 127.0.0.1")
+    service = CoreService(ServiceSettings(nats_url=nats_server.url, api_host="0.0.0.0", api_port=free_port()))
+    with pytest.raises(ValueError) as exc:
+        await service.run()
+    assert str(exc.value) == message
+    env = {k: v for k, v in os.environ.items() if k != "YKBUS_API_TOKEN"}
+    proc = subprocess.run([sys.executable, "-m", "ykbus.cli", "core", "--nats", nats_server.url, "--api-host",
+                           "0.0.0.0", "--api-port", str(free_port())], capture_output=True, timeout=60, env=env)
+    assert proc.returncode == 1 and proc.stderr.decode().strip() == f"ykbus: {message}"
+    # loopback by name or address needs none; the port 0 (off) needs none
+    for host, port in (("localhost", free_port()), ("::1", free_port()), ("0.0.0.0", 0)):
+        assert api_exposure_error(host, port, None) is None
+    assert api_exposure_error("ykbus.example", 9080, None) is not None
+    assert api_exposure_error("0.0.0.0", 9080, "x") is None

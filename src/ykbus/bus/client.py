@@ -194,15 +194,28 @@ class NatsScheduler(SchedulerAPI):
         self._registers: dict[int, m.RegisterResourceManagerResponse] = {}
         self._register_seen = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
+        self._denied: set[str] = set()  # subjects the server refused us (lowercase, as nats-py reports them)
         self.nc: Any = None
 
     async def __aenter__(self) -> NatsScheduler:
+        options = {"error_cb": self._nats_error, **self.nats_options}
         self.nc = await nats.connect(servers=[self.url], max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                     name="ykbus-rm", **self.nats_options)
+                                     name="ykbus-rm", **options)
         self.js = self.nc.jetstream(timeout=10)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         return self
+
+    async def _nats_error(self, exc: Exception) -> None:
+        """Remember what NATS permissions refused: a publish there is never answered."""
+        text = str(exc)
+        if "permissions violation" in text.lower() and '"' in text:
+            self._denied.add(text.split('"')[1].lower())
+
+    def _check_denied(self, subject: str) -> None:
+        if subject.lower() in self._denied:
+            raise PermissionError(f"the NATS server refuses this connection's publish to {subject}: "
+                                  "its user may act only as its own RM (docs/protocol.md, Identities and permissions)")
 
     async def close(self) -> None:
         if self._tg is not None:
@@ -229,6 +242,7 @@ class NatsScheduler(SchedulerAPI):
                 return ack.seq
             except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
                     nats.errors.ConnectionClosedError, nats.errors.NoRespondersError):
+                self._check_denied(subject)
                 await anyio.sleep(min(0.1 * 2**attempt, 2.0))
         raise TimeoutError(f"could not publish to {subject} after {self.publish_retries} attempts")
 
@@ -320,6 +334,7 @@ class NatsScheduler(SchedulerAPI):
             try:
                 reply = await self.nc.request(self.subjects.attach(self.rm), b"{}", timeout=5)
             except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                self._check_denied(self.subjects.attach(self.rm))
                 await anyio.sleep(min(0.05 * 2**attempt, 1.0))  # no core yet, or it is starting
                 continue
             answer = json.loads(reply.data)

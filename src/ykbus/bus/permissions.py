@@ -102,7 +102,7 @@ def nkey_error(key: str) -> str | None:
     if not key.startswith("U") or len(key) != 56:
         return "expected a user nkey public key: 56 characters starting with U"
     try:
-        raw = base64.b32decode(key + "====")
+        raw = base64.b32decode(key + "=" * (-len(key) % 8))
     except ValueError:
         return "not base32"
     if len(raw) != 35 or _crc16(raw[:-2]) != int.from_bytes(raw[-2:], "little"):

@@ -139,6 +139,7 @@ class CoreService:
         self.owner = getpass.getuser()
         self._queue_texts: dict[str, str] = {}  # policy group -> file text last seen
         self.http_port = 0  # the HTTP read API's port once listening
+        self.http_started = anyio.Event()  # set once it listens
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()
@@ -604,6 +605,7 @@ class CoreService:
         self.http_port = listener.extra(anyio.abc.SocketAttribute.local_port)
         log.info("http read api listening", extra={"fields": {"host": self.settings.api_host, "port": self.http_port}})
         task_status.started()
+        self.http_started.set()
         await listener.serve(self._http_request)
 
     async def _http_request(self, stream: Any) -> None:
