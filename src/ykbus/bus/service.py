@@ -25,7 +25,11 @@ Theory of operation
    that validates is appended to the log as a `config` entry of the service (rm ""), so a
    reload is decided, replayed and snapshotted like everything else. A file that does not
    validate is logged with every error and changes nothing. The admin API
-   (`yk.v1.admin.<verb>`) does the same on request, for the users the scheduler ACL lets in.
+   (`yk.v1.admin.<user>.<verb>`) does the same on request, for the users the scheduler ACL
+   lets in; the user is the subject token, which NATS permissions pin to the caller.
+7. An RM's output consumer `rm_<rm>` is made here, on its request `yk.v1.attach.<rm>`, so
+   that on a secured server (bus/permissions.py) an RM needs no JetStream API but pulling
+   from and acking its own consumer.
 """
 
 from __future__ import annotations
