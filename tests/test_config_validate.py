@@ -46,6 +46,7 @@ def test_every_example_in_the_configuration_guide_is_valid():
     import re
     from pathlib import Path
 
+    from ykbus.bus.permissions import parse_rms_config
     from ykbus.bus.settings import parse_service_config
     from ykbus.core.config import parse_config
     from ykbus.yamlload import load_yaml
@@ -57,6 +58,8 @@ def test_every_example_in_the_configuration_guide_is_valid():
         obj = load_yaml(block)
         if isinstance(obj, dict) and "nats" in obj:
             parse_service_config(obj)
+        elif isinstance(obj, dict) and "rms" in obj:  # RMS.yaml of `ykbus nats-config`
+            parse_rms_config(obj)
         elif isinstance(obj, dict) and "partitions" in obj:
             parse_config(obj)
         elif isinstance(obj, dict) and "placementrules" in obj:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from importlib import resources
 
@@ -113,10 +114,51 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nats_config(args: argparse.Namespace) -> int:
+    """Write nats-server's authorization block for RMS.yaml (and the generated passwords)."""
+    from ykbus.bus.permissions import RmsConfigError, generate, load_rms_config
+
+    try:
+        config = load_rms_config(args.rms)
+    except RmsConfigError as exc:
+        print(f"ykbus nats-config: {args.rms}: {len(exc.errors)} error{'s' if len(exc.errors) > 1 else ''}",
+              file=sys.stderr)
+        for error in exc.errors:
+            print(f"  {error}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"ykbus nats-config: {args.rms}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        done = generate(config, args.out, args.secrets)
+    except (OSError, ValueError) as exc:
+        print(f"ykbus nats-config: {exc}", file=sys.stderr)
+        return 1
+    c = done.config
+    print(f"ykbus nats-config: {len(c.rms)} RMs, {len(c.admins)} admins, {len(c.observers)} observers, "
+          f"core user {c.core.user!r}; wrote {', '.join(done.files)} (mode 0600)", file=sys.stderr)
+    return 0
+
+
+def _secret_of(path: str, section: str, name: str | None = None):
+    """One identity's user and password from a secrets file of `ykbus nats-config`."""
+    from ykbus.bus.permissions import load_secrets
+
+    try:
+        found = load_secrets(path)
+    except (OSError, ValueError) as exc:
+        sys.exit(f"ykbus: {exc}")
+    secret = found.core if section == "core" else getattr(found, section).get(name or "")
+    if secret is None:
+        sys.exit(f"ykbus: {path}: no password for {section}{'.' + name if name else ''} "
+                 "(an nkey identity signs with its seed instead)")
+    return secret
+
+
 def _service_settings(args: argparse.Namespace):
     """Settings from the service configuration file (`--config`), then the flags given."""
     from ykbus.bus.service import ServiceSettings, nats_options
-    from ykbus.bus.settings import ServiceConfig, ServiceConfigError, load_service_config
+    from ykbus.bus.settings import ServiceConfig, ServiceConfigError, api_exposure_error, load_service_config
     from ykbus.bus.streams import StreamLimits
 
     config, acl = ServiceConfig(), None
@@ -133,6 +175,15 @@ def _service_settings(args: argparse.Namespace):
     c, tls = config, config.nats.tls
     for path in filter(None, [flag("queues", c.queues.file)]):
         _queues(path)  # a queue file that does not validate stops the start, with every error
+    user, password = c.nats.user, c.nats.password
+    if getattr(args, "nats_secrets", None):
+        secret = _secret_of(args.nats_secrets, "core")
+        user, password = secret.user, secret.password
+    api_host, api_port = flag("api_host", c.api.host), flag("api_port", c.api.port)
+    api_token = getattr(args, "api_token", None) or os.environ.get("YKBUS_API_TOKEN") or c.api.token
+    exposed = api_exposure_error(api_host, api_port, api_token)
+    if exposed:
+        sys.exit(f"ykbus: {exposed}")
     return ServiceSettings(
         nats_url=flag("nats", c.nats.url) or c.nats.url, prefix=flag("prefix", c.nats.prefix),
         queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
@@ -144,9 +195,9 @@ def _service_settings(args: argparse.Namespace):
                             out_max_age_s=flag("out_max_age", c.streams.out_max_age),
                             replicas=flag("replicas", c.streams.replicas)),
         snapshot_dir=flag("snapshot_dir", c.snapshot_dir),
-        nats_options=nats_options(c.nats.credentials, c.nats.user, c.nats.password, c.nats.token,
+        nats_options=nats_options(c.nats.credentials, user, password, c.nats.token,
                                   tls.ca if tls else None, tls.cert if tls else None, tls.key if tls else None),
-        api_host=flag("api_host", c.api.host), api_port=flag("api_port", c.api.port), scheduler_acl=acl,
+        api_host=api_host, api_port=api_port, api_token=api_token, scheduler_acl=acl,
         log_level=c.log_level,
     )
 
@@ -175,6 +226,11 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
                         "when its digest matches the object store's")
     p.add_argument("--api-host", default=None, help="bind host of the HTTP read API (127.0.0.1)")
     p.add_argument("--api-port", type=int, default=None, help="port of the HTTP read API (0: off)")
+    p.add_argument("--api-token", default=None, metavar="TOKEN",
+                   help="HTTP read API: require `Authorization: Bearer TOKEN` (also YKBUS_API_TOKEN; "
+                        "required when --api-host is not loopback)")
+    p.add_argument("--nats-secrets", metavar="FILE",
+                   help="connect as the core user of this secrets file (written by `ykbus nats-config`)")
     p.add_argument("--log-level", default=None, help="debug, info (default), warning, error")
 
 
@@ -314,6 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_service_flags(p)
     p.set_defaults(func=cmd_core)
 
+    p = sub.add_parser("nats-config", help="write nats-server users and permissions: one identity per RM")
+    p.add_argument("--rms", required=True, metavar="RMS.yaml", help="the identities (docs/configuration.md)")
+    p.add_argument("--out", required=True, metavar="nats.conf", help="nats-server configuration to write (0600)")
+    p.add_argument("--secrets", metavar="FILE",
+                   help="write every password here (0600), generated ones included: clients read theirs")
+    p.set_defaults(func=cmd_nats_config)
+
     p = sub.add_parser("record", help="export the input stream to a JSON Lines log file")
     p.add_argument("--nats", default="nats://127.0.0.1:4222", metavar="URL")
     p.add_argument("--out", required=True, metavar="LOG.jsonl")
@@ -355,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("up", help="embedded nats-server + core + two demo RMs, with live progress")
     p.add_argument("--data", metavar="DIR", help="keep the NATS store here (default: a temporary directory)")
     p.add_argument("--duration", type=float, default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
+    p.add_argument("--secure", action="store_true",
+                   help="one NATS user per RM with allow-list permissions (written to the data directory, 0600)")
     p.add_argument("--sync-always", action="store_true",
                    help="nats-server fsyncs every write (sync_interval: always): slower, no acked loss on power failure")
     _add_service_flags(p)

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import os
 import signal
 import sys
+import tempfile
 import time
 
 import anyio
 
+from ykbus.bus.permissions import (
+    CoreIdentity,
+    RmIdentity,
+    RmsConfig,
+    Secrets,
+    UserIdentity,
+    connect_options,
+    generate,
+    load_secrets,
+)
 from ykbus.bus.server import NatsServer
 from ykbus.bus.service import CoreService, ServiceSettings
 from ykbus.sim.batch import BatchSim
@@ -21,7 +33,46 @@ def up(args: argparse.Namespace) -> int:
     from ykbus.cli import _service_settings
 
     settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
-    with NatsServer(store_dir=args.data, sync_always=args.sync_always) as server:
+    store, tmp, rm_options, auth = args.data, None, {}, ""
+    if getattr(args, "secure", False):
+        if store is None:
+            tmp = tempfile.TemporaryDirectory(prefix="ykbus-up-")
+            store = tmp.name
+        config = _secure(store)
+        settings.nats_options.update(user=config.core.user, password=config.core.password)
+        rm_options = {r.id: connect_options(r.id, r.password) for r in config.rms}
+        auth = 'include "auth.conf"\n'  # beside the nats.conf NatsServer writes in the store
+    try:
+        return _up(args, settings, store, rm_options, auth)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _secure(store: str) -> RmsConfig:
+    """Users and permissions for `ykbus up --secure` in the data directory (0600): the core,
+    the demo RMs, and the process owner as admin. Passwords kept from an earlier run."""
+    os.makedirs(store, exist_ok=True)
+    secrets_path = os.path.join(store, "secrets.yaml")
+    old = load_secrets(secrets_path) if os.path.exists(secrets_path) else Secrets()
+    owner = getpass.getuser()
+
+    def kept(section: dict, name: str) -> str | None:
+        return section[name].password if name in section else None
+
+    config = RmsConfig(
+        core=CoreIdentity(password=old.core.password if old.core else None),
+        rms=[RmIdentity(rm, password=kept(old.rms, rm)) for rm in ("k8s", "batch")],
+        admins=[UserIdentity(owner, password=kept(old.admins, owner))])
+    done = generate(config, os.path.join(store, "auth.conf"), secrets_path)
+    print(f"ykbus up: secured: one NATS user per RM, core and admin {owner!r} ({store}/auth.conf); "
+          f"their passwords in {secrets_path}", flush=True)
+    return done.config
+
+
+def _up(args: argparse.Namespace, settings: ServiceSettings, store: str | None, rm_options: dict[str, dict],
+        auth: str) -> int:
+    with NatsServer(store_dir=store, sync_always=args.sync_always, extra_conf=auth) as server:
         settings.nats_url = server.url
         settings.snapshot_dir = settings.snapshot_dir or os.path.join(server.store_dir, "snapshots")
         if not settings.queues_dir and not settings.queue_file:
@@ -30,7 +81,7 @@ def up(args: argparse.Namespace) -> int:
         if settings.queues_dir:
             print(f"ykbus up: queue configuration per RM in {settings.queues_dir}/<rm>.yaml: "
                   "edit it while this runs, a valid change applies within seconds", flush=True)
-        anyio.run(_run, settings, args.duration)
+        anyio.run(_run, settings, args.duration, rm_options)
     print("ykbus up: stopped", flush=True)
     return 0
 
@@ -47,9 +98,11 @@ def _queue_files(directory: str) -> str:
     return directory
 
 
-async def _run(settings: ServiceSettings, duration: float) -> None:
+async def _run(settings: ServiceSettings, duration: float, rm_options: dict[str, dict] | None = None) -> None:
     service = CoreService(settings)
-    rms = [K8sSim(settings.nats_url, "k8s"), BatchSim(settings.nats_url, "batch")]
+    rm_options = rm_options or {}
+    rms = [K8sSim(settings.nats_url, "k8s", nats_options=rm_options.get("k8s")),
+           BatchSim(settings.nats_url, "batch", nats_options=rm_options.get("batch"))]
     async with anyio.create_task_group() as outer:
         outer.start_soon(service.run)  # ends after its final snapshot, once stopped
         with anyio.fail_after(30):

@@ -16,7 +16,8 @@ from ykbus.cli import build_parser
 ROOT = Path(__file__).parents[2]
 # every ykbus command that docker-compose may run, and the test that exercises it here
 TESTED = {"core": "test_kill_9_in_the_middle_of_a_batch_loses_and_duplicates_nothing (CoreProcess)",
-          "sim": "test_sim_commands_allocate_through_a_core"}
+          "sim": "test_sim_commands_allocate_through_a_core",
+          "nats-config": "test_compose_secure_profile_commands_allocate_through_a_secured_nats_server"}
 
 
 def ykbus(*args, timeout=120):
@@ -30,14 +31,15 @@ def test_compose_services_run_real_tested_entry_points():
     assert services["nats"]["image"].startswith("nats:") and "--jetstream" in services["nats"]["command"]
     parser = build_parser()
     for name, svc in services.items():
-        if name == "nats":
+        if "image" in svc:
+            assert svc["image"].startswith("nats:") and "--jetstream" in svc["command"], name
             continue
         assert (ROOT / svc["build"]["dockerfile"]).exists()
         command = svc["command"]
         assert command[0] == "ykbus", f"{name} must run the ykbus command"
         assert command[1] in TESTED, f"{name} runs `ykbus {command[1]}`, which no test exercises"
         args = parser.parse_args(command[1:])  # raises SystemExit if the flags are wrong
-        assert args.func.__name__ == f"cmd_{command[1]}"
+        assert args.func.__name__ == f"cmd_{command[1].replace('-', '_')}"
 
 
 def test_up_runs_everything_and_stops_cleanly(tmp_path):
@@ -142,3 +144,130 @@ def load_config_file_text(text):
     from ykbus.yamlload import load_yaml
 
     return parse_config(load_yaml(text))
+
+
+@pytest.mark.anyio
+async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
+    import getpass
+    import json
+    import stat
+
+    import nats
+
+    from ykbus.bus.permissions import connect_options, load_secrets
+
+    data = tmp_path / "nats"
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--secure", "--duration", "60", "--data",
+                             str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # bounded: --duration 60
+            lines.append(line)
+            if line.startswith("t=") and "| k8s:" in line and "| batch:" in line:
+                break
+        url = next(line.split(" on ")[1].split()[0] for line in lines if "nats-server on" in line)
+        assert any("secured: one NATS user per RM" in line for line in lines), lines
+        for name in ("auth.conf", "secrets.yaml", "nats.conf"):
+            assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
+        with pytest.raises(nats.errors.Error, match="(?i)authorization violation"):
+            await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+        found = load_secrets(str(data / "secrets.yaml"))
+        owner = getpass.getuser()
+        admin = await nats.connect(url, allow_reconnect=False, **connect_options(owner, found.admins[owner].password))
+        with anyio.fail_after(30):
+            while True:  # the demo RMs register within seconds of the first progress line
+                health = json.loads((await admin.request("yk.v1.api.health", b"{}", timeout=5)).data)
+                if health["rms"] == {"k8s": "Running", "batch": "Running"}:
+                    break
+                await anyio.sleep(0.2)
+        bad = json.loads((await admin.request(f"yk.v1.admin.{owner}.queues", json.dumps(
+            {"policyGroup": "k8s", "config": "partitions: []"}).encode(), timeout=5)).data)
+        assert bad == {"accepted": False, "errors": ["partitions: at least one partition is required"]}
+        await admin.close()
+        denied = []
+
+        async def error_cb(exc):
+            denied.append(str(exc))
+
+        k8s = await nats.connect(url, allow_reconnect=False, error_cb=error_cb,
+                                 **connect_options("k8s", found.rms["k8s"].password))
+        with pytest.raises(nats.errors.TimeoutError):
+            await k8s.request("yk.v1.in.batch.alloc", b"{}", timeout=1)
+        await k8s.flush()
+        assert any('permissions violation for publish to "yk.v1.in.batch.alloc"' in d for d in denied), denied
+        await k8s.close()
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert "ykbus up: stopped" in out
+
+
+@pytest.mark.anyio
+async def test_compose_secure_profile_commands_allocate_through_a_secured_nats_server(tmp_path):
+    """The `secure` profile's commands as compose runs them (paths and host names mapped to
+    this machine): nats-config, nats-server with its output, the core and both sims with
+    their identities from the secrets file; an observer sees both RMs allocate."""
+    import json
+
+    import nats
+
+    from ykbus.bus.permissions import connect_options, load_secrets
+    from ykbus.bus.server import NatsServer
+    from ykbus.bus.settings import load_service_config
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    secure = {name for name, svc in services.items() if "secure" in svc.get("profiles", [])}
+    assert secure == {"nats-config", "nats-secure", "core-secure", "k8s-sim-secure", "batch-sim-secure"}
+    assert all("profiles" not in services[name] for name in ("nats", "core", "k8s-sim", "batch-sim"))
+    for name in ("core", "core-secure"):
+        assert services[name]["environment"]["YKBUS_API_TOKEN"].startswith("${YKBUS_API_TOKEN:?")
+    store = tmp_path / "nats"
+    store.mkdir()
+    paths = {"/etc/ykbus": str(ROOT / "services" / "config"), "/secure": str(store)}
+
+    def local(arg: str) -> str:
+        for there, here in paths.items():
+            if arg.startswith(there + "/"):
+                return here + arg[len(there):]
+        return arg
+
+    gen = [local(a) for a in services["nats-config"]["command"]]
+    assert ykbus(*gen[1:]).returncode == 0
+    conf = services["nats-secure"]["command"]
+    assert local(conf[conf.index("-c") + 1]) == gen[gen.index("--out") + 1]
+    server = NatsServer(store_dir=str(store), extra_conf='include "auth.conf"\n').start()
+    core_cmd = services["core-secure"]["command"]
+    service, _ = load_service_config(
+        local(core_cmd[core_cmd.index("--config") + 1]))
+    assert service.nats.url == "nats://nats-secure:4222" and service.scheduler_acl == "ops"
+    core = CoreProcess(server.url, "--nats-secrets", local(core_cmd[core_cmd.index("--nats-secrets") + 1]),
+                       "--rm-pause", "600").start()
+    sims = []
+    for name in ("k8s-sim-secure", "batch-sim-secure"):
+        cmd = [local(a) for a in services[name]["command"]]
+        cmd[cmd.index("--nats") + 1] = server.url
+        cmd[cmd.index("--nodes") + 1] = "3"
+        sims.append(subprocess.Popen([sys.executable, "-m", "ykbus.cli", *cmd[1:]], stderr=subprocess.PIPE))
+    try:
+        found = load_secrets(gen[gen.index("--secrets") + 1])
+        nc = await nats.connect(server.url, **connect_options("grafana", found.observers["grafana"].password))
+        with anyio.fail_after(60):
+            while True:
+                for p in [core.proc, *sims]:
+                    assert p.poll() is None, p.stderr.read().decode()[-2000:]
+                try:
+                    parts = json.loads((await nc.request("yk.v1.api.partitions", b"", timeout=2)).data)["partitions"]
+                    if all(parts.get(rm, {}).get("default", {}).get("allocations", 0) > 0 for rm in ("k8s", "batch")):
+                        break
+                except nats.errors.Error:
+                    pass
+                await anyio.sleep(0.2)
+        await nc.close()
+    finally:
+        for p in sims:
+            p.terminate()
+            p.wait(timeout=10)
+        core.terminate()
+        server.cleanup()

@@ -83,23 +83,27 @@ async def test_an_edited_queue_file_reloads_the_running_core_and_a_bad_edit_chan
 
 
 async def test_admin_api_takes_a_queue_configuration_from_users_in_the_scheduler_acl(nats_server):
+    """The user is the subject token (NATS permissions pin it to the caller, see
+    test_permissions.py); what the body says about users and groups is not read."""
     acl = parse_acl("ops admins")
     async with running_core(nats_server.url, scheduler_acl=acl) as core:
         async with rm_client(nats_server.url) as sched:
             nc = sched.nc
-            denied = await api(nc, "admin.queues", {"user": "mallory", "config": QUEUES.format(max=1)})
+            denied = await api(nc, "admin.mallory.queues", {"user": "ops", "config": QUEUES.format(max=1)})
             assert denied == {"error": "user 'mallory' is not in the scheduler ACL"}
-            assert await api(nc, "admin.queues", {"config": QUEUES.format(max=1)}) == {
-                "error": "user: missing; the admin API needs the user who asks"}
-            bad = await api(nc, "admin.queues", {"user": "ops", "config": "partitions: []"})
+            by_group = await api(nc, "admin.x.queues", {"groups": ["admins"], "config": QUEUES.format(max=1)})
+            assert by_group == {"error": "user 'x' is not in the scheduler ACL"}  # groups cannot be verified
+            moved = await api(nc, "admin.queues", {"user": "ops", "config": QUEUES.format(max=1)})
+            assert moved == {"error": "the admin API moved to yk.v1.admin.<user>.<verb>: the user is the caller's "
+                                      "NATS user, in the subject (not the body); got yk.v1.admin.queues"}
+            assert await api(nc, "admin.ops.nope", {}) == {"error": "unknown admin verb 'nope': expected queues"}
+            bad = await api(nc, "admin.ops.queues", {"config": "partitions: []"})
             assert bad == {"accepted": False, "errors": ["partitions: at least one partition is required"]}
-            ok = await api(nc, "admin.queues", {"user": getpass.getuser(), "policyGroup": "g",
-                                                "config": QUEUES.format(max=3)})
+            ok = await api(nc, f"admin.{getpass.getuser()}.queues", {"policyGroup": "g",
+                                                                    "config": QUEUES.format(max=3)})
             assert ok == {"accepted": True, "errors": []}
-            by_group = await api(nc, "admin.queues", {"user": "x", "groups": ["admins"], "policyGroup": "h",
-                                                      "config": QUEUES.format(max=4)})
-            assert by_group == {"accepted": True, "errors": []}
             await wait_until(lambda: core.core.operator_configs.get("g") == QUEUES.format(max=3))
+            assert "h" not in core.core.operator_configs and "*" not in core.core.operator_configs
 
 
 async def test_service_configuration_file_sets_credentials_and_the_http_read_api(tmp_path):

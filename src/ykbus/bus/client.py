@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -26,8 +27,6 @@ from typing import Any
 
 import anyio
 import nats
-from nats.js import api
-from nats.js.errors import NotFoundError
 
 from ykbus.bus.subjects import (
     HDR_CONTENT_TYPE,
@@ -47,6 +46,10 @@ FETCH_BATCH = 512  # outputs fetched at once when a backlog is waiting
 
 class RegistrationError(Exception):
     """The core refused the registration; the text is its reason."""
+
+
+class AttachError(Exception):
+    """The core could not make this RM's output consumer; the text says why."""
 
 
 class NotRunning(Exception):
@@ -174,8 +177,11 @@ class NatsScheduler(SchedulerAPI):
     """The scheduler over NATS. Use as `async with NatsScheduler(url) as api: ...`."""
 
     def __init__(self, url: str, prefix: str = "yk.v1", heartbeat_s: float = 2.0,
-                 publish_retries: int = 30) -> None:
+                 publish_retries: int = 30, nats_options: dict[str, Any] | None = None) -> None:
         self.url = url
+        # nats.connect keywords: credentials, TLS, and on a secured server the identity's
+        # inbox prefix (ykbus.bus.permissions.connect_options)
+        self.nats_options = dict(nats_options or {})
         self.subjects = Subjects(prefix)
         self.heartbeat_s = heartbeat_s
         self.publish_retries = publish_retries
@@ -188,15 +194,28 @@ class NatsScheduler(SchedulerAPI):
         self._registers: dict[int, m.RegisterResourceManagerResponse] = {}
         self._register_seen = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
+        self._denied: set[str] = set()  # subjects the server refused us (lowercase, as nats-py reports them)
         self.nc: Any = None
 
     async def __aenter__(self) -> NatsScheduler:
+        options = {"error_cb": self._nats_error, **self.nats_options}
         self.nc = await nats.connect(servers=[self.url], max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                     name="ykbus-rm")
+                                     name="ykbus-rm", **options)
         self.js = self.nc.jetstream(timeout=10)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         return self
+
+    async def _nats_error(self, exc: Exception) -> None:
+        """Remember what NATS permissions refused: a publish there is never answered."""
+        text = str(exc)
+        if "permissions violation" in text.lower() and '"' in text:
+            self._denied.add(text.split('"')[1].lower())
+
+    def _check_denied(self, subject: str) -> None:
+        if subject.lower() in self._denied:
+            raise PermissionError(f"the NATS server refuses this connection's publish to {subject}: "
+                                  "its user may act only as its own RM (docs/protocol.md, Identities and permissions)")
 
     async def close(self) -> None:
         if self._tg is not None:
@@ -223,6 +242,7 @@ class NatsScheduler(SchedulerAPI):
                 return ack.seq
             except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
                     nats.errors.ConnectionClosedError, nats.errors.NoRespondersError):
+                self._check_denied(subject)
                 await anyio.sleep(min(0.1 * 2**attempt, 2.0))
         raise TimeoutError(f"could not publish to {subject} after {self.publish_retries} attempts")
 
@@ -281,25 +301,7 @@ class NatsScheduler(SchedulerAPI):
         pending, it fetches up to FETCH_BATCH that are already there. The server delivers only
         what is asked for, so nothing is dropped on the way, and AckAll on the last message
         of each batch acknowledges exactly what was handled."""
-        durable = f"rm_{self.rm}"
-        for attempt in itertools.count():
-            try:
-                info = await self.js.stream_info(OUT_STREAM)
-                break
-            except NotFoundError:  # the core has not created its streams yet
-                await anyio.sleep(min(0.05 * 2**attempt, 1.0))
-        try:
-            old = await self.js.consumer_info(OUT_STREAM, durable)
-            # Resume right after the last output this RM acknowledged. The consumer is made
-            # anew: a previous process of this RM may have left a pull request on the server
-            # that would swallow the next output, and acking past it would lose it.
-            start = max(old.ack_floor.stream_seq + 1 if old.ack_floor else 1, old.config.opt_start_seq or 1)
-            await self.js.delete_consumer(OUT_STREAM, durable)
-        except NotFoundError:
-            start = info.state.last_seq + 1  # first life of this RM: what comes next
-        await self.js.add_consumer(OUT_STREAM, api.ConsumerConfig(
-            durable_name=durable, ack_policy=api.AckPolicy.ALL, filter_subject=self.subjects.rm_outputs(self.rm),
-            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start, max_ack_pending=-1))
+        durable = await self._attach()
         sub = await self.js.pull_subscribe_bind(durable, stream=OUT_STREAM)
         task_status.started()
         pending = 0
@@ -323,6 +325,23 @@ class NatsScheduler(SchedulerAPI):
                 await msgs[-1].ack()
             except nats.errors.Error:
                 pass  # not acked: redelivered after a reconnect; outputs carry their ids
+
+    async def _attach(self) -> str:
+        """Ask the core for this RM's output consumer (`yk.v1.attach.<rm>`, docs/protocol.md):
+        it makes it anew, starting right after what this RM acknowledged (the first time:
+        after the stream's last message), and names it. Retried until a core answers."""
+        for attempt in itertools.count():
+            try:
+                reply = await self.nc.request(self.subjects.attach(self.rm), b"{}", timeout=5)
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                self._check_denied(self.subjects.attach(self.rm))
+                await anyio.sleep(min(0.05 * 2**attempt, 1.0))  # no core yet, or it is starting
+                continue
+            answer = json.loads(reply.data)
+            if "error" in answer:
+                raise AttachError(f"{self.subjects.attach(self.rm)}: {answer['error']}")
+            return answer["consumer"]
+        raise AssertionError("unreachable")
 
     async def _handle(self, msg: Any) -> None:
         _, kind = self.subjects.parse(msg.subject, "out")

@@ -57,7 +57,8 @@ class NatsServer:
         if not self.port:
             self.port = free_port()
         conf = os.path.join(self.store_dir, "nats.conf")
-        with open(conf, "w") as f:
+        # owner-only: the configuration may hold users and password hashes (extra_conf)
+        with os.fdopen(os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(f'listen: "127.0.0.1:{self.port}"\n'
                     f'jetstream {{ store_dir: "{os.path.join(self.store_dir, "js")}"'
                     + (', sync_interval: "always"' if self.sync_always else "") + " }\n"

@@ -25,7 +25,11 @@ Theory of operation
    that validates is appended to the log as a `config` entry of the service (rm ""), so a
    reload is decided, replayed and snapshotted like everything else. A file that does not
    validate is logged with every error and changes nothing. The admin API
-   (`yk.v1.admin.<verb>`) does the same on request, for the users the scheduler ACL lets in.
+   (`yk.v1.admin.<user>.<verb>`) does the same on request, for the users the scheduler ACL
+   lets in; the user is the subject token, which NATS permissions pin to the caller.
+7. An RM's output consumer `rm_<rm>` is made here, on its request `yk.v1.attach.<rm>`, so
+   that on a secured server (bus/permissions.py) an RM needs no JetStream API but pulling
+   from and acking its own consumer.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import collections
 import gc
 import getpass
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -53,8 +58,10 @@ import nats
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
-from ykbus.bus.streams import StreamLimits, ensure_streams, snapshot_store
+from ykbus.bus.settings import api_exposure_error
+from ykbus.bus.streams import StreamLimits, attach_consumer, ensure_streams, snapshot_store
 from ykbus.bus.subjects import (
+    CORE_TOKEN,
     HDR_CONTENT_TYPE,
     HDR_IN_SEQ,
     HDR_MSG_ID,
@@ -129,6 +136,7 @@ class ServiceSettings:
     nats_options: dict[str, Any] = field(default_factory=dict)  # credentials, TLS (nats.connect keywords)
     api_host: str = "127.0.0.1"
     api_port: int = 0  # HTTP read API; 0: off
+    api_token: str | None = None  # HTTP read API: requests need `Authorization: Bearer <token>`
     scheduler_acl: Acl | None = None  # admin API users besides the process owner
     log_level: str = "info"
 
@@ -141,6 +149,7 @@ class CoreService:
         self.owner = getpass.getuser()
         self._queue_texts: dict[str, str] = {}  # policy group -> file text last seen
         self.http_port = 0  # the HTTP read API's port once listening
+        self.http_started = anyio.Event()  # set once it listens
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()
@@ -169,6 +178,9 @@ class CoreService:
 
     async def run(self) -> None:
         s = self.settings
+        exposed = api_exposure_error(s.api_host, s.api_port, s.api_token)
+        if exposed:
+            raise ValueError(exposed)
         t0 = time.perf_counter()
         phases: dict[str, float] = {}
 
@@ -201,6 +213,7 @@ class CoreService:
             await self.nc.subscribe(self.subjects.heartbeats, cb=self._on_heartbeat)
             await self.nc.subscribe(self.subjects.apis, cb=self._on_api)
             await self.nc.subscribe(self.subjects.admins, cb=self._on_admin)
+            await self.nc.subscribe(self.subjects.attaches, cb=self._on_attach)
             now = time.monotonic()
             for rm in self.core.rms:
                 self._heard[rm] = now
@@ -474,6 +487,27 @@ class CoreService:
                     self._asked[rm_id] = event[0]
                     await self._append("rmstate", {"rmID": rm_id, "event": event[0], "reason": event[1]})
 
+    # --- RM output consumers --------------------------------------------------------------
+
+    async def _on_attach(self, msg: Any) -> None:
+        """`yk.v1.attach.<rm>`: (re)make the RM's output consumer and answer
+        `{"consumer", "start"}`. The RM comes from the subject, which NATS permissions pin to
+        the caller, so an RM never needs the JetStream API that could read another's outputs.
+        One subscription, so attaches run one at a time."""
+        rm = msg.subject.rsplit(".", 1)[-1]
+        try:
+            if rm == CORE_TOKEN:
+                raise ValueError(f"{CORE_TOKEN!r} is not an RM")
+            consumer, start = await attach_consumer(self.js, self.subjects, rm)
+            body: dict[str, Any] = {"consumer": consumer, "start": start}
+        except ValueError as exc:
+            body = {"error": str(exc)}
+        except nats.errors.Error as exc:
+            log.warning("attach failed", extra={"fields": {"rm": rm, "error": repr(exc)}})
+            body = {"error": f"could not make the consumer: {exc!r}"}
+        if msg.reply:
+            await msg.respond(json.dumps(body).encode())
+
     # --- read API ----------------------------------------------------------------------
 
     async def _on_api(self, msg: Any) -> None:
@@ -574,26 +608,28 @@ class CoreService:
                   extra={"fields": {"policy_group": group, "source": source, "errors": errors}})
         return errors
 
-    def may_administer(self, user: str, groups: list[str]) -> bool:
-        """The scheduler ACL: the process owner always; others if the ACL lets them in."""
+    def may_administer(self, user: str) -> bool:
+        """The scheduler ACL: the process owner always; others if the ACL lets them in. Only
+        the user counts: a caller's groups cannot be verified (the NATS user can)."""
         acl = self.settings.scheduler_acl
-        return user == self.owner or (acl is not None and acl.allows(user, groups))
+        return user == self.owner or (acl is not None and acl.allows(user, []))
 
     async def _on_admin(self, msg: Any) -> None:
-        """`yk.v1.admin.queues` {"user", "policyGroup", "config"}: a new queue configuration
-        for a policy group ("*": every RM), validated and appended like a queue file."""
-        verb = msg.subject.rsplit(".", 1)[-1]
+        """`yk.v1.admin.<user>.queues` {"policyGroup", "config"}: a new queue configuration
+        for a policy group ("*": every RM), validated and appended like a queue file. The
+        user is the subject token, which NATS permissions pin to the authenticated caller;
+        a `user` or `groups` in the body is not trusted and not read."""
+        head = f"{self.subjects.prefix}.admin."
+        tokens = msg.subject[len(head):].split(".")
         try:
+            if len(tokens) != 2 or not all(tokens):
+                raise ValueError(f"the admin API moved to {self.subjects.admin('<user>', '<verb>')}: the user is "
+                                 f"the caller's NATS user, in the subject (not the body); got {msg.subject}")
+            user, verb = tokens
             request = json.loads(msg.data) if msg.data.strip() else {}
             if not isinstance(request, dict):
                 raise ValueError("the request body must be a JSON object")
-            user = request.get("user")
-            if not isinstance(user, str) or not user:
-                raise ValueError("user: missing; the admin API needs the user who asks")
-            groups = request.get("groups", [])
-            if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-                raise ValueError("groups: expected a list of group names")
-            if not self.may_administer(user, groups):
+            if not self.may_administer(user):
                 raise PermissionError(f"user {user!r} is not in the scheduler ACL")
             if verb != "queues":
                 raise ValueError(f"unknown admin verb {verb!r}: expected queues")
@@ -618,6 +654,7 @@ class CoreService:
         self.http_port = listener.extra(anyio.abc.SocketAttribute.local_port)
         log.info("http read api listening", extra={"fields": {"host": self.settings.api_host, "port": self.http_port}})
         task_status.started()
+        self.http_started.set()
         await listener.serve(self._http_request)
 
     async def _http_request(self, stream: Any) -> None:
@@ -633,14 +670,18 @@ class CoreService:
                 with anyio.fail_after(5):
                     while b"\r\n\r\n" not in head and len(head) < 8192:
                         head += await stream.receive(4096)
-                method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+                lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
                 url = urllib.parse.urlsplit(target)
                 query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
             except Exception:  # noqa: BLE001 - a request we cannot read gets a 400
                 await _http_respond(stream, "400 Bad Request", {"error": "bad request"})
                 return
             status, body = "200 OK", {}
-            if method != "GET":
+            if not self._http_authorized(headers.get("authorization", "")):
+                status, body = "401 Unauthorized", {"error": "expected the header `Authorization: Bearer <api.token>`"}
+            elif method != "GET":
                 status, body = "405 Method Not Allowed", {"error": "only GET: the HTTP API is read-only"}
             elif not url.path.startswith("/api/"):
                 status, body = "404 Not Found", {"error": "expected /api/<verb>"}
@@ -650,6 +691,15 @@ class CoreService:
                 except (ValueError, KeyError) as exc:
                     status, body = "404 Not Found", {"error": str(exc)}
             await _http_respond(stream, status, body)
+
+    def _http_authorized(self, authorization: str) -> bool:
+        """Without `api.token`, everyone (the API is on loopback then); with it, the bearer
+        of that token, compared in constant time."""
+        token = self.settings.api_token
+        if not token:
+            return True
+        scheme, _, given = authorization.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
     # --- connection events ---------------------------------------------------------------
 
@@ -666,7 +716,8 @@ class CoreService:
 
 async def _http_respond(stream: Any, status: str, body: dict[str, Any]) -> None:
     data = json.dumps(body, default=str).encode()
-    await stream.send(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+    challenge = 'WWW-Authenticate: Bearer realm="ykbus"\r\n' if status.startswith("401") else ""
+    await stream.send(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{challenge}"
                       f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
 
 

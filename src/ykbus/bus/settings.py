@@ -8,6 +8,7 @@ Every key is optional; an unknown key or a wrong type is an error naming its pat
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated
 
 import msgspec
@@ -41,6 +42,7 @@ class NatsConfig(_C):
 class ApiConfig(_C):
     host: str = "127.0.0.1"
     port: Port = 0  # the HTTP read API; 0: off (the NATS read API is always on)
+    token: str | None = None  # when set, HTTP requests need `Authorization: Bearer <token>`
 
 
 class QueuesConfig(_C):
@@ -89,7 +91,28 @@ def parse_service_config(obj: object) -> tuple[ServiceConfig, Acl]:
         acl = parse_acl(config.scheduler_acl)
     except ValueError as exc:
         raise ServiceConfigError(f"{exc} - at `$.scheduler_acl`") from None
+    if config.api.token is not None and not config.api.token.strip():
+        raise ServiceConfigError("empty token (omit it, or give a secret) - at `$.api.token`")
     return config, acl
+
+
+def api_exposure_error(host: str, port: int, token: str | None) -> str | None:
+    """Why the HTTP read API must not start as configured, or None: it shows every RM's
+    state, so off loopback it needs a token."""
+    if not port or token or _is_loopback(host):
+        return None
+    return (f"api.host {host!r} is not a loopback address and api.token is not set: the HTTP read API would "
+            "show every RM's state to anyone who can reach it; set api.token (or --api-token, or "
+            "YKBUS_API_TOKEN), or bind api.host to 127.0.0.1")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
 
 
 def load_service_config(path: str) -> tuple[ServiceConfig, Acl]:

@@ -53,3 +53,28 @@ async def snapshot_store(js: JetStreamContext, replicas: int = 1):
         return await js.create_object_store(
             SNAPSHOT_BUCKET, config=api.ObjectStoreConfig(bucket=SNAPSHOT_BUCKET, storage=api.StorageType.FILE,
                                                           replicas=replicas))
+
+
+def output_consumer(rm: str) -> str:
+    """The durable consumer through which RM `rm` reads its outputs."""
+    return f"rm_{rm}"
+
+
+async def attach_consumer(js: JetStreamContext, subjects: Subjects, rm: str) -> tuple[str, int]:
+    """(Re)make RM `rm`'s durable consumer on YK_OUT, filtered to its outputs; (name, first
+    stream sequence it delivers). The first time it starts right after the stream's last
+    message; later right after the old consumer's ack floor, so an RM that was away gets
+    exactly what it missed. It is made anew each time: a previous process of this RM may
+    have left a pull request on the server that would swallow the next output."""
+    durable = output_consumer(rm)
+    info = await js.stream_info(OUT_STREAM)
+    try:
+        old = await js.consumer_info(OUT_STREAM, durable)
+        start = max(old.ack_floor.stream_seq + 1 if old.ack_floor else 1, old.config.opt_start_seq or 1)
+        await js.delete_consumer(OUT_STREAM, durable)
+    except NotFoundError:
+        start = info.state.last_seq + 1  # first life of this RM: what comes next
+    await js.add_consumer(OUT_STREAM, api.ConsumerConfig(
+        durable_name=durable, ack_policy=api.AckPolicy.ALL, filter_subject=subjects.rm_outputs(rm),
+        deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start, max_ack_pending=-1))
+    return durable, start

@@ -50,12 +50,21 @@ class Subjects:
     def apis(self) -> str:
         return f"{self.prefix}.api.*"
 
-    def admin(self, verb: str) -> str:
-        return f"{self.prefix}.admin.{verb}"
+    def admin(self, user: str, verb: str) -> str:
+        """The admin API as `user`: NATS permissions pin the user token to the caller."""
+        return f"{self.prefix}.admin.{user}.{verb}"
 
     @property
     def admins(self) -> str:
-        return f"{self.prefix}.admin.*"
+        return f"{self.prefix}.admin.>"
+
+    def attach(self, rm: str) -> str:
+        """Where an RM asks the core for its output consumer (the rm token is pinned by permissions)."""
+        return f"{self.prefix}.attach.{rm}"
+
+    @property
+    def attaches(self) -> str:
+        return f"{self.prefix}.attach.*"
 
     def parse(self, subject: str, direction: str = "in") -> tuple[str, str]:
         """(rm, kind) of an input or output subject; rm "" for the core's own entries."""

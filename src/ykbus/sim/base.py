@@ -26,6 +26,18 @@ from ykbus.si import messages as m
 GiB = 1024**3
 
 
+def nats_identity(secrets_path: str | None, rm_id: str) -> dict | None:
+    """nats.connect keywords for RM `rm_id` from a secrets file of `ykbus nats-config` (None: no file)."""
+    if not secrets_path:
+        return None
+    from ykbus.bus.permissions import connect_options, load_secrets
+
+    secret = load_secrets(secrets_path).rms.get(rm_id)
+    if secret is None:
+        raise SystemExit(f"{secrets_path}: no password for RM {rm_id!r}")
+    return connect_options(secret.user, secret.password)
+
+
 def resource(**q: int) -> m.Resource:
     return m.Resource(resources={k: m.Quantity(v) for k, v in q.items()})
 
@@ -74,6 +86,7 @@ class SimRM(ResourceManagerCallback):
     seed: int = 1
     state_path: str | None = None
     stats: SimStats = field(default_factory=SimStats)
+    nats_options: dict | None = None  # nats.connect keywords: this RM's NATS identity on a secured server
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -133,7 +146,7 @@ class SimRM(ResourceManagerCallback):
                 heapq.heappush(self._ends, (now + max(0.0, pod.end_wall - now_wall), uuid))
             self.stats.recovered = len(st.running)
         try:
-            async with NatsScheduler(self.url) as api:
+            async with NatsScheduler(self.url, nats_options=self.nats_options) as api:
                 self.client = ResourceManagerClient(api, self.rm_id, config=self.queues_yaml(), callback=self,
                                                     policy_group=self.rm_id)
                 await self.client.start(apps=apps, nodes=nodes)  # apps first, then nodes with their pods

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import anyio
 
 from ykbus.si import messages as m
-from ykbus.sim.base import GiB, SimRM, resource
+from ykbus.sim.base import GiB, SimRM, nats_identity, resource
 
 
 @dataclass
@@ -67,9 +67,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--nodes", type=int, default=10)
     p.add_argument("--rate", type=float, default=5.0, help="jobs per second")
     p.add_argument("--state", metavar="FILE", help="state file: recover running containers after a restart")
+    p.add_argument("--nats-secrets", metavar="FILE",
+                   help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     args = p.parse_args(argv)
     anyio.run(BatchSim(args.nats, args.rm_id, state_path=args.state, nodes_count=args.nodes,
-                       jobs_per_s=args.rate).run)
+                       jobs_per_s=args.rate, nats_options=nats_identity(args.nats_secrets, args.rm_id)).run)
 
 
 if __name__ == "__main__":

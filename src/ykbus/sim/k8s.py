@@ -17,7 +17,7 @@ import anyio
 import msgspec
 
 from ykbus.si import messages as m
-from ykbus.sim.base import GiB, SimRM, resource
+from ykbus.sim.base import GiB, SimRM, nats_identity, resource
 
 # node profiles: (share of the nodes, vcore milli, memory bytes, gpus)
 PROFILES: dict[str, list[tuple[float, int, int, int]]] = {
@@ -127,10 +127,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), default="uniform", help="node sizes")
     p.add_argument("--trace", metavar="FILE.jsonl", help="deployments from a trace file instead of the generator")
     p.add_argument("--state", metavar="FILE", help="state file: recover running pods after a restart")
+    p.add_argument("--nats-secrets", metavar="FILE",
+                   help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     p.add_argument("--namespaces", default="team-a,team-b,ml")
     args = p.parse_args(argv)
     anyio.run(K8sSim(args.nats, args.rm_id, state_path=args.state, nodes_count=args.nodes, pods_per_s=args.rate,
-                     profile=args.profile, trace=args.trace, namespaces=tuple(args.namespaces.split(","))).run)
+                     profile=args.profile, trace=args.trace, namespaces=tuple(args.namespaces.split(",")),
+                     nats_options=nats_identity(args.nats_secrets, args.rm_id)).run)
 
 
 if __name__ == "__main__":
