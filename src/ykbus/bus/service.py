@@ -77,7 +77,7 @@ from ykbus.core.config import Acl, ConfigError
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
-from ykbus.si import codec
+from ykbus.si import codec, compat
 from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
@@ -95,11 +95,12 @@ def snapshot_digest(data: bytes) -> str:
     return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
 
 
-def split_output(msg: Any, encoding: str, max_bytes: int) -> list[bytes]:
+def split_output(msg: Any, encoding: str, max_bytes: int, int64: str = "number") -> list[bytes]:
     """`msg` encoded, as one message or, when it is larger than `max_bytes`, as several:
     each list field is cut in halves until every part fits. Deterministic, so the message
-    ids `<in-seq>-<index>` of a replayed entry are the same."""
-    data = codec.encode(msg, encoding)
+    ids `<in-seq>-<index>` of a replayed entry are the same. `int64` "string": int64 fields
+    as decimal strings (the RM's `extraConfig.int64`, see ykbus.si.compat)."""
+    data = codec.encode(msg if int64 == "number" else compat.int64_as_strings(msg), encoding)
     limit = max_bytes - 4096  # room for the headers
     if len(data) <= limit:
         return [data]
@@ -111,7 +112,7 @@ def split_output(msg: Any, encoding: str, max_bytes: int) -> list[bytes]:
     half = len(items) // 2
     first = msgspec.structs.replace(msg, **{longest: items[:half]})
     second = msgspec.structs.replace(msg, **{f: [] for f in fields if f != longest}, **{longest: items[half:]})
-    return split_output(first, encoding, max_bytes) + split_output(second, encoding, max_bytes)
+    return split_output(first, encoding, max_bytes, int64) + split_output(second, encoding, max_bytes, int64)
 
 
 class LogGap(Exception):
@@ -397,8 +398,9 @@ class CoreService:
                                                              "message": event.message}})
             rm = self.core.rms.get(out.rm)
             encoding = rm.encoding if rm is not None else "json"
+            int64 = compat.int64_mode(rm.extra_config) if rm is not None else "number"
             subject = self.subjects.output(out.rm, out.kind)
-            for data in split_output(out.msg, encoding, self.max_payload):
+            for data in split_output(out.msg, encoding, self.max_payload, int64):
                 index += 1
                 msg_id = f"{seq}-{index}"
                 if seq < self._out_floor or msg_id in self._out_ids:
@@ -685,11 +687,16 @@ class CoreService:
                 status, body = "405 Method Not Allowed", {"error": "only GET: the HTTP API is read-only"}
             elif not url.path.startswith("/api/"):
                 status, body = "404 Not Found", {"error": "expected /api/<verb>"}
+            elif query.get("int64", "string") not in compat.INT64_MODES:
+                status, body = "400 Bad Request", {"error": f"int64 {query['int64']!r}: expected string or number"}
             else:
                 try:
                     body = self.read(url.path[len("/api/"):], query)
                 except (ValueError, KeyError) as exc:
                     status, body = "404 Not Found", {"error": str(exc)}
+                else:
+                    if query.get("int64", "string") == "string":
+                        body = http_int64_strings(body)
             await _http_respond(stream, status, body)
 
     def _http_authorized(self, authorization: str) -> bool:
@@ -712,6 +719,32 @@ class CoreService:
 
     async def _nats_reconnected(self) -> None:
         log.info("reconnected to nats")
+
+
+# The read projection's int64 values that the HTTP API writes as decimal strings (the
+# protobuf JSON mapping; `?int64=number` for plain numbers): every quantity of a resource
+# map under these keys, and these timestamps (Unix ns). Counts, priorities and sequences
+# stay numbers.
+HTTP_RESOURCE_KEYS = frozenset({"total", "capacity", "occupied", "allocated", "pending", "resource",
+                                "guaranteed", "max", "maxResources"})
+HTTP_TIMESTAMP_KEYS = frozenset({"now", "drainingSince"})
+
+
+def http_int64_strings(obj: Any) -> Any:
+    """A read API answer with its quantities and timestamps as decimal strings."""
+    if isinstance(obj, list):
+        return [http_int64_strings(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if k in HTTP_RESOURCE_KEYS and isinstance(v, dict) and all(type(q) is int for q in v.values()):
+            out[k] = {name: str(q) for name, q in v.items()}
+        elif k in HTTP_TIMESTAMP_KEYS and type(v) is int:
+            out[k] = str(v)
+        else:
+            out[k] = http_int64_strings(v)
+    return out
 
 
 async def _http_respond(stream: Any, status: str, body: dict[str, Any]) -> None:

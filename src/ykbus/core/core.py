@@ -44,7 +44,7 @@ from ykbus.core.lifecycle import (
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
 from ykbus.core.partition import App, Partition, Timers
 from ykbus.core.resources import Res, positive
-from ykbus.si import codec
+from ykbus.si import codec, compat
 from ykbus.si import messages as m
 
 RM_ID = re.compile(r"^[^.*>\s]+$")
@@ -214,6 +214,9 @@ class Core:
         encoding = msg.extraConfig.get("encoding", "json")
         if encoding not in codec.ENCODINGS:
             ctx.register(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack")
+            return
+        if reason := compat.extra_config_error(msg.extraConfig):
+            ctx.register(to, reason)
             return
         own = msg.config or self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
         text = self._operator_text(msg.policyGroup) or own
@@ -463,7 +466,7 @@ class Core:
     def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
         action = info.action
         A = m.ActionFromRM
-        if action is A.CREATE:
+        if action is A.CREATE or action is A.CREATE_DRAIN:
             return self._create_node(rm, info, ctx)
         part = rm.node_partition.get(info.nodeID)
         if action is A.UNKNOWN_ACTION_FROM_RM:
@@ -509,6 +512,8 @@ class Core:
             recovered.append((alloc, part.apps[alloc.applicationID], _res(alloc.resourcePerAlloc)))
         node = part.add_node(info, _res(info.schedulableResource), _res(info.occupiedResource))
         rm.node_partition[node.id] = part
+        if info.action is m.ActionFromRM.CREATE_DRAIN:  # SI 1.6: created draining, in the same item
+            part.node_event(node, NodeEvent.DRAIN)
         for alloc, app, res in recovered:
             part.recover(alloc, app, node, res, ctx)
         ctx.add(rm.id, "node", "accepted", m.AcceptedNode(info.nodeID))
@@ -547,6 +552,10 @@ class Core:
         self._each(msg.asks, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
                    lambda ids, reason: ctx.add(to, "alloc", "rejected", m.RejectedAllocationAsk(
                        ids("allocationKey"), ids("applicationID"), reason)))
+        # SI 1.6 requests, already asks (ykbus.si.compat); answered the 1.6 way
+        self._each(msg.allocations, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.add(to, "alloc", "rejectedAllocations", m.RejectedAllocation(
+                       ids("allocationKey"), ids("applicationID"), reason)))
 
     def _app(self, rm: ResourceManager, partition: str, app_id: str) -> tuple[Partition | None, App | None, str]:
         part = rm.partitions.get(self._partition_name(partition))
@@ -584,6 +593,10 @@ class Core:
             targets = [alloc]
         elif rel.allocationKey:
             targets = [a for a in app.allocations.values() if a.key == rel.allocationKey]
+            ask = app.asks.get(rel.allocationKey)
+            if not targets and ask is not None and ask.pending:
+                part.release_ask(ask, ctx)  # SI 1.6: a request not placed yet is released by its key
+                return ""
             if not targets:
                 return f"application {app.id} has no allocation with allocationKey {rel.allocationKey!r}"
         else:

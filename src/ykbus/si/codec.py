@@ -18,6 +18,7 @@ import msgspec
 from msgspec import Meta, Raw, field
 
 from ykbus import limits
+from ykbus.si import compat
 from ykbus.si import messages as m
 
 Encoding = Literal["json", "msgpack"]
@@ -56,6 +57,7 @@ class _AllocEnv(_Env):
     asks: RawItems = field(default_factory=list)
     releases: _ReleasesEnv | None = None
     rmID: m.Id = ""
+    allocations: RawItems = field(default_factory=list)
 
 
 class _AppEnv(_Env):
@@ -77,6 +79,8 @@ class DecodedAllocationRequest(msgspec.Struct, frozen=True):
     asks: list[m.AllocationAsk | BadItem]
     releases: list[m.AllocationRelease | BadItem]
     askReleases: list[m.AllocationAskRelease | BadItem]
+    # SI 1.6 `allocations[i]`, translated into asks (ykbus.si.compat); answered in `rejectedAllocations`
+    allocations: list[m.AllocationAsk | BadItem] = field(default_factory=list)
 
 
 class DecodedApplicationRequest(msgspec.Struct, frozen=True):
@@ -166,7 +170,7 @@ class _Format:
             t: mod.Decoder(t, strict=False)
             for t in (
                 m.AllocationAsk, m.AllocationRelease, m.AllocationAskRelease,
-                m.AddApplicationRequest, m.RemoveApplicationRequest, m.NodeInfo,
+                m.AddApplicationRequest, m.RemoveApplicationRequest, m.NodeInfo, m.Allocation,
             )
         }
         self.loose = mod.Decoder(dict[str, Any])
@@ -268,14 +272,16 @@ def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
             return DecodedAllocationRequest(
                 rmID=a.rmID,
                 asks=fmt.items(m.AllocationAsk, a.asks, "$.asks"),
-                releases=fmt.items(
+                releases=_compat(fmt.items(
                     m.AllocationRelease, rel.allocationsToRelease, "$.releases.allocationsToRelease"
-                ),
+                ), "$.releases.allocationsToRelease", compat.release_with_uuid),
                 askReleases=fmt.items(
                     m.AllocationAskRelease,
                     rel.allocationAsksToRelease,
                     "$.releases.allocationAsksToRelease",
                 ),
+                allocations=_compat(fmt.items(m.Allocation, a.allocations, "$.allocations"), "$.allocations",
+                                    compat.allocation_to_ask),
             )
         if kind == "app":
             p = fmt.env["app"].decode(data)
@@ -286,7 +292,8 @@ def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
             )
         if kind == "node":
             n = fmt.env["node"].decode(data)
-            return DecodedNodeRequest(rmID=n.rmID, nodes=fmt.items(m.NodeInfo, n.nodes, "$.nodes"))
+            return DecodedNodeRequest(rmID=n.rmID, nodes=_compat(fmt.items(m.NodeInfo, n.nodes, "$.nodes"),
+                                                                 "$.nodes", compat.node_with_uuids))
         return fmt.whole[kind].decode(data)
     except _UNDECODABLE as exc:
         raise DecodeError(_reason(exc)) from None
@@ -297,13 +304,32 @@ def as_decoded(kind: str, msg: Any) -> Decoded:
     Lets an in-process caller hand the core messages without serialising them."""
     if kind == "alloc":
         rel = msg.releases or m.AllocationReleasesRequest()
-        return DecodedAllocationRequest(msg.rmID, list(msg.asks), list(rel.allocationsToRelease),
-                                        list(rel.allocationAsksToRelease))
+        return DecodedAllocationRequest(
+            msg.rmID, list(msg.asks),
+            _compat(rel.allocationsToRelease, "$.releases.allocationsToRelease", compat.release_with_uuid),
+            list(rel.allocationAsksToRelease),
+            _compat(msg.allocations, "$.allocations", compat.allocation_to_ask))
     if kind == "app":
         return DecodedApplicationRequest(msg.rmID, list(msg.new), list(msg.remove))
     if kind == "node":
-        return DecodedNodeRequest(msg.rmID, list(msg.nodes))
+        return DecodedNodeRequest(msg.rmID, _compat(msg.nodes, "$.nodes", compat.node_with_uuids))
     return msg
+
+
+def _compat(items: list[Any], path: str, translate: Any) -> list[Any]:
+    """Decoded items through a `ykbus.si.compat` translation (newer SI forms into the
+    seed's); an item it refuses becomes a BadItem with the reason and its ids."""
+    out: list[Any] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, BadItem):
+            where = f"{path}[{i}]"
+            fixed = translate(item, where)
+            if isinstance(fixed, str):
+                ids = {k: v for k in _ID_FIELDS if isinstance(v := getattr(item, k, None), str) and v}
+                fixed = BadItem(where, fixed, ids)
+            item = fixed
+        out.append(item)
+    return out
 
 
 _WHOLE: dict[tuple[type, str], Any] = {}

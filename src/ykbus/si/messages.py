@@ -67,6 +67,7 @@ class ActionFromRM(enum.StrEnum):
     DRAIN_NODE = "DRAIN_NODE"
     DECOMISSION = "DECOMISSION"
     DRAIN_TO_SCHEDULABLE = "DRAIN_TO_SCHEDULABLE"
+    CREATE_DRAIN = "CREATE_DRAIN"  # SI 1.6: create the node draining (see ykbus.si.compat)
 
 
 class TerminationType(enum.StrEnum):
@@ -176,6 +177,10 @@ class Allocation(Message):
     partitionName: Id = ""
     taskGroupName: Id = ""
     placeholder: bool = False
+    # SI 1.4+ fields (not in the seed), honoured or rejected at the edge: see ykbus.si.compat
+    allocationID: Id = ""
+    originator: bool = False
+    preemptionPolicy: PreemptionPolicy | None = None
 
 
 class AllocationRelease(Message):
@@ -185,6 +190,7 @@ class AllocationRelease(Message):
     terminationType: TerminationField = TerminationType.UNKNOWN_TERMINATION_TYPE
     message: Text = ""
     allocationKey: Id = ""
+    allocationID: Id = ""  # SI 1.4/1.5 name of UUID (see ykbus.si.compat)
 
     def __post_init__(self) -> None:
         force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
@@ -210,6 +216,7 @@ class AllocationRequest(Message):
     asks: Items(AllocationAsk) = field(default_factory=list)  # type: ignore[valid-type]
     releases: AllocationReleasesRequest | None = None
     rmID: Id = ""
+    allocations: Items(Allocation) = field(default_factory=list)  # type: ignore[valid-type]  # SI 1.6: asks are allocations
 
 
 class AddApplicationRequest(Message):
@@ -293,11 +300,20 @@ class RejectedAllocationAsk(Message):
     reason: str = ""
 
 
+class RejectedAllocation(Message):
+    """SI 1.4+: the answer to a rejected `AllocationRequest.allocations[i]`."""
+
+    allocationKey: str = ""
+    applicationID: str = ""
+    reason: str = ""
+
+
 class AllocationResponse(Message):
     new: list[Allocation] = field(default_factory=list)
     released: list[AllocationRelease] = field(default_factory=list)
     releasedAsks: list[AllocationAskRelease] = field(default_factory=list)
     rejected: list[RejectedAllocationAsk] = field(default_factory=list)
+    rejectedAllocations: list[RejectedAllocation] = field(default_factory=list)
 
 
 class UpdatedApplication(Message):
@@ -419,7 +435,7 @@ ALL_MESSAGES: tuple[type[msgspec.Struct], ...] = (
     AddApplicationRequest, RemoveApplicationRequest, ApplicationRequest, ApplicationResponse,
     UpdatedApplication, RejectedApplication, AcceptedApplication,
     NodeInfo, NodeRequest, NodeResponse, RejectedNode, AcceptedNode,
-    RejectedAllocationAsk, EventRecord, EventBatch,
+    RejectedAllocationAsk, RejectedAllocation, EventRecord, EventBatch,
     UpdateContainerSchedulingStateRequest, StateBatch, UpdateConfigurationRequest,
     UnregisterRequest, RMStateChange, PredicatesArgs, PreemptionPredicatesArgs, PreemptionPredicatesResponse,
 )
