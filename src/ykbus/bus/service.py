@@ -78,6 +78,7 @@ from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.si import codec, compat
+from ykbus.si import messages as m
 from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
@@ -400,7 +401,16 @@ class CoreService:
             encoding = rm.encoding if rm is not None else "json"
             int64 = compat.int64_mode(rm.extra_config) if rm is not None else "number"
             subject = self.subjects.output(out.rm, out.kind)
-            for data in split_output(out.msg, encoding, self.max_payload, int64):
+            try:
+                parts = split_output(out.msg, encoding, self.max_payload, int64)
+            except ValueError as exc:  # one item larger than a message: the core's bounds should prevent it
+                log.error("an output does not fit in a message: a bug", extra={"fields": {
+                    "seq": seq, "rm": out.rm, "kind": out.kind, "error": str(exc)}})
+                subject = self.subjects.output(out.rm, "event")
+                parts = [codec.encode(m.EventBatch(events=[m.EventRecord(
+                    type=m.EventType.REQUEST, objectID=out.rm, timestampNano=0,
+                    message=f"entry {seq}: its {out.kind} answer could not be sent: {exc}")]), encoding)]
+            for data in parts:
                 index += 1
                 msg_id = f"{seq}-{index}"
                 if seq < self._out_floor or msg_id in self._out_ids:

@@ -1,0 +1,323 @@
+"""Hostile input (issue 10): one regression test per class of input that stopped the core or
+the replay. Each asserts what an RM or an operator would see: the core answers, names the
+field and the bound, changes nothing it should not, and keeps scheduling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import msgspec
+import pytest
+
+from tests.conftest import Harness, events, msgs, new_allocs
+from ykbus import limits
+from ykbus.bus.service import split_output
+from ykbus.core import Core
+from ykbus.core.guard import GuardedCore
+from ykbus.core.outbox import Entry
+from ykbus.core.partition import Partition
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.build import allocation, app, ask, node
+from ykbus.log.jsonl import LogError, encode_entry, encode_output, read_entries
+from ykbus.log.replay import guarded_core, replay
+from ykbus.yamlload import load_yaml
+
+QUEUES = "partitions:\n- name: default\n  queues:\n  - name: root\n    submitacl: '*'\n    queues:\n    - name: a\n"
+NATS_MAX_PAYLOAD = 1024 * 1024
+
+
+def ready() -> Harness:
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000, "memory": 8 << 30})
+    h.do(h.log.apps(app("a1", "root.a")))
+    return h
+
+
+def state(h: Harness) -> dict:
+    return h.core.dump()["rms"]
+
+
+def event_text(outs) -> str:
+    return " | ".join(e.message for e in events(outs))
+
+
+def assert_fits(outs) -> None:
+    """Every answer can be published: each message, split as the service splits it, fits."""
+    for out in outs:
+        for part in split_output(out.msg, "json", NATS_MAX_PAYLOAD):
+            assert len(part) <= NATS_MAX_PAYLOAD
+
+
+# --- bytes that are not UTF-8, nesting, sizes --------------------------------------------
+
+def test_non_utf8_bytes_inside_json_strings_are_rejected_naming_the_offset():
+    h = ready()
+    before = state(h)
+    outs = h.do(h.log.entry("alloc", b'{"asks": [{"allocationKey": "k\xff\xfe", "applicationID": "a1"}]}'))
+    assert "body is not UTF-8: byte 0xff at offset 30" in event_text(outs)
+    assert state(h) == before
+
+
+def test_non_utf8_strings_inside_msgpack_are_rejected():
+    h = ready()
+    body = msgspec.msgpack.encode({"asks": [{"allocationKey": "KEY", "applicationID": "a1"}]}).replace(b"KEY", b"\xff\xfe\xfd")
+    outs = h.do(Entry(h.log.seq + 1, h.log.ts + 1, "rm-1", "alloc", body, "msgpack"))
+    h.log.seq += 1
+    rejected = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert rejected and "not UTF-8" in rejected[0].reason
+
+
+@pytest.mark.parametrize("encoding", ["json", "msgpack"])
+def test_json_nested_a_thousand_levels_is_rejected_naming_the_limit(encoding):
+    h = ready()
+    before = state(h)
+    body = (b'{"asks":' + b"[" * 1000 + b"]" * 1000 + b"}" if encoding == "json"
+            else b"\x81\xa4asks" + b"\x91" * 1000 + b"\x90")  # MessagePack: {"asks": [[[...]]]}
+    outs = h.do(Entry(h.log.seq + 1, h.log.ts + 1, "rm-1", "alloc", body, encoding))
+    h.log.seq += 1
+    text = event_text(outs) + " ".join(r.reason for m in msgs(outs, "alloc") for r in m.rejected)
+    assert f"nested deeper than the limit of {limits.MAX_DEPTH}" in text
+    assert state(h) == before
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    h = ready()
+    outs = h.do(h.log.asks(ask("[" * 200 + "{" * 200, "a1", vcore=100)))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["[" * 200 + "{" * 200]
+
+
+def test_a_body_over_the_size_limit_is_rejected_before_parsing():
+    h = ready()
+    outs = h.do(h.log.entry("alloc", b" " * (limits.MAX_MESSAGE_BYTES + 1)))
+    assert f"over the limit of {limits.MAX_MESSAGE_BYTES}" in event_text(outs)
+
+
+# --- identifiers and answers --------------------------------------------------------------
+
+def test_an_identifier_of_hundreds_of_kilobytes_is_rejected_and_the_answer_fits():
+    h = ready()
+    huge = "x" * 500_000
+    outs = h.do(h.log.apps(app(huge, "root.a")))
+    rejected = [r for msg in msgs(outs, "app") for r in msg.rejected]
+    assert f"Expected `str` of length <= {limits.MAX_ID_CHARS} - at `$.new[0].applicationID`" in rejected[0].reason
+    assert len(rejected[0].applicationID) <= limits.MAX_QUOTED_CHARS
+    assert_fits(outs)
+    assert "x" * 1000 not in json.dumps(state(h))
+
+
+def test_many_rejections_with_long_identifiers_are_split_to_fit():
+    h = ready()
+    key = "k" * limits.MAX_ID_CHARS
+    outs = h.do(h.log.asks(*[ask(key + str(i)[:0], "nope", vcore=1) for i in range(3000)]))
+    assert sum(len(m.rejected) for m in msgs(outs, "alloc")) == 3000
+    parts = [p for o in outs for p in split_output(o.msg, "json", NATS_MAX_PAYLOAD)]
+    assert len(parts) > 1 and all(len(p) <= NATS_MAX_PAYLOAD for p in parts)
+
+
+def test_a_configuration_with_thousands_of_errors_gets_one_answer_that_fits():
+    h = ready()
+    bad = "partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n" + "".join(
+        f"    - name: {'q' * 200}{i}.x\n" for i in range(4000))
+    outs = h.do(h.log.config(bad))
+    (event,) = events(outs)
+    assert "configuration rejected" in event.message and "characters cut" in event.message
+    assert len(event.message) <= limits.MAX_REASON_CHARS
+    assert_fits(outs)
+
+
+# --- numbers at the edges -------------------------------------------------------------------
+
+def test_an_execution_timeout_of_int64_max_is_rejected_naming_the_bound():
+    h = ready()
+    outs = h.do(h.log.asks({**ask("k", "a1", vcore=1), "executionTimeoutMilliSeconds": 2**63 - 1}))
+    (rejected,) = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert rejected.reason == (f"Expected `int` <= {limits.MAX_TIMEOUT_MS} - at "
+                               "`$.asks[0].executionTimeoutMilliSeconds`")
+
+
+def test_snapshot_survives_quantities_and_deadlines_at_the_int64_edge():
+    h = Harness()
+    h.log.ts = limits.INT64_MAX - 10**9  # the log's clock near its end: every deadline is past int64
+    h.setup(QUEUES, n1={"vcore": 2**63 - 1, "memory": 2**63 - 1})
+    h.do(h.log.apps(app("a1", "root.a", executionTimeoutMilliSeconds=limits.MAX_TIMEOUT_MS)))
+    outs = h.do(h.log.asks({**ask("k", "a1", vcore=2**63 - 1), "executionTimeoutMilliSeconds": limits.MAX_TIMEOUT_MS}))
+    assert len(new_allocs(outs)) == 1
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    assert restored.dump() == h.core.dump()
+
+
+def test_max_allocations_of_int32_max_is_worked_off_in_bounded_steps():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 10**12})
+    h.do(h.log.apps(app("a1", "root.a")))
+    t0 = time.perf_counter()
+    outs = h.do(h.log.asks(ask("many", "a1", max_allocations=2**31 - 1, vcore=1)))
+    assert len(new_allocs(outs)) == limits.MAX_ALLOCATIONS_PER_ENTRY
+    assert h.core.backlog  # the service appends a tick at once
+    outs = h.do(h.log.tick())
+    assert len(new_allocs(outs)) == limits.MAX_ALLOCATIONS_PER_ENTRY
+    assert time.perf_counter() - t0 < 30  # not a benchmark: a guard against unbounded work
+    assert_fits(outs)
+
+
+# --- subjects, identities -------------------------------------------------------------------
+
+def test_a_core_entry_naming_an_rm_that_is_not_a_subject_token_is_refused():
+    h = ready()
+    before = state(h)
+    outs = h.do(h.log.entry("rmstate", {"rmID": "a b.>", "event": "TIMEOUT"}, rm=""))
+    assert [o.rm for o in outs] == [""]
+    assert "is not a NATS subject token" in event_text(outs)
+    assert state(h) == before
+
+
+def test_a_registration_on_the_core_services_subject_is_refused():
+    h = ready()
+    before = state(h)
+    outs = h.do(h.log.entry("register", {"rmID": "rm-1"}, rm=""))
+    assert "must come on the RM's own subject" in msgs(outs, "register")[0].error
+    assert [o.rm for o in outs] == [""]
+    assert state(h) == before
+
+
+def test_a_configuration_naming_another_rm_is_refused():
+    h = ready()
+    before = state(h)
+    outs = h.do(h.log.entry("config", {"rmID": "rm-2", "config": QUEUES.replace("- name: a", "- name: b")}))
+    assert "does not match the subject's rm 'rm-1'" in event_text(outs)
+    assert state(h) == before
+
+
+# --- UUIDs ------------------------------------------------------------------------------------
+
+def test_a_recovered_uuid_of_the_issued_form_is_never_issued_again():
+    h = Harness()
+    h.do(h.log.register(QUEUES))
+    h.do(h.log.apps(app("a1", "root.a")))
+    future = h.log.seq + 2  # the seq of the ask entry below
+    outs = h.do(h.log.nodes(node("n1", vcore=10_000, existing=[
+        allocation(f"{future}-0", "old", "a1", "n1", vcore=1000),
+        allocation(f"{future}-1", "old2", "a1", "n1", vcore=1000)])))
+    outs = h.do(h.log.asks(ask("k", "a1", max_allocations=3, vcore=1000)))
+    issued = [a.UUID for a in new_allocs(outs)]
+    assert issued == [f"{future}-2", f"{future}-3", f"{future}-4"]
+    live = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["allocations"]
+    assert len(live) == 5
+    outs = h.do(h.log.asks(ask("more", "a1", vcore=1000)))  # scheduling goes on past that seq
+    assert len(new_allocs(outs)) == 1
+
+
+# --- YAML ---------------------------------------------------------------------------------------
+
+BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+
+
+@pytest.mark.parametrize("text,reason", [
+    (BOMB, f"more than {limits.MAX_YAML_NODES} nodes once aliases are expanded"),
+    ("a: &a [*a]\n", "refers to a node that contains it"),
+    ("a: &a 1\n" + "".join(f"b{i}: *a\n" for i in range(limits.MAX_YAML_ALIASES + 1)), "aliases"),
+    ("x: " + "[" * 100 + "]" * 100 + "\n", f"nested deeper than {limits.MAX_DEPTH}"),
+])
+def test_queue_yaml_built_to_explode_is_refused_quickly(text, reason):
+    h = Harness()
+    t0 = time.perf_counter()
+    outs = h.do(h.log.register(text))
+    assert time.perf_counter() - t0 < 2
+    assert reason in msgs(outs, "register")[0].error
+    assert h.core.rms == {}
+
+
+# --- the replay log -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line,reason", [
+    (b'{"seq":1,"ts":1,"rm":"r","kind":"app","msg_b64":"!!not base64!!"}', "msg_b64 is not valid base64"),
+    (b'{"seq":1,"ts":1,"rm":"r","kind":"app","msg":' + b"[" * 5000 + b"]" * 5000 + b"}", "not a log entry"),
+    (b'{"seq":1,"ts":1,"rm":"r\xff","kind":"app"}', "not a log entry"),
+    (b'{"seq":1,"ts":' + str(2**64).encode() + b',"kind":"tick"}', "not a log entry"),
+])
+def test_a_broken_log_line_is_a_log_error_naming_the_line(line, reason):
+    with pytest.raises(LogError, match=f"log:1: .*{reason}"):
+        list(read_entries([line]))
+
+
+def test_ykbus_replay_on_a_broken_log_exits_2_with_the_line_and_no_traceback(tmp_path):
+    log = tmp_path / "broken.jsonl"
+    log.write_bytes(b'{"seq":1,"ts":1,"rm":"","kind":"tick","msg":{}}\n'
+                    b'{"seq":2,"ts":2,"rm":"r","kind":"app","msg_b64":"%%%"}\n')
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "replay", str(log)], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert f"{log}:2: not a log entry: msg_b64 is not valid base64" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_bodies_past_the_bounds_are_logged_so_that_they_read_back():
+    deep = b'{"a":' + b"[" * 3000 + b"]" * 3000 + b"}"
+    entries = [Entry(1, 1, "r", "app", deep), Entry(2, 2, "r", "app", b'{"x": "\xff"}')]
+    lines = [encode_entry(e) for e in entries]
+    assert list(read_entries(lines)) == entries
+
+
+# --- the last line of defence -----------------------------------------------------------------------
+
+@pytest.fixture
+def buggy_add_app(monkeypatch):
+    """A bug: adding application `boom` raises after changing part of the state."""
+    original = Partition.add_app
+
+    def add_app(self, msg, queue):
+        result = original(self, msg, queue)
+        if msg.applicationID == "boom":
+            raise KeyError("a bug in add_app")
+        return result
+
+    monkeypatch.setattr(Partition, "add_app", add_app)
+    return monkeypatch
+
+
+def _log(h: Harness) -> list[Entry]:
+    return [h.log.register(QUEUES), h.log.nodes(node("n1", vcore=8000)), h.log.apps(app("a1", "root.a")),
+            h.log.apps(app("boom", "root.a"), app("a2", "root.a")),
+            h.log.asks(ask("k1", "a1", vcore=1000), ask("k2", "a2", vcore=1000))]
+
+
+def test_an_entry_that_raises_is_answered_as_failed_and_leaves_no_trace(buggy_add_app):
+    h = Harness()
+    entries = _log(h)
+    guard = guarded_core(checkpoint_every=2)
+    for e in entries[:3]:
+        guard.apply(e)
+    before = guard.core.dump()
+    outs = guard.apply(entries[3])
+    assert guard.failures == 1
+    assert [o.rm for o in outs] == ["rm-1"]
+    assert "entry 4 (app) was not applied: internal error KeyError: 'a bug in add_app'" in event_text(outs)
+    after = guard.core.dump()
+    assert after["rms"] == before["rms"] and after["last_seq"] == 4  # a2 was not added either: whole or nothing
+    outs = guard.apply(entries[4])  # the core goes on
+    assert [a.allocationKey for a in new_allocs(outs)] == ["k1"]
+
+
+def test_replay_makes_the_recorded_choice_even_once_the_bug_is_fixed(buggy_add_app):
+    h = Harness()
+    entries = _log(h)
+    live = [encode_output(o) for o in replay(entries)]
+    record = h.log.entry("failed", {"seq": 4, "error": "KeyError: 'a bug in add_app'"}, rm="")
+    buggy_add_app.undo()  # the bug is fixed; the log says entry 4 failed
+    first = [encode_output(o) for o in replay([*entries, record])]
+    second = [encode_output(o) for o in replay([*entries, record])]
+    assert first == second == live
+    without_record = [encode_output(o) for o in replay(entries)]
+    assert without_record != live  # without the record, the fixed core applies entry 4
+
+
+def test_a_failed_record_from_an_rm_is_refused():
+    h = ready()
+    outs = h.do(h.log.entry("failed", {"seq": 2, "error": "x"}))
+    assert "recorded by the core service only" in event_text(outs)
+    guard = GuardedCore(Core(load_yaml=load_yaml), lambda data: Core(load_yaml=load_yaml))
+    guard.apply(Entry(1, 1, "rm-1", "failed", b'{"seq": 2, "error": "x"}'))
+    assert guard.known_failed == {}
