@@ -7,7 +7,7 @@ import nats
 import pytest
 
 from tests.integration.conftest import Recorder, rm_client, running_core
-from tests.integration.test_bus import QUEUES, app, ask, node, start_rm
+from tests.integration.test_bus import app, ask, node, start_rm
 from ykbus.bus.subjects import IN_STREAM, SNAPSHOT_BUCKET
 from ykbus.core.partition import Partition
 from ykbus.si import messages as m
