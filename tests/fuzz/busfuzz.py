@@ -9,7 +9,8 @@
    unknown ones): bodies from `tests.fuzz.mutate` (wrong types, int64 edges, unknown enums,
    deep nesting, non-UTF-8, long ids, invalid JSON, MessagePack with the content type
    header, MessagePack garbage), plus `huge` bodies near the server's max payload;
-3. runs a valid flow as a new RM `ok` (register, node, application, ask) and waits for its
+3. withdraws any queue file the fuzzed `_core` entries put in force, runs a valid flow as
+   a new RM `ok` (register, node, application, ask) and waits for its
    allocation on `yk.v1.out.ok.alloc`. The core applies the log in order, so once that
    arrives every malformed message before it has been applied and answered;
 4. reads YK_OUT and checks that each malformed RM message (the `tests.fuzz.checks` oracle
@@ -250,6 +251,10 @@ async def _valid_flow(nc: Any, js: Any, core: CoreUnderTest) -> bool:
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch_exit)
+        # the fuzzed `_core` entries may have put a valid queue file in force (it would win
+        # over ok's configuration): withdraw them, as the service does when a file empties
+        for group in ("*", "queues"):
+            await js.publish(f"{PREFIX}.in._core.config", json.dumps({"policyGroup": group, "config": ""}).encode())
         for e in [log.register(), log.nodes(node("n1", vcore=4000)), log.apps(app("a1")),
                   log.asks(ask("p1", "a1", vcore=1000))]:
             await js.publish(f"{PREFIX}.in.ok.{e.kind}", e.msg)

@@ -25,7 +25,8 @@ async def test_malformed_messages_neither_stop_the_core_nor_go_unanswered(server
     core = CoreUnderTest(server_1mib.url)
     try:
         await core.wait_started()
-        report = await bus_fuzz(server_1mib.url, core, BUS_MESSAGES, BUS_HUGE, seed=20240610)
+        report = await bus_fuzz(server_1mib.url, core, BUS_MESSAGES, BUS_HUGE, seed=20240610,
+                                timeout=max(60.0, BUS_MESSAGES / 50))
     finally:
         core.stop()
     print(report.figures())
