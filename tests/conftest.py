@@ -54,5 +54,11 @@ def events(outs):
 
 
 @pytest.fixture
+def anyio_backend():
+    """anyio tests (integration, bus fuzz) run on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture
 def h():
     return Harness()

@@ -17,11 +17,6 @@ from ykbus.bus.service import CoreService, ServiceSettings
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def nats_server(tmp_path):
     server = NatsServer(store_dir=str(tmp_path / "nats"))
     server.start()

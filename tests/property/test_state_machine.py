@@ -8,7 +8,8 @@ After every entry:
 - work conservation: no pending ask is left unplaced while a schedulable node fits it and
   every queue above it has headroom (the incremental wake-ups miss nothing);
 - an entry that only carries bad input changes nothing.
-At the end, replaying the same log in a fresh core gives byte-identical outputs.
+At the end, replaying the same log in a fresh core gives byte-identical outputs, and a
+snapshot plus the tail equals the full replay. The checks live in tests/invariants.py.
 """
 
 import os
@@ -17,10 +18,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from tests import invariants
 from ykbus.core import Core
-from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
-from ykbus.core.resources import fits
-from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import LogBuilder, app, ask, node
 from ykbus.log.jsonl import encode_output
 from ykbus.yamlload import load_yaml
@@ -108,15 +107,6 @@ partitions:
 """
 CONFIGS.append(LIMITS)
 LEAVES = ["root.a", "root.b.b1", "root.b.b2", ""]  # "": placed by rules, or rejected without
-
-
-def first_diff(a, b, path="$"):
-    """Where two dumps first differ, and how."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in list(a) + [k for k in b if k not in a]:
-            if a.get(k) != b.get(k):
-                return first_diff(a.get(k), b.get(k), f"{path}.{k}")
-    return f"{path}: {a!r} != {b!r}"
 
 
 class CoreMachine(RuleBasedStateMachine):
@@ -231,128 +221,30 @@ class CoreMachine(RuleBasedStateMachine):
             d.pop("last_seq"), d.pop("now")
         assert after == before, f"{kind} changed the state"
 
-    # --- invariants ----------------------------------------------------------------
+    # --- invariants (tests/invariants.py, shared with the fuzz suite) ---------------
 
     @invariant()
     def new_allocations_fit(self):
-        if not self.registered:
-            return
-        p = self.part()
-        for out in self.last:
-            if out.kind != "alloc":
-                continue
-            for a in out.msg.new:
-                live = p.allocations.get(a.UUID)
-                if live is None:
-                    continue
-                n = live.node
-                # the scheduler never over-commits a resource it places (an RM that shrinks
-                # a node may over-commit it itself; then only asks not needing it fit there)
-                for r in live.resource:
-                    assert n.allocated.get(r, 0) + n.occupied.get(r, 0) <= n.capacity.get(r, 0), \
-                        f"new allocation {a.UUID} over-commits {r} on {n.id}"
-                for q in live.app.path:
-                    for r, limit in q.max.items():
-                        assert q.allocated.get(r, 0) <= limit, f"{q.path} over max {r}"
-                for t in live.app.trackers:
-                    for r, limit in t.limit.maxresources.items():
-                        assert t.allocated.get(r, 0) <= limit, f"{t.key} over its limit {r}"
+        if self.registered:
+            invariants.new_allocations_fit(self.core, self.last)
+            invariants.new_allocations_placed_on_schedulable_nodes(self.core, self.last)
 
     @invariant()
     def accounting_is_consistent(self):
-        if not self.registered:
-            return
-        p = self.part()
-        node_sum, app_sum, queue_sum, queue_pending = {}, {}, {}, {}
-        for a in p.allocations.values():
-            assert p.apps.get(a.app.id) is a.app, "allocation of a dead application"
-            assert p.nodes.get(a.node.id) is a.node, "allocation on a dead node"
-            for r, v in a.resource.items():
-                node_sum.setdefault(a.node.id, {}).setdefault(r, 0)
-                node_sum[a.node.id][r] += v
-                app_sum.setdefault(a.app.id, {}).setdefault(r, 0)
-                app_sum[a.app.id][r] += v
-                for q in a.app.path:
-                    queue_sum.setdefault(q.path, {}).setdefault(r, 0)
-                    queue_sum[q.path][r] += v
-        for n in p.nodes.values():
-            assert n.allocated == node_sum.get(n.id, {})
-        active = 0
-        for app_ in p.apps.values():
-            assert app_.allocated == app_sum.get(app_.id, {})
-            pending = {}
-            for k in app_.asks.values():
-                for r, v in k.resource.items():
-                    if k.pending:
-                        pending[r] = pending.get(r, 0) + v * k.pending
-                        for q in app_.path:
-                            queue_pending.setdefault(q.path, {}).setdefault(r, 0)
-                            queue_pending[q.path][r] += v * k.pending
-            assert app_.pending == pending
-            active += app_.entry is not None
-        for q in p.queues.values():
-            assert q.allocated == queue_sum.get(q.path, {}), q.path
-            assert q.pending == queue_pending.get(q.path, {}), q.path
-        assert p.root.active == active
-        for q in p.queues.values():  # the leaves' per-priority counts of their applications
-            if q.leaf:
-                counts = {}
-                for a in q.apps.values():
-                    if a.max_priority is not None:
-                        counts[a.max_priority] = counts.get(a.max_priority, 0) + 1
-                assert q.app_prios == counts, q.path
-                assert q.raw_priority == (max(counts) if counts else None), q.path
-        tracked, running = {}, {}
-        for app_ in p.apps.values():
-            for t in app_.trackers:
-                assert p.trackers[t.key] is t
-                for r, v in app_.allocated.items():
-                    tracked.setdefault(t.key, {}).setdefault(r, 0)
-                    tracked[t.key][r] += v
-                running[t.key] = running.get(t.key, 0) + (app_.state.value == "Running")
-        for key, t in p.trackers.items():
-            assert {r: v for r, v in t.allocated.items() if v} == tracked.get(key, {}), key
-            assert t.running == running.get(key, 0), key
+        if self.registered:
+            invariants.uuids_live_once(self.core)
+            invariants.accounting_is_consistent(self.part())
 
     @invariant()
     def no_placeable_ask_left_waiting(self):
-        if not self.registered:
-            return
-        p = self.part()
-        schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
-        for app_ in p.apps.values():
-            if app_.state not in SCHEDULABLE_APP_STATES or app_.blocked_on is not None:
-                continue
-            for k in app_.asks.values():
-                if not k.pending:
-                    continue
-                headroom = all(
-                    all(q.allocated.get(r, 0) + v <= q.max[r] for r, v in k.resource.items() if r in q.max)
-                    for q in app_.path) and all(
-                    all(t.allocated.get(r, 0) + v <= t.limit.maxresources[r]
-                        for r, v in k.resource.items() if r in t.limit.maxresources)
-                    for t in app_.trackers)
-                if headroom:
-                    assert not any(fits(k.resource, n.free) for n in schedulable), \
-                        f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
+        if self.registered:
+            invariants.no_placeable_ask_left_waiting(self.part())
 
     def teardown(self):
-        again = Core(load_yaml=load_yaml)
-        replayed = [o for e in self.entries for o in again.apply(e)]
-        assert [encode_output(o) for o in replayed] == [encode_output(o) for o in self.outputs]
+        invariants.replay_is_identical(self.entries, self.per_entry)
         # snapshot + tail == full replay, cut at several points
-        final = self.core.dump()
-        for cut in range(0, len(self.entries), 5):
-            head = Core(load_yaml=load_yaml)
-            for e in self.entries[:cut]:
-                head.apply(e)
-            resumed = load_snapshot(dump_snapshot(head), load_yaml)
-            assert resumed.dump() == head.dump(), \
-                f"snapshot after entry {cut} restores another state: {first_diff(head.dump(), resumed.dump())}"
-            for i, e in enumerate(self.entries[cut:], cut):
-                got = [encode_output(o) for o in resumed.apply(e)]
-                assert got == self.per_entry[i], f"snapshot at {cut}: entry {i} decided differently"
-            assert resumed.dump() == final
+        invariants.snapshot_plus_tail_is_full_replay(self.entries, self.per_entry,
+                                                     range(0, len(self.entries), 5), self.core.dump())
 
 
 CoreMachine.TestCase.settings = settings(

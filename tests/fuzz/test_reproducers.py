@@ -1,0 +1,145 @@
+"""One minimal log per failure class the fuzzers found, through the same checks.
+
+Each case is the smallest input we know that breaks a rule of tests/fuzz/checks.py; the
+test name says the class. They fail until the core (or the log layer) is fixed, and then
+keep the classes from coming back. Cases are kept even when a fuzzer finds them again,
+because they say in one line what is wrong.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz.checks import check_log, safe_line
+from tests.fuzz.mutate import yaml_bomb
+from ykbus.core.outbox import Entry
+from ykbus.log.build import LogBuilder, allocation, app, ask, node
+from ykbus.log.jsonl import LogError, encode_entry, read_entries
+
+MB = 1 << 20
+
+
+def _flow(log: LogBuilder) -> list[Entry]:
+    return [log.register(), log.apps(app("a1")), log.nodes(node("n1", vcore=8000, memory=8000))]
+
+
+def non_utf8_in_a_json_string():
+    log = LogBuilder("rm-1")
+    return _flow(log) + [log.entry("alloc", b'{"asks":[{"allocationKey":"k\xff","applicationID":"a1"}]}')]
+
+
+def json_nested_1000_deep():
+    log = LogBuilder("rm-1")
+    return _flow(log) + [log.entry("alloc", b'{"asks":' + b"[" * 1000 + b"]" * 1000 + b"}")]
+
+
+def yaml_alias_bomb():
+    log = LogBuilder("rm-1")
+    return [log.register(yaml_bomb(9))]
+
+
+def yaml_nested_deep():
+    log = LogBuilder("rm-1")
+    return [log.register("a: " + "[" * 5000)]
+
+
+def identifier_repeated_in_its_rejection():
+    """An application id of 600 KB added twice: the rejection carries the id and a reason
+    that repeats it, 1.2 MB in one item that cannot be split under NATS's 1 MiB (the input
+    was 600 KB: it came through that server)."""
+    log = LogBuilder("rm-1")
+    big = "a" * 600_000
+    return _flow(log) + [log.apps(app(big)), log.apps(app(big))]
+
+
+def execution_timeout_int64_max():
+    log = LogBuilder("rm-1")
+    return _flow(log) + [log.apps(app("a2", executionTimeoutMilliSeconds=2**63 - 1)),
+                         log.asks(ask("k", "a2", vcore=1))]  # Running: its timer is set
+
+
+def ask_execution_timeout_int64_max():
+    log = LogBuilder("rm-1")
+    return _flow(log) + [log.asks({**ask("k", "a1", vcore=1), "executionTimeoutMilliSeconds": 2**63 - 1})]
+
+
+def max_allocations_int32_max():
+    log = LogBuilder("rm-1")
+    return [log.register(), log.apps(app("a1")), log.nodes(node("n1", vcore=2**62)),
+            log.asks(ask("k", "a1", vcore=1, max_allocations=2**31 - 1))]
+
+
+def rmstate_rm_id_not_a_subject_token():
+    log = LogBuilder("rm-1")
+    return [log.entry("rmstate", {"rmID": "a.b c", "event": "CONNECTION_LOST"}, rm="")]
+
+
+def recovered_uuid_collides_with_an_issued_one():
+    """A node recovers allocation `5-0`; entry 5 then issues `5-0` too."""
+    log = LogBuilder("rm-1")
+    return [log.register(), log.apps(app("a1")),
+            log.nodes(node("n1", vcore=8000, existing=[allocation("5-0", "r", "a1", "n1", vcore=1)])),
+            log.tick(),
+            log.asks(ask("k", "a1", vcore=1))]
+
+
+CORE_CASES = [non_utf8_in_a_json_string, json_nested_1000_deep, yaml_alias_bomb, yaml_nested_deep,
+              identifier_repeated_in_its_rejection, execution_timeout_int64_max,
+              ask_execution_timeout_int64_max, max_allocations_int32_max, rmstate_rm_id_not_a_subject_token,
+              recovered_uuid_collides_with_an_issued_one]
+
+
+@pytest.mark.parametrize("case", CORE_CASES, ids=[c.__name__ for c in CORE_CASES])
+def test_core_class(case):
+    entries = case()
+    check_log(entries, cuts=[len(entries) - 1, len(entries)])
+
+
+# --- the log file layer (encode_entry / read_entries) ------------------------------------------
+
+
+def _round_trip(entry: Entry, tmp_path) -> list[Entry]:
+    path = tmp_path / "log.in.jsonl"
+    path.write_bytes(encode_entry(entry) + b"\n")
+    with open(path, "rb") as f:
+        return list(read_entries(f, str(path)))
+
+
+@pytest.mark.parametrize("body", [b'{"asks": []\n}', b'\n{"asks": []}', b' {"asks": []}'],
+                         ids=["newline-inside", "newline-before", "space-before"])
+def test_log_keeps_a_json_object_body_with_whitespace_exactly(body, tmp_path):
+    """The recorder writes an object body verbatim: a newline in it splits the JSONL line."""
+    entry = Entry(1, 1, "rm-1", "alloc", body)
+    assert _round_trip(entry, tmp_path) == [entry]
+
+
+def test_log_keeps_an_empty_msgpack_body(tmp_path):
+    """An empty MessagePack body is written without `msg_b64` and read back as `{}`."""
+    entry = Entry(1, 1, "rm-1", "alloc", b"", "msgpack")
+    assert _round_trip(entry, tmp_path) == [entry]
+
+
+@pytest.mark.parametrize("body", [b'{"rmID":"\xff"}', b'{"a":' + b"[" * 3000 + b"]" * 3000 + b"}"],
+                         ids=["non-utf8", "deep"])
+def test_log_records_any_body(body, tmp_path):
+    """`ykbus record` writes every acked input; encode_entry must not raise on any body."""
+    entry = Entry(1, 1, "rm-1", "alloc", body)
+    assert _round_trip(entry, tmp_path) == [entry]
+
+
+@pytest.mark.parametrize("line", [
+    b'{"seq":1,"ts":1,"kind":"alloc","msg_b64":"abc"}',
+    b'{"seq":1,"ts":1,"kind":"alloc","msg_b64":"\\u00e9"}',
+    b'{"seq":1,"ts":1,"kind":"alloc","msg_b64":"@@@"}',
+    b'{"seq":1,"ts":1,"kind":"alloc","msg":' + b"[" * 3000 + b"]" * 3000 + b"}",
+    b'{"seq":1,"ts":1,"kind":"al\xfeloc","msg":{}}',
+], ids=["b64-padding", "b64-non-ascii", "b64-not-alphabet", "deep-msg", "non-utf8-kind"])
+def test_reader_rejects_a_broken_line_with_log_error(line):
+    with pytest.raises(LogError):
+        list(read_entries([line]))
+
+
+def test_safe_line_saves_what_encode_entry_cannot():
+    """The fuzz suite's own fallback writer: failing logs are always saved readable."""
+    entry = Entry(1, 1, "rm-1", "alloc", b'{"rmID":"\xff"}')
+    assert list(read_entries([safe_line(entry)])) == [entry]

@@ -1,0 +1,216 @@
+"""The core's safety invariants, shared by the property tests and the fuzz suite.
+
+Each check raises AssertionError naming what broke. They read the core's live objects
+(tests may; the service never does) and hold after every applied entry:
+
+- `new_allocations_fit`: a node that received a new allocation is not over-committed in
+  the resources that allocation uses (an RM that shrinks a node, or recovers allocations
+  onto it, may over-commit it itself; the scheduler never does), and no queue or user/group
+  limit on its path is over its max;
+- `new_allocations_placed_on_schedulable_nodes`: every allocation issued by the entry is
+  live, on a node of its partition that is still there and schedulable (not draining,
+  not decommissioned);
+- `accounting_is_consistent`: every allocation belongs to a live application and node,
+  and every usage and pending counter equals the sum of what it counts;
+- `uuids_live_once`: within one RM, an allocation UUID names one live allocation, in one
+  partition;
+- `no_placeable_ask_left_waiting`: work conservation (except in the recovery queue, which
+  by design schedules nothing new);
+- `replay_is_identical` / `snapshot_plus_tail_is_full_replay`: the log is the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from ykbus.core import Core
+from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
+from ykbus.core.outbox import Entry, Output
+from ykbus.core.partition import RECOVERY_QUEUE, Partition
+from ykbus.core.resources import fits
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.jsonl import encode_output
+from ykbus.yamlload import load_yaml
+
+
+def first_diff(a, b, path="$"):
+    """Where two dumps first differ, and how."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if a.get(k) != b.get(k):
+                return first_diff(a.get(k), b.get(k), f"{path}.{k}")
+    return f"{path}: {a!r} != {b!r}"
+
+
+def partitions(core: Core) -> Iterator[tuple[str, Partition]]:
+    for rm in core.rms.values():
+        for p in rm.partitions.values():
+            yield rm.id, p
+
+
+def _issued(core: Core, outputs: Iterable[Output]):
+    """(allocation message, its partition or None) for every allocation the outputs issue."""
+    for out in outputs:
+        if out.kind != "alloc":
+            continue
+        rm = core.rms.get(out.rm)
+        for a in out.msg.new:
+            part = None if rm is None else rm.partitions.get(a.partitionName)
+            yield a, part
+
+
+def new_allocations_fit(core: Core, outputs: Iterable[Output]) -> None:
+    for a, p in _issued(core, outputs):
+        live = None if p is None else p.allocations.get(a.UUID)
+        if live is None:
+            continue
+        n = live.node
+        for r in live.resource:
+            assert n.allocated.get(r, 0) + n.occupied.get(r, 0) <= n.capacity.get(r, 0), \
+                f"new allocation {a.UUID} over-commits {r} on {n.id}"
+        for q in live.app.path:
+            for r, limit in q.max.items():
+                assert q.allocated.get(r, 0) <= limit, f"{q.path} over max {r}"
+        for t in live.app.trackers:
+            for r, limit in t.limit.maxresources.items():
+                assert t.allocated.get(r, 0) <= limit, f"{t.key} over its limit {r}"
+
+
+def new_allocations_placed_on_schedulable_nodes(core: Core, outputs: Iterable[Output]) -> None:
+    for a, p in _issued(core, outputs):
+        assert p is not None, f"new allocation {a.UUID} names partition {a.partitionName!r} that its RM does not have"
+        live = p.allocations.get(a.UUID)
+        assert live is not None, f"new allocation {a.UUID} is not live after the entry that issued it"
+        assert live.node.id == a.nodeID, f"new allocation {a.UUID} is live on {live.node.id}, issued on {a.nodeID}"
+        assert p.nodes.get(a.nodeID) is live.node, f"new allocation {a.UUID} is on node {a.nodeID}, which is gone"
+        assert live.node.state is NodeState.SCHEDULABLE, \
+            f"new allocation {a.UUID} is on node {a.nodeID}, which is {live.node.state.value}"
+
+
+def uuids_live_once(core: Core) -> None:
+    for rm in core.rms.values():
+        seen: dict[str, str] = {}
+        for p in rm.partitions.values():
+            on_nodes = [u for n in p.nodes.values() for u in n.allocations]
+            of_apps = [u for a in p.apps.values() for u in a.allocations]
+            assert len(on_nodes) == len(set(on_nodes)) == len(p.allocations), \
+                f"{rm.id}/{p.name}: {len(on_nodes)} allocations on nodes, {len(p.allocations)} live"
+            assert len(of_apps) == len(p.allocations), \
+                f"{rm.id}/{p.name}: {len(of_apps)} allocations of applications, {len(p.allocations)} live"
+            for uuid in p.allocations:
+                assert uuid not in seen, f"{rm.id}: allocation {uuid} is live in partitions {seen[uuid]} and {p.name}"
+                seen[uuid] = p.name
+
+
+def accounting_is_consistent(p: Partition) -> None:
+    node_sum, app_sum, queue_sum, queue_pending = {}, {}, {}, {}
+    for a in p.allocations.values():
+        assert p.apps.get(a.app.id) is a.app, "allocation of a dead application"
+        assert p.nodes.get(a.node.id) is a.node, "allocation on a dead node"
+        for r, v in a.resource.items():
+            node_sum.setdefault(a.node.id, {}).setdefault(r, 0)
+            node_sum[a.node.id][r] += v
+            app_sum.setdefault(a.app.id, {}).setdefault(r, 0)
+            app_sum[a.app.id][r] += v
+            for q in a.app.path:
+                queue_sum.setdefault(q.path, {}).setdefault(r, 0)
+                queue_sum[q.path][r] += v
+    for n in p.nodes.values():
+        assert n.allocated == node_sum.get(n.id, {}), f"node {n.id}: allocated is not the sum of its allocations"
+    active = 0
+    for app_ in p.apps.values():
+        assert app_.allocated == app_sum.get(app_.id, {}), f"application {app_.id}: allocated is not the sum"
+        pending = {}
+        for k in app_.asks.values():
+            for r, v in k.resource.items():
+                if k.pending:
+                    pending[r] = pending.get(r, 0) + v * k.pending
+                    for q in app_.path:
+                        queue_pending.setdefault(q.path, {}).setdefault(r, 0)
+                        queue_pending[q.path][r] += v * k.pending
+        assert app_.pending == pending, f"application {app_.id}: pending is not the sum"
+        active += app_.entry is not None
+    for q in p.queues.values():
+        assert q.allocated == queue_sum.get(q.path, {}), q.path
+        assert q.pending == queue_pending.get(q.path, {}), q.path
+    assert p.root.active == active
+    for q in p.queues.values():  # the leaves' per-priority counts of their applications
+        if q.leaf:
+            counts = {}
+            for a in q.apps.values():
+                if a.max_priority is not None:
+                    counts[a.max_priority] = counts.get(a.max_priority, 0) + 1
+            assert q.app_prios == counts, q.path
+            assert q.raw_priority == (max(counts) if counts else None), q.path
+    tracked, running = {}, {}
+    for app_ in p.apps.values():
+        for t in app_.trackers:
+            assert p.trackers[t.key] is t
+            for r, v in app_.allocated.items():
+                tracked.setdefault(t.key, {}).setdefault(r, 0)
+                tracked[t.key][r] += v
+            running[t.key] = running.get(t.key, 0) + (app_.state.value == "Running")
+    for key, t in p.trackers.items():
+        assert {r: v for r, v in t.allocated.items() if v} == tracked.get(key, {}), key
+        assert t.running == running.get(key, 0), key
+
+
+def no_placeable_ask_left_waiting(p: Partition) -> None:
+    schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+    for app_ in p.apps.values():
+        if app_.state not in SCHEDULABLE_APP_STATES or app_.blocked_on is not None:
+            continue
+        if app_.queue.path == RECOVERY_QUEUE:  # by design it schedules nothing new
+            continue
+        for k in app_.asks.values():
+            if not k.pending:
+                continue
+            headroom = all(
+                all(q.allocated.get(r, 0) + v <= q.max[r] for r, v in k.resource.items() if r in q.max)
+                for q in app_.path) and all(
+                all(t.allocated.get(r, 0) + v <= t.limit.maxresources[r]
+                    for r, v in k.resource.items() if r in t.limit.maxresources)
+                for t in app_.trackers)
+            if headroom:
+                assert not any(fits(k.resource, n.free) for n in schedulable), \
+                    f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
+
+
+def state_is_consistent(core: Core) -> None:
+    """Every invariant that reads only the state, over every partition of every RM."""
+    uuids_live_once(core)
+    for _, p in partitions(core):
+        accounting_is_consistent(p)
+        no_placeable_ask_left_waiting(p)
+
+
+def after_entry(core: Core, outputs: list[Output]) -> None:
+    """Every invariant that must hold after an entry, given the outputs it made."""
+    new_allocations_fit(core, outputs)
+    new_allocations_placed_on_schedulable_nodes(core, outputs)
+    state_is_consistent(core)
+
+
+def replay_is_identical(entries: Sequence[Entry], per_entry: Sequence[list[bytes]]) -> None:
+    """A fresh core fed the same log makes byte-identical output lines."""
+    again = Core(load_yaml=load_yaml)
+    for i, e in enumerate(entries):
+        got = [encode_output(o) for o in again.apply(e)]
+        assert got == per_entry[i], f"replay: entry {i} (seq {e.seq}) decided differently"
+
+
+def snapshot_plus_tail_is_full_replay(entries: Sequence[Entry], per_entry: Sequence[list[bytes]],
+                                      cuts: Iterable[int], final: dict) -> None:
+    """A core restored from a snapshot taken after `cut` entries, fed the rest, makes the
+    outputs and reaches the state of the core that applied everything."""
+    for cut in cuts:
+        head = Core(load_yaml=load_yaml)
+        for e in entries[:cut]:
+            head.apply(e)
+        resumed = load_snapshot(dump_snapshot(head), load_yaml)
+        assert resumed.dump() == head.dump(), \
+            f"snapshot after entry {cut} restores another state: {first_diff(head.dump(), resumed.dump())}"
+        for i, e in enumerate(entries[cut:], cut):
+            got = [encode_output(o) for o in resumed.apply(e)]
+            assert got == per_entry[i], f"snapshot at {cut}: entry {i} decided differently"
+        assert resumed.dump() == final, f"snapshot at {cut}: {first_diff(final, resumed.dump())}"
