@@ -181,7 +181,8 @@ def state_is_consistent(core: Core) -> None:
     uuids_live_once(core)
     for _, p in partitions(core):
         accounting_is_consistent(p)
-        no_placeable_ask_left_waiting(p)
+        if not core.backlog:  # a pass stopped at the per-entry allocation budget goes on next entry
+            no_placeable_ask_left_waiting(p)
 
 
 def after_entry(core: Core, outputs: list[Output]) -> None:

@@ -65,15 +65,17 @@ def load_yaml(text: str) -> Any:
     or is past a bound."""
     if len(text) > limits.MAX_CONFIG_BYTES:
         raise ValueError(f"{len(text)} characters, over the limit of {limits.MAX_CONFIG_BYTES} (limit CONFIG_BYTES)")
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)
         return loader.get_single_data()
     except yaml.YAMLError as exc:
         raise ValueError(str(exc).replace("\n", " ")) from None
     except RecursionError:
         raise ValueError(f"nested deeper than {limits.MAX_DEPTH} (limit DEPTH)") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_config_file(path: str) -> SchedulerConfig:

@@ -153,7 +153,7 @@ class Core:
             return
         if entry.kind not in ENTRY_KINDS:
             ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, entry.rm,
-                      f"entry {entry.seq}: unknown kind {entry.kind!r}: expected one of "
+                      f"entry {entry.seq}: unknown kind {limits.quoted(entry.kind)}: expected one of "
                       f"{', '.join(ENTRY_KINDS)}")
             return
         try:

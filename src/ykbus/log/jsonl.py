@@ -33,8 +33,8 @@ class LogError(Exception):
 class _Line(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     seq: Seq
     ts: Ts
-    kind: Annotated[str, msgspec.Meta(max_length=64)]
-    rm: Annotated[str, msgspec.Meta(max_length=limits.MAX_ID_CHARS)] = ""
+    kind: str  # kind and rm come from subject tokens: bounded by the line, like the body
+    rm: str = ""
     msg: msgspec.Raw = msgspec.Raw(b"{}")
     msg_b64: str = ""
     encoding: str = "json"
@@ -103,9 +103,11 @@ def encode_entry(entry: Entry) -> bytes:
     msg: Any = None
     b64 = ""
     if entry.encoding == "json":
-        # Embedded as JSON only when it is an object within the input bounds (so that reading
-        # the line back cannot fail); anything else is kept as a string or base64.
-        ok = entry.msg.lstrip()[:1] == b"{"
+        # Embedded as JSON only when it is an object within the input bounds, with no white
+        # space around it and no line break in it (so that the line reads back to the same
+        # bytes); anything else is kept as a string or base64.
+        body = entry.msg
+        ok = body[:1] == b"{" and body[-1:] == b"}" and b"\n" not in body and b"\r" not in body
         if ok:
             try:
                 check_bounds(entry.msg, "json")
@@ -119,8 +121,10 @@ def encode_entry(entry: Entry) -> bytes:
                 msg = entry.msg.decode()
             except UnicodeDecodeError:
                 b64 = base64.b64encode(entry.msg).decode()
-    else:
+    elif entry.msg:
         b64 = base64.b64encode(entry.msg).decode()
+    else:
+        msg = ""  # an empty MessagePack body: "" (no msg_b64 would read back as {})
     return _encoder.encode(_InLine(entry.seq, entry.ts, entry.rm, entry.kind, msg, b64, entry.encoding))
 
 
