@@ -18,7 +18,10 @@ from ykbus.si import compat
 from ykbus.si import messages as m
 
 ROOT = Path(__file__).parents[1]
-SEED = Path("/work/shared/seeds/scheduler-interface-spec.txt")
+# shared/ sits beside the repository (on development machines and in CI)
+SEED = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "seeds" / "scheduler-interface-spec.txt",
+                         Path("/work/shared/seeds/scheduler-interface-spec.txt")) if p.exists()),
+            Path("../shared/seeds/scheduler-interface-spec.txt"))
 SPEC_TEXT = SEED.read_text() if SEED.exists() else ""
 
 # Fields ykbus adds to the seed's messages, on purpose (docs/protocol.md says why).
