@@ -16,6 +16,9 @@ Each check raises AssertionError naming what broke. They read the core's live ob
   partition;
 - `no_placeable_ask_left_waiting`: work conservation (except in the recovery queue, which
   by design schedules nothing new);
+- `pending_reasons_are_true`: every pending ask's reason (`Partition.why_pending`) holds in
+  the state: its node, queue or limit really has no room, its application really may not
+  start;
 - `replay_is_identical` / `snapshot_plus_tail_is_full_replay`: the log is the state.
 """
 
@@ -176,6 +179,44 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                     f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
 
 
+def pending_reasons_are_true(p: Partition) -> None:
+    """The reason kept for each pending ask is true now: removing what it names would be
+    needed for the ask to be placed."""
+    from ykbus.core.config import AppSortPolicy
+    from ykbus.core.lifecycle import AppState
+    from ykbus.core.why import PendingCode as C
+
+    schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+    for app_ in p.apps.values():
+        for k in app_.asks.values():
+            if not k.pending:
+                continue
+            why = p.why_pending(k)
+            d = why.details
+            where = f"ask {k.key} of {app_.id}: {why.code.value} ({why.message})"
+            if why.code is C.NO_NODE_ROOM:
+                assert not any(fits(k.resource, n.free) for n in schedulable), where
+                assert d["asked"] == dict(k.resource), where
+            elif why.code is C.QUEUE_MAX:
+                q = p.queues[d["queue"]]
+                assert q in app_.path and q.allocated.get(d["resource"], 0) + k.resource[d["resource"]] > q.max[d["resource"]], where
+            elif why.code in (C.USER_LIMIT, C.GROUP_LIMIT):
+                t = next(t for t in app_.trackers if t.queue.path == d["queue"] and t.name == d.get(t.kind))
+                r = d["resource"]
+                assert t.allocated.get(r, 0) + k.resource[r] > t.limit.maxresources[r], where
+            elif why.code is C.QUEUE_MAX_APPLICATIONS:
+                q = p.queues[d["queue"]]
+                assert app_.state is AppState.ACCEPTED and q.running >= q.maxapps, where
+            elif why.code in (C.USER_MAX_APPLICATIONS, C.GROUP_MAX_APPLICATIONS):
+                t = next(t for t in app_.trackers if t.queue.path == d["queue"] and t.name == d.get(t.kind))
+                assert app_.state is AppState.ACCEPTED and t.running >= t.limit.maxapplications, where
+            elif why.code is C.NOT_ADMITTED:
+                assert app_.state is AppState.ACCEPTED and app_.queue.sort_policy is AppSortPolicy.STATEAWARE, where
+                assert d["first"] != app_.id and p.apps[d["first"]].state is AppState.ACCEPTED, where
+            elif why.code is C.RECOVERY_QUEUE:
+                assert app_.queue.path == RECOVERY_QUEUE, where
+
+
 def state_is_consistent(core: Core) -> None:
     """Every invariant that reads only the state, over every partition of every RM."""
     uuids_live_once(core)
@@ -183,6 +224,7 @@ def state_is_consistent(core: Core) -> None:
         accounting_is_consistent(p)
         if not core.backlog:  # a pass stopped at the per-entry allocation budget goes on next entry
             no_placeable_ask_left_waiting(p)
+            pending_reasons_are_true(p)
 
 
 def after_entry(core: Core, outputs: list[Output]) -> None:

@@ -50,6 +50,57 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Why APP's asks are pending: from a log file (replayed here) or a live core over NATS."""
+    from ykbus.explain import explain
+
+    if args.log:
+        from ykbus.log.jsonl import LogError, read_entries
+        from ykbus.log.replay import guarded_core
+
+        guard = guarded_core()
+        try:
+            with open(args.log, "rb") as f:
+                for entry in read_entries(f, args.log):
+                    guard.apply(entry)
+        except (LogError, OSError) as exc:
+            print(f"ykbus explain: {exc}", file=sys.stderr)
+            return 2
+        dump = guard.core.dump(sections=("applications",))
+        applications = {rm: {name: p["applications"] for name, p in r["partitions"].items()}
+                        for rm, r in dump["rms"].items()}
+    else:
+        import json
+
+        import anyio
+        import nats
+
+        async def ask_core() -> dict:
+            nc = await nats.connect(args.nats)
+            try:
+                reply = await nc.request(f"{args.prefix}.api.applications",
+                                         json.dumps({"rm": args.rm} if args.rm else {}).encode(), timeout=10)
+            finally:
+                await nc.close()
+            return json.loads(reply.data)
+
+        try:
+            answer = anyio.run(ask_core)
+        except Exception as exc:  # noqa: BLE001 - any failure to reach the core is reported, not raised
+            print(f"ykbus explain: could not ask the core at {args.nats}: {exc!r}", file=sys.stderr)
+            return 2
+        if "error" in answer:
+            print(f"ykbus explain: {answer['error']}", file=sys.stderr)
+            return 2
+        applications = answer["applications"]
+    lines = explain(applications, args.app, args.ask, args.rm)
+    if not lines:
+        print(f"ykbus explain: application {args.app} is not known", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Replay the bundled example log and print each decision in words."""
     from ykbus.log.jsonl import read_entries
@@ -349,6 +400,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", metavar="RECORDED", help="exit 1 at the first difference from a recorded output file")
     p.add_argument("--queues", metavar="FILE.yaml", help="replace the queue configuration of every registration")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("explain", help="why an application's asks are pending, in words")
+    p.add_argument("app", help="the application id")
+    p.add_argument("ask", nargs="?", help="only this ask (allocationKey)")
+    p.add_argument("--rm", help="only this RM's application of that id")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--log", help="replay this JSON Lines log and explain its final state")
+    where.add_argument("--nats", help="ask a live core over NATS (read API yk.v1.api.applications)")
+    p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("demo", help="replay the bundled example log and print the decisions")
     p.set_defaults(func=cmd_demo)

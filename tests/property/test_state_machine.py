@@ -239,6 +239,7 @@ class CoreMachine(RuleBasedStateMachine):
     def no_placeable_ask_left_waiting(self):
         if self.registered:
             invariants.no_placeable_ask_left_waiting(self.part())
+            invariants.pending_reasons_are_true(self.part())
 
     def teardown(self):
         invariants.replay_is_identical(self.entries, self.per_entry)

@@ -38,12 +38,14 @@ from ykbus.core.lifecycle import (
     AppEvent,
     AppState,
     NodeEvent,
+    NodeState,
     RMEvent,
     RMState,
 )
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
 from ykbus.core.partition import App, Partition, Timers
 from ykbus.core.resources import Res, positive
+from ykbus.core.why import PendingCode
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
 
@@ -677,8 +679,10 @@ class Core:
                                "maxPriority": a.max_priority,
                                "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
                                                 "priority": k.priority, "resource": dict(k.resource),
-                                                "waiting": k.waiting, "reason": k.reported}
+                                                "waiting": k.waiting, "reason": k.reported,
+                                                "why": _why(p, k)}
                                         for k in a.asks.values()},
+                               "why": _app_why(p, a),
                                "allocations": list(a.allocations)}
                         for a in p.apps.values()
                     },
@@ -699,6 +703,29 @@ class Core:
             out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,
                                  "encoding": rm.encoding, "partitions": parts}
         return out
+
+
+def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
+    """Why a pending ask waits (None once nothing of it is pending). For `NoNodeRoom` the
+    details gain `largestFree`: per resource asked, the most any schedulable node has free
+    now (a figure of the moment, computed for the reader)."""
+    if not ask.pending:
+        return None
+    reason = p.why_pending(ask)
+    out = {"code": reason.code.value, "message": reason.message, "details": dict(reason.details)}
+    if reason.code is PendingCode.NO_NODE_ROOM:
+        free = [n.free for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+        out["details"]["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+    return out
+
+
+def _app_why(p: Partition, app: Any) -> dict[str, Any] | None:
+    """An application's reason: that of the pending ask the pass would try first."""
+    pending = [k for k in app.asks.values() if k.pending]
+    if not pending:
+        return None
+    first = min(pending, key=lambda k: (-k.priority, k.seq))
+    return {"allocationKey": first.key, **(_why(p, first) or {})}
 
 
 def _queues_dump(p: Partition) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from ykbus import limits
+from ykbus.core import why
 from ykbus.core.config import (
     PROP_PRIORITY_OFFSET,
     PROP_PRIORITY_POLICY,
@@ -246,7 +247,7 @@ class Queue:
 class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
-                 "timeout_ms", "state", "waiting", "reported")
+                 "timeout_ms", "state", "waiting", "reported", "why")
 
     def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
         self.key = msg.allocationKey
@@ -256,6 +257,7 @@ class Ask:
         self.state = AskState.PENDING
         self.waiting: str | None = None  # NODE_WAIT, or the path of the queue it waits for
         self.reported = ""  # last scheduling-state reason sent, so it is sent once
+        self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)
         self.update(msg, resource, shape)
 
     def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
@@ -306,7 +308,7 @@ class Alloc:
 class App:
     __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
-                 "entry", "timeout_ms", "timer", "trackers")
+                 "entry", "timeout_ms", "timer", "trackers", "why")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
         self.id = msg.applicationID
@@ -329,6 +331,9 @@ class App:
         self.timeout_ms = msg.executionTimeoutMilliSeconds
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
         self.trackers: list[Tracker] = []  # the user and group limits that apply to it
+        # why its active asks wait although they are not parked: a maxapplications that
+        # blocks it (while `blocked_on` is set), or a stateaware queue that starts another first
+        self.why: why.Why | None = None
 
 
 class Tracker:
@@ -985,21 +990,33 @@ class Partition:
     def _waiting_place(self, where: str) -> Queue | Tracker | None:
         return self.trackers.get(where) if "|" in where else self.queues.get(where)
 
-    def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: str, ctx: Outbox) -> None:
+    def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why, ctx: Outbox) -> None:
+        """Park `ask` at `where` with its reason; the RM hears the reason once per change."""
         ask.app.active.remove(ask.entry)
         ask.waiting = where
+        ask.why = reason
         if where == NODE_WAIT:
             self.node_waiters.setdefault(ask.shape, {})[(ask.app.id, ask.key)] = ask
         else:
             self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
-        if reason != ask.reported:
-            ask.reported = reason
+        if reason.message != ask.reported:
+            ask.reported = reason.message
             ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
-                applicartionID=ask.app.id, allocationKey=ask.key, state=state, reason=reason,
+                applicartionID=ask.app.id, allocationKey=ask.key, state=state, reason=reason.message,
             ))
+
+    def why_pending(self, ask: Ask) -> why.Why:
+        """The current reason of a pending ask (O(1): kept as it is parked and woken)."""
+        if ask.waiting is not None and ask.why is not None:
+            return ask.why
+        app = ask.app
+        if app.why is not None and (app.blocked_on is not None or app.why.code is why.PendingCode.NOT_ADMITTED):
+            return app.why
+        return why.QUEUED
 
     def _wake(self, ask: Ask) -> None:
         ask.waiting = None
+        ask.why = None
         ask.app.active.add(ask.entry)
         self._sync_app(ask.app)
 
@@ -1183,6 +1200,8 @@ class Partition:
         while i < len(apps):
             app: App = apps[i][-1]
             if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
+                if app.why is None or app.why.details.get("first") != gate.id:
+                    app.why = why.not_admitted(q.path, gate.id)
                 i += 1
                 continue
             if self._try_app(app, ctx):
@@ -1204,17 +1223,20 @@ class Partition:
         return best
 
     def _try_app(self, app: App, ctx: Outbox) -> bool:
+        app.why = None
         if app.state is AppState.ACCEPTED:
             full: Queue | Tracker | None = None
             for q in app.path:
                 if q.maxapps and q.running >= q.maxapps:
                     full, reason = q, f"queue {q.path} runs its maximum of {q.maxapps} applications"
+                    app.why = why.queue_max_applications(reason, q.path, q.running, q.maxapps)
                     break
             else:
                 for t in app.trackers:
                     n = t.limit.maxapplications
                     if n and t.running >= n:
                         full, reason = t, f"{t.describe()}: {t.running} of {n} applications running"
+                        app.why = why.limit_max_applications(reason, t.kind, t.name, t.queue.path, t.running, n)
                         break
             if full is not None:
                 app.blocked_on = full
@@ -1240,26 +1262,27 @@ class Partition:
         app = ask.app
         if app.queue.path == RECOVERY_QUEUE:
             reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
-            self._wait(ask, RECOVERY_QUEUE, m.SchedulingState.SKIPPED, reason, ctx)
+            self._wait(ask, RECOVERY_QUEUE, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE), ctx)
             return False
         for t in app.trackers:
             limit = t.limit.maxresources
             if limit:
                 over = first_over(t.allocated, res, limit)
                 if over is not None:
+                    used = t.allocated.get(over, 0)
                     reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
-                              f"{t.allocated.get(over, 0)} used + {res[over]} asked")
-                    self._wait(ask, t.key, m.SchedulingState.SKIPPED, reason, ctx)
+                              f"{used} used + {res[over]} asked")
+                    self._wait(ask, t.key, m.SchedulingState.SKIPPED, why.limit(
+                        reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]), ctx)
                     return False
         for q in app.path:
             if q.max:
                 over = first_over(q.allocated, res, q.max)
                 if over is not None:
-                    reason = (
-                        f"queue {q.path} max {over} {q.max[over]} would be exceeded: "
-                        f"{q.allocated.get(over, 0)} used + {res[over]} asked"
-                    )
-                    self._wait(ask, q.path, m.SchedulingState.SKIPPED, reason, ctx)
+                    used = q.allocated.get(over, 0)
+                    reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
+                    self._wait(ask, q.path, m.SchedulingState.SKIPPED,
+                               why.queue_max(reason, q.path, over, used, q.max[over], res[over]), ctx)
                     return False
         if ask.shape not in self._failed_shapes:
             node = self._first_fit(ask)
@@ -1268,7 +1291,7 @@ class Partition:
                 return True
             self._failed_shapes.add(ask.shape)
         reason = f"no schedulable node has {fmt_res(res)} free"
-        self._wait(ask, NODE_WAIT, m.SchedulingState.FAILED, reason, ctx)
+        self._wait(ask, NODE_WAIT, m.SchedulingState.FAILED, why.no_node_room(reason, res), ctx)
         return False
 
 

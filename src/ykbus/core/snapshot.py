@@ -25,8 +25,10 @@ from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, Timers, count_app_priorities
 from ykbus.core.resources import add_into, scaled
+from ykbus.core.why import Why
 
-FORMAT = 2  # 2: ACLs parsed, user/group limits, child templates
+FORMAT = 3  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending
+READABLE = (2, 3)  # a format-2 snapshot has no reasons: asks parked then show theirs once parked again
 
 
 class SnapshotError(Exception):
@@ -53,6 +55,7 @@ class SAsk(_S):
     state: str
     waiting: str | None
     reported: str
+    why: Why | None = None  # format 3
 
 
 class SAlloc(_S):
@@ -81,6 +84,7 @@ class SApp(_S):
     blocked_on: str | None
     timeout_ms: int
     timer: int
+    why: Why | None = None  # format 3
 
 
 class SNode(_S):
@@ -184,7 +188,8 @@ def _queue(q: Queue) -> SQueue:
 
 def _ask(a: Ask) -> SAsk:
     return SAsk(a.key, a.resource, a.max_allocations, a.pending, a.allocated, a.priority, a.seq, a.tags,
-                a.task_group, a.placeholder, a.originator, a.timeout_ms, a.state.value, a.waiting, a.reported)
+                a.task_group, a.placeholder, a.originator, a.timeout_ms, a.state.value, a.waiting, a.reported,
+                a.why)
 
 
 def _partition(p: Partition) -> SPartition:
@@ -195,7 +200,7 @@ def _partition(p: Partition) -> SPartition:
                for n in p.nodes.values()],
         apps=[SApp(a.id, a.queue.path, a.user, a.groups, a.tags, a.state.value, a.seq,
                    [_ask(k) for k in a.asks.values()], list(a.allocations),
-                   a.blocked_on.path if a.blocked_on is not None else None, a.timeout_ms, a.timer)
+                   a.blocked_on.path if a.blocked_on is not None else None, a.timeout_ms, a.timer, a.why)
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
                             x.placeholder, x.born) for x in p.allocations.values()],
@@ -295,7 +300,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         app.max_priority, app.priorities, app.entry = None, {}, None
         app.blocked_on = p.queues.get(sa.blocked_on) if sa.blocked_on is not None else None
         app.trackers = []
-        app.timeout_ms, app.timer = sa.timeout_ms, sa.timer
+        app.timeout_ms, app.timer, app.why = sa.timeout_ms, sa.timer, sa.why
         p.apps[app.id] = app
         app.queue.apps[app.id] = app
         if app.state is AppState.RUNNING:
@@ -308,7 +313,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
             ask.max_allocations, ask.pending, ask.allocated = sk.max_allocations, sk.pending, sk.allocated
             ask.priority, ask.seq, ask.tags, ask.task_group = sk.priority, sk.seq, sk.tags, sk.task_group
             ask.placeholder, ask.originator, ask.timeout_ms = sk.placeholder, sk.originator, sk.timeout_ms
-            ask.state, ask.waiting, ask.reported = _ASK_STATES[sk.state], sk.waiting, sk.reported
+            ask.state, ask.waiting, ask.reported, ask.why = _ASK_STATES[sk.state], sk.waiting, sk.reported, sk.why
             app.asks[ask.key] = ask
             asks[(app.id, ask.key)] = ask
             if ask.pending:
@@ -384,8 +389,8 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         snap = _decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise SnapshotError(f"not a ykbus snapshot: {exc}") from None
-    if snap.format != FORMAT:
-        raise SnapshotError(f"snapshot format {snap.format}, this ykbus reads {FORMAT}")
+    if snap.format not in READABLE:
+        raise SnapshotError(f"snapshot format {snap.format}, this ykbus reads {', '.join(map(str, READABLE))}")
     core = Core(load_yaml=load_yaml)
     core.last_seq, core.now = snap.last_seq, snap.now
     core.policy_groups = dict(snap.policy_groups)

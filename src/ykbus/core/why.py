@@ -1,0 +1,78 @@
+"""Why an ask is pending: one typed reason per pending ask, kept as the pass parks it.
+
+Every pending ask is active (tried at the next pass: no reason, it is `QUEUED`) or parked
+somewhere (docs/scheduling.md): waiting for a node, for a queue's `max`, for a user or group
+limit, in the recovery queue, or in an application that a queue's or limit's
+`maxapplications`, or a `stateaware` queue, does not let start. The pass sets the reason
+when it parks an ask (`Partition._wait`, `_try_app`) and clears it when the ask wakes or is
+allocated: O(1) per change, never recomputed on demand. The message is the text the RM gets
+as its SI scheduling state (`UpdateContainerSchedulingStateRequest.reason`); the details are
+plain values for tools (`ykbus explain`, the read API).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+
+class PendingCode(enum.StrEnum):
+    QUEUED = "Queued"  # active: the next pass tries it
+    NO_NODE_ROOM = "NoNodeRoom"  # no schedulable node has room for it
+    QUEUE_MAX = "QueueMax"  # a queue's max would be exceeded
+    USER_LIMIT = "UserLimit"  # a user's maxresources on a queue would be exceeded
+    GROUP_LIMIT = "GroupLimit"  # a group's maxresources on a queue would be exceeded
+    QUEUE_MAX_APPLICATIONS = "QueueMaxApplications"  # its application may not start: queue maxapplications
+    USER_MAX_APPLICATIONS = "UserMaxApplications"  # ... a user's maxapplications
+    GROUP_MAX_APPLICATIONS = "GroupMaxApplications"  # ... a group's maxapplications
+    NOT_ADMITTED = "NotAdmitted"  # stateaware: another Accepted application goes first
+    RECOVERY_QUEUE = "RecoveryQueue"  # its application sits in root.@recovery@
+
+
+class Why(msgspec.Struct, frozen=True):
+    """The current reason of a pending ask: a code, a human message, the details."""
+
+    code: PendingCode
+    message: str
+    details: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+QUEUED = Why(PendingCode.QUEUED, "waiting for the next scheduling pass")
+
+_LIMIT = {"user": PendingCode.USER_LIMIT, "group": PendingCode.GROUP_LIMIT}
+_MAX_APPS = {"user": PendingCode.USER_MAX_APPLICATIONS, "group": PendingCode.GROUP_MAX_APPLICATIONS}
+
+
+def no_node_room(message: str, asked: dict[str, int]) -> Why:
+    return Why(PendingCode.NO_NODE_ROOM, message, {"asked": dict(asked)})
+
+
+def queue_max(message: str, queue: str, resource: str, used: int, maximum: int, asked: int) -> Why:
+    return Why(PendingCode.QUEUE_MAX, message,
+               {"queue": queue, "resource": resource, "used": used, "max": maximum, "asked": asked})
+
+
+def limit(message: str, kind: str, name: str, queue: str, resource: str, used: int, maximum: int,
+          asked: int) -> Why:
+    return Why(_LIMIT[kind], message, {kind: name, "queue": queue, "resource": resource, "used": used,
+                                       "max": maximum, "asked": asked})
+
+
+def queue_max_applications(message: str, queue: str, running: int, maximum: int) -> Why:
+    return Why(PendingCode.QUEUE_MAX_APPLICATIONS, message, {"queue": queue, "running": running, "max": maximum})
+
+
+def limit_max_applications(message: str, kind: str, name: str, queue: str, running: int, maximum: int) -> Why:
+    return Why(_MAX_APPS[kind], message, {kind: name, "queue": queue, "running": running, "max": maximum})
+
+
+def not_admitted(queue: str, first: str) -> Why:
+    return Why(PendingCode.NOT_ADMITTED,
+               f"queue {queue} is stateaware: it starts one Accepted application at a time, {first} goes first",
+               {"queue": queue, "first": first})
+
+
+def recovery_queue(message: str, queue: str) -> Why:
+    return Why(PendingCode.RECOVERY_QUEUE, message, {"queue": queue})

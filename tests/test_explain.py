@@ -1,0 +1,44 @@
+"""`ykbus explain`: why an application's asks are pending, from a log file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.core.test_why import QUEUES
+from ykbus.log.build import LogBuilder, app, ask, node
+from ykbus.log.jsonl import encode_entry
+
+
+def explain(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", *args], capture_output=True, text=True)
+
+
+def test_explain_from_a_log_prints_each_pending_asks_reason_in_words(tmp_path):
+    log = LogBuilder("k8s")
+    entries = [log.register(QUEUES), log.nodes(node("n1", vcore=8000)),
+               log.apps(app("a", "root.small")),
+               log.asks(ask("k", "a", vcore=1000, max_allocations=3), ask("huge", "a", vcore=9000))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = explain("a", "--log", str(path))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "application a (rm k8s, partition default, queue root.small): Running",
+        "  ask k: 1 pending, 2 allocated: QueueMax: queue root.small max vcore 2000 would be exceeded: "
+        "2000 used + 1000 asked",
+        "    queue root.small, vcore: 2000 used + 1000 asked > max 2000",
+        "  ask huge: 1 pending, 0 allocated: QueueMax: queue root.small max vcore 2000 would be exceeded: "
+        "2000 used + 9000 asked",
+        "    queue root.small, vcore: 2000 used + 9000 asked > max 2000",
+    ]
+    only = explain("a", "k", "--log", str(path), "--rm", "k8s")
+    assert only.stdout.count("ask ") == 1
+    assert explain("nope", "--log", str(path)).returncode == 1
+
+
+def test_explain_on_a_broken_log_exits_2(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text("not a log\n")
+    run = explain("a", "--log", str(path))
+    assert run.returncode == 2 and "log.jsonl:1" in run.stderr and "Traceback" not in run.stderr
