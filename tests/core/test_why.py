@@ -113,3 +113,25 @@ def test_a_woken_ask_is_queued_until_the_next_pass_and_a_placed_one_has_no_reaso
     assert why(h, "a", "k")["code"] == "NoNodeRoom"
     h.do(h.log.nodes(node("n2", vcore=4000)))
     assert why(h, "a", "k") is None and why(h, "a") is None
+
+
+def test_a_format_2_snapshot_without_reasons_still_loads():
+    import msgspec
+
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(app("a", "root.small")))
+    h.do(h.log.asks(ask("k", "a", vcore=1000, max_allocations=3)))
+    snap = msgspec.msgpack.decode(dump_snapshot(h.core))
+    snap["format"] = 2  # as ykbus wrote it before reasons: SApp and SAsk without `why`
+    for rm in snap["rms"]:
+        for p in rm[-1]:  # SRM.partitions
+            apps = next(x for x in p if isinstance(x, list) and x and isinstance(x[0], list) and x[0][0] == "a")
+            for a in apps:  # SApp arrays: `asks` at 7, `why` last
+                for k in a[7]:
+                    assert k.pop() is not None  # SAsk.why, last
+                a.pop()
+    core = load_snapshot(msgspec.msgpack.encode(snap), load_yaml)
+    assert core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["a"]["asks"]["k"]["pending"] == 1
+    h.do(h.log.tick())
+    assert why(h, "a", "k")["code"] == "QueueMax"
