@@ -131,7 +131,10 @@ def test_a_format_2_snapshot_without_reasons_still_loads():
                 for k in a[7]:
                     assert k.pop() is not None  # SAsk.why, last
                 a.pop()
-    core = load_snapshot(msgspec.msgpack.encode(snap), load_yaml)
-    assert core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["a"]["asks"]["k"]["pending"] == 1
-    h.do(h.log.tick())
-    assert why(h, "a", "k")["code"] == "QueueMax"
+    h.core = load_snapshot(msgspec.msgpack.encode(snap), load_yaml)
+    assert why(h, "a", "k")["code"] == "Queued"  # parked before reasons existed: no reason kept
+    uuid = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["a"]["allocations"][0]
+    h.do(h.log.release("a", uuid=uuid))  # the queue's usage falls: k is woken, placed, k's next one parked
+    assert why(h, "a", "k") is None
+    h.do(h.log.asks(ask("k2", "a", vcore=1000)))
+    assert why(h, "a", "k2")["code"] == "QueueMax"
