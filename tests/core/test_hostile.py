@@ -321,3 +321,15 @@ def test_a_failed_record_from_an_rm_is_refused():
     guard = GuardedCore(Core(load_yaml=load_yaml), lambda data: Core(load_yaml=load_yaml))
     guard.apply(Entry(1, 1, "rm-1", "failed", b'{"seq": 2, "error": "x"}'))
     assert guard.known_failed == {}
+
+
+def test_a_uuid_live_in_one_partition_is_not_recovered_in_another_of_the_same_rm():
+    two = QUEUES + "- name: gpu\n  queues:\n  - name: root\n    submitacl: '*'\n"
+    h = Harness()
+    h.do(h.log.register(two))
+    h.do(h.log.apps(app("a1", "root.a"), app("g1", "root", partition="gpu")))
+    h.do(h.log.nodes(node("n1", vcore=4000, existing=[allocation("x-1", "k", "a1", "n1", vcore=1000)])))
+    outs = h.do(h.log.nodes(node("g", vcore=4000, attributes={"si/node-partition": "gpu"},
+                                 existing=[allocation("x-1", "k", "g1", "g", partition="gpu", vcore=1000)])))
+    (rejected,) = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert "UUID x-1 is already in use" in rejected.reason

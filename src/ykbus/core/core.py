@@ -79,6 +79,18 @@ class ResourceManager:
         self.own_config_text = own_config_text  # what the RM itself configured (in force without a queue file)
         self.partitions = {p.name: Partition(self.id, p, timers, seq) for p in config.partitions}
         self.node_partition: dict[str, Partition] = {}
+        self.link_partitions()
+
+    def uuid_live(self, uuid: str) -> bool:
+        """Whether an allocation of this RM has this UUID, in any of its partitions."""
+        return any(uuid in p.allocations for p in self.partitions.values())
+
+    def link_partitions(self) -> None:
+        """Tell each partition how to see whether a UUID is live in this RM (it never issues
+        one that is): its own allocations when it is the RM's only partition (the fast path),
+        else all of them. Called whenever the RM's partitions change."""
+        for p in self.partitions.values():
+            p.uuid_taken = p.allocations.__contains__ if len(self.partitions) == 1 else self.uuid_live
 
     def wipe(self) -> None:
         for p in self.partitions.values():
@@ -123,7 +135,7 @@ class Core:
             raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
         self.now = max(self.now, entry.ts)
-        ctx = Outbox(entry.seq, self.now, self._uuid_live)
+        ctx = Outbox(entry.seq, self.now)
         self._fire_timers(ctx)
         if decoded is None or entry.kind == "tick":  # a tick has no body to hand over
             self._dispatch(entry, ctx)
@@ -140,10 +152,6 @@ class Core:
         self.backlog = backlog
         return ctx.outputs()
 
-    def _uuid_live(self, uuid: str) -> bool:
-        """Whether an allocation with this UUID is live in any partition (a recovered one may
-        have the form the core gives out): the core never issues a live UUID again."""
-        return any(uuid in p.allocations for rm in self.rms.values() for p in rm.partitions.values())
 
     def _dispatch(self, entry: Entry, ctx: Outbox) -> None:
         if entry.kind == "tick":
@@ -400,6 +408,7 @@ class Core:
             else:
                 draining += part.apply_config(pc, ctx.ts)
         rm.config_text = text
+        rm.link_partitions()
         note = f"; draining: {', '.join(draining)}" if draining else ""
         ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration updated{note}", m.ChangeType.SET)
 
@@ -504,7 +513,7 @@ class Core:
         recovered: list[tuple[m.Allocation, App, Res]] = []
         uuids: set[str] = set()
         for i, alloc in enumerate(info.existingAllocations):
-            reason = self._check_recovered(part, info, alloc, uuids)
+            reason = self._check_recovered(rm, part, info, alloc, uuids)
             if reason:
                 ctx.add(rm.id, "alloc", "rejected", m.RejectedAllocationAsk(
                     alloc.allocationKey, alloc.applicationID,
@@ -521,10 +530,11 @@ class Core:
         ctx.add(rm.id, "node", "accepted", m.AcceptedNode(info.nodeID))
         return ""
 
-    def _check_recovered(self, part: Partition, info: m.NodeInfo, alloc: m.Allocation, seen: set[str]) -> str:
+    def _check_recovered(self, rm: ResourceManager, part: Partition, info: m.NodeInfo, alloc: m.Allocation,
+                         seen: set[str]) -> str:
         if not alloc.UUID:
             return "UUID is empty"
-        if alloc.UUID in part.allocations or alloc.UUID in seen:
+        if rm.uuid_live(alloc.UUID) or alloc.UUID in seen:
             return f"UUID {alloc.UUID} is already in use"
         if alloc.nodeID and alloc.nodeID != info.nodeID:
             return f"nodeID {alloc.nodeID!r} is not the node being created"

@@ -46,26 +46,22 @@ _BUILDERS: dict[str, type[m.Message]] = {
 }
 
 
-def _never(uuid: str) -> bool:
-    return False
-
-
 class Outbox:
-    def __init__(self, seq: int, ts: int, taken: Callable[[str], bool] = _never) -> None:
+    def __init__(self, seq: int, ts: int) -> None:
         self.seq = seq
         self.ts = ts
         self._uuid = 0
-        self._taken = taken
         self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
         self._groups: dict[tuple[str, str], Any] = {}
 
-    def next_uuid(self) -> str:
+    def next_uuid(self, taken: Callable[[str], bool]) -> str:
         """A deterministic allocation UUID: `<input seq>-<n>`, n counting from 0 per entry,
-        skipping any that is live (an RM may recover an allocation whose UUID has this form)."""
+        skipping any that `taken` says is live (an RM may recover an allocation whose UUID
+        has this form)."""
         while True:
             uuid = f"{self.seq}-{self._uuid}"
             self._uuid += 1
-            if not self._taken(uuid):
+            if not taken(uuid):
                 self.allocations += 1
                 return uuid
 

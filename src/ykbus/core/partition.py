@@ -429,6 +429,7 @@ class Partition:
         self.apps: dict[str, App] = {}
         self.terminated: dict[str, AppState] = {}
         self.allocations: dict[str, Alloc] = {}
+        self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
         self.total: Res = {}
         self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
         self.queues: dict[str, Queue] = {}
@@ -1104,7 +1105,7 @@ class Partition:
 
     def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
         app = ask.app
-        alloc = Alloc(ctx.next_uuid(), ask.key, app, node, ask.resource, ask.priority, ask.tags,
+        alloc = Alloc(ctx.next_uuid(self.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq)
         for q in app.path:
             sub_into(q.pending, ask.resource)

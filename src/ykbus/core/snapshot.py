@@ -408,6 +408,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
             parts[(rm.id, p.name, p.incarnation)] = p
             for node_id in p.nodes:
                 rm.node_partition[node_id] = p
+        rm.link_partitions()
         core.rms[rm.id] = rm
     heap = []
     for t in snap.timers:
