@@ -31,6 +31,28 @@ FORMAT = 3  # 2: ACLs parsed, user/group limits, child templates; 3: why asks ar
 READABLE = (2, 3)  # a format-2 snapshot has no reasons: asks parked then show theirs once parked again
 
 
+# What a snapshot does not store, per model class: each attribute is rebuilt on load from
+# what is stored, is configuration, or does not outlive an entry. A model attribute that is
+# neither stored (a field of the matching S-struct, by the same name or as RENAMED says) nor
+# listed here fails tests/core/test_snapshot_fields.py: a field added to the model and
+# forgotten here would otherwise be lost on restart, silently.
+DERIVED: dict[str, frozenset[str]] = {
+    "Node": frozenset({"allocated", "free", "key"}),  # sums of its allocations; its index key
+    "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
+                        "priority_fence", "priority_offset", "running", "sort_policy"}),  # tree, sums, config
+    "Ask": frozenset({"app", "shape"}),  # its owner; the interned form of its resource
+    "Alloc": frozenset({"state"}),  # a live allocation is Allocated
+    "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
+                      "trackers"}),  # sorted lists, sums, caches, the limits that apply
+    "Partition": frozenset({"_created", "_denied", "_failed_shapes", "_fit_cache", "_shapes",  # scratch of one entry
+                            "alive", "node_index", "node_sort", "rm", "root", "timers", "total", "trackers",
+                            "uuid_taken", "weights"}),  # rebuilt, configuration, shared
+    "ResourceManager": frozenset({"node_partition"}),  # from its partitions' nodes
+    "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions"}),  # the process's, not the state's
+}
+RENAMED: dict[str, dict[str, str]] = {"Partition": {"_rekey": "rekey"}}
+
+
 class SnapshotError(Exception):
     """A snapshot that cannot be loaded (wrong format version, or not a snapshot)."""
 
