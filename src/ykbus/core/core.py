@@ -43,8 +43,9 @@ from ykbus.core.lifecycle import (
     RMState,
 )
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
-from ykbus.core.partition import App, Partition, Timers
+from ykbus.core.partition import App, Partition
 from ykbus.core.resources import Res, positive
+from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, Timers
 from ykbus.core.why import PendingCode
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
@@ -638,31 +639,26 @@ class Core:
     # --- timers ----------------------------------------------------------------------
 
     def _fire_timers(self, ctx: Outbox) -> None:
-        for what in self.timers.due(ctx.ts):
-            kind, part = what[0], what[1]
-            if not part.alive:
+        for timer in self.timers.due(ctx.ts):
+            if not timer.live():
                 continue
-            if kind == "completing":
-                app = what[2]
-                if part.apps.get(app.id) is app and app.timer == what[3] and app.state is AppState.COMPLETING:
+            part = timer.partition
+            if isinstance(timer, CompletingTimer):
+                app = timer.app
+                if app.timer == timer.generation and app.state is AppState.COMPLETING:
                     part.app_event(app, AppEvent.COMPLETING_TIMEOUT, ctx, "completing timeout")
-            elif kind == "app_timeout":
-                app = what[2]
-                if part.apps.get(app.id) is app and app.timer == what[3] and app.state in (
-                        AppState.RUNNING, AppState.COMPLETING):
+            elif isinstance(timer, AppTimeoutTimer):
+                app = timer.app
+                if app.timer == timer.generation and app.state in (AppState.RUNNING, AppState.COMPLETING):
                     part.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
-            elif kind == "alloc":
-                alloc = what[2]
-                if part.allocations.get(alloc.uuid) is alloc:
-                    part.release(alloc, m.TerminationType.TIMEOUT,
-                                 f"execution timeout of {what[3]} ms reached", ctx)
-            elif kind == "expire":
-                app_id, state = what[2], what[3]
-                if part.terminated.get(app_id) is state:
-                    del part.terminated[app_id]
-                    ctx.add(part.rm, "app", "updated", m.UpdatedApplication(
-                        applicationID=app_id, state=APP.advance(state, AppEvent.EXPIRE).value,
-                        stateTransitionTimestamp=ctx.ts, message="terminated timeout"))
+            elif isinstance(timer, AllocationTimeoutTimer):
+                part.release(timer.alloc, m.TerminationType.TIMEOUT,
+                             f"execution timeout of {timer.timeout_ms} ms reached", ctx)
+            else:
+                del part.terminated[timer.app_id]
+                ctx.add(part.rm, "app", "updated", m.UpdatedApplication(
+                    applicationID=timer.app_id, state=APP.advance(timer.state, AppEvent.EXPIRE).value,
+                    stateTransitionTimestamp=ctx.ts, message="terminated timeout"))
 
     # --- read side -------------------------------------------------------------------
 

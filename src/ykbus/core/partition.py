@@ -43,7 +43,6 @@ depend on changes; priorities follow the seed's O(1) add / O(n) remove rule.
 
 from __future__ import annotations
 
-import heapq
 import re
 from typing import Any
 
@@ -87,6 +86,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.resources import Res, add_into, first_over, fits, scaled, share, sub_into
+from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timers
 from ykbus.si import messages as m
 
 INT32_MIN = -(2**31)
@@ -811,7 +811,7 @@ class Partition:
                 t.running += 1
             if app.timeout_ms > 0 and old is not AppState.COMPLETING:
                 app.timer += 1
-                self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, ("app_timeout", self, app, app.timer))
+                self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(self, app, app.timer))
         if old is AppState.RUNNING:
             for q in app.path:
                 q.running -= 1
@@ -822,11 +822,11 @@ class Partition:
                 self._wake_app_waiters(t)  # type: ignore[arg-type]
         if new is AppState.COMPLETING:
             app.timer += 1
-            self.timers.schedule(ctx.ts + limits.COMPLETING_TIMEOUT_NS, ("completing", self, app, app.timer))
+            self.timers.schedule(ctx.ts + limits.COMPLETING_TIMEOUT_NS, CompletingTimer(self, app, app.timer))
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
             self.terminated[app.id] = new
-            self.timers.schedule(ctx.ts + limits.TERMINATED_TIMEOUT_NS, ("expire", self, app.id, new))
+            self.timers.schedule(ctx.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(self, app.id, new))
         self._sync_app(app)
 
     def _forget_app(self, app: App) -> None:
@@ -1121,7 +1121,7 @@ class Partition:
         if app.state is not AppState.RUNNING:
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.timeout_ms > 0:
-            self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, ("alloc", self, alloc, ask.timeout_ms))
+            self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, AllocationTimeoutTimer(self, alloc, ask.timeout_ms))
         ctx.add(self.rm, "alloc", "new", alloc.message(self.name))
         self._sync_app(app)
 
@@ -1313,21 +1313,3 @@ class Partition:
                 return None
         fitting = cached[1]
         return nodes[fitting[0][1]] if fitting else None
-
-
-class Timers:
-    """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, int, tuple[Any, ...]]] = []
-        self._n = 0
-
-    def schedule(self, deadline: int, what: tuple[Any, ...]) -> None:
-        self._n += 1
-        heapq.heappush(self._heap, (min(deadline, limits.INT64_MAX), self._n, what))
-
-    def due(self, now: int) -> list[tuple[Any, ...]]:
-        out = []
-        while self._heap and self._heap[0][0] <= now:
-            out.append(heapq.heappop(self._heap)[2])
-        return out

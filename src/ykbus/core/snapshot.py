@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import heapq
-from typing import Any
 
 import msgspec
 from sortedcontainers import SortedList
@@ -23,8 +22,9 @@ from sortedcontainers import SortedList
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
-from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, Timers, count_app_priorities
+from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, count_app_priorities
 from ykbus.core.resources import add_into, scaled
+from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timer, Timers
 from ykbus.core.why import Why
 
 FORMAT = 3  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending
@@ -231,24 +231,16 @@ def _partition(p: Partition) -> SPartition:
     )
 
 
-def _timer(deadline: int, n: int, what: tuple[Any, ...]) -> STimer | None:
-    kind, part = what[0], what[1]
-    if not part.alive:
-        return None
-    base = (deadline, n, kind, part.rm, part.name, part.incarnation)
-    if kind in ("completing", "app_timeout"):
-        app = what[2]
-        if part.apps.get(app.id) is not app:
-            return None
-        return STimer(*base, app.id, app.seq, what[3])
-    if kind == "alloc":
-        alloc = what[2]
-        if part.allocations.get(alloc.uuid) is not alloc:
-            return None
-        return STimer(*base, alloc.uuid, alloc.born, what[3])  # gen: the allocation's timeout (ms)
-    if kind == "expire":
-        return STimer(*base, what[2], 0, 0) if part.terminated.get(what[2]) is what[3] else None
-    raise ValueError(f"unknown timer kind {kind!r}")
+def _timer(deadline: int, n: int, timer: Timer) -> STimer | None:
+    if not timer.live():
+        return None  # firing it would do nothing
+    part = timer.partition
+    base = (deadline, n, timer.kind, part.rm, part.name, part.incarnation)
+    if isinstance(timer, CompletingTimer | AppTimeoutTimer):
+        return STimer(*base, timer.app.id, timer.app.seq, timer.generation)
+    if isinstance(timer, AllocationTimeoutTimer):
+        return STimer(*base, timer.alloc.uuid, timer.alloc.born, timer.timeout_ms)  # gen: the timeout (ms)
+    return STimer(*base, timer.app_id, 0, 0)
 
 
 def dump_snapshot(core: Core) -> bytes:
@@ -435,13 +427,16 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
     heap = []
     for t in snap.timers:
         p = parts[(t.rm, t.partition, t.incarnation)]
-        if t.kind in ("completing", "app_timeout"):
-            what: tuple[Any, ...] = (t.kind, p, p.apps[t.ref], t.gen)
-        elif t.kind == "alloc":
-            what = (t.kind, p, p.allocations[t.ref], t.gen)
+        timer: Timer
+        if t.kind == CompletingTimer.kind:
+            timer = CompletingTimer(p, p.apps[t.ref], t.gen)
+        elif t.kind == AppTimeoutTimer.kind:
+            timer = AppTimeoutTimer(p, p.apps[t.ref], t.gen)
+        elif t.kind == AllocationTimeoutTimer.kind:
+            timer = AllocationTimeoutTimer(p, p.allocations[t.ref], t.gen)
         else:
-            what = (t.kind, p, t.ref, p.terminated[t.ref])
-        heap.append((t.deadline, t.n, what))
+            timer = ExpireTimer(p, t.ref, p.terminated[t.ref])
+        heap.append((t.deadline, t.n, timer))
     heapq.heapify(heap)  # dropped entries may have broken the heap shape; pop order is unchanged
     core.timers._heap = heap
     core.timers._n = snap.timers_n

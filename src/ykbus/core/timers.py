@@ -1,0 +1,90 @@
+"""Timers on the log's clock: one typed value per kind, fired in (deadline, insertion) order.
+
+A timer names what it acts on; `live()` says whether its target is still there (a snapshot
+keeps only those). When due, the core also checks that the target has not moved on (an
+application's timer generation, its state), so nothing is ever cancelled. Kinds:
+
+- `CompletingTimer`: Completing -> Completed, 30 s after the application got there;
+- `AppTimeoutTimer`: an application's `executionTimeoutMilliSeconds`, from Running;
+- `AllocationTimeoutTimer`: an ask's `executionTimeoutMilliSeconds`, per allocation;
+- `ExpireTimer`: Completed/Failed -> Expired (then forgotten), 3 days later.
+
+`kind` is the name a snapshot stores (`STimer.kind`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ykbus import limits
+
+if TYPE_CHECKING:
+    from ykbus.core.lifecycle import AppState
+    from ykbus.core.partition import Alloc, App, Partition
+
+
+class _Timer(msgspec.Struct, frozen=True):
+    partition: Partition
+
+
+class _AppTimer(_Timer, frozen=True):
+    app: App
+    generation: int  # the application's timer generation when it was set: a newer one wins
+
+    def live(self) -> bool:
+        p = self.partition
+        return p.alive and p.apps.get(self.app.id) is self.app
+
+
+class CompletingTimer(_AppTimer, frozen=True):
+    kind = "completing"
+
+
+class AppTimeoutTimer(_AppTimer, frozen=True):
+    kind = "app_timeout"
+
+
+class AllocationTimeoutTimer(_Timer, frozen=True):
+    kind = "alloc"
+    alloc: Alloc
+    timeout_ms: int  # the timeout the allocation was made with (a later ask update does not change it)
+
+    def live(self) -> bool:
+        p = self.partition
+        return p.alive and p.allocations.get(self.alloc.uuid) is self.alloc
+
+
+class ExpireTimer(_Timer, frozen=True):
+    kind = "expire"
+    app_id: str
+    state: AppState  # Completed or Failed
+
+    def live(self) -> bool:
+        p = self.partition
+        return p.alive and p.terminated.get(self.app_id) is self.state
+
+
+Timer = CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer
+
+
+class Timers:
+    """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic.
+    Deadlines are clamped to int64 (a snapshot stores them as such)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Timer]] = []
+        self._n = 0
+
+    def schedule(self, deadline: int, timer: Timer) -> None:
+        self._n += 1
+        heapq.heappush(self._heap, (min(deadline, limits.INT64_MAX), self._n, timer))
+
+    def due(self, now: int) -> list[Timer]:
+        out = []
+        while self._heap and self._heap[0][0] <= now:
+            out.append(heapq.heappop(self._heap)[2])
+        return out
+
