@@ -11,6 +11,7 @@ Encoders and decoders are built once, at import.
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Annotated, Any, Literal
 
@@ -228,11 +229,12 @@ def check_bounds(data: bytes, encoding: str) -> None:
         raise DecodeError(f"body of {len(data)} bytes is over the limit of {limits.MAX_MESSAGE_BYTES}")
     if encoding != "json":
         return  # MessagePack: sizes are in the data; depth is caught while decoding
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"body is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
-    if data.count(b"[") + data.count(b"{") <= limits.MAX_DEPTH:
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"body is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+    if len(data) <= limits.MAX_DEPTH or data.count(b"{") + data.count(b"[") <= limits.MAX_DEPTH:
         return
     # Only brackets outside strings are left, as parentheses; each pass removes the innermost
     # pairs, so MAX_DEPTH passes leave none unless something is nested deeper.
@@ -306,9 +308,10 @@ def as_decoded(kind: str, msg: Any) -> Decoded:
         rel = msg.releases or m.AllocationReleasesRequest()
         return DecodedAllocationRequest(
             msg.rmID, list(msg.asks),
-            _compat(rel.allocationsToRelease, "$.releases.allocationsToRelease", compat.release_with_uuid),
+            _compat(rel.allocationsToRelease, "$.releases.allocationsToRelease", compat.release_with_uuid)
+            if rel.allocationsToRelease else [],
             list(rel.allocationAsksToRelease),
-            _compat(msg.allocations, "$.allocations", compat.allocation_to_ask))
+            _compat(msg.allocations, "$.allocations", compat.allocation_to_ask) if msg.allocations else [])
     if kind == "app":
         return DecodedApplicationRequest(msg.rmID, list(msg.new), list(msg.remove))
     if kind == "node":
@@ -316,12 +319,22 @@ def as_decoded(kind: str, msg: Any) -> Decoded:
     return msg
 
 
+_NEEDS: dict[Any, Any] = {  # which items a translation can change (the rest pass as they are)
+    compat.release_with_uuid: operator.attrgetter("allocationID"),
+    compat.node_with_uuids: lambda info: info.existingAllocations and any(
+        a.allocationID for a in info.existingAllocations),
+}
+
+
 def _compat(items: list[Any], path: str, translate: Any) -> list[Any]:
     """Decoded items through a `ykbus.si.compat` translation (newer SI forms into the
     seed's); an item it refuses becomes a BadItem with the reason and its ids."""
+    if not items:
+        return items
+    needs = _NEEDS.get(translate)
     out: list[Any] = []
     for i, item in enumerate(items):
-        if not isinstance(item, BadItem):
+        if not isinstance(item, BadItem) and (needs is None or needs(item)):
             where = f"{path}[{i}]"
             fixed = translate(item, where)
             if isinstance(fixed, str):
