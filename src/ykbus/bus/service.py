@@ -40,13 +40,11 @@ import collections
 import gc
 import getpass
 import hashlib
-import hmac
 import json
 import logging
 import os
 import ssl
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +56,7 @@ import nats
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
+from ykbus.bus import readapi
 from ykbus.bus.settings import api_exposure_error
 from ykbus.bus.streams import StreamLimits, attach_consumer, ensure_streams, snapshot_store
 from ykbus.bus.subjects import (
@@ -150,8 +149,7 @@ class CoreService:
         self.guard = GuardedCore(Core(load_yaml=load_yaml), _restore)
         self.owner = getpass.getuser()
         self._queue_texts: dict[str, str] = {}  # policy group -> file text last seen
-        self.http_port = 0  # the HTTP read API's port once listening
-        self.http_started = anyio.Event()  # set once it listens
+        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token)
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()
@@ -175,6 +173,15 @@ class CoreService:
 
     def stop(self) -> None:
         self._stop.set()
+
+    @property
+    def http_port(self) -> int:
+        """The HTTP read API's port once it listens (0 before, or when it is off)."""
+        return self.http.port
+
+    @property
+    def http_started(self) -> anyio.Event:
+        return self.http.started
 
     # --- run -------------------------------------------------------------------------
 
@@ -229,7 +236,7 @@ class CoreService:
                 if s.queue_file or s.queues_dir:
                     tg.start_soon(self._watch_queue_files)
                 if s.api_port:
-                    await tg.start(self._serve_http)
+                    await tg.start(self.http.serve)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
             await self._snapshot()
@@ -535,32 +542,8 @@ class CoreService:
             await msg.respond(json.dumps(body, default=str).encode())
 
     def read(self, verb: str, request: dict[str, Any]) -> dict[str, Any]:
-        """The read API: a projection of the state (never live objects)."""
-        if verb == "health":
-            return {"status": "ok", "lastSeq": self.core.last_seq, "stats": dict(self.stats),
-                    "rms": {r.id: r.state.value for r in self.core.rms.values()}}
-        sections = {"partitions": None, "queues": "queues", "applications": "applications", "nodes": "nodes"}
-        if verb == "state":
-            return self.core.dump()
-        if verb not in sections:
-            raise ValueError(f"unknown verb {verb!r}: expected health, state, {', '.join(sections)}")
-        wanted = sections[verb]
-        dump = self.core.dump(sections=(wanted,) if wanted else ())
-        want_rm, want_part = request.get("rm"), request.get("partition")
-        out: dict[str, Any] = {}
-        for rm_id, rm in dump["rms"].items():
-            if want_rm and rm_id != want_rm:
-                continue
-            for name, part in rm["partitions"].items():
-                if want_part and name != want_part:
-                    continue
-                key = sections[verb]
-                if key is None:
-                    value = {"nodeSortPolicy": part["nodeSortPolicy"], "total": part["total"], **part["counts"]}
-                else:
-                    value = part[key]
-                out.setdefault(rm_id, {})[name] = value
-        return {verb: out}
+        """The read API: a projection of the state (never live objects); see bus/readapi.py."""
+        return readapi.read(self.core, self.stats, verb, request)
 
     # --- queue files and the admin API ----------------------------------------------------
 
@@ -656,68 +639,6 @@ class CoreService:
         if msg.reply:
             await msg.respond(json.dumps(body).encode())
 
-    # --- HTTP read API ---------------------------------------------------------------------
-
-    async def _serve_http(self, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """GET /api/<verb>[?rm=..&partition=..]: the read API over HTTP/1.1 (one request
-        per connection, JSON bodies), for tools that do not speak NATS."""
-        listener = await anyio.create_tcp_listener(local_host=self.settings.api_host,
-                                                   local_port=self.settings.api_port)
-        self.http_port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        log.info("http read api listening", extra={"fields": {"host": self.settings.api_host, "port": self.http_port}})
-        task_status.started()
-        self.http_started.set()
-        await listener.serve(self._http_request)
-
-    async def _http_request(self, stream: Any) -> None:
-        try:
-            await self._http_exchange(stream)
-        except Exception as exc:  # noqa: BLE001 - a bad client never stops the service
-            log.debug("http request failed", extra={"fields": {"error": repr(exc)}})
-
-    async def _http_exchange(self, stream: Any) -> None:
-        async with stream:
-            try:
-                head = b""
-                with anyio.fail_after(5):
-                    while b"\r\n\r\n" not in head and len(head) < 8192:
-                        head += await stream.receive(4096)
-                lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-                method, target, _ = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-                url = urllib.parse.urlsplit(target)
-                query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
-            except Exception:  # noqa: BLE001 - a request we cannot read gets a 400
-                await _http_respond(stream, "400 Bad Request", {"error": "bad request"})
-                return
-            status, body = "200 OK", {}
-            if not self._http_authorized(headers.get("authorization", "")):
-                status, body = "401 Unauthorized", {"error": "expected the header `Authorization: Bearer <api.token>`"}
-            elif method != "GET":
-                status, body = "405 Method Not Allowed", {"error": "only GET: the HTTP API is read-only"}
-            elif not url.path.startswith("/api/"):
-                status, body = "404 Not Found", {"error": "expected /api/<verb>"}
-            elif query.get("int64", "string") not in compat.INT64_MODES:
-                status, body = "400 Bad Request", {"error": f"int64 {query['int64']!r}: expected string or number"}
-            else:
-                try:
-                    body = self.read(url.path[len("/api/"):], query)
-                except (ValueError, KeyError) as exc:
-                    status, body = "404 Not Found", {"error": str(exc)}
-                else:
-                    if query.get("int64", "string") == "string":
-                        body = http_int64_strings(body)
-            await _http_respond(stream, status, body)
-
-    def _http_authorized(self, authorization: str) -> bool:
-        """Without `api.token`, everyone (the API is on loopback then); with it, the bearer
-        of that token, compared in constant time."""
-        token = self.settings.api_token
-        if not token:
-            return True
-        scheme, _, given = authorization.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
-
     # --- connection events ---------------------------------------------------------------
 
     async def _nats_error(self, exc: Exception) -> None:
@@ -729,39 +650,6 @@ class CoreService:
 
     async def _nats_reconnected(self) -> None:
         log.info("reconnected to nats")
-
-
-# The read projection's int64 values that the HTTP API writes as decimal strings (the
-# protobuf JSON mapping; `?int64=number` for plain numbers): every quantity of a resource
-# map under these keys, and these timestamps (Unix ns). Counts, priorities and sequences
-# stay numbers.
-HTTP_RESOURCE_KEYS = frozenset({"total", "capacity", "occupied", "allocated", "pending", "resource",
-                                "guaranteed", "max", "maxResources"})
-HTTP_TIMESTAMP_KEYS = frozenset({"now", "drainingSince"})
-
-
-def http_int64_strings(obj: Any) -> Any:
-    """A read API answer with its quantities and timestamps as decimal strings."""
-    if isinstance(obj, list):
-        return [http_int64_strings(v) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        if k in HTTP_RESOURCE_KEYS and isinstance(v, dict) and all(type(q) is int for q in v.values()):
-            out[k] = {name: str(q) for name, q in v.items()}
-        elif k in HTTP_TIMESTAMP_KEYS and type(v) is int:
-            out[k] = str(v)
-        else:
-            out[k] = http_int64_strings(v)
-    return out
-
-
-async def _http_respond(stream: Any, status: str, body: dict[str, Any]) -> None:
-    data = json.dumps(body, default=str).encode()
-    challenge = 'WWW-Authenticate: Bearer realm="ykbus"\r\n' if status.startswith("401") else ""
-    await stream.send(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{challenge}"
-                      f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
 
 
 def nats_options(credentials: str | None = None, user: str | None = None, password: str | None = None,
