@@ -18,15 +18,11 @@ Theory of operation
 4. Time enters the log, never the core: the service appends `tick` entries on a timer, and
    `rmstate` entries when an RM's heartbeats (`yk.v1.hb.<rm>`, not logged) stop or resume.
 5. The read API answers `yk.v1.api.<verb>` (and, when configured, HTTP GET /api/<verb>)
-   from a projection of the state. The event loop is single-threaded and `Core.apply` is
-   synchronous, so a reader never sees a half-applied entry and the consumer task stays the
-   only writer.
-6. Queue files the operator keeps (`--queues`, `--queues-dir`) are watched; a changed file
-   that validates is appended to the log as a `config` entry of the service (rm ""), so a
-   reload is decided, replayed and snapshotted like everything else. A file that does not
-   validate is logged with every error and changes nothing. The admin API
-   (`yk.v1.admin.<user>.<verb>`) does the same on request, for the users the scheduler ACL
-   lets in; the user is the subject token, which NATS permissions pin to the caller.
+   from a projection of the state (bus/readapi.py). The event loop is single-threaded and
+   `Core.apply` is synchronous, so a reader never sees a half-applied entry and the
+   consumer task stays the only writer.
+6. The operator's queue files and the admin API (bus/operator.py) reach the core only as
+   `config` entries appended to the log.
 7. An RM's output consumer `rm_<rm>` is made here, on its request `yk.v1.attach.<rm>`, so
    that on a secured server (bus/permissions.py) an RM needs no JetStream API but pulling
    from and acking its own consumer.
@@ -38,7 +34,6 @@ import asyncio
 import base64
 import collections
 import gc
-import getpass
 import hashlib
 import json
 import logging
@@ -46,7 +41,6 @@ import os
 import ssl
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -57,6 +51,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ykbus.bus import readapi
+from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.settings import api_exposure_error
 from ykbus.bus.streams import StreamLimits, attach_consumer, ensure_streams, snapshot_store
 from ykbus.bus.subjects import (
@@ -72,7 +67,7 @@ from ykbus.bus.subjects import (
     js_reply_meta,
 )
 from ykbus.core import Core, Entry, Output
-from ykbus.core.config import Acl, ConfigError
+from ykbus.core.config import Acl
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
@@ -147,8 +142,7 @@ class CoreService:
         self.settings = settings
         self.subjects = Subjects(settings.prefix)
         self.guard = GuardedCore(Core(load_yaml=load_yaml), _restore)
-        self.owner = getpass.getuser()
-        self._queue_texts: dict[str, str] = {}  # policy group -> file text last seen
+        self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append)
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token)
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
@@ -221,7 +215,7 @@ class CoreService:
             )
             await self.nc.subscribe(self.subjects.heartbeats, cb=self._on_heartbeat)
             await self.nc.subscribe(self.subjects.apis, cb=self._on_api)
-            await self.nc.subscribe(self.subjects.admins, cb=self._on_admin)
+            await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin)
             await self.nc.subscribe(self.subjects.attaches, cb=self._on_attach)
             now = time.monotonic()
             for rm in self.core.rms:
@@ -234,7 +228,7 @@ class CoreService:
                 tg.start_soon(self._ticker)
                 tg.start_soon(self._monitor_rms)
                 if s.queue_file or s.queues_dir:
-                    tg.start_soon(self._watch_queue_files)
+                    tg.start_soon(self.operator.watch)
                 if s.api_port:
                     await tg.start(self.http.serve)
                 await self._stop.wait()
@@ -544,100 +538,6 @@ class CoreService:
     def read(self, verb: str, request: dict[str, Any]) -> dict[str, Any]:
         """The read API: a projection of the state (never live objects); see bus/readapi.py."""
         return readapi.read(self.core, self.stats, verb, request)
-
-    # --- queue files and the admin API ----------------------------------------------------
-
-    def _queue_files(self) -> dict[str, Path]:
-        """Policy group -> the file that holds its queue configuration."""
-        files: dict[str, Path] = {}
-        if self.settings.queues_dir:
-            for path in sorted(Path(self.settings.queues_dir).glob("*.yaml")):
-                files[path.stem] = path
-        if self.settings.queue_file:
-            files["*"] = Path(self.settings.queue_file)
-        return files
-
-    async def _watch_queue_files(self) -> None:
-        """Append each changed queue file that validates; log every error of one that does
-        not. A file is compared with what is in force, so a restart appends nothing new."""
-        while True:
-            try:
-                await self._check_queue_files()
-            except Exception as exc:  # noqa: BLE001 - the watcher must never stop the core
-                log.error("queue file watcher error", extra={"fields": {"error": repr(exc)}})
-            await anyio.sleep(self.settings.watch_interval_s)
-
-    async def _check_queue_files(self) -> None:
-        """One look at every queue file: append what changed and validates."""
-        for group, path in self._queue_files().items():
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                if self._queue_texts.get(group) != f"error:{exc}":
-                    self._queue_texts[group] = f"error:{exc}"
-                    log.error("queue file unreadable", extra={"fields": {"file": str(path), "error": str(exc)}})
-                continue
-            if text == self._queue_texts.get(group):
-                continue
-            self._queue_texts[group] = text
-            if text == self.core.operator_configs.get(group):
-                continue
-            await self.set_queues(group, text, source=str(path))
-
-    async def set_queues(self, group: str, text: str, source: str) -> list[str]:
-        """Validate a queue configuration for `group`; append it to the log when it is
-        valid. Returns its errors (each with its path); nothing is appended if there is any."""
-        if not text.strip():  # an emptied file hands the group back to its RMs' configurations
-            await self._append("config", {"rmID": "", "policyGroup": group, "config": ""})
-            log.info("queue configuration withdrawn", extra={"fields": {"policy_group": group, "source": source}})
-            return []
-        try:
-            self.core.load_config(text)  # the core's own checks, so what is appended will parse
-        except ConfigError as exc:
-            errors = exc.errors
-        else:
-            await self._append("config", {"rmID": "", "policyGroup": group, "config": text})
-            log.info("queue configuration appended", extra={"fields": {"policy_group": group, "source": source}})
-            return []
-        log.error("queue configuration rejected, the active one stays",
-                  extra={"fields": {"policy_group": group, "source": source, "errors": errors}})
-        return errors
-
-    def may_administer(self, user: str) -> bool:
-        """The scheduler ACL: the process owner always; others if the ACL lets them in. Only
-        the user counts: a caller's groups cannot be verified (the NATS user can)."""
-        acl = self.settings.scheduler_acl
-        return user == self.owner or (acl is not None and acl.allows(user, []))
-
-    async def _on_admin(self, msg: Any) -> None:
-        """`yk.v1.admin.<user>.queues` {"policyGroup", "config"}: a new queue configuration
-        for a policy group ("*": every RM), validated and appended like a queue file. The
-        user is the subject token, which NATS permissions pin to the authenticated caller;
-        a `user` or `groups` in the body is not trusted and not read."""
-        head = f"{self.subjects.prefix}.admin."
-        tokens = msg.subject[len(head):].split(".")
-        try:
-            if len(tokens) != 2 or not all(tokens):
-                raise ValueError(f"the admin API moved to {self.subjects.admin('<user>', '<verb>')}: the user is "
-                                 f"the caller's NATS user, in the subject (not the body); got {msg.subject}")
-            user, verb = tokens
-            request = json.loads(msg.data) if msg.data.strip() else {}
-            if not isinstance(request, dict):
-                raise ValueError("the request body must be a JSON object")
-            if not self.may_administer(user):
-                raise PermissionError(f"user {user!r} is not in the scheduler ACL")
-            if verb != "queues":
-                raise ValueError(f"unknown admin verb {verb!r}: expected queues")
-            config = request.get("config")
-            if not isinstance(config, str):
-                raise ValueError("config: expected the queue configuration as a YAML string")
-            group = request.get("policyGroup") or "*"
-            errors = await self.set_queues(str(group), config, source=f"admin API ({user})")
-            body: dict[str, Any] = {"accepted": not errors, "errors": errors}
-        except (ValueError, PermissionError) as exc:
-            body = {"error": str(exc)}
-        if msg.reply:
-            await msg.respond(json.dumps(body).encode())
 
     # --- connection events ---------------------------------------------------------------
 

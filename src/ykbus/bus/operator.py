@@ -1,0 +1,134 @@
+"""The operator's queue configuration: watched queue files and the admin API.
+
+Queue files the operator keeps (`--queues`, `--queues-dir`) are watched; a changed file that
+validates (with the core's own `load_config`) is appended to the log as a `config` entry of
+the service (rm ""), so a reload is decided, replayed and snapshotted like everything else.
+A file that does not validate is logged with every error and changes nothing. The admin API
+(`yk.v1.admin.<user>.<verb>`) does the same on request, for the users the scheduler ACL lets
+in; the user is the subject token, which NATS permissions pin to the authenticated caller.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ykbus.bus.subjects import Subjects
+from ykbus.core import Core
+from ykbus.core.config import ConfigError
+
+if TYPE_CHECKING:
+    from ykbus.bus.service import ServiceSettings
+
+log = logging.getLogger("ykbus.core")
+
+
+class OperatorConfig:
+    def __init__(self, settings: ServiceSettings, subjects: Subjects, core: Callable[[], Core],
+                 append: Callable[[str, dict[str, Any]], Awaitable[None]]) -> None:
+        """`core()` is the live core (read only: its configuration checks and what is in
+        force); `append(kind, body)` appends an entry of the service to the log."""
+        self._settings = settings
+        self._subjects = subjects
+        self._core = core
+        self._append = append
+        self.owner = getpass.getuser()
+        self._texts: dict[str, str] = {}  # policy group -> file text last seen
+
+    def _files(self) -> dict[str, Path]:
+        """Policy group -> the file that holds its queue configuration."""
+        files: dict[str, Path] = {}
+        if self._settings.queues_dir:
+            for path in sorted(Path(self._settings.queues_dir).glob("*.yaml")):
+                files[path.stem] = path
+        if self._settings.queue_file:
+            files["*"] = Path(self._settings.queue_file)
+        return files
+
+    async def watch(self) -> None:
+        """Append each changed queue file that validates; log every error of one that does
+        not. A file is compared with what is in force, so a restart appends nothing new."""
+        while True:
+            try:
+                await self._check_files()
+            except Exception as exc:  # noqa: BLE001 - the watcher must never stop the core
+                log.error("queue file watcher error", extra={"fields": {"error": repr(exc)}})
+            await anyio.sleep(self._settings.watch_interval_s)
+
+    async def _check_files(self) -> None:
+        """One look at every queue file: append what changed and validates."""
+        for group, path in self._files().items():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                if self._texts.get(group) != f"error:{exc}":
+                    self._texts[group] = f"error:{exc}"
+                    log.error("queue file unreadable", extra={"fields": {"file": str(path), "error": str(exc)}})
+                continue
+            if text == self._texts.get(group):
+                continue
+            self._texts[group] = text
+            if text == self._core().operator_configs.get(group):
+                continue
+            await self.set_queues(group, text, source=str(path))
+
+    async def set_queues(self, group: str, text: str, source: str) -> list[str]:
+        """Validate a queue configuration for `group`; append it to the log when it is
+        valid. Returns its errors (each with its path); nothing is appended if there is any."""
+        if not text.strip():  # an emptied file hands the group back to its RMs' configurations
+            await self._append("config", {"rmID": "", "policyGroup": group, "config": ""})
+            log.info("queue configuration withdrawn", extra={"fields": {"policy_group": group, "source": source}})
+            return []
+        try:
+            self._core().load_config(text)  # the core's own checks, so what is appended will parse
+        except ConfigError as exc:
+            errors = exc.errors
+        else:
+            await self._append("config", {"rmID": "", "policyGroup": group, "config": text})
+            log.info("queue configuration appended", extra={"fields": {"policy_group": group, "source": source}})
+            return []
+        log.error("queue configuration rejected, the active one stays",
+                  extra={"fields": {"policy_group": group, "source": source, "errors": errors}})
+        return errors
+
+    def may_administer(self, user: str) -> bool:
+        """The scheduler ACL: the process owner always; others if the ACL lets them in. Only
+        the user counts: a caller's groups cannot be verified (the NATS user can)."""
+        acl = self._settings.scheduler_acl
+        return user == self.owner or (acl is not None and acl.allows(user, []))
+
+    async def on_admin(self, msg: Any) -> None:
+        """`yk.v1.admin.<user>.queues` {"policyGroup", "config"}: a new queue configuration
+        for a policy group ("*": every RM), validated and appended like a queue file. The
+        user is the subject token, which NATS permissions pin to the authenticated caller;
+        a `user` or `groups` in the body is not trusted and not read."""
+        head = f"{self._subjects.prefix}.admin."
+        tokens = msg.subject[len(head):].split(".")
+        try:
+            if len(tokens) != 2 or not all(tokens):
+                raise ValueError(f"the admin API moved to {self._subjects.admin('<user>', '<verb>')}: the user is "
+                                 f"the caller's NATS user, in the subject (not the body); got {msg.subject}")
+            user, verb = tokens
+            request = json.loads(msg.data) if msg.data.strip() else {}
+            if not isinstance(request, dict):
+                raise ValueError("the request body must be a JSON object")
+            if not self.may_administer(user):
+                raise PermissionError(f"user {user!r} is not in the scheduler ACL")
+            if verb != "queues":
+                raise ValueError(f"unknown admin verb {verb!r}: expected queues")
+            config = request.get("config")
+            if not isinstance(config, str):
+                raise ValueError("config: expected the queue configuration as a YAML string")
+            group = request.get("policyGroup") or "*"
+            errors = await self.set_queues(str(group), config, source=f"admin API ({user})")
+            body: dict[str, Any] = {"accepted": not errors, "errors": errors}
+        except (ValueError, PermissionError) as exc:
+            body = {"error": str(exc)}
+        if msg.reply:
+            await msg.respond(json.dumps(body).encode())
