@@ -69,6 +69,7 @@ from ykbus.core.config import (
     SortPriority,
     parse_offset,
 )
+from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import (
     ALLOCATION,
     APP,
@@ -430,6 +431,7 @@ class Partition:
         self.terminated: dict[str, AppState] = {}
         self.allocations: dict[str, Alloc] = {}
         self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
+        self.ledger = Ledger(self.allocations, self._index_node, self._usage_moved)
         self.total: Res = {}
         self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
         self.queues: dict[str, Queue] = {}
@@ -1083,23 +1085,12 @@ class Partition:
         alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       alloc_msg.placeholder, ctx.seq)
-        self._account(alloc)
+        self.ledger.book(alloc)
         if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.COMPLETING):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
 
-    def _account(self, alloc: Alloc) -> None:
-        node, app, res = alloc.node, alloc.app, alloc.resource
-        add_into(node.allocated, res)
-        sub_into(node.free, res)
-        node.allocations[alloc.uuid] = alloc
-        self._index_node(node)
-        for q in app.path:
-            add_into(q.allocated, res)
-        for t in app.trackers:
-            add_into(t.allocated, res)
-        add_into(app.allocated, res)
-        app.allocations[alloc.uuid] = alloc
-        self.allocations[alloc.uuid] = alloc
+    def _usage_moved(self, app: App) -> None:
+        """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
         if app.queue.sort_policy is AppSortPolicy.FAIR:
             self._rekey_app(app)
 
@@ -1117,7 +1108,7 @@ class Partition:
             app.active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
             self._ask_not_pending(ask)
-        self._account(alloc)
+        self.ledger.book(alloc)
         if app.state is not AppState.RUNNING:
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.timeout_ms > 0:
@@ -1130,25 +1121,13 @@ class Partition:
         """Release an allocation and report it to the RM with `termination`."""
         event = _RELEASE_EVENTS.get(termination, AllocationEvent.STOP)
         alloc.state = ALLOCATION.advance(alloc.state, event)
-        node, app, res = alloc.node, alloc.app, alloc.resource
-        sub_into(node.allocated, res)
-        add_into(node.free, res)
-        del node.allocations[alloc.uuid]
-        self._index_node(node)
-        for q in app.path:
-            sub_into(q.allocated, res)
-        for t in app.trackers:
-            sub_into(t.allocated, res)
-        sub_into(app.allocated, res)
-        del app.allocations[alloc.uuid]
-        del self.allocations[alloc.uuid]
+        node, app = alloc.node, alloc.app
+        self.ledger.unbook(alloc)
         ask = app.asks.get(alloc.key)
         if ask is not None:
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
-        if app.queue.sort_policy is AppSortPolicy.FAIR:
-            self._rekey_app(app)
         ctx.add(self.rm, "alloc", "released", m.AllocationRelease(
             partitionName=self.name, applicationID=app.id, UUID=alloc.uuid,
             terminationType=termination, message=message, allocationKey=alloc.key,

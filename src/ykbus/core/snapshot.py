@@ -21,6 +21,7 @@ from sortedcontainers import SortedList
 
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
+from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, count_app_priorities
 from ykbus.core.resources import add_into, scaled
@@ -45,8 +46,8 @@ DERIVED: dict[str, frozenset[str]] = {
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
                       "trackers"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_created", "_denied", "_failed_shapes", "_fit_cache", "_shapes",  # scratch of one entry
-                            "alive", "node_index", "node_sort", "rm", "root", "timers", "total", "trackers",
-                            "uuid_taken", "weights"}),  # rebuilt, configuration, shared
+                            "alive", "ledger", "node_index", "node_sort", "rm", "root", "timers", "total",
+                            "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition"}),  # from its partitions' nodes
     "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions"}),  # the process's, not the state's
 }
@@ -384,6 +385,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
             app.blocked_on.app_waiters[app.id] = app
     for app in p.apps.values():
         p._sync_app(app)
+    p.ledger = Ledger(p.allocations, p._index_node, p._usage_moved)
     return p
 
 

@@ -1,0 +1,63 @@
+"""The ledger: the one place where allocated resources move.
+
+An allocation's resources count on its node (allocated, free, the node's allocations),
+on every queue of its application's path, on the user and group trackers of its
+application, on the application itself, and in the partition's allocation index.
+`book` adds one allocation to all of them and `unbook` takes it off all of them: exact
+inverses, used by allocating, recovering and releasing alike. What an allocation means
+beyond its resources (its ask's counts, the outputs, who is woken) is the partition's.
+
+The ledger reports what moved through two callbacks, so that the partition keeps its
+orders current: a node whose free resources changed (the node index), and an application
+whose usage changed (its place under `fair`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ykbus.core.resources import add_into, sub_into
+
+if TYPE_CHECKING:
+    from ykbus.core.partition import Alloc, App, Node
+
+
+class Ledger:
+    __slots__ = ("allocations", "_node_moved", "_app_moved")
+
+    def __init__(self, allocations: dict[str, Alloc], node_moved: Callable[[Node], None],
+                 app_moved: Callable[[App], None]) -> None:
+        self.allocations = allocations  # the partition's index: uuid -> allocation
+        self._node_moved = node_moved
+        self._app_moved = app_moved
+
+    def book(self, alloc: Alloc) -> None:
+        node, app, res = alloc.node, alloc.app, alloc.resource
+        add_into(node.allocated, res)
+        sub_into(node.free, res)
+        node.allocations[alloc.uuid] = alloc
+        self._node_moved(node)
+        for q in app.path:
+            add_into(q.allocated, res)
+        for t in app.trackers:
+            add_into(t.allocated, res)
+        add_into(app.allocated, res)
+        app.allocations[alloc.uuid] = alloc
+        self.allocations[alloc.uuid] = alloc
+        self._app_moved(app)
+
+    def unbook(self, alloc: Alloc) -> None:
+        node, app, res = alloc.node, alloc.app, alloc.resource
+        sub_into(node.allocated, res)
+        add_into(node.free, res)
+        del node.allocations[alloc.uuid]
+        self._node_moved(node)
+        for q in app.path:
+            sub_into(q.allocated, res)
+        for t in app.trackers:
+            sub_into(t.allocated, res)
+        sub_into(app.allocated, res)
+        del app.allocations[alloc.uuid]
+        del self.allocations[alloc.uuid]
+        self._app_moved(app)
