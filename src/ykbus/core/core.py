@@ -437,8 +437,7 @@ class Core:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
         to = entry.rm
         self._each(msg.new, why, lambda item: self._add_app(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.add(to, "app", "rejected",
-                                               m.RejectedApplication(ids("applicationID"), reason)))
+                   lambda ids, reason: ctx.put(to, m.RejectedApplication(ids("applicationID"), reason)))
         self._each(msg.remove, why, lambda item: self._remove_app(rm, item, ctx),  # type: ignore[arg-type]
                    lambda ids, reason: ctx.event(to, m.EventType.APP, ids("applicationID"),
                                                  f"remove not applied: {reason}"))
@@ -453,7 +452,7 @@ class Core:
         if queue is None:
             return reason
         part.add_app(msg, queue)
-        ctx.add(rm.id, "app", "accepted", m.AcceptedApplication(msg.applicationID))
+        ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
         return ""
 
     def _remove_app(self, rm: ResourceManager, msg: m.RemoveApplicationRequest, ctx: Outbox) -> str:
@@ -473,7 +472,7 @@ class Core:
     def _on_node(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
         self._each(msg.nodes, why, lambda item: self._node(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.add(entry.rm, "node", "rejected", m.RejectedNode(ids("nodeID"), reason)))
+                   lambda ids, reason: ctx.put(entry.rm, m.RejectedNode(ids("nodeID"), reason)))
 
     def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
         action = info.action
@@ -516,7 +515,7 @@ class Core:
         for i, alloc in enumerate(info.existingAllocations):
             reason = self._check_recovered(rm, part, info, alloc, uuids)
             if reason:
-                ctx.add(rm.id, "alloc", "rejected", m.RejectedAllocationAsk(
+                ctx.put(rm.id, m.RejectedAllocationAsk(
                     alloc.allocationKey, alloc.applicationID,
                     f"existingAllocations[{i}] of node {info.nodeID}: {reason}"))
                 continue
@@ -528,7 +527,7 @@ class Core:
             part.node_event(node, NodeEvent.DRAIN)
         for alloc, app, res in recovered:
             part.recover(alloc, app, node, res, ctx)
-        ctx.add(rm.id, "node", "accepted", m.AcceptedNode(info.nodeID))
+        ctx.put(rm.id, m.AcceptedNode(info.nodeID))
         return ""
 
     def _check_recovered(self, rm: ResourceManager, part: Partition, info: m.NodeInfo, alloc: m.Allocation,
@@ -563,11 +562,11 @@ class Core:
                                                  ids("allocationKey") or ids("applicationID"),
                                                  f"ask release not applied: {reason}"))
         self._each(msg.asks, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.add(to, "alloc", "rejected", m.RejectedAllocationAsk(
+                   lambda ids, reason: ctx.put(to, m.RejectedAllocationAsk(
                        ids("allocationKey"), ids("applicationID"), reason)))
         # SI 1.6 requests, already asks (ykbus.si.compat); answered the 1.6 way
         self._each(msg.allocations, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.add(to, "alloc", "rejectedAllocations", m.RejectedAllocation(
+                   lambda ids, reason: ctx.put(to, m.RejectedAllocation(
                        ids("allocationKey"), ids("applicationID"), reason)))
 
     def _app(self, rm: ResourceManager, partition: str, app_id: str) -> tuple[Partition | None, App | None, str]:
@@ -656,7 +655,7 @@ class Core:
                              f"execution timeout of {timer.timeout_ms} ms reached", ctx)
             else:
                 del part.terminated[timer.app_id]
-                ctx.add(part.rm, "app", "updated", m.UpdatedApplication(
+                ctx.put(part.rm, m.UpdatedApplication(
                     applicationID=timer.app_id, state=APP.advance(timer.state, AppEvent.EXPIRE).value,
                     stateTransitionTimestamp=ctx.ts, message="terminated timeout"))
 

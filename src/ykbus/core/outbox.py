@@ -37,6 +37,22 @@ class Output(msgspec.Struct, frozen=True):
     msg: Any
 
 
+# Each output item's type -> (output kind, list field of that kind's message)
+PLACES: dict[type, tuple[str, str]] = {
+    m.Allocation: ("alloc", "new"),
+    m.AllocationRelease: ("alloc", "released"),
+    m.AllocationAskRelease: ("alloc", "releasedAsks"),
+    m.RejectedAllocationAsk: ("alloc", "rejected"),
+    m.RejectedAllocation: ("alloc", "rejectedAllocations"),
+    m.AcceptedApplication: ("app", "accepted"),
+    m.RejectedApplication: ("app", "rejected"),
+    m.UpdatedApplication: ("app", "updated"),
+    m.AcceptedNode: ("node", "accepted"),
+    m.RejectedNode: ("node", "rejected"),
+    m.EventRecord: ("event", "events"),
+    m.UpdateContainerSchedulingStateRequest: ("state", "states"),
+}
+
 _BUILDERS: dict[str, type[m.Message]] = {
     "alloc": m.AllocationResponse,
     "app": m.ApplicationResponse,
@@ -69,7 +85,10 @@ class Outbox:
     def budget_left(self) -> bool:
         return self.allocations < limits.MAX_ALLOCATIONS_PER_ENTRY
 
-    def add(self, rm: str, kind: str, field: str, item: Any) -> None:
+    def put(self, rm: str, item: Any) -> None:
+        """Add `item` to the answer to `rm`; its type says which message and list it goes in
+        (`PLACES`), so an item cannot land in the wrong one."""
+        kind, field = PLACES[type(item)]
         group = self._groups.get((rm, kind))
         if group is None:
             group = self._groups[(rm, kind)] = {}
@@ -82,7 +101,7 @@ class Outbox:
               change: m.ChangeType = m.ChangeType.NONE) -> None:
         """An EventRecord to `rm`; the message is shortened to MAX_REASON_CHARS and the
         object id to MAX_QUOTED_CHARS, so that an event always fits in an answer."""
-        self.add(rm, "event", "events", m.EventRecord(
+        self.put(rm, m.EventRecord(
             type=etype, objectID=limits.shorten(object_id, limits.MAX_QUOTED_CHARS),
             message=limits.shorten(message), timestampNano=self.ts,
             eventChangeType=change,

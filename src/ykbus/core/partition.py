@@ -803,7 +803,7 @@ class Partition:
         if new is old:
             return
         app.state = new
-        ctx.add(self.rm, "app", "updated", m.UpdatedApplication(
+        ctx.put(self.rm, m.UpdatedApplication(
             applicationID=app.id, state=new.value, stateTransitionTimestamp=ctx.ts, message=message,
         ))
         if new is AppState.RUNNING:
@@ -1004,7 +1004,7 @@ class Partition:
             self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
         if reason.message != ask.reported:
             ask.reported = reason.message
-            ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
+            ctx.put(self.rm, m.UpdateContainerSchedulingStateRequest(
                 applicartionID=ask.app.id, allocationKey=ask.key, state=state, reason=reason.message,
             ))
 
@@ -1113,7 +1113,7 @@ class Partition:
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.timeout_ms > 0:
             self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, AllocationTimeoutTimer(self, alloc, ask.timeout_ms))
-        ctx.add(self.rm, "alloc", "new", alloc.message(self.name))
+        ctx.put(self.rm, alloc.message(self.name))
         self._sync_app(app)
 
     def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
@@ -1128,7 +1128,7 @@ class Partition:
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
-        ctx.add(self.rm, "alloc", "released", m.AllocationRelease(
+        ctx.put(self.rm, m.AllocationRelease(
             partitionName=self.name, applicationID=app.id, UUID=alloc.uuid,
             terminationType=termination, message=message, allocationKey=alloc.key,
         ))
@@ -1225,7 +1225,7 @@ class Partition:
                 for _, _, ask in list(app.active):
                     if ask.reported != reason:
                         ask.reported = reason
-                        ctx.add(self.rm, "state", "states", m.UpdateContainerSchedulingStateRequest(
+                        ctx.put(self.rm, m.UpdateContainerSchedulingStateRequest(
                             applicartionID=app.id, allocationKey=ask.key,
                             state=m.SchedulingState.SKIPPED, reason=reason,
                         ))
