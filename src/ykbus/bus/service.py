@@ -15,8 +15,8 @@ Theory of operation
    at a clean stop. On start the latest one is loaded and only the tail is replayed. Outputs
    the tail would emit again are skipped up to the last message already on YK_OUT, and
    deduplicated by message id beyond that: `kill -9` at any moment duplicates nothing.
-4. Time enters the log, never the core: the service appends `tick` entries on a timer, and
-   `rmstate` entries when an RM's heartbeats (`yk.v1.hb.<rm>`, not logged) stop or resume.
+4. Time enters the log, never the core: `tick` entries on a timer and `rmstate` entries
+   when an RM's heartbeats stop or resume (bus/clock.py).
 5. The read API answers `yk.v1.api.<verb>` (and, when configured, HTTP GET /api/<verb>)
    from a projection of the state (bus/readapi.py). The event loop is single-threaded and
    `Core.apply` is synchronous, so a reader never sees a half-applied entry and the
@@ -51,6 +51,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ykbus.bus import readapi
+from ykbus.bus.clock import LogClock
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.settings import api_exposure_error
 from ykbus.bus.streams import StreamLimits, attach_consumer, ensure_streams, snapshot_store
@@ -69,7 +70,6 @@ from ykbus.bus.subjects import (
 from ykbus.core import Core, Entry, Output
 from ykbus.core.config import Acl
 from ykbus.core.guard import FAILED_KIND, GuardedCore
-from ykbus.core.lifecycle import RMState
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
@@ -147,8 +147,7 @@ class CoreService:
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()
-        self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
-        self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
+        self.clock = LogClock(settings, lambda: self.core, self._append)
         # Outputs already on YK_OUT when we started: entries below `_out_floor` are all there;
         # from it on, `_out_ids` holds the message ids that are (see `_published_outputs`).
         self._out_floor = 0
@@ -213,20 +212,20 @@ class CoreService:
                 self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
                 config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
             )
-            await self.nc.subscribe(self.subjects.heartbeats, cb=self._on_heartbeat)
+            await self.nc.subscribe(self.subjects.heartbeats, cb=self.clock.on_heartbeat)
             await self.nc.subscribe(self.subjects.apis, cb=self._on_api)
             await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin)
             await self.nc.subscribe(self.subjects.attaches, cb=self._on_attach)
             now = time.monotonic()
             for rm in self.core.rms:
-                self._heard[rm] = now
+                self.clock.heard(rm, now)
             mark("ready_ms")
             log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix, **phases}})
             self.started.set()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
-                tg.start_soon(self._ticker)
-                tg.start_soon(self._monitor_rms)
+                tg.start_soon(self.clock.ticker)
+                tg.start_soon(self.clock.monitor_rms)
                 if s.queue_file or s.queues_dir:
                     tg.start_soon(self.operator.watch)
                 if s.api_port:
@@ -335,9 +334,9 @@ class CoreService:
             if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
                 await self._append("tick", {})
             if kind == "register" and rm:
-                self._heard[rm] = time.monotonic()
+                self.clock.heard(rm)
             if kind == "rmstate":
-                self._asked.clear()
+                self.clock.rmstate_applied()
             await self._publish(seq, outputs)
             self.stats["entries"] += 1
             if (self.stats["entries"] % FREEZE_EVERY == 0
@@ -474,31 +473,6 @@ class CoreService:
         except Exception as exc:  # noqa: BLE001 - the next tick or check tries again
             log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
 
-    async def _ticker(self) -> None:
-        while True:
-            await anyio.sleep(self.settings.tick_interval_s)
-            await self._append("tick", {})
-
-    async def _on_heartbeat(self, msg: Any) -> None:
-        self._heard[msg.subject.rsplit(".", 1)[-1]] = time.monotonic()
-
-    async def _monitor_rms(self) -> None:
-        s = self.settings
-        while True:
-            await anyio.sleep(min(1.0, s.heartbeat_pause_s / 4))
-            now = time.monotonic()
-            for rm_id, rm in list(self.core.rms.items()):
-                quiet = now - self._heard.setdefault(rm_id, now)
-                event = None
-                if rm.state is RMState.RUNNING and quiet > s.heartbeat_pause_s:
-                    event = ("CONNECTION_LOST", f"no heartbeat for {quiet:.0f}s")
-                elif rm.state is RMState.PAUSED and quiet <= s.heartbeat_pause_s:
-                    event = ("RECONNECT", "heartbeats resumed")
-                elif rm.state is RMState.PAUSED and quiet > s.heartbeat_pause_s + s.heartbeat_stop_s:
-                    event = ("TIMEOUT", f"no heartbeat for {quiet:.0f}s")
-                if event is not None and self._asked.get(rm_id) != event[0]:
-                    self._asked[rm_id] = event[0]
-                    await self._append("rmstate", {"rmID": rm_id, "event": event[0], "reason": event[1]})
 
     # --- RM output consumers --------------------------------------------------------------
 

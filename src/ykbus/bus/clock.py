@@ -1,0 +1,66 @@
+"""Time and RM liveness enter the log, never the core.
+
+The core reads no clock: the service appends `tick` entries every `tick_interval_s`, so
+that timers fire, and `rmstate` entries when an RM's heartbeats (`yk.v1.hb.<rm>`, not
+logged) stop for `heartbeat_pause_s` (Running -> Paused), resume (Paused -> Running), or
+stay away a further `heartbeat_stop_s` (Paused -> Stopped). Each is appended once until
+the core has applied it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ykbus.core import Core
+from ykbus.core.lifecycle import RMState
+
+if TYPE_CHECKING:
+    from ykbus.bus.service import ServiceSettings
+
+
+class LogClock:
+    def __init__(self, settings: ServiceSettings, core: Callable[[], Core],
+                 append: Callable[[str, dict[str, Any]], Awaitable[None]]) -> None:
+        self._settings = settings
+        self._core = core
+        self._append = append
+        self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
+        self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
+
+    def heard(self, rm: str, now: float | None = None) -> None:
+        """`rm` is alive now (a heartbeat, its registration, or the service's start)."""
+        self._heard[rm] = time.monotonic() if now is None else now
+
+    def rmstate_applied(self) -> None:
+        """The core applied an rmstate entry: the next change may be appended."""
+        self._asked.clear()
+
+    async def ticker(self) -> None:
+        while True:
+            await anyio.sleep(self._settings.tick_interval_s)
+            await self._append("tick", {})
+
+    async def on_heartbeat(self, msg: Any) -> None:
+        self._heard[msg.subject.rsplit(".", 1)[-1]] = time.monotonic()
+
+    async def monitor_rms(self) -> None:
+        s = self._settings
+        while True:
+            await anyio.sleep(min(1.0, s.heartbeat_pause_s / 4))
+            now = time.monotonic()
+            for rm_id, rm in list(self._core().rms.items()):
+                quiet = now - self._heard.setdefault(rm_id, now)
+                event = None
+                if rm.state is RMState.RUNNING and quiet > s.heartbeat_pause_s:
+                    event = ("CONNECTION_LOST", f"no heartbeat for {quiet:.0f}s")
+                elif rm.state is RMState.PAUSED and quiet <= s.heartbeat_pause_s:
+                    event = ("RECONNECT", "heartbeats resumed")
+                elif rm.state is RMState.PAUSED and quiet > s.heartbeat_pause_s + s.heartbeat_stop_s:
+                    event = ("TIMEOUT", f"no heartbeat for {quiet:.0f}s")
+                if event is not None and self._asked.get(rm_id) != event[0]:
+                    self._asked[rm_id] = event[0]
+                    await self._append("rmstate", {"rmID": rm_id, "event": event[0], "reason": event[1]})
