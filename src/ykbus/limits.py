@@ -25,10 +25,9 @@ def _setting(name: str, default: int) -> int:
     return value
 
 
-# --- input messages: checked before anything is parsed ------------------------------------
+# --- input messages: size and UTF-8 before anything is parsed; depth (docs/reliability.md) --
 MAX_MESSAGE_BYTES = _setting("MESSAGE_BYTES", 16 * 1024 * 1024)  # one log entry body
-MAX_DEPTH = _setting("DEPTH", 64)  # nesting of JSON/MessagePack arrays and objects (SI needs 6)
-MAX_STRING_BYTES = _setting("STRING_BYTES", 64 * 1024)  # any one string inside a JSON body
+MAX_DEPTH = _setting("DEPTH", 64)  # nesting of JSON arrays and objects, and of queue YAML (the SI needs 6)
 
 # --- input messages: checked while decoding, each error names the field -----------------
 MAX_ID_CHARS = _setting("ID_CHARS", 1024)  # identifiers: rmID, applicationID, allocationKey, nodeID, ...
