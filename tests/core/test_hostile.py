@@ -333,3 +333,20 @@ def test_a_uuid_live_in_one_partition_is_not_recovered_in_another_of_the_same_rm
                                  existing=[allocation("x-1", "k", "g1", "g", partition="gpu", vcore=1000)])))
     (rejected,) = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
     assert "UUID x-1 is already in use" in rejected.reason
+
+
+def test_a_bound_is_a_setting_read_from_the_environment(tmp_path):
+    from ykbus.log.build import LogBuilder
+
+    log = LogBuilder("rm-1")
+    entries = [log.register(QUEUES), log.apps(app("a-rather-long-id", "root.a"))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    import os
+    env = {**os.environ, "YKBUS_LIMIT_ID_CHARS": "10"}
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "replay", str(path)], capture_output=True, text=True,
+                         env=env)
+    assert "Expected `str` of length <= 10 - at `$.new[0].applicationID`" in run.stdout
+    bad = subprocess.run([sys.executable, "-m", "ykbus.cli", "replay", str(path)], capture_output=True, text=True,
+                         env={**os.environ, "YKBUS_LIMIT_ID_CHARS": "ten"})
+    assert bad.returncode != 0 and "YKBUS_LIMIT_ID_CHARS='ten': expected a whole number" in bad.stderr
