@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Harness, events, msgs, new_allocs
 from ykbus import limits
-from ykbus.bus.service import split_output
+from ykbus.bus.publisher import split_output
 from ykbus.core import Core
 from ykbus.core.guard import GuardedCore
 from ykbus.core.outbox import Entry

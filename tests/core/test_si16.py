@@ -149,7 +149,7 @@ def test_registration_with_an_unknown_int64_mapping_is_refused_naming_the_key(h)
 
 
 def test_int64_fields_of_outputs_become_decimal_strings_and_decode_back():
-    from ykbus.bus.service import split_output
+    from ykbus.bus.publisher import split_output
     h = Harness()
     h.do(h.log.register(QUEUES, extra={"int64": "string"}))
     h.do(h.log.nodes(node("n1", vcore=4000, memory=2**60)))

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from tests import invariants
 from ykbus import limits
-from ykbus.bus.service import split_output
+from ykbus.bus.publisher import split_output
 from ykbus.core import Core
 from ykbus.core.core import RM_ID
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Output

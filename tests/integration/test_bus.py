@@ -173,7 +173,7 @@ async def test_recovery_sends_apps_before_nodes_with_existing_allocations(nats_s
 def test_split_output_keeps_every_item_in_order_under_the_limit():
     import msgspec
 
-    from ykbus.bus.service import split_output
+    from ykbus.bus.publisher import split_output
     from ykbus.si.codec import encode
     msg = m.AllocationResponse(
         new=[m.Allocation(allocationKey=f"k{i}", UUID=f"9-{i}", nodeID="n1", applicationID="a") for i in range(3000)],

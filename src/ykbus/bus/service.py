@@ -9,12 +9,13 @@ Theory of operation
    which stops the service with an error instead of guessing past it.
 2. Each entry's outputs are published to YK_OUT with `Nats-Msg-Id: <in-seq>-<index>` and
    `Yk-In-Seq: <in-seq>`, at once and in order; their acks are checked in a bounded window
-   (`publish_window`), and all of them before a snapshot is written. So when a snapshot
-   records "applied up to N", the outputs of 1..N are on the stream.
+   (`publish_window`), and all of them before a snapshot is written (bus/publisher.py). So
+   when a snapshot records "applied up to N", the outputs of 1..N are on the stream.
 3. A snapshot (msgspec, object store YK_SNAP) is written every `snapshot_every` entries and
    at a clean stop. On start the latest one is loaded and only the tail is replayed. Outputs
    the tail would emit again are skipped up to the last message already on YK_OUT, and
    deduplicated by message id beyond that: `kill -9` at any moment duplicates nothing.
+   An entry that raises in the core is answered, recorded and skipped (core/guard.py).
 4. Time enters the log, never the core: `tick` entries on a timer and `rmstate` entries
    when an RM's heartbeats stop or resume (bus/clock.py).
 5. The read API answers `yk.v1.api.<verb>` (and, when configured, HTTP GET /api/<verb>)
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import gc
 import hashlib
 import json
@@ -45,7 +45,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import msgspec
 import nats
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
@@ -53,26 +52,23 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
 from ykbus.bus.operator import OperatorConfig
+from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import api_exposure_error
 from ykbus.bus.streams import StreamLimits, attach_consumer, ensure_streams, snapshot_store
 from ykbus.bus.subjects import (
     CORE_TOKEN,
     HDR_CONTENT_TYPE,
-    HDR_IN_SEQ,
-    HDR_MSG_ID,
     IN_STREAM,
     MSGPACK,
-    OUT_STREAM,
     SNAPSHOT_OBJECT,
     Subjects,
     js_reply_meta,
 )
-from ykbus.core import Core, Entry, Output
+from ykbus.core import Core, Entry
 from ykbus.core.config import Acl
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
-from ykbus.si import codec, compat
-from ykbus.si import messages as m
+from ykbus.si import compat
 from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
@@ -88,26 +84,6 @@ def _restore(data: bytes | None) -> Core:
 def snapshot_digest(data: bytes) -> str:
     """The digest a JetStream object store records for `data`."""
     return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
-
-
-def split_output(msg: Any, encoding: str, max_bytes: int, int64: str = "number") -> list[bytes]:
-    """`msg` encoded, as one message or, when it is larger than `max_bytes`, as several:
-    each list field is cut in halves until every part fits. Deterministic, so the message
-    ids `<in-seq>-<index>` of a replayed entry are the same. `int64` "string": int64 fields
-    as decimal strings (the RM's `extraConfig.int64`, see ykbus.si.compat)."""
-    data = codec.encode(msg if int64 == "number" else compat.int64_as_strings(msg), encoding)
-    limit = max_bytes - 4096  # room for the headers
-    if len(data) <= limit:
-        return [data]
-    fields = {f: getattr(msg, f) for f in msg.__struct_fields__ if isinstance(getattr(msg, f), list)}
-    longest = max(fields, key=lambda f: len(fields[f]), default=None)
-    if longest is None or len(fields[longest]) < 2:
-        raise ValueError(f"an output of {len(data)} bytes cannot be split below {limit}")
-    items = fields[longest]
-    half = len(items) // 2
-    first = msgspec.structs.replace(msg, **{longest: items[:half]})
-    second = msgspec.structs.replace(msg, **{f: [] for f in fields if f != longest}, **{longest: items[half:]})
-    return split_output(first, encoding, max_bytes, int64) + split_output(second, encoding, max_bytes, int64)
 
 
 class LogGap(Exception):
@@ -148,16 +124,10 @@ class CoreService:
         self.started = anyio.Event()
         self._stop = anyio.Event()
         self.clock = LogClock(settings, lambda: self.core, self._append)
-        # Outputs already on YK_OUT when we started: entries below `_out_floor` are all there;
-        # from it on, `_out_ids` holds the message ids that are (see `_published_outputs`).
-        self._out_floor = 0
-        self._out_ids: set[str] = set()
-        self.max_payload = 1 << 20
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
         self._dropped_seen = 0
         self._frozen_at = 0
         self._input_sub: Any = None
-        self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
 
     @property
     def core(self) -> Core:
@@ -204,9 +174,11 @@ class CoreService:
             mark("snapshot_ms")
             await self._check_log_start()
             await self._read_failed_records()
-            self._out_floor, self._out_ids = await self._published_outputs()
+            self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
+                                             self.stats, self._output_format)
+            await self.publisher.scan()
             mark("outputs_scanned_ms")
-            self.max_payload = self.nc.max_payload
+            self.publisher.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
             sub = self._input_sub = await self.js.subscribe(
                 self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
@@ -288,33 +260,6 @@ class CoreService:
             raise LogGap(f"the input log starts at seq {first} but the core has applied only up to "
                          f"{self.core.last_seq}: entries {self.core.last_seq + 1}..{first - 1} are gone")
 
-    async def _published_outputs(self) -> tuple[int, set[str]]:
-        """What a restart must not publish again. At most `publish_window` outputs are ever
-        unacknowledged, and a failed one is published again before more are sent past the
-        window, so every output older than the last 2 x window messages is stored: read the
-        ids of those last messages, and the in-seq below which nothing can be missing."""
-        info = await self.js.stream_info(OUT_STREAM)
-        if not info.state.messages:
-            return 0, set()
-        last = info.state.last_seq
-        first = max(info.state.first_seq, last - 2 * self.settings.publish_window + 1)
-        ids: set[str] = set()
-        floor: int | None = None
-        sub = await self.js.subscribe(
-            self.subjects.outputs, stream=OUT_STREAM, ordered_consumer=True, headers_only=True,
-            config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first))
-        try:
-            async for msg in sub.messages:
-                headers = msg.headers or {}
-                ids.add(headers.get(HDR_MSG_ID, ""))
-                in_seq = int(headers.get(HDR_IN_SEQ, "0"))
-                floor = in_seq if floor is None else min(floor, in_seq)
-                if msg.metadata.sequence.stream >= last:
-                    break
-        finally:
-            await sub.unsubscribe()
-        return floor or 0, ids
-
     # --- the writer ------------------------------------------------------------------
 
     async def _consume(self, sub: Any, scope: anyio.CancelScope) -> None:
@@ -337,7 +282,7 @@ class CoreService:
                 self.clock.heard(rm)
             if kind == "rmstate":
                 self.clock.rmstate_applied()
-            await self._publish(seq, outputs)
+            await self.publisher.publish(seq, outputs)
             self.stats["entries"] += 1
             if (self.stats["entries"] % FREEZE_EVERY == 0
                     or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
@@ -386,69 +331,15 @@ class CoreService:
             gc.collect()
         gc.freeze()
 
-    async def _publish(self, seq: int, outputs: list[Output]) -> None:
-        """Send the outputs of entry `seq` (split so each fits NATS's max payload), skipping
-        those stored before a restart; acks are settled in a bounded window."""
-        index = -1
-        for out in outputs:
-            if out.kind == "alloc":
-                self.stats["allocations"] += len(out.msg.new)
-            elif out.kind == "event" and not out.rm:  # the core's verdicts on queue files: for the operator
-                for event in out.msg.events:
-                    log.info("core event", extra={"fields": {"seq": seq, "object": event.objectID,
-                                                             "message": event.message}})
-            rm = self.core.rms.get(out.rm)
-            encoding = rm.encoding if rm is not None else "json"
-            int64 = compat.int64_mode(rm.extra_config) if rm is not None else "number"
-            subject = self.subjects.output(out.rm, out.kind)
-            try:
-                parts = split_output(out.msg, encoding, self.max_payload, int64)
-            except ValueError as exc:  # one item larger than a message: the core's bounds should prevent it
-                log.error("an output does not fit in a message: a bug", extra={"fields": {
-                    "seq": seq, "rm": out.rm, "kind": out.kind, "error": str(exc)}})
-                subject = self.subjects.output(out.rm, "event")
-                parts = [codec.encode(m.EventBatch(events=[m.EventRecord(
-                    type=m.EventType.REQUEST, objectID=out.rm, timestampNano=0,
-                    message=f"entry {seq}: its {out.kind} answer could not be sent: {exc}")]), encoding)]
-            for data in parts:
-                index += 1
-                msg_id = f"{seq}-{index}"
-                if seq < self._out_floor or msg_id in self._out_ids:
-                    continue  # stored before a restart
-                headers = {HDR_MSG_ID: msg_id, HDR_IN_SEQ: str(seq)}
-                if encoding == "msgpack":
-                    headers[HDR_CONTENT_TYPE] = MSGPACK
-                future = await self.js.publish_async(subject, data, headers=headers)
-                self._inflight.append((future, subject, data, headers))
-                self.stats["outputs"] += 1
-        await self._settle(self.settings.publish_window)
-
-    async def _settle(self, window: int) -> None:
-        """Check publish acks, oldest first, until at most `window` are in flight (0: all).
-        A failed publish is sent again with the same message id until it is stored."""
-        inflight = self._inflight
-        while inflight and (len(inflight) > window or inflight[0][0].done()):
-            future, subject, data, headers = inflight.popleft()
-            try:
-                await future
-            except Exception as exc:  # noqa: BLE001 - any failure: publish again, same msg id
-                await self._republish(subject, data, headers, exc)
-
-    async def _republish(self, subject: str, data: bytes, headers: dict[str, str], first: Exception) -> None:
-        error: Exception = first
-        for attempt in range(self.settings.publish_retries):
-            log.warning("output publish failed, retrying", extra={"fields": {
-                "subject": subject, "msg_id": headers[HDR_MSG_ID], "attempt": attempt + 1, "error": repr(error)}})
-            await anyio.sleep(min(0.1 * 2**attempt, 2.0))
-            try:
-                await self.js.publish(subject, data, headers=headers)
-                return
-            except Exception as exc:  # noqa: BLE001
-                error = exc
-        raise RuntimeError(f"could not publish {headers[HDR_MSG_ID]} to {subject}: {error!r}")
+    def _output_format(self, rm_id: str) -> tuple[str, str]:
+        """How outputs to `rm_id` are encoded: its registered encoding and int64 mode."""
+        rm = self.core.rms.get(rm_id)
+        if rm is None:
+            return "json", "number"
+        return rm.encoding, compat.int64_mode(rm.extra_config)
 
     async def _snapshot(self) -> None:
-        await self._settle(0)  # every output up to the cursor is stored before the cursor is
+        await self.publisher.settle(0)  # every output up to the cursor is stored before the cursor is
         if self.applied_since_snapshot == 0:
             return
         t0 = time.perf_counter()

@@ -1,0 +1,152 @@
+"""Outputs to YK_OUT: split to fit, published with dedup ids, acks settled in a window.
+
+Each output of entry N is published with `Nats-Msg-Id: <N>-<index>` and `Yk-In-Seq: <N>`,
+at once and in order; acks are checked in a bounded window (`window` publishes in flight
+across entries), and all of them before the service writes a snapshot. On start, `scan`
+reads what the stream already holds, so that outputs a replayed tail would emit again are
+skipped up to the last stored message and deduplicated by id beyond it: `kill -9` at any
+moment duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import msgspec
+from nats.js import api
+
+from ykbus.bus.subjects import HDR_CONTENT_TYPE, HDR_IN_SEQ, HDR_MSG_ID, MSGPACK, OUT_STREAM, Subjects
+from ykbus.core import Output
+from ykbus.si import codec, compat
+from ykbus.si import messages as m
+
+log = logging.getLogger("ykbus.core")
+
+
+def split_output(msg: Any, encoding: str, max_bytes: int, int64: str = "number") -> list[bytes]:
+    """`msg` encoded, as one message or, when it is larger than `max_bytes`, as several:
+    each list field is cut in halves until every part fits. Deterministic, so the message
+    ids `<in-seq>-<index>` of a replayed entry are the same. `int64` "string": int64 fields
+    as decimal strings (the RM's `extraConfig.int64`, see ykbus.si.compat)."""
+    data = codec.encode(msg if int64 == "number" else compat.int64_as_strings(msg), encoding)
+    limit = max_bytes - 4096  # room for the headers
+    if len(data) <= limit:
+        return [data]
+    fields = {f: getattr(msg, f) for f in msg.__struct_fields__ if isinstance(getattr(msg, f), list)}
+    longest = max(fields, key=lambda f: len(fields[f]), default=None)
+    if longest is None or len(fields[longest]) < 2:
+        raise ValueError(f"an output of {len(data)} bytes cannot be split below {limit}")
+    items = fields[longest]
+    half = len(items) // 2
+    first = msgspec.structs.replace(msg, **{longest: items[:half]})
+    second = msgspec.structs.replace(msg, **{f: [] for f in fields if f != longest}, **{longest: items[half:]})
+    return split_output(first, encoding, max_bytes, int64) + split_output(second, encoding, max_bytes, int64)
+
+
+class OutputPublisher:
+    def __init__(self, js: Any, subjects: Subjects, window: int, retries: int, stats: dict[str, int],
+                 output_format: Callable[[str], tuple[str, str]]) -> None:
+        """`output_format(rm)` is (encoding, int64 mode) of the outputs to that RM; `stats`
+        counts `outputs` and `allocations`."""
+        self._js = js
+        self._subjects = subjects
+        self.window = window
+        self._retries = retries
+        self._stats = stats
+        self._format = output_format
+        self.max_payload = 1 << 20  # the server's, once connected
+        # Outputs already on YK_OUT when we started: entries below `_floor` are all there;
+        # from it on, `_ids` holds the message ids that are (see `scan`).
+        self._floor = 0
+        self._ids: set[str] = set()
+        self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
+
+    async def scan(self) -> None:
+        """What a restart must not publish again. At most `publish_window` outputs are ever
+        unacknowledged, and a failed one is published again before more are sent past the
+        window, so every output older than the last 2 x window messages is stored: read the
+        ids of those last messages, and the in-seq below which nothing can be missing."""
+        info = await self._js.stream_info(OUT_STREAM)
+        if not info.state.messages:
+            return
+        last = info.state.last_seq
+        first = max(info.state.first_seq, last - 2 * self.window + 1)
+        ids: set[str] = set()
+        floor: int | None = None
+        sub = await self._js.subscribe(
+            self._subjects.outputs, stream=OUT_STREAM, ordered_consumer=True, headers_only=True,
+            config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first))
+        try:
+            async for msg in sub.messages:
+                headers = msg.headers or {}
+                ids.add(headers.get(HDR_MSG_ID, ""))
+                in_seq = int(headers.get(HDR_IN_SEQ, "0"))
+                floor = in_seq if floor is None else min(floor, in_seq)
+                if msg.metadata.sequence.stream >= last:
+                    break
+        finally:
+            await sub.unsubscribe()
+        self._floor, self._ids = floor or 0, ids
+
+    async def publish(self, seq: int, outputs: list[Output]) -> None:
+        """Send the outputs of entry `seq` (split so each fits NATS's max payload), skipping
+        those stored before a restart; acks are settled in a bounded window."""
+        index = -1
+        for out in outputs:
+            if out.kind == "alloc":
+                self._stats["allocations"] += len(out.msg.new)
+            elif out.kind == "event" and not out.rm:  # the core's verdicts on queue files: for the operator
+                for event in out.msg.events:
+                    log.info("core event", extra={"fields": {"seq": seq, "object": event.objectID,
+                                                             "message": event.message}})
+            encoding, int64 = self._format(out.rm)
+            subject = self._subjects.output(out.rm, out.kind)
+            try:
+                parts = split_output(out.msg, encoding, self.max_payload, int64)
+            except ValueError as exc:  # one item larger than a message: the core's bounds should prevent it
+                log.error("an output does not fit in a message: a bug", extra={"fields": {
+                    "seq": seq, "rm": out.rm, "kind": out.kind, "error": str(exc)}})
+                subject = self._subjects.output(out.rm, "event")
+                parts = [codec.encode(m.EventBatch(events=[m.EventRecord(
+                    type=m.EventType.REQUEST, objectID=out.rm, timestampNano=0,
+                    message=f"entry {seq}: its {out.kind} answer could not be sent: {exc}")]), encoding)]
+            for data in parts:
+                index += 1
+                msg_id = f"{seq}-{index}"
+                if seq < self._floor or msg_id in self._ids:
+                    continue  # stored before a restart
+                headers = {HDR_MSG_ID: msg_id, HDR_IN_SEQ: str(seq)}
+                if encoding == "msgpack":
+                    headers[HDR_CONTENT_TYPE] = MSGPACK
+                future = await self._js.publish_async(subject, data, headers=headers)
+                self._inflight.append((future, subject, data, headers))
+                self._stats["outputs"] += 1
+        await self.settle(self.window)
+
+    async def settle(self, window: int) -> None:
+        """Check publish acks, oldest first, until at most `window` are in flight (0: all).
+        A failed publish is sent again with the same message id until it is stored."""
+        inflight = self._inflight
+        while inflight and (len(inflight) > window or inflight[0][0].done()):
+            future, subject, data, headers = inflight.popleft()
+            try:
+                await future
+            except Exception as exc:  # noqa: BLE001 - any failure: publish again, same msg id
+                await self._republish(subject, data, headers, exc)
+
+    async def _republish(self, subject: str, data: bytes, headers: dict[str, str], first: Exception) -> None:
+        error: Exception = first
+        for attempt in range(self._retries):
+            log.warning("output publish failed, retrying", extra={"fields": {
+                "subject": subject, "msg_id": headers[HDR_MSG_ID], "attempt": attempt + 1, "error": repr(error)}})
+            await anyio.sleep(min(0.1 * 2**attempt, 2.0))
+            try:
+                await self._js.publish(subject, data, headers=headers)
+                return
+            except Exception as exc:  # noqa: BLE001
+                error = exc
+        raise RuntimeError(f"could not publish {headers[HDR_MSG_ID]} to {subject}: {error!r}")
