@@ -60,7 +60,6 @@ from ykbus.core.config import (
     AppSortPolicy,
     ChildTemplate,
     LimitConfig,
-    NodeSortPolicy,
     PartitionConfig,
     PlacementRule,
     PriorityPolicy,
@@ -87,6 +86,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.resources import Res, add_into, first_over, fits, scaled, share, sub_into
+from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timers
 from ykbus.si import messages as m
 
@@ -482,6 +482,7 @@ class Partition:
         self.config = config
         self.node_sort = config.nodesortpolicy.type
         self.weights = config.nodesortpolicy.resourceweights
+        self.scorer = scorer_for(self.node_sort, self.weights)
         seen: dict[str, Queue] = {}
         self._configure(self.root, config.root, True, seen)
         draining = []
@@ -716,26 +717,13 @@ class Partition:
 
     # --- nodes -----------------------------------------------------------------------
 
-    def _node_key(self, node: Node) -> tuple[float, str]:
-        score = 0.0
-        weight_sum = 0.0
-        for name, weight in self.weights.items():
-            cap = node.capacity.get(name, 0)
-            if cap > 0 and weight > 0:
-                used = node.allocated.get(name, 0) + node.occupied.get(name, 0)
-                score += weight * used / cap
-                weight_sum += weight
-        if weight_sum:
-            score /= weight_sum
-        return (score if self.node_sort is NodeSortPolicy.FAIR else -score, node.id)
-
     def _index_node(self, node: Node) -> None:
         old = node.key
         if old is not None:
             self.node_index.remove(old)
             node.key = None
         if node.state is NodeState.SCHEDULABLE:
-            node.key = self._node_key(node)
+            node.key = self.scorer.key(node)
             self.node_index.add(node.key)
         for res, fitting in self._fit_cache.values():
             if old is not None:

@@ -25,6 +25,7 @@ from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, count_app_priorities
 from ykbus.core.resources import add_into, scaled
+from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timer, Timers
 from ykbus.core.why import Why
 
@@ -46,7 +47,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
                       "trackers"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_created", "_denied", "_failed_shapes", "_fit_cache", "_shapes",  # scratch of one entry
-                            "alive", "ledger", "node_index", "node_sort", "rm", "root", "timers", "total",
+                            "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition"}),  # from its partitions' nodes
     "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions"}),  # the process's, not the state's
@@ -275,6 +276,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
     p.config = s.config
     p.node_sort = s.config.nodesortpolicy.type
     p.weights = s.config.nodesortpolicy.resourceweights
+    p.scorer = scorer_for(p.node_sort, p.weights)
     p.seq, p._rekey = s.seq, s.rekey
     p._failed_shapes, p._fit_cache, p._shapes = set(), {}, {}
     p.nodes, p.apps, p.allocations, p.total = {}, {}, {}, {}
