@@ -138,3 +138,19 @@ def test_a_format_2_snapshot_without_reasons_still_loads():
     assert why(h, "a", "k") is None
     h.do(h.log.asks(ask("k2", "a", vcore=1000)))
     assert why(h, "a", "k2")["code"] == "QueueMax"
+
+
+def test_an_application_held_by_maxapplications_that_recovery_makes_running_is_held_no_more():
+    """Regression (found by the fuzz campaign's reason invariant): a recovered allocation
+    makes a held Accepted application Running; it must then be scheduled, not stay held."""
+    from ykbus.log.build import allocation
+
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(app("a", "root.small"), app("b", "root.small")))
+    h.do(h.log.asks(ask("ka", "a", vcore=100), ask("kb", "b", vcore=100)))
+    assert why(h, "b", "kb")["code"] == "QueueMaxApplications"
+    outs = h.do(h.log.nodes(node("n2", vcore=1000, existing=[allocation("old-1", "kold", "b", "n2", vcore=100)])))
+    assert [a.allocationKey for m in outs if m.kind == "alloc" for a in m.msg.new] == ["kb"]
+    assert why(h, "b", "kb") is None
+    true_and_kept(h)
