@@ -799,6 +799,10 @@ class Partition:
                 q.running += 1
             for t in app.trackers:
                 t.running += 1
+            if app.blocked_on is not None:  # a recovered allocation started it: maxapplications holds it no more
+                app.blocked_on.app_waiters.pop(app.id, None)
+                app.blocked_on = None
+                app.why = None
             if app.timeout_ms > 0 and old is not AppState.COMPLETING:
                 app.timer += 1
                 self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(self, app, app.timer))
