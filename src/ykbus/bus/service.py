@@ -68,17 +68,14 @@ from ykbus.core import Core, Entry
 from ykbus.core.config import Acl
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.replay import restorer
 from ykbus.si import compat
 from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
+_restore = restorer()  # a core from a checkpoint, for the guard
 FREEZE_EVERY = 1000  # entries between gc.freeze() calls
 FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
-
-
-def _restore(data: bytes | None) -> Core:
-    """A core from a checkpoint (None: a fresh one), for the guard."""
-    return Core(load_yaml=load_yaml) if data is None else load_snapshot(data, load_yaml)
 
 
 def snapshot_digest(data: bytes) -> str:
@@ -117,7 +114,7 @@ class CoreService:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.subjects = Subjects(settings.prefix)
-        self.guard = GuardedCore(Core(load_yaml=load_yaml), _restore)
+        self.guard = GuardedCore(_restore(None), _restore)
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append)
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token)
         self.applied_since_snapshot = 0

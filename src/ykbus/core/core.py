@@ -219,7 +219,7 @@ class Core:
             ctx.register(entry.rm, f"rmID {RESERVED_RM!r} is reserved for the core service")
             return
         if not entry.rm:
-            ctx.register(entry.rm, f"rmID {msg.rmID!r}: a registration must come on the RM's own subject "
+            ctx.register(entry.rm, f"rmID {limits.quoted(msg.rmID)}: a registration must come on the RM's own subject "
                          f"(yk.v1.in.{msg.rmID}.register), not on the core service's")
             return
         encoding = msg.extraConfig.get("encoding", "json")

@@ -7,7 +7,7 @@ answered as failed and skipped, as the live service would.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ykbus.core import Core
 from ykbus.core.config import SchedulerConfig
@@ -20,7 +20,9 @@ from ykbus.yamlload import load_yaml
 CHECKPOINT_EVERY = 50_000  # entries between in-memory checkpoints (a failure re-applies at most this many)
 
 
-def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = CHECKPOINT_EVERY) -> GuardedCore:
+def restorer(queues: SchedulerConfig | None = None) -> Callable[[bytes | None], Core]:
+    """A core from a snapshot (None: a fresh core), with the YAML loader and, for replay's
+    what-if, the queue configuration that replaces every registration's."""
     def restore(data: bytes | None) -> Core:
         if data is None:
             return Core(load_yaml=load_yaml, queues_override=queues)
@@ -28,6 +30,11 @@ def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = 
         core._override = queues
         return core
 
+    return restore
+
+
+def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = CHECKPOINT_EVERY) -> GuardedCore:
+    restore = restorer(queues)
     return GuardedCore(restore(None), restore, checkpoint_every=checkpoint_every, dump=dump_snapshot)
 
 
