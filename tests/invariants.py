@@ -28,8 +28,9 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from ykbus.core import Core
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
+from ykbus.core.model import RECOVERY_QUEUE
 from ykbus.core.outbox import Entry, Output
-from ykbus.core.partition import RECOVERY_QUEUE, Partition
+from ykbus.core.partition import Partition
 from ykbus.core.resources import fits
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.jsonl import encode_output

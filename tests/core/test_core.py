@@ -537,15 +537,15 @@ def test_out_of_order_entry_is_a_caller_bug():
 # --- incremental cost ------------------------------------------------------------------
 
 def test_unrelated_entries_do_not_retry_waiting_asks(h, monkeypatch):
-    from ykbus.core.partition import Partition
+    from ykbus.core.scheduling import Scheduler
     tries = []
-    original = Partition._try_ask
+    original = Scheduler._ask
 
-    def counting(self, ask_, ctx):
+    def counting(self, ask_):
         tries.append(ask_.key)
-        return original(self, ask_, ctx)
+        return original(self, ask_)
 
-    monkeypatch.setattr(Partition, "_try_ask", counting)
+    monkeypatch.setattr(Scheduler, "_ask", counting)
     h.setup(TWO_QUEUES, n1={"vcore": 1000})
     h.do(h.log.apps(app("big", "prod"), app("other", "prod")))
     h.do(h.log.asks(*[ask(f"k{i}", "big", vcore=2000) for i in range(500)]))
@@ -598,14 +598,14 @@ def test_config_update_that_breaks_live_state_is_refused(h):
 
 def test_fit_cache_never_changes_a_decision(monkeypatch):
     """The per-pass index of nodes that fit a shape must give the walk's exact answer."""
-    import ykbus.core.partition as partition
+    import ykbus.core.scheduling as scheduling
     from ykbus.core import Core
     from ykbus.log.build import LogBuilder
     from ykbus.log.jsonl import encode_output
     from ykbus.yamlload import load_yaml
 
     def run(after):
-        monkeypatch.setattr(partition, "FIT_CACHE_AFTER", after)
+        monkeypatch.setattr(scheduling, "FIT_CACHE_AFTER", after)
         core, log, out = Core(load_yaml=load_yaml), LogBuilder("rm"), []
         cfg = TWO_QUEUES.replace("    queues:\n", "    nodesortpolicy: {type: binpacking}\n    queues:\n", 1)
         entries = [log.register(cfg),
@@ -644,7 +644,7 @@ def test_churn_leaves_no_cyclic_garbage_of_core_objects():
     import gc
 
     from tests.conftest import Harness
-    from ykbus.core.partition import Alloc, App, Ask, Node
+    from ykbus.core.model import Alloc, App, Ask, Node
 
     gc.collect()
     gc.disable()  # whatever cycles the churn makes stay until the collection below

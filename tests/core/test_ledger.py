@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.conftest import Harness
 from tests.core.test_access import LIMITS, placed
-from ykbus.core.partition import Alloc
+from ykbus.core.model import Alloc
 from ykbus.log.build import app, ask
 
 

@@ -43,7 +43,6 @@ depend on changes; priorities follow the seed's O(1) add / O(n) remove rule.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -51,22 +50,9 @@ from sortedcontainers import SortedList
 from ykbus import limits
 from ykbus.core import why
 from ykbus.core.config import (
-    PROP_PRIORITY_OFFSET,
-    PROP_PRIORITY_POLICY,
-    PROP_SORT_POLICY,
-    PROP_SORT_PRIORITY,
-    QUEUE_NAME,
-    WILDCARD,
     AppSortPolicy,
-    ChildTemplate,
-    LimitConfig,
     PartitionConfig,
-    PlacementRule,
-    PriorityPolicy,
     QueueConfig,
-    RuleFilter,
-    SortPriority,
-    parse_offset,
 )
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import (
@@ -76,7 +62,6 @@ from ykbus.core.lifecycle import (
     NODE,
     SCHEDULABLE_APP_STATES,
     AllocationEvent,
-    AllocationState,
     AppEvent,
     AppState,
     AskEvent,
@@ -84,338 +69,31 @@ from ykbus.core.lifecycle import (
     NodeEvent,
     NodeState,
 )
+from ykbus.core.model import (
+    NODE_WAIT,
+    Alloc,
+    App,
+    Ask,
+    Node,
+    Queue,
+    Tracker,
+    applicable_limits,
+    count_app_priorities,
+    full_path,
+    tracker_key,
+)
 from ykbus.core.outbox import Outbox
-from ykbus.core.resources import Res, add_into, first_over, fits, scaled, share, sub_into
+from ykbus.core.placement import AppPlacement, apply_template
+from ykbus.core.resources import Res, add_into, fits, scaled, share, sub_into
+from ykbus.core.scheduling import Allocate, Hold, Park, Plan, Scheduler
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timers
 from ykbus.si import messages as m
 
-INT32_MIN = -(2**31)
-INT32_MAX = 2**31 - 1
-
-NODE_WAIT = "node"
-NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
-Shape = tuple[tuple[str, int], ...]
-FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
-
-
-def _clamp(value: int) -> int:
-    return max(INT32_MIN, min(INT32_MAX, value))
-
-
-DOT = "_dot_"  # replaces "." in a queue name part generated from a user, group or tag
 _RELEASE_EVENTS = {
     m.TerminationType.TIMEOUT: AllocationEvent.TIMEOUT,
     m.TerminationType.PREEMPTED_BY_SCHEDULER: AllocationEvent.PREEMPT,
 }
-RECOVERY_QUEUE = "root.@recovery@"  # YuniKorn's queue for recovered apps that cannot be placed
-FORCE_TAG = "application.create.force"  # YuniKorn's tag on applications an RM recovers
-
-
-def may_submit(queue: Queue, user: str, groups: list[str]) -> bool:
-    """The seed's ACL check: the submit or admin ACL of the queue or of any queue above it
-    lets the user in. An unmanaged queue has no ACL of its own, so its parent's count.
-    With no ACL anywhere on the way, access is denied."""
-    q: Queue | None = queue
-    while q is not None:
-        for acl in (q.submitacl, q.adminacl):
-            if acl is not None and acl.allows(user, groups):
-                return True
-        q = q.parent
-    return False
-
-
-def _full_path(name: str) -> str:
-    path = name.strip().lower()
-    return path if path == "root" or path.startswith("root.") else f"root.{path}"
-
-
-def _matches(names: list[str], candidates: list[str]) -> bool:
-    if len(names) == 1:
-        return any(re.fullmatch(names[0], c) for c in candidates)
-    return any(c in names for c in candidates)
-
-
-def _filter_allows(flt: RuleFilter, user: str, groups: list[str]) -> bool:
-    """Whether a rule applies: with no users and no groups listed, to everyone."""
-    if not flt.users and not flt.groups:
-        return flt.type != "deny"
-    hit = _matches(flt.users, [user]) or _matches(flt.groups, groups)
-    return hit if flt.type == "allow" else not hit
-
-
-def fmt_res(res: Res) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
-
-
-class Node:
-    __slots__ = ("id", "attributes", "capacity", "occupied", "allocated", "free", "state",
-                 "allocations", "key")
-
-    def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
-        self.id = node_id
-        self.attributes = attributes
-        self.capacity = capacity
-        self.occupied = occupied
-        self.allocated: Res = {}
-        self.free: Res = {}
-        self.state = NodeState.SCHEDULABLE
-        self.allocations: dict[str, Alloc] = {}
-        self.key: tuple[float, str] | None = None
-        self.recompute_free()
-
-    def recompute_free(self) -> None:
-        free = dict(self.capacity)
-        sub_into(free, self.occupied)
-        sub_into(free, self.allocated)
-        self.free = free
-
-
-class Queue:
-    __slots__ = (
-        "name", "path", "parent", "children", "leaf", "managed", "draining", "guaranteed", "max",
-        "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
-        "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
-        "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
-        "limits", "template", "app_prios",
-    )
-
-    def __init__(self, name: str, parent: Queue | None) -> None:
-        self.name = name
-        self.parent = parent
-        self.path = name if parent is None else f"{parent.path}.{name}"
-        self.children: dict[str, Queue] = {}
-        self.leaf = True
-        self.managed = True
-        self.draining = False
-        self.draining_since = 0
-        self.allocated: Res = {}
-        self.pending: Res = {}
-        self.apps: dict[str, App] = {}
-        self.running = 0
-        self.active = 0
-        self.active_apps: SortedList = SortedList()
-        self.waiters: dict[tuple[str, str], Ask] = {}
-        self.app_waiters: dict[str, App] = {}
-        self.raw_priority: int | None = None
-        self.app_prios: dict[int, int] = {}  # a leaf's applications per max priority (None not counted)
-        self.limits: list[LimitConfig] = []
-        self.template: ChildTemplate | None = None
-
-    def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
-        self.leaf = not qc.parent
-        self.guaranteed = dict(qc.guaranteed)
-        self.max = dict(qc.max)
-        self.maxapps = qc.maxapplications
-        self.properties = dict(qc.properties)
-        self.submitacl = qc.submitacl
-        self.adminacl = qc.adminacl
-        self.limits = list(qc.limits)
-        self.template = qc.childtemplate
-        explicit = qc.properties.get(PROP_SORT_PRIORITY)
-        self.sort_priority = (
-            SortPriority.from_str(explicit) is SortPriority.ENABLED if explicit else inherited_sort_priority
-        )
-        self.set_policies()
-
-    def set_policies(self) -> None:
-        """The policies that follow from `properties` (validated already by the config parser)."""
-        props = self.properties
-        self.sort_policy = AppSortPolicy.from_str(props.get(PROP_SORT_POLICY, "fifo"))
-        self.priority_fence = (
-            PriorityPolicy.from_str(props.get(PROP_PRIORITY_POLICY, "default")) is PriorityPolicy.FENCE
-        )
-        self.priority_offset = parse_offset(props.get(PROP_PRIORITY_OFFSET, "0"))
-
-    def exposed_priority(self) -> int | None:
-        """The priority this queue shows its parent (seed: offset, fence)."""
-        if self.priority_fence:
-            return self.priority_offset
-        if self.raw_priority is None:
-            return None
-        return _clamp(self.raw_priority + self.priority_offset)
-
-    def ancestry(self) -> list[Queue]:
-        """This queue and its parents up to root."""
-        out = []
-        q: Queue | None = self
-        while q is not None:
-            out.append(q)
-            q = q.parent
-        return out
-
-
-class Ask:
-    __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
-                 "priority", "seq", "tags", "task_group", "placeholder", "originator",
-                 "timeout_ms", "state", "waiting", "reported", "why")
-
-    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
-        self.key = msg.allocationKey
-        self.app = app
-        self.seq = seq
-        self.allocated = 0
-        self.state = AskState.PENDING
-        self.waiting: str | None = None  # NODE_WAIT, or the path of the queue it waits for
-        self.reported = ""  # last scheduling-state reason sent, so it is sent once
-        self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)
-        self.update(msg, resource, shape)
-
-    def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
-        self.resource, self.shape = resource, shape
-        self.max_allocations = msg.maxAllocations or 1
-        self.pending = max(0, self.max_allocations - self.allocated)
-        self.priority = msg.priority
-        self.tags = msg.tags or NO_TAGS
-        self.task_group = msg.taskGroupName
-        self.placeholder = msg.placeholder
-        self.originator = msg.Originator
-        self.timeout_ms = msg.executionTimeoutMilliSeconds
-
-    @property
-    def entry(self) -> tuple[int, int, Ask]:
-        """Its place in the application's active list; built when needed, never stored,
-        so that an ask is not part of a reference cycle and is freed when dropped."""
-        return (-self.priority, self.seq, self)
-
-
-class Alloc:
-    __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
-                 "placeholder", "state", "born")
-
-    def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
-                 tags: dict[str, str], task_group: str, placeholder: bool, born: int) -> None:
-        self.uuid = uuid
-        self.born = born  # the input seq that created or recovered it
-        self.key = key
-        self.app = app
-        self.node = node
-        self.resource = resource
-        self.priority = priority
-        self.tags = tags
-        self.task_group = task_group
-        self.placeholder = placeholder
-        self.state = AllocationState.ALLOCATED
-
-    def message(self, partition: str) -> m.Allocation:
-        return m.Allocation(
-            allocationKey=self.key, allocationTags=self.tags, UUID=self.uuid,
-            resourcePerAlloc=resource_msg(self.resource), priority=self.priority,
-            nodeID=self.node.id, applicationID=self.app.id, partitionName=partition,
-            taskGroupName=self.task_group, placeholder=self.placeholder,
-        )
-
-
-class App:
-    __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
-                 "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
-                 "entry", "timeout_ms", "timer", "trackers", "why")
-
-    def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
-        self.id = msg.applicationID
-        self.queue = queue
-        self.path = queue.ancestry()
-        self.user = msg.ugi.user
-        self.groups = list(msg.ugi.groups)
-        self.tags = msg.tags
-        self.state = AppState.NEW
-        self.seq = seq
-        self.asks: dict[str, Ask] = {}
-        self.active: SortedList = SortedList()
-        self.allocations: dict[str, Alloc] = {}
-        self.allocated: Res = {}
-        self.pending: Res = {}
-        self.max_priority: int | None = None
-        self.priorities: dict[int, int] = {}  # pending asks per priority: O(1) add, O(distinct) remove
-        self.blocked_on: Queue | Tracker | None = None
-        self.entry: tuple[Any, ...] | None = None  # its sort key while in the leaf's active_apps
-        self.timeout_ms = msg.executionTimeoutMilliSeconds
-        self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
-        self.trackers: list[Tracker] = []  # the user and group limits that apply to it
-        # why its active asks wait although they are not parked: a maxapplications that
-        # blocks it (while `blocked_on` is set), or a stateaware queue that starts another first
-        self.why: why.Why | None = None
-
-
-class Tracker:
-    """What one user (or group) uses in one queue that has a limit for them.
-
-    `key` is `<queue path>|user|<name>` or `<queue path>|group|<name>`: it is what an ask
-    waiting for this limit has in `waiting`, and what a blocked application is blocked on."""
-
-    __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "waiters", "app_waiters",
-                 "apps")
-
-    def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
-        self.key = tracker_key(queue, kind, name)
-        self.queue = queue
-        self.kind = kind
-        self.name = name
-        self.limit = limit
-        self.allocated: Res = {}
-        self.running = 0
-        self.waiters: dict[tuple[str, str], Ask] = {}
-        self.app_waiters: dict[str, App] = {}
-        self.apps = 0  # applications it applies to: it goes with the last of them
-
-    @property
-    def path(self) -> str:
-        return self.key
-
-    def describe(self) -> str:
-        label = f" ({self.limit.limit})" if self.limit.limit else ""
-        return f"{self.kind} {self.name} limit{label} in queue {self.queue.path}"
-
-
-def count_app_priorities(leaf: Queue) -> None:
-    """Rebuild a leaf's count of its applications per max priority."""
-    leaf.app_prios = {}
-    for a in leaf.apps.values():
-        if a.max_priority is not None:
-            leaf.app_prios[a.max_priority] = leaf.app_prios.get(a.max_priority, 0) + 1
-
-
-def tracker_key(queue: Queue, kind: str, name: str) -> str:
-    return f"{queue.path}|{kind}|{name}"
-
-
-def applicable_limits(queue: Queue, user: str, groups: list[str]) -> list[tuple[str, str, LimitConfig]]:
-    """The limits of `queue` that apply to a user, as (kind, tracked name, limit): the
-    user's own or else the `*` user limit; for groups, the first of the user's groups that
-    has a limit here, or else the `*` group limit counted against the user's first group."""
-    out: list[tuple[str, str, LimitConfig]] = []
-    if not queue.limits:
-        return out
-    own = next((lim for lim in queue.limits if user in lim.users), None)
-    wild = next((lim for lim in queue.limits if WILDCARD in lim.users), None)
-    if own is not None or wild is not None:
-        out.append(("user", user, own or wild))  # type: ignore[arg-type]
-    for g in groups:
-        lim = next((lim for lim in queue.limits if g in lim.groups), None)
-        if lim is not None:
-            out.append(("group", g, lim))
-            break
-    else:
-        wild = next((lim for lim in queue.limits if WILDCARD in lim.groups), None)
-        if wild is not None and groups:
-            out.append(("group", groups[0], wild))
-    return out
-
-
-_RESOURCE_MSGS: dict[int, tuple[Res, m.Resource]] = {}
-
-
-def resource_msg(res: Res) -> m.Resource:
-    """The wire form of a resource vector. Vectors are interned per partition and never
-    mutated, so their (immutable) wire form is built once and shared, keyed by identity."""
-    found = _RESOURCE_MSGS.get(id(res))
-    if found is not None and found[0] is res:
-        return found[1]
-    msg = m.Resource(resources={k: m.Quantity(v) for k, v in res.items()})
-    if len(_RESOURCE_MSGS) >= 4096:
-        _RESOURCE_MSGS.clear()
-    _RESOURCE_MSGS[id(res)] = (res, msg)
-    return msg
 
 
 class Partition:
@@ -437,10 +115,7 @@ class Partition:
         self.queues: dict[str, Queue] = {}
         self.root = Queue("root", None)
         self.seq = 0  # submission order of applications and asks
-        self._failed_shapes: set[tuple[tuple[str, int], ...]] = set()
-        # Within a pass: shape -> (resource, the node_index keys of nodes it fits), built for
-        # a shape once a walk skipped FIT_CACHE_AFTER nodes; kept current by _index_node.
-        self._fit_cache: dict[tuple[tuple[str, int], ...], tuple[Res, SortedList]] = {}
+        self.scheduler = Scheduler(self)
         self._rekey = False
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.trackers: dict[str, Tracker] = {}
@@ -493,10 +168,10 @@ class Partition:
                 draining.append(path)
         self.queues.update(seen)
         for path in draining:
-            self._remove_if_empty(self.queues[path])
+            self.remove_if_empty(self.queues[path])
         for queue in self.queues.values():
             if not queue.managed:
-                self._apply_template(queue)
+                apply_template(queue)
         self._reindex_nodes()
         self._recompute_priorities(self.root)
         self._rekey_all(only_fair=False)
@@ -546,7 +221,7 @@ class Partition:
         walk(config.root, "root")
         return errors
 
-    def _remove_if_empty(self, q: Queue) -> None:
+    def remove_if_empty(self, q: Queue) -> None:
         """Remove a draining or unmanaged queue once empty, then its parent likewise."""
         while q.parent is not None and (q.draining or not q.managed) and not q.apps and not q.children:
             del q.parent.children[q.name]
@@ -556,124 +231,13 @@ class Partition:
     # --- lookups ---------------------------------------------------------------------
 
     def resolve_queue(self, name: str) -> Queue | None:
-        return self.queues.get(_full_path(name))
+        return self.queues.get(full_path(name))
 
-    # --- placement (seed: scheduler-configuration, placement rules) -------------------
+    # --- placement (core/placement.py) ------------------------------------------------
 
     def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
-        """The leaf queue for a new application, or None and why. Without rules the
-        application goes to the queue it names; with rules, the first rule that yields a
-        usable leaf the user may submit to wins (creating an unmanaged queue where the rule
-        says `create`). An application the RM recovers (tag `application.create.force`)
-        that nothing places goes to `root.@recovery@`, without an ACL check."""
-        user, groups = msg.ugi.user, list(msg.ugi.groups)
-        rules = self.config.placementrules
-        self._created: list[Queue] = []
-        self._denied: list[str] = []
-        chosen: Queue | None = None
-        reason = ""
-        if not rules:
-            queue = self.resolve_queue(msg.queueName) if msg.queueName else None
-            if not msg.queueName:
-                reason = "queueName is empty and no placement rule applies"
-            elif _full_path(msg.queueName) == RECOVERY_QUEUE:
-                reason = f"queue {RECOVERY_QUEUE} is reserved for recovered applications"
-            elif queue is None:
-                reason = f"queue {msg.queueName!r} does not exist"
-            elif not queue.leaf:
-                reason = f"queue {queue.path} is a parent queue: applications go to leaf queues"
-            elif queue.draining:
-                reason = f"queue {queue.path} is draining: it accepts no new applications"
-            elif not may_submit(queue, user, groups):
-                reason = self._denial(queue.path, user)
-            else:
-                chosen = queue
-        else:
-            for rule in rules:
-                chosen = self._place_by(rule, msg, leaf=True)
-                if chosen is not None:
-                    break
-            if chosen is None:
-                names = ", ".join(r.name for r in rules)
-                reason = f"no placement rule placed the application (rules: {names})"
-                if self._denied:
-                    reason += "; denied by ACL: " + "; ".join(self._denied)
-        if chosen is None and msg.tags.get(FORCE_TAG, "").lower() == "true":
-            chosen = self.queues.get(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True, recovery=True)
-        keep = chosen.ancestry() if chosen is not None else []
-        for queue in reversed(self._created):  # what failed attempts made goes again
-            if queue not in keep:
-                self._remove_if_empty(queue)
-        return chosen, reason if chosen is None else ""
-
-    @staticmethod
-    def _denial(path: str, user: str) -> str:
-        return f"user {user!r} may not submit to queue {path}: no submitacl or adminacl up to root lets them in"
-
-    def _place_by(self, rule: PlacementRule, msg: m.AddApplicationRequest, leaf: bool) -> Queue | None:
-        """The queue `rule` names (a leaf, or a parent for a parent rule), made if allowed.
-        A leaf the user may not submit to does not count: the next name or rule is tried."""
-        if not _filter_allows(rule.filter, msg.ugi.user, list(msg.ugi.groups)):
-            return None
-        for name in self._rule_names(rule, msg):
-            if rule.parent is not None:
-                parent = self._place_by(rule.parent, msg, leaf=False)
-                if parent is None:
-                    return None
-                path = f"{parent.path}.{name.replace('.', DOT).lower()}"
-            else:
-                path = _full_path(name)
-            if path == RECOVERY_QUEUE:  # reserved: only recovered applications go there
-                continue
-            queue = self.queues.get(path)
-            if queue is None and rule.create:
-                queue = self._create_unmanaged(path, leaf)
-            if queue is not None and queue.leaf == leaf and not queue.draining:
-                if leaf and not may_submit(queue, msg.ugi.user, list(msg.ugi.groups)):
-                    self._denied.append(self._denial(queue.path, msg.ugi.user))
-                    continue
-                return queue
-        return None
-
-    def _rule_names(self, rule: PlacementRule, msg: m.AddApplicationRequest) -> list[str]:
-        """The queue names a rule proposes, in order (generated parts get `.` -> `_dot_`)."""
-        groups = list(msg.ugi.groups)
-        if rule.name == "provided":
-            return [msg.queueName] if msg.queueName else []
-        if rule.name == "fixed":
-            return [rule.value]
-        if rule.name == "user":
-            return [msg.ugi.user.replace(".", DOT)] if msg.ugi.user else []
-        if rule.name == "tag":
-            tag = msg.tags.get(rule.value, "")
-            return [tag.replace(".", DOT)] if tag else []
-        if rule.name == "primarygroup":
-            return [groups[0].replace(".", DOT)] if groups else []
-        return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places
-
-    def _create_unmanaged(self, path: str, leaf: bool, recovery: bool = False) -> Queue | None:
-        parent_path, _, name = path.rpartition(".")
-        parent = self.queues.get(parent_path)
-        if parent is None or parent.leaf or parent.draining or not QUEUE_NAME.match(name):
-            return None
-        queue = Queue(name, parent)
-        queue.configure(QueueConfig(name, not leaf, {}, {}, 0, {}, None, None, []), parent.sort_priority)
-        queue.managed = False
-        if not recovery:
-            self._apply_template(queue)
-        parent.children[name] = queue
-        self.queues[queue.path] = queue
-        self._created.append(queue)
-        return queue
-
-    @staticmethod
-    def _apply_template(queue: Queue) -> None:
-        """An unmanaged leaf takes the child template of the nearest parent that has one."""
-        if not queue.leaf or queue.managed or queue.parent is None or queue.path == RECOVERY_QUEUE:
-            return
-        t = next((q.template for q in queue.parent.ancestry() if q.template is not None), None) or ChildTemplate()
-        queue.configure(QueueConfig(queue.name, False, t.guaranteed, t.max, t.maxapplications, t.properties,
-                                    None, None, []), queue.parent.sort_priority)
+        """The leaf queue for a new application, or None and why."""
+        return AppPlacement(self).place(msg)
 
     # --- user and group limits ----------------------------------------------------------
 
@@ -725,11 +289,8 @@ class Partition:
         if node.state is NodeState.SCHEDULABLE:
             node.key = self.scorer.key(node)
             self.node_index.add(node.key)
-        for res, fitting in self._fit_cache.values():
-            if old is not None:
-                fitting.discard(old)
-            if node.key is not None and fits(res, node.free):
-                fitting.add(node.key)
+        if self.scheduler.fit_cache:
+            self.scheduler.node_moved(node, old)
 
     def _reindex_nodes(self) -> None:
         self.node_index.clear()
@@ -835,7 +396,7 @@ class Partition:
         app.trackers = []
         del self.apps[app.id]
         del app.queue.apps[app.id]
-        self._remove_if_empty(app.queue)
+        self.remove_if_empty(app.queue)
         app.asks.clear()  # no application <-> ask cycle left behind: refcounting frees both
         app.active.clear()
 
@@ -1132,155 +693,53 @@ class Partition:
         if check_done:
             self._check_done(app, ctx)
 
-    # --- the scheduling pass ---------------------------------------------------------
+    # --- the pass: plans (core/scheduling.py), committed here ------------------------
 
     def schedule(self, ctx: Outbox) -> None:
+        """Plan and commit until a walk places nothing (or the entry's budget is spent)."""
         if self._rekey:
             self._rekey = False
             self._rekey_all(only_fair=True)
-        self._failed_shapes.clear()
+        scheduler = self.scheduler
+        scheduler.start()
         try:
-            while self.root.active and ctx.budget_left and self._try_queue(self.root, ctx):
-                pass
+            while self.root.active and ctx.budget_left:
+                plan = scheduler.plan()
+                self.commit(plan, ctx)
+                if not plan or plan[-1].__class__ is not Allocate:
+                    break
         finally:
-            self._fit_cache.clear()
+            scheduler.finish()
 
-    def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
-        prio = 0
-        if parent.sort_priority:
-            exposed = q.exposed_priority()
-            prio = -(exposed if exposed is not None else 0)
-        return (
-            prio,
-            share(q.allocated, q.guaranteed, self.total),
-            -share(q.pending, q.guaranteed, self.total),
-            q.name,
-        )
+    def commit(self, plan: Plan, ctx: Outbox) -> None:
+        """The one applier: apply a plan's decisions in order."""
+        for decision in plan:
+            kind = decision.__class__
+            if kind is Allocate:
+                decision.ask.app.why = None
+                self._allocate(decision.ask, decision.node, ctx)
+            elif kind is Park:
+                ask = decision.ask
+                app = ask.app
+                app.why = None
+                self._wait(ask, decision.where, decision.state, decision.why, ctx)
+                if not app.active:
+                    self._sync_app(app)
+            elif kind is Hold:
+                self._hold(decision.app, decision.on, decision.why, ctx)
+            else:  # Defer
+                decision.app.why = decision.why
 
-    def _try_queue(self, q: Queue, ctx: Outbox) -> bool:
-        if not q.leaf:
-            children = [c for c in q.children.values() if c.active]
-            if len(children) > 1:
-                children.sort(key=lambda c: self._queue_key(q, c))
-            for child in children:
-                if self._try_queue(child, ctx):
-                    return True
-            return False
-        gate = self._stateaware_gate(q) if q.sort_policy is AppSortPolicy.STATEAWARE else None
-        apps = q.active_apps
-        i = 0
-        while i < len(apps):
-            app: App = apps[i][-1]
-            if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
-                if app.why is None or app.why.details.get("first") != gate.id:
-                    app.why = why.not_admitted(q.path, gate.id)
-                i += 1
-                continue
-            if self._try_app(app, ctx):
-                return True
-            if app.entry is not None:
-                i += 1
-        return False
-
-    @staticmethod
-    def _stateaware_gate(leaf: Queue) -> App | None:
-        """The one Accepted application that stateaware lets start: the first in fifo order."""
-        best: App | None = None
-        best_key: tuple[int, int] | None = None
-        for app in leaf.apps.values():
-            if app.state is AppState.ACCEPTED and app.pending:
-                key = (-(app.max_priority or 0) if leaf.sort_priority else 0, app.seq)
-                if best_key is None or key < best_key:
-                    best, best_key = app, key
-        return best
-
-    def _try_app(self, app: App, ctx: Outbox) -> bool:
-        app.why = None
-        if app.state is AppState.ACCEPTED:
-            full: Queue | Tracker | None = None
-            for q in app.path:
-                if q.maxapps and q.running >= q.maxapps:
-                    full, reason = q, f"queue {q.path} runs its maximum of {q.maxapps} applications"
-                    app.why = why.queue_max_applications(reason, q.path, q.running, q.maxapps)
-                    break
-            else:
-                for t in app.trackers:
-                    n = t.limit.maxapplications
-                    if n and t.running >= n:
-                        full, reason = t, f"{t.describe()}: {t.running} of {n} applications running"
-                        app.why = why.limit_max_applications(reason, t.kind, t.name, t.queue.path, t.running, n)
-                        break
-            if full is not None:
-                app.blocked_on = full
-                full.app_waiters[app.id] = app
-                self._sync_app(app)
-                for _, _, ask in list(app.active):
-                    if ask.reported != reason:
-                        ask.reported = reason
-                        ctx.put(self.rm, m.UpdateContainerSchedulingStateRequest(
-                            applicartionID=app.id, allocationKey=ask.key,
-                            state=m.SchedulingState.SKIPPED, reason=reason,
-                        ))
-                return False
-        while app.active:
-            ask: Ask = app.active[0][-1]
-            if self._try_ask(ask, ctx):
-                return True
+    def _hold(self, app: App, on: Queue | Tracker, reason: why.Why, ctx: Outbox) -> None:
+        """`app` waits in `on`'s app_waiters until it runs fewer applications."""
+        app.why = reason
+        app.blocked_on = on
+        on.app_waiters[app.id] = app
         self._sync_app(app)
-        return False
-
-    def _try_ask(self, ask: Ask, ctx: Outbox) -> bool:
-        res = ask.resource
-        app = ask.app
-        if app.queue.path == RECOVERY_QUEUE:
-            reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
-            self._wait(ask, RECOVERY_QUEUE, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE), ctx)
-            return False
-        for t in app.trackers:
-            limit = t.limit.maxresources
-            if limit:
-                over = first_over(t.allocated, res, limit)
-                if over is not None:
-                    used = t.allocated.get(over, 0)
-                    reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
-                              f"{used} used + {res[over]} asked")
-                    self._wait(ask, t.key, m.SchedulingState.SKIPPED, why.limit(
-                        reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]), ctx)
-                    return False
-        for q in app.path:
-            if q.max:
-                over = first_over(q.allocated, res, q.max)
-                if over is not None:
-                    used = q.allocated.get(over, 0)
-                    reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
-                    self._wait(ask, q.path, m.SchedulingState.SKIPPED,
-                               why.queue_max(reason, q.path, over, used, q.max[over], res[over]), ctx)
-                    return False
-        if ask.shape not in self._failed_shapes:
-            node = self._first_fit(ask)
-            if node is not None:
-                self._allocate(ask, node, ctx)
-                return True
-            self._failed_shapes.add(ask.shape)
-        reason = f"no schedulable node has {fmt_res(res)} free"
-        self._wait(ask, NODE_WAIT, m.SchedulingState.FAILED, why.no_node_room(reason, res), ctx)
-        return False
-
-
-    def _first_fit(self, ask: Ask) -> Node | None:
-        """The first node in index order with room for `ask`, or None."""
-        res, nodes = ask.resource, self.nodes
-        cached = self._fit_cache.get(ask.shape)
-        if cached is None:
-            for skipped, key in enumerate(self.node_index):
-                if skipped == FIT_CACHE_AFTER:
-                    fitting = SortedList(k for k in self.node_index if fits(res, nodes[k[1]].free))
-                    cached = self._fit_cache[ask.shape] = (res, fitting)
-                    break
-                node = nodes[key[1]]
-                if fits(res, node.free):
-                    return node
-            else:
-                return None
-        fitting = cached[1]
-        return nodes[fitting[0][1]] if fitting else None
+        for _, _, ask in list(app.active):
+            if ask.reported != reason.message:
+                ask.reported = reason.message
+                ctx.put(self.rm, m.UpdateContainerSchedulingStateRequest(
+                    applicartionID=app.id, allocationKey=ask.key,
+                    state=m.SchedulingState.SKIPPED, reason=reason.message,
+                ))

@@ -23,8 +23,10 @@ from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
-from ykbus.core.partition import Alloc, App, Ask, Node, Partition, Queue, count_app_priorities
+from ykbus.core.model import Alloc, App, Ask, Node, Queue, count_app_priorities
+from ykbus.core.partition import Partition
 from ykbus.core.resources import add_into, scaled
+from ykbus.core.scheduling import Scheduler
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timer, Timers
 from ykbus.core.why import Why
@@ -46,7 +48,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
                       "trackers"}),  # sorted lists, sums, caches, the limits that apply
-    "Partition": frozenset({"_created", "_denied", "_failed_shapes", "_fit_cache", "_shapes",  # scratch of one entry
+    "Partition": frozenset({"_shapes", "scheduler",  # interned vectors; the pass's scratch
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition"}),  # from its partitions' nodes
@@ -278,7 +280,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
     p.weights = s.config.nodesortpolicy.resourceweights
     p.scorer = scorer_for(p.node_sort, p.weights)
     p.seq, p._rekey = s.seq, s.rekey
-    p._failed_shapes, p._fit_cache, p._shapes = set(), {}, {}
+    p._shapes = {}
+    p.scheduler = Scheduler(p)
     p.nodes, p.apps, p.allocations, p.total = {}, {}, {}, {}
     p.node_waiters, p.queues, p.trackers = {}, {}, {}
     p.node_index = SortedList()

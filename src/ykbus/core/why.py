@@ -4,7 +4,7 @@ Every pending ask is active (tried at the next pass: no reason, it is `QUEUED`) 
 somewhere (docs/scheduling.md): waiting for a node, for a queue's `max`, for a user or group
 limit, in the recovery queue, or in an application that a queue's or limit's
 `maxapplications`, or a `stateaware` queue, does not let start. The pass sets the reason
-when it parks an ask (`Partition._wait`, `_try_app`) and clears it when the ask wakes or is
+when it parks an ask (a `Park` or `Hold` decision of core/scheduling.py, applied by `Partition.commit`) and clears it when the ask wakes or is
 allocated: O(1) per change, never recomputed on demand. The message is the text the RM gets
 as its SI scheduling state (`UpdateContainerSchedulingStateRequest.reason`); the details are
 plain values for tools (`ykbus explain`, the read API).

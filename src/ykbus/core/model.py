@@ -1,0 +1,329 @@
+"""The model of one partition: its nodes, queues, applications, asks, allocations and the
+user and group trackers. State with small methods: no scheduling here (core/scheduling.py
+decides, core/partition.py applies, core/ledger.py moves resources).
+
+Resource vectors (`Res`) shared between asks and allocations of one shape are interned by
+the partition and never mutated; every vector that changes (usage, free, pending) is owned
+by one object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from ykbus.core import why
+from ykbus.core.config import (
+    PROP_PRIORITY_OFFSET,
+    PROP_PRIORITY_POLICY,
+    PROP_SORT_POLICY,
+    PROP_SORT_PRIORITY,
+    WILDCARD,
+    AppSortPolicy,
+    ChildTemplate,
+    LimitConfig,
+    PriorityPolicy,
+    QueueConfig,
+    SortPriority,
+    parse_offset,
+)
+from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
+from ykbus.core.resources import Res, sub_into
+from ykbus.si import messages as m
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+NODE_WAIT = "node"
+NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
+Shape = tuple[tuple[str, int], ...]
+
+
+def clamp(value: int) -> int:
+    return max(INT32_MIN, min(INT32_MAX, value))
+
+
+DOT = "_dot_"  # replaces "." in a queue name part generated from a user, group or tag
+RECOVERY_QUEUE = "root.@recovery@"  # YuniKorn's queue for recovered apps that cannot be placed
+FORCE_TAG = "application.create.force"  # YuniKorn's tag on applications an RM recovers
+
+
+def full_path(name: str) -> str:
+    """A queue name as a full lower-case path from root."""
+    path = name.strip().lower()
+    return path if path == "root" or path.startswith("root.") else f"root.{path}"
+
+
+def fmt_res(res: Res) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
+
+
+class Node:
+    __slots__ = ("id", "attributes", "capacity", "occupied", "allocated", "free", "state",
+                 "allocations", "key")
+
+    def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
+        self.id = node_id
+        self.attributes = attributes
+        self.capacity = capacity
+        self.occupied = occupied
+        self.allocated: Res = {}
+        self.free: Res = {}
+        self.state = NodeState.SCHEDULABLE
+        self.allocations: dict[str, Alloc] = {}
+        self.key: tuple[float, str] | None = None
+        self.recompute_free()
+
+    def recompute_free(self) -> None:
+        free = dict(self.capacity)
+        sub_into(free, self.occupied)
+        sub_into(free, self.allocated)
+        self.free = free
+
+
+class Queue:
+    __slots__ = (
+        "name", "path", "parent", "children", "leaf", "managed", "draining", "guaranteed", "max",
+        "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
+        "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
+        "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
+        "limits", "template", "app_prios",
+    )
+
+    def __init__(self, name: str, parent: Queue | None) -> None:
+        self.name = name
+        self.parent = parent
+        self.path = name if parent is None else f"{parent.path}.{name}"
+        self.children: dict[str, Queue] = {}
+        self.leaf = True
+        self.managed = True
+        self.draining = False
+        self.draining_since = 0
+        self.allocated: Res = {}
+        self.pending: Res = {}
+        self.apps: dict[str, App] = {}
+        self.running = 0
+        self.active = 0
+        self.active_apps: SortedList = SortedList()
+        self.waiters: dict[tuple[str, str], Ask] = {}
+        self.app_waiters: dict[str, App] = {}
+        self.raw_priority: int | None = None
+        self.app_prios: dict[int, int] = {}  # a leaf's applications per max priority (None not counted)
+        self.limits: list[LimitConfig] = []
+        self.template: ChildTemplate | None = None
+
+    def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
+        self.leaf = not qc.parent
+        self.guaranteed = dict(qc.guaranteed)
+        self.max = dict(qc.max)
+        self.maxapps = qc.maxapplications
+        self.properties = dict(qc.properties)
+        self.submitacl = qc.submitacl
+        self.adminacl = qc.adminacl
+        self.limits = list(qc.limits)
+        self.template = qc.childtemplate
+        explicit = qc.properties.get(PROP_SORT_PRIORITY)
+        self.sort_priority = (
+            SortPriority.from_str(explicit) is SortPriority.ENABLED if explicit else inherited_sort_priority
+        )
+        self.set_policies()
+
+    def set_policies(self) -> None:
+        """The policies that follow from `properties` (validated already by the config parser)."""
+        props = self.properties
+        self.sort_policy = AppSortPolicy.from_str(props.get(PROP_SORT_POLICY, "fifo"))
+        self.priority_fence = (
+            PriorityPolicy.from_str(props.get(PROP_PRIORITY_POLICY, "default")) is PriorityPolicy.FENCE
+        )
+        self.priority_offset = parse_offset(props.get(PROP_PRIORITY_OFFSET, "0"))
+
+    def exposed_priority(self) -> int | None:
+        """The priority this queue shows its parent (seed: offset, fence)."""
+        if self.priority_fence:
+            return self.priority_offset
+        if self.raw_priority is None:
+            return None
+        return clamp(self.raw_priority + self.priority_offset)
+
+    def ancestry(self) -> list[Queue]:
+        """This queue and its parents up to root."""
+        out = []
+        q: Queue | None = self
+        while q is not None:
+            out.append(q)
+            q = q.parent
+        return out
+
+
+class Ask:
+    __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
+                 "priority", "seq", "tags", "task_group", "placeholder", "originator",
+                 "timeout_ms", "state", "waiting", "reported", "why")
+
+    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
+        self.key = msg.allocationKey
+        self.app = app
+        self.seq = seq
+        self.allocated = 0
+        self.state = AskState.PENDING
+        self.waiting: str | None = None  # NODE_WAIT, or the path of the queue it waits for
+        self.reported = ""  # last scheduling-state reason sent, so it is sent once
+        self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)
+        self.update(msg, resource, shape)
+
+    def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
+        self.resource, self.shape = resource, shape
+        self.max_allocations = msg.maxAllocations or 1
+        self.pending = max(0, self.max_allocations - self.allocated)
+        self.priority = msg.priority
+        self.tags = msg.tags or NO_TAGS
+        self.task_group = msg.taskGroupName
+        self.placeholder = msg.placeholder
+        self.originator = msg.Originator
+        self.timeout_ms = msg.executionTimeoutMilliSeconds
+
+    @property
+    def entry(self) -> tuple[int, int, Ask]:
+        """Its place in the application's active list; built when needed, never stored,
+        so that an ask is not part of a reference cycle and is freed when dropped."""
+        return (-self.priority, self.seq, self)
+
+
+class Alloc:
+    __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
+                 "placeholder", "state", "born")
+
+    def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
+                 tags: dict[str, str], task_group: str, placeholder: bool, born: int) -> None:
+        self.uuid = uuid
+        self.born = born  # the input seq that created or recovered it
+        self.key = key
+        self.app = app
+        self.node = node
+        self.resource = resource
+        self.priority = priority
+        self.tags = tags
+        self.task_group = task_group
+        self.placeholder = placeholder
+        self.state = AllocationState.ALLOCATED
+
+    def message(self, partition: str) -> m.Allocation:
+        return m.Allocation(
+            allocationKey=self.key, allocationTags=self.tags, UUID=self.uuid,
+            resourcePerAlloc=resource_msg(self.resource), priority=self.priority,
+            nodeID=self.node.id, applicationID=self.app.id, partitionName=partition,
+            taskGroupName=self.task_group, placeholder=self.placeholder,
+        )
+
+
+class App:
+    __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
+                 "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
+                 "entry", "timeout_ms", "timer", "trackers", "why")
+
+    def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
+        self.id = msg.applicationID
+        self.queue = queue
+        self.path = queue.ancestry()
+        self.user = msg.ugi.user
+        self.groups = list(msg.ugi.groups)
+        self.tags = msg.tags
+        self.state = AppState.NEW
+        self.seq = seq
+        self.asks: dict[str, Ask] = {}
+        self.active: SortedList = SortedList()
+        self.allocations: dict[str, Alloc] = {}
+        self.allocated: Res = {}
+        self.pending: Res = {}
+        self.max_priority: int | None = None
+        self.priorities: dict[int, int] = {}  # pending asks per priority: O(1) add, O(distinct) remove
+        self.blocked_on: Queue | Tracker | None = None
+        self.entry: tuple[Any, ...] | None = None  # its sort key while in the leaf's active_apps
+        self.timeout_ms = msg.executionTimeoutMilliSeconds
+        self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
+        self.trackers: list[Tracker] = []  # the user and group limits that apply to it
+        # why its active asks wait although they are not parked: a maxapplications that
+        # blocks it (while `blocked_on` is set), or a stateaware queue that starts another first
+        self.why: why.Why | None = None
+
+
+class Tracker:
+    """What one user (or group) uses in one queue that has a limit for them.
+
+    `key` is `<queue path>|user|<name>` or `<queue path>|group|<name>`: it is what an ask
+    waiting for this limit has in `waiting`, and what a blocked application is blocked on."""
+
+    __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "waiters", "app_waiters",
+                 "apps")
+
+    def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
+        self.key = tracker_key(queue, kind, name)
+        self.queue = queue
+        self.kind = kind
+        self.name = name
+        self.limit = limit
+        self.allocated: Res = {}
+        self.running = 0
+        self.waiters: dict[tuple[str, str], Ask] = {}
+        self.app_waiters: dict[str, App] = {}
+        self.apps = 0  # applications it applies to: it goes with the last of them
+
+    @property
+    def path(self) -> str:
+        return self.key
+
+    def describe(self) -> str:
+        label = f" ({self.limit.limit})" if self.limit.limit else ""
+        return f"{self.kind} {self.name} limit{label} in queue {self.queue.path}"
+
+
+def count_app_priorities(leaf: Queue) -> None:
+    """Rebuild a leaf's count of its applications per max priority."""
+    leaf.app_prios = {}
+    for a in leaf.apps.values():
+        if a.max_priority is not None:
+            leaf.app_prios[a.max_priority] = leaf.app_prios.get(a.max_priority, 0) + 1
+
+
+def tracker_key(queue: Queue, kind: str, name: str) -> str:
+    return f"{queue.path}|{kind}|{name}"
+
+
+def applicable_limits(queue: Queue, user: str, groups: list[str]) -> list[tuple[str, str, LimitConfig]]:
+    """The limits of `queue` that apply to a user, as (kind, tracked name, limit): the
+    user's own or else the `*` user limit; for groups, the first of the user's groups that
+    has a limit here, or else the `*` group limit counted against the user's first group."""
+    out: list[tuple[str, str, LimitConfig]] = []
+    if not queue.limits:
+        return out
+    own = next((lim for lim in queue.limits if user in lim.users), None)
+    wild = next((lim for lim in queue.limits if WILDCARD in lim.users), None)
+    if own is not None or wild is not None:
+        out.append(("user", user, own or wild))  # type: ignore[arg-type]
+    for g in groups:
+        lim = next((lim for lim in queue.limits if g in lim.groups), None)
+        if lim is not None:
+            out.append(("group", g, lim))
+            break
+    else:
+        wild = next((lim for lim in queue.limits if WILDCARD in lim.groups), None)
+        if wild is not None and groups:
+            out.append(("group", groups[0], wild))
+    return out
+
+
+_RESOURCE_MSGS: dict[int, tuple[Res, m.Resource]] = {}
+
+
+def resource_msg(res: Res) -> m.Resource:
+    """The wire form of a resource vector. Vectors are interned per partition and never
+    mutated, so their (immutable) wire form is built once and shared, keyed by identity."""
+    found = _RESOURCE_MSGS.get(id(res))
+    if found is not None and found[0] is res:
+        return found[1]
+    msg = m.Resource(resources={k: m.Quantity(v) for k, v in res.items()})
+    if len(_RESOURCE_MSGS) >= 4096:
+        _RESOURCE_MSGS.clear()
+    _RESOURCE_MSGS[id(res)] = (res, msg)
+    return msg

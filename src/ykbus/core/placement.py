@@ -1,0 +1,170 @@
+"""Where a new application goes (seed: scheduler-configuration, placement rules and ACLs).
+
+`AppPlacement(partition).place(msg)` picks the leaf queue for one application: without
+rules, the queue it names; with rules, the first rule that yields a usable leaf the user
+may submit to, creating unmanaged queues where a rule says `create`. Queues made by rules
+that did not place the application are removed again. One placement object per request:
+what it created and what ACLs denied are its own scratch, never the partition's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ykbus.core.config import QUEUE_NAME, ChildTemplate, PlacementRule, QueueConfig, RuleFilter
+from ykbus.core.model import DOT, FORCE_TAG, RECOVERY_QUEUE, Queue, full_path
+from ykbus.si import messages as m
+
+if TYPE_CHECKING:
+    from ykbus.core.partition import Partition
+
+
+def may_submit(queue: Queue, user: str, groups: list[str]) -> bool:
+    """The seed's ACL check: the submit or admin ACL of the queue or of any queue above it
+    lets the user in. An unmanaged queue has no ACL of its own, so its parent's count.
+    With no ACL anywhere on the way, access is denied."""
+    q: Queue | None = queue
+    while q is not None:
+        for acl in (q.submitacl, q.adminacl):
+            if acl is not None and acl.allows(user, groups):
+                return True
+        q = q.parent
+    return False
+
+
+def _matches(names: list[str], candidates: list[str]) -> bool:
+    if len(names) == 1:
+        return any(re.fullmatch(names[0], c) for c in candidates)
+    return any(c in names for c in candidates)
+
+
+def _filter_allows(flt: RuleFilter, user: str, groups: list[str]) -> bool:
+    """Whether a rule applies: with no users and no groups listed, to everyone."""
+    if not flt.users and not flt.groups:
+        return flt.type != "deny"
+    hit = _matches(flt.users, [user]) or _matches(flt.groups, groups)
+    return hit if flt.type == "allow" else not hit
+
+
+def denial(path: str, user: str) -> str:
+    return f"user {user!r} may not submit to queue {path}: no submitacl or adminacl up to root lets them in"
+
+
+def apply_template(queue: Queue) -> None:
+    """An unmanaged leaf takes the child template of the nearest parent that has one."""
+    if not queue.leaf or queue.managed or queue.parent is None or queue.path == RECOVERY_QUEUE:
+        return
+    t = next((q.template for q in queue.parent.ancestry() if q.template is not None), None) or ChildTemplate()
+    queue.configure(QueueConfig(queue.name, False, t.guaranteed, t.max, t.maxapplications, t.properties,
+                                None, None, []), queue.parent.sort_priority)
+
+
+class AppPlacement:
+    __slots__ = ("partition", "created", "denied")
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+        self.created: list[Queue] = []
+        self.denied: list[str] = []
+
+    def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
+        """The leaf queue for a new application, or None and why. An application the RM
+        recovers (tag `application.create.force`) that nothing places goes to
+        `root.@recovery@`, without an ACL check."""
+        part = self.partition
+        user, groups = msg.ugi.user, list(msg.ugi.groups)
+        rules = part.config.placementrules
+        chosen: Queue | None = None
+        reason = ""
+        if not rules:
+            queue = part.resolve_queue(msg.queueName) if msg.queueName else None
+            if not msg.queueName:
+                reason = "queueName is empty and no placement rule applies"
+            elif full_path(msg.queueName) == RECOVERY_QUEUE:
+                reason = f"queue {RECOVERY_QUEUE} is reserved for recovered applications"
+            elif queue is None:
+                reason = f"queue {msg.queueName!r} does not exist"
+            elif not queue.leaf:
+                reason = f"queue {queue.path} is a parent queue: applications go to leaf queues"
+            elif queue.draining:
+                reason = f"queue {queue.path} is draining: it accepts no new applications"
+            elif not may_submit(queue, user, groups):
+                reason = denial(queue.path, user)
+            else:
+                chosen = queue
+        else:
+            for rule in rules:
+                chosen = self._place_by(rule, msg, leaf=True)
+                if chosen is not None:
+                    break
+            if chosen is None:
+                names = ", ".join(r.name for r in rules)
+                reason = f"no placement rule placed the application (rules: {names})"
+                if self.denied:
+                    reason += "; denied by ACL: " + "; ".join(self.denied)
+        if chosen is None and msg.tags.get(FORCE_TAG, "").lower() == "true":
+            chosen = part.queues.get(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True, recovery=True)
+        keep = chosen.ancestry() if chosen is not None else []
+        for queue in reversed(self.created):  # what failed attempts made goes again
+            if queue not in keep:
+                part.remove_if_empty(queue)
+        return chosen, reason if chosen is None else ""
+
+    def _place_by(self, rule: PlacementRule, msg: m.AddApplicationRequest, leaf: bool) -> Queue | None:
+        """The queue `rule` names (a leaf, or a parent for a parent rule), made if allowed.
+        A leaf the user may not submit to does not count: the next name or rule is tried."""
+        if not _filter_allows(rule.filter, msg.ugi.user, list(msg.ugi.groups)):
+            return None
+        for name in self._rule_names(rule, msg):
+            if rule.parent is not None:
+                parent = self._place_by(rule.parent, msg, leaf=False)
+                if parent is None:
+                    return None
+                path = f"{parent.path}.{name.replace('.', DOT).lower()}"
+            else:
+                path = full_path(name)
+            if path == RECOVERY_QUEUE:  # reserved: only recovered applications go there
+                continue
+            queue = self.partition.queues.get(path)
+            if queue is None and rule.create:
+                queue = self._create_unmanaged(path, leaf)
+            if queue is not None and queue.leaf == leaf and not queue.draining:
+                if leaf and not may_submit(queue, msg.ugi.user, list(msg.ugi.groups)):
+                    self.denied.append(denial(queue.path, msg.ugi.user))
+                    continue
+                return queue
+        return None
+
+    @staticmethod
+    def _rule_names(rule: PlacementRule, msg: m.AddApplicationRequest) -> list[str]:
+        """The queue names a rule proposes, in order (generated parts get `.` -> `_dot_`)."""
+        groups = list(msg.ugi.groups)
+        if rule.name == "provided":
+            return [msg.queueName] if msg.queueName else []
+        if rule.name == "fixed":
+            return [rule.value]
+        if rule.name == "user":
+            return [msg.ugi.user.replace(".", DOT)] if msg.ugi.user else []
+        if rule.name == "tag":
+            tag = msg.tags.get(rule.value, "")
+            return [tag.replace(".", DOT)] if tag else []
+        if rule.name == "primarygroup":
+            return [groups[0].replace(".", DOT)] if groups else []
+        return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places
+
+    def _create_unmanaged(self, path: str, leaf: bool, recovery: bool = False) -> Queue | None:
+        queues = self.partition.queues
+        parent_path, _, name = path.rpartition(".")
+        parent = queues.get(parent_path)
+        if parent is None or parent.leaf or parent.draining or not QUEUE_NAME.match(name):
+            return None
+        queue = Queue(name, parent)
+        queue.configure(QueueConfig(name, not leaf, {}, {}, 0, {}, None, None, []), parent.sort_priority)
+        queue.managed = False
+        if not recovery:
+            apply_template(queue)
+        parent.children[name] = queue
+        queues[queue.path] = queue
+        self.created.append(queue)
+        return queue

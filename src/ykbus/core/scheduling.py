@@ -1,0 +1,247 @@
+"""The scheduling pass: decisions as values.
+
+`Scheduler.plan()` walks the partition's model, root to leaf, the way the pass always has
+(queues by priority, then dominant share of guaranteed, then pending, then name;
+applications in their leaf's order; asks by priority then submission) and returns the
+decisions of one walk as a `Plan`: every ask it parks on the way (`Park`, with its typed
+reason), every application a `maxapplications` holds (`Hold`) or a `stateaware` queue
+defers (`Defer`), and at most one `Allocate`, last. It reads the model and changes
+nothing in it: the only state it keeps is its own scratch for one pass (the shapes that
+found no node, and the nodes that fit a shape). `Partition.commit` is the one applier: it
+applies a plan in order, moving resources through the ledger.
+
+A pass is `plan, commit, plan, commit, ...` until a plan places nothing. Committing a walk's
+parks before the next walk gives the same decisions as deciding and applying each in turn:
+parking an ask changes no sort key (queue and application keys depend on usage, pending
+and priority, which parking leaves alone), so the next walk finds the same place to go on.
+
+Because `plan()` applies nothing, a what-if is a plan that is not committed: "where would
+the next ask go, and why would the others wait" is `plan()` read and dropped
+(tests/core/test_scheduling.py checks that planning leaves the state byte for byte as it was).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sortedcontainers import SortedList
+
+from ykbus.core import why
+from ykbus.core.config import AppSortPolicy
+from ykbus.core.lifecycle import AppState
+from ykbus.core.model import NODE_WAIT, RECOVERY_QUEUE, App, Ask, Node, Queue, Shape, Tracker, fmt_res
+from ykbus.core.resources import Res, first_over, fits, share
+from ykbus.si import messages as m
+
+if TYPE_CHECKING:
+    from ykbus.core.partition import Partition
+
+FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
+
+
+class Allocate:
+    """Place one allocation of `ask` on `node`: the first node in the scorer's order with room."""
+
+    __slots__ = ("ask", "node")
+
+    def __init__(self, ask: Ask, node: Node) -> None:
+        self.ask, self.node = ask, node
+
+    def __repr__(self) -> str:
+        return f"Allocate({self.ask.app.id}/{self.ask.key} -> {self.node.id})"
+
+
+class Park:
+    """`ask` waits at `where` (NODE_WAIT, a queue path or a tracker key) for `why`; the RM
+    hears `state` and the reason when it changed."""
+
+    __slots__ = ("ask", "where", "state", "why")
+
+    def __init__(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why) -> None:
+        self.ask, self.where, self.state, self.why = ask, where, state, reason
+
+    def __repr__(self) -> str:
+        return f"Park({self.ask.app.id}/{self.ask.key} at {self.where}: {self.why.code})"
+
+
+class Hold:
+    """`app` may not start: `on` (a queue or a tracker) runs its `maxapplications`."""
+
+    __slots__ = ("app", "on", "why")
+
+    def __init__(self, app: App, on: Queue | Tracker, reason: why.Why) -> None:
+        self.app, self.on, self.why = app, on, reason
+
+    def __repr__(self) -> str:
+        return f"Hold({self.app.id}: {self.why.code})"
+
+
+class Defer:
+    """`app` stays Accepted for now: its `stateaware` queue starts another application first."""
+
+    __slots__ = ("app", "why")
+
+    def __init__(self, app: App, reason: why.Why) -> None:
+        self.app, self.why = app, reason
+
+    def __repr__(self) -> str:
+        return f"Defer({self.app.id}: {self.why.code})"
+
+
+Decision = Allocate | Park | Hold | Defer
+Plan = list[Decision]
+
+
+class Scheduler:
+    __slots__ = ("part", "failed_shapes", "fit_cache")
+
+    def __init__(self, partition: Partition) -> None:
+        self.part = partition
+        # scratch of one pass: within a pass free capacity only shrinks, so a shape that
+        # found no node finds none again; and shape -> (resource, the node_index keys of the
+        # nodes it fits), built once a walk skipped FIT_CACHE_AFTER nodes, kept current by
+        # `node_moved`
+        self.failed_shapes: set[Shape] = set()
+        self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
+
+    def start(self) -> None:
+        self.failed_shapes.clear()
+
+    def finish(self) -> None:
+        self.fit_cache.clear()
+
+    def node_moved(self, node: Node, old: Any) -> None:
+        """Keep the fit caches current: `node` left index key `old` for `node.key`."""
+        for res, fitting in self.fit_cache.values():
+            if old is not None:
+                fitting.discard(old)
+            if node.key is not None and fits(res, node.free):
+                fitting.add(node.key)
+
+    # --- one walk ----------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        """The decisions of one walk from root (empty when nothing is active)."""
+        plan: Plan = []
+        if self.part.root.active:
+            self._queue(self.part.root, plan)
+        return plan
+
+    def queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
+        prio = 0
+        if parent.sort_priority:
+            exposed = q.exposed_priority()
+            prio = -(exposed if exposed is not None else 0)
+        total = self.part.total
+        return (prio, share(q.allocated, q.guaranteed, total), -share(q.pending, q.guaranteed, total), q.name)
+
+    def _queue(self, q: Queue, plan: Plan) -> bool:
+        """Walk `q`; True once an allocation is planned."""
+        if not q.leaf:
+            children = [c for c in q.children.values() if c.active]
+            if len(children) > 1:
+                children.sort(key=lambda c: self.queue_key(q, c))
+            for child in children:
+                if self._queue(child, plan):
+                    return True
+            return False
+        gate = stateaware_gate(q) if q.sort_policy is AppSortPolicy.STATEAWARE else None
+        for entry in q.active_apps:
+            app: App = entry[-1]
+            if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
+                if app.why is None or app.why.details.get("first") != gate.id:
+                    plan.append(Defer(app, why.not_admitted(q.path, gate.id)))
+                continue
+            if self._app(app, plan):
+                return True
+        return False
+
+    def _app(self, app: App, plan: Plan) -> bool:
+        if app.state is AppState.ACCEPTED:
+            held = self._maxapplications(app)
+            if held is not None:
+                plan.append(held)
+                return False
+        for entry in app.active:
+            decision = self._ask(entry[-1])
+            plan.append(decision)
+            if decision.__class__ is Allocate:
+                return True
+        return False
+
+    @staticmethod
+    def _maxapplications(app: App) -> Hold | None:
+        """A queue or limit that runs its `maxapplications`, which an Accepted `app` may not join."""
+        for q in app.path:
+            if q.maxapps and q.running >= q.maxapps:
+                reason = f"queue {q.path} runs its maximum of {q.maxapps} applications"
+                return Hold(app, q, why.queue_max_applications(reason, q.path, q.running, q.maxapps))
+        for t in app.trackers:
+            n = t.limit.maxapplications
+            if n and t.running >= n:
+                reason = f"{t.describe()}: {t.running} of {n} applications running"
+                return Hold(app, t, why.limit_max_applications(reason, t.kind, t.name, t.queue.path, t.running, n))
+        return None
+
+    def _ask(self, ask: Ask) -> Decision:
+        res = ask.resource
+        app = ask.app
+        if app.queue.path == RECOVERY_QUEUE:
+            reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
+            return Park(ask, RECOVERY_QUEUE, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
+        for t in app.trackers:
+            limit = t.limit.maxresources
+            if limit:
+                over = first_over(t.allocated, res, limit)
+                if over is not None:
+                    used = t.allocated.get(over, 0)
+                    reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
+                              f"{used} used + {res[over]} asked")
+                    return Park(ask, t.key, m.SchedulingState.SKIPPED, why.limit(
+                        reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
+        for q in app.path:
+            if q.max:
+                over = first_over(q.allocated, res, q.max)
+                if over is not None:
+                    used = q.allocated.get(over, 0)
+                    reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
+                    return Park(ask, q.path, m.SchedulingState.SKIPPED,
+                                why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
+        if ask.shape not in self.failed_shapes:
+            node = self.first_fit(ask)
+            if node is not None:
+                return Allocate(ask, node)
+            self.failed_shapes.add(ask.shape)
+        reason = f"no schedulable node has {fmt_res(res)} free"
+        return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, why.no_node_room(reason, res))
+
+    def first_fit(self, ask: Ask) -> Node | None:
+        """The first node in index order with room for `ask`, or None."""
+        part = self.part
+        res, nodes = ask.resource, part.nodes
+        cached = self.fit_cache.get(ask.shape)
+        if cached is None:
+            for skipped, key in enumerate(part.node_index):
+                if skipped == FIT_CACHE_AFTER:
+                    fitting = SortedList(k for k in part.node_index if fits(res, nodes[k[1]].free))
+                    cached = self.fit_cache[ask.shape] = (res, fitting)
+                    break
+                node = nodes[key[1]]
+                if fits(res, node.free):
+                    return node
+            else:
+                return None
+        fitting = cached[1]
+        return nodes[fitting[0][1]] if fitting else None
+
+
+def stateaware_gate(leaf: Queue) -> App | None:
+    """The one Accepted application that stateaware lets start: the first in fifo order."""
+    best: App | None = None
+    best_key: tuple[int, int] | None = None
+    for app in leaf.apps.values():
+        if app.state is AppState.ACCEPTED and app.pending:
+            key = (-(app.max_priority or 0) if leaf.sort_priority else 0, app.seq)
+            if best_key is None or key < best_key:
+                best, best_key = app, key
+    return best
