@@ -160,6 +160,8 @@ def accounting_is_consistent(p: Partition) -> None:
 
 
 def no_placeable_ask_left_waiting(p: Partition) -> None:
+    if p.paused:  # a Paused RM gets nothing placed
+        return
     schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
     for app_ in p.apps.values():
         if app_.state not in SCHEDULABLE_APP_STATES or app_.blocked_on is not None:
@@ -176,7 +178,8 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                     for r, v in k.resource.items() if r in t.limit.maxresources)
                 for t in app_.trackers)
             if headroom:
-                assert not any(fits(k.resource, n.free) for n in schedulable), \
+                where = [p.nodes[k.required]] if k.required in p.nodes else [] if k.required else schedulable
+                assert not any(n.state is NodeState.SCHEDULABLE and fits(k.resource, n.free) for n in where), \
                     f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
 
 
@@ -216,6 +219,18 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert d["first"] != app_.id and p.apps[d["first"]].state is AppState.ACCEPTED, where
             elif why.code is C.RECOVERY_QUEUE:
                 assert app_.queue.path == RECOVERY_QUEUE, where
+            elif why.code is C.RM_PAUSED:
+                assert p.paused, where
+            elif why.code is C.REQUIRED_NODE_GONE:
+                assert k.required == d["node"] and d["node"] not in p.nodes, where
+            elif why.code is C.REQUIRED_NODE_DRAINING:
+                node_ = p.nodes[d["node"]]
+                assert k.required == node_.id and node_.state is not NodeState.SCHEDULABLE, where
+            elif why.code is C.REQUIRED_NODE_FULL:
+                node_ = p.nodes[d["node"]]
+                assert k.required == node_.id and not fits(k.resource, node_.free), where
+            else:
+                assert why.code is C.QUEUED, where
 
 
 def state_is_consistent(core: Core) -> None:

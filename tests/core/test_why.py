@@ -154,3 +154,74 @@ def test_an_application_held_by_maxapplications_that_recovery_makes_running_is_h
     assert [a.allocationKey for m in outs if m.kind == "alloc" for a in m.msg.new] == ["kb"]
     assert why(h, "b", "kb") is None
     true_and_kept(h)
+
+
+def rmstate(h: Harness, event: str) -> list:
+    return h.do(h.log.entry("rmstate", {"rmID": "rm-1", "event": event, "reason": "test"}, rm=""))
+
+
+def test_a_paused_rm_gets_nothing_placed_and_its_asks_say_so_until_it_is_back():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a", "root.gated")))
+    h.do(h.log.asks(ask("before", "a", vcore=5000)))  # waits for a node
+    rmstate(h, "CONNECTION_LOST")
+    assert placed_keys(h.do(h.log.asks(ask("k", "a", vcore=1000)))) == []
+    assert placed_keys(h.do(h.log.nodes(node("n2", vcore=8000)))) == []  # room enough for both now
+    for key in ("k", "before"):
+        w = why(h, "a", key)
+        assert w["code"] == "RMPaused" and w["details"] == {"rm": "rm-1"}
+    true_and_kept(h)  # a snapshot taken while Paused restores Paused
+    invariants.state_is_consistent(h.core)
+    assert sorted(placed_keys(rmstate(h, "RECONNECT"))) == ["before", "k"]  # placed at the entry that resumes it
+    assert why(h, "a") is None
+
+
+def placed_keys(outs: list) -> list[str]:
+    return [a.allocationKey for o in outs if o.kind == "alloc" for a in o.msg.new]
+
+
+REQUIRED = {"yunikorn.apache.org/requiredNode": "n2"}
+
+
+def test_an_ask_that_must_run_on_one_node_waits_for_that_node_with_its_reason():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(app("a", "root.gated")))
+    req = ask("ds", "a", vcore=1000)
+    req["tags"] = REQUIRED
+    outs = h.do(h.log.asks(req))
+    assert placed_keys(outs) == []  # n1 has room, but it must run on n2
+    w = why(h, "a", "ds")
+    assert w["code"] == "RequiredNodeGone" and w["details"] == {"node": "n2"}
+    assert [s.reason for s in states(outs)] == [w["message"]]
+    true_and_kept(h)
+
+    h.do(h.log.nodes(node("n2", vcore=500)))  # there, but too small
+    w = why(h, "a", "ds")
+    assert w["code"] == "RequiredNodeFull"
+    assert w["details"] == {"node": "n2", "asked": {"vcore": 1000}, "free": {"vcore": 500}}
+    true_and_kept(h)
+
+    h.do(h.log.nodes(node("n2", action="DRAIN_NODE")))
+    w = why(h, "a", "ds")
+    assert w["code"] == "RequiredNodeDraining" and w["details"] == {"node": "n2", "state": "Draining"}
+    true_and_kept(h)
+
+    h.do(h.log.nodes(node("n2", action="DRAIN_TO_SCHEDULABLE")))
+    outs = h.do(h.log.nodes(node("n2", action="UPDATE", vcore=2000)))
+    assert [(a.allocationKey, a.nodeID) for o in outs if o.kind == "alloc" for a in o.msg.new] == [("ds", "n2")]
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_required_node_that_goes_turns_the_reason_to_gone():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000}, n2={"vcore": 500})
+    h.do(h.log.apps(app("a", "root.gated")))
+    req = ask("ds", "a", vcore=1000)
+    req["tags"] = REQUIRED
+    h.do(h.log.asks(req))
+    assert why(h, "a", "ds")["code"] == "RequiredNodeFull"
+    h.do(h.log.nodes(node("n2", action="DECOMISSION")))
+    assert why(h, "a", "ds")["code"] == "RequiredNodeGone"
+    true_and_kept(h)

@@ -145,7 +145,7 @@ class Core:
         backlog = False
         for rm in self.rms.values():
             for p in rm.partitions.values():
-                if p.root.active:
+                if p.root.active and not p.paused:
                     p.schedule(ctx)
                     backlog = backlog or p.root.active
         # True when the pass stopped at the per-entry allocation budget: the next entry goes
@@ -281,6 +281,8 @@ class Core:
                       f"{msg.event.value} does not apply to resource manager {msg.rmID} ({state})")
             return
         rm.state = RM.advance(rm.state, event)
+        for p in rm.partitions.values():  # a Paused RM gets nothing placed until it is back
+            p.paused = rm.state is RMState.PAUSED
         note = f": {msg.reason}" if msg.reason else ""
         if rm.state is RMState.STOPPED:
             self.dropped_partitions += len(rm.partitions)

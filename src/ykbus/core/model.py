@@ -36,6 +36,8 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
 NODE_WAIT = "node"
+REQUIRED_WAIT = "node:"  # + node id: waiting for the one node an ask must run on
+REQUIRED_NODE_TAG = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKorn + KeyRequiredNode
 NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
 Shape = tuple[tuple[str, int], ...]
 
@@ -159,7 +161,7 @@ class Queue:
 class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
-                 "timeout_ms", "state", "waiting", "reported", "why")
+                 "timeout_ms", "state", "waiting", "reported", "why", "required")
 
     def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
         self.key = msg.allocationKey
@@ -167,7 +169,7 @@ class Ask:
         self.seq = seq
         self.allocated = 0
         self.state = AskState.PENDING
-        self.waiting: str | None = None  # NODE_WAIT, or the path of the queue it waits for
+        self.waiting: str | None = None  # NODE_WAIT, REQUIRED_WAIT + node, a queue path or a tracker key
         self.reported = ""  # last scheduling-state reason sent, so it is sent once
         self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)
         self.update(msg, resource, shape)
@@ -178,6 +180,7 @@ class Ask:
         self.pending = max(0, self.max_allocations - self.allocated)
         self.priority = msg.priority
         self.tags = msg.tags or NO_TAGS
+        self.required = self.tags.get(REQUIRED_NODE_TAG, "")  # the node it must run on, if any
         self.task_group = msg.taskGroupName
         self.placeholder = msg.placeholder
         self.originator = msg.Originator

@@ -71,6 +71,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.model import (
     NODE_WAIT,
+    REQUIRED_WAIT,
     Alloc,
     App,
     Ask,
@@ -112,6 +113,8 @@ class Partition:
         self.ledger = Ledger(self.allocations, self._index_node, self._usage_moved)
         self.total: Res = {}
         self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
+        self.required_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # node id -> asks that must run there
+        self.paused = False  # its RM is Paused: nothing is placed (the core sets it from the RM's state)
         self.queues: dict[str, Queue] = {}
         self.root = Queue("root", None)
         self.seq = 0  # submission order of applications and asks
@@ -324,8 +327,7 @@ class Partition:
     def node_event(self, node: Node, event: NodeEvent) -> None:
         node.state = NODE.advance(node.state, event)
         self._index_node(node)
-        if node.state is NodeState.SCHEDULABLE:
-            self._wake_node(node)
+        self._wake_node(node)
 
     def decommission(self, node: Node, ctx: Outbox) -> None:
         for alloc in list(node.allocations.values()):
@@ -538,6 +540,13 @@ class Partition:
                 group.pop((ask.app.id, ask.key), None)
                 if not group:
                     del self.node_waiters[ask.shape]
+        elif ask.waiting is not None and ask.waiting.startswith(REQUIRED_WAIT):
+            node_id = ask.waiting[len(REQUIRED_WAIT):]
+            waiters = self.required_waiters.get(node_id)
+            if waiters is not None:
+                waiters.pop((ask.app.id, ask.key), None)
+                if not waiters:
+                    del self.required_waiters[node_id]
         elif ask.waiting is not None:
             q = self._waiting_place(ask.waiting)
             if q is not None:
@@ -553,6 +562,8 @@ class Partition:
         ask.why = reason
         if where == NODE_WAIT:
             self.node_waiters.setdefault(ask.shape, {})[(ask.app.id, ask.key)] = ask
+        elif where.startswith(REQUIRED_WAIT):
+            self.required_waiters.setdefault(where[len(REQUIRED_WAIT):], {})[(ask.app.id, ask.key)] = ask
         else:
             self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
         if reason.message != ask.reported:
@@ -563,6 +574,8 @@ class Partition:
 
     def why_pending(self, ask: Ask) -> why.Why:
         """The current reason of a pending ask (O(1): kept as it is parked and woken)."""
+        if self.paused:
+            return why.rm_paused(self.rm)
         if ask.waiting is not None and ask.why is not None:
             return ask.why
         app = ask.app
@@ -577,6 +590,11 @@ class Partition:
         self._sync_app(ask.app)
 
     def _wake_node(self, node: Node) -> None:
+        """`node` changed (added, freed, resized, drained, back, going): wake the asks that
+        must run on it, to be judged again, and the waiting shapes that now fit it."""
+        if self.required_waiters:
+            for ask in self.required_waiters.pop(node.id, {}).values():
+                self._wake(ask)
         if node.state is not NodeState.SCHEDULABLE or not self.node_waiters:
             return
         for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:

@@ -28,8 +28,8 @@ from sortedcontainers import SortedList
 
 from ykbus.core import why
 from ykbus.core.config import AppSortPolicy
-from ykbus.core.lifecycle import AppState
-from ykbus.core.model import NODE_WAIT, RECOVERY_QUEUE, App, Ask, Node, Queue, Shape, Tracker, fmt_res
+from ykbus.core.lifecycle import AppState, NodeState
+from ykbus.core.model import NODE_WAIT, RECOVERY_QUEUE, REQUIRED_WAIT, App, Ask, Node, Queue, Shape, Tracker, fmt_res
 from ykbus.core.resources import Res, first_over, fits, share
 from ykbus.si import messages as m
 
@@ -207,6 +207,8 @@ class Scheduler:
                     reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
                     return Park(ask, q.path, m.SchedulingState.SKIPPED,
                                 why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
+        if ask.required:
+            return self._required(ask)
         if ask.shape not in self.failed_shapes:
             node = self.first_fit(ask)
             if node is not None:
@@ -214,6 +216,19 @@ class Scheduler:
             self.failed_shapes.add(ask.shape)
         reason = f"no schedulable node has {fmt_res(res)} free"
         return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, why.no_node_room(reason, res))
+
+    def _required(self, ask: Ask) -> Decision:
+        """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
+        name = ask.required
+        node = self.part.nodes.get(name)
+        where = REQUIRED_WAIT + name
+        if node is None:
+            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_gone(name))
+        if node.state is not NodeState.SCHEDULABLE:
+            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_draining(name, node.state.value))
+        if fits(ask.resource, node.free):
+            return Allocate(ask, node)
+        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""

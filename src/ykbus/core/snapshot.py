@@ -23,13 +23,14 @@ from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
-from ykbus.core.model import Alloc, App, Ask, Node, Queue, count_app_priorities
+from ykbus.core.model import REQUIRED_WAIT, Alloc, App, Ask, Node, Queue, count_app_priorities
 from ykbus.core.partition import Partition
 from ykbus.core.resources import add_into, scaled
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timer, Timers
 from ykbus.core.why import Why
+from ykbus.si import messages as m
 
 FORMAT = 3  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending
 READABLE = (2, 3)  # a format-2 snapshot has no reasons: asks parked then show theirs once parked again
@@ -44,11 +45,12 @@ DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"allocated", "free", "key"}),  # sums of its allocations; its index key
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_policy"}),  # tree, sums, config
-    "Ask": frozenset({"app", "shape"}),  # its owner; the interned form of its resource
+    "Ask": frozenset({"app", "required", "shape"}),  # its owner; from its tags; the interned form of its resource
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
                       "trackers"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler",  # interned vectors; the pass's scratch
+                            "paused", "required_waiters",  # from the RM's state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition"}),  # from its partitions' nodes
@@ -327,12 +329,14 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
             for q in app.path:
                 q.running += 1
         for sk in sa.asks:
-            ask = Ask.__new__(Ask)
-            ask.key, ask.app = sk.key, app
-            ask.resource, ask.shape = p.intern(sk.resource)
-            ask.max_allocations, ask.pending, ask.allocated = sk.max_allocations, sk.pending, sk.allocated
-            ask.priority, ask.seq, ask.tags, ask.task_group = sk.priority, sk.seq, sk.tags, sk.task_group
-            ask.placeholder, ask.originator, ask.timeout_ms = sk.placeholder, sk.originator, sk.timeout_ms
+            # through its constructor, from the ask message it was made of: what the
+            # constructor derives (the node it requires, ...) cannot be forgotten here
+            ask = Ask(m.AllocationAsk(
+                allocationKey=sk.key, applicationID=app.id, maxAllocations=sk.max_allocations,
+                priority=sk.priority, executionTimeoutMilliSeconds=sk.timeout_ms, tags=sk.tags,
+                taskGroupName=sk.task_group, placeholder=sk.placeholder, Originator=sk.originator,
+            ), app, *p.intern(sk.resource), sk.seq)
+            ask.pending, ask.allocated = sk.pending, sk.allocated
             ask.state, ask.waiting, ask.reported, ask.why = _ASK_STATES[sk.state], sk.waiting, sk.reported, sk.why
             app.asks[ask.key] = ask
             asks[(app.id, ask.key)] = ask
@@ -375,6 +379,10 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
     for key in s.node_waiters:
         ask = asks[key]
         p.node_waiters.setdefault(ask.shape, {})[key] = ask
+    p.required_waiters = {}
+    for key, ask in asks.items():  # derived: an ask's `waiting` names the node it waits for
+        if ask.waiting is not None and ask.waiting.startswith(REQUIRED_WAIT):
+            p.required_waiters.setdefault(ask.waiting[len(REQUIRED_WAIT):], {})[key] = ask
     for sq in s.queues:
         q = p.queues[sq.path]
         q.waiters = {tuple(k): asks[tuple(k)] for k in sq.waiters}  # type: ignore[misc]
@@ -425,6 +433,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         rm.partitions, rm.node_partition = {}, {}
         for sp in srm.partitions:
             p = _restore_partition(rm.id, sp, core.timers)
+            p.paused = rm.state is RMState.PAUSED
             rm.partitions[p.name] = p
             parts[(rm.id, p.name, p.incarnation)] = p
             for node_id in p.nodes:

@@ -29,6 +29,10 @@ class PendingCode(enum.StrEnum):
     GROUP_MAX_APPLICATIONS = "GroupMaxApplications"  # ... a group's maxapplications
     NOT_ADMITTED = "NotAdmitted"  # stateaware: another Accepted application goes first
     RECOVERY_QUEUE = "RecoveryQueue"  # its application sits in root.@recovery@
+    REQUIRED_NODE_GONE = "RequiredNodeGone"  # the node it must run on is not there
+    REQUIRED_NODE_DRAINING = "RequiredNodeDraining"  # the node it must run on takes nothing new
+    REQUIRED_NODE_FULL = "RequiredNodeFull"  # the node it must run on has no room for it
+    RM_PAUSED = "RMPaused"  # its resource manager is Paused: nothing of it is placed until it is back
 
 
 class Why(msgspec.Struct, frozen=True):
@@ -76,3 +80,26 @@ def not_admitted(queue: str, first: str) -> Why:
 
 def recovery_queue(message: str, queue: str) -> Why:
     return Why(PendingCode.RECOVERY_QUEUE, message, {"queue": queue})
+
+
+def required_node_gone(node: str) -> Why:
+    return Why(PendingCode.REQUIRED_NODE_GONE, f"it must run on node {node}, which is not registered", {"node": node})
+
+
+def required_node_draining(node: str, state: str) -> Why:
+    return Why(PendingCode.REQUIRED_NODE_DRAINING,
+               f"it must run on node {node}, which is {state}: it takes no new allocations",
+               {"node": node, "state": state})
+
+
+def required_node_full(node: str, asked: dict[str, int], free: dict[str, int]) -> Why:
+    def fmt(res: dict[str, int]) -> str:
+        return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
+
+    return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which has {fmt(free)} free of "
+               f"the {fmt(asked)} it asks", {"node": node, "asked": dict(asked), "free": dict(free)})
+
+
+def rm_paused(rm: str) -> Why:
+    return Why(PendingCode.RM_PAUSED, f"resource manager {rm} is Paused (its heartbeats stopped): nothing of it "
+               "is placed until it is back", {"rm": rm})

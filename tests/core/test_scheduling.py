@@ -1,0 +1,89 @@
+"""The pass as plans: `Scheduler.plan()` decides from the model without changing it, and
+`Partition.commit` applies what it decided."""
+
+from __future__ import annotations
+
+from tests.conftest import Harness
+from tests.core.test_why import QUEUES
+from ykbus.core.outbox import Outbox
+from ykbus.core.scheduling import Allocate, Defer, Hold, Park
+from ykbus.core.snapshot import dump_snapshot
+from ykbus.log.build import app, ask, node
+
+
+def pending_state() -> Harness:
+    """Asks that place, and asks that wait for a node, a queue max, maxapplications, stateaware."""
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 3000})
+    h.do(h.log.apps(app("a", "root.small"), app("b", "root.small"), app("g1", "root.gated"), app("g2", "root.gated")))
+    h.do(h.log.asks(ask("big", "g1", vcore=9000)))
+    partition = h.core.rms["rm-1"].partitions["default"]
+    partition.paused = True  # take the next asks in without a pass, to plan them here
+    h.do(h.log.asks(ask("ka", "a", vcore=1000, max_allocations=3), ask("kb", "b", vcore=100),
+                    ask("kg", "g2", vcore=100), ask("more", "g1", vcore=500)))
+    partition.paused = False
+    return h
+
+
+def test_planning_changes_nothing_and_committing_does_what_the_plan_says():
+    h = pending_state()
+    p = h.core.rms["rm-1"].partitions["default"]
+    before = dump_snapshot(h.core)
+    p.scheduler.start()
+    plans = [p.scheduler.plan() for _ in range(3)]
+    p.scheduler.finish()
+    assert dump_snapshot(h.core) == before  # a what-if: nothing moved
+    assert [repr(d) for d in plans[0]] == [repr(d) for d in plans[1]] == [repr(d) for d in plans[2]]
+
+    first = plans[0]
+    assert isinstance(first[-1], Allocate)
+    outs = h.do(h.log.tick())  # the pass plans and commits
+    placed = [(a.applicationID, a.allocationKey, a.nodeID) for o in outs if o.kind == "alloc" for a in o.msg.new]
+    allocate = next(d for d in first if isinstance(d, Allocate))
+    assert placed[0] == (allocate.ask.app.id, allocate.ask.key, allocate.node.id)
+
+
+def test_a_plan_names_every_kind_of_decision_with_its_reason():
+    h = pending_state()
+    p = h.core.rms["rm-1"].partitions["default"]
+    p.scheduler.start()
+    seen = {}
+    while True:  # plan and commit by hand, as the pass does
+        plan = p.scheduler.plan()
+        for d in plan:
+            seen.setdefault(d.__class__, []).append(d)
+        p.commit(plan, Outbox(h.core.last_seq + 1, h.core.now))
+        if not plan or not isinstance(plan[-1], Allocate):
+            break
+    p.scheduler.finish()
+    # g1 starts with "more" ("big" waits for a node since it came); stateaware then lets
+    # g2 start; root.small holds 2 of ka (its max) and b waits for its maxapplications
+    assert [repr(d) for d in seen[Allocate]] == ["Allocate(g1/more -> n1)", "Allocate(a/ka -> n1)",
+                                                 "Allocate(g2/kg -> n1)", "Allocate(a/ka -> n1)"]
+    assert [(d.ask.key, d.why.code.value, d.why.details) for d in seen[Park]] == [
+        ("ka", "QueueMax", {"queue": "root.small", "resource": "vcore", "used": 2000, "max": 2000, "asked": 1000})]
+    assert [(d.app.id, d.why.code.value) for d in seen[Hold]] == [("b", "QueueMaxApplications")]
+    assert Defer not in seen  # g1 started first, so g2 was never the one kept back
+
+
+def test_what_if_planning_leaves_a_later_pass_unchanged():
+    """Planning at any point (a what-if) and dropping the plan changes no later decision."""
+    def run(peek: bool) -> list[bytes]:
+        from ykbus.log.jsonl import encode_output
+        h = Harness()
+        h.setup(QUEUES, n1={"vcore": 3000}, n2={"vcore": 2000})
+        out: list[bytes] = []
+        for i in range(12):
+            h.do(h.log.apps(app(f"x{i}", "root.gated" if i % 3 else "root.small")))
+            p = h.core.rms["rm-1"].partitions["default"]
+            if peek:
+                p.scheduler.start()
+                p.scheduler.plan()
+                p.scheduler.finish()
+            out += [encode_output(o) for o in h.do(h.log.asks(ask(f"k{i}", f"x{i}", vcore=300 * (i % 4 + 1),
+                                                                     max_allocations=1 + i % 3)))]
+            if i % 4 == 3:
+                out += [encode_output(o) for o in h.do(h.log.nodes(node(f"m{i}", vcore=1000)))]
+        return out
+
+    assert run(peek=True) == run(peek=False)
