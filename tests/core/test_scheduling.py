@@ -87,3 +87,35 @@ def test_what_if_planning_leaves_a_later_pass_unchanged():
         return out
 
     assert run(peek=True) == run(peek=False)
+
+
+def test_cached_queue_keys_are_the_keys(monkeypatch):
+    """Queue keys are kept until what they depend on changes: every decision of a churning
+    workload on a deep tree (priority offsets, guaranteed shares, a reload, nodes coming)
+    is the same as with every key computed afresh."""
+    import ykbus.core.scheduling as scheduling
+    from ykbus.bench.workloads import Mixed, mixed_config
+    from ykbus.core import Core
+    from ykbus.log.jsonl import encode_output
+    from ykbus.yamlload import load_yaml
+
+    def run(cache: bool) -> list[bytes]:
+        monkeypatch.setattr(scheduling, "CACHE_QUEUE_KEYS", cache)
+        w = Mixed(nodes=40, apps=120, asks=2500, batch=50, seed=3)
+        core, out = Core(load_yaml=load_yaml), []
+        for e in w.setup():
+            core.apply(e)
+        for i, e in enumerate(w.entries()):
+            outs = core.apply(e)
+            out += [encode_output(o) for o in outs]
+            w.observe([(a.applicationID, a.UUID) for o in outs if o.kind == "alloc" for a in o.msg.new])
+            if i == 30:  # a reload that moves guaranteed shares and priorities
+                out += [encode_output(o) for o in core.apply(w.log.config(mixed_config().replace(
+                    "priority.offset: 1", "priority.offset: 7").replace("vcore: 400", "vcore: 90")))]
+            if i % 25 == 24:  # the total grows: every share moves
+                out += [encode_output(o) for o in core.apply(w.log.nodes(node(f"extra{i}", vcore=9000, memory=2**34)))]
+        return out
+
+    cached, fresh = run(True), run(False)
+    assert sum(b'"new"' in line for line in cached) > 50
+    assert cached == fresh

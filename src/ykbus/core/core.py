@@ -44,7 +44,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
 from ykbus.core.partition import App, Partition
-from ykbus.core.resources import Res, positive
+from ykbus.core.resources import Res
 from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, Timers
 from ykbus.core.why import PendingCode
 from ykbus.si import codec, compat
@@ -103,7 +103,7 @@ class ResourceManager:
 def _res(msg: m.Resource | None) -> Res:
     if msg is None:
         return {}
-    return positive({k: q.value for k, q in msg.resources.items()})
+    return {k: q.value for k, q in msg.resources.items() if q.value}
 
 
 class Core:

@@ -40,6 +40,7 @@ class Ledger:
         self._node_moved(node)
         for q in app.path:
             add_into(q.allocated, res)
+            q.sort_key = None
         for t in app.trackers:
             add_into(t.allocated, res)
         add_into(app.allocated, res)
@@ -55,6 +56,7 @@ class Ledger:
         self._node_moved(node)
         for q in app.path:
             sub_into(q.allocated, res)
+            q.sort_key = None
         for t in app.trackers:
             sub_into(t.allocated, res)
         sub_into(app.allocated, res)

@@ -90,7 +90,7 @@ class Queue:
         "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
-        "limits", "template", "app_prios",
+        "limits", "template", "app_prios", "sort_key",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -114,8 +114,11 @@ class Queue:
         self.app_prios: dict[int, int] = {}  # a leaf's applications per max priority (None not counted)
         self.limits: list[LimitConfig] = []
         self.template: ChildTemplate | None = None
+        # its key among its siblings (core/scheduling.py), None when what it depends on changed
+        self.sort_key: tuple[Any, ...] | None = None
 
     def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
+        self.sort_key = None
         self.leaf = not qc.parent
         self.guaranteed = dict(qc.guaranteed)
         self.max = dict(qc.max)

@@ -152,6 +152,7 @@ class Partition:
                 for p in (c.exposed_priority(),) if p is not None
             ]
         q.raw_priority = max(prios) if prios else None
+        q.sort_key = None
 
     # --- configuration ---------------------------------------------------------------
 
@@ -468,6 +469,7 @@ class Partition:
             leaf.raw_priority = max(counts) if counts else None
         else:
             return
+        leaf.sort_key = None
         q = leaf.parent
         while q is not None:
             exposed = [c.exposed_priority() for c in q.children.values() if c.active or c.pending]
@@ -475,6 +477,7 @@ class Partition:
             if value == q.raw_priority:
                 break
             q.raw_priority = value
+            q.sort_key = None
             q = q.parent
 
     # --- asks ------------------------------------------------------------------------
@@ -503,6 +506,7 @@ class Partition:
         add_into(ask.app.pending, total)
         for q in ask.app.path:
             add_into(q.pending, total)
+            q.sort_key = None
         ask.app.active.add(ask.entry)
         self._ask_pending(ask)
 
@@ -514,6 +518,7 @@ class Partition:
         sub_into(ask.app.pending, total)
         for q in ask.app.path:
             sub_into(q.pending, total)
+            q.sort_key = None
         self._unwait(ask)
         if ask.waiting is None:
             ask.app.active.remove(ask.entry)
@@ -671,12 +676,17 @@ class Partition:
                       ask.task_group, ask.placeholder, ctx.seq)
         for q in app.path:
             sub_into(q.pending, ask.resource)
+            q.sort_key = None
         sub_into(app.pending, ask.resource)
         ask.pending -= 1
         ask.allocated += 1
         ask.reported = ""
         if ask.pending == 0:
-            app.active.remove(ask.entry)
+            active = app.active
+            if active[0][-1] is ask:  # mostly it is the first: no search
+                del active[0]
+            else:
+                active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
             self._ask_not_pending(ask)
         self.ledger.book(alloc)
@@ -715,7 +725,9 @@ class Partition:
 
     def schedule(self, ctx: Outbox) -> None:
         """Plan and commit until a walk places nothing (or the entry's budget is spent)."""
-        if self._rekey:
+        if self._rekey:  # the total or the configuration changed: every queue key may have
+            for q in self.queues.values():
+                q.sort_key = None
             self._rekey = False
             self._rekey_all(only_fair=True)
         scheduler = self.scheduler

@@ -36,6 +36,7 @@ from ykbus.si import messages as m
 if TYPE_CHECKING:
     from ykbus.core.partition import Partition
 
+CACHE_QUEUE_KEYS = True  # tests switch it off to prove the cached keys are the keys
 FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
 
 
@@ -128,6 +129,14 @@ class Scheduler:
         return plan
 
     def queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
+        """`q`'s place among its siblings: kept in `q.sort_key` until what it depends on
+        changes (its usage, pending, priority, configuration; the partition's total)."""
+        key = q.sort_key
+        if key is None or not CACHE_QUEUE_KEYS:
+            key = q.sort_key = self._queue_key(parent, q)
+        return key
+
+    def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
         prio = 0
         if parent.sort_priority:
             exposed = q.exposed_priority()
@@ -139,7 +148,12 @@ class Scheduler:
         """Walk `q`; True once an allocation is planned."""
         if not q.leaf:
             children = [c for c in q.children.values() if c.active]
-            if len(children) > 1:
+            n = len(children)
+            if n == 2:
+                first, second = children
+                if self.queue_key(q, second) < self.queue_key(q, first):
+                    children = [second, first]
+            elif n > 2:
                 children.sort(key=lambda c: self.queue_key(q, c))
             for child in children:
                 if self._queue(child, plan):
