@@ -44,7 +44,7 @@ READABLE = (2, 3)  # a format-2 snapshot has no reasons: asks parked then show t
 DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"allocated", "free", "key"}),  # sums of its allocations; its index key
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
-                        "priority_fence", "priority_offset", "running", "sort_policy"}),  # tree, sums, config
+                        "priority_fence", "priority_offset", "running", "sort_key", "sort_policy"}),  # tree, sums, config, cache
     "Ask": frozenset({"app", "required", "shape"}),  # its owner; from its tags; the interned form of its resource
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
