@@ -17,17 +17,14 @@ import gc
 import heapq
 
 import msgspec
-from sortedcontainers import SortedList
 
-from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig
+from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import REQUIRED_WAIT, Alloc, App, Ask, Node, Queue, count_app_priorities
 from ykbus.core.partition import Partition
 from ykbus.core.resources import add_into, scaled
-from ykbus.core.scheduling import Scheduler
-from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timer, Timers
 from ykbus.core.why import Why
 from ykbus.si import messages as m
@@ -275,18 +272,11 @@ def _dump(core: Core) -> bytes:
 
 
 def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
-    p = Partition.__new__(Partition)
-    p.rm, p.name, p.incarnation, p.timers, p.alive = rm, s.name, s.incarnation, timers, True
-    p.config = s.config
-    p.node_sort = s.config.nodesortpolicy.type
-    p.weights = s.config.nodesortpolicy.resourceweights
-    p.scorer = scorer_for(p.node_sort, p.weights)
+    # through its constructor (an empty partition of its configuration), then its state:
+    # the queue tree as it was (with unmanaged and draining queues), nodes, applications
+    p = Partition(rm, s.config, timers, s.incarnation)
     p.seq, p._rekey = s.seq, s.rekey
-    p._shapes = {}
-    p.scheduler = Scheduler(p)
-    p.nodes, p.apps, p.allocations, p.total = {}, {}, {}, {}
-    p.node_waiters, p.queues, p.trackers = {}, {}, {}
-    p.node_index = SortedList()
+    p.queues, p.trackers = {}, {}
     p.terminated = {k: AppState(v) for k, v in s.terminated.items()}
 
     # queues: partition order, then each parent's children in their stored order
@@ -313,16 +303,12 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
 
     asks: dict[tuple[str, str], Ask] = {}
     for sa in s.apps:
-        app = App.__new__(App)
-        app.id, app.queue = sa.id, p.queues[sa.queue]
-        app.path = app.queue.ancestry()
-        app.user, app.groups, app.tags, app.state, app.seq = sa.user, sa.groups, sa.tags, _APP_STATES[sa.state], sa.seq
-        app.asks, app.allocations, app.allocated, app.pending = {}, {}, {}, {}
-        app.active = SortedList()
-        app.max_priority, app.priorities, app.entry = None, {}, None
+        app = App(m.AddApplicationRequest(
+            applicationID=sa.id, queueName=sa.queue, partitionName=p.name, tags=sa.tags,
+            ugi=m.UserGroupInformation(user=sa.user, groups=sa.groups), executionTimeoutMilliSeconds=sa.timeout_ms,
+        ), p.queues[sa.queue], sa.seq)
+        app.state, app.timer, app.why = _APP_STATES[sa.state], sa.timer, sa.why
         app.blocked_on = p.queues.get(sa.blocked_on) if sa.blocked_on is not None else None
-        app.trackers = []
-        app.timeout_ms, app.timer, app.why = sa.timeout_ms, sa.timer, sa.why
         p.apps[app.id] = app
         app.queue.apps[app.id] = app
         if app.state is AppState.RUNNING:
@@ -426,11 +412,11 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
     core.operator_configs = dict(snap.operator_configs)
     parts: dict[tuple[str, str, int], Partition] = {}
     for srm in snap.rms:
-        rm = ResourceManager.__new__(ResourceManager)
-        rm.id, rm.state, rm.version, rm.policy_group = srm.id, RMState(srm.state), srm.version, srm.policy_group
-        rm.build_info, rm.extra_config, rm.encoding = srm.build_info, srm.extra_config, srm.encoding
-        rm.config_text, rm.own_config_text = srm.config_text, srm.own_config_text
-        rm.partitions, rm.node_partition = {}, {}
+        rm = ResourceManager(m.RegisterResourceManagerRequest(  # through its constructor, partitions next
+            rmID=srm.id, version=srm.version, policyGroup=srm.policy_group, buildInfo=srm.build_info,
+            extraConfig=srm.extra_config), SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text,
+            core.timers, 0)
+        rm.state, rm.encoding = RMState(srm.state), srm.encoding
         for sp in srm.partitions:
             p = _restore_partition(rm.id, sp, core.timers)
             p.paused = rm.state is RMState.PAUSED
