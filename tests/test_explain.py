@@ -42,3 +42,25 @@ def test_explain_on_a_broken_log_exits_2(tmp_path):
     path.write_text("not a log\n")
     run = explain("a", "--log", str(path))
     assert run.returncode == 2 and "log.jsonl:1" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_explain_names_a_required_node_and_a_paused_rm(tmp_path):
+    log = LogBuilder("k8s")
+    ds = ask("ds", "a", vcore=1000)
+    ds["tags"] = {"yunikorn.apache.org/requiredNode": "n2"}
+    entries = [log.register(QUEUES), log.nodes(node("n1", vcore=8000), node("n2", vcore=500)),
+               log.apps(app("a", "root.gated")), log.asks(ds)]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = explain("a", "--log", str(path))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1:] == [
+        "  ask ds: 1 pending, 0 allocated: RequiredNodeFull: it must run on node n2, which has {vcore: 500} "
+        "free of the {vcore: 1000} it asks",
+        "    vcore: asked 1000, free on node n2 500",
+    ]
+    entries.append(log.entry("rmstate", {"rmID": "k8s", "event": "CONNECTION_LOST"}, rm=""))
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    assert explain("a", "--log", str(path)).stdout.splitlines()[1] == (
+        "  ask ds: 1 pending, 0 allocated: RMPaused: resource manager k8s is Paused (its heartbeats stopped): "
+        "nothing of it is placed until it is back")

@@ -24,6 +24,11 @@ def _details(code: str, d: dict[str, Any]) -> str:
         return f"{who}queue {d['queue']}: {d['running']} of {d['max']} applications running"
     if code == "NotAdmitted":
         return f"queue {d['queue']} starts {d['first']} first"
+    if code == "RequiredNodeFull":
+        return "; ".join(f"{r}: asked {v}, free on node {d['node']} {d.get('free', {}).get(r, 0)}"
+                         for r, v in d.get("asked", {}).items())
+    if code in ("RequiredNodeGone", "RequiredNodeDraining", "RMPaused"):
+        return ""  # the message says it all
     return ", ".join(f"{k} {v}" for k, v in d.items())
 
 
