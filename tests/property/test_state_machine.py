@@ -179,10 +179,14 @@ class CoreMachine(RuleBasedStateMachine):
         for _ in range(n):
             self.asks += 1
             key = f"k{self.asks}" if data.draw(st.booleans()) or self.asks < 3 else f"k{data.draw(st.integers(1, self.asks))}"
-            asks.append({**ask(key, f"app{data.draw(st.integers(1, self.apps))}",
-                               priority=data.draw(st.integers(-3, 3)), max_allocations=data.draw(st.integers(1, 3)),
-                               vcore=data.draw(st.integers(0, 3000)), memory=data.draw(st.integers(0, 3000))),
-                         "executionTimeoutMilliSeconds": data.draw(st.sampled_from([0, 0, 700, 2500]))})
+            one = {**ask(key, f"app{data.draw(st.integers(1, self.apps))}",
+                         priority=data.draw(st.integers(-3, 3)), max_allocations=data.draw(st.integers(1, 3)),
+                         vcore=data.draw(st.integers(0, 3000)), memory=data.draw(st.integers(0, 3000))),
+                   "executionTimeoutMilliSeconds": data.draw(st.sampled_from([0, 0, 700, 2500]))}
+            required = data.draw(st.sampled_from([0, 0, 0, 1, 2, 9]))  # a node that may come, go or never be
+            if required:
+                one["tags"] = {"yunikorn.apache.org/requiredNode": f"n{required}"}
+            asks.append(one)
         self.do(self.log.asks(*asks))
 
     @precondition(lambda self: self.registered and self.part().allocations)
@@ -198,6 +202,12 @@ class CoreMachine(RuleBasedStateMachine):
     def release_ask(self, data):
         self.do(self.log.release_ask(f"app{data.draw(st.integers(1, self.apps))}",
                                      f"k{data.draw(st.integers(1, max(1, self.asks)))}"))
+
+    @precondition(lambda self: self.registered)
+    @rule(event=st.sampled_from(["CONNECTION_LOST", "RECONNECT"]))
+    def rm_heartbeats(self, event):
+        """The service's record that the RM's heartbeats stopped or came back (Paused: nothing placed)."""
+        self.do(self.log.entry("rmstate", {"rmID": "rm", "event": event, "reason": "test"}, rm=""))
 
     @rule(seconds=st.sampled_from([0, 1, 31]))
     def tick(self, seconds):
