@@ -120,7 +120,12 @@ def accounting_is_consistent(p: Partition) -> None:
                 queue_sum.setdefault(q.path, {}).setdefault(r, 0)
                 queue_sum[q.path][r] += v
     for n in p.nodes.values():
-        assert n.allocated == node_sum.get(n.id, {}), f"node {n.id}: allocated is not the sum of its allocations"
+        assert n.allocated == node_sum.get(n.id, {}), f"node {n.id}: its allocations are not the partition's on it"
+        free = dict(n.capacity)
+        for r, v in [*n.occupied.items(), *node_sum.get(n.id, {}).items()]:
+            free[r] = free.get(r, 0) - v
+        assert {r: v for r, v in n.free.items() if v} == {r: v for r, v in free.items() if v}, \
+            f"node {n.id}: free is not capacity - occupied - allocated"
     active = 0
     for app_ in p.apps.values():
         assert app_.allocated == app_sum.get(app_.id, {}), f"application {app_.id}: allocated is not the sum"

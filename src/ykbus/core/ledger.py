@@ -34,7 +34,6 @@ class Ledger:
 
     def book(self, alloc: Alloc) -> None:
         node, app, res = alloc.node, alloc.app, alloc.resource
-        add_into(node.allocated, res)
         sub_into(node.free, res)
         node.allocations[alloc.uuid] = alloc
         self._node_moved(node)
@@ -50,7 +49,6 @@ class Ledger:
 
     def unbook(self, alloc: Alloc) -> None:
         node, app, res = alloc.node, alloc.app, alloc.resource
-        sub_into(node.allocated, res)
         add_into(node.free, res)
         del node.allocations[alloc.uuid]
         self._node_moved(node)

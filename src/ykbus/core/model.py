@@ -29,7 +29,7 @@ from ykbus.core.config import (
     parse_offset,
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
-from ykbus.core.resources import Res, sub_into
+from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.si import messages as m
 
 INT32_MIN = -(2**31)
@@ -62,25 +62,34 @@ def fmt_res(res: Res) -> str:
 
 
 class Node:
-    __slots__ = ("id", "attributes", "capacity", "occupied", "allocated", "free", "state",
-                 "allocations", "key")
+    """`free` is capacity - occupied - allocated, kept as allocations come and go (the
+    ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
+
+    __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
         self.attributes = attributes
         self.capacity = capacity
         self.occupied = occupied
-        self.allocated: Res = {}
         self.free: Res = {}
         self.state = NodeState.SCHEDULABLE
         self.allocations: dict[str, Alloc] = {}
         self.key: tuple[float, str] | None = None
         self.recompute_free()
 
+    @property
+    def allocated(self) -> Res:
+        total: Res = {}
+        for alloc in self.allocations.values():
+            add_into(total, alloc.resource)
+        return total
+
     def recompute_free(self) -> None:
         free = dict(self.capacity)
         sub_into(free, self.occupied)
-        sub_into(free, self.allocated)
+        for alloc in self.allocations.values():
+            sub_into(free, alloc.resource)
         self.free = free
 
 

@@ -250,7 +250,12 @@ class Scheduler:
         res, nodes = ask.resource, part.nodes
         cached = self.fit_cache.get(ask.shape)
         if cached is None:
-            for skipped, key in enumerate(part.node_index):
+            index = part.node_index
+            if index:  # mostly the first node has room: no iterator for that
+                node = nodes[index[0][1]]
+                if fits(res, node.free):
+                    return node
+            for skipped, key in enumerate(index):
                 if skipped == FIT_CACHE_AFTER:
                     fitting = SortedList(k for k in part.node_index if fits(res, nodes[k[1]].free))
                     cached = self.fit_cache[ask.shape] = (res, fitting)

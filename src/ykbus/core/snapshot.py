@@ -39,7 +39,7 @@ READABLE = (2, 3)  # a format-2 snapshot has no reasons: asks parked then show t
 # listed here fails tests/core/test_snapshot_fields.py: a field added to the model and
 # forgotten here would otherwise be lost on restart, silently.
 DERIVED: dict[str, frozenset[str]] = {
-    "Node": frozenset({"allocated", "free", "key"}),  # sums of its allocations; its index key
+    "Node": frozenset({"free", "key"}),  # from capacity, occupied and its allocations; its index key
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy"}),  # tree, sums, config, cache
     "Ask": frozenset({"app", "required", "shape"}),  # its owner; from its tags; the interned form of its resource
@@ -348,7 +348,6 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         alloc = Alloc(sx.uuid, sx.key, app, node, res, sx.priority, sx.tags, sx.task_group,
                       sx.placeholder, sx.born)
         allocs[alloc.uuid] = alloc
-        add_into(node.allocated, res)
         add_into(app.allocated, res)
     p.allocations = allocs
     for app in apps.values():  # queues: one sum per application, not per allocation
