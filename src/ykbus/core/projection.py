@@ -1,0 +1,109 @@
+"""The read projection: the state as plain, deterministic values (read API, `ykbus explain`,
+tests). Never live objects: what leaves here can be encoded and compared.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ykbus.core.lifecycle import NodeState
+from ykbus.core.partition import Partition
+from ykbus.core.why import PendingCode
+
+if TYPE_CHECKING:
+    from ykbus.core.core import Core
+
+SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")
+
+
+def project(core: Core, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+    """A plain, deterministic projection of the state (read API, tests). `sections`
+    limits what is built per partition (counts of everything are always there)."""
+    out: dict[str, Any] = {"last_seq": core.last_seq, "now": core.now, "rms": {},
+                           "queue_files": dict(core.operator_configs)}
+    for rm in core.rms.values():
+        parts = {}
+        for p in rm.partitions.values():
+            full = {
+                "queues": lambda p=p: _queues_dump(p),
+                "nodes": lambda p=p: {
+                    n.id: {"state": n.state.value, "capacity": dict(n.capacity),
+                           "occupied": dict(n.occupied), "allocated": dict(n.allocated),
+                           "attributes": dict(n.attributes), "allocations": list(n.allocations)}
+                    for n in p.nodes.values()
+                },
+                "applications": lambda p=p: {
+                    a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
+                           "allocated": dict(a.allocated), "pending": dict(a.pending),
+                           "maxPriority": a.max_priority,
+                           "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
+                                            "priority": k.priority, "resource": dict(k.resource),
+                                            "waiting": k.waiting, "reason": k.reported,
+                                            "why": _why(p, k)}
+                                    for k in a.asks.values()},
+                           "why": _app_why(p, a),
+                           "allocations": list(a.allocations)}
+                    for a in p.apps.values()
+                },
+                "terminated": lambda p=p: {k: v.value for k, v in p.terminated.items()},
+                "allocations": lambda p=p: {
+                    u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
+                        "resource": dict(a.resource)}
+                    for u, a in p.allocations.items()
+                },
+            }
+            parts[p.name] = {
+                "nodeSortPolicy": p.node_sort.value,
+                "total": dict(p.total),
+                "counts": {"queues": len(p.queues), "nodes": len(p.nodes), "applications": len(p.apps),
+                           "allocations": len(p.allocations)},
+                **{name: full[name]() for name in sections},
+            }
+        out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,
+                             "encoding": rm.encoding, "partitions": parts}
+    return out
+
+
+def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
+    """Why a pending ask waits (None once nothing of it is pending). For `NoNodeRoom` the
+    details gain `largestFree`: per resource asked, the most any schedulable node has free
+    now (a figure of the moment, computed for the reader)."""
+    if not ask.pending:
+        return None
+    reason = p.why_pending(ask)
+    out = {"code": reason.code.value, "message": reason.message, "details": dict(reason.details)}
+    if reason.code is PendingCode.NO_NODE_ROOM:
+        free = [n.free for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+        out["details"]["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+    return out
+
+
+def _app_why(p: Partition, app: Any) -> dict[str, Any] | None:
+    """An application's reason: that of the pending ask the pass would try first."""
+    pending = [k for k in app.asks.values() if k.pending]
+    if not pending:
+        return None
+    first = min(pending, key=lambda k: (-k.priority, k.seq))
+    return {"allocationKey": first.key, **(_why(p, first) or {})}
+
+
+def _queues_dump(p: Partition) -> dict[str, Any]:
+    usage: dict[str, list[dict[str, Any]]] = {}
+    for _, t in sorted(p.trackers.items()):
+        usage.setdefault(t.queue.path, []).append({
+            t.kind: t.name, "limit": t.limit.limit, "allocated": dict(t.allocated),
+            "runningApplications": t.running, "maxResources": t.limit.maxresources,
+            "maxApplications": t.limit.maxapplications,
+        })
+    return {
+        q.path: {
+            "leaf": q.leaf, "managed": q.managed, "draining": q.draining, "drainingSince": q.draining_since,
+            "guaranteed": q.guaranteed, "max": q.max, "maxApplications": q.maxapps,
+            "properties": q.properties,
+            "submitACL": q.submitacl.text if q.submitacl is not None else None,
+            "adminACL": q.adminacl.text if q.adminacl is not None else None,
+            "allocated": dict(q.allocated), "pending": dict(q.pending),
+            "runningApplications": q.running, "priority": q.exposed_priority(),
+            "applications": list(q.apps), "limitUsage": usage.get(q.path, []),
+        } for q in p.queues.values()
+    }
