@@ -156,9 +156,10 @@ class Queue:
         """The priority this queue shows its parent (seed: offset, fence)."""
         if self.priority_fence:
             return self.priority_offset
-        if self.raw_priority is None:
-            return None
-        return clamp(self.raw_priority + self.priority_offset)
+        raw = self.raw_priority
+        if raw is None or not self.priority_offset:  # raw is an int32 already: nothing to clamp
+            return raw
+        return clamp(raw + self.priority_offset)
 
     def ancestry(self) -> list[Queue]:
         """This queue and its parents up to root."""

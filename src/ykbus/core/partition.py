@@ -287,8 +287,12 @@ class Partition:
 
     def _index_node(self, node: Node) -> None:
         old = node.key
+        index = self.node_index
         if old is not None:
-            self.node_index.remove(old)
+            if index[0] == old:  # mostly the node just allocated on is the first: no search
+                del index[0]
+            else:
+                index.remove(old)
             node.key = None
         if node.state is NodeState.SCHEDULABLE:
             node.key = self.scorer.key(node)
