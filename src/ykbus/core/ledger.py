@@ -7,6 +7,8 @@ application, on the application itself, and in the partition's allocation index.
 inverses, used by allocating, recovering and releasing alike. What an allocation means
 beyond its resources (its ask's counts, the outputs, who is woken) is the partition's.
 
+An ask placed moves its resources from pending to allocated in the same step.
+
 The ledger reports what moved through two callbacks, so that the partition keeps its
 orders current: a node whose free resources changed (the node index), and an application
 whose usage changed (its place under `fair`).
@@ -32,17 +34,24 @@ class Ledger:
         self._node_moved = node_moved
         self._app_moved = app_moved
 
-    def book(self, alloc: Alloc) -> None:
+    def book(self, alloc: Alloc, placed: bool = False) -> None:
+        """Count `alloc` everywhere; `placed`: an ask's allocation, whose resources leave
+        the pending of its application and queue path as they are booked (allocating moves
+        them from pending to allocated; recovering adds them)."""
         node, app, res = alloc.node, alloc.app, alloc.resource
         sub_into(node.free, res)
         node.allocations[alloc.uuid] = alloc
         self._node_moved(node)
         for q in app.path:
             add_into(q.allocated, res)
+            if placed:
+                sub_into(q.pending, res)
             q.sort_key = None
         for t in app.trackers:
             add_into(t.allocated, res)
         add_into(app.allocated, res)
+        if placed:
+            sub_into(app.pending, res)
         app.allocations[alloc.uuid] = alloc
         self.allocations[alloc.uuid] = alloc
         self._app_moved(app)

@@ -678,10 +678,7 @@ class Partition:
         app = ask.app
         alloc = Alloc(ctx.next_uuid(self.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq)
-        for q in app.path:
-            sub_into(q.pending, ask.resource)
-            q.sort_key = None
-        sub_into(app.pending, ask.resource)
+        self.ledger.book(alloc, placed=True)
         ask.pending -= 1
         ask.allocated += 1
         ask.reported = ""
@@ -693,7 +690,6 @@ class Partition:
                 active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
             self._ask_not_pending(ask)
-        self.ledger.book(alloc)
         if app.state is not AppState.RUNNING:
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.timeout_ms > 0:
