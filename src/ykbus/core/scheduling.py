@@ -115,7 +115,10 @@ class Scheduler:
         """Keep the fit caches current: `node` left index key `old` for `node.key`."""
         for res, fitting in self.fit_cache.values():
             if old is not None:
-                fitting.discard(old)
+                if fitting and fitting[0] == old:  # mostly the node just allocated on: no search
+                    del fitting[0]
+                else:
+                    fitting.discard(old)
             if node.key is not None and fits(res, node.free):
                 fitting.add(node.key)
 
