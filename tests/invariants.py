@@ -173,9 +173,13 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
             continue
         if app_.queue.path == RECOVERY_QUEUE:  # by design it schedules nothing new
             continue
+        if app_.gang and app_.gang_timer >= 0:
+            gang_does_not_fit_or_is_incomplete(p, app_)
         for k in app_.asks.values():
             if not k.pending:
                 continue
+            if app_.gang and (k.placeholder or (k.waiting or "").startswith(("gang:", "replace:"))):
+                continue  # placed with its gang, or waits for its gang or its placeholder
             headroom = all(
                 all(q.allocated.get(r, 0) + v <= q.max[r] for r, v in k.resource.items() if r in q.max)
                 for q in app_.path) and all(
@@ -186,6 +190,72 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                 where = [p.nodes[k.required]] if k.required in p.nodes else [] if k.required else schedulable
                 assert not any(n.state is NodeState.SCHEDULABLE and fits(k.resource, n.free) for n in where), \
                     f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
+
+
+def gang_total(app_) -> dict[str, int]:
+    """What a gang's pending placeholders ask, together."""
+    total: dict[str, int] = {}
+    for a in app_.asks.values():
+        if a.placeholder and a.pending:
+            for r, v in a.resource.items():
+                total[r] = total.get(r, 0) + v * a.pending
+    return total
+
+
+def gang_fits(p: Partition, app_) -> bool:
+    """Whether first-fit decreasing over the schedulable nodes (in id order, an order of our
+    own) places every pending placeholder of a gang at once: a check of the reason, not the
+    core's own code."""
+    free = {n.id: dict(n.free) for n in sorted(p.nodes.values(), key=lambda n: n.id)
+            if n.state is NodeState.SCHEDULABLE}
+    members = sorted(((a.resource, a.pending) for a in app_.asks.values() if a.placeholder and a.pending),
+                     key=lambda rp: -sum(rp[0].values()))
+    for res, n in members:
+        for _ in range(n):
+            room = next((f for f in free.values() if fits(res, f)), None)
+            if room is None:
+                return False
+            for r, v in res.items():
+                room[r] = room.get(r, 0) - v
+    return True
+
+
+def gang_does_not_fit_or_is_incomplete(p: Partition, app_) -> None:
+    """A gang with pending placeholders waits for a reason: it is incomplete, over a queue
+    max or limit, or without room. With placeholders of one size any first fit places the
+    gang when one does, so our own first fit must fail too."""
+    total = gang_total(app_)
+    if not total:
+        return
+    have = dict(total)
+    for a in app_.allocations.values():
+        if a.placeholder:
+            for r, v in a.resource.items():
+                have[r] = have.get(r, 0) + v
+    incomplete = any(have.get(r, 0) < v for r, v in app_.gang.items())
+    over = any(q.max and any(q.allocated.get(r, 0) + v > q.max[r] for r, v in total.items() if r in q.max)
+               for q in app_.path) or any(
+        t.limit.maxresources and any(t.allocated.get(r, 0) + v > t.limit.maxresources[r]
+                                     for r, v in total.items() if r in t.limit.maxresources)
+        for t in app_.trackers)
+    sizes = {tuple(sorted(a.resource.items())) for a in app_.asks.values() if a.placeholder and a.pending}
+    if not incomplete and not over and len(sizes) == 1 and not any(
+            a.required for a in app_.asks.values() if a.placeholder and a.pending):
+        assert not gang_fits(p, app_), f"gang {app_.id} fits whole but waits"
+
+
+def gangs_placed_whole(core: Core, outputs: list[Output]) -> None:
+    """A gang that got placeholders in an entry has none left pending (all or nothing)."""
+    for out in outputs:
+        if out.kind != "alloc":
+            continue
+        for a in out.msg.new:
+            if not a.placeholder:
+                continue
+            p = core.rms[out.rm].partitions.get(a.partitionName or "default")
+            app_ = p.apps.get(a.applicationID) if p is not None else None
+            if app_ is not None and app_.gang and app_.gang_timer >= 0:
+                assert not gang_total(app_), f"gang {app_.id} placed in part: {gang_total(app_)} still pending"
 
 
 def pending_reasons_are_true(p: Partition) -> None:
@@ -206,13 +276,32 @@ def pending_reasons_are_true(p: Partition) -> None:
             if why.code is C.NO_NODE_ROOM:
                 assert not any(fits(k.resource, n.free) for n in schedulable), where
                 assert d["asked"] == dict(k.resource), where
-            elif why.code is C.QUEUE_MAX:
+            elif why.code is C.QUEUE_MAX:  # what was asked: the ask's, or its whole gang's
                 q = p.queues[d["queue"]]
-                assert q in app_.path and q.allocated.get(d["resource"], 0) + k.resource[d["resource"]] > q.max[d["resource"]], where
+                r = d["resource"]
+                assert d["asked"] == (gang_total(app_)[r] if k.placeholder and app_.gang else k.resource[r]), where
+                assert q in app_.path and q.allocated.get(r, 0) + d["asked"] > q.max[r], where
             elif why.code in (C.USER_LIMIT, C.GROUP_LIMIT):
                 t = next(t for t in app_.trackers if t.queue.path == d["queue"] and t.name == d.get(t.kind))
                 r = d["resource"]
-                assert t.allocated.get(r, 0) + k.resource[r] > t.limit.maxresources[r], where
+                assert d["asked"] == (gang_total(app_)[r] if k.placeholder and app_.gang else k.resource[r]), where
+                assert t.allocated.get(r, 0) + d["asked"] > t.limit.maxresources[r], where
+            elif why.code is C.GANG_INCOMPLETE:
+                total = gang_total(app_)
+                have = dict(total)
+                for a in app_.allocations.values():
+                    if a.placeholder:
+                        for r, v in a.resource.items():
+                            have[r] = have.get(r, 0) + v
+                assert d["pending"] == total and any(have.get(r, 0) < v for r, v in app_.gang.items()), where
+            elif why.code is C.GANG_NO_ROOM:
+                assert k.placeholder and not gang_fits(p, app_), where
+            elif why.code is C.GANG_PENDING:
+                assert any(a.placeholder and a.pending and a.task_group == k.task_group
+                           for a in app_.asks.values()), where
+            elif why.code is C.REPLACING:
+                placeholder = app_.allocations[d["placeholder"]]
+                assert placeholder.placeholder and placeholder.replacing == k.key, where
             elif why.code is C.QUEUE_MAX_APPLICATIONS:
                 q = p.queues[d["queue"]]
                 assert app_.state is AppState.ACCEPTED and q.running >= q.maxapps, where
@@ -252,6 +341,7 @@ def after_entry(core: Core, outputs: list[Output]) -> None:
     """Every invariant that must hold after an entry, given the outputs it made."""
     new_allocations_fit(core, outputs)
     new_allocations_placed_on_schedulable_nodes(core, outputs)
+    gangs_placed_whole(core, outputs)
     state_is_consistent(core)
 
 

@@ -44,8 +44,8 @@ from ykbus.core.lifecycle import (
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
 from ykbus.core.partition import App, Partition
 from ykbus.core.projection import SECTIONS, project
-from ykbus.core.resources import Res
-from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, Timers
+from ykbus.core.resources import Res, first_over
+from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, PlaceholderTimer, Timers
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
 
@@ -452,6 +452,13 @@ class Core:
         queue, reason = part.place(msg)
         if queue is None:
             return reason
+        gang = _res(msg.placeholderAsk)
+        for q in queue.ancestry():
+            over = first_over({}, gang, q.max) if q.max else None
+            if over is not None:
+                part.remove_if_empty(queue)
+                return (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
+                        "the gang could never run")
         part.add_app(msg, queue)
         ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
         return ""
@@ -544,7 +551,8 @@ class Core:
         app = part.apps.get(alloc.applicationID)
         if app is None:
             return f"application {alloc.applicationID!r} is not known: recover applications before nodes"
-        if app.state not in (AppState.NEW, AppState.ACCEPTED, AppState.RUNNING, AppState.COMPLETING):
+        if app.state not in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.RUNNING,
+                             AppState.COMPLETING):
             return f"application {app.id} is {app.state.value}"
         if not _res(alloc.resourcePerAlloc):
             return "resourcePerAlloc is empty"
@@ -591,6 +599,8 @@ class Core:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
         if app.state is AppState.FAILING:  # type: ignore[union-attr]
             return f"application {ask.applicationID} is Failing"
+        if ask.placeholder and app.gang and app.gang_timer < 0:  # type: ignore[union-attr]
+            return f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more placeholders"
         part.add_ask(ask, app, res, ctx)  # type: ignore[union-attr,arg-type]
         return ""
 
@@ -615,7 +625,10 @@ class Core:
         else:
             targets = list(app.allocations.values())
         for alloc in targets:
-            part.release(alloc, m.TerminationType.STOPPED_BY_RM, rel.message or "released by the RM", ctx)
+            if alloc.replacing and rel.terminationType is m.TerminationType.PLACEHOLDER_REPLACED:
+                part.confirm_replacement(alloc, ctx)  # the second step of a replacement
+            else:
+                part.release(alloc, m.TerminationType.STOPPED_BY_RM, rel.message or "released by the RM", ctx)
         return ""
 
     def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Outbox) -> str:
@@ -651,6 +664,9 @@ class Core:
                 app = timer.app
                 if app.timer == timer.generation and app.state in (AppState.RUNNING, AppState.COMPLETING):
                     part.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
+            elif isinstance(timer, PlaceholderTimer):
+                if timer.app.gang_timer == timer.generation:
+                    part.placeholder_timeout(timer.app, ctx)
             elif isinstance(timer, AllocationTimeoutTimer):
                 part.release(timer.alloc, m.TerminationType.TIMEOUT,
                              f"execution timeout of {timer.timeout_ms} ms reached", ctx)

@@ -43,6 +43,7 @@ class Lifecycle(Generic[S, E]):
 class AppState(enum.StrEnum):
     NEW = "New"
     ACCEPTED = "Accepted"
+    RESUMING = "Resuming"  # a Soft gang whose placeholders timed out: it goes on as an ordinary application
     RUNNING = "Running"
     COMPLETING = "Completing"
     COMPLETED = "Completed"
@@ -58,7 +59,8 @@ class AppEvent(enum.Enum):
     COMPLETE = "no asks and no allocations are left"
     COMPLETING_TIMEOUT = "the completing timer fired"
     REJECT = "the application was rejected"
-    FAIL = "the execution timeout fired"
+    FAIL = "the execution timeout fired (or a Hard gang's placeholder timeout)"
+    RESUME = "a Soft gang's placeholder timeout fired before it ran"
     FAILED = "every allocation of a failing application was released"
     REMOVE = "the RM removed the application"
     EXPIRE = "the terminated timer fired"
@@ -75,6 +77,11 @@ APP = Lifecycle[AppState, AppEvent]("application", {
     (_A.ACCEPTED, _E.COMPLETE): _A.COMPLETING,
     (_A.ACCEPTED, _E.REMOVE): _A.COMPLETED,
     (_A.ACCEPTED, _E.FAIL): _A.FAILING,
+    (_A.ACCEPTED, _E.RESUME): _A.RESUMING,
+    (_A.RESUMING, _E.ALLOCATE): _A.RUNNING,
+    (_A.RESUMING, _E.COMPLETE): _A.COMPLETING,
+    (_A.RESUMING, _E.REMOVE): _A.COMPLETED,
+    (_A.RESUMING, _E.FAIL): _A.FAILING,
     (_A.RUNNING, _E.COMPLETE): _A.COMPLETING,
     (_A.RUNNING, _E.REMOVE): _A.COMPLETED,
     (_A.RUNNING, _E.FAIL): _A.FAILING,
@@ -91,7 +98,7 @@ APP = Lifecycle[AppState, AppEvent]("application", {
 })
 
 # States in which an application may receive new allocations.
-SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.RUNNING, AppState.COMPLETING})
+SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.RESUMING, AppState.RUNNING, AppState.COMPLETING})
 TERMINAL_APP_STATES = frozenset({AppState.COMPLETED, AppState.FAILED, AppState.REJECTED, AppState.EXPIRED})
 
 

@@ -38,6 +38,10 @@ INT32_MAX = 2**31 - 1
 NODE_WAIT = "node"
 REQUIRED_WAIT = "node:"  # + node id: waiting for the one node an ask must run on
 REQUIRED_NODE_TAG = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKorn + KeyRequiredNode
+GANG_WAIT = "gang:"  # + application id: a placeholder waiting for the rest of its gang, or a
+#                      real ask waiting for its gang's placeholders to be placed
+REPLACE_WAIT = "replace:"  # + placeholder UUID: a real ask waiting for the RM to release it
+PLACEHOLDER_TIMEOUT_MS = 15 * 60 * 1000  # a gang's default placeholder timeout (YuniKorn's)
 NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
 Shape = tuple[tuple[str, int], ...]
 
@@ -208,7 +212,7 @@ class Ask:
 
 class Alloc:
     __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
-                 "placeholder", "state", "born")
+                 "placeholder", "state", "born", "replacing")
 
     def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
                  tags: dict[str, str], task_group: str, placeholder: bool, born: int) -> None:
@@ -223,6 +227,7 @@ class Alloc:
         self.task_group = task_group
         self.placeholder = placeholder
         self.state = AllocationState.ALLOCATED
+        self.replacing = ""  # a placeholder: the key of the real ask taking its place, once released
 
     def message(self, partition: str) -> m.Allocation:
         return m.Allocation(
@@ -236,7 +241,7 @@ class Alloc:
 class App:
     __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
-                 "entry", "timeout_ms", "timer", "trackers", "why")
+                 "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
         self.id = msg.applicationID
@@ -262,6 +267,16 @@ class App:
         # why its active asks wait although they are not parked: a maxapplications that
         # blocks it (while `blocked_on` is set), or a stateaware queue that starts another first
         self.why: why.Why | None = None
+        # a gang (non-empty placeholderAsk): what its placeholders must cover; its
+        # executionTimeoutMilliSeconds is then the placeholder timeout, not a run limit
+        self.gang: Res = {k: q.value for k, q in msg.placeholderAsk.resources.items() if q.value} \
+            if msg.placeholderAsk is not None else {}
+        self.gang_hard = msg.gangSchedulingStyle == "Hard"
+        self.gang_timer = 0  # generation of its placeholder timer (0: none set yet)
+
+    @property
+    def placeholder_timeout_ms(self) -> int:
+        return self.timeout_ms or PLACEHOLDER_TIMEOUT_MS
 
 
 class Tracker:

@@ -54,6 +54,7 @@ from ykbus.core.config import (
     PartitionConfig,
     QueueConfig,
 )
+from ykbus.core.gang import GangAllocate, Replace, gang_covered, pending_placeholders
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import (
     ALLOCATION,
@@ -70,7 +71,9 @@ from ykbus.core.lifecycle import (
     NodeState,
 )
 from ykbus.core.model import (
+    GANG_WAIT,
     NODE_WAIT,
+    REPLACE_WAIT,
     REQUIRED_WAIT,
     Alloc,
     App,
@@ -86,9 +89,16 @@ from ykbus.core.model import (
 from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, fits, scaled, share, sub_into
-from ykbus.core.scheduling import Allocate, Hold, Park, Plan, Scheduler
+from ykbus.core.scheduling import ENDS_WALK, Allocate, Defer, Hold, Park, Plan, Scheduler
 from ykbus.core.scorers import scorer_for
-from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timers
+from ykbus.core.timers import (
+    AllocationTimeoutTimer,
+    AppTimeoutTimer,
+    CompletingTimer,
+    ExpireTimer,
+    PlaceholderTimer,
+    Timers,
+)
 from ykbus.si import messages as m
 
 _RELEASE_EVENTS = {
@@ -114,6 +124,8 @@ class Partition:
         self.total: Res = {}
         self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
         self.required_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # node id -> asks that must run there
+        self.gang_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> asks waiting on its gang
+        self.replace_waiters: dict[str, Ask] = {}  # placeholder uuid -> the real ask taking its place
         self.paused = False  # its RM is Paused: nothing is placed (the core sets it from the RM's state)
         self.queues: dict[str, Queue] = {}
         self.root = Queue("root", None)
@@ -371,7 +383,7 @@ class Partition:
                 app.blocked_on.app_waiters.pop(app.id, None)
                 app.blocked_on = None
                 app.why = None
-            if app.timeout_ms > 0 and old is not AppState.COMPLETING:
+            if app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:  # a gang's is its placeholders
                 app.timer += 1
                 self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(self, app, app.timer))
         if old is AppState.RUNNING:
@@ -424,7 +436,8 @@ class Partition:
         self.app_event(app, AppEvent.FAILED, ctx, message)
 
     def _check_done(self, app: App, ctx: Outbox) -> None:
-        if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RUNNING):
+        if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RESUMING,
+                                                                    AppState.RUNNING):
             self.app_event(app, AppEvent.COMPLETE, ctx, "no asks and no allocations left")
 
     # --- application priority (seed: O(1) add, O(n) remove) --------------------------
@@ -500,6 +513,8 @@ class Partition:
             app.asks[ask.key] = ask
         if ask.pending:
             self._pend(ask)
+            if ask.placeholder and app.gang:  # the gang may be whole now
+                self._wake_gang(app)
         if app.state in (AppState.NEW, AppState.COMPLETING):
             self.app_event(app, AppEvent.RUN, ctx, "ask added")
         self._sync_app(app)
@@ -556,6 +571,15 @@ class Partition:
                 waiters.pop((ask.app.id, ask.key), None)
                 if not waiters:
                     del self.required_waiters[node_id]
+        elif ask.waiting is not None and ask.waiting.startswith(GANG_WAIT):
+            app_id = ask.waiting[len(GANG_WAIT):]
+            waiters = self.gang_waiters.get(app_id)
+            if waiters is not None:
+                waiters.pop((ask.app.id, ask.key), None)
+                if not waiters:
+                    del self.gang_waiters[app_id]
+        elif ask.waiting is not None and ask.waiting.startswith(REPLACE_WAIT):
+            self.replace_waiters.pop(ask.waiting[len(REPLACE_WAIT):], None)
         elif ask.waiting is not None:
             q = self._waiting_place(ask.waiting)
             if q is not None:
@@ -565,14 +589,22 @@ class Partition:
         return self.trackers.get(where) if "|" in where else self.queues.get(where)
 
     def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why, ctx: Outbox) -> None:
-        """Park `ask` at `where` with its reason; the RM hears the reason once per change."""
-        ask.app.active.remove(ask.entry)
+        """Park `ask` at `where` with its reason (moving it there if it waits elsewhere); the
+        RM hears the reason once per change."""
+        if ask.waiting is None:
+            ask.app.active.remove(ask.entry)
+        else:
+            self._unwait(ask)
         ask.waiting = where
         ask.why = reason
         if where == NODE_WAIT:
             self.node_waiters.setdefault(ask.shape, {})[(ask.app.id, ask.key)] = ask
         elif where.startswith(REQUIRED_WAIT):
             self.required_waiters.setdefault(where[len(REQUIRED_WAIT):], {})[(ask.app.id, ask.key)] = ask
+        elif where.startswith(GANG_WAIT):
+            self.gang_waiters.setdefault(where[len(GANG_WAIT):], {})[(ask.app.id, ask.key)] = ask
+        elif where.startswith(REPLACE_WAIT):
+            self.replace_waiters[where[len(REPLACE_WAIT):]] = ask
         else:
             self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
         if reason.message != ask.reported:
@@ -597,6 +629,12 @@ class Partition:
         ask.why = None
         ask.app.active.add(ask.entry)
         self._sync_app(ask.app)
+
+    def _wake_gang(self, app: App) -> None:
+        waiters = self.gang_waiters.pop(app.id, None)
+        if waiters:
+            for ask in waiters.values():
+                self._wake(ask)
 
     def _wake_node(self, node: Node) -> None:
         """`node` changed (added, freed, resized, drained, back, going): wake the asks that
@@ -666,7 +704,11 @@ class Partition:
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       alloc_msg.placeholder, ctx.seq)
         self.ledger.book(alloc)
-        if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.COMPLETING):
+        if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
+            self._start_placeholder_timer(app, ctx)
+            if not gang_covered(app):
+                return  # a gang runs once its placeholders cover placeholderAsk
+        if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.COMPLETING):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
 
     def _usage_moved(self, app: App) -> None:
@@ -690,7 +732,7 @@ class Partition:
                 active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
             self._ask_not_pending(ask)
-        if app.state is not AppState.RUNNING:
+        if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.timeout_ms > 0:
             self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, AllocationTimeoutTimer(self, alloc, ask.timeout_ms))
@@ -698,8 +740,9 @@ class Partition:
         self._sync_app(app)
 
     def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
-                check_done: bool = True) -> None:
-        """Release an allocation and report it to the RM with `termination`."""
+                check_done: bool = True, report: bool = True) -> None:
+        """Release an allocation and report it to the RM with `termination` (not when the
+        RM itself confirmed a release the core asked for: `report` False)."""
         event = _RELEASE_EVENTS.get(termination, AllocationEvent.STOP)
         alloc.state = ALLOCATION.advance(alloc.state, event)
         node, app = alloc.node, alloc.app
@@ -709,10 +752,16 @@ class Partition:
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
-        ctx.put(self.rm, m.AllocationRelease(
-            partitionName=self.name, applicationID=app.id, UUID=alloc.uuid,
-            terminationType=termination, message=message, allocationKey=alloc.key,
-        ))
+        if report:
+            ctx.put(self.rm, m.AllocationRelease(
+                partitionName=self.name, applicationID=app.id, UUID=alloc.uuid,
+                terminationType=termination, message=message, allocationKey=alloc.key,
+            ))
+        if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
+            waiter = self.replace_waiters.pop(alloc.uuid, None)
+            if waiter is not None:
+                waiter.waiting = None
+                self._wake(waiter)
         for q in app.path:
             self._wake_queue(q)
         for t in app.trackers:
@@ -736,7 +785,7 @@ class Partition:
             while self.root.active and ctx.budget_left:
                 plan = scheduler.plan()
                 self.commit(plan, ctx)
-                if not plan or plan[-1].__class__ is not Allocate:
+                if not plan or plan[-1].__class__ not in ENDS_WALK:
                     break
         finally:
             scheduler.finish()
@@ -757,8 +806,15 @@ class Partition:
                     self._sync_app(app)
             elif kind is Hold:
                 self._hold(decision.app, decision.on, decision.why, ctx)
-            else:  # Defer
+            elif kind is Defer:
                 decision.app.why = decision.why
+            elif kind is GangAllocate:
+                self._place_gang(decision.app, decision.places, ctx)
+            elif kind is Replace:
+                self._replace(decision.ask, decision.placeholder, ctx)
+            else:  # CancelGroup: capacity of a TIMEOUT release is free at once
+                for ph in decision.placeholders:
+                    self.release(ph, m.TerminationType.TIMEOUT, decision.message, ctx)
 
     def _hold(self, app: App, on: Queue | Tracker, reason: why.Why, ctx: Outbox) -> None:
         """`app` waits in `on`'s app_waiters until it runs fewer applications."""
@@ -773,3 +829,73 @@ class Partition:
                     applicartionID=app.id, allocationKey=ask.key,
                     state=m.SchedulingState.SKIPPED, reason=reason.message,
                 ))
+
+    # --- gangs (core/gang.py, docs/gang.md) -------------------------------------------
+
+    def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Outbox) -> None:
+        """Every pending placeholder of the gang at once; its placeholder timer starts."""
+        for ask, node in places:
+            if ask.waiting is not None:  # parked with the gang until now: back in its list first
+                self._unwait(ask)
+                ask.waiting = None
+                ask.why = None
+                app.active.add(ask.entry)
+            app.why = None
+            self._allocate(ask, node, ctx)
+        self._start_placeholder_timer(app, ctx)
+        self._wake_gang(app)  # its real asks: they may take their places now
+
+    def _start_placeholder_timer(self, app: App, ctx: Outbox) -> None:
+        if app.gang and app.gang_timer == 0:
+            app.gang_timer = 1
+            self.timers.schedule(ctx.ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(self, app, 1))
+
+    def _replace(self, ask: Ask, ph: Alloc, ctx: Outbox) -> None:
+        """Ask the RM to release placeholder `ph` for real `ask`; `ask` waits for that."""
+        ph.replacing = ask.key
+        app = ask.app
+        app.why = None
+        self._wait(ask, REPLACE_WAIT + ph.uuid, m.SchedulingState.SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
+        if not app.active:
+            self._sync_app(app)
+        ctx.put(self.rm, m.AllocationRelease(
+            partitionName=self.name, applicationID=app.id, UUID=ph.uuid,
+            terminationType=m.TerminationType.PLACEHOLDER_REPLACED, allocationKey=ph.key,
+            message=f"placeholder {ph.uuid} is replaced by {ask.key}"))
+
+    def confirm_replacement(self, ph: Alloc, ctx: Outbox) -> None:
+        """The RM released placeholder `ph` (`PLACEHOLDER_REPLACED`): the real ask it was
+        released for is allocated on its node, counted with its own resources from now."""
+        app, node = ph.app, ph.node
+        ask = self.replace_waiters.pop(ph.uuid, None)
+        ph.replacing = ""  # replaced, not abandoned: `release` must not wake the ask as an ordinary one
+        self.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
+        if ask is not None and ask.pending:
+            ask.waiting = None
+            ask.why = None
+            app.active.add(ask.entry)
+            self._allocate(ask, node, ctx)
+        self._check_done(app, ctx)
+
+    def placeholder_timeout(self, app: App, ctx: Outbox) -> None:
+        """The gang's placeholder timeout: unused placeholders go (TIMEOUT, free at once),
+        pending ones are removed; an application not yet Running resumes as an ordinary
+        one (Soft) or fails (Hard); a Running one only loses what it did not use."""
+        app.gang_timer = -1
+        message = f"placeholder timeout of {app.placeholder_timeout_ms} ms reached"
+        for alloc in list(app.allocations.values()):
+            if alloc.placeholder and not alloc.replacing:
+                self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
+        for ask in pending_placeholders(app):
+            self._drop_ask(ask)
+            ctx.put(self.rm, m.AllocationAskRelease(
+                partitionName=self.name, applicationID=app.id, allocationKey=ask.key,
+                terminationType=m.TerminationType.TIMEOUT, message=message))
+        self._wake_gang(app)  # real asks waiting for placeholders: ordinary asks now
+        if app.state is AppState.ACCEPTED:
+            if app.gang_hard:
+                self.fail_app(app, ctx, message)
+                return
+            self.app_event(app, AppEvent.RESUME, ctx, message)
+        self._sync_app(app)
+        self._check_done(app, ctx)

@@ -28,8 +28,21 @@ from sortedcontainers import SortedList
 
 from ykbus.core import why
 from ykbus.core.config import AppSortPolicy
+from ykbus.core.gang import CancelGroup, GangAllocate, Replace, plan_gang, replacement_for, waits_for_gang
 from ykbus.core.lifecycle import AppState, NodeState
-from ykbus.core.model import NODE_WAIT, RECOVERY_QUEUE, REQUIRED_WAIT, App, Ask, Node, Queue, Shape, Tracker, fmt_res
+from ykbus.core.model import (
+    GANG_WAIT,
+    NODE_WAIT,
+    RECOVERY_QUEUE,
+    REQUIRED_WAIT,
+    App,
+    Ask,
+    Node,
+    Queue,
+    Shape,
+    Tracker,
+    fmt_res,
+)
 from ykbus.core.resources import Res, first_over, fits, share
 from ykbus.si import messages as m
 
@@ -89,8 +102,11 @@ class Defer:
         return f"Defer({self.app.id}: {self.why.code})"
 
 
-Decision = Allocate | Park | Hold | Defer
+Decision = Allocate | Park | Hold | Defer | GangAllocate | Replace | CancelGroup
 Plan = list[Decision]
+# decisions after which a walk ends and the next starts from root: they change what the
+# walk reads (usage, or the placeholders a real ask would take)
+ENDS_WALK = (Allocate, GangAllocate, CancelGroup)
 
 
 class Scheduler:
@@ -179,12 +195,36 @@ class Scheduler:
             if held is not None:
                 plan.append(held)
                 return False
+        gang_planned = False
         for entry in app.active:
-            decision = self._ask(entry[-1])
+            ask = entry[-1]
+            if ask.placeholder and app.gang:  # decided once for the whole gang
+                if gang_planned:
+                    continue
+                gang_planned = True
+                decisions = plan_gang(self, app)
+                plan.extend(decisions)
+                if decisions[-1].__class__ is GangAllocate:
+                    return True
+                continue
+            decision = self._ask(ask) if not ask.task_group or not app.gang else self._member(app, ask)
             plan.append(decision)
-            if decision.__class__ is Allocate:
+            if decision.__class__ in ENDS_WALK:
                 return True
         return False
+
+    def _member(self, app: App, ask: Ask) -> Decision:
+        """A real ask of one of a gang's task groups."""
+        if waits_for_gang(app, ask):
+            return Park(ask, GANG_WAIT + app.id, m.SchedulingState.SKIPPED, why.gang_pending(app.id, ask.task_group))
+        found = replacement_for(app, ask)
+        if found is None:
+            return self._ask(ask)  # its group has no placeholder left: an ordinary ask
+        if isinstance(found, list):
+            sizes = ", ".join(sorted({fmt_res(ph.resource) for ph in found}))
+            return CancelGroup(ask, found, f"real ask {ask.key} ({fmt_res(ask.resource)}) is larger than the "
+                                           f"placeholders of task group {ask.task_group} ({sizes})")
+        return Replace(ask, found)
 
     @staticmethod
     def _maxapplications(app: App) -> Hold | None:

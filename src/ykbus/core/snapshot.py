@@ -22,15 +22,23 @@ from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, 
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
-from ykbus.core.model import REQUIRED_WAIT, Alloc, App, Ask, Node, Queue, count_app_priorities
+from ykbus.core.model import GANG_WAIT, REPLACE_WAIT, REQUIRED_WAIT, Alloc, App, Ask, Node, Queue, count_app_priorities
 from ykbus.core.partition import Partition
 from ykbus.core.resources import add_into, scaled
-from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, ExpireTimer, Timer, Timers
+from ykbus.core.timers import (
+    AllocationTimeoutTimer,
+    AppTimeoutTimer,
+    CompletingTimer,
+    ExpireTimer,
+    PlaceholderTimer,
+    Timer,
+    Timers,
+)
 from ykbus.core.why import Why
 from ykbus.si import messages as m
 
-FORMAT = 3  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending
-READABLE = (2, 3)  # a format-2 snapshot has no reasons: asks parked then show theirs once parked again
+FORMAT = 4  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending; 4: gangs
+READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then show theirs once parked again
 
 
 # What a snapshot does not store, per model class: each attribute is rebuilt on load from
@@ -47,7 +55,8 @@ DERIVED: dict[str, frozenset[str]] = {
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
                       "trackers"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler",  # interned vectors; the pass's scratch
-                            "paused", "required_waiters",  # from the RM's state; from the asks' `waiting`
+                            "paused", "required_waiters", "gang_waiters", "replace_waiters",  # from the RM's
+                            # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition"}),  # from its partitions' nodes
@@ -94,6 +103,7 @@ class SAlloc(_S):
     task_group: str
     placeholder: bool
     born: int
+    replacing: str = ""  # format 4
 
 
 class SApp(_S):
@@ -110,6 +120,9 @@ class SApp(_S):
     timeout_ms: int
     timer: int
     why: Why | None = None  # format 3
+    gang: dict[str, int] = {}  # format 4
+    gang_hard: bool = False
+    gang_timer: int = 0
 
 
 class SNode(_S):
@@ -225,10 +238,11 @@ def _partition(p: Partition) -> SPartition:
                for n in p.nodes.values()],
         apps=[SApp(a.id, a.queue.path, a.user, a.groups, a.tags, a.state.value, a.seq,
                    [_ask(k) for k in a.asks.values()], list(a.allocations),
-                   a.blocked_on.path if a.blocked_on is not None else None, a.timeout_ms, a.timer, a.why)
+                   a.blocked_on.path if a.blocked_on is not None else None, a.timeout_ms, a.timer, a.why,
+                   a.gang, a.gang_hard, a.gang_timer)
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
-                            x.placeholder, x.born) for x in p.allocations.values()],
+                            x.placeholder, x.born, x.replacing) for x in p.allocations.values()],
         terminated={k: v.value for k, v in p.terminated.items()},
         node_waiters=[key for group in p.node_waiters.values() for key in group],
     )
@@ -239,7 +253,7 @@ def _timer(deadline: int, n: int, timer: Timer) -> STimer | None:
         return None  # firing it would do nothing
     part = timer.partition
     base = (deadline, n, timer.kind, part.rm, part.name, part.incarnation)
-    if isinstance(timer, CompletingTimer | AppTimeoutTimer):
+    if isinstance(timer, CompletingTimer | AppTimeoutTimer | PlaceholderTimer):
         return STimer(*base, timer.app.id, timer.app.seq, timer.generation)
     if isinstance(timer, AllocationTimeoutTimer):
         return STimer(*base, timer.alloc.uuid, timer.alloc.born, timer.timeout_ms)  # gen: the timeout (ms)
@@ -306,7 +320,10 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         app = App(m.AddApplicationRequest(
             applicationID=sa.id, queueName=sa.queue, partitionName=p.name, tags=sa.tags,
             ugi=m.UserGroupInformation(user=sa.user, groups=sa.groups), executionTimeoutMilliSeconds=sa.timeout_ms,
+            placeholderAsk=m.Resource(resources={k: m.Quantity(v) for k, v in sa.gang.items()}) if sa.gang else None,
+            gangSchedulingStyle="Hard" if sa.gang_hard else "",
         ), p.queues[sa.queue], sa.seq)
+        app.gang_timer = sa.gang_timer
         app.state, app.timer, app.why = _APP_STATES[sa.state], sa.timer, sa.why
         app.blocked_on = p.queues.get(sa.blocked_on) if sa.blocked_on is not None else None
         p.apps[app.id] = app
@@ -347,6 +364,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
         res = p.intern(sx.resource)[0]
         alloc = Alloc(sx.uuid, sx.key, app, node, res, sx.priority, sx.tags, sx.task_group,
                       sx.placeholder, sx.born)
+        alloc.replacing = sx.replacing
         allocs[alloc.uuid] = alloc
         add_into(app.allocated, res)
     p.allocations = allocs
@@ -364,10 +382,16 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
     for key in s.node_waiters:
         ask = asks[key]
         p.node_waiters.setdefault(ask.shape, {})[key] = ask
-    p.required_waiters = {}
-    for key, ask in asks.items():  # derived: an ask's `waiting` names the node it waits for
-        if ask.waiting is not None and ask.waiting.startswith(REQUIRED_WAIT):
-            p.required_waiters.setdefault(ask.waiting[len(REQUIRED_WAIT):], {})[key] = ask
+    for key, ask in asks.items():  # derived: an ask's `waiting` names the node, gang or placeholder
+        w = ask.waiting
+        if w is None:
+            continue
+        if w.startswith(REQUIRED_WAIT):
+            p.required_waiters.setdefault(w[len(REQUIRED_WAIT):], {})[key] = ask
+        elif w.startswith(GANG_WAIT):
+            p.gang_waiters.setdefault(w[len(GANG_WAIT):], {})[key] = ask
+        elif w.startswith(REPLACE_WAIT):
+            p.replace_waiters[w[len(REPLACE_WAIT):]] = ask
     for sq in s.queues:
         q = p.queues[sq.path]
         q.waiters = {tuple(k): asks[tuple(k)] for k in sq.waiters}  # type: ignore[misc]
@@ -433,6 +457,8 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
             timer = CompletingTimer(p, p.apps[t.ref], t.gen)
         elif t.kind == AppTimeoutTimer.kind:
             timer = AppTimeoutTimer(p, p.apps[t.ref], t.gen)
+        elif t.kind == PlaceholderTimer.kind:
+            timer = PlaceholderTimer(p, p.apps[t.ref], t.gen)
         elif t.kind == AllocationTimeoutTimer.kind:
             timer = AllocationTimeoutTimer(p, p.allocations[t.ref], t.gen)
         else:

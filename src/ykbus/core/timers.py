@@ -7,7 +7,8 @@ application's timer generation, its state), so nothing is ever cancelled. Kinds:
 - `CompletingTimer`: Completing -> Completed, 30 s after the application got there;
 - `AppTimeoutTimer`: an application's `executionTimeoutMilliSeconds`, from Running;
 - `AllocationTimeoutTimer`: an ask's `executionTimeoutMilliSeconds`, per allocation;
-- `ExpireTimer`: Completed/Failed -> Expired (then forgotten), 3 days later.
+- `ExpireTimer`: Completed/Failed -> Expired (then forgotten), 3 days later;
+- `PlaceholderTimer`: a gang's placeholder timeout, from its first placeholder allocation.
 
 `kind` is the name a snapshot stores (`STimer.kind`).
 """
@@ -47,6 +48,10 @@ class AppTimeoutTimer(_AppTimer, frozen=True):
     kind = "app_timeout"
 
 
+class PlaceholderTimer(_AppTimer, frozen=True):
+    kind = "placeholder"
+
+
 class AllocationTimeoutTimer(_Timer, frozen=True):
     kind = "alloc"
     alloc: Alloc
@@ -67,7 +72,7 @@ class ExpireTimer(_Timer, frozen=True):
         return p.alive and p.terminated.get(self.app_id) is self.state
 
 
-Timer = CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer
+Timer = CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer | PlaceholderTimer
 
 
 class Timers:

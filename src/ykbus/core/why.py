@@ -33,6 +33,10 @@ class PendingCode(enum.StrEnum):
     REQUIRED_NODE_DRAINING = "RequiredNodeDraining"  # the node it must run on takes nothing new
     REQUIRED_NODE_FULL = "RequiredNodeFull"  # the node it must run on has no room for it
     RM_PAUSED = "RMPaused"  # its resource manager is Paused: nothing of it is placed until it is back
+    GANG_INCOMPLETE = "GangIncomplete"  # a placeholder: the gang's pending placeholders do not cover placeholderAsk
+    GANG_NO_ROOM = "GangNoRoom"  # a placeholder: the whole gang does not fit the nodes yet
+    GANG_PENDING = "GangPending"  # a real ask: its task group's placeholders are not placed yet
+    REPLACING = "Replacing"  # a real ask: waiting for the RM to release the placeholder it replaces
 
 
 class Why(msgspec.Struct, frozen=True):
@@ -103,3 +107,28 @@ def required_node_full(node: str, asked: dict[str, int], free: dict[str, int]) -
 def rm_paused(rm: str) -> Why:
     return Why(PendingCode.RM_PAUSED, f"resource manager {rm} is Paused (its heartbeats stopped): nothing of it "
                "is placed until it is back", {"rm": rm})
+
+
+def _fmt(res: dict[str, int]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
+
+
+def gang_incomplete(app: str, wanted: dict[str, int], pending: dict[str, int], missing: dict[str, int]) -> Why:
+    return Why(PendingCode.GANG_INCOMPLETE,
+               f"gang {app} waits for its placeholders: they ask {_fmt(pending)} of the {_fmt(wanted)} "
+               f"its placeholderAsk needs; {_fmt(missing)} missing",
+               {"application": app, "placeholderAsk": dict(wanted), "pending": dict(pending), "missing": dict(missing)})
+
+
+def gang_no_room(message: str, app: str, total: dict[str, int], short: dict[str, int]) -> Why:
+    return Why(PendingCode.GANG_NO_ROOM, message, {"application": app, "asked": dict(total), "missing": dict(short)})
+
+
+def gang_pending(app: str, group: str) -> Why:
+    return Why(PendingCode.GANG_PENDING, f"task group {group} of gang {app} waits for its placeholders to be placed",
+               {"application": app, "taskGroup": group})
+
+
+def replacing(uuid: str, node: str) -> Why:
+    return Why(PendingCode.REPLACING, f"waiting for the RM to release placeholder {uuid} on node {node}, "
+               "whose place it takes", {"placeholder": uuid, "node": node})

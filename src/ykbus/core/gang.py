@@ -1,0 +1,176 @@
+"""Gangs (task groups and placeholders): the what-if of placing a whole gang.
+
+An application with a non-empty `placeholderAsk` is a gang. Its placeholder asks
+(`taskGroupName` set, `placeholder: true`) are placed all together in one pass or not at
+all: `plan_gang` finds a node for every pending placeholder against the model plus what
+the gang itself would take (nothing is booked while it looks), and returns either one
+`GangAllocate` or, for each placeholder, a `Park` with the reason the gang waits. Queue
+maxima and user and group limits apply to the gang's total.
+
+A real ask of a task group (`placeholder: false`) takes the place of one of its group's
+placeholders (`replacement_for`): docs/gang.md has the protocol.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ykbus.core import why
+from ykbus.core.model import GANG_WAIT, NODE_WAIT, Alloc, App, Ask, Node, fmt_res
+from ykbus.core.resources import Res, add_into, first_over, fits, scaled
+from ykbus.si import messages as m
+
+if TYPE_CHECKING:
+    from ykbus.core.scheduling import Scheduler
+
+
+class GangAllocate:
+    """Place every pending placeholder of `app` at once: one (ask, node) per allocation."""
+
+    __slots__ = ("app", "places")
+
+    def __init__(self, app: App, places: list[tuple[Ask, Node]]) -> None:
+        self.app, self.places = app, places
+
+    def __repr__(self) -> str:
+        return f"GangAllocate({self.app.id}: {', '.join(f'{a.key}->{n.id}' for a, n in self.places)})"
+
+
+class Replace:
+    """Real `ask` takes `placeholder`'s place: the RM is asked to release the placeholder
+    (`PLACEHOLDER_REPLACED`); on its confirmation the real allocation is made on that node."""
+
+    __slots__ = ("ask", "placeholder")
+
+    def __init__(self, ask: Ask, placeholder: Alloc) -> None:
+        self.ask, self.placeholder = ask, placeholder
+
+    def __repr__(self) -> str:
+        return f"Replace({self.ask.app.id}/{self.ask.key} <- {self.placeholder.uuid})"
+
+
+class CancelGroup:
+    """Real `ask` is larger than every placeholder of its task group: they are all released
+    (`TIMEOUT`, naming the mismatch), and the ask is then scheduled as an ordinary one."""
+
+    __slots__ = ("ask", "placeholders", "message")
+
+    def __init__(self, ask: Ask, placeholders: list[Alloc], message: str) -> None:
+        self.ask, self.placeholders, self.message = ask, placeholders, message
+
+    def __repr__(self) -> str:
+        return f"CancelGroup({self.ask.app.id}/{self.ask.key}: {len(self.placeholders)} placeholders)"
+
+
+def pending_placeholders(app: App) -> list[Ask]:
+    """The gang's placeholder asks with allocations still wanted, in submission order."""
+    return [a for a in app.asks.values() if a.placeholder and a.pending]
+
+
+def plan_gang(scheduler: Scheduler, app: App) -> list:
+    """All of `app`'s pending placeholders placed, or each parked with why the gang waits."""
+    from ykbus.core.scheduling import Park
+
+    members = pending_placeholders(app)
+    total: Res = {}
+    for a in members:
+        add_into(total, scaled(a.resource, a.pending))
+
+    def park_all(where: str, state: m.SchedulingState, reason: why.Why) -> list:
+        return [Park(a, where, state, reason) for a in members]
+
+    have = held(app)  # placeholders it holds already (recovered) count towards placeholderAsk
+    add_into(have, total)
+    missing = {r: v - have.get(r, 0) for r, v in app.gang.items() if have.get(r, 0) < v}
+    if missing:
+        return park_all(GANG_WAIT + app.id, m.SchedulingState.SKIPPED,
+                        why.gang_incomplete(app.id, app.gang, total, missing))
+    for t in app.trackers:
+        limit = t.limit.maxresources
+        over = first_over(t.allocated, total, limit) if limit else None
+        if over is not None:
+            used = t.allocated.get(over, 0)
+            reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded by gang {app.id}: "
+                      f"{used} used + {total[over]} asked by the gang")
+            return park_all(t.key, m.SchedulingState.SKIPPED, why.limit(
+                reason, t.kind, t.name, t.queue.path, over, used, limit[over], total[over]))
+    for q in app.path:
+        over = first_over(q.allocated, total, q.max) if q.max else None
+        if over is not None:
+            used = q.allocated.get(over, 0)
+            reason = (f"queue {q.path} max {over} {q.max[over]} would be exceeded by gang {app.id}: "
+                      f"{used} used + {total[over]} asked by the gang")
+            return park_all(q.path, m.SchedulingState.SKIPPED,
+                            why.queue_max(reason, q.path, over, used, q.max[over], total[over]))
+    taken: dict[str, Res] = {}
+    places: list[tuple[Ask, Node]] = []
+    short: Res = {}
+    for a in members:
+        for _ in range(a.pending):
+            node = _fit(scheduler, a, taken)
+            if node is None:
+                add_into(short, a.resource)
+                continue
+            places.append((a, node))
+            add_into(taken.setdefault(node.id, {}), a.resource)
+    if short:
+        reason = (f"gang {app.id} does not fit yet: no room for {fmt_res(short)} of its "
+                  f"{fmt_res(total)} once the rest is placed")
+        return park_all(NODE_WAIT, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
+    return [GangAllocate(app, places)]
+
+
+def _fit(scheduler: Scheduler, ask: Ask, taken: dict[str, Res]) -> Node | None:
+    """The first node in the scorer's order with room for `ask` beside what the gang took."""
+    res, part = ask.resource, scheduler.part
+    if ask.required:
+        node = part.nodes.get(ask.required)
+        candidates = [node] if node is not None and node.key is not None else []
+    else:
+        cached = scheduler.fit_cache.get(ask.shape)
+        keys = cached[1] if cached is not None else part.node_index
+        candidates = (part.nodes[k[1]] for k in keys)
+    for node in candidates:
+        free = node.free
+        took = taken.get(node.id)
+        if took is None:
+            if fits(res, free):
+                return node
+        elif all(free.get(r, 0) - took.get(r, 0) >= v for r, v in res.items()):
+            return node
+    return None
+
+
+def replacement_for(app: App, ask: Ask) -> Alloc | list[Alloc] | None:
+    """For a real ask of a task group: the placeholder of its group it takes (one that
+    covers it), or every placeholder of the group when none covers it (they are to be
+    cancelled), or None when the group has no placeholder left (an ordinary ask)."""
+    group = [a for a in app.allocations.values()
+             if a.placeholder and a.task_group == ask.task_group and not a.replacing]
+    if not group:
+        return None
+    for ph in group:
+        if fits(ask.resource, ph.resource):
+            return ph
+    return group
+
+
+def waits_for_gang(app: App, ask: Ask) -> bool:
+    """A real ask of a group whose placeholders are not placed yet waits for them."""
+    return any(a.placeholder and a.pending and a.task_group == ask.task_group for a in app.asks.values())
+
+
+def held(app: App) -> Res:
+    """The resources of the placeholders `app` holds."""
+    total: Res = {}
+    for a in app.allocations.values():
+        if a.placeholder:
+            add_into(total, a.resource)
+    return total
+
+
+def gang_covered(app: App) -> bool:
+    """Whether the gang's allocated placeholders cover its `placeholderAsk`: it runs then
+    (until then a gang application stays Accepted, even with some placeholders recovered)."""
+    have = held(app)
+    return all(have.get(r, 0) >= v for r, v in app.gang.items())

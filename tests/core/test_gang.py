@@ -1,0 +1,220 @@
+"""Gang scheduling: task groups and placeholders, all or nothing, the SI's replacement
+protocol, the placeholder timeout, recovery (docs/gang.md)."""
+
+from __future__ import annotations
+
+from tests import invariants
+from tests.conftest import Harness, states
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.build import allocation, app, ask, node, resource
+from ykbus.yamlload import load_yaml
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: jobs
+          - name: small
+            resources: {max: {vcore: 3}}
+"""
+
+
+def gang(app_id: str, vcore: int, queue: str = "root.jobs", timeout_ms: int = 0, hard: bool = False) -> dict:
+    return app(app_id, queue, placeholderAsk=resource(vcore=vcore), executionTimeoutMilliSeconds=timeout_ms,
+               gangSchedulingStyle="Hard" if hard else "Soft")
+
+
+def ph(key: str, app_id: str, vcore: int = 1000, group: str = "workers", n: int = 1) -> dict:
+    return {**ask(key, app_id, vcore=vcore, max_allocations=n), "taskGroupName": group, "placeholder": True}
+
+
+def real(key: str, app_id: str, vcore: int = 800, group: str = "workers") -> dict:
+    return {**ask(key, app_id, vcore=vcore), "taskGroupName": group}
+
+
+def new(outs: list) -> list[tuple[str, str, str]]:
+    return [(a.allocationKey, a.nodeID, a.UUID) for o in outs if o.kind == "alloc" for a in o.msg.new]
+
+
+def released(outs: list) -> list[tuple[str, str, str]]:
+    return [(r.UUID, r.allocationKey, r.terminationType.name) for o in outs if o.kind == "alloc" for r in o.msg.released]
+
+
+def app_of(h: Harness, app_id: str) -> dict:
+    return h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"][app_id]
+
+
+def checked(h: Harness) -> None:
+    """Every invariant holds, and a snapshot restores exactly this state."""
+    invariants.state_is_consistent(h.core)
+    assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
+
+
+def confirm(h: Harness, app_id: str, uuid: str) -> list:
+    return h.do(h.log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationsToRelease": [
+        {"applicationID": app_id, "UUID": uuid, "partitionName": "default",
+         "terminationType": "PLACEHOLDER_REPLACED"}]}}))
+
+
+def test_a_gang_is_placed_whole_or_not_at_all():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 2500}, n2={"vcore": 1200})
+    h.do(h.log.apps(gang("g", 4000)))
+    outs = h.do(h.log.asks(ph("p", "g", n=4)))
+    assert new(outs) == []  # three of four would fit: none is placed
+    w = app_of(h, "g")["asks"]["p"]["why"]
+    assert w["code"] == "GangNoRoom" and w["details"]["missing"] == {"vcore": 1000}
+    assert [s.reason for s in states(outs)] == [w["message"]]
+    assert app_of(h, "g")["state"] == "Accepted"
+    checked(h)
+    outs = h.do(h.log.nodes(node("n3", vcore=1000)))
+    assert sorted(k for k, _, _ in new(outs)) == ["p"] * 4  # all four in the entry that made room
+    assert app_of(h, "g")["state"] == "Running"
+    checked(h)
+
+
+def test_a_gang_waits_until_its_placeholders_cover_placeholder_ask():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(gang("g", 3000)))
+    assert new(h.do(h.log.asks(ph("a", "g", n=2)))) == []
+    w = app_of(h, "g")["asks"]["a"]["why"]
+    assert w["code"] == "GangIncomplete"
+    assert w["details"] == {"application": "g", "placeholderAsk": {"vcore": 3000}, "pending": {"vcore": 2000},
+                            "missing": {"vcore": 1000}}
+    checked(h)
+    outs = h.do(h.log.asks(ph("b", "g", group="ps")))
+    assert sorted(k for k, _, _ in new(outs)) == ["a", "a", "b"]
+
+
+def test_queue_max_applies_to_the_whole_gang_and_a_gang_over_the_max_is_rejected():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    outs = h.do(h.log.apps(gang("big", 4000, queue="root.small")))
+    [rej] = [r for o in outs if o.kind == "app" for r in o.msg.rejected]
+    assert rej.reason == "placeholderAsk vcore 4000 exceeds queue root.small max 3000: the gang could never run"
+    h.do(h.log.apps(app("other", "root.small"), gang("g", 2000, queue="root.small")))
+    h.do(h.log.asks(ask("o", "other", vcore=1500)))
+    assert new(h.do(h.log.asks(ph("p", "g", n=2)))) == []  # 1500 used + 2000 > 3000, although one would fit
+    w = app_of(h, "g")["asks"]["p"]["why"]
+    assert w["code"] == "QueueMax" and w["details"]["asked"] == 2000 and w["details"]["used"] == 1500
+    checked(h)
+    outs = h.do(h.log.release("other"))
+    assert sorted(k for k, _, _ in new(outs)) == ["p", "p"]
+
+
+def test_a_real_ask_replaces_a_placeholder_in_two_steps():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 2000}, n2={"vcore": 2000})
+    h.do(h.log.apps(gang("g", 2000)))
+    placed = new(h.do(h.log.asks(ph("p", "g", n=2))))
+    assert len(placed) == 2
+    outs = h.do(h.log.asks(real("r1", "g", vcore=800)))
+    assert new(outs) == []  # not placed by the normal path
+    [(uuid, key, term)] = released(outs)
+    assert key == "p" and term == "PLACEHOLDER_REPLACED" and uuid in {u for _, _, u in placed}
+    w = app_of(h, "g")["asks"]["r1"]["why"]
+    assert w["code"] == "Replacing" and w["details"]["placeholder"] == uuid
+    assert app_of(h, "g")["allocated"] == {"vcore": 2000}  # the placeholder still counts
+    checked(h)
+    outs = confirm(h, "g", uuid)  # the RM confirms: the real allocation, on the placeholder's node
+    node_of = {u: n for _, n, u in placed}
+    assert [(k, n) for k, n, _ in new(outs)] == [("r1", node_of[uuid])]
+    assert released(outs) == []
+    assert app_of(h, "g")["allocated"] == {"vcore": 1800}  # the real ask's resources from now on
+    checked(h)
+    again = confirm(h, "g", uuid)  # a second confirmation changes nothing
+    assert new(again) == [] and app_of(h, "g")["allocated"] == {"vcore": 1800}
+
+
+def test_a_real_ask_larger_than_its_groups_placeholders_cancels_them():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(gang("g", 2000)))
+    assert len(new(h.do(h.log.asks(ph("p", "g", n=2))))) == 2
+    outs = h.do(h.log.asks(real("big", "g", vcore=1500)))
+    assert sorted(t for _, _, t in released(outs)) == ["TIMEOUT", "TIMEOUT"]
+    assert all("larger than the placeholders of task group workers" in r.message
+               for o in outs if o.kind == "alloc" for r in o.msg.released)
+    assert [k for k, _, _ in new(outs)] == ["big"]  # then scheduled as an ordinary ask
+    assert app_of(h, "g")["allocated"] == {"vcore": 1500}
+    checked(h)
+
+
+def test_a_real_ask_waits_for_its_groups_placeholders_and_an_unknown_group_is_ordinary():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 1500})
+    h.do(h.log.apps(gang("g", 2000)))
+    h.do(h.log.asks(ph("p", "g", n=2)))  # does not fit
+    outs = h.do(h.log.asks(real("r", "g", vcore=500), real("x", "g", vcore=500, group="nobody")))
+    assert [k for k, _, _ in new(outs)] == ["x"]
+    assert app_of(h, "g")["asks"]["r"]["why"]["code"] == "GangPending"
+    checked(h)
+
+
+def test_the_placeholder_timeout_releases_unused_placeholders_of_a_running_gang():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(gang("g", 3000, timeout_ms=60_000)))
+    placed = new(h.do(h.log.asks(ph("p", "g", n=3))))
+    h.do(h.log.asks(real("r", "g")))
+    [(uuid, _, _)] = released(h.outputs[-2:])
+    confirm(h, "g", uuid)
+    outs = h.do(h.log.tick(61 * 10**9))
+    assert sorted(u for u, _, t in released(outs) if t == "TIMEOUT") == sorted(u for _, _, u in placed if u != uuid)
+    assert app_of(h, "g")["state"] == "Running"  # it runs: it keeps its real allocation
+    assert app_of(h, "g")["allocated"] == {"vcore": 800}
+    checked(h)
+
+
+def recovered_partial_gang(hard: bool) -> Harness:
+    """A gang whose RM recovered one of its two placeholders; the other finds no room."""
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.apps(gang("g", 2000, timeout_ms=30_000, hard=hard)))
+    h.do(h.log.nodes(node("n1", vcore=1500, existing=[{**allocation("u1", "p", "g", "n1", vcore=1000),
+                                                        "taskGroupName": "workers", "placeholder": True}])))
+    h.do(h.log.asks(ph("q", "g"), real("r", "g", vcore=300)))
+    return h
+
+
+def test_a_soft_gang_not_running_at_its_timeout_resumes_as_an_ordinary_application():
+    h = recovered_partial_gang(hard=False)
+    assert app_of(h, "g")["state"] == "Accepted"  # recovered placeholders do not cover placeholderAsk
+    assert app_of(h, "g")["asks"]["q"]["why"]["code"] == "GangNoRoom"
+    checked(h)
+    outs = h.do(h.log.tick(31 * 10**9))
+    assert released(outs) == [("u1", "p", "TIMEOUT")]
+    assert [(r.allocationKey, r.terminationType.name) for o in outs if o.kind == "alloc"
+            for r in o.msg.releasedAsks] == [("q", "TIMEOUT")]
+    assert [k for k, _, _ in new(outs)] == ["r"]  # an ordinary ask now
+    assert app_of(h, "g")["state"] == "Running"  # Resuming, then Running with its first real allocation
+    checked(h)
+
+
+def test_a_hard_gang_not_running_at_its_timeout_fails():
+    h = recovered_partial_gang(hard=True)
+    outs = h.do(h.log.tick(31 * 10**9))
+    assert released(outs) == [("u1", "p", "TIMEOUT")]
+    assert h.core.rms["rm-1"].partitions["default"].terminated["g"].value == "Failed"
+    checked(h)
+
+
+def test_a_gang_in_flight_survives_a_snapshot():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(gang("g", 2000, timeout_ms=60_000)))
+    h.do(h.log.asks(ph("p", "g", n=2)))
+    outs = h.do(h.log.asks(real("r", "g")))
+    [(uuid, _, _)] = released(outs)
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    tail = [h.log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationsToRelease": [
+        {"applicationID": "g", "UUID": uuid, "partitionName": "default", "terminationType": "PLACEHOLDER_REPLACED"}]}}),
+        h.log.tick(61 * 10**9)]
+    from ykbus.log.jsonl import encode_output
+    a = [encode_output(o) for e in tail for o in h.core.apply(e)]
+    b = [encode_output(o) for e in tail for o in restored.apply(e)]
+    assert a == b and any(b'"r"' in line for line in a)
