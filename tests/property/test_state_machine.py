@@ -121,6 +121,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.nodes = 0
         self.apps = 0
         self.asks = 0
+        self.gangs = []
         self.registered = False
 
     def do(self, entry):
@@ -166,6 +167,41 @@ class CoreMachine(RuleBasedStateMachine):
         groups = [[], ["g0"], ["g1", "g0"], ["g2"]][user]
         self.do(self.log.apps(app(f"app{self.apps}", leaf, user=f"u{user}", groups=groups,
                                   executionTimeoutMilliSeconds=timeout)))
+
+    @precondition(lambda self: self.registered)
+    @rule(leaf=st.sampled_from(LEAVES[:3]), members=st.integers(1, 4), size=st.sampled_from([500, 1000, 2500]),
+          hard=st.booleans(), timeout=st.sampled_from([0, 1500, 40000]))
+    def add_gang(self, leaf, members, size, hard, timeout):
+        """A gang: its placeholderAsk is members x size; placeholders and real asks come next."""
+        self.apps += 1
+        name = f"app{self.apps}"
+        self.gangs.append((name, members, size))
+        self.do(self.log.apps(app(name, leaf, user="u0", placeholderAsk={"resources": {"vcore": {"value": members * size}}},
+                                  executionTimeoutMilliSeconds=timeout, gangSchedulingStyle="Hard" if hard else "Soft")))
+
+    @precondition(lambda self: self.registered and self.gangs)
+    @rule(data=st.data(), group=st.sampled_from(["g1", "g1", "g2"]), real=st.booleans())
+    def gang_asks(self, data, group, real):
+        """Placeholders of a task group (of the gang's member size, often enough to cover it),
+        or a real ask of it (smaller, equal or larger: it replaces a placeholder or cancels them)."""
+        gang, members, size = data.draw(st.sampled_from(self.gangs))
+        self.asks += 1
+        if real:
+            one = {**ask(f"k{self.asks}", gang, vcore=data.draw(st.sampled_from([300, size, 3000]))),
+                   "taskGroupName": group}
+        else:
+            one = {**ask(f"k{self.asks}", gang, vcore=size, max_allocations=data.draw(st.integers(1, members))),
+                   "taskGroupName": group, "placeholder": True}
+        self.do(self.log.asks(one))
+
+    @precondition(lambda self: self.registered and any(a.replacing for a in self.part().allocations.values()))
+    @rule(data=st.data(), how=st.sampled_from(["PLACEHOLDER_REPLACED", "PLACEHOLDER_REPLACED", "STOPPED_BY_RM"]))
+    def rm_releases_a_placeholder(self, data, how):
+        """The RM's second step of a replacement (or a release of its own)."""
+        phs = [a for a in self.part().allocations.values() if a.replacing]
+        a = phs[data.draw(st.integers(0, len(phs) - 1))]
+        self.do(self.log.entry("alloc", {"rmID": "rm", "releases": {"allocationsToRelease": [
+            {"applicationID": a.app.id, "UUID": a.uuid, "partitionName": "default", "terminationType": how}]}}))
 
     @precondition(lambda self: self.registered and self.apps)
     @rule(data=st.data())
@@ -238,6 +274,7 @@ class CoreMachine(RuleBasedStateMachine):
         if self.registered:
             invariants.new_allocations_fit(self.core, self.last)
             invariants.new_allocations_placed_on_schedulable_nodes(self.core, self.last)
+            invariants.gangs_placed_whole(self.core, self.last)
 
     @invariant()
     def accounting_is_consistent(self):
