@@ -294,7 +294,85 @@ def queue_files(log: LogBuilder):
     yield log.register(own)
 
 
+GANGS = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: jobs
+          - name: small
+            resources: {max: {vcore: 3}}
+"""
+
+
+def _gang(app_id: str, vcore: int, queue: str = "root.jobs", timeout_ms: int = 0, style: str = "Soft") -> dict:
+    return app(app_id, queue, placeholderAsk={"resources": {"vcore": {"value": vcore}}},
+               executionTimeoutMilliSeconds=timeout_ms, gangSchedulingStyle=style)
+
+
+def _ph(key: str, app_id: str, vcore: int = 1000, n: int = 1, group: str = "workers") -> dict:
+    return {**ask(key, app_id, vcore=vcore, max_allocations=n), "taskGroupName": group, "placeholder": True}
+
+
+def _real(key: str, app_id: str, vcore: int, group: str = "workers") -> dict:
+    return {**ask(key, app_id, vcore=vcore), "taskGroupName": group}
+
+
+def _confirm(log: LogBuilder, app_id: str, uuid: str):
+    return log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationsToRelease": [
+        {"applicationID": app_id, "UUID": uuid, "partitionName": "default", "terminationType": "PLACEHOLDER_REPLACED"}]}})
+
+
+def gangs(log: LogBuilder):
+    """All or nothing (incomplete, no room, queue max), rejection over the max, replacement in
+    two steps, a second confirmation, a real ask larger than its placeholders, an unknown group."""
+    yield log.register(GANGS)
+    yield log.nodes(node("n1", vcore=2500), node("n2", vcore=1200))
+    yield log.apps(_gang("g", 4000), _gang("big", 4000, queue="root.small"))  # big: rejected
+    yield log.asks(_ph("p", "g", n=3))  # incomplete: 3000 of 4000
+    yield log.asks(_ph("q", "g"))  # complete, but 3 of 4 fit: none placed
+    yield log.nodes(node("n3", vcore=1000))  # all four in this entry
+    yield log.asks(_real("r1", "g", 800), _real("x", "g", 100, group="nobody"))  # r1 replaces; x is ordinary
+    yield _confirm(log, "g", "6-0")  # the RM's second step: r1 is placed on the placeholder's node
+    yield _confirm(log, "g", "6-0")  # a second confirmation changes nothing
+    yield log.asks(_real("huge", "g", 1500))  # larger than every placeholder: the group is cancelled
+
+
+def gang_timeouts(log: LogBuilder):
+    """The placeholder timeout: a running gang keeps what it uses, a Soft gang not running
+    resumes, a Hard one fails; recovered placeholders count and start the timer."""
+    yield log.register(GANGS)
+    yield log.nodes(node("n1", vcore=2000))
+    yield log.apps(_gang("run", 2000, timeout_ms=60_000))
+    yield log.asks(_ph("p", "run", n=2), _real("r", "run", 900))
+    yield _confirm(log, "run", "4-0")
+    yield log.apps(_gang("soft", 2000, timeout_ms=30_000), _gang("hard", 2000, timeout_ms=30_000, style="Hard"))
+    recovered = [{**allocation(f"u-{a}", "p", a, "n2", vcore=1000), "taskGroupName": "workers", "placeholder": True}
+                 for a in ("soft", "hard")]
+    yield log.nodes(node("n2", vcore=2000, existing=recovered))
+    yield log.asks(_ph("q", "soft"), _ph("q", "hard"), _real("s", "soft", 300))
+    yield log.tick(31 * 10**9)  # soft and hard time out; soft resumes and places s
+    yield log.tick(30 * 10**9)  # run times out: its unused placeholder goes, it stays Running
+
+
+def waiting(log: LogBuilder):
+    """Asks that must run on one node, and a Paused RM."""
+    yield log.register(GANGS)
+    yield log.nodes(node("n1", vcore=4000))
+    yield log.apps(app("a", "root.jobs"))
+    ds = {**ask("ds", "a", vcore=1000), "tags": {"yunikorn.apache.org/requiredNode": "n2"}}
+    yield log.asks(ds)  # n2 is not there
+    yield log.nodes(node("n2", vcore=500))  # too small
+    yield log.nodes(node("n2", action="UPDATE", vcore=2000))  # placed on n2
+    yield log.entry("rmstate", {"rmID": "rm-1", "event": "CONNECTION_LOST", "reason": "quiet"}, rm="")
+    yield log.asks(ask("k", "a", vcore=1000))  # Paused: not placed
+    yield log.entry("rmstate", {"rmID": "rm-1", "event": "RECONNECT", "reason": "back"}, rm="")
+
+
 TRACES = {
+    "gangs": gangs, "gang-timeouts": gang_timeouts, "waiting": waiting,
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
     "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,
