@@ -64,3 +64,19 @@ def test_explain_names_a_required_node_and_a_paused_rm(tmp_path):
     assert explain("a", "--log", str(path)).stdout.splitlines()[1] == (
         "  ask ds: 1 pending, 0 allocated: RMPaused: resource manager k8s is Paused (its heartbeats stopped): "
         "nothing of it is placed until it is back")
+
+
+def test_explain_says_why_a_gang_waits(tmp_path):
+    from pathlib import Path
+
+    log = Path(__file__).parent / "traces" / "gangs.in.jsonl"
+    prefix = tmp_path / "gang.jsonl"
+    prefix.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:5]))  # up to the gang that does not fit
+    lines = explain("g", "--log", str(prefix)).stdout.splitlines()
+    assert lines[0] == "application g (rm rm-1, partition default, queue root.jobs): Accepted"
+    assert lines[1:] == [
+        "  ask p: 3 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1000} of its "
+        "{vcore: 4000} once the rest is placed",
+        "  ask q: 1 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1000} of its "
+        "{vcore: 4000} once the rest is placed",
+    ]
