@@ -218,3 +218,21 @@ def test_a_gang_in_flight_survives_a_snapshot():
     a = [encode_output(o) for e in tail for o in h.core.apply(e)]
     b = [encode_output(o) for e in tail for o in restored.apply(e)]
     assert a == b and any(b'"r"' in line for line in a)
+
+
+def test_real_asks_in_one_entry_take_distinct_placeholders():
+    """Regression (found by `ykbus bench core --workload gang`): real asks decided in one
+    walk all took the same placeholder, because the walk's own Replace decisions were not
+    yet committed when the next real ask looked for a free one."""
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(gang("g", 3000)))
+    placed = {u for _, _, u in new(h.do(h.log.asks(ph("p", "g", n=3))))}
+    outs = h.do(h.log.asks(real("r1", "g"), real("r2", "g"), real("r3", "g")))
+    uuids = [u for u, _, t in released(outs) if t == "PLACEHOLDER_REPLACED"]
+    assert sorted(uuids) == sorted(placed)  # three asks, three different placeholders
+    checked(h)
+    confirmed = [o for uuid in uuids for o in confirm(h, "g", uuid)]
+    assert sorted(k for k, _, _ in new(confirmed)) == ["r1", "r2", "r3"]
+    assert app_of(h, "g")["allocated"] == {"vcore": 2400}
+    checked(h)

@@ -186,9 +186,11 @@ class CoreMachine(RuleBasedStateMachine):
         or a real ask of it (smaller, equal or larger: it replaces a placeholder or cancels them)."""
         gang, members, size = data.draw(st.sampled_from(self.gangs))
         self.asks += 1
-        if real:
-            one = {**ask(f"k{self.asks}", gang, vcore=data.draw(st.sampled_from([300, size, 3000]))),
-                   "taskGroupName": group}
+        if real:  # one to three in an entry: each takes a placeholder of its own
+            reals = [{**ask(f"k{self.asks}-{i}", gang, vcore=data.draw(st.sampled_from([300, size, size, 3000]))),
+                      "taskGroupName": group} for i in range(data.draw(st.integers(1, 3)))]
+            self.do(self.log.asks(*reals))
+            return
         else:
             one = {**ask(f"k{self.asks}", gang, vcore=size, max_allocations=data.draw(st.integers(1, members))),
                    "taskGroupName": group, "placeholder": True}

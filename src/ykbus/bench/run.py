@@ -138,6 +138,45 @@ def bench_mixed(repeat: int, scale: float, progress: Callable[[str], None]) -> d
             "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
 
 
+# --- core: gang ----------------------------------------------------------------------------
+
+def bench_gang(repeat: int, scale: float, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Gangs placed whole, then replaced by their real asks (workloads.Gangs): gangs and
+    allocations (placeholders and real ones) per second of `Core.apply`."""
+    from ykbus.bench.workloads import Gangs
+
+    runs = []
+    for r in range(repeat):
+        w = Gangs(nodes=max(10, int(5000 * scale)), gangs=max(10, int(1000 * scale)))
+        core = fresh_core()
+        apply_all(core, w.setup())
+        gc.collect()
+        total, allocations, gangs, entries = 0.0, 0, set(), 0
+        for entry in w.entries():
+            t0 = time.perf_counter()
+            outs = core.apply(entry)
+            total += time.perf_counter() - t0
+            entries += 1
+            for o in outs:
+                if o.kind == "alloc":
+                    allocations += len(o.msg.new)
+                    gangs.update(a.applicationID for a in o.msg.new if a.placeholder)
+            w.observe(outs)
+            if entries % 100 == 0:
+                progress(f"core gang: run {r + 1}/{repeat}, {len(gangs)} gangs placed, {allocations} allocations")
+        expected = 2 * sum(w.members)
+        assert allocations == expected and len(gangs) == w.gangs, f"{allocations} of {expected} allocations"
+        runs.append({"seconds": total, "gangs_per_s": len(gangs) / total, "allocations_per_s": allocations / total,
+                     "allocations": allocations, "entries": entries})
+    per_s = [r["allocations_per_s"] for r in runs]
+    return {"bench": "core", "workload": "gang", "nodes": max(10, int(5000 * scale)),
+            "gangs": max(10, int(1000 * scale)), "allocations": runs[0]["allocations"], "entries": runs[0]["entries"],
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "gangs_per_s": statistics.median(r["gangs_per_s"] for r in runs),
+            "allocations_per_s": statistics.median(per_s), "min": min(per_s), "max": max(per_s),
+            "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
 # --- replay ---------------------------------------------------------------------------------
 
 def bench_replay(entries: int, repeat: int, progress: Callable[[str], None]) -> dict[str, Any]:

@@ -119,3 +119,60 @@ def streaming_log(entries: int, nodes: int = 200, seed: int = 3) -> Iterator[Ent
             yield log.release(a, uuid=uuid)
         else:
             yield log.tick(100_000_000)
+
+
+GANG_QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: jobs}]}]}]"
+
+
+class Gangs:
+    """5,000 nodes and 1,000 gangs of 8 to 64 placeholders (1 vcore, 1 GiB each), submitted
+    10 gangs per entry. As an RM does, the driver answers what the core decides
+    (`observe`): placed placeholders get their real asks (0.8 vcore, smaller), each
+    `PLACEHOLDER_REPLACED` release gets its confirmation, and the core then reports the
+    real allocation. Every gang ends with its real asks placed in its placeholders' places."""
+
+    def __init__(self, nodes: int = 5000, gangs: int = 1000, per_entry: int = 10, seed: int = 11) -> None:
+        self.nodes, self.gangs, self.per_entry = nodes, gangs, per_entry
+        rng = random.Random(seed)
+        self.members = [rng.randint(8, 64) for _ in range(gangs)]
+        self.log = LogBuilder("bench")
+        self.follow: list[Entry] = []  # the RM's answers to what it observed, next in the log
+
+    def setup(self) -> list[Entry]:
+        entries = [self.log.register(GANG_QUEUES),
+                   self.log.nodes(*[node(f"n{i:05d}", vcore=16_000, memory=64 * 2**30) for i in range(self.nodes)])]
+        for start in range(0, self.gangs, 100):
+            entries.append(self.log.apps(*[
+                app(f"g{i}", "root.jobs", placeholderAsk={"resources": {
+                    "vcore": {"value": 1000 * self.members[i]}, "memory": {"value": 2**30 * self.members[i]}}})
+                for i in range(start, min(self.gangs, start + 100))]))
+        return entries
+
+    def observe(self, outputs: list) -> None:
+        real, confirm = [], []
+        for out in outputs:
+            if out.kind != "alloc":
+                continue
+            for a in out.msg.new:
+                if a.placeholder:
+                    real.append({**ask(f"{a.UUID}-real", a.applicationID, vcore=800, memory=2**29),
+                                 "taskGroupName": "workers"})
+            for r in out.msg.released:
+                if r.terminationType.name == "PLACEHOLDER_REPLACED":
+                    confirm.append({"applicationID": r.applicationID, "UUID": r.UUID, "partitionName": "default",
+                                    "terminationType": "PLACEHOLDER_REPLACED"})
+        if real:
+            self.follow.append(self.log.asks(*real))
+        if confirm:
+            self.follow.append(self.log.entry("alloc", {"rmID": "bench", "releases": {"allocationsToRelease": confirm}}))
+
+    def entries(self) -> Iterator[Entry]:
+        for start in range(0, self.gangs, self.per_entry):
+            yield self.log.asks(*[
+                {**ask(f"g{i}-p", f"g{i}", vcore=1000, memory=2**30, max_allocations=self.members[i]),
+                 "taskGroupName": "workers", "placeholder": True}
+                for i in range(start, min(self.gangs, start + self.per_entry))])
+            while self.follow:
+                yield self.follow.pop(0)
+        while self.follow:
+            yield self.follow.pop(0)

@@ -141,12 +141,14 @@ def _fit(scheduler: Scheduler, ask: Ask, taken: dict[str, Res]) -> Node | None:
     return None
 
 
-def replacement_for(app: App, ask: Ask) -> Alloc | list[Alloc] | None:
+def replacement_for(app: App, ask: Ask, claimed: set[str]) -> Alloc | list[Alloc] | None:
     """For a real ask of a task group: the placeholder of its group it takes (one that
     covers it), or every placeholder of the group when none covers it (they are to be
-    cancelled), or None when the group has no placeholder left (an ordinary ask)."""
+    cancelled), or None when the group has no placeholder left (an ordinary ask).
+    `claimed`: placeholders that real asks before it in the same walk take (not committed
+    yet, so not marked)."""
     group = [a for a in app.allocations.values()
-             if a.placeholder and a.task_group == ask.task_group and not a.replacing]
+             if a.placeholder and a.task_group == ask.task_group and not a.replacing and a.uuid not in claimed]
     if not group:
         return None
     for ph in group:

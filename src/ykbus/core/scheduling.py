@@ -110,7 +110,7 @@ ENDS_WALK = (Allocate, GangAllocate, CancelGroup)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache")
+    __slots__ = ("part", "failed_shapes", "fit_cache", "claimed")
 
     def __init__(self, partition: Partition) -> None:
         self.part = partition
@@ -120,6 +120,7 @@ class Scheduler:
         # `node_moved`
         self.failed_shapes: set[Shape] = set()
         self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
+        self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
 
     def start(self) -> None:
         self.failed_shapes.clear()
@@ -144,6 +145,7 @@ class Scheduler:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
         if self.part.root.active:
+            self.claimed.clear()
             self._queue(self.part.root, plan)
         return plan
 
@@ -217,13 +219,14 @@ class Scheduler:
         """A real ask of one of a gang's task groups."""
         if waits_for_gang(app, ask):
             return Park(ask, GANG_WAIT + app.id, m.SchedulingState.SKIPPED, why.gang_pending(app.id, ask.task_group))
-        found = replacement_for(app, ask)
+        found = replacement_for(app, ask, self.claimed)
         if found is None:
             return self._ask(ask)  # its group has no placeholder left: an ordinary ask
         if isinstance(found, list):
             sizes = ", ".join(sorted({fmt_res(ph.resource) for ph in found}))
             return CancelGroup(ask, found, f"real ask {ask.key} ({fmt_res(ask.resource)}) is larger than the "
                                            f"placeholders of task group {ask.task_group} ({sizes})")
+        self.claimed.add(found.uuid)
         return Replace(ask, found)
 
     @staticmethod
