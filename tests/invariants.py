@@ -81,9 +81,13 @@ def new_allocations_fit(core: Core, outputs: Iterable[Output]) -> None:
 
 
 def new_allocations_placed_on_schedulable_nodes(core: Core, outputs: Iterable[Output]) -> None:
+    outputs = list(outputs)
+    released = {r.UUID for out in outputs if out.kind == "alloc" for r in out.msg.released}
     for a, p in _issued(core, outputs):
         assert p is not None, f"new allocation {a.UUID} names partition {a.partitionName!r} that its RM does not have"
         live = p.allocations.get(a.UUID)
+        if live is None and a.UUID in released:
+            continue  # placed and cancelled in one entry (a gang whose real ask is larger than its placeholders)
         assert live is not None, f"new allocation {a.UUID} is not live after the entry that issued it"
         assert live.node.id == a.nodeID, f"new allocation {a.UUID} is live on {live.node.id}, issued on {a.nodeID}"
         assert p.nodes.get(a.nodeID) is live.node, f"new allocation {a.UUID} is on node {a.nodeID}, which is gone"
@@ -188,7 +192,8 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                 for t in app_.trackers)
             if headroom:
                 where = [p.nodes[k.required]] if k.required in p.nodes else [] if k.required else schedulable
-                assert not any(n.state is NodeState.SCHEDULABLE and fits(k.resource, n.free) for n in where), \
+                assert not any(n.state is NodeState.SCHEDULABLE and fits(k.resource, n.free)
+                               and (n.reserved is None or n.reserved is k) for n in where), \
                     f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
 
 
@@ -207,7 +212,7 @@ def gang_fits(p: Partition, app_) -> bool:
     own) places every pending placeholder of a gang at once: a check of the reason, not the
     core's own code."""
     free = {n.id: dict(n.free) for n in sorted(p.nodes.values(), key=lambda n: n.id)
-            if n.state is NodeState.SCHEDULABLE}
+            if n.state is NodeState.SCHEDULABLE and n.reserved is None}
     members = sorted(((a.resource, a.pending) for a in app_.asks.values() if a.placeholder and a.pending),
                      key=lambda rp: -sum(rp[0].values()))
     for res, n in members:
@@ -273,8 +278,8 @@ def pending_reasons_are_true(p: Partition) -> None:
             why = p.why_pending(k)
             d = why.details
             where = f"ask {k.key} of {app_.id}: {why.code.value} ({why.message})"
-            if why.code is C.NO_NODE_ROOM:
-                assert not any(fits(k.resource, n.free) for n in schedulable), where
+            if why.code is C.NO_NODE_ROOM:  # a node reserved for another ask takes nothing else
+                assert not any(fits(k.resource, n.free) and n.reserved in (None, k) for n in schedulable), where
                 assert d["asked"] == dict(k.resource), where
             elif why.code is C.QUEUE_MAX:  # what was asked: the ask's, or its whole gang's
                 q = p.queues[d["queue"]]
@@ -322,9 +327,34 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert k.required == node_.id and node_.state is not NodeState.SCHEDULABLE, where
             elif why.code is C.REQUIRED_NODE_FULL:
                 node_ = p.nodes[d["node"]]
-                assert k.required == node_.id and not fits(k.resource, node_.free), where
+                assert k.required == node_.id, where
+                if "reservedFor" in d:  # reserved for another ask
+                    assert node_.reserved is not None and node_.reserved is not k, where
+                    assert node_.reserved.key == d["reservedFor"], where
+                else:
+                    assert not fits(k.resource, node_.free), where
+            elif why.code is C.RESERVED:
+                node_ = p.nodes[d["node"]]
+                assert k.reserved == node_.id and node_.reserved is k and not fits(k.resource, node_.free), where
+                if not k.required:
+                    assert not any(fits(k.resource, n.free) and n.reserved is None for n in schedulable), where
             else:
                 assert why.code is C.QUEUED, where
+
+
+def reservations_are_consistent(p: Partition) -> None:
+    """A node is reserved for at most one ask and an ask has at most one node, both ways; a
+    reserved ask is pending, waits, and its node is schedulable."""
+    for n in p.nodes.values():
+        k = n.reserved
+        if k is not None:
+            assert k.reserved == n.id and k.pending, f"node {n.id} reserved for {k.key}"
+            assert p.apps.get(k.app.id) is k.app and k.app.asks.get(k.key) is k, f"node {n.id}: its ask is gone"
+            assert n.state is NodeState.SCHEDULABLE, f"node {n.id} is {n.state.value} and reserved"
+    for app_ in p.apps.values():
+        for k in app_.asks.values():
+            if k.reserved:
+                assert p.nodes[k.reserved].reserved is k, f"ask {k.key} holds {k.reserved}, which does not hold it"
 
 
 def state_is_consistent(core: Core) -> None:
@@ -332,6 +362,7 @@ def state_is_consistent(core: Core) -> None:
     uuids_live_once(core)
     for _, p in partitions(core):
         accounting_is_consistent(p)
+        reservations_are_consistent(p)
         if not core.backlog:  # a pass stopped at the per-entry allocation budget goes on next entry
             no_placeable_ask_left_waiting(p)
             pending_reasons_are_true(p)

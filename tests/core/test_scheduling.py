@@ -29,7 +29,7 @@ def test_planning_changes_nothing_and_committing_does_what_the_plan_says():
     h = pending_state()
     p = h.core.rms["rm-1"].partitions["default"]
     before = dump_snapshot(h.core)
-    p.scheduler.start()
+    p.scheduler.start(h.core.now)
     plans = [p.scheduler.plan() for _ in range(3)]
     p.scheduler.finish()
     assert dump_snapshot(h.core) == before  # a what-if: nothing moved
@@ -46,7 +46,7 @@ def test_planning_changes_nothing_and_committing_does_what_the_plan_says():
 def test_a_plan_names_every_kind_of_decision_with_its_reason():
     h = pending_state()
     p = h.core.rms["rm-1"].partitions["default"]
-    p.scheduler.start()
+    p.scheduler.start(h.core.now)
     seen = {}
     while True:  # plan and commit by hand, as the pass does
         plan = p.scheduler.plan()
@@ -77,7 +77,7 @@ def test_what_if_planning_leaves_a_later_pass_unchanged():
             h.do(h.log.apps(app(f"x{i}", "root.gated" if i % 3 else "root.small")))
             p = h.core.rms["rm-1"].partitions["default"]
             if peek:
-                p.scheduler.start()
+                p.scheduler.start(h.core.now)
                 p.scheduler.plan()
                 p.scheduler.finish()
             out += [encode_output(o) for o in h.do(h.log.asks(ask(f"k{i}", f"x{i}", vcore=300 * (i % 4 + 1),

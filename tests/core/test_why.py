@@ -127,10 +127,11 @@ def test_a_format_2_snapshot_without_reasons_still_loads():
     for rm in snap["rms"]:
         for p in rm[-1]:  # SRM.partitions
             apps = next(x for x in p if isinstance(x, list) and x and isinstance(x[0], list) and x[0][0] == "a")
-            for a in apps:  # SApp arrays: `asks` at 7, `why` last
+            for a in apps:  # SApp arrays: `asks` at 7; format 2 ended at `timer` (12 fields)
                 for k in a[7]:
-                    assert k.pop() is not None  # SAsk.why, last
-                a.pop()
+                    assert k[15] is not None  # SAsk.why, after the 15 fields of format 2
+                    del k[15:]
+                del a[12:]
     h.core = load_snapshot(msgspec.msgpack.encode(snap), load_yaml)
     assert why(h, "a", "k")["code"] == "Queued"  # parked before reasons existed: no reason kept
     uuid = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["a"]["allocations"][0]

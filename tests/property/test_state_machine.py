@@ -283,6 +283,7 @@ class CoreMachine(RuleBasedStateMachine):
         if self.registered:
             invariants.uuids_live_once(self.core)
             invariants.accounting_is_consistent(self.part())
+            invariants.reservations_are_consistent(self.part())
 
     @invariant()
     def no_placeable_ask_left_waiting(self):

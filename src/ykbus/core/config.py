@@ -185,6 +185,8 @@ class PartitionConfig(msgspec.Struct, frozen=True):
     placementrules: list[PlacementRule] = msgspec.field(default_factory=list)
     # Kept verbatim: no preemption yet. (A partition's `limits` are its root queue's.)
     preemption: dict[str, Any] = msgspec.field(default_factory=dict)
+    # how long an ask waits for room (log time) before it reserves a node (docs/scheduling.md)
+    reservationdelay_ms: int = 2000
 
 
 class SchedulerConfig(msgspec.Struct, frozen=True):
@@ -239,8 +241,10 @@ def parse_quantity(resource: str, value: object) -> int:
 _TOP_KEYS = {"partitions", "checksum"}
 _PARTITION_KEYS = {
     "name", "queues", "placementrules", "limits", "nodesortpolicy", "preemption",
-    "statedumpfilepath",
+    "statedumpfilepath", "reservationdelay",
 }
+_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+MAX_DURATION_MS = 10**12
 _QUEUE_KEYS = {
     "name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
     "childtemplate", "queues", "limits",
@@ -620,7 +624,31 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
         placementrules=[r for i, item in enumerate(_sequence(raw.get("placementrules"), f"{path}.placementrules", errors))
                         if (r := _rule(item, f"{path}.placementrules[{i}]", errors)) is not None],
         preemption=_mapping(raw.get("preemption"), f"{path}.preemption", errors) or {},
+        reservationdelay_ms=_duration(raw.get("reservationdelay"), f"{path}.reservationdelay", errors, 2000),
     )
+
+
+def _duration(obj: object, path: str, errors: _Errors, default: int) -> int:
+    """A duration in milliseconds: a number of seconds, or a string `500ms`, `2s`, `1m`, `1h`."""
+    if obj is None:
+        return default
+    if isinstance(obj, bool):
+        errors.add(path, f"expected a duration (2s, 500ms, or seconds), got {obj!r}")
+        return default
+    if isinstance(obj, (int, float)):
+        ms = obj * 1000
+    else:
+        text = str(obj).strip()
+        unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), None)
+        try:
+            ms = float(text[: -len(unit)]) * _DURATION_UNITS[unit] if unit else float(text) * 1000
+        except ValueError:
+            errors.add(path, f"expected a duration (2s, 500ms, or seconds), got {text[:40]!r}")
+            return default
+    if not 0 <= ms <= MAX_DURATION_MS:
+        errors.add(path, f"expected a duration from 0 to {MAX_DURATION_MS} ms, got {obj!r}")
+        return default
+    return int(ms)
 
 
 def parse_config(obj: object) -> SchedulerConfig:
@@ -746,5 +774,7 @@ def dump_config(config: SchedulerConfig) -> dict[str, Any]:
             out["nodesortpolicy"] = {"type": ns.type.value, "resourceweights": dict(ns.resourceweights)}
         if p.preemption:
             out["preemption"] = dict(p.preemption)
+        if p.reservationdelay_ms != 2000:
+            out["reservationdelay"] = f"{p.reservationdelay_ms}ms"
         parts.append(out)
     return {"partitions": parts}

@@ -45,7 +45,14 @@ from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
 from ykbus.core.partition import App, Partition
 from ykbus.core.projection import SECTIONS, project
 from ykbus.core.resources import Res, first_over
-from ykbus.core.timers import AllocationTimeoutTimer, AppTimeoutTimer, CompletingTimer, PlaceholderTimer, Timers
+from ykbus.core.timers import (
+    AllocationTimeoutTimer,
+    AppTimeoutTimer,
+    CompletingTimer,
+    PlaceholderTimer,
+    ReservationTimer,
+    Timers,
+)
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
 
@@ -664,6 +671,8 @@ class Core:
                 app = timer.app
                 if app.timer == timer.generation and app.state in (AppState.RUNNING, AppState.COMPLETING):
                     part.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
+            elif isinstance(timer, ReservationTimer):
+                part.reservation_due(timer)
             elif isinstance(timer, PlaceholderTimer):
                 if timer.app.gang_timer == timer.generation:
                     part.placeholder_timeout(timer.app, ctx)

@@ -131,6 +131,8 @@ def _fit(scheduler: Scheduler, ask: Ask, taken: dict[str, Res]) -> Node | None:
         keys = cached[1] if cached is not None else part.node_index
         candidates = (part.nodes[k[1]] for k in keys)
     for node in candidates:
+        if node.reserved is not None:  # reserved for another ask: it takes nothing else
+            continue
         free = node.free
         took = taken.get(node.id)
         if took is None:

@@ -69,7 +69,7 @@ class Node:
     """`free` is capacity - occupied - allocated, kept as allocations come and go (the
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
-    __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key")
+    __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -80,6 +80,7 @@ class Node:
         self.state = NodeState.SCHEDULABLE
         self.allocations: dict[str, Alloc] = {}
         self.key: tuple[float, str] | None = None
+        self.reserved: Ask | None = None  # the one ask it is reserved for: it takes no other
         self.recompute_free()
 
     @property
@@ -178,7 +179,7 @@ class Queue:
 class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
-                 "timeout_ms", "state", "waiting", "reported", "why", "required")
+                 "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved")
 
     def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
         self.key = msg.allocationKey
@@ -189,6 +190,8 @@ class Ask:
         self.waiting: str | None = None  # NODE_WAIT, REQUIRED_WAIT + node, a queue path or a tracker key
         self.reported = ""  # last scheduling-state reason sent, so it is sent once
         self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)
+        self.since = 0  # log time it started waiting for node room (0: it does not): reservations
+        self.reserved = ""  # the node reserved for it
         self.update(msg, resource, shape)
 
     def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:

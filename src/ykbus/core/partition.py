@@ -89,7 +89,7 @@ from ykbus.core.model import (
 from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, fits, scaled, share, sub_into
-from ykbus.core.scheduling import ENDS_WALK, Allocate, Defer, Hold, Park, Plan, Scheduler
+from ykbus.core.scheduling import ENDS_WALK, Allocate, Defer, Hold, Park, Plan, Reserve, Scheduler
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
@@ -97,6 +97,7 @@ from ykbus.core.timers import (
     CompletingTimer,
     ExpireTimer,
     PlaceholderTimer,
+    ReservationTimer,
     Timers,
 )
 from ykbus.si import messages as m
@@ -339,11 +340,16 @@ class Partition:
         node.occupied = occupied
         node.recompute_free()
         self._index_node(node)
+        held = node.reserved
+        if held is not None and any(node.capacity.get(r, 0) - occupied.get(r, 0) < v for r, v in held.resource.items()):
+            self._unreserve(held, wake=True)  # it shrank below the ask: the reservation cannot be honoured
         self._wake_node(node)
 
     def node_event(self, node: Node, event: NodeEvent) -> None:
         node.state = NODE.advance(node.state, event)
         self._index_node(node)
+        if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
+            self._unreserve(node.reserved, wake=True)
         self._wake_node(node)
 
     def decommission(self, node: Node, ctx: Outbox) -> None:
@@ -514,7 +520,7 @@ class Partition:
         if ask.pending:
             self._pend(ask)
             if ask.placeholder and app.gang:  # the gang may be whole now
-                self._wake_gang(app)
+                self._rejudge_gang(app)
         if app.state in (AppState.NEW, AppState.COMPLETING):
             self.app_event(app, AppEvent.RUN, ctx, "ask added")
         self._sync_app(app)
@@ -531,8 +537,13 @@ class Partition:
 
     def _unpend(self, ask: Ask) -> None:
         """Undo `_pend` for what is still pending, wherever the ask waits."""
+        if ask.reserved:
+            self._unreserve(ask)
+        ask.since = 0
         if not ask.pending:
             return
+        if ask.placeholder and ask.app.gang:  # its gang, and the real asks waiting for it, are judged again
+            self._rejudge_gang(ask.app)  # (this ask too: it is active then, and leaves its list below)
         total = scaled(ask.resource, ask.pending)
         sub_into(ask.app.pending, total)
         for q in ask.app.path:
@@ -630,6 +641,16 @@ class Partition:
         ask.app.active.add(ask.entry)
         self._sync_app(ask.app)
 
+    def _rejudge_gang(self, app: App) -> None:
+        """The gang changed (a placeholder came or went): every pending placeholder, wherever
+        it waits, and every real ask waiting on the gang, are judged again (their reasons
+        name the gang's total)."""
+        self._wake_gang(app)
+        for ask in pending_placeholders(app):
+            if ask.waiting is not None:
+                self._unwait(ask)
+                self._wake(ask)
+
     def _wake_gang(self, app: App) -> None:
         waiters = self.gang_waiters.pop(app.id, None)
         if waiters:
@@ -717,6 +738,8 @@ class Partition:
             self._rekey_app(app)
 
     def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+        if node.reserved is not None and node.reserved is not ask:
+            raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
         app = ask.app
         alloc = Alloc(ctx.next_uuid(self.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq)
@@ -734,6 +757,9 @@ class Partition:
             self._ask_not_pending(ask)
         if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
+        if ask.reserved:  # placed, on its node or another: the reservation has done its job
+            self._unreserve(ask)
+        ask.since = 0
         if ask.timeout_ms > 0:
             self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, AllocationTimeoutTimer(self, alloc, ask.timeout_ms))
         ctx.put(self.rm, alloc.message(self.name))
@@ -780,7 +806,7 @@ class Partition:
             self._rekey = False
             self._rekey_all(only_fair=True)
         scheduler = self.scheduler
-        scheduler.start()
+        scheduler.start(ctx.ts)
         try:
             while self.root.active and ctx.budget_left:
                 plan = scheduler.plan()
@@ -801,9 +827,21 @@ class Partition:
                 ask = decision.ask
                 app = ask.app
                 app.why = None
-                self._wait(ask, decision.where, decision.state, decision.why, ctx)
+                where = decision.where
+                if where == NODE_WAIT and not (ask.placeholder and app.gang):
+                    if not ask.since:  # it starts waiting for room: it may reserve a node later
+                        ask.since = ctx.ts
+                        delay = self.config.reservationdelay_ms * 1_000_000
+                        self.timers.schedule(ctx.ts + delay, ReservationTimer(self, app, ask.key, ctx.ts))
+                elif not where.startswith(REQUIRED_WAIT):  # held by a max, a limit, its gang: not by room
+                    if ask.reserved:
+                        self._unreserve(ask)
+                    ask.since = 0
+                self._wait(ask, where, decision.state, decision.why, ctx)
                 if not app.active:
                     self._sync_app(app)
+            elif kind is Reserve:
+                self._reserve(decision.ask, decision.node, ctx)
             elif kind is Hold:
                 self._hold(decision.app, decision.on, decision.why, ctx)
             elif kind is Defer:
@@ -874,7 +912,11 @@ class Partition:
             ask.waiting = None
             ask.why = None
             app.active.add(ask.entry)
-            self._allocate(ask, node, ctx)
+            if node.state is NodeState.SCHEDULABLE and fits(ask.resource, node.free) and (
+                    node.reserved is None or node.reserved is ask):
+                self._allocate(ask, node, ctx)
+            else:  # the node drained or shrank meanwhile: an ordinary ask, placed by the next pass
+                self._sync_app(app)
         self._check_done(app, ctx)
 
     def placeholder_timeout(self, app: App, ctx: Outbox) -> None:
@@ -899,3 +941,34 @@ class Partition:
             self.app_event(app, AppEvent.RESUME, ctx, message)
         self._sync_app(app)
         self._check_done(app, ctx)
+
+    # --- reservations (docs/scheduling.md) -------------------------------------------------
+
+    def _reserve(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+        ask.reserved = node.id
+        node.reserved = ask
+        ask.app.why = None
+        where = REQUIRED_WAIT + node.id if ask.required else NODE_WAIT
+        self._wait(ask, where, m.SchedulingState.RESERVED, why.reserved(node.id, ask.resource), ctx)
+        if not ask.app.active:
+            self._sync_app(ask.app)
+
+    def _unreserve(self, ask: Ask, wake: bool = False) -> None:
+        """Drop `ask`'s reservation; its node takes other asks again. `wake`: the ask waits
+        on, to be judged again (its reason would be stale)."""
+        node = self.nodes.get(ask.reserved)
+        ask.reserved = ""
+        if node is not None and node.reserved is ask:
+            node.reserved = None
+            self.scheduler.failed_shapes.clear()  # a shape that failed for want of this node may fit it now
+            self._wake_node(node)
+        if wake and ask.waiting is not None:
+            self._unwait(ask)
+            self._wake(ask)
+
+    def reservation_due(self, timer: ReservationTimer) -> None:
+        """An ask has waited for room the reservation delay: the next pass may reserve for it."""
+        ask = timer.app.asks.get(timer.key)
+        if ask is not None and ask.since == timer.since and ask.waiting == NODE_WAIT and not ask.reserved:
+            self._unwait(ask)
+            self._wake(ask)

@@ -78,6 +78,19 @@ class Park:
         return f"Park({self.ask.app.id}/{self.ask.key} at {self.where}: {self.why.code})"
 
 
+class Reserve:
+    """`node` is reserved for `ask`, which has waited for room the partition's reservation
+    delay: the node takes no other ask until `ask` is placed (there or elsewhere)."""
+
+    __slots__ = ("ask", "node")
+
+    def __init__(self, ask: Ask, node: Node) -> None:
+        self.ask, self.node = ask, node
+
+    def __repr__(self) -> str:
+        return f"Reserve({self.ask.app.id}/{self.ask.key} on {self.node.id})"
+
+
 class Hold:
     """`app` may not start: `on` (a queue or a tracker) runs its `maxapplications`."""
 
@@ -102,15 +115,15 @@ class Defer:
         return f"Defer({self.app.id}: {self.why.code})"
 
 
-Decision = Allocate | Park | Hold | Defer | GangAllocate | Replace | CancelGroup
+Decision = Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup
 Plan = list[Decision]
 # decisions after which a walk ends and the next starts from root: they change what the
 # walk reads (usage, or the placeholders a real ask would take)
-ENDS_WALK = (Allocate, GangAllocate, CancelGroup)
+ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache", "claimed")
+    __slots__ = ("part", "failed_shapes", "fit_cache", "claimed", "now")
 
     def __init__(self, partition: Partition) -> None:
         self.part = partition
@@ -121,9 +134,11 @@ class Scheduler:
         self.failed_shapes: set[Shape] = set()
         self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
+        self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
 
-    def start(self) -> None:
+    def start(self, now: int) -> None:
         self.failed_shapes.clear()
+        self.now = now
 
     def finish(self) -> None:
         self.fit_cache.clear()
@@ -269,13 +284,41 @@ class Scheduler:
                                 why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
         if ask.required:
             return self._required(ask)
+        if ask.reserved:  # its own node first: a shape that failed for others may fit there
+            node = self.part.nodes[ask.reserved]
+            if fits(res, node.free):
+                return Allocate(ask, node)
         if ask.shape not in self.failed_shapes:
             node = self.first_fit(ask)
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
+        if ask.reserved:
+            return Park(ask, NODE_WAIT, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
+        if ask.since and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000:
+            node = self._reservable(ask)
+            if node is not None:
+                return Reserve(ask, node)
         reason = f"no schedulable node has {fmt_res(res)} free"
         return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, why.no_node_room(reason, res))
+
+    def _reservable(self, ask: Ask) -> Node | None:
+        """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
+        capacity (less what others occupy) takes it, the one missing the least of it (as
+        a fraction of what it asks), ties by node id. None: larger than every such node."""
+        res = ask.resource
+        best: Node | None = None
+        best_key: tuple[float, str] | None = None
+        for node in self.part.nodes.values():
+            if node.key is None or node.reserved is not None:
+                continue
+            cap, occ, free = node.capacity, node.occupied, node.free
+            if any(cap.get(r, 0) - occ.get(r, 0) < v for r, v in res.items()):
+                continue
+            key = (sum(max(0, v - free.get(r, 0)) / v for r, v in res.items()), node.id)
+            if best_key is None or key < best_key:
+                best, best_key = node, key
+        return best
 
     def _required(self, ask: Ask) -> Decision:
         """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
@@ -286,9 +329,16 @@ class Scheduler:
             return Park(ask, where, m.SchedulingState.FAILED, why.required_node_gone(name))
         if node.state is not NodeState.SCHEDULABLE:
             return Park(ask, where, m.SchedulingState.FAILED, why.required_node_draining(name, node.state.value))
+        if node.reserved is not None and node.reserved is not ask:  # another ask's, until it is placed
+            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_reserved(name, node.reserved.key))
         if fits(ask.resource, node.free):
             return Allocate(ask, node)
-        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
+        cap, occ = node.capacity, node.occupied
+        if node.reserved is None and all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
+            return Reserve(ask, node)  # full for now: it reserves its node at once
+        if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
+            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
+        return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
@@ -299,7 +349,7 @@ class Scheduler:
             index = part.node_index
             if index:  # mostly the first node has room: no iterator for that
                 node = nodes[index[0][1]]
-                if fits(res, node.free):
+                if fits(res, node.free) and (node.reserved is None or node.reserved is ask):
                     return node
             for skipped, key in enumerate(index):
                 if skipped == FIT_CACHE_AFTER:
@@ -307,12 +357,15 @@ class Scheduler:
                     cached = self.fit_cache[ask.shape] = (res, fitting)
                     break
                 node = nodes[key[1]]
-                if fits(res, node.free):
+                if fits(res, node.free) and (node.reserved is None or node.reserved is ask):
                     return node
             else:
                 return None
-        fitting = cached[1]
-        return nodes[fitting[0][1]] if fitting else None
+        for key in cached[1]:  # a node reserved for another ask takes nothing else
+            node = nodes[key[1]]
+            if node.reserved is None or node.reserved is ask:
+                return node
+        return None
 
 
 def stateaware_gate(leaf: Queue) -> App | None:

@@ -31,6 +31,7 @@ from ykbus.core.timers import (
     CompletingTimer,
     ExpireTimer,
     PlaceholderTimer,
+    ReservationTimer,
     Timer,
     Timers,
 )
@@ -47,7 +48,7 @@ READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then sho
 # listed here fails tests/core/test_snapshot_fields.py: a field added to the model and
 # forgotten here would otherwise be lost on restart, silently.
 DERIVED: dict[str, frozenset[str]] = {
-    "Node": frozenset({"free", "key"}),  # from capacity, occupied and its allocations; its index key
+    "Node": frozenset({"free", "key", "reserved"}),  # from capacity, occupied, allocations; index key; asks
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy"}),  # tree, sums, config, cache
     "Ask": frozenset({"app", "required", "shape"}),  # its owner; from its tags; the interned form of its resource
@@ -90,6 +91,8 @@ class SAsk(_S):
     waiting: str | None
     reported: str
     why: Why | None = None  # format 3
+    since: int = 0  # format 4
+    reserved: str = ""
 
 
 class SAlloc(_S):
@@ -192,6 +195,7 @@ class STimer(_S):
     ref: str
     stamp: int
     gen: int
+    key: str = ""  # format 4: a reservation timer's ask
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -227,7 +231,7 @@ def _queue(q: Queue) -> SQueue:
 def _ask(a: Ask) -> SAsk:
     return SAsk(a.key, a.resource, a.max_allocations, a.pending, a.allocated, a.priority, a.seq, a.tags,
                 a.task_group, a.placeholder, a.originator, a.timeout_ms, a.state.value, a.waiting, a.reported,
-                a.why)
+                a.why, a.since, a.reserved)
 
 
 def _partition(p: Partition) -> SPartition:
@@ -255,6 +259,8 @@ def _timer(deadline: int, n: int, timer: Timer) -> STimer | None:
     base = (deadline, n, timer.kind, part.rm, part.name, part.incarnation)
     if isinstance(timer, CompletingTimer | AppTimeoutTimer | PlaceholderTimer):
         return STimer(*base, timer.app.id, timer.app.seq, timer.generation)
+    if isinstance(timer, ReservationTimer):
+        return STimer(*base, timer.app.id, timer.app.seq, timer.since, timer.key)  # gen: when its wait began
     if isinstance(timer, AllocationTimeoutTimer):
         return STimer(*base, timer.alloc.uuid, timer.alloc.born, timer.timeout_ms)  # gen: the timeout (ms)
     return STimer(*base, timer.app_id, 0, 0)
@@ -340,6 +346,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
                 taskGroupName=sk.task_group, placeholder=sk.placeholder, Originator=sk.originator,
             ), app, *p.intern(sk.resource), sk.seq)
             ask.pending, ask.allocated = sk.pending, sk.allocated
+            ask.since, ask.reserved = sk.since, sk.reserved
             ask.state, ask.waiting, ask.reported, ask.why = _ASK_STATES[sk.state], sk.waiting, sk.reported, sk.why
             app.asks[ask.key] = ask
             asks[(app.id, ask.key)] = ask
@@ -392,6 +399,9 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
             p.gang_waiters.setdefault(w[len(GANG_WAIT):], {})[key] = ask
         elif w.startswith(REPLACE_WAIT):
             p.replace_waiters[w[len(REPLACE_WAIT):]] = ask
+    for ask in asks.values():  # derived: the node reserved for an ask
+        if ask.reserved:
+            p.nodes[ask.reserved].reserved = ask
     for sq in s.queues:
         q = p.queues[sq.path]
         q.waiters = {tuple(k): asks[tuple(k)] for k in sq.waiters}  # type: ignore[misc]
@@ -457,6 +467,8 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
             timer = CompletingTimer(p, p.apps[t.ref], t.gen)
         elif t.kind == AppTimeoutTimer.kind:
             timer = AppTimeoutTimer(p, p.apps[t.ref], t.gen)
+        elif t.kind == ReservationTimer.kind:
+            timer = ReservationTimer(p, p.apps[t.ref], t.key, t.gen)
         elif t.kind == PlaceholderTimer.kind:
             timer = PlaceholderTimer(p, p.apps[t.ref], t.gen)
         elif t.kind == AllocationTimeoutTimer.kind:

@@ -8,7 +8,8 @@ application's timer generation, its state), so nothing is ever cancelled. Kinds:
 - `AppTimeoutTimer`: an application's `executionTimeoutMilliSeconds`, from Running;
 - `AllocationTimeoutTimer`: an ask's `executionTimeoutMilliSeconds`, per allocation;
 - `ExpireTimer`: Completed/Failed -> Expired (then forgotten), 3 days later;
-- `PlaceholderTimer`: a gang's placeholder timeout, from its first placeholder allocation.
+- `PlaceholderTimer`: a gang's placeholder timeout, from its first placeholder allocation;
+- `ReservationTimer`: an ask that has waited for room the partition's reservation delay.
 
 `kind` is the name a snapshot stores (`STimer.kind`).
 """
@@ -72,7 +73,18 @@ class ExpireTimer(_Timer, frozen=True):
         return p.alive and p.terminated.get(self.app_id) is self.state
 
 
-Timer = CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer | PlaceholderTimer
+class ReservationTimer(_Timer, frozen=True):
+    kind = "reservation"
+    app: App
+    key: str  # the ask's allocationKey
+    since: int  # when it started waiting: a timer of an earlier wait does nothing
+
+    def live(self) -> bool:
+        p = self.partition
+        return p.alive and p.apps.get(self.app.id) is self.app and self.key in self.app.asks
+
+
+Timer = CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer | PlaceholderTimer | ReservationTimer
 
 
 class Timers:

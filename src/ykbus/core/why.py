@@ -37,6 +37,7 @@ class PendingCode(enum.StrEnum):
     GANG_NO_ROOM = "GangNoRoom"  # a placeholder: the whole gang does not fit the nodes yet
     GANG_PENDING = "GangPending"  # a real ask: its task group's placeholders are not placed yet
     REPLACING = "Replacing"  # a real ask: waiting for the RM to release the placeholder it replaces
+    RESERVED = "Reserved"  # waited long enough: a node is reserved for it until room frees there (or elsewhere)
 
 
 class Why(msgspec.Struct, frozen=True):
@@ -97,6 +98,7 @@ def required_node_draining(node: str, state: str) -> Why:
 
 
 def required_node_full(node: str, asked: dict[str, int], free: dict[str, int]) -> Why:
+    free = {r: v for r, v in free.items() if v}  # a zero is no entry: as a restored node has it
     def fmt(res: dict[str, int]) -> str:
         return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
 
@@ -132,3 +134,14 @@ def gang_pending(app: str, group: str) -> Why:
 def replacing(uuid: str, node: str) -> Why:
     return Why(PendingCode.REPLACING, f"waiting for the RM to release placeholder {uuid} on node {node}, "
                "whose place it takes", {"placeholder": uuid, "node": node})
+
+
+def reserved(node: str, asked: dict[str, int]) -> Why:
+    """(The read API adds what is `missing` on the node now.)"""
+    return Why(PendingCode.RESERVED, f"node {node} is reserved for it: the node takes nothing else until it has "
+               "room for it (or another node has room first)", {"node": node, "asked": dict(asked)})
+
+
+def required_node_reserved(node: str, other: str) -> Why:
+    return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which is reserved for ask {other}",
+               {"node": node, "reservedFor": other})
