@@ -24,6 +24,9 @@ def _details(code: str, d: dict[str, Any]) -> str:
         return f"{who}queue {d['queue']}: {d['running']} of {d['max']} applications running"
     if code == "NotAdmitted":
         return f"queue {d['queue']} starts {d['first']} first"
+    if code == "Reserved":
+        missing = d.get("missing", {})
+        return f"node {d['node']} misses " + ", ".join(f"{r} {v}" for r, v in missing.items()) if missing else ""
     if code == "RequiredNodeFull":
         return "; ".join(f"{r}: asked {v}, free on node {d['node']} {d.get('free', {}).get(r, 0)}"
                          for r, v in d.get("asked", {}).items())

@@ -371,8 +371,31 @@ def waiting(log: LogBuilder):
     yield log.entry("rmstate", {"rmID": "rm-1", "event": "RECONNECT", "reason": "back"}, rm="")
 
 
+def reservations(log: LogBuilder):
+    """Reservations taken after the delay, passed over by a small ask, honoured, and dropped:
+    placed elsewhere first, its node shrunk, drained, the ask released."""
+    yield log.register(GANGS.replace("  - name: default\n", "  - name: default\n    reservationdelay: 1s\n"))
+    yield log.nodes(node("n1", vcore=4000), node("n2", vcore=4000))
+    yield log.apps(app("smalls", "root.jobs"), app("large", "root.jobs"))
+    yield log.asks(ask("s", "smalls", vcore=1000, max_allocations=8))
+    yield log.asks(ask("L", "large", vcore=3000), ask("M", "large", vcore=2500))
+    yield log.tick(1_000_000_000)  # L reserves n1, M reserves n2
+    yield log.release("smalls", uuid="4-0")  # room on n1: not for a small ask
+    yield log.asks(ask("s2", "smalls", vcore=1000))  # waits
+    yield log.release("smalls", uuid="4-2")
+    yield log.release("smalls", uuid="4-4")  # 3,000 free on n1: L takes its reserved node
+    yield log.release_ask("smalls", "s2")
+    yield log.nodes(node("n3", vcore=3000))  # M fits n3 first: placed there, n2 is free again
+    yield log.asks(ask("N", "large", vcore=3500))
+    yield log.tick(1_000_000_000)  # N reserves n1 (n1 and n2 miss as much: ties by node id)
+    yield log.nodes(node("n2", action="UPDATE", vcore=3000))  # n2 shrinks below N: it could never hold it
+    yield log.nodes(node("n1", action="DRAIN_NODE"))  # drained: dropped; no other node can take N
+    yield log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE"))  # back: N reserves n1 again
+    yield log.release_ask("large", "N")  # released: dropped
+
+
 TRACES = {
-    "gangs": gangs, "gang-timeouts": gang_timeouts, "waiting": waiting,
+    "gangs": gangs, "reservations": reservations, "gang-timeouts": gang_timeouts, "waiting": waiting,
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
     "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,

@@ -127,6 +127,9 @@ class Partition:
         self.required_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # node id -> asks that must run there
         self.gang_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> asks waiting on its gang
         self.replace_waiters: dict[str, Ask] = {}  # placeholder uuid -> the real ask taking its place
+        # asks past the reservation delay that found no node to reserve: judged again when a
+        # node comes, comes back, grows, or is freed of its reservation
+        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
         self.paused = False  # its RM is Paused: nothing is placed (the core sets it from the RM's state)
         self.queues: dict[str, Queue] = {}
         self.root = Queue("root", None)
@@ -199,6 +202,11 @@ class Partition:
         for tracker in list(self.trackers.values()):
             self._wake_queue(tracker)  # type: ignore[arg-type]
             self._wake_app_waiters(tracker)  # type: ignore[arg-type]
+        for node in self.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
+            held = node.reserved
+            if held is not None and held.waiting is not None:
+                self._unwait(held)
+                self._wake(held)
         return draining
 
     def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
@@ -325,6 +333,7 @@ class Partition:
         add_into(self.total, capacity)
         self._rekey = True
         self._index_node(node)
+        self._wake_reserve_waiters()
         self._wake_node(node)
         return node
 
@@ -343,6 +352,8 @@ class Partition:
         held = node.reserved
         if held is not None and any(node.capacity.get(r, 0) - occupied.get(r, 0) < v for r, v in held.resource.items()):
             self._unreserve(held, wake=True)  # it shrank below the ask: the reservation cannot be honoured
+        if capacity is not None or node.reserved is None:
+            self._wake_reserve_waiters()
         self._wake_node(node)
 
     def node_event(self, node: Node, event: NodeEvent) -> None:
@@ -350,6 +361,8 @@ class Partition:
         self._index_node(node)
         if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
             self._unreserve(node.reserved, wake=True)
+        if node.state is NodeState.SCHEDULABLE:
+            self._wake_reserve_waiters()
         self._wake_node(node)
 
     def decommission(self, node: Node, ctx: Outbox) -> None:
@@ -575,6 +588,8 @@ class Partition:
                 group.pop((ask.app.id, ask.key), None)
                 if not group:
                     del self.node_waiters[ask.shape]
+            if self.reserve_waiters:
+                self.reserve_waiters.pop((ask.app.id, ask.key), None)
         elif ask.waiting is not None and ask.waiting.startswith(REQUIRED_WAIT):
             node_id = ask.waiting[len(REQUIRED_WAIT):]
             waiters = self.required_waiters.get(node_id)
@@ -829,10 +844,16 @@ class Partition:
                 app.why = None
                 where = decision.where
                 if where == NODE_WAIT and not (ask.placeholder and app.gang):
+                    delay = self.config.reservationdelay_ms * 1_000_000
                     if not ask.since:  # it starts waiting for room: it may reserve a node later
                         ask.since = ctx.ts
-                        delay = self.config.reservationdelay_ms * 1_000_000
                         self.timers.schedule(ctx.ts + delay, ReservationTimer(self, app, ask.key, ctx.ts))
+                    elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
+                        self._wait(ask, where, decision.state, decision.why, ctx)
+                        self.reserve_waiters[(app.id, ask.key)] = ask
+                        if not app.active:
+                            self._sync_app(app)
+                        continue
                 elif not where.startswith(REQUIRED_WAIT):  # held by a max, a limit, its gang: not by room
                     if ask.reserved:
                         self._unreserve(ask)
@@ -961,10 +982,18 @@ class Partition:
         if node is not None and node.reserved is ask:
             node.reserved = None
             self.scheduler.failed_shapes.clear()  # a shape that failed for want of this node may fit it now
+            self._wake_reserve_waiters()
             self._wake_node(node)
         if wake and ask.waiting is not None:
             self._unwait(ask)
             self._wake(ask)
+
+    def _wake_reserve_waiters(self) -> None:
+        if self.reserve_waiters:
+            waiters, self.reserve_waiters = self.reserve_waiters, {}
+            for ask in waiters.values():
+                self._unwait(ask)
+                self._wake(ask)
 
     def reservation_due(self, timer: ReservationTimer) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""

@@ -72,6 +72,10 @@ def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
         return None
     reason = p.why_pending(ask)
     out = {"code": reason.code.value, "message": reason.message, "details": dict(reason.details)}
+    if reason.code is PendingCode.RESERVED:  # what its node still misses, now
+        node = p.nodes.get(reason.details["node"])
+        free = node.free if node is not None else {}
+        out["details"]["missing"] = {r: v - free.get(r, 0) for r, v in ask.resource.items() if free.get(r, 0) < v}
     if reason.code is PendingCode.NO_NODE_ROOM:
         free = [n.free for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
         out["details"]["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}

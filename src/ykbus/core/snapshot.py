@@ -22,7 +22,18 @@ from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, 
 from ykbus.core.core import Core, ResourceManager, YamlLoader
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
-from ykbus.core.model import GANG_WAIT, REPLACE_WAIT, REQUIRED_WAIT, Alloc, App, Ask, Node, Queue, count_app_priorities
+from ykbus.core.model import (
+    GANG_WAIT,
+    NODE_WAIT,
+    REPLACE_WAIT,
+    REQUIRED_WAIT,
+    Alloc,
+    App,
+    Ask,
+    Node,
+    Queue,
+    count_app_priorities,
+)
 from ykbus.core.partition import Partition
 from ykbus.core.resources import add_into, scaled
 from ykbus.core.timers import (
@@ -56,7 +67,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
                       "trackers"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler",  # interned vectors; the pass's scratch
-                            "paused", "required_waiters", "gang_waiters", "replace_waiters",  # from the RM's
+                            "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
@@ -291,7 +302,7 @@ def _dump(core: Core) -> bytes:
 # --- load --------------------------------------------------------------------------------
 
 
-def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
+def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Partition:
     # through its constructor (an empty partition of its configuration), then its state:
     # the queue tree as it was (with unmanaged and draining queues), nodes, applications
     p = Partition(rm, s.config, timers, s.incarnation)
@@ -399,9 +410,12 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers) -> Partition:
             p.gang_waiters.setdefault(w[len(GANG_WAIT):], {})[key] = ask
         elif w.startswith(REPLACE_WAIT):
             p.replace_waiters[w[len(REPLACE_WAIT):]] = ask
-    for ask in asks.values():  # derived: the node reserved for an ask
+    delay = p.config.reservationdelay_ms * 1_000_000
+    for key, ask in asks.items():  # derived: the node reserved for an ask; who found none to reserve
         if ask.reserved:
             p.nodes[ask.reserved].reserved = ask
+        elif ask.waiting == NODE_WAIT and ask.since and now - ask.since >= delay and not (ask.placeholder and ask.app.gang):
+            p.reserve_waiters[key] = ask
     for sq in s.queues:
         q = p.queues[sq.path]
         q.waiters = {tuple(k): asks[tuple(k)] for k in sq.waiters}  # type: ignore[misc]
@@ -451,7 +465,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
             core.timers, 0)
         rm.state, rm.encoding = RMState(srm.state), srm.encoding
         for sp in srm.partitions:
-            p = _restore_partition(rm.id, sp, core.timers)
+            p = _restore_partition(rm.id, sp, core.timers, core.now)
             p.paused = rm.state is RMState.PAUSED
             rm.partitions[p.name] = p
             parts[(rm.id, p.name, p.incarnation)] = p
