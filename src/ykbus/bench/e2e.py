@@ -24,6 +24,7 @@ from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceMan
 from ykbus.bus.server import NatsServer
 from ykbus.si import messages as m
 
+WINDOW = 8  # batches waiting for their allocations (throughput phase)
 QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"
 
 
@@ -80,14 +81,22 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
         submitted, start_alloc = batch, cb.allocated
         t0 = time.perf_counter()
         deadline = t0 + seconds
-        async with anyio.create_task_group() as tg:  # several publishes in flight, each awaited for its ack
-            while time.perf_counter() < deadline:
-                while submitted - cb.allocated > 8 * batch:
+
+        async def feed() -> None:  # one of WINDOW publishers: each publish is awaited for its ack
+            nonlocal submitted
+            while True:
+                while submitted - cb.allocated > WINDOW * batch:
                     await cb.changed.wait()
-                tg.start_soon(client.add_asks, asks(batch))
+                if time.perf_counter() >= deadline:
+                    return
                 submitted += batch
+                await client.add_asks(asks(batch))
                 progress(f"e2e throughput: {cb.allocated - start_alloc:,} allocations in "
                          f"{time.perf_counter() - t0:4.1f}s")
+
+        async with anyio.create_task_group() as tg:  # so up to WINDOW publishes are in flight
+            for _ in range(WINDOW):
+                tg.start_soon(feed)
         while cb.allocated < submitted:
             await cb.changed.wait()
         elapsed = time.perf_counter() - t0

@@ -172,7 +172,7 @@ class CoreService:
             await self._check_log_start()
             await self._read_failed_records()
             self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
-                                             self.stats, self._output_format)
+                                             self.stats, self._output_format, self.nc)
             await self.publisher.scan()
             mark("outputs_scanned_ms")
             self.publisher.max_payload = self.nc.max_payload
