@@ -24,6 +24,7 @@ from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceMan
 from ykbus.bus.server import NatsServer
 from ykbus.si import messages as m
 
+WINDOW = 8  # batches waiting for their allocations (throughput phase)
 QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"
 
 
@@ -80,12 +81,22 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
         submitted, start_alloc = batch, cb.allocated
         t0 = time.perf_counter()
         deadline = t0 + seconds
-        while time.perf_counter() < deadline:
-            while submitted - cb.allocated > 8 * batch:
-                await cb.changed.wait()
-            await client.add_asks(asks(batch))
-            submitted += batch
-            progress(f"e2e throughput: {cb.allocated - start_alloc:,} allocations in {time.perf_counter() - t0:4.1f}s")
+
+        async def feed() -> None:  # one of WINDOW publishers: each publish is awaited for its ack
+            nonlocal submitted
+            while True:
+                while submitted - cb.allocated > WINDOW * batch:
+                    await cb.changed.wait()
+                if time.perf_counter() >= deadline:
+                    return
+                submitted += batch
+                await client.add_asks(asks(batch))
+                progress(f"e2e throughput: {cb.allocated - start_alloc:,} allocations in "
+                         f"{time.perf_counter() - t0:4.1f}s")
+
+        async with anyio.create_task_group() as tg:  # so up to WINDOW publishes are in flight
+            for _ in range(WINDOW):
+                tg.start_soon(feed)
         while cb.allocated < submitted:
             await cb.changed.wait()
         elapsed = time.perf_counter() - t0
@@ -99,19 +110,20 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
         sent: dict[str, float] = {}
         t1 = time.perf_counter()
         n = 0
-        while time.perf_counter() - t1 < seconds:
-            target = t1 + n * interval
-            now = time.perf_counter()
-            if target > now:
-                await anyio.sleep(target - now)
-            batch_asks = asks(per)
-            stamp = time.perf_counter()
-            for a in batch_asks:
-                sent[a.allocationKey] = stamp
-            await client.add_asks(batch_asks)
-            n += 1
-            if n % 50 == 0:
-                progress(f"e2e latency at {half:,.0f}/s: {len(cb.arrived):,} allocations")
+        async with anyio.create_task_group() as tg:  # on schedule: a publish does not wait for the previous ack
+            while time.perf_counter() - t1 < seconds:
+                target = t1 + n * interval
+                now = time.perf_counter()
+                if target > now:
+                    await anyio.sleep(target - now)
+                batch_asks = asks(per)
+                stamp = time.perf_counter()
+                for a in batch_asks:
+                    sent[a.allocationKey] = stamp
+                tg.start_soon(client.add_asks, batch_asks)
+                n += 1
+                if n % 50 == 0:
+                    progress(f"e2e latency at {half:,.0f}/s: {len(cb.arrived):,} allocations")
         with anyio.fail_after(60):
             while not all(key in cb.arrived for key in sent):
                 await cb.changed.wait()

@@ -35,13 +35,15 @@ from ykbus.bus.subjects import (
     MSGPACK,
     OUT_STREAM,
     Subjects,
+    js_reply_meta,
 )
 from ykbus.core import Core, Entry
 from ykbus.core.lifecycle import SHIM, ShimEvent, ShimState
 from ykbus.si import codec
 from ykbus.si import messages as m
 
-FETCH_BATCH = 512  # outputs fetched at once when a backlog is waiting
+PULL_BATCH = 512  # outputs one pull request asks for
+PULL_EXPIRES_S = 1.0  # a pull request's life on the server; then another is made
 
 
 class RegistrationError(Exception):
@@ -296,35 +298,57 @@ class NatsScheduler(SchedulerAPI):
             await anyio.sleep(self.heartbeat_s)
 
     async def _consume(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """A durable pull consumer on this RM's outputs. Idle, it waits for one message (handed
-        over the moment it is stored: no batching delay); when a message says more are
-        pending, it fetches up to FETCH_BATCH that are already there. The server delivers only
-        what is asked for, so nothing is dropped on the way, and AckAll on the last message
-        of each batch acknowledges exactly what was handled."""
+        """A durable pull consumer on this RM's outputs. One pull request
+        (`$JS.API.CONSUMER.MSG.NEXT`, batch PULL_BATCH, expiring after PULL_EXPIRES_S) stands
+        on the server: each output is delivered the moment it is stored, with no round trip
+        per message; a new request is made when it is used up, expired, or not heard of for a
+        while (a reconnect loses it). The server delivers only what is asked for, so nothing is
+        dropped on the way. Outputs that have arrived are handled in order without a pause
+        between them, then the last one is acknowledged (AckAll): exactly what was handled.
+        An output delivered again (after a reconnect) is acknowledged, not handed over twice."""
         durable = await self._attach()
-        sub = await self.js.pull_subscribe_bind(durable, stream=OUT_STREAM)
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        queue = sub._pending_queue  # nats-py's delivery queue: taken without a task per message
+        request = json.dumps({"batch": PULL_BATCH, "expires": int(PULL_EXPIRES_S * 1e9)}).encode()
+        pull = f"$JS.API.CONSUMER.MSG.NEXT.{OUT_STREAM}.{durable}"
         task_status.started()
-        pending = 0
+        owed = 0  # outputs the standing pull request may still deliver
+        deadline = 0.0
+        unacked: Any = None  # the last output handled and not yet acknowledged
         while True:
-            try:
-                msgs = await sub.fetch(min(FETCH_BATCH, pending) if pending else 1, timeout=1.0)
-            except nats.errors.TimeoutError:
-                pending = 0
+            if owed <= 0:
+                try:
+                    await self.nc.publish(pull, request, reply=inbox)
+                except nats.errors.Error:  # reconnecting: the durable keeps our place
+                    await anyio.sleep(0.2)
+                    continue
+                owed, deadline = PULL_BATCH, time.monotonic() + PULL_EXPIRES_S + 1.0
+            if queue.empty():
+                if unacked is not None:  # every output that arrived is handled
+                    await self._ack(unacked)
+                    unacked = None
+                msg = None
+                with anyio.move_on_after(deadline - time.monotonic()):
+                    msg = await queue.get()
+                if msg is None:
+                    owed = 0  # the request expired unheard of (lost in a reconnect): make another
+                    continue
+            else:
+                msg = queue.get_nowait()
+            sub._pending_size -= len(msg.data)
+            queue.task_done()
+            status = msg.headers.get("Status") if msg.headers and not msg.data else None
+            if status is not None:
+                if status == "100":  # idle heartbeat
+                    continue
+                owed = 0  # 408: the request expired; 409 and others: it ended (consumer remade, ...)
+                if status not in ("404", "408"):
+                    await anyio.sleep(0.2)
                 continue
-            except nats.errors.Error:  # reconnecting, server restarting: the durable keeps our place
-                pending = 0
-                await anyio.sleep(0.2)
-                continue
-            if not msgs:
-                pending = 0
-                continue
-            for msg in msgs:
-                await self._handle(msg)
-            pending = msgs[-1].metadata.num_pending
-            try:
-                await msgs[-1].ack()
-            except nats.errors.Error:
-                pass  # not acked: redelivered after a reconnect; outputs carry their ids
+            owed -= 1
+            unacked = msg
+            await self._handle(msg)
 
     async def _attach(self) -> str:
         """Ask the core for this RM's output consumer (`yk.v1.attach.<rm>`, docs/protocol.md):
@@ -343,12 +367,21 @@ class NatsScheduler(SchedulerAPI):
             return answer["consumer"]
         raise AssertionError("unreachable")
 
+    async def _ack(self, msg: Any) -> None:
+        try:
+            await self.nc.publish(msg.reply, b"")  # +ACK; ack policy all: everything up to it
+        except nats.errors.Error:
+            pass  # not acked: redelivered after a reconnect, and recognised then
+
     async def _handle(self, msg: Any) -> None:
+        seq = js_reply_meta(msg.reply)[0]
+        if seq <= self.last_output_seq:
+            return  # delivered again (a reconnect before its ack): handled already
         _, kind = self.subjects.parse(msg.subject, "out")
         headers = msg.headers or {}
         encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
         body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding)
-        self.last_output_seq = msg.metadata.sequence.stream
+        self.last_output_seq = seq
         if kind == "register":
             self._registers[int(headers.get(HDR_IN_SEQ, "0"))] = body
             self._register_seen.set()

@@ -47,12 +47,30 @@ def split_output(msg: Any, encoding: str, max_bytes: int, int64: str = "number")
     return split_output(first, encoding, max_bytes, int64) + split_output(second, encoding, max_bytes, int64)
 
 
+ACK_TIMEOUT_S = 10.0  # an output whose ack has not come in this long is published again (same id)
+
+
+class _Pending:
+    """One output published and not yet known stored."""
+
+    __slots__ = ("number", "subject", "data", "headers", "ack")
+
+    def __init__(self, number: int, subject: str, data: bytes, headers: dict[str, str]) -> None:
+        self.number, self.subject, self.data, self.headers = number, subject, data, headers
+        self.ack: bytes | None = None  # the server's answer, once it came
+
+
 class OutputPublisher:
+    """Acks come back on one inbox subscription, `<inbox>.<n>` for the n-th publish, and are
+    matched to the window by that number: no future, timer or JSON decoding per output
+    (nats-py's `publish_async` makes all three)."""
+
     def __init__(self, js: Any, subjects: Subjects, window: int, retries: int, stats: dict[str, int],
-                 output_format: Callable[[str], tuple[str, str]]) -> None:
+                 output_format: Callable[[str], tuple[str, str]], nc: Any = None) -> None:
         """`output_format(rm)` is (encoding, int64 mode) of the outputs to that RM; `stats`
-        counts `outputs` and `allocations`."""
+        counts `outputs` and `allocations`. `nc`: the connection of `js` (acks come to it)."""
         self._js = js
+        self._nc = nc if nc is not None else js._nc
         self._subjects = subjects
         self.window = window
         self._retries = retries
@@ -63,7 +81,11 @@ class OutputPublisher:
         # from it on, `_ids` holds the message ids that are (see `scan`).
         self._floor = 0
         self._ids: set[str] = set()
-        self._inflight: collections.deque[tuple[Any, str, bytes, dict[str, str]]] = collections.deque()
+        self._inflight: collections.deque[_Pending] = collections.deque()  # oldest first
+        self._by_number: dict[int, _Pending] = {}  # in flight, by the number in its reply subject
+        self._number = 0
+        self._acks: Any = None  # the inbox subscription
+        self._inbox = ""
 
     async def scan(self) -> None:
         """What a restart must not publish again. At most `publish_window` outputs are ever
@@ -122,21 +144,55 @@ class OutputPublisher:
                 headers = {HDR_MSG_ID: msg_id, HDR_IN_SEQ: str(seq)}
                 if encoding == "msgpack":
                     headers[HDR_CONTENT_TYPE] = MSGPACK
-                future = await self._js.publish_async(subject, data, headers=headers)
-                self._inflight.append((future, subject, data, headers))
+                await self._send(subject, data, headers)
                 self._stats["outputs"] += 1
         await self.settle(self.window)
 
+    async def _send(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
+        if self._acks is None:
+            self._inbox = self._nc.new_inbox()
+            self._acks = await self._nc.subscribe(self._inbox + ".*")
+        self._number += 1
+        pending = _Pending(self._number, subject, data, headers)
+        self._by_number[pending.number] = pending
+        self._inflight.append(pending)
+        await self._nc.publish(subject, data, reply=f"{self._inbox}.{pending.number}", headers=headers)
+
+    def _match(self, msg: Any) -> None:
+        """One ack to its output (an empty body is a status: no stream answered)."""
+        self._acks._pending_size -= len(msg.data)
+        self._acks._pending_queue.task_done()
+        pending = self._by_number.pop(int(msg.subject[len(self._inbox) + 1:]), None)
+        if pending is not None:  # None: the late answer to a publish already sent again
+            status = (msg.headers or {}).get("Status", "?")
+            pending.ack = msg.data or f'{{"error": "status {status}"}}'.encode()
+
+    def _take_acks(self) -> None:
+        """Match every ack that has arrived (nats-py's delivery queue, read without a task per message)."""
+        queue = self._acks._pending_queue
+        while not queue.empty():
+            self._match(queue.get_nowait())
+
     async def settle(self, window: int) -> None:
         """Check publish acks, oldest first, until at most `window` are in flight (0: all).
-        A failed publish is sent again with the same message id until it is stored."""
+        A failed publish, or one unanswered for ACK_TIMEOUT_S, is sent again with the same
+        message id until it is stored."""
         inflight = self._inflight
-        while inflight and (len(inflight) > window or inflight[0][0].done()):
-            future, subject, data, headers = inflight.popleft()
-            try:
-                await future
-            except Exception as exc:  # noqa: BLE001 - any failure: publish again, same msg id
-                await self._republish(subject, data, headers, exc)
+        if not inflight:
+            return
+        self._take_acks()
+        while inflight and (len(inflight) > window or inflight[0].ack is not None):
+            pending = inflight[0]
+            with anyio.move_on_after(ACK_TIMEOUT_S):
+                while pending.ack is None:  # wait for the oldest one's answer
+                    self._match(await self._acks._pending_queue.get())
+                    self._take_acks()
+            inflight.popleft()
+            ack = pending.ack
+            if ack is None or b'"error":' in ack:  # unanswered, or not stored: publish again, same msg id
+                self._by_number.pop(pending.number, None)
+                await self._republish(pending.subject, pending.data, pending.headers,
+                                      RuntimeError(f"publish answered {ack!r}" if ack else "publish unanswered"))
 
     async def _republish(self, subject: str, data: bytes, headers: dict[str, str], first: Exception) -> None:
         error: Exception = first

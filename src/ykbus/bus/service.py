@@ -172,7 +172,7 @@ class CoreService:
             await self._check_log_start()
             await self._read_failed_records()
             self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
-                                             self.stats, self._output_format)
+                                             self.stats, self._output_format, self.nc)
             await self.publisher.scan()
             mark("outputs_scanned_ms")
             self.publisher.max_payload = self.nc.max_payload
@@ -260,34 +260,47 @@ class CoreService:
     # --- the writer ------------------------------------------------------------------
 
     async def _consume(self, sub: Any, scope: anyio.CancelScope) -> None:
-        async for msg in sub.messages:
-            seq, ts = js_reply_meta(msg.reply)
-            if seq <= self.core.last_seq:
-                continue
-            if seq != self.core.last_seq + 1:
-                raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
-            rm, kind = self.subjects.parse(msg.subject)
-            headers = msg.headers or {}
-            encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
-            entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
-            outputs = self.guard.apply(entry)
-            if self.guard.last_failure is not None:
-                await self._record_failure(*self.guard.last_failure)
-            if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
-                await self._append("tick", {})
-            if kind == "register" and rm:
-                self.clock.heard(rm)
-            if kind == "rmstate":
-                self.clock.rmstate_applied()
-            await self.publisher.publish(seq, outputs)
-            self.stats["entries"] += 1
-            if (self.stats["entries"] % FREEZE_EVERY == 0
-                    or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
-                self._frozen_at = self.stats["allocations"]
-                self._tame_gc()
-            self.applied_since_snapshot += 1
-            if self.applied_since_snapshot >= self.settings.snapshot_every:
-                await self._snapshot()
+        """Apply every input in stream order, one entry at a time. The messages nats-py has
+        already delivered are taken from its queue without a pause between them (`Queue.get`
+        does not yield while the queue holds messages; `sub.messages` makes a task and a wait
+        per message), so the outputs of a burst of inputs leave in one flush. The read loop
+        fills that queue only while this task waits, so a burst is what one read brought."""
+        queue = sub._pending_queue  # nats-py's delivery queue (its own fetch reads it the same way)
+        while True:
+            msg = await queue.get()
+            sub._pending_size -= len(msg.data)  # as nats-py's iterator does: its slow-consumer limit
+            queue.task_done()
+            await self._apply_input(msg)
+
+    async def _apply_input(self, msg: Any) -> None:
+        """Apply one input message and publish its outputs (their acks settle in a window)."""
+        seq, ts = js_reply_meta(msg.reply)
+        if seq <= self.core.last_seq:
+            return
+        if seq != self.core.last_seq + 1:
+            raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
+        rm, kind = self.subjects.parse(msg.subject)
+        headers = msg.headers or {}
+        encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+        entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
+        outputs = self.guard.apply(entry)
+        if self.guard.last_failure is not None:
+            await self._record_failure(*self.guard.last_failure)
+        if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
+            await self._append("tick", {})
+        if kind == "register" and rm:
+            self.clock.heard(rm)
+        if kind == "rmstate":
+            self.clock.rmstate_applied()
+        await self.publisher.publish(seq, outputs)
+        self.stats["entries"] += 1
+        if (self.stats["entries"] % FREEZE_EVERY == 0
+                or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
+            self._frozen_at = self.stats["allocations"]
+            self._tame_gc()
+        self.applied_since_snapshot += 1
+        if self.applied_since_snapshot >= self.settings.snapshot_every:
+            await self._snapshot()
 
     async def _record_failure(self, entry: Entry, exc: BaseException) -> None:
         """An entry raised in the core (a bug): log it loudly, count it, and record it in the

@@ -1,0 +1,157 @@
+"""The per-message fast path (BENCHMARKS.md, "Per-message cost on the NATS path"): pipelined
+RM publishes, the RM's standing pull request and its acks, the core's publish-ack window."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+
+import anyio
+import nats
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from tests.integration.test_bus import app, ask, node, start_rm
+from ykbus.bus import client as client_mod
+from ykbus.bus import publisher as publisher_mod
+from ykbus.bus.client import NatsScheduler
+from ykbus.bus.publisher import OutputPublisher
+from ykbus.bus.subjects import HDR_IN_SEQ, HDR_MSG_ID, OUT_STREAM, Subjects
+from ykbus.core import Output
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_pipelined_publishes_are_each_acked_applied_once_and_answered_once(nats_server):
+    """Many publishes in flight on one connection: every one returns its own input seq, each
+    ask is allocated exactly once, and the RM's consumer ends with nothing unacknowledged."""
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000)])
+        await client.add_applications([app("a1")])
+        seqs: list[int] = []
+
+        async def send(i: int) -> None:
+            seqs.append(await api.publish("alloc", m.AllocationRequest(asks=[ask(f"k{i}", "a1", vcore=1)],
+                                                                       rmID="k8s")))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(200):
+                tg.start_soon(send, i)
+        assert len(set(seqs)) == 200
+        await rec.wait_for(lambda: len(rec.allocations) >= 200)
+        keys = [a.allocationKey for a in rec.allocations]
+        assert sorted(keys) == sorted(f"k{i}" for i in range(200))  # each once
+        nc = await nats.connect(nats_server.url)
+        try:
+            with anyio.fail_after(10):
+                while True:  # the last output handled is acknowledged (AckAll at the end of a burst)
+                    info = await nc.jetstream().consumer_info(OUT_STREAM, "rm_k8s")
+                    if info.num_ack_pending == 0 and info.ack_floor.stream_seq == api.last_output_seq:
+                        break
+                    await anyio.sleep(0.05)
+        finally:
+            await nc.close()
+
+
+async def test_the_standing_pull_request_is_renewed_when_it_expires(nats_server, monkeypatch):
+    """An idle RM's pull request expires on the server and is made again: an output that
+    comes after several expiries still arrives."""
+    monkeypatch.setattr(client_mod, "PULL_EXPIRES_S", 0.2)
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000)])
+        await client.add_applications([app("a1")])
+        await anyio.sleep(1.0)  # about five expiries
+        await client.add_asks([ask("late", "a1", vcore=1)])
+        with anyio.fail_after(5):
+            await rec.wait_for(lambda: rec.allocations)
+        assert [a.allocationKey for a in rec.allocations] == ["late"]
+
+
+async def test_an_output_delivered_again_is_not_handed_over_twice():
+    api = NatsScheduler("nats://unused")
+    api.rm = "k8s"
+    rec = Recorder()
+    api.callback = rec
+    body = b'{"new": [{"allocationKey": "k1", "applicationID": "a1", "UUID": "3-0"}]}'
+
+    def delivery(stream_seq: int):
+        return types.SimpleNamespace(subject="yk.v1.out.k8s.alloc", data=body, headers={HDR_IN_SEQ: "3"},
+                                     reply=f"$JS.ACK.{OUT_STREAM}.rm_k8s.1.{stream_seq}.{stream_seq}.1700000000000000000.0")
+
+    await api._handle(delivery(7))
+    await api._handle(delivery(7))  # redelivered after a reconnect, before its ack
+    await api._handle(delivery(5))
+    assert [a.allocationKey for a in rec.allocations] == ["k1"] and api.last_output_seq == 7
+
+
+class _FakeNats:
+    """Answers each publish on its reply subject like JetStream: `fail` lists message ids
+    answered with an error the first time, `silent` ids never answered."""
+
+    def __init__(self, fail=(), silent=()) -> None:
+        self.fail, self.silent = set(fail), set(silent)
+        self.published: list[tuple[str, dict]] = []
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.sub = types.SimpleNamespace(_pending_queue=self.queue, _pending_size=0)
+
+    def new_inbox(self) -> str:
+        return "_INBOX.test"
+
+    async def subscribe(self, subject: str):
+        assert subject == "_INBOX.test.*"
+        return self.sub
+
+    async def publish(self, subject, data, reply="", headers=None):
+        msg_id = headers[HDR_MSG_ID]
+        self.published.append((msg_id, dict(headers)))
+        if msg_id in self.silent:
+            self.silent.discard(msg_id)
+            return
+        if msg_id in self.fail:
+            self.fail.discard(msg_id)
+            answer = b'{"error":{"code":503,"description":"insufficient resources"}}'
+        else:
+            answer = b'{"stream":"YK_OUT","seq":%d}' % len(self.published)
+        self.queue.put_nowait(types.SimpleNamespace(subject=reply, data=answer, headers=None))
+
+
+class _FakeJs:
+    def __init__(self) -> None:
+        self.republished: list[dict] = []
+
+    async def publish(self, subject, data, headers=None):
+        self.republished.append(dict(headers))
+
+
+def _outputs(seq: int, n: int) -> list[Output]:
+    return [Output(seq=seq, rm="k8s", kind="event", msg=m.EventBatch(events=[m.EventRecord(
+        type=m.EventType.REQUEST, objectID="x", timestampNano=0, message=str(i))])) for i in range(n)]
+
+
+async def test_a_publish_answered_with_an_error_is_sent_again_with_the_same_id():
+    nc, js = _FakeNats(fail={"4-1"}), _FakeJs()
+    stats = {"outputs": 0, "allocations": 0}
+    pub = OutputPublisher(js, Subjects(), window=2, retries=3, stats=stats,
+                          output_format=lambda rm: ("json", "number"), nc=nc)
+    for seq in range(1, 6):
+        await pub.publish(seq, _outputs(seq, 2))
+    await pub.settle(0)
+    assert [h[HDR_MSG_ID] for h in js.republished] == ["4-1"]
+    assert js.republished[0][HDR_IN_SEQ] == "4"
+    assert [i for i, _ in nc.published] == [f"{s}-{k}" for s in range(1, 6) for k in range(2)]
+    assert not pub._inflight and not pub._by_number
+
+
+async def test_a_publish_left_unanswered_is_sent_again_with_the_same_id(monkeypatch):
+    monkeypatch.setattr(publisher_mod, "ACK_TIMEOUT_S", 0.1)
+    nc, js = _FakeNats(silent={"2-0"}), _FakeJs()
+    pub = OutputPublisher(js, Subjects(), window=1, retries=3, stats={"outputs": 0, "allocations": 0},
+                          output_format=lambda rm: ("json", "number"), nc=nc)
+    for seq in range(1, 4):
+        await pub.publish(seq, _outputs(seq, 1))
+    await pub.settle(0)
+    assert [h[HDR_MSG_ID] for h in js.republished] == ["2-0"]
+    assert not pub._inflight and not pub._by_number
