@@ -1,8 +1,10 @@
 """`ykbus bench e2e`: the whole path. An embedded nats-server, `ykbus core` in its own
 process with its durable JetStream log, and an RM here publishing asks.
 
-Phase 1 (throughput): asks in batches of `batch`, pipelined (at most 8 batches waiting for
-their allocations), for `seconds`: allocations received per second.
+Phase 1 (throughput): asks in batches of `batch`, pipelined (at most `window` batches, 8 by
+default, published and waiting for their allocations, each publish awaited for its ack), for
+`seconds`: allocations received per second. With 1-ask messages the window bounds the rate
+at window / round trip; a shim with a backlog of pods keeps more in flight (`--window`).
 Phase 2 (latency): at half that rate, batches of `latency_batch` asks (100 by default: a
 5 ms batching window at 20,000 asks/s) on a fixed schedule; latency is from just before the
 publish of an ask to the arrival of its allocation at the RM.
@@ -24,7 +26,7 @@ from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceMan
 from ykbus.bus.server import NatsServer
 from ykbus.si import messages as m
 
-WINDOW = 8  # batches waiting for their allocations (throughput phase)
+WINDOW = 8  # batches waiting for their allocations (throughput phase), unless told
 QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"
 
 
@@ -50,7 +52,7 @@ class _Counter(ResourceManagerCallback):
 
 
 async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-               latency_batch: int = 100) -> dict[str, Any]:
+               latency_batch: int = 100, window: int = WINDOW) -> dict[str, Any]:
     cb = _Counter()
     async with NatsScheduler(url) as api:
         client = ResourceManagerClient(api, "bench", config=QUEUES, callback=cb)
@@ -85,7 +87,7 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
         async def feed() -> None:  # one of WINDOW publishers: each publish is awaited for its ack
             nonlocal submitted
             while True:
-                while submitted - cb.allocated > WINDOW * batch:
+                while submitted - cb.allocated > window * batch:
                     await cb.changed.wait()
                 if time.perf_counter() >= deadline:
                     return
@@ -95,7 +97,7 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
                          f"{time.perf_counter() - t0:4.1f}s")
 
         async with anyio.create_task_group() as tg:  # so up to WINDOW publishes are in flight
-            for _ in range(WINDOW):
+            for _ in range(window):
                 tg.start_soon(feed)
         while cb.allocated < submitted:
             await cb.changed.wait()
@@ -135,7 +137,7 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
 
 
 def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-              latency_batch: int = 100) -> dict[str, Any]:
+              latency_batch: int = 100, window: int = WINDOW) -> dict[str, Any]:
     from ykbus.bus.service import asyncio_loop_policy
 
     asyncio_loop_policy()
@@ -144,7 +146,8 @@ def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], 
                                  "--rm-pause", "3600", "--snapshot-every", "1000000000", "--log-level", "warning"],
                                 stderr=subprocess.DEVNULL, env={**os.environ})
         try:
-            return anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch)
+            return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window),
+                    "window": window}
         finally:
             core.send_signal(signal.SIGTERM)
             core.wait(timeout=60)
