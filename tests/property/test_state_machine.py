@@ -296,6 +296,12 @@ class CoreMachine(RuleBasedStateMachine):
         # snapshot + tail == full replay, cut at several points
         invariants.snapshot_plus_tail_is_full_replay(self.entries, self.per_entry,
                                                      range(0, len(self.entries), 5), self.core.dump())
+        if self.registered and self.gangs:
+            # every placeholder ends replaced, timed out or released: past every placeholder
+            # timeout, only placeholders whose replacement the RM has yet to confirm are left
+            self.do(self.log.tick(2 * 3600 * 10**9))
+            for a in self.part().allocations.values():
+                assert not a.placeholder or not a.app.gang or a.replacing, f"placeholder {a.uuid} outlived its timeout"
 
 
 CoreMachine.TestCase.settings = settings(

@@ -826,7 +826,10 @@ class Partition:
             while self.root.active and ctx.budget_left:
                 plan = scheduler.plan()
                 self.commit(plan, ctx)
-                if not plan or plan[-1].__class__ not in ENDS_WALK:
+                if not plan:
+                    break
+                last = plan[-1].__class__
+                if last is not Allocate and last not in ENDS_WALK:
                     break
         finally:
             scheduler.finish()

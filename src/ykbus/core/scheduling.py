@@ -160,7 +160,8 @@ class Scheduler:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
         if self.part.root.active:
-            self.claimed.clear()
+            if self.claimed:
+                self.claimed.clear()
             self._queue(self.part.root, plan)
         return plan
 
@@ -212,10 +213,17 @@ class Scheduler:
             if held is not None:
                 plan.append(held)
                 return False
+        if not app.gang:  # the common case: every ask on its own
+            for entry in app.active:
+                decision = self._ask(entry[-1])
+                plan.append(decision)
+                if decision.__class__ in ENDS_WALK:
+                    return True
+            return False
         gang_planned = False
         for entry in app.active:
             ask = entry[-1]
-            if ask.placeholder and app.gang:  # decided once for the whole gang
+            if ask.placeholder:  # decided once for the whole gang
                 if gang_planned:
                     continue
                 gang_planned = True
@@ -224,7 +232,7 @@ class Scheduler:
                 if decisions[-1].__class__ is GangAllocate:
                     return True
                 continue
-            decision = self._ask(ask) if not ask.task_group or not app.gang else self._member(app, ask)
+            decision = self._member(app, ask) if ask.task_group else self._ask(ask)
             plan.append(decision)
             if decision.__class__ in ENDS_WALK:
                 return True
