@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.conftest import Recorder, rm_client, running_core
-from tests.integration.test_bus import app, node, res, start_rm
+from tests.integration.test_bus import node, res, start_rm
 from ykbus.si import messages as m
 
 pytestmark = pytest.mark.anyio
