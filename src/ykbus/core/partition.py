@@ -651,6 +651,11 @@ class Partition:
         return why.QUEUED
 
     def _wake(self, ask: Ask) -> None:
+        """A waiting ask is active again (its waiting place already let it go)."""
+        if ask.waiting is None:  # woken once already by another of the places that knew it
+            return
+        if self.reserve_waiters:  # it may also be listed as past its reservation delay
+            self.reserve_waiters.pop((ask.app.id, ask.key), None)
         ask.waiting = None
         ask.why = None
         ask.app.active.add(ask.entry)
@@ -801,7 +806,6 @@ class Partition:
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
             waiter = self.replace_waiters.pop(alloc.uuid, None)
             if waiter is not None:
-                waiter.waiting = None
                 self._wake(waiter)
         for q in app.path:
             self._wake_queue(q)
