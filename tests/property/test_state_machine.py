@@ -256,11 +256,15 @@ class CoreMachine(RuleBasedStateMachine):
     def bad_input(self, kind):
         before = self.core.dump()
         entry = {
-            "garbage": lambda: self.log.entry("alloc", b"{]"),
-            "unknown-app": lambda: self.log.asks(ask("x", "no-such-app", vcore=1)),
-            "unknown-node": lambda: self.log.nodes(node("no-such-node", action="UPDATE", vcore=1)),
-            "negative": lambda: self.log.asks(ask("x", "app1", vcore=-5)),
-            "bad-kind": lambda: self.log.entry("nonsense", {}),
+            # at the same log time as the entry before: no timer is due, only the input counts
+            "garbage": lambda: self.log.entry("alloc", b"{]", advance_ns=0),
+            "unknown-app": lambda: self.log.entry("alloc", {"rmID": "rm", "asks": [ask("x", "no-such-app", vcore=1)]},
+                                                  advance_ns=0),
+            "unknown-node": lambda: self.log.entry("node", {"rmID": "rm", "nodes": [
+                node("no-such-node", action="UPDATE", vcore=1)]}, advance_ns=0),
+            "negative": lambda: self.log.entry("alloc", {"rmID": "rm", "asks": [ask("x", "app1", vcore=-5)]},
+                                               advance_ns=0),
+            "bad-kind": lambda: self.log.entry("nonsense", {}, advance_ns=0),
         }[kind]()
         outs = self.do(entry)
         assert outs, "bad input must be answered"

@@ -98,7 +98,9 @@ def required_node_draining(node: str, state: str) -> Why:
 
 
 def required_node_full(node: str, asked: dict[str, int], free: dict[str, int]) -> Why:
-    free = {r: v for r, v in free.items() if v}  # a zero is no entry: as a restored node has it
+    # what is free of what it asks, in the ask's order: a node's own dict keeps the order of
+    # its history (and a restored node's that of its capacity), a reason must not
+    free = {r: free.get(r, 0) for r in asked}
     def fmt(res: dict[str, int]) -> str:
         return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
 
