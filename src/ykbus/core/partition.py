@@ -108,6 +108,15 @@ _RELEASE_EVENTS = {
 }
 
 
+def _leave(table: dict[Any, dict[tuple[str, str], Ask]], place: Any, ask: Ask) -> None:
+    """`ask` leaves the waiters of `place` in `table` (a place left empty goes)."""
+    waiters = table.get(place)
+    if waiters is not None:
+        waiters.pop((ask.app.id, ask.key), None)
+        if not waiters:
+            del table[place]
+
+
 class Partition:
     def __init__(self, rm: str, config: PartitionConfig, timers: Timers, incarnation: int = 0) -> None:
         self.rm = rm
@@ -583,27 +592,13 @@ class Partition:
 
     def _unwait(self, ask: Ask) -> None:
         if ask.waiting == NODE_WAIT:
-            group = self.node_waiters.get(ask.shape)
-            if group is not None:
-                group.pop((ask.app.id, ask.key), None)
-                if not group:
-                    del self.node_waiters[ask.shape]
+            _leave(self.node_waiters, ask.shape, ask)
             if self.reserve_waiters:
                 self.reserve_waiters.pop((ask.app.id, ask.key), None)
         elif ask.waiting is not None and ask.waiting.startswith(REQUIRED_WAIT):
-            node_id = ask.waiting[len(REQUIRED_WAIT):]
-            waiters = self.required_waiters.get(node_id)
-            if waiters is not None:
-                waiters.pop((ask.app.id, ask.key), None)
-                if not waiters:
-                    del self.required_waiters[node_id]
+            _leave(self.required_waiters, ask.waiting[len(REQUIRED_WAIT):], ask)
         elif ask.waiting is not None and ask.waiting.startswith(GANG_WAIT):
-            app_id = ask.waiting[len(GANG_WAIT):]
-            waiters = self.gang_waiters.get(app_id)
-            if waiters is not None:
-                waiters.pop((ask.app.id, ask.key), None)
-                if not waiters:
-                    del self.gang_waiters[app_id]
+            _leave(self.gang_waiters, ask.waiting[len(GANG_WAIT):], ask)
         elif ask.waiting is not None and ask.waiting.startswith(REPLACE_WAIT):
             self.replace_waiters.pop(ask.waiting[len(REPLACE_WAIT):], None)
         elif ask.waiting is not None:
