@@ -160,3 +160,26 @@ def test_a_large_ask_is_not_starved_by_a_stream_of_small_ones():
     and the large one waits for ever (200 releases here); with one it runs within a few."""
     assert releases_until_the_large_ask_runs("1h") is None  # the delay never passes: starved
     assert releases_until_the_large_ask_runs("2s") <= 12
+
+
+def test_a_reservation_dropped_while_committing_a_pass_lets_its_node_serve_in_that_pass():
+    """Regression (found by the state machine): a reload made a limit hold an ask whose
+    required node was reserved for it; committing that Park dropped the reservation and
+    woke an ask waiting for the node, but the pass ended there, leaving it placeable and
+    unplaced until some later entry."""
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 2000})
+    h.do(h.log.apps(app("a", "root.big"), app("b", "root.big", user="other")))
+    h.do(h.log.asks(ask("fill", "a", vcore=1500)))
+    need = ask("ds", "a", vcore=1000)
+    need["tags"] = {"yunikorn.apache.org/requiredNode": "n1"}
+    h.do(h.log.asks(need))
+    assert reservation(h) == {"n1": "ds"}  # full: it reserves its node at once
+    h.do(h.log.asks(ask("small", "b", vcore=400)))
+    assert why(h, "b", "small")["code"] == "NoNodeRoom"  # n1 has 500 free, but it is reserved
+    limited = QUEUES.replace("          - name: big", "          - name: big\n            limits:\n"
+                             "              - {users: [user], maxresources: {vcore: 2}}")
+    outs = h.do(h.log.config(limited))  # ds is held by the limit now: n1 is free for others
+    assert reservation(h) == {} and why(h, "a", "ds")["code"] == "UserLimit"
+    assert new(outs) == [("small", "n1")]
+    checked(h)

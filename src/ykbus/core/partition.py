@@ -139,6 +139,7 @@ class Partition:
         # asks past the reservation delay that found no node to reserve: judged again when a
         # node comes, comes back, grows, or is freed of its reservation
         self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+        self.woken = 0  # asks and applications made active again: a pass goes on while a commit wakes some
         self.paused = False  # its RM is Paused: nothing is placed (the core sets it from the RM's state)
         self.queues: dict[str, Queue] = {}
         self.root = Queue("root", None)
@@ -651,6 +652,7 @@ class Partition:
             return
         if self.reserve_waiters:  # it may also be listed as past its reservation delay
             self.reserve_waiters.pop((ask.app.id, ask.key), None)
+        self.woken += 1
         ask.waiting = None
         ask.why = None
         ask.app.active.add(ask.entry)
@@ -693,6 +695,7 @@ class Partition:
     def _wake_app_waiters(self, q: Queue | Tracker) -> None:
         if q.app_waiters:
             waiters, q.app_waiters = q.app_waiters, {}
+            self.woken += 1
             for app in waiters.values():
                 app.blocked_on = None
                 self._sync_app(app)
@@ -824,12 +827,13 @@ class Partition:
         try:
             while self.root.active and ctx.budget_left:
                 plan = scheduler.plan()
+                woken = self.woken
                 self.commit(plan, ctx)
                 if not plan:
                     break
                 last = plan[-1].__class__
-                if last is not Allocate and last not in ENDS_WALK:
-                    break
+                if last is not Allocate and last not in ENDS_WALK and self.woken == woken:
+                    break  # the walk saw everything active, and committing it woke nothing
         finally:
             scheduler.finish()
 

@@ -68,6 +68,7 @@ DERIVED: dict[str, frozenset[str]] = {
                       "trackers"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler",  # interned vectors; the pass's scratch
                             "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
+                            "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
