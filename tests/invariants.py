@@ -207,6 +207,16 @@ def gang_total(app_) -> dict[str, int]:
     return total
 
 
+def gang_incomplete(app_) -> bool:
+    """Whether the placeholders a gang holds and those pending fall short of placeholderAsk."""
+    have = gang_total(app_)
+    for a in app_.allocations.values():
+        if a.placeholder:
+            for r, v in a.resource.items():
+                have[r] = have.get(r, 0) + v
+    return any(have.get(r, 0) < v for r, v in app_.gang.items())
+
+
 def gang_fits(p: Partition, app_) -> bool:
     """Whether first-fit decreasing over the schedulable nodes (in id order, an order of our
     own) places every pending placeholder of a gang at once: a check of the reason, not the
@@ -232,12 +242,7 @@ def gang_does_not_fit_or_is_incomplete(p: Partition, app_) -> None:
     total = gang_total(app_)
     if not total:
         return
-    have = dict(total)
-    for a in app_.allocations.values():
-        if a.placeholder:
-            for r, v in a.resource.items():
-                have[r] = have.get(r, 0) + v
-    incomplete = any(have.get(r, 0) < v for r, v in app_.gang.items())
+    incomplete = gang_incomplete(app_)
     over = any(q.max and any(q.allocated.get(r, 0) + v > q.max[r] for r, v in total.items() if r in q.max)
                for q in app_.path) or any(
         t.limit.maxresources and any(t.allocated.get(r, 0) + v > t.limit.maxresources[r]
@@ -292,13 +297,7 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert d["asked"] == (gang_total(app_)[r] if k.placeholder and app_.gang else k.resource[r]), where
                 assert t.allocated.get(r, 0) + d["asked"] > t.limit.maxresources[r], where
             elif why.code is C.GANG_INCOMPLETE:
-                total = gang_total(app_)
-                have = dict(total)
-                for a in app_.allocations.values():
-                    if a.placeholder:
-                        for r, v in a.resource.items():
-                            have[r] = have.get(r, 0) + v
-                assert d["pending"] == total and any(have.get(r, 0) < v for r, v in app_.gang.items()), where
+                assert d["pending"] == gang_total(app_) and gang_incomplete(app_), where
             elif why.code is C.GANG_NO_ROOM:
                 assert k.placeholder and not gang_fits(p, app_), where
             elif why.code is C.GANG_PENDING:

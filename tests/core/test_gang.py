@@ -53,10 +53,15 @@ def checked(h: Harness) -> None:
     assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
 
 
-def confirm(h: Harness, app_id: str, uuid: str) -> list:
-    return h.do(h.log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationsToRelease": [
+def confirmation(log, app_id: str, uuid: str):
+    """The RM's second step of a replacement: it released placeholder `uuid`."""
+    return log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationsToRelease": [
         {"applicationID": app_id, "UUID": uuid, "partitionName": "default",
-         "terminationType": "PLACEHOLDER_REPLACED"}]}}))
+         "terminationType": "PLACEHOLDER_REPLACED"}]}})
+
+
+def confirm(h: Harness, app_id: str, uuid: str) -> list:
+    return h.do(confirmation(h.log, app_id, uuid))
 
 
 def test_a_gang_is_placed_whole_or_not_at_all():

@@ -17,6 +17,7 @@ from ykbus.log.replay import replay_file
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1]))  # the configurations the unit tests use, written once
 from tests.core.test_access import ACLS, LIMITS, RULES_ACL, TEMPLATE  # noqa: E402
+from tests.core.test_gang import confirmation, gang, ph, real  # noqa: E402
 from tests.core.test_placement import RULES  # noqa: E402
 
 BASIC = """
@@ -307,37 +308,19 @@ partitions:
 """
 
 
-def _gang(app_id: str, vcore: int, queue: str = "root.jobs", timeout_ms: int = 0, style: str = "Soft") -> dict:
-    return app(app_id, queue, placeholderAsk={"resources": {"vcore": {"value": vcore}}},
-               executionTimeoutMilliSeconds=timeout_ms, gangSchedulingStyle=style)
-
-
-def _ph(key: str, app_id: str, vcore: int = 1000, n: int = 1, group: str = "workers") -> dict:
-    return {**ask(key, app_id, vcore=vcore, max_allocations=n), "taskGroupName": group, "placeholder": True}
-
-
-def _real(key: str, app_id: str, vcore: int, group: str = "workers") -> dict:
-    return {**ask(key, app_id, vcore=vcore), "taskGroupName": group}
-
-
-def _confirm(log: LogBuilder, app_id: str, uuid: str):
-    return log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationsToRelease": [
-        {"applicationID": app_id, "UUID": uuid, "partitionName": "default", "terminationType": "PLACEHOLDER_REPLACED"}]}})
-
-
 def gangs(log: LogBuilder):
     """All or nothing (incomplete, no room, queue max), rejection over the max, replacement in
     two steps, a second confirmation, a real ask larger than its placeholders, an unknown group."""
     yield log.register(GANGS)
     yield log.nodes(node("n1", vcore=2500), node("n2", vcore=1200))
-    yield log.apps(_gang("g", 4000), _gang("big", 4000, queue="root.small"))  # big: rejected
-    yield log.asks(_ph("p", "g", n=3))  # incomplete: 3000 of 4000
-    yield log.asks(_ph("q", "g"))  # complete, but 3 of 4 fit: none placed
+    yield log.apps(gang("g", 4000), gang("big", 4000, queue="root.small"))  # big: rejected
+    yield log.asks(ph("p", "g", n=3))  # incomplete: 3000 of 4000
+    yield log.asks(ph("q", "g"))  # complete, but 3 of 4 fit: none placed
     yield log.nodes(node("n3", vcore=1000))  # all four in this entry
-    yield log.asks(_real("r1", "g", 800), _real("x", "g", 100, group="nobody"))  # r1 replaces; x is ordinary
-    yield _confirm(log, "g", "6-0")  # the RM's second step: r1 is placed on the placeholder's node
-    yield _confirm(log, "g", "6-0")  # a second confirmation changes nothing
-    yield log.asks(_real("huge", "g", 1500))  # larger than every placeholder: the group is cancelled
+    yield log.asks(real("r1", "g", 800), real("x", "g", 100, group="nobody"))  # r1 replaces; x is ordinary
+    yield confirmation(log, "g", "6-0")  # the RM's second step: r1 is placed on the placeholder's node
+    yield confirmation(log, "g", "6-0")  # a second confirmation changes nothing
+    yield log.asks(real("huge", "g", 1500))  # larger than every placeholder: the group is cancelled
 
 
 def gang_timeouts(log: LogBuilder):
@@ -345,14 +328,14 @@ def gang_timeouts(log: LogBuilder):
     resumes, a Hard one fails; recovered placeholders count and start the timer."""
     yield log.register(GANGS)
     yield log.nodes(node("n1", vcore=2000))
-    yield log.apps(_gang("run", 2000, timeout_ms=60_000))
-    yield log.asks(_ph("p", "run", n=2), _real("r", "run", 900))
-    yield _confirm(log, "run", "4-0")
-    yield log.apps(_gang("soft", 2000, timeout_ms=30_000), _gang("hard", 2000, timeout_ms=30_000, style="Hard"))
+    yield log.apps(gang("run", 2000, timeout_ms=60_000))
+    yield log.asks(ph("p", "run", n=2), real("r", "run", 900))
+    yield confirmation(log, "run", "4-0")
+    yield log.apps(gang("soft", 2000, timeout_ms=30_000), gang("hard", 2000, timeout_ms=30_000, hard=True))
     recovered = [{**allocation(f"u-{a}", "p", a, "n2", vcore=1000), "taskGroupName": "workers", "placeholder": True}
                  for a in ("soft", "hard")]
     yield log.nodes(node("n2", vcore=2000, existing=recovered))
-    yield log.asks(_ph("q", "soft"), _ph("q", "hard"), _real("s", "soft", 300))
+    yield log.asks(ph("q", "soft"), ph("q", "hard"), real("s", "soft", 300))
     yield log.tick(31 * 10**9)  # soft and hard time out; soft resumes and places s
     yield log.tick(30 * 10**9)  # run times out: its unused placeholder goes, it stays Running
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ykbus.core import why
-from ykbus.core.model import GANG_WAIT, NODE_WAIT, Alloc, App, Ask, Node, fmt_res
-from ykbus.core.resources import Res, add_into, first_over, fits, scaled
+from ykbus.core.model import GANG_WAIT, NODE_WAIT, Alloc, App, Ask, Node
+from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res, scaled
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:

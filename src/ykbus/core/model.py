@@ -61,9 +61,6 @@ def full_path(name: str) -> str:
     return path if path == "root" or path.startswith("root.") else f"root.{path}"
 
 
-def fmt_res(res: Res) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
-
 
 class Node:
     """`free` is capacity - occupied - allocated, kept as allocations come and go (the

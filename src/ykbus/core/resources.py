@@ -51,6 +51,11 @@ def share(used: Res, base: Res, fallback: Res) -> float:
     return best
 
 
+def fmt_res(res: Res) -> str:
+    """A resource vector for a message: `{vcore: 1000, memory: 512}`, in its own order."""
+    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
+
+
 def scaled(res: Res, n: int) -> Res:
     """`res` times `n`: a new dict, or `res` itself for 1 (callers only read the result)."""
     return res if n == 1 else {k: v * n for k, v in res.items()}

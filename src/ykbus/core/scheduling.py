@@ -41,9 +41,8 @@ from ykbus.core.model import (
     Queue,
     Shape,
     Tracker,
-    fmt_res,
 )
-from ykbus.core.resources import Res, first_over, fits, share
+from ykbus.core.resources import Res, first_over, fits, fmt_res, share
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:

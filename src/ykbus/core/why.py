@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from ykbus.core.resources import fmt_res
+
 
 class PendingCode(enum.StrEnum):
     QUEUED = "Queued"  # active: the next pass tries it
@@ -101,11 +103,8 @@ def required_node_full(node: str, asked: dict[str, int], free: dict[str, int]) -
     # what is free of what it asks, in the ask's order: a node's own dict keeps the order of
     # its history (and a restored node's that of its capacity), a reason must not
     free = {r: free.get(r, 0) for r in asked}
-    def fmt(res: dict[str, int]) -> str:
-        return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
-
-    return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which has {fmt(free)} free of "
-               f"the {fmt(asked)} it asks", {"node": node, "asked": dict(asked), "free": dict(free)})
+    return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which has {fmt_res(free)} free of "
+               f"the {fmt_res(asked)} it asks", {"node": node, "asked": dict(asked), "free": dict(free)})
 
 
 def rm_paused(rm: str) -> Why:
@@ -113,14 +112,10 @@ def rm_paused(rm: str) -> Why:
                "is placed until it is back", {"rm": rm})
 
 
-def _fmt(res: dict[str, int]) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
-
-
 def gang_incomplete(app: str, wanted: dict[str, int], pending: dict[str, int], missing: dict[str, int]) -> Why:
     return Why(PendingCode.GANG_INCOMPLETE,
-               f"gang {app} waits for its placeholders: they ask {_fmt(pending)} of the {_fmt(wanted)} "
-               f"its placeholderAsk needs; {_fmt(missing)} missing",
+               f"gang {app} waits for its placeholders: they ask {fmt_res(pending)} of the {fmt_res(wanted)} "
+               f"its placeholderAsk needs; {fmt_res(missing)} missing",
                {"application": app, "placeholderAsk": dict(wanted), "pending": dict(pending), "missing": dict(missing)})
 
 
