@@ -39,6 +39,15 @@ def test_core_mixed():
     has(r, allocations_per_s=NUMBER, entry_p50_ms=NUMBER, entry_p99_ms=NUMBER, entries=int)
 
 
+def test_core_policies_one_row_per_policy_and_yunikorn_perf_beside():
+    rows = bench("core", "--workload", "policies", "--scale", "0.01", "--repeat", "1")
+    assert [r["policy"] for r in rows] == ["default", "BinPack", "LeaderFirst", "MinFragment", "JobAffinity",
+                                           "JobAntiAffinity", "yunikorn-perf (fair)"]
+    for r in rows:
+        assert r["nodes"] == 50 and r["pods"] > 0
+        has(r, pods_per_s=NUMBER, seconds=NUMBER, min=NUMBER, max=NUMBER)
+
+
 def test_replay():
     (r,) = bench("replay", "--entries", "3000", "--repeat", "1")
     assert r["entries"] >= 3000

@@ -342,6 +342,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 rep.row(b.bench_yunikorn_perf(n, sort, args.repeat, args.asks_per_app, rep.progress))
         rep.table(["workload", "nodes", "node_sort", "allocations", "seconds", "allocations_per_s", "min", "max",
                    "peak_rss_mib"])
+    elif args.what == "core" and args.workload == "policies":
+        for row in b.bench_policies(args.repeat, args.scale, rep.progress):
+            rep.row(row)
+        rep.table(["workload", "policy", "nodes", "pods", "seconds", "pods_per_s", "min", "max", "peak_rss_mib"])
     elif args.what == "core" and args.workload == "gang":
         rep.row(b.bench_gang(args.repeat, args.scale, rep.progress))
         rep.table(["workload", "nodes", "gangs", "allocations", "entries", "seconds", "gangs_per_s",
@@ -456,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e (see BENCHMARKS.md)")
     bench = p.add_subparsers(dest="what", required=True)
     b = bench.add_parser("core", help="in-process scheduling speed")
-    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang"], default="yunikorn-perf")
+    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies"], default="yunikorn-perf")
     b.add_argument("--nodes", default="500,1000,2000,5000", help="node counts (yunikorn-perf)")
     b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
     b.add_argument("--asks-per-app", type=int, default=5000)

@@ -377,7 +377,68 @@ def reservations(log: LogBuilder):
     yield log.release_ask("large", "N")  # released: dropped
 
 
+POLICY_QUEUES = GANGS.replace("          - name: jobs\n", "          - name: jobs\n          - name: capped\n"
+                              "            resources: {max: {vcore: 6}}\n", 1)
+GPU = "nvidia.com/gpu"
+
+
+def _policy_cluster(log: LogBuilder, policy: str):
+    """Three node shapes with some load already on them, then a job of one leader and
+    workers under `policy` (one trace per node policy)."""
+    yield log.register(POLICY_QUEUES)
+    yield log.nodes(node("cpu-1", vcore=8000, memory=16 * GB), node("cpu-2", vcore=8000, memory=16 * GB),
+                    node("mem-1", vcore=8000, memory=64 * GB),
+                    node("gpu-1", vcore=16000, memory=32 * GB, **{GPU: 4}),
+                    node("gpu-2", vcore=16000, memory=32 * GB, **{GPU: 4}))
+    yield log.apps(app("other", "root.jobs"))
+    load = [("cpu-2", {"vcore": 4000, "memory": 2 * GB}), ("mem-1", {"vcore": 1000, "memory": 40 * GB}),
+            ("gpu-1", {"vcore": 2000, "memory": 4 * GB, GPU: 3})]
+    yield log.asks(*[{**ask(f"load-{n}", "other", **size), "tags": {"yunikorn.apache.org/requiredNode": n}}
+                     for n, size in load])
+    yield log.apps(app("job", "root.jobs", tags={"ykbus.io/node-policy": policy}))
+    leader = {**ask("leader", "job", vcore=2000, memory=4 * GB, **{GPU: 1}), "tags": {"ykbus.io/role": "leader"}}
+    yield log.asks(leader)
+    workers = {**ask("worker", "job", vcore=2000, memory=2 * GB, max_allocations=4), "tags": {"ykbus.io/role": "worker"}}
+    yield log.asks(workers)
+    yield log.asks(ask("big", "job", vcore=1000, memory=12 * GB, max_allocations=2))
+    yield log.release("other", key="load-cpu-2")  # room on cpu-2: the next asks see it
+    yield log.asks(ask("late", "job", vcore=2000, memory=2 * GB, max_allocations=2))
+
+
+def policy_binpack(log: LogBuilder):
+    """BinPack: the busiest node after placement; an unknown policy is rejected."""
+    yield from _policy_cluster(log, "BinPack")
+    yield log.apps(app("typo", "root.jobs", tags={"ykbus.io/node-policy": "binpack"}))
+    yield log.apps(app("capped", "root.capped", tags={"ykbus.io/node-policy": "BinPack"}))
+    yield log.asks(ask("c", "capped", vcore=2000, max_allocations=4))  # the queue max holds the fourth
+
+
+def policy_leaderfirst(log: LogBuilder):
+    """LeaderFirst: the leader to the quietest GPU-weighted node, workers to the busiest
+    CPU-weighted ones; an unknown role is rejected."""
+    yield from _policy_cluster(log, "LeaderFirst")
+    yield log.asks({**ask("odd", "job", vcore=1000), "tags": {"ykbus.io/role": "learner"}})
+
+
+def policy_minfragment(log: LogBuilder):
+    """MinFragment: CPU and memory shares kept balanced."""
+    yield from _policy_cluster(log, "MinFragment")
+
+
+def policy_jobaffinity(log: LogBuilder):
+    """JobAffinity: the job's pods together, then BinPack."""
+    yield from _policy_cluster(log, "JobAffinity")
+
+
+def policy_jobantiaffinity(log: LogBuilder):
+    """JobAntiAffinity: the job's pods spread, then the least used node."""
+    yield from _policy_cluster(log, "JobAntiAffinity")
+
+
 TRACES = {
+    "policy-binpack": policy_binpack, "policy-leaderfirst": policy_leaderfirst,
+    "policy-minfragment": policy_minfragment, "policy-jobaffinity": policy_jobaffinity,
+    "policy-jobantiaffinity": policy_jobantiaffinity,
     "gangs": gangs, "reservations": reservations, "gang-timeouts": gang_timeouts, "waiting": waiting,
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,

@@ -177,6 +177,39 @@ def bench_gang(repeat: int, scale: float, progress: Callable[[str], None]) -> di
             "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
 
 
+# --- core: node policies ------------------------------------------------------------------
+
+def bench_policies(repeat: int, scale: float, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Pods placed per second under each node policy (workloads.PolicyJobs), then
+    yunikorn-perf (fair) at the same node count, in the same run, for comparison."""
+    from ykbus.bench.workloads import POLICY_NAMES, PolicyJobs
+
+    nodes, jobs = max(10, int(5000 * scale)), max(2, int(1000 * scale))
+    rows = []
+    for policy in POLICY_NAMES:
+        runs = []
+        for r in range(repeat):
+            progress(f"core policies {policy}: run {r + 1}/{repeat}")
+            w = PolicyJobs(policy, nodes=nodes, jobs=jobs)
+            core = fresh_core()
+            apply_all(core, w.setup())
+            gc.collect()
+            t0 = time.perf_counter()
+            pods = apply_all(core, w.entries())
+            seconds = time.perf_counter() - t0
+            assert pods == w.pods, f"{policy}: {pods} of {w.pods} pods placed"
+            runs.append({"seconds": seconds, "pods_per_s": pods / seconds})
+        per_s = [r["pods_per_s"] for r in runs]
+        rows.append({"bench": "core", "workload": "policies", "policy": policy, "nodes": nodes, "pods": jobs * 10,
+                     "seconds": statistics.median(r["seconds"] for r in runs),
+                     "pods_per_s": statistics.median(per_s), "min": min(per_s), "max": max(per_s),
+                     "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)})
+    perf = bench_yunikorn_perf(nodes, "fair", repeat, max(10, int(5000 * scale)), progress)
+    rows.append({**perf, "policy": "yunikorn-perf (fair)", "pods": perf["allocations"],
+                 "pods_per_s": perf["allocations_per_s"]})
+    return rows
+
+
 # --- replay ---------------------------------------------------------------------------------
 
 def bench_replay(entries: int, repeat: int, progress: Callable[[str], None]) -> dict[str, Any]:

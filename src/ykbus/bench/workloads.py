@@ -176,3 +176,52 @@ class Gangs:
                 yield self.follow.pop(0)
         while self.follow:
             yield self.follow.pop(0)
+
+
+POLICY_NAMES = ("default", "BinPack", "LeaderFirst", "MinFragment", "JobAffinity", "JobAntiAffinity")
+
+
+class PolicyJobs:
+    """Arranger-style jobs on a mixed cluster, every job under one node policy (tag
+    `ykbus.io/node-policy`; `default`: no tag, the partition's `fair` order).
+
+    5,000 nodes of three shapes (3/5 CPU nodes: 16 vcore, 64 GiB; 1/5 memory nodes: 32
+    vcore, 256 GiB; 1/5 GPU nodes: 32 vcore, 128 GiB, 8 GPUs) and 1,000 jobs of one leader
+    (4 vcore, 16 GiB, 1 GPU, tag `ykbus.io/role: leader`) and 9 workers (sizes vary), 10
+    jobs per entry: 10,000 pods, a quarter of the cluster's CPU."""
+
+    def __init__(self, policy: str, nodes: int = 5000, jobs: int = 1000, per_entry: int = 10, seed: int = 5) -> None:
+        self.policy, self.nodes, self.jobs, self.per_entry = policy, nodes, jobs, per_entry
+        self.rng = random.Random(seed)
+        self.log = LogBuilder("bench")
+
+    @property
+    def pods(self) -> int:
+        return self.jobs * 10
+
+    def setup(self) -> list[Entry]:
+        shapes = [{"vcore": 16_000, "memory": 64 * 2**30}] * 3 + [{"vcore": 32_000, "memory": 256 * 2**30},
+                                                                  {"vcore": 32_000, "memory": 128 * 2**30,
+                                                                   "nvidia.com/gpu": 8}]
+        tags = {} if self.policy == "default" else {"ykbus.io/node-policy": self.policy}
+        entries = [self.log.register(GANG_QUEUES),
+                   self.log.nodes(*[node(f"n{i:05d}", **shapes[i % 5]) for i in range(self.nodes)])]
+        for start in range(0, self.jobs, 100):
+            entries.append(self.log.apps(*[app(f"job{i}", "root.jobs", tags=tags)
+                                           for i in range(start, min(self.jobs, start + 100))]))
+        return entries
+
+    def entries(self) -> Iterator[Entry]:
+        rng = self.rng
+        sizes = [(1000, 2**32), (2000, 2**32), (1000, 2**33), (4000, 2**32)]
+        for start in range(0, self.jobs, self.per_entry):
+            asks = []
+            for j in range(start, min(self.jobs, start + self.per_entry)):
+                leader = ask(f"job{j}-leader", f"job{j}", vcore=4000, memory=2**34, **{"nvidia.com/gpu": 1})
+                leader["tags"] = {"ykbus.io/role": "leader"}
+                asks.append(leader)
+                vcore, memory = rng.choice(sizes)
+                worker = ask(f"job{j}-worker", f"job{j}", vcore=vcore, memory=memory, max_allocations=9)
+                worker["tags"] = {"ykbus.io/role": "worker"}
+                asks.append(worker)
+            yield self.log.asks(*asks)

@@ -43,6 +43,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
 from ykbus.core.partition import App, Partition
+from ykbus.core.policies import policy_problem, role_problem
 from ykbus.core.projection import SECTIONS, project
 from ykbus.core.resources import Res, first_over
 from ykbus.core.timers import (
@@ -456,6 +457,9 @@ class Core:
             return f"partition {msg.partitionName!r} does not exist"
         if msg.applicationID in part.apps:
             return f"application {msg.applicationID} already exists"
+        problem = policy_problem(msg.tags)
+        if problem:
+            return problem
         queue, reason = part.place(msg)
         if queue is None:
             return reason
@@ -604,6 +608,10 @@ class Core:
         res = _res(ask.resourceAsk)
         if not res:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
+        if ask.tags:
+            problem = role_problem(ask.tags)
+            if problem:
+                return problem
         if app.state is AppState.FAILING:  # type: ignore[union-attr]
             return f"application {ask.applicationID} is Failing"
         if ask.placeholder and app.gang and app.gang_timer < 0:  # type: ignore[union-attr]

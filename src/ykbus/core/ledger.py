@@ -2,7 +2,8 @@
 
 An allocation's resources count on its node (allocated, free, the node's allocations),
 on every queue of its application's path, on the user and group trackers of its
-application, on the application itself, and in the partition's allocation index.
+application, on the application itself (and its count per node, for an affinity policy),
+and in the partition's allocation index.
 `book` adds one allocation to all of them and `unbook` takes it off all of them: exact
 inverses, used by allocating, recovering and releasing alike. What an allocation means
 beyond its resources (its ask's counts, the outputs, who is woken) is the partition's.
@@ -53,6 +54,8 @@ class Ledger:
         if placed:
             sub_into(app.pending, res)
         app.allocations[alloc.uuid] = alloc
+        if app.node_pods is not None:  # an affinity policy reads them
+            app.node_pods[node.id] = app.node_pods.get(node.id, 0) + 1
         self.allocations[alloc.uuid] = alloc
         self._app_moved(app)
 
@@ -68,5 +71,12 @@ class Ledger:
             sub_into(t.allocated, res)
         sub_into(app.allocated, res)
         del app.allocations[alloc.uuid]
+        pods = app.node_pods
+        if pods is not None:
+            left = pods[node.id] - 1
+            if left:
+                pods[node.id] = left
+            else:
+                del pods[node.id]
         del self.allocations[alloc.uuid]
         self._app_moved(app)

@@ -29,6 +29,7 @@ from ykbus.core.config import (
     parse_offset,
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
+from ykbus.core.policies import AFFINITIES, POLICY_TAG, NodePolicy
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.si import messages as m
 
@@ -241,7 +242,8 @@ class Alloc:
 class App:
     __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
-                 "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer")
+                 "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
+                 "node_pods")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
         self.id = msg.applicationID
@@ -273,6 +275,11 @@ class App:
             if msg.placeholderAsk is not None else {}
         self.gang_hard = msg.gangSchedulingStyle == "Hard"
         self.gang_timer = 0  # generation of its placeholder timer (0: none set yet)
+        # its node policy (tag ykbus.io/node-policy, validated before it is added), None: the
+        # partition's node order; allocations per node id, kept by the ledger for the affinities
+        name = msg.tags.get(POLICY_TAG)
+        self.policy = NodePolicy(name) if name is not None else None
+        self.node_pods: dict[str, int] | None = {} if self.policy in AFFINITIES else None
 
     @property
     def placeholder_timeout_ms(self) -> int:

@@ -88,6 +88,7 @@ from ykbus.core.model import (
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
+from ykbus.core.policies import NodePolicies
 from ykbus.core.resources import Res, add_into, fits, scaled, share, sub_into
 from ykbus.core.scheduling import ENDS_WALK, Allocate, Defer, Hold, Park, Plan, Reserve, Scheduler
 from ykbus.core.scorers import scorer_for
@@ -145,6 +146,7 @@ class Partition:
         self.root = Queue("root", None)
         self.seq = 0  # submission order of applications and asks
         self.scheduler = Scheduler(self)
+        self.policies = NodePolicies()  # the node policies' indexes (core/policies.py)
         self._rekey = False
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.trackers: dict[str, Tracker] = {}
@@ -330,9 +332,12 @@ class Partition:
             self.node_index.add(node.key)
         if self.scheduler.fit_cache:
             self.scheduler.node_moved(node, old)
+        if self.policies.orderings:
+            self.policies.node_moved(node)
 
     def _reindex_nodes(self) -> None:
         self.node_index.clear()
+        self.policies.clear()
         for node in self.nodes.values():
             node.key = None
             self._index_node(node)

@@ -296,7 +296,8 @@ class Scheduler:
             if fits(res, node.free):
                 return Allocate(ask, node)
         if ask.shape not in self.failed_shapes:
-            node = self.first_fit(ask)
+            policy = app.policy
+            node = self.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)

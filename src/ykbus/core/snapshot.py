@@ -65,8 +65,8 @@ DERIVED: dict[str, frozenset[str]] = {
     "Ask": frozenset({"app", "required", "shape"}),  # its owner; from its tags; the interned form of its resource
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
-                      "trackers"}),  # sorted lists, sums, caches, the limits that apply
-    "Partition": frozenset({"_shapes", "scheduler",  # interned vectors; the pass's scratch
+                      "trackers", "policy", "node_pods"}),  # sorted lists, sums, caches, the limits that apply
+    "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
