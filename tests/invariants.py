@@ -133,6 +133,11 @@ def accounting_is_consistent(p: Partition) -> None:
     active = 0
     for app_ in p.apps.values():
         assert app_.allocated == app_sum.get(app_.id, {}), f"application {app_.id}: allocated is not the sum"
+        if app_.node_pods is not None:  # an affinity policy's count of its allocations per node
+            per_node: dict[str, int] = {}
+            for a in app_.allocations.values():
+                per_node[a.node.id] = per_node.get(a.node.id, 0) + 1
+            assert app_.node_pods == per_node, f"application {app_.id}: node_pods is not its allocations per node"
         pending = {}
         for k in app_.asks.values():
             for r, v in k.resource.items():

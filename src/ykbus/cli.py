@@ -320,6 +320,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tyjob(args: argparse.Namespace) -> int:
+    from ykbus.tyjob.cli import main as run
+
+    return run(args.rest)
+
+
 def cmd_sim(args: argparse.Namespace) -> int:
     from ykbus.bus.service import asyncio_loop_policy
 
@@ -394,6 +400,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["tyjob"]:  # its own parser, flags and all (ykbus/tyjob/cli.py)
+        from ykbus.tyjob.cli import main as tyjob
+
+        return tyjob(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 
@@ -456,6 +467,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kind", choices=["k8s", "batch"])
     p.add_argument("rest", nargs=argparse.REMAINDER, help="flags of the simulator (--nats URL, --nodes N, --rate R)")
     p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("tyjob", help="TYJobs (Arranger): controller, apply, get, delete (docs/tyjob.md)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_tyjob)
 
     p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e (see BENCHMARKS.md)")
     bench = p.add_subparsers(dest="what", required=True)

@@ -1,4 +1,5 @@
-"""`ykbus up`: an embedded nats-server, the core service and two demo RMs, with progress."""
+"""`ykbus up`: an embedded nats-server, the core service and three demo RMs (a Kubernetes-like
+cluster, a YARN-like batch RM and the TYJob controller), with progress."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from ykbus.bus.server import NatsServer
 from ykbus.bus.service import CoreService, ServiceSettings
 from ykbus.sim.batch import BatchSim
 from ykbus.sim.k8s import K8sSim
+from ykbus.tyjob import store as tyjob_store
+from ykbus.tyjob.service import ControllerService
 
 
 def up(args: argparse.Namespace) -> int:
@@ -78,12 +81,56 @@ def _up(args: argparse.Namespace, settings: ServiceSettings, store: str | None, 
         if not settings.queues_dir and not settings.queue_file:
             settings.queues_dir = _queue_files(os.path.join(server.store_dir, "queues"))
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
+        url_files = _write_url(server.url, server.store_dir)
+        cluster = None if rm_options else _tyjob_cluster(os.path.join(server.store_dir, "tyjob"))
         if settings.queues_dir:
             print(f"ykbus up: queue configuration per RM in {settings.queues_dir}/<rm>.yaml: "
                   "edit it while this runs, a valid change applies within seconds", flush=True)
-        anyio.run(_run, settings, args.duration, rm_options)
+        try:
+            anyio.run(_run, settings, args.duration, rm_options, cluster)
+        finally:
+            _remove_url(url_files[1], server.url)
     print("ykbus up: stopped", flush=True)
     return 0
+
+
+def _write_url(url: str, store: str) -> tuple[str, str]:
+    """The NATS URL in the data directory and in ~/.ykbus/nats.url, where `ykbus tyjob`
+    commands look for it (the latter removed again at stop)."""
+    mine = os.path.join(store, "nats.url")
+    shared = os.path.expanduser(tyjob_store.URL_FILE)
+    for path in (mine, shared):
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(url + "\n")
+        except OSError as exc:
+            print(f"ykbus up: could not write {path}: {exc}", flush=True)
+    return mine, shared
+
+
+def _remove_url(path: str, url: str) -> None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read().strip() == url:  # not one a later `ykbus up` wrote
+                os.remove(path)
+    except OSError:
+        pass
+
+
+def _tyjob_cluster(directory: str) -> str:
+    """The TYJob demo's cluster file, copied once into the data directory (then the user's
+    to edit: the controller reads it every second)."""
+    from importlib.resources import files
+
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "cluster.yaml")
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(files("ykbus.examples").joinpath("tyjob/cluster.yaml").read_text(encoding="utf-8"))
+    print(f"ykbus up: TYJob controller's cluster in {path}; jobs: ykbus tyjob apply -f FILE, ykbus tyjob get",
+          flush=True)
+    return path
 
 
 def _queue_files(directory: str) -> str:
@@ -98,22 +145,28 @@ def _queue_files(directory: str) -> str:
     return directory
 
 
-async def _run(settings: ServiceSettings, duration: float, rm_options: dict[str, dict] | None = None) -> None:
+async def _run(settings: ServiceSettings, duration: float, rm_options: dict[str, dict] | None = None,
+               tyjob_cluster: str | None = None) -> None:
     service = CoreService(settings)
     rm_options = rm_options or {}
-    rms = [K8sSim(settings.nats_url, "k8s", nats_options=rm_options.get("k8s")),
-           BatchSim(settings.nats_url, "batch", nats_options=rm_options.get("batch"))]
+    rms: list = [K8sSim(settings.nats_url, "k8s", nats_options=rm_options.get("k8s")),
+                 BatchSim(settings.nats_url, "batch", nats_options=rm_options.get("batch"))]
+    if tyjob_cluster:  # not in secure mode: the tyjob RM has no identity there yet (docs/tyjob.md)
+        rms.append(ControllerService(settings.nats_url, tyjob_cluster))
     async with anyio.create_task_group() as outer:
         outer.start_soon(service.run)  # ends after its final snapshot, once stopped
         with anyio.fail_after(30):
             await service.started.wait()
-        print("ykbus up: core ready; RMs 'k8s' (kubernetes-like) and 'batch' (yarn-like) connecting. Ctrl-C stops.",
-              flush=True)
+        print("ykbus up: core ready; RMs 'k8s' (kubernetes-like), 'batch' (yarn-like)"
+              + (" and 'tyjob' (TYJob controller, example jobs from examples/tyjob/jobs.yaml)" if tyjob_cluster else "")
+              + " connecting. Ctrl-C stops.", flush=True)
         stopping = anyio.Event()
         async with anyio.create_task_group() as tg:
             for rm in rms:
                 tg.start_soon(_run_rm, rm, stopping)
             tg.start_soon(_progress, service, rms)
+            if tyjob_cluster:
+                tg.start_soon(_example_jobs, settings.nats_url, rms[-1])
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 with anyio.move_on_after(duration or None):
                     async for _ in signals:
@@ -122,6 +175,18 @@ async def _run(settings: ServiceSettings, duration: float, rm_options: dict[str,
             stopping.set()
             tg.cancel_scope.cancel()
         service.stop()
+
+
+async def _example_jobs(url: str, controller: ControllerService) -> None:
+    """The example TYJobs, applied once the controller is ready (again on every start:
+    unchanged ones stay as they are)."""
+    from importlib.resources import files
+
+    from ykbus.tyjob.cli import apply_text
+
+    await controller.ready.wait()
+    text = files("ykbus.examples").joinpath("tyjob/jobs.yaml").read_text(encoding="utf-8")
+    await apply_text(url, text, "examples/tyjob/jobs.yaml")
 
 
 async def _run_rm(rm, stopping: anyio.Event) -> None:

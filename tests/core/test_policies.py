@@ -168,6 +168,18 @@ def test_a_policy_only_orders_nodes_queue_max_and_reservations_still_hold():
     assert placed(outs) == []  # the only room is on a, reserved for L
 
 
+def test_antiaffinity_counts_survive_a_snapshot():
+    """Regression (found by the fuzz suite): a restored core had lost the application's
+    allocations per node, so JobAntiAffinity chose by utilisation alone."""
+    h = cluster(a={"vcore": 8000, "memory": 8000}, b={"vcore": 8000, "memory": 8000})
+    load(h, b={"vcore": 3000, "memory": 3000})
+    h.do(h.log.apps(job("j", "JobAntiAffinity")))
+    assert placed(h.do(h.log.asks(pod("first", "j", vcore=1000, memory=1000)))) == [("first", "a")]
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    entry = h.log.asks(pod("second", "j", vcore=1000, memory=1000))
+    assert placed(restored.apply(entry)) == placed(h.do(entry)) == [("second", "b")]  # b holds none of j's
+
+
 def test_policy_state_survives_a_snapshot():
     h = cluster(a={"vcore": 8000, "memory": 8000}, b={"vcore": 8000, "memory": 8000})
     h.do(h.log.apps(job("j", "JobAffinity")))

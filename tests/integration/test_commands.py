@@ -17,11 +17,12 @@ ROOT = Path(__file__).parents[2]
 # every ykbus command that docker-compose may run, and the test that exercises it here
 TESTED = {"core": "test_kill_9_in_the_middle_of_a_batch_loses_and_duplicates_nothing (CoreProcess)",
           "sim": "test_sim_commands_allocate_through_a_core",
-          "nats-config": "test_compose_secure_profile_commands_allocate_through_a_secured_nats_server"}
+          "nats-config": "test_compose_secure_profile_commands_allocate_through_a_secured_nats_server",
+          "tyjob": "test_tyjob_commands_run_a_job_and_refuse_a_broken_manifest"}
 
 
-def ykbus(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, timeout=timeout)
+def ykbus(*args, timeout=120, env=None):
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, timeout=timeout, env=env)
 
 
 def test_compose_services_run_real_tested_entry_points():
@@ -43,12 +44,18 @@ def test_compose_services_run_real_tested_entry_points():
 
 
 def test_up_runs_everything_and_stops_cleanly(tmp_path):
-    proc = ykbus("up", "--duration", "4", "--data", str(tmp_path / "nats"))
+    import os
+
+    home = tmp_path / "home"  # `ykbus up` writes ~/.ykbus/nats.url while it runs
+    proc = ykbus("up", "--duration", "4", "--data", str(tmp_path / "nats"), env={**os.environ, "HOME": str(home)})
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     assert "core ready" in out and "ykbus up: stopped" in out
     progress = [line for line in out.splitlines() if line.startswith("t=")]
     assert progress and "| k8s: nodes=20" in progress[-1] and "| batch: nodes=10" in progress[-1]
+    assert "| tyjob: nodes=6" in progress[-1] and "tyjob/gang-learner (rl) created" in out
+    assert (tmp_path / "nats" / "nats.url").read_text().startswith("nats://127.0.0.1:")
+    assert not (home / ".ykbus" / "nats.url").exists()  # removed at stop
     assert int(progress[-1].split("allocations=")[1].split()[0]) > 0
 
 
@@ -86,6 +93,79 @@ async def test_sim_commands_allocate_through_a_core(nats_server, tmp_path):
     second = ykbus("replay", str(log), "--out", str(tmp_path / "b.jsonl"))
     assert first.returncode == second.returncode == 0
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+JOB = """apiVersion: arranger.ykbus.io/v1
+kind: TYJob
+metadata: {name: demo, namespace: team}
+spec:
+  schedulerPolicy: {basicPolicy: BinPack}
+  leader:
+    name: learner
+    template:
+      metadata: {annotations: {ykbus.io/sim-duration: "0.5"}}
+      spec: {containers: [{name: l, resources: {requests: {cpu: "1", memory: 1Gi}}}]}
+  workerSets:
+    - name: actor
+      counts: 2
+      template:
+        metadata: {annotations: {ykbus.io/sim-duration: "0.5"}}
+        spec: {containers: [{name: a, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}
+"""
+
+
+@pytest.mark.anyio
+async def test_tyjob_commands_run_a_job_and_refuse_a_broken_manifest(nats_server, tmp_path):
+    import json
+    import os
+
+    url = nats_server.url
+    (tmp_path / "cluster.yaml").write_text("nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n")
+    (tmp_path / "job.yaml").write_text(JOB)
+    (tmp_path / "bad.yaml").write_text(JOB.replace("demo", "other") + "---\n" + JOB.replace("counts: 2", "counts: 0")
+                                       .replace("cpu: 500m", "cpu: half"))
+    core = CoreProcess(url, "--rm-pause", "600").start()
+    controller = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "tyjob", "controller", "--nats", url,
+                                   "--cluster", str(tmp_path / "cluster.yaml")], stderr=subprocess.PIPE)
+    try:
+        bad = ykbus("tyjob", "apply", "--nats", url, "-f", str(tmp_path / "bad.yaml"))
+        err = bad.stderr.decode()
+        assert bad.returncode == 1 and "nothing stored" in err
+        assert "bad.yaml: document 2: spec.workerSets[0].counts: must be at least 1 (got 0)" in err
+        assert "document 2: spec.workerSets[0].template.spec.containers[0].resources.requests.cpu" in err
+        listed = ykbus("tyjob", "get", "--nats", url, "-o", "json")
+        assert listed.returncode == 0 and json.loads(listed.stdout) == []  # the good document was not stored either
+
+        done = ykbus("tyjob", "apply", "--nats", url, "-f", str(tmp_path / "job.yaml"))
+        assert done.returncode == 0 and done.stdout.decode().strip() == "tyjob/demo (team) created"
+        with anyio.fail_after(60):
+            while True:  # $YKBUS_NATS stands in for --nats
+                got = subprocess.run([sys.executable, "-m", "ykbus.cli", "tyjob", "get", "demo", "-n", "team",
+                                      "-o", "json"], capture_output=True, env={**os.environ, "YKBUS_NATS": url})
+                assert got.returncode == 0, got.stderr
+                status = json.loads(got.stdout)
+                if status["stage"] == "Succeeded":
+                    break
+                await anyio.sleep(0.2)
+        assert set(status) >= {"name", "namespace", "stage", "scheduleState", "restarts", "pods"}
+        assert (status["name"], status["namespace"], status["scheduleState"]) == ("demo", "team", "ScheduledSucceed")
+        table = ykbus("tyjob", "get", "--nats", url).stdout.decode()
+        assert table.splitlines()[0].split()[:3] == ["NAME", "NAMESPACE", "STAGE"] and "Succeeded" in table
+
+        again = ykbus("tyjob", "apply", "--nats", url, "-f", str(tmp_path / "job.yaml"))
+        assert again.stdout.decode().strip() == "tyjob/demo (team) unchanged"
+        (tmp_path / "job.yaml").write_text(JOB.replace("counts: 2", "counts: 3"))
+        changed = ykbus("tyjob", "apply", "--nats", url, "-f", str(tmp_path / "job.yaml"))
+        assert changed.returncode == 1 and "only spec.terminating may change" in changed.stderr.decode()
+
+        deleted = ykbus("tyjob", "delete", "--nats", url, "demo", "-n", "team")
+        assert deleted.returncode == 0 and "deleted" in deleted.stdout.decode()
+        gone = ykbus("tyjob", "get", "--nats", url, "demo", "-n", "team")
+        assert gone.returncode == 1 and "not found" in gone.stderr.decode()
+    finally:
+        controller.terminate()
+        controller.wait(timeout=10)
+        core.terminate()
 
 
 def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):

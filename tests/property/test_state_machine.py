@@ -161,12 +161,15 @@ class CoreMachine(RuleBasedStateMachine):
         self.do(self.log.nodes(node(f"n{n}", action=action, **extra)))
 
     @precondition(lambda self: self.registered)
-    @rule(leaf=st.sampled_from(LEAVES), timeout=st.sampled_from([0, 0, 1500, 40000]), user=st.integers(0, 3))
-    def add_app(self, leaf, timeout, user):
+    @rule(leaf=st.sampled_from(LEAVES), timeout=st.sampled_from([0, 0, 1500, 40000]), user=st.integers(0, 3),
+          policy=st.sampled_from(["", "", "", "BinPack", "LeaderFirst", "MinFragment", "JobAffinity",
+                                  "JobAntiAffinity"]))
+    def add_app(self, leaf, timeout, user, policy):
         self.apps += 1
         groups = [[], ["g0"], ["g1", "g0"], ["g2"]][user]
+        tags = {"ykbus.io/node-policy": policy} if policy else {}
         self.do(self.log.apps(app(f"app{self.apps}", leaf, user=f"u{user}", groups=groups,
-                                  executionTimeoutMilliSeconds=timeout)))
+                                  executionTimeoutMilliSeconds=timeout, tags=tags)))
 
     @precondition(lambda self: self.registered)
     @rule(leaf=st.sampled_from(LEAVES[:3]), members=st.integers(1, 4), size=st.sampled_from([500, 1000, 2500]),
@@ -224,6 +227,8 @@ class CoreMachine(RuleBasedStateMachine):
             required = data.draw(st.sampled_from([0, 0, 0, 1, 2, 9]))  # a node that may come, go or never be
             if required:
                 one["tags"] = {"yunikorn.apache.org/requiredNode": f"n{required}"}
+            elif data.draw(st.booleans()):  # read by LeaderFirst
+                one["tags"] = {"ykbus.io/role": data.draw(st.sampled_from(["leader", "worker"]))}
             asks.append(one)
         self.do(self.log.asks(*asks))
 

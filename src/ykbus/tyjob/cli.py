@@ -1,0 +1,203 @@
+"""`ykbus tyjob controller | apply | get | delete` (docs/tyjob.md).
+
+Every command takes `--nats URL`; without it: $YKBUS_NATS, else the URL a running
+`ykbus up` wrote to ~/.ykbus/nats.url, else nats://127.0.0.1:4222.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+import msgspec
+import nats
+
+from ykbus.tyjob import store
+from ykbus.tyjob.manifest import ManifestError, TYJob, parse_manifests
+
+COLUMNS = ("NAME", "NAMESPACE", "STAGE", "SCHEDULE", "RESTARTS", "PODS", "MESSAGE")
+
+
+def _connect_error(url: str, exc: BaseException) -> SystemExit:
+    return SystemExit(f"ykbus tyjob: cannot reach NATS at {url}: {exc or type(exc).__name__}")
+
+
+async def _open(url: str) -> Any:
+    try:
+        return await nats.connect(url, connect_timeout=3, max_reconnect_attempts=0, allow_reconnect=False)
+    except Exception as exc:  # noqa: BLE001 - reported as one line
+        raise _connect_error(url, exc) from None
+
+
+def _immutable_changes(old: TYJob, new: TYJob) -> list[str]:
+    """Fields of a stored job that a new manifest changes, besides spec.terminating."""
+    a, b = msgspec.to_builtins(old), msgspec.to_builtins(new)
+    return sorted(k for k in a if k not in ("terminating",) and a[k] != b.get(k))
+
+
+async def apply(url: str, files: list[str]) -> int:
+    texts: list[tuple[str, str]] = []
+    errors: list[str] = []
+    for path in files:
+        try:
+            if path == "-":
+                texts.append((sys.stdin.read(), "-"))
+            else:
+                with open(path, encoding="utf-8") as f:
+                    texts.append((f.read(), path))
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(f"{path}: {getattr(exc, 'strerror', None) or exc}")
+    return await _apply(url, texts, errors)
+
+
+async def apply_text(url: str, text: str, source: str) -> int:
+    return await _apply(url, [(text, source)], [])
+
+
+async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> int:
+    """Store the jobs of every text, all of them or none (every error printed)."""
+    jobs: list[TYJob] = []
+    for text, source in texts:
+        try:
+            jobs.extend(parse_manifests(text, source))
+        except ManifestError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        for e in errors:
+            print(f"error: {e}", file=sys.stderr)
+        print(f"ykbus tyjob apply: {len(errors)} error(s); nothing stored", file=sys.stderr)
+        return 1
+    nc = await _open(url)
+    try:
+        kv = await store.bucket(nc)
+        results = []
+        for job in jobs:
+            key = store.spec_key(job.namespace, job.name)
+            old_data = await store.get_value(kv, key)
+            old = store.decode_job(old_data) if old_data else None
+            if old is not None and _immutable_changes(old, job):
+                errors.append(f"tyjob {job.namespace}/{job.name}: only spec.terminating may change on an existing job "
+                              f"(changed: {', '.join(_immutable_changes(old, job))}); delete it first")
+            results.append((job, key, old))
+        if errors:
+            for e in errors:
+                print(f"error: {e}", file=sys.stderr)
+            print(f"ykbus tyjob apply: {len(errors)} error(s); nothing stored", file=sys.stderr)
+            return 1
+        for job, key, old in results:
+            if old == job:
+                verb = "unchanged"
+            else:
+                await kv.put(key, msgspec.json.encode(job))
+                verb = "configured" if old is not None else "created"
+            print(f"tyjob/{job.name} ({job.namespace}) {verb}")
+    finally:
+        await nc.close()
+    return 0
+
+
+async def read_statuses(url: str, namespace: str | None, name: str | None) -> list[dict[str, Any]]:
+    """The status of each job stored (one without a status yet: stage Pending, no pods)."""
+    nc = await _open(url)
+    try:
+        kv = await store.bucket(nc)
+        out = []
+        for key in await store.keys(nc, kv, "spec."):
+            _, ns, job_name = key.split(".", 2)
+            if (namespace is not None and ns != namespace) or (name is not None and job_name != name):
+                continue
+            data = await store.get_value(kv, store.status_key(f"{ns}.{job_name}"))
+            if data is not None:
+                out.append(store.decode_saved(data)[0])
+            else:
+                out.append({"name": job_name, "namespace": ns, "stage": "Pending", "scheduleState": "Unscheduled",
+                            "restarts": 0, "pods": [], "message": "no controller has taken it yet"})
+        return out
+    finally:
+        await nc.close()
+
+
+def print_table(statuses: list[dict[str, Any]]) -> None:
+    rows = [COLUMNS] + [(s["name"], s["namespace"], s["stage"], s["scheduleState"], str(s["restarts"]),
+                         f"{sum(1 for p in s['pods'] if p['phase'] == 'Running')}/{len(s['pods'])}",
+                         s.get("message", "")) for s in statuses]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+
+
+async def get(url: str, name: str | None, namespace: str | None, output: str) -> int:
+    statuses = await read_statuses(url, namespace if name is None else (namespace or "default"), name)
+    if name is not None and not statuses:
+        print(f"ykbus tyjob get: tyjob {namespace or 'default'}/{name} not found", file=sys.stderr)
+        return 1
+    if output == "json":
+        print(json.dumps(statuses[0] if name is not None else statuses, indent=2))
+    else:
+        print_table(statuses)
+    return 0
+
+
+async def delete(url: str, name: str, namespace: str) -> int:
+    nc = await _open(url)
+    try:
+        kv = await store.bucket(nc)
+        key = store.spec_key(namespace, name)
+        if await store.get_value(kv, key) is None:
+            print(f"ykbus tyjob delete: tyjob {namespace}/{name} not found", file=sys.stderr)
+            return 1
+        await kv.delete(key)
+        print(f"tyjob/{name} ({namespace}) deleted")
+    finally:
+        await nc.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ykbus tyjob", description="TYJobs (Arranger) on ykbus: docs/tyjob.md")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def with_nats(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        q.add_argument("--nats", metavar="URL", default=None,
+                       help="NATS server (default: $YKBUS_NATS, the URL `ykbus up` wrote, nats://127.0.0.1:4222)")
+        return q
+
+    c = with_nats(sub.add_parser("controller", help="run the controller: an RM with the nodes of CLUSTER.yaml"))
+    c.add_argument("--cluster", required=True, metavar="CLUSTER.yaml")
+    c.add_argument("--rm", default="tyjob", help="its RM id (default tyjob)")
+    a = with_nats(sub.add_parser("apply", help="store the TYJobs of manifest files (all of them, or none)"))
+    a.add_argument("-f", "--filename", action="append", required=True, metavar="FILE.yaml", help="'-': stdin")
+    g = with_nats(sub.add_parser("get", help="job status: a table, or -o json"))
+    g.add_argument("name", nargs="?")
+    g.add_argument("-n", "--namespace", default=None)
+    g.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    d = with_nats(sub.add_parser("delete", help="delete a job: its pods and application go"))
+    d.add_argument("name")
+    d.add_argument("-n", "--namespace", default="default")
+    args = p.parse_args(argv)
+    url = args.nats or store.default_url()
+    if args.cmd == "controller":
+        from ykbus.bus.service import asyncio_loop_policy
+        from ykbus.tyjob.cluster import ClusterError
+        from ykbus.tyjob.service import ControllerService
+
+        asyncio_loop_policy()
+        try:
+            anyio.run(ControllerService(url, args.cluster, args.rm).run)
+        except ClusterError as exc:
+            raise SystemExit(f"ykbus tyjob controller: {exc}") from None
+        except KeyboardInterrupt:
+            pass
+        return 0
+    if args.cmd == "apply":
+        return anyio.run(apply, url, args.filename)
+    if args.cmd == "get":
+        return anyio.run(get, url, args.name, args.namespace, args.output)
+    return anyio.run(delete, url, args.name, args.namespace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

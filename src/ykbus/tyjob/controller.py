@@ -1,0 +1,500 @@
+"""The TYJob controller's logic, without IO: jobs in, SI requests out.
+
+The controller is an RM. Each TYJob becomes one SI application in queue `root.priority`
+(`jobQueuePolicy: Priority`) or `root.drf` (`DRF`), with one ask per pod (leader and
+workers; `ykbus.io/role` tags; the job's priority as the asks' priority; the basic policy
+as `ykbus.io/node-policy`, or, for `Gang`, task groups with placeholders for the leader and
+the first `minWorkersNum` workers). It then follows the core's decisions:
+
+- an allocation creates its pod on that node: the leader at once, a worker once the
+  leader exists (the seed's workers need the leader's address);
+- a pod runs for its template's `ykbus.io/sim-duration` seconds, then exits: it fails
+  `ykbus.io/sim-failures` times (restarted in place each time) and then exits with
+  `ykbus.io/sim-exit-code`; a pod that exited releases its allocation; one that failed
+  more than `restartLimit` times is Failed (and the job with it, for the leader);
+- an allocation the core releases on its own (its node went) loses the pod: its ask is
+  sent again and the job is Rescheduling until every lost pod is placed again;
+- a placeholder the core releases with `PLACEHOLDER_REPLACED` is confirmed at once (the
+  SI's two-step replacement), so the real pod takes its place.
+
+Stages and schedule states move only through the tables of `ykbus.tyjob.stages`. At the
+end (Succeeded or Failed) pods are cleaned per `cleanPodPolicy` and, once nothing of the
+job holds resources, its application is removed. `now` (wall-clock seconds) is always
+passed in; `drain()` hands the requests to send, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ykbus.core.policies import POLICY_TAG, ROLE_TAG
+from ykbus.si import messages as m
+from ykbus.tyjob.manifest import PodSpec, TYJob
+from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent
+
+PARTITION = "default"
+QUEUES = """partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: priority
+            properties: {application.sort.policy: fifo, application.sort.priority: enabled}
+          - name: drf
+            properties: {application.sort.policy: fair}
+"""
+LEADER, WORKER = "leader", "worker"
+PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED = "Pending", "Scheduled", "Running", "Succeeded", "Failed"
+HOLDING = (SCHEDULED, RUNNING)  # phases in which a pod holds its allocation
+
+
+class Pod(msgspec.Struct):
+    name: str
+    role: str  # leader | worker
+    worker_set: str  # "" for the leader
+    group: str = ""  # its task group (Gang), else ""
+    phase: str = PENDING
+    node: str = ""
+    uuid: str = ""
+    restarts: int = 0
+    ends_at: float = 0.0  # while Running: when this run ends (wall-clock seconds)
+    placed: bool = False  # placed at least once
+
+
+class Placeholder(msgspec.Struct):
+    key: str
+    group: str
+    node: str
+    resources: dict[str, int]
+
+
+class JobRun(msgspec.Struct):
+    """A job as the controller runs it; saved (JSON) so a restarted controller goes on."""
+
+    job: TYJob
+    app_id: str
+    pods: dict[str, Pod]
+    stage: str = Stage.PENDING.value
+    schedule: str = ScheduleState.UNSCHEDULED.value
+    restarts: int = 0
+    message: str = ""
+    never_fits: str = ""  # why it can never be scheduled
+    lost: list[str] = []  # pods lost with their node, not placed again yet
+    placeholders: dict[str, Placeholder] = {}  # uuid -> placeholder held
+    cleaned: bool = False
+    removed: bool = False  # its application is removed from the core
+
+    def status(self) -> dict[str, Any]:
+        return {"name": self.job.name, "namespace": self.job.namespace, "stage": self.stage,
+                "scheduleState": self.schedule, "restarts": self.restarts,
+                "pods": [{"name": p.name, "role": p.role, "workerSet": p.worker_set, "node": p.node, "phase": p.phase}
+                         for p in self.pods.values()],
+                "message": self.message}
+
+
+def pod_spec(job: TYJob, pod: Pod) -> PodSpec:
+    if pod.role == LEADER:
+        return job.leader
+    return next(ws.pod for ws in job.worker_sets if ws.name == pod.worker_set)
+
+
+def new_run(job: TYJob, app_id: str) -> JobRun:
+    """The job's pods, with task groups for Gang: the leader's, and one per worker set for
+    its first workers, up to minWorkersNum in worker-set order."""
+    gang = job.basic_policy == "Gang"
+    pods = {f"{job.name}-{job.leader_name}": Pod(f"{job.name}-{job.leader_name}", LEADER, "",
+                                                 group=LEADER if gang else "")}
+    members = job.min_workers
+    for ws in job.worker_sets:
+        for i in range(ws.counts):
+            name = f"{job.name}-{ws.name}-{i}"
+            in_gang = gang and members > 0
+            members -= 1 if in_gang else 0
+            pods[name] = Pod(name, WORKER, ws.name, group=f"ws-{ws.name}" if in_gang else "")
+    return JobRun(job=job, app_id=app_id, pods=pods)
+
+
+@dataclass
+class Requests:
+    """What the controller has to send, in this order."""
+
+    apps: list[m.AddApplicationRequest] = field(default_factory=list)
+    asks: list[m.AllocationAsk] = field(default_factory=list)
+    releases: list[m.AllocationRelease] = field(default_factory=list)
+    ask_releases: list[m.AllocationAskRelease] = field(default_factory=list)
+    removes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.apps or self.asks or self.releases or self.ask_releases or self.removes)
+
+
+class Controller:
+    def __init__(self, node_capacities: dict[str, dict[str, int]] | None = None) -> None:
+        self.runs: dict[str, JobRun] = {}  # job key (namespace.name) -> run
+        self.by_app: dict[str, JobRun] = {}
+        self.capacities = node_capacities or {}  # the cluster's nodes: what can ever fit
+        self.out = Requests()
+        self.changed: set[str] = set()  # job keys whose status changed since `take_changed`
+
+    # --- jobs in ---------------------------------------------------------------------
+
+    def apply(self, job: TYJob, revision: int, now: float) -> None:
+        """A job stored (new, or changed: only `terminating` changes a running job)."""
+        run = self.runs.get(job.key)
+        if run is not None:
+            run.job = msgspec.structs.replace(run.job, terminating=job.terminating)
+            self._advance(run, now)
+            return
+        run = new_run(job, f"tyjob-{job.namespace}-{job.name}-{revision}")
+        self._add(run)
+        self._submit(run)
+        self._advance(run, now)
+
+    def delete(self, key: str, now: float) -> None:
+        """A job deleted: everything of it released, its application removed."""
+        run = self.runs.pop(key, None)
+        if run is None:
+            return
+        self._clean(run, "All")
+        if not run.removed:
+            self.out.removes.append(run.app_id)
+            run.removed = True
+        self.by_app.pop(run.app_id, None)
+        self.changed.add(key)
+
+    def recover(self, runs: list[JobRun]) -> tuple[list[m.AddApplicationRequest], dict[str, list[m.Allocation]]]:
+        """Runs saved by an earlier controller: what to recover with (its applications, and
+        per node the allocations its pods and placeholders hold). The pending asks follow
+        once recovery is done (`resend`)."""
+        apps, held = [], {}
+        for run in runs:
+            self._add(run)
+            if run.removed:
+                continue
+            apps.append(self._app_request(run))
+            for pod in run.pods.values():
+                if pod.uuid:
+                    held.setdefault(pod.node, []).append(m.Allocation(
+                        allocationKey=pod.name, UUID=pod.uuid, resourcePerAlloc=_resource(pod_spec(run.job, pod).resources),
+                        nodeID=pod.node, applicationID=run.app_id, partitionName=PARTITION,
+                        taskGroupName=pod.group, priority=run.job.priority))
+            for uuid, ph in run.placeholders.items():
+                held.setdefault(ph.node, []).append(m.Allocation(
+                    allocationKey=ph.key, UUID=uuid, resourcePerAlloc=_resource(ph.resources), nodeID=ph.node,
+                    applicationID=run.app_id, partitionName=PARTITION, taskGroupName=ph.group, placeholder=True,
+                    priority=run.job.priority))
+        return apps, held
+
+    def resend(self) -> None:
+        """After recovery: the asks of every pod (and placeholder) still waiting."""
+        for run in self.runs.values():
+            if run.removed or run.stage in (s.value for s in FINAL):
+                continue
+            self.out.asks.extend(self._asks(run, only_pending=True))
+
+    def _add(self, run: JobRun) -> None:
+        self.runs[run.job.key] = run
+        self.by_app[run.app_id] = run
+        self.changed.add(run.job.key)
+
+    # --- requests out ----------------------------------------------------------------
+
+    def drain(self) -> Requests:
+        out, self.out = self.out, Requests()
+        return out
+
+    def take_changed(self) -> set[str]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def _app_request(self, run: JobRun) -> m.AddApplicationRequest:
+        job = run.job
+        tags = {"ykbus.io/tyjob": f"{job.namespace}/{job.name}"}
+        if job.basic_policy and job.basic_policy != "Gang":
+            tags[POLICY_TAG] = job.basic_policy
+        gang: dict[str, int] = {}
+        if job.basic_policy == "Gang":
+            for pod in run.pods.values():
+                if pod.group:
+                    for r, v in pod_spec(job, pod).resources.items():
+                        gang[r] = gang.get(r, 0) + v
+        return m.AddApplicationRequest(
+            applicationID=run.app_id, queueName="root.drf" if job.job_queue_policy == "DRF" else "root.priority",
+            partitionName=PARTITION, ugi=m.UserGroupInformation(user=job.namespace), tags=tags,
+            placeholderAsk=_resource(gang) if gang else None, gangSchedulingStyle="Soft")
+
+    def _ask(self, run: JobRun, pod: Pod) -> m.AllocationAsk:
+        return m.AllocationAsk(allocationKey=pod.name, applicationID=run.app_id, partitionName=PARTITION,
+                               resourceAsk=_resource(pod_spec(run.job, pod).resources), maxAllocations=1,
+                               priority=run.job.priority, tags={ROLE_TAG: pod.role}, taskGroupName=pod.group)
+
+    def _asks(self, run: JobRun, only_pending: bool = False) -> list[m.AllocationAsk]:
+        """Placeholders first (one ask per task group), then one ask per pod waiting."""
+        asks = []
+        groups: dict[str, list[Pod]] = {}
+        for pod in run.pods.values():
+            if pod.group:
+                groups.setdefault(pod.group, []).append(pod)
+        for group, members in groups.items():
+            held = sum(1 for ph in run.placeholders.values() if ph.group == group)
+            wanted = sum(1 for p in members if not p.placed) - held
+            if wanted > 0 and not (only_pending and run.stage != Stage.PENDING.value):
+                asks.append(m.AllocationAsk(
+                    allocationKey=f"{group}-placeholder", applicationID=run.app_id, partitionName=PARTITION,
+                    resourceAsk=_resource(pod_spec(run.job, members[0]).resources), maxAllocations=wanted,
+                    priority=run.job.priority, taskGroupName=group, placeholder=True))
+        asks.extend(self._ask(run, pod) for pod in run.pods.values() if pod.phase == PENDING)
+        return asks
+
+    def _submit(self, run: JobRun) -> None:
+        problem = self._never_fits(run)
+        if problem:
+            run.never_fits = problem
+            run.removed = True  # nothing is sent for a job that can never run
+            return
+        self.out.apps.append(self._app_request(run))
+        self.out.asks.extend(self._asks(run))
+
+    def _never_fits(self, run: JobRun) -> str:
+        """Why the job can never be scheduled on this cluster ("" when it can)."""
+        caps = self.capacities
+        if not caps:
+            return ""
+        for pod in run.pods.values():
+            res = pod_spec(run.job, pod).resources
+            if not any(all(c.get(r, 0) >= v for r, v in res.items()) for c in caps.values()):
+                return f"pod {pod.name} ({_fmt(res)}) fits no node of the cluster"
+        total: dict[str, int] = {}
+        for c in caps.values():
+            for r, v in c.items():
+                total[r] = total.get(r, 0) + v
+        need: dict[str, int] = {}
+        for pod in run.pods.values():
+            if pod.group or run.job.basic_policy != "Gang" and pod.role == LEADER:
+                for r, v in pod_spec(run.job, pod).resources.items():
+                    need[r] = need.get(r, 0) + v
+        over = [r for r, v in need.items() if v > total.get(r, 0)]
+        if over:
+            return f"its gang ({_fmt(need)}) is larger than the whole cluster ({_fmt(total)})"
+        return ""
+
+    # --- the core's decisions in -------------------------------------------------------
+
+    def on_applications(self, response: m.ApplicationResponse, now: float) -> None:
+        for r in response.rejected:
+            run = self.by_app.get(r.applicationID)
+            if run is not None:
+                run.never_fits = f"the core rejected the job: {r.reason}"
+                run.removed = True
+                self._advance(run, now)
+        for u in response.updated:
+            run = self.by_app.get(u.applicationID)
+            if run is not None and u.state in ("Failed", "Rejected") and run.stage not in FINAL:
+                run.never_fits = f"the core ended the job's application: {u.message or u.state}"
+                self._advance(run, now)
+
+    def on_allocations(self, response: m.AllocationResponse, now: float) -> None:
+        touched: dict[str, JobRun] = {}
+        for a in response.new:
+            run = self.by_app.get(a.applicationID)
+            if run is None:
+                continue
+            touched[run.job.key] = run
+            if a.placeholder:
+                run.placeholders[a.UUID] = Placeholder(a.allocationKey, a.taskGroupName, a.nodeID,
+                                                       {k: q.value for k, q in a.resourcePerAlloc.resources.items()})
+                continue
+            pod = run.pods.get(a.allocationKey)
+            if pod is None or pod.phase != PENDING:  # not ours to run: give it back
+                self.out.releases.append(_release(run, a.UUID, a.allocationKey, "no pod waits for it"))
+                continue
+            pod.uuid, pod.node, pod.phase, pod.placed = a.UUID, a.nodeID, SCHEDULED, True
+            if pod.name in run.lost:
+                run.lost.remove(pod.name)
+            if run.stage in FINAL:
+                self._end_pod(run, pod, "the job has ended")
+                continue
+            if pod.role == LEADER or self._leader_created(run):
+                self._start(run, pod, now)
+        for r in response.released:
+            run = self.by_app.get(r.applicationID)
+            if run is None:
+                continue
+            touched[run.job.key] = run
+            ph = run.placeholders.pop(r.UUID, None)
+            if ph is not None:
+                if r.terminationType is m.TerminationType.PLACEHOLDER_REPLACED:  # step two: the RM confirms
+                    self.out.releases.append(m.AllocationRelease(
+                        partitionName=PARTITION, applicationID=run.app_id, UUID=r.UUID, allocationKey=ph.key,
+                        terminationType=m.TerminationType.PLACEHOLDER_REPLACED, message="placeholder replaced"))
+                continue
+            pod = next((p for p in run.pods.values() if p.uuid == r.UUID), None)
+            if pod is None:
+                continue  # one it released itself
+            pod.uuid, pod.node, pod.phase, pod.ends_at = "", "", PENDING, 0.0
+            if run.stage in FINAL:
+                continue
+            run.lost.append(pod.name)
+            self.out.asks.append(self._ask(run, pod))
+        for r in response.rejected:
+            run = self.by_app.get(r.applicationID)
+            if run is not None:
+                touched[run.job.key] = run
+                run.never_fits = f"the core rejected pod {r.allocationKey}: {r.reason}"
+        for run in touched.values():
+            self._advance(run, now)
+
+    # --- time --------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """Pods whose run ended exit; jobs move on."""
+        for run in list(self.runs.values()):
+            ended = [p for p in run.pods.values() if p.phase == RUNNING and p.ends_at <= now]
+            for pod in ended:
+                self._exit(run, pod, now)
+            if ended:
+                self._advance(run, now)
+
+    def _exit(self, run: JobRun, pod: Pod, now: float) -> None:
+        spec = pod_spec(run.job, pod)
+        failed = pod.restarts < spec.failures or spec.exit_code != 0
+        self.changed.add(run.job.key)
+        if not failed:
+            self._end_pod(run, pod, "pod succeeded", SUCCEEDED)
+            return
+        pod.restarts += 1
+        if pod.role == LEADER:
+            run.restarts = pod.restarts
+        if pod.restarts > run.job.restart_limit or run.stage in FINAL:
+            self._end_pod(run, pod, f"pod failed {pod.restarts} times (restartLimit {run.job.restart_limit})", FAILED)
+        else:
+            pod.ends_at = now + spec.duration_s  # restarted in place
+
+    def _start(self, run: JobRun, pod: Pod, now: float) -> None:
+        pod.phase = RUNNING
+        pod.ends_at = now + pod_spec(run.job, pod).duration_s
+        if pod.role == LEADER:  # its workers may start now
+            for worker in run.pods.values():
+                if worker.phase == SCHEDULED:
+                    self._start(run, worker, now)
+
+    def _end_pod(self, run: JobRun, pod: Pod, message: str, phase: str = "") -> None:
+        """The pod stops holding its allocation (released to the core)."""
+        if pod.uuid:
+            self.out.releases.append(_release(run, pod.uuid, pod.name, message))
+        pod.uuid = ""
+        pod.ends_at = 0.0
+        pod.phase = phase or PENDING
+        if not phase:
+            pod.node = ""
+
+    @staticmethod
+    def _leader_created(run: JobRun) -> bool:
+        return any(p.role == LEADER and p.phase in (RUNNING, SUCCEEDED, FAILED) for p in run.pods.values())
+
+    # --- stage and schedule state ---------------------------------------------------------
+
+    def _schedule_event(self, run: JobRun) -> ScheduleEvent | None:
+        if run.never_fits:
+            return ScheduleEvent.NEVER_FITS
+        if run.lost:
+            return ScheduleEvent.LOST
+        placed = sum(1 for p in run.pods.values() if p.placed)
+        if placed == len(run.pods):
+            return ScheduleEvent.PLACED_ALL
+        return ScheduleEvent.PLACED_SOME if placed else None
+
+    def _stage_event(self, run: JobRun) -> StageEvent | None:
+        stage = Stage(run.stage)
+        leader = next(p for p in run.pods.values() if p.role == LEADER)
+        if run.schedule == ScheduleState.SCHEDULED_FAILED:
+            return StageEvent.SCHEDULE_FAILED
+        if run.job.terminating:
+            return StageEvent.TERMINATING
+        if leader.phase == SUCCEEDED:
+            return StageEvent.LEADER_SUCCEEDED
+        if leader.phase == FAILED:
+            return StageEvent.RESTARTS_EXCEEDED
+        if stage is Stage.PENDING:
+            return StageEvent.LEADER_CREATED if self._leader_created(run) else None
+        if stage is Stage.RESCHEDULING:
+            return None if run.lost else StageEvent.PODS_BACK
+        if run.lost:
+            return StageEvent.PODS_LOST
+        if stage is Stage.STARTING and leader.phase == RUNNING:
+            ready = sum(1 for p in run.pods.values() if p.role == WORKER and p.phase in (RUNNING, SUCCEEDED))
+            if ready >= run.job.min_workers:
+                return StageEvent.WORKERS_READY
+        return None
+
+    def _advance(self, run: JobRun, now: float) -> None:
+        self.changed.add(run.job.key)
+        event = self._schedule_event(run)
+        state = ScheduleState(run.schedule)
+        if event is not None and SCHEDULE.allows(state, event):
+            run.schedule = SCHEDULE.advance(state, event).value
+            if event is ScheduleEvent.NEVER_FITS:
+                run.message = run.never_fits
+        while Stage(run.stage) not in FINAL:
+            stage_event = self._stage_event(run)
+            if stage_event is None or not STAGE.allows(Stage(run.stage), stage_event):
+                break
+            run.stage = STAGE.advance(Stage(run.stage), stage_event).value
+            if stage_event is StageEvent.RESTARTS_EXCEEDED:
+                run.message = f"the leader failed {run.restarts} times, more than restartLimit {run.job.restart_limit}"
+            elif stage_event is StageEvent.LEADER_SUCCEEDED:
+                run.message = "the leader succeeded"
+            elif stage_event is StageEvent.TERMINATING:
+                run.message = "spec.terminating is set"
+            elif stage_event is StageEvent.PODS_LOST:
+                run.message = f"pods lost with their node: {', '.join(run.lost)}"
+        if Stage(run.stage) in FINAL:
+            if not run.cleaned:
+                self._clean(run, run.job.clean_pod_policy)
+                run.cleaned = True
+            self._remove_when_idle(run)
+
+    def _clean(self, run: JobRun, policy: str) -> None:
+        """The end of a job: waiting asks and placeholders go; pods per `policy` (All: every
+        pod deleted; Running: the running ones deleted, finished ones kept; None: nothing
+        deleted, running pods run to their end). A pod placed but not started (its leader
+        never ran) is not created: it goes under every policy."""
+        if any(p.phase == PENDING for p in run.pods.values()) or run.placeholders or run.job.basic_policy == "Gang":
+            if not run.removed:
+                self.out.ask_releases.append(m.AllocationAskRelease(
+                    partitionName=PARTITION, applicationID=run.app_id,
+                    terminationType=m.TerminationType.STOPPED_BY_RM, message="the job has ended"))
+        for uuid, ph in list(run.placeholders.items()):
+            self.out.releases.append(_release(run, uuid, ph.key, "the job has ended"))
+            del run.placeholders[uuid]
+        for name, pod in list(run.pods.items()):
+            if pod.phase == PENDING:
+                del run.pods[name]
+            elif pod.phase == SCHEDULED or (pod.phase == RUNNING and policy in ("All", "Running")):
+                self._end_pod(run, pod, f"the job has ended (cleanPodPolicy {policy})")
+                del run.pods[name]
+            elif policy == "All":
+                del run.pods[name]
+        run.lost = []
+
+    def _remove_when_idle(self, run: JobRun) -> None:
+        if not run.removed and not run.placeholders and not any(p.uuid for p in run.pods.values()):
+            self.out.removes.append(run.app_id)
+            run.removed = True
+
+
+def _release(run: JobRun, uuid: str, key: str, message: str) -> m.AllocationRelease:
+    return m.AllocationRelease(partitionName=PARTITION, applicationID=run.app_id, UUID=uuid, allocationKey=key,
+                               terminationType=m.TerminationType.STOPPED_BY_RM, message=message)
+
+
+def _resource(res: dict[str, int]) -> m.Resource:
+    return m.Resource(resources={k: m.Quantity(v) for k, v in res.items()})
+
+
+def _fmt(res: dict[str, int]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"

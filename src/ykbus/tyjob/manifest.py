@@ -1,0 +1,329 @@
+"""TYJob manifests (the Arranger seed's CRD, as YAML): parsed, defaulted and checked.
+
+`parse_manifests(text)` reads every document of a file and returns the jobs, or raises
+`ManifestError` with every problem found, each with its document and path
+(`document 2: spec.workerSets[0].counts: must be at least 1 (got 0)`), so that `ykbus tyjob
+apply` stores all of a file or nothing. Defaults and bounds are the seed's kubebuilder
+markers (restartLimit 3, cleanPodPolicy All, terminating false, minWorkersNum 1, priority
+5 within 1..10, counts 1 and at least 1; leader and workerSets required), plus bounds that
+keep a hostile manifest small (names, counts, durations).
+
+A pod template is a Kubernetes PodTemplateSpec; what ykbus reads of it: the containers'
+`resources.requests` (cpu, memory, nvidia.com/gpu, Kubernetes quantities; summed over the
+containers) and three annotations of the simulated runtime, `ykbus.io/sim-duration`
+(seconds, default 2), `ykbus.io/sim-exit-code` (default 0) and `ykbus.io/sim-failures`
+(failures before the pod succeeds, default 0). Other template fields are kept as given
+and not used.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from ykbus.core.config import parse_quantity
+from ykbus.core.policies import NodePolicy
+from ykbus.yamlload import load_yaml_documents
+
+KIND = "TYJob"
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a DNS-1123 label, as Kubernetes names
+MAX_NAME = 63
+MAX_WORKER_SETS = 64
+MAX_COUNTS = 10_000  # workers in one worker set
+MAX_DOCUMENTS = 1_000
+MAX_DURATION_S = 86_400.0
+MAX_FAILURES = 1_000
+MAX_RESTART_LIMIT = 1_000
+RESOURCES = {"cpu": "vcore", "memory": "memory", "nvidia.com/gpu": "nvidia.com/gpu"}  # Kubernetes -> SI
+CLEAN_POD_POLICIES = ("Running", "All", "None")
+JOB_QUEUE_POLICIES = ("Priority", "DRF")
+BASIC_POLICIES = ("Gang", *(p.value for p in NodePolicy))
+SIM_DURATION = "ykbus.io/sim-duration"
+SIM_EXIT_CODE = "ykbus.io/sim-exit-code"
+SIM_FAILURES = "ykbus.io/sim-failures"
+
+
+class ManifestError(Exception):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+class PodSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What one pod asks for and how its simulated run goes."""
+
+    resources: dict[str, int]  # SI names: vcore (milli), memory (bytes), nvidia.com/gpu
+    duration_s: float = 2.0
+    exit_code: int = 0
+    failures: int = 0
+
+
+class WorkerSet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    counts: int
+    pod: PodSpec
+    template: dict[str, Any] = {}
+
+
+class TYJob(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One job, validated and defaulted (what the KV bucket stores)."""
+
+    namespace: str
+    name: str
+    leader_name: str
+    leader: PodSpec
+    worker_sets: list[WorkerSet]
+    restart_limit: int = 3
+    clean_pod_policy: str = "All"
+    terminating: bool = False
+    min_workers: int = 1
+    priority: int = 5
+    job_queue_policy: str = "Priority"
+    basic_policy: str = ""  # "": the partition's node order
+    api_version: str = ""
+    leader_template: dict[str, Any] = {}
+    volumes: list[Any] = []
+
+    @property
+    def workers(self) -> int:
+        return sum(ws.counts for ws in self.worker_sets)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+
+class _Checker:
+    """Collects errors with their path while a document is read."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.errors: list[str] = []
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append(f"{self.where}{path}: {message}")
+
+    def mapping(self, value: Any, path: str, required: bool = True) -> dict[str, Any]:
+        if value is None and not required:
+            return {}
+        if not isinstance(value, dict):
+            self.error(path, f"must be a mapping (got {_kind(value)})")
+            return {}
+        return value
+
+    def only(self, value: dict[str, Any], path: str, allowed: set[str]) -> None:
+        for key in value:
+            if key not in allowed:
+                self.error(f"{path}.{key}" if path else str(key), f"unknown field (known: {', '.join(sorted(allowed))})")
+
+    def string(self, value: Any, path: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str:
+        if value is None:
+            if default is None:
+                self.error(path, "is required")
+                return ""
+            return default
+        if not isinstance(value, str):
+            self.error(path, f"must be a string (got {_kind(value)})")
+            return default or ""
+        if choices and value not in choices:
+            self.error(path, f"must be one of {', '.join(choices)} (got {value[:64]!r})")
+            return default or ""
+        return value
+
+    def name(self, value: Any, path: str, default: str | None = None) -> str:
+        text = self.string(value, path, default)
+        if text and (len(text) > MAX_NAME or not NAME.match(text)):
+            self.error(path, f"must be a DNS-1123 label: lower-case letters, digits and '-', at most {MAX_NAME} "
+                             f"characters, starting and ending with a letter or digit (got {text[:80]!r})")
+        return text
+
+    def integer(self, value: Any, path: str, default: int, low: int, high: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(path, f"must be an integer (got {_kind(value)})")
+            return default
+        if value < low:
+            self.error(path, f"must be at least {low} (got {value})")
+        elif value > high:
+            self.error(path, f"must be at most {high} (got {value})")
+        return value
+
+    def boolean(self, value: Any, path: str, default: bool) -> bool:
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.error(path, f"must be true or false (got {_kind(value)})")
+            return default
+        return value
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _pod(c: _Checker, template: Any, path: str) -> tuple[PodSpec, dict[str, Any]]:
+    """The pod of a template: requests summed over containers, and the runtime annotations."""
+    if template is None:
+        c.error(path, "is required")
+        return PodSpec({}), {}
+    tpl = c.mapping(template, path)
+    meta = c.mapping(tpl.get("metadata"), f"{path}.metadata", required=False)
+    annotations = c.mapping(meta.get("annotations"), f"{path}.metadata.annotations", required=False)
+    spec = c.mapping(tpl.get("spec"), f"{path}.spec")
+    containers = spec.get("containers")
+    total: dict[str, int] = {}
+    if not isinstance(containers, list) or not containers:
+        c.error(f"{path}.spec.containers", "must be a non-empty list of containers")
+        containers = []
+    for i, container in enumerate(containers[:MAX_WORKER_SETS]):
+        cpath = f"{path}.spec.containers[{i}]"
+        cont = c.mapping(container, cpath)
+        res = c.mapping(cont.get("resources"), f"{cpath}.resources", required=False)
+        requests = c.mapping(res.get("requests"), f"{cpath}.resources.requests", required=False)
+        for name, value in requests.items():
+            si = RESOURCES.get(name)
+            if si is None:
+                c.error(f"{cpath}.resources.requests.{name}",
+                        f"unknown resource (known: {', '.join(RESOURCES)})")
+                continue
+            try:
+                q = parse_quantity(si, value)
+            except ValueError as exc:
+                c.error(f"{cpath}.resources.requests.{name}", str(exc))
+                continue
+            if q < 0:
+                c.error(f"{cpath}.resources.requests.{name}", f"must not be negative (got {value!r})")
+                continue
+            if q:
+                total[si] = total.get(si, 0) + q
+    if len(containers) > MAX_WORKER_SETS:
+        c.error(f"{path}.spec.containers", f"more than {MAX_WORKER_SETS} containers")
+    if containers and not total:
+        c.error(f"{path}.spec.containers", "no container requests any cpu, memory or nvidia.com/gpu: "
+                                           "a pod must ask for something")
+    duration = _annotation_number(c, annotations, SIM_DURATION, f"{path}.metadata.annotations", 2.0, MAX_DURATION_S)
+    exit_code = int(_annotation_number(c, annotations, SIM_EXIT_CODE, f"{path}.metadata.annotations", 0, 255,
+                                       whole=True))
+    failures = int(_annotation_number(c, annotations, SIM_FAILURES, f"{path}.metadata.annotations", 0, MAX_FAILURES,
+                                      whole=True))
+    return PodSpec(total, duration, exit_code, failures), tpl
+
+
+def _annotation_number(c: _Checker, annotations: dict[str, Any], name: str, path: str, default: float,
+                       high: float, whole: bool = False) -> float:
+    value = annotations.get(name)
+    if value is None:
+        return default
+    text = str(value).strip()
+    try:
+        number = int(text) if whole else float(text)
+    except ValueError:
+        c.error(f"{path}.{name}", f"must be {'a whole number' if whole else 'a number of seconds'} (got {text[:32]!r})")
+        return default
+    if not 0 <= number <= high or number != number:
+        c.error(f"{path}.{name}", f"must be between 0 and {high:g} (got {text[:32]})")
+        return default
+    return number
+
+
+def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
+    """One manifest: the job, or None and every error."""
+    c = _Checker(where)
+    top = c.mapping(doc, "(document)")
+    if not top:
+        return None, c.errors or [f"{where}(document): empty"]
+    c.only(top, "", {"apiVersion", "kind", "metadata", "spec", "status"})
+    api_version = c.string(top.get("apiVersion"), "apiVersion")
+    kind = c.string(top.get("kind"), "kind")
+    if kind and kind != KIND:
+        c.error("kind", f"must be {KIND} (got {kind[:64]!r})")
+    meta = c.mapping(top.get("metadata"), "metadata")
+    name = c.name(meta.get("name"), "metadata.name")
+    namespace = c.name(meta.get("namespace"), "metadata.namespace", default="default")
+    spec = c.mapping(top.get("spec"), "spec")
+    c.only(spec, "spec", {"restartLimit", "volumes", "leader", "workerSets", "cleanPodPolicy", "terminating",
+                          "minWorkersNum", "priority", "schedulerPolicy"})
+    restart_limit = c.integer(spec.get("restartLimit"), "spec.restartLimit", 3, 0, MAX_RESTART_LIMIT)
+    volumes = spec.get("volumes") or []
+    if not isinstance(volumes, list):
+        c.error("spec.volumes", f"must be a list (got {_kind(volumes)})")
+        volumes = []
+    leader_raw = spec.get("leader")
+    leader, leader_name, leader_tpl = PodSpec({}), "", {}
+    if leader_raw is None:
+        c.error("spec.leader", "is required")
+    else:
+        lead = c.mapping(leader_raw, "spec.leader")
+        c.only(lead, "spec.leader", {"name", "template"})
+        leader_name = c.name(lead.get("name"), "spec.leader.name")
+        leader, leader_tpl = _pod(c, lead.get("template"), "spec.leader.template")
+    sets_raw = spec.get("workerSets")
+    worker_sets: list[WorkerSet] = []
+    if sets_raw is None:
+        c.error("spec.workerSets", "is required")
+    elif not isinstance(sets_raw, list) or not sets_raw:
+        c.error("spec.workerSets", f"must be a non-empty list (got {_kind(sets_raw)})")
+    elif len(sets_raw) > MAX_WORKER_SETS:
+        c.error("spec.workerSets", f"more than {MAX_WORKER_SETS} worker sets")
+    else:
+        seen: set[str] = set()
+        for i, raw in enumerate(sets_raw):
+            path = f"spec.workerSets[{i}]"
+            ws = c.mapping(raw, path)
+            c.only(ws, path, {"name", "template", "counts"})
+            ws_name = c.name(ws.get("name"), f"{path}.name")
+            if ws_name in seen or (ws_name and ws_name == leader_name):
+                c.error(f"{path}.name", f"{ws_name!r} is used twice in this job")
+            seen.add(ws_name)
+            counts = c.integer(ws.get("counts"), f"{path}.counts", 1, 1, MAX_COUNTS)
+            pod, tpl = _pod(c, ws.get("template"), f"{path}.template")
+            worker_sets.append(WorkerSet(ws_name, counts, pod, tpl))
+    clean = c.string(spec.get("cleanPodPolicy"), "spec.cleanPodPolicy", "All", CLEAN_POD_POLICIES)
+    terminating = c.boolean(spec.get("terminating"), "spec.terminating", False)
+    workers = sum(ws.counts for ws in worker_sets)
+    min_workers = c.integer(spec.get("minWorkersNum"), "spec.minWorkersNum", 1, 0, MAX_COUNTS * MAX_WORKER_SETS)
+    if worker_sets and min_workers > workers:
+        c.error("spec.minWorkersNum", f"must be at most the number of workers, {workers} (got {min_workers})")
+    priority = c.integer(spec.get("priority"), "spec.priority", 5, 1, 10)
+    policy = c.mapping(spec.get("schedulerPolicy"), "spec.schedulerPolicy", required=False)
+    c.only(policy, "spec.schedulerPolicy", {"jobQueuePolicy", "basicPolicy"})
+    queue_policy = c.string(policy.get("jobQueuePolicy"), "spec.schedulerPolicy.jobQueuePolicy", "Priority",
+                            JOB_QUEUE_POLICIES)
+    basic = c.string(policy.get("basicPolicy"), "spec.schedulerPolicy.basicPolicy", "", BASIC_POLICIES)
+    if c.errors:
+        return None, c.errors
+    return TYJob(namespace=namespace, name=name, leader_name=leader_name, leader=leader, worker_sets=worker_sets,
+                 restart_limit=restart_limit, clean_pod_policy=clean, terminating=terminating,
+                 min_workers=min_workers, priority=priority, job_queue_policy=queue_policy, basic_policy=basic,
+                 api_version=api_version, leader_template=leader_tpl, volumes=volumes), []
+
+
+def parse_manifests(text: str, source: str = "") -> list[TYJob]:
+    """Every TYJob of a YAML text (documents separated by `---`), or ManifestError with
+    every error of every document."""
+    prefix = f"{source}: " if source else ""
+    try:
+        docs = [d for d in load_yaml_documents(text) if d is not None]
+    except ValueError as exc:
+        raise ManifestError([f"{prefix}not valid YAML: {exc}"]) from None
+    if not docs:
+        raise ManifestError([f"{prefix}no TYJob in it"])
+    if len(docs) > MAX_DOCUMENTS:
+        raise ManifestError([f"{prefix}{len(docs)} documents, more than {MAX_DOCUMENTS}"])
+    jobs, errors = [], []
+    keys: dict[str, int] = {}
+    for i, doc in enumerate(docs, 1):
+        where = f"{prefix}document {i}: " if len(docs) > 1 else prefix
+        job, errs = parse_document(doc, where)
+        errors.extend(errs)
+        if job is not None:
+            if job.key in keys:
+                errors.append(f"{where}metadata.name: {job.namespace}/{job.name} is also document {keys[job.key]}")
+            keys[job.key] = i
+            jobs.append(job)
+    if errors:
+        raise ManifestError(errors)
+    return jobs

@@ -1,0 +1,171 @@
+"""`ykbus tyjob controller`: the TYJob controller's IO around `controller.Controller`.
+
+It connects to NATS, registers as an RM (default id `tyjob`) with the nodes of CLUSTER.yaml,
+watches the job specs in the KV bucket, and every 50 ms lets pods' runs end, sends what the
+controller decided, and saves what changed (each job's status and run) back to the
+bucket. Restarted, it reads the saved runs and follows the seed's recovery protocol:
+register, recover the applications, then the nodes with the allocations its pods and
+placeholders hold, then send the asks still waiting; jobs go on where they were.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import anyio
+import nats
+
+from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
+from ykbus.si import messages as m
+from ykbus.tyjob import store
+from ykbus.tyjob.cluster import ClusterError, ClusterNode, load_cluster
+from ykbus.tyjob.controller import QUEUES, Controller
+
+log = logging.getLogger("ykbus.tyjob")
+TICK_S = 0.05
+SAVE_S = 0.2
+
+
+class ControllerService(ResourceManagerCallback):
+    def __init__(self, url: str, cluster_path: str, rm_id: str = "tyjob", nats_options: dict | None = None) -> None:
+        self.url, self.cluster_path, self.rm_id = url, cluster_path, rm_id
+        self.nats_options = nats_options or {}
+        self.nodes: dict[str, ClusterNode] = {}
+        self.ctl = Controller()
+        self.client: ResourceManagerClient | None = None
+        self.kv: Any = None
+        self.ready = anyio.Event()
+        self._cluster_mtime = 0.0
+
+    # --- the core's answers --------------------------------------------------------------
+
+    def update_allocation(self, response: m.AllocationResponse) -> None:
+        self.ctl.on_allocations(response, time.time())
+
+    def update_application(self, response: m.ApplicationResponse) -> None:
+        self.ctl.on_applications(response, time.time())
+
+    # --- running -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.nodes = load_cluster(self.cluster_path)
+        self._cluster_mtime = os.path.getmtime(self.cluster_path)
+        self.ctl.capacities = {n.name: n.capacity for n in self.nodes.values()}
+        nc = await nats.connect(self.url, **self.nats_options)
+        try:
+            self.kv = await store.bucket(nc)
+            runs = []
+            for key in await store.keys(nc, self.kv, "status."):
+                data = await store.get_value(self.kv, key)
+                if data is not None:
+                    runs.append(store.decode_saved(data)[1])
+            apps, held = self.ctl.recover(runs)
+            nodes = [n.info(existing=held.get(n.name)) for n in self.nodes.values()]
+            async with NatsScheduler(self.url, nats_options=self.nats_options) as api:
+                self.client = ResourceManagerClient(api, self.rm_id, config=QUEUES, callback=self,
+                                                    policy_group=self.rm_id)
+                await self.client.start(apps=apps, nodes=nodes)
+                self.ctl.resend()
+                log.info("tyjob controller running", extra={"fields": {"rm": self.rm_id, "nodes": len(nodes),
+                                                                       "recovered": len(runs)}})
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._watch_specs)
+                    tg.start_soon(self._loop)
+                    tg.start_soon(self._watch_cluster)
+        finally:
+            await self._save()
+            await nc.close()
+
+    async def _watch_specs(self) -> None:
+        watcher = await self.kv.watch("spec.>")
+        seen: set[str] = set()
+        initial = True
+        async for entry in watcher:
+            if entry is None:  # the values stored before the watch began are all in
+                if initial:
+                    initial = False
+                    for key in [k for k in self.ctl.runs if k not in seen]:
+                        self.ctl.delete(key, time.time())  # deleted while the controller was away
+                    self.ready.set()
+                continue
+            key = entry.key[len("spec."):]
+            if entry.operation in ("DEL", "PURGE") or not entry.value:
+                self.ctl.delete(key, time.time())
+                continue
+            seen.add(key)
+            try:
+                job = store.decode_job(entry.value)
+            except Exception as exc:  # noqa: BLE001 - a hostile or foreign value: logged, skipped
+                log.warning("unreadable TYJob spec", extra={"fields": {"key": entry.key, "error": str(exc)[:200]}})
+                continue
+            if job.key != key:
+                log.warning("TYJob spec under the wrong key", extra={"fields": {"key": entry.key}})
+                continue
+            self.ctl.apply(job, entry.revision, time.time())
+
+    async def _loop(self) -> None:
+        last_save = 0.0
+        while True:
+            self.ctl.tick(time.time())
+            await self._flush()
+            now = time.monotonic()
+            if now - last_save >= SAVE_S:
+                await self._save()
+                last_save = now
+            await anyio.sleep(TICK_S)
+
+    async def _flush(self) -> None:
+        assert self.client is not None
+        out = self.ctl.drain()
+        if not out:
+            return
+        api, rm = self.client.api, self.rm_id
+        if out.apps:
+            await api.update_application(m.ApplicationRequest(new=out.apps, rmID=rm))
+        if out.asks or out.releases or out.ask_releases:
+            releases = m.AllocationReleasesRequest(allocationsToRelease=out.releases,
+                                                   allocationAsksToRelease=out.ask_releases) \
+                if out.releases or out.ask_releases else None
+            await api.update_allocation(m.AllocationRequest(asks=out.asks, releases=releases, rmID=rm))
+        if out.removes:
+            await self.client.remove_applications(out.removes)
+
+    async def _save(self) -> None:
+        if self.kv is None:
+            return
+        for key in sorted(self.ctl.take_changed()):
+            run = self.ctl.runs.get(key)
+            if run is None:
+                try:
+                    await self.kv.delete(store.status_key(key))
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            else:
+                await self.kv.put(store.status_key(key), store.encode_saved(run))
+
+    async def _watch_cluster(self) -> None:
+        """CLUSTER.yaml read again when it changes: nodes added, decommissioned, resized."""
+        assert self.client is not None
+        while True:
+            await anyio.sleep(1.0)
+            try:
+                mtime = os.path.getmtime(self.cluster_path)
+                if mtime == self._cluster_mtime:
+                    continue
+                self._cluster_mtime = mtime
+                nodes = load_cluster(self.cluster_path)
+            except (OSError, ClusterError) as exc:
+                log.warning("cluster file not applied", extra={"fields": {"error": str(exc)[:500]}})
+                continue
+            changes = [n.info() for name, n in nodes.items() if name not in self.nodes]
+            changes += [m.NodeInfo(nodeID=name, action=m.ActionFromRM.DECOMISSION)
+                        for name in self.nodes if name not in nodes]
+            changes += [n.info(m.ActionFromRM.UPDATE) for name, n in nodes.items()
+                        if name in self.nodes and n != self.nodes[name]]
+            self.nodes = nodes
+            self.ctl.capacities = {n.name: n.capacity for n in nodes.values()}
+            if changes:
+                await self.client.add_nodes(changes)

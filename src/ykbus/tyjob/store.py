@@ -1,0 +1,95 @@
+"""Where TYJobs live: a NATS KV bucket, the controller's API server.
+
+Keys: `spec.<namespace>.<name>` holds a job as `ykbus tyjob apply` validated it (JSON of
+`manifest.TYJob`); `status.<namespace>.<name>` holds what the controller reports
+(`{"status": {...}, "run": {...}}`: the status `ykbus tyjob get` prints, and the run the
+controller resumes from after a restart).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError
+
+from ykbus.tyjob.controller import JobRun
+from ykbus.tyjob.manifest import TYJob
+
+BUCKET = "ykbus-tyjob"
+DEFAULT_URL = "nats://127.0.0.1:4222"
+URL_FILE = os.path.join("~", ".ykbus", "nats.url")  # written by `ykbus up` while it runs
+
+
+def default_url() -> str:
+    """`--nats` when not given: $YKBUS_NATS, else the URL a running `ykbus up` wrote, else
+    the local default."""
+    env = os.environ.get("YKBUS_NATS")
+    if env:
+        return env
+    try:
+        with open(os.path.expanduser(URL_FILE), encoding="utf-8") as f:
+            url = f.read().strip()
+            if url:
+                return url
+    except OSError:
+        pass
+    return DEFAULT_URL
+
+
+def spec_key(namespace: str, name: str) -> str:
+    return f"spec.{namespace}.{name}"
+
+
+def status_key(key: str) -> str:
+    return f"status.{key}"
+
+
+async def bucket(nc: Any, create: bool = True) -> Any:
+    js = nc.jetstream()
+    try:
+        return await js.key_value(BUCKET)
+    except BucketNotFoundError:
+        if not create:
+            raise
+        return await js.create_key_value(bucket=BUCKET, history=1)
+
+
+async def get_value(kv: Any, key: str) -> bytes | None:
+    try:
+        entry = await kv.get(key)
+    except (KeyNotFoundError, KeyDeletedError):
+        return None
+    return entry.value if entry.value else None
+
+
+async def keys(nc: Any, kv: Any, prefix: str) -> list[str]:
+    """The keys under `prefix` (`spec.` or `status.`) that hold a value, sorted. Read from
+    the bucket's stream state (every subject with a message, deleted keys included as
+    their delete markers), then each checked: nats-py's `keys()` filters by substring."""
+    info = await nc.jetstream().stream_info(f"KV_{BUCKET}", subjects_filter=f"$KV.{BUCKET}.{prefix}>")
+    subjects = (info.state.subjects or {}) if info.state else {}
+    found = []
+    for subject in sorted(subjects):
+        key = subject[len(f"$KV.{BUCKET}."):]
+        if await get_value(kv, key) is not None:
+            found.append(key)
+    return found
+
+
+_run_decoder = msgspec.json.Decoder(JobRun)
+_job_decoder = msgspec.json.Decoder(TYJob)
+
+
+def decode_job(data: bytes) -> TYJob:
+    return _job_decoder.decode(data)
+
+
+def decode_saved(data: bytes) -> tuple[dict[str, Any], JobRun]:
+    raw = msgspec.json.decode(data)
+    return raw["status"], _run_decoder.decode(msgspec.json.encode(raw["run"]))
+
+
+def encode_saved(run: JobRun) -> bytes:
+    return msgspec.json.encode({"status": run.status(), "run": run})

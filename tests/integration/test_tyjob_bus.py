@@ -1,0 +1,211 @@
+"""The TYJob controller over a real nats-server and core: jobs applied through the KV bucket
+(`ykbus tyjob apply`), run through their stages by the controller RM, read back with
+`ykbus tyjob get`: every policy to Succeeded, Failed (restart limit, can never fit),
+cleanPodPolicy each way, a node removed mid-job, a gang waiting for room, a controller
+restarted mid-job."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.integration.conftest import running_core
+from ykbus.tyjob import cli
+from ykbus.tyjob.service import ControllerService
+
+pytestmark = pytest.mark.anyio
+
+CLUSTER = """
+nodes:
+  - {name: cpu-1, cpu: 8, memory: 32Gi}
+  - {name: cpu-2, cpu: 8, memory: 32Gi}
+  - {name: gpu-1, cpu: 16, memory: 64Gi, nvidia.com/gpu: 4}
+"""
+
+
+def job(name: str, policy: str = "", workers: int = 2, leader: str = "0.3", worker: str = "0.3", extra: str = "",
+        leader_annotations: str = "", cpu: str = "1", min_workers: int = 1) -> str:
+    """A TYJob manifest: a leader and one worker set of `workers` pods, `cpu` each."""
+    lines = [
+        "apiVersion: arranger.ykbus.io/v1",
+        "kind: TYJob",
+        f"metadata: {{name: {name}}}",
+        "spec:",
+        f"  minWorkersNum: {min_workers}",
+    ]
+    if policy:
+        lines.append(f"  schedulerPolicy: {{basicPolicy: {policy}}}")
+    lines += [extra.rstrip("\n")] if extra else []
+    lines += [
+        "  leader:",
+        "    name: learner",
+        "    template:",
+        f'      metadata: {{annotations: {{ykbus.io/sim-duration: "{leader}"{leader_annotations}}}}}',
+        f'      spec: {{containers: [{{name: l, resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}}}]}}',
+        "  workerSets:",
+        "    - name: actor",
+        f"      counts: {workers}",
+        "      template:",
+        f'        metadata: {{annotations: {{ykbus.io/sim-duration: "{worker}"}}}}',
+        f'        spec: {{containers: [{{name: a, resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}}}]}}',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@asynccontextmanager
+async def controller(url: str, cluster: Path):
+    service = ControllerService(url, str(cluster))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(service.run)
+        with anyio.fail_after(15):
+            await service.ready.wait()
+        try:
+            yield service
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def apply(url: str, tmp_path: Path, *docs: str) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text("---\n".join(docs))
+    assert await cli.apply(url, [str(path)]) == 0
+
+
+async def statuses(url: str) -> dict[str, dict]:
+    return {s["name"]: s for s in await cli.read_statuses(url, None, None)}
+
+
+async def wait_for(url: str, predicate, timeout: float = 20.0) -> dict[str, dict]:
+    with anyio.fail_after(timeout):
+        while True:
+            st = await statuses(url)
+            if predicate(st):
+                return st
+            await anyio.sleep(0.1)
+
+
+def tyjob_allocations(core) -> int:
+    parts = core.read("partitions", {})["partitions"]
+    return parts.get("tyjob", {}).get("default", {}).get("allocations", 0)
+
+
+def cluster_file(tmp_path: Path, text: str = CLUSTER) -> Path:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    return path
+
+
+async def test_jobs_of_every_policy_run_to_succeeded_and_leave_nothing_allocated(nats_server, tmp_path):
+    url = nats_server.url
+    policies = ["", "Gang", "BinPack", "LeaderFirst", "MinFragment", "JobAffinity", "JobAntiAffinity"]
+    async with running_core(url) as core, controller(url, cluster_file(tmp_path)):
+        await apply(url, tmp_path, *[job(f"j{i}", p, min_workers=2) for i, p in enumerate(policies)])
+        st = await wait_for(url, lambda s: len(s) == len(policies) and all(
+            j["stage"] == "Succeeded" for j in s.values()))
+        for s in st.values():
+            assert s["scheduleState"] == "ScheduledSucceed" and s["restarts"] == 0
+            assert s["pods"] == []  # cleanPodPolicy All: every pod deleted
+        with anyio.fail_after(10):
+            while tyjob_allocations(core):
+                await anyio.sleep(0.05)
+
+
+async def test_a_leader_failing_past_its_restart_limit_fails_the_job(nats_server, tmp_path):
+    url = nats_server.url
+    async with running_core(url), controller(url, cluster_file(tmp_path)):
+        await apply(url, tmp_path, job("crashy", extra="  restartLimit: 2\n", leader="0.2", worker="30",
+                                       leader_annotations=', ykbus.io/sim-exit-code: "3"'))
+        st = await wait_for(url, lambda s: s.get("crashy", {}).get("stage") == "Failed")
+        assert st["crashy"]["restarts"] == 3 and "restartLimit 2" in st["crashy"]["message"]
+
+
+async def test_a_leader_that_fails_then_succeeds_restarts_in_place(nats_server, tmp_path):
+    url = nats_server.url
+    async with running_core(url), controller(url, cluster_file(tmp_path)):
+        await apply(url, tmp_path, job("flaky", leader="0.2", leader_annotations=', ykbus.io/sim-failures: "2"',
+                                       extra="  cleanPodPolicy: None\n"))
+        st = await wait_for(url, lambda s: s.get("flaky", {}).get("stage") == "Succeeded")
+        assert st["flaky"]["restarts"] == 2
+        leader = next(p for p in st["flaky"]["pods"] if p["role"] == "leader")
+        assert leader["phase"] == "Succeeded" and leader["node"]
+
+
+async def test_a_job_that_can_never_fit_fails(nats_server, tmp_path):
+    url = nats_server.url
+    async with running_core(url), controller(url, cluster_file(tmp_path)):
+        await apply(url, tmp_path, job("huge", cpu="64"))
+        st = await wait_for(url, lambda s: s.get("huge", {}).get("stage") == "Failed")
+        assert st["huge"]["scheduleState"] == "ScheduledFailed" and "fits no node" in st["huge"]["message"]
+
+
+@pytest.mark.parametrize(("policy", "left"), [("All", set()), ("Running", {("learner", "Succeeded")}),
+                                              ("None", {("learner", "Succeeded"), ("actor", "Running")})])
+async def test_clean_pod_policy(nats_server, tmp_path, policy, left):
+    url = nats_server.url
+    async with running_core(url) as core, controller(url, cluster_file(tmp_path)):
+        await apply(url, tmp_path, job("c", leader="0.5", worker="60", extra=f"  cleanPodPolicy: {policy}\n"))
+        st = await wait_for(url, lambda s: s.get("c", {}).get("stage") == "Succeeded")
+        kinds = {(p["name"].split("-")[1], p["phase"]) for p in st["c"]["pods"]}
+        assert kinds == left
+        with anyio.fail_after(10):  # only the workers of None still hold their allocations
+            while tyjob_allocations(core) != (2 if policy == "None" else 0):
+                await anyio.sleep(0.05)
+
+
+async def test_a_node_removed_mid_job_reschedules_its_pods(nats_server, tmp_path):
+    url = nats_server.url
+    cluster = cluster_file(tmp_path)
+    async with running_core(url), controller(url, cluster):
+        await apply(url, tmp_path, job("r", "JobAffinity", workers=3, leader="60", worker="60"))
+        st = await wait_for(url, lambda s: s.get("r", {}).get("stage") == "Running")
+        nodes = {p["node"] for p in st["r"]["pods"]}
+        assert len(nodes) == 1  # JobAffinity: all together
+        [gone] = nodes
+        cluster.write_text("\n".join(line for line in CLUSTER.splitlines() if gone not in line) + "\n")
+        seen = set()
+
+        def moved(s):
+            seen.add(s["r"]["stage"])
+            return s["r"]["stage"] == "Running" and all(p["node"] and p["node"] != gone for p in s["r"]["pods"])
+
+        st = await wait_for(url, moved)
+        assert "Rescheduling" in seen or "Starting" in seen
+        assert st["r"]["scheduleState"] in ("ScheduledPartly", "ScheduledSucceed")
+
+
+async def test_a_gang_waits_for_room_and_holds_nothing_meanwhile(nats_server, tmp_path):
+    url = nats_server.url
+    async with running_core(url) as core, controller(url, cluster_file(tmp_path)):
+        await apply(url, tmp_path, job("blocker", workers=5, cpu="4", leader="3", worker="3", min_workers=5))
+        await wait_for(url, lambda s: s.get("blocker", {}).get("stage") == "Running")
+        held = tyjob_allocations(core)
+        await apply(url, tmp_path, job("gang", "Gang", workers=4, cpu="4", min_workers=4))
+        st = await wait_for(url, lambda s: "gang" in s)
+        await anyio.sleep(0.5)  # time enough to place what fits: nothing of the gang does
+        st = await statuses(url)
+        assert st["blocker"]["stage"] == "Running"
+        assert st["gang"]["stage"] == "Pending" and st["gang"]["scheduleState"] == "Unscheduled"
+        assert all(p["phase"] == "Pending" for p in st["gang"]["pods"])
+        assert tyjob_allocations(core) == held  # no placeholder holds anything meanwhile
+        st = await wait_for(url, lambda s: s["gang"]["stage"] == "Succeeded" and s["blocker"]["stage"] == "Succeeded")
+        assert st["gang"]["scheduleState"] == "ScheduledSucceed"
+
+
+async def test_a_controller_restarted_mid_job_goes_on_where_it_was(nats_server, tmp_path):
+    url = nats_server.url
+    cluster = cluster_file(tmp_path)
+    async with running_core(url) as core:
+        async with controller(url, cluster):
+            await apply(url, tmp_path, job("long", "Gang", workers=2, leader="3", worker="3", min_workers=2))
+            st = await wait_for(url, lambda s: s.get("long", {}).get("stage") == "Running")
+            before = {p["name"]: p["node"] for p in st["long"]["pods"]}
+            await anyio.sleep(0.3)  # its status is saved
+        async with controller(url, cluster):
+            st = await wait_for(url, lambda s: s["long"]["stage"] == "Running")
+            assert {p["name"]: p["node"] for p in st["long"]["pods"]} == before  # recovered, not placed again
+            assert tyjob_allocations(core) == 3
+            st = await wait_for(url, lambda s: s["long"]["stage"] == "Succeeded")
+            assert st["long"]["restarts"] == 0
