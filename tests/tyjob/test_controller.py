@@ -1,0 +1,206 @@
+"""The controller's logic against a real core, in process, on a clock the test moves: the
+gang's two-step replacement, a restart while placeholders are held (recovered as
+placeholders), stages step by step, and hostile saved state."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ykbus.core import Core
+from ykbus.log.build import LogBuilder
+from ykbus.si import messages as m
+from ykbus.tyjob import store
+from ykbus.tyjob.cluster import parse_cluster
+from ykbus.tyjob.controller import QUEUES, Controller
+from ykbus.tyjob.manifest import parse_manifests
+from ykbus.yamlload import load_yaml
+
+CLUSTER = "nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n  - {name: n2, cpu: 4, memory: 8Gi}\n"
+GANG = """apiVersion: v1
+kind: TYJob
+metadata: {name: g}
+spec:
+  minWorkersNum: 2
+  schedulerPolicy: {basicPolicy: Gang}
+  leader:
+    name: learner
+    template:
+      metadata: {annotations: {ykbus.io/sim-duration: "10"}}
+      spec: {containers: [{name: l, resources: {requests: {cpu: "2", memory: 1Gi}}}]}
+  workerSets:
+    - name: actor
+      counts: 3
+      template:
+        metadata: {annotations: {ykbus.io/sim-duration: "10"}}
+        spec: {containers: [{name: a, resources: {requests: {cpu: "1", memory: 1Gi}}}]}
+"""
+ENC = msgspec.json.Encoder()
+
+
+class Driver:
+    """A core and a controller wired as over the bus, without the bus: what the controller
+    sends becomes log entries, what the core answers goes back to it."""
+
+    def __init__(self, cluster: str = CLUSTER) -> None:
+        self.core = Core(load_yaml=load_yaml)
+        self.log = LogBuilder("tyjob")
+        self.nodes = parse_cluster(cluster)
+        self.ctl = Controller({n.name: n.capacity for n in self.nodes.values()})
+        self.now = 1000.0
+        self.sent: list[tuple[str, dict]] = []
+
+    def start(self, held: dict[str, list[m.Allocation]] | None = None, apps: list | None = None) -> None:
+        self.feed(self.log.register(QUEUES, policy_group="tyjob"))
+        if apps:
+            self.feed(self.log.apps(*[msgspec.to_builtins(a) for a in apps]))
+        self.feed(self.log.nodes(*[msgspec.to_builtins(n.info(existing=(held or {}).get(n.name)))
+                                   for n in self.nodes.values()]))
+
+    def feed(self, entry) -> None:
+        for out in self.core.apply(entry):
+            if out.rm != "tyjob":
+                continue
+            if out.kind == "alloc":
+                self.ctl.on_allocations(out.msg, self.now)
+            elif out.kind == "app":
+                self.ctl.on_applications(out.msg, self.now)
+
+    def flush(self) -> None:
+        """Send what the controller decided, until it decides nothing more."""
+        while True:
+            out = self.ctl.drain()
+            if not out:
+                return
+            if out.apps:
+                self.sent.append(("apps", {}))
+                self.feed(self.log.apps(*[msgspec.to_builtins(a) for a in out.apps]))
+            if out.asks or out.releases or out.ask_releases:
+                body = {"rmID": "tyjob", "asks": [msgspec.to_builtins(a) for a in out.asks]}
+                if out.releases or out.ask_releases:
+                    body["releases"] = {"allocationsToRelease": [msgspec.to_builtins(r) for r in out.releases],
+                                        "allocationAsksToRelease": [msgspec.to_builtins(r) for r in out.ask_releases]}
+                self.sent.append(("alloc", body))
+                self.feed(self.log.entry("alloc", body))
+            if out.removes:
+                self.feed(self.log.entry("app", {"rmID": "tyjob", "remove": [
+                    {"applicationID": a, "partitionName": "default"} for a in out.removes]}))
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.ctl.tick(self.now)
+        self.flush()
+
+    def status(self, key: str = "default.g") -> dict:
+        return self.ctl.runs[key].status()
+
+    def core_allocations(self) -> list:
+        """The core's live allocations of this RM (placeholders included)."""
+        return list(self.core.rms["tyjob"].partitions["default"].allocations.values())
+
+
+def test_a_gang_is_placed_by_placeholders_and_each_real_pod_takes_one():
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG)
+    d.ctl.apply(job, 7, d.now)
+    d.flush()
+    st = d.status()
+    # the leader and two workers were a gang: placeholders first, each replaced after the
+    # controller confirmed its release; the third worker is an ordinary ask
+    confirmations = [r for kind, body in d.sent if kind == "alloc"
+                     for r in body.get("releases", {}).get("allocationsToRelease", [])
+                     if r["terminationType"] == "PLACEHOLDER_REPLACED"]
+    assert len(confirmations) == 3
+    assert st["stage"] == "Running" and st["scheduleState"] == "ScheduledSucceed"
+    assert {p["name"]: p["phase"] for p in st["pods"]} == {
+        "g-learner": "Running", "g-actor-0": "Running", "g-actor-1": "Running", "g-actor-2": "Running"}
+    assert not d.ctl.runs["default.g"].placeholders
+    assert all(not a.placeholder for a in d.core_allocations()) and len(d.core_allocations()) == 4
+    d.advance(10.5)
+    assert d.status()["stage"] == "Succeeded"
+    assert d.core_allocations() == [] and d.status()["pods"] == []
+
+
+def test_a_restart_while_placeholders_are_held_recovers_them_as_placeholders():
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG)
+    d.ctl.apply(job, 7, d.now)
+    out = d.ctl.drain()  # the application and its asks, sent by hand to stop mid-way
+    d.feed(d.log.apps(*[msgspec.to_builtins(a) for a in out.apps]))
+    placeholders = [a for a in out.asks if a.placeholder]
+    d.feed(d.log.asks(*[msgspec.to_builtins(a) for a in placeholders]))
+    run = d.ctl.runs["default.g"]
+    assert len(run.placeholders) == 3 and run.stage == "Pending"
+    saved = store.encode_saved(run)  # what the KV bucket holds when the controller dies
+
+    again = Driver()
+    again.core = d.core  # the same core; the controller is new
+    again.log = d.log
+    apps, held = again.ctl.recover([store.decode_saved(saved)[1]])
+    recovered = [a for allocs in held.values() for a in allocs]
+    assert len(recovered) == 3 and all(a.placeholder and a.taskGroupName in ("leader", "ws-actor")
+                                       for a in recovered)
+    again.start(held=held, apps=apps)
+    again.ctl.resend()
+    again.flush()
+    assert [a.placeholder for a in again.core_allocations()].count(True) == 0  # all replaced by real pods
+    st = again.status()
+    assert st["stage"] == "Running" and len(st["pods"]) == 4
+    assert sorted(p["node"] for p in st["pods"] if p["name"] != "g-actor-2") == sorted(
+        a.nodeID for a in recovered)  # the gang's pods where its placeholders were
+
+
+def test_stages_step_by_step_with_a_failing_leader():
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG.replace("basicPolicy: Gang", "basicPolicy: BinPack").replace(
+        'ykbus.io/sim-duration: "10"}', 'ykbus.io/sim-duration: "1", ykbus.io/sim-exit-code: "1"}', 1)
+        .replace("  minWorkersNum: 2\n", "  minWorkersNum: 2\n  restartLimit: 1\n"))
+    d.ctl.apply(job, 1, d.now)
+    assert d.status()["stage"] == "Pending"  # nothing sent yet
+    d.flush()
+    assert d.status()["stage"] == "Running"  # leader created, enough workers ready: two steps at once
+    d.advance(1.0)
+    assert d.status()["stage"] == "Running" and d.status()["restarts"] == 1  # restarted in place
+    d.advance(1.0)
+    st = d.status()
+    assert st["stage"] == "Failed" and st["restarts"] == 2 and "restartLimit 1" in st["message"]
+    assert d.core_allocations() == []
+
+
+def test_a_deleted_job_releases_everything():
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG)
+    d.ctl.apply(job, 7, d.now)
+    d.flush()
+    assert len(d.core_allocations()) == 4
+    d.ctl.delete("default.g", d.now)
+    d.flush()
+    assert d.core_allocations() == [] and "default.g" not in d.ctl.runs
+    apps = d.core.dump()["rms"]["tyjob"]["partitions"]["default"].get("applications", {})
+    assert apps == {}
+
+
+def test_a_hostile_spec_value_is_refused_by_its_decoder():
+    import pytest
+
+    for junk in (b"", b"{", b'{"namespace": 1}', b"[]", ENC.encode({"namespace": "a", "name": "b"})):
+        with pytest.raises((msgspec.DecodeError, msgspec.ValidationError)):
+            store.decode_job(junk)
+
+
+def test_terminating_ends_a_running_job_as_succeeded():
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG)
+    d.ctl.apply(job, 7, d.now)
+    d.flush()
+    assert d.status()["stage"] == "Running"
+    [stop] = parse_manifests(GANG.replace("  minWorkersNum: 2\n", "  minWorkersNum: 2\n  terminating: true\n"))
+    d.ctl.apply(stop, 9, d.now)
+    d.flush()
+    st = d.status()
+    assert st["stage"] == "Succeeded" and st["message"] == "spec.terminating is set"
+    assert d.core_allocations() == [] and st["pods"] == []  # cleanPodPolicy All
