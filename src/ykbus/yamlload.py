@@ -60,14 +60,14 @@ class _BoundedLoader(yaml.SafeLoader):
         return size
 
 
-def load_yaml_documents(text: str) -> list[Any]:
-    """Every document of a multi-document YAML text (`---` between them), under the same
-    bounds as `load_yaml` (counted over the whole text); ValueError says why not."""
+def _load(text: str, every_document: bool) -> Any:
     if len(text) > limits.MAX_CONFIG_BYTES:
         raise ValueError(f"{len(text)} characters, over the limit of {limits.MAX_CONFIG_BYTES} (limit CONFIG_BYTES)")
     loader = None
     try:
         loader = _BoundedLoader(text)
+        if not every_document:
+            return loader.get_single_data()
         docs = []
         while loader.check_node():
             docs.append(loader.construct_document(loader.get_node()))
@@ -84,19 +84,13 @@ def load_yaml_documents(text: str) -> list[Any]:
 def load_yaml(text: str) -> Any:
     """Plain objects from YAML text; ValueError with the parser's message if it is not YAML
     or is past a bound."""
-    if len(text) > limits.MAX_CONFIG_BYTES:
-        raise ValueError(f"{len(text)} characters, over the limit of {limits.MAX_CONFIG_BYTES} (limit CONFIG_BYTES)")
-    loader = None
-    try:
-        loader = _BoundedLoader(text)
-        return loader.get_single_data()
-    except yaml.YAMLError as exc:
-        raise ValueError(str(exc).replace("\n", " ")) from None
-    except RecursionError:
-        raise ValueError(f"nested deeper than {limits.MAX_DEPTH} (limit DEPTH)") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+    return _load(text, every_document=False)
+
+
+def load_yaml_documents(text: str) -> list[Any]:
+    """Every document of a multi-document YAML text (`---` between them), under the same
+    bounds as `load_yaml` (counted over the whole text); ValueError says why not."""
+    return _load(text, every_document=True)
 
 
 def load_config_file(path: str) -> SchedulerConfig:

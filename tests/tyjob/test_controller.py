@@ -204,3 +204,13 @@ def test_terminating_ends_a_running_job_as_succeeded():
     st = d.status()
     assert st["stage"] == "Succeeded" and st["message"] == "spec.terminating is set"
     assert d.core_allocations() == [] and st["pods"] == []  # cleanPodPolicy All
+
+
+def test_a_saved_value_that_is_not_ours_reads_as_no_status():
+    for junk in (b"", b"[]", b'{"status": 1, "run": 2}', b'{"status": {}, "run": {"job": 1}}', b"\xff\xfe"):
+        assert store.read_status(junk) is None
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG)
+    d.ctl.apply(job, 7, d.now)
+    assert store.read_status(store.encode_saved(d.ctl.runs["default.g"]))["name"] == "g"

@@ -77,7 +77,10 @@ async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> i
         for job in jobs:
             key = store.spec_key(job.namespace, job.name)
             old_data = await store.get_value(kv, key)
-            old = store.decode_job(old_data) if old_data else None
+            try:
+                old = store.decode_job(old_data) if old_data else None
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                old = None  # not a job this program wrote: replaced
             if old is not None and _immutable_changes(old, job):
                 errors.append(f"tyjob {job.namespace}/{job.name}: only spec.terminating may change on an existing job "
                               f"(changed: {', '.join(_immutable_changes(old, job))}); delete it first")
@@ -110,8 +113,9 @@ async def read_statuses(url: str, namespace: str | None, name: str | None) -> li
             if (namespace is not None and ns != namespace) or (name is not None and job_name != name):
                 continue
             data = await store.get_value(kv, store.status_key(f"{ns}.{job_name}"))
-            if data is not None:
-                out.append(store.decode_saved(data)[0])
+            status = store.read_status(data) if data is not None else None
+            if status is not None:
+                out.append(status)
             else:
                 out.append({"name": job_name, "namespace": ns, "stage": "Pending", "scheduleState": "Unscheduled",
                             "restarts": 0, "pods": [], "message": "no controller has taken it yet"})

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import anyio
+import msgspec
 import nats
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
@@ -60,8 +61,13 @@ class ControllerService(ResourceManagerCallback):
             runs = []
             for key in await store.keys(nc, self.kv, "status."):
                 data = await store.get_value(self.kv, key)
-                if data is not None:
+                if data is None:
+                    continue
+                try:
                     runs.append(store.decode_saved(data)[1])
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    log.warning("unreadable saved TYJob run: skipped", extra={"fields": {"key": key,
+                                                                                      "error": str(exc)[:200]}})
             apps, held = self.ctl.recover(runs)
             nodes = [n.info(existing=held.get(n.name)) for n in self.nodes.values()]
             async with NatsScheduler(self.url, nats_options=self.nats_options) as api:

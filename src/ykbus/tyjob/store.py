@@ -78,7 +78,6 @@ async def keys(nc: Any, kv: Any, prefix: str) -> list[str]:
     return found
 
 
-_run_decoder = msgspec.json.Decoder(JobRun)
 _job_decoder = msgspec.json.Decoder(TYJob)
 
 
@@ -86,9 +85,27 @@ def decode_job(data: bytes) -> TYJob:
     return _job_decoder.decode(data)
 
 
+class _Saved(msgspec.Struct):
+    status: dict[str, Any]
+    run: JobRun
+
+
+_saved_decoder = msgspec.json.Decoder(_Saved)
+
+
 def decode_saved(data: bytes) -> tuple[dict[str, Any], JobRun]:
-    raw = msgspec.json.decode(data)
-    return raw["status"], _run_decoder.decode(msgspec.json.encode(raw["run"]))
+    """A saved value; msgspec.DecodeError or ValidationError when it is not one."""
+    saved = _saved_decoder.decode(data)
+    return saved.status, saved.run
+
+
+def read_status(data: bytes) -> dict[str, Any] | None:
+    """The status part of a saved value (None when it is not one this program wrote)."""
+    try:
+        status, _ = decode_saved(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError):
+        return None
+    return status if isinstance(status, dict) else None
 
 
 def encode_saved(run: JobRun) -> bytes:
