@@ -64,6 +64,8 @@ class Driver:
                 self.ctl.on_allocations(out.msg, self.now)
             elif out.kind == "app":
                 self.ctl.on_applications(out.msg, self.now)
+            elif out.kind == "state":
+                self.ctl.on_states(out.msg.states)
 
     def flush(self) -> None:
         """Send what the controller decided, until it decides nothing more."""
@@ -214,3 +216,25 @@ def test_a_saved_value_that_is_not_ours_reads_as_no_status():
     [job] = parse_manifests(GANG)
     d.ctl.apply(job, 7, d.now)
     assert store.read_status(store.encode_saved(d.ctl.runs["default.g"]))["name"] == "g"
+
+
+def test_a_waiting_job_says_why_in_the_words_of_the_core():
+    d = Driver(CLUSTER.replace("cpu: 4", "cpu: 2"))  # 4 vcore in all: the gang needs 2 + 1 + 1 and the rest
+    d.start()
+    [blocker] = parse_manifests(GANG.replace("name: g}", "name: b}").replace("basicPolicy: Gang", "basicPolicy: BinPack")
+                                .replace("counts: 3", "counts: 1").replace("  minWorkersNum: 2\n", ""))
+    d.ctl.apply(blocker, 1, d.now)
+    d.flush()
+    [job] = parse_manifests(GANG)
+    d.ctl.apply(job, 7, d.now)
+    d.flush()
+    st = d.status()
+    assert st["stage"] == "Pending" and st["scheduleState"] == "Unscheduled"
+    assert "placeholder waits" in st["message"] and "does not fit yet" in st["message"], st["message"]
+    app_id = d.ctl.runs["default.g"].app_id
+    assert [a for a in d.core_allocations() if a.app.id == app_id] == []  # not even the worker outside the gang
+    d.advance(10.5)  # the blocker ends: the gang takes the whole cluster; its other worker follows, and waits
+    st = d.status()
+    assert st["stage"] == "Running" and st["scheduleState"] == "ScheduledPartly"
+    assert len([a for a in d.core_allocations() if a.app.id == app_id]) == 3
+    assert {p["name"]: p["phase"] for p in st["pods"]}["g-actor-2"] == "Pending"

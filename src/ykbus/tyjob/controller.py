@@ -87,6 +87,7 @@ class JobRun(msgspec.Struct):
     placeholders: dict[str, Placeholder] = {}  # uuid -> placeholder held
     cleaned: bool = False
     removed: bool = False  # its application is removed from the core
+    followers_sent: bool = False  # Gang: the asks of the workers outside the gang, sent once it is placed
 
     def status(self) -> dict[str, Any]:
         return {"name": self.job.name, "namespace": self.job.namespace, "stage": self.stage,
@@ -247,8 +248,22 @@ class Controller:
                     allocationKey=f"{group}-placeholder", applicationID=run.app_id, partitionName=PARTITION,
                     resourceAsk=_resource(pod_spec(run.job, members[0]).resources), maxAllocations=wanted,
                     priority=run.job.priority, taskGroupName=group, placeholder=True))
-        asks.extend(self._ask(run, pod) for pod in run.pods.values() if pod.phase == PENDING)
+        followers = run.job.basic_policy != "Gang" or run.followers_sent
+        asks.extend(self._ask(run, pod) for pod in run.pods.values()
+                    if pod.phase == PENDING and (followers or pod.group))
         return asks
+
+    def _gang_placed(self, run: JobRun) -> None:
+        """Once every member of the gang holds a placeholder or its place, the workers
+        outside the gang follow as ordinary asks (before, they would hold room the gang
+        may need, and wait for a leader that is not there)."""
+        if run.followers_sent or run.job.basic_policy != "Gang" or run.stage in FINAL:
+            return
+        held = len(run.placeholders) + sum(1 for p in run.pods.values() if p.group and p.placed)
+        if held < sum(1 for p in run.pods.values() if p.group):
+            return
+        run.followers_sent = True
+        self.out.asks.extend(self._ask(run, pod) for pod in run.pods.values() if pod.phase == PENDING and not pod.group)
 
     def _submit(self, run: JobRun) -> None:
         problem = self._never_fits(run)
@@ -346,7 +361,24 @@ class Controller:
                 touched[run.job.key] = run
                 run.never_fits = f"the core rejected pod {r.allocationKey}: {r.reason}"
         for run in touched.values():
+            self._gang_placed(run)
             self._advance(run, now)
+
+    def on_states(self, states: list[m.UpdateContainerSchedulingStateRequest]) -> None:
+        """Why the core keeps a pod waiting (its why-pending reason), shown as the job's
+        message while the job waits for it (Pending or Rescheduling). A placeholder's reason
+        (the gang's) says more than its members' (they wait for the placeholders)."""
+        chosen: dict[str, m.UpdateContainerSchedulingStateRequest] = {}
+        for s in states:
+            run = self.by_app.get(s.applicartionID)
+            if run is None or run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value) or not s.reason:
+                continue
+            if run.app_id not in chosen or s.allocationKey.endswith("-placeholder"):
+                chosen[run.app_id] = s
+        for app_id, s in chosen.items():
+            run = self.by_app[app_id]
+            run.message = f"{s.allocationKey} waits: {s.reason}"[:1024]
+            self.changed.add(run.job.key)
 
     # --- time --------------------------------------------------------------------------
 

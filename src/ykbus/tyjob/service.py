@@ -49,6 +49,9 @@ class ControllerService(ResourceManagerCallback):
     def update_application(self, response: m.ApplicationResponse) -> None:
         self.ctl.on_applications(response, time.time())
 
+    def update_container_scheduling_state(self, states: list[m.UpdateContainerSchedulingStateRequest]) -> None:
+        self.ctl.on_states(states)
+
     # --- running -------------------------------------------------------------------------
 
     async def run(self) -> None:
