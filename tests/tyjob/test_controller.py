@@ -230,7 +230,7 @@ def test_a_waiting_job_says_why_in_the_words_of_the_core():
     d.flush()
     st = d.status()
     assert st["stage"] == "Pending" and st["scheduleState"] == "Unscheduled"
-    assert "placeholder waits" in st["message"] and "does not fit yet" in st["message"], st["message"]
+    assert st["message"].startswith("placeholder/") and "does not fit yet" in st["message"], st["message"]
     app_id = d.ctl.runs["default.g"].app_id
     assert [a for a in d.core_allocations() if a.app.id == app_id] == []  # not even the worker outside the gang
     d.advance(10.5)  # the blocker ends: the gang takes the whole cluster; its other worker follows, and waits
@@ -238,3 +238,115 @@ def test_a_waiting_job_says_why_in_the_words_of_the_core():
     assert st["stage"] == "Running" and st["scheduleState"] == "ScheduledPartly"
     assert len([a for a in d.core_allocations() if a.app.id == app_id]) == 3
     assert {p["name"]: p["phase"] for p in st["pods"]}["g-actor-2"] == "Pending"
+
+
+# --- regressions found in review: each failed before its fix ---------------------------------
+
+def simple(name: str, leader_cpu: str, workers: int, worker_cpu: str, seconds: str, policy: str = "BinPack"):
+    [job] = parse_manifests(f"""kind: TYJob
+apiVersion: v1
+metadata: {{name: {name}}}
+spec:
+  schedulerPolicy: {{basicPolicy: {policy}}}
+  leader:
+    name: l
+    template: {{metadata: {{annotations: {{ykbus.io/sim-duration: "{seconds}"}}}},
+               spec: {{containers: [{{name: c, resources: {{requests: {{cpu: "{leader_cpu}"}}}}}}]}}}}
+  workerSets:
+    - name: w
+      counts: {workers}
+      template: {{metadata: {{annotations: {{ykbus.io/sim-duration: "{seconds}"}}}},
+                 spec: {{containers: [{{name: c, resources: {{requests: {{cpu: "{worker_cpu}"}}}}}}]}}}}
+""")
+    return job
+
+
+def test_workers_wait_for_their_leader_to_be_placed_and_take_no_room_it_needs():
+    """Workers placed before their leader held their room waiting for it: with the room
+    the leader needed, the job never started."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n")
+    d.start()
+    d.ctl.apply(simple("a", "1", 1, "0.5", "5"), 1, d.now)  # holds 1.5 cpu for 5 s
+    d.flush()
+    d.ctl.apply(simple("b", "4", 3, "0.5", "60"), 2, d.now)  # its leader needs the whole node
+    d.flush()
+    b = d.ctl.runs["default.b"].app_id
+    assert [a for a in d.core_allocations() if a.app.id == b] == []  # no worker ahead of its leader
+    d.advance(6)
+    assert d.status("default.b")["stage"] in ("Starting", "Running")
+    assert d.status("default.b")["pods"][0]["phase"] == "Running"
+
+
+def test_a_gang_whose_leader_is_named_placeholder_still_works():
+    """The placeholders' ask key could be a pod's name (`<group>-placeholder`)."""
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG.replace("metadata: {name: g}", "metadata: {name: leader}")
+                            .replace("name: learner", "name: placeholder"))
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    st = d.status("default.leader")
+    assert st["stage"] == "Running" and all(p["phase"] == "Running" for p in st["pods"])
+
+
+def test_a_changed_job_under_a_known_name_replaces_the_old_run():
+    """Deleted and applied again (changed) while the controller was away: the old run went on."""
+    d = Driver()
+    d.start()
+    [old] = parse_manifests(GANG)
+    d.ctl.apply(old, 1, d.now)
+    d.flush()
+    [new] = parse_manifests(GANG.replace("counts: 3", "counts: 1").replace("minWorkersNum: 2", "minWorkersNum: 1"))
+    d.ctl.apply(new, 9, d.now)
+    d.flush()
+    run = d.ctl.runs["default.g"]
+    assert run.app_id.endswith("-9") and sorted(run.pods) == ["g-actor-0", "g-learner"]
+    assert {a.app.id for a in d.core_allocations()} == {run.app_id}  # the old one's allocations went
+
+
+def test_a_saved_run_that_is_not_its_jobs_is_skipped_at_recovery():
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG)
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    good = store.decode_saved(store.encode_saved(d.ctl.runs["default.g"]))[1]
+    bad = msgspec.structs.replace(good)
+    bad.pods = dict(good.pods)
+    bad.pods["g-actor-0"] = msgspec.structs.replace(bad.pods["g-actor-0"], worker_set="nope")
+    huge = msgspec.structs.replace(good, job=msgspec.structs.replace(good.job, priority=2**64))
+    again = Controller()
+    apps, held = again.recover([bad, huge])
+    assert again.runs == {} and apps == [] and held == {}
+
+
+def test_pods_on_a_node_gone_while_the_controller_was_away_are_placed_again():
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG.replace("basicPolicy: Gang", "basicPolicy: JobAntiAffinity"))
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    on_n2 = {p["name"] for p in d.status()["pods"] if p["node"] == "n2"}
+    assert on_n2
+    saved = store.decode_saved(store.encode_saved(d.ctl.runs["default.g"]))[1]
+    again = Driver("nodes:\n  - {name: n1, cpu: 8, memory: 16Gi}\n")  # n2 left the cluster file meanwhile
+    again.core, again.log = d.core, d.log
+    apps, held = again.ctl.recover([saved])
+    assert set(held) == {"n1"}
+    again.start(held=held, apps=apps)
+    again.ctl.resend()
+    again.flush()
+    st = again.status()
+    assert all(p["node"] == "n1" for p in st["pods"]) and len(again.core_allocations()) == 4
+    assert st["stage"] == "Running"
+
+
+def test_a_job_the_cluster_can_no_longer_hold_fails():
+    d = Driver("nodes:\n  - {name: big, cpu: 8, memory: 16Gi}\n  - {name: small, cpu: 1, memory: 2Gi}\n")
+    d.start()
+    d.ctl.apply(simple("g", "2", 2, "1", "100"), 1, d.now)
+    d.flush()
+    d.ctl.set_capacities({"small": d.nodes["small"].capacity}, d.now)  # big left the cluster file
+    d.flush()
+    st = d.status()
+    assert st["stage"] == "Failed" and st["scheduleState"] == "ScheduledFailed" and "fits no node" in st["message"]

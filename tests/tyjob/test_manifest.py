@@ -130,3 +130,27 @@ def test_any_document_is_a_job_or_errors_never_a_crash(doc):
         parse_manifests(text)
     except ManifestError as exc:
         assert exc.errors and all(isinstance(e, str) for e in exc.errors)
+
+
+def test_pod_names_must_be_unique():
+    """Leader `actor-0` and worker set `actor` named the same pod: the controller crashed."""
+    found = errors(MINIMAL.replace("name: learner", "name: actor-0"))
+    assert any("pod name job-a-actor-0 is both the leader and worker 0 of worker set actor" in e for e in found)
+
+
+def test_a_stored_job_is_checked_again():
+    import msgspec
+
+    from ykbus.tyjob.manifest import check_job
+
+    [job] = parse_manifests(MINIMAL)
+    assert check_job(job) == []
+    ws = job.worker_sets[0]
+    for broken in (msgspec.structs.replace(job, worker_sets=[msgspec.structs.replace(ws, counts=10**9)]),
+                   msgspec.structs.replace(job, priority=2**64),
+                   msgspec.structs.replace(job, worker_sets=[ws, ws]),
+                   msgspec.structs.replace(job, leader_name="actor-0"),
+                   msgspec.structs.replace(job, leader=msgspec.structs.replace(job.leader, duration_s=-1.0)),
+                   msgspec.structs.replace(job, leader=msgspec.structs.replace(job.leader, resources={"vcore": 2**64})),
+                   msgspec.structs.replace(job, name="Not A Name")):
+        assert check_job(broken), broken

@@ -111,7 +111,7 @@ class NodeClass:
     """Nodes of one capacity in the scored resources. Scores of its nodes share the
     denominator `scale * weight sum`: a share used/cap is `used * per[r] / scale`."""
 
-    __slots__ = ("caps", "scale", "per", "lists", "denominators")
+    __slots__ = ("caps", "scale", "per", "lists", "denominators", "nodes")
 
     def __init__(self, caps: tuple[int, ...]) -> None:
         self.caps = caps
@@ -123,6 +123,7 @@ class NodeClass:
         self.per = tuple(scale // c if c > 0 else 0 for c in caps)
         self.lists: dict[Ordering, SortedList] = {}
         self.denominators: dict[Ordering, int] = {}
+        self.nodes = 0  # how many nodes it holds; a class left empty is dropped
 
     def denominator(self, ordering: Ordering) -> int:
         """Of a weighted utilisation: scale * the weights of the resources the class has
@@ -213,9 +214,17 @@ class NodePolicies:
                 cls.lists[ordering].remove(key)
                 if self.fit_cache:
                     self._cache_drop(ordering, cls, key)
+            cls.nodes -= 1
+            if not cls.nodes:  # its last node left it (resized, drained or gone): choices skip it
+                del self.classes[cls.caps]
+                for ordering in self.orderings:
+                    shapes = self.fit_cache.pop((ordering, cls.caps), None)
+                    if shapes:
+                        self.cached -= len(shapes)
         if node.key is None:
             return
         cls = self._class(caps_of(node))
+        cls.nodes += 1
         keys = {}
         for ordering in self.orderings:
             key = keys[ordering] = cls.key(ordering, node)
@@ -249,7 +258,9 @@ class NodePolicies:
             for node_id in sorted(nodes):
                 node = nodes[node_id]
                 if node.key is not None:
-                    self.at[node_id] = (self._class(caps_of(node)), {})
+                    cls = self._class(caps_of(node))
+                    cls.nodes += 1
+                    self.at[node_id] = (cls, {})
         self.orderings.append(ordering)
         for cls in self.classes.values():
             cls.lists[ordering] = SortedList()

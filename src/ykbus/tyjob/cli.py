@@ -109,7 +109,10 @@ async def read_statuses(url: str, namespace: str | None, name: str | None) -> li
         kv = await store.bucket(nc)
         out = []
         for key in await store.keys(nc, kv, "spec."):
-            _, ns, job_name = key.split(".", 2)
+            parts = key.split(".")
+            if len(parts) != 3:
+                continue  # not a key `apply` writes
+            _, ns, job_name = parts
             if (namespace is not None and ns != namespace) or (name is not None and job_name != name):
                 continue
             data = await store.get_value(kv, store.status_key(f"{ns}.{job_name}"))

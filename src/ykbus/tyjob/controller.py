@@ -32,7 +32,7 @@ import msgspec
 
 from ykbus.core.policies import POLICY_TAG, ROLE_TAG
 from ykbus.si import messages as m
-from ykbus.tyjob.manifest import PodSpec, TYJob
+from ykbus.tyjob.manifest import PodSpec, TYJob, check_job, pod_names
 from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent
 
 PARTITION = "default"
@@ -50,6 +50,7 @@ QUEUES = """partitions:
 LEADER, WORKER = "leader", "worker"
 PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED = "Pending", "Scheduled", "Running", "Succeeded", "Failed"
 HOLDING = (SCHEDULED, RUNNING)  # phases in which a pod holds its allocation
+PLACEHOLDER_KEY = "placeholder/"  # + task group: the placeholders' ask (no pod name has a "/")
 
 
 class Pod(msgspec.Struct):
@@ -87,7 +88,7 @@ class JobRun(msgspec.Struct):
     placeholders: dict[str, Placeholder] = {}  # uuid -> placeholder held
     cleaned: bool = False
     removed: bool = False  # its application is removed from the core
-    followers_sent: bool = False  # Gang: the asks of the workers outside the gang, sent once it is placed
+    followers_sent: bool = False  # the asks that wait for the leader (or the gang) to be placed were sent
 
     def status(self) -> dict[str, Any]:
         return {"name": self.job.name, "namespace": self.job.namespace, "stage": self.stage,
@@ -95,6 +96,20 @@ class JobRun(msgspec.Struct):
                 "pods": [{"name": p.name, "role": p.role, "workerSet": p.worker_set, "node": p.node, "phase": p.phase}
                          for p in self.pods.values()],
                 "message": self.message}
+
+
+def consistent(run: JobRun) -> bool:
+    """Whether a saved run is one this controller could have made of its job: its job
+    keeps the manifest rules and its pods are the job's pods (a value read back from the
+    bucket may have been written by anyone)."""
+    if check_job(run.job):
+        return False
+    names = {name for name, _ in pod_names(run.job)}
+    sets = {ws.name for ws in run.job.worker_sets}
+    leaders = [p for p in run.pods.values() if p.role == LEADER]
+    return (set(run.pods) <= names and len(leaders) <= 1
+            and all(p.name == k and (p.role == LEADER or (p.role == WORKER and p.worker_set in sets))
+                    for k, p in run.pods.items()))
 
 
 def pod_spec(job: TYJob, pod: Pod) -> PodSpec:
@@ -146,10 +161,12 @@ class Controller:
     def apply(self, job: TYJob, revision: int, now: float) -> None:
         """A job stored (new, or changed: only `terminating` changes a running job)."""
         run = self.runs.get(job.key)
-        if run is not None:
-            run.job = msgspec.structs.replace(run.job, terminating=job.terminating)
+        if run is not None and msgspec.structs.replace(run.job, terminating=job.terminating) == job:
+            run.job = job
             self._advance(run, now)
             return
+        if run is not None:  # another job under the same name (deleted and applied again while away)
+            self.delete(job.key, now)
         run = new_run(job, f"tyjob-{job.namespace}-{job.name}-{revision}")
         self._add(run)
         self._submit(run)
@@ -169,13 +186,24 @@ class Controller:
 
     def recover(self, runs: list[JobRun]) -> tuple[list[m.AddApplicationRequest], dict[str, list[m.Allocation]]]:
         """Runs saved by an earlier controller: what to recover with (its applications, and
-        per node the allocations its pods and placeholders hold). The pending asks follow
-        once recovery is done (`resend`)."""
+        per node the allocations its pods and placeholders hold). A run that does not match
+        its own job is skipped; pods on a node no longer in the cluster are lost (asked
+        again), placeholders there dropped. The pending asks follow once recovery is done
+        (`resend`)."""
         apps, held = [], {}
         for run in runs:
+            if not consistent(run):
+                continue
             self._add(run)
             if run.removed:
                 continue
+            if self.capacities:
+                for pod in run.pods.values():
+                    if pod.uuid and pod.node not in self.capacities:
+                        pod.uuid, pod.node, pod.phase, pod.ends_at = "", "", PENDING, 0.0
+                        if run.stage not in FINAL:
+                            run.lost.append(pod.name)
+                run.placeholders = {u: ph for u, ph in run.placeholders.items() if ph.node in self.capacities}
             apps.append(self._app_request(run))
             for pod in run.pods.values():
                 if pod.uuid:
@@ -189,6 +217,17 @@ class Controller:
                     applicationID=run.app_id, partitionName=PARTITION, taskGroupName=ph.group, placeholder=True,
                     priority=run.job.priority))
         return apps, held
+
+    def set_capacities(self, capacities: dict[str, dict[str, int]], now: float) -> None:
+        """The cluster changed: a job it can no longer ever hold fails (ScheduledFailed)."""
+        self.capacities = capacities
+        for run in list(self.runs.values()):
+            if run.stage in FINAL or run.never_fits:
+                continue
+            problem = self._never_fits(run)
+            if problem:
+                run.never_fits = problem
+                self._advance(run, now)
 
     def resend(self) -> None:
         """After recovery: the asks of every pod (and placeholder) still waiting."""
@@ -245,25 +284,28 @@ class Controller:
             wanted = sum(1 for p in members if not p.placed) - held
             if wanted > 0 and not (only_pending and run.stage != Stage.PENDING.value):
                 asks.append(m.AllocationAsk(
-                    allocationKey=f"{group}-placeholder", applicationID=run.app_id, partitionName=PARTITION,
+                    allocationKey=f"{PLACEHOLDER_KEY}{group}", applicationID=run.app_id, partitionName=PARTITION,
                     resourceAsk=_resource(pod_spec(run.job, members[0]).resources), maxAllocations=wanted,
                     priority=run.job.priority, taskGroupName=group, placeholder=True))
-        followers = run.job.basic_policy != "Gang" or run.followers_sent
         asks.extend(self._ask(run, pod) for pod in run.pods.values()
-                    if pod.phase == PENDING and (followers or pod.group))
+                    if pod.phase == PENDING and (run.followers_sent or not _follower(run, pod)))
         return asks
 
-    def _gang_placed(self, run: JobRun) -> None:
-        """Once every member of the gang holds a placeholder or its place, the workers
-        outside the gang follow as ordinary asks (before, they would hold room the gang
-        may need, and wait for a leader that is not there)."""
-        if run.followers_sent or run.job.basic_policy != "Gang" or run.stage in FINAL:
+    def _release_followers(self, run: JobRun) -> None:
+        """Workers wait for their leader: their asks are sent once the leader is placed
+        (for Gang, the workers outside the gang once the gang is placed). Sent earlier,
+        they could take the room the leader (or the gang) needs and hold it, waiting."""
+        if run.followers_sent or run.stage in FINAL:
             return
-        held = len(run.placeholders) + sum(1 for p in run.pods.values() if p.group and p.placed)
-        if held < sum(1 for p in run.pods.values() if p.group):
+        if run.job.basic_policy == "Gang":
+            held = len(run.placeholders) + sum(1 for p in run.pods.values() if p.group and p.placed)
+            if held < sum(1 for p in run.pods.values() if p.group):
+                return
+        elif not any(p.role == LEADER and p.placed for p in run.pods.values()):
             return
         run.followers_sent = True
-        self.out.asks.extend(self._ask(run, pod) for pod in run.pods.values() if pod.phase == PENDING and not pod.group)
+        self.out.asks.extend(self._ask(run, pod) for pod in run.pods.values()
+                             if pod.phase == PENDING and _follower(run, pod))
 
     def _submit(self, run: JobRun) -> None:
         problem = self._never_fits(run)
@@ -361,7 +403,7 @@ class Controller:
                 touched[run.job.key] = run
                 run.never_fits = f"the core rejected pod {r.allocationKey}: {r.reason}"
         for run in touched.values():
-            self._gang_placed(run)
+            self._release_followers(run)
             self._advance(run, now)
 
     def on_states(self, states: list[m.UpdateContainerSchedulingStateRequest]) -> None:
@@ -373,7 +415,7 @@ class Controller:
             run = self.by_app.get(s.applicartionID)
             if run is None or run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value) or not s.reason:
                 continue
-            if run.app_id not in chosen or s.allocationKey.endswith("-placeholder"):
+            if run.app_id not in chosen or s.allocationKey.startswith(PLACEHOLDER_KEY):
                 chosen[run.app_id] = s
         for app_id, s in chosen.items():
             run = self.by_app[app_id]
@@ -442,7 +484,9 @@ class Controller:
 
     def _stage_event(self, run: JobRun) -> StageEvent | None:
         stage = Stage(run.stage)
-        leader = next(p for p in run.pods.values() if p.role == LEADER)
+        leader = next((p for p in run.pods.values() if p.role == LEADER), None)
+        if leader is None:  # cleaned away (cleanPodPolicy): the job has ended
+            return None
         if run.schedule == ScheduleState.SCHEDULED_FAILED:
             return StageEvent.SCHEDULE_FAILED
         if run.job.terminating:
@@ -517,6 +561,13 @@ class Controller:
         if not run.removed and not run.placeholders and not any(p.uuid for p in run.pods.values()):
             self.out.removes.append(run.app_id)
             run.removed = True
+
+
+def _follower(run: JobRun, pod: Pod) -> bool:
+    """A pod whose ask waits for the leader (for Gang: for the gang) to be placed."""
+    if run.job.basic_policy == "Gang":
+        return not pod.group
+    return pod.role == WORKER
 
 
 def _release(run: JobRun, uuid: str, key: str, message: str) -> m.AllocationRelease:

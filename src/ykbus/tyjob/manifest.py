@@ -295,10 +295,70 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     basic = c.string(policy.get("basicPolicy"), "spec.schedulerPolicy.basicPolicy", "", BASIC_POLICIES)
     if c.errors:
         return None, c.errors
-    return TYJob(namespace=namespace, name=name, leader_name=leader_name, leader=leader, worker_sets=worker_sets,
+    job = TYJob(namespace=namespace, name=name, leader_name=leader_name, leader=leader, worker_sets=worker_sets,
                  restart_limit=restart_limit, clean_pod_policy=clean, terminating=terminating,
                  min_workers=min_workers, priority=priority, job_queue_policy=queue_policy, basic_policy=basic,
-                 api_version=api_version, leader_template=leader_tpl, volumes=volumes), []
+                 api_version=api_version, leader_template=leader_tpl, volumes=volumes)
+    problems = check_job(job)
+    if problems:
+        return None, [f"{where}{e}" for e in problems]
+    return job, []
+
+
+def pod_names(job: TYJob) -> list[tuple[str, str]]:
+    """Every pod of the job, as (pod name, what it is): the leader `<job>-<leader>`, the
+    workers `<job>-<worker set>-<i>`."""
+    out = [(f"{job.name}-{job.leader_name}", "the leader")]
+    for ws in job.worker_sets:
+        out.extend((f"{job.name}-{ws.name}-{i}", f"worker {i} of worker set {ws.name}") for i in range(ws.counts))
+    return out
+
+
+def check_job(job: TYJob) -> list[str]:
+    """What a stored job breaks of the rules `parse_document` applies ([] when nothing):
+    a value read back from the bucket is checked again (anyone with access to NATS may
+    have written it), and every pod name must be unique."""
+    errors: list[str] = []
+
+    def bad(path: str, message: str) -> None:
+        errors.append(f"{path}: {message}")
+
+    for path, name in (("metadata.name", job.name), ("metadata.namespace", job.namespace),
+                       ("spec.leader.name", job.leader_name), *((f"spec.workerSets[{i}].name", ws.name)
+                                                               for i, ws in enumerate(job.worker_sets))):
+        if not name or len(name) > MAX_NAME or not NAME.match(name):
+            bad(path, f"must be a DNS-1123 label (got {name[:80]!r})")
+    if not 1 <= len(job.worker_sets) <= MAX_WORKER_SETS:
+        bad("spec.workerSets", f"must have 1 to {MAX_WORKER_SETS} worker sets")
+    for i, ws in enumerate(job.worker_sets):
+        if not 1 <= ws.counts <= MAX_COUNTS:
+            bad(f"spec.workerSets[{i}].counts", f"must be 1 to {MAX_COUNTS} (got {ws.counts})")
+    checks = [("spec.restartLimit", 0 <= job.restart_limit <= MAX_RESTART_LIMIT),
+              ("spec.cleanPodPolicy", job.clean_pod_policy in CLEAN_POD_POLICIES),
+              ("spec.priority", 1 <= job.priority <= 10),
+              ("spec.schedulerPolicy.jobQueuePolicy", job.job_queue_policy in JOB_QUEUE_POLICIES),
+              ("spec.schedulerPolicy.basicPolicy", job.basic_policy in ("", *BASIC_POLICIES))]
+    for path, ok in checks:
+        if not ok:
+            bad(path, "out of bounds")
+    if errors:
+        return errors
+    if not 0 <= job.min_workers <= job.workers:
+        bad("spec.minWorkersNum", f"must be 0 to the number of workers, {job.workers} (got {job.min_workers})")
+    for path, pod in (("spec.leader", job.leader), *((f"spec.workerSets[{i}]", ws.pod)
+                                                    for i, ws in enumerate(job.worker_sets))):
+        if not pod.resources or any(r not in RESOURCES.values() or not 0 <= v <= 2**63 - 1
+                                    for r, v in pod.resources.items()):
+            bad(f"{path}.template", "its requests must be cpu, memory or nvidia.com/gpu quantities")
+        if not (0 <= pod.duration_s <= MAX_DURATION_S and 0 <= pod.exit_code <= 255
+                and 0 <= pod.failures <= MAX_FAILURES):
+            bad(f"{path}.template.metadata.annotations", "a runtime annotation is out of bounds")
+    seen: dict[str, str] = {}
+    for name, what in pod_names(job):
+        if name in seen:
+            bad("spec", f"pod name {name} is both {seen[name]} and {what}: rename the leader or a worker set")
+        seen.setdefault(name, what)
+    return errors
 
 
 def parse_manifests(text: str, source: str = "") -> list[TYJob]:

@@ -24,6 +24,7 @@ from ykbus.si import messages as m
 from ykbus.tyjob import store
 from ykbus.tyjob.cluster import ClusterError, ClusterNode, load_cluster
 from ykbus.tyjob.controller import QUEUES, Controller
+from ykbus.tyjob.manifest import check_job
 
 log = logging.getLogger("ykbus.tyjob")
 TICK_S = 0.05
@@ -110,8 +111,10 @@ class ControllerService(ResourceManagerCallback):
             except Exception as exc:  # noqa: BLE001 - a hostile or foreign value: logged, skipped
                 log.warning("unreadable TYJob spec", extra={"fields": {"key": entry.key, "error": str(exc)[:200]}})
                 continue
-            if job.key != key:
-                log.warning("TYJob spec under the wrong key", extra={"fields": {"key": entry.key}})
+            problems = check_job(job)
+            if job.key != key or problems:
+                log.warning("TYJob spec refused", extra={"fields": {
+                    "key": entry.key, "error": "; ".join(problems)[:500] or "stored under another job's key"}})
                 continue
             self.ctl.apply(job, entry.revision, time.time())
 
@@ -175,6 +178,6 @@ class ControllerService(ResourceManagerCallback):
             changes += [n.info(m.ActionFromRM.UPDATE) for name, n in nodes.items()
                         if name in self.nodes and n != self.nodes[name]]
             self.nodes = nodes
-            self.ctl.capacities = {n.name: n.capacity for n in nodes.values()}
             if changes:
                 await self.client.add_nodes(changes)
+            self.ctl.set_capacities({n.name: n.capacity for n in nodes.values()}, time.time())

@@ -99,13 +99,33 @@ def decode_saved(data: bytes) -> tuple[dict[str, Any], JobRun]:
     return saved.status, saved.run
 
 
+class PodStatus(msgspec.Struct):
+    name: str
+    role: str
+    workerSet: str  # noqa: N815 - the status's JSON name
+    node: str
+    phase: str
+
+
+class Status(msgspec.Struct):
+    """A job's status as `ykbus tyjob get` shows it (docs/tyjob.md)."""
+
+    name: str
+    namespace: str
+    stage: str
+    scheduleState: str  # noqa: N815
+    restarts: int
+    pods: list[PodStatus]
+    message: str = ""
+
+
 def read_status(data: bytes) -> dict[str, Any] | None:
     """The status part of a saved value (None when it is not one this program wrote)."""
     try:
         status, _ = decode_saved(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError):
+        return msgspec.to_builtins(msgspec.convert(status, Status))
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return status if isinstance(status, dict) else None
 
 
 def encode_saved(run: JobRun) -> bytes:
