@@ -75,8 +75,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
         import anyio
         import nats
 
+        from ykbus.bus.local import default_url
+
+        url = args.nats or default_url()
+        async def quiet(_exc: Exception) -> None:
+            pass  # a core that cannot be reached is reported once, below
+
         async def ask_core() -> dict:
-            nc = await nats.connect(args.nats)
+            with anyio.fail_after(10):
+                nc = await nats.connect(url, connect_timeout=2, max_reconnect_attempts=1, reconnect_time_wait=0.2,
+                                        allow_reconnect=False, error_cb=quiet)
             try:
                 reply = await nc.request(f"{args.prefix}.api.applications",
                                          json.dumps({"rm": args.rm} if args.rm else {}).encode(), timeout=10)
@@ -87,7 +95,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         try:
             answer = anyio.run(ask_core)
         except Exception as exc:  # noqa: BLE001 - any failure to reach the core is reported, not raised
-            print(f"ykbus explain: could not ask the core at {args.nats}: {exc!r}", file=sys.stderr)
+            print(f"ykbus explain: could not ask the core at {url}: {exc!r}", file=sys.stderr)
             return 2
         if "error" in answer:
             print(f"ykbus explain: {answer['error']}", file=sys.stderr)
@@ -424,9 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("app", help="the application id")
     p.add_argument("ask", nargs="?", help="only this ask (allocationKey)")
     p.add_argument("--rm", help="only this RM's application of that id")
-    where = p.add_mutually_exclusive_group(required=True)
+    where = p.add_mutually_exclusive_group()
     where.add_argument("--log", help="replay this JSON Lines log and explain its final state")
-    where.add_argument("--nats", help="ask a live core over NATS (read API yk.v1.api.applications)")
+    where.add_argument("--nats", help="ask a live core over NATS (read API yk.v1.api.applications); the default: "
+                                      "$YKBUS_NATS, else the URL a running `ykbus up` wrote, else nats://127.0.0.1:4222")
     p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
     p.set_defaults(func=cmd_explain)
 
@@ -502,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         b.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("up", help="embedded nats-server + core + two demo RMs, with live progress")
+    p = sub.add_parser("up", help="embedded nats-server + core + three demo RMs, with live progress")
     p.add_argument("--data", metavar="DIR", help="keep the NATS store here (default: a temporary directory)")
     p.add_argument("--duration", type=float, default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
     p.add_argument("--secure", action="store_true",

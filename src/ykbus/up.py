@@ -14,6 +14,7 @@ import time
 
 import anyio
 
+from ykbus.bus.local import URL_FILE
 from ykbus.bus.permissions import (
     CoreIdentity,
     RmIdentity,
@@ -28,7 +29,6 @@ from ykbus.bus.server import NatsServer
 from ykbus.bus.service import CoreService, ServiceSettings
 from ykbus.sim.batch import BatchSim
 from ykbus.sim.k8s import K8sSim
-from ykbus.tyjob import store as tyjob_store
 from ykbus.tyjob.service import ControllerService
 
 
@@ -98,7 +98,7 @@ def _write_url(url: str, store: str) -> tuple[str, str]:
     """The NATS URL in the data directory and in ~/.ykbus/nats.url, where `ykbus tyjob`
     commands look for it (the latter removed again at stop)."""
     mine = os.path.join(store, "nats.url")
-    shared = os.path.expanduser(tyjob_store.URL_FILE)
+    shared = os.path.expanduser(URL_FILE)
     for path in (mine, shared):
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)

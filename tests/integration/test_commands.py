@@ -168,6 +168,28 @@ async def test_tyjob_commands_run_a_job_and_refuse_a_broken_manifest(nats_server
         core.terminate()
 
 
+def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
+    """Regression (newcomer walkthrough): with no server, `tyjob get` and `explain` retried
+    forever, printing a traceback every 2 s. The default URL comes from `ykbus up`'s file."""
+    import os
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"nats://127.0.0.1:{s.getsockname()[1]}"  # nothing listens there once closed
+    home = tmp_path / "home"
+    (home / ".ykbus").mkdir(parents=True)
+    (home / ".ykbus" / "nats.url").write_text(url + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "YKBUS_NATS"} | {"HOME": str(home)}
+    for args, code in ((("tyjob", "get"), 1), (("explain", "app-1"), 2)):
+        start = time.monotonic()
+        proc = ykbus(*args, env=env, timeout=30)
+        err = proc.stderr.decode()
+        assert proc.returncode == code and url in err and "Traceback" not in err, err[-1000:]
+        assert time.monotonic() - start < 10
+
+
 def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
     data = tmp_path / "nats"
     proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60", "--data", str(data)],

@@ -350,3 +350,20 @@ def test_a_job_the_cluster_can_no_longer_hold_fails():
     d.flush()
     st = d.status()
     assert st["stage"] == "Failed" and st["scheduleState"] == "ScheduledFailed" and "fits no node" in st["message"]
+
+
+def test_a_rescheduled_job_runs_again_with_its_message_cleared():
+    """Regression (newcomer walkthrough): a Running job still said `pods lost ...` or
+    `... waits: ...` after its pods were placed again."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 8, memory: 16Gi}\n  - {name: n2, cpu: 8, memory: 16Gi}\n")
+    d.start()
+    [job] = parse_manifests(GANG.replace("basicPolicy: Gang", "basicPolicy: JobAntiAffinity"))
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    assert {p["node"] for p in d.status()["pods"]} == {"n1", "n2"}
+    d.feed(d.log.nodes(msgspec.to_builtins(m.NodeInfo(nodeID="n2", action=m.ActionFromRM.DECOMISSION))))
+    assert d.status()["stage"] == "Rescheduling" and d.status()["message"].startswith("pods lost with their node")
+    d.flush()
+    st = d.status()
+    assert st["stage"] == "Running" and st["message"] == "" and {p["node"] for p in st["pods"]} == {"n1"}
+    assert st["application"] == d.ctl.runs["default.g"].app_id

@@ -15,6 +15,7 @@ import anyio
 import msgspec
 import nats
 
+from ykbus.bus.local import default_url
 from ykbus.tyjob import store
 from ykbus.tyjob.manifest import ManifestError, TYJob, parse_manifests
 
@@ -25,9 +26,17 @@ def _connect_error(url: str, exc: BaseException) -> SystemExit:
     return SystemExit(f"ykbus tyjob: cannot reach NATS at {url}: {exc or type(exc).__name__}")
 
 
+async def _quiet(_exc: Exception) -> None:
+    """nats-py's error callback: a failed connect is reported once, by the caller."""
+
+
 async def _open(url: str) -> Any:
+    """A connection for one command: two tries, then one line saying why (nats-py keeps
+    retrying a refused server forever with max_reconnect_attempts 0)."""
     try:
-        return await nats.connect(url, connect_timeout=3, max_reconnect_attempts=0, allow_reconnect=False)
+        with anyio.fail_after(10):
+            return await nats.connect(url, connect_timeout=2, max_reconnect_attempts=1, reconnect_time_wait=0.2,
+                                      allow_reconnect=False, error_cb=_quiet)
     except Exception as exc:  # noqa: BLE001 - reported as one line
         raise _connect_error(url, exc) from None
 
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("name")
     d.add_argument("-n", "--namespace", default="default")
     args = p.parse_args(argv)
-    url = args.nats or store.default_url()
+    url = args.nats or default_url()
     if args.cmd == "controller":
         from ykbus.bus.service import asyncio_loop_policy
         from ykbus.tyjob.cluster import ClusterError

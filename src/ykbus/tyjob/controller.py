@@ -95,7 +95,7 @@ class JobRun(msgspec.Struct):
                 "scheduleState": self.schedule, "restarts": self.restarts,
                 "pods": [{"name": p.name, "role": p.role, "workerSet": p.worker_set, "node": p.node, "phase": p.phase}
                          for p in self.pods.values()],
-                "message": self.message}
+                "message": self.message, "application": self.app_id}
 
 
 def consistent(run: JobRun) -> bool:
@@ -104,7 +104,7 @@ def consistent(run: JobRun) -> bool:
     bucket may have been written by anyone)."""
     if check_job(run.job):
         return False
-    names = {name for name, _ in pod_names(run.job)}
+    names = set(pod_names(run.job))
     sets = {ws.name for ws in run.job.worker_sets}
     leaders = [p for p in run.pods.values() if p.role == LEADER]
     return (set(run.pods) <= names and len(leaders) <= 1
@@ -520,7 +520,9 @@ class Controller:
             if stage_event is None or not STAGE.allows(Stage(run.stage), stage_event):
                 break
             run.stage = STAGE.advance(Stage(run.stage), stage_event).value
-            if stage_event is StageEvent.RESTARTS_EXCEEDED:
+            if stage_event in (StageEvent.LEADER_CREATED, StageEvent.WORKERS_READY, StageEvent.PODS_BACK):
+                run.message = ""  # what it waited for is there
+            elif stage_event is StageEvent.RESTARTS_EXCEEDED:
                 run.message = f"the leader failed {run.restarts} times, more than restartLimit {run.job.restart_limit}"
             elif stage_event is StageEvent.LEADER_SUCCEEDED:
                 run.message = "the leader succeeded"

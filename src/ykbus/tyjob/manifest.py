@@ -264,8 +264,10 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     worker_sets: list[WorkerSet] = []
     if sets_raw is None:
         c.error("spec.workerSets", "is required")
-    elif not isinstance(sets_raw, list) or not sets_raw:
-        c.error("spec.workerSets", f"must be a non-empty list (got {_kind(sets_raw)})")
+    elif not isinstance(sets_raw, list):
+        c.error("spec.workerSets", f"must be a list of worker sets (got {_kind(sets_raw)})")
+    elif not sets_raw:
+        c.error("spec.workerSets", "must list at least one worker set")
     elif len(sets_raw) > MAX_WORKER_SETS:
         c.error("spec.workerSets", f"more than {MAX_WORKER_SETS} worker sets")
     else:
@@ -293,6 +295,9 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     queue_policy = c.string(policy.get("jobQueuePolicy"), "spec.schedulerPolicy.jobQueuePolicy", "Priority",
                             JOB_QUEUE_POLICIES)
     basic = c.string(policy.get("basicPolicy"), "spec.schedulerPolicy.basicPolicy", "", BASIC_POLICIES)
+    if name and leader_name and worker_sets:  # checked with the rest: every error at once
+        for problem in _name_collisions(name, leader_name, [(ws.name, ws.counts) for ws in worker_sets]):
+            c.error("spec", problem)
     if c.errors:
         return None, c.errors
     job = TYJob(namespace=namespace, name=name, leader_name=leader_name, leader=leader, worker_sets=worker_sets,
@@ -305,13 +310,10 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     return job, []
 
 
-def pod_names(job: TYJob) -> list[tuple[str, str]]:
-    """Every pod of the job, as (pod name, what it is): the leader `<job>-<leader>`, the
-    workers `<job>-<worker set>-<i>`."""
-    out = [(f"{job.name}-{job.leader_name}", "the leader")]
-    for ws in job.worker_sets:
-        out.extend((f"{job.name}-{ws.name}-{i}", f"worker {i} of worker set {ws.name}") for i in range(ws.counts))
-    return out
+def pod_names(job: TYJob) -> list[str]:
+    """Every pod of the job: the leader `<job>-<leader>`, the workers `<job>-<worker set>-<i>`."""
+    return [f"{job.name}-{job.leader_name}",
+            *(f"{job.name}-{ws.name}-{i}" for ws in job.worker_sets for i in range(ws.counts))]
 
 
 def check_job(job: TYJob) -> list[str]:
@@ -353,12 +355,23 @@ def check_job(job: TYJob) -> list[str]:
         if not (0 <= pod.duration_s <= MAX_DURATION_S and 0 <= pod.exit_code <= 255
                 and 0 <= pod.failures <= MAX_FAILURES):
             bad(f"{path}.template.metadata.annotations", "a runtime annotation is out of bounds")
-    seen: dict[str, str] = {}
-    for name, what in pod_names(job):
-        if name in seen:
-            bad("spec", f"pod name {name} is both {seen[name]} and {what}: rename the leader or a worker set")
-        seen.setdefault(name, what)
+    for problem in _name_collisions(job.name, job.leader_name, [(ws.name, ws.counts) for ws in job.worker_sets]):
+        bad("spec", problem)
     return errors
+
+
+def _name_collisions(job: str, leader: str, sets: list[tuple[str, int]]) -> list[str]:
+    """Pod names given twice (the leader `<job>-<leader>`, workers `<job>-<set>-<i>`)."""
+    seen: dict[str, str] = {f"{job}-{leader}": "the leader"}
+    out = []
+    for ws, counts in sets:
+        for i in range(counts):
+            name, what = f"{job}-{ws}-{i}", f"worker {i} of worker set {ws}"
+            if name in seen:
+                out.append(f"pod name {name} is both {seen[name]} and {what}: rename the leader or a worker set")
+            else:
+                seen[name] = what
+    return out
 
 
 def parse_manifests(text: str, source: str = "") -> list[TYJob]:

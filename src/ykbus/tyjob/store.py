@@ -8,7 +8,6 @@ controller resumes from after a restart).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import msgspec
@@ -18,24 +17,6 @@ from ykbus.tyjob.controller import JobRun
 from ykbus.tyjob.manifest import TYJob
 
 BUCKET = "ykbus-tyjob"
-DEFAULT_URL = "nats://127.0.0.1:4222"
-URL_FILE = os.path.join("~", ".ykbus", "nats.url")  # written by `ykbus up` while it runs
-
-
-def default_url() -> str:
-    """`--nats` when not given: $YKBUS_NATS, else the URL a running `ykbus up` wrote, else
-    the local default."""
-    env = os.environ.get("YKBUS_NATS")
-    if env:
-        return env
-    try:
-        with open(os.path.expanduser(URL_FILE), encoding="utf-8") as f:
-            url = f.read().strip()
-            if url:
-                return url
-    except OSError:
-        pass
-    return DEFAULT_URL
 
 
 def spec_key(namespace: str, name: str) -> str:
@@ -117,6 +98,7 @@ class Status(msgspec.Struct):
     restarts: int
     pods: list[PodStatus]
     message: str = ""
+    application: str = ""  # its SI application id (for `ykbus explain APP --rm tyjob`)
 
 
 def read_status(data: bytes) -> dict[str, Any] | None:
