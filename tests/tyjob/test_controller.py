@@ -367,3 +367,23 @@ def test_a_rescheduled_job_runs_again_with_its_message_cleared():
     st = d.status()
     assert st["stage"] == "Running" and st["message"] == "" and {p["node"] for p in st["pods"]} == {"n1"}
     assert st["application"] == d.ctl.runs["default.g"].app_id
+
+
+def test_a_leader_lost_with_its_worker_gets_the_room_first():
+    """Both lost with their node: the leader (allocated first, asked again first) takes the
+    room left; its worker waits for more."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n  - {name: n2, cpu: 4, memory: 8Gi}\n")
+    d.start()
+    d.ctl.apply(simple("j", "3", 2, "1", "100"), 1, d.now)
+    d.flush()
+    where = {p["name"]: p["node"] for p in d.status("default.j")["pods"]}
+    assert where == {"j-l": "n1", "j-w-0": "n1", "j-w-1": "n2"}  # BinPack
+    d.feed(d.log.nodes(msgspec.to_builtins(m.NodeInfo(nodeID="n1", action=m.ActionFromRM.DECOMISSION))))
+    d.flush()
+    where = {p["name"]: (p["node"], p["phase"]) for p in d.status("default.j")["pods"]}
+    assert where["j-l"] == ("n2", "Running")  # n2's last 3 cpu went to the leader, not to its worker
+    assert where["j-w-0"] == ("", "Pending") and d.status("default.j")["stage"] == "Rescheduling"
+    d.feed(d.log.nodes(msgspec.to_builtins(d.nodes["n1"].info())))  # room again: the worker follows
+    d.flush()
+    st = d.status("default.j")
+    assert st["stage"] == "Running" and all(p["phase"] == "Running" for p in st["pods"])
