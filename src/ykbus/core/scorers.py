@@ -9,8 +9,9 @@ the node, so the index stays exact and choosing is O(log nodes) per allocation.
   `resourceweights` of (allocated + occupied) / capacity.
 - `BinpackingScorer` (`binpacking`): the most used first, same usage.
 
-The coming node policies (Arranger's BinPack, LeaderFirst, MinFragment, ...) plug in beside
-them.
+An application may choose another order for its asks, one of Arranger's node policies
+(tag `ykbus.io/node-policy`): those scores depend on the ask as well as the node, so they
+keep their own indexes (core/policies.py).
 """
 
 from __future__ import annotations
