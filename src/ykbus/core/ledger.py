@@ -55,7 +55,7 @@ class Ledger:
             sub_into(app.pending, res)
         app.allocations[alloc.uuid] = alloc
         if app.node_pods is not None:  # an affinity policy reads them
-            app.node_pods[node.id] = app.node_pods.get(node.id, 0) + 1
+            app.count_on(node.id, 1)
         self.allocations[alloc.uuid] = alloc
         self._app_moved(app)
 
@@ -71,12 +71,7 @@ class Ledger:
             sub_into(t.allocated, res)
         sub_into(app.allocated, res)
         del app.allocations[alloc.uuid]
-        pods = app.node_pods
-        if pods is not None:
-            left = pods[node.id] - 1
-            if left:
-                pods[node.id] = left
-            else:
-                del pods[node.id]
+        if app.node_pods is not None:
+            app.count_on(node.id, -1)
         del self.allocations[alloc.uuid]
         self._app_moved(app)

@@ -281,6 +281,16 @@ class App:
         self.policy = NodePolicy(name) if name is not None else None
         self.node_pods: dict[str, int] | None = {} if self.policy in AFFINITIES else None
 
+    def count_on(self, node_id: str, delta: int) -> None:
+        """One allocation more (+1) or fewer (-1) on `node_id`, for an affinity policy."""
+        pods = self.node_pods
+        if pods is not None:
+            left = pods.get(node_id, 0) + delta
+            if left:
+                pods[node_id] = left
+            else:
+                del pods[node_id]
+
     @property
     def placeholder_timeout_ms(self) -> int:
         return self.timeout_ms or PLACEHOLDER_TIMEOUT_MS

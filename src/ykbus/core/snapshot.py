@@ -400,7 +400,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
         app.allocations = {u: allocs[u] for u in sa.allocations}
         if app.node_pods is not None:  # derived: an affinity policy's allocations per node
             for alloc in app.allocations.values():
-                app.node_pods[alloc.node.id] = app.node_pods.get(alloc.node.id, 0) + 1
+                app.count_on(alloc.node.id, 1)
 
     for key in s.node_waiters:
         ask = asks[key]

@@ -66,6 +66,13 @@ async def apply_text(url: str, text: str, source: str) -> int:
     return await _apply(url, [(text, source)], [])
 
 
+def _refuse(errors: list[str]) -> int:
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    print(f"ykbus tyjob apply: {len(errors)} error(s); nothing stored", file=sys.stderr)
+    return 1
+
+
 async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> int:
     """Store the jobs of every text, all of them or none (every error printed)."""
     jobs: list[TYJob] = []
@@ -75,10 +82,7 @@ async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> i
         except ManifestError as exc:
             errors.extend(exc.errors)
     if errors:
-        for e in errors:
-            print(f"error: {e}", file=sys.stderr)
-        print(f"ykbus tyjob apply: {len(errors)} error(s); nothing stored", file=sys.stderr)
-        return 1
+        return _refuse(errors)
     nc = await _open(url)
     try:
         kv = await store.bucket(nc)
@@ -95,10 +99,7 @@ async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> i
                               f"(changed: {', '.join(_immutable_changes(old, job))}); delete it first")
             results.append((job, key, old))
         if errors:
-            for e in errors:
-                print(f"error: {e}", file=sys.stderr)
-            print(f"ykbus tyjob apply: {len(errors)} error(s); nothing stored", file=sys.stderr)
-            return 1
+            return _refuse(errors)
         for job, key, old in results:
             if old == job:
                 verb = "unchanged"

@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 from ykbus.core.policies import POLICY_TAG, ROLE_TAG
+from ykbus.core.resources import add_into, fmt_res
 from ykbus.si import messages as m
 from ykbus.tyjob.manifest import PodSpec, TYJob, check_job, pod_names
 from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent
@@ -64,6 +65,10 @@ class Pod(msgspec.Struct):
     restarts: int = 0
     ends_at: float = 0.0  # while Running: when this run ends (wall-clock seconds)
     placed: bool = False  # placed at least once
+
+    def unplace(self) -> None:
+        """It holds no allocation any more and waits to be placed (again)."""
+        self.uuid, self.node, self.phase, self.ends_at = "", "", PENDING, 0.0
 
 
 class Placeholder(msgspec.Struct):
@@ -200,7 +205,7 @@ class Controller:
             if self.capacities:
                 for pod in run.pods.values():
                     if pod.uuid and pod.node not in self.capacities:
-                        pod.uuid, pod.node, pod.phase, pod.ends_at = "", "", PENDING, 0.0
+                        pod.unplace()
                         if run.stage not in FINAL:
                             run.lost.append(pod.name)
                 run.placeholders = {u: ph for u, ph in run.placeholders.items() if ph.node in self.capacities}
@@ -232,7 +237,7 @@ class Controller:
     def resend(self) -> None:
         """After recovery: the asks of every pod (and placeholder) still waiting."""
         for run in self.runs.values():
-            if run.removed or run.stage in (s.value for s in FINAL):
+            if run.removed or run.stage in FINAL:
                 continue
             self.out.asks.extend(self._asks(run, only_pending=True))
 
@@ -260,8 +265,7 @@ class Controller:
         if job.basic_policy == "Gang":
             for pod in run.pods.values():
                 if pod.group:
-                    for r, v in pod_spec(job, pod).resources.items():
-                        gang[r] = gang.get(r, 0) + v
+                    add_into(gang, pod_spec(job, pod).resources)
         return m.AddApplicationRequest(
             applicationID=run.app_id, queueName="root.drf" if job.job_queue_policy == "DRF" else "root.priority",
             partitionName=PARTITION, ugi=m.UserGroupInformation(user=job.namespace), tags=tags,
@@ -324,19 +328,17 @@ class Controller:
         for pod in run.pods.values():
             res = pod_spec(run.job, pod).resources
             if not any(all(c.get(r, 0) >= v for r, v in res.items()) for c in caps.values()):
-                return f"pod {pod.name} ({_fmt(res)}) fits no node of the cluster"
+                return f"pod {pod.name} ({fmt_res(res)}) fits no node of the cluster"
         total: dict[str, int] = {}
         for c in caps.values():
-            for r, v in c.items():
-                total[r] = total.get(r, 0) + v
+            add_into(total, c)
         need: dict[str, int] = {}
         for pod in run.pods.values():
             if pod.group or run.job.basic_policy != "Gang" and pod.role == LEADER:
-                for r, v in pod_spec(run.job, pod).resources.items():
-                    need[r] = need.get(r, 0) + v
+                add_into(need, pod_spec(run.job, pod).resources)
         over = [r for r, v in need.items() if v > total.get(r, 0)]
         if over:
-            return f"its gang ({_fmt(need)}) is larger than the whole cluster ({_fmt(total)})"
+            return f"its gang ({fmt_res(need)}) is larger than the whole cluster ({fmt_res(total)})"
         return ""
 
     # --- the core's decisions in -------------------------------------------------------
@@ -392,7 +394,7 @@ class Controller:
             pod = next((p for p in run.pods.values() if p.uuid == r.UUID), None)
             if pod is None:
                 continue  # one it released itself
-            pod.uuid, pod.node, pod.phase, pod.ends_at = "", "", PENDING, 0.0
+            pod.unplace()
             if run.stage in FINAL:
                 continue
             run.lost.append(pod.name)
@@ -460,11 +462,10 @@ class Controller:
         """The pod stops holding its allocation (released to the core)."""
         if pod.uuid:
             self.out.releases.append(_release(run, pod.uuid, pod.name, message))
-        pod.uuid = ""
-        pod.ends_at = 0.0
-        pod.phase = phase or PENDING
-        if not phase:
-            pod.node = ""
+        if phase:  # it ran: it keeps its node in the status
+            pod.uuid, pod.phase, pod.ends_at = "", phase, 0.0
+        else:
+            pod.unplace()
 
     @staticmethod
     def _leader_created(run: JobRun) -> bool:
@@ -580,6 +581,3 @@ def _release(run: JobRun, uuid: str, key: str, message: str) -> m.AllocationRele
 def _resource(res: dict[str, int]) -> m.Resource:
     return m.Resource(resources={k: m.Quantity(v) for k, v in res.items()})
 
-
-def _fmt(res: dict[str, int]) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
