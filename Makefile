@@ -2,24 +2,35 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-$(VENV)/.installed: pyproject.toml
+# The modules setup.py compiles with mypyc (src/ykbus/core/compiled.py): built into the
+# source tree, and built again once one of them changes (until then the core runs them as
+# pure Python, and says so).
+COMPILED_SOURCES := $(shell python3 -c "import runpy; print(' '.join('src/ykbus/core/%s.py' % m for m in runpy.run_path('src/ykbus/core/compiled.py')['MODULES']))")
+
+$(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	YKBUS_PURE_PYTHON=1 $(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: run test schemas traces fuzz fuzz-long
-run: $(VENV)/.installed
+$(VENV)/.compiled: $(VENV)/.installed $(COMPILED_SOURCES)
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+.PHONY: build run test schemas traces fuzz fuzz-long
+build: $(VENV)/.compiled
+
+run: $(VENV)/.compiled
 	$(VENV)/bin/ykbus up
 
-test: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests services bench
+test: $(VENV)/.compiled
+	$(VENV)/bin/ruff check src tests services bench setup.py
 	$(PY) -m pytest
 
-schemas: $(VENV)/.installed
+schemas: $(VENV)/.compiled
 	$(VENV)/bin/ykbus schema --dir schemas
 
-traces: $(VENV)/.installed
+traces: $(VENV)/.compiled
 	$(PY) tests/traces/generate.py
 
 # The fuzz suite (tests/fuzz): `fuzz` is the short profile CI runs as part of `test`;
@@ -28,9 +39,9 @@ traces: $(VENV)/.installed
 FUZZ_LOGS ?= 20000
 FUZZ_MESSAGES ?= 50000
 FUZZ_SEED ?= $(shell date +%s)
-fuzz: $(VENV)/.installed
+fuzz: $(VENV)/.compiled
 	$(PY) -m pytest tests/fuzz
 
-fuzz-long: $(VENV)/.installed
+fuzz-long: $(VENV)/.compiled
 	-$(PY) -m tests.fuzz.campaign --logs $(FUZZ_LOGS) --messages $(FUZZ_MESSAGES) --seed $(FUZZ_SEED) --bus
 	YKBUS_FUZZ=long YKBUS_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest tests/fuzz

@@ -536,17 +536,9 @@ def test_out_of_order_entry_is_a_caller_bug():
 
 # --- incremental cost ------------------------------------------------------------------
 
-def test_unrelated_entries_do_not_retry_waiting_asks(h, monkeypatch):
-    from ykbus.core.scheduling import Scheduler
-    tries = []
-    original = Scheduler._ask
-
-    def counting(self, ask_):
-        tries.append(ask_.key)
-        return original(self, ask_)
-
-    monkeypatch.setattr(Scheduler, "_ask", counting)
+def test_unrelated_entries_do_not_retry_waiting_asks(h):
     h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    tries = h.core.rms["rm-1"].partitions["default"].scheduler.tried = []
     h.do(h.log.apps(app("big", "prod"), app("other", "prod")))
     h.do(h.log.asks(*[ask(f"k{i}", "big", vcore=2000) for i in range(500)]))
     assert len(tries) == 500  # each tried once, then waits for a node

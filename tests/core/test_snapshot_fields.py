@@ -26,7 +26,8 @@ def live_objects():
 
 
 def attributes(obj) -> set[str]:
-    slots = {n for c in type(obj).__mro__ for n in getattr(c, "__slots__", ())}
+    """An object's attributes: its classes' slots, or a compiled class's own list of them."""
+    slots = {n for c in type(obj).__mro__ for n in (*getattr(c, "__slots__", ()), *getattr(c, "__mypyc_attrs__", ()))}
     return slots | set(getattr(obj, "__dict__", {}))
 
 

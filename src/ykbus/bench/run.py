@@ -14,7 +14,7 @@ import tracemalloc
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ykbus.core import Core
+from ykbus.core import Core, compiled
 from ykbus.core.outbox import Entry
 from ykbus.yamlload import load_yaml
 
@@ -39,6 +39,7 @@ class Reporter:
         self.err.flush()
 
     def row(self, row: dict[str, Any]) -> None:
+        row = {**row, "core": compiled.mode}  # "compiled", or "python: <why>" (core/compiled.py)
         self.rows.append(row)
         if self.as_json:
             print(json.dumps(row), flush=True)
@@ -60,7 +61,7 @@ def _fmt(v: Any) -> str:
 
 def machine() -> str:
     import platform
-    return f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}"
+    return f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}, core {compiled.mode}"
 
 
 def fresh_core() -> Core:

@@ -129,7 +129,7 @@ def _fit(scheduler: Scheduler, ask: Ask, taken: dict[str, Res]) -> Node | None:
     else:
         cached = scheduler.fit_cache.get(ask.shape)
         keys = cached[1] if cached is not None else part.node_index
-        candidates = (part.nodes[k[1]] for k in keys)
+        candidates = [part.nodes[k[1]] for k in keys]
     for node in candidates:
         if node.reserved is not None:  # reserved for another ask: it takes nothing else
             continue

@@ -108,7 +108,7 @@ class Queue:
     def __init__(self, name: str, parent: Queue | None) -> None:
         self.name = name
         self.parent = parent
-        self.path = name if parent is None else f"{parent.path}.{name}"
+        self.path: str = name if parent is None else f"{parent.path}.{name}"
         self.children: dict[str, Queue] = {}
         self.leaf = True
         self.managed = True

@@ -845,46 +845,48 @@ class Partition:
     def commit(self, plan: Plan, ctx: Outbox) -> None:
         """The one applier: apply a plan's decisions in order."""
         for decision in plan:
-            kind = decision.__class__
-            if kind is Allocate:
+            if isinstance(decision, Allocate):
                 decision.ask.app.why = None
                 self._allocate(decision.ask, decision.node, ctx)
-            elif kind is Park:
-                ask = decision.ask
-                app = ask.app
-                app.why = None
-                where = decision.where
-                if where == NODE_WAIT and not (ask.placeholder and app.gang):
-                    delay = self.config.reservationdelay_ms * 1_000_000
-                    if not ask.since:  # it starts waiting for room: it may reserve a node later
-                        ask.since = ctx.ts
-                        self.timers.schedule(ctx.ts + delay, ReservationTimer(self, app, ask.key, ctx.ts))
-                    elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
-                        self._wait(ask, where, decision.state, decision.why, ctx)
-                        self.reserve_waiters[(app.id, ask.key)] = ask
-                        if not app.active:
-                            self._sync_app(app)
-                        continue
-                elif not where.startswith(REQUIRED_WAIT):  # held by a max, a limit, its gang: not by room
-                    if ask.reserved:
-                        self._unreserve(ask)
-                    ask.since = 0
-                self._wait(ask, where, decision.state, decision.why, ctx)
-                if not app.active:
-                    self._sync_app(app)
-            elif kind is Reserve:
+            elif isinstance(decision, Park):
+                self._park(decision, ctx)
+            elif isinstance(decision, Reserve):
                 self._reserve(decision.ask, decision.node, ctx)
-            elif kind is Hold:
+            elif isinstance(decision, Hold):
                 self._hold(decision.app, decision.on, decision.why, ctx)
-            elif kind is Defer:
+            elif isinstance(decision, Defer):
                 decision.app.why = decision.why
-            elif kind is GangAllocate:
+            elif isinstance(decision, GangAllocate):
                 self._place_gang(decision.app, decision.places, ctx)
-            elif kind is Replace:
+            elif isinstance(decision, Replace):
                 self._replace(decision.ask, decision.placeholder, ctx)
             else:  # CancelGroup: capacity of a TIMEOUT release is free at once
                 for ph in decision.placeholders:
                     self.release(ph, m.TerminationType.TIMEOUT, decision.message, ctx)
+
+    def _park(self, decision: Park, ctx: Outbox) -> None:
+        ask = decision.ask
+        app = ask.app
+        app.why = None
+        where = decision.where
+        if where == NODE_WAIT and not (ask.placeholder and app.gang):
+            delay = self.config.reservationdelay_ms * 1_000_000
+            if not ask.since:  # it starts waiting for room: it may reserve a node later
+                ask.since = ctx.ts
+                self.timers.schedule(ctx.ts + delay, ReservationTimer(self, app, ask.key, ctx.ts))
+            elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
+                self._wait(ask, where, decision.state, decision.why, ctx)
+                self.reserve_waiters[(app.id, ask.key)] = ask
+                if not app.active:
+                    self._sync_app(app)
+                return
+        elif not where.startswith(REQUIRED_WAIT):  # held by a max, a limit, its gang: not by room
+            if ask.reserved:
+                self._unreserve(ask)
+            ask.since = 0
+        self._wait(ask, where, decision.state, decision.why, ctx)
+        if not app.active:
+            self._sync_app(app)
 
     def _hold(self, app: App, on: Queue | Tracker, reason: why.Why, ctx: Outbox) -> None:
         """`app` waits in `on`'s app_waiters until it runs fewer applications."""

@@ -420,7 +420,7 @@ class NodePolicies:
             else:
                 distance = d_right
             found: Node | None = None
-            if d_right == distance:
+            if d_right is not None and d_right == distance:
                 value = d_right + target
                 for key in keys.islice(right):
                     if key[0] != value:
@@ -435,7 +435,7 @@ class NodePolicies:
                     budget -= 1
                     if budget == 0:
                         return _TOO_MANY
-            if d_left == distance:
+            if d_left is not None and d_left == distance:
                 value = target - d_left
                 start = keys.bisect_left((value,))
                 for key in keys.islice(start, left + 1):

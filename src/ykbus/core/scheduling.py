@@ -122,7 +122,7 @@ ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache", "claimed", "now")
+    __slots__ = ("part", "failed_shapes", "fit_cache", "claimed", "now", "tried")
 
     def __init__(self, partition: Partition) -> None:
         self.part = partition
@@ -134,6 +134,7 @@ class Scheduler:
         self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
+        self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
 
     def start(self, now: int) -> None:
         self.failed_shapes.clear()
@@ -266,6 +267,8 @@ class Scheduler:
         return None
 
     def _ask(self, ask: Ask) -> Decision:
+        if self.tried is not None:
+            self.tried.append(ask.key)
         res = ask.resource
         app = ask.app
         if app.queue.path == RECOVERY_QUEUE:
@@ -292,21 +295,21 @@ class Scheduler:
         if ask.required:
             return self._required(ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there
-            node = self.part.nodes[ask.reserved]
-            if fits(res, node.free):
-                return Allocate(ask, node)
+            own = self.part.nodes[ask.reserved]
+            if fits(res, own.free):
+                return Allocate(ask, own)
         if ask.shape not in self.failed_shapes:
             policy = app.policy
-            node = self.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
+            node: Node | None = self.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
         if ask.reserved:
             return Park(ask, NODE_WAIT, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
         if ask.since and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000:
-            node = self._reservable(ask)
-            if node is not None:
-                return Reserve(ask, node)
+            free_soonest = self._reservable(ask)
+            if free_soonest is not None:
+                return Reserve(ask, free_soonest)
         reason = f"no schedulable node has {fmt_res(res)} free"
         return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, why.no_node_room(reason, res))
 
