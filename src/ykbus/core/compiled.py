@@ -25,9 +25,11 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-# in the order they depend on each other: each imports only earlier ones (and uncompiled modules)
+# the scheduling pass and the model it reads: everything a pass runs, bar the reasons it
+# records (why.py) and the outbox, which hold msgspec Structs (mypyc compiles no Struct)
 MODULES = ("resources", "lifecycle", "model", "policies", "ledger", "scorers", "gang", "scheduling",
            "partition")
 PACKAGE = "ykbus.core"
@@ -49,7 +51,7 @@ def compiled_file(directory: Path, name: str) -> Path | None:
     return None
 
 
-def why_pure(directory: Path, environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+def why_pure(directory: Path, environ: Mapping[str, str] = os.environ) -> str:
     """Why the modules in `directory` must be loaded from their sources; "" when the build is current."""
     if environ.get(PURE_ENV, "") not in ("", "0"):
         return f"{PURE_ENV} is set"
