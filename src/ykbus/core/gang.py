@@ -122,25 +122,27 @@ def plan_gang(scheduler: Scheduler, app: App) -> list:
 
 def _fit(scheduler: Scheduler, ask: Ask, taken: dict[str, Res]) -> Node | None:
     """The first node in the scorer's order with room for `ask` beside what the gang took."""
-    res, part = ask.resource, scheduler.part
+    part = scheduler.part
     if ask.required:
         node = part.nodes.get(ask.required)
-        candidates = [node] if node is not None and node.key is not None else []
-    else:
-        cached = scheduler.fit_cache.get(ask.shape)
-        keys = cached[1] if cached is not None else part.node_index
-        candidates = [part.nodes[k[1]] for k in keys]
-    for node in candidates:
-        if node.reserved is not None:  # reserved for another ask: it takes nothing else
-            continue
-        free = node.free
-        took = taken.get(node.id)
-        if took is None:
-            if fits(res, free):
-                return node
-        elif all(free.get(r, 0) - took.get(r, 0) >= v for r, v in res.items()):
+        return node if node is not None and node.key is not None and _room(ask, node, taken) else None
+    cached = scheduler.fit_cache.get(ask.shape)
+    for key in cached[1] if cached is not None else part.node_index:  # in order, until one has room
+        node = part.nodes[key[1]]
+        if _room(ask, node, taken):
             return node
     return None
+
+
+def _room(ask: Ask, node: Node, taken: dict[str, Res]) -> bool:
+    """`node` takes `ask` beside what the gang took there (not when reserved for another ask)."""
+    if node.reserved is not None:
+        return False
+    res, free = ask.resource, node.free
+    took = taken.get(node.id)
+    if took is None:
+        return fits(res, free)
+    return all(free.get(r, 0) - took.get(r, 0) >= v for r, v in res.items())
 
 
 def replacement_for(app: App, ask: Ask, claimed: set[str]) -> Alloc | list[Alloc] | None:
