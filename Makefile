@@ -2,10 +2,11 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-# The modules setup.py compiles with mypyc (src/ykbus/core/compiled.py): built into the
-# source tree, and built again once one of them changes (until then the core runs them as
-# pure Python, and says so).
-COMPILED_SOURCES := $(shell python3 -c "import runpy; print(' '.join('src/ykbus/core/%s.py' % m for m in runpy.run_path('src/ykbus/core/compiled.py')['MODULES']))")
+# The core's sources (src/ykbus/core/compiled.py, core_sources): the build compiles some of
+# them and checks the types of the rest, so it runs again once one changes (until then the
+# core runs as pure Python, and says so). The stamp is taken before the build: a file saved
+# while it runs makes the next `make` build again.
+CORE_SOURCES := $(wildcard src/ykbus/core/*.py src/ykbus/si/*.py) src/ykbus/limits.py
 
 $(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
@@ -13,9 +14,10 @@ $(VENV)/.installed: pyproject.toml setup.py
 	YKBUS_PURE_PYTHON=1 $(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-$(VENV)/.compiled: $(VENV)/.installed $(COMPILED_SOURCES)
+$(VENV)/.compiled: $(VENV)/.installed $(CORE_SOURCES)
+	touch $@.next
 	$(PY) -m pip install -q --no-deps -e .
-	touch $@
+	mv $@.next $@
 
 .PHONY: build run test schemas traces fuzz fuzz-long
 build: $(VENV)/.compiled

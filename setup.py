@@ -7,20 +7,34 @@ Compiling needs a C compiler and Python's headers; the build fails, naming what 
 without them.
 """
 
+import json
 import os
 import runpy
+from pathlib import Path
 
 from setuptools import setup
 
-compiled = runpy.run_path("src/ykbus/core/compiled.py")
+PACKAGE = Path("src/ykbus")
+compiled = runpy.run_path(str(PACKAGE / "core" / "compiled.py"))  # the list, and what a build records
 
 
 def ext_modules() -> list:
+    record = PACKAGE / "core" / compiled["BUILT_FROM"]
     if os.environ.get(compiled["PURE_ENV"], "") not in ("", "0"):
+        # an earlier build in this tree (`make build`) goes, so that nothing compiled is left to load
+        record.unlink(missing_ok=True)
+        for name in compiled["MODULES"]:
+            old = compiled["compiled_file"](PACKAGE / "core", name)
+            if old is not None:
+                old.unlink()
+        for shared in PACKAGE.parent.glob("ykbus_core__mypyc.*"):
+            shared.unlink()
         return []
     from mypyc.build import mypycify
 
-    sources = [f"src/ykbus/core/{name}.py" for name in compiled["MODULES"]]
+    # what mypyc is about to read: a source changed after this point makes the build stale
+    record.write_text(json.dumps(compiled["core_sources"](PACKAGE), indent=1, sort_keys=True) + "\n")
+    sources = [str(PACKAGE / "core" / f"{name}.py") for name in compiled["MODULES"]]
     # the build environment has none of the runtime dependencies: mypy sees them as Any
     return mypycify(["--ignore-missing-imports", "--follow-imports=silent", *sources],
                     opt_level="3", group_name="ykbus_core")

@@ -4,6 +4,7 @@ it decides exactly what the sources decide."""
 from __future__ import annotations
 
 import importlib.machinery
+import json
 import os
 import subprocess
 import sys
@@ -50,15 +51,21 @@ print(len(inputs), " ".join(drifted))
     assert "compiled core is not used" not in run.stderr  # asked for: nothing to warn about
 
 
-def _build(directory: Path, *, skip: tuple[str, ...] = ()) -> None:
-    """A fake build in `directory`: every module's source, and a compiled file beside each."""
+def _build(package: Path, *, skip: tuple[str, ...] = (), record: bool = True) -> None:
+    """A fake build under `package` (a `ykbus` directory): the core's sources, a compiled
+    file beside each compiled module, and the record of what the build read."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (package / "core").mkdir(parents=True, exist_ok=True)
+    (package / "si").mkdir(exist_ok=True)
+    for name in (*compiled.MODULES, "core", "why"):
+        (package / "core" / f"{name}.py").write_text(f"# {name}\n")
+    (package / "si" / "messages.py").write_text("# messages\n")
+    (package / "limits.py").write_text("# limits\n")
     for name in compiled.MODULES:
-        (directory / f"{name}.py").write_text("")
         if name not in skip:
-            (directory / f"{name}{suffix}").write_bytes(b"")
-            os.utime(directory / f"{name}.py", (1_000, 1_000))
-            os.utime(directory / f"{name}{suffix}", (1_000, 1_000))
+            (package / "core" / f"{name}{suffix}").write_bytes(b"")
+    if record:
+        (package / "core" / compiled.BUILT_FROM).write_text(json.dumps(compiled.core_sources(package)))
 
 
 def test_a_current_build_is_used(tmp_path):
@@ -68,20 +75,32 @@ def test_a_current_build_is_used(tmp_path):
 
 def test_a_source_edited_after_the_build_is_run_from_source(tmp_path):
     _build(tmp_path)
-    os.utime(tmp_path / "ledger.py", (1_060, 1_060))  # a minute later
-    assert compiled.why_pure(tmp_path, {}) == "sources newer than their build: ledger.py"
+    (tmp_path / "core" / "ledger.py").write_text("# ledger, edited\n")
+    assert compiled.why_pure(tmp_path, {}) == "sources changed since the build: core/ledger.py"
 
 
-def test_files_unpacked_in_any_order_within_a_moment_are_one_build(tmp_path):
+def test_a_source_the_compiled_modules_only_import_counts_too(tmp_path):
+    """The compiled code checks the types of what it imports (a float where an int was)."""
     _build(tmp_path)
-    os.utime(tmp_path / "ledger.py", (1_000.5, 1_000.5))
+    (tmp_path / "si" / "messages.py").write_text("# messages, edited\n")
+    (tmp_path / "core" / "timers.py").write_text("# a new module\n")
+    assert compiled.why_pure(tmp_path, {}) == "sources changed since the build: core/timers.py, si/messages.py"
+
+
+def test_a_source_touched_but_not_changed_keeps_the_build(tmp_path):
+    _build(tmp_path)
+    os.utime(tmp_path / "core" / "ledger.py", (4_000_000_000, 4_000_000_000))
     assert compiled.why_pure(tmp_path, {}) == ""
+
+
+def test_a_build_without_its_record_is_not_used(tmp_path):
+    _build(tmp_path, record=False)
+    assert compiled.why_pure(tmp_path, {}) == f"the build left no record of its sources ({compiled.BUILT_FROM})"
 
 
 def test_a_build_missing_a_module_is_not_used(tmp_path):
     _build(tmp_path, skip=("gang",))
     assert compiled.why_pure(tmp_path, {}) == "compiled in part (missing: gang)"
-    (tmp_path / "none").mkdir()
     _build(tmp_path / "none", skip=compiled.MODULES)
     assert compiled.why_pure(tmp_path / "none", {}) == "not compiled"
 
@@ -92,8 +111,23 @@ def test_the_environment_asks_for_pure_python(tmp_path, value, pure):
     assert (compiled.why_pure(tmp_path, {compiled.PURE_ENV: value}) != "") is pure
 
 
+def test_a_pure_python_build_takes_away_an_earlier_compiled_one(tmp_path):
+    """`YKBUS_PURE_PYTHON=1 make build` after `make build`: nothing compiled is left to load."""
+    repo = Path(__file__).parents[2]
+    _build(tmp_path / "src" / "ykbus")
+    (tmp_path / "src" / "ykbus" / "core" / "compiled.py").write_bytes((repo / "src/ykbus/core/compiled.py").read_bytes())
+    (tmp_path / "src" / "ykbus_core__mypyc.so").write_bytes(b"")
+    (tmp_path / "setup.py").write_bytes((repo / "setup.py").read_bytes())
+    run = subprocess.run([sys.executable, "setup.py", "--name"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, compiled.PURE_ENV: "1"})
+    assert run.returncode == 0, run.stderr
+    assert compiled.why_pure(tmp_path / "src" / "ykbus", {}) == "not compiled"
+    assert not (tmp_path / "src" / "ykbus" / "core" / compiled.BUILT_FROM).exists()
+    assert not list((tmp_path / "src").glob("ykbus_core__mypyc*"))
+
+
 def test_a_stale_build_warns_once_and_runs_the_sources(tmp_path):
-    """The finder in a fresh interpreter, over a copy of the package whose sources are newer."""
+    """The finder in a fresh interpreter, over a copy of the package with one source changed."""
     here = Path(compiled.__file__).parent
     if compiled.compiled_file(here, "partition") is None:
         pytest.skip("no compiled core in this checkout")
@@ -103,14 +137,14 @@ def test_a_stale_build_warns_once_and_runs_the_sources(tmp_path):
     shutil.copytree(Path(compiled.__file__).parent.parent, root / "ykbus")
     for shared in Path(compiled.__file__).parent.parent.parent.glob("ykbus_core__mypyc*"):
         shutil.copy2(shared, root)
-    later = compiled.compiled_file(here, "ledger").stat().st_mtime + 60
-    os.utime(root / "ykbus" / "core" / "ledger.py", (later, later))
+    with open(root / "ykbus" / "core" / "ledger.py", "a") as f:
+        f.write("# edited after the build\n")
     script = "import ykbus.core, ykbus.core.partition as p; from ykbus.core import compiled; print(compiled.mode); print(p.__file__)"
     env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root,
                          env={**env, "PYTHONPATH": str(root)})
     assert run.returncode == 0, run.stderr
     mode, file = run.stdout.split("\n")[:2]
-    assert mode == "python: sources newer than their build: ledger.py"
+    assert mode == "python: sources changed since the build: core/ledger.py"
     assert file == str(root / "ykbus" / "core" / "partition.py")
-    assert run.stderr.count("the compiled core is not used (sources newer than their build: ledger.py)") == 1
+    assert run.stderr.count("the compiled core is not used (sources changed since the build: core/ledger.py)") == 1

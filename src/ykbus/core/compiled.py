@@ -7,22 +7,28 @@ the sources are what is compiled, and the golden traces replay to the same bytes
 (tests/core/test_compiled.py).
 
 Python imports an extension module before a source of the same name, so a build older than
-its sources would run old code. `select()`, which `ykbus/core/__init__.py` calls before any
-of these modules is imported, loads every one of them from its source instead when:
+its sources would run old code. The build records what it compiled from: the SHA-256 of
+every source of the core (`BUILT_FROM`: `core/`, `si/` and `limits.py`, whose types the
+compiled code checks at run time), read before mypyc reads them. `select()`, which
+`ykbus/core/__init__.py` calls before any of these modules is imported, loads every one of
+them from its source instead when:
 - `YKBUS_PURE_PYTHON` is set (to anything but empty or 0),
-- a source is newer than its compiled module (edited, or checked out, after the build),
+- a source of the core differs from what the build read (edited, or checked out, since:
+  even during the build), or the build left no record of it,
 - or not every module was compiled (a pure-Python install: `YKBUS_PURE_PYTHON=1 pip install`).
 It says why on stderr, once. All or none: the compiled modules share native classes, so a
 compiled module cannot take objects of a pure-Python one.
 
-Nothing here may be compiled itself, and it imports nothing of ykbus: setup.py reads it.
+Nothing here may be compiled itself, and it imports nothing of ykbus: setup.py runs it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -34,12 +40,17 @@ MODULES = ("resources", "lifecycle", "model", "policies", "ledger", "scorers", "
            "partition")
 PACKAGE = "ykbus.core"
 PURE_ENV = "YKBUS_PURE_PYTHON"
-# wheels are unpacked in any order within a moment: a source newer by more than this was
-# written after the build
-STALE_AFTER_S = 1.0
+BUILT_FROM = "compiled-sources.json"  # beside the modules: source path -> SHA-256, as the build read them
 
 UNSELECTED = "python: not selected yet"
 mode = UNSELECTED  # "compiled", or "python: <why>" (`ykbus bench` reports it)
+
+
+def core_sources(package: Path) -> dict[str, str]:
+    """SHA-256 of every source of the core under `package` (the `ykbus` directory), by
+    path relative to it: what the compiled modules were built from, and build against."""
+    paths = [*sorted((package / "core").glob("*.py")), *sorted((package / "si").glob("*.py")), package / "limits.py"]
+    return {p.relative_to(package).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
 def compiled_file(directory: Path, name: str) -> Path | None:
@@ -51,25 +62,26 @@ def compiled_file(directory: Path, name: str) -> Path | None:
     return None
 
 
-def why_pure(directory: Path, environ: Mapping[str, str] = os.environ) -> str:
-    """Why the modules in `directory` must be loaded from their sources; "" when the build is current."""
+def why_pure(package: Path, environ: Mapping[str, str] = os.environ) -> str:
+    """Why the compiled modules under `package` (the `ykbus` directory) must be loaded from
+    their sources; "" when the build is current."""
     if environ.get(PURE_ENV, "") not in ("", "0"):
         return f"{PURE_ENV} is set"
-    missing, newer = [], []
-    for name in MODULES:
-        built = compiled_file(directory, name)
-        if built is None:
-            missing.append(name)
-            continue
-        source = directory / f"{name}.py"
-        if source.exists() and source.stat().st_mtime > built.stat().st_mtime + STALE_AFTER_S:
-            newer.append(f"{name}.py")
+    core = package / "core"
+    missing = [name for name in MODULES if compiled_file(core, name) is None]
     if len(missing) == len(MODULES):
         return "not compiled"
     if missing:
         return f"compiled in part (missing: {', '.join(missing)})"
-    if newer:
-        return f"sources newer than their build: {', '.join(newer)}"
+    try:
+        recorded = json.loads((core / BUILT_FROM).read_text())
+    except (OSError, ValueError):
+        return f"the build left no record of its sources ({BUILT_FROM})"
+    now = core_sources(package)
+    changed = sorted(path for path in recorded.keys() | now.keys() if recorded.get(path) != now.get(path))
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        return f"sources changed since the build: {', '.join(changed[:3])}{more}"
     return ""
 
 
@@ -92,7 +104,7 @@ def select() -> str:
     if mode != UNSELECTED:
         return mode
     directory = Path(__file__).parent
-    why = why_pure(directory)
+    why = why_pure(directory.parent)
     if not why:
         mode = "compiled"
         return mode
