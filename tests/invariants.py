@@ -241,8 +241,8 @@ def gang_fits(p: Partition, app_) -> bool:
 
 
 def gang_does_not_fit_or_is_incomplete(p: Partition, app_) -> None:
-    """A gang with pending placeholders waits for a reason: it is incomplete, over a queue
-    max or limit, or without room. With placeholders of one size any first fit places the
+    """A gang with pending placeholders waits for a reason: it is incomplete, larger than one
+    entry places, over a queue max or limit, or without room. With placeholders of one size any first fit places the
     gang when one does, so our own first fit must fail too."""
     total = gang_total(app_)
     if not total:
@@ -253,8 +253,11 @@ def gang_does_not_fit_or_is_incomplete(p: Partition, app_) -> None:
         t.limit.maxresources and any(t.allocated.get(r, 0) + v > t.limit.maxresources[r]
                                      for r, v in total.items() if r in t.limit.maxresources)
         for t in app_.trackers)
+    from ykbus import limits
+
+    too_large = sum(a.pending for a in app_.asks.values() if a.placeholder) > limits.MAX_ALLOCATIONS_PER_ENTRY
     sizes = {tuple(sorted(a.resource.items())) for a in app_.asks.values() if a.placeholder and a.pending}
-    if not incomplete and not over and len(sizes) == 1 and not any(
+    if not incomplete and not over and not too_large and len(sizes) == 1 and not any(
             a.required for a in app_.asks.values() if a.placeholder and a.pending):
         assert not gang_fits(p, app_), f"gang {app_.id} fits whole but waits"
 
@@ -305,6 +308,9 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert d["pending"] == gang_total(app_) and gang_incomplete(app_), where
             elif why.code is C.GANG_NO_ROOM:
                 assert k.placeholder and not gang_fits(p, app_), where
+            elif why.code is C.GANG_TOO_LARGE:
+                count = sum(a.pending for a in app_.asks.values() if a.placeholder)
+                assert k.placeholder and d["placeholders"] == count > d["max"], where
             elif why.code is C.GANG_PENDING:
                 assert any(a.placeholder and a.pending and a.task_group == k.task_group
                            for a in app_.asks.values()), where

@@ -241,3 +241,38 @@ def test_real_asks_in_one_entry_take_distinct_placeholders():
     assert sorted(k for k, _, _ in new(confirmed)) == ["r1", "r2", "r3"]
     assert app_of(h, "g")["allocated"] == {"vcore": 2400}
     checked(h)
+
+
+def test_a_gang_larger_than_one_entry_places_waits_and_costs_nothing(monkeypatch):
+    """Regression (fuzzing): a placeholder ask with maxAllocations 2^31-1 kept one pass busy
+    for minutes, trying to place each placeholder of a gang that is placed whole in one entry."""
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(gang("huge", 1000), gang("g", 2000)))
+    outs = h.do(h.log.asks(ph("p", "huge", n=2**31 - 1)))
+    assert new(outs) == []
+    w = app_of(h, "huge")["asks"]["p"]["why"]
+    assert w["code"] == "GangTooLarge"
+    assert w["details"] == {"application": "huge", "placeholders": 2**31 - 1, "max": 10_000}
+    assert [s.reason for s in states(outs)] == [w["message"]]
+    assert "YKBUS_LIMIT_ALLOCATIONS_PER_ENTRY" in w["message"]
+    outs = h.do(h.log.asks(ph("q", "g", n=2)))  # the others are placed as before
+    assert sorted(k for k, _, _ in new(outs)) == ["q", "q"]
+    checked(h)
+
+
+def test_a_gang_of_exactly_one_entrys_placements_is_placed(monkeypatch):
+    from ykbus import limits
+
+    monkeypatch.setattr(limits, "MAX_ALLOCATIONS_PER_ENTRY", 3)
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(gang("g3", 3000), gang("g4", 3000)))
+    outs = h.do(h.log.asks(ph("a", "g3", n=2), ph("b", "g3", n=1), ph("c", "g4", n=4)))
+    assert sorted(k for k, _, _ in new(outs)) == ["a", "a", "b"]  # the entry's budget is spent
+    assert new(h.do(h.log.tick())) == []  # the next pass judges g4
+    assert app_of(h, "g4")["asks"]["c"]["why"]["details"]["placeholders"] == 4
+    checked(h)
+    outs = h.do(h.log.asks(ph("c", "g4", n=3)))  # the RM asks for fewer: the gang is judged again
+    assert sorted(k for k, _, _ in new(outs)) == ["c", "c", "c"]
+    checked(h)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ykbus import limits
 from ykbus.core import why
 from ykbus.core.model import GANG_WAIT, NODE_WAIT, Alloc, App, Ask, Node
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res, scaled
@@ -73,11 +74,17 @@ def plan_gang(scheduler: Scheduler, app: App) -> list:
 
     members = pending_placeholders(app)
     total: Res = {}
+    count = 0
     for a in members:
         add_into(total, scaled(a.resource, a.pending))
+        count += a.pending
 
     def park_all(where: str, state: m.SchedulingState, reason: why.Why) -> list:
         return [Park(a, where, state, reason) for a in members]
+
+    if count > limits.MAX_ALLOCATIONS_PER_ENTRY:  # the work of one entry stays bounded
+        return park_all(GANG_WAIT + app.id, m.SchedulingState.SKIPPED,
+                        why.gang_too_large(app.id, count, limits.MAX_ALLOCATIONS_PER_ENTRY))
 
     have = held(app)  # placeholders it holds already (recovered) count towards placeholderAsk
     add_into(have, total)
@@ -106,11 +113,11 @@ def plan_gang(scheduler: Scheduler, app: App) -> list:
     places: list[tuple[Ask, Node]] = []
     short: Res = {}
     for a in members:
-        for _ in range(a.pending):
+        for placed in range(a.pending):
             node = _fit(scheduler, a, taken)
-            if node is None:
-                add_into(short, a.resource)
-                continue
+            if node is None:  # what the gang takes only grows: the rest of this ask finds no node either
+                add_into(short, scaled(a.resource, a.pending - placed))
+                break
             places.append((a, node))
             add_into(taken.setdefault(node.id, {}), a.resource)
     if short:

@@ -37,6 +37,7 @@ class PendingCode(enum.StrEnum):
     RM_PAUSED = "RMPaused"  # its resource manager is Paused: nothing of it is placed until it is back
     GANG_INCOMPLETE = "GangIncomplete"  # a placeholder: the gang's pending placeholders do not cover placeholderAsk
     GANG_NO_ROOM = "GangNoRoom"  # a placeholder: the whole gang does not fit the nodes yet
+    GANG_TOO_LARGE = "GangTooLarge"  # a placeholder: the gang has more placeholders than one entry may place
     GANG_PENDING = "GangPending"  # a real ask: its task group's placeholders are not placed yet
     REPLACING = "Replacing"  # a real ask: waiting for the RM to release the placeholder it replaces
     RESERVED = "Reserved"  # waited long enough: a node is reserved for it until room frees there (or elsewhere)
@@ -121,6 +122,13 @@ def gang_incomplete(app: str, wanted: dict[str, int], pending: dict[str, int], m
 
 def gang_no_room(message: str, app: str, total: dict[str, int], short: dict[str, int]) -> Why:
     return Why(PendingCode.GANG_NO_ROOM, message, {"application": app, "asked": dict(total), "missing": dict(short)})
+
+
+def gang_too_large(app: str, placeholders: int, limit: int) -> Why:
+    return Why(PendingCode.GANG_TOO_LARGE,
+               f"gang {app} has {placeholders} placeholders pending: a gang is placed whole, in one entry, "
+               f"and an entry places at most {limit} (YKBUS_LIMIT_ALLOCATIONS_PER_ENTRY)",
+               {"application": app, "placeholders": placeholders, "max": limit})
 
 
 def gang_pending(app: str, group: str) -> Why:
