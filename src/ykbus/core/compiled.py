@@ -7,9 +7,10 @@ the sources are what is compiled, and the golden traces replay to the same bytes
 (tests/core/test_compiled.py).
 
 Python imports an extension module before a source of the same name, so a build older than
-its sources would run old code. The build records what it compiled from: the SHA-256 of
-every source of the core (`BUILT_FROM`: `core/`, `si/` and `limits.py`, whose types the
-compiled code checks at run time), read before mypyc reads them. `select()`, which
+its sources would run old code. The build records in `BUILT_FROM` what it compiled from:
+the SHA-256 of every source of the core (`core/`, `si/` and `limits.py`: compiled, or
+imported by compiled code that checks their types at run time), taken before mypyc reads
+them. `select()`, which
 `ykbus/core/__init__.py` calls before any of these modules is imported, loads every one of
 them from its source instead when:
 - `YKBUS_PURE_PYTHON` is set (to anything but empty or 0),
