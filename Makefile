@@ -20,7 +20,9 @@ $(VENV)/.compiled: $(VENV)/.installed $(CORE_SOURCES)
 	mv $@.next $@
 
 .PHONY: build run test schemas traces fuzz fuzz-long
-build: $(VENV)/.compiled
+build: $(VENV)/.installed  # compile the core now, whatever the last build was (a pure one, say)
+	rm -f $(VENV)/.compiled
+	$(MAKE) --no-print-directory $(VENV)/.compiled
 
 run: $(VENV)/.compiled
 	$(VENV)/bin/ykbus up
