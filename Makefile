@@ -2,11 +2,11 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-# The core's sources (src/ykbus/core/compiled.py, core_sources): the build compiles some of
-# them and checks the types of the rest, so it runs again once one changes (until then the
-# core runs as pure Python, and says so). The stamp is taken before the build: a file saved
-# while it runs makes the next `make` build again.
-CORE_SOURCES := $(wildcard src/ykbus/core/*.py src/ykbus/si/*.py) src/ykbus/limits.py
+# The core's sources (src/ykbus/core/compiled.py, core_source_paths): the build compiles
+# some of them and checks the types of the rest, so it runs again once one changes (until
+# then the core runs as pure Python, and says so). The stamp is taken before the build: a
+# file saved while it runs makes the next `make` build again.
+CORE_SOURCES := $(shell python3 -c "import runpy, pathlib; print(*runpy.run_path('src/ykbus/core/compiled.py')['core_source_paths'](pathlib.Path('src/ykbus')))")
 
 $(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)

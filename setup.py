@@ -27,7 +27,7 @@ def ext_modules() -> list:
             old = compiled["compiled_file"](PACKAGE / "core", name)
             if old is not None:
                 old.unlink()
-        for shared in PACKAGE.parent.glob("ykbus_core__mypyc.*"):
+        for shared in PACKAGE.parent.glob(f"{compiled['GROUP']}__mypyc.*"):
             shared.unlink()
         return []
     from mypyc.build import mypycify
@@ -37,7 +37,7 @@ def ext_modules() -> list:
     sources = [str(PACKAGE / "core" / f"{name}.py") for name in compiled["MODULES"]]
     # the build environment has none of the runtime dependencies: mypy sees them as Any
     return mypycify(["--ignore-missing-imports", "--follow-imports=silent", *sources],
-                    opt_level="3", group_name="ykbus_core")
+                    opt_level="3", group_name=compiled["GROUP"])
 
 
 setup(ext_modules=ext_modules())

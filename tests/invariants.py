@@ -202,6 +202,11 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                     f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
 
 
+def gang_placeholders(app_) -> int:
+    """How many placeholder allocations a gang has pending."""
+    return sum(a.pending for a in app_.asks.values() if a.placeholder)
+
+
 def gang_total(app_) -> dict[str, int]:
     """What a gang's pending placeholders ask, together."""
     total: dict[str, int] = {}
@@ -255,7 +260,7 @@ def gang_does_not_fit_or_is_incomplete(p: Partition, app_) -> None:
         for t in app_.trackers)
     from ykbus import limits
 
-    too_large = sum(a.pending for a in app_.asks.values() if a.placeholder) > limits.MAX_ALLOCATIONS_PER_ENTRY
+    too_large = gang_placeholders(app_) > limits.MAX_ALLOCATIONS_PER_ENTRY
     sizes = {tuple(sorted(a.resource.items())) for a in app_.asks.values() if a.placeholder and a.pending}
     if not incomplete and not over and not too_large and len(sizes) == 1 and not any(
             a.required for a in app_.asks.values() if a.placeholder and a.pending):
@@ -309,8 +314,7 @@ def pending_reasons_are_true(p: Partition) -> None:
             elif why.code is C.GANG_NO_ROOM:
                 assert k.placeholder and not gang_fits(p, app_), where
             elif why.code is C.GANG_TOO_LARGE:
-                count = sum(a.pending for a in app_.asks.values() if a.placeholder)
-                assert k.placeholder and d["placeholders"] == count > d["max"], where
+                assert k.placeholder and d["placeholders"] == gang_placeholders(app_) > d["max"], where
             elif why.code is C.GANG_PENDING:
                 assert any(a.placeholder and a.pending and a.task_group == k.task_group
                            for a in app_.asks.values()), where

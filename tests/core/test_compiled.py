@@ -116,14 +116,14 @@ def test_a_pure_python_build_takes_away_an_earlier_compiled_one(tmp_path):
     repo = Path(__file__).parents[2]
     _build(tmp_path / "src" / "ykbus")
     (tmp_path / "src" / "ykbus" / "core" / "compiled.py").write_bytes((repo / "src/ykbus/core/compiled.py").read_bytes())
-    (tmp_path / "src" / "ykbus_core__mypyc.so").write_bytes(b"")
+    (tmp_path / "src" / f"{compiled.GROUP}__mypyc.so").write_bytes(b"")
     (tmp_path / "setup.py").write_bytes((repo / "setup.py").read_bytes())
     run = subprocess.run([sys.executable, "setup.py", "--name"], cwd=tmp_path, capture_output=True, text=True,
                          env={**os.environ, compiled.PURE_ENV: "1"})
     assert run.returncode == 0, run.stderr
     assert compiled.why_pure(tmp_path / "src" / "ykbus", {}) == "not compiled"
     assert not (tmp_path / "src" / "ykbus" / "core" / compiled.BUILT_FROM).exists()
-    assert not list((tmp_path / "src").glob("ykbus_core__mypyc*"))
+    assert not list((tmp_path / "src").glob(f"{compiled.GROUP}__mypyc*"))
 
 
 def test_a_stale_build_warns_once_and_runs_the_sources(tmp_path):
@@ -135,7 +135,7 @@ def test_a_stale_build_warns_once_and_runs_the_sources(tmp_path):
 
     root = tmp_path / "site"
     shutil.copytree(Path(compiled.__file__).parent.parent, root / "ykbus")
-    for shared in Path(compiled.__file__).parent.parent.parent.glob("ykbus_core__mypyc*"):
+    for shared in Path(compiled.__file__).parent.parent.parent.glob(f"{compiled.GROUP}__mypyc*"):
         shutil.copy2(shared, root)
     with open(root / "ykbus" / "core" / "ledger.py", "a") as f:
         f.write("# edited after the build\n")

@@ -40,6 +40,7 @@ from pathlib import Path
 MODULES = ("resources", "lifecycle", "model", "policies", "ledger", "scorers", "gang", "scheduling",
            "partition")
 PACKAGE = "ykbus.core"
+GROUP = "ykbus_core"  # mypyc's group: the shared library `ykbus_core__mypyc.<suffix>` beside the package
 PURE_ENV = "YKBUS_PURE_PYTHON"
 BUILT_FROM = "compiled-sources.json"  # beside the modules: source path -> SHA-256, as the build read them
 
@@ -47,11 +48,16 @@ UNSELECTED = "python: not selected yet"
 mode = UNSELECTED  # "compiled", or "python: <why>" (`ykbus bench` reports it)
 
 
+def core_source_paths(package: Path) -> list[Path]:
+    """Every source of the core under `package` (the `ykbus` directory): what the compiled
+    modules are built from, and build against (the Makefile rebuilds when one changes)."""
+    return [*sorted((package / "core").glob("*.py")), *sorted((package / "si").glob("*.py")), package / "limits.py"]
+
+
 def core_sources(package: Path) -> dict[str, str]:
-    """SHA-256 of every source of the core under `package` (the `ykbus` directory), by
-    path relative to it: what the compiled modules were built from, and build against."""
-    paths = [*sorted((package / "core").glob("*.py")), *sorted((package / "si").glob("*.py")), package / "limits.py"]
-    return {p.relative_to(package).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+    """SHA-256 of each of `core_source_paths`, by path relative to `package`."""
+    return {p.relative_to(package).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in core_source_paths(package)}
 
 
 def compiled_file(directory: Path, name: str) -> Path | None:
