@@ -25,7 +25,7 @@ build: $(VENV)/.installed  # compile the core now, whatever the last build was (
 	$(MAKE) --no-print-directory $(VENV)/.compiled
 
 run: $(VENV)/.compiled
-	$(VENV)/bin/ykbus up
+	$(VENV)/bin/ykbus up $(ARGS)
 
 test: $(VENV)/.compiled
 	$(VENV)/bin/ruff check src tests services bench setup.py

@@ -8,6 +8,8 @@ import os
 import sys
 from importlib import resources
 
+from ykbus.bus.local import FIND_URL, NatsUnreachable, default_url
+from ykbus.cliparse import Parser
 from ykbus.core.config import ConfigError
 
 
@@ -73,18 +75,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
         import json
 
         import anyio
-        import nats
 
-        from ykbus.bus.local import default_url
+        from ykbus.bus.local import connect, default_url
 
         url = args.nats or default_url()
-        async def quiet(_exc: Exception) -> None:
-            pass  # a core that cannot be reached is reported once, below
 
         async def ask_core() -> dict:
-            with anyio.fail_after(10):
-                nc = await nats.connect(url, connect_timeout=2, max_reconnect_attempts=1, reconnect_time_wait=0.2,
-                                        allow_reconnect=False, error_cb=quiet)
+            nc = await connect(url, allow_reconnect=False)
             try:
                 reply = await nc.request(f"{args.prefix}.api.applications",
                                          json.dumps({"rm": args.rm} if args.rm else {}).encode(), timeout=10)
@@ -94,7 +91,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         try:
             answer = anyio.run(ask_core)
-        except Exception as exc:  # noqa: BLE001 - any failure to reach the core is reported, not raised
+        except NatsUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a core that does not answer is reported, not raised
             print(f"ykbus explain: could not ask the core at {url}: {exc!r}", file=sys.stderr)
             return 2
         if "error" in answer:
@@ -244,7 +243,7 @@ def _service_settings(args: argparse.Namespace):
     if exposed:
         sys.exit(f"ykbus: {exposed}")
     return ServiceSettings(
-        nats_url=flag("nats", c.nats.url) or c.nats.url, prefix=flag("prefix", c.nats.prefix),
+        nats_url=flag("nats", c.nats.url) or default_url(), prefix=flag("prefix", c.nats.prefix),
         queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
         watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
         snapshot_every=flag("snapshot_every", c.snapshot_every),
@@ -323,7 +322,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from ykbus.bus.record import record
 
-    n = anyio.run(record, args.nats, args.out, args.prefix)
+    n = anyio.run(record, args.nats or default_url(), args.out, args.prefix)
     print(f"ykbus record: {n} entries written to {args.out}", file=sys.stderr)
     return 0
 
@@ -335,8 +334,10 @@ def cmd_tyjob(args: argparse.Namespace) -> int:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
+    from ykbus import logs
     from ykbus.bus.service import asyncio_loop_policy
 
+    logs.setup("info")  # warnings and errors on stderr (`docker compose logs`); progress on stdout
     asyncio_loop_policy()
     if args.kind == "k8s":
         from ykbus.sim.k8s import main as run
@@ -409,16 +410,25 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["tyjob"]:  # its own parser, flags and all (ykbus/tyjob/cli.py)
-        from ykbus.tyjob.cli import main as tyjob
+    unreachable: list[BaseException] = []
+    try:
+        if argv[:1] == ["tyjob"]:  # its own parser, flags and all (ykbus/tyjob/cli.py)
+            from ykbus.tyjob.cli import main as tyjob
 
-        return tyjob(argv[1:])
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+            return tyjob(argv[1:])
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except* NatsUnreachable as group:  # one line, whichever task of the command met it
+        unreachable += _leaves(group)
+    print(f"ykbus {argv[0]}: {unreachable[0]}", file=sys.stderr)
+    return 2
+
+
+NATS_HELP = f"NATS server (default: {FIND_URL})"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ykbus", description="A YuniKorn-style scheduler core over NATS.")
+    parser = Parser(prog="ykbus", description="A YuniKorn-style scheduler core over NATS.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("replay", help="apply a JSONL log to a fresh core and write every output")
@@ -434,8 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rm", help="only this RM's application of that id")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--log", help="replay this JSON Lines log and explain its final state")
-    where.add_argument("--nats", help="ask a live core over NATS (read API yk.v1.api.applications); the default: "
-                                      "$YKBUS_NATS, else the URL a running `ykbus up` wrote, else nats://127.0.0.1:4222")
+    where.add_argument("--nats", metavar="URL", help="ask a live core over NATS (read API yk.v1.api.applications); "
+                                                     + NATS_HELP)
     p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
     p.set_defaults(func=cmd_explain)
 
@@ -455,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("core", help="run the core service against a NATS server")
-    p.add_argument("--nats", default=None, metavar="URL", help="NATS server (nats://127.0.0.1:4222)")
+    p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP + " (or the service configuration's)")
     _add_service_flags(p)
     p.set_defaults(func=cmd_core)
 
@@ -467,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_nats_config)
 
     p = sub.add_parser("record", help="export the input stream to a JSON Lines log file")
-    p.add_argument("--nats", default="nats://127.0.0.1:4222", metavar="URL")
+    p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
     p.add_argument("--out", required=True, metavar="LOG.jsonl")
     p.add_argument("--prefix", default="yk.v1")
     p.set_defaults(func=cmd_record)
@@ -512,7 +522,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("up", help="embedded nats-server + core + three demo RMs, with live progress")
-    p.add_argument("--data", metavar="DIR", help="keep the NATS store here (default: a temporary directory)")
+    p.add_argument("--data", metavar="DIR", help="the data directory: the NATS store (the log, snapshots), queue files, "
+                   "the demo RMs' state; kept, and resumed by the next `ykbus up` (default: ~/.ykbus/up)")
+    p.add_argument("--fresh", action="store_true",
+                   help="empty the data directory first (one `ykbus up` made) and start clean")
     p.add_argument("--duration", type=float, default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
     p.add_argument("--secure", action="store_true",
                    help="one NATS user per RM with allow-list permissions (written to the data directory, 0600)")

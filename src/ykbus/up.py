@@ -7,9 +7,9 @@ import argparse
 import getpass
 import logging
 import os
+import shutil
 import signal
 import sys
-import tempfile
 import time
 
 import anyio
@@ -27,29 +27,50 @@ from ykbus.bus.permissions import (
 )
 from ykbus.bus.server import NatsServer
 from ykbus.bus.service import CoreService, ServiceSettings
+from ykbus.sim.base import SimRM
 from ykbus.sim.batch import BatchSim
 from ykbus.sim.k8s import K8sSim
 from ykbus.tyjob.service import ControllerService
+from ykbus.tyjob.store import BUCKET as TYJOB_BUCKET
+
+DEFAULT_DATA = os.path.join("~", ".ykbus", "up")  # kept between runs: the next `ykbus up` resumes it
+ADMIN = "(admin)"  # the process owner's identity among the demo RMs' connect options (not an RM id)
+MARKER = ".ykbus-up"  # in a data directory `ykbus up` made: only such a directory is wiped by --fresh
+
+
+def data_directory(given: str | None, fresh: bool) -> tuple[str, bool]:
+    """The data directory (made if missing) and whether it holds an earlier run to resume.
+    With `fresh`, an earlier run's directory is emptied first; a directory `ykbus up` did
+    not make is never emptied."""
+    path = os.path.abspath(os.path.expanduser(given or DEFAULT_DATA))
+    marker = os.path.join(path, MARKER)
+    if fresh and os.path.isdir(path) and os.listdir(path):
+        if not os.path.exists(marker):
+            raise SystemExit(f"ykbus up: --fresh: {path} was not made by `ykbus up` (no {MARKER} in it): "
+                             "not emptied; remove it yourself or choose another --data")
+        shutil.rmtree(path)
+    resuming = os.path.exists(os.path.join(path, "js"))
+    os.makedirs(path, exist_ok=True)
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write("a data directory of `ykbus up`: `ykbus up --fresh` empties it\n")
+    return path, resuming
 
 
 def up(args: argparse.Namespace) -> int:
     from ykbus.cli import _service_settings
 
     settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
-    store, tmp, rm_options, auth = args.data, None, {}, ""
+    store, resuming = data_directory(args.data, args.fresh)
+    print(f"ykbus up: data in {store} " + ("(resuming the run kept there" if resuming else "(new")
+          + "; `ykbus up --fresh` or `make run ARGS=--fresh` starts clean)", flush=True)
+    rm_options, auth = {}, ""
     if getattr(args, "secure", False):
-        if store is None:
-            tmp = tempfile.TemporaryDirectory(prefix="ykbus-up-")
-            store = tmp.name
         config = _secure(store)
         settings.nats_options.update(user=config.core.user, password=config.core.password)
         rm_options = {r.id: connect_options(r.id, r.password) for r in config.rms}
+        rm_options[ADMIN] = connect_options(config.admins[0].user, config.admins[0].password)
         auth = 'include "auth.conf"\n'  # beside the nats.conf NatsServer writes in the store
-    try:
-        return _up(args, settings, store, rm_options, auth)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    return _up(args, settings, store, rm_options, auth)
 
 
 def _secure(store: str) -> RmsConfig:
@@ -65,15 +86,16 @@ def _secure(store: str) -> RmsConfig:
 
     config = RmsConfig(
         core=CoreIdentity(password=old.core.password if old.core else None),
-        rms=[RmIdentity(rm, password=kept(old.rms, rm)) for rm in ("k8s", "batch")],
-        admins=[UserIdentity(owner, password=kept(old.admins, owner))])
+        rms=[RmIdentity(rm, password=kept(old.rms, rm), buckets=[TYJOB_BUCKET] if rm == "tyjob" else [])
+             for rm in ("k8s", "batch", "tyjob")],
+        admins=[UserIdentity(owner, password=kept(old.admins, owner), buckets=[TYJOB_BUCKET])])
     done = generate(config, os.path.join(store, "auth.conf"), secrets_path)
     print(f"ykbus up: secured: one NATS user per RM, core and admin {owner!r} ({store}/auth.conf); "
-          f"their passwords in {secrets_path}", flush=True)
+          f"their passwords in {secrets_path} (ykbus tyjob get --nats-secrets {secrets_path})", flush=True)
     return done.config
 
 
-def _up(args: argparse.Namespace, settings: ServiceSettings, store: str | None, rm_options: dict[str, dict],
+def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_options: dict[str, dict],
         auth: str) -> int:
     with NatsServer(store_dir=store, sync_always=args.sync_always, extra_conf=auth) as server:
         settings.nats_url = server.url
@@ -82,12 +104,12 @@ def _up(args: argparse.Namespace, settings: ServiceSettings, store: str | None, 
             settings.queues_dir = _queue_files(os.path.join(server.store_dir, "queues"))
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
         url_files = _write_url(server.url, server.store_dir)
-        cluster = None if rm_options else _tyjob_cluster(os.path.join(server.store_dir, "tyjob"))
+        cluster = _tyjob_cluster(os.path.join(server.store_dir, "tyjob"))
         if settings.queues_dir:
             print(f"ykbus up: queue configuration per RM in {settings.queues_dir}/<rm>.yaml: "
                   "edit it while this runs, a valid change applies within seconds", flush=True)
         try:
-            anyio.run(_run, settings, args.duration, rm_options, cluster)
+            anyio.run(_run, settings, args.duration, os.path.join(store, "rms"), rm_options, cluster)
         finally:
             _remove_url(url_files[1], server.url)
     print("ykbus up: stopped", flush=True)
@@ -145,14 +167,21 @@ def _queue_files(directory: str) -> str:
     return directory
 
 
-async def _run(settings: ServiceSettings, duration: float, rm_options: dict[str, dict] | None = None,
+async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_options: dict[str, dict] | None = None,
                tyjob_cluster: str | None = None) -> None:
-    service = CoreService(settings)
+    """The core and the demo RMs until Ctrl-C (or `duration`). Each simulated RM keeps its
+    state in `rm_states`/<rm>.json: started again, it resumes through the seed's recovery
+    protocol (its running pods reported as existing allocations); the TYJob controller
+    resumes from its KV bucket."""
+    service = CoreService(settings, notify=lambda text: print(f"ykbus up: {text}", flush=True))
     rm_options = rm_options or {}
-    rms: list = [K8sSim(settings.nats_url, "k8s", nats_options=rm_options.get("k8s")),
-                 BatchSim(settings.nats_url, "batch", nats_options=rm_options.get("batch"))]
-    if tyjob_cluster:  # not in secure mode: the tyjob RM has no identity there yet (docs/tyjob.md)
-        rms.append(ControllerService(settings.nats_url, tyjob_cluster))
+    os.makedirs(rm_states, exist_ok=True)
+    rms: list = [K8sSim(settings.nats_url, "k8s", nats_options=rm_options.get("k8s"),
+                        state_path=os.path.join(rm_states, "k8s.json")),
+                 BatchSim(settings.nats_url, "batch", nats_options=rm_options.get("batch"),
+                          state_path=os.path.join(rm_states, "batch.json"))]
+    if tyjob_cluster:
+        rms.append(ControllerService(settings.nats_url, tyjob_cluster, nats_options=rm_options.get("tyjob")))
     async with anyio.create_task_group() as outer:
         outer.start_soon(service.run)  # ends after its final snapshot, once stopped
         with anyio.fail_after(30):
@@ -164,9 +193,11 @@ async def _run(settings: ServiceSettings, duration: float, rm_options: dict[str,
         async with anyio.create_task_group() as tg:
             for rm in rms:
                 tg.start_soon(_run_rm, rm, stopping)
+                if isinstance(rm, SimRM):
+                    tg.start_soon(_say_resumed, rm)
             tg.start_soon(_progress, service, rms)
             if tyjob_cluster:
-                tg.start_soon(_example_jobs, settings.nats_url, rms[-1])
+                tg.start_soon(_example_jobs, settings.nats_url, rms[-1], rm_options.get(ADMIN))
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 with anyio.move_on_after(duration or None):
                     async for _ in signals:
@@ -177,16 +208,25 @@ async def _run(settings: ServiceSettings, duration: float, rm_options: dict[str,
         service.stop()
 
 
-async def _example_jobs(url: str, controller: ControllerService) -> None:
+async def _say_resumed(sim: SimRM) -> None:
+    """One line once a simulated RM that had run before has recovered."""
+    await sim.started.wait()
+    if sim.stats.recovered or sim.state.apps:
+        print(f"ykbus up: {sim.rm_id} resumed: {len(sim.state.apps)} applications recovered, {sim.stats.recovered} "
+              f"running pods reported as existing allocations, {sim.waiting_pods()} waiting pods asked again",
+              flush=True)
+
+
+async def _example_jobs(url: str, controller: ControllerService, admin: dict | None) -> None:
     """The example TYJobs, applied once the controller is ready (again on every start:
     unchanged ones stay as they are)."""
     from importlib.resources import files
 
-    from ykbus.tyjob.cli import apply_text
+    from ykbus.tyjob.cli import Nats, apply_text
 
     await controller.ready.wait()
     text = files("ykbus.examples").joinpath("tyjob/jobs.yaml").read_text(encoding="utf-8")
-    await apply_text(url, text, "examples/tyjob/jobs.yaml")
+    await apply_text(Nats(url, admin or {}), text, "examples/tyjob/jobs.yaml")
 
 
 async def _run_rm(rm, stopping: anyio.Event) -> None:
@@ -202,12 +242,15 @@ async def _run_rm(rm, stopping: anyio.Event) -> None:
 
 
 async def _progress(service: CoreService, rms: list) -> None:
+    """A line a second: the core's rate and totals, then per RM its nodes, applications,
+    running allocations, pending vcores, the rejections it got since this start, and each
+    top-level queue's usage as a share of the partition's total vcores."""
     start = time.monotonic()
-    last, last_t = 0, start
+    last, last_t = service.core.allocations_made, start
     while True:
         await anyio.sleep(1.0)
         now = time.monotonic()
-        allocs = service.stats["allocations"]
+        allocs = service.core.allocations_made
         rate = (allocs - last) / (now - last_t)
         last, last_t = allocs, now
         parts = service.read("partitions", {})["partitions"]
@@ -224,5 +267,6 @@ async def _progress(service: CoreService, rms: list) -> None:
             total = p["total"].get("vcore", 0) or 1
             usage = " ".join(f"{name}:{100 * q['allocated'].get('vcore', 0) // total}%" for name, q in leaves.items())
             line.append(f"| {rm.rm_id}: nodes={p['nodes']} apps={p['applications']} "
-                        f"running={p['allocations']} pending_vcore={pending // 1000} {usage}")
+                        f"running={p['allocations']} pending_vcore={pending // 1000} "
+                        f"rejected={service.publisher.rejections[rm.rm_id]} {usage}")
         print("  ".join(line), flush=True, file=sys.stdout)

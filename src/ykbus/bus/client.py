@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import nats
 
+from ykbus.bus.local import connect
 from ykbus.bus.subjects import (
     HDR_CONTENT_TYPE,
     HDR_IN_SEQ,
@@ -201,8 +202,8 @@ class NatsScheduler(SchedulerAPI):
 
     async def __aenter__(self) -> NatsScheduler:
         options = {"error_cb": self._nats_error, **self.nats_options}
-        self.nc = await nats.connect(servers=[self.url], max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                     name="ykbus-rm", **options)
+        self.nc = await connect(self.url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, name="ykbus-rm",
+                                **options)
         self.js = self.nc.jetstream(timeout=10)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

@@ -4,8 +4,10 @@ a running `ykbus up` wrote to `~/.ykbus/nats.url`, else `nats://127.0.0.1:4222`.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+FIND_URL = "$YKBUS_NATS, else the URL a running `ykbus up` wrote, else " + DEFAULT_URL
 URL_FILE = os.path.join("~", ".ykbus", "nats.url")  # written by `ykbus up` while it runs
 
 
@@ -21,3 +23,60 @@ def default_url() -> str:
     except OSError:
         pass
     return DEFAULT_URL
+
+
+CONNECT_WITHIN_S = 3.5  # a command says the server does not answer within 5 s of its start
+
+
+class NatsUnreachable(Exception):
+    """No NATS server answered at the URL in time; the text names the URL and the last error."""
+
+
+async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any) -> Any:
+    """A nats-py connection to `url`, or NatsUnreachable after `within` seconds.
+
+    nats-py retries a first connection forever when reconnects are on (every service here
+    keeps them on, to ride out a server restart) and reports each failure to its error
+    callback, by default with a traceback. Until connected, failures are only remembered
+    here and the last one is named in the error; once connected, `error_cb` (if given) gets
+    them as before (and `disconnected_cb` its disconnections)."""
+    import anyio
+    from nats.aio.client import Client
+
+    given_error_cb = options.pop("error_cb", None)
+    connected = False
+    last: list[BaseException] = []
+
+    async def error_cb(exc: Exception) -> None:
+        if connected:
+            if given_error_cb is not None:
+                await given_error_cb(exc)
+        else:
+            last[:] = [exc]
+
+    given_disconnected_cb = options.pop("disconnected_cb", None)
+
+    async def disconnected_cb() -> None:
+        if connected and given_disconnected_cb is not None:
+            await given_disconnected_cb()
+
+    nc = Client()
+    options.setdefault("connect_timeout", min(2.0, within))
+    try:
+        with anyio.fail_after(within):
+            await nc.connect(servers=[url], error_cb=error_cb, disconnected_cb=disconnected_cb, **options)
+    except BaseException as exc:
+        with anyio.CancelScope(shield=True):
+            try:
+                await nc.close()
+            except Exception:  # noqa: BLE001 - closing what never opened
+                pass
+        if not isinstance(exc, Exception):
+            raise
+        reason = last[0] if last and isinstance(exc, TimeoutError) else exc
+        text = str(reason) or type(reason).__name__
+        if isinstance(exc, TimeoutError):
+            text = f"{text} (no answer within {within:g} s)" if last else f"no answer within {within:g} s"
+        raise NatsUnreachable(f"cannot reach NATS at {url}: {text}") from None
+    connected = True
+    return nc

@@ -31,9 +31,13 @@ log = logging.getLogger("ykbus.core")
 
 class OperatorConfig:
     def __init__(self, settings: ServiceSettings, subjects: Subjects, core: Callable[[], Core],
-                 append: Callable[[str, dict[str, Any]], Awaitable[None]]) -> None:
+                 append: Callable[[str, dict[str, Any]], Awaitable[None]],
+                 notify: Callable[[str], None] | None = None) -> None:
         """`core()` is the live core (read only: its configuration checks and what is in
-        force); `append(kind, body)` appends an entry of the service to the log."""
+        force); `append(kind, body)` appends an entry of the service to the log; `notify`
+        hears a refused configuration (the core's verdict on an appended one comes as its
+        event, see OutputPublisher)."""
+        self._notify = notify
         self._settings = settings
         self._subjects = subjects
         self._core = core
@@ -93,8 +97,13 @@ class OperatorConfig:
             await self._append("config", {"rmID": "", "policyGroup": group, "config": text})
             log.info("queue configuration appended", extra={"fields": {"policy_group": group, "source": source}})
             return []
-        log.error("queue configuration rejected, the active one stays",
-                  extra={"fields": {"policy_group": group, "source": source, "errors": errors}})
+        fields = {"policy_group": group, "source": source, "errors": errors}
+        if self._notify is None:
+            log.error("queue configuration rejected, the active one stays", extra={"fields": fields})
+        else:  # the listener shows it to the operator; the log keeps it below the error level
+            log.info("queue configuration rejected, the active one stays", extra={"fields": fields})
+            more = f" (and {len(errors) - 1} more: ykbus config validate {source})" if len(errors) > 1 else ""
+            self._notify(f"{source}: rejected, the active configuration stays: {errors[0]}{more}")
         return errors
 
     def may_administer(self, user: str) -> bool:

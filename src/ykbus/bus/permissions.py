@@ -55,12 +55,14 @@ class RmIdentity(_C):
     id: str
     password: str | None = None
     nkey: str | None = None  # a user nkey's public key (U...): the RM signs with its seed
+    buckets: list[str] = msgspec.field(default_factory=list)  # NATS KV buckets it may read and write
 
 
 class UserIdentity(_C):
     user: str
     password: str | None = None
     nkey: str | None = None
+    buckets: list[str] = msgspec.field(default_factory=list)  # NATS KV buckets it may read and write
 
 
 class RmsConfig(_C):
@@ -142,6 +144,13 @@ def parse_rms_config(obj: object) -> RmsConfig:
             errors.append(f"{where}.password: empty (omit it to have one generated)")
         if nkey is not None and (why := nkey_error(nkey)):
             errors.append(f"{where}.nkey: {why}")
+    grants = [(f"$.rms[{i}]", r.buckets) for i, r in enumerate(config.rms)]
+    grants += [(f"$.{section}[{i}]", u.buckets) for section in ("admins", "observers")
+               for i, u in enumerate(getattr(config, section))]
+    for where, buckets in grants:
+        for j, b in enumerate(buckets):
+            if not NAME.match(b):
+                errors.append(f"{where}.buckets[{j}]: {b!r}: expected 1 to 64 letters, digits, _ or - (a KV bucket)")
     if errors:
         raise RmsConfigError(errors)
     return config
@@ -199,6 +208,23 @@ def rm_permissions(s: Subjects, rm: str) -> Permissions:
         subscribe=[f"{inbox_prefix(rm)}.>"])
 
 
+def bucket_permissions(bucket: str) -> list[str]:
+    """What a client publishes to read, write and watch NATS KV bucket `bucket` (and create
+    it): the bucket's subjects and the JetStream API of its stream KV_<bucket> only. Watch
+    messages arrive on the client's own inbox."""
+    stream = f"KV_{bucket}"
+    return [f"$KV.{bucket}.>", f"$JS.API.STREAM.INFO.{stream}", f"$JS.API.STREAM.CREATE.{stream}",
+            f"$JS.API.STREAM.MSG.GET.{stream}", f"$JS.API.DIRECT.GET.{stream}", f"$JS.API.DIRECT.GET.{stream}.>",
+            f"$JS.API.CONSUMER.CREATE.{stream}", f"$JS.API.CONSUMER.CREATE.{stream}.>",
+            f"$JS.API.CONSUMER.DELETE.{stream}.>", f"$JS.API.CONSUMER.INFO.{stream}.>",
+            f"$JS.FC.{stream}.>", f"$JS.ACK.{stream}.>"]
+
+
+def _with_buckets(perms: Permissions, buckets: list[str]) -> Permissions:
+    return Permissions(publish=perms.publish + [p for b in buckets for p in bucket_permissions(b)],
+                       subscribe=perms.subscribe, allow_responses=perms.allow_responses)
+
+
 def core_permissions(s: Subjects) -> Permissions:
     # $JS.FC: flow-control answers of its ordered consumers (a long replay); $O: the snapshot
     # object store; allow_responses: the answers to attach, read API and admin requests
@@ -245,10 +271,12 @@ def server_config(config: RmsConfig, hash_password: Callable[[str], str] = bcryp
     password or an nkey: see `with_passwords`). Passwords are stored as bcrypt hashes."""
     s = Subjects(config.prefix)
     users = [_user(config.core.user, config.core.password, None, core_permissions(s), hash_password)]
-    users += [_user(r.id, r.password, r.nkey, rm_permissions(s, r.id), hash_password) for r in config.rms]
-    users += [_user(u.user, u.password, u.nkey, admin_permissions(s, u.user), hash_password) for u in config.admins]
-    users += [_user(u.user, u.password, u.nkey, observer_permissions(s, u.user), hash_password)
-              for u in config.observers]
+    users += [_user(r.id, r.password, r.nkey, _with_buckets(rm_permissions(s, r.id), r.buckets), hash_password)
+              for r in config.rms]
+    users += [_user(u.user, u.password, u.nkey, _with_buckets(admin_permissions(s, u.user), u.buckets),
+                    hash_password) for u in config.admins]
+    users += [_user(u.user, u.password, u.nkey, _with_buckets(observer_permissions(s, u.user), u.buckets),
+                    hash_password) for u in config.observers]
     return ("# written by `ykbus nats-config`: one user per identity, allow-lists only (docs/protocol.md,\n"
             "# \"Identities and permissions\"). Passwords are bcrypt hashes.\n"
             "authorization {\n  users = [\n" + ",\n".join(users) + "\n  ]\n}\n")

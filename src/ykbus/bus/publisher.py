@@ -66,9 +66,15 @@ class OutputPublisher:
     (nats-py's `publish_async` makes all three)."""
 
     def __init__(self, js: Any, subjects: Subjects, window: int, retries: int, stats: dict[str, int],
-                 output_format: Callable[[str], tuple[str, str]], nc: Any = None) -> None:
+                 output_format: Callable[[str], tuple[str, str]], nc: Any = None,
+                 notify: Callable[[str], None] = lambda _text: None) -> None:
         """`output_format(rm)` is (encoding, int64 mode) of the outputs to that RM; `stats`
-        counts `outputs` and `allocations`. `nc`: the connection of `js` (acks come to it)."""
+        counts `outputs` and `allocations`. `nc`: the connection of `js` (acks come to it).
+        `notify` hears the core's verdicts for the operator (queue-file reloads) as they are
+        first published; `rejections` counts, per RM, the asks, allocations, applications
+        and nodes the core rejected since this process started."""
+        self._notify = notify
+        self.rejections: collections.Counter[str] = collections.Counter()
         self._js = js
         self._nc = nc if nc is not None else js._nc
         self._subjects = subjects
@@ -119,12 +125,18 @@ class OutputPublisher:
         those stored before a restart; acks are settled in a bounded window."""
         index = -1
         for out in outputs:
+            fresh = seq >= self._floor  # not published before a restart (else it was heard then)
             if out.kind == "alloc":
                 self._stats["allocations"] += len(out.msg.new)
+                self.rejections[out.rm] += len(out.msg.rejected) + len(out.msg.rejectedAllocations)
+            elif out.kind in ("app", "node"):
+                self.rejections[out.rm] += len(out.msg.rejected)
             elif out.kind == "event" and not out.rm:  # the core's verdicts on queue files: for the operator
                 for event in out.msg.events:
                     log.info("core event", extra={"fields": {"seq": seq, "object": event.objectID,
                                                              "message": event.message}})
+                    if fresh and f"{seq}-{index + 1}" not in self._ids:
+                        self._notify(event.message)
             encoding, int64 = self._format(out.rm)
             subject = self._subjects.output(out.rm, out.kind)
             try:

@@ -33,7 +33,8 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
     """The answer to `verb` (filtered by `request`'s `rm` and `partition`); ValueError for an
     unknown verb."""
     if verb == "health":
-        return {"status": "ok", "lastSeq": core.last_seq, "stats": dict(stats),
+        # allocations: decided since the log began (core state, so a restart does not reset it)
+        return {"status": "ok", "lastSeq": core.last_seq, "stats": {**stats, "allocations": core.allocations_made},
                 "rms": {r.id: r.state.value for r in core.rms.values()}}
     if verb == "state":
         return core.dump()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import nats
 from nats.js import api
 
+from ykbus.bus.local import connect
 from ykbus.bus.subjects import HDR_CONTENT_TYPE, IN_STREAM, MSGPACK, Subjects, js_reply_meta
 from ykbus.core import Entry
 from ykbus.log.jsonl import encode_entry
@@ -12,7 +12,7 @@ from ykbus.log.jsonl import encode_entry
 
 async def record(url: str, out_path: str, prefix: str = "yk.v1") -> int:
     subjects = Subjects(prefix)
-    nc = await nats.connect(servers=[url])
+    nc = await connect(url)
     try:
         js = nc.jetstream()
         info = await js.stream_info(IN_STREAM)

@@ -40,6 +40,7 @@ import logging
 import os
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
+from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import api_exposure_error
@@ -111,11 +113,14 @@ class ServiceSettings:
 
 
 class CoreService:
-    def __init__(self, settings: ServiceSettings) -> None:
+    def __init__(self, settings: ServiceSettings, notify: Callable[[str], None] | None = None) -> None:
+        """`notify(text)`, if given, hears what the operator should see at once: the verdict
+        on each queue-file reload (`ykbus up` prints it)."""
         self.settings = settings
         self.subjects = Subjects(settings.prefix)
         self.guard = GuardedCore(_restore(None), _restore)
-        self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append)
+        self.notify = notify or (lambda _text: None)
+        self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token)
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
@@ -156,8 +161,8 @@ class CoreService:
         def mark(name: str) -> None:
             phases[name] = round(1000 * (time.perf_counter() - t0), 1)
 
-        self.nc = await nats.connect(
-            servers=[s.nats_url], name="ykbus-core", max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+        self.nc = await connect(
+            s.nats_url, name="ykbus-core", max_reconnect_attempts=-1, reconnect_time_wait=0.5,
             error_cb=self._nats_error, disconnected_cb=self._nats_disconnected,
             reconnected_cb=self._nats_reconnected, **s.nats_options,
         )
@@ -172,7 +177,7 @@ class CoreService:
             await self._check_log_start()
             await self._read_failed_records()
             self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
-                                             self.stats, self._output_format, self.nc)
+                                             self.stats, self._output_format, self.nc, self.notify)
             await self.publisher.scan()
             mark("outputs_scanned_ms")
             self.publisher.max_payload = self.nc.max_payload

@@ -30,7 +30,7 @@ class TlsConfig(_C):
 
 
 class NatsConfig(_C):
-    url: str = "nats://127.0.0.1:4222"
+    url: str = ""  # empty: found as every ykbus command finds it (ykbus.bus.local.default_url)
     prefix: str = "yk.v1"
     credentials: str | None = None  # a NATS .creds file (JWT + NKey)
     user: str | None = None

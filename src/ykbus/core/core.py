@@ -129,6 +129,7 @@ class Core:
         self.timers = Timers()
         self.last_seq = 0
         self.now = 0
+        self.allocations_made = 0  # allocations decided since the log began (in snapshots: survives restarts)
         self.backlog = False  # the last pass stopped at the allocation budget (not in snapshots: the next entry recomputes it)
         # Partitions dropped so far (their queue trees hold reference cycles that only the
         # cyclic GC frees); the service collects once when this changes. Not in snapshots.
@@ -158,6 +159,7 @@ class Core:
         # True when the pass stopped at the per-entry allocation budget: the next entry goes
         # on (the service appends a tick at once, so that it comes soon).
         self.backlog = backlog
+        self.allocations_made += ctx.allocations
         return ctx.outputs()
 
 

@@ -219,6 +219,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     timers: list[STimer]
     timers_n: int
     operator_configs: dict[str, str]
+    allocations_made: int = 0  # absent from snapshots written before it was counted
 
 
 _APP_STATES = {st.value: st for st in AppState}
@@ -297,7 +298,7 @@ def _dump(core: Core) -> bytes:
     ]
     timers = [t for t in (_timer(d, n, w) for d, n, w in core.timers._heap) if t is not None]
     return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, core.policy_groups, rms, timers,
-                                    core.timers._n, core.operator_configs))
+                                    core.timers._n, core.operator_configs, core.allocations_made))
 
 
 # --- load --------------------------------------------------------------------------------
@@ -459,7 +460,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
     if snap.format not in READABLE:
         raise SnapshotError(f"snapshot format {snap.format}, this ykbus reads {', '.join(map(str, READABLE))}")
     core = Core(load_yaml=load_yaml)
-    core.last_seq, core.now = snap.last_seq, snap.now
+    core.last_seq, core.now, core.allocations_made = snap.last_seq, snap.now, snap.allocations_made
     core.policy_groups = dict(snap.policy_groups)
     core.operator_configs = dict(snap.operator_configs)
     parts: dict[tuple[str, str, int], Partition] = {}

@@ -55,9 +55,19 @@ def _enum_number(enum_type: type[enum.Enum]) -> object:
 
 
 def _to_member(enum_type: type[enum.Enum], value: object) -> enum.Enum:
+    """The member for a member, its proto name (`"CREATE"`, as the wire and the docs write
+    it) or its proto number; anything else is a ValueError naming the allowed names."""
     if isinstance(value, enum_type):
         return value
-    return list(enum_type)[value]  # type: ignore[index]
+    members = list(enum_type)
+    if isinstance(value, str):
+        for member in members:
+            if member.value == value:
+                return member
+    elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
+        return members[value]
+    names = ", ".join(str(member.value) for member in members)
+    raise ValueError(f"{value!r} is not a {enum_type.__name__}: one of {names} (or its number 0-{len(members) - 1})")
 
 
 class ActionFromRM(enum.StrEnum):

@@ -87,6 +87,9 @@ class SimRM(ResourceManagerCallback):
     state_path: str | None = None
     stats: SimStats = field(default_factory=SimStats)
     nats_options: dict | None = None  # nats.connect keywords: this RM's NATS identity on a secured server
+    # A submitter backs off while this many pods wait unplaced (0: never): the generators
+    # offer more than the cluster runs, so without it the backlog would grow without end.
+    max_waiting: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -95,6 +98,7 @@ class SimRM(ResourceManagerCallback):
         self._open: dict[str, int] = {}  # app -> pods waiting or running
         self._finished: list[str] = []
         self.client: ResourceManagerClient | None = None
+        self.started = anyio.Event()  # registered and recovered: new work flows
 
     # subclass hooks
     def queues_yaml(self) -> str:
@@ -105,6 +109,15 @@ class SimRM(ResourceManagerCallback):
 
     async def arrivals(self) -> None:
         raise NotImplementedError
+
+    def waiting_pods(self) -> int:
+        """Pods submitted and not yet placed."""
+        return sum(w.remaining for w in self.state.waiting.values())
+
+    async def back_off(self) -> None:
+        """A generator's pause before its next submission: while `max_waiting` pods wait."""
+        while self.max_waiting and self.waiting_pods() >= self.max_waiting:
+            await anyio.sleep(0.05)
 
     # state file
     def _load(self) -> bool:
@@ -153,6 +166,7 @@ class SimRM(ResourceManagerCallback):
                 if st.waiting:
                     await self.client.add_asks([msgspec.structs.replace(w.ask, maxAllocations=w.remaining)
                                                 for w in st.waiting.values()])
+                self.started.set()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self.arrivals)
                     tg.start_soon(self._finisher)
@@ -227,3 +241,48 @@ class SimRM(ResourceManagerCallback):
                 else:
                     self._open[r.applicationID] = left - 1
         self.stats.rejected += len(response.rejected)
+
+
+def progress_line(sim: SimRM, elapsed: float, rate: float) -> str:
+    """One line of what the simulated RM did so far (`ykbus sim`, every second)."""
+    s = sim.stats
+    return (f"t={elapsed:5.0f}s allocs/s={rate:6.0f} submitted={s.submitted} allocated={s.allocated} "
+            f"running={s.running} waiting={sim.waiting_pods()} rejected={s.rejected} apps_done={s.apps_done}"
+            + (f" recovered={s.recovered}" if s.recovered else ""))
+
+
+async def _print_progress(sim: SimRM, every: float = 1.0) -> None:
+    start = last_t = time.monotonic()
+    last = 0
+    while True:
+        await anyio.sleep(every)
+        now = time.monotonic()
+        rate = (sim.stats.allocated - last) / (now - last_t)
+        last, last_t = sim.stats.allocated, now
+        print(progress_line(sim, now - start, rate), flush=True)
+
+
+async def _until_stopped(sim: SimRM, name: str) -> None:
+    import signal
+
+    async with anyio.create_task_group() as tg:
+        async def run() -> None:
+            await sim.run()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(run)
+        tg.start_soon(_print_progress, sim)
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                break
+        print(f"{name}: stopping", flush=True)
+        tg.cancel_scope.cancel()
+
+
+def run_sim(sim: SimRM, name: str) -> None:
+    """`ykbus sim KIND`: run the simulated RM with a progress line a second until Ctrl-C or
+    SIGTERM, then stop cleanly (its state file saved)."""
+    print(f"{name}: RM {sim.rm_id!r} on {sim.url}" + (f", state in {sim.state_path}" if sim.state_path else "")
+          + ". Ctrl-C stops.", flush=True)
+    anyio.run(_until_stopped, sim, name)
+    print(f"{name}: stopped" + (f" (state saved in {sim.state_path})" if sim.state_path else ""), flush=True)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 import anyio
 
+from ykbus.bus.local import FIND_URL, default_url
+from ykbus.cliparse import Parser
 from ykbus.si import messages as m
-from ykbus.sim.base import GiB, SimRM, nats_identity, resource
+from ykbus.sim.base import GiB, SimRM, nats_identity, resource, run_sim
 
 
 @dataclass
@@ -17,6 +18,7 @@ class BatchSim(SimRM):
     node_vcore: int = 32_000
     node_memory: int = 128 * GiB
     jobs_per_s: float = 5.0
+    max_waiting: int = 400  # containers: about 4 s of the default cluster's work
 
     def queues_yaml(self) -> str:
         return """
@@ -43,6 +45,7 @@ partitions:
     async def arrivals(self) -> None:
         n = self.state.submitted
         while True:
+            await self.back_off()
             n += 1
             queue = self.rng.choice(["etl", "etl", "adhoc"])
             containers = self.rng.randint(4, 40)
@@ -61,17 +64,19 @@ partitions:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="ykbus sim batch")
-    p.add_argument("--nats", default="nats://127.0.0.1:4222")
+    p = Parser(prog="ykbus sim batch")
+    p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
     p.add_argument("--rm-id", default="batch")
     p.add_argument("--nodes", type=int, default=10)
-    p.add_argument("--rate", type=float, default=5.0, help="jobs per second")
+    p.add_argument("--rate", type=float, default=5.0, help="jobs per second, while fewer than --max-waiting wait")
+    p.add_argument("--max-waiting", type=int, default=400,
+                   help="submit no job while this many containers wait unplaced (0: no bound, the backlog grows)")
     p.add_argument("--state", metavar="FILE", help="state file: recover running containers after a restart")
     p.add_argument("--nats-secrets", metavar="FILE",
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     args = p.parse_args(argv)
-    anyio.run(BatchSim(args.nats, args.rm_id, state_path=args.state, nodes_count=args.nodes,
-                       jobs_per_s=args.rate, nats_options=nats_identity(args.nats_secrets, args.rm_id)).run)
+    run_sim(BatchSim(args.nats or default_url(), args.rm_id, state_path=args.state, nodes_count=args.nodes,
+                       jobs_per_s=args.rate, max_waiting=args.max_waiting, nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim batch")
 
 
 if __name__ == "__main__":

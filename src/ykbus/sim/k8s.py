@@ -9,15 +9,16 @@ file (`--trace FILE`, JSON Lines, one deployment per line, see docs/simulators.m
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 
 import anyio
 import msgspec
 
+from ykbus.bus.local import FIND_URL, default_url
+from ykbus.cliparse import Parser
 from ykbus.si import messages as m
-from ykbus.sim.base import GiB, SimRM, nats_identity, resource
+from ykbus.sim.base import GiB, SimRM, nats_identity, resource, run_sim
 
 # node profiles: (share of the nodes, vcore milli, memory bytes, gpus)
 PROFILES: dict[str, list[tuple[float, int, int, int]]] = {
@@ -45,6 +46,7 @@ class K8sSim(SimRM):
     node_memory: int = 64 * GiB
     namespaces: tuple[str, ...] = ("team-a", "team-b", "ml")
     pods_per_s: float = 200.0
+    max_waiting: int = 500  # pods
     profile: str = "uniform"
     trace: str | None = None
 
@@ -87,6 +89,7 @@ class K8sSim(SimRM):
             await anyio.sleep_forever()
         n = self.state.submitted
         while True:
+            await self.back_off()
             n += 1
             ns = self.rng.choice(self.namespaces)
             pods = self.rng.randint(1, 8)
@@ -119,11 +122,13 @@ class K8sSim(SimRM):
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="ykbus sim k8s")
-    p.add_argument("--nats", default="nats://127.0.0.1:4222")
+    p = Parser(prog="ykbus sim k8s")
+    p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
     p.add_argument("--rm-id", default="k8s")
     p.add_argument("--nodes", type=int, default=20)
-    p.add_argument("--rate", type=float, default=200.0, help="pods per second")
+    p.add_argument("--rate", type=float, default=200.0, help="pods per second, while fewer than --max-waiting wait")
+    p.add_argument("--max-waiting", type=int, default=500,
+                   help="deploy nothing while this many pods wait unplaced (0: no bound, the backlog grows)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="uniform", help="node sizes")
     p.add_argument("--trace", metavar="FILE.jsonl", help="deployments from a trace file instead of the generator")
     p.add_argument("--state", metavar="FILE", help="state file: recover running pods after a restart")
@@ -131,9 +136,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     p.add_argument("--namespaces", default="team-a,team-b,ml")
     args = p.parse_args(argv)
-    anyio.run(K8sSim(args.nats, args.rm_id, state_path=args.state, nodes_count=args.nodes, pods_per_s=args.rate,
+    run_sim(K8sSim(args.nats or default_url(), args.rm_id, state_path=args.state, nodes_count=args.nodes, pods_per_s=args.rate, max_waiting=args.max_waiting,
                      profile=args.profile, trace=args.trace, namespaces=tuple(args.namespaces.split(",")),
-                     nats_options=nats_identity(args.nats_secrets, args.rm_id)).run)
+                     nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim k8s")
 
 
 if __name__ == "__main__":

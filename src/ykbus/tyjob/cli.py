@@ -9,36 +9,49 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import msgspec
-import nats
 
-from ykbus.bus.local import default_url
+from ykbus import logs
+from ykbus.bus.local import FIND_URL, connect, default_url
+from ykbus.cliparse import Parser
 from ykbus.tyjob import store
 from ykbus.tyjob.manifest import ManifestError, TYJob, parse_manifests
 
 COLUMNS = ("NAME", "NAMESPACE", "STAGE", "SCHEDULE", "RESTARTS", "PODS", "MESSAGE")
 
 
-def _connect_error(url: str, exc: BaseException) -> SystemExit:
-    return SystemExit(f"ykbus tyjob: cannot reach NATS at {url}: {exc or type(exc).__name__}")
+class Nats(NamedTuple):
+    """Where a command connects: the server and its nats.connect keywords (an identity)."""
+
+    url: str
+    options: dict[str, Any] = {}
 
 
-async def _quiet(_exc: Exception) -> None:
-    """nats-py's error callback: a failed connect is reported once, by the caller."""
+async def _open(nats: Nats) -> Any:
+    """A connection for one command (a server that does not answer: NatsUnreachable, which
+    `ykbus` reports as one line)."""
+    return await connect(nats.url, allow_reconnect=False, **nats.options)
 
 
-async def _open(url: str) -> Any:
-    """A connection for one command: two tries, then one line saying why (nats-py keeps
-    retrying a refused server forever with max_reconnect_attempts 0)."""
+def _identity(secrets_path: str, rm: str | None = None) -> dict[str, Any]:
+    """nats.connect keywords of the controller's RM (`rm`) or of the current user's admin
+    identity, from a secrets file of `ykbus nats-config` or `ykbus up --secure`."""
+    import getpass
+
+    from ykbus.bus.permissions import connect_options, load_secrets
+
     try:
-        with anyio.fail_after(10):
-            return await nats.connect(url, connect_timeout=2, max_reconnect_attempts=1, reconnect_time_wait=0.2,
-                                      allow_reconnect=False, error_cb=_quiet)
-    except Exception as exc:  # noqa: BLE001 - reported as one line
-        raise _connect_error(url, exc) from None
+        found = load_secrets(secrets_path)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"ykbus tyjob: {exc}") from None
+    name = rm or getpass.getuser()
+    secret = found.rms.get(name) if rm else found.admins.get(name)
+    if secret is None:
+        raise SystemExit(f"ykbus tyjob: {secrets_path}: no password for {'RM' if rm else 'admin'} {name!r}")
+    return connect_options(secret.user, secret.password)
 
 
 def _immutable_changes(old: TYJob, new: TYJob) -> list[str]:
@@ -47,7 +60,7 @@ def _immutable_changes(old: TYJob, new: TYJob) -> list[str]:
     return sorted(k for k in a if k not in ("terminating",) and a[k] != b.get(k))
 
 
-async def apply(url: str, files: list[str]) -> int:
+async def apply(nats: Nats, files: list[str]) -> int:
     texts: list[tuple[str, str]] = []
     errors: list[str] = []
     for path in files:
@@ -59,11 +72,11 @@ async def apply(url: str, files: list[str]) -> int:
                     texts.append((f.read(), path))
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(f"{path}: {getattr(exc, 'strerror', None) or exc}")
-    return await _apply(url, texts, errors)
+    return await _apply(nats, texts, errors)
 
 
-async def apply_text(url: str, text: str, source: str) -> int:
-    return await _apply(url, [(text, source)], [])
+async def apply_text(nats: Nats, text: str, source: str) -> int:
+    return await _apply(nats, [(text, source)], [])
 
 
 def _refuse(errors: list[str]) -> int:
@@ -73,7 +86,7 @@ def _refuse(errors: list[str]) -> int:
     return 1
 
 
-async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> int:
+async def _apply(nats: Nats, texts: list[tuple[str, str]], errors: list[str]) -> int:
     """Store the jobs of every text, all of them or none (every error printed)."""
     jobs: list[TYJob] = []
     for text, source in texts:
@@ -83,7 +96,7 @@ async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> i
             errors.extend(exc.errors)
     if errors:
         return _refuse(errors)
-    nc = await _open(url)
+    nc = await _open(nats)
     try:
         kv = await store.bucket(nc)
         results = []
@@ -112,9 +125,9 @@ async def _apply(url: str, texts: list[tuple[str, str]], errors: list[str]) -> i
     return 0
 
 
-async def read_statuses(url: str, namespace: str | None, name: str | None) -> list[dict[str, Any]]:
+async def read_statuses(nats: Nats, namespace: str | None, name: str | None) -> list[dict[str, Any]]:
     """The status of each job stored (one without a status yet: stage Pending, no pods)."""
-    nc = await _open(url)
+    nc = await _open(nats)
     try:
         kv = await store.bucket(nc)
         out = []
@@ -146,11 +159,20 @@ def print_table(statuses: list[dict[str, Any]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
 
 
-async def get(url: str, name: str | None, namespace: str | None, output: str) -> int:
-    statuses = await read_statuses(url, namespace if name is None else (namespace or "default"), name)
+async def _not_found(nats: Nats, command: str, name: str, namespace: str) -> int:
+    """A job not in `namespace`: say so, and where a job of that name is (kubectl's user
+    would otherwise have to guess the namespace)."""
+    elsewhere = sorted(s["namespace"] for s in await read_statuses(nats, None, name))
+    hint = (f"; found in namespace {', '.join(elsewhere)}: use -n {elsewhere[0]}" if elsewhere
+            else "; no namespace has a job of that name")
+    print(f"ykbus tyjob {command}: tyjob {name} not found in namespace {namespace}{hint}", file=sys.stderr)
+    return 1
+
+
+async def get(nats: Nats, name: str | None, namespace: str | None, output: str) -> int:
+    statuses = await read_statuses(nats, namespace if name is None else (namespace or "default"), name)
     if name is not None and not statuses:
-        print(f"ykbus tyjob get: tyjob {namespace or 'default'}/{name} not found", file=sys.stderr)
-        return 1
+        return await _not_found(nats, "get", name, namespace or "default")
     if output == "json":
         print(json.dumps(statuses[0] if name is not None else statuses, indent=2))
     else:
@@ -158,14 +180,13 @@ async def get(url: str, name: str | None, namespace: str | None, output: str) ->
     return 0
 
 
-async def delete(url: str, name: str, namespace: str) -> int:
-    nc = await _open(url)
+async def delete(nats: Nats, name: str, namespace: str) -> int:
+    nc = await _open(nats)
     try:
         kv = await store.bucket(nc)
         key = store.spec_key(namespace, name)
         if await store.get_value(kv, key) is None:
-            print(f"ykbus tyjob delete: tyjob {namespace}/{name} not found", file=sys.stderr)
-            return 1
+            return await _not_found(nats, "delete", name, namespace)
         await kv.delete(key)
         print(f"tyjob/{name} ({namespace}) deleted")
     finally:
@@ -174,46 +195,54 @@ async def delete(url: str, name: str, namespace: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="ykbus tyjob", description="TYJobs (Arranger) on ykbus: docs/tyjob.md")
+    p = Parser(prog="ykbus tyjob", description="TYJobs (Arranger) on ykbus: docs/tyjob.md")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def with_nats(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
         q.add_argument("--nats", metavar="URL", default=None,
-                       help="NATS server (default: $YKBUS_NATS, the URL `ykbus up` wrote, nats://127.0.0.1:4222)")
+                       help=f"NATS server (default: {FIND_URL})")
+        q.add_argument("--nats-secrets", metavar="FILE",
+                       help="on a secured server (`ykbus up --secure`: DATA/secrets.yaml): connect as the identity of "
+                            "this secrets file that may use the TYJob bucket: the RM `tyjob` for the controller, "
+                            "else the admin named as the current user")
         return q
 
     c = with_nats(sub.add_parser("controller", help="run the controller: an RM with the nodes of CLUSTER.yaml"))
     c.add_argument("--cluster", required=True, metavar="CLUSTER.yaml")
-    c.add_argument("--rm", default="tyjob", help="its RM id (default tyjob)")
+    c.add_argument("--rm", default="tyjob", help="its RM id")
     a = with_nats(sub.add_parser("apply", help="store the TYJobs of manifest files (all of them, or none)"))
     a.add_argument("-f", "--filename", action="append", required=True, metavar="FILE.yaml", help="'-': stdin")
     g = with_nats(sub.add_parser("get", help="job status: a table, or -o json"))
     g.add_argument("name", nargs="?")
-    g.add_argument("-n", "--namespace", default=None)
+    g.add_argument("-n", "--namespace", default=None,
+                   help="only this namespace (default: every namespace; with NAME, namespace default)")
     g.add_argument("-o", "--output", choices=["table", "json"], default="table")
     d = with_nats(sub.add_parser("delete", help="delete a job: its pods and application go"))
     d.add_argument("name")
     d.add_argument("-n", "--namespace", default="default")
     args = p.parse_args(argv)
     url = args.nats or default_url()
+    identity = args.rm if args.cmd == "controller" else None
+    nats = Nats(url, _identity(args.nats_secrets, identity) if args.nats_secrets else {})
     if args.cmd == "controller":
         from ykbus.bus.service import asyncio_loop_policy
         from ykbus.tyjob.cluster import ClusterError
         from ykbus.tyjob.service import ControllerService
 
         asyncio_loop_policy()
+        logs.setup("info")  # what the controller does, on stderr (`docker compose logs`)
         try:
-            anyio.run(ControllerService(url, args.cluster, args.rm).run)
+            anyio.run(ControllerService(url, args.cluster, args.rm, nats.options).run)
         except ClusterError as exc:
             raise SystemExit(f"ykbus tyjob controller: {exc}") from None
         except KeyboardInterrupt:
             pass
         return 0
     if args.cmd == "apply":
-        return anyio.run(apply, url, args.filename)
+        return anyio.run(apply, nats, args.filename)
     if args.cmd == "get":
-        return anyio.run(get, url, args.name, args.namespace, args.output)
-    return anyio.run(delete, url, args.name, args.namespace)
+        return anyio.run(get, nats, args.name, args.namespace, args.output)
+    return anyio.run(delete, nats, args.name, args.namespace)
 
 
 if __name__ == "__main__":

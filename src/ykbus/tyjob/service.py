@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 import msgspec
-import nats
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
+from ykbus.bus.local import connect
 from ykbus.si import messages as m
 from ykbus.tyjob import store
 from ykbus.tyjob.cluster import ClusterError, ClusterNode, load_cluster
@@ -59,7 +59,7 @@ class ControllerService(ResourceManagerCallback):
         self.nodes = load_cluster(self.cluster_path)
         self._cluster_mtime = os.path.getmtime(self.cluster_path)
         self.ctl.capacities = {n.name: n.capacity for n in self.nodes.values()}
-        nc = await nats.connect(self.url, **self.nats_options)
+        nc = await connect(self.url, **self.nats_options)
         try:
             self.kv = await store.bucket(nc)
             runs = []
