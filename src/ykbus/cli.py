@@ -68,9 +68,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except (LogError, OSError) as exc:
             print(f"ykbus explain: {exc}", file=sys.stderr)
             return 2
-        dump = guard.core.dump(sections=("applications",))
-        applications = {rm: {name: p["applications"] for name, p in r["partitions"].items()}
-                        for rm, r in dump["rms"].items()}
+        dump = guard.core.dump(sections=("applications", "terminated"))
+        applications, terminated = ({rm: {name: p[section] for name, p in r["partitions"].items()}
+                                     for rm, r in dump["rms"].items()} for section in ("applications", "terminated"))
     else:
         import json
 
@@ -82,12 +82,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         async def ask_core() -> dict:
             nc = await connect(url, allow_reconnect=False)
+            body = json.dumps({"rm": args.rm} if args.rm else {}).encode()
             try:
-                reply = await nc.request(f"{args.prefix}.api.applications",
-                                         json.dumps({"rm": args.rm} if args.rm else {}).encode(), timeout=10)
+                answers = {}
+                for verb in ("applications", "terminated"):
+                    reply = await nc.request(f"{args.prefix}.api.{verb}", body, timeout=10)
+                    answers.update(json.loads(reply.data))
             finally:
                 await nc.close()
-            return json.loads(reply.data)
+            return answers
 
         try:
             answer = anyio.run(ask_core)
@@ -99,8 +102,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if "error" in answer:
             print(f"ykbus explain: {answer['error']}", file=sys.stderr)
             return 2
-        applications = answer["applications"]
-    lines = explain(applications, args.app, args.ask, args.rm)
+        applications, terminated = answer["applications"], answer.get("terminated", {})
+    lines = explain(applications, args.app, args.ask, args.rm, terminated, args.all)
     if not lines:
         print(f"ykbus explain: application {args.app} is not known", file=sys.stderr)
         return 1
@@ -441,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="why an application's asks are pending, in words")
     p.add_argument("app", help="the application id")
     p.add_argument("ask", nargs="?", help="only this ask (allocationKey)")
+    p.add_argument("--all", action="store_true",
+                   help="a line for every ask (by default, asks that wait for the same reason are one line with a count)")
     p.add_argument("--rm", help="only this RM's application of that id")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--log", help="replay this JSON Lines log and explain its final state")

@@ -7,7 +7,10 @@ code, the message the RM got as its SI scheduling state, and the details.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+from ykbus import limits
 
 
 def _details(code: str, d: dict[str, Any]) -> str:
@@ -36,10 +39,52 @@ def _details(code: str, d: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in d.items())
 
 
+SHOWN_KEYS = 3  # ask keys named on a grouped line
+
+
+def _ask_lines(asks: dict[str, Any], ask_key: str | None, each: bool) -> list[str]:
+    """A line (and its details) per ask, or, unless `each`, per group of asks that wait
+    for the same reason (an application of 9,000 asks of one shape is one group)."""
+    groups: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
+    for key, k in asks.items():
+        if ask_key is not None and key != ask_key:
+            continue
+        why = k.get("why")
+        if why is None:
+            reason, detail = "nothing pending", ""
+        else:
+            reason, detail = f"{why['code']}: {why['message']}", _details(why["code"], why.get("details", {}))
+        groups.setdefault((key if each else "", reason, detail), []).append((key, k))
+    lines: list[str] = []
+    for (_, reason, detail), members in groups.items():
+        pending = sum(k["pending"] for _, k in members)
+        allocated = sum(k["allocated"] for _, k in members)
+        if len(members) == 1:
+            head = f"  ask {members[0][0]}"
+        else:
+            keys = ", ".join(key for key, _ in members[:SHOWN_KEYS])
+            more = f" and {len(members) - SHOWN_KEYS} more" if len(members) > SHOWN_KEYS else ""
+            head = f"  {len(members)} asks ({keys}{more}; --all lists each)"
+        lines.append(f"{head}: {pending} pending, {allocated} allocated: {reason}")
+        if detail:
+            lines.append(f"    {detail}")
+    return lines
+
+
+def _ended(app_id: str, rm_id: str, pname: str, t: dict[str, Any]) -> str:
+    when = datetime.fromtimestamp(t["endedAt"] / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    how = f": {t['message']}" if t.get("message") else ""
+    return (f"application {app_id} (rm {rm_id}, partition {pname}, queue {t['queue'] or '?'}): {t['state']} at "
+            f"{when}{how} (the core remembers it for {limits.TERMINATED_TIMEOUT_NS // 3_600_000_000_000} h "
+            "after it ended)")
+
+
 def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = None,
-            rm: str | None = None) -> list[str]:
+            rm: str | None = None, terminated: dict[str, Any] | None = None, each: bool = False) -> list[str]:
     """Lines explaining `app_id` (and only `ask_key`, if given) from an `applications`
-    answer: `{rm: {partition: {app id: {...}}}}`. Empty when the application is not there."""
+    answer: `{rm: {partition: {app id: {...}}}}`, and, for an application that ended, from a
+    `terminated` answer of the same shape. Asks that wait for the same reason are one line
+    with their count, unless `each`. Empty when the application is not there."""
     lines: list[str] = []
     for rm_id, parts in applications.items():
         if rm and rm_id != rm:
@@ -49,18 +94,13 @@ def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = Non
             if a is None:
                 continue
             lines.append(f"application {app_id} (rm {rm_id}, partition {pname}, queue {a['queue']}): {a['state']}")
-            for key, k in a["asks"].items():
-                if ask_key is not None and key != ask_key:
-                    continue
-                head = f"  ask {key}: {k['pending']} pending, {k['allocated']} allocated"
-                why = k.get("why")
-                if why is None:
-                    lines.append(f"{head}: nothing pending")
-                    continue
-                lines.append(f"{head}: {why['code']}: {why['message']}")
-                detail = _details(why["code"], why.get("details", {}))
-                if detail:
-                    lines.append(f"    {detail}")
+            lines += _ask_lines(a["asks"], ask_key, each)
             if ask_key is not None and ask_key not in a["asks"]:
                 lines.append(f"  ask {ask_key}: not known to this application")
+    for rm_id, parts in (terminated or {}).items():
+        if rm and rm_id != rm:
+            continue
+        for pname, ended in parts.items():
+            if app_id in ended:
+                lines.append(_ended(app_id, rm_id, pname, ended[app_id]))
     return lines

@@ -204,7 +204,7 @@ def test_a_hard_gang_not_running_at_its_timeout_fails():
     h = recovered_partial_gang(hard=True)
     outs = h.do(h.log.tick(31 * 10**9))
     assert released(outs) == [("u1", "p", "TIMEOUT")]
-    assert h.core.rms["rm-1"].partitions["default"].terminated["g"].value == "Failed"
+    assert h.core.rms["rm-1"].partitions["default"].terminated["g"].state.value == "Failed"
     checked(h)
 
 

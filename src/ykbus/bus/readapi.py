@@ -26,7 +26,7 @@ log = logging.getLogger("ykbus.core")
 
 # verb -> the dump section it needs (None: counts only)
 SECTIONS: dict[str, str | None] = {"partitions": None, "queues": "queues", "applications": "applications",
-                                   "nodes": "nodes"}
+                                   "nodes": "nodes", "terminated": "terminated"}
 
 
 def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) -> dict[str, Any]:

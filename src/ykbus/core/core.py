@@ -597,9 +597,9 @@ class Core:
             return None, None, f"partition {partition!r} does not exist"
         app = part.apps.get(app_id)
         if app is None:
-            state = part.terminated.get(app_id)
-            if state is not None:
-                return part, None, f"application {app_id} is {state.value}"
+            ended = part.terminated.get(app_id)
+            if ended is not None:
+                return part, None, f"application {app_id} is {ended.state.value}"
             return part, None, f"application {app_id!r} does not exist"
         return part, app, ""
 

@@ -296,6 +296,19 @@ class App:
         return self.timeout_ms or PLACEHOLDER_TIMEOUT_MS
 
 
+class Terminated:
+    """An application that ended (Completed or Failed), kept until its terminated timer
+    fires: how it ended, when (the log's clock, ns) and in which queue."""
+
+    __slots__ = ("state", "ts", "message", "queue")
+
+    def __init__(self, state: AppState, ts: int, message: str, queue: str) -> None:
+        self.state = state
+        self.ts = ts
+        self.message = message
+        self.queue = queue
+
+
 class Tracker:
     """What one user (or group) uses in one queue that has a limit for them.
 

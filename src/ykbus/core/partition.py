@@ -80,6 +80,7 @@ from ykbus.core.model import (
     Ask,
     Node,
     Queue,
+    Terminated,
     Tracker,
     applicable_limits,
     count_app_priorities,
@@ -128,7 +129,7 @@ class Partition:
         self.nodes: dict[str, Node] = {}
         self.node_index: SortedList = SortedList()
         self.apps: dict[str, App] = {}
-        self.terminated: dict[str, AppState] = {}
+        self.terminated: dict[str, Terminated] = {}
         self.allocations: dict[str, Alloc] = {}
         self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
         self.ledger = Ledger(self.allocations, self._index_node, self._usage_moved)
@@ -433,7 +434,7 @@ class Partition:
             self.timers.schedule(ctx.ts + limits.COMPLETING_TIMEOUT_NS, CompletingTimer(self, app, app.timer))
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
-            self.terminated[app.id] = new
+            self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path)
             self.timers.schedule(ctx.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(self, app.id, new))
         self._sync_app(app)
 

@@ -45,7 +45,8 @@ def project(core: Core, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
                            "allocations": list(a.allocations)}
                     for a in p.apps.values()
                 },
-                "terminated": lambda p=p: {k: v.value for k, v in p.terminated.items()},
+                "terminated": lambda p=p: {k: {"state": v.state.value, "queue": v.queue, "endedAt": v.ts,
+                                               "message": v.message} for k, v in p.terminated.items()},
                 "allocations": lambda p=p: {
                     u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
                         "resource": dict(a.resource)}

@@ -32,6 +32,7 @@ from ykbus.core.model import (
     Ask,
     Node,
     Queue,
+    Terminated,
     count_app_priorities,
 )
 from ykbus.core.partition import Partition
@@ -182,6 +183,7 @@ class SPartition(_S):
     allocations: list[SAlloc]
     terminated: dict[str, str]
     node_waiters: list[tuple[str, str]]
+    ended: dict[str, tuple[int, str, str]] = {}  # terminated: (when, how, queue); older snapshots lack it
 
 
 class SRM(_S):
@@ -260,8 +262,9 @@ def _partition(p: Partition) -> SPartition:
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
                             x.placeholder, x.born, x.replacing) for x in p.allocations.values()],
-        terminated={k: v.value for k, v in p.terminated.items()},
+        terminated={k: v.state.value for k, v in p.terminated.items()},
         node_waiters=[key for group in p.node_waiters.values() for key in group],
+        ended={k: (v.ts, v.message, v.queue) for k, v in p.terminated.items()},
     )
 
 
@@ -310,7 +313,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
     p = Partition(rm, s.config, timers, s.incarnation)
     p.seq, p._rekey = s.seq, s.rekey
     p.queues, p.trackers = {}, {}
-    p.terminated = {k: AppState(v) for k, v in s.terminated.items()}
+    p.terminated = {k: Terminated(AppState(v), *s.ended.get(k, (0, "", ""))) for k, v in s.terminated.items()}
 
     # queues: partition order, then each parent's children in their stored order
     for sq in s.queues:
@@ -494,7 +497,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         elif t.kind == AllocationTimeoutTimer.kind:
             timer = AllocationTimeoutTimer(p, p.allocations[t.ref], t.gen)
         else:
-            timer = ExpireTimer(p, t.ref, p.terminated[t.ref])
+            timer = ExpireTimer(p, t.ref, p.terminated[t.ref].state)
         heap.append((t.deadline, t.n, timer))
     heapq.heapify(heap)  # dropped entries may have broken the heap shape; pop order is unchanged
     core.timers._heap = heap

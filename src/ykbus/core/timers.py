@@ -70,7 +70,8 @@ class ExpireTimer(_Timer, frozen=True):
 
     def live(self) -> bool:
         p = self.partition
-        return p.alive and p.terminated.get(self.app_id) is self.state
+        ended = p.terminated.get(self.app_id)
+        return p.alive and ended is not None and ended.state is self.state
 
 
 class ReservationTimer(_Timer, frozen=True):
