@@ -34,7 +34,7 @@ def _details(code: str, d: dict[str, Any]) -> str:
         return "; ".join(f"{r}: asked {v}, free on node {d['node']} {d.get('free', {}).get(r, 0)}"
                          for r, v in d.get("asked", {}).items())
     if code in ("RequiredNodeGone", "RequiredNodeDraining", "RMPaused", "GangIncomplete", "GangNoRoom",
-                "GangTooLarge", "GangPending", "Replacing"):
+                "GangTooLarge", "GangPending", "Replacing", "LeaderPending"):
         return ""  # the message says it all
     return ", ".join(f"{k} {v}" for k, v in d.items())
 

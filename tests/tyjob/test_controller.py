@@ -387,3 +387,48 @@ def test_a_leader_lost_with_its_worker_gets_the_room_first():
     d.flush()
     st = d.status("default.j")
     assert st["stage"] == "Running" and all(p["phase"] == "Running" for p in st["pods"])
+
+
+def gang_job(name: str, leader_cpu: str, workers: int, worker_cpu: str, seconds: str):
+    """A Gang job whose leader and every worker are its gang (minWorkersNum = workers)."""
+    job = simple(name, leader_cpu, workers, worker_cpu, seconds, policy="Gang")
+    return msgspec.structs.replace(job, min_workers=workers)
+
+
+def test_jobs_applied_together_are_placed_in_their_order_each_whole():
+    """Issue 20, item 10. A BinPack job (a leader and two 7-cpu workers) and then a Gang
+    job needing 13 of the cluster's 20 cpu, of equal priority, applied together: the first
+    is placed whole first, and the gang waits holding nothing. Before, the controller sent
+    workers only once their leader was placed, and the gang was placed in between."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 10, memory: 8Gi}\n  - {name: n2, cpu: 10, memory: 8Gi}\n")
+    d.start()
+    d.ctl.apply(simple("first", "1", 2, "7", "60"), 1, d.now)
+    d.ctl.apply(gang_job("second", "3", 2, "5", "60"), 2, d.now)
+    d.flush()
+    first, second = d.status("default.first"), d.status("default.second")
+    assert first["stage"] == "Running" and all(p["phase"] == "Running" for p in first["pods"]), first
+    second_app = d.ctl.runs["default.second"].app_id
+    assert [a for a in d.core_allocations() if a.app.id == second_app] == []  # not even a placeholder
+    assert second["stage"] == "Pending" and all(p["phase"] == "Pending" for p in second["pods"])
+    d.advance(61)  # the first job ends: the gang takes its room, whole
+    second = d.status("default.second")
+    assert second["stage"] == "Running" and all(p["phase"] == "Running" for p in second["pods"]), second
+
+
+def test_a_worker_waits_in_the_core_for_its_leader_and_says_so():
+    """The workers' asks are sent with their leader's (not withheld): the core keeps them
+    waiting, with the reason LeaderPending, until the leader is placed."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n")
+    d.start()
+    d.ctl.apply(simple("a", "3", 1, "1", "5"), 1, d.now)  # holds 4 cpu for 5 s
+    d.flush()
+    d.ctl.apply(simple("b", "2", 2, "1", "60"), 2, d.now)
+    d.flush()
+    app_b = d.ctl.runs["default.b"].app_id
+    asks = d.core.rms["tyjob"].partitions["default"].apps[app_b].asks
+    assert set(asks) == {"b-l", "b-w-0", "b-w-1"}  # all sent
+    assert {k: a.why.code.value for k, a in asks.items() if a.why} == {
+        "b-l": "NoNodeRoom", "b-w-0": "LeaderPending", "b-w-1": "LeaderPending"}
+    assert d.status("default.b")["message"] == "b-l waits: no schedulable node has {vcore: 2000} free"  # the leader's
+    d.advance(6)
+    assert all(p["phase"] == "Running" for p in d.status("default.b")["pods"])

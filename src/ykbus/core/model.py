@@ -29,7 +29,7 @@ from ykbus.core.config import (
     parse_offset,
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
-from ykbus.core.policies import AFFINITIES, POLICY_TAG, NodePolicy
+from ykbus.core.policies import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.si import messages as m
 
@@ -42,6 +42,7 @@ REQUIRED_NODE_TAG = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKor
 GANG_WAIT = "gang:"  # + application id: a placeholder waiting for the rest of its gang, or a
 #                      real ask waiting for its gang's placeholders to be placed
 REPLACE_WAIT = "replace:"  # + placeholder UUID: a real ask waiting for the RM to release it
+LEADER_WAIT = "leader:"  # + application id: a worker waiting for its application's leader to be placed
 PLACEHOLDER_TIMEOUT_MS = 15 * 60 * 1000  # a gang's default placeholder timeout (YuniKorn's)
 NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
 Shape = tuple[tuple[str, int], ...]
@@ -294,6 +295,15 @@ class App:
     @property
     def placeholder_timeout_ms(self) -> int:
         return self.timeout_ms or PLACEHOLDER_TIMEOUT_MS
+
+
+def pending_leader(app: App) -> Ask | None:
+    """The ask of `app` tagged `ykbus.io/role: leader` that still waits to be placed, if
+    any: its workers wait for it (a job is placed in its order, leader first)."""
+    for ask in app.asks.values():
+        if ask.pending and ask.tags.get(ROLE_TAG) == LEADER_ROLE:
+            return ask
+    return None
 
 
 class Terminated:

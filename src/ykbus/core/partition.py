@@ -72,6 +72,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.model import (
     GANG_WAIT,
+    LEADER_WAIT,
     NODE_WAIT,
     REPLACE_WAIT,
     REQUIRED_WAIT,
@@ -89,7 +90,7 @@ from ykbus.core.model import (
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
-from ykbus.core.policies import NodePolicies
+from ykbus.core.policies import LEADER_ROLE, ROLE_TAG, NodePolicies
 from ykbus.core.resources import Res, add_into, fits, scaled, share, sub_into
 from ykbus.core.scheduling import ENDS_WALK, Allocate, Defer, Hold, Park, Plan, Reserve, Scheduler
 from ykbus.core.scorers import scorer_for
@@ -137,6 +138,7 @@ class Partition:
         self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
         self.required_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # node id -> asks that must run there
         self.gang_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> asks waiting on its gang
+        self.leader_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> workers waiting on its leader
         self.replace_waiters: dict[str, Ask] = {}  # placeholder uuid -> the real ask taking its place
         # asks past the reservation delay that found no node to reserve: judged again when a
         # node comes, comes back, grows, or is freed of its reservation
@@ -571,6 +573,7 @@ class Partition:
         ask.since = 0
         if not ask.pending:
             return
+        self._leader_placed(ask)  # dropped: its workers wait for it no more
         if ask.placeholder and ask.app.gang:  # its gang, and the real asks waiting for it, are judged again
             self._rejudge_gang(ask.app)  # (this ask too: it is active then, and leaves its list below)
         total = scaled(ask.resource, ask.pending)
@@ -608,6 +611,8 @@ class Partition:
             _leave(self.gang_waiters, ask.waiting[len(GANG_WAIT):], ask)
         elif ask.waiting is not None and ask.waiting.startswith(REPLACE_WAIT):
             self.replace_waiters.pop(ask.waiting[len(REPLACE_WAIT):], None)
+        elif ask.waiting is not None and ask.waiting.startswith(LEADER_WAIT):
+            _leave(self.leader_waiters, ask.waiting[len(LEADER_WAIT):], ask)
         elif ask.waiting is not None:
             q = self._waiting_place(ask.waiting)
             if q is not None:
@@ -633,6 +638,8 @@ class Partition:
             self.gang_waiters.setdefault(where[len(GANG_WAIT):], {})[(ask.app.id, ask.key)] = ask
         elif where.startswith(REPLACE_WAIT):
             self.replace_waiters[where[len(REPLACE_WAIT):]] = ask
+        elif where.startswith(LEADER_WAIT):
+            self.leader_waiters.setdefault(where[len(LEADER_WAIT):], {})[(ask.app.id, ask.key)] = ask
         else:
             self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
         if reason.message != ask.reported:
@@ -679,6 +686,12 @@ class Partition:
         if waiters:
             for ask in waiters.values():
                 self._wake(ask)
+
+    def _leader_placed(self, ask: Ask) -> None:
+        """`ask` no longer waits to be placed: if it is a leader, its workers go on."""
+        if self.leader_waiters and ask.tags.get(ROLE_TAG) == LEADER_ROLE:
+            for worker in self.leader_waiters.pop(ask.app.id, {}).values():
+                self._wake(worker)
 
     def _wake_node(self, node: Node) -> None:
         """`node` changed (added, freed, resized, drained, back, going): wake the asks that
@@ -779,6 +792,7 @@ class Partition:
                 active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
             self._ask_not_pending(ask)
+            self._leader_placed(ask)
         if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.reserved:  # placed, on its node or another: the reservation has done its job

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
 POLICY_TAG = "ykbus.io/node-policy"
 ROLE_TAG = "ykbus.io/role"
-ROLES = ("leader", "worker")
+LEADER_ROLE, WORKER_ROLE = "leader", "worker"
+ROLES = (LEADER_ROLE, WORKER_ROLE)
 SCORED = ("vcore", "memory", "nvidia.com/gpu")  # the seed's CPU, memory and GPU, in SI names
 UTILISATION = (1, 1, 1)  # weights of vcore, memory, GPU: BinPack and the affinities
 LEADER_WEIGHTS = (1, 1, 4)  # LeaderFirst's leader: GPU weighted up, lowest first

@@ -32,6 +32,7 @@ from ykbus.core.gang import CancelGroup, GangAllocate, Replace, plan_gang, repla
 from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import (
     GANG_WAIT,
+    LEADER_WAIT,
     NODE_WAIT,
     RECOVERY_QUEUE,
     REQUIRED_WAIT,
@@ -41,7 +42,9 @@ from ykbus.core.model import (
     Queue,
     Shape,
     Tracker,
+    pending_leader,
 )
+from ykbus.core.policies import ROLE_TAG, WORKER_ROLE
 from ykbus.core.resources import Res, first_over, fits, fmt_res, share
 from ykbus.si import messages as m
 
@@ -215,7 +218,8 @@ class Scheduler:
                 return False
         if not app.gang:  # the common case: every ask on its own
             for entry in app.active:
-                decision = self._ask(entry[-1])
+                ask = entry[-1]
+                decision = self._worker(app, ask) if ask.tags.get(ROLE_TAG) == WORKER_ROLE else self._ask(ask)
                 plan.append(decision)
                 if decision.__class__ in ENDS_WALK:
                     return True
@@ -232,11 +236,25 @@ class Scheduler:
                 if decisions[-1].__class__ is GangAllocate:
                     return True
                 continue
-            decision = self._member(app, ask) if ask.task_group else self._ask(ask)
+            if ask.task_group:
+                decision = self._member(app, ask)
+            elif ask.tags.get(ROLE_TAG) == WORKER_ROLE and any(a.placeholder and a.pending for a in app.asks.values()):
+                decision = Park(ask, GANG_WAIT + app.id, m.SchedulingState.SKIPPED, why.workers_wait_for_gang(app.id))
+            else:
+                decision = self._ask(ask)
             plan.append(decision)
             if decision.__class__ in ENDS_WALK:
                 return True
         return False
+
+    def _worker(self, app: App, ask: Ask) -> Decision:
+        """An ask tagged `ykbus.io/role: worker` waits while its application's leader waits
+        to be placed: a job is placed in its order, so its workers never hold room its
+        leader needs (and a later job cannot slip in between its leader and its workers)."""
+        leader = pending_leader(app)
+        if leader is not None:
+            return Park(ask, LEADER_WAIT + app.id, m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
+        return self._ask(ask)
 
     def _member(self, app: App, ask: Ask) -> Decision:
         """A real ask of one of a gang's task groups."""

@@ -24,6 +24,7 @@ from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
     GANG_WAIT,
+    LEADER_WAIT,
     NODE_WAIT,
     REPLACE_WAIT,
     REQUIRED_WAIT,
@@ -69,6 +70,7 @@ DERIVED: dict[str, frozenset[str]] = {
                       "trackers", "policy", "node_pods"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
+                            "leader_waiters",
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
@@ -419,6 +421,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
             p.gang_waiters.setdefault(w[len(GANG_WAIT):], {})[key] = ask
         elif w.startswith(REPLACE_WAIT):
             p.replace_waiters[w[len(REPLACE_WAIT):]] = ask
+        elif w.startswith(LEADER_WAIT):
+            p.leader_waiters.setdefault(w[len(LEADER_WAIT):], {})[key] = ask
     delay = p.config.reservationdelay_ms * 1_000_000
     for key, ask in asks.items():  # derived: the node reserved for an ask; who found none to reserve
         if ask.reserved:

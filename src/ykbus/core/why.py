@@ -40,6 +40,7 @@ class PendingCode(enum.StrEnum):
     GANG_TOO_LARGE = "GangTooLarge"  # a placeholder: the gang has more placeholders than one entry may place
     GANG_PENDING = "GangPending"  # a real ask: its task group's placeholders are not placed yet
     REPLACING = "Replacing"  # a real ask: waiting for the RM to release the placeholder it replaces
+    LEADER_PENDING = "LeaderPending"  # a worker: its application's leader is not placed yet
     RESERVED = "Reserved"  # waited long enough: a node is reserved for it until room frees there (or elsewhere)
 
 
@@ -134,6 +135,17 @@ def gang_too_large(app: str, placeholders: int, limit: int) -> Why:
 def gang_pending(app: str, group: str) -> Why:
     return Why(PendingCode.GANG_PENDING, f"task group {group} of gang {app} waits for its placeholders to be placed",
                {"application": app, "taskGroup": group})
+
+
+def leader_pending(app: str, leader: str) -> Why:
+    return Why(PendingCode.LEADER_PENDING, f"a worker of {app}: it waits for its leader {leader} to be placed "
+               "(a job is placed in its order, so its workers never hold the room its leader needs)",
+               {"application": app, "leader": leader})
+
+
+def workers_wait_for_gang(app: str) -> Why:
+    return Why(PendingCode.GANG_PENDING, f"a worker of gang {app} outside its task groups: it waits for the gang's "
+               "placeholders to be placed", {"application": app, "taskGroup": ""})
 
 
 def replacing(uuid: str, node: str) -> Why:

@@ -93,7 +93,6 @@ class JobRun(msgspec.Struct):
     placeholders: dict[str, Placeholder] = {}  # uuid -> placeholder held
     cleaned: bool = False
     removed: bool = False  # its application is removed from the core
-    followers_sent: bool = False  # the asks that wait for the leader (or the gang) to be placed were sent
 
     def status(self) -> dict[str, Any]:
         return {"name": self.job.name, "namespace": self.job.namespace, "stage": self.stage,
@@ -277,7 +276,11 @@ class Controller:
                                priority=run.job.priority, tags={ROLE_TAG: pod.role}, taskGroupName=pod.group)
 
     def _asks(self, run: JobRun, only_pending: bool = False) -> list[m.AllocationAsk]:
-        """Placeholders first (one ask per task group), then one ask per pod waiting."""
+        """The job in its order: placeholders first (one ask per task group), then one ask
+        per pod waiting, the leader before its workers. All are sent at once: the core
+        places a worker only once its leader is placed (and, for Gang, a worker outside the
+        task groups once the gang is), so workers never hold the room their leader needs and
+        no later job is placed between a job's leader and its workers."""
         asks = []
         groups: dict[str, list[Pod]] = {}
         for pod in run.pods.values():
@@ -291,25 +294,9 @@ class Controller:
                     allocationKey=f"{PLACEHOLDER_KEY}{group}", applicationID=run.app_id, partitionName=PARTITION,
                     resourceAsk=_resource(pod_spec(run.job, members[0]).resources), maxAllocations=wanted,
                     priority=run.job.priority, taskGroupName=group, placeholder=True))
-        asks.extend(self._ask(run, pod) for pod in run.pods.values()
-                    if pod.phase == PENDING and (run.followers_sent or not _follower(run, pod)))
+        waiting = [pod for pod in run.pods.values() if pod.phase == PENDING]
+        asks.extend(self._ask(run, pod) for pod in sorted(waiting, key=lambda p: p.role != LEADER))
         return asks
-
-    def _release_followers(self, run: JobRun) -> None:
-        """Workers wait for their leader: their asks are sent once the leader is placed
-        (for Gang, the workers outside the gang once the gang is placed). Sent earlier,
-        they could take the room the leader (or the gang) needs and hold it, waiting."""
-        if run.followers_sent or run.stage in FINAL:
-            return
-        if run.job.basic_policy == "Gang":
-            held = len(run.placeholders) + sum(1 for p in run.pods.values() if p.group and p.placed)
-            if held < sum(1 for p in run.pods.values() if p.group):
-                return
-        elif not any(p.role == LEADER and p.placed for p in run.pods.values()):
-            return
-        run.followers_sent = True
-        self.out.asks.extend(self._ask(run, pod) for pod in run.pods.values()
-                             if pod.phase == PENDING and _follower(run, pod))
 
     def _submit(self, run: JobRun) -> None:
         problem = self._never_fits(run)
@@ -405,7 +392,6 @@ class Controller:
                 touched[run.job.key] = run
                 run.never_fits = f"the core rejected pod {r.allocationKey}: {r.reason}"
         for run in touched.values():
-            self._release_followers(run)
             self._advance(run, now)
 
     def on_states(self, states: list[m.UpdateContainerSchedulingStateRequest]) -> None:
@@ -564,13 +550,6 @@ class Controller:
         if not run.removed and not run.placeholders and not any(p.uuid for p in run.pods.values()):
             self.out.removes.append(run.app_id)
             run.removed = True
-
-
-def _follower(run: JobRun, pod: Pod) -> bool:
-    """A pod whose ask waits for the leader (for Gang: for the gang) to be placed."""
-    if run.job.basic_policy == "Gang":
-        return not pod.group
-    return pod.role == WORKER
 
 
 def _release(run: JobRun, uuid: str, key: str, message: str) -> m.AllocationRelease:
