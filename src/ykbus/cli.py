@@ -11,6 +11,7 @@ from importlib import resources
 from ykbus.bus.local import FIND_URL, NatsUnreachable, default_url
 from ykbus.cliparse import Parser
 from ykbus.core.config import ConfigError
+from ykbus.progress import Progress
 
 
 def _queues(path: str | None):
@@ -31,11 +32,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ykbus.log.replay import first_difference, replay_file
 
     queues = _queues(args.queues)
+    progress = Progress(f"ykbus replay {args.log}")
     try:
-        lines = list(replay_file(args.log, queues))
+        lines = list(replay_file(args.log, queues, progress.update))
     except (LogError, OSError) as exc:
+        progress.close()
         print(f"ykbus replay: {exc}", file=sys.stderr)
         return 2
+    progress.close()
     if args.out == "-":
         sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
     elif args.out:
@@ -325,7 +329,9 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from ykbus.bus.record import record
 
-    n = anyio.run(record, args.nats or default_url(), args.out, args.prefix)
+    progress = Progress(f"ykbus record {args.out}")
+    n = anyio.run(record, args.nats or default_url(), args.out, args.prefix, progress)
+    progress.close()
     print(f"ykbus record: {n} entries written to {args.out}", file=sys.stderr)
     return 0
 

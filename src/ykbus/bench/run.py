@@ -31,6 +31,9 @@ class Reporter:
         self._last = 0.0
 
     def progress(self, text: str) -> None:
+        """What is running, redrawn in place on stderr when it is a terminal (ykbus.progress)."""
+        if not self.err.isatty():
+            return
         now = time.monotonic()
         if now - self._last < 0.25:
             return
@@ -45,7 +48,8 @@ class Reporter:
             print(json.dumps(row), flush=True)
 
     def table(self, columns: list[str]) -> None:
-        self.err.write("\r\033[K")
+        if self.err.isatty():
+            self.err.write("\r\033[K")
         widths = [max(len(c), *(len(_fmt(r.get(c))) for r in self.rows)) for c in columns]
         self.err.write("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)) + "\n")
         for r in self.rows:

@@ -8,9 +8,11 @@ from ykbus.bus.local import connect
 from ykbus.bus.subjects import HDR_CONTENT_TYPE, IN_STREAM, MSGPACK, Subjects, js_reply_meta
 from ykbus.core import Entry
 from ykbus.log.jsonl import encode_entry
+from ykbus.progress import Progress
 
 
-async def record(url: str, out_path: str, prefix: str = "yk.v1") -> int:
+async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progress | None = None) -> int:
+    """Write the input stream to `out_path`; `progress`, if given, hears each entry."""
     subjects = Subjects(prefix)
     nc = await connect(url)
     try:
@@ -28,6 +30,8 @@ async def record(url: str, out_path: str, prefix: str = "yk.v1") -> int:
                 encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
                 f.write(encode_entry(Entry(seq, ts, rm, kind, msg.data, encoding)) + b"\n")
                 n += 1
+                if progress is not None:
+                    progress.update(n, info.state.messages)
                 if seq >= last:
                     break
             await sub.unsubscribe()

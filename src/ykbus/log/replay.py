@@ -38,20 +38,27 @@ def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = 
     return GuardedCore(restore(None), restore, checkpoint_every=checkpoint_every, dump=dump_snapshot)
 
 
-def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None) -> Iterator[Output]:
+def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None,
+           progress: Callable[[int, int], None] | None = None) -> Iterator[Output]:
+    """The outputs of applying `entries` to a fresh core; `progress(done, total)`, if given,
+    hears each entry applied."""
     entries = list(entries)
     guard = guarded_core(queues)
     for entry in entries:  # the records of failed entries come after them: learn them first
         if entry.kind == FAILED_KIND and not entry.rm:
             guard.apply_record(entry)
-    for entry in entries:
+    total = len(entries)
+    for i, entry in enumerate(entries, 1):
         yield from guard.apply(entry)
+        if progress is not None:
+            progress(i, total)
 
 
-def replay_file(path: str, queues: SchedulerConfig | None = None) -> Iterator[bytes]:
+def replay_file(path: str, queues: SchedulerConfig | None = None,
+                progress: Callable[[int, int], None] | None = None) -> Iterator[bytes]:
     """Output lines (without newline) of replaying the log at `path`."""
     with open(path, "rb") as f:
-        for out in replay(read_entries(f, path), queues):
+        for out in replay(read_entries(f, path), queues, progress):
             yield encode_output(out)
 
 
