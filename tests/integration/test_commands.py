@@ -29,11 +29,10 @@ def test_compose_services_run_real_tested_entry_points():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     assert set(services) >= {"nats", "core", "k8s-sim", "batch-sim"}
-    assert services["nats"]["image"].startswith("nats:") and "--jetstream" in services["nats"]["command"]
     parser = build_parser()
     for name, svc in services.items():
-        if "image" in svc:
-            assert svc["image"].startswith("nats:") and "--jetstream" in svc["command"], name
+        if "image" in svc:  # run as written by tests/integration/test_compose.py
+            assert svc["image"].startswith("nats:") and svc["command"][0] == "--config", name
             continue
         assert (ROOT / svc["build"]["dockerfile"]).exists()
         command = svc["command"]
@@ -169,8 +168,11 @@ async def test_tyjob_commands_run_a_job_and_refuse_a_broken_manifest(nats_server
 
 
 def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
-    """Regression (newcomer walkthrough): with no server, `tyjob get` and `explain` retried
-    forever, printing a traceback every 2 s. The default URL comes from `ykbus up`'s file."""
+    """Regressions (newcomer walkthrough, issue 20 item 2): with no server, `tyjob get` and
+    `explain` retried forever, printing a traceback every 2 s; `record` ignored the URL
+    `ykbus up` wrote and printed 61 reconnect tracebacks over 2 minutes. Every command finds
+    the server the same way (here: `ykbus up`'s file) and says in one line, within 5 s,
+    that it does not answer, exit code 2."""
     import os
     import socket
     import time
@@ -182,12 +184,16 @@ def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
     (home / ".ykbus").mkdir(parents=True)
     (home / ".ykbus" / "nats.url").write_text(url + "\n")
     env = {k: v for k, v in os.environ.items() if k != "YKBUS_NATS"} | {"HOME": str(home)}
-    for args, code in ((("tyjob", "get"), 1), (("explain", "app-1"), 2)):
+    commands = [("tyjob", "get"), ("explain", "app-1"), ("record", "--out", str(tmp_path / "log.jsonl")),
+                ("core",), ("sim", "k8s"), ("sim", "batch"),
+                ("tyjob", "controller", "--cluster", str(ROOT / "examples" / "tyjob" / "cluster.yaml"))]
+    for args in commands:
         start = time.monotonic()
         proc = ykbus(*args, env=env, timeout=30)
-        err = proc.stderr.decode()
-        assert proc.returncode == code and url in err and "Traceback" not in err, err[-1000:]
-        assert time.monotonic() - start < 10
+        err = proc.stderr.decode().strip()
+        assert proc.returncode == 2, (args, err[-1000:])
+        assert err.splitlines() == [f"ykbus {args[0]}: cannot reach NATS at {url}: " + err.split(": ", 3)[-1]], err
+        assert time.monotonic() - start < 5, args
 
 
 def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
@@ -205,14 +211,19 @@ def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
         text = k8s.read_text()
         assert "name: team-a" in text
         k8s.write_text(text.replace("          - name: ml\n", "          - name: ml\n          - name: edited\n"))
+        said = []
         for line in proc.stdout:
+            said.append(line)
             if line.startswith("t=") and " edited:" in line.split("| k8s:")[1].split("|")[0]:
                 break
         else:
             raise AssertionError("the edited queue never showed up")
+        # issue 20, item 5: the reload is announced where the user looks
+        assert "ykbus up: queue file of policy group 'k8s' in force; reconfigured: k8s\n" in said, said
         k8s.write_text(text.replace("name: ml", "name: m.l"))  # invalid: logged, nothing changes
         seen = 0
         for line in proc.stdout:
+            said.append(line)
             seen += line.startswith("t=")
             if seen == 4:
                 break
@@ -221,7 +232,9 @@ def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
         proc.terminate()
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]
-    assert "queue configuration rejected" in err and "contains a dot" in err
+    rejected = [line for line in "".join(said).splitlines() + out.splitlines() if ": rejected" in line]
+    assert len(rejected) == 1 and rejected[0].startswith(f"ykbus up: {k8s}: rejected, the active configuration "
+                                                         "stays: ") and "contains a dot" in rejected[0], rejected
 
 
 def test_compose_core_configuration_and_queue_files_are_valid_and_match_the_sims():
@@ -279,7 +292,7 @@ async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
         with anyio.fail_after(30):
             while True:  # the demo RMs register within seconds of the first progress line
                 health = json.loads((await admin.request("yk.v1.api.health", b"{}", timeout=5)).data)
-                if health["rms"] == {"k8s": "Running", "batch": "Running"}:
+                if health["rms"] == {"k8s": "Running", "batch": "Running", "tyjob": "Running"}:
                     break
                 await anyio.sleep(0.2)
         bad = json.loads((await admin.request(f"yk.v1.admin.{owner}.queues", json.dumps(
@@ -315,7 +328,7 @@ async def test_compose_secure_profile_commands_allocate_through_a_secured_nats_s
     import nats
 
     from ykbus.bus.permissions import connect_options, load_secrets
-    from ykbus.bus.server import NatsServer
+    from ykbus.bus.server import free_port
     from ykbus.bus.settings import load_service_config
 
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -325,36 +338,36 @@ async def test_compose_secure_profile_commands_allocate_through_a_secured_nats_s
     assert all("profiles" not in services[name] for name in ("nats", "core", "k8s-sim", "batch-sim"))
     for name in ("core", "core-secure"):
         assert services[name]["environment"]["YKBUS_API_TOKEN"].startswith("${YKBUS_API_TOKEN:?")
-    store = tmp_path / "nats"
-    store.mkdir()
-    paths = {"/etc/ykbus": str(ROOT / "services" / "config"), "/secure": str(store)}
+    from tests.integration.compose import Compose
 
-    def local(arg: str) -> str:
-        for there, here in paths.items():
-            if arg.startswith(there + "/"):
-                return here + arg[len(there):]
-        return arg
-
-    gen = [local(a) for a in services["nats-config"]["command"]]
-    assert ykbus(*gen[1:]).returncode == 0
-    conf = services["nats-secure"]["command"]
-    assert local(conf[conf.index("-c") + 1]) == gen[gen.index("--out") + 1]
-    server = NatsServer(store_dir=str(store), extra_conf='include "auth.conf"\n').start()
+    compose = Compose(tmp_path)
+    port = free_port()
+    compose.hosts["nats-secure"] = url = f"nats://127.0.0.1:{port}"
+    gen = compose.run("nats-config")
+    assert gen.returncode == 0, gen.stderr
+    server = compose.start("nats-secure", "-p", str(port))  # its command as written, with what nats-config wrote
     core_cmd = services["core-secure"]["command"]
-    service, _ = load_service_config(
-        local(core_cmd[core_cmd.index("--config") + 1]))
+    service, _ = load_service_config(str(ROOT / "services" / "config" / "ykbus-secure.yaml"))
     assert service.nats.url == "nats://nats-secure:4222" and service.scheduler_acl == "ops"
-    core = CoreProcess(server.url, "--nats-secrets", local(core_cmd[core_cmd.index("--nats-secrets") + 1]),
-                       "--rm-pause", "600").start()
+    secrets = str(compose.volume("secure") / "secrets.yaml")
+    assert core_cmd[core_cmd.index("--nats-secrets") + 1] == "/secure/secrets.yaml"
+    core = CoreProcess(url, "--nats-secrets", secrets, "--rm-pause", "600").start()
     sims = []
     for name in ("k8s-sim-secure", "batch-sim-secure"):
-        cmd = [local(a) for a in services[name]["command"]]
-        cmd[cmd.index("--nats") + 1] = server.url
+        cmd = compose.argv(name)
         cmd[cmd.index("--nodes") + 1] = "3"
-        sims.append(subprocess.Popen([sys.executable, "-m", "ykbus.cli", *cmd[1:]], stderr=subprocess.PIPE))
+        sims.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     try:
-        found = load_secrets(gen[gen.index("--secrets") + 1])
-        nc = await nats.connect(server.url, **connect_options("grafana", found.observers["grafana"].password))
+        found = load_secrets(secrets)
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    nc = await nats.connect(url, allow_reconnect=False,
+                                            **connect_options("grafana", found.observers["grafana"].password))
+                    break
+                except (OSError, nats.errors.Error):
+                    assert server.poll() is None, server.communicate()[1][-2000:]
+                    await anyio.sleep(0.1)
         with anyio.fail_after(60):
             while True:
                 for p in [core.proc, *sims]:
@@ -372,4 +385,5 @@ async def test_compose_secure_profile_commands_allocate_through_a_secured_nats_s
             p.terminate()
             p.wait(timeout=10)
         core.terminate()
-        server.cleanup()
+        server.terminate()
+        server.communicate(timeout=10)

@@ -192,7 +192,7 @@ class NatsScheduler(SchedulerAPI):
         self.encoding = "json"
         self.callback: ResourceManagerCallback | None = None
         self.last_output_seq = 0  # stream seq of the last output handed to the callback
-        self._session = os.urandom(6).hex()  # client side: makes msg ids unique per process
+        self._session = os.urandom(16).hex()  # 128 random bits: msg ids no other client can guess (docs/protocol.md)
         self._counter = itertools.count(1)
         self._registers: dict[int, m.RegisterResourceManagerResponse] = {}
         self._register_seen = anyio.Event()

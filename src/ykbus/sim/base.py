@@ -265,6 +265,7 @@ async def _print_progress(sim: SimRM, every: float = 1.0) -> None:
 async def _until_stopped(sim: SimRM, name: str) -> None:
     import signal
 
+    start = time.monotonic()
     async with anyio.create_task_group() as tg:
         async def run() -> None:
             await sim.run()
@@ -277,6 +278,8 @@ async def _until_stopped(sim: SimRM, name: str) -> None:
                 break
         print(f"{name}: stopping", flush=True)
         tg.cancel_scope.cancel()
+    elapsed = time.monotonic() - start
+    print(progress_line(sim, elapsed, sim.stats.allocated / elapsed if elapsed else 0.0), flush=True)  # the totals
 
 
 def run_sim(sim: SimRM, name: str) -> None:

@@ -235,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             anyio.run(ControllerService(url, args.cluster, args.rm, nats.options).run)
         except ClusterError as exc:
             raise SystemExit(f"ykbus tyjob controller: {exc}") from None
+        except OSError as exc:  # the cluster file cannot be read
+            raise SystemExit(f"ykbus tyjob controller: --cluster {args.cluster}: {exc.strerror}") from None
         except KeyboardInterrupt:
             pass
         return 0
