@@ -1,0 +1,278 @@
+"""What a new user meets in the first hour (issue 20), end to end where they meet it: the
+commands as subprocesses, a real nats-server, the README's own example program."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.integration.conftest import CoreProcess, running_core
+from ykbus.si import messages as m
+
+ROOT = Path(__file__).parents[2]
+EXAMPLE = ROOT / "examples" / "python_rm.py"
+
+
+def ykbus(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def home_env(tmp_path: Path) -> dict[str, str]:
+    """A HOME of this test (where `ykbus up` keeps its data and its URL file by default)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {k: v for k, v in os.environ.items() if k != "YKBUS_NATS"} | {"HOME": str(home)}
+
+
+# --- 1. the README's Python RM ------------------------------------------------------------
+
+def test_the_readme_shows_the_example_program_whole():
+    text = (ROOT / "README.md").read_text()
+    assert EXAMPLE.read_text() in text
+
+
+def test_the_example_program_runs_against_a_real_core(nats_server):
+    core = CoreProcess(nats_server.url).start()
+    try:
+        run = subprocess.run([sys.executable, str(EXAMPLE), "--nats", nats_server.url], capture_output=True,
+                             text=True, timeout=60)
+    finally:
+        core.terminate()
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert lines[0] == "application web-1 accepted"
+    placed = [line for line in lines if line.startswith("run web-1-pod-")]
+    assert len(placed) == 3 and all(re.fullmatch(r"run web-1-pod-\d on example-rm-node-[12] \(allocation \S+\)", p)
+                                    for p in placed), lines
+    assert lines[-1] == "released 3 pods; done"
+
+
+def test_the_python_api_takes_enum_names_as_the_wire_does():
+    node = m.NodeInfo(nodeID="n1", action="CREATE")
+    assert node.action is m.ActionFromRM.CREATE
+    assert m.NodeInfo(nodeID="n1", action=1).action is m.ActionFromRM.CREATE  # a proto number, as before
+    release = m.AllocationRelease(UUID="u", terminationType="STOPPED_BY_RM")
+    assert release.terminationType is m.TerminationType.STOPPED_BY_RM
+    with pytest.raises(ValueError, match="'CREAT' is not a ActionFromRM: one of UNKNOWN_ACTION_FROM_RM, CREATE"):
+        m.NodeInfo(nodeID="n1", action="CREAT")
+    with pytest.raises(ValueError, match="99 is not a ActionFromRM"):
+        m.NodeInfo(nodeID="n1", action=99)
+
+
+# --- 3. ykbus up resumes its data directory --------------------------------------------------
+
+def _up(env: dict, *args: str, duration: str = "6") -> subprocess.CompletedProcess:
+    run = ykbus("up", "--duration", duration, *args, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_a_second_up_resumes_the_first_and_fresh_starts_clean(tmp_path):
+    env = home_env(tmp_path)
+    data = Path(env["HOME"]) / ".ykbus" / "up"
+    first = _up(env)
+    assert first.stdout.splitlines()[0] == (f"ykbus up: data in {data} (new; `ykbus up --fresh` or "
+                                            "`make run ARGS=--fresh` starts clean)")
+    ran = int(re.findall(r"allocations=(\d+)", first.stdout)[-1])
+    assert ran > 0 and (data / "rms" / "k8s.json").exists()
+    second = _up(env)
+    out = second.stdout
+    assert out.splitlines()[0].startswith(f"ykbus up: data in {data} (resuming the run kept there;")
+    for rm in ("k8s", "batch"):  # the seed's recovery protocol: running pods reported, not a fresh start
+        said = re.search(rf"ykbus up: {rm} resumed: (\d+) applications recovered, (\d+) running pods reported "
+                         r"as existing allocations, (\d+) waiting pods asked again", out)
+        assert said and int(said.group(1)) > 0, out[-3000:]
+    progress = [line for line in out.splitlines() if line.startswith("t=")]
+    assert int(progress[-1].split("allocations=")[1].split()[0]) > ran  # the count goes on from the first run
+    third = _up(env, "--fresh", duration="3")
+    assert "(new;" in third.stdout.splitlines()[0] and " resumed: " not in third.stdout
+
+
+def test_fresh_never_empties_a_directory_up_did_not_make(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("precious")
+    run = ykbus("up", "--data", str(mine), "--fresh", "--duration", "1", env=home_env(tmp_path))
+    assert run.returncode != 0 and "was not made by `ykbus up`" in run.stderr
+    assert (mine / "keep.txt").read_text() == "precious"
+
+
+# --- 4. the demo's backlog stays bounded -----------------------------------------------------
+
+@pytest.mark.anyio
+async def test_the_batch_demo_backlog_stays_bounded(nats_server):
+    """The batch generator offers more work than its cluster runs: with --max-waiting it
+    submits no job while that many containers wait, so the backlog stops growing."""
+    from ykbus.sim.batch import BatchSim
+
+    sim = BatchSim(nats_server.url, "batch", nodes_count=1, jobs_per_s=50.0, max_waiting=60)
+    most = 0
+    async with running_core(nats_server.url, heartbeat_pause_s=600):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sim.run)
+            with anyio.fail_after(30):
+                await sim.started.wait()
+            for _ in range(40):  # 4 s at 50 jobs/s would submit 200 jobs of 4 to 40 containers
+                await anyio.sleep(0.1)
+                most = max(most, sim.waiting_pods())
+            tg.cancel_scope.cancel()
+    assert sim.stats.allocated > 0
+    assert 60 <= most < 60 + 41 + 1  # at most one job (an AM and up to 40 containers) past the bound
+    assert sim.stats.submitted < 50 * 4 * 4  # far fewer than it would have offered
+
+
+# --- 7. ykbus sim: progress, and a clean stop ------------------------------------------------
+
+def test_sim_shows_progress_and_stops_cleanly_on_ctrl_c(nats_server):
+    core = CoreProcess(nats_server.url, "--rm-pause", "600").start()
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "sim", "k8s", "--nats", nats_server.url, "--nodes",
+                             "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # a line a second
+            lines.append(line)
+            if line.startswith("t=") and int(line.split("allocated=")[1].split()[0]) > 0:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        core.terminate()
+    assert proc.returncode == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    assert out.splitlines()[-1] == "ykbus sim k8s: stopped" and out.splitlines()[-2].startswith("t=")  # its totals
+
+
+# --- 8. ykbus explain: ended applications, grouped asks ------------------------------------
+
+def _log(tmp_path: Path, entries) -> str:
+    from ykbus.log.jsonl import encode_entry
+
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    return str(path)
+
+
+def test_explain_says_how_and_when_an_application_ended(tmp_path):
+    from tests.core.test_why import QUEUES
+    from ykbus.log.build import LogBuilder, app, ask, node
+
+    log = LogBuilder("k8s")
+    path = _log(tmp_path, [log.register(QUEUES), log.nodes(node("n1", vcore=8000)), log.apps(app("done", "root.small")),
+                           log.asks(ask("x", "done", vcore=500)), log.remove_apps("done")])
+    run = ykbus("explain", "done", "--log", path)
+    assert run.returncode == 0, run.stderr
+    ended = log.ts  # the log's clock at the removal
+    assert run.stdout.splitlines() == [
+        f"application done (rm k8s, partition default, queue root.small): Completed at "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(ended // 10**9))} UTC: application removed by the RM "
+        "(the core remembers it for 72 h after it ended)"]
+
+
+def test_explain_groups_asks_that_wait_for_the_same_reason(tmp_path):
+    from tests.core.test_why import QUEUES
+    from ykbus.log.build import LogBuilder, app, ask, node
+
+    log = LogBuilder("k8s")
+    path = _log(tmp_path, [log.register(QUEUES), log.nodes(node("n1", vcore=8000)), log.apps(app("a", "root.small")),
+                           log.asks(*[ask(f"k{i}", "a", vcore=1000) for i in range(9000)])])
+    grouped = ykbus("explain", "a", "--log", path)
+    assert grouped.returncode == 0, grouped.stderr
+    assert grouped.stdout.splitlines() == [
+        "application a (rm k8s, partition default, queue root.small): Running",
+        "  2 asks (k0, k1; --all lists each): 0 pending, 2 allocated: nothing pending",
+        "  8998 asks (k2, k3, k4 and 8995 more; --all lists each): 8998 pending, 0 allocated: QueueMax: queue "
+        "root.small max vcore 2000 would be exceeded: 2000 used + 1000 asked",
+        "    queue root.small, vcore: 2000 used + 1000 asked > max 2000"]
+    each = ykbus("explain", "a", "--log", path, "--all")
+    assert len([line for line in each.stdout.splitlines() if line.startswith("  ask k")]) == 9000
+
+
+# --- 9. tyjob get in another namespace; --help shows defaults -------------------------------
+
+def test_help_shows_defaults_everywhere():
+    for args, shown in [(("record",), "(default: $YKBUS_NATS"), (("sim", "k8s"), "--nodes NODES (default: 20)"),
+                        (("sim", "batch"), "(default: 400)"), (("replay",), "(default: standard output)"),
+                        (("tyjob", "controller"), "its RM id (default: tyjob)"), (("bench", "e2e"), "(default: 5000)"),
+                        (("up",), "(default: ~/.ykbus/up)")]:
+        if args[0] == "sim":
+            run = subprocess.run([sys.executable, "-m", "ykbus.cli", *args, "--help"], capture_output=True, text=True)
+        else:
+            run = ykbus(*args, "--help")
+        assert run.returncode == 0 and shown in " ".join(run.stdout.split()), (args, run.stdout)
+
+
+JOB = """apiVersion: arranger.ykbus.io/v1
+kind: TYJob
+metadata: {name: learner, namespace: rl}
+spec:
+  leader:
+    name: l
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+  workerSets:
+    - name: w
+      counts: 1
+      template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"""
+
+
+def test_tyjob_get_names_the_namespace_a_job_is_in(nats_server, tmp_path):
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    assert ykbus("tyjob", "apply", "--nats", nats_server.url, "-f", str(manifest)).returncode == 0
+    for verb in ("get", "delete"):
+        run = ykbus("tyjob", verb, "learner", "--nats", nats_server.url)
+        assert run.returncode == 1 and run.stderr.strip() == (
+            f"ykbus tyjob {verb}: tyjob learner not found in namespace default; found in namespace rl: use -n rl")
+    nowhere = ykbus("tyjob", "get", "nobody", "--nats", nats_server.url)
+    assert nowhere.stderr.strip().endswith("not found in namespace default; no namespace has a job of that name")
+    assert json.loads(ykbus("tyjob", "get", "learner", "-n", "rl", "-o", "json", "--nats",
+                            nats_server.url).stdout)["namespace"] == "rl"
+
+
+# --- 12. long work shows progress on a terminal, nothing in a pipe --------------------------
+
+def _on_a_terminal(argv: list[str], timeout: float = 120) -> str:
+    """What `argv` writes to a terminal (stdout and stderr are the pty)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the command, on the terminal
+        os.execv(argv[0], argv)
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    os.waitpid(pid, 0)
+    return out.decode(errors="replace")
+
+
+def test_replay_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
+    from ykbus.log.build import LogBuilder, node
+
+    log = LogBuilder("k8s")
+    entries = [log.register("partitions: [{name: default, queues: [{name: root}]}]")]
+    entries += [log.nodes(node(f"n{i}", vcore=1000)) for i in range(20000)]
+    path = _log(tmp_path, entries)
+    shown = _on_a_terminal([sys.executable, "-m", "ykbus.cli", "replay", path, "--out", str(tmp_path / "o.jsonl")])
+    assert re.search(r"ykbus replay \S+: [\d,]+ of 20,001 entries \(\d+%\), [\d,]+/s, \d+ (s|min) .*left", shown), shown
+    piped = ykbus("replay", path, "--out", str(tmp_path / "p.jsonl"))
+    assert piped.returncode == 0 and "entries" not in piped.stderr
+    assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
