@@ -106,3 +106,22 @@ def test_given_passwords_and_nkeys_need_no_secrets_file(tmp_path):
     config = parse_rms_config({"core": {"password": "c"}, "rms": [{"id": "a", "nkey": NKEY}]})
     done = generate(config, str(tmp_path / "nats.conf"), None)
     assert done.files == [str(tmp_path / "nats.conf")]
+
+
+def test_a_kv_bucket_grant_adds_that_buckets_subjects_and_stream_api_only():
+    config = with_passwords(parse_rms_config({
+        "rms": [{"id": "tyjob", "buckets": ["ykbus-tyjob"]}, {"id": "k8s"}],
+        "admins": [{"user": "ops", "buckets": ["ykbus-tyjob"]}]}), generate=lambda: "pw")
+    text = server_config(config, hash_password=lambda p: f"hash({p})")
+    granted = allow_lists(text, "tyjob")[0]
+    assert "$KV.ykbus-tyjob.>" in granted and "$JS.API.STREAM.INFO.KV_ykbus-tyjob" in granted
+    assert all("KV" not in p or "ykbus-tyjob" in p for p in granted)  # no other bucket, no wildcard stream API
+    assert not any(p.startswith("$JS.API.STREAM.INFO.YK") or p == "$JS.API.>" for p in granted)
+    assert "$KV.ykbus-tyjob.>" in allow_lists(text, "ops")[0]
+    assert not any("KV" in p for p in allow_lists(text, "k8s")[0])
+
+
+def test_a_bucket_name_that_is_not_a_token_is_an_error_naming_its_path():
+    assert errors_of({"rms": [{"id": "a", "buckets": ["ok", "b.>"]}], "admins": [{"user": "u", "buckets": [""]}]}) == [
+        "$.rms[0].buckets[1]: 'b.>': expected 1 to 64 letters, digits, _ or - (a KV bucket)",
+        "$.admins[0].buckets[0]: '': expected 1 to 64 letters, digits, _ or - (a KV bucket)"]
