@@ -71,11 +71,11 @@ async def controller(url: str, cluster: Path):
 async def apply(url: str, tmp_path: Path, *docs: str) -> None:
     path = tmp_path / "jobs.yaml"
     path.write_text("---\n".join(docs))
-    assert await cli.apply(url, [str(path)]) == 0
+    assert await cli.apply(cli.Nats(url), [str(path)]) == 0
 
 
 async def statuses(url: str) -> dict[str, dict]:
-    return {s["name"]: s for s in await cli.read_statuses(url, None, None)}
+    return {s["name"]: s for s in await cli.read_statuses(cli.Nats(url), None, None)}
 
 
 async def wait_for(url: str, predicate, timeout: float = 20.0) -> dict[str, dict]:
