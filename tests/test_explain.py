@@ -72,7 +72,7 @@ def test_explain_says_why_a_gang_waits(tmp_path):
     log = Path(__file__).parent / "traces" / "gangs.in.jsonl"
     prefix = tmp_path / "gang.jsonl"
     prefix.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:5]))  # up to the gang that does not fit
-    lines = explain("g", "--log", str(prefix)).stdout.splitlines()
+    lines = explain("g", "--log", str(prefix), "--all").stdout.splitlines()  # each ask: their counts differ
     assert lines[0] == "application g (rm rm-1, partition default, queue root.jobs): Accepted"
     assert lines[1:] == [
         "  ask p: 3 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1000} of its "
@@ -80,3 +80,15 @@ def test_explain_says_why_a_gang_waits(tmp_path):
         "  ask q: 1 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1000} of its "
         "{vcore: 4000} once the rest is placed",
     ]
+
+
+def test_without_all_the_gangs_asks_of_one_reason_are_one_line(tmp_path):
+    from pathlib import Path
+
+    log = Path(__file__).parent / "traces" / "gangs.in.jsonl"
+    prefix = tmp_path / "gang.jsonl"
+    prefix.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:5]))
+    lines = explain("g", "--log", str(prefix)).stdout.splitlines()
+    assert lines[1:] == [
+        "  2 asks (p, q; --all lists each): 4 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room "
+        "for {vcore: 1000} of its {vcore: 4000} once the rest is placed"]

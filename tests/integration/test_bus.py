@@ -229,3 +229,15 @@ async def test_in_process_ticks_fire_timers():
     await api.tick()
     states = [u.state for r in rec.app for u in r.updated]
     assert states[-2:] == ["Completing", "Completed"]
+
+
+async def test_the_service_counts_rejections_per_rm_for_the_operator(nats_server):
+    """`ykbus up` shows them on its progress line (issue 20, item 5): before, rejections
+    reached only the RM's own subjects."""
+    async with running_core(nats_server.url) as service, rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000)])
+        await client.add_applications([app("a1"), app("bad", queue="root.nowhere")])
+        await client.add_asks([ask("pod-1", "ghost", vcore=1000)])  # an ask of an application that does not exist
+        await rec.wait_for(lambda: rec.rejected_asks and any(r.rejected for r in rec.app))
+        assert service.publisher.rejections["k8s"] == 2 and service.publisher.rejections["other"] == 0
