@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.core.test_why import QUEUES
 from ykbus.log.build import LogBuilder, app, ask, node
@@ -92,3 +93,14 @@ def test_without_all_the_gangs_asks_of_one_reason_are_one_line(tmp_path):
     assert lines[1:] == [
         "  2 asks (p, q; --all lists each): 4 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room "
         "for {vcore: 1000} of its {vcore: 4000} once the rest is placed"]
+
+
+def test_explain_without_an_application_lists_those_that_wait():
+    run = explain("--log", str(Path(__file__).parent / "traces" / "limits.in.jsonl"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "3 applications have pending asks:",
+        "  b1 (rm rm-1, queue root.b, Running: 1 pending, UserLimit)",
+        "  d1 (rm rm-1, queue root.a, Running: 1 pending, GroupLimit)",
+        "  w3 (rm rm-1, queue root.a, Accepted: 1 pending, GroupMaxApplications)",
+        "ykbus explain APP tells why each of its asks waits."]

@@ -58,7 +58,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Why APP's asks are pending: from a log file (replayed here) or a live core over NATS."""
-    from ykbus.explain import explain
+    from ykbus.explain import explain, overview
 
     if args.log:
         from ykbus.log.jsonl import LogError, read_entries
@@ -107,6 +107,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(f"ykbus explain: {answer['error']}", file=sys.stderr)
             return 2
         applications, terminated = answer["applications"], answer.get("terminated", {})
+    if args.app is None:
+        print("\n".join(overview(applications, args.rm)))
+        return 0
     lines = explain(applications, args.app, args.ask, args.rm, terminated, args.all)
     if not lines:
         print(f"ykbus explain: application {args.app} is not known", file=sys.stderr)
@@ -448,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("explain", help="why an application's asks are pending, in words")
-    p.add_argument("app", help="the application id")
+    p.add_argument("app", nargs="?", help="the application id (none: the applications that wait, most pending first)")
     p.add_argument("ask", nargs="?", help="only this ask (allocationKey)")
     p.add_argument("--all", action="store_true",
                    help="a line for every ask (by default, asks that wait for the same reason are one line with a count)")

@@ -104,3 +104,32 @@ def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = Non
             if app_id in ended:
                 lines.append(_ended(app_id, rm_id, pname, ended[app_id]))
     return lines
+
+
+OVERVIEW_LINES = 20  # applications listed by `ykbus explain` without an application id
+
+
+def overview(applications: dict[str, Any], rm: str | None = None, limit: int = OVERVIEW_LINES) -> list[str]:
+    """`ykbus explain` without an application: the applications that have pending asks,
+    most pending first (ties by id), each with its asks' most common reason."""
+    waiting: list[tuple[int, str, str, str]] = []
+    for rm_id, parts in applications.items():
+        if rm and rm_id != rm:
+            continue
+        for apps in parts.values():
+            for app_id, a in apps.items():
+                pending = sum(k["pending"] for k in a["asks"].values())
+                if not pending:
+                    continue
+                codes: dict[str, int] = {}
+                for k in a["asks"].values():
+                    if k.get("why"):
+                        codes[k["why"]["code"]] = codes.get(k["why"]["code"], 0) + k["pending"]
+                code = max(sorted(codes), key=lambda c: codes[c]) if codes else "Queued"
+                waiting.append((-pending, app_id, rm_id, f"{a['queue']}, {a['state']}: {pending} pending, {code}"))
+    waiting.sort()
+    lines = [f"  {app_id} (rm {rm_id}, queue {text})" for _, app_id, rm_id, text in waiting[:limit]]
+    if len(waiting) > limit:
+        lines.append(f"  and {len(waiting) - limit} more")
+    head = f"{len(waiting)} applications have pending asks" + (":" if waiting else "")
+    return [head, *lines, "ykbus explain APP tells why each of its asks waits."] if waiting else [head]

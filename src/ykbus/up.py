@@ -4,6 +4,8 @@ cluster, a YARN-like batch RM and the TYJob controller), with progress."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import getpass
 import logging
 import os
@@ -11,6 +13,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 
 import anyio
 
@@ -26,7 +29,7 @@ from ykbus.bus.permissions import (
     load_secrets,
 )
 from ykbus.bus.server import NatsServer
-from ykbus.bus.service import CoreService, ServiceSettings
+from ykbus.bus.service import CoreService, LogGap, ServiceSettings
 from ykbus.sim.base import SimRM
 from ykbus.sim.batch import BatchSim
 from ykbus.sim.k8s import K8sSim
@@ -38,11 +41,31 @@ ADMIN = "(admin)"  # the process owner's identity among the demo RMs' connect op
 MARKER = ".ykbus-up"  # in a data directory `ykbus up` made: only such a directory is wiped by --fresh
 
 
-def data_directory(given: str | None, fresh: bool) -> tuple[str, bool]:
-    """The data directory (made if missing) and whether it holds an earlier run to resume.
-    With `fresh`, an earlier run's directory is emptied first; a directory `ykbus up` did
-    not make is never emptied."""
-    path = os.path.abspath(os.path.expanduser(given or DEFAULT_DATA))
+@contextlib.contextmanager
+def claimed(path: str) -> Iterator[None]:
+    """Hold the data directory for this run (a lock file beside it, `<dir>.lock`): a second
+    `ykbus up` on the same directory is refused, because two nats-servers on one JetStream
+    store corrupt it (seen: an entry lost from the input log)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            owner = lock.read().strip() or "another process"
+            raise SystemExit(f"ykbus up: {path} is in use by another `ykbus up` ({owner}): stop that one, or give "
+                             "this one its own --data DIR") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}\n")
+        lock.flush()
+        yield
+
+
+def data_directory(path: str, fresh: bool) -> bool:
+    """Make the data directory if missing; whether it holds an earlier run to resume. With
+    `fresh`, an earlier run's directory is emptied first; a directory `ykbus up` did not
+    make is never emptied."""
     marker = os.path.join(path, MARKER)
     if fresh and os.path.isdir(path) and os.listdir(path):
         if not os.path.exists(marker):
@@ -53,24 +76,39 @@ def data_directory(given: str | None, fresh: bool) -> tuple[str, bool]:
     os.makedirs(path, exist_ok=True)
     with open(marker, "w", encoding="utf-8") as f:
         f.write("a data directory of `ykbus up`: `ykbus up --fresh` empties it\n")
-    return path, resuming
+    return resuming
 
 
 def up(args: argparse.Namespace) -> int:
     from ykbus.cli import _service_settings
 
     settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
-    store, resuming = data_directory(args.data, args.fresh)
-    print(f"ykbus up: data in {store} " + ("(resuming the run kept there" if resuming else "(new")
-          + "; `ykbus up --fresh` or `make run ARGS=--fresh` starts clean)", flush=True)
-    rm_options, auth = {}, ""
-    if getattr(args, "secure", False):
-        config = _secure(store)
-        settings.nats_options.update(user=config.core.user, password=config.core.password)
-        rm_options = {r.id: connect_options(r.id, r.password) for r in config.rms}
-        rm_options[ADMIN] = connect_options(config.admins[0].user, config.admins[0].password)
-        auth = 'include "auth.conf"\n'  # beside the nats.conf NatsServer writes in the store
-    return _up(args, settings, store, rm_options, auth)
+    store = os.path.abspath(os.path.expanduser(args.data or DEFAULT_DATA))
+    with claimed(store):
+        resuming = data_directory(store, args.fresh)
+        print(f"ykbus up: data in {store} " + ("(resuming the run kept there" if resuming else "(new")
+              + "; `ykbus up --fresh` or `make run ARGS=--fresh` starts clean)", flush=True)
+        rm_options, auth = {}, ""
+        if getattr(args, "secure", False):
+            config = _secure(store)
+            settings.nats_options.update(user=config.core.user, password=config.core.password)
+            rm_options = {r.id: connect_options(r.id, r.password) for r in config.rms}
+            rm_options[ADMIN] = connect_options(config.admins[0].user, config.admins[0].password)
+            auth = 'include "auth.conf"\n'  # beside the nats.conf NatsServer writes in the store
+        gaps: list[BaseException] = []
+        try:
+            return _up(args, settings, store, rm_options, auth)
+        except* LogGap as group:
+            gaps += group.exceptions
+        print(f"ykbus up: the input log in {store} has a gap ({_first_leaf(gaps[0])}): the store is damaged and "
+              "cannot be resumed; `ykbus up --fresh` starts clean", file=sys.stderr, flush=True)
+        return 3
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _secure(store: str) -> RmsConfig:

@@ -276,3 +276,28 @@ def test_replay_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     piped = ykbus("replay", path, "--out", str(tmp_path / "p.jsonl"))
     assert piped.returncode == 0 and "entries" not in piped.stderr
     assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
+
+
+def test_a_second_up_on_the_same_data_directory_is_refused(tmp_path):
+    """Regression (found trying the walkthrough): two `ykbus up` on one data directory ran
+    two nats-servers on one JetStream store, and an entry of the input log was lost."""
+    env = home_env(tmp_path)
+    first = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in first.stdout:
+            if line.startswith("ykbus up: core ready"):
+                break
+        second = ykbus("up", "--duration", "5", env=env)
+        fresh = ykbus("up", "--duration", "5", "--fresh", env=env)
+    finally:
+        first.terminate()
+        out, err = first.communicate(timeout=60)
+    data = Path(env["HOME"]) / ".ykbus" / "up"
+    for run in (second, fresh):
+        assert run.returncode == 1 and run.stderr.strip() == (
+            f"ykbus up: {data} is in use by another `ykbus up` (pid {first.pid}): stop that one, or give this one "
+            "its own --data DIR")
+    assert first.returncode == 0 and "ykbus up: stopped" in out, err[-2000:]
+    assert (data / "js").is_dir()  # --fresh did not empty it under the running one
+

@@ -33,6 +33,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+LOG_FILE_BYTES = 10 * 1024 * 1024  # nats-server rotates its log there, keeping two old files
+
+
 @dataclass
 class NatsServer:
     """`with NatsServer() as srv: srv.url` runs a JetStream server until the block ends."""
@@ -62,13 +65,18 @@ class NatsServer:
             f.write(f'listen: "127.0.0.1:{self.port}"\n'
                     f'jetstream {{ store_dir: "{os.path.join(self.store_dir, "js")}"'
                     + (', sync_interval: "always"' if self.sync_always else "") + " }\n"
-                    f"max_payload: {self.max_payload}\n" + self.extra_conf)
-        self.process = subprocess.Popen([find_binary(), "-c", conf], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
+                    f"max_payload: {self.max_payload}\n"
+                    f'log_file: "{self.log_path}"\nlogfile_size_limit: {LOG_FILE_BYTES}\nlogfile_max_num: 2\n'
+                    + self.extra_conf)
+        # Its output goes to a file, never a pipe: a pipe nobody reads fills (64 KiB) and then
+        # blocks the server in its next log write, stalling every client (seen as JetStream
+        # timeouts and a gap in the core's input after a resumed `ykbus up`).
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen([find_binary(), "-c", conf], stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServerError(f"nats-server exited: {self.process.stderr.read().decode()[-2000:]}")
+                raise ServerError(f"nats-server exited: {self._log_tail()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return self
@@ -76,6 +84,21 @@ class NatsServer:
                 time.sleep(0.05)
         self.stop()
         raise ServerError(f"nats-server did not listen on port {self.port} within {timeout}s")
+
+    @property
+    def log_path(self) -> str:
+        """nats-server's log (and anything it prints), in the store directory."""
+        assert self.store_dir is not None
+        return os.path.join(self.store_dir, "nats-server.log")
+
+    def _log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 2000))
+                return f.read().decode(errors="replace")
+        except OSError as exc:
+            return f"(no log: {exc})"
 
     def stop(self, kill: bool = False) -> None:
         if self.process is not None and self.process.poll() is None:
