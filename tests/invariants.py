@@ -112,6 +112,9 @@ def uuids_live_once(core: Core) -> None:
 
 def accounting_is_consistent(p: Partition) -> None:
     node_sum, app_sum, queue_sum, queue_pending = {}, {}, {}, {}
+    for app_ in p.apps.values():  # the count behind LeaderPending, kept as asks come, go and are placed
+        assert app_.leaders_waiting == sum(1 for k in app_.asks.values()
+                                           if k.pending and k.tags.get("ykbus.io/role") == "leader"), app_.id
     for a in p.allocations.values():
         assert p.apps.get(a.app.id) is a.app, "allocation of a dead application"
         assert p.nodes.get(a.node.id) is a.node, "allocation on a dead node"

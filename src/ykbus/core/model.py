@@ -242,7 +242,8 @@ class Alloc:
 
 class App:
     __slots__ = ("id", "queue", "path", "user", "groups", "tags", "state", "seq", "asks",
-                 "active", "allocations", "allocated", "pending", "max_priority", "priorities", "blocked_on",
+                 "active", "allocations", "allocated", "pending", "max_priority", "priorities", "leaders_waiting",
+                 "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
                  "node_pods")
 
@@ -262,6 +263,7 @@ class App:
         self.pending: Res = {}
         self.max_priority: int | None = None
         self.priorities: dict[int, int] = {}  # pending asks per priority: O(1) add, O(distinct) remove
+        self.leaders_waiting = 0  # pending asks tagged ykbus.io/role: leader (its workers wait while any is)
         self.blocked_on: Queue | Tracker | None = None
         self.entry: tuple[Any, ...] | None = None  # its sort key while in the leaf's active_apps
         self.timeout_ms = msg.executionTimeoutMilliSeconds
@@ -297,11 +299,18 @@ class App:
         return self.timeout_ms or PLACEHOLDER_TIMEOUT_MS
 
 
+def is_leader(ask: Ask) -> bool:
+    return ask.tags.get(ROLE_TAG) == LEADER_ROLE
+
+
 def pending_leader(app: App) -> Ask | None:
     """The ask of `app` tagged `ykbus.io/role: leader` that still waits to be placed, if
-    any: its workers wait for it (a job is placed in its order, leader first)."""
+    any: its workers wait for it (a job is placed in its order, leader first). O(1) while
+    none waits (the application counts them); a search of its asks when one does."""
+    if not app.leaders_waiting:
+        return None
     for ask in app.asks.values():
-        if ask.pending and ask.tags.get(ROLE_TAG) == LEADER_ROLE:
+        if ask.pending and is_leader(ask):
             return ask
     return None
 

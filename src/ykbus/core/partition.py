@@ -86,11 +86,12 @@ from ykbus.core.model import (
     applicable_limits,
     count_app_priorities,
     full_path,
+    is_leader,
     tracker_key,
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
-from ykbus.core.policies import LEADER_ROLE, ROLE_TAG, NodePolicies
+from ykbus.core.policies import NodePolicies
 from ykbus.core.resources import Res, add_into, fits, scaled, share, sub_into
 from ykbus.core.scheduling import ENDS_WALK, Allocate, Defer, Hold, Park, Plan, Reserve, Scheduler
 from ykbus.core.scorers import scorer_for
@@ -481,6 +482,8 @@ class Partition:
 
     def _ask_pending(self, ask: Ask) -> None:
         app = ask.app
+        if is_leader(ask):
+            app.leaders_waiting += 1
         counts = app.priorities
         counts[ask.priority] = counts.get(ask.priority, 0) + 1
         if app.max_priority is None or ask.priority > app.max_priority:
@@ -490,6 +493,10 @@ class Partition:
 
     def _ask_not_pending(self, ask: Ask) -> None:
         app = ask.app
+        if is_leader(ask):
+            app.leaders_waiting -= 1
+            if not app.leaders_waiting:  # placed (or gone): its workers go on
+                self._wake_leader_waiters(app)
         counts = app.priorities
         left = counts[ask.priority] - 1
         if left:
@@ -573,7 +580,6 @@ class Partition:
         ask.since = 0
         if not ask.pending:
             return
-        self._leader_placed(ask)  # dropped: its workers wait for it no more
         if ask.placeholder and ask.app.gang:  # its gang, and the real asks waiting for it, are judged again
             self._rejudge_gang(ask.app)  # (this ask too: it is active then, and leaves its list below)
         total = scaled(ask.resource, ask.pending)
@@ -687,10 +693,10 @@ class Partition:
             for ask in waiters.values():
                 self._wake(ask)
 
-    def _leader_placed(self, ask: Ask) -> None:
-        """`ask` no longer waits to be placed: if it is a leader, its workers go on."""
-        if self.leader_waiters and ask.tags.get(ROLE_TAG) == LEADER_ROLE:
-            for worker in self.leader_waiters.pop(ask.app.id, {}).values():
+    def _wake_leader_waiters(self, app: App) -> None:
+        """No leader of `app` waits to be placed any more: its workers go on."""
+        if self.leader_waiters:
+            for worker in self.leader_waiters.pop(app.id, {}).values():
                 self._wake(worker)
 
     def _wake_node(self, node: Node) -> None:
@@ -792,7 +798,6 @@ class Partition:
                 active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
             self._ask_not_pending(ask)
-            self._leader_placed(ask)
         if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.reserved:  # placed, on its node or another: the reservation has done its job

@@ -35,6 +35,7 @@ from ykbus.core.model import (
     Queue,
     Terminated,
     count_app_priorities,
+    is_leader,
 )
 from ykbus.core.partition import Partition
 from ykbus.core.resources import add_into, scaled
@@ -66,7 +67,7 @@ DERIVED: dict[str, frozenset[str]] = {
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy"}),  # tree, sums, config, cache
     "Ask": frozenset({"app", "required", "shape"}),  # its owner; from its tags; the interned form of its resource
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
-    "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities",
+    "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
@@ -374,6 +375,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
                 for q in app.path:
                     add_into(q.pending, total)
                 app.priorities[ask.priority] = app.priorities.get(ask.priority, 0) + 1
+                app.leaders_waiting += is_leader(ask)
                 if ask.waiting is None:
                     app.active.add(ask.entry)
         app.max_priority = max(app.priorities) if app.priorities else None
