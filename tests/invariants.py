@@ -321,8 +321,8 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert k.placeholder and not gang_fits(p, app_), where
             elif why.code is C.GANG_TOO_LARGE:
                 assert k.placeholder and d["placeholders"] == gang_placeholders(app_) > d["max"], where
-            elif why.code is C.GANG_PENDING:
-                assert any(a.placeholder and a.pending and a.task_group == k.task_group
+            elif why.code is C.GANG_PENDING:  # a member: its group's placeholders; a worker outside: any
+                assert any(a.placeholder and a.pending and (a.task_group == k.task_group or not k.task_group)
                            for a in app_.asks.values()), where
             elif why.code is C.REPLACING:
                 placeholder = app_.allocations[d["placeholder"]]

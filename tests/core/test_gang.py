@@ -276,3 +276,21 @@ def test_a_gang_of_exactly_one_entrys_placements_is_placed(monkeypatch):
     outs = h.do(h.log.asks(ph("c", "g4", n=3)))  # the RM asks for fewer: the gang is judged again
     assert sorted(k for k, _, _ in new(outs)) == ["c", "c", "c"]
     checked(h)
+
+
+def test_room_a_cancelled_group_frees_is_used_in_the_same_pass():
+    """Regression (found by the state machine): a real ask larger than its group's
+    placeholders cancels them in the middle of a pass; the room they free must count for
+    the rest of that pass. Before, a shape that had found no room earlier in the pass (while
+    the placeholders held it) was still marked failed, and both 3000 asks waited with
+    6100 free."""
+    h = Harness()
+    h.do(h.log.register(QUEUES))
+    h.do(h.log.apps(gang("g", 2500)))
+    h.do(h.log.asks(ph("p1", "g", vcore=2500, group="g1"), ph("p2", "g", vcore=2500, group="g1")))
+    h.do(h.log.asks(real("other", "g", vcore=3000, group="g2")))  # no placeholders of g2: an ordinary ask
+    h.do(h.log.asks(real("large", "g", vcore=3000, group="g1")))  # larger than g1's placeholders
+    outs = h.do(h.log.nodes(node("n1", vcore=6100)))
+    placed = [key for key, _, _ in new(outs)]
+    assert placed[:2] == ["p1", "p2"] and "other" in placed[2:]  # the gang, cancelled, then the freed room
+    invariants.state_is_consistent(h.core)

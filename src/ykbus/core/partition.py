@@ -24,7 +24,9 @@ place, so each ask is tried once per wake-up and an entry that changes nothing a
 ask waits for costs nothing for it. Wake-ups are precise:
 
 1. capacity freed or added on node N wakes only the waiting shapes that now fit N (within a
-   pass capacity only shrinks, so a shape that failed once fails again: `_failed_shapes`);
+   pass capacity mostly only shrinks, so a shape that failed once fails again: the
+   scheduler's `failed_shapes`, cleared where a pass frees room: a reservation dropped, a
+   gang's task group cancelled);
 2. usage falling in queue Q (or of a tracked user or group), or a new configuration, wakes
    Q's (the tracker's) waiters;
 3. an application leaving Running wakes the `app_waiters` of the queues above it and of its
@@ -493,10 +495,9 @@ class Partition:
 
     def _ask_not_pending(self, ask: Ask) -> None:
         app = ask.app
-        if is_leader(ask):
+        if is_leader(ask):  # placed (or gone): its workers go on, or wait for the next leader (their reason names it)
             app.leaders_waiting -= 1
-            if not app.leaders_waiting:  # placed (or gone): its workers go on
-                self._wake_leader_waiters(app)
+            self._wake_leader_waiters(app)
         counts = app.priorities
         left = counts[ask.priority] - 1
         if left:
@@ -694,7 +695,7 @@ class Partition:
                 self._wake(ask)
 
     def _wake_leader_waiters(self, app: App) -> None:
-        """No leader of `app` waits to be placed any more: its workers go on."""
+        """A leader of `app` no longer waits to be placed: its workers are judged again."""
         if self.leader_waiters:
             for worker in self.leader_waiters.pop(app.id, {}).values():
                 self._wake(worker)
@@ -883,6 +884,8 @@ class Partition:
             else:  # CancelGroup: capacity of a TIMEOUT release is free at once
                 for ph in decision.placeholders:
                     self.release(ph, m.TerminationType.TIMEOUT, decision.message, ctx)
+                if decision.placeholders:  # room grew within the pass: a shape that found none may now
+                    self.scheduler.failed_shapes.clear()
 
     def _park(self, decision: Park, ctx: Outbox) -> None:
         ask = decision.ask

@@ -217,9 +217,11 @@ class Scheduler:
                 plan.append(held)
                 return False
         if not app.gang:  # the common case: every ask on its own
+            leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
             for entry in app.active:
                 ask = entry[-1]
-                decision = self._worker(app, ask) if ask.tags.get(ROLE_TAG) == WORKER_ROLE else self._ask(ask)
+                decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
+                            else self._ask(ask))
                 plan.append(decision)
                 if decision.__class__ in ENDS_WALK:
                     return True
@@ -252,9 +254,8 @@ class Scheduler:
         to be placed: a job is placed in its order, so its workers never hold room its
         leader needs (and a later job cannot slip in between its leader and its workers)."""
         leader = pending_leader(app)
-        if leader is not None:
-            return Park(ask, LEADER_WAIT + app.id, m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
-        return self._ask(ask)
+        assert leader is not None  # the caller saw app.leaders_waiting
+        return Park(ask, LEADER_WAIT + app.id, m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
 
     def _member(self, app: App, ask: Ask) -> Decision:
         """A real ask of one of a gang's task groups."""
