@@ -104,3 +104,17 @@ def test_explain_without_an_application_lists_those_that_wait():
         "  d1 (rm rm-1, queue root.a, Running: 1 pending, GroupLimit)",
         "  w3 (rm rm-1, queue root.a, Accepted: 1 pending, GroupMaxApplications)",
         "ykbus explain APP tells why each of its asks waits."]
+
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """Regression (walkthrough): `ykbus explain APP | head` printed a BrokenPipeError
+    traceback once the output outgrew the pipe."""
+    log = LogBuilder("k8s")
+    entries = [log.register(QUEUES), log.nodes(node("n1", vcore=8000)), log.apps(app("a", "root.small")),
+               log.asks(*[ask(f"k{i}", "a", vcore=1000) for i in range(3000)])]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = subprocess.run(f"{sys.executable} -m ykbus.cli explain a --all --log {path} | head -c 11", shell=True,
+                         capture_output=True, text=True)
+    assert run.stdout == "application" and "Traceback" not in run.stderr, run.stderr[-1000:]

@@ -422,6 +422,14 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `ykbus explain | head`: the reader left; no traceback (Python's own advice)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     unreachable: list[BaseException] = []
     try:
         if argv[:1] == ["tyjob"]:  # its own parser, flags and all (ykbus/tyjob/cli.py)

@@ -114,23 +114,27 @@ def test_fresh_never_empties_a_directory_up_did_not_make(tmp_path):
 @pytest.mark.anyio
 async def test_the_batch_demo_backlog_stays_bounded(nats_server):
     """The batch generator offers more work than its cluster runs: with --max-waiting it
-    submits no job while that many containers wait, so the backlog stops growing."""
+    submits no job to a queue while that many of its containers wait, so the backlog stops
+    growing, and a queue held at its max (adhoc) does not starve the other (etl)."""
     from ykbus.sim.batch import BatchSim
 
     sim = BatchSim(nats_server.url, "batch", nodes_count=1, jobs_per_s=50.0, max_waiting=60)
-    most = 0
-    async with running_core(nats_server.url, heartbeat_pause_s=600):
+    most = {"root.etl": 0, "root.adhoc": 0}
+    async with running_core(nats_server.url, heartbeat_pause_s=600) as core:
         async with anyio.create_task_group() as tg:
             tg.start_soon(sim.run)
             with anyio.fail_after(30):
                 await sim.started.wait()
             for _ in range(40):  # 4 s at 50 jobs/s would submit 200 jobs of 4 to 40 containers
                 await anyio.sleep(0.1)
-                most = max(most, sim.waiting_pods())
+                most = {q: max(n, sim.waiting_pods(q)) for q, n in most.items()}
+            queues = core.read("queues", {"rm": "batch"})["queues"]["batch"]["default"]
             tg.cancel_scope.cancel()
     assert sim.stats.allocated > 0
-    assert 60 <= most < 60 + 41 + 1  # at most one job (an AM and up to 40 containers) past the bound
+    for queue, n in most.items():  # at most one job (an AM and up to 40 containers) past the bound
+        assert 60 <= n < 60 + 41 + 1, most
     assert sim.stats.submitted < 50 * 4 * 4  # far fewer than it would have offered
+    assert queues["root.etl"]["allocated"].get("vcore", 0) > 0  # etl runs while adhoc is at its max
 
 
 # --- 7. ykbus sim: progress, and a clean stop ------------------------------------------------
@@ -202,7 +206,7 @@ def test_explain_groups_asks_that_wait_for_the_same_reason(tmp_path):
 
 def test_help_shows_defaults_everywhere():
     for args, shown in [(("record",), "(default: $YKBUS_NATS"), (("sim", "k8s"), "--nodes NODES (default: 20)"),
-                        (("sim", "batch"), "(default: 400)"), (("replay",), "(default: standard output)"),
+                        (("sim", "batch"), "(default: 200)"), (("replay",), "(default: standard output)"),
                         (("tyjob", "controller"), "its RM id (default: tyjob)"), (("bench", "e2e"), "(default: 5000)"),
                         (("up",), "(default: ~/.ykbus/up)")]:
         if args[0] == "sim":

@@ -87,8 +87,9 @@ class SimRM(ResourceManagerCallback):
     state_path: str | None = None
     stats: SimStats = field(default_factory=SimStats)
     nats_options: dict | None = None  # nats.connect keywords: this RM's NATS identity on a secured server
-    # A submitter backs off while this many pods wait unplaced (0: never): the generators
-    # offer more than the cluster runs, so without it the backlog would grow without end.
+    # A submitter backs off from a queue while this many of its pods wait unplaced (0:
+    # never): the generators offer more than the cluster runs, so without it the backlog
+    # would grow without end. Per queue, so one queue at its max does not starve the others.
     max_waiting: int = 0
 
     def __post_init__(self) -> None:
@@ -110,13 +111,21 @@ class SimRM(ResourceManagerCallback):
     async def arrivals(self) -> None:
         raise NotImplementedError
 
-    def waiting_pods(self) -> int:
-        """Pods submitted and not yet placed."""
-        return sum(w.remaining for w in self.state.waiting.values())
+    def waiting_pods(self, queue: str | None = None) -> int:
+        """Pods submitted and not yet placed (in `queue` only, if given)."""
+        apps = self.state.apps
+        return sum(w.remaining for w in self.state.waiting.values()
+                   if queue is None or (w.ask.applicationID in apps and apps[w.ask.applicationID].queueName == queue))
 
-    async def back_off(self) -> None:
-        """A generator's pause before its next submission: while `max_waiting` pods wait."""
-        while self.max_waiting and self.waiting_pods() >= self.max_waiting:
+    async def queue_with_room(self, leaves: list[str]) -> str:
+        """A generator's next queue (`root.<leaf>`), drawn from `leaves` (a leaf named twice
+        is drawn twice as often) among those with fewer than `max_waiting` pods waiting;
+        while none has room, it waits."""
+        while True:
+            open_leaves = [leaf for leaf in leaves
+                           if not self.max_waiting or self.waiting_pods(f"root.{leaf}") < self.max_waiting]
+            if open_leaves:
+                return self.rng.choice(open_leaves)
             await anyio.sleep(0.05)
 
     # state file

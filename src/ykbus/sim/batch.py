@@ -18,7 +18,7 @@ class BatchSim(SimRM):
     node_vcore: int = 32_000
     node_memory: int = 128 * GiB
     jobs_per_s: float = 5.0
-    max_waiting: int = 400  # containers: about 4 s of the default cluster's work
+    max_waiting: int = 200  # containers waiting per queue: a few seconds of the default cluster's work
 
     def queues_yaml(self) -> str:
         return """
@@ -45,9 +45,8 @@ partitions:
     async def arrivals(self) -> None:
         n = self.state.submitted
         while True:
-            await self.back_off()
+            queue = await self.queue_with_room(["etl", "etl", "adhoc"])
             n += 1
-            queue = self.rng.choice(["etl", "etl", "adhoc"])
             containers = self.rng.randint(4, 40)
             job = f"{self.rm_id}-{queue}-job-{n}"
             ask = m.AllocationAsk(allocationKey=f"{job}-container", applicationID=job, partitionName="default",
@@ -69,8 +68,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rm-id", default="batch")
     p.add_argument("--nodes", type=int, default=10)
     p.add_argument("--rate", type=float, default=5.0, help="jobs per second, while fewer than --max-waiting wait")
-    p.add_argument("--max-waiting", type=int, default=400,
-                   help="submit no job while this many containers wait unplaced (0: no bound, the backlog grows)")
+    p.add_argument("--max-waiting", type=int, default=200,
+                   help="submit no job to a queue while this many of its containers wait unplaced "
+                        "(0: no bound, the backlog grows)")
     p.add_argument("--state", metavar="FILE", help="state file: recover running containers after a restart")
     p.add_argument("--nats-secrets", metavar="FILE",
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")

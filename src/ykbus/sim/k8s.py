@@ -46,7 +46,7 @@ class K8sSim(SimRM):
     node_memory: int = 64 * GiB
     namespaces: tuple[str, ...] = ("team-a", "team-b", "ml")
     pods_per_s: float = 200.0
-    max_waiting: int = 500  # pods
+    max_waiting: int = 200  # pods waiting per namespace
     profile: str = "uniform"
     trace: str | None = None
 
@@ -89,9 +89,8 @@ class K8sSim(SimRM):
             await anyio.sleep_forever()
         n = self.state.submitted
         while True:
-            await self.back_off()
+            ns = await self.queue_with_room(list(self.namespaces))
             n += 1
-            ns = self.rng.choice(self.namespaces)
             pods = self.rng.randint(1, 8)
             vcore = self.rng.choice([250, 500, 1000, 2000])
             memory = self.rng.choice([256, 512, 1024, 4096]) * 1024**2
@@ -127,8 +126,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rm-id", default="k8s")
     p.add_argument("--nodes", type=int, default=20)
     p.add_argument("--rate", type=float, default=200.0, help="pods per second, while fewer than --max-waiting wait")
-    p.add_argument("--max-waiting", type=int, default=500,
-                   help="deploy nothing while this many pods wait unplaced (0: no bound, the backlog grows)")
+    p.add_argument("--max-waiting", type=int, default=200,
+                   help="deploy nothing to a namespace while this many of its pods wait unplaced "
+                        "(0: no bound, the backlog grows)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="uniform", help="node sizes")
     p.add_argument("--trace", metavar="FILE.jsonl", help="deployments from a trace file instead of the generator")
     p.add_argument("--state", metavar="FILE", help="state file: recover running pods after a restart")
