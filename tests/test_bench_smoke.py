@@ -54,6 +54,17 @@ def test_replay():
     has(r, entries_per_s=NUMBER, seconds=NUMBER)
 
 
+def test_replay_of_a_recorded_log_counts_its_entries_and_outputs_as_ykbus_replay_makes_them():
+    from pathlib import Path
+
+    trace = Path(__file__).parent / "traces" / "gangs.in.jsonl"
+    (r,) = bench("replay", "--log", str(trace), "--repeat", "1")
+    recorded = (Path(__file__).parent / "traces" / "gangs.out.jsonl").read_text().splitlines()
+    assert r["log"] == str(trace) and r["entries"] == len(trace.read_text().splitlines())
+    assert r["outputs"] == len(recorded)  # the same outputs `ykbus replay` writes
+    has(r, entries_per_s=NUMBER, seconds=NUMBER)
+
+
 def test_restart():
     (r,) = bench("restart", "--nodes", "20", "--allocations", "500", "--tail", "5", "--repeat", "1")
     assert r["allocations"] == 500 and r["snapshot_bytes"] > 0

@@ -382,8 +382,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rep.table(["workload", "nodes", "allocations", "entries", "allocations_per_s", "min", "max",
                    "entry_p50_ms", "entry_p99_ms", "peak_rss_mib"])
     elif args.what == "replay":
-        rep.row(b.bench_replay(args.entries, args.repeat, rep.progress))
-        rep.table(["entries", "seconds", "entries_per_s", "min", "max", "peak_rss_mib"])
+        rep.row(b.bench_replay(args.entries, args.repeat, rep.progress, args.log))
+        rep.table(["log", "entries", "outputs", "seconds", "entries_per_s", "min", "max", "peak_rss_mib"])
     elif args.what == "restart":
         rep.row(b.bench_restart(args.nodes_n, args.allocations, args.tail, args.repeat, rep.progress))
         rep.table(["nodes", "allocations", "tail_entries", "snapshot_bytes", "load_seconds", "seconds", "min", "max"])
@@ -523,7 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--asks-per-app", type=int, default=5000)
     b.add_argument("--scale", type=float, default=1.0, help="mixed, gang: scale nodes, apps (gangs) and asks")
     b = bench.add_parser("replay", help="log entries per second replaying a long log")
-    b.add_argument("--entries", type=int, default=1_000_000)
+    b.add_argument("--entries", type=int, default=1_000_000, help="entries of the generated log")
+    b.add_argument("--log", metavar="LOG.jsonl",
+                   help="replay this recorded log instead (`ykbus record` of real traffic, e.g. ykbus up's demo)")
     b = bench.add_parser("restart", help="snapshot load + tail to the first decision")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
     b.add_argument("--allocations", type=int, default=100_000)

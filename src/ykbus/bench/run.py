@@ -217,27 +217,42 @@ def bench_policies(repeat: int, scale: float, progress: Callable[[str], None]) -
 
 # --- replay ---------------------------------------------------------------------------------
 
-def bench_replay(entries: int, repeat: int, progress: Callable[[str], None]) -> dict[str, Any]:
+def bench_replay(entries: int, repeat: int, progress: Callable[[str], None], log: str | None = None
+                 ) -> dict[str, Any]:
+    """Entries/s replaying a log: a generated one of `entries` entries, or, with `log`, a
+    recorded one (`ykbus record` of real traffic), as `ykbus replay` does it (the guarded
+    core, every output encoded)."""
     from ykbus.bench.workloads import streaming_log
     from ykbus.log.jsonl import encode_entry, encode_output, read_entries
+    from ykbus.log.replay import replay
 
-    progress(f"replay: building a {entries:,}-entry log")
-    lines = [encode_entry(e) for e in streaming_log(entries, nodes=max(10, min(2000, entries // 500)))]
+    if log is not None:
+        with open(log, "rb") as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
+    else:
+        progress(f"replay: building a {entries:,}-entry log")
+        lines = [encode_entry(e) for e in streaming_log(entries, nodes=max(10, min(2000, entries // 500)))]
     runs = []
     for r in range(repeat):
-        progress(f"replay: {entries:,} entries, run {r + 1}/{repeat}")
+        progress(f"replay: {len(lines):,} entries, run {r + 1}/{repeat}")
         core = fresh_core()
         gc.collect()
         t0 = time.perf_counter()
         n_out = 0
-        for e in read_entries(lines):
-            for out in core.apply(e):
+        if log is not None:
+            for out in replay(read_entries(lines, log)):
                 encode_output(out)
                 n_out += 1
+        else:
+            for e in read_entries(lines):
+                for out in core.apply(e):
+                    encode_output(out)
+                    n_out += 1
         seconds = time.perf_counter() - t0
-        runs.append({"seconds": seconds, "entries_per_s": len(lines) / seconds})
+        runs.append({"seconds": seconds, "entries_per_s": len(lines) / seconds, "outputs": n_out})
     per_s = [r["entries_per_s"] for r in runs]
-    return {"bench": "replay", "entries": len(lines), "seconds": statistics.median(r["seconds"] for r in runs),
+    return {"bench": "replay", "log": log or "generated", "entries": len(lines),
+            "seconds": statistics.median(r["seconds"] for r in runs), "outputs": runs[0]["outputs"],
             "entries_per_s": statistics.median(per_s), "min": min(per_s), "max": max(per_s), "repeat": repeat,
             "peak_rss_mib": round(peak_rss_mib(), 1)}
 
