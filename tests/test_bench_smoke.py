@@ -65,6 +65,15 @@ def test_replay_of_a_recorded_log_counts_its_entries_and_outputs_as_ykbus_replay
     has(r, entries_per_s=NUMBER, seconds=NUMBER)
 
 
+def test_core_backlog_one_row_per_backlog_size_each_backlog_really_waiting():
+    rows = bench("core", "--workload", "backlog", "--nodes", "50", "--pending", "40,400", "--entries", "20",
+                 "--repeat", "1")
+    assert [r["pending"] for r in rows] == [40, 400]  # every ask of the backlog waits, none was placed
+    assert all(r["allocations"] == 100 for r in rows)  # 10 entries of 10 new pods, each placed in the freed room
+    for r in rows:
+        has(r, entries_per_s=NUMBER, entry_p99_ms=NUMBER)
+
+
 def test_restart():
     (r,) = bench("restart", "--nodes", "20", "--allocations", "500", "--tail", "5", "--repeat", "1")
     assert r["allocations"] == 500 and r["snapshot_bytes"] > 0

@@ -373,6 +373,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for row in b.bench_policies(args.repeat, args.scale, rep.progress):
             rep.row(row)
         rep.table(["workload", "policy", "nodes", "pods", "seconds", "pods_per_s", "min", "max", "peak_rss_mib"])
+    elif args.what == "core" and args.workload == "backlog":
+        for pending in [int(x) for x in args.pending.split(",")]:
+            rep.row(b.bench_backlog(args.repeat, pending, int(args.nodes.split(",")[-1]), args.entries, rep.progress))
+        rep.table(["workload", "nodes", "pending", "entries", "allocations", "seconds", "entries_per_s", "min", "max",
+                   "entry_p99_ms", "peak_rss_mib"])
     elif args.what == "core" and args.workload == "gang":
         rep.row(b.bench_gang(args.repeat, args.scale, rep.progress))
         rep.table(["workload", "nodes", "gangs", "allocations", "entries", "seconds", "gangs_per_s",
@@ -517,8 +522,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e (see BENCHMARKS.md)")
     bench = p.add_subparsers(dest="what", required=True)
     b = bench.add_parser("core", help="in-process scheduling speed")
-    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies"], default="yunikorn-perf")
-    b.add_argument("--nodes", default="500,1000,2000,5000", help="node counts (yunikorn-perf)")
+    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog"],
+                   default="yunikorn-perf")
+    b.add_argument("--pending", default="1000,10000,100000",
+                   help="backlog: asks that cannot be placed, one run per count")
+    b.add_argument("--entries", type=int, default=2000, help="backlog: timed entries (releases and asks, alternating)")
+    b.add_argument("--nodes", default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
     b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
     b.add_argument("--asks-per-app", type=int, default=5000)
     b.add_argument("--scale", type=float, default=1.0, help="mixed, gang: scale nodes, apps (gangs) and asks")

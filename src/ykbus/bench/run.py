@@ -143,6 +143,47 @@ def bench_mixed(repeat: int, scale: float, progress: Callable[[str], None]) -> d
             "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
 
 
+def bench_backlog(repeat: int, pending: int, nodes: int, entries: int, progress: Callable[[str], None]
+                  ) -> dict[str, Any]:
+    """Entries/s of steady churn on a full cluster with a backlog of `pending` asks that
+    cannot be placed (workloads.Backlog); the entries are timed one by one, the set-up not."""
+    from ykbus.bench.workloads import Backlog
+
+    runs = []
+    for r in range(repeat):
+        w = Backlog(nodes=nodes, pending=pending, entries=entries)
+        core = fresh_core()
+        progress(f"core backlog {pending:,}: run {r + 1}/{repeat}, setting up")
+        for entry in w.setup():
+            w.observe([(a.applicationID, a.UUID) for o in core.apply(entry) if o.kind == "alloc" for a in o.msg.new])
+        while core.backlog:
+            core.apply(w.log.tick())
+        waiting = sum(k.pending for rm in core.rms.values() for p in rm.partitions.values()
+                      for a in p.apps.values() for k in a.asks.values())
+        gc.collect()
+        total, allocations, times = 0.0, 0, []
+        for i, entry in enumerate(w.entries()):
+            t0 = time.perf_counter()
+            outs = core.apply(entry)
+            dt = time.perf_counter() - t0
+            total += dt
+            times.append(dt)
+            new = [(a.applicationID, a.UUID) for o in outs if o.kind == "alloc" for a in o.msg.new]
+            allocations += len(new)
+            w.observe(new)
+            if i % 200 == 0:
+                progress(f"core backlog {pending:,}: run {r + 1}/{repeat}, entry {i}")
+        times.sort()
+        runs.append({"entries_per_s": len(times) / total, "seconds": total, "allocations": allocations,
+                     "waiting": waiting, "p99_ms": 1000 * times[int(len(times) * 0.99)]})
+    per_s = [r["entries_per_s"] for r in runs]
+    return {"bench": "core", "workload": "backlog", "nodes": nodes, "pending": runs[0]["waiting"],
+            "entries": entries, "allocations": runs[0]["allocations"],
+            "seconds": statistics.median(r["seconds"] for r in runs), "entries_per_s": statistics.median(per_s),
+            "min": min(per_s), "max": max(per_s), "entry_p99_ms": statistics.median(r["p99_ms"] for r in runs),
+            "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
 # --- core: gang ----------------------------------------------------------------------------
 
 def bench_gang(repeat: int, scale: float, progress: Callable[[str], None]) -> dict[str, Any]:

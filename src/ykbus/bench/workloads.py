@@ -225,3 +225,84 @@ class PolicyJobs:
                 worker["tags"] = {"ykbus.io/role": "worker"}
                 asks.append(worker)
             yield self.log.asks(*asks)
+
+
+BACKLOG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: work
+          - name: capped
+            resources: {max: {vcore: 10}}
+          - name: limited
+            limits:
+              - limit: one user
+                users: [late]
+                maxresources: {vcore: 10}
+          - name: gangs
+"""
+
+
+class Backlog:
+    """`ykbus bench core --workload backlog`: a busy cluster with a backlog of `pending`
+    asks that cannot be placed now, and steady churn. 5,000 nodes of 8 cores are filled by
+    1-core pods of `root.work`; the backlog is a quarter each of asks larger than any node
+    (`NoNodeRoom`), asks of a queue at its max (`QueueMax`), asks of a user at their limit
+    (`UserLimit`) and real asks of gangs whose placeholders cannot all be asked yet
+    (`GangPending`). The timed entries alternate: release `churn` running pods, then ask
+    for `churn` new ones (they take the freed room). A good core's entry costs the same
+    whatever the backlog."""
+
+    def __init__(self, nodes: int, pending: int, churn: int = 10, entries: int = 2000, seed: int = 1) -> None:
+        self.nodes, self.pending, self.churn, self.n_entries = nodes, pending, churn, entries
+        self.log = LogBuilder("bench")
+        self.rng = random.Random(seed)
+        self.running: list[tuple[str, str]] = []  # (application, uuid) of root.work's pods
+        self.asked = 0
+
+    def setup(self) -> Iterator[Entry]:
+        log, per_node = self.log, 8
+        yield log.register(BACKLOG)
+        yield log.nodes(*[node(f"n{i:05d}", vcore=per_node * 1000) for i in range(self.nodes)])
+        yield log.apps(*[app(f"w{i}", "root.work") for i in range(100)], app("capped-0", "root.capped"),
+                       app("limited-0", "root.limited", user="late"))
+        # the room used: the capped queue and the limited user at their max, the rest by pods
+        yield log.asks(*[ask(f"c{i}", "capped-0", vcore=1000) for i in range(10)],
+                       *[ask(f"l{i}", "limited-0", vcore=1000) for i in range(10)])
+        fill = self.nodes * per_node - 20
+        for start in range(0, fill, 20_000):
+            yield log.asks(*[self._pod() for _ in range(min(20_000, fill - start))])
+        quarter = self.pending // 4
+        gangs = max(1, quarter // 100)
+        yield log.apps(*[app(f"g{i}", "root.gangs", placeholderAsk={"resources": {"vcore": {"value": 2_000_000}}})
+                         for i in range(gangs)])
+        backlog = [ask(f"big{i}", f"w{i % 100}", vcore=64_000) for i in range(quarter)]
+        backlog += [ask(f"cq{i}", "capped-0", vcore=1000) for i in range(quarter)]
+        backlog += [ask(f"lu{i}", "limited-0", vcore=1000) for i in range(quarter)]
+        for g in range(gangs):  # one placeholder ask short of its placeholderAsk: the gang is incomplete
+            backlog.append({**ask(f"ph{g}", f"g{g}", vcore=1000), "taskGroupName": "tg", "placeholder": True})
+        backlog += [{**ask(f"gr{i}", f"g{i % gangs}", vcore=1000), "taskGroupName": "tg"}
+                    for i in range(self.pending - len(backlog))]
+        for start in range(0, len(backlog), 20_000):
+            yield log.asks(*backlog[start:start + 20_000])
+
+    def _pod(self) -> dict:
+        self.asked += 1
+        return ask(f"p{self.asked}", f"w{self.asked % 100}", vcore=1000)
+
+    def observe(self, new: list[tuple[str, str]]) -> None:
+        """Allocations just made (application, uuid): the pods of root.work run."""
+        self.running += [(a, u) for a, u in new if a.startswith("w")]
+
+    def entries(self) -> Iterator[Entry]:
+        for i in range(self.n_entries):
+            if i % 2 == 0:
+                gone = [self.running.pop(self.rng.randrange(len(self.running))) for _ in range(self.churn)]
+                yield self.log.entry("alloc", {"rmID": "bench", "releases": {"allocationsToRelease": [
+                    {"applicationID": a, "UUID": u, "partitionName": "default", "terminationType": "STOPPED_BY_RM"}
+                    for a, u in gone]}})
+            else:
+                yield self.log.asks(*[self._pod() for _ in range(self.churn)])
