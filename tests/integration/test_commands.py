@@ -286,6 +286,12 @@ async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
             assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
         with pytest.raises(nats.errors.Error, match="(?i)authorization violation"):
             await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+        refused = ykbus("tyjob", "get", "--nats", url)  # no identity: one line that says what is missing
+        assert refused.returncode == 2 and refused.stderr.decode().strip() == (
+            f"ykbus tyjob: cannot reach NATS at {url}: nats: 'Authorization Violation' (a secured server: this "
+            "connection needs an identity, e.g. --nats-secrets FILE)")
+        jobs = ykbus("tyjob", "get", "--nats", url, "--nats-secrets", str(data / "secrets.yaml"))
+        assert jobs.returncode == 0 and jobs.stdout.decode().startswith("NAME"), jobs.stderr.decode()[-1000:]
         found = load_secrets(str(data / "secrets.yaml"))
         owner = getpass.getuser()
         admin = await nats.connect(url, allow_reconnect=False, **connect_options(owner, found.admins[owner].password))

@@ -77,6 +77,8 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
         text = str(reason) or type(reason).__name__
         if isinstance(exc, TimeoutError):
             text = f"{text} (no answer within {within:g} s)" if last else f"no answer within {within:g} s"
+        if "authorization" in text.lower():
+            text += " (a secured server: this connection needs an identity, e.g. --nats-secrets FILE)"
         raise NatsUnreachable(f"cannot reach NATS at {url}: {text}") from None
     connected = True
     return nc
