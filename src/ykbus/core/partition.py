@@ -338,6 +338,8 @@ class Partition:
             self.node_index.add(node.key)
         if self.scheduler.fit_cache:
             self.scheduler.node_moved(node, old)
+        if self.scheduler.reservable_cache:
+            self.scheduler.node_reindexed()
         if self.policies.orderings:
             self.policies.node_moved(node)
 

@@ -125,7 +125,7 @@ ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache", "claimed", "now", "tried")
+    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "claimed", "now", "tried")
 
     def __init__(self, partition: Partition) -> None:
         self.part = partition
@@ -135,16 +135,24 @@ class Scheduler:
         # `node_moved`
         self.failed_shapes: set[Shape] = set()
         self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
+        # shape -> the schedulable nodes whose capacity takes it, best to reserve first (the
+        # order of `_reservable`): built once per shape in a pass, so asks of one shape that
+        # pass their reservation delay together walk the nodes once, not once each. Dropped
+        # when any node's room or state moves (`node_reindexed`); reserved nodes are skipped
+        # when read, as a reservation moves no room.
+        self.reservable_cache: dict[Shape, list[Node]] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
 
     def start(self, now: int) -> None:
         self.failed_shapes.clear()
+        self.reservable_cache.clear()
         self.now = now
 
     def finish(self) -> None:
         self.fit_cache.clear()
+        self.reservable_cache.clear()
 
     def node_moved(self, node: Node, old: Any) -> None:
         """Keep the fit caches current: `node` left index key `old` for `node.key`."""
@@ -336,19 +344,27 @@ class Scheduler:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
         capacity (less what others occupy) takes it, the one missing the least of it (as
         a fraction of what it asks), ties by node id. None: larger than every such node."""
-        res = ask.resource
-        best: Node | None = None
-        best_key: tuple[float, str] | None = None
-        for node in self.part.nodes.values():
-            if node.key is None or node.reserved is not None:
-                continue
-            cap, occ, free = node.capacity, node.occupied, node.free
-            if any(cap.get(r, 0) - occ.get(r, 0) < v for r, v in res.items()):
-                continue
-            key = (sum(max(0, v - free.get(r, 0)) / v for r, v in res.items()), node.id)
-            if best_key is None or key < best_key:
-                best, best_key = node, key
-        return best
+        candidates = self.reservable_cache.get(ask.shape)
+        if candidates is None:
+            res = ask.resource
+            keyed: list[tuple[float, str, Node]] = []
+            for node in self.part.nodes.values():
+                if node.key is None:
+                    continue
+                cap, occ, free = node.capacity, node.occupied, node.free
+                if any(cap.get(r, 0) - occ.get(r, 0) < v for r, v in res.items()):
+                    continue
+                keyed.append((sum(max(0, v - free.get(r, 0)) / v for r, v in res.items()), node.id, node))
+            keyed.sort(key=lambda k: (k[0], k[1]))
+            candidates = self.reservable_cache[ask.shape] = [k[2] for k in keyed]
+        for node in candidates:
+            if node.reserved is None:
+                return node
+        return None
+
+    def node_reindexed(self) -> None:
+        """A node's room or state moved: the reservation candidates of this pass are stale."""
+        self.reservable_cache.clear()
 
     def _required(self, ask: Ask) -> Decision:
         """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
