@@ -165,14 +165,13 @@ async def test_a_node_removed_mid_job_reschedules_its_pods(nats_server, tmp_path
         assert len(nodes) == 1  # JobAffinity: all together
         [gone] = nodes
         cluster.write_text("\n".join(line for line in CLUSTER.splitlines() if gone not in line) + "\n")
-        seen = set()
 
         def moved(s):
-            seen.add(s["r"]["stage"])
             return s["r"]["stage"] == "Running" and all(p["node"] and p["node"] != gone for p in s["r"]["pods"])
 
         st = await wait_for(url, moved)
-        assert "Rescheduling" in seen or "Starting" in seen
+        # (the stage passes through Rescheduling, tests/tyjob/test_controller.py; polled here
+        # every 0.1 s it can be over before it is seen, now that a job's asks go together)
         assert st["r"]["scheduleState"] in ("ScheduledPartly", "ScheduledSucceed")
 
 
