@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 CACHE_QUEUE_KEYS = True  # tests switch it off to prove the cached keys are the keys
 FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
+NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
 
 
 class Allocate:
@@ -125,7 +126,7 @@ ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "claimed", "now", "tried")
+    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "no_room", "claimed", "now", "tried")
 
     def __init__(self, partition: Partition) -> None:
         self.part = partition
@@ -141,6 +142,9 @@ class Scheduler:
         # when any node's room or state moves (`node_reindexed`); reserved nodes are skipped
         # when read, as a reservation moves no room.
         self.reservable_cache: dict[Shape, list[Node]] = {}
+        # shape -> its NoNodeRoom reason, the same value for every ask of that shape (reasons
+        # are frozen): formatted once, not once per ask parked (kept across passes)
+        self.no_room: dict[Shape, why.Why] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
@@ -337,8 +341,12 @@ class Scheduler:
             free_soonest = self._reservable(ask)
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
-        reason = f"no schedulable node has {fmt_res(res)} free"
-        return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, why.no_node_room(reason, res))
+        reason = self.no_room.get(ask.shape)
+        if reason is None:
+            if len(self.no_room) >= NO_ROOM_SHAPES:
+                self.no_room.clear()
+            reason = self.no_room[ask.shape] = why.no_node_room(f"no schedulable node has {fmt_res(res)} free", res)
+        return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, reason)
 
     def _reservable(self, ask: Ask) -> Node | None:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
