@@ -341,12 +341,12 @@ class Scheduler:
             free_soonest = self._reservable(ask)
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
-        reason = self.no_room.get(ask.shape)
-        if reason is None:
+        no_room = self.no_room.get(ask.shape)
+        if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:
                 self.no_room.clear()
-            reason = self.no_room[ask.shape] = why.no_node_room(f"no schedulable node has {fmt_res(res)} free", res)
-        return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, reason)
+            no_room = self.no_room[ask.shape] = why.no_node_room(f"no schedulable node has {fmt_res(res)} free", res)
+        return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, no_room)
 
     def _reservable(self, ask: Ask) -> Node | None:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
