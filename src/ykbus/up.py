@@ -80,7 +80,7 @@ def data_directory(path: str, fresh: bool) -> bool:
 
 
 def up(args: argparse.Namespace) -> int:
-    from ykbus.cli import _service_settings
+    from ykbus.cli import _leaves, _service_settings
 
     settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
     store = os.path.abspath(os.path.expanduser(args.data or DEFAULT_DATA))
@@ -99,16 +99,10 @@ def up(args: argparse.Namespace) -> int:
         try:
             return _up(args, settings, store, rm_options, auth)
         except* LogGap as group:
-            gaps += group.exceptions
-        print(f"ykbus up: the input log in {store} has a gap ({_first_leaf(gaps[0])}): the store is damaged and "
+            gaps += _leaves(group)
+        print(f"ykbus up: the input log in {store} has a gap ({gaps[0]}): the store is damaged and "
               "cannot be resumed; `ykbus up --fresh` starts clean", file=sys.stderr, flush=True)
         return 3
-
-
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _secure(store: str) -> RmsConfig:

@@ -287,7 +287,7 @@ class NodePolicies:
         if policy is NodePolicy.BINPACK:
             return self._best(ask, BINPACK, nodes)
         if policy is NodePolicy.LEADER_FIRST:
-            return self._best(ask, LEADER if ask.tags.get(ROLE_TAG) == "leader" else WORKER, nodes)
+            return self._best(ask, LEADER if ask.tags.get(ROLE_TAG) == LEADER_ROLE else WORKER, nodes)
         if policy is NodePolicy.MIN_FRAGMENT:
             return self._min_fragment(ask, nodes)
         if policy is NodePolicy.JOB_AFFINITY:

@@ -28,7 +28,15 @@ from sortedcontainers import SortedList
 
 from ykbus.core import why
 from ykbus.core.config import AppSortPolicy
-from ykbus.core.gang import CancelGroup, GangAllocate, Replace, plan_gang, replacement_for, waits_for_gang
+from ykbus.core.gang import (
+    CancelGroup,
+    GangAllocate,
+    Replace,
+    pending_placeholders,
+    plan_gang,
+    replacement_for,
+    waits_for_gang,
+)
 from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import (
     GANG_WAIT,
@@ -239,6 +247,7 @@ class Scheduler:
                     return True
             return False
         gang_planned = False
+        gang_waits: bool | None = None  # whether placeholders are pending: read once, for the first worker
         for entry in app.active:
             ask = entry[-1]
             if ask.placeholder:  # decided once for the whole gang
@@ -252,7 +261,8 @@ class Scheduler:
                 continue
             if ask.task_group:
                 decision = self._member(app, ask)
-            elif ask.tags.get(ROLE_TAG) == WORKER_ROLE and any(a.placeholder and a.pending for a in app.asks.values()):
+            elif ask.tags.get(ROLE_TAG) == WORKER_ROLE and (
+                    gang_waits if gang_waits is not None else (gang_waits := bool(pending_placeholders(app)))):
                 decision = Park(ask, GANG_WAIT + app.id, m.SchedulingState.SKIPPED, why.workers_wait_for_gang(app.id))
             else:
                 decision = self._ask(ask)

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     args = p.parse_args(argv)
     run_sim(BatchSim(args.nats or default_url(), args.rm_id, state_path=args.state, nodes_count=args.nodes,
-                       jobs_per_s=args.rate, max_waiting=args.max_waiting, nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim batch")
+                     jobs_per_s=args.rate, max_waiting=args.max_waiting,
+                     nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim batch")
 
 
 if __name__ == "__main__":

@@ -136,9 +136,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     p.add_argument("--namespaces", default="team-a,team-b,ml")
     args = p.parse_args(argv)
-    run_sim(K8sSim(args.nats or default_url(), args.rm_id, state_path=args.state, nodes_count=args.nodes, pods_per_s=args.rate, max_waiting=args.max_waiting,
-                     profile=args.profile, trace=args.trace, namespaces=tuple(args.namespaces.split(",")),
-                     nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim k8s")
+    run_sim(K8sSim(args.nats or default_url(), args.rm_id, state_path=args.state, nodes_count=args.nodes,
+                   pods_per_s=args.rate, max_waiting=args.max_waiting, profile=args.profile, trace=args.trace,
+                   namespaces=tuple(args.namespaces.split(",")),
+                   nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim k8s")
 
 
 if __name__ == "__main__":

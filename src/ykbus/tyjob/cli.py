@@ -41,16 +41,10 @@ def _identity(secrets_path: str, rm: str | None = None) -> dict[str, Any]:
     identity, from a secrets file of `ykbus nats-config` or `ykbus up --secure`."""
     import getpass
 
-    from ykbus.bus.permissions import connect_options, load_secrets
+    from ykbus.bus.permissions import connect_options
+    from ykbus.cli import _secret_of
 
-    try:
-        found = load_secrets(secrets_path)
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"ykbus tyjob: {exc}") from None
-    name = rm or getpass.getuser()
-    secret = found.rms.get(name) if rm else found.admins.get(name)
-    if secret is None:
-        raise SystemExit(f"ykbus tyjob: {secrets_path}: no password for {'RM' if rm else 'admin'} {name!r}")
+    secret = _secret_of(secrets_path, "rms" if rm else "admins", rm or getpass.getuser())
     return connect_options(secret.user, secret.password)
 
 
