@@ -153,7 +153,9 @@ class Core:
         backlog = False
         for rm in self.rms.values():
             for p in rm.partitions.values():
-                if p.root.active and not p.paused:
+                if p.paused:
+                    p.settle()
+                elif p.root.active or p.pool.open:
                     p.schedule(ctx)
                     backlog = backlog or p.root.active
         # True when the pass stopped at the per-entry allocation budget: the next entry goes

@@ -103,7 +103,7 @@ class Queue:
         "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
-        "limits", "template", "app_prios", "sort_key",
+        "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -129,6 +129,10 @@ class Queue:
         self.template: ChildTemplate | None = None
         # its key among its siblings (core/scheduling.py), None when what it depends on changed
         self.sort_key: tuple[Any, ...] | None = None
+        # asks waiting for room in its subtree, per gate; a leaf's applications with such
+        # asks, per gate, in their sort order (core/waits.py)
+        self.pooled: dict[Any, int] = {}
+        self.pooled_apps: dict[Any, SortedList] = {}
 
     def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
         self.sort_key = None
@@ -178,7 +182,7 @@ class Queue:
 class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
-                 "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved")
+                 "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved", "pooled")
 
     def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
         self.key = msg.allocationKey
@@ -191,6 +195,7 @@ class Ask:
         self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)
         self.since = 0  # log time it started waiting for node room (0: it does not): reservations
         self.reserved = ""  # the node reserved for it
+        self.pooled = 0  # waiting for room in the partition's RoomWaits (core/waits.py): 1, and to reserve: 2
         self.update(msg, resource, shape)
 
     def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
@@ -245,7 +250,7 @@ class App:
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "leaders_waiting",
                  "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
-                 "node_pods")
+                 "node_pods", "pooled", "pool_key")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
         self.id = msg.applicationID
@@ -266,6 +271,10 @@ class App:
         self.leaders_waiting = 0  # pending asks tagged ykbus.io/role: leader (its workers wait while any is)
         self.blocked_on: Queue | Tracker | None = None
         self.entry: tuple[Any, ...] | None = None  # its sort key while in the leaf's active_apps
+        # its asks waiting for room, per gate, as sorted active-list entries, and its sort
+        # key while it has any (core/waits.py)
+        self.pooled: dict[Any, list[tuple[int, int, Ask]]] = {}
+        self.pool_key: tuple[Any, ...] | None = None
         self.timeout_ms = msg.executionTimeoutMilliSeconds
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
         self.trackers: list[Tracker] = []  # the user and group limits that apply to it

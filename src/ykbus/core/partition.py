@@ -97,6 +97,7 @@ from ykbus.core.policies import NodePolicies
 from ykbus.core.resources import Res, add_into, fits, scaled, share, sub_into
 from ykbus.core.scheduling import ENDS_WALK, Allocate, Defer, Hold, Park, Plan, Reserve, Scheduler
 from ykbus.core.scorers import scorer_for
+from ykbus.core.waits import POOLED_RESERVING, RoomWaits
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
     AppTimeoutTimer,
@@ -156,6 +157,9 @@ class Partition:
         self._rekey = False
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.trackers: dict[str, Tracker] = {}
+        # ordinary asks waiting for node room, woken by gate (core/waits.py); node_waiters and
+        # reserve_waiters keep the others (reserved asks, gangs) and wake them one by one
+        self.pool = RoomWaits(self._app_key)
         self.apply_config(config, 0)
 
     def intern(self, resource: Res) -> tuple[Res, tuple[tuple[str, int], ...]]:
@@ -172,6 +176,9 @@ class Partition:
             if q.leaf and (not only_fair or q.sort_policy is AppSortPolicy.FAIR):
                 for entry in list(q.active_apps):
                     self._rekey_app(entry[-1])
+                pooled = {e[-1].id: e[-1] for apps in q.pooled_apps.values() for e in apps}
+                for app in pooled.values():
+                    self.pool.rekey(app)
 
     def _recompute_priorities(self, q: Queue) -> None:
         """Rebuild the priority caches of `q`'s subtree from scratch (after a reload)."""
@@ -610,7 +617,9 @@ class Partition:
             ask.app.asks.pop(ask.key, None)
 
     def _unwait(self, ask: Ask) -> None:
-        if ask.waiting == NODE_WAIT:
+        if ask.pooled:
+            self.pool.leave(ask)
+        elif ask.waiting == NODE_WAIT:
             _leave(self.node_waiters, ask.shape, ask)
             if self.reserve_waiters:
                 self.reserve_waiters.pop((ask.app.id, ask.key), None)
@@ -630,16 +639,28 @@ class Partition:
     def _waiting_place(self, where: str) -> Queue | Tracker | None:
         return self.trackers.get(where) if "|" in where else self.queues.get(where)
 
-    def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why, ctx: Outbox) -> None:
+    def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why, ctx: Outbox,
+              reserving: bool = False) -> None:
         """Park `ask` at `where` with its reason (moving it there if it waits elsewhere); the
-        RM hears the reason once per change."""
-        if ask.waiting is None:
-            ask.app.active.remove(ask.entry)
+        RM hears the reason once per change. `reserving`: waiting for room, it is past its
+        reservation delay with no node to reserve."""
+        pooled = where == NODE_WAIT and not ask.reserved and not ask.app.gang
+        if pooled and ask.pooled and (ask.pooled == POOLED_RESERVING) == reserving:
+            pass  # judged behind an open gate and parked again where it was: nothing moves
         else:
-            self._unwait(ask)
+            if ask.waiting is None:
+                ask.app.active.remove(ask.entry)
+            else:
+                self._unwait(ask)
+            if pooled:
+                self.pool.enter(ask, reserving)
         ask.waiting = where
         ask.why = reason
-        if where == NODE_WAIT:
+        if pooled:
+            pass
+        elif where == NODE_WAIT:
+            if reserving:
+                self.reserve_waiters[(ask.app.id, ask.key)] = ask
             self.node_waiters.setdefault(ask.shape, {})[(ask.app.id, ask.key)] = ask
         elif where.startswith(REQUIRED_WAIT):
             self.required_waiters.setdefault(where[len(REQUIRED_WAIT):], {})[(ask.app.id, ask.key)] = ask
@@ -708,11 +729,14 @@ class Partition:
         if self.required_waiters:
             for ask in self.required_waiters.pop(node.id, {}).values():
                 self._wake(ask)
-        if node.state is not NodeState.SCHEDULABLE or not self.node_waiters:
+        if node.state is not NodeState.SCHEDULABLE:
             return
-        for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:
-            for ask in self.node_waiters.pop(shape).values():
-                self._wake(ask)
+        if self.node_waiters:
+            for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:
+                for ask in self.node_waiters.pop(shape).values():
+                    self._wake(ask)
+        if self.pool.shapes and self.pool.open_fitting(node.free):
+            self.woken += 1
 
     def _wake_queue(self, q: Queue | Tracker) -> None:
         if q.waiters:
@@ -762,6 +786,8 @@ class Partition:
                 app.queue.active_apps.remove((*app.entry, app))
                 app.entry = key
                 app.queue.active_apps.add((*key, app))
+        if app.pool_key is not None:
+            self.pool.rekey(app)
 
     # --- allocations -----------------------------------------------------------------
 
@@ -852,8 +878,9 @@ class Partition:
             self._rekey_all(only_fair=True)
         scheduler = self.scheduler
         scheduler.start(ctx.ts)
+        pool = self.pool
         try:
-            while self.root.active and ctx.budget_left:
+            while (self.root.active or pool.open and pool.shows(self.root)) and ctx.budget_left:
                 plan = scheduler.plan()
                 woken = self.woken
                 self.commit(plan, ctx)
@@ -864,13 +891,28 @@ class Partition:
                     break  # the walk saw everything active, and committing it woke nothing
         finally:
             scheduler.finish()
+            self.settle()
+
+    def settle(self) -> None:
+        """After the entry's pass (or instead of it): the asks behind gates still open are made
+        active, as an eager wake-up would have left them (core/waits.py)."""
+        if self.pool.open:
+            for ask in self.pool.let_through():
+                self.pool.leave(ask)
+                self._wake(ask)
 
     def commit(self, plan: Plan, ctx: Outbox) -> None:
         """The one applier: apply a plan's decisions in order."""
         for decision in plan:
             if isinstance(decision, Allocate):
-                decision.ask.app.why = None
-                self._allocate(decision.ask, decision.node, ctx)
+                ask = decision.ask
+                ask.app.why = None
+                if ask.waiting is not None:  # judged behind an open gate (core/waits.py): active again first
+                    self._unwait(ask)
+                    ask.waiting = None
+                    ask.why = None
+                    ask.app.active.add(ask.entry)
+                self._allocate(ask, decision.node, ctx)
             elif isinstance(decision, Park):
                 self._park(decision, ctx)
             elif isinstance(decision, Reserve):
@@ -900,8 +942,7 @@ class Partition:
                 ask.since = ctx.ts
                 self.timers.schedule(ctx.ts + delay, ReservationTimer(self, app, ask.key, ctx.ts))
             elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
-                self._wait(ask, where, decision.state, decision.why, ctx)
-                self.reserve_waiters[(app.id, ask.key)] = ask
+                self._wait(ask, where, decision.state, decision.why, ctx, reserving=True)
                 if not app.active:
                     self._sync_app(app)
                 return
@@ -1032,6 +1073,8 @@ class Partition:
             for ask in waiters.values():
                 self._unwait(ask)
                 self._wake(ask)
+        if self.pool.gates and self.pool.open_reserving():
+            self.woken += 1
 
     def reservation_due(self, timer: ReservationTimer) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""

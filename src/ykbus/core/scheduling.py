@@ -22,6 +22,8 @@ the next ask go, and why would the others wait" is `plan()` read and dropped
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from heapq import heapify, heappop, heapreplace
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
@@ -37,7 +39,7 @@ from ykbus.core.gang import (
     replacement_for,
     waits_for_gang,
 )
-from ykbus.core.lifecycle import AppState, NodeState
+from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, AppState, NodeState
 from ykbus.core.model import (
     GANG_WAIT,
     LEADER_WAIT,
@@ -54,6 +56,7 @@ from ykbus.core.model import (
 )
 from ykbus.core.policies import ROLE_TAG, WORKER_ROLE
 from ykbus.core.resources import Res, first_over, fits, fmt_res, share
+from ykbus.core.waits import RESERVE, ROOM, Gate
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
@@ -182,7 +185,8 @@ class Scheduler:
     def plan(self) -> Plan:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
-        if self.part.root.active:
+        root = self.part.root
+        if root.active or self.part.pool.open and self.part.pool.shows(root):
             if self.claimed:
                 self.claimed.clear()
             self._queue(self.part.root, plan)
@@ -207,7 +211,11 @@ class Scheduler:
     def _queue(self, q: Queue, plan: Plan) -> bool:
         """Walk `q`; True once an allocation is planned."""
         if not q.leaf:
-            children = [c for c in q.children.values() if c.active]
+            pool = self.part.pool
+            if pool.open:
+                children = [c for c in q.children.values() if c.active or pool.shows(c)]
+            else:
+                children = [c for c in q.children.values() if c.active]
             n = len(children)
             if n == 2:
                 first, second = children
@@ -220,7 +228,7 @@ class Scheduler:
                     return True
             return False
         gate = stateaware_gate(q) if q.sort_policy is AppSortPolicy.STATEAWARE else None
-        for entry in q.active_apps:
+        for entry in self._apps_of(q):
             app: App = entry[-1]
             if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
                 if app.why is None or app.why.details.get("first") != gate.id:
@@ -238,7 +246,7 @@ class Scheduler:
                 return False
         if not app.gang:  # the common case: every ask on its own
             leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
-            for entry in app.active:
+            for entry in self._asks_of(app):
                 ask = entry[-1]
                 decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
                             else self._ask(ask))
@@ -270,6 +278,38 @@ class Scheduler:
             if decision.__class__ in ENDS_WALK:
                 return True
         return False
+
+    def _apps_of(self, leaf: Queue) -> Iterable[tuple[Any, ...]]:
+        """The leaf's applications in its order: the active ones, and those with asks behind
+        an open gate (core/waits.py) that may be scheduled, as if those asks were active."""
+        pool = self.part.pool
+        if not pool.open or not leaf.pooled_apps:
+            return leaf.active_apps
+        sources = [(gate, leaf.pooled_apps[gate]) for gate in pool.open if gate in leaf.pooled_apps]
+        if not sources:
+            return leaf.active_apps
+        return self._shown_apps(leaf.active_apps, sources)
+
+    def _shown_apps(self, active: SortedList, sources: list[tuple[Gate, SortedList]]) -> Iterator[tuple[Any, ...]]:
+        last: Any = None
+        for entry in _merged(active, sources, self.part.pool.open):
+            app = entry[-1]
+            if app is last:  # behind two open gates: once
+                continue
+            last = app
+            if app.entry is None and (app.blocked_on is not None or app.state not in SCHEDULABLE_APP_STATES):
+                continue  # held or not schedulable: an eager wake-up would not have made it active either
+            yield entry
+
+    def _asks_of(self, app: App) -> Iterable[tuple[int, int, Ask]]:
+        """`app`'s active asks in order, with its asks behind open gates among them."""
+        pool = self.part.pool
+        if not app.pooled or not pool.open:
+            return app.active
+        sources = [(gate, app.pooled[gate]) for gate in pool.open if gate in app.pooled]
+        if not sources:
+            return app.active
+        return _distinct_asks(_merged(app.active, sources, pool.open))
 
     def _worker(self, app: App, ask: Ask) -> Decision:
         """An ask tagged `ykbus.io/role: worker` waits while its application's leader waits
@@ -345,12 +385,14 @@ class Scheduler:
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
+        self.part.pool.close(ROOM, ask.shape)  # every other ask of its shape waiting for room would fail the same
         if ask.reserved:
             return Park(ask, NODE_WAIT, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
         if ask.since and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000:
             free_soonest = self._reservable(ask)
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
+            self.part.pool.close(RESERVE, ask.shape)  # and none of them finds a node to reserve
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:
@@ -430,6 +472,37 @@ class Scheduler:
             if node.reserved is None or node.reserved is ask:
                 return node
         return None
+
+
+def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None]) -> Iterator[Any]:
+    """The entries of `active` and of each source in one sorted order; a source is dropped
+    once its gate closes (the walk closes gates as it goes)."""
+    heap: list[tuple[Any, int, Iterator[Any]]] = []
+    for i, entries in enumerate([active, *(lst for _, lst in sources)]):
+        it = iter(entries)
+        first = next(it, None)
+        if first is not None:
+            heap.append((first, i, it))
+    heapify(heap)
+    while heap:
+        entry, i, it = heap[0]
+        if i and sources[i - 1][0] not in open_gates:
+            heappop(heap)
+            continue
+        yield entry
+        following = next(it, None)
+        if following is None:
+            heappop(heap)
+        else:
+            heapreplace(heap, (following, i, it))
+
+
+def _distinct_asks(entries: Iterator[tuple[int, int, Ask]]) -> Iterator[tuple[int, int, Ask]]:
+    last: Ask | None = None
+    for entry in entries:
+        if entry[-1] is not last:  # behind two open gates: once
+            last = entry[-1]
+            yield entry
 
 
 def stateaware_gate(leaf: Queue) -> App | None:

@@ -49,6 +49,7 @@ from ykbus.core.timers import (
     Timer,
     Timers,
 )
+from ykbus.core.waits import ROOM
 from ykbus.core.why import Why
 from ykbus.si import messages as m
 
@@ -64,14 +65,15 @@ READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then sho
 DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"free", "key", "reserved"}),  # from capacity, occupied, allocations; index key; asks
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
-                        "priority_fence", "priority_offset", "running", "sort_key", "sort_policy"}),  # tree, sums, config, cache
-    "Ask": frozenset({"app", "required", "shape"}),  # its owner; from its tags; the interned form of its resource
+                        "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
+                        "pooled", "pooled_apps"}),  # tree, sums, config, cache, waiting asks by gate
+    "Ask": frozenset({"app", "required", "shape", "pooled"}),  # its owner; from its tags; the interned form of its resource; where it waits
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
-                      "trackers", "policy", "node_pods"}),  # sorted lists, sums, caches, the limits that apply
+                      "trackers", "policy", "node_pods", "pooled", "pool_key"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
-                            "leader_waiters",
+                            "leader_waiters", "pool",
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
@@ -266,7 +268,8 @@ def _partition(p: Partition) -> SPartition:
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
                             x.placeholder, x.born, x.replacing) for x in p.allocations.values()],
         terminated={k: v.state.value for k, v in p.terminated.items()},
-        node_waiters=[key for group in p.node_waiters.values() for key in group],
+        node_waiters=[key for group in p.node_waiters.values() for key in group]
+        + [key for (kind, _), group in p.pool.gates.items() if kind == ROOM for key in group],
         ended={k: (v.ts, v.message, v.queue) for k, v in p.terminated.items()},
     )
 
@@ -410,9 +413,6 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
             for alloc in app.allocations.values():
                 app.count_on(alloc.node.id, 1)
 
-    for key in s.node_waiters:
-        ask = asks[key]
-        p.node_waiters.setdefault(ask.shape, {})[key] = ask
     for key, ask in asks.items():  # derived: an ask's `waiting` names the node, gang or placeholder
         w = ask.waiting
         if w is None:
@@ -429,7 +429,16 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
     for key, ask in asks.items():  # derived: the node reserved for an ask; who found none to reserve
         if ask.reserved:
             p.nodes[ask.reserved].reserved = ask
-        elif ask.waiting == NODE_WAIT and ask.since and now - ask.since >= delay and not (ask.placeholder and ask.app.gang):
+    pooled: list[tuple[Ask, bool]] = []
+    for key in s.node_waiters:  # waiting for room: by gate if ordinary (core/waits.py), else one by one
+        ask = asks[key]
+        reserving = bool(not ask.reserved and ask.since and now - ask.since >= delay
+                         and not (ask.placeholder and ask.app.gang))
+        if not ask.reserved and not ask.app.gang:
+            pooled.append((ask, reserving))
+            continue
+        p.node_waiters.setdefault(ask.shape, {})[key] = ask
+        if reserving:
             p.reserve_waiters[key] = ask
     for sq in s.queues:
         q = p.queues[sq.path]
@@ -444,6 +453,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
             app = p.apps[sa.id]
             app.blocked_on = p.trackers[sa.blocked_on]
             app.blocked_on.app_waiters[app.id] = app
+    for ask, reserving in pooled:  # once the applications' sort keys can be read
+        p.pool.enter(ask, reserving)
     for app in p.apps.values():
         p._sync_app(app)
     p.ledger = Ledger(p.allocations, p._index_node, p._usage_moved)

@@ -1,0 +1,187 @@
+"""The asks that wait for node room, woken by gate rather than one by one.
+
+An ordinary ask (not reserved, not of a gang) that found no node with room waits here,
+under its shape. Room freed on a node used to wake every waiting ask of every shape that
+now fits it: each went back to its application's active list, was tried by the next walk,
+and, all but the few the room served, parked again. With a backlog that is most of an
+entry's cost (a release woke ~140 asks to place one).
+
+Here a wake-up opens a *gate* instead, and the asks stay where they are:
+
+* `(ROOM, shape)` opens when a schedulable node's free room takes `shape`; every waiting
+  ask of that shape is behind it;
+* `(RESERVE, shape)` opens with it, and also when what a reservation can take changed (a
+  node came, came back, grew, or lost its reservation); behind it are the waiting asks of
+  that shape past the reservation delay (they try to reserve a node when judged).
+
+The walk (core/scheduling.py) sees the asks behind open gates as if they were active, in
+exactly the order they would have had in their application's active list, their
+application in its leaf and their queue among its siblings: per application the sorted
+entries behind each gate, per leaf the applications (by their sort key, kept current like
+an active application's), per queue the count behind each gate in its subtree. So the
+walk tries them in the order the eager wake-up would have, and the first that finds no
+node for its shape *closes* the gate (and the first that also finds no node to reserve
+closes the reservation gate): every other ask behind it would have failed the same way in
+this pass and parked again with the same reason, so it is not tried. A release now costs
+the asks the room serves plus one.
+
+Gates are scratch of one entry: those still open when the entry's pass is over (its
+applications held by a `maxapplications`, a budget spent, a paused RM) are let through,
+their asks made active as the eager wake-up made them (`Partition.settle`). Between entries
+no gate is open, so a snapshot holds only where each ask waits.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Callable
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from ykbus.core.model import App, Ask, Queue, Shape
+from ykbus.core.resources import Res, fits
+
+ROOM = 0  # a gate of asks waiting for room for their shape
+RESERVE = 1  # a gate of asks of a shape past their reservation delay, with no node to reserve yet
+Gate = tuple[int, Shape]
+
+# ask.pooled: where in the pool an ask is
+NOT_POOLED = 0
+POOLED = 1  # behind its ROOM gate
+POOLED_RESERVING = 2  # behind its ROOM gate and its RESERVE gate
+
+
+class RoomWaits:
+    """Every ask waiting for node room that is not reserved and not of a gang, by gate."""
+
+    __slots__ = ("gates", "open", "shapes", "app_key")
+
+    def __init__(self, app_key: Callable[[App], tuple[Any, ...]]) -> None:
+        self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}
+        self.open: dict[Gate, None] = {}  # insertion-ordered: no set iteration order in decisions
+        self.shapes: dict[Shape, Res] = {}  # the resource of each shape waiting, to test it against free room
+        self.app_key = app_key  # an application's sort key in its leaf (the partition's)
+
+    # --- membership --------------------------------------------------------------------
+
+    def enter(self, ask: Ask, reserving: bool) -> None:
+        """`ask` waits for room (and, `reserving`, to reserve a node)."""
+        ask.pooled = POOLED_RESERVING if reserving else POOLED
+        self._add(ask, (ROOM, ask.shape))
+        if reserving:
+            self._add(ask, (RESERVE, ask.shape))
+
+    def leave(self, ask: Ask) -> None:
+        if ask.pooled == POOLED_RESERVING:
+            self._remove(ask, (RESERVE, ask.shape))
+        self._remove(ask, (ROOM, ask.shape))
+        ask.pooled = NOT_POOLED
+
+    def _add(self, ask: Ask, gate: Gate) -> None:
+        app = ask.app
+        waiters = self.gates.get(gate)
+        if waiters is None:
+            waiters = self.gates[gate] = {}
+            self.shapes[gate[1]] = ask.resource
+        waiters[(app.id, ask.key)] = ask
+        entries = app.pooled.get(gate)
+        if entries is None:
+            entries = app.pooled[gate] = []
+            if app.pool_key is None:
+                app.pool_key = self.app_key(app)
+            leaf = app.queue.pooled_apps.get(gate)
+            if leaf is None:
+                leaf = app.queue.pooled_apps[gate] = SortedList()
+            leaf.add((*app.pool_key, app))
+        insort(entries, ask.entry)
+        for q in app.path:
+            q.pooled[gate] = q.pooled.get(gate, 0) + 1
+
+    def _remove(self, ask: Ask, gate: Gate) -> None:
+        app = ask.app
+        waiters = self.gates[gate]
+        del waiters[(app.id, ask.key)]
+        if not waiters:
+            del self.gates[gate]
+            self.open.pop(gate, None)
+            if (ROOM, gate[1]) not in self.gates and (RESERVE, gate[1]) not in self.gates:
+                del self.shapes[gate[1]]
+        entries = app.pooled[gate]
+        entry = ask.entry
+        del entries[bisect_left(entries, entry)]
+        if not entries:
+            del app.pooled[gate]
+            leaf = app.queue.pooled_apps[gate]
+            leaf.remove((*app.pool_key, app))  # type: ignore[misc]
+            if not leaf:
+                del app.queue.pooled_apps[gate]
+            if not app.pooled:
+                app.pool_key = None
+        for q in app.path:
+            left = q.pooled[gate] - 1
+            if left:
+                q.pooled[gate] = left
+            else:
+                del q.pooled[gate]
+
+    def rekey(self, app: App) -> None:
+        """`app`'s sort key moved: so does its place among the leaf's pooled applications."""
+        old = app.pool_key
+        if old is None:
+            return
+        key = self.app_key(app)
+        if key != old:
+            app.pool_key = key
+            lists = app.queue.pooled_apps
+            for gate in app.pooled:
+                leaf = lists[gate]
+                leaf.remove((*old, app))
+                leaf.add((*key, app))
+
+    # --- gates ---------------------------------------------------------------------------
+
+    def open_fitting(self, free: Res) -> bool:
+        """Room `free` came on a schedulable node: open the gates of the shapes it takes."""
+        opened = False
+        for shape, res in self.shapes.items():
+            if fits(res, free):
+                for gate in ((ROOM, shape), (RESERVE, shape)):
+                    if gate in self.gates and gate not in self.open:
+                        self.open[gate] = None
+                        opened = True
+        return opened
+
+    def open_reserving(self) -> bool:
+        """What a reservation can take changed: open every reservation gate."""
+        opened = False
+        for gate in self.gates:
+            if gate[0] == RESERVE and gate not in self.open:
+                self.open[gate] = None
+                opened = True
+        return opened
+
+    def close(self, kind: int, shape: Shape) -> None:
+        """The walk judged an ask of `shape` behind this gate as the others would be judged:
+        the others stay parked, untried."""
+        if self.open:
+            self.open.pop((kind, shape), None)
+
+    def shows(self, q: Queue) -> bool:
+        """Whether an open gate has asks in `q`'s subtree."""
+        counts = q.pooled
+        if counts:
+            for gate in self.open:
+                if gate in counts:
+                    return True
+        return False
+
+    def let_through(self) -> list[Ask]:
+        """Close every gate; the asks behind them, to be made active (each once)."""
+        asks: dict[tuple[str, str], Ask] = {}
+        for gate in self.open:
+            waiters = self.gates.get(gate)
+            if waiters:
+                asks.update(waiters)
+        self.open.clear()
+        return list(asks.values())
