@@ -1068,6 +1068,9 @@ class Partition:
             self._wake(ask)
 
     def _wake_reserve_waiters(self) -> None:
+        """What a reservation can take changed: the asks past their reservation delay with no
+        node reserved are judged again."""
+        self.scheduler.none_to_reserve.clear()
         if self.reserve_waiters:
             waiters, self.reserve_waiters = self.reserve_waiters, {}
             for ask in waiters.values():

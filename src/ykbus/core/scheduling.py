@@ -137,7 +137,8 @@ ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "no_room", "claimed", "now", "tried")
+    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "none_to_reserve", "no_room", "claimed", "now",
+                 "tried")
 
     def __init__(self, partition: Partition) -> None:
         self.part = partition
@@ -153,6 +154,10 @@ class Scheduler:
         # when any node's room or state moves (`node_reindexed`); reserved nodes are skipped
         # when read, as a reservation moves no room.
         self.reservable_cache: dict[Shape, list[Node]] = {}
+        # the shapes that found no node to reserve, until what a reservation can take changes
+        # (a node comes, comes back, grows, or loses its reservation: the partition's
+        # `_wake_reserve_waiters` forgets them all); kept across passes
+        self.none_to_reserve: dict[Shape, None] = {}
         # shape -> its NoNodeRoom reason, the same value for every ask of that shape (reasons
         # are frozen): formatted once, not once per ask parked (kept across passes)
         self.no_room: dict[Shape, why.Why] = {}
@@ -388,10 +393,12 @@ class Scheduler:
         self.part.pool.close(ROOM, ask.shape)  # every other ask of its shape waiting for room would fail the same
         if ask.reserved:
             return Park(ask, NODE_WAIT, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
-        if ask.since and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000:
+        if (ask.since and ask.shape not in self.none_to_reserve
+                and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000):
             free_soonest = self._reservable(ask)
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
+            self.none_to_reserve[ask.shape] = None
             self.part.pool.close(RESERVE, ask.shape)  # and none of them finds a node to reserve
         no_room = self.no_room.get(ask.shape)
         if no_room is None:

@@ -10,9 +10,12 @@ Here a wake-up opens a *gate* instead, and the asks stay where they are:
 
 * `(ROOM, shape)` opens when a schedulable node's free room takes `shape`; every waiting
   ask of that shape is behind it;
-* `(RESERVE, shape)` opens with it, and also when what a reservation can take changed (a
-  node came, came back, grew, or lost its reservation); behind it are the waiting asks of
-  that shape past the reservation delay (they try to reserve a node when judged).
+* `(RESERVE, shape)` opens when what a reservation can take changed (a node came, came
+  back, grew, or lost its reservation); behind it are the waiting asks of that shape past
+  the reservation delay (they try to reserve a node when judged). Room freed does not open
+  it: what a node can be reserved for depends on its capacity, what others occupy and its
+  reservation, not on its allocations (and the planner remembers, per shape, that no node
+  was found to reserve until one of those changes).
 
 The walk (core/scheduling.py) sees the asks behind open gates as if they were active, in
 exactly the order they would have had in their application's active list, their
@@ -142,14 +145,16 @@ class RoomWaits:
     # --- gates ---------------------------------------------------------------------------
 
     def open_fitting(self, free: Res) -> bool:
-        """Room `free` came on a schedulable node: open the gates of the shapes it takes."""
+        """Room `free` came on a schedulable node: open the room gates of the shapes it takes
+        (their asks past the reservation delay are behind them too: what they may reserve
+        has not changed, so the reservation gates stay as they are)."""
         opened = False
         for shape, res in self.shapes.items():
             if fits(res, free):
-                for gate in ((ROOM, shape), (RESERVE, shape)):
-                    if gate in self.gates and gate not in self.open:
-                        self.open[gate] = None
-                        opened = True
+                gate = (ROOM, shape)
+                if gate in self.gates and gate not in self.open:
+                    self.open[gate] = None
+                    opened = True
         return opened
 
     def open_reserving(self) -> bool:
