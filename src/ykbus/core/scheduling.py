@@ -233,7 +233,7 @@ class Scheduler:
                     return True
             return False
         gate = stateaware_gate(q) if q.sort_policy is AppSortPolicy.STATEAWARE else None
-        for entry in self._apps_of(q):
+        for entry in self._apps_of(q) if self.part.pool.open else q.active_apps:
             app: App = entry[-1]
             if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
                 if app.why is None or app.why.details.get("first") != gate.id:
@@ -251,7 +251,7 @@ class Scheduler:
                 return False
         if not app.gang:  # the common case: every ask on its own
             leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
-            for entry in self._asks_of(app):
+            for entry in self._asks_of(app) if app.pooled and self.part.pool.open else app.active:
                 ask = entry[-1]
                 decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
                             else self._ask(ask))
