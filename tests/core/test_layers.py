@@ -46,3 +46,69 @@ def test_committed_schemas_are_current():
     assert set(present) == set(expected), "run: ykbus schema --dir schemas"
     for name, text in expected.items():
         assert present[name] == text, f"schemas/{name} is stale: run ykbus schema --dir schemas"
+
+
+# --- shape: no import cycle inside the core; files and classes one reading holds ----------
+
+CORE = SRC / "core"
+MODULE_LINES, CLASS_LINES = 800, 400
+
+
+def core_imports(path: Path) -> set[str]:
+    """The core modules `path` imports, wherever the import is (under TYPE_CHECKING too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("ykbus.core."):
+                found.add(node.module.split(".")[2])
+            elif node.module == "ykbus.core":
+                found.update(a.name for a in node.names if (CORE / f"{a.name}.py").exists())
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[2] for a in node.names if a.name.startswith("ykbus.core."))
+    found.discard(path.stem)
+    return found
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` (module -> modules it imports) as a path, or None."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        stack, on_path = [(start, iter(sorted(graph[start])))], [start]
+        while stack:
+            mod, deps = stack[-1]
+            dep = next(deps, None)
+            if dep is None:
+                stack.pop()
+                on_path.pop()
+                done.add(mod)
+            elif dep in on_path:
+                return on_path[on_path.index(dep):] + [dep]
+            elif dep not in done and dep in graph:
+                stack.append((dep, iter(sorted(graph[dep]))))
+                on_path.append(dep)
+    return None
+
+
+def test_no_import_cycle_inside_the_core():
+    graph = {p.stem: core_imports(p) for p in CORE.glob("*.py") if p.stem != "__init__"}
+    assert {"scheduling", "state", "partition"} <= set(graph)
+    cycle = import_cycle(graph)
+    assert cycle is None, "core modules import each other in a circle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_modules_and_classes_stay_readable():
+    too_long = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > MODULE_LINES:
+            too_long.append(f"{path.relative_to(SRC)}: {text.count(chr(10))} lines (at most {MODULE_LINES})")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > CLASS_LINES:
+                too_long.append(f"{path.relative_to(SRC)}: class {node.name}, "
+                                f"{node.end_lineno - node.lineno + 1} lines (at most {CLASS_LINES})")
+    assert not too_long, "split by what it owns: " + "; ".join(too_long)

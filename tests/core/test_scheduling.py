@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tests.conftest import Harness
 from tests.core.test_why import QUEUES
+from ykbus.core.decisions import Allocate, Defer, Hold, Park
 from ykbus.core.outbox import Outbox
-from ykbus.core.scheduling import Allocate, Defer, Hold, Park
 from ykbus.core.snapshot import dump_snapshot
 from ykbus.log.build import app, ask, node
 

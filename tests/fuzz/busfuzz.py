@@ -39,8 +39,8 @@ from nats.js import api
 from tests.fuzz.checks import Failure, Run, _answers, bad_items, describe
 from tests.fuzz.mutate import mutate_entry, special_entry
 from ykbus.bus.subjects import HDR_CONTENT_TYPE, HDR_IN_SEQ, MSGPACK, OUT_STREAM
-from ykbus.core.core import RM_ID
 from ykbus.core.outbox import Entry, Output
+from ykbus.core.registry import RM_ID
 from ykbus.log.build import LogBuilder, app, ask, node
 from ykbus.si import codec
 from ykbus.si import messages as m

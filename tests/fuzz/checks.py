@@ -37,8 +37,8 @@ from tests import invariants
 from ykbus import limits
 from ykbus.bus.publisher import split_output
 from ykbus.core import Core
-from ykbus.core.core import RM_ID
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Output
+from ykbus.core.registry import RM_ID
 from ykbus.log.jsonl import LogError, encode_entry, encode_output, read_entries
 from ykbus.si import codec
 from ykbus.si import messages as m

@@ -13,54 +13,14 @@ placeholders (`replacement_for`): docs/gang.md has the protocol.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from ykbus import limits
 from ykbus.core import why
+from ykbus.core.decisions import GangAllocate, Park
 from ykbus.core.model import GANG_WAIT, NODE_WAIT, Alloc, App, Ask, Node
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res, scaled
 from ykbus.si import messages as m
-
-if TYPE_CHECKING:
-    from ykbus.core.scheduling import Scheduler
-
-
-class GangAllocate:
-    """Place every pending placeholder of `app` at once: one (ask, node) per allocation."""
-
-    __slots__ = ("app", "places")
-
-    def __init__(self, app: App, places: list[tuple[Ask, Node]]) -> None:
-        self.app, self.places = app, places
-
-    def __repr__(self) -> str:
-        return f"GangAllocate({self.app.id}: {', '.join(f'{a.key}->{n.id}' for a, n in self.places)})"
-
-
-class Replace:
-    """Real `ask` takes `placeholder`'s place: the RM is asked to release the placeholder
-    (`PLACEHOLDER_REPLACED`); on its confirmation the real allocation is made on that node."""
-
-    __slots__ = ("ask", "placeholder")
-
-    def __init__(self, ask: Ask, placeholder: Alloc) -> None:
-        self.ask, self.placeholder = ask, placeholder
-
-    def __repr__(self) -> str:
-        return f"Replace({self.ask.app.id}/{self.ask.key} <- {self.placeholder.uuid})"
-
-
-class CancelGroup:
-    """Real `ask` is larger than every placeholder of its task group: they are all released
-    (`TIMEOUT`, naming the mismatch), and the ask is then scheduled as an ordinary one."""
-
-    __slots__ = ("ask", "placeholders", "message")
-
-    def __init__(self, ask: Ask, placeholders: list[Alloc], message: str) -> None:
-        self.ask, self.placeholders, self.message = ask, placeholders, message
-
-    def __repr__(self) -> str:
-        return f"CancelGroup({self.ask.app.id}/{self.ask.key}: {len(self.placeholders)} placeholders)"
 
 
 def pending_placeholders(app: App) -> list[Ask]:
@@ -68,10 +28,10 @@ def pending_placeholders(app: App) -> list[Ask]:
     return [a for a in app.asks.values() if a.placeholder and a.pending]
 
 
-def plan_gang(scheduler: Scheduler, app: App) -> list:
-    """All of `app`'s pending placeholders placed, or each parked with why the gang waits."""
-    from ykbus.core.scheduling import Park
-
+def plan_gang(app: App, fit: Callable[[Ask, dict[str, Res]], Node | None]) -> list[Park] | list[GangAllocate]:
+    """All of `app`'s pending placeholders placed, or each parked with why the gang waits.
+    `fit(ask, taken)`: the node the planner would place `ask` on, beside what the gang has
+    taken so far (node id -> resources): the what-if the gang is planned over."""
     members = pending_placeholders(app)
     total: Res = {}
     count = 0
@@ -79,7 +39,7 @@ def plan_gang(scheduler: Scheduler, app: App) -> list:
         add_into(total, scaled(a.resource, a.pending))
         count += a.pending
 
-    def park_all(where: str, state: m.SchedulingState, reason: why.Why) -> list:
+    def park_all(where: str, state: m.SchedulingState, reason: why.Why) -> list[Park]:
         return [Park(a, where, state, reason) for a in members]
 
     if count > limits.MAX_ALLOCATIONS_PER_ENTRY:  # the work of one entry stays bounded
@@ -114,7 +74,7 @@ def plan_gang(scheduler: Scheduler, app: App) -> list:
     short: Res = {}
     for a in members:
         for placed in range(a.pending):
-            node = _fit(scheduler, a, taken)
+            node = fit(a, taken)
             if node is None:  # what the gang takes only grows: the rest of this ask finds no node either
                 add_into(short, scaled(a.resource, a.pending - placed))
                 break
@@ -127,21 +87,7 @@ def plan_gang(scheduler: Scheduler, app: App) -> list:
     return [GangAllocate(app, places)]
 
 
-def _fit(scheduler: Scheduler, ask: Ask, taken: dict[str, Res]) -> Node | None:
-    """The first node in the scorer's order with room for `ask` beside what the gang took."""
-    part = scheduler.part
-    if ask.required:
-        node = part.nodes.get(ask.required)
-        return node if node is not None and node.key is not None and _room(ask, node, taken) else None
-    cached = scheduler.fit_cache.get(ask.shape)
-    for key in cached[1] if cached is not None else part.node_index:  # in order, until one has room
-        node = part.nodes[key[1]]
-        if _room(ask, node, taken):
-            return node
-    return None
-
-
-def _room(ask: Ask, node: Node, taken: dict[str, Res]) -> bool:
+def fits_beside(ask: Ask, node: Node, taken: dict[str, Res]) -> bool:
     """`node` takes `ask` beside what the gang took there (not when reserved for another ask)."""
     if node.reserved is not None:
         return False

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ykbus.core.resources import add_into, sub_into
 
 if TYPE_CHECKING:
-    from ykbus.core.partition import Alloc, App, Node
+    from ykbus.core.model import Alloc, App, Node
 
 
 class Ledger:

@@ -29,8 +29,8 @@ from ykbus.core.config import (
     parse_offset,
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
-from ykbus.core.policies import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
 from ykbus.core.resources import Res, add_into, sub_into
+from ykbus.core.tags import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
 from ykbus.si import messages as m
 
 INT32_MIN = -(2**31)

@@ -17,7 +17,7 @@ from ykbus.core.model import DOT, FORCE_TAG, RECOVERY_QUEUE, Queue, full_path
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
-    from ykbus.core.partition import Partition
+    from ykbus.core.state import PartitionState
 
 
 def may_submit(queue: Queue, user: str, groups: list[str]) -> bool:
@@ -63,7 +63,7 @@ def apply_template(queue: Queue) -> None:
 class AppPlacement:
     __slots__ = ("partition", "created", "denied")
 
-    def __init__(self, partition: Partition) -> None:
+    def __init__(self, partition: PartitionState) -> None:
         self.partition = partition
         self.created: list[Queue] = []
         self.denied: list[str] = []

@@ -33,21 +33,21 @@ sorted list, kept exact as nodes move (a BinPack order starts with the fullest n
 
 from __future__ import annotations
 
-import enum
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedList
 
 from ykbus.core.resources import Res, fits
+from ykbus.core.tags import (
+    LEADER_ROLE,
+    ROLE_TAG,
+    NodePolicy,
+)
 
 if TYPE_CHECKING:
     from ykbus.core.model import App, Ask, Node
 
-POLICY_TAG = "ykbus.io/node-policy"
-ROLE_TAG = "ykbus.io/role"
-LEADER_ROLE, WORKER_ROLE = "leader", "worker"
-ROLES = (LEADER_ROLE, WORKER_ROLE)
 SCORED = ("vcore", "memory", "nvidia.com/gpu")  # the seed's CPU, memory and GPU, in SI names
 UTILISATION = (1, 1, 1)  # weights of vcore, memory, GPU: BinPack and the affinities
 LEADER_WEIGHTS = (1, 1, 4)  # LeaderFirst's leader: GPU weighted up, lowest first
@@ -57,38 +57,6 @@ MAX_FIT_CACHES = 64
 
 
 _TOO_MANY = object()  # a search passed FIT_CACHE_AFTER nodes without room
-
-
-class NodePolicy(enum.Enum):
-    BINPACK = "BinPack"
-    LEADER_FIRST = "LeaderFirst"
-    MIN_FRAGMENT = "MinFragment"
-    JOB_AFFINITY = "JobAffinity"
-    JOB_ANTI_AFFINITY = "JobAntiAffinity"
-
-
-AFFINITIES = (NodePolicy.JOB_AFFINITY, NodePolicy.JOB_ANTI_AFFINITY)
-
-
-def policy_problem(tags: dict[str, str]) -> str:
-    """Why an application's tags name no valid node policy ("" when they are fine)."""
-    value = tags.get(POLICY_TAG)
-    if value is None:
-        return ""
-    try:
-        NodePolicy(value)
-    except ValueError:
-        names = ", ".join(p.value for p in NodePolicy)
-        return f"tag {POLICY_TAG}: unknown node policy {value[:64]!r} (one of {names})"
-    return ""
-
-
-def role_problem(tags: dict[str, str]) -> str:
-    """Why an ask's `ykbus.io/role` tag is not valid ("" when absent or valid)."""
-    value = tags.get(ROLE_TAG)
-    if value is None or value in ROLES:
-        return ""
-    return f"tag {ROLE_TAG}: unknown role {value[:64]!r} (leader or worker)"
 
 
 class Ordering:

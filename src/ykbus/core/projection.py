@@ -4,24 +4,23 @@ tests). Never live objects: what leaves here can be encoded and compared.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.partition import Partition
+from ykbus.core.registry import ResourceManager
 from ykbus.core.why import PendingCode
-
-if TYPE_CHECKING:
-    from ykbus.core.core import Core
 
 SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")
 
 
-def project(core: Core, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mapping[str, ResourceManager],
+            sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
     """A plain, deterministic projection of the state (read API, tests). `sections`
     limits what is built per partition (counts of everything are always there)."""
-    out: dict[str, Any] = {"last_seq": core.last_seq, "now": core.now, "rms": {},
-                           "queue_files": dict(core.operator_configs)}
-    for rm in core.rms.values():
+    out: dict[str, Any] = {"last_seq": last_seq, "now": now, "rms": {}, "queue_files": dict(queue_files)}
+    for rm in rms.values():
         parts = {}
         for p in rm.partitions.values():
             full = {

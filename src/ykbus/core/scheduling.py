@@ -30,15 +30,20 @@ from sortedcontainers import SortedList
 
 from ykbus.core import why
 from ykbus.core.config import AppSortPolicy
-from ykbus.core.gang import (
+from ykbus.core.decisions import (
+    ENDS_WALK,
+    Allocate,
     CancelGroup,
+    Decision,
+    Defer,
     GangAllocate,
+    Hold,
+    Park,
+    Plan,
     Replace,
-    pending_placeholders,
-    plan_gang,
-    replacement_for,
-    waits_for_gang,
+    Reserve,
 )
+from ykbus.core.gang import fits_beside, pending_placeholders, plan_gang, replacement_for, waits_for_gang
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, AppState, NodeState
 from ykbus.core.model import (
     GANG_WAIT,
@@ -51,96 +56,26 @@ from ykbus.core.model import (
     Node,
     Queue,
     Shape,
-    Tracker,
     pending_leader,
 )
-from ykbus.core.policies import ROLE_TAG, WORKER_ROLE
 from ykbus.core.resources import Res, first_over, fits, fmt_res, share
+from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, ROOM, Gate
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
-    from ykbus.core.partition import Partition
+    from ykbus.core.state import PartitionState
 
 CACHE_QUEUE_KEYS = True  # tests switch it off to prove the cached keys are the keys
 FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
 NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
 
 
-class Allocate:
-    """Place one allocation of `ask` on `node`: the first node in the scorer's order with room."""
-
-    __slots__ = ("ask", "node")
-
-    def __init__(self, ask: Ask, node: Node) -> None:
-        self.ask, self.node = ask, node
-
-    def __repr__(self) -> str:
-        return f"Allocate({self.ask.app.id}/{self.ask.key} -> {self.node.id})"
-
-
-class Park:
-    """`ask` waits at `where` (NODE_WAIT, a queue path or a tracker key) for `why`; the RM
-    hears `state` and the reason when it changed."""
-
-    __slots__ = ("ask", "where", "state", "why")
-
-    def __init__(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why) -> None:
-        self.ask, self.where, self.state, self.why = ask, where, state, reason
-
-    def __repr__(self) -> str:
-        return f"Park({self.ask.app.id}/{self.ask.key} at {self.where}: {self.why.code})"
-
-
-class Reserve:
-    """`node` is reserved for `ask`, which has waited for room the partition's reservation
-    delay: the node takes no other ask until `ask` is placed (there or elsewhere)."""
-
-    __slots__ = ("ask", "node")
-
-    def __init__(self, ask: Ask, node: Node) -> None:
-        self.ask, self.node = ask, node
-
-    def __repr__(self) -> str:
-        return f"Reserve({self.ask.app.id}/{self.ask.key} on {self.node.id})"
-
-
-class Hold:
-    """`app` may not start: `on` (a queue or a tracker) runs its `maxapplications`."""
-
-    __slots__ = ("app", "on", "why")
-
-    def __init__(self, app: App, on: Queue | Tracker, reason: why.Why) -> None:
-        self.app, self.on, self.why = app, on, reason
-
-    def __repr__(self) -> str:
-        return f"Hold({self.app.id}: {self.why.code})"
-
-
-class Defer:
-    """`app` stays Accepted for now: its `stateaware` queue starts another application first."""
-
-    __slots__ = ("app", "why")
-
-    def __init__(self, app: App, reason: why.Why) -> None:
-        self.app, self.why = app, reason
-
-    def __repr__(self) -> str:
-        return f"Defer({self.app.id}: {self.why.code})"
-
-
-Decision = Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup
-Plan = list[Decision]
-# decisions after which a walk ends and the next starts from root: they change what the
-# walk reads (usage, or the placeholders a real ask would take)
-ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
-
-
 class Scheduler:
     __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "none_to_reserve", "no_room", "claimed", "now",
                  "tried")
 
-    def __init__(self, partition: Partition) -> None:
+    def __init__(self, partition: PartitionState) -> None:
         self.part = partition
         # scratch of one pass: within a pass free capacity only shrinks, so a shape that
         # found no node finds none again; and shape -> (resource, the node_index keys of the
@@ -267,7 +202,7 @@ class Scheduler:
                 if gang_planned:
                     continue
                 gang_planned = True
-                decisions = plan_gang(self, app)
+                decisions = plan_gang(app, self.gang_fit)
                 plan.extend(decisions)
                 if decisions[-1].__class__ is GangAllocate:
                     return True
@@ -452,6 +387,19 @@ class Scheduler:
         if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
             return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
         return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))
+
+    def gang_fit(self, ask: Ask, taken: dict[str, Res]) -> Node | None:
+        """The first node in the scorer's order with room for `ask` beside what the gang took."""
+        part = self.part
+        if ask.required:
+            node = part.nodes.get(ask.required)
+            return node if node is not None and node.key is not None and fits_beside(ask, node, taken) else None
+        cached = self.fit_cache.get(ask.shape)
+        for key in cached[1] if cached is not None else part.node_index:  # in order, until one has room
+            node = part.nodes[key[1]]
+            if fits_beside(ask, node, taken):
+                return node
+        return None
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from ykbus.core.config import NodeSortPolicy
 
 if TYPE_CHECKING:
-    from ykbus.core.partition import Node
+    from ykbus.core.model import Node
 
 
 class NodeScorer(Protocol):

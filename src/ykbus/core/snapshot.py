@@ -19,13 +19,13 @@ import heapq
 import msgspec
 
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
-from ykbus.core.core import Core, ResourceManager, YamlLoader
+from ykbus.core.core import Core
+from ykbus.core.deadlines import Timers
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
     GANG_WAIT,
     LEADER_WAIT,
-    NODE_WAIT,
     REPLACE_WAIT,
     REQUIRED_WAIT,
     Alloc,
@@ -38,6 +38,7 @@ from ykbus.core.model import (
     is_leader,
 )
 from ykbus.core.partition import Partition
+from ykbus.core.registry import ResourceManager, YamlLoader
 from ykbus.core.resources import add_into, scaled
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
@@ -47,7 +48,6 @@ from ykbus.core.timers import (
     PlaceholderTimer,
     ReservationTimer,
     Timer,
-    Timers,
 )
 from ykbus.core.waits import ROOM
 from ykbus.core.why import Why
@@ -313,7 +313,7 @@ def _dump(core: Core) -> bytes:
 # --- load --------------------------------------------------------------------------------
 
 
-def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Partition:
+def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) -> Partition:
     # through its constructor (an empty partition of its configuration), then its state:
     # the queue tree as it was (with unmanaged and draining queues), nodes, applications
     p = Partition(rm, s.config, timers, s.incarnation)
@@ -426,7 +426,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers, now: int) -> Part
         elif w.startswith(LEADER_WAIT):
             p.leader_waiters.setdefault(w[len(LEADER_WAIT):], {})[key] = ask
     delay = p.config.reservationdelay_ms * 1_000_000
-    for key, ask in asks.items():  # derived: the node reserved for an ask; who found none to reserve
+    for ask in asks.values():  # derived: the node reserved for an ask
         if ask.reserved:
             p.nodes[ask.reserved].reserved = ask
     pooled: list[tuple[Ask, bool]] = []

@@ -16,20 +16,26 @@ application's timer generation, its state), so nothing is ever cancelled. Kinds:
 
 from __future__ import annotations
 
-import heapq
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from ykbus import limits
-
 if TYPE_CHECKING:
     from ykbus.core.lifecycle import AppState
-    from ykbus.core.partition import Alloc, App, Partition
+    from ykbus.core.model import Alloc, App, Terminated
+
+
+class TimerTarget(Protocol):
+    """What a timer reads of its partition to know whether its target is still there."""
+
+    alive: bool
+    apps: dict[str, App]
+    allocations: dict[str, Alloc]
+    terminated: dict[str, Terminated]
 
 
 class _Timer(msgspec.Struct, frozen=True):
-    partition: Partition
+    partition: TimerTarget
 
 
 class _AppTimer(_Timer, frozen=True):
@@ -86,23 +92,3 @@ class ReservationTimer(_Timer, frozen=True):
 
 
 Timer = CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer | PlaceholderTimer | ReservationTimer
-
-
-class Timers:
-    """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic.
-    Deadlines are clamped to int64 (a snapshot stores them as such)."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, int, Timer]] = []
-        self._n = 0
-
-    def schedule(self, deadline: int, timer: Timer) -> None:
-        self._n += 1
-        heapq.heappush(self._heap, (min(deadline, limits.INT64_MAX), self._n, timer))
-
-    def due(self, now: int) -> list[Timer]:
-        out = []
-        while self._heap and self._heap[0][0] <= now:
-            out.append(heapq.heappop(self._heap)[2])
-        return out
-

@@ -30,8 +30,8 @@ from typing import Any
 
 import msgspec
 
-from ykbus.core.policies import POLICY_TAG, ROLE_TAG
 from ykbus.core.resources import add_into, fmt_res
+from ykbus.core.tags import POLICY_TAG, ROLE_TAG
 from ykbus.si import messages as m
 from ykbus.tyjob.manifest import PodSpec, TYJob, check_job, pod_names
 from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from ykbus.core.config import parse_quantity
-from ykbus.core.policies import NodePolicy
+from ykbus.core.tags import NodePolicy
 from ykbus.yamlload import load_yaml_documents
 
 KIND = "TYJob"

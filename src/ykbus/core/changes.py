@@ -1,0 +1,420 @@
+"""The changes an RM asks of a partition: its queue configuration, user and group limits,
+nodes, applications and their lifecycle, asks, allocations and releases. Each keeps the
+indexes current (core/indexes.py); the pass that follows is core/partition.py's.
+"""
+
+from __future__ import annotations
+
+from ykbus import limits
+from ykbus.core.config import (
+    AppSortPolicy,
+    PartitionConfig,
+    QueueConfig,
+)
+from ykbus.core.gang import gang_covered
+from ykbus.core.indexes import IndexedPartition
+from ykbus.core.ledger import Ledger
+from ykbus.core.lifecycle import (
+    ALLOCATION,
+    APP,
+    ASK,
+    NODE,
+    AllocationEvent,
+    AppEvent,
+    AppState,
+    AskEvent,
+    AskState,
+    NodeEvent,
+    NodeState,
+)
+from ykbus.core.model import (
+    Alloc,
+    App,
+    Ask,
+    Node,
+    Queue,
+    Terminated,
+    Tracker,
+    applicable_limits,
+    tracker_key,
+)
+from ykbus.core.outbox import Outbox
+from ykbus.core.placement import AppPlacement, apply_template
+from ykbus.core.resources import Res, add_into, sub_into
+from ykbus.core.scorers import scorer_for
+from ykbus.core.timers import (
+    AllocationTimeoutTimer,
+    AppTimeoutTimer,
+    CompletingTimer,
+    ExpireTimer,
+    PlaceholderTimer,
+)
+from ykbus.si import messages as m
+
+_RELEASE_EVENTS = {
+    m.TerminationType.TIMEOUT: AllocationEvent.TIMEOUT,
+    m.TerminationType.PREEMPTED_BY_SCHEDULER: AllocationEvent.PREEMPT,
+}
+
+
+class PartitionChanges(IndexedPartition):
+    ledger: Ledger  # the one place resources move
+
+    def apply_config(self, config: PartitionConfig, ts: int) -> list[str]:
+        """Install (or hot-swap) the queue tree; returns the paths that went draining."""
+        self.config = config
+        self.node_sort = config.nodesortpolicy.type
+        self.weights = config.nodesortpolicy.resourceweights
+        self.scorer = scorer_for(self.node_sort, self.weights)
+        seen: dict[str, Queue] = {}
+        self._configure(self.root, config.root, True, seen)
+        draining = []
+        for path, queue in list(self.queues.items()):
+            if path not in seen and queue.managed and not queue.draining:
+                queue.draining = True
+                queue.draining_since = ts
+                draining.append(path)
+        self.queues.update(seen)
+        for path in draining:
+            self.remove_if_empty(self.queues[path])
+        for queue in self.queues.values():
+            if not queue.managed:
+                apply_template(queue)
+        self._reindex_nodes()
+        self._recompute_priorities(self.root)
+        self._rekey_all(only_fair=False)
+        self._retrack()
+        for queue in list(self.queues.values()):
+            self._wake_queue(queue)
+            self._wake_app_waiters(queue)
+        for tracker in list(self.trackers.values()):
+            self._wake_queue(tracker)  # type: ignore[arg-type]
+            self._wake_app_waiters(tracker)  # type: ignore[arg-type]
+        for node in self.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
+            held = node.reserved
+            if held is not None and held.waiting is not None:
+                self._unwait(held)
+                self._wake(held)
+        return draining
+
+    def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
+        q.configure(qc, inherited)
+        q.managed = True  # configured now, even if a placement rule had created it
+        if q.draining:
+            q.draining = False
+            q.draining_since = 0
+        seen[q.path] = q
+        for child_cfg in qc.queues:
+            child = q.children.get(child_cfg.name)
+            if child is None:
+                child = Queue(child_cfg.name, q)
+                q.children[child.name] = child
+            self._configure(child, child_cfg, q.sort_priority, seen)
+        # keep the configured order of children; draining ones stay after them
+        order = [c.name for c in qc.queues]
+        q.children = {n: q.children[n] for n in order} | {
+            n: c for n, c in q.children.items() if n not in order
+        }
+
+    def check_reload(self, config: PartitionConfig) -> list[str]:
+        """Why a new configuration cannot be installed over the live state, if it cannot."""
+        errors = []
+
+        def walk(qc: QueueConfig, path: str) -> None:
+            live = self.queues.get(path)
+            if live is not None and live.leaf and qc.parent and live.apps:
+                errors.append(f"queue {path}: cannot become a parent while it has applications")
+            if live is not None and not live.leaf and not qc.parent and live.children:
+                kids = [c for c in live.children.values() if c.apps or c.children]
+                if kids:
+                    errors.append(f"queue {path}: cannot become a leaf while it has child queues in use")
+            for child in qc.queues:
+                walk(child, f"{path}.{child.name}")
+
+        walk(config.root, "root")
+        return errors
+
+    def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
+        """The leaf queue for a new application, or None and why."""
+        return AppPlacement(self).place(msg)
+
+    def _track(self, app: App) -> None:
+        """Find (or make) the trackers of the limits that apply to `app`, leaf to root."""
+        app.trackers = []
+        for q in app.path:
+            for kind, name, lim in applicable_limits(q, app.user, app.groups):
+                key = tracker_key(q, kind, name)
+                t = self.trackers.get(key)
+                if t is None:
+                    t = self.trackers[key] = Tracker(q, kind, name, lim)
+                t.apps += 1
+                app.trackers.append(t)
+
+    def _retrack(self) -> None:
+        """Rebuild every tracker from the live state (after a reload or a snapshot load):
+        counts from the applications, waiters from the asks that wait for a limit."""
+        old = self.trackers
+        self.trackers = {}
+        for app in self.apps.values():
+            self._track(app)
+            for t in app.trackers:
+                add_into(t.allocated, app.allocated)
+                if app.state is AppState.RUNNING:
+                    t.running += 1
+        for t in old.values():
+            new = self.trackers.get(t.key)
+            for (app_id, key), ask in t.waiters.items():
+                if new is not None:
+                    new.waiters[(app_id, key)] = ask
+                else:
+                    self._wake(ask)
+            for app in t.app_waiters.values():
+                if new is not None:
+                    new.app_waiters[app.id] = app
+                    app.blocked_on = new
+                else:
+                    app.blocked_on = None
+                    self._sync_app(app)
+
+    def add_node(self, info: m.NodeInfo, capacity: Res, occupied: Res) -> Node:
+        node = Node(info.nodeID, dict(info.attributes), capacity, occupied)
+        self.nodes[node.id] = node
+        add_into(self.total, capacity)
+        self._rekey = True
+        self._index_node(node)
+        self._wake_reserve_waiters()
+        self._wake_node(node)
+        return node
+
+    def update_node(self, node: Node, attributes: dict[str, str] | None, capacity: Res | None,
+                    occupied: Res) -> None:
+        if attributes:
+            node.attributes = dict(attributes)
+        if capacity is not None:
+            sub_into(self.total, node.capacity)
+            node.capacity = capacity
+            add_into(self.total, capacity)
+            self._rekey = True
+        node.occupied = occupied
+        node.recompute_free()
+        self._index_node(node)
+        held = node.reserved
+        if held is not None and any(node.capacity.get(r, 0) - occupied.get(r, 0) < v for r, v in held.resource.items()):
+            self._unreserve(held, wake=True)  # it shrank below the ask: the reservation cannot be honoured
+        if capacity is not None or node.reserved is None:
+            self._wake_reserve_waiters()
+        self._wake_node(node)
+
+    def node_event(self, node: Node, event: NodeEvent) -> None:
+        node.state = NODE.advance(node.state, event)
+        self._index_node(node)
+        if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
+            self._unreserve(node.reserved, wake=True)
+        if node.state is NodeState.SCHEDULABLE:
+            self._wake_reserve_waiters()
+        self._wake_node(node)
+
+    def decommission(self, node: Node, ctx: Outbox) -> None:
+        for alloc in list(node.allocations.values()):
+            self.release(alloc, m.TerminationType.STOPPED_BY_RM, f"node {node.id} decommissioned", ctx)
+        self.node_event(node, NodeEvent.DECOMMISSION)
+        sub_into(self.total, node.capacity)
+        self._rekey = True
+        del self.nodes[node.id]
+
+    def add_app(self, msg: m.AddApplicationRequest, queue: Queue) -> App:
+        self.seq += 1
+        app = App(msg, queue, self.seq)
+        self.apps[app.id] = app
+        self.terminated.pop(app.id, None)
+        queue.apps[app.id] = app
+        self._track(app)
+        return app
+
+    def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
+        old = app.state
+        new = APP.advance(old, event)
+        if new is old:
+            return
+        app.state = new
+        ctx.put(self.rm, m.UpdatedApplication(
+            applicationID=app.id, state=new.value, stateTransitionTimestamp=ctx.ts, message=message,
+        ))
+        if new is AppState.RUNNING:
+            for q in app.path:
+                q.running += 1
+            for t in app.trackers:
+                t.running += 1
+            if app.blocked_on is not None:  # a recovered allocation started it: maxapplications holds it no more
+                app.blocked_on.app_waiters.pop(app.id, None)
+                app.blocked_on = None
+                app.why = None
+            if app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:  # a gang's is its placeholders
+                app.timer += 1
+                self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(self, app, app.timer))
+        if old is AppState.RUNNING:
+            for q in app.path:
+                q.running -= 1
+            for q in app.path:
+                self._wake_app_waiters(q)
+            for t in app.trackers:
+                t.running -= 1
+                self._wake_app_waiters(t)  # type: ignore[arg-type]
+        if new is AppState.COMPLETING:
+            app.timer += 1
+            self.timers.schedule(ctx.ts + limits.COMPLETING_TIMEOUT_NS, CompletingTimer(self, app, app.timer))
+        if new in (AppState.COMPLETED, AppState.FAILED):
+            self._forget_app(app)
+            self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path)
+            self.timers.schedule(ctx.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(self, app.id, new))
+        self._sync_app(app)
+
+    def _forget_app(self, app: App) -> None:
+        if app.blocked_on is not None:
+            app.blocked_on.app_waiters.pop(app.id, None)
+            app.blocked_on = None
+        self._deactivate(app)
+        for t in app.trackers:
+            t.apps -= 1
+            if not t.apps:
+                del self.trackers[t.key]
+        app.trackers = []
+        del self.apps[app.id]
+        del app.queue.apps[app.id]
+        self.remove_if_empty(app.queue)
+        app.asks.clear()  # no application <-> ask cycle left behind: refcounting frees both
+        app.active.clear()
+
+    def remove_app(self, app: App, ctx: Outbox, termination: m.TerminationType, message: str) -> None:
+        """Release everything the application holds, then end it (Completed, or Failed)."""
+        for alloc in list(app.allocations.values()):
+            self.release(alloc, termination, message, ctx, check_done=False)
+        for ask in list(app.asks.values()):
+            self._drop_ask(ask)
+        self.app_event(app, AppEvent.REMOVE, ctx, message)
+
+    def fail_app(self, app: App, ctx: Outbox, message: str) -> None:
+        self.app_event(app, AppEvent.FAIL, ctx, message)
+        for alloc in list(app.allocations.values()):
+            self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
+        for ask in list(app.asks.values()):
+            self._drop_ask(ask)
+        self.app_event(app, AppEvent.FAILED, ctx, message)
+
+    def _check_done(self, app: App, ctx: Outbox) -> None:
+        if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RESUMING,
+                                                                    AppState.RUNNING):
+            self.app_event(app, AppEvent.COMPLETE, ctx, "no asks and no allocations left")
+
+    def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Outbox) -> None:
+        ask = app.asks.get(msg.allocationKey)
+        if ask is not None:
+            self._unpend(ask)
+            ask.update(msg, *self.intern(resource))
+            ask.reported = ""
+            if ask.pending and ask.state is not AskState.PENDING:
+                ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
+        else:
+            self.seq += 1
+            ask = Ask(msg, app, *self.intern(resource), self.seq)
+            app.asks[ask.key] = ask
+        if ask.pending:
+            self._pend(ask)
+            if ask.placeholder and app.gang:  # the gang may be whole now
+                self._rejudge_gang(app)
+        if app.state in (AppState.NEW, AppState.COMPLETING):
+            self.app_event(app, AppEvent.RUN, ctx, "ask added")
+        self._sync_app(app)
+
+    def release_ask(self, ask: Ask, ctx: Outbox) -> None:
+        self._drop_ask(ask)
+        app = ask.app
+        self._sync_app(app)
+        self._check_done(app, ctx)
+
+    def _drop_ask(self, ask: Ask) -> None:
+        self._unpend(ask)
+        ask.state = ASK.advance(ask.state, AskEvent.RELEASE)
+        if ask.allocated == 0:
+            ask.app.asks.pop(ask.key, None)
+
+    def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Outbox) -> None:
+        """Count an allocation the RM already runs (recovery), without issuing it again."""
+        alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.intern(resource)[0],
+                      alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
+                      alloc_msg.placeholder, ctx.seq)
+        self.ledger.book(alloc)
+        if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
+            self._start_placeholder_timer(app, ctx)
+            if not gang_covered(app):
+                return  # a gang runs once its placeholders cover placeholderAsk
+        if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.COMPLETING):
+            self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
+
+    def _start_placeholder_timer(self, app: App, ctx: Outbox) -> None:
+        if app.gang and app.gang_timer == 0:
+            app.gang_timer = 1
+            self.timers.schedule(ctx.ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(self, app, 1))
+
+    def _usage_moved(self, app: App) -> None:
+        """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
+        if app.queue.sort_policy is AppSortPolicy.FAIR:
+            self._rekey_app(app)
+
+    def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+        if node.reserved is not None and node.reserved is not ask:
+            raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
+        app = ask.app
+        alloc = Alloc(ctx.next_uuid(self.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
+                      ask.task_group, ask.placeholder, ctx.seq)
+        self.ledger.book(alloc, placed=True)
+        ask.pending -= 1
+        ask.allocated += 1
+        ask.reported = ""
+        if ask.pending == 0:
+            active = app.active
+            if active[0][-1] is ask:  # mostly it is the first: no search
+                del active[0]
+            else:
+                active.remove(ask.entry)
+            ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
+            self._ask_not_pending(ask)
+        if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):
+            self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
+        if ask.reserved:  # placed, on its node or another: the reservation has done its job
+            self._unreserve(ask)
+        ask.since = 0
+        if ask.timeout_ms > 0:
+            self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, AllocationTimeoutTimer(self, alloc, ask.timeout_ms))
+        ctx.put(self.rm, alloc.message(self.name))
+        self._sync_app(app)
+
+    def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
+                check_done: bool = True, report: bool = True) -> None:
+        """Release an allocation and report it to the RM with `termination` (not when the
+        RM itself confirmed a release the core asked for: `report` False)."""
+        event = _RELEASE_EVENTS.get(termination, AllocationEvent.STOP)
+        alloc.state = ALLOCATION.advance(alloc.state, event)
+        node, app = alloc.node, alloc.app
+        self.ledger.unbook(alloc)
+        ask = app.asks.get(alloc.key)
+        if ask is not None:
+            ask.allocated -= 1
+            if ask.allocated == 0 and ask.pending == 0:
+                del app.asks[ask.key]
+        if report:
+            ctx.put(self.rm, m.AllocationRelease(
+                partitionName=self.name, applicationID=app.id, UUID=alloc.uuid,
+                terminationType=termination, message=message, allocationKey=alloc.key,
+            ))
+        if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
+            waiter = self.replace_waiters.pop(alloc.uuid, None)
+            if waiter is not None:
+                self._wake(waiter)
+        for q in app.path:
+            self._wake_queue(q)
+        for t in app.trackers:
+            self._wake_queue(t)
+        self._wake_node(node)
+        if check_done:
+            self._check_done(app, ctx)

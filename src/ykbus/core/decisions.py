@@ -1,0 +1,119 @@
+"""The decisions of a walk, as values: what the planner (core/scheduling.py) returns and
+the one applier (`Partition.commit`) applies, in order. Nothing here reads or changes the
+state; each decision names what it acts on.
+"""
+
+from __future__ import annotations
+
+from ykbus.core import why
+from ykbus.core.model import Alloc, App, Ask, Node, Queue, Tracker
+from ykbus.si import messages as m
+
+
+class Allocate:
+    """Place one allocation of `ask` on `node`: the first node in the scorer's order with room."""
+
+    __slots__ = ("ask", "node")
+
+    def __init__(self, ask: Ask, node: Node) -> None:
+        self.ask, self.node = ask, node
+
+    def __repr__(self) -> str:
+        return f"Allocate({self.ask.app.id}/{self.ask.key} -> {self.node.id})"
+
+
+class Park:
+    """`ask` waits at `where` (NODE_WAIT, a queue path or a tracker key) for `why`; the RM
+    hears `state` and the reason when it changed."""
+
+    __slots__ = ("ask", "where", "state", "why")
+
+    def __init__(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why) -> None:
+        self.ask, self.where, self.state, self.why = ask, where, state, reason
+
+    def __repr__(self) -> str:
+        return f"Park({self.ask.app.id}/{self.ask.key} at {self.where}: {self.why.code})"
+
+
+class Reserve:
+    """`node` is reserved for `ask`, which has waited for room the partition's reservation
+    delay: the node takes no other ask until `ask` is placed (there or elsewhere)."""
+
+    __slots__ = ("ask", "node")
+
+    def __init__(self, ask: Ask, node: Node) -> None:
+        self.ask, self.node = ask, node
+
+    def __repr__(self) -> str:
+        return f"Reserve({self.ask.app.id}/{self.ask.key} on {self.node.id})"
+
+
+class Hold:
+    """`app` may not start: `on` (a queue or a tracker) runs its `maxapplications`."""
+
+    __slots__ = ("app", "on", "why")
+
+    def __init__(self, app: App, on: Queue | Tracker, reason: why.Why) -> None:
+        self.app, self.on, self.why = app, on, reason
+
+    def __repr__(self) -> str:
+        return f"Hold({self.app.id}: {self.why.code})"
+
+
+class Defer:
+    """`app` stays Accepted for now: its `stateaware` queue starts another application first."""
+
+    __slots__ = ("app", "why")
+
+    def __init__(self, app: App, reason: why.Why) -> None:
+        self.app, self.why = app, reason
+
+    def __repr__(self) -> str:
+        return f"Defer({self.app.id}: {self.why.code})"
+
+
+class GangAllocate:
+    """Place every pending placeholder of `app` at once: one (ask, node) per allocation."""
+
+    __slots__ = ("app", "places")
+
+    def __init__(self, app: App, places: list[tuple[Ask, Node]]) -> None:
+        self.app, self.places = app, places
+
+    def __repr__(self) -> str:
+        return f"GangAllocate({self.app.id}: {', '.join(f'{a.key}->{n.id}' for a, n in self.places)})"
+
+
+class Replace:
+    """Real `ask` takes `placeholder`'s place: the RM is asked to release the placeholder
+    (`PLACEHOLDER_REPLACED`); on its confirmation the real allocation is made on that node."""
+
+    __slots__ = ("ask", "placeholder")
+
+    def __init__(self, ask: Ask, placeholder: Alloc) -> None:
+        self.ask, self.placeholder = ask, placeholder
+
+    def __repr__(self) -> str:
+        return f"Replace({self.ask.app.id}/{self.ask.key} <- {self.placeholder.uuid})"
+
+
+class CancelGroup:
+    """Real `ask` is larger than every placeholder of its task group: they are all released
+    (`TIMEOUT`, naming the mismatch), and the ask is then scheduled as an ordinary one."""
+
+    __slots__ = ("ask", "placeholders", "message")
+
+    def __init__(self, ask: Ask, placeholders: list[Alloc], message: str) -> None:
+        self.ask, self.placeholders, self.message = ask, placeholders, message
+
+    def __repr__(self) -> str:
+        return f"CancelGroup({self.ask.app.id}/{self.ask.key}: {len(self.placeholders)} placeholders)"
+
+
+Decision = Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup
+Plan = list[Decision]
+# decisions after which a walk ends and the next starts from root: they change what the
+# walk reads (usage, or the placeholders a real ask would take)
+ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
+
+

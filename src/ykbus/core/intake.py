@@ -1,0 +1,264 @@
+"""The RM's changes to its partitions, item by item: applications, nodes (and the
+allocations an RM recovers with them), asks, releases. Every check that can reject an item
+runs before the first change it makes (a rejected item changes nothing); the partition
+applies what passes (core/changes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ykbus.core.config import (
+    DEFAULT_PARTITION,
+)
+from ykbus.core.lifecycle import (
+    NODE,
+    AppState,
+    NodeEvent,
+)
+from ykbus.core.outbox import Entry, Outbox
+from ykbus.core.partition import App, Partition
+from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, _res
+from ykbus.core.resources import Res, first_over
+from ykbus.core.tags import policy_problem, role_problem
+from ykbus.si import codec
+from ykbus.si import messages as m
+
+
+class Intake(RMRegistry):
+    @staticmethod
+    def _partition_name(name: str) -> str:
+        return (name or DEFAULT_PARTITION).lower()
+
+    @staticmethod
+    def _each(items: list[Any], why: str, apply: Callable[[Any], str],
+              reject: Callable[[Callable[[str], str], str], None]) -> None:
+        """Apply each decoded item, or reject it: a BadItem with its decode error, the others
+        with `why` (the whole message is refused) or the reason `apply` returned. `reject`
+        gets a lookup of the item's ids (allocationKey, applicationID, nodeID, UUID)."""
+        for item in items:
+            if isinstance(item, codec.BadItem):
+                reject(lambda k, ids=item.ids: ids.get(k, ""), item.error)
+                continue
+            reason = why or apply(item)
+            if reason:
+                reject(lambda k, it=item: getattr(it, k, ""), reason)
+
+    def _on_app(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
+        rm, why = self._rm_for(entry, msg.rmID, ctx)
+        to = entry.rm
+        self._each(msg.new, why, lambda item: self._add_app(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.put(to, m.RejectedApplication(ids("applicationID"), reason)))
+        self._each(msg.remove, why, lambda item: self._remove_app(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.event(to, m.EventType.APP, ids("applicationID"),
+                                                 f"remove not applied: {reason}"))
+
+    def _add_app(self, rm: ResourceManager, msg: m.AddApplicationRequest, ctx: Outbox) -> str:
+        part = rm.partitions.get(self._partition_name(msg.partitionName))
+        if part is None:
+            return f"partition {msg.partitionName!r} does not exist"
+        if msg.applicationID in part.apps:
+            return f"application {msg.applicationID} already exists"
+        problem = policy_problem(msg.tags)
+        if problem:
+            return problem
+        queue, reason = part.place(msg)
+        if queue is None:
+            return reason
+        gang = _res(msg.placeholderAsk)
+        for q in queue.ancestry():
+            over = first_over({}, gang, q.max) if q.max else None
+            if over is not None:
+                part.remove_if_empty(queue)
+                return (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
+                        "the gang could never run")
+        part.add_app(msg, queue)
+        ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
+        return ""
+
+    def _remove_app(self, rm: ResourceManager, msg: m.RemoveApplicationRequest, ctx: Outbox) -> str:
+        part = rm.partitions.get(self._partition_name(msg.partitionName))
+        if part is None:
+            return f"partition {msg.partitionName!r} does not exist"
+        app = part.apps.get(msg.applicationID)
+        if app is None:
+            if msg.applicationID in part.terminated:
+                return ""  # already ended: removing it again is a no-op
+            return f"application {msg.applicationID} does not exist"
+        part.remove_app(app, ctx, m.TerminationType.STOPPED_BY_RM, "application removed by the RM")
+        return ""
+
+    def _on_node(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
+        rm, why = self._rm_for(entry, msg.rmID, ctx)
+        self._each(msg.nodes, why, lambda item: self._node(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.put(entry.rm, m.RejectedNode(ids("nodeID"), reason)))
+
+    def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
+        action = info.action
+        A = m.ActionFromRM
+        if action is A.CREATE or action is A.CREATE_DRAIN:
+            return self._create_node(rm, info, ctx)
+        part = rm.node_partition.get(info.nodeID)
+        if action is A.UNKNOWN_ACTION_FROM_RM:
+            return "action is not set: expected CREATE, UPDATE, DRAIN_NODE, DECOMISSION or DRAIN_TO_SCHEDULABLE"
+        if part is None:
+            return f"node {info.nodeID} does not exist"
+        node = part.nodes[info.nodeID]
+        if action is A.UPDATE:
+            if info.existingAllocations:
+                return "existingAllocations are only accepted with CREATE"
+            capacity = None if info.schedulableResource is None else _res(info.schedulableResource)
+            occupied = node.occupied if info.occupiedResource is None else _res(info.occupiedResource)
+            part.update_node(node, info.attributes, capacity, occupied)
+            return ""
+        event = {A.DRAIN_NODE: NodeEvent.DRAIN, A.DRAIN_TO_SCHEDULABLE: NodeEvent.UNDRAIN,
+                 A.DECOMISSION: NodeEvent.DECOMMISSION}[action]
+        if not NODE.allows(node.state, event):
+            return f"node {node.id} is {node.state.value}: {action.value} does not apply"
+        if event is NodeEvent.DECOMMISSION:
+            part.decommission(node, ctx)
+            del rm.node_partition[node.id]
+        else:
+            part.node_event(node, event)
+        return ""
+
+    def _create_node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
+        if info.nodeID in rm.node_partition:
+            return f"node {info.nodeID} already exists"
+        pname = self._partition_name(info.attributes.get(NODE_PARTITION_ATTR, ""))
+        part = rm.partitions.get(pname)
+        if part is None:
+            return f"partition {pname!r} (attribute {NODE_PARTITION_ATTR}) does not exist"
+        recovered: list[tuple[m.Allocation, App, Res]] = []
+        uuids: set[str] = set()
+        for i, alloc in enumerate(info.existingAllocations):
+            reason = self._check_recovered(rm, part, info, alloc, uuids)
+            if reason:
+                ctx.put(rm.id, m.RejectedAllocationAsk(
+                    alloc.allocationKey, alloc.applicationID,
+                    f"existingAllocations[{i}] of node {info.nodeID}: {reason}"))
+                continue
+            uuids.add(alloc.UUID)
+            recovered.append((alloc, part.apps[alloc.applicationID], _res(alloc.resourcePerAlloc)))
+        node = part.add_node(info, _res(info.schedulableResource), _res(info.occupiedResource))
+        rm.node_partition[node.id] = part
+        if info.action is m.ActionFromRM.CREATE_DRAIN:  # SI 1.6: created draining, in the same item
+            part.node_event(node, NodeEvent.DRAIN)
+        for alloc, app, res in recovered:
+            part.recover(alloc, app, node, res, ctx)
+        ctx.put(rm.id, m.AcceptedNode(info.nodeID))
+        return ""
+
+    def _check_recovered(self, rm: ResourceManager, part: Partition, info: m.NodeInfo, alloc: m.Allocation,
+                         seen: set[str]) -> str:
+        if not alloc.UUID:
+            return "UUID is empty"
+        if rm.uuid_live(alloc.UUID) or alloc.UUID in seen:
+            return f"UUID {alloc.UUID} is already in use"
+        if alloc.nodeID and alloc.nodeID != info.nodeID:
+            return f"nodeID {alloc.nodeID!r} is not the node being created"
+        if self._partition_name(alloc.partitionName) != part.name:
+            return f"partitionName {alloc.partitionName!r} is not the node's partition {part.name!r}"
+        app = part.apps.get(alloc.applicationID)
+        if app is None:
+            return f"application {alloc.applicationID!r} is not known: recover applications before nodes"
+        if app.state not in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.RUNNING,
+                             AppState.COMPLETING):
+            return f"application {app.id} is {app.state.value}"
+        if not _res(alloc.resourcePerAlloc):
+            return "resourcePerAlloc is empty"
+        return ""
+
+    def _on_alloc(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Outbox) -> None:
+        rm, why = self._rm_for(entry, msg.rmID, ctx)
+        to = entry.rm
+        self._each(msg.releases, why, lambda item: self._release(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.event(to, m.EventType.REQUEST, ids("UUID") or ids("applicationID"),
+                                                 f"release not applied: {reason}"))
+        self._each(msg.askReleases, why, lambda item: self._release_ask(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.event(to, m.EventType.REQUEST,
+                                                 ids("allocationKey") or ids("applicationID"),
+                                                 f"ask release not applied: {reason}"))
+        self._each(msg.asks, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.put(to, m.RejectedAllocationAsk(
+                       ids("allocationKey"), ids("applicationID"), reason)))
+        # SI 1.6 requests, already asks (ykbus.si.compat); answered the 1.6 way
+        self._each(msg.allocations, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
+                   lambda ids, reason: ctx.put(to, m.RejectedAllocation(
+                       ids("allocationKey"), ids("applicationID"), reason)))
+
+    def _app(self, rm: ResourceManager, partition: str, app_id: str) -> tuple[Partition | None, App | None, str]:
+        part = rm.partitions.get(self._partition_name(partition))
+        if part is None:
+            return None, None, f"partition {partition!r} does not exist"
+        app = part.apps.get(app_id)
+        if app is None:
+            ended = part.terminated.get(app_id)
+            if ended is not None:
+                return part, None, f"application {app_id} is {ended.state.value}"
+            return part, None, f"application {app_id!r} does not exist"
+        return part, app, ""
+
+    def _add_ask(self, rm: ResourceManager, ask: m.AllocationAsk, ctx: Outbox) -> str:
+        part, app, reason = self._app(rm, ask.partitionName, ask.applicationID)
+        if reason:
+            return reason
+        res = _res(ask.resourceAsk)
+        if not res:
+            return "resourceAsk is empty: an ask needs at least one quantity above zero"
+        if ask.tags:
+            problem = role_problem(ask.tags)
+            if problem:
+                return problem
+        if app.state is AppState.FAILING:  # type: ignore[union-attr]
+            return f"application {ask.applicationID} is Failing"
+        if ask.placeholder and app.gang and app.gang_timer < 0:  # type: ignore[union-attr]
+            return f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more placeholders"
+        part.add_ask(ask, app, res, ctx)  # type: ignore[union-attr,arg-type]
+        return ""
+
+    def _release(self, rm: ResourceManager, rel: m.AllocationRelease, ctx: Outbox) -> str:
+        part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)
+        if reason:
+            return reason
+        assert part is not None and app is not None
+        if rel.UUID:
+            alloc = app.allocations.get(rel.UUID)
+            if alloc is None:
+                return f"allocation {rel.UUID} of application {app.id} does not exist"
+            targets = [alloc]
+        elif rel.allocationKey:
+            targets = [a for a in app.allocations.values() if a.key == rel.allocationKey]
+            ask = app.asks.get(rel.allocationKey)
+            if not targets and ask is not None and ask.pending:
+                part.release_ask(ask, ctx)  # SI 1.6: a request not placed yet is released by its key
+                return ""
+            if not targets:
+                return f"application {app.id} has no allocation with allocationKey {rel.allocationKey!r}"
+        else:
+            targets = list(app.allocations.values())
+        for alloc in targets:
+            if alloc.replacing and rel.terminationType is m.TerminationType.PLACEHOLDER_REPLACED:
+                part.confirm_replacement(alloc, ctx)  # the second step of a replacement
+            else:
+                part.release(alloc, m.TerminationType.STOPPED_BY_RM, rel.message or "released by the RM", ctx)
+        return ""
+
+    def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Outbox) -> str:
+        if not rel.applicationID:
+            return "applicationID is empty"
+        part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)
+        if reason:
+            return reason
+        assert part is not None and app is not None
+        if rel.allocationKey:
+            ask = app.asks.get(rel.allocationKey)
+            if ask is None or not ask.pending:
+                return f"application {app.id} has no pending ask {rel.allocationKey!r}"
+            targets = [ask]
+        else:
+            targets = [a for a in app.asks.values() if a.pending]
+        for ask in targets:
+            part.release_ask(ask, ctx)
+        return ""

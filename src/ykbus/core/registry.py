@@ -1,0 +1,329 @@
+"""The resource managers the core knows, and the configuration each runs: registration,
+unregistration and RM state, the queue configuration an RM sends, and the operator's
+queue files per policy group (shared by every RM of the group, and taking precedence over
+what an RM sends). Reloads are checked against the live state before they are installed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ykbus import limits
+from ykbus.core.config import (
+    DEFAULT_CONFIG_TEXT,
+    ConfigError,
+    SchedulerConfig,
+    parse_config,
+)
+from ykbus.core.deadlines import Timers
+from ykbus.core.lifecycle import (
+    RM,
+    RMEvent,
+    RMState,
+)
+from ykbus.core.outbox import Entry, Outbox
+from ykbus.core.partition import Partition
+from ykbus.core.resources import Res
+from ykbus.core.timers import (
+    Timer,
+)
+from ykbus.si import codec, compat
+from ykbus.si import messages as m
+
+RM_ID = re.compile(r"^[^.*>\s]+$")
+RESERVED_RM = "_core"  # the subject token of entries the service itself appends (ticks, rmstate)
+NODE_PARTITION_ATTR = "si/node-partition"
+
+YamlLoader = Callable[[str], Any]
+
+
+# Parsed configurations by (loader, text): RMs re-register and files are re-sent with the
+# same text, and parsing YAML costs milliseconds. The configurations are frozen structs.
+_PARSED: dict[tuple[Any, str], SchedulerConfig] = {}
+
+
+class ResourceManager:
+    def __init__(self, msg: m.RegisterResourceManagerRequest, config: SchedulerConfig,
+                 config_text: str, own_config_text: str, timers: Timers[Timer], seq: int) -> None:
+        self.id = msg.rmID
+        self.state = RM.advance(RMState.INIT, RMEvent.REGISTER)
+        self.version = msg.version
+        self.policy_group = msg.policyGroup
+        self.build_info = dict(msg.buildInfo)
+        self.extra_config = dict(msg.extraConfig)
+        self.encoding = msg.extraConfig.get("encoding", "json")
+        self.config_text = config_text  # the configuration in force
+        self.own_config_text = own_config_text  # what the RM itself configured (in force without a queue file)
+        self.partitions = {p.name: Partition(self.id, p, timers, seq) for p in config.partitions}
+        self.node_partition: dict[str, Partition] = {}
+        self.link_partitions()
+
+    def uuid_live(self, uuid: str) -> bool:
+        """Whether an allocation of this RM has this UUID, in any of its partitions."""
+        return any(uuid in p.allocations for p in self.partitions.values())
+
+    def link_partitions(self) -> None:
+        """Tell each partition how to see whether a UUID is live in this RM (it never issues
+        one that is): its own allocations when it is the RM's only partition (the fast path),
+        else all of them. Called whenever the RM's partitions change."""
+        for p in self.partitions.values():
+            p.uuid_taken = p.allocations.__contains__ if len(self.partitions) == 1 else self.uuid_live
+
+    def wipe(self) -> None:
+        for p in self.partitions.values():
+            p.alive = False
+        self.partitions = {}
+        self.node_partition = {}
+
+
+def _res(msg: m.Resource | None) -> Res:
+    if msg is None:
+        return {}
+    return {k: q.value for k, q in msg.resources.items() if q.value}
+
+
+class RMRegistry:
+    # what the core holds (set in Core.__init__, core/core.py)
+    _load_yaml: YamlLoader | None
+    _override: SchedulerConfig | None
+    operator_configs: dict[str, str]
+    rms: dict[str, ResourceManager]
+    policy_groups: dict[str, str]
+    timers: Timers[Timer]
+    dropped_partitions: int
+
+    def _load(self, text: str) -> SchedulerConfig:
+        if self._override is not None:
+            return self._override
+        return self.load_config(text)
+
+    def load_config(self, text: str) -> SchedulerConfig:
+        """Parse and validate a queue configuration as this core does (size limit, YAML,
+        `parse_config`); ConfigError lists every problem. Cached by text."""
+        if len(text) > limits.MAX_CONFIG_BYTES:
+            raise ConfigError([f"config: {len(text)} bytes, over the limit of {limits.MAX_CONFIG_BYTES}"])
+        if self._load_yaml is None:
+            raise ConfigError(["config: this core was built without a YAML loader"])
+        key = (self._load_yaml, text)
+        found = _PARSED.get(key)
+        if found is not None:
+            return found
+        try:
+            obj = self._load_yaml(text)
+        except ValueError as exc:
+            raise ConfigError([f"config: not valid YAML: {exc}"]) from None
+        config = parse_config(obj)
+        if len(_PARSED) >= 64:
+            _PARSED.clear()
+        _PARSED[key] = config
+        return config
+
+    def _on_register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Outbox) -> None:
+        to = entry.rm or msg.rmID
+        if entry.rm and msg.rmID != entry.rm:
+            ctx.register(to, f"rmID {limits.quoted(msg.rmID)} does not match the subject's rm {entry.rm!r}")
+            return
+        if not RM_ID.match(msg.rmID):
+            ctx.register(entry.rm, f"rmID {limits.quoted(msg.rmID)} is not a NATS token: no '.', '*', '>' or whitespace")
+            return
+        if msg.rmID == RESERVED_RM:
+            ctx.register(entry.rm, f"rmID {RESERVED_RM!r} is reserved for the core service")
+            return
+        if not entry.rm:
+            ctx.register(entry.rm, f"rmID {limits.quoted(msg.rmID)}: a registration must come on the RM's own subject "
+                         f"(yk.v1.in.{msg.rmID}.register), not on the core service's")
+            return
+        encoding = msg.extraConfig.get("encoding", "json")
+        if encoding not in codec.ENCODINGS:
+            ctx.register(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack")
+            return
+        if reason := compat.extra_config_error(msg.extraConfig):
+            ctx.register(to, reason)
+            return
+        own = msg.config or self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
+        text = self._operator_text(msg.policyGroup) or own
+        try:
+            config = self._load(text)
+            if own != text:
+                self._load(own)  # the RM's own configuration must be valid too: it comes back
+        except ConfigError as exc:
+            ctx.register(to, "invalid configuration: " + "; ".join(exc.errors))
+            return
+        old = self.rms.get(msg.rmID)
+        if old is not None:
+            self.dropped_partitions += len(old.partitions)
+            old.wipe()
+        self.rms[msg.rmID] = ResourceManager(msg, config, text, own, self.timers, entry.seq)
+        if msg.config:
+            self.policy_groups[msg.policyGroup] = msg.config
+        ctx.register(to)
+
+    def _operator_text(self, policy_group: str) -> str:
+        return self.operator_configs.get(policy_group) or self.operator_configs.get("*", "")
+
+    def _on_unregister(self, entry: Entry, msg: m.UnregisterRequest, ctx: Outbox) -> None:
+        rm = self._running_rm(entry, ctx)
+        if rm is None:
+            return
+        rm.state = RM.advance(rm.state, RMEvent.SHUTDOWN)
+        self.dropped_partitions += len(rm.partitions)
+        rm.wipe()
+        ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
+                  f"resource manager {rm.id} unregistered: its partitions were removed",
+                  m.ChangeType.REMOVE)
+
+    def _on_rmstate(self, entry: Entry, msg: m.RMStateChange, ctx: Outbox) -> None:
+        """The service recorded a heartbeat change of an RM (spec: RM lifecycle)."""
+        rm = self.rms.get(msg.rmID)
+        event = {m.RMLifecycleEvent.CONNECTION_LOST: RMEvent.CONNECTION_LOST,
+                 m.RMLifecycleEvent.RECONNECT: RMEvent.RECONNECT,
+                 m.RMLifecycleEvent.TIMEOUT: RMEvent.TIMEOUT}[msg.event]
+        if entry.rm:
+            ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
+                      "rmstate entries are recorded by the core service only; not applied")
+            return
+        if not RM_ID.match(msg.rmID):
+            ctx.event("", m.EventType.REQUEST, "rmstate",
+                      f"entry {entry.seq}: rmID {limits.quoted(msg.rmID)} is not a NATS subject token; not applied")
+            return
+        if rm is None or not RM.allows(rm.state, event):
+            state = rm.state.value if rm is not None else "not registered"
+            ctx.event(msg.rmID, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
+                      f"{msg.event.value} does not apply to resource manager {msg.rmID} ({state})")
+            return
+        rm.state = RM.advance(rm.state, event)
+        for p in rm.partitions.values():  # a Paused RM gets nothing placed until it is back
+            p.paused = rm.state is RMState.PAUSED
+        note = f": {msg.reason}" if msg.reason else ""
+        if rm.state is RMState.STOPPED:
+            self.dropped_partitions += len(rm.partitions)
+            rm.wipe()
+            note += "; its nodes, applications and allocations were removed"
+        ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
+                  f"resource manager {rm.id} is {rm.state.value}{note}", m.ChangeType.SET)
+
+    def _running_rm(self, entry: Entry, ctx: Outbox) -> ResourceManager | None:
+        rm = self.rms.get(entry.rm)
+        if rm is None or rm.state is RMState.STOPPED:
+            ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: resource manager {entry.rm!r} is not registered; "
+                      f"{entry.kind} message not applied")
+            return None
+        return rm
+
+    def _rm_for(self, entry: Entry, rm_id: str, ctx: Outbox) -> tuple[ResourceManager | None, str]:
+        """The RM an app/node/alloc message applies to, or None and why each item is rejected."""
+        if rm_id and rm_id != entry.rm:
+            return None, f"rmID {limits.quoted(rm_id)} does not match the subject's rm {entry.rm!r}"
+        rm = self.rms.get(entry.rm)
+        if rm is None or rm.state is RMState.STOPPED:
+            return None, f"resource manager {entry.rm!r} is not registered"
+        return rm, ""
+
+    def _on_config(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+        if not entry.rm:
+            self._on_queue_file(entry, msg, ctx)
+            return
+        rm = self._running_rm(entry, ctx)
+        if rm is None:
+            return
+        if msg.rmID and msg.rmID != entry.rm:
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration not applied: rmID {limits.quoted(msg.rmID)} "
+                      f"does not match the subject's rm {entry.rm!r}")
+            return
+        if self._operator_text(rm.policy_group):
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id, "configuration not applied: the service's queue file "
+                      f"for policy group {rm.policy_group!r} is in force")
+            return
+        text = msg.config or rm.own_config_text
+        try:
+            config = self._load(text)
+            errors = self._reload_errors(rm, config)
+        except ConfigError as exc:
+            errors = exc.errors
+        if errors:
+            ctx.event(rm.id, m.EventType.QUEUE, rm.id,
+                      "configuration rejected, the active one stays: " + "; ".join(errors))
+            return
+        self._install(rm, config, text, entry, ctx)
+        rm.own_config_text = text
+        if msg.config:
+            self.policy_groups[rm.policy_group] = msg.config
+
+    def _on_queue_file(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+        """The service's queue file for policy group `msg.policyGroup` ("*": every RM), or
+        its withdrawal (`config: ""`). Atomic: the file must validate, and the configuration
+        each live RM would then have must fit its live state; otherwise nothing changes and
+        an event lists why. In force, it wins over the RMs' own configurations, now and at
+        their later registrations; withdrawn, each RM goes back to the `*` file or its own."""
+        group = msg.policyGroup or "*"
+        what = f"queue file of policy group {group!r}"
+        try:
+            if msg.config:
+                self._load(msg.config)
+        except ConfigError as exc:
+            ctx.event("", m.EventType.QUEUE, group,
+                      f"{what} rejected, the active configuration stays: " + "; ".join(exc.errors))
+            return
+        after = dict(self.operator_configs)
+        if msg.config:
+            after[group] = msg.config
+        else:
+            after.pop(group, None)
+        changes: list[tuple[ResourceManager, SchedulerConfig, str]] = []
+        errors: list[str] = []
+        for rm in self.rms.values():
+            if rm.state is RMState.STOPPED:
+                continue
+            text = after.get(rm.policy_group) or after.get("*") or rm.own_config_text
+            if text == rm.config_text:
+                continue
+            try:
+                config = self._load(text)  # checked above, or when the RM configured it
+            except ConfigError as exc:
+                errors += [f"{rm.id}: {e}" for e in exc.errors]
+                continue
+            errors += [f"{rm.id}: {e}" for e in self._reload_errors(rm, config)]
+            changes.append((rm, config, text))
+        if errors:
+            ctx.event("", m.EventType.QUEUE, group,
+                      f"{what} rejected, the active configuration stays: " + "; ".join(dict.fromkeys(errors)))
+            return
+        self.operator_configs = after
+        for rm, config, text in changes:
+            self._install(rm, config, text, entry, ctx)
+        applied = ", ".join(rm.id for rm, _, _ in changes) or "no RM"
+        ctx.event("", m.EventType.QUEUE, group,
+                  f"{what} {'in force' if msg.config else 'withdrawn'}; reconfigured: {applied}", m.ChangeType.SET)
+
+    def _reload_errors(self, rm: ResourceManager, config: SchedulerConfig) -> list[str]:
+        """Why `config` cannot replace `rm`'s configuration over its live state, if it cannot."""
+        errors = []
+        names = {p.name for p in config.partitions}
+        for name, part in rm.partitions.items():
+            if name not in names and (part.apps or part.nodes):
+                errors.append(f"partition {name}: still has nodes or applications")
+        for pc in config.partitions:
+            if pc.name in rm.partitions:
+                errors += rm.partitions[pc.name].check_reload(pc)
+        return errors
+
+    def _install(self, rm: ResourceManager, config: SchedulerConfig, text: str, entry: Entry, ctx: Outbox) -> None:
+        """Hot-swap `rm`'s configuration (checked by `_reload_errors` already)."""
+        names = {p.name for p in config.partitions}
+        for name in [n for n in rm.partitions if n not in names]:
+            self.dropped_partitions += 1
+            rm.partitions.pop(name).alive = False
+        draining = []
+        for pc in config.partitions:
+            part = rm.partitions.get(pc.name)
+            if part is None:
+                rm.partitions[pc.name] = Partition(rm.id, pc, self.timers, entry.seq)
+            else:
+                draining += part.apply_config(pc, ctx.ts)
+        rm.config_text = text
+        rm.link_partitions()
+        note = f"; draining: {', '.join(draining)}" if draining else ""
+        ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration updated{note}", m.ChangeType.SET)

@@ -1,0 +1,115 @@
+"""The records and indexes of one partition: its nodes (and their order), queues,
+applications, asks, allocations, trackers, and where each pending ask waits. No outputs
+and no scheduling: the layers above keep them (core/indexes.py, what follows from a change;
+core/changes.py, the changes an RM asks for; core/partition.py, the pass), and the planner
+reads them (core/scheduling.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from ykbus.core import why
+from ykbus.core.config import (
+    AppSortPolicy,
+    PartitionConfig,
+)
+from ykbus.core.deadlines import Timers
+from ykbus.core.model import (
+    Alloc,
+    App,
+    Ask,
+    Node,
+    Queue,
+    Terminated,
+    Tracker,
+    full_path,
+)
+from ykbus.core.policies import NodePolicies
+from ykbus.core.resources import Res, share
+from ykbus.core.scorers import scorer_for
+from ykbus.core.timers import Timer
+from ykbus.core.waits import RoomWaits
+
+
+class PartitionState:
+    def __init__(self, rm: str, config: PartitionConfig, timers: Timers[Timer], incarnation: int = 0) -> None:
+        self.rm = rm
+        self.incarnation = incarnation  # the input seq that created it
+        self.timers = timers
+        self.alive = True
+        self.name = config.name
+        self.config = config
+        self.node_sort = config.nodesortpolicy.type
+        self.weights = config.nodesortpolicy.resourceweights
+        self.scorer = scorer_for(self.node_sort, self.weights)
+        self.nodes: dict[str, Node] = {}
+        self.node_index: SortedList = SortedList()
+        self.apps: dict[str, App] = {}
+        self.terminated: dict[str, Terminated] = {}
+        self.allocations: dict[str, Alloc] = {}
+        self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
+        self.total: Res = {}
+        self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
+        self.required_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # node id -> asks that must run there
+        self.gang_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> asks waiting on its gang
+        self.leader_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> workers waiting on its leader
+        self.replace_waiters: dict[str, Ask] = {}  # placeholder uuid -> the real ask taking its place
+        # asks past the reservation delay that found no node to reserve: judged again when a
+        # node comes, comes back, grows, or is freed of its reservation
+        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+        # ordinary asks waiting for node room, woken by gate (core/waits.py); node_waiters and
+        # reserve_waiters keep the others (reserved asks, gangs) and wake them one by one
+        self.pool = RoomWaits(self._app_key)
+        self.woken = 0  # asks and applications made active again: a pass goes on while a commit wakes some
+        self.paused = False  # its RM is Paused: nothing is placed (the core sets it from the RM's state)
+        self.queues: dict[str, Queue] = {}
+        self.root = Queue("root", None)
+        self.seq = 0  # submission order of applications and asks
+        self.policies = NodePolicies()  # the node policies' indexes (core/policies.py)
+        self._rekey = False
+        self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
+        self.trackers: dict[str, Tracker] = {}
+
+    def intern(self, resource: Res) -> tuple[Res, tuple[tuple[str, int], ...]]:
+        """One shared (resource dict, shape) per distinct resource vector: asks and
+        allocations of the same size share it (never mutated: every change copies)."""
+        key = tuple(resource.items())
+        found = self._shapes.get(key)
+        if found is None:
+            found = self._shapes[key] = (resource, tuple(sorted(key)))
+        return found
+
+    def resolve_queue(self, name: str) -> Queue | None:
+        return self.queues.get(full_path(name))
+
+    def remove_if_empty(self, q: Queue) -> None:
+        """Remove a draining or unmanaged queue once empty, then its parent likewise."""
+        while q.parent is not None and (q.draining or not q.managed) and not q.apps and not q.children:
+            del q.parent.children[q.name]
+            del self.queues[q.path]
+            q = q.parent
+
+    def _app_key(self, app: App) -> tuple[Any, ...]:
+        """The sort key of `app` in its leaf (the list holds `(*key, app)`)."""
+        leaf = app.queue
+        prio = -(app.max_priority or 0) if leaf.sort_priority else 0
+        if leaf.sort_policy is AppSortPolicy.FAIR:
+            return (prio, share(app.allocated, self.total, {}), app.seq)
+        return (prio, 0.0, app.seq)
+
+    def why_pending(self, ask: Ask) -> why.Why:
+        """The current reason of a pending ask (O(1): kept as it is parked and woken)."""
+        if self.paused:
+            return why.rm_paused(self.rm)
+        if ask.waiting is not None and ask.why is not None:
+            return ask.why
+        app = ask.app
+        if app.why is not None and (app.blocked_on is not None or app.why.code is why.PendingCode.NOT_ADMITTED):
+            return app.why
+        return why.QUEUED
+
+    def _waiting_place(self, where: str) -> Queue | Tracker | None:
+        return self.trackers.get(where) if "|" in where else self.queues.get(where)
