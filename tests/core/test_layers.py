@@ -112,3 +112,70 @@ def test_modules_and_classes_stay_readable():
                 too_long.append(f"{path.relative_to(SRC)}: class {node.name}, "
                                 f"{node.end_lineno - node.lineno + 1} lines (at most {CLASS_LINES})")
     assert not too_long, "split by what it owns: " + "; ".join(too_long)
+
+
+# --- the planner reads the state and writes only its own scratch ---------------------------
+
+PLANNER = [CORE / "scheduling.py", CORE / "gang.py", CORE / "decisions.py"]
+MUTATORS = {"append", "add", "pop", "popitem", "remove", "discard", "clear", "update", "setdefault", "insert",
+            "extend", "sort", "reverse", "__setitem__", "__delitem__", "enter", "leave", "rekey", "let_through"}
+
+
+def writes_outside_scratch(path: Path) -> list[str]:
+    """Writes in `path` to anything but a local name or the planner's own attributes
+    (`self.<attr>`, not `self.part`): assignments, deletions and mutating calls through an
+    attribute or subscript of another object."""
+    tree = ast.parse(path.read_text())
+    found = []
+
+    def root_ok(expr: ast.expr) -> bool:
+        """`expr` (an attribute or subscript chain) reaches the planner's own scratch or a
+        local container: `self.<attr>...` (not `self.part`), or `local[...]...`."""
+        chain = []
+        while isinstance(expr, (ast.Attribute, ast.Subscript)):
+            chain.append(expr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return False
+        innermost = chain[-1]
+        if expr.id == "self":  # its own attribute (bound, or written into), not through the state
+            return isinstance(innermost, ast.Attribute) and (innermost.attr != "part" or len(chain) == 1)
+        return all(isinstance(c, ast.Subscript) for c in chain)
+
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        for target in targets:
+            for sub in ast.walk(target):  # a, b = ...: each element
+                if isinstance(sub, (ast.Attribute, ast.Subscript)):
+                    if not root_ok(sub):
+                        found.append(f"{path.name}:{node.lineno}: {ast.unparse(sub)}")
+                    break
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            receiver = node.func.value
+            if not (isinstance(receiver, ast.Name) or root_ok(receiver)):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node.func)}()")
+    return found
+
+
+def test_the_planner_writes_only_its_own_scratch():
+    """The planner (core/scheduling.py, the gang planner, the decisions) changes nothing of
+    the state it reads: tests/core/test_scheduling.py checks a plan leaves a snapshot byte
+    for byte as it was; this checks the code has no write to the state to begin with."""
+    for path in PLANNER:
+        assert path.exists()
+        assert writes_outside_scratch(path) == [], f"the planner writes state in {path.name}"
+
+
+def test_the_write_finder_finds_writes(tmp_path):
+    planner = tmp_path / "p.py"
+    planner.write_text("class S:\n    def f(self, q, ask):\n        q.sort_key = 1\n        self.part.pool.leave(ask)\n"
+                       "        ask.app.active.add(ask)\n        self.scratch[q] = 1\n        local = []\n"
+                       "        local.append(q)\n        self.failed.add(q)\n")
+    assert writes_outside_scratch(planner) == ["p.py:3: q.sort_key", "p.py:4: self.part.pool.leave()",
+                                               "p.py:5: ask.app.active.add()"]

@@ -93,14 +93,14 @@ def test_cached_queue_keys_are_the_keys(monkeypatch):
     """Queue keys are kept until what they depend on changes: every decision of a churning
     workload on a deep tree (priority offsets, guaranteed shares, a reload, nodes coming)
     is the same as with every key computed afresh."""
-    import ykbus.core.scheduling as scheduling
+    import ykbus.core.state as state
     from ykbus.bench.workloads import Mixed, mixed_config
     from ykbus.core import Core
     from ykbus.log.jsonl import encode_output
     from ykbus.yamlload import load_yaml
 
     def run(cache: bool) -> list[bytes]:
-        monkeypatch.setattr(scheduling, "CACHE_QUEUE_KEYS", cache)
+        monkeypatch.setattr(state, "CACHE_QUEUE_KEYS", cache)
         w = Mixed(nodes=40, apps=120, asks=2500, batch=50, seed=3)
         core, out = Core(load_yaml=load_yaml), []
         for e in w.setup():

@@ -36,7 +36,7 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.resources import add_into, fits, scaled, sub_into
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.state import PartitionState
-from ykbus.core.waits import POOLED_RESERVING
+from ykbus.core.waits import POOLED_RESERVING, Gate
 from ykbus.si import messages as m
 
 
@@ -295,9 +295,10 @@ class IndexedPartition(PartitionState):
         """After the entry's pass (or instead of it): the asks behind gates still open are made
         active, as an eager wake-up would have left them (core/waits.py)."""
         if self.pool.open:
-            for ask in self.pool.let_through():
+            for ask in self.pool.let_through(self.scheduler.closed):
                 self.pool.leave(ask)
                 self._wake(ask)
+        self.scheduler.closed.clear()
 
     def _rejudge_gang(self, app: App) -> None:
         """The gang changed (a placeholder came or went): every pending placeholder, wherever
@@ -333,8 +334,8 @@ class IndexedPartition(PartitionState):
             for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:
                 for ask in self.node_waiters.pop(shape).values():
                     self._wake(ask)
-        if self.pool.shapes and self.pool.open_fitting(node.free):
-            self.woken += 1
+        if self.pool.shapes:
+            self._opened(self.pool.open_fitting(node.free))
 
     def _wake_queue(self, q: Queue | Tracker) -> None:
         if q.waiters:
@@ -373,5 +374,14 @@ class IndexedPartition(PartitionState):
             for ask in waiters.values():
                 self._unwait(ask)
                 self._wake(ask)
-        if self.pool.gates and self.pool.open_reserving():
+        if self.pool.gates:
+            self._opened(self.pool.open_reserving())
+
+    def _opened(self, gates: list[Gate]) -> None:
+        """Gates a wake-up opened: the walk judges their asks again (also if it had this pass)."""
+        if gates:
             self.woken += 1
+            closed = self.scheduler.closed
+            if closed:
+                for gate in gates:
+                    closed.pop(gate, None)

@@ -98,7 +98,7 @@ class Partition(PartitionChanges):
         scheduler.start(ctx.ts)
         pool = self.pool
         try:
-            while (self.root.active or pool.open and pool.shows(self.root)) and ctx.budget_left:
+            while (self.root.active or pool.open and scheduler.shows(self.root)) and ctx.budget_left:
                 plan = scheduler.plan()
                 woken = self.woken
                 self.commit(plan, ctx)

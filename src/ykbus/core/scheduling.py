@@ -58,7 +58,7 @@ from ykbus.core.model import (
     Shape,
     pending_leader,
 )
-from ykbus.core.resources import Res, first_over, fits, fmt_res, share
+from ykbus.core.resources import Res, first_over, fits, fmt_res
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, ROOM, Gate
 from ykbus.si import messages as m
@@ -66,14 +66,13 @@ from ykbus.si import messages as m
 if TYPE_CHECKING:
     from ykbus.core.state import PartitionState
 
-CACHE_QUEUE_KEYS = True  # tests switch it off to prove the cached keys are the keys
 FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
 NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "none_to_reserve", "no_room", "claimed", "now",
-                 "tried")
+    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "none_to_reserve", "no_room", "closed",
+                 "claimed", "now", "tried")
 
     def __init__(self, partition: PartitionState) -> None:
         self.part = partition
@@ -96,6 +95,10 @@ class Scheduler:
         # shape -> its NoNodeRoom reason, the same value for every ask of that shape (reasons
         # are frozen): formatted once, not once per ask parked (kept across passes)
         self.no_room: dict[Shape, why.Why] = {}
+        # the gates of asks waiting for room (core/waits.py) the walk judged this pass: open
+        # in the partition's pool, but their asks would park again as they are (a wake-up
+        # that opens a gate again takes it out)
+        self.closed: dict[Gate, None] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
@@ -126,43 +129,27 @@ class Scheduler:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
         root = self.part.root
-        if root.active or self.part.pool.open and self.part.pool.shows(root):
+        if root.active or self.part.pool.open and self.shows(root):
             if self.claimed:
                 self.claimed.clear()
             self._queue(self.part.root, plan)
         return plan
 
-    def queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
-        """`q`'s place among its siblings: kept in `q.sort_key` until what it depends on
-        changes (its usage, pending, priority, configuration; the partition's total)."""
-        key = q.sort_key
-        if key is None or not CACHE_QUEUE_KEYS:
-            key = q.sort_key = self._queue_key(parent, q)
-        return key
-
-    def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
-        prio = 0
-        if parent.sort_priority:
-            exposed = q.exposed_priority()
-            prio = -(exposed if exposed is not None else 0)
-        total = self.part.total
-        return (prio, share(q.allocated, q.guaranteed, total), -share(q.pending, q.guaranteed, total), q.name)
-
     def _queue(self, q: Queue, plan: Plan) -> bool:
         """Walk `q`; True once an allocation is planned."""
         if not q.leaf:
-            pool = self.part.pool
-            if pool.open:
-                children = [c for c in q.children.values() if c.active or pool.shows(c)]
+            part = self.part
+            if part.pool.open:
+                children = [c for c in q.children.values() if c.active or self.shows(c)]
             else:
                 children = [c for c in q.children.values() if c.active]
             n = len(children)
             if n == 2:
                 first, second = children
-                if self.queue_key(q, second) < self.queue_key(q, first):
+                if part.queue_key(q, second) < part.queue_key(q, first):
                     children = [second, first]
             elif n > 2:
-                children.sort(key=lambda c: self.queue_key(q, c))
+                children.sort(key=lambda c: part.queue_key(q, c))
             for child in children:
                 if self._queue(child, plan):
                     return True
@@ -219,20 +206,31 @@ class Scheduler:
                 return True
         return False
 
+    def shows(self, q: Queue) -> bool:
+        """Whether a gate open and not judged yet has asks in `q`'s subtree."""
+        counts = q.pooled
+        if counts:
+            closed = self.closed
+            for gate in self.part.pool.open:
+                if gate in counts and gate not in closed:
+                    return True
+        return False
+
     def _apps_of(self, leaf: Queue) -> Iterable[tuple[Any, ...]]:
         """The leaf's applications in its order: the active ones, and those with asks behind
         an open gate (core/waits.py) that may be scheduled, as if those asks were active."""
         pool = self.part.pool
         if not pool.open or not leaf.pooled_apps:
             return leaf.active_apps
-        sources = [(gate, leaf.pooled_apps[gate]) for gate in pool.open if gate in leaf.pooled_apps]
+        sources = [(gate, leaf.pooled_apps[gate]) for gate in pool.open
+                   if gate in leaf.pooled_apps and gate not in self.closed]
         if not sources:
             return leaf.active_apps
         return self._shown_apps(leaf.active_apps, sources)
 
     def _shown_apps(self, active: SortedList, sources: list[tuple[Gate, SortedList]]) -> Iterator[tuple[Any, ...]]:
         last: Any = None
-        for entry in _merged(active, sources, self.part.pool.open):
+        for entry in _merged(active, sources, self.part.pool.open, self.closed):
             app = entry[-1]
             if app is last:  # behind two open gates: once
                 continue
@@ -246,10 +244,10 @@ class Scheduler:
         pool = self.part.pool
         if not app.pooled or not pool.open:
             return app.active
-        sources = [(gate, app.pooled[gate]) for gate in pool.open if gate in app.pooled]
+        sources = [(gate, app.pooled[gate]) for gate in pool.open if gate in app.pooled and gate not in self.closed]
         if not sources:
             return app.active
-        return _distinct_asks(_merged(app.active, sources, pool.open))
+        return _distinct_asks(_merged(app.active, sources, pool.open, self.closed))
 
     def _worker(self, app: App, ask: Ask) -> Decision:
         """An ask tagged `ykbus.io/role: worker` waits while its application's leader waits
@@ -325,7 +323,8 @@ class Scheduler:
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
-        self.part.pool.close(ROOM, ask.shape)  # every other ask of its shape waiting for room would fail the same
+        if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
+            self.closed[(ROOM, ask.shape)] = None
         if ask.reserved:
             return Park(ask, NODE_WAIT, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
         if (ask.since and ask.shape not in self.none_to_reserve
@@ -334,7 +333,8 @@ class Scheduler:
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
             self.none_to_reserve[ask.shape] = None
-            self.part.pool.close(RESERVE, ask.shape)  # and none of them finds a node to reserve
+            if self.part.pool.open:  # and none of them finds a node to reserve
+                self.closed[(RESERVE, ask.shape)] = None
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:
@@ -429,7 +429,8 @@ class Scheduler:
         return None
 
 
-def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None]) -> Iterator[Any]:
+def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None],
+            closed: dict[Gate, None]) -> Iterator[Any]:
     """The entries of `active` and of each source in one sorted order; a source is dropped
     once its gate closes (the walk closes gates as it goes)."""
     heap: list[tuple[Any, int, Iterator[Any]]] = []
@@ -441,7 +442,7 @@ def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: 
     heapify(heap)
     while heap:
         entry, i, it = heap[0]
-        if i and sources[i - 1][0] not in open_gates:
+        if i and (sources[i - 1][0] in closed or sources[i - 1][0] not in open_gates):
             heappop(heap)
             continue
         yield entry

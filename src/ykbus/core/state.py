@@ -33,6 +33,8 @@ from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import Timer
 from ykbus.core.waits import RoomWaits
 
+CACHE_QUEUE_KEYS = True  # tests switch it off to prove the memoized queue keys are the keys
+
 
 class PartitionState:
     def __init__(self, rm: str, config: PartitionConfig, timers: Timers[Timer], incarnation: int = 0) -> None:
@@ -72,6 +74,23 @@ class PartitionState:
         self._rekey = False
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.trackers: dict[str, Tracker] = {}
+
+    def queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
+        """`q`'s place among its siblings (core/scheduling.py reads it): memoized in
+        `q.sort_key`, which every change of what it depends on clears (its usage, pending,
+        priority, configuration; the partition's total)."""
+        key = q.sort_key
+        if key is None or not CACHE_QUEUE_KEYS:
+            key = q.sort_key = self._queue_key(parent, q)
+        return key
+
+    def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
+        prio = 0
+        if parent.sort_priority:
+            exposed = q.exposed_priority()
+            prio = -(exposed if exposed is not None else 0)
+        total = self.total
+        return (prio, share(q.allocated, q.guaranteed, total), -share(q.pending, q.guaranteed, total), q.name)
 
     def intern(self, resource: Res) -> tuple[Res, tuple[tuple[str, int], ...]]:
         """One shared (resource dict, shape) per distinct resource vector: asks and

@@ -42,7 +42,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from ykbus.core.model import App, Ask, Queue, Shape
+from ykbus.core.model import App, Ask, Shape
 from ykbus.core.resources import Res, fits
 
 ROOM = 0  # a gate of asks waiting for room for their shape
@@ -144,49 +144,33 @@ class RoomWaits:
 
     # --- gates ---------------------------------------------------------------------------
 
-    def open_fitting(self, free: Res) -> bool:
+    def open_fitting(self, free: Res) -> list[Gate]:
         """Room `free` came on a schedulable node: open the room gates of the shapes it takes
         (their asks past the reservation delay are behind them too: what they may reserve
         has not changed, so the reservation gates stay as they are)."""
-        opened = False
+        opened = []
         for shape, res in self.shapes.items():
             if fits(res, free):
                 gate = (ROOM, shape)
-                if gate in self.gates and gate not in self.open:
+                if gate in self.gates:
                     self.open[gate] = None
-                    opened = True
+                    opened.append(gate)
         return opened
 
-    def open_reserving(self) -> bool:
+    def open_reserving(self) -> list[Gate]:
         """What a reservation can take changed: open every reservation gate."""
-        opened = False
-        for gate in self.gates:
-            if gate[0] == RESERVE and gate not in self.open:
-                self.open[gate] = None
-                opened = True
+        opened = [gate for gate in self.gates if gate[0] == RESERVE]
+        for gate in opened:
+            self.open[gate] = None
         return opened
 
-    def close(self, kind: int, shape: Shape) -> None:
-        """The walk judged an ask of `shape` behind this gate as the others would be judged:
-        the others stay parked, untried."""
-        if self.open:
-            self.open.pop((kind, shape), None)
-
-    def shows(self, q: Queue) -> bool:
-        """Whether an open gate has asks in `q`'s subtree."""
-        counts = q.pooled
-        if counts:
-            for gate in self.open:
-                if gate in counts:
-                    return True
-        return False
-
-    def let_through(self) -> list[Ask]:
-        """Close every gate; the asks behind them, to be made active (each once)."""
+    def let_through(self, judged: dict[Gate, None]) -> list[Ask]:
+        """Close every gate; the asks behind those the walk has not judged, to be made
+        active (each once)."""
         asks: dict[tuple[str, str], Ask] = {}
         for gate in self.open:
             waiters = self.gates.get(gate)
-            if waiters:
+            if waiters and gate not in judged:
                 asks.update(waiters)
         self.open.clear()
         return list(asks.values())
