@@ -305,6 +305,7 @@ def pending_reasons_are_true(p: Partition) -> None:
             if why.code is C.NO_NODE_ROOM:  # a node reserved for another ask takes nothing else
                 assert not any(fits(k.resource, n.free) and n.reserved in (None, k) for n in schedulable), where
                 assert d["asked"] == dict(k.resource), where
+                no_node_room_is_told_truly(p, k, schedulable, where)
             elif why.code is C.QUEUE_MAX:  # what was asked: the ask's, or its whole gang's
                 q = p.queues[d["queue"]]
                 r = d["resource"]
@@ -364,6 +365,31 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert leader is not None and leader.pending and leader.tags.get("ykbus.io/role") == "leader", where
             else:
                 assert why.code is C.QUEUED, where
+
+
+def no_node_room_is_told_truly(p: Partition, k, schedulable: list, where: str) -> None:
+    """What the reader is told of a NoNodeRoom reason (the read API's details, explain's
+    line) is true now: the most free is that of nodes the ask could take, the reserved nodes
+    with room for it are named, and with no node schedulable the reason says so."""
+    from ykbus.core.projection import NAMED_NODES, _why
+    from ykbus.explain import _details
+
+    shown = _why(p, k)["details"]
+    line = _details("NoNodeRoom", shown)
+    could_take = [n for n in schedulable if n.reserved in (None, k)]
+    for r in k.resource:  # no claim of more free room than a node it could take has
+        assert shown["largestFree"][r] == max((n.free.get(r, 0) for n in could_take), default=0), where
+    taken = [n for n in schedulable if n.reserved not in (None, k) and fits(k.resource, n.free)]
+    named = shown.get("reservedWithRoom", {})
+    assert len(named) + shown.get("reservedWithRoomMore", 0) == len(taken), where
+    for n in taken[:NAMED_NODES]:
+        assert named[n.id] == f"{n.reserved.app.id}/{n.reserved.key}" and n.id in line, where
+    assert shown["schedulableNodes"] == len(schedulable), where
+    if not p.nodes:
+        assert line == "the partition has no node", where
+    elif not schedulable:
+        assert "schedulable" in line and all(f"{n.id} {n.state.value.lower()}" in line
+                                             for n in list(p.nodes.values())[:NAMED_NODES]), where
 
 
 def reservations_are_consistent(p: Partition) -> None:

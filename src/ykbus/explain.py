@@ -15,9 +15,18 @@ from ykbus import limits
 
 def _details(code: str, d: dict[str, Any]) -> str:
     if code == "NoNodeRoom":
+        if d.get("schedulableNodes") == 0:
+            states = ", ".join(f"{n} {s.lower()}" for n, s in d.get("notSchedulable", {}).items())
+            return f"no node is schedulable ({states})" if states else "the partition has no node"
         free = d.get("largestFree", {})
-        return "; ".join(f"{r}: asked {v}, the most free on any schedulable node {free.get(r, 0)}"
-                         for r, v in d.get("asked", {}).items())
+        line = "; ".join(f"{r}: asked {v}, the most free on a schedulable node not reserved for another ask "
+                         f"{free.get(r, 0)}" for r, v in d.get("asked", {}).items())
+        taken = d.get("reservedWithRoom", {})
+        if taken:
+            more = d.get("reservedWithRoomMore", 0)
+            line += ("; room on " + ", ".join(f"{n} (reserved for {a})" for n, a in taken.items())
+                     + (f" and {more} more reserved nodes" if more else ""))
+        return line
     if code in ("QueueMax", "UserLimit", "GroupLimit"):
         who = f"user {d['user']}, " if "user" in d else f"group {d['group']}, " if "group" in d else ""
         return (f"{who}queue {d['queue']}, {d['resource']}: {d['used']} used + {d['asked']} asked "

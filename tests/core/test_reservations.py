@@ -78,6 +78,28 @@ def test_an_ask_waiting_the_delay_reserves_a_node_which_takes_nothing_else():
     checked(h)
 
 
+def test_an_ask_kept_from_a_reserved_node_with_room_is_told_so():
+    """The reason of an ask that fits a node's free room, which is reserved for another ask,
+    says so: it names the node and whom it is reserved for, and claims no free room it
+    cannot take (the demo showed `the most free on any schedulable node 1500` to asks of 500)."""
+    from ykbus.explain import _details
+
+    h = full_cluster()
+    h.do(h.log.tick(2 * SECOND))
+    assert reservation(h) == {"n1": "L"}
+    release_one(h, "n1")  # n1 has 1,000 free, for L only
+    h.do(h.log.asks(ask("s2", "smalls", vcore=1000)))
+    w = why(h, "smalls", "s2")
+    assert w["code"] == "NoNodeRoom"
+    assert w["message"] == "no schedulable node has {vcore: 1000} free, other than nodes reserved for other asks"
+    assert w["details"] == {"asked": {"vcore": 1000}, "largestFree": {"vcore": 0},
+                            "reservedWithRoom": {"n1": "large/L"}, "schedulableNodes": 2}
+    assert _details("NoNodeRoom", w["details"]) == (
+        "vcore: asked 1000, the most free on a schedulable node not reserved for another ask 0; "
+        "room on n1 (reserved for large/L)")
+    checked(h)
+
+
 def test_a_reserved_ask_placed_elsewhere_first_drops_its_reservation():
     h = full_cluster()
     h.do(h.log.tick(2 * SECOND))

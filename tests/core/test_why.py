@@ -45,10 +45,29 @@ def test_no_node_has_room_names_the_largest_free_amount():
     h.do(h.log.asks(ask("big", "a", vcore=1600, memory=100)))
     w = why(h, "a", "big")
     assert w["code"] == "NoNodeRoom"
-    assert w["message"] == "no schedulable node has {vcore: 1600, memory: 100} free"
-    assert w["details"] == {"asked": {"vcore": 1600, "memory": 100}, "largestFree": {"vcore": 1500, "memory": 8000}}
+    assert w["message"] == ("no schedulable node has {vcore: 1600, memory: 100} free, other than nodes reserved "
+                            "for other asks")
+    assert w["details"] == {"asked": {"vcore": 1600, "memory": 100}, "largestFree": {"vcore": 1500, "memory": 8000},
+                            "schedulableNodes": 2}
     assert why(h, "a") == {"allocationKey": "big", **w}
     true_and_kept(h)
+
+
+def test_no_node_has_room_names_a_drain_when_no_node_is_schedulable():
+    from ykbus.explain import _details
+
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(app("a", "root.gated")))
+    h.do(h.log.asks(ask("k", "a", vcore=1000)))
+    w = why(h, "a", "k")
+    assert w["code"] == "NoNodeRoom"
+    assert w["details"]["schedulableNodes"] == 0 and w["details"]["notSchedulable"] == {"n1": "Draining"}
+    assert _details("NoNodeRoom", w["details"]) == "no node is schedulable (n1 draining)"
+    true_and_kept(h)
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))  # back: it is placed
+    assert [a.allocationKey for o in outs if o.kind == "alloc" for a in o.msg.new] == ["k"]
 
 
 def test_queue_max_names_the_queue_its_usage_and_max_and_clears_when_placed():

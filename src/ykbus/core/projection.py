@@ -10,6 +10,7 @@ from typing import Any
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager
+from ykbus.core.resources import fits
 from ykbus.core.why import PendingCode
 
 SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")
@@ -64,10 +65,16 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
     return out
 
 
+NAMED_NODES = 10  # nodes named in a NoNodeRoom reason's details (then a count of the others)
+
+
 def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
     """Why a pending ask waits (None once nothing of it is pending). For `NoNodeRoom` the
-    details gain `largestFree`: per resource asked, the most any schedulable node has free
-    now (a figure of the moment, computed for the reader)."""
+    details gain figures of the moment, computed for the reader: `largestFree`, per
+    resource asked the most any schedulable node not reserved for another ask has free;
+    `reservedWithRoom`, the schedulable nodes that have room for it but are reserved for
+    another ask (node -> application/ask); `schedulableNodes`, how many there are; and when
+    none is, `notSchedulable`, the nodes and their states (a drain, say)."""
     if not ask.pending:
         return None
     reason = p.why_pending(ask)
@@ -77,8 +84,19 @@ def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
         free = node.free if node is not None else {}
         out["details"]["missing"] = {r: v - free.get(r, 0) for r, v in ask.resource.items() if free.get(r, 0) < v}
     if reason.code is PendingCode.NO_NODE_ROOM:
-        free = [n.free for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
-        out["details"]["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+        details = out["details"]
+        schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+        free = [n.free for n in schedulable if n.reserved is None or n.reserved is ask]
+        details["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+        taken = {n.id: f"{n.reserved.app.id}/{n.reserved.key}" for n in schedulable
+                 if n.reserved is not None and n.reserved is not ask and fits(ask.resource, n.free)}
+        if taken:
+            details["reservedWithRoom"] = dict(list(taken.items())[:NAMED_NODES])
+            if len(taken) > NAMED_NODES:
+                details["reservedWithRoomMore"] = len(taken) - NAMED_NODES
+        details["schedulableNodes"] = len(schedulable)
+        if not schedulable:
+            details["notSchedulable"] = {n.id: n.state.value for n in list(p.nodes.values())[:NAMED_NODES]}
     return out
 
 

@@ -339,7 +339,7 @@ class Scheduler:
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:
                 self.no_room.clear()
-            no_room = self.no_room[ask.shape] = why.no_node_room(f"no schedulable node has {fmt_res(res)} free", res)
+            no_room = self.no_room[ask.shape] = why.no_node_room(res)
         return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, no_room)
 
     def _reservable(self, ask: Ask) -> Node | None:

@@ -58,8 +58,14 @@ _LIMIT = {"user": PendingCode.USER_LIMIT, "group": PendingCode.GROUP_LIMIT}
 _MAX_APPS = {"user": PendingCode.USER_MAX_APPLICATIONS, "group": PendingCode.GROUP_MAX_APPLICATIONS}
 
 
-def no_node_room(message: str, asked: dict[str, int]) -> Why:
-    return Why(PendingCode.NO_NODE_ROOM, message, {"asked": dict(asked)})
+def no_node_room(asked: dict[str, int]) -> Why:
+    """No node can take the ask now: each schedulable node lacks room for it, or is reserved
+    for another ask (it takes nothing else). What the nodes have free, which reserved nodes
+    would have room and whether any node is schedulable at all change from entry to entry:
+    the read API adds them when read (core/projection.py), the message stays true."""
+    return Why(PendingCode.NO_NODE_ROOM,
+               f"no schedulable node has {fmt_res(asked)} free, other than nodes reserved for other asks",
+               {"asked": dict(asked)})
 
 
 def queue_max(message: str, queue: str, resource: str, used: int, maximum: int, asked: int) -> Why:
