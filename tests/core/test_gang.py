@@ -294,3 +294,25 @@ def test_room_a_cancelled_group_frees_is_used_in_the_same_pass():
     placed = [key for key, _, _ in new(outs)]
     assert placed[:2] == ["p1", "p2"] and "other" in placed[2:]  # the gang, cancelled, then the freed room
     invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_spreads_under_fair_node_sorting_as_its_members_fill_nodes():
+    """Three equal nodes using 20M, 10M and 10M of memory; a gang of two 10M placeholders.
+    Under `fair` each member goes to the least used node as the members before it left it:
+    20M on every node (YuniKorn's order), not both on the first 10M node (30M/20M/10M)."""
+    mb = 1_000_000
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000, "memory": 100 * mb}, n2={"vcore": 8000, "memory": 100 * mb},
+            n3={"vcore": 8000, "memory": 100 * mb})
+    h.do(h.log.apps(app("used", "root.jobs")))
+    h.do(h.log.asks(ask("u1", "used", memory=20 * mb), ask("u2", "used", memory=10 * mb),
+                    ask("u3", "used", memory=10 * mb)))
+    p = h.core.rms["rm-1"].partitions["default"]
+    assert sorted(p.nodes[n].capacity["memory"] - p.nodes[n].free["memory"] for n in p.nodes) == [10 * mb, 10 * mb,
+                                                                                                   20 * mb]
+    h.do(h.log.apps(app("g", "root.jobs", placeholderAsk=resource(memory=20 * mb))))
+    outs = h.do(h.log.asks({**ask("p", "g", memory=10 * mb, max_allocations=2), "taskGroupName": "w",
+                            "placeholder": True}))
+    assert len(new(outs)) == 2
+    assert sorted(p.nodes[n].capacity["memory"] - p.nodes[n].free["memory"] for n in p.nodes) == [20 * mb] * 3
+    invariants.state_is_consistent(h.core)

@@ -58,7 +58,7 @@ from ykbus.core.model import (
     Shape,
     pending_leader,
 )
-from ykbus.core.resources import Res, first_over, fits, fmt_res
+from ykbus.core.resources import Res, first_over, fits, fmt_res, sub_into
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, ROOM, Gate
 from ykbus.si import messages as m
@@ -389,17 +389,32 @@ class Scheduler:
         return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))
 
     def gang_fit(self, ask: Ask, taken: dict[str, Res]) -> Node | None:
-        """The first node in the scorer's order with room for `ask` beside what the gang took."""
+        """The first node in the scorer's order with room for `ask` beside what the gang took,
+        in the order the gang's own members make: a node it placed members on is keyed as if
+        they were there (under `fair` a gang spreads as its members fill nodes; YuniKorn's
+        order). Nothing is booked: the overlay is `taken`, node id -> what the gang took."""
         part = self.part
         if ask.required:
             node = part.nodes.get(ask.required)
             return node if node is not None and node.key is not None and fits_beside(ask, node, taken) else None
+        best: Node | None = None
+        best_key: tuple[Any, ...] | None = None
         cached = self.fit_cache.get(ask.shape)
-        for key in cached[1] if cached is not None else part.node_index:  # in order, until one has room
+        for key in cached[1] if cached is not None else part.node_index:  # the first untouched node with room
             node = part.nodes[key[1]]
-            if fits_beside(ask, node, taken):
-                return node
-        return None
+            if node.id not in taken and fits_beside(ask, node, taken):
+                best, best_key = node, key
+                break
+        for node_id, took in taken.items():  # and the nodes the gang touched, keyed with what it took
+            node = part.nodes[node_id]
+            if node.key is None or not fits_beside(ask, node, taken):
+                continue
+            free = dict(node.free)
+            sub_into(free, took)
+            key = part.scorer.key_with(node, free)
+            if best_key is None or key < best_key:
+                best, best_key = node, key
+        return best
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from ykbus.core.config import NodeSortPolicy
+from ykbus.core.resources import Res
 
 if TYPE_CHECKING:
     from ykbus.core.model import Node
@@ -29,6 +30,11 @@ class NodeScorer(Protocol):
         """The node's place in the index: lower comes first; the node id breaks ties."""
         ...
 
+    def key_with(self, node: Node, free: Res) -> tuple[float, str]:
+        """The node's place were `free` what it has free (a what-if: a gang placing its
+        members sees the order its own members make)."""
+        ...
+
 
 class _Weighted:
     __slots__ = ("weights",)
@@ -36,12 +42,11 @@ class _Weighted:
     def __init__(self, weights: dict[str, float]) -> None:
         self.weights = weights
 
-    def usage(self, node: Node) -> float:
+    def usage(self, node: Node, free: Res) -> float:
         """Weighted average of (allocated + occupied) / capacity over the weighted resources
         (allocated + occupied is capacity - free: the same integer, one lookup fewer)."""
         score = 0.0
         weight_sum = 0.0
-        free = node.free
         for name, weight in self.weights.items():
             cap = node.capacity.get(name, 0)
             if cap > 0 and weight > 0:
@@ -55,14 +60,20 @@ class FairScorer(_Weighted):
     __slots__ = ()
 
     def key(self, node: Node) -> tuple[float, str]:
-        return (self.usage(node), node.id)
+        return (self.usage(node, node.free), node.id)
+
+    def key_with(self, node: Node, free: Res) -> tuple[float, str]:
+        return (self.usage(node, free), node.id)
 
 
 class BinpackingScorer(_Weighted):
     __slots__ = ()
 
     def key(self, node: Node) -> tuple[float, str]:
-        return (-self.usage(node), node.id)
+        return (-self.usage(node, node.free), node.id)
+
+    def key_with(self, node: Node, free: Res) -> tuple[float, str]:
+        return (-self.usage(node, free), node.id)
 
 
 SCORERS: dict[NodeSortPolicy, type[_Weighted]] = {
