@@ -13,7 +13,7 @@ placeholders (`replacement_for`): docs/gang.md has the protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 from ykbus import limits
 from ykbus.core import why
@@ -28,10 +28,21 @@ def pending_placeholders(app: App) -> list[Ask]:
     return [a for a in app.asks.values() if a.placeholder and a.pending]
 
 
-def plan_gang(app: App, fit: Callable[[Ask, dict[str, Res]], Node | None]) -> list[Park] | list[GangAllocate]:
-    """All of `app`'s pending placeholders placed, or each parked with why the gang waits.
-    `fit(ask, taken)`: the node the planner would place `ask` on, beside what the gang has
-    taken so far (node id -> resources): the what-if the gang is planned over."""
+class Overlay(Protocol):
+    """The what-if a gang is planned over (the planner's): the state as it would be with
+    the members placed so far, nothing booked."""
+
+    def fit(self, ask: Ask) -> Node | None:
+        """The node the planner would place `ask` on, beside the members placed so far."""
+        ...
+
+    def take(self, ask: Ask, node: Node) -> None:
+        """One allocation of `ask` on `node`, in the overlay only."""
+        ...
+
+
+def plan_gang(app: App, overlay: Overlay) -> list[Park] | list[GangAllocate]:
+    """All of `app`'s pending placeholders placed, or each parked with why the gang waits."""
     members = pending_placeholders(app)
     total: Res = {}
     count = 0
@@ -69,17 +80,16 @@ def plan_gang(app: App, fit: Callable[[Ask, dict[str, Res]], Node | None]) -> li
                       f"{used} used + {total[over]} asked by the gang")
             return park_all(q.path, m.SchedulingState.SKIPPED,
                             why.queue_max(reason, q.path, over, used, q.max[over], total[over]))
-    taken: dict[str, Res] = {}
     places: list[tuple[Ask, Node]] = []
     short: Res = {}
     for a in members:
         for placed in range(a.pending):
-            node = fit(a, taken)
+            node = overlay.fit(a)
             if node is None:  # what the gang takes only grows: the rest of this ask finds no node either
                 add_into(short, scaled(a.resource, a.pending - placed))
                 break
             places.append((a, node))
-            add_into(taken.setdefault(node.id, {}), a.resource)
+            overlay.take(a, node)
     if short:
         reason = (f"gang {app.id} does not fit yet: no room for {fmt_res(short)} of its "
                   f"{fmt_res(total)} once the rest is placed")

@@ -22,6 +22,7 @@ the next ask go, and why would the others wait" is `plan()` read and dropped
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from heapq import heapify, heappop, heapreplace
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ from ykbus.core.model import (
     Shape,
     pending_leader,
 )
-from ykbus.core.resources import Res, first_over, fits, fmt_res, sub_into
+from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, ROOM, Gate
 from ykbus.si import messages as m
@@ -189,7 +190,7 @@ class Scheduler:
                 if gang_planned:
                     continue
                 gang_planned = True
-                decisions = plan_gang(app, self.gang_fit)
+                decisions = plan_gang(app, GangOverlay(self.part, self.fit_cache))
                 plan.extend(decisions)
                 if decisions[-1].__class__ is GangAllocate:
                     return True
@@ -388,34 +389,6 @@ class Scheduler:
             return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
         return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))
 
-    def gang_fit(self, ask: Ask, taken: dict[str, Res]) -> Node | None:
-        """The first node in the scorer's order with room for `ask` beside what the gang took,
-        in the order the gang's own members make: a node it placed members on is keyed as if
-        they were there (under `fair` a gang spreads as its members fill nodes; YuniKorn's
-        order). Nothing is booked: the overlay is `taken`, node id -> what the gang took."""
-        part = self.part
-        if ask.required:
-            node = part.nodes.get(ask.required)
-            return node if node is not None and node.key is not None and fits_beside(ask, node, taken) else None
-        best: Node | None = None
-        best_key: tuple[Any, ...] | None = None
-        cached = self.fit_cache.get(ask.shape)
-        for key in cached[1] if cached is not None else part.node_index:  # the first untouched node with room
-            node = part.nodes[key[1]]
-            if node.id not in taken and fits_beside(ask, node, taken):
-                best, best_key = node, key
-                break
-        for node_id, took in taken.items():  # and the nodes the gang touched, keyed with what it took
-            node = part.nodes[node_id]
-            if node.key is None or not fits_beside(ask, node, taken):
-                continue
-            free = dict(node.free)
-            sub_into(free, took)
-            key = part.scorer.key_with(node, free)
-            if best_key is None or key < best_key:
-                best, best_key = node, key
-        return best
-
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
         part = self.part
@@ -442,6 +415,75 @@ class Scheduler:
             if node.reserved is None or node.reserved is ask:
                 return node
         return None
+
+
+class GangOverlay:
+    """The state as a gang's planning sees it: the members placed so far on their nodes,
+    nothing booked (core/gang.py's Overlay). A member goes to the first node in the
+    scorer's order with room beside what the gang took, in the order the gang's own members
+    make: a node it placed members on is keyed as if they were there (under `fair` a gang
+    spreads as its members fill nodes: YuniKorn's order)."""
+
+    __slots__ = ("part", "fit_cache", "taken", "touched", "keys", "scans", "heads")
+
+    def __init__(self, part: PartitionState, fit_cache: dict[Shape, tuple[Res, SortedList]]) -> None:
+        self.part, self.fit_cache = part, fit_cache
+        self.taken: dict[str, Res] = {}  # node id -> what the gang took there
+        self.touched: list[tuple[float, str]] = []  # the keys of the nodes it took room on, as they would be: sorted
+        self.keys: dict[str, tuple[float, str]] = {}  # node id -> its key in `touched`
+        # per shape: a walk of the node index, and the first untouched node with room it
+        # found (untouched nodes keep their room while a gang is planned: a walk never
+        # goes back)
+        self.scans: dict[Shape, Iterator[Any]] = {}
+        self.heads: dict[Shape, tuple[Any, Node] | None] = {}
+
+    def fit(self, ask: Ask) -> Node | None:
+        part, taken = self.part, self.taken
+        if ask.required:
+            node = part.nodes.get(ask.required)
+            return node if node is not None and node.key is not None and fits_beside(ask, node, taken) else None
+        best: Node | None = None
+        best_key: tuple[Any, ...] | None = None
+        head = self._untouched(ask)
+        if head is not None:
+            best_key, best = head
+        for key in self.touched:  # the first touched node with room, in its overlay order
+            node = part.nodes[key[1]]
+            if node.key is not None and fits_beside(ask, node, taken):
+                if best_key is None or key < best_key:
+                    best = node
+                break
+        return best
+
+    def _untouched(self, ask: Ask) -> tuple[Any, Node] | None:
+        """The first node in index order the gang has not touched that has room for `ask`."""
+        shape, taken = ask.shape, self.taken
+        if shape in self.heads:
+            head = self.heads[shape]
+            if head is None or head[1].id not in taken:
+                return head
+        scan = self.scans.get(shape)
+        if scan is None:
+            cached = self.fit_cache.get(shape)
+            scan = self.scans[shape] = iter(cached[1] if cached is not None else self.part.node_index)
+        nodes = self.part.nodes
+        for key in scan:
+            node = nodes[key[1]]
+            if node.id not in taken and fits_beside(ask, node, taken):
+                found = self.heads[shape] = (key, node)
+                return found
+        self.heads[shape] = None
+        return None
+
+    def take(self, ask: Ask, node: Node) -> None:
+        took = self.taken.setdefault(node.id, {})
+        add_into(took, ask.resource)
+        old = self.keys.get(node.id)
+        touched = self.touched
+        if old is not None:
+            del touched[bisect_left(touched, old)]
+        key = self.keys[node.id] = self.part.scorer.key_beside(node, took)
+        insort(touched, key)
 
 
 def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None],

@@ -30,8 +30,8 @@ class NodeScorer(Protocol):
         """The node's place in the index: lower comes first; the node id breaks ties."""
         ...
 
-    def key_with(self, node: Node, free: Res) -> tuple[float, str]:
-        """The node's place were `free` what it has free (a what-if: a gang placing its
+    def key_beside(self, node: Node, took: Res) -> tuple[float, str]:
+        """The node's place were `took` allocated on it too (a what-if: a gang placing its
         members sees the order its own members make)."""
         ...
 
@@ -42,15 +42,17 @@ class _Weighted:
     def __init__(self, weights: dict[str, float]) -> None:
         self.weights = weights
 
-    def usage(self, node: Node, free: Res) -> float:
+    def usage(self, node: Node, took: Res | None) -> float:
         """Weighted average of (allocated + occupied) / capacity over the weighted resources
-        (allocated + occupied is capacity - free: the same integer, one lookup fewer)."""
+        (allocated + occupied is capacity - free: the same integer, one lookup fewer), with
+        `took` allocated too when given (a what-if)."""
         score = 0.0
         weight_sum = 0.0
+        free = node.free
         for name, weight in self.weights.items():
             cap = node.capacity.get(name, 0)
             if cap > 0 and weight > 0:
-                used = cap - free.get(name, 0)
+                used = cap - free.get(name, 0) if took is None else cap - free.get(name, 0) + took.get(name, 0)
                 score += weight * used / cap
                 weight_sum += weight
         return score / weight_sum if weight_sum else score
@@ -60,20 +62,20 @@ class FairScorer(_Weighted):
     __slots__ = ()
 
     def key(self, node: Node) -> tuple[float, str]:
-        return (self.usage(node, node.free), node.id)
+        return (self.usage(node, None), node.id)
 
-    def key_with(self, node: Node, free: Res) -> tuple[float, str]:
-        return (self.usage(node, free), node.id)
+    def key_beside(self, node: Node, took: Res) -> tuple[float, str]:
+        return (self.usage(node, took), node.id)
 
 
 class BinpackingScorer(_Weighted):
     __slots__ = ()
 
     def key(self, node: Node) -> tuple[float, str]:
-        return (-self.usage(node, node.free), node.id)
+        return (-self.usage(node, None), node.id)
 
-    def key_with(self, node: Node, free: Res) -> tuple[float, str]:
-        return (-self.usage(node, free), node.id)
+    def key_beside(self, node: Node, took: Res) -> tuple[float, str]:
+        return (-self.usage(node, took), node.id)
 
 
 SCORERS: dict[NodeSortPolicy, type[_Weighted]] = {
