@@ -83,6 +83,31 @@ def test_failed_attempt_leaves_no_queue_behind():
     assert ok == {"a": "root.prod"} and "root.t1" not in queues(h)
 
 
+def test_placement_decides_without_changing_the_queue_tree():
+    """Placing is a decision: the queues a rule would create are not in the tree until the
+    application is added, and an application rejected after placement (a gang larger than
+    the new queue's max) leaves none behind."""
+    from ykbus.core.snapshot import dump_snapshot
+    from ykbus.si import messages as m
+
+    cfg = RULES.replace("          - name: users\n            parent: true\n",
+                        "          - name: users\n            parent: true\n"
+                        "            childtemplate: {resources: {max: {vcore: 2}}}\n")
+    h = Harness()
+    h.setup(cfg, n1={"vcore": 4000})
+    part = h.core.rms["rm-1"].partitions["default"]
+    before = dump_snapshot(h.core)
+    queue, reason = part.place(m.AddApplicationRequest(applicationID="x", queueName="", partitionName="default",
+                                                       ugi=m.UserGroupInformation(user="carol")))
+    assert queue is not None and queue.path == "root.users.carol" and reason == ""
+    assert "root.users.carol" not in part.queues and "carol" not in part.queues["root.users"].children
+    assert dump_snapshot(h.core) == before
+    _, rejected = placed(h, app("g", "", user="carol", placeholderAsk={"resources": {"vcore": {"value": 3000}}}))
+    assert "exceeds queue root.users.carol max" in rejected["g"] and "root.users.carol" not in queues(h)
+    ok, _ = placed(h, app("a", "", user="carol"))
+    assert ok == {"a": "root.users.carol"} and queues(h)["root.users.carol"]["max"] == {"vcore": 2000}
+
+
 def test_secondary_group_takes_the_first_group_that_places():
     cfg = RULES.replace("      - name: primaryGroup\n        create: true\n", "      - name: secondaryGroup\n")
     cfg = cfg.replace("          - name: groups\n            parent: true\n",

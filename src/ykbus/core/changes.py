@@ -135,8 +135,17 @@ class PartitionChanges(IndexedPartition):
         return errors
 
     def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
-        """The leaf queue for a new application, or None and why."""
+        """The leaf queue for a new application, or None and why; decided, nothing changed
+        (a queue a placement rule creates joins the tree when the application is added)."""
         return AppPlacement(self).place(msg)
+
+    def _attach(self, leaf: Queue) -> None:
+        """The queues placement chose to create on `leaf`'s path join the tree, root first."""
+        for q in reversed(leaf.ancestry()):
+            if q.path not in self.queues:
+                assert q.parent is not None and q.parent.path in self.queues, q.path
+                q.parent.children[q.name] = q
+                self.queues[q.path] = q
 
     def _track(self, app: App) -> None:
         """Find (or make) the trackers of the limits that apply to `app`, leaf to root."""
@@ -223,6 +232,7 @@ class PartitionChanges(IndexedPartition):
         del self.nodes[node.id]
 
     def add_app(self, msg: m.AddApplicationRequest, queue: Queue) -> App:
+        self._attach(queue)
         self.seq += 1
         app = App(msg, queue, self.seq)
         self.apps[app.id] = app

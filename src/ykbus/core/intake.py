@@ -69,8 +69,7 @@ class Intake(RMRegistry):
         gang = _res(msg.placeholderAsk)
         for q in queue.ancestry():
             over = first_over({}, gang, q.max) if q.max else None
-            if over is not None:
-                part.remove_if_empty(queue)
+            if over is not None:  # placement created nothing: nothing to take back
                 return (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
                         "the gang could never run")
         part.add_app(msg, queue)

@@ -2,9 +2,12 @@
 
 `AppPlacement(partition).place(msg)` picks the leaf queue for one application: without
 rules, the queue it names; with rules, the first rule that yields a usable leaf the user
-may submit to, creating unmanaged queues where a rule says `create`. Queues made by rules
-that did not place the application are removed again. One placement object per request:
-what it created and what ACLs denied are its own scratch, never the partition's.
+may submit to, with unmanaged queues where a rule says `create`. It decides and changes
+nothing: a queue a rule would create is a new `Queue` not yet in the tree (its parent set,
+its template applied), seen by the rules after it; the partition attaches the chosen
+queue's new ancestors when the application is added (`PartitionChanges.add_app`), and the
+queues of rules that did not place it are never in the tree. One placement object per
+request: what it would create and what ACLs denied are its own scratch.
 """
 
 from __future__ import annotations
@@ -61,12 +64,16 @@ def apply_template(queue: Queue) -> None:
 
 
 class AppPlacement:
-    __slots__ = ("partition", "created", "denied")
+    __slots__ = ("partition", "planned", "denied")
 
     def __init__(self, partition: PartitionState) -> None:
         self.partition = partition
-        self.created: list[Queue] = []
+        self.planned: dict[str, Queue] = {}  # path -> a queue a rule would create (not in the tree)
         self.denied: list[str] = []
+
+    def _queue(self, path: str) -> Queue | None:
+        """The queue at `path`: in the tree, or one a rule before would create."""
+        return self.partition.queues.get(path) or self.planned.get(path)
 
     def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
         """The leaf queue for a new application, or None and why. An application the RM
@@ -104,11 +111,7 @@ class AppPlacement:
                 if self.denied:
                     reason += "; denied by ACL: " + "; ".join(self.denied)
         if chosen is None and msg.tags.get(FORCE_TAG, "").lower() == "true":
-            chosen = part.queues.get(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True, recovery=True)
-        keep = chosen.ancestry() if chosen is not None else []
-        for queue in reversed(self.created):  # what failed attempts made goes again
-            if queue not in keep:
-                part.remove_if_empty(queue)
+            chosen = self._queue(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True, recovery=True)
         return chosen, reason if chosen is None else ""
 
     def _place_by(self, rule: PlacementRule, msg: m.AddApplicationRequest, leaf: bool) -> Queue | None:
@@ -126,7 +129,7 @@ class AppPlacement:
                 path = full_path(name)
             if path == RECOVERY_QUEUE:  # reserved: only recovered applications go there
                 continue
-            queue = self.partition.queues.get(path)
+            queue = self._queue(path)
             if queue is None and rule.create:
                 queue = self._create_unmanaged(path, leaf)
             if queue is not None and queue.leaf == leaf and not queue.draining:
@@ -154,9 +157,9 @@ class AppPlacement:
         return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places
 
     def _create_unmanaged(self, path: str, leaf: bool, recovery: bool = False) -> Queue | None:
-        queues = self.partition.queues
+        """The unmanaged queue a rule would create at `path` (not attached to the tree)."""
         parent_path, _, name = path.rpartition(".")
-        parent = queues.get(parent_path)
+        parent = self._queue(parent_path)
         if parent is None or parent.leaf or parent.draining or not QUEUE_NAME.match(name):
             return None
         queue = Queue(name, parent)
@@ -164,7 +167,5 @@ class AppPlacement:
         queue.managed = False
         if not recovery:
             apply_template(queue)
-        parent.children[name] = queue
-        queues[queue.path] = queue
-        self.created.append(queue)
+        self.planned[queue.path] = queue
         return queue
