@@ -179,3 +179,17 @@ def test_the_write_finder_finds_writes(tmp_path):
                        "        local.append(q)\n        self.failed.add(q)\n")
     assert writes_outside_scratch(planner) == ["p.py:3: q.sort_key", "p.py:4: self.part.pool.leave()",
                                                "p.py:5: ask.app.active.add()"]
+
+
+def test_a_partition_sends_and_sets_timers_only_through_its_effects():
+    """Every message a partition sends and every timer it sets is derived from a typed event
+    in core/effects.py: the layers that change the state put nothing in the outbox and
+    schedule nothing themselves."""
+    layers = ["state.py", "indexes.py", "changes.py", "partition.py"]
+    for name in layers:
+        tree = ast.parse((CORE / name).read_text())
+        calls = [ast.unparse(n.func) for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("put", "schedule")]
+        assert calls == [], f"{name} sends or schedules directly: {calls}"
+    effects = ast.parse((CORE / "effects.py").read_text())
+    assert any(isinstance(n, ast.Attribute) and n.attr == "put" for n in ast.walk(effects))

@@ -5,12 +5,12 @@ indexes current (core/indexes.py); the pass that follows is core/partition.py's.
 
 from __future__ import annotations
 
-from ykbus import limits
 from ykbus.core.config import (
     AppSortPolicy,
     PartitionConfig,
     QueueConfig,
 )
+from ykbus.core.effects import AllocationBooked, AllocationReleased, AppTransitioned, PlaceholderTimerStarted
 from ykbus.core.gang import gang_covered
 from ykbus.core.indexes import IndexedPartition
 from ykbus.core.ledger import Ledger
@@ -42,13 +42,6 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.core.scorers import scorer_for
-from ykbus.core.timers import (
-    AllocationTimeoutTimer,
-    AppTimeoutTimer,
-    CompletingTimer,
-    ExpireTimer,
-    PlaceholderTimer,
-)
 from ykbus.si import messages as m
 
 _RELEASE_EVENTS = {
@@ -247,9 +240,8 @@ class PartitionChanges(IndexedPartition):
         if new is old:
             return
         app.state = new
-        ctx.put(self.rm, m.UpdatedApplication(
-            applicationID=app.id, state=new.value, stateTransitionTimestamp=ctx.ts, message=message,
-        ))
+        app.timer += 1  # a timer set before this transition is stale
+        self._emit(AppTransitioned(app, old, new, message), ctx)
         if new is AppState.RUNNING:
             for q in app.path:
                 q.running += 1
@@ -259,9 +251,6 @@ class PartitionChanges(IndexedPartition):
                 app.blocked_on.app_waiters.pop(app.id, None)
                 app.blocked_on = None
                 app.why = None
-            if app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:  # a gang's is its placeholders
-                app.timer += 1
-                self.timers.schedule(ctx.ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(self, app, app.timer))
         if old is AppState.RUNNING:
             for q in app.path:
                 q.running -= 1
@@ -270,13 +259,9 @@ class PartitionChanges(IndexedPartition):
             for t in app.trackers:
                 t.running -= 1
                 self._wake_app_waiters(t)  # type: ignore[arg-type]
-        if new is AppState.COMPLETING:
-            app.timer += 1
-            self.timers.schedule(ctx.ts + limits.COMPLETING_TIMEOUT_NS, CompletingTimer(self, app, app.timer))
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
             self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path)
-            self.timers.schedule(ctx.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(self, app.id, new))
         self._sync_app(app)
 
     def _forget_app(self, app: App) -> None:
@@ -364,7 +349,7 @@ class PartitionChanges(IndexedPartition):
     def _start_placeholder_timer(self, app: App, ctx: Outbox) -> None:
         if app.gang and app.gang_timer == 0:
             app.gang_timer = 1
-            self.timers.schedule(ctx.ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(self, app, 1))
+            self._emit(PlaceholderTimerStarted(app), ctx)
 
     def _usage_moved(self, app: App) -> None:
         """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
@@ -394,9 +379,7 @@ class PartitionChanges(IndexedPartition):
         if ask.reserved:  # placed, on its node or another: the reservation has done its job
             self._unreserve(ask)
         ask.since = 0
-        if ask.timeout_ms > 0:
-            self.timers.schedule(ctx.ts + ask.timeout_ms * 1_000_000, AllocationTimeoutTimer(self, alloc, ask.timeout_ms))
-        ctx.put(self.rm, alloc.message(self.name))
+        self._emit(AllocationBooked(alloc, ask.timeout_ms), ctx)
         self._sync_app(app)
 
     def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
@@ -412,11 +395,7 @@ class PartitionChanges(IndexedPartition):
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
-        if report:
-            ctx.put(self.rm, m.AllocationRelease(
-                partitionName=self.name, applicationID=app.id, UUID=alloc.uuid,
-                terminationType=termination, message=message, allocationKey=alloc.key,
-            ))
+        self._emit(AllocationReleased(alloc, termination, message, report), ctx)
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
             waiter = self.replace_waiters.pop(alloc.uuid, None)
             if waiter is not None:

@@ -13,6 +13,7 @@ from ykbus.core import why
 from ykbus.core.config import (
     AppSortPolicy,
 )
+from ykbus.core.effects import Event, ReasonChanged, derive
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.lifecycle import (
     SCHEDULABLE_APP_STATES,
@@ -275,9 +276,11 @@ class IndexedPartition(PartitionState):
             self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
         if reason.message != ask.reported:
             ask.reported = reason.message
-            ctx.put(self.rm, m.UpdateContainerSchedulingStateRequest(
-                applicartionID=ask.app.id, allocationKey=ask.key, state=state, reason=reason.message,
-            ))
+            self._emit(ReasonChanged(ask, state, reason.message), ctx)
+
+    def _emit(self, event: Event, ctx: Outbox) -> None:
+        """A change the RM hears of or that sets a deadline: core/effects.py derives both."""
+        derive(self, event, ctx)
 
     def _wake(self, ask: Ask) -> None:
         """A waiting ask is active again (its waiting place already let it go)."""

@@ -52,6 +52,7 @@ from ykbus.core.config import (
 )
 from ykbus.core.deadlines import Timers
 from ykbus.core.decisions import ENDS_WALK, Allocate, Defer, GangAllocate, Hold, Park, Plan, Replace, Reserve
+from ykbus.core.effects import AskDropped, ReasonChanged, ReplacementAsked, RoomWaitStarted
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import (
@@ -150,7 +151,7 @@ class Partition(PartitionChanges):
             delay = self.config.reservationdelay_ms * 1_000_000
             if not ask.since:  # it starts waiting for room: it may reserve a node later
                 ask.since = ctx.ts
-                self.timers.schedule(ctx.ts + delay, ReservationTimer(self, app, ask.key, ctx.ts))
+                self._emit(RoomWaitStarted(ask, ctx.ts), ctx)
             elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
                 self._wait(ask, where, decision.state, decision.why, ctx, reserving=True)
                 if not app.active:
@@ -173,10 +174,7 @@ class Partition(PartitionChanges):
         for _, _, ask in list(app.active):
             if ask.reported != reason.message:
                 ask.reported = reason.message
-                ctx.put(self.rm, m.UpdateContainerSchedulingStateRequest(
-                    applicartionID=app.id, allocationKey=ask.key,
-                    state=m.SchedulingState.SKIPPED, reason=reason.message,
-                ))
+                self._emit(ReasonChanged(ask, m.SchedulingState.SKIPPED, reason.message), ctx)
 
     def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Outbox) -> None:
         """Every pending placeholder of the gang at once; its placeholder timer starts."""
@@ -199,10 +197,7 @@ class Partition(PartitionChanges):
         self._wait(ask, REPLACE_WAIT + ph.uuid, m.SchedulingState.SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
         if not app.active:
             self._sync_app(app)
-        ctx.put(self.rm, m.AllocationRelease(
-            partitionName=self.name, applicationID=app.id, UUID=ph.uuid,
-            terminationType=m.TerminationType.PLACEHOLDER_REPLACED, allocationKey=ph.key,
-            message=f"placeholder {ph.uuid} is replaced by {ask.key}"))
+        self._emit(ReplacementAsked(ph, ask), ctx)
 
     def confirm_replacement(self, ph: Alloc, ctx: Outbox) -> None:
         """The RM released placeholder `ph` (`PLACEHOLDER_REPLACED`): the real ask it was
@@ -233,9 +228,7 @@ class Partition(PartitionChanges):
                 self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
         for ask in pending_placeholders(app):
             self._drop_ask(ask)
-            ctx.put(self.rm, m.AllocationAskRelease(
-                partitionName=self.name, applicationID=app.id, allocationKey=ask.key,
-                terminationType=m.TerminationType.TIMEOUT, message=message))
+            self._emit(AskDropped(app, ask.key, m.TerminationType.TIMEOUT, message), ctx)
         self._wake_gang(app)  # real asks waiting for placeholders: ordinary asks now
         if app.state is AppState.ACCEPTED:
             if app.gang_hard:

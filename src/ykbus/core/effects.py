@@ -1,0 +1,154 @@
+"""What a partition's changes mean outside it, derived in one place.
+
+The applier (core/changes.py, core/indexes.py, core/partition.py) changes the state and
+says what it did that matters beyond the state, as a typed event: an application changed
+state, an ask's reason changed, an allocation was booked or released, a placeholder is to
+be released for the real ask that takes its place, a placeholder ask was dropped, an ask
+started waiting for room, a gang's placeholders started their timeout. `derive` turns each
+into what the RM hears (messages in the entry's outbox) and the deadlines it sets (timers on
+the log's clock), as it happens, so the order of outputs is the order of the changes. Every
+message a partition sends and every timer it sets is written here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from ykbus import limits
+from ykbus.core.lifecycle import AppState
+from ykbus.core.model import Alloc, App, Ask
+from ykbus.core.outbox import Outbox
+from ykbus.core.state import PartitionState
+from ykbus.core.timers import (
+    AllocationTimeoutTimer,
+    AppTimeoutTimer,
+    CompletingTimer,
+    ExpireTimer,
+    PlaceholderTimer,
+    ReservationTimer,
+)
+from ykbus.si import messages as m
+
+ENDED = (AppState.COMPLETED, AppState.FAILED)
+
+
+class AppTransitioned:
+    """`app` went from `old` to `new` (its timer generation already moved on)."""
+
+    __slots__ = ("app", "old", "new", "message")
+
+    def __init__(self, app: App, old: AppState, new: AppState, message: str) -> None:
+        self.app, self.old, self.new, self.message = app, old, new, message
+
+
+class ReasonChanged:
+    """Why `ask` waits is now `message` (the SI's scheduling `state` with it)."""
+
+    __slots__ = ("ask", "state", "message")
+
+    def __init__(self, ask: Ask, state: m.SchedulingState, message: str) -> None:
+        self.ask, self.state, self.message = ask, state, message
+
+
+class AllocationBooked:
+    """`alloc` was placed (not recovered: the RM runs those already)."""
+
+    __slots__ = ("alloc", "timeout_ms")
+
+    def __init__(self, alloc: Alloc, timeout_ms: int) -> None:
+        self.alloc, self.timeout_ms = alloc, timeout_ms
+
+
+class AllocationReleased:
+    """`alloc` was released by the core or the RM, `termination` and `message` saying why;
+    `report`: the RM is told (not when it confirmed a release the core asked for)."""
+
+    __slots__ = ("alloc", "termination", "message", "report")
+
+    def __init__(self, alloc: Alloc, termination: m.TerminationType, message: str, report: bool) -> None:
+        self.alloc, self.termination, self.message, self.report = alloc, termination, message, report
+
+
+class ReplacementAsked:
+    """Real `ask` takes placeholder `placeholder`'s place: the RM is to release it."""
+
+    __slots__ = ("placeholder", "ask")
+
+    def __init__(self, placeholder: Alloc, ask: Ask) -> None:
+        self.placeholder, self.ask = placeholder, ask
+
+
+class AskDropped:
+    """The core removed ask `key` of `app` (a gang's pending placeholder at its timeout)."""
+
+    __slots__ = ("app", "key", "termination", "message")
+
+    def __init__(self, app: App, key: str, termination: m.TerminationType, message: str) -> None:
+        self.app, self.key, self.termination, self.message = app, key, termination, message
+
+
+class RoomWaitStarted:
+    """`ask` started waiting for room at `since`: it may reserve a node after the delay."""
+
+    __slots__ = ("ask", "since")
+
+    def __init__(self, ask: Ask, since: int) -> None:
+        self.ask, self.since = ask, since
+
+
+class PlaceholderTimerStarted:
+    """A gang's first placeholder is allocated: its placeholder timeout runs from now."""
+
+    __slots__ = ("app",)
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+
+Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
+         | RoomWaitStarted | PlaceholderTimerStarted)
+
+
+def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
+    """The messages to the RM and the timers that follow from `event`, now."""
+    rm, ts = part.rm, ctx.ts
+    if isinstance(event, ReasonChanged):
+        ask = event.ask
+        ctx.put(rm, m.UpdateContainerSchedulingStateRequest(
+            applicartionID=ask.app.id, allocationKey=ask.key, state=event.state, reason=event.message))
+    elif isinstance(event, AllocationBooked):
+        alloc = event.alloc
+        if event.timeout_ms > 0:
+            part.timers.schedule(ts + event.timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, event.timeout_ms))
+        ctx.put(rm, alloc.message(part.name))
+    elif isinstance(event, AllocationReleased):
+        if event.report:
+            alloc = event.alloc
+            ctx.put(rm, m.AllocationRelease(
+                partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
+                terminationType=event.termination, message=event.message, allocationKey=alloc.key))
+    elif isinstance(event, AppTransitioned):
+        app, old, new = event.app, event.old, event.new
+        ctx.put(rm, m.UpdatedApplication(
+            applicationID=app.id, state=new.value, stateTransitionTimestamp=ts, message=event.message))
+        if new is AppState.RUNNING and app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:
+            part.timers.schedule(ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(part, app, app.timer))
+        elif new is AppState.COMPLETING:
+            part.timers.schedule(ts + limits.COMPLETING_TIMEOUT_NS, CompletingTimer(part, app, app.timer))
+        elif new in ENDED:
+            part.timers.schedule(ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(part, app.id, new))
+    elif isinstance(event, ReplacementAsked):
+        ph, ask = event.placeholder, event.ask
+        ctx.put(rm, m.AllocationRelease(
+            partitionName=part.name, applicationID=ph.app.id, UUID=ph.uuid,
+            terminationType=m.TerminationType.PLACEHOLDER_REPLACED, allocationKey=ph.key,
+            message=f"placeholder {ph.uuid} is replaced by {ask.key}"))
+    elif isinstance(event, AskDropped):
+        ctx.put(rm, m.AllocationAskRelease(
+            partitionName=part.name, applicationID=event.app.id, allocationKey=event.key,
+            terminationType=event.termination, message=event.message))
+    elif isinstance(event, RoomWaitStarted):
+        ask = event.ask
+        delay = part.config.reservationdelay_ms * 1_000_000
+        part.timers.schedule(event.since + delay, ReservationTimer(part, ask.app, ask.key, event.since))
+    else:
+        app = event.app
+        part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(part, app, app.gang_timer))
