@@ -184,7 +184,7 @@ class PartitionChanges(IndexedPartition):
         add_into(self.total, capacity)
         self._rekey = True
         self._index_node(node)
-        self._wake_reserve_waiters()
+        self._wake_reserve_waiters(node)
         self._wake_node(node)
         return node
 
@@ -204,7 +204,7 @@ class PartitionChanges(IndexedPartition):
         if held is not None and any(node.capacity.get(r, 0) - occupied.get(r, 0) < v for r, v in held.resource.items()):
             self._unreserve(held, wake=True)  # it shrank below the ask: the reservation cannot be honoured
         if capacity is not None or node.reserved is None:
-            self._wake_reserve_waiters()
+            self._wake_reserve_waiters(node)
         self._wake_node(node)
 
     def node_event(self, node: Node, event: NodeEvent) -> None:
@@ -213,7 +213,7 @@ class PartitionChanges(IndexedPartition):
         if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
             self._unreserve(node.reserved, wake=True)
         if node.state is NodeState.SCHEDULABLE:
-            self._wake_reserve_waiters()
+            self._wake_reserve_waiters(node)
         self._wake_node(node)
 
     def decommission(self, node: Node, ctx: Outbox) -> None:

@@ -302,6 +302,7 @@ class IndexedPartition(PartitionState):
                 self.pool.leave(ask)
                 self._wake(ask)
         self.scheduler.closed.clear()
+        self.scheduler.freed.clear()
 
     def _rejudge_gang(self, app: App) -> None:
         """The gang changed (a placeholder came or went): every pending placeholder, wherever
@@ -334,9 +335,22 @@ class IndexedPartition(PartitionState):
         if node.state is not NodeState.SCHEDULABLE:
             return
         if self.node_waiters:
+            held = node.reserved
             for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:
-                for ask in self.node_waiters.pop(shape).values():
-                    self._wake(ask)
+                if held is None:
+                    for ask in self.node_waiters.pop(shape).values():
+                        self._wake(ask)
+                    continue
+                # reserved for `held`: it takes no other ask, so an ask reserved elsewhere
+                # cannot gain by its room (its own node, or a node free of reservations, would
+                # wake it when it changes); the others (gangs) are judged again as ever
+                waiters = self.node_waiters[shape]
+                for key, ask in list(waiters.items()):
+                    if not ask.reserved or ask is held:
+                        del waiters[key]
+                        self._wake(ask)
+                if not waiters:
+                    del self.node_waiters[shape]
         if self.pool.shapes:
             self._opened(self.pool.open_fitting(node.free))
 
@@ -362,16 +376,18 @@ class IndexedPartition(PartitionState):
         if node is not None and node.reserved is ask:
             node.reserved = None
             self.scheduler.failed_shapes.clear()  # a shape that failed for want of this node may fit it now
-            self._wake_reserve_waiters()
+            self._wake_reserve_waiters(node)
             self._wake_node(node)
         if wake and ask.waiting is not None:
             self._unwait(ask)
             self._wake(ask)
 
-    def _wake_reserve_waiters(self) -> None:
-        """What a reservation can take changed: the asks past their reservation delay with no
-        node reserved are judged again."""
+    def _wake_reserve_waiters(self, node: Node) -> None:
+        """What a reservation can take changed (`node` came, came back, grew, or lost its
+        reservation): the asks past their reservation delay with no node reserved are judged
+        again."""
         self.scheduler.none_to_reserve.clear()
+        self.scheduler.freed[node.id] = node
         if self.reserve_waiters:
             waiters, self.reserve_waiters = self.reserve_waiters, {}
             for ask in waiters.values():

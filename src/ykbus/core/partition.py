@@ -78,6 +78,7 @@ from ykbus.core.timers import (
     ReservationTimer,
     Timer,
 )
+from ykbus.core.waits import RESERVE
 from ykbus.si import messages as m
 
 
@@ -239,6 +240,18 @@ class Partition(PartitionChanges):
         self._check_done(app, ctx)
 
     def _reserve(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+        self._take_reservation(ask, node, ctx)
+        freed = self.scheduler.freed
+        if freed and all(n.reserved is not None for n in freed.values()):
+            # every node a reservation could newly take is taken: the asks behind the
+            # reservation gates would find none, as they found none before those nodes came
+            scheduler = self.scheduler
+            for gate in self.pool.open:
+                if gate[0] == RESERVE:
+                    scheduler.closed[gate] = None
+                    scheduler.none_to_reserve[gate[1]] = None
+
+    def _take_reservation(self, ask: Ask, node: Node, ctx: Outbox) -> None:
         ask.reserved = node.id
         node.reserved = ask
         ask.app.why = None

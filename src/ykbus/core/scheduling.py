@@ -73,7 +73,7 @@ NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache 
 
 class Scheduler:
     __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "none_to_reserve", "no_room", "closed",
-                 "claimed", "now", "tried")
+                 "freed", "claimed", "now", "tried")
 
     def __init__(self, partition: PartitionState) -> None:
         self.part = partition
@@ -100,6 +100,9 @@ class Scheduler:
         # in the partition's pool, but their asks would park again as they are (a wake-up
         # that opens a gate again takes it out)
         self.closed: dict[Gate, None] = {}
+        # the nodes a reservation could newly take since the reservation gates opened: once
+        # all are reserved again, what reservations can take is as it was, and those gates close
+        self.freed: dict[str, Node] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
