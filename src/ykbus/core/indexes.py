@@ -246,7 +246,7 @@ class IndexedPartition(PartitionState):
         """Park `ask` at `where` with its reason (moving it there if it waits elsewhere); the
         RM hears the reason once per change. `reserving`: waiting for room, it is past its
         reservation delay with no node to reserve."""
-        pooled = where == NODE_WAIT and not ask.reserved and not ask.app.gang
+        pooled = where == NODE_WAIT and not ask.app.gang
         if pooled and ask.pooled and (ask.pooled == POOLED_RESERVING) == reserving:
             pass  # judged behind an open gate and parked again where it was: nothing moves
         else:
@@ -334,8 +334,11 @@ class IndexedPartition(PartitionState):
                 self._wake(ask)
         if node.state is not NodeState.SCHEDULABLE:
             return
+        held = node.reserved
+        if held is not None and held.pooled and fits(held.resource, node.free):
+            self.pool.leave(held)  # its own node has room for it now: judged again at once
+            self._wake(held)
         if self.node_waiters:
-            held = node.reserved
             for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:
                 if held is None:
                     for ask in self.node_waiters.pop(shape).values():

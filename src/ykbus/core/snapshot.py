@@ -434,7 +434,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         ask = asks[key]
         reserving = bool(not ask.reserved and ask.since and now - ask.since >= delay
                          and not (ask.placeholder and ask.app.gang))
-        if not ask.reserved and not ask.app.gang:
+        if not ask.app.gang:
             pooled.append((ask, reserving))
             continue
         p.node_waiters.setdefault(ask.shape, {})[key] = ask

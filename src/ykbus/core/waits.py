@@ -1,7 +1,8 @@
 """The asks that wait for node room, woken by gate rather than one by one.
 
-An ordinary ask (not reserved, not of a gang) that found no node with room waits here,
-under its shape. Room freed on a node used to wake every waiting ask of every shape that
+An ask that is not of a gang and found no node with room waits here, under its shape
+(reserved or not: one reserved whose own node gains room for it is woken at once by that
+node, core/indexes.py `_wake_node`). Room freed on a node used to wake every waiting ask of every shape that
 now fits it: each went back to its application's active list, was tried by the next walk,
 and, all but the few the room served, parked again. With a backlog that is most of an
 entry's cost (a release woke ~140 asks to place one).
@@ -56,7 +57,7 @@ POOLED_RESERVING = 2  # behind its ROOM gate and its RESERVE gate
 
 
 class RoomWaits:
-    """Every ask waiting for node room that is not reserved and not of a gang, by gate."""
+    """Every ask waiting for node room that is not of a gang, by gate."""
 
     __slots__ = ("gates", "open", "shapes", "app_key")
 
