@@ -230,11 +230,14 @@ class Scheduler:
                    if gate in leaf.pooled_apps and gate not in self.closed]
         if not sources:
             return leaf.active_apps
-        return self._shown_apps(leaf.active_apps, sources)
+        if not leaf.active_apps and len(sources) == 1:  # mostly: one gate open, nothing else active
+            gate, entries = sources[0]
+            return self._shown_apps(_behind(gate, entries, pool.open, self.closed))
+        return self._shown_apps(_merged(leaf.active_apps, sources, pool.open, self.closed))
 
-    def _shown_apps(self, active: SortedList, sources: list[tuple[Gate, SortedList]]) -> Iterator[tuple[Any, ...]]:
+    def _shown_apps(self, entries: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         last: Any = None
-        for entry in _merged(active, sources, self.part.pool.open, self.closed):
+        for entry in entries:
             app = entry[-1]
             if app is last:  # behind two open gates: once
                 continue
@@ -251,6 +254,9 @@ class Scheduler:
         sources = [(gate, app.pooled[gate]) for gate in pool.open if gate in app.pooled and gate not in self.closed]
         if not sources:
             return app.active
+        if not app.active and len(sources) == 1:
+            gate, entries = sources[0]
+            return _behind(gate, entries, pool.open, self.closed)
         return _distinct_asks(_merged(app.active, sources, pool.open, self.closed))
 
     def _worker(self, app: App, ask: Ask) -> Decision:
@@ -511,6 +517,14 @@ def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: 
             heappop(heap)
         else:
             heapreplace(heap, (following, i, it))
+
+
+def _behind(gate: Gate, entries: Iterable[Any], open_gates: dict[Gate, None], closed: dict[Gate, None]) -> Iterator[Any]:
+    """The entries behind one gate, in order, until it closes."""
+    for entry in entries:
+        if gate in closed or gate not in open_gates:
+            return
+        yield entry
 
 
 def _distinct_asks(entries: Iterator[tuple[int, int, Ask]]) -> Iterator[tuple[int, int, Ask]]:
