@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from ykbus.core import Core
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
-from ykbus.core.model import RECOVERY_QUEUE, pending_leader
+from ykbus.core.model import RECOVERY_QUEUE, GangWait, LeaderWait, Replacement, pending_leader
 from ykbus.core.outbox import Entry, Output
 from ykbus.core.partition import Partition
 from ykbus.core.resources import fits
@@ -190,9 +190,9 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
         for k in app_.asks.values():
             if not k.pending:
                 continue
-            if app_.gang and (k.placeholder or (k.waiting or "").startswith(("gang:", "replace:"))):
+            if app_.gang and (k.placeholder or isinstance(k.waiting, (GangWait, Replacement))):
                 continue  # placed with its gang, or waits for its gang or its placeholder
-            if (k.waiting or "").startswith("leader:"):  # a worker waits only while its leader does
+            if isinstance(k.waiting, LeaderWait):  # a worker waits only while its leader does
                 assert pending_leader(app_) is not None, f"worker {k.key} of {app_.id} waits for a leader placed"
                 continue
             headroom = all(
@@ -361,7 +361,7 @@ def pending_reasons_are_true(p: Partition) -> None:
                     assert not any(fits(k.resource, n.free) and n.reserved is None for n in schedulable), where
             elif why.code is C.LEADER_PENDING:  # a worker: its leader still waits to be placed
                 leader = app_.asks.get(d["leader"])
-                assert k.tags.get("ykbus.io/role") == "worker" and k.waiting == f"leader:{app_.id}", where
+                assert k.tags.get("ykbus.io/role") == "worker" and isinstance(k.waiting, LeaderWait) and k.waiting.key == app_.id, where
                 assert leader is not None and leader.pending and leader.tags.get("ykbus.io/role") == "leader", where
             else:
                 assert why.code is C.QUEUED, where

@@ -286,7 +286,7 @@ def test_every_choice_is_the_brute_force_best(policy, shapes, sizes, fill, batch
         for key, (asked, role) in wanted.items():  # what stayed pending fits nowhere
             p = h.core.rms["rm-1"].partitions["default"]
             a = p.apps["j"].asks.get(key)
-            if a is not None and a.pending and (a.waiting or "").startswith("leader:"):
+            if a is not None and a.pending and a.waiting is not None and a.waiting.name.startswith("leader:"):
                 assert role == "worker" and any(k.pending and k.tags.get("ykbus.io/role") == "leader"
                                                 for k in p.apps["j"].asks.values())  # placed in the job's order
             elif a is not None and a.pending:

@@ -48,3 +48,21 @@ def test_the_check_notices_a_forgotten_attribute(monkeypatch):
     monkeypatch.setitem(s.DERIVED, "Ask", s.DERIVED["Ask"] - {"shape"})
     with pytest.raises(AssertionError, match=r"Ask: \['shape'\] neither in SAsk"):
         test_every_model_attribute_is_stored_or_derived("Ask")
+
+
+def test_every_kind_of_wait_is_written_and_read_back():
+    """Where an ask waits is a typed value; snapshots and the read API write its name, and
+    `parse_wait` reads each kind back as the same kind and place."""
+    from ykbus.core.model import (NODE_ROOM, GangWait, LeaderWait, LimitRoom, QueueRoom, Replacement, RequiredNode,
+                                  gang_wait, leader_wait, limit_room, parse_wait, queue_room, replacement, required_node)
+
+    cases = [(NODE_ROOM, "node"), (required_node("n1"), "node:n1"), (gang_wait("g"), "gang:g"),
+             (replacement("7-0"), "replace:7-0"), (leader_wait("job"), "leader:job"),
+             (queue_room("root.a.b"), "root.a.b"), (limit_room("root.a|user|alice"), "root.a|user|alice")]
+    kinds = [type(w) for w, _ in cases]
+    assert kinds[1:] == [RequiredNode, GangWait, Replacement, LeaderWait, QueueRoom, LimitRoom]
+    for wait, name in cases:
+        assert wait.name == name
+        back = parse_wait(name)
+        assert type(back) is type(wait) and back.key == wait.key and back.name == name
+    assert parse_wait("node") is NODE_ROOM  # one value: the partition compares by identity

@@ -6,7 +6,7 @@ state; each decision names what it acts on.
 from __future__ import annotations
 
 from ykbus.core import why
-from ykbus.core.model import Alloc, App, Ask, Node, Queue, Tracker
+from ykbus.core.model import Alloc, App, Ask, Node, Queue, Tracker, Wait
 from ykbus.si import messages as m
 
 
@@ -23,16 +23,16 @@ class Allocate:
 
 
 class Park:
-    """`ask` waits at `where` (NODE_WAIT, a queue path or a tracker key) for `why`; the RM
+    """`ask` waits at `where` (a `Wait`: room on a node, a queue, a limit, its gang, ...) for `why`; the RM
     hears `state` and the reason when it changed."""
 
     __slots__ = ("ask", "where", "state", "why")
 
-    def __init__(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why) -> None:
+    def __init__(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why) -> None:
         self.ask, self.where, self.state, self.why = ask, where, state, reason
 
     def __repr__(self) -> str:
-        return f"Park({self.ask.app.id}/{self.ask.key} at {self.where}: {self.why.code})"
+        return f"Park({self.ask.app.id}/{self.ask.key} at {self.where.name}: {self.why.code})"
 
 
 class Reserve:

@@ -20,16 +20,17 @@ from ykbus.core.lifecycle import (
     NodeState,
 )
 from ykbus.core.model import (
-    GANG_WAIT,
-    LEADER_WAIT,
-    NODE_WAIT,
-    REPLACE_WAIT,
-    REQUIRED_WAIT,
+    NODE_ROOM,
     App,
     Ask,
+    GangWait,
+    LeaderWait,
     Node,
     Queue,
+    Replacement,
+    RequiredNode,
     Tracker,
+    Wait,
     count_app_priorities,
     is_leader,
 )
@@ -222,31 +223,35 @@ class IndexedPartition(PartitionState):
         self._ask_not_pending(ask)
 
     def _unwait(self, ask: Ask) -> None:
+        """`ask` leaves the registry of the place it waits (its `waiting` is left to the caller)."""
+        w = ask.waiting
         if ask.pooled:
             self.pool.leave(ask)
-        elif ask.waiting == NODE_WAIT:
+        elif w is None:
+            return
+        elif w is NODE_ROOM:
             _leave(self.node_waiters, ask.shape, ask)
             if self.reserve_waiters:
                 self.reserve_waiters.pop((ask.app.id, ask.key), None)
-        elif ask.waiting is not None and ask.waiting.startswith(REQUIRED_WAIT):
-            _leave(self.required_waiters, ask.waiting[len(REQUIRED_WAIT):], ask)
-        elif ask.waiting is not None and ask.waiting.startswith(GANG_WAIT):
-            _leave(self.gang_waiters, ask.waiting[len(GANG_WAIT):], ask)
-        elif ask.waiting is not None and ask.waiting.startswith(REPLACE_WAIT):
-            self.replace_waiters.pop(ask.waiting[len(REPLACE_WAIT):], None)
-        elif ask.waiting is not None and ask.waiting.startswith(LEADER_WAIT):
-            _leave(self.leader_waiters, ask.waiting[len(LEADER_WAIT):], ask)
-        elif ask.waiting is not None:
-            q = self._waiting_place(ask.waiting)
-            if q is not None:
-                q.waiters.pop((ask.app.id, ask.key), None)
+        elif isinstance(w, RequiredNode):
+            _leave(self.required_waiters, w.key, ask)
+        elif isinstance(w, GangWait):
+            _leave(self.gang_waiters, w.key, ask)
+        elif isinstance(w, Replacement):
+            self.replace_waiters.pop(w.key, None)
+        elif isinstance(w, LeaderWait):
+            _leave(self.leader_waiters, w.key, ask)
+        else:
+            place = self._waiting_place(w)
+            if place is not None:
+                place.waiters.pop((ask.app.id, ask.key), None)
 
-    def _wait(self, ask: Ask, where: str, state: m.SchedulingState, reason: why.Why, ctx: Outbox,
+    def _wait(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why, ctx: Outbox,
               reserving: bool = False) -> None:
         """Park `ask` at `where` with its reason (moving it there if it waits elsewhere); the
         RM hears the reason once per change. `reserving`: waiting for room, it is past its
         reservation delay with no node to reserve."""
-        pooled = where == NODE_WAIT and not ask.app.gang
+        pooled = where is NODE_ROOM and not ask.app.gang
         if pooled and ask.pooled and (ask.pooled == POOLED_RESERVING) == reserving:
             pass  # judged behind an open gate and parked again where it was: nothing moves
         else:
@@ -258,22 +263,25 @@ class IndexedPartition(PartitionState):
                 self.pool.enter(ask, reserving)
         ask.waiting = where
         ask.why = reason
+        key = (ask.app.id, ask.key)
         if pooled:
             pass
-        elif where == NODE_WAIT:
+        elif where is NODE_ROOM:
             if reserving:
-                self.reserve_waiters[(ask.app.id, ask.key)] = ask
-            self.node_waiters.setdefault(ask.shape, {})[(ask.app.id, ask.key)] = ask
-        elif where.startswith(REQUIRED_WAIT):
-            self.required_waiters.setdefault(where[len(REQUIRED_WAIT):], {})[(ask.app.id, ask.key)] = ask
-        elif where.startswith(GANG_WAIT):
-            self.gang_waiters.setdefault(where[len(GANG_WAIT):], {})[(ask.app.id, ask.key)] = ask
-        elif where.startswith(REPLACE_WAIT):
-            self.replace_waiters[where[len(REPLACE_WAIT):]] = ask
-        elif where.startswith(LEADER_WAIT):
-            self.leader_waiters.setdefault(where[len(LEADER_WAIT):], {})[(ask.app.id, ask.key)] = ask
+                self.reserve_waiters[key] = ask
+            self.node_waiters.setdefault(ask.shape, {})[key] = ask
+        elif isinstance(where, RequiredNode):
+            self.required_waiters.setdefault(where.key, {})[key] = ask
+        elif isinstance(where, GangWait):
+            self.gang_waiters.setdefault(where.key, {})[key] = ask
+        elif isinstance(where, Replacement):
+            self.replace_waiters[where.key] = ask
+        elif isinstance(where, LeaderWait):
+            self.leader_waiters.setdefault(where.key, {})[key] = ask
         else:
-            self._waiting_place(where).waiters[(ask.app.id, ask.key)] = ask  # type: ignore[union-attr]
+            place = self._waiting_place(where)
+            assert place is not None, f"{where.name}: no such queue or limit"
+            place.waiters[key] = ask
         if reason.message != ask.reported:
             ask.reported = reason.message
             self._emit(ReasonChanged(ask, state, reason.message), ctx)

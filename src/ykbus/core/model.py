@@ -36,13 +36,7 @@ from ykbus.si import messages as m
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
-NODE_WAIT = "node"
-REQUIRED_WAIT = "node:"  # + node id: waiting for the one node an ask must run on
 REQUIRED_NODE_TAG = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKorn + KeyRequiredNode
-GANG_WAIT = "gang:"  # + application id: a placeholder waiting for the rest of its gang, or a
-#                      real ask waiting for its gang's placeholders to be placed
-REPLACE_WAIT = "replace:"  # + placeholder UUID: a real ask waiting for the RM to release it
-LEADER_WAIT = "leader:"  # + application id: a worker waiting for its application's leader to be placed
 PLACEHOLDER_TIMEOUT_MS = 15 * 60 * 1000  # a gang's default placeholder timeout (YuniKorn's)
 NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
 Shape = tuple[tuple[str, int], ...]
@@ -62,6 +56,103 @@ def full_path(name: str) -> str:
     path = name.strip().lower()
     return path if path == "root" or path.startswith("root.") else f"root.{path}"
 
+
+
+class Wait:
+    """Where a pending ask waits, one kind per thing it waits for (`Ask.waiting`; None while
+    it is active): the partition keeps one registry per kind (core/indexes.py), and an ask
+    is in exactly one place. `key` names the place within its kind; `name` is its written
+    form (snapshots, the read API: `node`, `node:<id>`, `gang:<app>`, `replace:<uuid>`,
+    `leader:<app>`, a queue path, a tracker key), read back by `parse_wait`."""
+
+    __slots__ = ("key", "name")
+
+    def __init__(self, key: str, name: str) -> None:
+        self.key, self.name = key, name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+class NodeRoom(Wait):
+    """Room on any schedulable node (core/waits.py keeps these by gate): one value, NODE_ROOM."""
+
+    __slots__ = ()
+
+
+class RequiredNode(Wait):
+    """Room, or a state or reservation change, on the one node the ask must run on (`key`)."""
+
+    __slots__ = ()
+
+
+class GangWait(Wait):
+    """Its gang (application `key`): a placeholder waits for the rest of the gang, a real ask
+    for its group's placeholders to be placed."""
+
+    __slots__ = ()
+
+
+class Replacement(Wait):
+    """The RM's release of placeholder `key`, whose place the real ask takes."""
+
+    __slots__ = ()
+
+
+class LeaderWait(Wait):
+    """A worker waits for its application's (`key`) leader to be placed."""
+
+    __slots__ = ()
+
+
+class QueueRoom(Wait):
+    """Usage of queue `key` (its path) falling under its max, or a new configuration."""
+
+    __slots__ = ()
+
+
+class LimitRoom(Wait):
+    """Usage under a user or group limit (the tracker `key`) falling, or a new configuration."""
+
+    __slots__ = ()
+
+
+NODE_ROOM = NodeRoom("", "node")
+
+
+def required_node(node_id: str) -> RequiredNode:
+    return RequiredNode(node_id, "node:" + node_id)
+
+
+def gang_wait(app_id: str) -> GangWait:
+    return GangWait(app_id, "gang:" + app_id)
+
+
+def replacement(uuid: str) -> Replacement:
+    return Replacement(uuid, "replace:" + uuid)
+
+
+def leader_wait(app_id: str) -> LeaderWait:
+    return LeaderWait(app_id, "leader:" + app_id)
+
+
+def queue_room(path: str) -> QueueRoom:
+    return QueueRoom(path, path)
+
+
+def limit_room(tracker: str) -> LimitRoom:
+    return LimitRoom(tracker, tracker)
+
+
+def parse_wait(name: str) -> Wait:
+    """The `Wait` written as `name` (the inverse of `Wait.name`)."""
+    if name == "node":
+        return NODE_ROOM
+    for prefix, make in (("node:", required_node), ("gang:", gang_wait), ("replace:", replacement),
+                         ("leader:", leader_wait)):
+        if name.startswith(prefix):
+            return make(name[len(prefix):])
+    return limit_room(name) if "|" in name else queue_room(name)
 
 
 class Node:
@@ -190,7 +281,7 @@ class Ask:
         self.seq = seq
         self.allocated = 0
         self.state = AskState.PENDING
-        self.waiting: str | None = None  # NODE_WAIT, REQUIRED_WAIT + node, a queue path or a tracker key
+        self.waiting: Wait | None = None  # where it waits (None: active)
         self.reported = ""  # last scheduling-state reason sent, so it is sent once
         self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)
         self.since = 0  # log time it started waiting for node room (0: it does not): reservations

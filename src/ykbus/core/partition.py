@@ -61,15 +61,16 @@ from ykbus.core.lifecycle import (
     NodeState,
 )
 from ykbus.core.model import (
-    NODE_WAIT,
-    REPLACE_WAIT,
-    REQUIRED_WAIT,
+    NODE_ROOM,
     Alloc,
     App,
     Ask,
     Node,
     Queue,
+    RequiredNode,
     Tracker,
+    replacement,
+    required_node,
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.resources import fits
@@ -148,7 +149,7 @@ class Partition(PartitionChanges):
         app = ask.app
         app.why = None
         where = decision.where
-        if where == NODE_WAIT and not (ask.placeholder and app.gang):
+        if where is NODE_ROOM and not (ask.placeholder and app.gang):
             delay = self.config.reservationdelay_ms * 1_000_000
             if not ask.since:  # it starts waiting for room: it may reserve a node later
                 ask.since = ctx.ts
@@ -158,7 +159,7 @@ class Partition(PartitionChanges):
                 if not app.active:
                     self._sync_app(app)
                 return
-        elif not where.startswith(REQUIRED_WAIT):  # held by a max, a limit, its gang: not by room
+        elif not isinstance(where, RequiredNode):  # held by a max, a limit, its gang: not by room
             if ask.reserved:
                 self._unreserve(ask)
             ask.since = 0
@@ -195,7 +196,7 @@ class Partition(PartitionChanges):
         ph.replacing = ask.key
         app = ask.app
         app.why = None
-        self._wait(ask, REPLACE_WAIT + ph.uuid, m.SchedulingState.SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
+        self._wait(ask, replacement(ph.uuid), m.SchedulingState.SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
         if not app.active:
             self._sync_app(app)
         self._emit(ReplacementAsked(ph, ask), ctx)
@@ -255,7 +256,7 @@ class Partition(PartitionChanges):
         ask.reserved = node.id
         node.reserved = ask
         ask.app.why = None
-        where = REQUIRED_WAIT + node.id if ask.required else NODE_WAIT
+        where = required_node(node.id) if ask.required else NODE_ROOM
         self._wait(ask, where, m.SchedulingState.RESERVED, why.reserved(node.id, ask.resource), ctx)
         if not ask.app.active:
             self._sync_app(ask.app)
@@ -263,6 +264,6 @@ class Partition(PartitionChanges):
     def reservation_due(self, timer: ReservationTimer) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""
         ask = timer.app.asks.get(timer.key)
-        if ask is not None and ask.since == timer.since and ask.waiting == NODE_WAIT and not ask.reserved:
+        if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
             self._unwait(ask)
             self._wake(ask)

@@ -38,7 +38,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                            "maxPriority": a.max_priority,
                            "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
                                             "priority": k.priority, "resource": dict(k.resource),
-                                            "waiting": k.waiting, "reason": k.reported,
+                                            "waiting": k.waiting.name if k.waiting is not None else None, "reason": k.reported,
                                             "why": _why(p, k)}
                                     for k in a.asks.values()},
                            "why": _app_why(p, a),

@@ -47,17 +47,19 @@ from ykbus.core.decisions import (
 from ykbus.core.gang import fits_beside, pending_placeholders, plan_gang, replacement_for, waits_for_gang
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, AppState, NodeState
 from ykbus.core.model import (
-    GANG_WAIT,
-    LEADER_WAIT,
-    NODE_WAIT,
+    NODE_ROOM,
     RECOVERY_QUEUE,
-    REQUIRED_WAIT,
     App,
     Ask,
     Node,
     Queue,
     Shape,
+    gang_wait,
+    leader_wait,
+    limit_room,
     pending_leader,
+    queue_room,
+    required_node,
 )
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
@@ -202,7 +204,7 @@ class Scheduler:
                 decision = self._member(app, ask)
             elif ask.tags.get(ROLE_TAG) == WORKER_ROLE and (
                     gang_waits if gang_waits is not None else (gang_waits := bool(pending_placeholders(app)))):
-                decision = Park(ask, GANG_WAIT + app.id, m.SchedulingState.SKIPPED, why.workers_wait_for_gang(app.id))
+                decision = Park(ask, gang_wait(app.id), m.SchedulingState.SKIPPED, why.workers_wait_for_gang(app.id))
             else:
                 decision = self._ask(ask)
             plan.append(decision)
@@ -265,12 +267,12 @@ class Scheduler:
         leader needs (and a later job cannot slip in between its leader and its workers)."""
         leader = pending_leader(app)
         assert leader is not None  # the caller saw app.leaders_waiting
-        return Park(ask, LEADER_WAIT + app.id, m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
+        return Park(ask, leader_wait(app.id), m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
 
     def _member(self, app: App, ask: Ask) -> Decision:
         """A real ask of one of a gang's task groups."""
         if waits_for_gang(app, ask):
-            return Park(ask, GANG_WAIT + app.id, m.SchedulingState.SKIPPED, why.gang_pending(app.id, ask.task_group))
+            return Park(ask, gang_wait(app.id), m.SchedulingState.SKIPPED, why.gang_pending(app.id, ask.task_group))
         found = replacement_for(app, ask, self.claimed)
         if found is None:
             return self._ask(ask)  # its group has no placeholder left: an ordinary ask
@@ -302,7 +304,7 @@ class Scheduler:
         app = ask.app
         if app.queue.path == RECOVERY_QUEUE:
             reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
-            return Park(ask, RECOVERY_QUEUE, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
+            return Park(ask, queue_room(RECOVERY_QUEUE), m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
         for t in app.trackers:
             limit = t.limit.maxresources
             if limit:
@@ -311,7 +313,7 @@ class Scheduler:
                     used = t.allocated.get(over, 0)
                     reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
                               f"{used} used + {res[over]} asked")
-                    return Park(ask, t.key, m.SchedulingState.SKIPPED, why.limit(
+                    return Park(ask, limit_room(t.key), m.SchedulingState.SKIPPED, why.limit(
                         reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
         for q in app.path:
             if q.max:
@@ -319,7 +321,7 @@ class Scheduler:
                 if over is not None:
                     used = q.allocated.get(over, 0)
                     reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
-                    return Park(ask, q.path, m.SchedulingState.SKIPPED,
+                    return Park(ask, queue_room(q.path), m.SchedulingState.SKIPPED,
                                 why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
         if ask.required:
             return self._required(ask)
@@ -336,7 +338,7 @@ class Scheduler:
         if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
             self.closed[(ROOM, ask.shape)] = None
         if ask.reserved:
-            return Park(ask, NODE_WAIT, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
+            return Park(ask, NODE_ROOM, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
         if (ask.since and ask.shape not in self.none_to_reserve
                 and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000):
             free_soonest = self._reservable(ask)
@@ -350,7 +352,7 @@ class Scheduler:
             if len(self.no_room) >= NO_ROOM_SHAPES:
                 self.no_room.clear()
             no_room = self.no_room[ask.shape] = why.no_node_room(res)
-        return Park(ask, NODE_WAIT, m.SchedulingState.FAILED, no_room)
+        return Park(ask, NODE_ROOM, m.SchedulingState.FAILED, no_room)
 
     def _reservable(self, ask: Ask) -> Node | None:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
@@ -382,7 +384,7 @@ class Scheduler:
         """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
         name = ask.required
         node = self.part.nodes.get(name)
-        where = REQUIRED_WAIT + name
+        where = required_node(name)
         if node is None:
             return Park(ask, where, m.SchedulingState.FAILED, why.required_node_gone(name))
         if node.state is not NodeState.SCHEDULABLE:

@@ -24,18 +24,20 @@ from ykbus.core.deadlines import Timers
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
-    GANG_WAIT,
-    LEADER_WAIT,
-    REPLACE_WAIT,
-    REQUIRED_WAIT,
     Alloc,
     App,
     Ask,
+    GangWait,
+    LeaderWait,
+    LimitRoom,
     Node,
     Queue,
+    Replacement,
+    RequiredNode,
     Terminated,
     count_app_priorities,
     is_leader,
+    parse_wait,
 )
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager, YamlLoader
@@ -250,7 +252,8 @@ def _queue(q: Queue) -> SQueue:
 
 def _ask(a: Ask) -> SAsk:
     return SAsk(a.key, a.resource, a.max_allocations, a.pending, a.allocated, a.priority, a.seq, a.tags,
-                a.task_group, a.placeholder, a.originator, a.timeout_ms, a.state.value, a.waiting, a.reported,
+                a.task_group, a.placeholder, a.originator, a.timeout_ms, a.state.value,
+                a.waiting.name if a.waiting is not None else None, a.reported,
                 a.why, a.since, a.reserved)
 
 
@@ -369,7 +372,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
             ), app, *p.intern(sk.resource), sk.seq)
             ask.pending, ask.allocated = sk.pending, sk.allocated
             ask.since, ask.reserved = sk.since, sk.reserved
-            ask.state, ask.waiting, ask.reported, ask.why = _ASK_STATES[sk.state], sk.waiting, sk.reported, sk.why
+            ask.state, ask.reported, ask.why = _ASK_STATES[sk.state], sk.reported, sk.why
+            ask.waiting = parse_wait(sk.waiting) if sk.waiting is not None else None
             app.asks[ask.key] = ask
             asks[(app.id, ask.key)] = ask
             if ask.pending:
@@ -415,16 +419,14 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
 
     for key, ask in asks.items():  # derived: an ask's `waiting` names the node, gang or placeholder
         w = ask.waiting
-        if w is None:
-            continue
-        if w.startswith(REQUIRED_WAIT):
-            p.required_waiters.setdefault(w[len(REQUIRED_WAIT):], {})[key] = ask
-        elif w.startswith(GANG_WAIT):
-            p.gang_waiters.setdefault(w[len(GANG_WAIT):], {})[key] = ask
-        elif w.startswith(REPLACE_WAIT):
-            p.replace_waiters[w[len(REPLACE_WAIT):]] = ask
-        elif w.startswith(LEADER_WAIT):
-            p.leader_waiters.setdefault(w[len(LEADER_WAIT):], {})[key] = ask
+        if isinstance(w, RequiredNode):
+            p.required_waiters.setdefault(w.key, {})[key] = ask
+        elif isinstance(w, GangWait):
+            p.gang_waiters.setdefault(w.key, {})[key] = ask
+        elif isinstance(w, Replacement):
+            p.replace_waiters[w.key] = ask
+        elif isinstance(w, LeaderWait):
+            p.leader_waiters.setdefault(w.key, {})[key] = ask
     delay = p.config.reservationdelay_ms * 1_000_000
     for ask in asks.values():  # derived: the node reserved for an ask
         if ask.reserved:
@@ -446,8 +448,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         q.app_waiters = {a: p.apps[a] for a in sq.app_waiters}
     p._retrack()  # trackers and their counts are derived; waiters and blocked apps are not
     for (app_id, key), ask in asks.items():
-        if ask.waiting is not None and "|" in ask.waiting:
-            p.trackers[ask.waiting].waiters[(app_id, key)] = ask
+        if isinstance(ask.waiting, LimitRoom):
+            p.trackers[ask.waiting.key].waiters[(app_id, key)] = ask
     for sa in s.apps:
         if sa.blocked_on is not None and "|" in sa.blocked_on:
             app = p.apps[sa.id]

@@ -21,10 +21,12 @@ from ykbus.core.model import (
     Alloc,
     App,
     Ask,
+    LimitRoom,
     Node,
     Queue,
     Terminated,
     Tracker,
+    Wait,
     full_path,
 )
 from ykbus.core.policies import NodePolicies
@@ -130,5 +132,6 @@ class PartitionState:
             return app.why
         return why.QUEUED
 
-    def _waiting_place(self, where: str) -> Queue | Tracker | None:
-        return self.trackers.get(where) if "|" in where else self.queues.get(where)
+    def _waiting_place(self, where: Wait) -> Queue | Tracker | None:
+        """The queue or tracker a `QueueRoom` or `LimitRoom` names."""
+        return self.trackers.get(where.key) if isinstance(where, LimitRoom) else self.queues.get(where.key)
