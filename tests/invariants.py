@@ -407,11 +407,19 @@ def reservations_are_consistent(p: Partition) -> None:
                 assert p.nodes[k.reserved].reserved is k, f"ask {k.key} holds {k.reserved}, which does not hold it"
 
 
+def read_model_is_the_state(p: Partition) -> None:
+    """The read model folded from the applier's events says what the records say."""
+    from ykbus.core.readmodel import PartitionSummary
+
+    assert p.summary.dao() == PartitionSummary.of(p.apps, p.terminated, len(p.allocations)).dao(), p.name
+
+
 def state_is_consistent(core: Core) -> None:
     """Every invariant that reads only the state, over every partition of every RM."""
     uuids_live_once(core)
     for _, p in partitions(core):
         accounting_is_consistent(p)
+        read_model_is_the_state(p)
         reservations_are_consistent(p)
         if not core.backlog:  # a pass stopped at the per-entry allocation budget goes on next entry
             no_placeable_ask_left_waiting(p)

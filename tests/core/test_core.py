@@ -668,3 +668,27 @@ def test_churn_leaves_no_cyclic_garbage_of_core_objects():
         gc.garbage.clear()
         gc.enable()
     assert leaked == []
+
+
+def test_the_read_api_partitions_verb_reads_the_read_model(h):
+    """`partitions` answers applications per state and the allocations held from the read
+    model folded from the applier's events (as YuniKorn's PartitionInfo names them), and
+    they follow the applications' lives: added, running, completed, expired."""
+    from ykbus.bus.readapi import read
+
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a", "prod"), app("b", "prod")))
+    outs = h.do(h.log.asks(ask("k", "a", vcore=1000, max_allocations=2)))
+
+    def summary():
+        return read(h.core, {}, "partitions", {})["partitions"]["rm-1"]["default"]["summary"]
+
+    assert summary() == {"applications": {"total": 2, "New": 1, "Running": 1}, "totalContainers": 2}
+    for uuid in [a.UUID for a in new_allocs(outs)]:
+        h.do(h.log.release("a", uuid=uuid))
+    h.do(h.log.release_ask("a", "k"))
+    assert summary() == {"applications": {"total": 2, "New": 1, "Completing": 1}, "totalContainers": 0}
+    h.do(h.log.tick(31 * 10**9))  # completing timeout
+    assert summary() == {"applications": {"total": 2, "New": 1, "Completed": 1}, "totalContainers": 0}
+    h.do(h.log.tick(4 * 24 * 3600 * 10**9))  # terminated timeout: forgotten
+    assert summary() == {"applications": {"total": 1, "New": 1}, "totalContainers": 0}

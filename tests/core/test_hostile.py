@@ -268,8 +268,8 @@ def buggy_add_app(monkeypatch):
     """A bug: adding application `boom` raises after changing part of the state."""
     original = Partition.add_app
 
-    def add_app(self, msg, queue):
-        result = original(self, msg, queue)
+    def add_app(self, msg, queue, ctx):
+        result = original(self, msg, queue, ctx)
         if msg.applicationID == "boom":
             raise KeyError("a bug in add_app")
         return result

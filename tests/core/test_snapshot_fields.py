@@ -53,8 +53,22 @@ def test_the_check_notices_a_forgotten_attribute(monkeypatch):
 def test_every_kind_of_wait_is_written_and_read_back():
     """Where an ask waits is a typed value; snapshots and the read API write its name, and
     `parse_wait` reads each kind back as the same kind and place."""
-    from ykbus.core.model import (NODE_ROOM, GangWait, LeaderWait, LimitRoom, QueueRoom, Replacement, RequiredNode,
-                                  gang_wait, leader_wait, limit_room, parse_wait, queue_room, replacement, required_node)
+    from ykbus.core.model import (
+        NODE_ROOM,
+        GangWait,
+        LeaderWait,
+        LimitRoom,
+        QueueRoom,
+        Replacement,
+        RequiredNode,
+        gang_wait,
+        leader_wait,
+        limit_room,
+        parse_wait,
+        queue_room,
+        replacement,
+        required_node,
+    )
 
     cases = [(NODE_ROOM, "node"), (required_node("n1"), "node:n1"), (gang_wait("g"), "gang:g"),
              (replacement("7-0"), "replace:7-0"), (leader_wait("job"), "leader:job"),

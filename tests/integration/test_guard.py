@@ -19,9 +19,9 @@ async def test_an_entry_that_raises_is_answered_recorded_and_not_met_again(nats_
     calls = []
     original = Partition.add_app
 
-    def add_app(self, msg, queue):
+    def add_app(self, msg, queue, ctx):
         calls.append(msg.applicationID)
-        result = original(self, msg, queue)
+        result = original(self, msg, queue, ctx)
         if msg.applicationID == "boom":
             raise RuntimeError("a bug in add_app")
         return result

@@ -293,6 +293,7 @@ class CoreMachine(RuleBasedStateMachine):
             invariants.uuids_live_once(self.core)
             invariants.accounting_is_consistent(self.part())
             invariants.reservations_are_consistent(self.part())
+            invariants.read_model_is_the_state(self.part())
 
     @invariant()
     def no_placeable_ask_left_waiting(self):

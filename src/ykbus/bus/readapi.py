@@ -51,7 +51,8 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
             if want_part and name != want_part:
                 continue
             if wanted is None:
-                value = {"nodeSortPolicy": part["nodeSortPolicy"], "total": part["total"], **part["counts"]}
+                value = {"nodeSortPolicy": part["nodeSortPolicy"], "total": part["total"], **part["counts"],
+                         "summary": part["summary"]}
             else:
                 value = part[wanted]
             out.setdefault(rm_id, {})[name] = value

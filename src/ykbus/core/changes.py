@@ -10,7 +10,15 @@ from ykbus.core.config import (
     PartitionConfig,
     QueueConfig,
 )
-from ykbus.core.effects import AllocationBooked, AllocationReleased, AppTransitioned, PlaceholderTimerStarted
+from ykbus.core.effects import (
+    AllocationBooked,
+    AllocationRecovered,
+    AllocationReleased,
+    AppAdded,
+    AppExpired,
+    AppTransitioned,
+    PlaceholderTimerStarted,
+)
 from ykbus.core.gang import gang_covered
 from ykbus.core.indexes import IndexedPartition
 from ykbus.core.ledger import Ledger
@@ -224,7 +232,7 @@ class PartitionChanges(IndexedPartition):
         self._rekey = True
         del self.nodes[node.id]
 
-    def add_app(self, msg: m.AddApplicationRequest, queue: Queue) -> App:
+    def add_app(self, msg: m.AddApplicationRequest, queue: Queue, ctx: Outbox) -> App:
         self._attach(queue)
         self.seq += 1
         app = App(msg, queue, self.seq)
@@ -232,6 +240,7 @@ class PartitionChanges(IndexedPartition):
         self.terminated.pop(app.id, None)
         queue.apps[app.id] = app
         self._track(app)
+        self._emit(AppAdded(app), ctx)
         return app
 
     def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
@@ -263,6 +272,11 @@ class PartitionChanges(IndexedPartition):
             self._forget_app(app)
             self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path)
         self._sync_app(app)
+
+    def expire(self, app_id: str, state: AppState, ctx: Outbox) -> None:
+        """The terminated record of `app_id` (ended `state`) goes: the application is forgotten."""
+        del self.terminated[app_id]
+        self._emit(AppExpired(app_id, state), ctx)
 
     def _forget_app(self, app: App) -> None:
         if app.blocked_on is not None:
@@ -339,6 +353,7 @@ class PartitionChanges(IndexedPartition):
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       alloc_msg.placeholder, ctx.seq)
         self.ledger.book(alloc)
+        self._emit(AllocationRecovered(alloc), ctx)
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
             self._start_placeholder_timer(app, ctx)
             if not gang_covered(app):

@@ -29,7 +29,6 @@ from ykbus.core.config import (
 from ykbus.core.deadlines import Timers
 from ykbus.core.intake import Intake
 from ykbus.core.lifecycle import (
-    APP,
     AppEvent,
     AppState,
 )
@@ -149,10 +148,7 @@ class Core(Intake):
                 part.release(timer.alloc, m.TerminationType.TIMEOUT,
                              f"execution timeout of {timer.timeout_ms} ms reached", ctx)
             else:
-                del part.terminated[timer.app_id]
-                ctx.put(part.rm, m.UpdatedApplication(
-                    applicationID=timer.app_id, state=APP.advance(timer.state, AppEvent.EXPIRE).value,
-                    stateTransitionTimestamp=ctx.ts, message="terminated timeout"))
+                part.expire(timer.app_id, timer.state, ctx)
 
     def dump(self, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
         """A plain, deterministic projection of the state (read API, tests). `sections`

@@ -13,7 +13,7 @@ message a partition sends and every timer it sets is written here and nowhere el
 from __future__ import annotations
 
 from ykbus import limits
-from ykbus.core.lifecycle import AppState
+from ykbus.core.lifecycle import APP, AppEvent, AppState
 from ykbus.core.model import Alloc, App, Ask
 from ykbus.core.outbox import Outbox
 from ykbus.core.state import PartitionState
@@ -94,6 +94,34 @@ class RoomWaitStarted:
         self.ask, self.since = ask, since
 
 
+class AppAdded:
+    """`app` joined the partition (New)."""
+
+    __slots__ = ("app",)
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+
+class AppExpired:
+    """Ended application `app_id` (`state`: Completed or Failed) is forgotten, its terminated
+    record gone."""
+
+    __slots__ = ("app_id", "state")
+
+    def __init__(self, app_id: str, state: AppState) -> None:
+        self.app_id, self.state = app_id, state
+
+
+class AllocationRecovered:
+    """`alloc`, which the RM runs already, is counted (recovery: nothing is sent)."""
+
+    __slots__ = ("alloc",)
+
+    def __init__(self, alloc: Alloc) -> None:
+        self.alloc = alloc
+
+
 class PlaceholderTimerStarted:
     """A gang's first placeholder is allocated: its placeholder timeout runs from now."""
 
@@ -104,22 +132,26 @@ class PlaceholderTimerStarted:
 
 
 Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
-         | RoomWaitStarted | PlaceholderTimerStarted)
+         | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppExpired | AllocationRecovered)
 
 
 def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
-    """The messages to the RM and the timers that follow from `event`, now."""
+    """The messages to the RM and the timers that follow from `event`, now; and the read
+    model's fold of it (core/readmodel.py)."""
     rm, ts = part.rm, ctx.ts
+    summary = part.summary
     if isinstance(event, ReasonChanged):
         ask = event.ask
         ctx.put(rm, m.UpdateContainerSchedulingStateRequest(
             applicartionID=ask.app.id, allocationKey=ask.key, state=event.state, reason=event.message))
     elif isinstance(event, AllocationBooked):
         alloc = event.alloc
+        summary.containers += 1
         if event.timeout_ms > 0:
             part.timers.schedule(ts + event.timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, event.timeout_ms))
         ctx.put(rm, alloc.message(part.name))
     elif isinstance(event, AllocationReleased):
+        summary.containers -= 1
         if event.report:
             alloc = event.alloc
             ctx.put(rm, m.AllocationRelease(
@@ -127,6 +159,8 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
                 terminationType=event.termination, message=event.message, allocationKey=alloc.key))
     elif isinstance(event, AppTransitioned):
         app, old, new = event.app, event.old, event.new
+        summary.app_left(old)
+        summary.app_entered(new)
         ctx.put(rm, m.UpdatedApplication(
             applicationID=app.id, state=new.value, stateTransitionTimestamp=ts, message=event.message))
         if new is AppState.RUNNING and app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:
@@ -149,6 +183,15 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         ask = event.ask
         delay = part.config.reservationdelay_ms * 1_000_000
         part.timers.schedule(event.since + delay, ReservationTimer(part, ask.app, ask.key, event.since))
-    else:
+    elif isinstance(event, PlaceholderTimerStarted):
         app = event.app
         part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(part, app, app.gang_timer))
+    elif isinstance(event, AppAdded):
+        summary.app_entered(event.app.state)
+    elif isinstance(event, AppExpired):
+        summary.app_left(event.state)
+        ctx.put(rm, m.UpdatedApplication(
+            applicationID=event.app_id, state=APP.advance(event.state, AppEvent.EXPIRE).value,
+            stateTransitionTimestamp=ts, message="terminated timeout"))
+    else:
+        summary.containers += 1

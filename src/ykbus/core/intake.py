@@ -72,7 +72,7 @@ class Intake(RMRegistry):
             if over is not None:  # placement created nothing: nothing to take back
                 return (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
                         "the gang could never run")
-        part.add_app(msg, queue)
+        part.add_app(msg, queue, ctx)
         ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
         return ""
 

@@ -58,6 +58,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                 "total": dict(p.total),
                 "counts": {"queues": len(p.queues), "nodes": len(p.nodes), "applications": len(p.apps),
                            "allocations": len(p.allocations)},
+                "summary": p.summary.dao(),  # the read model (core/readmodel.py), not a walk of the state
                 **{name: full[name]() for name in sections},
             }
         out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,

@@ -40,6 +40,7 @@ from ykbus.core.model import (
     parse_wait,
 )
 from ykbus.core.partition import Partition
+from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.registry import ResourceManager, YamlLoader
 from ykbus.core.resources import add_into, scaled
 from ykbus.core.timers import (
@@ -75,7 +76,7 @@ DERIVED: dict[str, frozenset[str]] = {
                       "trackers", "policy", "node_pods", "pooled", "pool_key"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
-                            "leader_waiters", "pool",
+                            "leader_waiters", "pool", "summary",
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
@@ -459,6 +460,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         p.pool.enter(ask, reserving)
     for app in p.apps.values():
         p._sync_app(app)
+    p.summary = PartitionSummary.of(p.apps, p.terminated, len(p.allocations))
     p.ledger = Ledger(p.allocations, p._index_node, p._usage_moved)
     return p
 

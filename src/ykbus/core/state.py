@@ -30,6 +30,7 @@ from ykbus.core.model import (
     full_path,
 )
 from ykbus.core.policies import NodePolicies
+from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import Timer
@@ -76,6 +77,7 @@ class PartitionState:
         self._rekey = False
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.trackers: dict[str, Tracker] = {}
+        self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
 
     def queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
         """`q`'s place among its siblings (core/scheduling.py reads it): memoized in
