@@ -407,6 +407,35 @@ def reservations_are_consistent(p: Partition) -> None:
                 assert p.nodes[k.reserved].reserved is k, f"ask {k.key} holds {k.reserved}, which does not hold it"
 
 
+def waits_are_consistent(p: Partition) -> None:
+    """Each pending ask is in exactly one place: active in its application's list, or in the
+    registry at the place its `waiting` names (behind a gate of the pool, or in `waits`), and
+    every registered ask is pending and waits there."""
+    from ykbus.core.waits import WaitPlaces
+
+    registered: dict[tuple[str, str], object] = {}
+    for place, waiters in p.waits.places.items():
+        for key, ask in waiters.items():
+            assert key not in registered, f"ask {key} in two places"
+            registered[key] = place
+            assert ask.pending and ask.waiting is not None and not ask.pooled, f"ask {key} at {place}"
+            assert WaitPlaces.place_of(ask, ask.waiting) == place, f"ask {key} waits at {ask.waiting.name}, kept at {place}"
+    for app_ in p.apps.values():
+        active = {entry[-1].key for entry in app_.active}
+        for k in app_.asks.values():
+            key = (app_.id, k.key)
+            if not k.pending:
+                assert key not in registered and k.key not in active, f"ask {key} is not pending but listed"
+                continue
+            if k.waiting is None:
+                assert k.key in active and key not in registered, f"active ask {key} is not (only) in its list"
+            elif k.pooled:
+                assert key not in registered and k.key not in active, f"pooled ask {key} listed elsewhere"
+                assert key in p.pool.gates[(0, k.shape)], f"pooled ask {key} not behind its gate"
+            else:
+                assert registered.get(key) is not None and k.key not in active, f"waiting ask {key} not registered"
+
+
 def read_model_is_the_state(p: Partition) -> None:
     """The read model folded from the applier's events says what the records say."""
     from ykbus.core.readmodel import PartitionSummary
@@ -420,6 +449,7 @@ def state_is_consistent(core: Core) -> None:
     for _, p in partitions(core):
         accounting_is_consistent(p)
         read_model_is_the_state(p)
+        waits_are_consistent(p)
         reservations_are_consistent(p)
         if not core.backlog:  # a pass stopped at the per-entry allocation budget goes on next entry
             no_placeable_ask_left_waiting(p)

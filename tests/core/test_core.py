@@ -692,3 +692,10 @@ def test_the_read_api_partitions_verb_reads_the_read_model(h):
     assert summary() == {"applications": {"total": 2, "New": 1, "Completed": 1}, "totalContainers": 0}
     h.do(h.log.tick(4 * 24 * 3600 * 10**9))  # terminated timeout: forgotten
     assert summary() == {"applications": {"total": 1, "New": 1}, "totalContainers": 0}
+    # an application added again under the id of one that ended takes its place in the counts
+    # (found by the fuzz suite: the ended one was still counted)
+    h.do(h.log.apps(app("c", "prod")))
+    h.do(h.log.remove_apps("c"))
+    assert summary()["applications"] == {"total": 2, "New": 1, "Completed": 1}
+    h.do(h.log.apps(app("c", "prod")))
+    assert summary()["applications"] == {"total": 2, "New": 2}

@@ -294,6 +294,7 @@ class CoreMachine(RuleBasedStateMachine):
             invariants.accounting_is_consistent(self.part())
             invariants.reservations_are_consistent(self.part())
             invariants.read_model_is_the_state(self.part())
+            invariants.waits_are_consistent(self.part())
 
     @invariant()
     def no_placeable_ask_left_waiting(self):

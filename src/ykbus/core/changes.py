@@ -39,8 +39,10 @@ from ykbus.core.model import (
     Alloc,
     App,
     Ask,
+    LimitRoom,
     Node,
     Queue,
+    Replacement,
     Terminated,
     Tracker,
     applicable_limits,
@@ -89,7 +91,7 @@ class PartitionChanges(IndexedPartition):
             self._wake_queue(queue)
             self._wake_app_waiters(queue)
         for tracker in list(self.trackers.values()):
-            self._wake_queue(tracker)  # type: ignore[arg-type]
+            self._wake_limit(tracker)
             self._wake_app_waiters(tracker)  # type: ignore[arg-type]
         for node in self.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
             held = node.reserved
@@ -171,13 +173,12 @@ class PartitionChanges(IndexedPartition):
                 add_into(t.allocated, app.allocated)
                 if app.state is AppState.RUNNING:
                     t.running += 1
+        for key in self.waits.keys(LimitRoom):  # asks held by a limit that is gone: judged again
+            if key not in self.trackers:
+                for ask in self.waits.take(LimitRoom, key):
+                    self._wake(ask)
         for t in old.values():
             new = self.trackers.get(t.key)
-            for (app_id, key), ask in t.waiters.items():
-                if new is not None:
-                    new.waiters[(app_id, key)] = ask
-                else:
-                    self._wake(ask)
             for app in t.app_waiters.values():
                 if new is not None:
                     new.app_waiters[app.id] = app
@@ -237,10 +238,10 @@ class PartitionChanges(IndexedPartition):
         self.seq += 1
         app = App(msg, queue, self.seq)
         self.apps[app.id] = app
-        self.terminated.pop(app.id, None)
+        ended = self.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
         queue.apps[app.id] = app
         self._track(app)
-        self._emit(AppAdded(app), ctx)
+        self._emit(AppAdded(app, ended.state if ended is not None else None), ctx)
         return app
 
     def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
@@ -412,13 +413,12 @@ class PartitionChanges(IndexedPartition):
                 del app.asks[ask.key]
         self._emit(AllocationReleased(alloc, termination, message, report), ctx)
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
-            waiter = self.replace_waiters.pop(alloc.uuid, None)
-            if waiter is not None:
+            for waiter in self.waits.take(Replacement, alloc.uuid):
                 self._wake(waiter)
         for q in app.path:
             self._wake_queue(q)
         for t in app.trackers:
-            self._wake_queue(t)
+            self._wake_limit(t)
         self._wake_node(node)
         if check_done:
             self._check_done(app, ctx)

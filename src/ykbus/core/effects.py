@@ -95,12 +95,13 @@ class RoomWaitStarted:
 
 
 class AppAdded:
-    """`app` joined the partition (New)."""
+    """`app` joined the partition (New); `replaced`: the ended state of the terminated
+    record of the same id it took the place of (None: there was none)."""
 
-    __slots__ = ("app",)
+    __slots__ = ("app", "replaced")
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, app: App, replaced: AppState | None) -> None:
+        self.app, self.replaced = app, replaced
 
 
 class AppExpired:
@@ -187,6 +188,8 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         app = event.app
         part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(part, app, app.gang_timer))
     elif isinstance(event, AppAdded):
+        if event.replaced is not None:
+            summary.app_left(event.replaced)
         summary.app_entered(event.app.state)
     elif isinstance(event, AppExpired):
         summary.app_left(event.state)

@@ -7,8 +7,6 @@ room).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ykbus.core import why
 from ykbus.core.config import (
     AppSortPolicy,
@@ -25,9 +23,11 @@ from ykbus.core.model import (
     Ask,
     GangWait,
     LeaderWait,
+    LimitRoom,
     Node,
+    NodeRoom,
     Queue,
-    Replacement,
+    QueueRoom,
     RequiredNode,
     Tracker,
     Wait,
@@ -40,15 +40,6 @@ from ykbus.core.scheduling import Scheduler
 from ykbus.core.state import PartitionState
 from ykbus.core.waits import POOLED_RESERVING, Gate
 from ykbus.si import messages as m
-
-
-def _leave(table: dict[Any, dict[tuple[str, str], Ask]], place: Any, ask: Ask) -> None:
-    """`ask` leaves the waiters of `place` in `table` (a place left empty goes)."""
-    waiters = table.get(place)
-    if waiters is not None:
-        waiters.pop((ask.app.id, ask.key), None)
-        if not waiters:
-            del table[place]
 
 
 class IndexedPartition(PartitionState):
@@ -227,24 +218,10 @@ class IndexedPartition(PartitionState):
         w = ask.waiting
         if ask.pooled:
             self.pool.leave(ask)
-        elif w is None:
-            return
-        elif w is NODE_ROOM:
-            _leave(self.node_waiters, ask.shape, ask)
-            if self.reserve_waiters:
+        elif w is not None:
+            self.waits.remove(ask, w)
+            if w is NODE_ROOM and self.reserve_waiters:
                 self.reserve_waiters.pop((ask.app.id, ask.key), None)
-        elif isinstance(w, RequiredNode):
-            _leave(self.required_waiters, w.key, ask)
-        elif isinstance(w, GangWait):
-            _leave(self.gang_waiters, w.key, ask)
-        elif isinstance(w, Replacement):
-            self.replace_waiters.pop(w.key, None)
-        elif isinstance(w, LeaderWait):
-            _leave(self.leader_waiters, w.key, ask)
-        else:
-            place = self._waiting_place(w)
-            if place is not None:
-                place.waiters.pop((ask.app.id, ask.key), None)
 
     def _wait(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why, ctx: Outbox,
               reserving: bool = False) -> None:
@@ -263,25 +240,10 @@ class IndexedPartition(PartitionState):
                 self.pool.enter(ask, reserving)
         ask.waiting = where
         ask.why = reason
-        key = (ask.app.id, ask.key)
-        if pooled:
-            pass
-        elif where is NODE_ROOM:
-            if reserving:
-                self.reserve_waiters[key] = ask
-            self.node_waiters.setdefault(ask.shape, {})[key] = ask
-        elif isinstance(where, RequiredNode):
-            self.required_waiters.setdefault(where.key, {})[key] = ask
-        elif isinstance(where, GangWait):
-            self.gang_waiters.setdefault(where.key, {})[key] = ask
-        elif isinstance(where, Replacement):
-            self.replace_waiters[where.key] = ask
-        elif isinstance(where, LeaderWait):
-            self.leader_waiters.setdefault(where.key, {})[key] = ask
-        else:
-            place = self._waiting_place(where)
-            assert place is not None, f"{where.name}: no such queue or limit"
-            place.waiters[key] = ask
+        if not pooled:
+            self.waits.add(ask, where)
+            if reserving and where is NODE_ROOM:
+                self.reserve_waiters[(ask.app.id, ask.key)] = ask
         if reason.message != ask.reported:
             ask.reported = reason.message
             self._emit(ReasonChanged(ask, state, reason.message), ctx)
@@ -323,53 +285,49 @@ class IndexedPartition(PartitionState):
                 self._wake(ask)
 
     def _wake_gang(self, app: App) -> None:
-        waiters = self.gang_waiters.pop(app.id, None)
-        if waiters:
-            for ask in waiters.values():
-                self._wake(ask)
+        for ask in self.waits.take(GangWait, app.id):
+            self._wake(ask)
 
     def _wake_leader_waiters(self, app: App) -> None:
         """A leader of `app` no longer waits to be placed: its workers are judged again."""
-        if self.leader_waiters:
-            for worker in self.leader_waiters.pop(app.id, {}).values():
-                self._wake(worker)
+        for worker in self.waits.take(LeaderWait, app.id):
+            self._wake(worker)
 
     def _wake_node(self, node: Node) -> None:
         """`node` changed (added, freed, resized, drained, back, going): wake the asks that
         must run on it, to be judged again, and the waiting shapes that now fit it."""
-        if self.required_waiters:
-            for ask in self.required_waiters.pop(node.id, {}).values():
-                self._wake(ask)
+        for ask in self.waits.take(RequiredNode, node.id):
+            self._wake(ask)
         if node.state is not NodeState.SCHEDULABLE:
             return
         held = node.reserved
         if held is not None and held.pooled and fits(held.resource, node.free):
             self.pool.leave(held)  # its own node has room for it now: judged again at once
             self._wake(held)
-        if self.node_waiters:
-            for shape in [s for s in self.node_waiters if fits(dict(s), node.free)]:
-                if held is None:
-                    for ask in self.node_waiters.pop(shape).values():
-                        self._wake(ask)
-                    continue
-                # reserved for `held`: it takes no other ask, so an ask reserved elsewhere
-                # cannot gain by its room (its own node, or a node free of reservations, would
-                # wake it when it changes); the others (gangs) are judged again as ever
-                waiters = self.node_waiters[shape]
-                for key, ask in list(waiters.items()):
-                    if not ask.reserved or ask is held:
-                        del waiters[key]
-                        self._wake(ask)
-                if not waiters:
-                    del self.node_waiters[shape]
+        for shape in [s for s in self.waits.keys(NodeRoom) if fits(dict(s), node.free)]:  # gangs' asks
+            if held is None:
+                for ask in self.waits.take(NodeRoom, shape):
+                    self._wake(ask)
+                continue
+            # reserved for `held`: it takes no other ask, so an ask reserved elsewhere
+            # cannot gain by its room (its own node, or a node free of reservations, would
+            # wake it when it changes); the others are judged again as ever
+            for ask in list(self.waits.at(NodeRoom, shape).values()):
+                if not ask.reserved or ask is held:
+                    self.waits.remove(ask, NODE_ROOM)
+                    self._wake(ask)
         if self.pool.shapes:
             self._opened(self.pool.open_fitting(node.free))
 
-    def _wake_queue(self, q: Queue | Tracker) -> None:
-        if q.waiters:
-            waiters, q.waiters = q.waiters, {}
-            for ask in waiters.values():
-                self._wake(ask)
+    def _wake_queue(self, q: Queue) -> None:
+        """Usage in `q` fell (or its max rose): the asks its max held are judged again."""
+        for ask in self.waits.take(QueueRoom, q.path):
+            self._wake(ask)
+
+    def _wake_limit(self, t: Tracker) -> None:
+        """Usage under a user or group limit fell: the asks it held are judged again."""
+        for ask in self.waits.take(LimitRoom, t.key):
+            self._wake(ask)
 
     def _wake_app_waiters(self, q: Queue | Tracker) -> None:
         if q.app_waiters:

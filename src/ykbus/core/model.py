@@ -193,7 +193,7 @@ class Queue:
         "name", "path", "parent", "children", "leaf", "managed", "draining", "guaranteed", "max",
         "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
-        "active", "active_apps", "waiters", "app_waiters", "raw_priority", "draining_since",
+        "active", "active_apps", "app_waiters", "raw_priority", "draining_since",
         "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps",
     )
 
@@ -212,7 +212,6 @@ class Queue:
         self.running = 0
         self.active = 0
         self.active_apps: SortedList = SortedList()
-        self.waiters: dict[tuple[str, str], Ask] = {}
         self.app_waiters: dict[str, App] = {}
         self.raw_priority: int | None = None
         self.app_prios: dict[int, int] = {}  # a leaf's applications per max priority (None not counted)
@@ -434,7 +433,7 @@ class Tracker:
     `key` is `<queue path>|user|<name>` or `<queue path>|group|<name>`: it is what an ask
     waiting for this limit has in `waiting`, and what a blocked application is blocked on."""
 
-    __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "waiters", "app_waiters",
+    __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "app_waiters",
                  "apps")
 
     def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
@@ -445,7 +444,6 @@ class Tracker:
         self.limit = limit
         self.allocated: Res = {}
         self.running = 0
-        self.waiters: dict[tuple[str, str], Ask] = {}
         self.app_waiters: dict[str, App] = {}
         self.apps = 0  # applications it applies to: it goes with the last of them
 

@@ -3,15 +3,17 @@ and the scheduling pass over them.
 
 Theory of operation
 -------------------
-Every pending ask is in exactly one of three places:
+Every pending ask is in exactly one place:
 
 * **active**: in its application's `active` list, to be tried by the next pass;
-* **waiting for a node**: in `node_waiters[shape]`, after every schedulable node was too
-  small for it;
-* **waiting for a queue**: in `queue.waiters`, after that queue's `max` would be exceeded;
-* **waiting for a limit**: in `tracker.waiters`, after a user or group limit's
-  `maxresources` would be exceeded (a `Tracker` counts one user's or group's usage in one
-  queue that has a limit for them).
+* **waiting**, `ask.waiting` a typed `Wait` (core/model.py) naming what for: room on a node
+  (`NodeRoom`: behind its shape's gate in the partition's `pool`, core/waits.py, or, for a
+  gang's asks, in `waits` by shape), the one node it must run on (`RequiredNode`), its gang
+  (`GangWait`), the release of the placeholder it replaces (`Replacement`), its leader
+  (`LeaderWait`), a queue's `max` (`QueueRoom`) or a user or group limit's `maxresources`
+  (`LimitRoom`; a `Tracker` counts one user's or group's usage in one queue that has a
+  limit for them): in `waits` (core/waits.py `WaitPlaces`) at that place, the one registry
+  every wake-up takes its asks from.
 
 An application is *active* (in its leaf's `active_apps`, counted in `active` of every queue
 up to root) when it has active asks, may be scheduled in its state, and is not held back by
@@ -67,6 +69,7 @@ from ykbus.core.model import (
     Ask,
     Node,
     Queue,
+    Replacement,
     RequiredNode,
     Tracker,
     replacement,
@@ -205,7 +208,8 @@ class Partition(PartitionChanges):
         """The RM released placeholder `ph` (`PLACEHOLDER_REPLACED`): the real ask it was
         released for is allocated on its node, counted with its own resources from now."""
         app, node = ph.app, ph.node
-        ask = self.replace_waiters.pop(ph.uuid, None)
+        taken = self.waits.take(Replacement, ph.uuid)
+        ask = taken[0] if taken else None
         ph.replacing = ""  # replaced, not abandoned: `release` must not wake the ask as an ordinary one
         self.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
         if ask is not None and ask.pending:

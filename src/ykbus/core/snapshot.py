@@ -24,20 +24,19 @@ from ykbus.core.deadlines import Timers
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
+    NODE_ROOM,
     Alloc,
     App,
     Ask,
-    GangWait,
-    LeaderWait,
-    LimitRoom,
     Node,
+    NodeRoom,
     Queue,
-    Replacement,
-    RequiredNode,
+    QueueRoom,
     Terminated,
     count_app_priorities,
     is_leader,
     parse_wait,
+    queue_room,
 )
 from ykbus.core.partition import Partition
 from ykbus.core.readmodel import PartitionSummary
@@ -75,8 +74,8 @@ DERIVED: dict[str, frozenset[str]] = {
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
-                            "paused", "required_waiters", "gang_waiters", "replace_waiters", "reserve_waiters",  # RM's
-                            "leader_waiters", "pool", "summary",
+                            "paused", "waits", "reserve_waiters",  # RM's
+                            "pool", "summary",
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
@@ -243,11 +242,11 @@ _decoder = msgspec.msgpack.Decoder(Snapshot)
 # --- dump --------------------------------------------------------------------------------
 
 
-def _queue(q: Queue) -> SQueue:
+def _queue(p: Partition, q: Queue) -> SQueue:
     return SQueue(
         q.path, list(q.children), q.leaf, q.managed, q.draining, q.draining_since, q.guaranteed, q.max,
         q.maxapps, q.properties, q.submitacl, q.adminacl, q.sort_priority, q.raw_priority,
-        list(q.waiters), list(q.app_waiters), q.limits, q.template,
+        list(p.waits.at(QueueRoom, q.path)), list(q.app_waiters), q.limits, q.template,
     )
 
 
@@ -261,7 +260,7 @@ def _ask(a: Ask) -> SAsk:
 def _partition(p: Partition) -> SPartition:
     return SPartition(
         name=p.name, incarnation=p.incarnation, config=p.config, seq=p.seq, rekey=p._rekey,
-        queues=[_queue(q) for q in p.queues.values()],
+        queues=[_queue(p, q) for q in p.queues.values()],
         nodes=[SNode(n.id, n.attributes, n.capacity, n.occupied, n.state.value, list(n.allocations))
                for n in p.nodes.values()],
         apps=[SApp(a.id, a.queue.path, a.user, a.groups, a.tags, a.state.value, a.seq,
@@ -272,7 +271,7 @@ def _partition(p: Partition) -> SPartition:
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
                             x.placeholder, x.born, x.replacing) for x in p.allocations.values()],
         terminated={k: v.state.value for k, v in p.terminated.items()},
-        node_waiters=[key for group in p.node_waiters.values() for key in group]
+        node_waiters=[key for shape in p.waits.keys(NodeRoom) for key in p.waits.at(NodeRoom, shape)]
         + [key for (kind, _), group in p.pool.gates.items() if kind == ROOM for key in group],
         ended={k: (v.ts, v.message, v.queue) for k, v in p.terminated.items()},
     )
@@ -418,16 +417,14 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
             for alloc in app.allocations.values():
                 app.count_on(alloc.node.id, 1)
 
-    for key, ask in asks.items():  # derived: an ask's `waiting` names the node, gang or placeholder
+    for sq in s.queues:  # where asks wait: a queue's max, in the order they came
+        for k in sq.waiters:
+            ask = asks[tuple(k)]  # type: ignore[index]
+            p.waits.add(ask, queue_room(sq.path))
+    for ask in asks.values():  # and the rest, as each ask's `waiting` names it (room: below)
         w = ask.waiting
-        if isinstance(w, RequiredNode):
-            p.required_waiters.setdefault(w.key, {})[key] = ask
-        elif isinstance(w, GangWait):
-            p.gang_waiters.setdefault(w.key, {})[key] = ask
-        elif isinstance(w, Replacement):
-            p.replace_waiters[w.key] = ask
-        elif isinstance(w, LeaderWait):
-            p.leader_waiters.setdefault(w.key, {})[key] = ask
+        if w is not None and w is not NODE_ROOM and not isinstance(w, QueueRoom):
+            p.waits.add(ask, w)
     delay = p.config.reservationdelay_ms * 1_000_000
     for ask in asks.values():  # derived: the node reserved for an ask
         if ask.reserved:
@@ -440,17 +437,13 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         if not ask.app.gang:
             pooled.append((ask, reserving))
             continue
-        p.node_waiters.setdefault(ask.shape, {})[key] = ask
+        p.waits.add(ask, NODE_ROOM)
         if reserving:
             p.reserve_waiters[key] = ask
     for sq in s.queues:
         q = p.queues[sq.path]
-        q.waiters = {tuple(k): asks[tuple(k)] for k in sq.waiters}  # type: ignore[misc]
         q.app_waiters = {a: p.apps[a] for a in sq.app_waiters}
-    p._retrack()  # trackers and their counts are derived; waiters and blocked apps are not
-    for (app_id, key), ask in asks.items():
-        if isinstance(ask.waiting, LimitRoom):
-            p.trackers[ask.waiting.key].waiters[(app_id, key)] = ask
+    p._retrack()  # trackers and their counts are derived; blocked apps are not
     for sa in s.apps:
         if sa.blocked_on is not None and "|" in sa.blocked_on:
             app = p.apps[sa.id]

@@ -21,12 +21,10 @@ from ykbus.core.model import (
     Alloc,
     App,
     Ask,
-    LimitRoom,
     Node,
     Queue,
     Terminated,
     Tracker,
-    Wait,
     full_path,
 )
 from ykbus.core.policies import NodePolicies
@@ -34,7 +32,7 @@ from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import Timer
-from ykbus.core.waits import RoomWaits
+from ykbus.core.waits import RoomWaits, WaitPlaces
 
 CACHE_QUEUE_KEYS = True  # tests switch it off to prove the memoized queue keys are the keys
 
@@ -57,16 +55,13 @@ class PartitionState:
         self.allocations: dict[str, Alloc] = {}
         self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
         self.total: Res = {}
-        self.node_waiters: dict[tuple[tuple[str, int], ...], dict[tuple[str, str], Ask]] = {}
-        self.required_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # node id -> asks that must run there
-        self.gang_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> asks waiting on its gang
-        self.leader_waiters: dict[str, dict[tuple[str, str], Ask]] = {}  # app id -> workers waiting on its leader
-        self.replace_waiters: dict[str, Ask] = {}  # placeholder uuid -> the real ask taking its place
+        # where pending asks wait (core/waits.py): by place, and asks waiting for room by gate
+        self.waits = WaitPlaces()
         # asks past the reservation delay that found no node to reserve: judged again when a
         # node comes, comes back, grows, or is freed of its reservation
         self.reserve_waiters: dict[tuple[str, str], Ask] = {}
-        # ordinary asks waiting for node room, woken by gate (core/waits.py); node_waiters and
-        # reserve_waiters keep the others (reserved asks, gangs) and wake them one by one
+        # asks (not of gangs) waiting for node room, woken by gate; gangs' asks that wait for
+        # room are in `waits` by shape, and in reserve_waiters past the reservation delay
         self.pool = RoomWaits(self._app_key)
         self.woken = 0  # asks and applications made active again: a pass goes on while a commit wakes some
         self.paused = False  # its RM is Paused: nothing is placed (the core sets it from the RM's state)
@@ -133,7 +128,3 @@ class PartitionState:
         if app.why is not None and (app.blocked_on is not None or app.why.code is why.PendingCode.NOT_ADMITTED):
             return app.why
         return why.QUEUED
-
-    def _waiting_place(self, where: Wait) -> Queue | Tracker | None:
-        """The queue or tracker a `QueueRoom` or `LimitRoom` names."""
-        return self.trackers.get(where.key) if isinstance(where, LimitRoom) else self.queues.get(where.key)

@@ -43,7 +43,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from ykbus.core.model import App, Ask, Shape
+from ykbus.core.model import NODE_ROOM, App, Ask, NodeRoom, Shape, Wait
 from ykbus.core.resources import Res, fits
 
 ROOM = 0  # a gate of asks waiting for room for their shape
@@ -175,3 +175,48 @@ class RoomWaits:
                 asks.update(waiters)
         self.open.clear()
         return list(asks.values())
+
+
+Place = tuple[type, Any]  # (the kind of Wait, the place's key: a node id, an app id, a queue path, a shape...)
+
+
+class WaitPlaces:
+    """Every pending ask that waits somewhere other than behind a room gate (RoomWaits), by
+    the place it waits: `(kind, key) -> {(application id, ask key): ask}`, where kind is the
+    `Wait` subclass and key its place (asks of gangs waiting for room are kept by their
+    shape, the room a node's change may offer them). With RoomWaits it is the one registry of
+    where pending asks wait: an ask is in exactly the place its `waiting` names
+    (tests/invariants.py checks it after every step)."""
+
+    __slots__ = ("places",)
+
+    def __init__(self) -> None:
+        self.places: dict[Place, dict[tuple[str, str], Ask]] = {}
+
+    @staticmethod
+    def place_of(ask: Ask, where: Wait) -> Place:
+        return (NodeRoom, ask.shape) if where is NODE_ROOM else (type(where), where.key)
+
+    def add(self, ask: Ask, where: Wait) -> None:
+        self.places.setdefault(self.place_of(ask, where), {})[(ask.app.id, ask.key)] = ask
+
+    def remove(self, ask: Ask, where: Wait) -> None:
+        place = self.place_of(ask, where)
+        waiters = self.places.get(place)
+        if waiters is not None:
+            waiters.pop((ask.app.id, ask.key), None)
+            if not waiters:
+                del self.places[place]
+
+    def take(self, kind: type, key: Any) -> list[Ask]:
+        """Every ask waiting at a place, which they leave (to be woken)."""
+        waiters = self.places.pop((kind, key), None)
+        return list(waiters.values()) if waiters else []
+
+    def at(self, kind: type, key: Any) -> dict[tuple[str, str], Ask]:
+        """The asks waiting at a place (read only)."""
+        return self.places.get((kind, key)) or {}
+
+    def keys(self, kind: type) -> list[Any]:
+        """The places of one kind that have waiting asks, in the order they came."""
+        return [key for k, key in self.places if k is kind]
