@@ -216,10 +216,15 @@ class Scheduler:
         """Whether a gate open and not judged yet has asks in `q`'s subtree."""
         counts = q.pooled
         if counts:
-            closed = self.closed
-            for gate in self.part.pool.open:
-                if gate in counts and gate not in closed:
-                    return True
+            closed, open_gates = self.closed, self.part.pool.open
+            if len(open_gates) <= len(counts):
+                for gate in open_gates:
+                    if gate in counts and gate not in closed:
+                        return True
+            else:
+                for gate in counts:
+                    if gate in open_gates and gate not in closed:
+                        return True
         return False
 
     def _apps_of(self, leaf: Queue) -> Iterable[tuple[Any, ...]]:
@@ -228,8 +233,11 @@ class Scheduler:
         pool = self.part.pool
         if not pool.open or not leaf.pooled_apps:
             return leaf.active_apps
-        sources = [(gate, leaf.pooled_apps[gate]) for gate in pool.open
-                   if gate in leaf.pooled_apps and gate not in self.closed]
+        open_gates, closed, here = pool.open, self.closed, leaf.pooled_apps
+        if len(open_gates) <= len(here):
+            sources = [(gate, here[gate]) for gate in open_gates if gate in here and gate not in closed]
+        else:
+            sources = [(gate, apps) for gate, apps in here.items() if gate in open_gates and gate not in closed]
         if not sources:
             return leaf.active_apps
         if not leaf.active_apps and len(sources) == 1:  # mostly: one gate open, nothing else active
@@ -253,7 +261,8 @@ class Scheduler:
         pool = self.part.pool
         if not app.pooled or not pool.open:
             return app.active
-        sources = [(gate, app.pooled[gate]) for gate in pool.open if gate in app.pooled and gate not in self.closed]
+        open_gates, closed = pool.open, self.closed
+        sources = [(gate, entries) for gate, entries in app.pooled.items() if gate in open_gates and gate not in closed]
         if not sources:
             return app.active
         if not app.active and len(sources) == 1:
