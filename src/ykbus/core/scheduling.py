@@ -240,9 +240,11 @@ class Scheduler:
             sources = [(gate, apps) for gate, apps in here.items() if gate in open_gates and gate not in closed]
         if not sources:
             return leaf.active_apps
-        if not leaf.active_apps and len(sources) == 1:  # mostly: one gate open, nothing else active
+        if len(sources) == 1:  # mostly: one gate open
             gate, entries = sources[0]
-            return self._shown_apps(_behind(gate, entries, pool.open, self.closed))
+            if not leaf.active_apps:
+                return self._shown_apps(_behind(gate, entries, pool.open, self.closed))
+            return self._shown_apps(_merged_one(leaf.active_apps, gate, entries, pool.open, self.closed))
         return self._shown_apps(_merged(leaf.active_apps, sources, pool.open, self.closed))
 
     def _shown_apps(self, entries: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
@@ -265,9 +267,11 @@ class Scheduler:
         sources = [(gate, entries) for gate, entries in app.pooled.items() if gate in open_gates and gate not in closed]
         if not sources:
             return app.active
-        if not app.active and len(sources) == 1:
+        if len(sources) == 1:
             gate, entries = sources[0]
-            return _behind(gate, entries, pool.open, self.closed)
+            if not app.active:
+                return _behind(gate, entries, pool.open, self.closed)
+            return _merged_one(app.active, gate, entries, pool.open, self.closed)
         return _distinct_asks(_merged(app.active, sources, pool.open, self.closed))
 
     def _worker(self, app: App, ask: Ask) -> Decision:
@@ -528,6 +532,24 @@ def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: 
             heappop(heap)
         else:
             heapreplace(heap, (following, i, it))
+
+
+def _merged_one(active: Iterable[Any], gate: Gate, entries: Iterable[Any], open_gates: dict[Gate, None],
+                closed: dict[Gate, None]) -> Iterator[Any]:
+    """`_merged` of the active entries and one gate's (they share no entry)."""
+    gated = iter(entries)
+    nxt = next(gated, None)
+    for entry in active:
+        while nxt is not None and nxt < entry:
+            if gate in closed or gate not in open_gates:
+                nxt = None
+                break
+            yield nxt
+            nxt = next(gated, None)
+        yield entry
+    while nxt is not None and gate not in closed and gate in open_gates:
+        yield nxt
+        nxt = next(gated, None)
 
 
 def _behind(gate: Gate, entries: Iterable[Any], open_gates: dict[Gate, None], closed: dict[Gate, None]) -> Iterator[Any]:
