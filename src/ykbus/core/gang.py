@@ -18,7 +18,7 @@ from typing import Protocol
 from ykbus import limits
 from ykbus.core import why
 from ykbus.core.decisions import GangAllocate, Park
-from ykbus.core.model import NODE_ROOM, Alloc, App, Ask, Node, Wait, gang_wait, limit_room, queue_room
+from ykbus.core.model import NODE_ROOM, Alloc, App, Ask, Node, Wait
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res, scaled
 from ykbus.si import messages as m
 
@@ -54,14 +54,14 @@ def plan_gang(app: App, overlay: Overlay) -> list[Park] | list[GangAllocate]:
         return [Park(a, where, state, reason) for a in members]
 
     if count > limits.MAX_ALLOCATIONS_PER_ENTRY:  # the work of one entry stays bounded
-        return park_all(gang_wait(app.id), m.SchedulingState.SKIPPED,
+        return park_all(app.gang_room, m.SchedulingState.SKIPPED,
                         why.gang_too_large(app.id, count, limits.MAX_ALLOCATIONS_PER_ENTRY))
 
     have = held(app)  # placeholders it holds already (recovered) count towards placeholderAsk
     add_into(have, total)
     missing = {r: v - have.get(r, 0) for r, v in app.gang.items() if have.get(r, 0) < v}
     if missing:
-        return park_all(gang_wait(app.id), m.SchedulingState.SKIPPED,
+        return park_all(app.gang_room, m.SchedulingState.SKIPPED,
                         why.gang_incomplete(app.id, app.gang, total, missing))
     for t in app.trackers:
         limit = t.limit.maxresources
@@ -70,7 +70,7 @@ def plan_gang(app: App, overlay: Overlay) -> list[Park] | list[GangAllocate]:
             used = t.allocated.get(over, 0)
             reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded by gang {app.id}: "
                       f"{used} used + {total[over]} asked by the gang")
-            return park_all(limit_room(t.key), m.SchedulingState.SKIPPED, why.limit(
+            return park_all(t.room, m.SchedulingState.SKIPPED, why.limit(
                 reason, t.kind, t.name, t.queue.path, over, used, limit[over], total[over]))
     for q in app.path:
         over = first_over(q.allocated, total, q.max) if q.max else None
@@ -78,7 +78,7 @@ def plan_gang(app: App, overlay: Overlay) -> list[Park] | list[GangAllocate]:
             used = q.allocated.get(over, 0)
             reason = (f"queue {q.path} max {over} {q.max[over]} would be exceeded by gang {app.id}: "
                       f"{used} used + {total[over]} asked by the gang")
-            return park_all(queue_room(q.path), m.SchedulingState.SKIPPED,
+            return park_all(q.room, m.SchedulingState.SKIPPED,
                             why.queue_max(reason, q.path, over, used, q.max[over], total[over]))
     places: list[tuple[Ask, Node]] = []
     short: Res = {}

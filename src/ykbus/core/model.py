@@ -194,7 +194,7 @@ class Queue:
         "maxapps", "properties", "submitacl", "adminacl", "sort_policy", "sort_priority",
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "app_waiters", "raw_priority", "draining_since",
-        "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps",
+        "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps", "room",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -223,6 +223,7 @@ class Queue:
         # asks, per gate, in their sort order (core/waits.py)
         self.pooled: dict[Any, int] = {}
         self.pooled_apps: dict[Any, SortedList] = {}
+        self.room = QueueRoom(self.path, self.path)  # where its max holds asks (one value, shared)
 
     def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
         self.sort_key = None
@@ -340,7 +341,7 @@ class App:
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "leaders_waiting",
                  "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
-                 "node_pods", "pooled", "pool_key")
+                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
         self.id = msg.applicationID
@@ -365,6 +366,8 @@ class App:
         # key while it has any (core/waits.py)
         self.pooled: dict[Any, list[tuple[int, int, Ask]]] = {}
         self.pool_key: tuple[Any, ...] | None = None
+        self.gang_room = GangWait(self.id, "gang:" + self.id)  # where its gang holds asks (shared)
+        self.leader_room = LeaderWait(self.id, "leader:" + self.id)  # where its leader holds workers (shared)
         self.timeout_ms = msg.executionTimeoutMilliSeconds
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
         self.trackers: list[Tracker] = []  # the user and group limits that apply to it
@@ -434,10 +437,11 @@ class Tracker:
     waiting for this limit has in `waiting`, and what a blocked application is blocked on."""
 
     __slots__ = ("key", "queue", "kind", "name", "limit", "allocated", "running", "app_waiters",
-                 "apps")
+                 "apps", "room")
 
     def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
         self.key = tracker_key(queue, kind, name)
+        self.room = LimitRoom(self.key, self.key)  # where this limit holds asks (shared)
         self.queue = queue
         self.kind = kind
         self.name = name

@@ -54,11 +54,7 @@ from ykbus.core.model import (
     Node,
     Queue,
     Shape,
-    gang_wait,
-    leader_wait,
-    limit_room,
     pending_leader,
-    queue_room,
     required_node,
 )
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res
@@ -204,7 +200,7 @@ class Scheduler:
                 decision = self._member(app, ask)
             elif ask.tags.get(ROLE_TAG) == WORKER_ROLE and (
                     gang_waits if gang_waits is not None else (gang_waits := bool(pending_placeholders(app)))):
-                decision = Park(ask, gang_wait(app.id), m.SchedulingState.SKIPPED, why.workers_wait_for_gang(app.id))
+                decision = Park(ask, app.gang_room, m.SchedulingState.SKIPPED, why.workers_wait_for_gang(app.id))
             else:
                 decision = self._ask(ask)
             plan.append(decision)
@@ -280,12 +276,12 @@ class Scheduler:
         leader needs (and a later job cannot slip in between its leader and its workers)."""
         leader = pending_leader(app)
         assert leader is not None  # the caller saw app.leaders_waiting
-        return Park(ask, leader_wait(app.id), m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
+        return Park(ask, app.leader_room, m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
 
     def _member(self, app: App, ask: Ask) -> Decision:
         """A real ask of one of a gang's task groups."""
         if waits_for_gang(app, ask):
-            return Park(ask, gang_wait(app.id), m.SchedulingState.SKIPPED, why.gang_pending(app.id, ask.task_group))
+            return Park(ask, app.gang_room, m.SchedulingState.SKIPPED, why.gang_pending(app.id, ask.task_group))
         found = replacement_for(app, ask, self.claimed)
         if found is None:
             return self._ask(ask)  # its group has no placeholder left: an ordinary ask
@@ -317,7 +313,7 @@ class Scheduler:
         app = ask.app
         if app.queue.path == RECOVERY_QUEUE:
             reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
-            return Park(ask, queue_room(RECOVERY_QUEUE), m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
+            return Park(ask, app.queue.room, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
         for t in app.trackers:
             limit = t.limit.maxresources
             if limit:
@@ -326,7 +322,7 @@ class Scheduler:
                     used = t.allocated.get(over, 0)
                     reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
                               f"{used} used + {res[over]} asked")
-                    return Park(ask, limit_room(t.key), m.SchedulingState.SKIPPED, why.limit(
+                    return Park(ask, t.room, m.SchedulingState.SKIPPED, why.limit(
                         reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
         for q in app.path:
             if q.max:
@@ -334,7 +330,7 @@ class Scheduler:
                 if over is not None:
                     used = q.allocated.get(over, 0)
                     reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
-                    return Park(ask, queue_room(q.path), m.SchedulingState.SKIPPED,
+                    return Park(ask, q.room, m.SchedulingState.SKIPPED,
                                 why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
         if ask.required:
             return self._required(ask)

@@ -68,11 +68,11 @@ DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"free", "key", "reserved"}),  # from capacity, occupied, allocations; index key; asks
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
-                        "pooled", "pooled_apps"}),  # tree, sums, config, cache, waiting asks by gate
+                        "pooled", "pooled_apps", "room"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled"}),  # its owner; from its tags; the interned form of its resource; where it waits
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
-                      "trackers", "policy", "node_pods", "pooled", "pool_key"}),  # sorted lists, sums, caches, the limits that apply
+                      "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "waits", "reserve_waiters",  # RM's
                             "pool", "summary",

@@ -182,41 +182,60 @@ Place = tuple[type, Any]  # (the kind of Wait, the place's key: a node id, an ap
 
 class WaitPlaces:
     """Every pending ask that waits somewhere other than behind a room gate (RoomWaits), by
-    the place it waits: `(kind, key) -> {(application id, ask key): ask}`, where kind is the
-    `Wait` subclass and key its place (asks of gangs waiting for room are kept by their
+    the place it waits: kind -> place -> {(application id, ask key): ask}, where kind is the
+    `Wait` subclass and place its key (asks of gangs waiting for room are kept by their
     shape, the room a node's change may offer them). With RoomWaits it is the one registry of
     where pending asks wait: an ask is in exactly the place its `waiting` names
     (tests/invariants.py checks it after every step)."""
 
-    __slots__ = ("places",)
+    __slots__ = ("kinds",)
 
     def __init__(self) -> None:
-        self.places: dict[Place, dict[tuple[str, str], Ask]] = {}
+        self.kinds: dict[type, dict[Any, dict[tuple[str, str], Ask]]] = {}
 
     @staticmethod
     def place_of(ask: Ask, where: Wait) -> Place:
         return (NodeRoom, ask.shape) if where is NODE_ROOM else (type(where), where.key)
 
+    @property
+    def places(self) -> dict[Place, dict[tuple[str, str], Ask]]:
+        """Every place with waiting asks (a view for checks; not for the hot path)."""
+        return {(kind, key): waiters for kind, places in self.kinds.items() for key, waiters in places.items()}
+
     def add(self, ask: Ask, where: Wait) -> None:
-        self.places.setdefault(self.place_of(ask, where), {})[(ask.app.id, ask.key)] = ask
+        kind, key = self.place_of(ask, where)
+        places = self.kinds.get(kind)
+        if places is None:
+            places = self.kinds[kind] = {}
+        waiters = places.get(key)
+        if waiters is None:
+            waiters = places[key] = {}
+        waiters[(ask.app.id, ask.key)] = ask
 
     def remove(self, ask: Ask, where: Wait) -> None:
-        place = self.place_of(ask, where)
-        waiters = self.places.get(place)
-        if waiters is not None:
-            waiters.pop((ask.app.id, ask.key), None)
-            if not waiters:
-                del self.places[place]
+        kind, key = self.place_of(ask, where)
+        places = self.kinds.get(kind)
+        if places is not None:
+            waiters = places.get(key)
+            if waiters is not None:
+                waiters.pop((ask.app.id, ask.key), None)
+                if not waiters:
+                    del places[key]
 
     def take(self, kind: type, key: Any) -> list[Ask]:
         """Every ask waiting at a place, which they leave (to be woken)."""
-        waiters = self.places.pop((kind, key), None)
+        places = self.kinds.get(kind)
+        if not places:
+            return []
+        waiters = places.pop(key, None)
         return list(waiters.values()) if waiters else []
 
     def at(self, kind: type, key: Any) -> dict[tuple[str, str], Ask]:
         """The asks waiting at a place (read only)."""
-        return self.places.get((kind, key)) or {}
+        places = self.kinds.get(kind)
+        return (places.get(key) or {}) if places else {}
 
     def keys(self, kind: type) -> list[Any]:
         """The places of one kind that have waiting asks, in the order they came."""
-        return [key for k, key in self.places if k is kind]
+        places = self.kinds.get(kind)
+        return list(places) if places else []
