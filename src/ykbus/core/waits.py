@@ -1,11 +1,12 @@
-"""The asks that wait for node room, woken by gate rather than one by one.
+"""Where pending asks wait: the one registry (`WaitPlaces`, by kind and place) and the asks
+that wait for node room, woken by gate rather than one by one (`RoomWaits`).
 
-An ask that is not of a gang and found no node with room waits here, under its shape
-(reserved or not: one reserved whose own node gains room for it is woken at once by that
-node, core/indexes.py `_wake_node`). Room freed on a node used to wake every waiting ask of every shape that
-now fits it: each went back to its application's active list, was tried by the next walk,
-and, all but the few the room served, parked again. With a backlog that is most of an
-entry's cost (a release woke ~140 asks to place one).
+An ask that is not of a gang and found no node with room waits in `RoomWaits`, under its
+shape (reserved or not: one reserved whose own node gains room for it is woken at once by
+that node, core/indexes.py `_wake_node`). Room freed on a node used to wake every waiting
+ask of every shape that now fits it: each went back to its application's active list, was
+tried by the next walk, and, all but the few the room served, parked again. With a backlog
+that is most of an entry's cost (a release woke ~140 asks to place one).
 
 Here a wake-up opens a *gate* instead, and the asks stay where they are:
 
