@@ -25,10 +25,11 @@ application's asks in order" until nothing more is placed. A failed ask moves to
 place, so each ask is tried once per wake-up and an entry that changes nothing a waiting
 ask waits for costs nothing for it. Wake-ups are precise:
 
-1. capacity freed or added on node N wakes only the waiting shapes that now fit N (within a
-   pass capacity mostly only shrinks, so a shape that failed once fails again: the
-   scheduler's `failed_shapes`, cleared where a pass frees room: a reservation dropped, a
-   gang's task group cancelled);
+1. capacity freed or added on node N opens the gates of the waiting shapes that now fit N
+   (core/waits.py: the walk tries the asks behind an open gate in their order until one
+   finds no node, which closes it; within a pass capacity mostly only shrinks, so a shape
+   that failed once fails again: the scheduler's `failed_shapes`, cleared where a pass
+   frees room: a reservation dropped, a gang's task group cancelled);
 2. usage falling in queue Q (or of a tracked user or group), or a new configuration, wakes
    Q's (the tracker's) waiters;
 3. an application leaving Running wakes the `app_waiters` of the queues above it and of its
