@@ -85,6 +85,29 @@ def test_two_rms_have_isolated_partitions(h):
     assert states(outs)[0].state == "FAILED"
 
 
+def test_each_rm_holds_its_own_deadlines_fired_in_one_order(h):
+    """An RM's partitions and their timers are a unit (it could move to another core): each
+    RM holds its deadlines, a re-registration drops them with its partitions, and timers due
+    in one entry fire in (deadline, insertion) order across RMs."""
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.register(TWO_QUEUES, rm="rm-2"))
+    h.do(h.log.nodes(node("m1", vcore=4000), rm="rm-2"))
+    h.do(h.log.apps(app("late", "root.prod", executionTimeoutMilliSeconds=2000)))
+    h.do(h.log.apps(app("early", "root.prod", executionTimeoutMilliSeconds=1000), rm="rm-2"))
+    h.do(h.log.asks(ask("k", "late", vcore=1000)))
+    h.do(h.log.asks(ask("k", "early", vcore=1000), rm="rm-2"))
+    held = {rm_id: {t.partition.rm for _, _, t in rm.timers.entries()} for rm_id, rm in h.core.rms.items()}
+    assert held == {"rm-1": {"rm-1"}, "rm-2": {"rm-2"}}
+    outs = h.do(h.log.tick(5 * 10**9))  # both timeouts are due in this entry: rm-2's came first
+    failed = [(o.rm, u.applicationID) for o in outs if o.kind == "app" for u in o.msg.updated if u.state == "Failing"]
+    assert failed == [("rm-2", "early"), ("rm-1", "late")]
+    h.do(h.log.apps(app("again", "root.prod", executionTimeoutMilliSeconds=1000), rm="rm-2"))
+    h.do(h.log.asks(ask("k", "again", vcore=1000), rm="rm-2"))
+    assert h.core.rms["rm-2"].timers.entries()
+    h.do(h.log.register(TWO_QUEUES, rm="rm-2"))  # registered again: its partitions and deadlines go
+    assert h.core.rms["rm-2"].timers.entries() == []
+
+
 def test_unregister_stops_the_rm_and_later_messages_are_rejected(h):
     h.setup(TWO_QUEUES, n1={"vcore": 1000})
     h.do(h.log.unregister())

@@ -26,7 +26,7 @@ from ykbus import limits
 from ykbus.core.config import (
     SchedulerConfig,
 )
-from ykbus.core.deadlines import Timers
+from ykbus.core.deadlines import Sequence, due
 from ykbus.core.intake import Intake
 from ykbus.core.lifecycle import (
     AppEvent,
@@ -42,7 +42,6 @@ from ykbus.core.timers import (
     CompletingTimer,
     PlaceholderTimer,
     ReservationTimer,
-    Timer,
 )
 from ykbus.si import codec
 from ykbus.si import messages as m
@@ -65,7 +64,7 @@ class Core(Intake):
         self.operator_configs: dict[str, str] = {}
         self.rms: dict[str, ResourceManager] = {}
         self.policy_groups: dict[str, str] = {}
-        self.timers: Timers[Timer] = Timers()
+        self.timer_sequence = Sequence()  # the insertion order of every RM's deadlines
         self.last_seq = 0
         self.now = 0
         self.allocations_made = 0  # allocations decided since the log began (in snapshots: survives restarts)
@@ -126,7 +125,7 @@ class Core(Intake):
         HANDLERS[entry.kind](self, entry, msg, ctx)
 
     def _fire_timers(self, ctx: Outbox) -> None:
-        for timer in self.timers.due(ctx.ts):
+        for timer in due([rm.timers for rm in self.rms.values()], ctx.ts):
             if not timer.live():
                 continue
             part = timer.partition

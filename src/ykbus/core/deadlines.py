@@ -1,5 +1,9 @@
 """Deadlines on the log's clock: values fired in (deadline, insertion) order. Knows nothing
-of what it holds (core/timers.py has the kinds of timers the core sets)."""
+of what it holds (core/timers.py has the kinds of timers the core sets).
+
+Each RM has its own `Timers` (its partitions' deadlines: the unit that could move to another
+core process with the RM); the insertion order is one `Sequence` the core shares among them,
+so the core fires the due timers of all its RMs in one (deadline, insertion) order (`due`)."""
 
 from __future__ import annotations
 
@@ -11,20 +15,47 @@ from ykbus import limits
 T = TypeVar("T")
 
 
+class Sequence:
+    """The insertion order of deadlines, shared by the `Timers` of one core."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int = 0) -> None:
+        self.n = n
+
+
 class Timers(Generic[T]):
     """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic.
     Deadlines are clamped to int64 (a snapshot stores them as such)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sequence: Sequence) -> None:
         self._heap: list[tuple[int, int, T]] = []
-        self._n = 0
+        self.sequence = sequence
 
     def schedule(self, deadline: int, timer: T) -> None:
-        self._n += 1
-        heapq.heappush(self._heap, (min(deadline, limits.INT64_MAX), self._n, timer))
+        self.sequence.n += 1
+        heapq.heappush(self._heap, (min(deadline, limits.INT64_MAX), self.sequence.n, timer))
 
-    def due(self, now: int) -> list[T]:
+    def pop_due(self, now: int) -> list[tuple[int, int, T]]:
+        """The deadlines reached by `now`, taken out, with their order."""
         out = []
         while self._heap and self._heap[0][0] <= now:
-            out.append(heapq.heappop(self._heap)[2])
+            out.append(heapq.heappop(self._heap))
         return out
+
+    def entries(self) -> list[tuple[int, int, T]]:
+        """Every deadline held, with its order (a snapshot)."""
+        return list(self._heap)
+
+    def load(self, entries: list[tuple[int, int, T]]) -> None:
+        """Hold these deadlines (a restore), in their order."""
+        self._heap = list(entries)
+        heapq.heapify(self._heap)
+
+
+def due(all_timers: list[Timers[T]], now: int) -> list[T]:
+    """The timers of several `Timers` (sharing one Sequence) due at `now`, in one
+    (deadline, insertion) order."""
+    entries = [e for timers in all_timers for e in timers.pop_due(now)]
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return [e[2] for e in entries]

@@ -17,7 +17,7 @@ from ykbus.core.config import (
     SchedulerConfig,
     parse_config,
 )
-from ykbus.core.deadlines import Timers
+from ykbus.core.deadlines import Sequence, Timers
 from ykbus.core.lifecycle import (
     RM,
     RMEvent,
@@ -46,7 +46,7 @@ _PARSED: dict[tuple[Any, str], SchedulerConfig] = {}
 
 class ResourceManager:
     def __init__(self, msg: m.RegisterResourceManagerRequest, config: SchedulerConfig,
-                 config_text: str, own_config_text: str, timers: Timers[Timer], seq: int) -> None:
+                 config_text: str, own_config_text: str, sequence: Sequence, seq: int) -> None:
         self.id = msg.rmID
         self.state = RM.advance(RMState.INIT, RMEvent.REGISTER)
         self.version = msg.version
@@ -56,7 +56,8 @@ class ResourceManager:
         self.encoding = msg.extraConfig.get("encoding", "json")
         self.config_text = config_text  # the configuration in force
         self.own_config_text = own_config_text  # what the RM itself configured (in force without a queue file)
-        self.partitions = {p.name: Partition(self.id, p, timers, seq) for p in config.partitions}
+        self.timers: Timers[Timer] = Timers(sequence)  # its partitions' deadlines: they go with it
+        self.partitions = {p.name: Partition(self.id, p, self.timers, seq) for p in config.partitions}
         self.node_partition: dict[str, Partition] = {}
         self.link_partitions()
 
@@ -91,7 +92,7 @@ class RMRegistry:
     operator_configs: dict[str, str]
     rms: dict[str, ResourceManager]
     policy_groups: dict[str, str]
-    timers: Timers[Timer]
+    timer_sequence: Sequence
     dropped_partitions: int
 
     def _load(self, text: str) -> SchedulerConfig:
@@ -155,7 +156,7 @@ class RMRegistry:
         if old is not None:
             self.dropped_partitions += len(old.partitions)
             old.wipe()
-        self.rms[msg.rmID] = ResourceManager(msg, config, text, own, self.timers, entry.seq)
+        self.rms[msg.rmID] = ResourceManager(msg, config, text, own, self.timer_sequence, entry.seq)
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.register(to)
@@ -320,7 +321,7 @@ class RMRegistry:
         for pc in config.partitions:
             part = rm.partitions.get(pc.name)
             if part is None:
-                rm.partitions[pc.name] = Partition(rm.id, pc, self.timers, entry.seq)
+                rm.partitions[pc.name] = Partition(rm.id, pc, rm.timers, entry.seq)
             else:
                 draining += part.apply_config(pc, ctx.ts)
         rm.config_text = text

@@ -14,7 +14,6 @@ rebuilt on load. Timers whose target is gone are dropped: firing them would do n
 from __future__ import annotations
 
 import gc
-import heapq
 
 import msgspec
 
@@ -80,10 +79,10 @@ DERIVED: dict[str, frozenset[str]] = {
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
-    "ResourceManager": frozenset({"node_partition"}),  # from its partitions' nodes
+    "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
     "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions"}),  # the process's, not the state's
 }
-RENAMED: dict[str, dict[str, str]] = {"Partition": {"_rekey": "rekey"}}
+RENAMED: dict[str, dict[str, str]] = {"Partition": {"_rekey": "rekey"}, "Core": {"timer_sequence": "timers_n"}}
 
 
 class SnapshotError(Exception):
@@ -308,9 +307,10 @@ def _dump(core: Core) -> bytes:
             rm.config_text, rm.own_config_text, [_partition(p) for p in rm.partitions.values()])
         for rm in core.rms.values()
     ]
-    timers = [t for t in (_timer(d, n, w) for d, n, w in core.timers._heap) if t is not None]
+    held = sorted((e for rm in core.rms.values() for e in rm.timers.entries()), key=lambda e: (e[0], e[1]))
+    timers = [t for t in (_timer(d, n, w) for d, n, w in held) if t is not None]
     return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, core.policy_groups, rms, timers,
-                                    core.timers._n, core.operator_configs, core.allocations_made))
+                                    core.timer_sequence.n, core.operator_configs, core.allocations_made))
 
 
 # --- load --------------------------------------------------------------------------------
@@ -485,10 +485,10 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         rm = ResourceManager(m.RegisterResourceManagerRequest(  # through its constructor, partitions next
             rmID=srm.id, version=srm.version, policyGroup=srm.policy_group, buildInfo=srm.build_info,
             extraConfig=srm.extra_config), SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text,
-            core.timers, 0)
+            core.timer_sequence, 0)
         rm.state, rm.encoding = RMState(srm.state), srm.encoding
         for sp in srm.partitions:
-            p = _restore_partition(rm.id, sp, core.timers, core.now)
+            p = _restore_partition(rm.id, sp, rm.timers, core.now)
             p.paused = rm.state is RMState.PAUSED
             rm.partitions[p.name] = p
             parts[(rm.id, p.name, p.incarnation)] = p
@@ -496,7 +496,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
                 rm.node_partition[node_id] = p
         rm.link_partitions()
         core.rms[rm.id] = rm
-    heap = []
+    held: dict[str, list[tuple[int, int, Timer]]] = {rm_id: [] for rm_id in core.rms}
     for t in snap.timers:
         p = parts[(t.rm, t.partition, t.incarnation)]
         timer: Timer
@@ -512,8 +512,8 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
             timer = AllocationTimeoutTimer(p, p.allocations[t.ref], t.gen)
         else:
             timer = ExpireTimer(p, t.ref, p.terminated[t.ref].state)
-        heap.append((t.deadline, t.n, timer))
-    heapq.heapify(heap)  # dropped entries may have broken the heap shape; pop order is unchanged
-    core.timers._heap = heap
-    core.timers._n = snap.timers_n
+        held[t.rm].append((t.deadline, t.n, timer))
+    for rm_id, entries in held.items():  # each RM's deadlines with it, in their order
+        core.rms[rm_id].timers.load(entries)
+    core.timer_sequence.n = snap.timers_n
     return core
