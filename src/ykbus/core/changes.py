@@ -175,8 +175,7 @@ class PartitionChanges(IndexedPartition):
                     t.running += 1
         for key in self.waits.keys(LimitRoom):  # asks held by a limit that is gone: judged again
             if key not in self.trackers:
-                for ask in self.waits.take(LimitRoom, key):
-                    self._wake(ask)
+                self._wake_at(LimitRoom, key)
         for t in old.values():
             new = self.trackers.get(t.key)
             for app in t.app_waiters.values():
@@ -413,8 +412,7 @@ class PartitionChanges(IndexedPartition):
                 del app.asks[ask.key]
         self._emit(AllocationReleased(alloc, termination, message, report), ctx)
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
-            for waiter in self.waits.take(Replacement, alloc.uuid):
-                self._wake(waiter)
+            self._wake_at(Replacement, alloc.uuid)
         for q in app.path:
             self._wake_queue(q)
         for t in app.trackers:

@@ -7,6 +7,8 @@ room).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ykbus.core import why
 from ykbus.core.config import (
     AppSortPolicy,
@@ -76,8 +78,8 @@ class IndexedPartition(PartitionState):
             if q.leaf and (not only_fair or q.sort_policy is AppSortPolicy.FAIR):
                 for entry in list(q.active_apps):
                     self._rekey_app(entry[-1])
-                pooled = {e[-1].id: e[-1] for apps in q.pooled_apps.values() for e in apps}
-                for app in pooled.values():
+                pooled = {e[-1].id: e[-1] for apps in q.pooled_apps.values() for e in apps if e[-1].entry is None}
+                for app in pooled.values():  # (the active ones were, with their active entries)
                     self.pool.rekey(app)
 
     def _recompute_priorities(self, q: Queue) -> None:
@@ -271,8 +273,20 @@ class IndexedPartition(PartitionState):
             for ask in self.pool.let_through(self.scheduler.closed):
                 self.pool.leave(ask)
                 self._wake(ask)
-        self.scheduler.closed.clear()
-        self.scheduler.freed.clear()
+        self.scheduler.gates_settled()
+
+    def _activate(self, ask: Ask) -> None:
+        """A waiting ask about to be placed (or placed by the next pass): active again, in
+        its application's list, at once (not a wake-up: the pass goes on as it was)."""
+        self._unwait(ask)
+        ask.waiting = None
+        ask.why = None
+        ask.app.active.add(ask.entry)
+
+    def _wake_at(self, kind: type, key: Any) -> None:
+        """Every ask waiting at one place (a `Wait` kind and its key) is judged again."""
+        for ask in self.waits.take(kind, key):
+            self._wake(ask)
 
     def _rejudge_gang(self, app: App) -> None:
         """The gang changed (a placeholder came or went): every pending placeholder, wherever
@@ -285,19 +299,16 @@ class IndexedPartition(PartitionState):
                 self._wake(ask)
 
     def _wake_gang(self, app: App) -> None:
-        for ask in self.waits.take(GangWait, app.id):
-            self._wake(ask)
+        self._wake_at(GangWait, app.id)
 
     def _wake_leader_waiters(self, app: App) -> None:
         """A leader of `app` no longer waits to be placed: its workers are judged again."""
-        for worker in self.waits.take(LeaderWait, app.id):
-            self._wake(worker)
+        self._wake_at(LeaderWait, app.id)
 
     def _wake_node(self, node: Node) -> None:
         """`node` changed (added, freed, resized, drained, back, going): wake the asks that
         must run on it, to be judged again, and the waiting shapes that now fit it."""
-        for ask in self.waits.take(RequiredNode, node.id):
-            self._wake(ask)
+        self._wake_at(RequiredNode, node.id)
         if node.state is not NodeState.SCHEDULABLE:
             return
         held = node.reserved
@@ -306,8 +317,7 @@ class IndexedPartition(PartitionState):
             self._wake(held)
         for shape in [s for s in self.waits.keys(NodeRoom) if fits(dict(s), node.free)]:  # gangs' asks
             if held is None:
-                for ask in self.waits.take(NodeRoom, shape):
-                    self._wake(ask)
+                self._wake_at(NodeRoom, shape)
                 continue
             # reserved for `held`: it takes no other ask, so an ask reserved elsewhere
             # cannot gain by its room (its own node, or a node free of reservations, would
@@ -321,13 +331,11 @@ class IndexedPartition(PartitionState):
 
     def _wake_queue(self, q: Queue) -> None:
         """Usage in `q` fell (or its max rose): the asks its max held are judged again."""
-        for ask in self.waits.take(QueueRoom, q.path):
-            self._wake(ask)
+        self._wake_at(QueueRoom, q.path)
 
     def _wake_limit(self, t: Tracker) -> None:
         """Usage under a user or group limit fell: the asks it held are judged again."""
-        for ask in self.waits.take(LimitRoom, t.key):
-            self._wake(ask)
+        self._wake_at(LimitRoom, t.key)
 
     def _wake_app_waiters(self, q: Queue | Tracker) -> None:
         if q.app_waiters:
@@ -355,8 +363,7 @@ class IndexedPartition(PartitionState):
         """What a reservation can take changed (`node` came, came back, grew, or lost its
         reservation): the asks past their reservation delay with no node reserved are judged
         again."""
-        self.scheduler.none_to_reserve.clear()
-        self.scheduler.freed[node.id] = node
+        self.scheduler.reservable(node)
         if self.reserve_waiters:
             waiters, self.reserve_waiters = self.reserve_waiters, {}
             for ask in waiters.values():
@@ -369,7 +376,4 @@ class IndexedPartition(PartitionState):
         """Gates a wake-up opened: the walk judges their asks again (also if it had this pass)."""
         if gates:
             self.woken += 1
-            closed = self.scheduler.closed
-            if closed:
-                for gate in gates:
-                    closed.pop(gate, None)
+            self.scheduler.reopen(gates)

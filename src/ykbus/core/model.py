@@ -223,7 +223,7 @@ class Queue:
         # asks, per gate, in their sort order (core/waits.py)
         self.pooled: dict[Any, int] = {}
         self.pooled_apps: dict[Any, SortedList] = {}
-        self.room = QueueRoom(self.path, self.path)  # where its max holds asks (one value, shared)
+        self.room = queue_room(self.path)  # where its max holds asks (one value, shared)
 
     def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
         self.sort_key = None
@@ -366,8 +366,8 @@ class App:
         # key while it has any (core/waits.py)
         self.pooled: dict[Any, list[tuple[int, int, Ask]]] = {}
         self.pool_key: tuple[Any, ...] | None = None
-        self.gang_room = GangWait(self.id, "gang:" + self.id)  # where its gang holds asks (shared)
-        self.leader_room = LeaderWait(self.id, "leader:" + self.id)  # where its leader holds workers (shared)
+        self.gang_room = gang_wait(self.id)  # where its gang holds asks (shared)
+        self.leader_room = leader_wait(self.id)  # where its leader holds workers (shared)
         self.timeout_ms = msg.executionTimeoutMilliSeconds
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
         self.trackers: list[Tracker] = []  # the user and group limits that apply to it
@@ -441,7 +441,7 @@ class Tracker:
 
     def __init__(self, queue: Queue, kind: str, name: str, limit: LimitConfig) -> None:
         self.key = tracker_key(queue, kind, name)
-        self.room = LimitRoom(self.key, self.key)  # where this limit holds asks (shared)
+        self.room = limit_room(self.key)  # where this limit holds asks (shared)
         self.queue = queue
         self.kind = kind
         self.name = name

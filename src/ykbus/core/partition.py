@@ -83,7 +83,6 @@ from ykbus.core.timers import (
     ReservationTimer,
     Timer,
 )
-from ykbus.core.waits import RESERVE
 from ykbus.si import messages as m
 
 
@@ -103,9 +102,8 @@ class Partition(PartitionChanges):
             self._rekey_all(only_fair=True)
         scheduler = self.scheduler
         scheduler.start(ctx.ts)
-        pool = self.pool
         try:
-            while (self.root.active or pool.open and scheduler.shows(self.root)) and ctx.budget_left:
+            while scheduler.has_work() and ctx.budget_left:
                 plan = scheduler.plan()
                 woken = self.woken
                 self.commit(plan, ctx)
@@ -125,10 +123,7 @@ class Partition(PartitionChanges):
                 ask = decision.ask
                 ask.app.why = None
                 if ask.waiting is not None:  # judged behind an open gate (core/waits.py): active again first
-                    self._unwait(ask)
-                    ask.waiting = None
-                    ask.why = None
-                    ask.app.active.add(ask.entry)
+                    self._activate(ask)
                 self._allocate(ask, decision.node, ctx)
             elif isinstance(decision, Park):
                 self._park(decision, ctx)
@@ -186,10 +181,7 @@ class Partition(PartitionChanges):
         """Every pending placeholder of the gang at once; its placeholder timer starts."""
         for ask, node in places:
             if ask.waiting is not None:  # parked with the gang until now: back in its list first
-                self._unwait(ask)
-                ask.waiting = None
-                ask.why = None
-                app.active.add(ask.entry)
+                self._activate(ask)
             app.why = None
             self._allocate(ask, node, ctx)
         self._start_placeholder_timer(app, ctx)
@@ -214,9 +206,7 @@ class Partition(PartitionChanges):
         ph.replacing = ""  # replaced, not abandoned: `release` must not wake the ask as an ordinary one
         self.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
         if ask is not None and ask.pending:
-            ask.waiting = None
-            ask.why = None
-            app.active.add(ask.entry)
+            self._activate(ask)
             if node.state is NodeState.SCHEDULABLE and fits(ask.resource, node.free) and (
                     node.reserved is None or node.reserved is ask):
                 self._allocate(ask, node, ctx)
@@ -246,18 +236,6 @@ class Partition(PartitionChanges):
         self._check_done(app, ctx)
 
     def _reserve(self, ask: Ask, node: Node, ctx: Outbox) -> None:
-        self._take_reservation(ask, node, ctx)
-        freed = self.scheduler.freed
-        if freed and all(n.reserved is not None for n in freed.values()):
-            # every node a reservation could newly take is taken: the asks behind the
-            # reservation gates would find none, as they found none before those nodes came
-            scheduler = self.scheduler
-            for gate in self.pool.open:
-                if gate[0] == RESERVE:
-                    scheduler.closed[gate] = None
-                    scheduler.none_to_reserve[gate[1]] = None
-
-    def _take_reservation(self, ask: Ask, node: Node, ctx: Outbox) -> None:
         ask.reserved = node.id
         node.reserved = ask
         ask.app.why = None
@@ -265,6 +243,7 @@ class Partition(PartitionChanges):
         self._wait(ask, where, m.SchedulingState.RESERVED, why.reserved(node.id, ask.resource), ctx)
         if not ask.app.active:
             self._sync_app(ask.app)
+        self.scheduler.reservation_taken()
 
     def reservation_due(self, timer: ReservationTimer) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""

@@ -130,12 +130,46 @@ class Scheduler:
     def plan(self) -> Plan:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
-        root = self.part.root
-        if root.active or self.part.pool.open and self.shows(root):
+        if self.has_work():
             if self.claimed:
                 self.claimed.clear()
             self._queue(self.part.root, plan)
         return plan
+
+    def has_work(self) -> bool:
+        """Whether a walk has anything to try: active asks, or asks behind a gate shown."""
+        root = self.part.root
+        return root.active > 0 or bool(self.part.pool.open) and self.shows(root)
+
+    # --- the gates' scratch (core/waits.py): written by the partition's wake-ups, read here
+
+    def reopen(self, gates: list[Gate]) -> None:
+        """A wake-up opened `gates`: their asks are judged again, also if they were this pass."""
+        closed = self.closed
+        if closed:
+            for gate in gates:
+                closed.pop(gate, None)
+
+    def reservable(self, node: Node) -> None:
+        """`node` came, came back, grew, or lost its reservation: a reservation may take it."""
+        self.none_to_reserve.clear()
+        self.freed[node.id] = node
+
+    def reservation_taken(self) -> None:
+        """A node was reserved: once every node a reservation could newly take is taken, the
+        asks behind the reservation gates would find none, as they found none before those
+        nodes came; the gates close and their shapes are known to find none."""
+        freed = self.freed
+        if freed and all(n.reserved is not None for n in freed.values()):
+            for gate in self.part.pool.open:
+                if gate[0] == RESERVE:
+                    self.closed[gate] = None
+                    self.none_to_reserve[gate[1]] = None
+
+    def gates_settled(self) -> None:
+        """The entry's gates are let through or closed (`Partition.settle`): none is judged."""
+        self.closed.clear()
+        self.freed.clear()
 
     def _queue(self, q: Queue, plan: Plan) -> bool:
         """Walk `q`; True once an allocation is planned."""
@@ -208,40 +242,44 @@ class Scheduler:
                 return True
         return False
 
+    def _shown(self, here: dict[Gate, Any]) -> list[tuple[Gate, Any]]:
+        """The (gate, value) pairs of `here` whose gate is open and not judged yet (walking
+        the smaller of `here` and the open gates)."""
+        open_gates, closed = self.part.pool.open, self.closed
+        if len(open_gates) <= len(here):
+            return [(gate, here[gate]) for gate in open_gates if gate in here and gate not in closed]
+        return [(gate, value) for gate, value in here.items() if gate in open_gates and gate not in closed]
+
     def shows(self, q: Queue) -> bool:
-        """Whether a gate open and not judged yet has asks in `q`'s subtree."""
+        """Whether a gate open and not judged yet has asks in `q`'s subtree (`_shown`, but
+        stopping at the first: it is asked of every child a walk passes)."""
         counts = q.pooled
         if counts:
-            closed, open_gates = self.closed, self.part.pool.open
-            if len(open_gates) <= len(counts):
-                for gate in open_gates:
-                    if gate in counts and gate not in closed:
-                        return True
-            else:
-                for gate in counts:
-                    if gate in open_gates and gate not in closed:
-                        return True
+            open_gates, closed = self.part.pool.open, self.closed
+            for gate in open_gates if len(open_gates) <= len(counts) else counts:
+                if gate in counts and gate in open_gates and gate not in closed:
+                    return True
         return False
+
+    def _in_order(self, active: Iterable[Any], sources: list[tuple[Gate, Any]]) -> Iterator[Any]:
+        """`active`'s entries and those behind the shown gates `sources`, in one order."""
+        open_gates, closed = self.part.pool.open, self.closed
+        if len(sources) == 1:  # mostly: one gate open
+            gate, entries = sources[0]
+            if not active:
+                return _behind(gate, entries, open_gates, closed)
+            return _merged_one(active, gate, entries, open_gates, closed)
+        return _merged(active, sources, open_gates, closed)
 
     def _apps_of(self, leaf: Queue) -> Iterable[tuple[Any, ...]]:
         """The leaf's applications in its order: the active ones, and those with asks behind
         an open gate (core/waits.py) that may be scheduled, as if those asks were active."""
-        pool = self.part.pool
-        if not pool.open or not leaf.pooled_apps:
+        if not self.part.pool.open or not leaf.pooled_apps:
             return leaf.active_apps
-        open_gates, closed, here = pool.open, self.closed, leaf.pooled_apps
-        if len(open_gates) <= len(here):
-            sources = [(gate, here[gate]) for gate in open_gates if gate in here and gate not in closed]
-        else:
-            sources = [(gate, apps) for gate, apps in here.items() if gate in open_gates and gate not in closed]
+        sources = self._shown(leaf.pooled_apps)
         if not sources:
             return leaf.active_apps
-        if len(sources) == 1:  # mostly: one gate open
-            gate, entries = sources[0]
-            if not leaf.active_apps:
-                return self._shown_apps(_behind(gate, entries, pool.open, self.closed))
-            return self._shown_apps(_merged_one(leaf.active_apps, gate, entries, pool.open, self.closed))
-        return self._shown_apps(_merged(leaf.active_apps, sources, pool.open, self.closed))
+        return self._shown_apps(self._in_order(leaf.active_apps, sources))
 
     def _shown_apps(self, entries: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         last: Any = None
@@ -256,19 +294,13 @@ class Scheduler:
 
     def _asks_of(self, app: App) -> Iterable[tuple[int, int, Ask]]:
         """`app`'s active asks in order, with its asks behind open gates among them."""
-        pool = self.part.pool
-        if not app.pooled or not pool.open:
+        if not app.pooled or not self.part.pool.open:
             return app.active
-        open_gates, closed = pool.open, self.closed
-        sources = [(gate, entries) for gate, entries in app.pooled.items() if gate in open_gates and gate not in closed]
+        sources = self._shown(app.pooled)
         if not sources:
             return app.active
-        if len(sources) == 1:
-            gate, entries = sources[0]
-            if not app.active:
-                return _behind(gate, entries, pool.open, self.closed)
-            return _merged_one(app.active, gate, entries, pool.open, self.closed)
-        return _distinct_asks(_merged(app.active, sources, pool.open, self.closed))
+        merged = self._in_order(app.active, sources)
+        return merged if len(sources) == 1 else _distinct_asks(merged)  # an ask behind two gates: once
 
     def _worker(self, app: App, ask: Ask) -> Decision:
         """An ask tagged `ykbus.io/role: worker` waits while its application's leader waits
