@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from ykbus.core import Core
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
-from ykbus.core.model import RECOVERY_QUEUE, GangWait, LeaderWait, Replacement, pending_leader
+from ykbus.core.model import RECOVERY_QUEUE, GangWait, LeaderWait, Replacement, Victims, pending_leader
 from ykbus.core.outbox import Entry, Output
 from ykbus.core.partition import Partition
 from ykbus.core.resources import fits
@@ -359,6 +359,11 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert k.reserved == node_.id and node_.reserved is k and not fits(k.resource, node_.free), where
                 if not k.required:
                     assert not any(fits(k.resource, n.free) and n.reserved is None for n in schedulable), where
+            elif why.code is C.PREEMPTING:  # its reserved node's victims are being released for it
+                node_ = p.nodes[d["node"]]
+                assert k.reserved == node_.id and node_.reserved is k and node_.preempting, where
+                assert isinstance(k.waiting, Victims) and k.waiting.key == node_.id, where
+                assert {a.uuid for a in node_.allocations.values() if a.preempting} <= set(d["victims"]), where
             elif why.code is C.LEADER_PENDING:  # a worker: its leader still waits to be placed
                 leader = app_.asks.get(d["leader"])
                 assert k.tags.get("ykbus.io/role") == "worker" and isinstance(k.waiting, LeaderWait) and k.waiting.key == app_.id, where
@@ -405,6 +410,9 @@ def reservations_are_consistent(p: Partition) -> None:
         for k in app_.asks.values():
             if k.reserved:
                 assert p.nodes[k.reserved].reserved is k, f"ask {k.key} holds {k.reserved}, which does not hold it"
+    for n in p.nodes.values():  # what each node has preempted and not released yet, counted right
+        preempting = sum(1 for a in n.allocations.values() if a.preempting)
+        assert n.preempting == preempting and (n.id in p.preempted) == bool(preempting), f"node {n.id} preempting"
 
 
 def waits_are_consistent(p: Partition) -> None:

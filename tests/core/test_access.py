@@ -4,7 +4,8 @@ scheduler-configuration; the issue's YuniKorn semantics)."""
 import pytest
 
 from tests.conftest import Harness, msgs, new_allocs, states
-from ykbus.core.config import ConfigError, dump_config, parse_acl, parse_config
+from ykbus.core.config import ConfigError, parse_acl, parse_config
+from ykbus.core.configdump import dump_config
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import app, ask
 from ykbus.yamlload import load_yaml

@@ -7,7 +7,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ykbus.core.config import ConfigError, dump_config, parse_config
+from ykbus.core.config import ConfigError, parse_config
+from ykbus.core.configdump import dump_config
 
 NAMES = st.sampled_from(["a", "b", "c", "dev", "prod", "Team-1", "x_y", "@q"])
 USERS = st.sampled_from(["alice", "bob", "carol", "svc.etl", "*"])

@@ -45,6 +45,7 @@ from ykbus.core.model import (
     Replacement,
     Terminated,
     Tracker,
+    Victims,
     applicable_limits,
     tracker_key,
 )
@@ -352,6 +353,8 @@ class PartitionChanges(IndexedPartition):
         alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       alloc_msg.placeholder, ctx.seq)
+        policy = alloc_msg.preemptionPolicy
+        alloc.preempt_self = policy is None or policy.allowPreemptSelf
         self.ledger.book(alloc)
         self._emit(AllocationRecovered(alloc), ctx)
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
@@ -377,6 +380,7 @@ class PartitionChanges(IndexedPartition):
         app = ask.app
         alloc = Alloc(ctx.next_uuid(self.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq)
+        alloc.preempt_self = ask.preempt_self
         self.ledger.book(alloc, placed=True)
         ask.pending -= 1
         ask.allocated += 1
@@ -413,6 +417,11 @@ class PartitionChanges(IndexedPartition):
         self._emit(AllocationReleased(alloc, termination, message, report), ctx)
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
             self._wake_at(Replacement, alloc.uuid)
+        if alloc.preempting:  # a victim gone: the ask it was preempted for is judged again (placed once it fits)
+            node.preempting -= 1
+            if not node.preempting:
+                self.preempted.pop(node.id, None)
+            self._wake_at(Victims, node.id)
         for q in app.path:
             self._wake_queue(q)
         for t in app.trackers:

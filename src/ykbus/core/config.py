@@ -85,6 +85,15 @@ class PriorityPolicy(_Policy):
     FENCE = "fence"
 
 
+class PreemptionPolicy(_Policy):
+    """`preemption.policy` of a queue (docs/preemption.md): `fence`: asks in or below it take
+    only from inside it; `disabled`: its allocations (and those below it) are never victims."""
+
+    DEFAULT = "default"
+    FENCE = "fence"
+    DISABLED = "disabled"
+
+
 class SortPriority(_Policy):
     ENABLED = "enabled"
     DISABLED = "disabled"
@@ -94,11 +103,17 @@ PROP_SORT_POLICY = "application.sort.policy"
 PROP_SORT_PRIORITY = "application.sort.priority"
 PROP_PRIORITY_POLICY = "priority.policy"
 PROP_PRIORITY_OFFSET = "priority.offset"
+PROP_PREEMPTION_POLICY = "preemption.policy"
+PROP_PREEMPTION_DELAY = "preemption.delay"  # how long an ask waits before it may preempt (default 30s)
+PREEMPTION_DELAY_MS = 30_000
 _ENUM_PROPERTIES: dict[str, type[_Policy]] = {
     PROP_SORT_POLICY: AppSortPolicy,
     PROP_SORT_PRIORITY: SortPriority,
     PROP_PRIORITY_POLICY: PriorityPolicy,
+    PROP_PREEMPTION_POLICY: PreemptionPolicy,
 }
+_DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY,)
+_PREEMPTION_KEYS = {"enabled", "quotapreemptionenabled"}
 
 
 ACL_NAME = re.compile(r"^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$")
@@ -183,7 +198,8 @@ class PartitionConfig(msgspec.Struct, frozen=True):
     root: QueueConfig
     nodesortpolicy: NodeSortConfig
     placementrules: list[PlacementRule] = msgspec.field(default_factory=list)
-    # Kept verbatim: no preemption yet. (A partition's `limits` are its root queue's.)
+    # as configured (`enabled`, `quotapreemptionenabled`: booleans, checked); read through
+    # `preemption_enabled`. (A partition's `limits` are its root queue's.)
     preemption: dict[str, Any] = msgspec.field(default_factory=dict)
     # how long an ask waits for room (log time) before it reserves a node (docs/scheduling.md)
     reservationdelay_ms: int = 2000
@@ -306,6 +322,8 @@ def _properties(obj: object, path: str, errors: _Errors) -> dict[str, str]:
                 text = policy.from_str(text).value
             except ValueError as exc:
                 errors.add(f"{path}.{key}", str(exc))
+        elif key in _DURATION_PROPERTIES:
+            _duration(text, f"{path}.{key}", errors, 0)
         out[str(key)] = text
     return out
 
@@ -623,9 +641,29 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
         nodesortpolicy=_nodesort(raw.get("nodesortpolicy"), f"{path}.nodesortpolicy", errors),
         placementrules=[r for i, item in enumerate(_sequence(raw.get("placementrules"), f"{path}.placementrules", errors))
                         if (r := _rule(item, f"{path}.placementrules[{i}]", errors)) is not None],
-        preemption=_mapping(raw.get("preemption"), f"{path}.preemption", errors) or {},
+        preemption=_preemption(raw.get("preemption"), f"{path}.preemption", errors),
         reservationdelay_ms=_duration(raw.get("reservationdelay"), f"{path}.reservationdelay", errors, 2000),
     )
+
+
+def _preemption(obj: object, path: str, errors: _Errors) -> dict[str, Any]:
+    raw = _mapping(obj, path, errors) or {}
+    errors.keys(raw, _PREEMPTION_KEYS, path)
+    for key in sorted(_PREEMPTION_KEYS & set(raw)):
+        if not isinstance(raw[key], bool):
+            errors.add(f"{path}.{key}", f"expected true or false, got {raw[key]!r}")
+    return dict(raw)
+
+
+def preemption_enabled(config: PartitionConfig) -> bool:
+    """Whether the partition preempts (`preemption.enabled`, default true)."""
+    return config.preemption.get("enabled", True) is not False
+
+
+def duration_ms(text: str) -> int:
+    """A duration property already checked by the parser (`30s`, `500ms`, seconds), in ms."""
+    errors = _Errors()
+    return _duration(text, "", errors, 0)
 
 
 def _duration(obj: object, path: str, errors: _Errors, default: int) -> int:
@@ -684,97 +722,3 @@ def parse_offset(text: str) -> int:
     except ValueError:
         return 0
     return value if INT32_MIN <= value <= INT32_MAX else 0
-
-
-# --- dumping ---------------------------------------------------------------------------
-
-def _quantities(res: dict[str, int]) -> dict[str, int | str]:
-    """Configured quantities as YuniKorn writes them: vcore in milli-cores (`500m`)."""
-    return {k: f"{v}m" if k == "vcore" else v for k, v in res.items()}
-
-
-def _resources_obj(guaranteed: dict[str, int], maximum: dict[str, int]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if guaranteed:
-        out["guaranteed"] = _quantities(guaranteed)
-    if maximum:
-        out["max"] = _quantities(maximum)
-    return out
-
-
-def _dump_queue(q: QueueConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": q.name}
-    if q.parent and not q.queues:
-        out["parent"] = True
-    if res := _resources_obj(q.guaranteed, q.max):
-        out["resources"] = res
-    if q.maxapplications:
-        out["maxapplications"] = q.maxapplications
-    if q.properties:
-        out["properties"] = dict(q.properties)
-    if q.submitacl is not None:
-        out["submitacl"] = q.submitacl.text
-    if q.adminacl is not None:
-        out["adminacl"] = q.adminacl.text
-    if q.limits:
-        out["limits"] = [_dump_limit(lim) for lim in q.limits]
-    if q.childtemplate is not None:
-        t = q.childtemplate
-        tpl: dict[str, Any] = {}
-        if t.maxapplications:
-            tpl["maxapplications"] = t.maxapplications
-        if res := _resources_obj(t.guaranteed, t.max):
-            tpl["resources"] = res
-        if t.properties:
-            tpl["properties"] = dict(t.properties)
-        out["childtemplate"] = tpl
-    if q.queues:
-        out["queues"] = [_dump_queue(c) for c in q.queues]
-    return out
-
-
-def _dump_limit(lim: LimitConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {"limit": lim.limit}
-    if lim.users:
-        out["users"] = list(lim.users)
-    if lim.groups:
-        out["groups"] = list(lim.groups)
-    if lim.maxresources:
-        out["maxresources"] = _quantities(lim.maxresources)
-    if lim.maxapplications:
-        out["maxapplications"] = lim.maxapplications
-    return out
-
-
-def _dump_rule(r: PlacementRule) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": r.name}
-    if r.create:
-        out["create"] = True
-    if r.value:
-        out["value"] = r.value
-    if r.parent is not None:
-        out["parent"] = _dump_rule(r.parent)
-    f = r.filter
-    if f.type != "allow" or f.users or f.groups:
-        out["filter"] = {"type": f.type, **({"users": list(f.users)} if f.users else {}),
-                         **({"groups": list(f.groups)} if f.groups else {})}
-    return out
-
-
-def dump_config(config: SchedulerConfig) -> dict[str, Any]:
-    """The plain object (YAML-ready) of a parsed configuration: `parse_config` of it gives an
-    equal configuration back (tests/property/test_config_roundtrip.py)."""
-    parts = []
-    for p in config.partitions:
-        out: dict[str, Any] = {"name": p.name, "queues": [_dump_queue(p.root)]}
-        if p.placementrules:
-            out["placementrules"] = [_dump_rule(r) for r in p.placementrules]
-        ns = p.nodesortpolicy
-        if ns != NodeSortConfig():
-            out["nodesortpolicy"] = {"type": ns.type.value, "resourceweights": dict(ns.resourceweights)}
-        if p.preemption:
-            out["preemption"] = dict(p.preemption)
-        if p.reservationdelay_ms != 2000:
-            out["reservationdelay"] = f"{p.reservationdelay_ms}ms"
-        parts.append(out)
-    return {"partitions": parts}

@@ -41,6 +41,7 @@ from ykbus.core.timers import (
     AppTimeoutTimer,
     CompletingTimer,
     PlaceholderTimer,
+    PreemptionTimer,
     ReservationTimer,
 )
 from ykbus.si import codec
@@ -140,6 +141,8 @@ class Core(Intake):
                     part.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
             elif isinstance(timer, ReservationTimer):
                 part.reservation_due(timer)
+            elif isinstance(timer, PreemptionTimer):
+                part.preemption_due(timer)
             elif isinstance(timer, PlaceholderTimer):
                 if timer.app.gang_timer == timer.generation:
                     part.placeholder_timeout(timer.app, ctx)

@@ -35,6 +35,33 @@ class Park:
         return f"Park({self.ask.app.id}/{self.ask.key} at {self.where.name}: {self.why.code})"
 
 
+class Preempt:
+    """`victims` on `node` are to be released for `ask` (under `rule`): the RM is asked to
+    release them, the node is reserved for the ask, which waits for their release."""
+
+    __slots__ = ("ask", "node", "victims", "rule")
+
+    def __init__(self, ask: Ask, node: Node, victims: list[Alloc], rule: str) -> None:
+        self.ask, self.node, self.victims, self.rule = ask, node, victims, rule
+
+    def __repr__(self) -> str:
+        return f"Preempt({self.ask.app.id}/{self.ask.key} on {self.node.id}: {', '.join(a.uuid for a in self.victims)})"
+
+
+class Unpreempted:
+    """A search for victims for `ask` found none (core/preemption.py), `reason` says why: it
+    does not search again for the retry interval, and `then` (its `Park` or `Reserve`) is
+    applied with a reason that says it cannot preempt either."""
+
+    __slots__ = ("ask", "then", "reason")
+
+    def __init__(self, ask: Ask, then: Park | Reserve, reason: str) -> None:
+        self.ask, self.then, self.reason = ask, then, reason
+
+    def __repr__(self) -> str:
+        return f"Unpreempted({self.then!r}: {self.reason})"
+
+
 class Reserve:
     """`node` is reserved for `ask`, which has waited for room the partition's reservation
     delay: the node takes no other ask until `ask` is placed (there or elsewhere)."""
@@ -110,10 +137,16 @@ class CancelGroup:
         return f"CancelGroup({self.ask.app.id}/{self.ask.key}: {len(self.placeholders)} placeholders)"
 
 
-Decision = Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup
+Decision = Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
 Plan = list[Decision]
 # decisions after which a walk ends and the next starts from root: they change what the
 # walk reads (usage, or the placeholders a real ask would take)
-ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup)
+ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup, Preempt)
+
+
+def ends_walk(decision: Decision) -> bool:
+    """Whether the walk ends after `decision` (`ENDS_WALK`, or a reservation after a search)."""
+    cls = decision.__class__
+    return cls in ENDS_WALK or cls is Unpreempted and decision.then.__class__ is Reserve  # type: ignore[union-attr]
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from ykbus import limits
 from ykbus.core.lifecycle import APP, AppEvent, AppState
-from ykbus.core.model import Alloc, App, Ask
+from ykbus.core.model import Alloc, App, Ask, Node
 from ykbus.core.outbox import Outbox
+from ykbus.core.preemption import delay_ms, guaranteed_types
 from ykbus.core.state import PartitionState
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
@@ -23,6 +24,7 @@ from ykbus.core.timers import (
     CompletingTimer,
     ExpireTimer,
     PlaceholderTimer,
+    PreemptionTimer,
     ReservationTimer,
 )
 from ykbus.si import messages as m
@@ -74,6 +76,33 @@ class ReplacementAsked:
 
     def __init__(self, placeholder: Alloc, ask: Ask) -> None:
         self.placeholder, self.ask = placeholder, ask
+
+
+class AllocationPreempted:
+    """`alloc` is preempted for `ask` under `rule`: the RM is to release it (`PREEMPTED_BY_SCHEDULER`)."""
+
+    __slots__ = ("alloc", "ask", "rule")
+
+    def __init__(self, alloc: Alloc, ask: Ask, rule: str) -> None:
+        self.alloc, self.ask, self.rule = alloc, ask, rule
+
+
+class PreemptionStarted:
+    """`ask` preempts `victims` on `node` under `rule`, and holds the node meanwhile."""
+
+    __slots__ = ("ask", "node", "victims", "rule")
+
+    def __init__(self, ask: Ask, node: Node, victims: list[Alloc], rule: str) -> None:
+        self.ask, self.node, self.victims, self.rule = ask, node, victims, rule
+
+
+class PreemptionRetry:
+    """A search for victims for `ask` found none: it may search again at `at` (log time)."""
+
+    __slots__ = ("ask", "at")
+
+    def __init__(self, ask: Ask, at: int) -> None:
+        self.ask, self.at = ask, at
 
 
 class AskDropped:
@@ -133,7 +162,8 @@ class PlaceholderTimerStarted:
 
 
 Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
-         | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppExpired | AllocationRecovered)
+         | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppExpired | AllocationRecovered
+         | AllocationPreempted | PreemptionStarted | PreemptionRetry)
 
 
 def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
@@ -184,6 +214,28 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         ask = event.ask
         delay = part.config.reservationdelay_ms * 1_000_000
         part.timers.schedule(event.since + delay, ReservationTimer(part, ask.app, ask.key, event.since))
+        if ask.preempt_other and part.preempts() and guaranteed_types(ask):  # it may preempt after its delay
+            part.timers.schedule(event.since + delay_ms(ask) * 1_000_000,
+                                 PreemptionTimer(part, ask.app, ask.key, event.since))
+    elif isinstance(event, AllocationPreempted):
+        alloc, ask = event.alloc, event.ask
+        ctx.put(rm, m.AllocationRelease(
+            partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
+            terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER, allocationKey=alloc.key,
+            message=f"preempted for ask {ask.key} of application {ask.app.id} ({event.rule})"))
+        ctx.event(rm, m.EventType.APP, alloc.app.id,
+                  f"allocation {alloc.uuid} ({alloc.key}) of queue {alloc.app.queue.path} on node {alloc.node.id} "
+                  f"is preempted for ask {ask.key} of application {ask.app.id} in queue {ask.app.queue.path} "
+                  f"({event.rule})", m.ChangeType.REMOVE)
+    elif isinstance(event, PreemptionStarted):
+        ask = event.ask
+        taken = ", ".join(f"{a.uuid} ({a.app.id}, queue {a.app.queue.path})" for a in event.victims)
+        ctx.event(rm, m.EventType.APP, ask.app.id,
+                  f"ask {ask.key} in queue {ask.app.queue.path} preempts {len(event.victims)} allocation(s) on "
+                  f"node {event.node.id} ({event.rule}): {taken}", m.ChangeType.SET)
+    elif isinstance(event, PreemptionRetry):
+        ask = event.ask
+        part.timers.schedule(event.at, PreemptionTimer(part, ask.app, ask.key, ask.since))
     elif isinstance(event, PlaceholderTimerStarted):
         app = event.app
         part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(part, app, app.gang_timer))

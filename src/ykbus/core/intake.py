@@ -240,6 +240,9 @@ class Intake(RMRegistry):
         for alloc in targets:
             if alloc.replacing and rel.terminationType is m.TerminationType.PLACEHOLDER_REPLACED:
                 part.confirm_replacement(alloc, ctx)  # the second step of a replacement
+            elif alloc.preempting and rel.terminationType is m.TerminationType.PREEMPTED_BY_SCHEDULER:
+                part.release(alloc, m.TerminationType.PREEMPTED_BY_SCHEDULER, rel.message or "preempted", ctx,
+                             report=False)  # the RM confirms a preemption: not echoed back
             else:
                 part.release(alloc, m.TerminationType.STOPPED_BY_RM, rel.message or "released by the RM", ctx)
         return ""

@@ -15,6 +15,8 @@ from sortedcontainers import SortedList
 
 from ykbus.core import why
 from ykbus.core.config import (
+    PROP_PREEMPTION_DELAY,
+    PROP_PREEMPTION_POLICY,
     PROP_PRIORITY_OFFSET,
     PROP_PRIORITY_POLICY,
     PROP_SORT_POLICY,
@@ -23,9 +25,11 @@ from ykbus.core.config import (
     AppSortPolicy,
     ChildTemplate,
     LimitConfig,
+    PreemptionPolicy,
     PriorityPolicy,
     QueueConfig,
     SortPriority,
+    duration_ms,
     parse_offset,
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
@@ -105,6 +109,13 @@ class LeaderWait(Wait):
     __slots__ = ()
 
 
+class Victims(Wait):
+    """The RM's release of the allocations preempted on node `key` for the ask (core/preemption.py),
+    which holds the node's reservation meanwhile."""
+
+    __slots__ = ()
+
+
 class QueueRoom(Wait):
     """Usage of queue `key` (its path) falling under its max, or a new configuration."""
 
@@ -136,6 +147,10 @@ def leader_wait(app_id: str) -> LeaderWait:
     return LeaderWait(app_id, "leader:" + app_id)
 
 
+def victims(node_id: str) -> Victims:
+    return Victims(node_id, "victims:" + node_id)
+
+
 def queue_room(path: str) -> QueueRoom:
     return QueueRoom(path, path)
 
@@ -149,7 +164,7 @@ def parse_wait(name: str) -> Wait:
     if name == "node":
         return NODE_ROOM
     for prefix, make in (("node:", required_node), ("gang:", gang_wait), ("replace:", replacement),
-                         ("leader:", leader_wait)):
+                         ("leader:", leader_wait), ("victims:", victims)):
         if name.startswith(prefix):
             return make(name[len(prefix):])
     return limit_room(name) if "|" in name else queue_room(name)
@@ -159,7 +174,8 @@ class Node:
     """`free` is capacity - occupied - allocated, kept as allocations come and go (the
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
-    __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved")
+    __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved",
+                 "preempting")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -171,6 +187,7 @@ class Node:
         self.allocations: dict[str, Alloc] = {}
         self.key: tuple[float, str] | None = None
         self.reserved: Ask | None = None  # the one ask it is reserved for: it takes no other
+        self.preempting = 0  # its allocations preempted whose release the RM has not confirmed yet
         self.recompute_free()
 
     @property
@@ -195,6 +212,7 @@ class Queue:
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "app_waiters", "raw_priority", "draining_since",
         "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps", "room",
+        "preempt_policy", "preempt_delay_ms",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -250,6 +268,9 @@ class Queue:
             PriorityPolicy.from_str(props.get(PROP_PRIORITY_POLICY, "default")) is PriorityPolicy.FENCE
         )
         self.priority_offset = parse_offset(props.get(PROP_PRIORITY_OFFSET, "0"))
+        self.preempt_policy = PreemptionPolicy.from_str(props.get(PROP_PREEMPTION_POLICY, "default"))
+        delay = props.get(PROP_PREEMPTION_DELAY)
+        self.preempt_delay_ms = duration_ms(delay) if delay is not None else -1  # -1: its parent's
 
     def exposed_priority(self) -> int | None:
         """The priority this queue shows its parent (seed: offset, fence)."""
@@ -273,7 +294,8 @@ class Queue:
 class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
-                 "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved", "pooled")
+                 "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved", "pooled",
+                 "preempt_self", "preempt_other", "preempt_after")
 
     def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
         self.key = msg.allocationKey
@@ -287,6 +309,7 @@ class Ask:
         self.since = 0  # log time it started waiting for node room (0: it does not): reservations
         self.reserved = ""  # the node reserved for it
         self.pooled = 0  # waiting for room in the partition's RoomWaits (core/waits.py): 1, and to reserve: 2
+        self.preempt_after = 0  # log time before which it does not look for victims again (core/preemption.py)
         self.update(msg, resource, shape)
 
     def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
@@ -300,6 +323,9 @@ class Ask:
         self.placeholder = msg.placeholder
         self.originator = msg.Originator
         self.timeout_ms = msg.executionTimeoutMilliSeconds
+        policy = msg.preemptionPolicy  # none: it may be preempted and may not preempt (YuniKorn's)
+        self.preempt_self = policy is None or policy.allowPreemptSelf
+        self.preempt_other = policy is not None and policy.allowPreemptOther
 
     @property
     def entry(self) -> tuple[int, int, Ask]:
@@ -310,7 +336,7 @@ class Ask:
 
 class Alloc:
     __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
-                 "placeholder", "state", "born", "replacing")
+                 "placeholder", "state", "born", "replacing", "preempt_self", "preempting")
 
     def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
                  tags: dict[str, str], task_group: str, placeholder: bool, born: int) -> None:
@@ -326,6 +352,8 @@ class Alloc:
         self.placeholder = placeholder
         self.state = AllocationState.ALLOCATED
         self.replacing = ""  # a placeholder: the key of the real ask taking its place, once released
+        self.preempt_self = True  # it may be preempted (its ask's allowPreemptSelf)
+        self.preempting = False  # preempted: the RM is to release it (core/preemption.py)
 
     def message(self, partition: str) -> m.Allocation:
         return m.Allocation(

@@ -54,8 +54,28 @@ from ykbus.core.config import (
     PartitionConfig,
 )
 from ykbus.core.deadlines import Timers
-from ykbus.core.decisions import ENDS_WALK, Allocate, Defer, GangAllocate, Hold, Park, Plan, Replace, Reserve
-from ykbus.core.effects import AskDropped, ReasonChanged, ReplacementAsked, RoomWaitStarted
+from ykbus.core.decisions import (
+    Allocate,
+    Defer,
+    GangAllocate,
+    Hold,
+    Park,
+    Plan,
+    Preempt,
+    Replace,
+    Reserve,
+    Unpreempted,
+    ends_walk,
+)
+from ykbus.core.effects import (
+    AllocationPreempted,
+    AskDropped,
+    PreemptionRetry,
+    PreemptionStarted,
+    ReasonChanged,
+    ReplacementAsked,
+    RoomWaitStarted,
+)
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import (
@@ -75,11 +95,14 @@ from ykbus.core.model import (
     Tracker,
     replacement,
     required_node,
+    victims,
 )
 from ykbus.core.outbox import Outbox
+from ykbus.core.preemption import RETRY_NS
 from ykbus.core.resources import fits
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.timers import (
+    PreemptionTimer,
     ReservationTimer,
     Timer,
 )
@@ -109,8 +132,7 @@ class Partition(PartitionChanges):
                 self.commit(plan, ctx)
                 if not plan:
                     break
-                last = plan[-1].__class__
-                if last is not Allocate and last not in ENDS_WALK and self.woken == woken:
+                if plan[-1].__class__ is not Allocate and not ends_walk(plan[-1]) and self.woken == woken:
                     break  # the walk saw everything active, and committing it woke nothing
         finally:
             scheduler.finish()
@@ -127,6 +149,16 @@ class Partition(PartitionChanges):
                 self._allocate(ask, decision.node, ctx)
             elif isinstance(decision, Park):
                 self._park(decision, ctx)
+            elif isinstance(decision, Unpreempted):  # its search found no victims: not again for a while
+                ask, then = decision.ask, decision.then
+                ask.preempt_after = ctx.ts + RETRY_NS
+                self._emit(PreemptionRetry(ask, ask.preempt_after), ctx)
+                if isinstance(then, Park):
+                    self._park(Park(ask, then.where, then.state, why.cannot_preempt(then.why, decision.reason)), ctx)
+                else:
+                    self._reserve(ask, then.node, ctx, decision.reason)
+            elif isinstance(decision, Preempt):
+                self._preempt(decision, ctx)
             elif isinstance(decision, Reserve):
                 self._reserve(decision.ask, decision.node, ctx)
             elif isinstance(decision, Hold):
@@ -235,15 +267,44 @@ class Partition(PartitionChanges):
         self._sync_app(app)
         self._check_done(app, ctx)
 
-    def _reserve(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+    def _reserve(self, ask: Ask, node: Node, ctx: Outbox, unpreempted: str = "") -> None:
         ask.reserved = node.id
         node.reserved = ask
         ask.app.why = None
         where = required_node(node.id) if ask.required else NODE_ROOM
-        self._wait(ask, where, m.SchedulingState.RESERVED, why.reserved(node.id, ask.resource), ctx)
+        reason = why.reserved(node.id, ask.resource)
+        self._wait(ask, where, m.SchedulingState.RESERVED,
+                   why.cannot_preempt(reason, unpreempted) if unpreempted else reason, ctx)
         if not ask.app.active:
             self._sync_app(ask.app)
         self.scheduler.reservation_taken()
+
+    def _preempt(self, decision: Preempt, ctx: Outbox) -> None:
+        """The RM is asked to release the victims; the node is the ask's until they are gone."""
+        ask, node = decision.ask, decision.node
+        if ask.reserved and ask.reserved != node.id:
+            self._unreserve(ask)
+        for alloc in decision.victims:
+            alloc.preempting = True
+            node.preempting += 1
+            self._emit(AllocationPreempted(alloc, ask, decision.rule), ctx)
+        self.preempted[node.id] = node
+        self._emit(PreemptionStarted(ask, node, decision.victims, decision.rule), ctx)
+        ask.reserved = node.id
+        node.reserved = ask
+        ask.app.why = None
+        self._wait(ask, victims(node.id), m.SchedulingState.RESERVED,
+                   why.preempting(node.id, [a.uuid for a in decision.victims]), ctx)
+        if not ask.app.active:
+            self._sync_app(ask.app)
+        self.scheduler.reservation_taken()
+
+    def preemption_due(self, timer: PreemptionTimer) -> None:
+        """An ask that may preempt has waited its delay (or the retry interval): judged again."""
+        ask = timer.app.asks.get(timer.key)
+        if ask is not None and ask.since == timer.since and ask.pending and ask.waiting is NODE_ROOM:
+            self._unwait(ask)
+            self._wake(ask)
 
     def reservation_due(self, timer: ReservationTimer) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""

@@ -41,8 +41,11 @@ from ykbus.core.decisions import (
     Hold,
     Park,
     Plan,
+    Preempt,
     Replace,
     Reserve,
+    Unpreempted,
+    ends_walk,
 )
 from ykbus.core.gang import fits_beside, pending_placeholders, plan_gang, replacement_for, waits_for_gang
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, AppState, NodeState
@@ -56,7 +59,9 @@ from ykbus.core.model import (
     Shape,
     pending_leader,
     required_node,
+    victims,
 )
+from ykbus.core.preemption import preemption_for
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, ROOM, Gate
@@ -203,7 +208,7 @@ class Scheduler:
 
     def _app(self, app: App, plan: Plan) -> bool:
         if app.state is AppState.ACCEPTED:
-            held = self._maxapplications(app)
+            held = maxapplications(app)
             if held is not None:
                 plan.append(held)
                 return False
@@ -214,7 +219,7 @@ class Scheduler:
                 decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
                             else self._ask(ask))
                 plan.append(decision)
-                if decision.__class__ in ENDS_WALK:
+                if decision.__class__ in ENDS_WALK or decision.__class__ is Unpreempted and ends_walk(decision):
                     return True
             return False
         gang_planned = False
@@ -238,7 +243,7 @@ class Scheduler:
             else:
                 decision = self._ask(ask)
             plan.append(decision)
-            if decision.__class__ in ENDS_WALK:
+            if decision.__class__ in ENDS_WALK or decision.__class__ is Unpreempted and ends_walk(decision):
                 return True
         return False
 
@@ -324,20 +329,6 @@ class Scheduler:
         self.claimed.add(found.uuid)
         return Replace(ask, found)
 
-    @staticmethod
-    def _maxapplications(app: App) -> Hold | None:
-        """A queue or limit that runs its `maxapplications`, which an Accepted `app` may not join."""
-        for q in app.path:
-            if q.maxapps and q.running >= q.maxapps:
-                reason = f"queue {q.path} runs its maximum of {q.maxapps} applications"
-                return Hold(app, q, why.queue_max_applications(reason, q.path, q.running, q.maxapps))
-        for t in app.trackers:
-            n = t.limit.maxapplications
-            if n and t.running >= n:
-                reason = f"{t.describe()}: {t.running} of {n} applications running"
-                return Hold(app, t, why.limit_max_applications(reason, t.kind, t.name, t.queue.path, t.running, n))
-        return None
-
     def _ask(self, ask: Ask) -> Decision:
         if self.tried is not None:
             self.tried.append(ask.key)
@@ -365,11 +356,14 @@ class Scheduler:
                     return Park(ask, q.room, m.SchedulingState.SKIPPED,
                                 why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
         if ask.required:
-            return self._required(ask)
+            return required_node_decision(self.part, ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there
             own = self.part.nodes[ask.reserved]
             if fits(res, own.free):
                 return Allocate(ask, own)
+            if own.preempting:  # it preempted there: it waits for the RM to release its victims
+                return Park(ask, victims(own.id), m.SchedulingState.RESERVED, why.preempting(
+                    own.id, [a.uuid for a in own.allocations.values() if a.preempting]))
         if ask.shape not in self.failed_shapes:
             policy = app.policy
             node: Node | None = self.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
@@ -378,6 +372,19 @@ class Scheduler:
             self.failed_shapes.add(ask.shape)
         if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
             self.closed[(ROOM, ask.shape)] = None
+        if ask.preempt_other and ask.since and self.now >= ask.preempt_after and self.part.preempts():
+            found = preemption_for(self.part, ask, self.now)
+            if found is not None:
+                if isinstance(found, Preempt):
+                    return found
+                then = self._no_room(ask)
+                assert isinstance(then, Park | Reserve)
+                return Unpreempted(ask, then, found)
+        return self._no_room(ask)
+
+    def _no_room(self, ask: Ask) -> Decision:
+        """`ask` found no node with room: it keeps or takes a reservation, or waits for room."""
+        res = ask.resource
         if ask.reserved:
             return Park(ask, NODE_ROOM, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
         if (ask.since and ask.shape not in self.none_to_reserve
@@ -420,26 +427,6 @@ class Scheduler:
     def node_reindexed(self) -> None:
         """A node's room or state moved: the reservation candidates of this pass are stale."""
         self.reservable_cache.clear()
-
-    def _required(self, ask: Ask) -> Decision:
-        """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
-        name = ask.required
-        node = self.part.nodes.get(name)
-        where = required_node(name)
-        if node is None:
-            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_gone(name))
-        if node.state is not NodeState.SCHEDULABLE:
-            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_draining(name, node.state.value))
-        if node.reserved is not None and node.reserved is not ask:  # another ask's, until it is placed
-            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_reserved(name, node.reserved.key))
-        if fits(ask.resource, node.free):
-            return Allocate(ask, node)
-        cap, occ = node.capacity, node.occupied
-        if node.reserved is None and all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
-            return Reserve(ask, node)  # full for now: it reserves its node at once
-        if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
-            return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
-        return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
@@ -606,3 +593,38 @@ def stateaware_gate(leaf: Queue) -> App | None:
             if best_key is None or key < best_key:
                 best, best_key = app, key
     return best
+
+
+def maxapplications(app: App) -> Hold | None:
+    """A queue or limit that runs its `maxapplications`, which an Accepted `app` may not join."""
+    for q in app.path:
+        if q.maxapps and q.running >= q.maxapps:
+            reason = f"queue {q.path} runs its maximum of {q.maxapps} applications"
+            return Hold(app, q, why.queue_max_applications(reason, q.path, q.running, q.maxapps))
+    for t in app.trackers:
+        n = t.limit.maxapplications
+        if n and t.running >= n:
+            reason = f"{t.describe()}: {t.running} of {n} applications running"
+            return Hold(app, t, why.limit_max_applications(reason, t.kind, t.name, t.queue.path, t.running, n))
+    return None
+
+
+def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
+    """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
+    name = ask.required
+    node = part.nodes.get(name)
+    where = required_node(name)
+    if node is None:
+        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_gone(name))
+    if node.state is not NodeState.SCHEDULABLE:
+        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_draining(name, node.state.value))
+    if node.reserved is not None and node.reserved is not ask:  # another ask's, until it is placed
+        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_reserved(name, node.reserved.key))
+    if fits(ask.resource, node.free):
+        return Allocate(ask, node)
+    cap, occ = node.capacity, node.occupied
+    if node.reserved is None and all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
+        return Reserve(ask, node)  # full for now: it reserves its node at once
+    if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
+        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
+    return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))

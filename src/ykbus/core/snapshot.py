@@ -47,6 +47,7 @@ from ykbus.core.timers import (
     CompletingTimer,
     ExpireTimer,
     PlaceholderTimer,
+    PreemptionTimer,
     ReservationTimer,
     Timer,
 )
@@ -64,17 +65,17 @@ READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then sho
 # listed here fails tests/core/test_snapshot_fields.py: a field added to the model and
 # forgotten here would otherwise be lost on restart, silently.
 DERIVED: dict[str, frozenset[str]] = {
-    "Node": frozenset({"free", "key", "reserved"}),  # from capacity, occupied, allocations; index key; asks
+    "Node": frozenset({"free", "key", "reserved", "preempting"}),  # from capacity, occupied, allocations; index key; asks
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
-                        "pooled", "pooled_apps", "room"}),  # tree, sums, config, cache, waiting asks by gate
+                        "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled"}),  # its owner; from its tags; the interned form of its resource; where it waits
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "waits", "reserve_waiters",  # RM's
-                            "pool", "summary",
+                            "pool", "summary", "preempted",
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
@@ -112,6 +113,9 @@ class SAsk(_S):
     why: Why | None = None  # format 3
     since: int = 0  # format 4
     reserved: str = ""
+    preempt_self: bool = True  # preemption
+    preempt_other: bool = False
+    preempt_after: int = 0
 
 
 class SAlloc(_S):
@@ -126,6 +130,8 @@ class SAlloc(_S):
     placeholder: bool
     born: int
     replacing: str = ""  # format 4
+    preempt_self: bool = True  # preemption
+    preempting: bool = False
 
 
 class SApp(_S):
@@ -253,7 +259,7 @@ def _ask(a: Ask) -> SAsk:
     return SAsk(a.key, a.resource, a.max_allocations, a.pending, a.allocated, a.priority, a.seq, a.tags,
                 a.task_group, a.placeholder, a.originator, a.timeout_ms, a.state.value,
                 a.waiting.name if a.waiting is not None else None, a.reported,
-                a.why, a.since, a.reserved)
+                a.why, a.since, a.reserved, a.preempt_self, a.preempt_other, a.preempt_after)
 
 
 def _partition(p: Partition) -> SPartition:
@@ -268,7 +274,8 @@ def _partition(p: Partition) -> SPartition:
                    a.gang, a.gang_hard, a.gang_timer)
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
-                            x.placeholder, x.born, x.replacing) for x in p.allocations.values()],
+                            x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting)
+                     for x in p.allocations.values()],
         terminated={k: v.state.value for k, v in p.terminated.items()},
         node_waiters=[key for shape in p.waits.keys(NodeRoom) for key in p.waits.at(NodeRoom, shape)]
         + [key for (kind, _), group in p.pool.gates.items() if kind == ROOM for key in group],
@@ -283,7 +290,7 @@ def _timer(deadline: int, n: int, timer: Timer) -> STimer | None:
     base = (deadline, n, timer.kind, part.rm, part.name, part.incarnation)
     if isinstance(timer, CompletingTimer | AppTimeoutTimer | PlaceholderTimer):
         return STimer(*base, timer.app.id, timer.app.seq, timer.generation)
-    if isinstance(timer, ReservationTimer):
+    if isinstance(timer, ReservationTimer | PreemptionTimer):
         return STimer(*base, timer.app.id, timer.app.seq, timer.since, timer.key)  # gen: when its wait began
     if isinstance(timer, AllocationTimeoutTimer):
         return STimer(*base, timer.alloc.uuid, timer.alloc.born, timer.timeout_ms)  # gen: the timeout (ms)
@@ -369,7 +376,9 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
                 allocationKey=sk.key, applicationID=app.id, maxAllocations=sk.max_allocations,
                 priority=sk.priority, executionTimeoutMilliSeconds=sk.timeout_ms, tags=sk.tags,
                 taskGroupName=sk.task_group, placeholder=sk.placeholder, Originator=sk.originator,
+                preemptionPolicy=m.PreemptionPolicy(allowPreemptSelf=sk.preempt_self, allowPreemptOther=sk.preempt_other),
             ), app, *p.intern(sk.resource), sk.seq)
+            ask.preempt_after = sk.preempt_after
             ask.pending, ask.allocated = sk.pending, sk.allocated
             ask.since, ask.reserved = sk.since, sk.reserved
             ask.state, ask.reported, ask.why = _ASK_STATES[sk.state], sk.reported, sk.why
@@ -399,6 +408,10 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         alloc = Alloc(sx.uuid, sx.key, app, node, res, sx.priority, sx.tags, sx.task_group,
                       sx.placeholder, sx.born)
         alloc.replacing = sx.replacing
+        alloc.preempt_self, alloc.preempting = sx.preempt_self, sx.preempting
+        if alloc.preempting:  # derived: what each node has preempted and not released yet
+            node.preempting += 1
+            p.preempted[node.id] = node
         allocs[alloc.uuid] = alloc
         add_into(app.allocated, res)
     p.allocations = allocs
@@ -506,6 +519,8 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
             timer = AppTimeoutTimer(p, p.apps[t.ref], t.gen)
         elif t.kind == ReservationTimer.kind:
             timer = ReservationTimer(p, p.apps[t.ref], t.key, t.gen)
+        elif t.kind == PreemptionTimer.kind:
+            timer = PreemptionTimer(p, p.apps[t.ref], t.key, t.gen)
         elif t.kind == PlaceholderTimer.kind:
             timer = PlaceholderTimer(p, p.apps[t.ref], t.gen)
         elif t.kind == AllocationTimeoutTimer.kind:

@@ -15,6 +15,7 @@ from ykbus.core import why
 from ykbus.core.config import (
     AppSortPolicy,
     PartitionConfig,
+    preemption_enabled,
 )
 from ykbus.core.deadlines import Timers
 from ykbus.core.model import (
@@ -73,6 +74,11 @@ class PartitionState:
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
+        self.preempted: dict[str, Node] = {}  # nodes with preempted allocations the RM has not released yet
+
+    def preempts(self) -> bool:
+        """Whether the partition's configuration lets asks preempt (`preemption.enabled`)."""
+        return preemption_enabled(self.config)
 
     def queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
         """`q`'s place among its siblings (core/scheduling.py reads it): memoized in

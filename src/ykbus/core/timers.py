@@ -9,7 +9,9 @@ application's timer generation, its state), so nothing is ever cancelled. Kinds:
 - `AllocationTimeoutTimer`: an ask's `executionTimeoutMilliSeconds`, per allocation;
 - `ExpireTimer`: Completed/Failed -> Expired (then forgotten), 3 days later;
 - `PlaceholderTimer`: a gang's placeholder timeout, from its first placeholder allocation;
-- `ReservationTimer`: an ask that has waited for room the partition's reservation delay.
+- `ReservationTimer`: an ask that has waited for room the partition's reservation delay;
+- `PreemptionTimer`: an ask that may preempt has waited its queue's `preemption.delay`, or
+  the retry interval after a search that found no victims (core/preemption.py).
 
 `kind` is the name a snapshot stores (`STimer.kind`).
 """
@@ -80,8 +82,7 @@ class ExpireTimer(_Timer, frozen=True):
         return p.alive and ended is not None and ended.state is self.state
 
 
-class ReservationTimer(_Timer, frozen=True):
-    kind = "reservation"
+class _AskTimer(_Timer, frozen=True):
     app: App
     key: str  # the ask's allocationKey
     since: int  # when it started waiting: a timer of an earlier wait does nothing
@@ -91,4 +92,13 @@ class ReservationTimer(_Timer, frozen=True):
         return p.alive and p.apps.get(self.app.id) is self.app and self.key in self.app.asks
 
 
-Timer = CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer | PlaceholderTimer | ReservationTimer
+class ReservationTimer(_AskTimer, frozen=True):
+    kind = "reservation"
+
+
+class PreemptionTimer(_AskTimer, frozen=True):
+    kind = "preemption"
+
+
+Timer = (CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer | PlaceholderTimer | ReservationTimer
+         | PreemptionTimer)

@@ -42,6 +42,7 @@ class PendingCode(enum.StrEnum):
     REPLACING = "Replacing"  # a real ask: waiting for the RM to release the placeholder it replaces
     LEADER_PENDING = "LeaderPending"  # a worker: its application's leader is not placed yet
     RESERVED = "Reserved"  # waited long enough: a node is reserved for it until room frees there (or elsewhere)
+    PREEMPTING = "Preempting"  # allocations on its reserved node are preempted for it: the RM is releasing them
 
 
 class Why(msgspec.Struct, frozen=True):
@@ -163,6 +164,17 @@ def reserved(node: str, asked: dict[str, int]) -> Why:
     """(The read API adds what is `missing` on the node now.)"""
     return Why(PendingCode.RESERVED, f"node {node} is reserved for it: the node takes nothing else until it has "
                "room for it (or another node has room first)", {"node": node, "asked": dict(asked)})
+
+
+def cannot_preempt(w: Why, reason: str) -> Why:
+    """`w` (the reason it waits for room) and why a search for victims found none (core/preemption.py)."""
+    return Why(w.code, f"{w.message}; it cannot preempt: {reason}", {**w.details, "preemption": reason})
+
+
+def preempting(node: str, victims: list[str]) -> Why:
+    return Why(PendingCode.PREEMPTING, f"node {node} is reserved for it while the RM releases the "
+               f"{len(victims)} allocation(s) preempted for it there: {', '.join(victims)}",
+               {"node": node, "victims": list(victims)})
 
 
 def required_node_reserved(node: str, other: str) -> Why:

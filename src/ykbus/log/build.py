@@ -45,11 +45,14 @@ def app(app_id: str, queue: str = "root.default", user: str = "user", groups: li
 
 
 def ask(key: str, app_id: str, priority: int = 0, max_allocations: int = 1, partition: str = "default",
-        **quantities: int) -> dict[str, Any]:
+        preemption: tuple[bool, bool] | None = None, **quantities: int) -> dict[str, Any]:
+    """An ask; `preemption`: its (allowPreemptSelf, allowPreemptOther)."""
     out: dict[str, Any] = {"allocationKey": key, "applicationID": app_id, "partitionName": partition,
                            "resourceAsk": resource(**quantities), "maxAllocations": max_allocations}
     if priority:
         out["priority"] = priority
+    if preemption is not None:
+        out["preemptionPolicy"] = {"allowPreemptSelf": preemption[0], "allowPreemptOther": preemption[1]}
     return out
 
 
@@ -94,10 +97,11 @@ class LogBuilder:
     def asks(self, *asks: dict[str, Any], rm: str | None = None) -> Entry:
         return self.entry("alloc", {"rmID": self.rm if rm is None else rm, "asks": list(asks)}, rm=rm)
 
-    def release(self, app_id: str, uuid: str = "", key: str = "", partition: str = "default") -> Entry:
+    def release(self, app_id: str, uuid: str = "", key: str = "", partition: str = "default",
+                termination: str = "STOPPED_BY_RM") -> Entry:
         return self.entry("alloc", {"rmID": self.rm, "releases": {"allocationsToRelease": [
             {"applicationID": app_id, "UUID": uuid, "allocationKey": key, "partitionName": partition,
-             "terminationType": "STOPPED_BY_RM"}]}})
+             "terminationType": termination}]}})
 
     def release_ask(self, app_id: str, key: str = "", partition: str = "default") -> Entry:
         return self.entry("alloc", {"rmID": self.rm, "releases": {"allocationAsksToRelease": [

@@ -1,0 +1,275 @@
+"""Preemption: which running allocations an ask that finds no room may take the place of.
+
+A what-if of the planner (docs/preemption.md): `Preemptor.search` reads the partition and
+returns a `Preempt` decision (one node, the victims there, the rule that allows it) or the
+reason there is none; it changes nothing. The applier (`Partition.commit`) asks the RM to
+release the victims (`PREEMPTED_BY_SCHEDULER`), reserves the node for the ask, and parks
+the ask at `Victims(node)` until the RM has confirmed them; capacity moves only then.
+
+Guaranteed-share preemption between queues (YuniKorn's rules). An ask may look for
+victims when its partition preempts, its `preemptionPolicy` allows it to preempt others,
+it has waited its queue's `preemption.delay` for room, and a queue on its path has a
+guarantee naming a resource it asks for. Its queue must stay within its guarantee on every
+level of its path that has one, once it is placed. A victim is an allocation that allows
+preemption of itself, of an application in another leaf, such that, with C the deepest
+queue above both:
+
+* no queue between the victim's leaf and C falls below its guarantee by losing it, in a
+  resource the guarantee names (usage counted net of allocations already being preempted
+  and of asks already holding a node freed for them);
+* no queue between the ask's leaf and C is a `fence` (`preemption.policy: fence`: asks
+  inside it take only from inside it), and no queue on the victim's path is `disabled`;
+* its priority, seen from C (each level adds its `priority.offset`; a `priority.policy:
+  fence` level shows only its offset), is not above the ask's seen the same way.
+
+On each node whose room (with what its victims free) would take the ask, the set taken is
+the smallest: one victim if one is enough (the smallest, then the lowest priority, then the
+newest), else victims in order of lowest priority, newest first, until the ask fits, then
+those not needed dropped. The node chosen preempts the least: fewest victims, then least
+resource (a share of the partition's total), then the lowest priority, the newest, the node
+id. Nothing is taken unless the victims make room: a preemption always helps.
+
+Why this cannot loop: after it, the ask's queues are within their guarantees and the
+victims' at or above theirs in every named resource that moved; taking the capacity back
+would need the victim's queue below its guarantee, which it is not (tests/property proves
+it on random trees).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ykbus.core.config import PreemptionPolicy
+from ykbus.core.decisions import Preempt
+from ykbus.core.lifecycle import NodeState
+from ykbus.core.model import INT32_MAX, INT32_MIN, Alloc, Ask, Node, Queue
+from ykbus.core.resources import Res
+
+if TYPE_CHECKING:
+    from ykbus.core.state import PartitionState
+
+RETRY_NS = 15 * 1_000_000_000  # a failed search is not tried again for this long (log time)
+SHARE_SCALE = 1_000_000  # a victim set's size: the sum of its shares of the partition's total, in millionths
+GUARANTEE_RULE = "guaranteed share"
+
+
+def delay_ms(ask: Ask) -> int:
+    """The `preemption.delay` of the ask's queue (the nearest level that sets it; 30s)."""
+    for q in ask.app.path:
+        if q.preempt_delay_ms >= 0:
+            return q.preempt_delay_ms
+    return 30_000
+
+
+def seen_from(priority: int, path: list[Queue], below: Queue) -> int:
+    """`priority` of an ask or allocation of a leaf on `path` as queue `below` (an ancestor)
+    sees it: each level under it adds its offset; a priority fence shows only its offset."""
+    value = priority
+    for q in path:
+        if q is below:
+            break
+        value = q.priority_offset if q.priority_fence else max(INT32_MIN, min(INT32_MAX, value + q.priority_offset))
+    return value
+
+
+def guaranteed_types(ask: Ask) -> bool:
+    """Whether a queue on the ask's path has a guarantee naming a resource it asks for: only
+    then does it ask for guaranteed capacity, and only then may it preempt between queues."""
+    res = ask.resource
+    return any(t in res for q in ask.app.path if q.guaranteed for t in q.guaranteed)
+
+
+def preemption_for(part: PartitionState, ask: Ask, now: int) -> Preempt | str | None:
+    """Victims for `ask`, which found no room and may preempt others, or why there are none;
+    None: it may not look for them (yet: its delay; or its queues guarantee nothing it asks)."""
+    if now - ask.since < delay_ms(ask) * 1_000_000 or not guaranteed_types(ask):
+        return None
+    return Preemptor(part, ask).search()
+
+
+class _Flows:
+    """What preemptions under way already move: per queue, the allocations being preempted
+    (leaving) and the asks holding a node freed for them (coming)."""
+
+    __slots__ = ("leaving", "coming")
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.leaving: dict[str, Res] = {}
+        self.coming: dict[str, Res] = {}
+        for node in nodes:
+            for alloc in node.allocations.values():
+                if alloc.preempting:
+                    for q in alloc.app.path:
+                        _add(self.leaving, q.path, alloc.resource)
+            ask = node.reserved
+            if ask is not None:
+                for q in ask.app.path:
+                    _add(self.coming, q.path, ask.resource)
+
+    def used(self, q: Queue, t: str) -> int:
+        leaving, coming = self.leaving.get(q.path), self.coming.get(q.path)
+        return (q.allocated.get(t, 0) - (leaving.get(t, 0) if leaving else 0)
+                + (coming.get(t, 0) if coming else 0))
+
+
+def _add(into: dict[str, Res], key: str, res: Res) -> None:
+    total = into.get(key)
+    if total is None:
+        total = into[key] = {}
+    for t, v in res.items():
+        total[t] = total.get(t, 0) + v
+
+
+class _Side:
+    """How victims of one leaf stand to the ask: whether they may be taken, the levels whose
+    guarantees they must keep, the ask's priority as their common ancestor sees it."""
+
+    __slots__ = ("allowed", "levels", "common", "ask_priority")
+
+    def __init__(self, allowed: bool, levels: list[Queue], common: Queue | None, ask_priority: int) -> None:
+        self.allowed, self.levels, self.common, self.ask_priority = allowed, levels, common, ask_priority
+
+
+class Preemptor:
+    """One search for one ask (read-only scratch)."""
+
+    __slots__ = ("part", "ask", "flows", "sides", "total")
+
+    def __init__(self, part: PartitionState, ask: Ask) -> None:
+        self.part, self.ask = part, ask
+        self.flows = _Flows([n for n in part.preempted.values()])
+        self.sides: dict[str, _Side] = {}
+        self.total = part.total
+
+    def search(self) -> Preempt | str:
+        """The preemption that takes the least, or why there is none."""
+        ask = self.ask
+        res = ask.resource
+        flows = self.flows
+        for q in ask.app.path:  # within its guarantee once placed, on every level that has one
+            for t, g in q.guaranteed.items():
+                need = res.get(t, 0)
+                if need and flows.used(q, t) + need > g:
+                    return f"queue {q.path} would go above its guarantee of {t} {g}"
+        best: tuple[tuple[int, int, int, int, str], Node, list[Alloc]] | None = None
+        allowed_any = False
+        for node in self.part.nodes.values():
+            if node.state is not NodeState.SCHEDULABLE or node.preempting:
+                continue
+            if node.reserved is not None and node.reserved is not ask:
+                continue
+            cap, occ = node.capacity, node.occupied
+            if any(cap.get(t, 0) - occ.get(t, 0) < v for t, v in res.items()):
+                continue  # even empty it would not take the ask
+            candidates = self._candidates(node)
+            if not candidates:
+                continue
+            allowed_any = True
+            chosen = self._choose(node, candidates)
+            if chosen is None:
+                continue
+            size = sum(self._share(a.resource) for a in chosen)
+            key = (len(chosen), size, max(p for p, _ in ((self._priority(a), a) for a in chosen)),
+                   -max(a.born for a in chosen), node.id)
+            if best is None or key < best[0]:
+                best = (key, node, chosen)
+        if best is None:
+            return ("no allocation it may preempt would make room on any node" if allowed_any
+                    else "no running allocation may be preempted for it")
+        return Preempt(ask, best[1], best[2], GUARANTEE_RULE)
+
+    # --- victims -----------------------------------------------------------------------
+
+    def _side(self, leaf: Queue) -> _Side:
+        side = self.sides.get(leaf.path)
+        if side is not None:
+            return side
+        ask = self.ask
+        mine = {q.path for q in ask.app.path}
+        levels: list[Queue] = []
+        common: Queue | None = None
+        disabled = False
+        q: Queue | None = leaf
+        while q is not None:
+            if q.preempt_policy is PreemptionPolicy.DISABLED:
+                disabled = True
+            if common is None:
+                if q.path in mine:
+                    common = q
+                else:
+                    levels.append(q)
+            q = q.parent
+        allowed = not disabled and common is not None and common is not ask.app.queue and bool(levels)
+        ask_priority = ask.priority
+        if allowed:
+            for q in ask.app.path:
+                if q is common:
+                    break
+                if q.preempt_policy is PreemptionPolicy.FENCE:
+                    allowed = False
+            ask_priority = seen_from(ask.priority, ask.app.path, common)  # type: ignore[arg-type]
+        side = self.sides[leaf.path] = _Side(allowed, levels, common, ask_priority)
+        return side
+
+    def _priority(self, alloc: Alloc) -> int:
+        side = self._side(alloc.app.queue)
+        return seen_from(alloc.priority, alloc.app.path, side.common) if side.common is not None else alloc.priority
+
+    def _candidates(self, node: Node) -> list[Alloc]:
+        out = []
+        for alloc in node.allocations.values():
+            if not alloc.preempt_self or alloc.preempting or alloc.replacing:
+                continue
+            side = self._side(alloc.app.queue)
+            if side.allowed and self._priority(alloc) <= side.ask_priority:
+                out.append(alloc)
+        return out
+
+    def _keeps_guarantees(self, taken: list[Alloc], alloc: Alloc) -> bool:
+        """Whether taking `alloc` besides `taken` keeps every level between its leaf and the
+        common ancestor at or above its guarantee in each named resource it frees."""
+        flows = self.flows
+        for q in self._side(alloc.app.queue).levels:
+            if not q.guaranteed:
+                continue
+            for t, g in q.guaranteed.items():
+                freed = alloc.resource.get(t, 0)
+                if not freed:
+                    continue
+                for other in taken:
+                    if q in other.app.path:
+                        freed += other.resource.get(t, 0)
+                if flows.used(q, t) - freed < g:
+                    return False
+        return True
+
+    def _choose(self, node: Node, candidates: list[Alloc]) -> list[Alloc] | None:
+        res, free = self.ask.resource, node.free
+        short = {t: v - free.get(t, 0) for t, v in res.items() if v > free.get(t, 0)}
+        singles = [a for a in candidates
+                   if all(a.resource.get(t, 0) >= v for t, v in short.items()) and self._keeps_guarantees([], a)]
+        if singles:
+            return [min(singles, key=lambda a: (self._share(a.resource), self._priority(a), -a.born, a.uuid))]
+        order = sorted(candidates, key=lambda a: (self._priority(a), -a.born, a.uuid))
+        taken: list[Alloc] = []
+        left = dict(short)
+        for alloc in order:
+            if not any(alloc.resource.get(t, 0) > 0 for t, v in left.items() if v > 0):
+                continue  # frees nothing still missing
+            if not self._keeps_guarantees(taken, alloc):
+                continue
+            taken.append(alloc)
+            for t in left:
+                left[t] -= alloc.resource.get(t, 0)
+            if all(v <= 0 for v in left.values()):
+                break
+        else:
+            return None
+        for alloc in list(reversed(taken)):  # drop those the others make room without
+            if all(sum(a.resource.get(t, 0) for a in taken if a is not alloc) >= v for t, v in short.items()):
+                taken.remove(alloc)
+        return taken
+
+    def _share(self, res: Res) -> int:
+        total = self.total
+        return sum(v * SHARE_SCALE // max(1, total.get(t, 0)) for t, v in res.items())

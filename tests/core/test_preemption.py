@@ -1,0 +1,261 @@
+"""Preemption between queues by guaranteed share (docs/preemption.md): an ask of a queue under
+its guarantee takes the place of allocations of a queue over its own, after its delay, taking
+the least it can; the capacity moves on the RM's confirmation."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import invariants
+from tests.conftest import Harness, events, new_allocs, released
+from ykbus.core.config import ConfigError, parse_config
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.build import app, ask
+from ykbus.yamlload import load_yaml
+
+SECOND = 10**9
+MAY_PREEMPT = (True, True)
+
+
+def queues(a: str = "resources: {guaranteed: {vcore: 2000m}}", b: str = "", partition: str = "",
+           extra: str = "") -> str:
+    return f"""
+partitions:
+  - name: default
+{partition}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            {a}
+          - name: b
+            {b}
+{extra}
+"""
+
+
+def part(h: Harness):
+    return h.core.rms["rm-1"].partitions["default"]
+
+
+def why(h: Harness, app_id: str, key: str) -> dict:
+    return h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"][app_id]["asks"][key]["why"]
+
+
+def checked(h: Harness) -> None:
+    invariants.state_is_consistent(h.core)
+    assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
+
+
+def b_fills_the_cluster(config: str, b_asks: list[dict] | None = None, **nodes) -> Harness:
+    """Two nodes of 2 vcore (unless told), filled by queue b's four 1-vcore allocations."""
+    h = Harness()
+    h.setup(config, **(nodes or {"n1": {"vcore": 2000}, "n2": {"vcore": 2000}}))
+    h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
+    for one in b_asks or [ask(f"b{i}", "batch", vcore=1000) for i in range(4)]:
+        h.do(h.log.asks(one))
+    assert len(part(h).allocations) == 4
+    return h
+
+
+def confirm(h: Harness, rel) -> list:
+    return h.do(h.log.release(rel.applicationID, uuid=rel.UUID, termination="PREEMPTED_BY_SCHEDULER"))
+
+
+def test_an_ask_under_its_guarantee_preempts_after_its_delay_and_takes_the_freed_node():
+    h = b_fills_the_cluster(queues())
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert why(h, "urgent", "u")["code"] == "NoNodeRoom"
+    outs = h.do(h.log.tick(29 * SECOND))
+    assert released(outs) == []  # its delay (30 s by default) has not passed
+    outs = h.do(h.log.tick(1 * SECOND))
+    gone = released(outs)
+    assert [(r.allocationKey, r.terminationType.value) for r in gone] == [("b3", "PREEMPTED_BY_SCHEDULER")]  # newest
+    assert "preempted for ask u of application urgent" in gone[0].message
+    victim_node = part(h).allocations[gone[0].UUID].node.id
+    w = why(h, "urgent", "u")
+    assert w["code"] == "Preempting" and w["details"] == {"node": victim_node, "victims": [gone[0].UUID]}
+    told = {(e.objectID, e.eventChangeType.value) for e in events(outs)}
+    assert told == {("batch", "REMOVE"), ("urgent", "SET")}
+    assert new_allocs(outs) == []  # nothing moves before the RM releases the victim
+    checked(h)
+    outs = confirm(h, gone[0])
+    assert released(outs) == []  # a confirmed preemption is not echoed back
+    assert [(a.allocationKey, a.nodeID) for a in new_allocs(outs)] == [("u", victim_node)]
+    assert part(h).preempted == {} and all(n.reserved is None for n in part(h).nodes.values())
+    checked(h)
+
+
+def test_a_queue_with_no_guarantee_on_its_path_never_preempts():
+    h = b_fills_the_cluster(queues(a=""))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    outs = [o for _ in range(4) for o in h.do(h.log.tick(30 * SECOND))]
+    assert released(outs) == [] and why(h, "urgent", "u")["code"] == "Reserved"  # a node, for when it frees
+    assert "preemption" not in why(h, "urgent", "u")["details"]
+
+
+def test_an_ask_without_allow_preempt_other_does_not_preempt():
+    h = b_fills_the_cluster(queues())
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000)))  # no policy: may be preempted, may not preempt
+    outs = h.do(h.log.tick(60 * SECOND))
+    assert released(outs) == []
+
+
+def test_preemption_disabled_in_the_partition():
+    h = b_fills_the_cluster(queues(partition="    preemption: {enabled: false}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(60 * SECOND))) == []
+
+
+def test_a_queue_at_its_guarantee_loses_nothing_and_the_reason_says_so():
+    h = b_fills_the_cluster(queues(b="resources: {guaranteed: {vcore: 4000m}}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    outs = h.do(h.log.tick(30 * SECOND))
+    assert released(outs) == []
+    w = why(h, "urgent", "u")
+    assert w["code"] == "Reserved" and "it cannot preempt" in w["message"]
+    assert w["details"]["preemption"] == "no allocation it may preempt would make room on any node"
+    checked(h)
+
+
+def test_b_above_its_guarantee_loses_only_what_it_has_over_it():
+    h = b_fills_the_cluster(queues(a="resources: {guaranteed: {vcore: 4000m}}", b="resources: {guaranteed: {vcore: 3000m}}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, max_allocations=2, preemption=MAY_PREEMPT)))
+    outs = h.do(h.log.tick(30 * SECOND))
+    gone = released(outs)
+    assert len(gone) == 1  # b keeps 3 of its 4: its guarantee
+    outs = confirm(h, gone[0])
+    assert len(new_allocs(outs)) == 1
+    outs = h.do(h.log.tick(30 * SECOND))
+    assert released(outs) == []
+    assert part(h).queues["root.b"].allocated == {"vcore": 3000}
+    checked(h)
+
+
+def test_the_preemptor_stays_within_its_own_guarantee():
+    h = b_fills_the_cluster(queues(a="resources: {guaranteed: {vcore: 500m}}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(30 * SECOND))) == []
+    assert why(h, "urgent", "u")["details"]["preemption"] == "queue root.a would go above its guarantee of vcore 500"
+
+
+def test_victims_that_do_not_allow_preemption_of_themselves_are_kept():
+    h = b_fills_the_cluster(queues(), b_asks=[ask(f"b{i}", "batch", vcore=1000, preemption=(False, False))
+                                              for i in range(4)])
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(30 * SECOND))) == []
+    assert why(h, "urgent", "u")["details"]["preemption"] == "no running allocation may be preempted for it"
+
+
+def test_a_victim_of_higher_priority_is_kept():
+    h = b_fills_the_cluster(queues(), b_asks=[ask(f"b{i}", "batch", vcore=1000, priority=10) for i in range(4)])
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, priority=5, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(30 * SECOND))) == []
+
+
+def test_priority_offsets_count_as_the_common_parent_sees_them():
+    h = b_fills_the_cluster(queues(a="resources: {guaranteed: {vcore: 2000m}}\n            properties: {priority.offset: '20'}"),
+                            b_asks=[ask(f"b{i}", "batch", vcore=1000, priority=10) for i in range(4)])
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, priority=5, preemption=MAY_PREEMPT)))
+    assert len(released(h.do(h.log.tick(30 * SECOND)))) == 1  # 5 + 20 is above 10
+
+
+def test_a_disabled_queue_is_never_a_victim():
+    h = b_fills_the_cluster(queues(b="properties: {preemption.policy: disabled}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(30 * SECOND))) == []
+
+
+FENCED = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: team
+            properties: {preemption.policy: fence}
+            queues:
+              - name: a
+                resources: {guaranteed: {vcore: 2000m}}
+              - name: c
+          - name: b
+"""
+
+
+def test_asks_inside_a_fence_take_only_from_inside_it():
+    h = Harness()
+    h.setup(FENCED, n1={"vcore": 2000}, n2={"vcore": 2000})
+    h.do(h.log.apps(app("batch", "root.b"), app("mine", "root.team.c"), app("urgent", "root.team.a")))
+    h.do(h.log.asks(ask("b0", "batch", vcore=1000, max_allocations=3)))
+    h.do(h.log.asks(ask("c0", "mine", vcore=1000)))
+    assert len(part(h).allocations) == 4
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, max_allocations=2, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    assert [r.applicationID for r in gone] == ["mine"]  # not batch's, outside the fence
+    confirm(h, gone[0])
+    assert released(h.do(h.log.tick(30 * SECOND))) == []  # the second has nothing left inside
+    checked(h)
+
+
+def test_one_victim_is_preferred_to_two_and_the_smallest_that_makes_room():
+    h = b_fills_the_cluster(queues(), n1={"vcore": 3000}, n2={"vcore": 2000},
+                            b_asks=[ask("big", "batch", vcore=2000), ask("s1", "batch", vcore=1000),
+                                    ask("s2", "batch", vcore=1000), ask("s3", "batch", vcore=1000)])
+    h.do(h.log.asks(ask("u", "urgent", vcore=2000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    assert [r.allocationKey for r in gone] == ["big"]  # one victim, not two of 1 vcore
+
+
+def test_preemption_that_would_not_help_takes_nothing():
+    h = b_fills_the_cluster(queues(a="resources: {guaranteed: {vcore: 8000m}}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=3000, preemption=MAY_PREEMPT)))  # larger than any node
+    assert released(h.do(h.log.tick(30 * SECOND))) == []
+    assert why(h, "urgent", "u")["details"]["preemption"] == "no running allocation may be preempted for it"
+
+
+def test_a_failed_search_is_retried_after_15_seconds_and_finds_what_changed():
+    h = b_fills_the_cluster(queues(b="resources: {guaranteed: {vcore: 4000m}}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(30 * SECOND))) == []
+    h.do(h.log.config(queues(b="resources: {guaranteed: {vcore: 1000m}}")))  # b's guarantee drops
+    assert released(h.do(h.log.tick(14 * SECOND))) == []
+    assert len(released(h.do(h.log.tick(1 * SECOND)))) == 1
+    checked(h)
+
+
+def test_the_preemptor_removed_before_the_release_leaves_the_node_free():
+    h = b_fills_the_cluster(queues())
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    h.do(h.log.release_ask("urgent", "u"))
+    assert all(n.reserved is None for n in part(h).nodes.values())
+    confirm(h, gone[0])
+    assert part(h).preempted == {}
+    h.do(h.log.asks(ask("b9", "batch", vcore=1000)))
+    assert len(part(h).allocations) == 4  # the freed room serves anyone again
+    checked(h)
+
+
+def test_a_snapshot_mid_preemption_resumes_to_the_same_outputs():
+    h = b_fills_the_cluster(queues())
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    entry = h.log.release(gone[0].applicationID, uuid=gone[0].UUID, termination="PREEMPTED_BY_SCHEDULER")
+    assert restored.apply(entry) == h.do(entry)
+    assert restored.dump() == h.core.dump()
+
+
+@pytest.mark.parametrize("where, text, problem", [
+    ("queue", "properties: {preemption.policy: sometimes}", "preemption.policy: unknown value 'sometimes'"),
+    ("queue", "properties: {preemption.delay: soon}", "preemption.delay: expected a duration"),
+    ("partition", "    preemption: {enabled: 'yes'}", "preemption.enabled: expected true or false"),
+    ("partition", "    preemption: {everything: true}", "preemption.everything: unknown key"),
+])
+def test_bad_preemption_settings_are_named(where, text, problem):
+    config = queues(b=text) if where == "queue" else queues(partition=text)
+    with pytest.raises(ConfigError) as err:
+        parse_config(load_yaml(config))
+    assert any(problem in e for e in err.value.errors), err.value.errors
