@@ -74,6 +74,15 @@ def test_core_backlog_one_row_per_backlog_size_each_backlog_really_waiting():
         has(r, entries_per_s=NUMBER, entry_p99_ms=NUMBER)
 
 
+
+def test_core_preemption_finds_victims_and_places_the_burst_on_the_confirmation():
+    (r,) = bench("core", "--workload", "preemption", "--scale", "0.01", "--repeat", "1")
+    assert r["workload"] == "preemption" and r["nodes"] == 50 and r["allocations"] == 1000 and r["burst"] == 10
+    assert r["preemptions"] > 0 and r["placed"] == r["preemptions"]  # each ask of the burst took one victim's place
+    has(r, search_p50_ms=NUMBER, search_p99_ms=NUMBER, search_max_ms=NUMBER, victims_per_s=NUMBER,
+        seconds=NUMBER, confirm_seconds=NUMBER, core=str)
+    assert r["search_p50_ms"] <= r["search_p99_ms"] <= r["search_max_ms"]
+
 def test_restart():
     (r,) = bench("restart", "--nodes", "20", "--allocations", "500", "--tail", "5", "--repeat", "1")
     assert r["allocations"] == 500 and r["snapshot_bytes"] > 0

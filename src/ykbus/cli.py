@@ -382,6 +382,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rep.row(b.bench_gang(args.repeat, args.scale, rep.progress))
         rep.table(["workload", "nodes", "gangs", "allocations", "entries", "seconds", "gangs_per_s",
                    "allocations_per_s", "min", "max", "peak_rss_mib"])
+    elif args.what == "core" and args.workload == "preemption":
+        rep.row(b.bench_preemption(args.repeat, args.scale, rep.progress))
+        rep.table(["workload", "nodes", "allocations", "burst", "search_p50_ms", "search_p99_ms", "search_max_ms",
+                   "preemptions", "seconds", "victims_per_s", "min", "max", "confirm_seconds", "placed",
+                   "peak_rss_mib"])
     elif args.what == "core":
         rep.row(b.bench_mixed(args.repeat, args.scale, rep.progress))
         rep.table(["workload", "nodes", "allocations", "entries", "allocations_per_s", "min", "max",
@@ -522,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e (see BENCHMARKS.md)")
     bench = p.add_subparsers(dest="what", required=True)
     b = bench.add_parser("core", help="in-process scheduling speed")
-    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog"],
+    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption"],
                    default="yunikorn-perf")
     b.add_argument("--pending", default="1000,10000,100000",
                    help="backlog: asks that cannot be placed, one run per count")
@@ -530,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--nodes", default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
     b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
     b.add_argument("--asks-per-app", type=int, default=5000)
-    b.add_argument("--scale", type=float, default=1.0, help="mixed, gang: scale nodes, apps (gangs) and asks")
+    b.add_argument("--scale", type=float, default=1.0, help="mixed, gang, preemption: scale nodes, apps (gangs) and asks (the burst)")
     b = bench.add_parser("replay", help="log entries per second replaying a long log")
     b.add_argument("--entries", type=int, default=1_000_000, help="entries of the generated log")
     b.add_argument("--log", metavar="LOG.jsonl",

@@ -259,3 +259,92 @@ def test_bad_preemption_settings_are_named(where, text, problem):
     with pytest.raises(ConfigError) as err:
         parse_config(load_yaml(config))
     assert any(problem in e for e in err.value.errors), err.value.errors
+
+
+PINNED = "yunikorn.apache.org/requiredNode"
+
+
+def test_an_ask_required_on_a_full_node_preempts_there_at_once_placeholders_first():
+    h = Harness()
+    h.setup(queues(a=""), n1={"vcore": 3000})
+    h.do(h.log.apps(app("batch", "root.b"), app("daemon", "root.a")))
+    h.do(h.log.asks({**ask("pinned", "batch", vcore=1000), "tags": {PINNED: "n1"}}))
+    h.do(h.log.asks({**ask("ph", "batch", vcore=1000), "placeholder": True, "taskGroupName": "tg"}))
+    h.do(h.log.asks(ask("b", "batch", vcore=1000)))
+    assert {a.key for a in part(h).nodes["n1"].allocations.values()} == {"pinned", "ph", "b"}
+    outs = h.do(h.log.asks({**ask("ds", "daemon", vcore=1000), "tags": {PINNED: "n1"}}))  # no policy, no delay
+    gone = released(outs)
+    assert [r.allocationKey for r in gone] == ["ph"]  # a placeholder first; the pinned one is kept
+    assert why(h, "daemon", "ds")["code"] == "Preempting"
+    outs = confirm(h, gone[0])
+    assert [(a.allocationKey, a.nodeID) for a in new_allocs(outs)] == [("ds", "n1")]
+    checked(h)
+
+
+def test_a_required_node_ask_does_not_preempt_higher_priority_allocations():
+    h = Harness()
+    h.setup(queues(a=""), n1={"vcore": 1000})
+    h.do(h.log.apps(app("batch", "root.b"), app("daemon", "root.a")))
+    h.do(h.log.asks(ask("b", "batch", vcore=1000, priority=100)))
+    outs = h.do(h.log.asks({**ask("ds", "daemon", vcore=1000, priority=1), "tags": {PINNED: "n1"}}))
+    assert released(outs) == [] and why(h, "daemon", "ds")["code"] == "Reserved"
+    assert "would not make room" in why(h, "daemon", "ds")["details"]["preemption"]
+
+
+WITHIN = queues(a="properties: {preemption.withinqueue: lowerpriority}", b="")
+
+
+def test_a_leaf_with_withinqueue_lowerpriority_preempts_strictly_lower_priorities_of_its_own():
+    h = Harness()
+    h.setup(WITHIN, n1={"vcore": 2000})
+    h.do(h.log.apps(app("low", "root.a"), app("same", "root.a"), app("high", "root.a")))
+    h.do(h.log.asks(ask("l", "low", vcore=1000, priority=1)))
+    h.do(h.log.asks(ask("s", "same", vcore=1000, priority=5)))
+    h.do(h.log.asks(ask("h", "high", vcore=1000, priority=5, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    assert [r.applicationID for r in gone] == ["low"]  # not "same": equal priority
+    outs = confirm(h, gone[0])
+    assert [a.allocationKey for a in new_allocs(outs)] == ["h"]
+    checked(h)
+
+
+QUOTA = """
+partitions:
+  - name: default
+    preemption: {{quotapreemptionenabled: true}}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources: {{max: {{vcore: {max}}}}}
+            properties: {{quota.preemption.delay: 10s}}
+"""
+
+
+def test_a_max_lowered_below_usage_is_enforced_after_the_quota_delay_newest_lowest_first():
+    h = Harness()
+    h.setup(QUOTA.format(max="4000m"), n1={"vcore": 4000})
+    h.do(h.log.apps(app("x", "root.a")))
+    h.do(h.log.asks(ask("hi", "x", vcore=1000, priority=9, max_allocations=2)))
+    h.do(h.log.asks(ask("lo", "x", vcore=1000, priority=1, max_allocations=2)))
+    h.do(h.log.config(QUOTA.format(max="1500m")))
+    assert released(h.do(h.log.tick(9 * SECOND))) == []
+    gone = released(h.do(h.log.tick(1 * SECOND)))
+    assert sorted(r.allocationKey for r in gone) == ["hi", "lo", "lo"]  # down to 1 of 4, lowest priority first
+    assert all(r.terminationType.value == "PREEMPTED_BY_SCHEDULER" for r in gone)
+    checked(h)
+    for r in gone:
+        confirm(h, r)
+    assert part(h).queues["root.a"].allocated == {"vcore": 1000}
+    assert released(h.do(h.log.tick(30 * SECOND))) == []
+    checked(h)
+
+
+def test_quota_preemption_is_off_unless_the_partition_enables_it():
+    h = Harness()
+    h.setup(QUOTA.format(max="4000m").replace("quotapreemptionenabled: true", "enabled: true"), n1={"vcore": 4000})
+    h.do(h.log.apps(app("x", "root.a")))
+    h.do(h.log.asks(ask("lo", "x", vcore=1000, max_allocations=4)))
+    h.do(h.log.config(QUOTA.format(max="1500m").replace("quotapreemptionenabled: true", "enabled: true")))
+    assert released(h.do(h.log.tick(60 * SECOND))) == []

@@ -223,6 +223,78 @@ def bench_gang(repeat: int, scale: float, progress: Callable[[str], None]) -> di
             "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
 
 
+# --- core: preemption ----------------------------------------------------------------------
+
+def bench_preemption(repeat: int, scale: float, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Preemption on a full cluster (workloads.Preemption, issue 22). Two figures:
+    - one victim search: `Preemptor(partition, ask).search()` timed call by call for each
+      ask of the burst, over the state before anything is preempted (a what-if: it
+      changes nothing), p50/p99/max;
+    - end to end: the entry past the preemption delay, in which the core searches for
+      every ask of the burst (victims found per second of `Core.apply`: the allocations
+      released PREEMPTED_BY_SCHEDULER over its wall time), then the RM's confirmation of
+      every release in one entry, in which the burst is placed."""
+    from ykbus.bench.workloads import Preemption
+    from ykbus.core.decisions import Preempt
+    from ykbus.core.preemption import Preemptor
+
+    nodes, burst = max(10, int(5000 * scale)), max(10, int(1000 * scale))
+    runs = []
+    for r in range(repeat):
+        w = Preemption(nodes=nodes, burst=burst)
+        core = fresh_core()
+        progress(f"core preemption: run {r + 1}/{repeat}, filling {nodes:,} nodes")
+        running = apply_all(core, w.setup())
+        while core.backlog:
+            running += apply_all(core, [w.log.tick()])
+        assert running == w.allocations, f"{running} of {w.allocations} allocations to fill the cluster"
+        placed = apply_all(core, [w.burst_entry()])
+        assert placed == 0, f"{placed} asks of the burst found room in a full cluster"
+        part = core.rms["bench"].partitions["default"]
+        asks = [k for a in part.apps.values() if a.id.startswith("pre") for k in a.asks.values() if k.pending]
+        assert len(asks) == burst, f"{len(asks)} of {burst} asks of the burst pending"
+        gc.collect()
+        searches, found = [], 0
+        for i, ask in enumerate(asks):
+            t0 = time.perf_counter()
+            decision = Preemptor(part, ask).search()
+            searches.append(time.perf_counter() - t0)
+            found += isinstance(decision, Preempt)
+            if i % 50 == 0:
+                progress(f"core preemption: run {r + 1}/{repeat}, search {i}/{burst}")
+        assert found == burst, f"{found} of {burst} searches found victims"
+        progress(f"core preemption: run {r + 1}/{repeat}, the delay passes: {burst:,} asks search")
+        gc.collect()
+        t0 = time.perf_counter()
+        outs = core.apply(w.delay_tick())
+        seconds = time.perf_counter() - t0
+        victims = [(v.applicationID, v.UUID) for o in outs if o.kind == "alloc" for v in o.msg.released
+                   if v.terminationType.name == "PREEMPTED_BY_SCHEDULER"]
+        assert victims, "nothing preempted"
+        progress(f"core preemption: run {r + 1}/{repeat}, confirming {len(victims):,} releases")
+        gc.collect()
+        t0 = time.perf_counter()
+        outs = core.apply(w.confirm(victims))
+        confirm_s = time.perf_counter() - t0
+        burst_placed = sum(1 for o in outs if o.kind == "alloc" for a in o.msg.new if a.applicationID.startswith("pre"))
+        searches.sort()
+        runs.append({"search_p50_ms": 1000 * searches[len(searches) // 2],
+                     "search_p99_ms": 1000 * searches[int(len(searches) * 0.99)],
+                     "search_max_ms": 1000 * searches[-1], "preemptions": len(victims), "seconds": seconds,
+                     "victims_per_s": len(victims) / seconds, "confirm_seconds": confirm_s,
+                     "placed": burst_placed})
+    per_s = [r["victims_per_s"] for r in runs]
+    p99s = [r["search_p99_ms"] for r in runs]
+    return {"bench": "core", "workload": "preemption", "nodes": nodes, "allocations": nodes * Preemption.PER_NODE,
+            "burst": burst, "search_p50_ms": statistics.median(r["search_p50_ms"] for r in runs),
+            "search_p99_ms": statistics.median(p99s), "search_max_ms": max(r["search_max_ms"] for r in runs),
+            "p99_min": min(p99s), "p99_max": max(p99s), "preemptions": runs[0]["preemptions"],
+            "seconds": statistics.median(r["seconds"] for r in runs), "victims_per_s": statistics.median(per_s),
+            "min": min(per_s), "max": max(per_s),
+            "confirm_seconds": statistics.median(r["confirm_seconds"] for r in runs), "placed": runs[0]["placed"],
+            "repeat": repeat, "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
 # --- core: node policies ------------------------------------------------------------------
 
 def bench_policies(repeat: int, scale: float, progress: Callable[[str], None]) -> list[dict[str, Any]]:

@@ -306,3 +306,85 @@ class Backlog:
                     for a, u in gone]}})
             else:
                 yield self.log.asks(*[self._pod() for _ in range(self.churn)])
+
+
+def preemption_config(parents: int = 5, leaves: int = 10, preemptors: int = 2, over_guarantee: int = 500,
+                      under_guarantee: int = 200) -> str:
+    """5 parents of 10 leaves; in each parent the last `preemptors` leaves (`pre*`) have a
+    guarantee of `under_guarantee` cores (and 4 GiB per core) and nothing running, the
+    others (`run*`) one of `over_guarantee` cores, far below what they will run."""
+    lines = ["partitions:", "  - name: default", "    queues:", "      - name: root", "        submitacl: '*'",
+             "        queues:"]
+    for p in range(parents):
+        lines += [f"          - name: dept{p}", "            queues:"]
+        for leaf in range(leaves):
+            name, cores = (f"pre{leaf}", under_guarantee) if leaf >= leaves - preemptors else (f"run{leaf}", over_guarantee)
+            lines += [f"              - name: {name}",
+                      f"                resources: {{guaranteed: {{vcore: {cores}, memory: {cores * 4 * 2**30}}}}}"]
+    return "\n".join(lines) + "\n"
+
+
+class Preemption:
+    """`ykbus bench core --workload preemption` (issue 22): 5,000 nodes of 20 cores and 80
+    GiB filled by 100,000 running 1-core, 4 GiB allocations (20 per node) of the 40 `run*`
+    leaves of a 50-leaf tree (5 parents x 10 leaves), each leaf at 2,500 cores over a
+    guarantee of 500 (a fifth: the guarantees scale with the cluster); victims' priorities
+    cycle 0, 10, 50, 200. Then a burst of `burst` asks (1 core, 4 GiB, priority 100, allowed
+    to preempt) from the 10 `pre*` leaves, which guarantee twice their share of the burst
+    (200 cores each) and run nothing: none fits, each may take the place of one
+    allocation of priority 100 or less once its queue's `preemption.delay` (30 s of log
+    time) has passed (`delay_tick`); the RM then confirms every release in one entry
+    (`confirm`) and the asks are placed on the nodes freed for them."""
+
+    PER_NODE = 20
+    PRIORITIES = (0, 10, 50, 200)
+
+    def __init__(self, nodes: int = 5000, burst: int = 1000) -> None:
+        self.nodes, self.burst = nodes, burst
+        self.log = LogBuilder("bench")
+        self.runners = [f"root.dept{p}.run{leaf}" for p in range(5) for leaf in range(8)]
+        self.preemptors = [f"root.dept{p}.pre{leaf}" for p in range(5) for leaf in (8, 9)]
+
+    @property
+    def allocations(self) -> int:
+        return self.nodes * self.PER_NODE
+
+    def setup(self) -> Iterator[Entry]:
+        """The tree, the nodes, and the allocations filling them, 10,000 per entry (the
+        core's per-entry budget)."""
+        log = self.log
+        per_leaf = self.allocations // len(self.runners)
+        per_preemptor = -(-self.burst // len(self.preemptors))
+        yield log.register(preemption_config(over_guarantee=max(1, per_leaf // 5), under_guarantee=2 * per_preemptor))
+        for start in range(0, self.nodes, 5000):
+            yield log.nodes(*[node(f"n{i:05d}", vcore=self.PER_NODE * 1000, memory=self.PER_NODE * 4 * 2**30)
+                              for i in range(start, min(self.nodes, start + 5000))])
+        yield log.apps(*[app(f"run{i}", q) for i, q in enumerate(self.runners)],
+                       *[app(f"pre{i}", q) for i, q in enumerate(self.preemptors)])
+        per_app = -(-self.allocations // len(self.runners))  # asks of 100 allocations each, round robin
+        asks, left = [], self.allocations
+        for k in range(per_app // 100 + 1):
+            for i in range(len(self.runners)):
+                n = min(100, left)
+                if n <= 0:
+                    break
+                asks.append(ask(f"r{k}", f"run{i}", vcore=1000, memory=4 * 2**30, max_allocations=n,
+                                priority=self.PRIORITIES[(k + i) % len(self.PRIORITIES)]))
+                left -= n
+        for start in range(0, len(asks), 100):  # 10,000 allocations per entry
+            yield log.asks(*asks[start:start + 100])
+
+    def burst_entry(self) -> Entry:
+        """The burst: every ask waits for room (the cluster is full)."""
+        return self.log.asks(*[ask(f"b{i}", f"pre{i % len(self.preemptors)}", vcore=1000, memory=4 * 2**30,
+                                   priority=100, preemption=(True, True)) for i in range(self.burst)])
+
+    def delay_tick(self) -> Entry:
+        """Past the preemption delay (30 s) of the burst's queues: each of its asks looks for victims."""
+        return self.log.tick(30 * 1_000_000_000 + 1_000_000)
+
+    def confirm(self, released: list[tuple[str, str]]) -> Entry:
+        """The RM's confirmation of every preempted allocation (application, uuid), in one entry."""
+        return self.log.entry("alloc", {"rmID": "bench", "releases": {"allocationsToRelease": [
+            {"applicationID": a, "UUID": u, "partitionName": "default", "terminationType": "PREEMPTED_BY_SCHEDULER"}
+            for a, u in released]}})

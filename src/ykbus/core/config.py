@@ -94,6 +94,14 @@ class PreemptionPolicy(_Policy):
     DISABLED = "disabled"
 
 
+class WithinQueue(_Policy):
+    """`preemption.withinqueue` of a leaf: `lowerpriority` lets its asks preempt strictly
+    lower-priority allocations of the same leaf (docs/preemption.md)."""
+
+    DISABLED = "disabled"
+    LOWER_PRIORITY = "lowerpriority"
+
+
 class SortPriority(_Policy):
     ENABLED = "enabled"
     DISABLED = "disabled"
@@ -105,14 +113,17 @@ PROP_PRIORITY_POLICY = "priority.policy"
 PROP_PRIORITY_OFFSET = "priority.offset"
 PROP_PREEMPTION_POLICY = "preemption.policy"
 PROP_PREEMPTION_DELAY = "preemption.delay"  # how long an ask waits before it may preempt (default 30s)
+PROP_WITHIN_QUEUE = "preemption.withinqueue"
+PROP_QUOTA_DELAY = "quota.preemption.delay"  # YuniKorn 1.8: after a reload lowers max below usage (0: never)
 PREEMPTION_DELAY_MS = 30_000
 _ENUM_PROPERTIES: dict[str, type[_Policy]] = {
     PROP_SORT_POLICY: AppSortPolicy,
     PROP_SORT_PRIORITY: SortPriority,
     PROP_PRIORITY_POLICY: PriorityPolicy,
     PROP_PREEMPTION_POLICY: PreemptionPolicy,
+    PROP_WITHIN_QUEUE: WithinQueue,
 }
-_DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY,)
+_DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY, PROP_QUOTA_DELAY)
 _PREEMPTION_KEYS = {"enabled", "quotapreemptionenabled"}
 
 
@@ -658,6 +669,11 @@ def _preemption(obj: object, path: str, errors: _Errors) -> dict[str, Any]:
 def preemption_enabled(config: PartitionConfig) -> bool:
     """Whether the partition preempts (`preemption.enabled`, default true)."""
     return config.preemption.get("enabled", True) is not False
+
+
+def quota_preemption_enabled(config: PartitionConfig) -> bool:
+    """Whether queues over a lowered max are preempted down to it (`preemption.quotapreemptionenabled`, default false)."""
+    return config.preemption.get("quotapreemptionenabled", False) is True
 
 
 def duration_ms(text: str) -> int:

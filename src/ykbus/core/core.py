@@ -42,6 +42,7 @@ from ykbus.core.timers import (
     CompletingTimer,
     PlaceholderTimer,
     PreemptionTimer,
+    QuotaTimer,
     ReservationTimer,
 )
 from ykbus.si import codec
@@ -143,6 +144,8 @@ class Core(Intake):
                 part.reservation_due(timer)
             elif isinstance(timer, PreemptionTimer):
                 part.preemption_due(timer)
+            elif isinstance(timer, QuotaTimer):
+                part.quota_due(timer, ctx)
             elif isinstance(timer, PlaceholderTimer):
                 if timer.app.gang_timer == timer.generation:
                     part.placeholder_timeout(timer.app, ctx)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from ykbus import limits
 from ykbus.core.lifecycle import APP, AppEvent, AppState
-from ykbus.core.model import Alloc, App, Ask, Node
+from ykbus.core.model import Alloc, App, Ask, Node, Queue
 from ykbus.core.outbox import Outbox
-from ykbus.core.preemption import delay_ms, guaranteed_types
+from ykbus.core.preemption import delay_ms, may_search
 from ykbus.core.state import PartitionState
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
@@ -25,6 +25,7 @@ from ykbus.core.timers import (
     ExpireTimer,
     PlaceholderTimer,
     PreemptionTimer,
+    QuotaTimer,
     ReservationTimer,
 )
 from ykbus.si import messages as m
@@ -79,11 +80,12 @@ class ReplacementAsked:
 
 
 class AllocationPreempted:
-    """`alloc` is preempted for `ask` under `rule`: the RM is to release it (`PREEMPTED_BY_SCHEDULER`)."""
+    """`alloc` is preempted for `ask` (None: for its queue's quota) under `rule`: the RM is to
+    release it (`PREEMPTED_BY_SCHEDULER`)."""
 
     __slots__ = ("alloc", "ask", "rule")
 
-    def __init__(self, alloc: Alloc, ask: Ask, rule: str) -> None:
+    def __init__(self, alloc: Alloc, ask: Ask | None, rule: str) -> None:
         self.alloc, self.ask, self.rule = alloc, ask, rule
 
 
@@ -94,6 +96,15 @@ class PreemptionStarted:
 
     def __init__(self, ask: Ask, node: Node, victims: list[Alloc], rule: str) -> None:
         self.ask, self.node, self.victims, self.rule = ask, node, victims, rule
+
+
+class QuotaOverrun:
+    """A reload left `queue` over its max: what it holds over is preempted `at` (log time)."""
+
+    __slots__ = ("queue", "at")
+
+    def __init__(self, queue: Queue, at: int) -> None:
+        self.queue, self.at = queue, at
 
 
 class PreemptionRetry:
@@ -163,7 +174,7 @@ class PlaceholderTimerStarted:
 
 Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
          | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppExpired | AllocationRecovered
-         | AllocationPreempted | PreemptionStarted | PreemptionRetry)
+         | AllocationPreempted | PreemptionStarted | PreemptionRetry | QuotaOverrun)
 
 
 def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
@@ -214,19 +225,22 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         ask = event.ask
         delay = part.config.reservationdelay_ms * 1_000_000
         part.timers.schedule(event.since + delay, ReservationTimer(part, ask.app, ask.key, event.since))
-        if ask.preempt_other and part.preempts() and guaranteed_types(ask):  # it may preempt after its delay
+        if ask.preempt_other and part.preempts() and may_search(ask):  # it may preempt after its delay
             part.timers.schedule(event.since + delay_ms(ask) * 1_000_000,
                                  PreemptionTimer(part, ask.app, ask.key, event.since))
     elif isinstance(event, AllocationPreempted):
         alloc, ask = event.alloc, event.ask
+        for_what = (f"for ask {ask.key} of application {ask.app.id} in queue {ask.app.queue.path}" if ask is not None
+                    else "for its queue's quota")
         ctx.put(rm, m.AllocationRelease(
             partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
             terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER, allocationKey=alloc.key,
-            message=f"preempted for ask {ask.key} of application {ask.app.id} ({event.rule})"))
+            message=f"preempted {for_what} ({event.rule})"))
         ctx.event(rm, m.EventType.APP, alloc.app.id,
                   f"allocation {alloc.uuid} ({alloc.key}) of queue {alloc.app.queue.path} on node {alloc.node.id} "
-                  f"is preempted for ask {ask.key} of application {ask.app.id} in queue {ask.app.queue.path} "
-                  f"({event.rule})", m.ChangeType.REMOVE)
+                  f"is preempted {for_what} ({event.rule})", m.ChangeType.REMOVE)
+    elif isinstance(event, QuotaOverrun):
+        part.timers.schedule(event.at, QuotaTimer(part, event.queue.path))
     elif isinstance(event, PreemptionStarted):
         ask = event.ask
         taken = ", ".join(f"{a.uuid} ({a.app.id}, queue {a.app.queue.path})" for a in event.victims)

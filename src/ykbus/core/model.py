@@ -19,8 +19,10 @@ from ykbus.core.config import (
     PROP_PREEMPTION_POLICY,
     PROP_PRIORITY_OFFSET,
     PROP_PRIORITY_POLICY,
+    PROP_QUOTA_DELAY,
     PROP_SORT_POLICY,
     PROP_SORT_PRIORITY,
+    PROP_WITHIN_QUEUE,
     WILDCARD,
     AppSortPolicy,
     ChildTemplate,
@@ -29,6 +31,7 @@ from ykbus.core.config import (
     PriorityPolicy,
     QueueConfig,
     SortPriority,
+    WithinQueue,
     duration_ms,
     parse_offset,
 )
@@ -212,7 +215,7 @@ class Queue:
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "app_waiters", "raw_priority", "draining_since",
         "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps", "room",
-        "preempt_policy", "preempt_delay_ms",
+        "preempt_policy", "preempt_delay_ms", "preempt_within", "quota_delay_ms",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -271,6 +274,10 @@ class Queue:
         self.preempt_policy = PreemptionPolicy.from_str(props.get(PROP_PREEMPTION_POLICY, "default"))
         delay = props.get(PROP_PREEMPTION_DELAY)
         self.preempt_delay_ms = duration_ms(delay) if delay is not None else -1  # -1: its parent's
+        quota = props.get(PROP_QUOTA_DELAY)
+        self.quota_delay_ms = duration_ms(quota) if quota is not None else 0  # 0: never
+        self.preempt_within = (WithinQueue.from_str(props.get(PROP_WITHIN_QUEUE, "disabled"))
+                               is WithinQueue.LOWER_PRIORITY)
 
     def exposed_priority(self) -> int | None:
         """The priority this queue shows its parent (seed: offset, fence)."""

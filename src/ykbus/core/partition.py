@@ -52,6 +52,7 @@ from ykbus.core import why
 from ykbus.core.changes import PartitionChanges
 from ykbus.core.config import (
     PartitionConfig,
+    quota_preemption_enabled,
 )
 from ykbus.core.deadlines import Timers
 from ykbus.core.decisions import (
@@ -72,6 +73,7 @@ from ykbus.core.effects import (
     AskDropped,
     PreemptionRetry,
     PreemptionStarted,
+    QuotaOverrun,
     ReasonChanged,
     ReplacementAsked,
     RoomWaitStarted,
@@ -98,11 +100,12 @@ from ykbus.core.model import (
     victims,
 )
 from ykbus.core.outbox import Outbox
-from ykbus.core.preemption import RETRY_NS
+from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
 from ykbus.core.resources import fits
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.timers import (
     PreemptionTimer,
+    QuotaTimer,
     ReservationTimer,
     Timer,
 )
@@ -298,6 +301,24 @@ class Partition(PartitionChanges):
         if not ask.app.active:
             self._sync_app(ask.app)
         self.scheduler.reservation_taken()
+
+    def quota_reloaded(self, ctx: Outbox) -> None:
+        """A reload: every queue now over its max that preempts for quota starts its delay."""
+        if quota_preemption_enabled(self.config):
+            for q in self.queues.values():
+                if q.quota_delay_ms > 0 and any(q.allocated.get(t, 0) > v for t, v in q.max.items()):
+                    self._emit(QuotaOverrun(q, ctx.ts + q.quota_delay_ms * 1_000_000), ctx)
+
+    def quota_due(self, timer: QuotaTimer, ctx: Outbox) -> None:
+        """A queue's quota delay has passed: what it still holds over its max is preempted, at once."""
+        q = self.queues[timer.queue]
+        if not quota_preemption_enabled(self.config) or q.quota_delay_ms <= 0:
+            return
+        for alloc in quota_victims(self, q):
+            alloc.preempting = True
+            alloc.node.preempting += 1
+            self.preempted[alloc.node.id] = alloc.node
+            self._emit(AllocationPreempted(alloc, None, f"{QUOTA_RULE}: queue {q.path} is over its max"), ctx)
 
     def preemption_due(self, timer: PreemptionTimer) -> None:
         """An ask that may preempt has waited its delay (or the retry interval): judged again."""

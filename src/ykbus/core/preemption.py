@@ -37,12 +37,13 @@ it on random trees).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ykbus.core.config import PreemptionPolicy
 from ykbus.core.decisions import Preempt
 from ykbus.core.lifecycle import NodeState
-from ykbus.core.model import INT32_MAX, INT32_MIN, Alloc, Ask, Node, Queue
+from ykbus.core.model import INT32_MAX, INT32_MIN, REQUIRED_NODE_TAG, Alloc, App, Ask, Node, Queue
 from ykbus.core.resources import Res
 
 if TYPE_CHECKING:
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
 RETRY_NS = 15 * 1_000_000_000  # a failed search is not tried again for this long (log time)
 SHARE_SCALE = 1_000_000  # a victim set's size: the sum of its shares of the partition's total, in millionths
 GUARANTEE_RULE = "guaranteed share"
+REQUIRED_RULE = "required node"
+WITHIN_RULE = "lower priority in its queue"
+QUOTA_RULE = "quota"
 
 
 def delay_ms(ask: Ask) -> int:
@@ -79,12 +83,96 @@ def guaranteed_types(ask: Ask) -> bool:
     return any(t in res for q in ask.app.path if q.guaranteed for t in q.guaranteed)
 
 
+def may_search(ask: Ask) -> bool:
+    """Whether a rule could let `ask` (which may preempt others) preempt once past its delay:
+    its queues guarantee something it asks for, or its leaf preempts by priority."""
+    return guaranteed_types(ask) or ask.app.queue.preempt_within
+
+
 def preemption_for(part: PartitionState, ask: Ask, now: int) -> Preempt | str | None:
     """Victims for `ask`, which found no room and may preempt others, or why there are none;
-    None: it may not look for them (yet: its delay; or its queues guarantee nothing it asks)."""
-    if now - ask.since < delay_ms(ask) * 1_000_000 or not guaranteed_types(ask):
+    None: it may not look for them (yet: its delay; or no rule could let it)."""
+    if now - ask.since < delay_ms(ask) * 1_000_000:
         return None
-    return Preemptor(part, ask).search()
+    found: Preempt | str | None = None
+    if guaranteed_types(ask):
+        found = Preemptor(part, ask).search()
+        if isinstance(found, Preempt):
+            return found
+    if ask.app.queue.preempt_within:
+        within = Preemptor(part, ask, WITHIN_RULE).search()
+        if isinstance(within, Preempt) or found is None:
+            return within
+        return f"{found}; {WITHIN_RULE}: {within}"
+    return found
+
+
+def required_node_victims(part: PartitionState, ask: Ask, node: Node) -> Preempt | str:
+    """Victims on `node` for `ask`, which must run there (`yunikorn.apache.org/requiredNode`)
+    and does not fit: at once, whatever its policy, queue or delay; allocations of lower or
+    equal priority that allow it and are not pinned to the node themselves, placeholders
+    first, then the lowest priority, the newest. Or why there are none."""
+    res, free = ask.resource, node.free
+    candidates = [a for a in node.allocations.values()
+                  if a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
+                  and a.tags.get(REQUIRED_NODE_TAG) != node.id]
+    candidates.sort(key=lambda a: (not a.placeholder, a.priority, -a.born, a.uuid))
+    taken = _cover({t: v - free.get(t, 0) for t, v in res.items() if v > free.get(t, 0)}, candidates)
+    if taken is None:
+        return f"the allocations it may preempt on node {node.id} would not make room for it"
+    return Preempt(ask, node, taken, REQUIRED_RULE)
+
+
+def _cover(short: Res, order: list[Alloc], admit: Callable[[list[Alloc], Alloc], bool] | None = None
+           ) -> list[Alloc] | None:
+    """The first of `order` (that `admit` lets join those taken before) that together free
+    `short`, less those the others make room without; None: they do not."""
+    taken: list[Alloc] = []
+    left = dict(short)
+    for alloc in order:
+        if not any(alloc.resource.get(t, 0) > 0 for t, v in left.items() if v > 0):
+            continue  # frees nothing still missing
+        if admit is not None and not admit(taken, alloc):
+            continue
+        taken.append(alloc)
+        for t in left:
+            left[t] -= alloc.resource.get(t, 0)
+        if all(v <= 0 for v in left.values()):
+            break
+    else:
+        return None
+    for alloc in list(reversed(taken)):  # drop those the others make room without
+        if all(sum(a.resource.get(t, 0) for a in taken if a is not alloc) >= v for t, v in short.items()):
+            taken.remove(alloc)
+    return taken
+
+
+def quota_victims(part: PartitionState, q: Queue) -> list[Alloc]:
+    """The allocations of `q`'s subtree to preempt so that its usage (less what is being
+    preempted already) is within its max again: lowest priority first, the newest first,
+    each one that frees a resource still over; those that do not allow it are kept."""
+    flows = _Flows(list(part.preempted.values()))
+    over = {t: flows.held(q, t) - limit for t, limit in q.max.items() if flows.held(q, t) > limit}
+    if not over:
+        return []
+    mine = [a for app in _apps_below(q) for a in app.allocations.values()
+            if a.preempt_self and not a.preempting and not a.replacing]
+    mine.sort(key=lambda a: (a.priority, -a.born, a.uuid))
+    taken = []
+    for alloc in mine:
+        if any(alloc.resource.get(t, 0) > 0 for t, v in over.items() if v > 0):
+            taken.append(alloc)
+            for t in over:
+                over[t] -= alloc.resource.get(t, 0)
+            if all(v <= 0 for v in over.values()):
+                break
+    return taken
+
+
+def _apps_below(q: Queue) -> list[App]:
+    if q.leaf:
+        return list(q.apps.values())
+    return [app for child in q.children.values() for app in _apps_below(child)]
 
 
 class _Flows:
@@ -105,6 +193,11 @@ class _Flows:
             if ask is not None:
                 for q in ask.app.path:
                     _add(self.coming, q.path, ask.resource)
+
+    def held(self, q: Queue, t: str) -> int:
+        """What `q` uses of `t`, less what is being preempted."""
+        leaving = self.leaving.get(q.path)
+        return q.allocated.get(t, 0) - (leaving.get(t, 0) if leaving else 0)
 
     def used(self, q: Queue, t: str) -> int:
         leaving, coming = self.leaving.get(q.path), self.coming.get(q.path)
@@ -133,10 +226,10 @@ class _Side:
 class Preemptor:
     """One search for one ask (read-only scratch)."""
 
-    __slots__ = ("part", "ask", "flows", "sides", "total")
+    __slots__ = ("part", "ask", "rule", "flows", "sides", "total")
 
-    def __init__(self, part: PartitionState, ask: Ask) -> None:
-        self.part, self.ask = part, ask
+    def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE) -> None:
+        self.part, self.ask, self.rule = part, ask, rule
         self.flows = _Flows([n for n in part.preempted.values()])
         self.sides: dict[str, _Side] = {}
         self.total = part.total
@@ -146,8 +239,8 @@ class Preemptor:
         ask = self.ask
         res = ask.resource
         flows = self.flows
-        for q in ask.app.path:  # within its guarantee once placed, on every level that has one
-            for t, g in q.guaranteed.items():
+        for q in ask.app.path if self.rule == GUARANTEE_RULE else ():  # within its guarantee once placed,
+            for t, g in q.guaranteed.items():  # on every level that has one
                 need = res.get(t, 0)
                 if need and flows.used(q, t) + need > g:
                     return f"queue {q.path} would go above its guarantee of {t} {g}"
@@ -176,7 +269,7 @@ class Preemptor:
         if best is None:
             return ("no allocation it may preempt would make room on any node" if allowed_any
                     else "no running allocation may be preempted for it")
-        return Preempt(ask, best[1], best[2], GUARANTEE_RULE)
+        return Preempt(ask, best[1], best[2], self.rule)
 
     # --- victims -----------------------------------------------------------------------
 
@@ -185,6 +278,11 @@ class Preemptor:
         if side is not None:
             return side
         ask = self.ask
+        if self.rule == WITHIN_RULE:  # its own leaf only, by priority alone
+            allowed = leaf is ask.app.queue and not any(
+                q.preempt_policy is PreemptionPolicy.DISABLED for q in ask.app.path)
+            side = self.sides[leaf.path] = _Side(allowed, [], leaf, ask.priority - 1)  # strictly lower
+            return side
         mine = {q.path for q in ask.app.path}
         levels: list[Queue] = []
         common: Queue | None = None
@@ -221,7 +319,7 @@ class Preemptor:
             if not alloc.preempt_self or alloc.preempting or alloc.replacing:
                 continue
             side = self._side(alloc.app.queue)
-            if side.allowed and self._priority(alloc) <= side.ask_priority:
+            if side.allowed and self._priority(alloc) <= side.ask_priority and alloc.app is not self.ask.app:
                 out.append(alloc)
         return out
 
@@ -251,24 +349,7 @@ class Preemptor:
         if singles:
             return [min(singles, key=lambda a: (self._share(a.resource), self._priority(a), -a.born, a.uuid))]
         order = sorted(candidates, key=lambda a: (self._priority(a), -a.born, a.uuid))
-        taken: list[Alloc] = []
-        left = dict(short)
-        for alloc in order:
-            if not any(alloc.resource.get(t, 0) > 0 for t, v in left.items() if v > 0):
-                continue  # frees nothing still missing
-            if not self._keeps_guarantees(taken, alloc):
-                continue
-            taken.append(alloc)
-            for t in left:
-                left[t] -= alloc.resource.get(t, 0)
-            if all(v <= 0 for v in left.values()):
-                break
-        else:
-            return None
-        for alloc in list(reversed(taken)):  # drop those the others make room without
-            if all(sum(a.resource.get(t, 0) for a in taken if a is not alloc) >= v for t, v in short.items()):
-                taken.remove(alloc)
-        return taken
+        return _cover(short, order, self._keeps_guarantees)
 
     def _share(self, res: Res) -> int:
         total = self.total

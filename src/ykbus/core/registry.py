@@ -324,6 +324,7 @@ class RMRegistry:
                 rm.partitions[pc.name] = Partition(rm.id, pc, rm.timers, entry.seq)
             else:
                 draining += part.apply_config(pc, ctx.ts)
+                part.quota_reloaded(ctx)  # a max lowered below usage: preempted down to it after a delay
         rm.config_text = text
         rm.link_partitions()
         note = f"; draining: {', '.join(draining)}" if draining else ""

@@ -61,7 +61,7 @@ from ykbus.core.model import (
     required_node,
     victims,
 )
-from ykbus.core.preemption import preemption_for
+from ykbus.core.preemption import preemption_for, required_node_victims
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, ROOM, Gate
@@ -622,9 +622,17 @@ def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
         return Park(ask, where, m.SchedulingState.FAILED, why.required_node_reserved(name, node.reserved.key))
     if fits(ask.resource, node.free):
         return Allocate(ask, node)
+    if node.preempting and node.reserved is ask:  # it preempted there: it waits for the RM to release its victims
+        return Park(ask, victims(node.id), m.SchedulingState.RESERVED, why.preempting(
+            node.id, [a.uuid for a in node.allocations.values() if a.preempting]))
     cap, occ = node.capacity, node.occupied
-    if node.reserved is None and all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
-        return Reserve(ask, node)  # full for now: it reserves its node at once
+    if all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
+        found = required_node_victims(part, ask, node) if part.preempts() and not node.preempting else None
+        if isinstance(found, Preempt):
+            return found  # preempts on its node at once
+        if node.reserved is None:
+            then = Reserve(ask, node)  # full for now: it reserves its node at once
+            return Unpreempted(ask, then, found) if found else then
     if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
         return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
     return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))

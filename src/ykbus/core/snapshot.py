@@ -48,6 +48,7 @@ from ykbus.core.timers import (
     ExpireTimer,
     PlaceholderTimer,
     PreemptionTimer,
+    QuotaTimer,
     ReservationTimer,
     Timer,
 )
@@ -68,7 +69,8 @@ DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"free", "key", "reserved", "preempting"}),  # from capacity, occupied, allocations; index key; asks
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
-                        "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms"}),  # tree, sums, config, cache, waiting asks by gate
+                        "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
+                        "quota_delay_ms"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled"}),  # its owner; from its tags; the interned form of its resource; where it waits
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
@@ -294,6 +296,8 @@ def _timer(deadline: int, n: int, timer: Timer) -> STimer | None:
         return STimer(*base, timer.app.id, timer.app.seq, timer.since, timer.key)  # gen: when its wait began
     if isinstance(timer, AllocationTimeoutTimer):
         return STimer(*base, timer.alloc.uuid, timer.alloc.born, timer.timeout_ms)  # gen: the timeout (ms)
+    if isinstance(timer, QuotaTimer):
+        return STimer(*base, timer.queue, 0, 0)
     return STimer(*base, timer.app_id, 0, 0)
 
 
@@ -521,6 +525,8 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
             timer = ReservationTimer(p, p.apps[t.ref], t.key, t.gen)
         elif t.kind == PreemptionTimer.kind:
             timer = PreemptionTimer(p, p.apps[t.ref], t.key, t.gen)
+        elif t.kind == QuotaTimer.kind:
+            timer = QuotaTimer(p, t.ref)
         elif t.kind == PlaceholderTimer.kind:
             timer = PlaceholderTimer(p, p.apps[t.ref], t.gen)
         elif t.kind == AllocationTimeoutTimer.kind:

@@ -10,6 +10,8 @@ application's timer generation, its state), so nothing is ever cancelled. Kinds:
 - `ExpireTimer`: Completed/Failed -> Expired (then forgotten), 3 days later;
 - `PlaceholderTimer`: a gang's placeholder timeout, from its first placeholder allocation;
 - `ReservationTimer`: an ask that has waited for room the partition's reservation delay;
+- `QuotaTimer`: a queue's `quota.preemption.delay` after a reload lowered its max below its
+  usage (core/preemption.py);
 - `PreemptionTimer`: an ask that may preempt has waited its queue's `preemption.delay`, or
   the retry interval after a search that found no victims (core/preemption.py).
 
@@ -24,7 +26,7 @@ import msgspec
 
 if TYPE_CHECKING:
     from ykbus.core.lifecycle import AppState
-    from ykbus.core.model import Alloc, App, Terminated
+    from ykbus.core.model import Alloc, App, Queue, Terminated
 
 
 class TimerTarget(Protocol):
@@ -34,6 +36,7 @@ class TimerTarget(Protocol):
     apps: dict[str, App]
     allocations: dict[str, Alloc]
     terminated: dict[str, Terminated]
+    queues: dict[str, Queue]
 
 
 class _Timer(msgspec.Struct, frozen=True):
@@ -92,6 +95,15 @@ class _AskTimer(_Timer, frozen=True):
         return p.alive and p.apps.get(self.app.id) is self.app and self.key in self.app.asks
 
 
+class QuotaTimer(_Timer, frozen=True):
+    kind = "quota"
+    queue: str  # its path
+
+    def live(self) -> bool:
+        p = self.partition
+        return p.alive and self.queue in p.queues
+
+
 class ReservationTimer(_AskTimer, frozen=True):
     kind = "reservation"
 
@@ -101,4 +113,4 @@ class PreemptionTimer(_AskTimer, frozen=True):
 
 
 Timer = (CompletingTimer | AppTimeoutTimer | AllocationTimeoutTimer | ExpireTimer | PlaceholderTimer | ReservationTimer
-         | PreemptionTimer)
+         | PreemptionTimer | QuotaTimer)
