@@ -363,7 +363,8 @@ def pending_reasons_are_true(p: Partition) -> None:
                 node_ = p.nodes[d["node"]]
                 assert k.reserved == node_.id and node_.reserved is k and node_.preempting, where
                 assert isinstance(k.waiting, Victims) and k.waiting.key == node_.id, where
-                assert {a.uuid for a in node_.allocations.values() if a.preempting} <= set(d["victims"]), where
+                named = [node_.allocations[u] for u in d["victims"] if u in node_.allocations]
+                assert all(a.preempting for a in named), where  # the others the RM has released
             elif why.code is C.LEADER_PENDING:  # a worker: its leader still waits to be placed
                 leader = app_.asks.get(d["leader"])
                 assert k.tags.get("ykbus.io/role") == "worker" and isinstance(k.waiting, LeaderWait) and k.waiting.key == app_.id, where
@@ -495,3 +496,31 @@ def snapshot_plus_tail_is_full_replay(entries: Sequence[Entry], per_entry: Seque
             got = [encode_output(o) for o in resumed.apply(e)]
             assert got == per_entry[i], f"snapshot at {cut}: entry {i} decided differently"
         assert resumed.dump() == final, f"snapshot at {cut}: {first_diff(final, resumed.dump())}"
+
+
+def _sum_by_queue(items) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for path, res in items:
+        for q in path:
+            total = out.setdefault(q.path, {})
+            for t, v in res.items():
+                total[t] = total.get(t, 0) + v
+    return out
+
+
+def preempting_by_queue(p: Partition) -> dict[str, dict[str, int]]:
+    """Per queue path, what its allocations being preempted (not released yet) hold."""
+    return _sum_by_queue((a.app.path, a.resource) for a in p.allocations.values() if a.preempting)
+
+
+def coming_by_queue(p: Partition) -> dict[str, dict[str, int]]:
+    """Per queue path, what the asks holding a node their victims free will take there."""
+    return _sum_by_queue((n.reserved.app.path, n.reserved.resource) for n in p.nodes.values()
+                         if n.preempting and n.reserved is not None)
+
+
+def apps_below(q):
+    """The applications of `q`'s subtree."""
+    if q.leaf:
+        return list(q.apps.values())
+    return [a for c in q.children.values() for a in apps_below(c)]

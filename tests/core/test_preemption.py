@@ -10,7 +10,7 @@ from tests import invariants
 from tests.conftest import Harness, events, new_allocs, released
 from ykbus.core.config import ConfigError, parse_config
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
-from ykbus.log.build import app, ask
+from ykbus.log.build import app, ask, node
 from ykbus.yamlload import load_yaml
 
 SECOND = 10**9
@@ -348,3 +348,59 @@ def test_quota_preemption_is_off_unless_the_partition_enables_it():
     h.do(h.log.asks(ask("lo", "x", vcore=1000, max_allocations=4)))
     h.do(h.log.config(QUOTA.format(max="1500m").replace("quotapreemptionenabled: true", "enabled: true")))
     assert released(h.do(h.log.tick(60 * SECOND))) == []
+
+
+def test_a_reload_while_victims_are_released_keeps_the_node_for_the_preemptor():
+    """Regression (found by tests/property/test_preemption_machine.py): judged again while its
+    victims were still being released, the ask parked at them and dropped its reservation."""
+    h = b_fills_the_cluster(queues())
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    h.do(h.log.config(queues()))  # wakes every reserved ask
+    node = part(h).allocations[gone[0].UUID].node
+    assert node.reserved is not None and node.reserved.key == "u"
+    checked(h)
+    outs = confirm(h, gone[0])
+    assert [(a.allocationKey, a.nodeID) for a in new_allocs(outs)] == [("u", node.id)]
+
+
+def test_a_victims_queue_is_judged_by_what_it_holds_not_by_what_is_coming_to_it():
+    """Regression (found by tests/property/test_preemption_machine.py): an ask of the victim's
+    queue holding a node freed for it counted as usage, and let that queue lose an allocation
+    that took it below its guarantee."""
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 1000m}}", b="resources: {guaranteed: {vcore: 1000m}}",
+                   extra="          - name: c"), n1={"vcore": 500}, n2={"vcore": 500}, n3={"vcore": 500})
+    h.do(h.log.apps(app("filler", "root.c"), app("bee", "root.b"), app("ay", "root.a")))
+    h.do(h.log.asks(ask("c", "filler", vcore=500, max_allocations=2)))
+    h.do(h.log.asks(ask("b0", "bee", vcore=500)))  # b holds 500 of its 1000
+    h.do(h.log.asks(ask("b1", "bee", vcore=500, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    assert [r.applicationID for r in gone] == ["filler"]  # coming to b: 500; not confirmed yet
+    h.do(h.log.nodes(node("n4", vcore=500)))
+    h.do(h.log.asks(ask("b2", "bee", vcore=500)))  # takes n4: b holds 1000, its guarantee
+    assert part(h).queues["root.b"].allocated == {"vcore": 1000}
+    h.do(h.log.asks(ask("a0", "ay", vcore=500, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(30 * SECOND)))
+    assert [r.applicationID for r in gone] == ["filler"]  # never b's: it would fall below 1000
+    checked(h)
+
+
+def test_a_reserved_ask_held_by_a_new_max_frees_its_node_for_the_asks_after_it_in_the_walk():
+    """Regression (found by tests/property/test_preemption_machine.py): a reload holds a reserved
+    ask at its queue's new max; the walk went on judging later asks as if its node were still
+    reserved, and one that fits it stayed waiting."""
+    config = queues(a="", b="", extra="          - name: c")
+    h = Harness()
+    h.setup(config, n1={"vcore": 1000}, n2={"vcore": 1000})
+    h.do(h.log.apps(app("filler", "root.c"), app("ay", "root.a"), app("bee", "root.b")))
+    h.do(h.log.asks(ask("half", "filler", vcore=500), ask("full", "filler", vcore=1000)))
+    h.do(h.log.asks(ask("A", "ay", vcore=1000)))
+    h.do(h.log.tick(3 * SECOND))
+    h.do(h.log.asks(ask("B", "bee", vcore=500)))
+    h.do(h.log.tick(3 * SECOND))
+    held = {n.id: n.reserved.key for n in part(h).nodes.values() if n.reserved is not None}
+    assert held == {"n1": "A", "n2": "B"}  # A misses 500 on n1; B may not use n1's 500: it is A's
+    outs = h.do(h.log.config(queues(a="resources: {max: {vcore: 500m}}", b="", extra="          - name: c")))
+    assert [(a.allocationKey, a.nodeID) for a in new_allocs(outs)] == [("B", "n1")]
+    checked(h)

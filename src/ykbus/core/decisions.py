@@ -6,7 +6,7 @@ state; each decision names what it acts on.
 from __future__ import annotations
 
 from ykbus.core import why
-from ykbus.core.model import Alloc, App, Ask, Node, Queue, Tracker, Wait
+from ykbus.core.model import Alloc, App, Ask, Node, NodeRoom, Queue, RequiredNode, Tracker, Victims, Wait
 from ykbus.si import messages as m
 
 
@@ -145,8 +145,18 @@ ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup, Preempt)
 
 
 def ends_walk(decision: Decision) -> bool:
-    """Whether the walk ends after `decision` (`ENDS_WALK`, or a reservation after a search)."""
+    """Whether the walk ends after `decision`: `ENDS_WALK`, a reservation after a search for
+    victims, or a reserved ask parked where it gives up its node (a queue's max, a limit, its
+    gang): the node takes other asks again, which the rest of the walk must see."""
     cls = decision.__class__
-    return cls in ENDS_WALK or cls is Unpreempted and decision.then.__class__ is Reserve  # type: ignore[union-attr]
+    if cls in ENDS_WALK:
+        return True
+    if cls is Unpreempted:
+        decision = decision.then  # type: ignore[union-attr]
+        cls = decision.__class__
+        if cls is Reserve:
+            return True
+    return cls is Park and bool(decision.ask.reserved) and not isinstance(  # type: ignore[union-attr]
+        decision.where, NodeRoom | RequiredNode | Victims)  # type: ignore[union-attr]
 
 

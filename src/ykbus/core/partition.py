@@ -95,6 +95,7 @@ from ykbus.core.model import (
     Replacement,
     RequiredNode,
     Tracker,
+    Victims,
     replacement,
     required_node,
     victims,
@@ -131,11 +132,12 @@ class Partition(PartitionChanges):
         try:
             while scheduler.has_work() and ctx.budget_left:
                 plan = scheduler.plan()
-                woken = self.woken
-                self.commit(plan, ctx)
                 if not plan:
                     break
-                if plan[-1].__class__ is not Allocate and not ends_walk(plan[-1]) and self.woken == woken:
+                woken = self.woken
+                ended = plan[-1].__class__ is Allocate or ends_walk(plan[-1])  # read before it is applied
+                self.commit(plan, ctx)
+                if not ended and self.woken == woken:
                     break  # the walk saw everything active, and committing it woke nothing
         finally:
             scheduler.finish()
@@ -193,7 +195,7 @@ class Partition(PartitionChanges):
                 if not app.active:
                     self._sync_app(app)
                 return
-        elif not isinstance(where, RequiredNode):  # held by a max, a limit, its gang: not by room
+        elif not isinstance(where, RequiredNode | Victims):  # held by a max, a limit, its gang: not by room
             if ask.reserved:
                 self._unreserve(ask)
             ask.since = 0

@@ -15,8 +15,8 @@ preemption of itself, of an application in another leaf, such that, with C the d
 queue above both:
 
 * no queue between the victim's leaf and C falls below its guarantee by losing it, in a
-  resource the guarantee names (usage counted net of allocations already being preempted
-  and of asks already holding a node freed for them);
+  resource the guarantee names, counting what it holds: its usage less what is being
+  preempted already (the ask's queues count, besides, the asks holding a node freed for them);
 * no queue between the ask's leaf and C is a `fence` (`preemption.policy: fence`: asks
   inside it take only from inside it), and no queue on the victim's path is `disabled`;
 * its priority, seen from C (each level adds its `priority.offset`; a `priority.policy:
@@ -337,7 +337,7 @@ class Preemptor:
                 for other in taken:
                     if q in other.app.path:
                         freed += other.resource.get(t, 0)
-                if flows.used(q, t) - freed < g:
+                if flows.held(q, t) - freed < g:
                     return False
         return True
 

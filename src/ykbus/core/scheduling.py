@@ -219,7 +219,7 @@ class Scheduler:
                 decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
                             else self._ask(ask))
                 plan.append(decision)
-                if decision.__class__ in ENDS_WALK or decision.__class__ is Unpreempted and ends_walk(decision):
+                if decision.__class__ in ENDS_WALK or ends_walk(decision):
                     return True
             return False
         gang_planned = False
@@ -243,7 +243,7 @@ class Scheduler:
             else:
                 decision = self._ask(ask)
             plan.append(decision)
-            if decision.__class__ in ENDS_WALK or decision.__class__ is Unpreempted and ends_walk(decision):
+            if decision.__class__ in ENDS_WALK or ends_walk(decision):
                 return True
         return False
 
