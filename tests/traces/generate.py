@@ -435,7 +435,151 @@ def policy_jobantiaffinity(log: LogBuilder):
     yield from _policy_cluster(log, "JobAntiAffinity")
 
 
+SECOND = 10**9
+PREEMPT = (True, True)  # allowPreemptSelf, allowPreemptOther
+SIBLINGS = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: under
+            resources: {guaranteed: {vcore: 2000m}}
+          - name: over
+            resources: {guaranteed: {vcore: 1000m}}
+          - name: plain
+"""
+
+
+def _confirm(log: LogBuilder, app_id: str, uuid: str):
+    return log.release(app_id, uuid=uuid, termination="PREEMPTED_BY_SCHEDULER")
+
+
+def preemption_guarantee(log: LogBuilder):
+    """Sibling queues under and over their guarantees (YuniKorn's case): nothing before the
+    delay; after it each ask of the queue under its guarantee takes one allocation of the
+    queue over its own, until its queue would go above its guarantee; each node held until
+    the RM confirms (not echoed back); an ask that may not preempt, one whose queue has no
+    guarantee, a retry 15 s later."""
+    yield log.register(SIBLINGS)
+    yield log.nodes(*[node(f"n{i}", vcore=1000) for i in range(1, 5)])
+    yield log.apps(app("batch", "over"), app("urgent", "under"), app("polite", "under"), app("other", "plain"))
+    yield log.asks(ask("b", "batch", vcore=1000, max_allocations=4))
+    yield log.asks(ask("p", "polite", vcore=1000))  # may be preempted, may not preempt
+    yield log.asks(ask("o", "other", vcore=1000, preemption=PREEMPT))  # no guarantee on its path
+    yield log.asks(*[ask(f"u{i}", "urgent", vcore=1000, preemption=PREEMPT) for i in range(1, 4)])
+    yield log.tick(29 * SECOND)
+    yield log.tick(1 * SECOND)  # 30 s: u1 and u2 each take one of batch; u3 would take under above 2
+    yield _confirm(log, "batch", "4-0")
+    yield _confirm(log, "batch", "4-1")
+    yield log.tick(15 * SECOND)  # u3 searches again: under is at its guarantee
+    yield log.release("batch", uuid="4-3")  # batch ends one: p takes the node it reserved
+
+
+FENCED = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: team
+            properties: {preemption.policy: fence}
+            queues:
+              - name: a
+                resources: {guaranteed: {vcore: 2000m}}
+                properties: {preemption.delay: 5s}
+              - name: c
+                properties: {priority.offset: '-10'}
+          - name: b
+            properties: {priority.offset: '100'}
+          - name: d
+            properties: {preemption.policy: disabled}
+"""
+
+
+def preemption_fence(log: LogBuilder):
+    """A fence: asks inside take only from inside; offsets as the common parent sees them
+    (b's +100 keeps it whatever the ask's priority); a disabled queue is never a victim; a
+    queue's own preemption.delay."""
+    yield log.register(FENCED)
+    yield log.nodes(node("n1", vcore=2000), node("n2", vcore=2000), node("n3", vcore=1000))
+    yield log.apps(app("bee", "b"), app("dee", "d"), app("cee", "team.c"), app("ay", "team.a"))
+    yield log.asks(ask("b", "bee", vcore=1000, max_allocations=2))
+    yield log.asks(ask("d", "dee", vcore=1000, max_allocations=2))
+    yield log.asks(ask("c", "cee", vcore=1000, priority=5))
+    yield log.asks(ask("a", "ay", vcore=1000, max_allocations=2, priority=1, preemption=PREEMPT))
+    yield log.tick(5 * SECOND)  # c's 5 - 10 is below a's 1: taken; b and d never
+    yield _confirm(log, "cee", "6-0")
+    yield log.tick(15 * SECOND)
+
+
+def preemption_required_node(log: LogBuilder):
+    """An ask that must run on a full node preempts there at once, whatever its policy or
+    queue: a placeholder first, then the lowest priority; never an allocation pinned to the
+    node, never one of higher priority."""
+    yield log.register(SIBLINGS)
+    yield log.nodes(node("n1", vcore=4000))
+    yield log.apps(app("batch", "plain"), app("daemon", "over"))
+    yield log.asks({**ask("pinned", "batch", vcore=1000), "tags": {"yunikorn.apache.org/requiredNode": "n1"}})
+    yield log.asks({**ask("ph", "batch", vcore=1000), "placeholder": True, "taskGroupName": "tg"})
+    yield log.asks(ask("b", "batch", vcore=1000, max_allocations=2))
+    yield log.asks({**ask("ds", "daemon", vcore=1000), "tags": {"yunikorn.apache.org/requiredNode": "n1"}})
+    yield _confirm(log, "batch", "5-0")
+    yield log.asks({**ask("ds2", "daemon", vcore=1000, priority=10), "tags": {"yunikorn.apache.org/requiredNode": "n1"}})
+    yield _confirm(log, "batch", "6-0")
+    yield log.asks({**ask("ds3", "daemon", vcore=1000, priority=-5), "tags": {"yunikorn.apache.org/requiredNode": "n1"}})
+
+
+QUOTA = """
+partitions:
+  - name: default
+    preemption: {{quotapreemptionenabled: true}}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources: {{max: {{vcore: {max}}}}}
+            properties: {{quota.preemption.delay: 10s, preemption.withinqueue: lowerpriority}}
+"""
+
+
+def preemption_quota(log: LogBuilder):
+    """A reload lowers a max below usage: after quota.preemption.delay the queue is preempted
+    down to it in one step, lowest priority and newest first."""
+    yield log.register(QUOTA.format(max="4000m"))
+    yield log.nodes(node("n1", vcore=4000))
+    yield log.apps(app("x", "a"))
+    yield log.asks(ask("hi", "x", vcore=1000, priority=9, max_allocations=2))
+    yield log.asks(ask("lo", "x", vcore=1000, priority=1, max_allocations=2))
+    yield log.config(QUOTA.format(max="2500m"))
+    yield log.tick(9 * SECOND)
+    yield log.tick(1 * SECOND)
+    yield _confirm(log, "x", "5-1")
+    yield _confirm(log, "x", "5-0")
+    yield log.tick(30 * SECOND)
+
+
+def preemption_within(log: LogBuilder):
+    """preemption.withinqueue: lowerpriority: after its delay, an ask preempts a strictly
+    lower-priority allocation of its own leaf; one of equal priority does not."""
+    yield log.register(QUOTA.format(max="8000m"))
+    yield log.nodes(node("n1", vcore=2000))
+    yield log.apps(app("low", "a"), app("mid", "a"), app("top", "a"))
+    yield log.asks(ask("l", "low", vcore=1000, priority=1))
+    yield log.asks(ask("m", "mid", vcore=1000, priority=5))
+    yield log.asks(ask("t", "top", vcore=1000, priority=5, max_allocations=2, preemption=PREEMPT))
+    yield log.tick(30 * SECOND)
+    yield _confirm(log, "low", "4-0")
+    yield log.tick(30 * SECOND)
+
+
 TRACES = {
+    "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
+    "preemption-required-node": preemption_required_node, "preemption-quota": preemption_quota,
+    "preemption-within": preemption_within,
     "policy-binpack": policy_binpack, "policy-leaderfirst": policy_leaderfirst,
     "policy-minfragment": policy_minfragment, "policy-jobaffinity": policy_jobaffinity,
     "policy-jobantiaffinity": policy_jobantiaffinity,
