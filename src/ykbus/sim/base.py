@@ -98,6 +98,7 @@ class SimRM(ResourceManagerCallback):
         self._ends: list[tuple[float, str]] = []  # (monotonic end, uuid)
         self._open: dict[str, int] = {}  # app -> pods waiting or running
         self._finished: list[str] = []
+        self._preempted: list[m.AllocationRelease] = []  # the core preempted them: deleted, confirmed next
         self.client: ResourceManagerClient | None = None
         self.started = anyio.Event()  # registered and recovered: new work flows
 
@@ -215,6 +216,9 @@ class SimRM(ResourceManagerCallback):
                                         allocationKey=pod.key, terminationType=m.TerminationType.STOPPED_BY_RM,
                                         message="finished")
                     for uuid, pod in due])
+            if self._preempted:  # the pods are deleted: the core may place what it preempted them for
+                confirmed, self._preempted = self._preempted, []
+                await self.client.release(confirmed)
             if self._finished:
                 done, self._finished = self._finished, []
                 await self.client.remove_applications(done)
@@ -240,6 +244,11 @@ class SimRM(ResourceManagerCallback):
         for r in response.released:
             self.stats.released += 1
             st.running.pop(r.UUID, None)
+            if r.terminationType is m.TerminationType.PREEMPTED_BY_SCHEDULER:
+                self._preempted.append(m.AllocationRelease(
+                    partitionName="default", applicationID=r.applicationID, UUID=r.UUID,
+                    allocationKey=r.allocationKey, terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER,
+                    message="pod deleted: preempted"))
             left = self._open.get(r.applicationID)
             if left is not None:
                 if left <= 1:

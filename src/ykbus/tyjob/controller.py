@@ -381,6 +381,10 @@ class Controller:
             pod = next((p for p in run.pods.values() if p.uuid == r.UUID), None)
             if pod is None:
                 continue  # one it released itself
+            if r.terminationType is m.TerminationType.PREEMPTED_BY_SCHEDULER:  # the pod is deleted: confirmed
+                self.out.releases.append(m.AllocationRelease(
+                    partitionName=PARTITION, applicationID=run.app_id, UUID=r.UUID, allocationKey=r.allocationKey,
+                    terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER, message="pod deleted: preempted"))
             pod.unplace()
             if run.stage in FINAL:
                 continue

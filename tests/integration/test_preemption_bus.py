@@ -1,0 +1,54 @@
+"""Preemption over NATS, as an RM speaks it: the core's PREEMPTED_BY_SCHEDULER release of a
+queue over its guarantee, the RM's confirmation (not echoed back), and the preempting ask
+placed on the freed node, through a real nats-server and the core service."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from tests.integration.test_bus import node, res, start_rm
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: prod
+            resources: {guaranteed: {vcore: 1000m}}
+            properties: {preemption.delay: 0s}
+          - name: batch
+"""
+
+
+def app(app_id: str, queue: str) -> m.AddApplicationRequest:
+    return m.AddApplicationRequest(applicationID=app_id, queueName=queue, partitionName="default",
+                                   ugi=m.UserGroupInformation(user="u"))
+
+
+async def test_a_guaranteed_queue_preempts_a_borrowing_one_over_nats(nats_server):
+    async with running_core(nats_server.url, tick_interval_s=0.2), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=2000)], config=QUEUES)
+        await client.add_applications([app("batch", "root.batch"), app("web", "root.prod")])
+        await api.update_allocation(m.AllocationRequest(asks=[m.AllocationAsk(
+            allocationKey="b", applicationID="batch", resourceAsk=res(vcore=1000), maxAllocations=2)], rmID="k8s"))
+        await rec.wait_for(lambda: len(rec.allocations) == 2)
+        await api.update_allocation(m.AllocationRequest(asks=[m.AllocationAsk(
+            allocationKey="w", applicationID="web", resourceAsk=res(vcore=1000),
+            preemptionPolicy=m.PreemptionPolicy(allowPreemptSelf=True, allowPreemptOther=True))], rmID="k8s"))
+        await rec.wait_for(lambda: any(r.terminationType is m.TerminationType.PREEMPTED_BY_SCHEDULER
+                                       for r in rec.released))
+        [victim] = rec.released
+        assert victim.applicationID == "batch" and "preempted for ask w" in victim.message
+        assert not any(a.allocationKey == "w" for a in rec.allocations)  # not before the RM confirms
+        await api.update_allocation(m.AllocationRequest(releases=m.AllocationReleasesRequest(allocationsToRelease=[
+            m.AllocationRelease(partitionName="default", applicationID="batch", UUID=victim.UUID,
+                                terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER)]), rmID="k8s"))
+        await rec.wait_for(lambda: any(a.allocationKey == "w" for a in rec.allocations))
+        assert [r.UUID for r in rec.released] == [victim.UUID]  # the confirmation is not echoed back
