@@ -460,6 +460,7 @@ def state_is_consistent(core: Core) -> None:
         read_model_is_the_state(p)
         waits_are_consistent(p)
         reservations_are_consistent(p)
+        victim_index_is_the_allocations(p)
         if not core.backlog:  # a pass stopped at the per-entry allocation budget goes on next entry
             no_placeable_ask_left_waiting(p)
             pending_reasons_are_true(p)
@@ -524,3 +525,16 @@ def apps_below(q):
     if q.leaf:
         return list(q.apps.values())
     return [a for c in q.children.values() for a in apps_below(c)]
+
+
+def victim_index_is_the_allocations(p: Partition) -> None:
+    """While the ledger indexes victims (core/ledger.py), each leaf's classes are exactly its
+    allocations that allow preemption, in booking order; else every index is empty."""
+    expected: dict[str, dict[tuple[int, int], list[str]]] = {}
+    if p.ledger.indexed:
+        for a in p.allocations.values():
+            if a.preempt_self:
+                expected.setdefault(a.app.queue.path, {}).setdefault((a.priority, id(a.resource)), []).append(a.uuid)
+    for q in p.queues.values():
+        got = {k: list(v) for k, v in q.victims.items()}
+        assert got == expected.get(q.path, {}), f"queue {q.path}: victims index {got} != {expected.get(q.path)}"

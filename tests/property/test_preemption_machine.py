@@ -241,6 +241,7 @@ class PreemptionMachine(RuleBasedStateMachine):
         invariants.reservations_are_consistent(p)
         invariants.waits_are_consistent(p)
         invariants.pending_reasons_are_true(p)
+        invariants.victim_index_is_the_allocations(p)
 
     def teardown(self):
         rounds_quiet = 0

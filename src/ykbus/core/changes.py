@@ -21,7 +21,7 @@ from ykbus.core.effects import (
 )
 from ykbus.core.gang import gang_covered
 from ykbus.core.indexes import IndexedPartition
-from ykbus.core.ledger import Ledger
+from ykbus.core.ledger import Ledger, index_victim
 from ykbus.core.lifecycle import (
     ALLOCATION,
     APP,
@@ -94,12 +94,25 @@ class PartitionChanges(IndexedPartition):
         for tracker in list(self.trackers.values()):
             self._wake_limit(tracker)
             self._wake_app_waiters(tracker)  # type: ignore[arg-type]
+        self.index_victims()
         for node in self.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
             held = node.reserved
             if held is not None and held.waiting is not None:
                 self._unwait(held)
                 self._wake(held)
         return draining
+
+    def index_victims(self) -> None:
+        """Keep the leaves' allocations that may be preempted by class (core/ledger.py) while a
+        rule could take them: the partition preempts and a queue has a guarantee or preempts
+        by priority inside it. Rebuilt whole: a reload can move that either way."""
+        ledger = self.ledger
+        ledger.indexed = self.preempts() and any(q.guaranteed or q.preempt_within for q in self.queues.values())
+        for q in self.queues.values():
+            q.victims = {}
+        if ledger.indexed:
+            for alloc in self.allocations.values():
+                index_victim(alloc)
 
     def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
         q.configure(qc, inherited)

@@ -13,6 +13,10 @@ An ask placed moves its resources from pending to allocated in the same step.
 The ledger reports what moved through two callbacks, so that the partition keeps its
 orders current: a node whose free resources changed (the node index), and an application
 whose usage changed (its place under `fair`).
+
+While `indexed` (the partition preempts and a rule could take victims: core/preemption.py),
+it also keeps each leaf's allocations that may be preempted by class, `Queue.victims`:
+(priority, resource vector) -> uuid -> allocation, in the order they were booked.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ if TYPE_CHECKING:
 
 
 class Ledger:
-    __slots__ = ("allocations", "_node_moved", "_app_moved")
+    __slots__ = ("allocations", "_node_moved", "_app_moved", "indexed")
 
     def __init__(self, allocations: dict[str, Alloc], node_moved: Callable[[Node], None],
                  app_moved: Callable[[App], None]) -> None:
         self.allocations = allocations  # the partition's index: uuid -> allocation
         self._node_moved = node_moved
         self._app_moved = app_moved
+        self.indexed = False  # keeping Queue.victims
 
     def book(self, alloc: Alloc, placed: bool = False) -> None:
         """Count `alloc` everywhere; `placed`: an ask's allocation, whose resources leave
@@ -57,6 +62,8 @@ class Ledger:
         if app.node_pods is not None:  # an affinity policy reads them
             app.count_on(node.id, 1)
         self.allocations[alloc.uuid] = alloc
+        if self.indexed:
+            index_victim(alloc)
         self._app_moved(app)
 
     def unbook(self, alloc: Alloc) -> None:
@@ -74,4 +81,23 @@ class Ledger:
         if app.node_pods is not None:
             app.count_on(node.id, -1)
         del self.allocations[alloc.uuid]
+        if self.indexed and alloc.preempt_self:
+            victims = app.queue.victims
+            key = (alloc.priority, id(alloc.resource))
+            same = victims.get(key)
+            if same is not None:
+                same.pop(alloc.uuid, None)
+                if not same:
+                    del victims[key]
         self._app_moved(app)
+
+
+def index_victim(alloc: Alloc) -> None:
+    """`alloc` joins its leaf's victims by class (if it allows preemption of itself)."""
+    if alloc.preempt_self:
+        victims = alloc.app.queue.victims
+        key = (alloc.priority, id(alloc.resource))
+        same = victims.get(key)
+        if same is None:
+            same = victims[key] = {}
+        same[alloc.uuid] = alloc

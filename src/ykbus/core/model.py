@@ -215,7 +215,7 @@ class Queue:
         "priority_fence", "priority_offset", "allocated", "pending", "apps", "running",
         "active", "active_apps", "app_waiters", "raw_priority", "draining_since",
         "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps", "room",
-        "preempt_policy", "preempt_delay_ms", "preempt_within", "quota_delay_ms",
+        "preempt_policy", "preempt_delay_ms", "preempt_within", "quota_delay_ms", "victims",
     )
 
     def __init__(self, name: str, parent: Queue | None) -> None:
@@ -245,6 +245,9 @@ class Queue:
         self.pooled: dict[Any, int] = {}
         self.pooled_apps: dict[Any, SortedList] = {}
         self.room = queue_room(self.path)  # where its max holds asks (one value, shared)
+        # a leaf's allocations that allow preemption, by (priority, resource vector), in
+        # booking order, while the partition indexes them (core/ledger.py)
+        self.victims: dict[tuple[int, int], dict[str, Alloc]] = {}
 
     def configure(self, qc: QueueConfig, inherited_sort_priority: bool) -> None:
         self.sort_key = None

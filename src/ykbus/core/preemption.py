@@ -244,7 +244,11 @@ class Preemptor:
                 need = res.get(t, 0)
                 if need and flows.used(q, t) + need > g:
                     return f"queue {q.path} would go above its guarantee of {t} {g}"
-        best: tuple[tuple[int, int, int, int, str], Node, list[Alloc]] | None = None
+        if self.part.ledger.indexed:
+            single = self._single()
+            if single is not None:
+                return Preempt(ask, single.node, [single], self.rule)
+        best: tuple[tuple[int, int, int, int, str, str], Node, list[Alloc]] | None = None
         allowed_any = False
         for node in self.part.nodes.values():
             if node.state is not NodeState.SCHEDULABLE or node.preempting:
@@ -262,8 +266,8 @@ class Preemptor:
             if chosen is None:
                 continue
             size = sum(self._share(a.resource) for a in chosen)
-            key = (len(chosen), size, max(p for p, _ in ((self._priority(a), a) for a in chosen)),
-                   -max(a.born for a in chosen), node.id)
+            key = (len(chosen), size, max(self._priority(a) for a in chosen), -max(a.born for a in chosen), node.id,
+                   min(a.uuid for a in chosen))
             if best is None or key < best[0]:
                 best = (key, node, chosen)
         if best is None:
@@ -272,6 +276,58 @@ class Preemptor:
         return Preempt(ask, best[1], best[2], self.rule)
 
     # --- victims -----------------------------------------------------------------------
+
+    def _single(self) -> Alloc | None:
+        """The one allocation whose preemption makes room, if one does: the least it can
+        take, found by class (a leaf's allocations of one priority and size, `Queue.victims`)
+        in the order of the least (share, then priority as the common parent sees it), within
+        a class the newest first: the same choice as the node by node search, without it."""
+        classes: list[tuple[int, int, tuple[tuple[str, int], ...], str, dict[str, Alloc]]] = []
+        for q in self.part.queues.values():
+            if not q.victims:
+                continue
+            side = self._side(q)
+            if not side.allowed:
+                continue
+            for (priority, _), same in q.victims.items():
+                first = next(iter(same.values()))
+                seen = seen_from(priority, first.app.path, side.common) if side.common is not None else priority
+                if seen > side.ask_priority or not self._keeps_guarantees([], first):
+                    continue
+                classes.append((self._share(first.resource), seen, tuple(sorted(first.resource.items())), q.path, same))
+        classes.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
+        best: Alloc | None = None
+        best_key: tuple[int, int] | None = None
+        for share, seen, _, _, same in classes:
+            if best_key is not None and (share, seen) > best_key:
+                break
+            found = self._newest_fitting(same)
+            if found is not None and (best is None or (-found.born, found.node.id, found.uuid)
+                                      < (-best.born, best.node.id, best.uuid)):
+                best, best_key = found, (share, seen)
+        return best
+
+    def _newest_fitting(self, same: dict[str, Alloc]) -> Alloc | None:
+        """Of one class, the newest allocation whose preemption alone makes room on its node
+        (among the newest, the first node id, then uuid)."""
+        ask = self.ask
+        res = ask.resource
+        found: Alloc | None = None
+        for alloc in reversed(same.values()):
+            if found is not None and alloc.born < found.born:
+                break
+            if alloc.preempting or alloc.replacing or alloc.app is ask.app:
+                continue
+            node = alloc.node
+            if node.state is not NodeState.SCHEDULABLE or node.preempting or (
+                    node.reserved is not None and node.reserved is not ask):
+                continue
+            free, freed = node.free, alloc.resource
+            if any(free.get(t, 0) + freed.get(t, 0) < v for t, v in res.items()):
+                continue
+            if found is None or (node.id, alloc.uuid) < (found.node.id, found.uuid):
+                found = alloc
+        return found
 
     def _side(self, leaf: Queue) -> _Side:
         side = self.sides.get(leaf.path)

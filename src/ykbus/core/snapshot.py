@@ -70,7 +70,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
-                        "quota_delay_ms"}),  # tree, sums, config, cache, waiting asks by gate
+                        "quota_delay_ms", "victims"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled"}),  # its owner; from its tags; the interned form of its resource; where it waits
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
@@ -472,6 +472,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         p._sync_app(app)
     p.summary = PartitionSummary.of(p.apps, p.terminated, len(p.allocations))
     p.ledger = Ledger(p.allocations, p._index_node, p._usage_moved)
+    p.index_victims()  # derived: the allocations that may be preempted, by class
     return p
 
 

@@ -371,20 +371,13 @@ class Controller:
             if run is None:
                 continue
             touched[run.job.key] = run
-            ph = run.placeholders.pop(r.UUID, None)
-            if ph is not None:
-                if r.terminationType is m.TerminationType.PLACEHOLDER_REPLACED:  # step two: the RM confirms
-                    self.out.releases.append(m.AllocationRelease(
-                        partitionName=PARTITION, applicationID=run.app_id, UUID=r.UUID, allocationKey=ph.key,
-                        terminationType=m.TerminationType.PLACEHOLDER_REPLACED, message="placeholder replaced"))
+            if r.terminationType in CONFIRMED:  # step two of a replacement or a preemption: the pod is deleted
+                self.out.releases.append(_release(run, r.UUID, r.allocationKey, "pod deleted", r.terminationType))
+            if run.placeholders.pop(r.UUID, None) is not None:
                 continue
             pod = next((p for p in run.pods.values() if p.uuid == r.UUID), None)
             if pod is None:
                 continue  # one it released itself
-            if r.terminationType is m.TerminationType.PREEMPTED_BY_SCHEDULER:  # the pod is deleted: confirmed
-                self.out.releases.append(m.AllocationRelease(
-                    partitionName=PARTITION, applicationID=run.app_id, UUID=r.UUID, allocationKey=r.allocationKey,
-                    terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER, message="pod deleted: preempted"))
             pod.unplace()
             if run.stage in FINAL:
                 continue
@@ -556,9 +549,14 @@ class Controller:
             run.removed = True
 
 
-def _release(run: JobRun, uuid: str, key: str, message: str) -> m.AllocationRelease:
+def _release(run: JobRun, uuid: str, key: str, message: str,
+             termination: m.TerminationType = m.TerminationType.STOPPED_BY_RM) -> m.AllocationRelease:
     return m.AllocationRelease(partitionName=PARTITION, applicationID=run.app_id, UUID=uuid, allocationKey=key,
-                               terminationType=m.TerminationType.STOPPED_BY_RM, message=message)
+                               terminationType=termination, message=message)
+
+
+# releases of the core's that the RM confirms with one of the same type once the pod is gone
+CONFIRMED = (m.TerminationType.PLACEHOLDER_REPLACED, m.TerminationType.PREEMPTED_BY_SCHEDULER)
 
 
 def _resource(res: dict[str, int]) -> m.Resource:
