@@ -36,8 +36,12 @@ def ext_modules() -> list:
     record.write_text(json.dumps(compiled["core_sources"](PACKAGE), indent=1, sort_keys=True) + "\n")
     sources = [str(PACKAGE / "core" / f"{name}.py") for name in compiled["MODULES"]]
     # the build environment has none of the runtime dependencies: mypy sees them as Any
-    return mypycify(["--ignore-missing-imports", "--follow-imports=silent", *sources],
-                    opt_level="3", group_name=compiled["GROUP"])
+    try:
+        return mypycify(["--ignore-missing-imports", "--follow-imports=silent", *sources],
+                        opt_level="3", group_name=compiled["GROUP"])
+    except BaseException:  # a type error: the modules of an earlier build are not of these sources
+        record.unlink(missing_ok=True)
+        raise
 
 
 setup(ext_modules=ext_modules())

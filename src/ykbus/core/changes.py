@@ -107,7 +107,8 @@ class PartitionChanges(IndexedPartition):
         rule could take them: the partition preempts and a queue has a guarantee or preempts
         by priority inside it. Rebuilt whole: a reload can move that either way."""
         ledger = self.ledger
-        ledger.indexed = self.preempts() and any(q.guaranteed or q.preempt_within for q in self.queues.values())
+        ledger.indexed = self.victims_indexed = self.preempts() and any(
+            q.guaranteed or q.preempt_within for q in self.queues.values())
         for q in self.queues.values():
             q.victims = {}
         if ledger.indexed:

@@ -229,9 +229,9 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
             part.timers.schedule(event.since + delay_ms(ask) * 1_000_000,
                                  PreemptionTimer(part, ask.app, ask.key, event.since))
     elif isinstance(event, AllocationPreempted):
-        alloc, ask = event.alloc, event.ask
-        for_what = (f"for ask {ask.key} of application {ask.app.id} in queue {ask.app.queue.path}" if ask is not None
-                    else "for its queue's quota")
+        alloc, preemptor = event.alloc, event.ask
+        for_what = (f"for ask {preemptor.key} of application {preemptor.app.id} in queue {preemptor.app.queue.path}"
+                    if preemptor is not None else "for its queue's quota")
         ctx.put(rm, m.AllocationRelease(
             partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
             terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER, allocationKey=alloc.key,

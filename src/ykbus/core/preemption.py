@@ -244,7 +244,7 @@ class Preemptor:
                 need = res.get(t, 0)
                 if need and flows.used(q, t) + need > g:
                     return f"queue {q.path} would go above its guarantee of {t} {g}"
-        if self.part.ledger.indexed:
+        if self.part.victims_indexed:
             single = self._single()
             if single is not None:
                 return Preempt(ask, single.node, [single], self.rule)
@@ -280,8 +280,9 @@ class Preemptor:
     def _single(self) -> Alloc | None:
         """The one allocation whose preemption makes room, if one does: the least it can
         take, found by class (a leaf's allocations of one priority and size, `Queue.victims`)
-        in the order of the least (share, then priority as the common parent sees it), within
-        a class the newest first: the same choice as the node by node search, without it."""
+        in the order of the least (share, then priority as the common parent sees it); within
+        a class the last placed that makes room; between classes as small and as low, the
+        newest (by the entry that placed it), then the node id, then the id."""
         classes: list[tuple[int, int, tuple[tuple[str, int], ...], str, dict[str, Alloc]]] = []
         for q in self.part.queues.values():
             if not q.victims:
@@ -308,14 +309,10 @@ class Preemptor:
         return best
 
     def _newest_fitting(self, same: dict[str, Alloc]) -> Alloc | None:
-        """Of one class, the newest allocation whose preemption alone makes room on its node
-        (among the newest, the first node id, then uuid)."""
+        """Of one class, the last placed allocation whose preemption alone makes room on its node."""
         ask = self.ask
         res = ask.resource
-        found: Alloc | None = None
         for alloc in reversed(same.values()):
-            if found is not None and alloc.born < found.born:
-                break
             if alloc.preempting or alloc.replacing or alloc.app is ask.app:
                 continue
             node = alloc.node
@@ -323,11 +320,9 @@ class Preemptor:
                     node.reserved is not None and node.reserved is not ask):
                 continue
             free, freed = node.free, alloc.resource
-            if any(free.get(t, 0) + freed.get(t, 0) < v for t, v in res.items()):
-                continue
-            if found is None or (node.id, alloc.uuid) < (found.node.id, found.uuid):
-                found = alloc
-        return found
+            if all(free.get(t, 0) + freed.get(t, 0) >= v for t, v in res.items()):
+                return alloc
+        return None
 
     def _side(self, leaf: Queue) -> _Side:
         side = self.sides.get(leaf.path)

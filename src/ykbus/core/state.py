@@ -75,6 +75,7 @@ class PartitionState:
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
         self.preempted: dict[str, Node] = {}  # nodes with preempted allocations the RM has not released yet
+        self.victims_indexed = False  # the leaves keep their allocations that may be preempted (Queue.victims)
 
     def preempts(self) -> bool:
         """Whether the partition's configuration lets asks preempt (`preemption.enabled`)."""
