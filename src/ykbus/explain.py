@@ -14,6 +14,13 @@ from ykbus import limits
 
 
 def _details(code: str, d: dict[str, Any]) -> str:
+    line = _figures(code, d)
+    if code in ("NoNodeRoom", "Reserved") and "preemption" in d:
+        line = "; ".join(part for part in (line, f"preemption: {d['preemption']}") if part)
+    return line
+
+
+def _figures(code: str, d: dict[str, Any]) -> str:
     if code == "NoNodeRoom":
         if d.get("schedulableNodes") == 0:
             states = ", ".join(f"{n} {s.lower()}" for n, s in d.get("notSchedulable", {}).items())

@@ -92,7 +92,8 @@ def test_a_queue_with_no_guarantee_on_its_path_never_preempts():
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
     outs = [o for _ in range(4) for o in h.do(h.log.tick(30 * SECOND))]
     assert released(outs) == [] and why(h, "urgent", "u")["code"] == "Reserved"  # a node, for when it frees
-    assert "preemption" not in why(h, "urgent", "u")["details"]
+    assert why(h, "urgent", "u")["details"]["preemption"] == (
+        "no queue on its path (root.a and above) guarantees what it asks for")
 
 
 def test_an_ask_without_allow_preempt_other_does_not_preempt():
@@ -100,12 +101,21 @@ def test_an_ask_without_allow_preempt_other_does_not_preempt():
     h.do(h.log.asks(ask("u", "urgent", vcore=1000)))  # no policy: may be preempted, may not preempt
     outs = h.do(h.log.tick(60 * SECOND))
     assert released(outs) == []
+    assert "preemption" not in why(h, "urgent", "u")["details"]  # it does not try: nothing to explain
+
+
+def test_below_its_delay_the_reason_says_how_long_it_has_waited():
+    h = b_fills_the_cluster(queues())
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    h.do(h.log.tick(12 * SECOND))
+    assert why(h, "urgent", "u")["details"]["preemption"] == "below its delay: it has waited 12 s of 30 s"
 
 
 def test_preemption_disabled_in_the_partition():
     h = b_fills_the_cluster(queues(partition="    preemption: {enabled: false}"))
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(60 * SECOND))) == []
+    assert why(h, "urgent", "u")["details"]["preemption"] == "preemption is disabled in partition default"
 
 
 def test_a_queue_at_its_guarantee_loses_nothing_and_the_reason_says_so():

@@ -89,6 +89,20 @@ def may_search(ask: Ask) -> bool:
     return guaranteed_types(ask) or ask.app.queue.preempt_within
 
 
+def why_not_yet(part: PartitionState, ask: Ask, now: int) -> str:
+    """Why `ask`, which may preempt others and waits for room, has not looked for victims
+    (read API, `ykbus explain`); "" when it may (it did, and its reason says what it found,
+    or it will when judged next)."""
+    if not part.preempts():
+        return f"preemption is disabled in partition {part.name}"
+    if not may_search(ask):
+        return f"no queue on its path ({ask.app.queue.path} and above) guarantees what it asks for"
+    waited, delay = (now - ask.since if ask.since else 0), delay_ms(ask) * 1_000_000
+    if waited < delay:
+        return f"below its delay: it has waited {waited // 1_000_000_000} s of {delay // 1_000_000_000} s"
+    return ""
+
+
 def preemption_for(part: PartitionState, ask: Ask, now: int) -> Preempt | str | None:
     """Victims for `ask`, which found no room and may preempt others, or why there are none;
     None: it may not look for them (yet: its delay; or no rule could let it)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.partition import Partition
+from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
 from ykbus.core.why import PendingCode
@@ -39,9 +40,9 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                            "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
                                             "priority": k.priority, "resource": dict(k.resource),
                                             "waiting": k.waiting.name if k.waiting is not None else None, "reason": k.reported,
-                                            "why": _why(p, k)}
+                                            "why": _why(p, k, now)}
                                     for k in a.asks.values()},
-                           "why": _app_why(p, a),
+                           "why": _app_why(p, a, now),
                            "allocations": list(a.allocations)}
                     for a in p.apps.values()
                 },
@@ -69,7 +70,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
 NAMED_NODES = 10  # nodes named in a NoNodeRoom reason's details (then a count of the others)
 
 
-def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
+def _why(p: Partition, ask: Any, now: int) -> dict[str, Any] | None:
     """Why a pending ask waits (None once nothing of it is pending). For `NoNodeRoom` the
     details gain figures of the moment, computed for the reader: `largestFree`, per
     resource asked the most any schedulable node not reserved for another ask has free;
@@ -80,6 +81,11 @@ def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
         return None
     reason = p.why_pending(ask)
     out = {"code": reason.code.value, "message": reason.message, "details": dict(reason.details)}
+    if (ask.preempt_other and reason.code in (PendingCode.NO_NODE_ROOM, PendingCode.RESERVED)
+            and "preemption" not in reason.details):
+        not_yet = why_not_yet(p, ask, now)  # why it has not looked for victims (docs/preemption.md)
+        if not_yet:
+            out["details"]["preemption"] = not_yet
     if reason.code is PendingCode.RESERVED:  # what its node still misses, now
         node = p.nodes.get(reason.details["node"])
         free = node.free if node is not None else {}
@@ -101,13 +107,13 @@ def _why(p: Partition, ask: Any) -> dict[str, Any] | None:
     return out
 
 
-def _app_why(p: Partition, app: Any) -> dict[str, Any] | None:
+def _app_why(p: Partition, app: Any, now: int) -> dict[str, Any] | None:
     """An application's reason: that of the pending ask the pass would try first."""
     pending = [k for k in app.asks.values() if k.pending]
     if not pending:
         return None
     first = min(pending, key=lambda k: (-k.priority, k.seq))
-    return {"allocationKey": first.key, **(_why(p, first) or {})}
+    return {"allocationKey": first.key, **(_why(p, first, now) or {})}
 
 
 def _queues_dump(p: Partition) -> dict[str, Any]:
