@@ -576,7 +576,44 @@ def preemption_within(log: LogBuilder):
     yield log.tick(30 * SECOND)
 
 
+def preemption_found(log: LogBuilder):
+    """The counterexamples tests/property/test_preemption_machine.py found, one registration
+    each: (1) an ask judged again while its victims were being released kept its node; (2) a
+    victim's queue is judged by what it holds, not by the asks coming to it; (3) a reserved ask
+    a reload holds at a new max frees its node for the asks after it in the same walk."""
+    yield log.register(SIBLINGS)
+    yield log.nodes(node("n1", vcore=2000), node("n2", vcore=2000))
+    yield log.apps(app("batch", "over"), app("urgent", "under"))
+    yield log.asks(ask("b", "batch", vcore=1000, max_allocations=4))
+    yield log.asks(ask("u", "urgent", vcore=1000, preemption=PREEMPT))
+    yield log.tick(30 * SECOND)
+    yield log.config(SIBLINGS)  # wakes every reserved ask: u keeps the node its victim frees
+    yield _confirm(log, "batch", "4-3")
+    yield log.register(SIBLINGS.replace("2000m", "1000m"))
+    yield log.nodes(node("n1", vcore=500), node("n2", vcore=500), node("n3", vcore=500))
+    yield log.apps(app("filler", "plain"), app("bee", "over"), app("ay", "under"))
+    yield log.asks(ask("c", "filler", vcore=500, max_allocations=2))
+    yield log.asks(ask("b0", "bee", vcore=500))
+    yield log.asks(ask("b1", "bee", vcore=500, preemption=PREEMPT))
+    yield log.tick(30 * SECOND)
+    yield log.nodes(node("n4", vcore=500))
+    yield log.asks(ask("b2", "bee", vcore=500))
+    yield log.asks(ask("a0", "ay", vcore=500, preemption=PREEMPT))
+    yield log.tick(30 * SECOND)  # a0 takes filler's, not bee's: bee holds its guarantee
+    plain = SIBLINGS.replace("            resources: {guaranteed: {vcore: 2000m}}\n", "")
+    yield log.register(plain)
+    yield log.nodes(node("n1", vcore=1000), node("n2", vcore=1000))
+    yield log.apps(app("filler", "plain"), app("ay", "under"), app("bee", "over"))
+    yield log.asks(ask("half", "filler", vcore=500), ask("full", "filler", vcore=1000))
+    yield log.asks(ask("A", "ay", vcore=1000))
+    yield log.tick(3 * SECOND)
+    yield log.asks(ask("B", "bee", vcore=500))
+    yield log.tick(3 * SECOND)
+    yield log.config(plain.replace("          - name: under\n", "          - name: under\n            resources: {max: {vcore: 500m}}\n"))
+
+
 TRACES = {
+    "preemption-found": preemption_found,
     "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
     "preemption-required-node": preemption_required_node, "preemption-quota": preemption_quota,
     "preemption-within": preemption_within,
