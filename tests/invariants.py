@@ -192,6 +192,10 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                 continue
             if app_.gang and (k.placeholder or isinstance(k.waiting, (GangWait, Replacement))):
                 continue  # placed with its gang, or waits for its gang or its placeholder
+            if isinstance(k.waiting, Victims):  # it waits for the release of what it preempted, on their node
+                assert p.nodes[k.waiting.key].preempting and p.nodes[k.waiting.key].reserved is k, \
+                    f"ask {k.key} of {app_.id} waits for victims on {k.waiting.key}, which has none"
+                continue
             if isinstance(k.waiting, LeaderWait):  # a worker waits only while its leader does
                 assert pending_leader(app_) is not None, f"worker {k.key} of {app_.id} waits for a leader placed"
                 continue
