@@ -56,6 +56,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_whatif(args: argparse.Namespace) -> int:
+    """The decisions of a recorded log under another queue configuration, compared: exit 0
+    when nothing changes, 1 when something does (docs/operations.md, "What if")."""
+    import json
+
+    from ykbus.log.jsonl import LogError, read_entries
+    from ykbus.whatif import as_json, compare, outcome, report
+
+    queues = _queues(args.queues)
+    try:
+        with open(args.log, "rb") as f:
+            entries = list(read_entries(f, args.log))
+    except (LogError, OSError) as exc:
+        print(f"ykbus whatif: {exc}", file=sys.stderr)
+        return 2
+    comparison = compare(outcome(entries, None), outcome(entries, queues))
+    if args.json:
+        print(json.dumps(as_json(comparison), sort_keys=True))
+    else:
+        print("\n".join(report(comparison, args.limit)))
+    return 0 if comparison.same else 1
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     """Why APP's asks are pending: from a log file (replayed here) or a live core over NATS."""
     from ykbus.explain import explain, overview
@@ -467,6 +490,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", metavar="RECORDED", help="exit 1 at the first difference from a recorded output file")
     p.add_argument("--queues", metavar="FILE.yaml", help="replace the queue configuration of every registration")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("whatif", help="replay a log under another queue configuration and show what changes")
+    p.add_argument("log", help="a recorded log, JSON Lines (`ykbus record`)")
+    p.add_argument("--queues", required=True, metavar="NEW.yaml",
+                   help="the queue configuration to try in place of every registration's")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the tables")
+    p.add_argument("--limit", type=int, default=20, help="applications listed (most changed first)")
+    p.set_defaults(func=cmd_whatif)
 
     p = sub.add_parser("explain", help="why an application's asks are pending, in words")
     p.add_argument("app", nargs="?", help="the application id (none: the applications that wait, most pending first)")

@@ -1,0 +1,176 @@
+"""`ykbus whatif LOG --queues NEW.yaml`: what a recorded log's decisions would have been under
+another queue configuration.
+
+The log is replayed twice, as recorded and with NEW.yaml in place of every registration's
+configuration (`ykbus replay --queues`), and the allocations compared: per ask (RM,
+application, allocationKey), the nodes its allocations went to, in order. An allocation is
+*added* or *lost* when one replay made more of an ask's allocations than the other, *moved*
+when both made it on different nodes. Time to placement is the log time from the entry that
+asked to the entry that placed it; the report gives medians over the asks both replays placed,
+per queue (the application's queue after the change) and per application that changed.
+Deterministic: the same log and file give the same report, byte for byte.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ykbus.core.config import SchedulerConfig
+from ykbus.core.outbox import Entry
+from ykbus.log.replay import guarded_core
+
+AskId = tuple[str, str, str]  # (rm, application, allocationKey)
+
+
+@dataclass
+class Outcome:
+    """One replay's decisions: per ask, the nodes and log times of its allocations in order;
+    when each ask was first asked; the queue of each application at the end."""
+
+    placed: dict[AskId, list[tuple[str, int]]] = field(default_factory=dict)
+    asked: dict[AskId, int] = field(default_factory=dict)
+    queues: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def allocations(self) -> int:
+        return sum(len(v) for v in self.placed.values())
+
+
+def _asks_in(entry: Entry) -> list[tuple[str, str]]:
+    """(application, allocationKey) of the asks an alloc entry carries (bad bodies: none)."""
+    try:
+        body = (msgspec.json.decode(entry.msg) if entry.encoding == "json" else msgspec.msgpack.decode(entry.msg))
+    except (msgspec.DecodeError, ValueError):
+        return []
+    if not isinstance(body, dict):
+        return []
+    items = [a for key in ("asks", "allocations") for a in (body.get(key) or []) if isinstance(a, dict)]
+    return [(str(a.get("applicationID", "")), str(a.get("allocationKey", ""))) for a in items
+            if not a.get("nodeID")]
+
+
+def outcome(entries: list[Entry], queues: SchedulerConfig | None) -> Outcome:
+    """Replay `entries` (under `queues`, if given) and keep what `Outcome` holds."""
+    guard = guarded_core(queues)
+    result = Outcome()
+    for entry in entries:
+        if entry.kind == "alloc":
+            for app_id, key in _asks_in(entry):
+                result.asked.setdefault((entry.rm, app_id, key), entry.ts)
+        for out in guard.apply(entry):
+            if out.kind == "alloc":
+                for a in out.msg.new:
+                    result.placed.setdefault((out.rm, a.applicationID, a.allocationKey), []).append((a.nodeID, entry.ts))
+    dump: dict[str, Any] = guard.core.dump(sections=("applications", "terminated"))
+    for rm_id, rm in dump["rms"].items():
+        for part in rm["partitions"].values():
+            for app_id, ended in part["terminated"].items():
+                result.queues[(rm_id, app_id)] = ended["queue"]
+            for app_id, live in part["applications"].items():
+                result.queues[(rm_id, app_id)] = live["queue"]
+    return result
+
+
+@dataclass
+class Row:
+    """Counts of one group (a queue or an application)."""
+
+    before: int = 0
+    after: int = 0
+    added: int = 0
+    lost: int = 0
+    moved: int = 0
+    waits_before: list[int] = field(default_factory=list)
+    waits_after: list[int] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.lost or self.moved) or self.waits_before != self.waits_after
+
+
+@dataclass
+class Comparison:
+    total: Row
+    queues: dict[str, Row]
+    apps: dict[tuple[str, str], Row]
+
+    @property
+    def same(self) -> bool:
+        """Every allocation made, on the same node, after the same wait."""
+        return not self.total.changed
+
+
+def compare(old: Outcome, new: Outcome) -> Comparison:
+    total, queues, apps = Row(), {}, {}
+    for ask in sorted(set(old.placed) | set(new.placed) | set(old.asked) | set(new.asked)):
+        rm_id, app_id, _ = ask
+        was, now = old.placed.get(ask, []), new.placed.get(ask, [])
+        queue = new.queues.get((rm_id, app_id)) or old.queues.get((rm_id, app_id)) or "?"
+        rows = (total, queues.setdefault(queue, Row()), apps.setdefault((rm_id, app_id), Row()))
+        both = min(len(was), len(now))
+        moved = sum(1 for i in range(both) if was[i][0] != now[i][0])
+        wait = None
+        if was and now and ask in old.asked and ask in new.asked:  # placed in both: how long each waited
+            wait = (was[0][1] - old.asked[ask], now[0][1] - new.asked[ask])
+        for row in rows:
+            row.before += len(was)
+            row.after += len(now)
+            row.added += max(0, len(now) - len(was))
+            row.lost += max(0, len(was) - len(now))
+            row.moved += moved
+            if wait is not None:
+                row.waits_before.append(wait[0])
+                row.waits_after.append(wait[1])
+    return Comparison(total, queues, apps)
+
+
+def _seconds(waits: list[int]) -> str:
+    return f"{statistics.median(waits) / 1e9:.2f} s" if waits else "-"
+
+
+def report(c: Comparison, limit: int = 20) -> list[str]:
+    """The report's lines: the totals, per queue, and the applications that changed (the
+    `limit` with the most allocations added, lost or moved)."""
+    t = c.total
+    lines = [f"allocations: {t.before:,} before, {t.after:,} after: {t.added:,} added, {t.lost:,} lost, "
+             f"{t.moved:,} moved to another node",
+             f"time to placement (median over {len(t.waits_before):,} asks placed in both): "
+             f"{_seconds(t.waits_before)} before, {_seconds(t.waits_after)} after"]
+    if c.same:
+        lines.append("no decision changes")
+        return lines
+    lines.append("")
+    lines += _table("queue", [(q, r) for q, r in sorted(c.queues.items())])
+    changed = sorted(((a, r) for a, r in c.apps.items() if r.changed),
+                     key=lambda ar: (-(ar[1].added + ar[1].lost + ar[1].moved), ar[0]))
+    if changed:
+        lines.append("")
+        lines += _table("application", [(f"{rm}/{app}", r) for (rm, app), r in changed[:limit]])
+        if len(changed) > limit:
+            lines.append(f"... and {len(changed) - limit:,} more applications changed")
+    return lines
+
+
+def _table(what: str, rows: Iterable[tuple[str, Row]]) -> list[str]:
+    head = (what, "before", "after", "added", "lost", "moved", "wait before", "wait after")
+    body = [(name, f"{r.before:,}", f"{r.after:,}", f"{r.added:,}", f"{r.lost:,}", f"{r.moved:,}",
+             _seconds(r.waits_before), _seconds(r.waits_after)) for name, r in rows]
+    widths = [max(len(str(row[i])) for row in [head, *body]) for i in range(len(head))]
+    return ["  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
+                      for i, (v, w) in enumerate(zip(row, widths, strict=True)))
+            for row in [head, *body]]
+
+
+def as_json(c: Comparison) -> dict[str, Any]:
+    def row(r: Row) -> dict[str, Any]:
+        return {"before": r.before, "after": r.after, "added": r.added, "lost": r.lost, "moved": r.moved,
+                "waitBeforeMedianNs": int(statistics.median(r.waits_before)) if r.waits_before else None,
+                "waitAfterMedianNs": int(statistics.median(r.waits_after)) if r.waits_after else None}
+
+    return {"same": c.same, "total": row(c.total), "queues": {q: row(r) for q, r in sorted(c.queues.items())},
+            "applications": {f"{rm}/{app}": row(r) for (rm, app), r in sorted(c.apps.items()) if r.changed}}

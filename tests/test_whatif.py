@@ -1,0 +1,86 @@
+"""`ykbus whatif`: a recorded log's decisions under another queue configuration, as a user
+runs it (the command, its report and its exit code)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ykbus.log.build import LogBuilder, app, ask, node
+from ykbus.log.jsonl import encode_entry
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: web
+          - name: batch
+            resources: {max: {vcore: %s}}
+"""
+SECOND = 10**9
+
+
+def ykbus(*args):
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def recorded(tmp_path):
+    """Two nodes; batch (max 4 vcore) runs 4 pods at once, web 2; one pod of batch ends."""
+    log = LogBuilder("rm-1")
+    entries = [log.register(QUEUES % "4"), log.nodes(node("n1", vcore=4000), node("n2", vcore=4000)),
+               log.apps(app("b", "root.batch"), app("w", "root.web")),
+               log.asks(ask("p", "b", vcore=1000, max_allocations=5)),
+               log.asks(ask("s", "w", vcore=1000, max_allocations=2)),
+               log.tick(10 * SECOND)]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    uuid = "4-0"
+    log_entries = entries + [log.release("b", uuid=uuid)]  # a pod of batch ends: the fifth gets its room
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in log_entries))
+    return path
+
+
+def queue_file(tmp_path, batch_max: str):
+    path = tmp_path / f"q{batch_max}.yaml"
+    path.write_text(QUEUES % batch_max)
+    return path
+
+
+def test_the_same_configuration_changes_nothing_and_exits_0(tmp_path):
+    run = ykbus("whatif", recorded(tmp_path), "--queues", queue_file(tmp_path, "4"))
+    assert run.returncode == 0, run.stderr
+    assert "allocations: 7 before, 7 after: 0 added, 0 lost, 0 moved" in run.stdout
+    assert "no decision changes" in run.stdout
+
+
+def test_a_lower_max_loses_allocations_and_says_where_and_how_long(tmp_path):
+    run = ykbus("whatif", recorded(tmp_path), "--queues", queue_file(tmp_path, "2"))
+    assert run.returncode == 1, run.stderr
+    assert "allocations: 7 before, 5 after: 0 added, 2 lost" in run.stdout
+    rows = {line.split()[0]: line.split() for line in run.stdout.splitlines() if line.startswith("root.")}
+    assert rows["root.batch"][1:5] == ["5", "3", "0", "2"]  # before, after, added, lost
+    assert rows["root.web"][1:5] == ["2", "2", "0", "0"]
+    assert any(line.startswith("rm-1/b ") for line in run.stdout.splitlines())  # the application that changed
+    assert not any(line.startswith("rm-1/w ") for line in run.stdout.splitlines())
+
+
+def test_json_and_determinism(tmp_path):
+    log, new = recorded(tmp_path), queue_file(tmp_path, "8")
+    first = ykbus("whatif", log, "--queues", new, "--json")
+    second = ykbus("whatif", log, "--queues", new, "--json")
+    assert first.stdout == second.stdout
+    report = json.loads(first.stdout)
+    assert report["total"]["before"] == 7 and report["total"]["after"] == 7  # all five fit at once now
+    assert report["queues"]["root.batch"]["waitAfterMedianNs"] <= report["queues"]["root.batch"]["waitBeforeMedianNs"]
+    assert report["same"] is (first.returncode == 0)
+
+
+def test_a_queue_file_that_does_not_validate_is_named(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("partitions: [{name: default, queues: [{name: root, queues: [{name: a.b}]}]}]")
+    run = ykbus("whatif", recorded(tmp_path), "--queues", bad)
+    assert run.returncode != 0 and "contains a dot" in run.stderr
