@@ -79,11 +79,12 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     return 0 if comparison.same else 1
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    """Why APP's asks are pending: from a log file (replayed here) or a live core over NATS."""
-    from ykbus.explain import explain, overview
-
+def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace) -> dict | None:
+    """The read API's answers to `verbs` (`{verb: {rm: {partition: ...}}}`): from `args.log`,
+    replayed here, or from a live core over NATS (`args.nats`, `args.prefix`, `args.rm`).
+    None, said on stderr, when neither answers."""
     if args.log:
+        from ykbus.bus.readapi import SECTIONS
         from ykbus.log.jsonl import LogError, read_entries
         from ykbus.log.replay import guarded_core
 
@@ -93,43 +94,52 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 for entry in read_entries(f, args.log):
                     guard.apply(entry)
         except (LogError, OSError) as exc:
-            print(f"ykbus explain: {exc}", file=sys.stderr)
-            return 2
-        dump = guard.core.dump(sections=("applications", "terminated"))
-        applications, terminated = ({rm: {name: p[section] for name, p in r["partitions"].items()}
-                                     for rm, r in dump["rms"].items()} for section in ("applications", "terminated"))
-    else:
-        import json
+            print(f"ykbus {command}: {exc}", file=sys.stderr)
+            return None
+        dump = guard.core.dump(sections=tuple(SECTIONS[v] or "" for v in verbs))
+        return {verb: {rm: {name: p[SECTIONS[verb]] for name, p in r["partitions"].items()}
+                       for rm, r in dump["rms"].items() if not args.rm or rm == args.rm} for verb in verbs}
+    import json
 
-        import anyio
+    import anyio
 
-        from ykbus.bus.local import connect, default_url
+    from ykbus.bus.local import connect, default_url
 
-        url = args.nats or default_url()
+    url = args.nats or default_url()
 
-        async def ask_core() -> dict:
-            nc = await connect(url, allow_reconnect=False)
-            body = json.dumps({"rm": args.rm} if args.rm else {}).encode()
-            try:
-                answers = {}
-                for verb in ("applications", "terminated"):
-                    reply = await nc.request(f"{args.prefix}.api.{verb}", body, timeout=10)
-                    answers.update(json.loads(reply.data))
-            finally:
-                await nc.close()
-            return answers
-
+    async def ask_core() -> dict:
+        nc = await connect(url, allow_reconnect=False)
+        body = json.dumps({"rm": args.rm} if args.rm else {}).encode()
         try:
-            answer = anyio.run(ask_core)
-        except NatsUnreachable:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a core that does not answer is reported, not raised
-            print(f"ykbus explain: could not ask the core at {url}: {exc!r}", file=sys.stderr)
-            return 2
-        if "error" in answer:
-            print(f"ykbus explain: {answer['error']}", file=sys.stderr)
-            return 2
-        applications, terminated = answer["applications"], answer.get("terminated", {})
+            answers = {}
+            for verb in verbs:
+                reply = await nc.request(f"{args.prefix}.api.{verb}", body, timeout=10)
+                answers.update(json.loads(reply.data))
+        finally:
+            await nc.close()
+        return answers
+
+    try:
+        answer = anyio.run(ask_core)
+    except NatsUnreachable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a core that does not answer is reported, not raised
+        print(f"ykbus {command}: could not ask the core at {url}: {exc!r}", file=sys.stderr)
+        return None
+    if "error" in answer:
+        print(f"ykbus {command}: {answer['error']}", file=sys.stderr)
+        return None
+    return answer
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Why APP's asks are pending: from a log file (replayed here) or a live core over NATS."""
+    from ykbus.explain import explain, overview
+
+    answer = _read_api("explain", ("applications", "terminated"), args)
+    if answer is None:
+        return 2
+    applications, terminated = answer["applications"], answer.get("terminated", {})
     if args.app is None:
         print("\n".join(overview(applications, args.rm)))
         return 0
@@ -138,6 +148,24 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"ykbus explain: application {args.app} is not known", file=sys.stderr)
         return 1
     print("\n".join(lines))
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    """`ykbus queues|apps|nodes`: an aligned table (or the read API's JSON) of a core's state."""
+    import json
+
+    from ykbus.tables import TABLES
+
+    verb, table = TABLES[args.command]
+    answer = _read_api(args.command, (verb,), args)
+    if answer is None:
+        return 2
+    if args.json:
+        print(json.dumps(answer[verb], sort_keys=True))
+        return 0
+    filters = {"queue": args.queue, "state": args.state} if args.command == "apps" else {}
+    print("\n".join(table(answer[verb], **filters)))
     return 0
 
 
@@ -511,6 +539,21 @@ def build_parser() -> argparse.ArgumentParser:
                                                      + NATS_HELP)
     p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
     p.set_defaults(func=cmd_explain)
+
+    for name, what in (("queues", "the queue tree: guarantees, max, usage, pending, applications"),
+                       ("apps", "applications: queue, state, allocations, pending, why pending"),
+                       ("nodes", "nodes: state, capacity, allocated, use")):
+        p = sub.add_parser(name, help=f"{what}, as a table")
+        source = p.add_mutually_exclusive_group()
+        source.add_argument("--log", help="replay this JSON Lines log and show its final state")
+        source.add_argument("--nats", metavar="URL", help="ask a live core over NATS (the read API); " + NATS_HELP)
+        p.add_argument("--rm", help="only this RM")
+        p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
+        p.add_argument("--json", action="store_true", help="the read API's JSON instead of the table")
+        if name == "apps":
+            p.add_argument("--queue", help="only applications in this queue or below it")
+            p.add_argument("--state", help="only applications in this state (Running, Accepted, ...)")
+        p.set_defaults(func=cmd_table)
 
     p = sub.add_parser("demo", help="replay the bundled example log and print the decisions")
     p.set_defaults(func=cmd_demo)

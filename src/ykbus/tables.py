@@ -1,0 +1,92 @@
+"""`ykbus queues`, `ykbus apps`, `ykbus nodes`: the read API's answers as aligned tables
+(docs/operations.md, "Tables"), from a live core over NATS or a log replayed here.
+
+Each function takes the read API's answer for its verb (`{rm: {partition: ...}}`, the shape
+`yk.v1.api.<verb>` returns) and gives the lines of one table, a row per queue, application
+or node of every RM and partition, in a stable order. Quantities are shown as YuniKorn's
+web UI shows them: vcore in cores, memory in binary units, others as numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+Answer = dict[str, dict[str, dict[str, Any]]]  # rm -> partition -> the verb's section
+
+
+def quantity(name: str, value: int) -> str:
+    if name == "vcore":
+        return f"{value / 1000:g}"
+    if name == "memory":
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= size:
+                return f"{value / size:.3g}{unit}"
+    return str(value)
+
+
+def resources(res: dict[str, Any] | None) -> str:
+    """`vcore 2, memory 4Gi` (`-` when empty): the quantities read as ints (strings too)."""
+    if not res:
+        return "-"
+    return ", ".join(f"{k} {quantity(k, int(v))}" for k, v in sorted(res.items()))
+
+
+def align(head: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> list[str]:
+    rows = list(rows)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in [head, *rows]]
+
+
+def _each(answer: Answer) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    for rm in sorted(answer):
+        for partition in sorted(answer[rm]):
+            yield rm, partition, answer[rm][partition]
+
+
+def queues(answer: Answer) -> list[str]:
+    rows = []
+    for rm, partition, section in _each(answer):
+        for path in sorted(section):
+            q = section[path]
+            state = "draining" if q.get("draining") else "unmanaged" if not q.get("managed", True) else ""
+            rows.append((rm, partition, path, "leaf" if q.get("leaf") else "parent", str(len(q.get("applications", []))),
+                         str(q.get("runningApplications", 0)), resources(q.get("guaranteed")), resources(q.get("max")),
+                         resources(q.get("allocated")), resources(q.get("pending")), state))
+    return align(("RM", "PARTITION", "QUEUE", "KIND", "APPS", "RUNNING", "GUARANTEED", "MAX", "ALLOCATED", "PENDING",
+                  "STATE"), rows)
+
+
+def apps(answer: Answer, queue: str | None = None, state: str | None = None) -> list[str]:
+    rows = []
+    for rm, partition, section in _each(answer):
+        for app_id in sorted(section):
+            a = section[app_id]
+            if queue and a.get("queue") != queue and not str(a.get("queue", "")).startswith(queue + "."):
+                continue
+            if state and str(a.get("state", "")).lower() != state.lower():
+                continue
+            why = a.get("why") or {}
+            waiting = sum(k.get("pending", 0) for k in a.get("asks", {}).values())
+            rows.append((rm, partition, app_id, a.get("queue", ""), a.get("state", ""), a.get("user", ""),
+                         str(len(a.get("allocations", []))), str(waiting), resources(a.get("allocated")),
+                         why.get("code", "") if waiting else ""))
+    return align(("RM", "PARTITION", "APPLICATION", "QUEUE", "STATE", "USER", "ALLOCATIONS", "PENDING", "ALLOCATED",
+                  "WHY PENDING"), rows)
+
+
+def nodes(answer: Answer) -> list[str]:
+    rows = []
+    for rm, partition, section in _each(answer):
+        for node_id in sorted(section):
+            n = section[node_id]
+            cap, alloc = n.get("capacity", {}), n.get("allocated", {})
+            used = max((int(alloc.get(k, 0)) * 100 // int(v) for k, v in cap.items() if int(v) > 0), default=0)
+            rows.append((rm, partition, node_id, str(n.get("state", "")), resources(cap), resources(alloc),
+                         f"{used}%", str(len(n.get("allocations", [])))))
+    return align(("RM", "PARTITION", "NODE", "STATE", "CAPACITY", "ALLOCATED", "USED", "ALLOCATIONS"), rows)
+
+
+TABLES: dict[str, tuple[str, Callable[..., list[str]]]] = {
+    "queues": ("queues", queues), "apps": ("applications", apps), "nodes": ("nodes", nodes),
+}
