@@ -8,7 +8,7 @@ import os
 import sys
 from importlib import resources
 
-from ykbus.bus.local import FIND_URL, NatsUnreachable, default_url
+from ykbus.bus.local import FIND_URL, NatsUnreachable, default_url, leaves
 from ykbus.cliparse import Parser
 from ykbus.core.config import ConfigError
 from ykbus.progress import Progress
@@ -261,64 +261,23 @@ def cmd_nats_config(args: argparse.Namespace) -> int:
 
 def _secret_of(path: str, section: str, name: str | None = None):
     """One identity's user and password from a secrets file of `ykbus nats-config`."""
-    from ykbus.bus.permissions import load_secrets
+    from ykbus.bus.settings import StartError, identity_secret
 
     try:
-        found = load_secrets(path)
-    except (OSError, ValueError) as exc:
+        return identity_secret(path, section, name)
+    except StartError as exc:
         sys.exit(f"ykbus: {exc}")
-    secret = found.core if section == "core" else getattr(found, section).get(name or "")
-    if secret is None:
-        sys.exit(f"ykbus: {path}: no password for {section}{'.' + name if name else ''} "
-                 "(an nkey identity signs with its seed instead)")
-    return secret
 
 
 def _service_settings(args: argparse.Namespace):
-    """Settings from the service configuration file (`--config`), then the flags given."""
-    from ykbus.bus.service import ServiceSettings, nats_options
-    from ykbus.bus.settings import ServiceConfig, ServiceConfigError, api_exposure_error, load_service_config
-    from ykbus.bus.streams import StreamLimits
+    """Settings from the service configuration file (`--config`), then the flags given; a
+    setting the service cannot start with ends the command, named."""
+    from ykbus.bus.settings import StartError, service_settings
 
-    config, acl = ServiceConfig(), None
-    if getattr(args, "config", None):
-        try:
-            config, acl = load_service_config(args.config)
-        except (OSError, ValueError, ServiceConfigError) as exc:
-            sys.exit(f"ykbus: {args.config}: invalid service configuration: {exc}")
-
-    def flag(name: str, value):
-        given = getattr(args, name, None)
-        return value if given is None else given
-
-    c, tls = config, config.nats.tls
-    for path in filter(None, [flag("queues", c.queues.file)]):
-        _queues(path)  # a queue file that does not validate stops the start, with every error
-    user, password = c.nats.user, c.nats.password
-    if getattr(args, "nats_secrets", None):
-        secret = _secret_of(args.nats_secrets, "core")
-        user, password = secret.user, secret.password
-    api_host, api_port = flag("api_host", c.api.host), flag("api_port", c.api.port)
-    api_token = getattr(args, "api_token", None) or os.environ.get("YKBUS_API_TOKEN") or c.api.token
-    exposed = api_exposure_error(api_host, api_port, api_token)
-    if exposed:
-        sys.exit(f"ykbus: {exposed}")
-    return ServiceSettings(
-        nats_url=flag("nats", c.nats.url) or default_url(), prefix=flag("prefix", c.nats.prefix),
-        queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
-        watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
-        snapshot_every=flag("snapshot_every", c.snapshot_every),
-        heartbeat_pause_s=flag("rm_pause", c.rm.pause_after), heartbeat_stop_s=flag("rm_stop", c.rm.stop_after),
-        limits=StreamLimits(in_max_bytes=flag("in_max_bytes", c.streams.in_max_bytes),
-                            out_max_bytes=flag("out_max_bytes", c.streams.out_max_bytes),
-                            out_max_age_s=flag("out_max_age", c.streams.out_max_age),
-                            replicas=flag("replicas", c.streams.replicas)),
-        snapshot_dir=flag("snapshot_dir", c.snapshot_dir),
-        nats_options=nats_options(c.nats.credentials, user, password, c.nats.token,
-                                  tls.ca if tls else None, tls.cert if tls else None, tls.key if tls else None),
-        api_host=api_host, api_port=api_port, api_token=api_token, scheduler_acl=acl,
-        log_level=c.log_level,
-    )
+    try:
+        return service_settings(args)
+    except StartError as exc:
+        sys.exit(f"ykbus: {exc}")
 
 
 def _add_service_flags(p: argparse.ArgumentParser) -> None:
@@ -353,12 +312,6 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default=None, help="debug, info (default), warning, error")
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
 def cmd_core(args: argparse.Namespace) -> int:
     import anyio
 
@@ -372,7 +325,7 @@ def cmd_core(args: argparse.Namespace) -> int:
     try:
         anyio.run(serve, settings)
     except* LogGap as group:
-        gaps += _leaves(group)
+        gaps += leaves(group)
     for exc in gaps:
         logging.getLogger("ykbus.core").error("stopped: the input log has a gap", extra={"fields": {"error": str(exc)}})
     return 3 if gaps else 0
@@ -500,7 +453,7 @@ def _main(argv: list[str]) -> int:
         args = build_parser().parse_args(argv)
         return args.func(args)
     except* NatsUnreachable as group:  # one line, whichever task of the command met it
-        unreachable += _leaves(group)
+        unreachable += leaves(group)
     print(f"ykbus {argv[0]}: {unreachable[0]}", file=sys.stderr)
     return 2
 

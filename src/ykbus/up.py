@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import anyio
 
-from ykbus.bus.local import URL_FILE
+from ykbus.bus.local import URL_FILE, leaves
 from ykbus.bus.permissions import (
     CoreIdentity,
     RmIdentity,
@@ -29,7 +29,8 @@ from ykbus.bus.permissions import (
     load_secrets,
 )
 from ykbus.bus.server import NatsServer
-from ykbus.bus.service import CoreService, LogGap, ServiceSettings
+from ykbus.bus.service import CoreService, LogGap
+from ykbus.bus.settings import ServiceSettings, StartError, service_settings
 from ykbus.sim.base import SimRM
 from ykbus.sim.batch import BatchSim
 from ykbus.sim.k8s import K8sSim
@@ -80,9 +81,10 @@ def data_directory(path: str, fresh: bool) -> bool:
 
 
 def up(args: argparse.Namespace) -> int:
-    from ykbus.cli import _leaves, _service_settings
-
-    settings = _service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
+    try:
+        settings = service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
+    except StartError as exc:
+        sys.exit(f"ykbus: {exc}")
     store = os.path.abspath(os.path.expanduser(args.data or DEFAULT_DATA))
     with claimed(store):
         resuming = data_directory(store, args.fresh)
@@ -99,7 +101,7 @@ def up(args: argparse.Namespace) -> int:
         try:
             return _up(args, settings, store, rm_options, auth)
         except* LogGap as group:
-            gaps += _leaves(group)
+            gaps += leaves(group)
         print(f"ykbus up: the input log in {store} has a gap ({gaps[0]}): the store is damaged and "
               "cannot be resumed; `ykbus up --fresh` starts clean", file=sys.stderr, flush=True)
         return 3

@@ -193,3 +193,29 @@ def test_a_partition_sends_and_sets_timers_only_through_its_effects():
         assert calls == [], f"{name} sends or schedules directly: {calls}"
     effects = ast.parse((CORE / "effects.py").read_text())
     assert any(isinstance(n, ast.Attribute) and n.attr == "put" for n in ast.walk(effects))
+
+
+def module_imports(path: Path) -> set[str]:
+    """The ykbus modules `path` imports (dotted, under src/ykbus), wherever the import is."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = ([node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        for name in names:
+            if name.startswith("ykbus."):
+                found.add(name)
+        if isinstance(node, ast.ImportFrom) and node.module in ("ykbus", "ykbus.bus", "ykbus.core", "ykbus.log"):
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_no_import_cycle_among_the_commands_and_the_service():
+    """cli, up and the service's modules do not import each other in a circle (the service
+    settings live in bus/settings.py: up takes them from there, not from the command line's
+    module; the service's parts take `ServiceSettings` from there, not from bus/service.py)."""
+    modules = {f"ykbus.{p.relative_to(SRC).with_suffix('').as_posix().replace('/', '.')}": p
+               for p in SRC.rglob("*.py") if p.stem != "__init__"}
+    graph = {name: {m for m in module_imports(path) if m in modules and m != name} for name, path in modules.items()
+             if name in ("ykbus.cli", "ykbus.up") or name.startswith(("ykbus.bus.", "ykbus.tyjob."))}
+    cycle = import_cycle(graph)
+    assert cycle is None, "modules import each other in a circle: " + " -> ".join(cycle)

@@ -13,7 +13,8 @@ import pytest
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback
 from ykbus.bus.server import NatsServer
-from ykbus.bus.service import CoreService, ServiceSettings
+from ykbus.bus.service import CoreService
+from ykbus.bus.settings import ServiceSettings
 
 
 @pytest.fixture

@@ -33,8 +33,8 @@ from ykbus.bus.permissions import (
     with_passwords,
 )
 from ykbus.bus.server import NatsServer, free_port
-from ykbus.bus.service import CoreService, ServiceSettings
-from ykbus.bus.settings import api_exposure_error
+from ykbus.bus.service import CoreService
+from ykbus.bus.settings import ServiceSettings, api_exposure_error
 from ykbus.core.config import parse_acl
 from ykbus.log.build import resource
 from ykbus.si import messages as m

@@ -19,7 +19,7 @@ from ykbus.core import Core
 from ykbus.core.lifecycle import RMState
 
 if TYPE_CHECKING:
-    from ykbus.bus.service import ServiceSettings
+    from ykbus.bus.settings import ServiceSettings
 
 
 class LogClock:

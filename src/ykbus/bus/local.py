@@ -82,3 +82,11 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
         raise NatsUnreachable(f"cannot reach NATS at {url}: {text}") from None
     connected = True
     return nc
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside `exc`, exception groups flattened (a command reports the first
+    `NatsUnreachable` of any of its tasks as one line)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]

@@ -24,7 +24,7 @@ from ykbus.core import Core
 from ykbus.core.config import ConfigError
 
 if TYPE_CHECKING:
-    from ykbus.bus.service import ServiceSettings
+    from ykbus.bus.settings import ServiceSettings
 
 log = logging.getLogger("ykbus.core")
 

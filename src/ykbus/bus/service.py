@@ -38,10 +38,8 @@ import hashlib
 import json
 import logging
 import os
-import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -55,8 +53,8 @@ from ykbus.bus.clock import LogClock
 from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
-from ykbus.bus.settings import api_exposure_error
-from ykbus.bus.streams import StreamLimits, attach_consumer, ensure_streams, snapshot_store
+from ykbus.bus.settings import ServiceSettings, api_exposure_error
+from ykbus.bus.streams import attach_consumer, ensure_streams, snapshot_store
 from ykbus.bus.subjects import (
     CORE_TOKEN,
     HDR_CONTENT_TYPE,
@@ -67,7 +65,6 @@ from ykbus.bus.subjects import (
     js_reply_meta,
 )
 from ykbus.core import Core, Entry
-from ykbus.core.config import Acl
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.replay import restorer
@@ -87,29 +84,6 @@ def snapshot_digest(data: bytes) -> str:
 
 class LogGap(Exception):
     """The input log is missing entries the core has not applied: it will not guess past."""
-
-
-@dataclass
-class ServiceSettings:
-    nats_url: str = "nats://127.0.0.1:4222"
-    prefix: str = "yk.v1"
-    queue_file: str | None = None  # the queue configuration of every RM (policy group "*"), watched
-    queues_dir: str | None = None  # <policy group>.yaml files, watched
-    watch_interval_s: float = 2.0
-    tick_interval_s: float = 1.0
-    snapshot_every: int = 10_000
-    heartbeat_pause_s: float = 10.0
-    heartbeat_stop_s: float = 60.0
-    limits: StreamLimits = field(default_factory=StreamLimits)
-    publish_retries: int = 60
-    publish_window: int = 2000  # output publishes awaiting their ack, across entries
-    snapshot_dir: str | None = None  # also keep the latest snapshot here (read if its digest matches)
-    nats_options: dict[str, Any] = field(default_factory=dict)  # credentials, TLS (nats.connect keywords)
-    api_host: str = "127.0.0.1"
-    api_port: int = 0  # HTTP read API; 0: off
-    api_token: str | None = None  # HTTP read API: requests need `Authorization: Bearer <token>`
-    scheduler_acl: Acl | None = None  # admin API users besides the process owner
-    log_level: str = "info"
 
 
 class CoreService:
@@ -430,25 +404,6 @@ class CoreService:
 
     async def _nats_reconnected(self) -> None:
         log.info("reconnected to nats")
-
-
-def nats_options(credentials: str | None = None, user: str | None = None, password: str | None = None,
-                 token: str | None = None, tls_ca: str | None = None, tls_cert: str | None = None,
-                 tls_key: str | None = None) -> dict[str, Any]:
-    """nats.connect keywords for credentials and TLS (of the service configuration)."""
-    out: dict[str, Any] = {}
-    if credentials:
-        out["user_credentials"] = credentials
-    if user:
-        out["user"], out["password"] = user, password or ""
-    if token:
-        out["token"] = token
-    if tls_ca or tls_cert:
-        ctx = ssl.create_default_context(cafile=tls_ca)
-        if tls_cert:
-            ctx.load_cert_chain(tls_cert, tls_key)
-        out["tls"] = ctx
-    return out
 
 
 async def serve(settings: ServiceSettings) -> None:

@@ -9,11 +9,15 @@ Every key is optional; an unknown key or a wrong type is an error naming its pat
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+import os
+import ssl
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import msgspec
 
-from ykbus.core.config import Acl, parse_acl
+from ykbus.bus.streams import StreamLimits
+from ykbus.core.config import Acl, ConfigError, parse_acl
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
@@ -120,3 +124,116 @@ def load_service_config(path: str) -> tuple[ServiceConfig, Acl]:
 
     with open(path, encoding="utf-8") as f:
         return parse_service_config(load_yaml(f.read()))
+
+
+class StartError(Exception):
+    """A setting the service cannot start with; the message names it (the command prints it)."""
+
+
+@dataclass
+class ServiceSettings:
+    nats_url: str = "nats://127.0.0.1:4222"
+    prefix: str = "yk.v1"
+    queue_file: str | None = None  # the queue configuration of every RM (policy group "*"), watched
+    queues_dir: str | None = None  # <policy group>.yaml files, watched
+    watch_interval_s: float = 2.0
+    tick_interval_s: float = 1.0
+    snapshot_every: int = 10_000
+    heartbeat_pause_s: float = 10.0
+    heartbeat_stop_s: float = 60.0
+    limits: StreamLimits = field(default_factory=StreamLimits)
+    publish_retries: int = 60
+    publish_window: int = 2000  # output publishes awaiting their ack, across entries
+    snapshot_dir: str | None = None  # also keep the latest snapshot here (read if its digest matches)
+    nats_options: dict[str, Any] = field(default_factory=dict)  # credentials, TLS (nats.connect keywords)
+    api_host: str = "127.0.0.1"
+    api_port: int = 0  # HTTP read API; 0: off
+    api_token: str | None = None  # HTTP read API: requests need `Authorization: Bearer <token>`
+    scheduler_acl: Acl | None = None  # admin API users besides the process owner
+    log_level: str = "info"
+
+
+def nats_options(credentials: str | None = None, user: str | None = None, password: str | None = None,
+                 token: str | None = None, tls_ca: str | None = None, tls_cert: str | None = None,
+                 tls_key: str | None = None) -> dict[str, Any]:
+    """nats.connect keywords for credentials and TLS (of the service configuration)."""
+    out: dict[str, Any] = {}
+    if credentials:
+        out["user_credentials"] = credentials
+    if user:
+        out["user"], out["password"] = user, password or ""
+    if token:
+        out["token"] = token
+    if tls_ca or tls_cert:
+        ctx = ssl.create_default_context(cafile=tls_ca)
+        if tls_cert:
+            ctx.load_cert_chain(tls_cert, tls_key)
+        out["tls"] = ctx
+    return out
+
+
+def identity_secret(path: str, section: str, name: str | None = None) -> Any:
+    """One identity's user and password from a secrets file of `ykbus nats-config`."""
+    from ykbus.bus.permissions import load_secrets
+
+    try:
+        found = load_secrets(path)
+    except (OSError, ValueError) as exc:
+        raise StartError(str(exc)) from None
+    secret = found.core if section == "core" else getattr(found, section).get(name or "")
+    if secret is None:
+        raise StartError(f"{path}: no password for {section}{'.' + name if name else ''} "
+                         "(an nkey identity signs with its seed instead)")
+    return secret
+
+
+def service_settings(args: Any) -> ServiceSettings:
+    """Settings from the service configuration file (`args.config`), then the flags given
+    (`args`: the command's parsed flags; an absent or None flag leaves the file's value)."""
+    from ykbus.bus.local import default_url
+    from ykbus.yamlload import load_config_file
+
+    config, acl = ServiceConfig(), None
+    if getattr(args, "config", None):
+        try:
+            config, acl = load_service_config(args.config)
+        except (OSError, ValueError, ServiceConfigError) as exc:
+            raise StartError(f"{args.config}: invalid service configuration: {exc}") from None
+
+    def flag(name: str, value: Any) -> Any:
+        given = getattr(args, name, None)
+        return value if given is None else given
+
+    c, tls = config, config.nats.tls
+    for path in filter(None, [flag("queues", c.queues.file)]):  # a queue file that does not validate stops the start
+        try:
+            load_config_file(path)
+        except ConfigError as exc:
+            raise StartError(f"{path}: invalid queue configuration:\n  " + "\n  ".join(exc.errors)) from None
+        except (OSError, ValueError) as exc:
+            raise StartError(f"{path}: {exc}") from None
+    user, password = c.nats.user, c.nats.password
+    if getattr(args, "nats_secrets", None):
+        secret = identity_secret(args.nats_secrets, "core")
+        user, password = secret.user, secret.password
+    api_host, api_port = flag("api_host", c.api.host), flag("api_port", c.api.port)
+    api_token = getattr(args, "api_token", None) or os.environ.get("YKBUS_API_TOKEN") or c.api.token
+    exposed = api_exposure_error(api_host, api_port, api_token)
+    if exposed:
+        raise StartError(exposed)
+    return ServiceSettings(
+        nats_url=flag("nats", c.nats.url) or default_url(), prefix=flag("prefix", c.nats.prefix),
+        queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
+        watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
+        snapshot_every=flag("snapshot_every", c.snapshot_every),
+        heartbeat_pause_s=flag("rm_pause", c.rm.pause_after), heartbeat_stop_s=flag("rm_stop", c.rm.stop_after),
+        limits=StreamLimits(in_max_bytes=flag("in_max_bytes", c.streams.in_max_bytes),
+                            out_max_bytes=flag("out_max_bytes", c.streams.out_max_bytes),
+                            out_max_age_s=flag("out_max_age", c.streams.out_max_age),
+                            replicas=flag("replicas", c.streams.replicas)),
+        snapshot_dir=flag("snapshot_dir", c.snapshot_dir),
+        nats_options=nats_options(c.nats.credentials, user, password, c.nats.token,
+                                  tls.ca if tls else None, tls.cert if tls else None, tls.key if tls else None),
+        api_host=api_host, api_port=api_port, api_token=api_token, scheduler_acl=acl,
+        log_level=c.log_level,
+    )

@@ -42,9 +42,12 @@ def _identity(secrets_path: str, rm: str | None = None) -> dict[str, Any]:
     import getpass
 
     from ykbus.bus.permissions import connect_options
-    from ykbus.cli import _secret_of
+    from ykbus.bus.settings import StartError, identity_secret
 
-    secret = _secret_of(secrets_path, "rms" if rm else "admins", rm or getpass.getuser())
+    try:
+        secret = identity_secret(secrets_path, "rms" if rm else "admins", rm or getpass.getuser())
+    except StartError as exc:
+        sys.exit(f"ykbus: {exc}")
     return connect_options(secret.user, secret.password)
 
 
