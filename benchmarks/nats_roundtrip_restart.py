@@ -1,4 +1,4 @@
-"""Round trip over NATS and whole-process restart (`python bench/nats_roundtrip_restart.py`).
+"""Round trip over NATS and whole-process restart (`python benchmarks/nats_roundtrip_restart.py`).
 
 An embedded nats-server and `ykbus core` as a process; one RM with 5,000 nodes sends 300
 asks one at a time and times each to its allocation; then 100,000 allocations are made,

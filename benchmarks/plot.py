@@ -1,6 +1,6 @@
-"""Plot allocations/s against node count (fair and binpacking) from bench/results/core.jsonl.
+"""Plot allocations/s against node count (fair and binpacking) from benchmarks/results/core.jsonl.
 
-    pip install matplotlib && python bench/plot.py      # writes bench/allocations-vs-nodes.png
+    pip install matplotlib && python benchmarks/plot.py      # writes benchmarks/allocations-vs-nodes.png
 """
 
 import json

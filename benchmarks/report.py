@@ -1,4 +1,4 @@
-"""Markdown tables from bench/results/*.jsonl (pasted into BENCHMARKS.md)."""
+"""Markdown tables from benchmarks/results/*.jsonl (pasted into BENCHMARKS.md)."""
 
 import json
 from pathlib import Path
