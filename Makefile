@@ -28,7 +28,7 @@ run: $(VENV)/.compiled
 	$(VENV)/bin/ykbus up $(ARGS)
 
 test: $(VENV)/.compiled
-	$(VENV)/bin/ruff check src tests services bench setup.py
+	$(VENV)/bin/ruff check src tests services benchmarks setup.py
 	$(PY) -m pytest
 
 schemas: $(VENV)/.compiled
