@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -129,6 +130,21 @@ def _secure(store: str) -> RmsConfig:
     return done.config
 
 
+HTTP_PORT = 9080  # YuniKorn's REST port
+
+
+def _http_port(host: str) -> int:
+    """HTTP_PORT if nothing listens there, else a free port (the URL is printed either way)."""
+    for port in (HTTP_PORT, 0):
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    return 0
+
+
 def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_options: dict[str, dict],
         auth: str) -> int:
     with NatsServer(store_dir=store, sync_always=args.sync_always, extra_conf=auth) as server:
@@ -136,6 +152,8 @@ def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_opti
         settings.snapshot_dir = settings.snapshot_dir or os.path.join(server.store_dir, "snapshots")
         if not settings.queues_dir and not settings.queue_file:
             settings.queues_dir = _queue_files(os.path.join(server.store_dir, "queues"))
+        if args.api_port is None:  # HTTP on by default, on loopback: YuniKorn's port if it is free
+            settings.api_port = _http_port(settings.api_host)
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
         url_files = _write_url(server.url, server.store_dir)
         cluster = _tyjob_cluster(os.path.join(server.store_dir, "tyjob"))
@@ -220,6 +238,11 @@ async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_op
         outer.start_soon(service.run)  # ends after its final snapshot, once stopped
         with anyio.fail_after(30):
             await service.started.wait()
+        if settings.api_port:
+            with anyio.fail_after(30):
+                await service.http_started.wait()
+            print(f"ykbus up: HTTP read API on http://{settings.api_host}:{service.http_port}/api/health "
+                  "(also /api/partitions, queues, applications, nodes; docs/operations.md)", flush=True)
         print("ykbus up: core ready; RMs 'k8s' (kubernetes-like), 'batch' (yarn-like)"
               + (" and 'tyjob' (TYJob controller, example jobs from examples/tyjob/jobs.yaml)" if tyjob_cluster else "")
               + " connecting. Ctrl-C stops.", flush=True)

@@ -305,3 +305,25 @@ def test_a_second_up_on_the_same_data_directory_is_refused(tmp_path):
     assert first.returncode == 0 and "ykbus up: stopped" in out, err[-2000:]
     assert (data / "js").is_dir()  # --fresh did not empty it under the running one
 
+
+
+def test_up_serves_the_http_read_api_on_loopback_and_prints_its_url(tmp_path):
+    env = home_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = None
+        for line in proc.stdout:
+            found = re.match(r"ykbus up: HTTP read API on (http://127\.0\.0\.1:\d+/api/health) ", line)
+            if found:
+                url = found.group(1)
+                break
+        assert url is not None, "no HTTP URL printed"
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200 and json.loads(r.read())["status"] == "ok"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)

@@ -1,5 +1,5 @@
 """The read API: a projection of the core's state, over NATS (`yk.v1.api.<verb>`, answered
-by the service) and over HTTP (`GET /api/<verb>`, served here).
+by the service) and over HTTP (`GET /api/<verb>`, served here by aiohttp).
 
 The projection is built from `Core.dump` (plain values, never live objects), only the
 sections a verb needs. Over HTTP, int64 quantities and timestamps are decimal strings (the
@@ -12,12 +12,11 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 import anyio
-import anyio.abc
+from aiohttp import web
 
 from ykbus.core import Core
 from ykbus.si import compat
@@ -86,8 +85,8 @@ def http_int64_strings(obj: Any) -> Any:
 
 
 class HttpReadApi:
-    """GET /api/<verb>[?rm=..&partition=..&int64=..]: the read API over HTTP/1.1 (one request
-    per connection, JSON bodies), for tools that do not speak NATS."""
+    """GET /api/<verb>[?rm=..&partition=..&int64=..]: the read API over HTTP, for tools that do
+    not speak NATS, served by aiohttp (docs/operations.md, "HTTP": why that library)."""
 
     def __init__(self, read: Callable[[str, dict[str, Any]], dict[str, Any]], host: str, port: int,
                  token: str | None) -> None:
@@ -97,52 +96,38 @@ class HttpReadApi:
         self.started = anyio.Event()
 
     async def serve(self, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self._port)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        log.info("http read api listening", extra={"fields": {"host": self.host, "port": self.port}})
-        task_status.started()
-        self.started.set()
-        await listener.serve(self._request)
-
-    async def _request(self, stream: Any) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
         try:
-            await self._exchange(stream)
-        except Exception as exc:  # noqa: BLE001 - a bad client never stops the service
-            log.debug("http request failed", extra={"fields": {"error": repr(exc)}})
+            site = web.TCPSite(runner, self.host, self._port)
+            await site.start()
+            self.port = runner.addresses[0][1]
+            log.info("http read api listening", extra={"fields": {"host": self.host, "port": self.port}})
+            task_status.started()
+            self.started.set()
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await runner.cleanup()
 
-    async def _exchange(self, stream: Any) -> None:
-        async with stream:
-            try:
-                head = b""
-                with anyio.fail_after(5):
-                    while b"\r\n\r\n" not in head and len(head) < 8192:
-                        head += await stream.receive(4096)
-                lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-                method, target, _ = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-                url = urllib.parse.urlsplit(target)
-                query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
-            except Exception:  # noqa: BLE001 - a request we cannot read gets a 400
-                await _respond(stream, "400 Bad Request", {"error": "bad request"})
-                return
-            status, body = "200 OK", {}
-            if not self._authorized(headers.get("authorization", "")):
-                status, body = "401 Unauthorized", {"error": "expected the header `Authorization: Bearer <api.token>`"}
-            elif method != "GET":
-                status, body = "405 Method Not Allowed", {"error": "only GET: the HTTP API is read-only"}
-            elif not url.path.startswith("/api/"):
-                status, body = "404 Not Found", {"error": "expected /api/<verb>"}
-            elif query.get("int64", "string") not in compat.INT64_MODES:
-                status, body = "400 Bad Request", {"error": f"int64 {query['int64']!r}: expected string or number"}
-            else:
-                try:
-                    body = self._read(url.path[len("/api/"):], query)
-                except (ValueError, KeyError) as exc:
-                    status, body = "404 Not Found", {"error": str(exc)}
-                else:
-                    if query.get("int64", "string") == "string":
-                        body = http_int64_strings(body)
-            await _respond(stream, status, body)
+    async def _handle(self, request: web.Request) -> web.Response:
+        if not self._authorized(request.headers.get("Authorization", "")):
+            return _json(401, {"error": "expected the header `Authorization: Bearer <api.token>`"},
+                         {"WWW-Authenticate": 'Bearer realm="ykbus"'})
+        if request.method != "GET":
+            return _json(405, {"error": "only GET: the HTTP API is read-only"}, {"Allow": "GET"})
+        if not request.path.startswith("/api/"):
+            return _json(404, {"error": "expected /api/<verb>"})
+        query = {k: request.query.getall(k)[-1] for k in request.query}
+        if query.get("int64", "string") not in compat.INT64_MODES:
+            return _json(400, {"error": f"int64 {query['int64']!r}: expected string or number"})
+        try:
+            body = self._read(request.path[len("/api/"):], query)
+        except (ValueError, KeyError) as exc:
+            return _json(404, {"error": str(exc)})
+        return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
 
     def _authorized(self, authorization: str) -> bool:
         """Without a token, everyone (the API is on loopback then); with it, the bearer of
@@ -153,8 +138,6 @@ class HttpReadApi:
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token.encode())
 
 
-async def _respond(stream: Any, status: str, body: dict[str, Any]) -> None:
-    data = json.dumps(body, default=str).encode()
-    challenge = 'WWW-Authenticate: Bearer realm="ykbus"\r\n' if status.startswith("401") else ""
-    await stream.send(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{challenge}"
-                      f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=json.dumps(body, default=str).encode(), content_type="application/json",
+                        headers=headers)
