@@ -89,8 +89,10 @@ class HttpReadApi:
     not speak NATS, served by aiohttp (docs/operations.md, "HTTP": why that library)."""
 
     def __init__(self, read: Callable[[str, dict[str, Any]], dict[str, Any]], host: str, port: int,
-                 token: str | None) -> None:
+                 token: str | None, rest: Callable[[str, str], tuple[int, str, bytes, dict[str, str]]] | None = None
+                 ) -> None:
         self._read = read
+        self._rest = rest  # YuniKorn's /ws/v1 (bus/rest.py): (method, path) -> status, type, body, headers
         self.host, self._port, self._token = host, port, token
         self.port = 0  # the port once listening
         self.started = anyio.Event()
@@ -116,10 +118,16 @@ class HttpReadApi:
         if not self._authorized(request.headers.get("Authorization", "")):
             return _json(401, {"error": "expected the header `Authorization: Bearer <api.token>`"},
                          {"WWW-Authenticate": 'Bearer realm="ykbus"'})
+        if not request.path.startswith("/api/"):  # YuniKorn's routes, and its answers to every other path
+            if self._rest is None:
+                return _json(404, {"error": "expected /api/<verb>"})
+            status, content_type, data, headers = self._rest(request.method, request.path)
+            response = web.Response(status=status, body=data, headers=headers)
+            if content_type:
+                response.headers["Content-Type"] = content_type
+            return response
         if request.method != "GET":
             return _json(405, {"error": "only GET: the HTTP API is read-only"}, {"Allow": "GET"})
-        if not request.path.startswith("/api/"):
-            return _json(404, {"error": "expected /api/<verb>"})
         query = {k: request.query.getall(k)[-1] for k in request.query}
         if query.get("int64", "string") not in compat.INT64_MODES:
             return _json(400, {"error": f"int64 {query['int64']!r}: expected string or number"})

@@ -48,7 +48,7 @@ import nats
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
-from ykbus.bus import readapi
+from ykbus.bus import readapi, rest
 from ykbus.bus.clock import LogClock
 from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
@@ -95,7 +95,9 @@ class CoreService:
         self.guard = GuardedCore(_restore(None), _restore)
         self.notify = notify or (lambda _text: None)
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
-        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token)
+        self.started_ns = time.time_ns()  # YuniKorn's startTime (/ws/v1/clusters)
+        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token,
+                                        lambda method, path: rest.answer(self.core, self.started_ns, method, path))
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()

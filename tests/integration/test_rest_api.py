@@ -1,0 +1,116 @@
+"""YuniKorn's REST API as ykbus serves it so far (issue 23, docs/operations.md): the router's
+answers to any path as YuniKorn gives them, and /ws/v1/clusters and /ws/v1/partitions with
+the reference's shapes (../shared/reference/yunikorn-rest/: the same keys at every level,
+the same JSON types) and the state's values, over HTTP from a running core."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from tests.integration.test_bus import node, res, start_rm
+from ykbus.bus.server import free_port
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+# shared/ sits beside the repository (on development machines and in CI)
+REFERENCE = next(p for p in (Path(__file__).resolve().parents[3] / "shared" / "reference" / "yunikorn-rest",
+                             Path("/work/shared/reference/yunikorn-rest")) if p.exists())
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources: {guaranteed: {vcore: 10}}
+"""
+
+
+def fetch(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    try:
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=5) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def same_shape(got, want, where="$"):
+    """The same keys at every level and the same JSON types (lists by their first item)."""
+    assert type(got) is type(want) or {type(got), type(want)} <= {int, float}, f"{where}: {got!r} vs {want!r}"
+    if isinstance(want, dict) and not where.endswith(("capacity", "usedCapacity", "utilization", "applications",
+                                                      "resourceWeights")):
+        assert set(got) == set(want), f"{where}: keys {sorted(got)} vs {sorted(want)}"
+        for k in want:
+            same_shape(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list) and want and got:
+        same_shape(got[0], want[0], f"{where}[0]")
+
+
+async def test_clusters_and_partitions_have_yunikorns_shapes_and_the_states_values(nats_server):
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        rec = Recorder()
+        client = await start_rm(api, "rm-123", rec, nodes=[node("n1", vcore=10000, memory=100), node(
+            "n2", vcore=10000, memory=100)], config=QUEUES)
+        await client.add_applications([m.AddApplicationRequest(
+            applicationID="app-1", queueName="root.a", partitionName="default", ugi=m.UserGroupInformation(user="u"))])
+        await api.update_allocation(m.AllocationRequest(asks=[m.AllocationAsk(
+            allocationKey="k", applicationID="app-1", resourceAsk=res(vcore=1000, memory=10), maxAllocations=4)],
+            rmID="rm-123"))
+        await rec.wait_for(lambda: len(rec.allocations) == 4)
+
+        status, headers, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partitions")
+        assert status == 200 and headers["Content-Type"] == "application/json; charset=UTF-8"
+        assert headers["Access-Control-Allow-Origin"] == "*" and body.endswith(b"}]\n")
+        [partition] = json.loads(body)
+        same_shape(partition, json.loads((REFERENCE / "ws_v1_partitions.json").read_text())[0])
+        assert partition["clusterId"] == "rm-123" and partition["name"] == "default"
+        assert partition["capacity"] == {"capacity": {"memory": 200, "vcore": 20000},
+                                         "usedCapacity": {"memory": 40, "vcore": 4000},
+                                         "utilization": {"memory": 20, "vcore": 20}}
+        assert partition["totalNodes"] == 2 and partition["totalContainers"] == 4
+        assert partition["applications"] == {"total": 1, "Running": 1}
+        assert partition["preemptionEnabled"] is True and partition["quotaPreemptionEnabled"] is False
+        assert partition["nodeSortingPolicy"] == {"type": "fair", "resourceWeights": {"memory": 1, "vcore": 1}}
+
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/clusters")
+        [cluster] = json.loads(body)
+        want = json.loads((REFERENCE / "ws_v1_clusters.json").read_text())[0]
+        assert set(cluster) == set(want) and cluster["partition"] == "default"
+        assert cluster["rmBuildInformation"][0]["rmId"] == "rm-123"
+
+
+async def test_every_other_path_is_answered_as_yunikorn_answers_it(nats_server):
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        for path in ("/", "/ws/v1", "/ws/v1/nope", "/ws/v1/partition/default"):
+            status, headers, body = await anyio.to_thread.run_sync(fetch, port, path)
+            assert (status, body) == (404, (REFERENCE / "ws_v1_nope.txt").read_bytes()), path
+            assert headers["Content-Type"] == "text/plain; charset=utf-8"
+        status, headers, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/clusters/")
+        assert status == 301 and headers["Location"] == "/ws/v1/clusters"
+        assert body == (REFERENCE / "ws_v1_clusters_.html").read_bytes()
+        status, headers, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/clusters", "POST")
+        assert (status, headers["Allow"], body) == (405, "GET, OPTIONS",
+                                                    (REFERENCE / "ws_v1_clusters.POST.empty.txt").read_bytes())
+        status, headers, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/clusters", "OPTIONS")
+        assert (status, headers["Allow"], body) == (200, "GET, OPTIONS", b"")
