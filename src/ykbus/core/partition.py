@@ -290,10 +290,7 @@ class Partition(PartitionChanges):
         if ask.reserved and ask.reserved != node.id:
             self._unreserve(ask)
         for alloc in decision.victims:
-            alloc.preempting = True
-            node.preempting += 1
-            self._emit(AllocationPreempted(alloc, ask, decision.rule), ctx)
-        self.preempted[node.id] = node
+            self._preempt_one(alloc, ask, decision.rule, ctx)
         self._emit(PreemptionStarted(ask, node, decision.victims, decision.rule), ctx)
         ask.reserved = node.id
         node.reserved = ask
@@ -317,10 +314,16 @@ class Partition(PartitionChanges):
         if not quota_preemption_enabled(self.config) or q.quota_delay_ms <= 0:
             return
         for alloc in quota_victims(self, q):
-            alloc.preempting = True
-            alloc.node.preempting += 1
-            self.preempted[alloc.node.id] = alloc.node
-            self._emit(AllocationPreempted(alloc, None, f"{QUOTA_RULE}: queue {q.path} is over its max"), ctx)
+            self._preempt_one(alloc, None, f"{QUOTA_RULE}: queue {q.path} is over its max", ctx)
+
+    def _preempt_one(self, alloc: Alloc, ask: Ask | None, rule: str, ctx: Outbox) -> None:
+        """`alloc` is preempted (for `ask`, or its queue's quota): the RM is asked to release it,
+        and its node counts it until the RM has (changes.py `release` undoes this)."""
+        alloc.preempting = True
+        node = alloc.node
+        node.preempting += 1
+        self.preempted[node.id] = node
+        self._emit(AllocationPreempted(alloc, ask, rule), ctx)
 
     def preemption_due(self, timer: PreemptionTimer) -> None:
         """An ask that may preempt has waited its delay (or the retry interval): judged again."""

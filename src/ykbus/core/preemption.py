@@ -126,15 +126,19 @@ def required_node_victims(part: PartitionState, ask: Ask, node: Node) -> Preempt
     and does not fit: at once, whatever its policy, queue or delay; allocations of lower or
     equal priority that allow it and are not pinned to the node themselves, placeholders
     first, then the lowest priority, the newest. Or why there are none."""
-    res, free = ask.resource, node.free
     candidates = [a for a in node.allocations.values()
                   if a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
                   and a.tags.get(REQUIRED_NODE_TAG) != node.id]
     candidates.sort(key=lambda a: (not a.placeholder, a.priority, -a.born, a.uuid))
-    taken = _cover({t: v - free.get(t, 0) for t, v in res.items() if v > free.get(t, 0)}, candidates)
+    taken = _cover(_short(ask.resource, node.free), candidates)
     if taken is None:
         return f"the allocations it may preempt on node {node.id} would not make room for it"
     return Preempt(ask, node, taken, REQUIRED_RULE)
+
+
+def _short(res: Res, free: Res) -> Res:
+    """What `free` misses of `res`, per resource it misses."""
+    return {t: v - free.get(t, 0) for t, v in res.items() if v > free.get(t, 0)}
 
 
 def _cover(short: Res, order: list[Alloc], admit: Callable[[list[Alloc], Alloc], bool] | None = None
@@ -214,9 +218,9 @@ class _Flows:
         return q.allocated.get(t, 0) - (leaving.get(t, 0) if leaving else 0)
 
     def used(self, q: Queue, t: str) -> int:
-        leaving, coming = self.leaving.get(q.path), self.coming.get(q.path)
-        return (q.allocated.get(t, 0) - (leaving.get(t, 0) if leaving else 0)
-                + (coming.get(t, 0) if coming else 0))
+        """What `q` holds of `t`, and what the asks holding a node freed for them will take."""
+        coming = self.coming.get(q.path)
+        return self.held(q, t) + (coming.get(t, 0) if coming else 0)
 
 
 def _add(into: dict[str, Res], key: str, res: Res) -> None:
@@ -407,8 +411,7 @@ class Preemptor:
         return True
 
     def _choose(self, node: Node, candidates: list[Alloc]) -> list[Alloc] | None:
-        res, free = self.ask.resource, node.free
-        short = {t: v - free.get(t, 0) for t, v in res.items() if v > free.get(t, 0)}
+        short = _short(self.ask.resource, node.free)
         singles = [a for a in candidates
                    if all(a.resource.get(t, 0) >= v for t, v in short.items()) and self._keeps_guarantees([], a)]
         if singles:

@@ -361,9 +361,8 @@ class Scheduler:
             own = self.part.nodes[ask.reserved]
             if fits(res, own.free):
                 return Allocate(ask, own)
-            if own.preempting:  # it preempted there: it waits for the RM to release its victims
-                return Park(ask, victims(own.id), m.SchedulingState.RESERVED, why.preempting(
-                    own.id, [a.uuid for a in own.allocations.values() if a.preempting]))
+            if own.preempting:
+                return awaiting_victims(ask, own)
         if ask.shape not in self.failed_shapes:
             policy = app.policy
             node: Node | None = self.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
@@ -622,9 +621,8 @@ def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
         return Park(ask, where, m.SchedulingState.FAILED, why.required_node_reserved(name, node.reserved.key))
     if fits(ask.resource, node.free):
         return Allocate(ask, node)
-    if node.preempting and node.reserved is ask:  # it preempted there: it waits for the RM to release its victims
-        return Park(ask, victims(node.id), m.SchedulingState.RESERVED, why.preempting(
-            node.id, [a.uuid for a in node.allocations.values() if a.preempting]))
+    if node.preempting and node.reserved is ask:
+        return awaiting_victims(ask, node)
     cap, occ = node.capacity, node.occupied
     if all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
         found = required_node_victims(part, ask, node) if part.preempts() and not node.preempting else None
@@ -636,3 +634,9 @@ def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
     if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
         return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
     return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))
+
+
+def awaiting_victims(ask: Ask, node: Node) -> Park:
+    """`ask` preempted on `node`, its reserved node: it waits for the RM to release its victims."""
+    return Park(ask, victims(node.id), m.SchedulingState.RESERVED,
+                why.preempting(node.id, [a.uuid for a in node.allocations.values() if a.preempting]))
