@@ -17,14 +17,12 @@ from ykbus.progress import Progress
 def _queues(path: str | None):
     if path is None:
         return None
-    from ykbus.yamlload import load_config_file
+    from ykbus.bus.settings import StartError, queue_file
 
     try:
-        return load_config_file(path)
-    except ConfigError as exc:
-        sys.exit(f"ykbus: {path}: invalid queue configuration:\n  " + "\n  ".join(exc.errors))
-    except (OSError, ValueError) as exc:
-        sys.exit(f"ykbus: {path}: {exc}")
+        return queue_file(path)
+    except StartError as exc:
+        sys.exit(f"ykbus: {exc}")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -32,10 +32,14 @@ def resources(res: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {quantity(k, int(v))}" for k, v in sorted(res.items()))
 
 
-def align(head: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> list[str]:
+def align(head: tuple[str, ...], rows: Iterable[tuple[str, ...]], right_from: int | None = None) -> list[str]:
+    """Columns two spaces apart, each as wide as its widest cell; from column `right_from` on
+    (numbers), right-aligned."""
     rows = list(rows)
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in [head, *rows]]
+    right = len(head) if right_from is None else right_from
+    return ["  ".join(v.rjust(w) if i >= right else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True)))
+            .rstrip() for row in [head, *rows]]
 
 
 def _each(answer: Answer) -> Iterable[tuple[str, str, dict[str, Any]]]:

@@ -23,6 +23,7 @@ import msgspec
 from ykbus.core.config import SchedulerConfig
 from ykbus.core.outbox import Entry
 from ykbus.log.replay import guarded_core
+from ykbus.tables import align
 
 AskId = tuple[str, str, str]  # (rm, application, allocationKey)
 
@@ -160,10 +161,7 @@ def _table(what: str, rows: Iterable[tuple[str, Row]]) -> list[str]:
     head = (what, "before", "after", "added", "lost", "moved", "wait before", "wait after")
     body = [(name, f"{r.before:,}", f"{r.after:,}", f"{r.added:,}", f"{r.lost:,}", f"{r.moved:,}",
              _seconds(r.waits_before), _seconds(r.waits_after)) for name, r in rows]
-    widths = [max(len(str(row[i])) for row in [head, *body]) for i in range(len(head))]
-    return ["  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
-                      for i, (v, w) in enumerate(zip(row, widths, strict=True)))
-            for row in [head, *body]]
+    return align(head, body, right_from=1)
 
 
 def as_json(c: Comparison) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ykbus.core import Core
 from ykbus.core.config import preemption_enabled, quota_preemption_enabled
+from ykbus.core.resources import add_into
 
 JSON_TYPE = "application/json; charset=UTF-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
@@ -38,8 +39,7 @@ def _number(value: float) -> int | float:
 def _total(resources: list[dict[str, int]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for res in resources:
-        for k, v in res.items():
-            out[k] = out.get(k, 0) + v
+        add_into(out, res)
     return dict(sorted(out.items()))
 
 

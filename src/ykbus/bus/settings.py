@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ykbus.bus.streams import StreamLimits
-from ykbus.core.config import Acl, ConfigError, parse_acl
+from ykbus.core.config import Acl, ConfigError, SchedulerConfig, parse_acl
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
@@ -187,11 +187,22 @@ def identity_secret(path: str, section: str, name: str | None = None) -> Any:
     return secret
 
 
+def queue_file(path: str) -> SchedulerConfig:
+    """The queue configuration in the file at `path`; StartError lists every error with its path."""
+    from ykbus.yamlload import load_config_file
+
+    try:
+        return load_config_file(path)
+    except ConfigError as exc:
+        raise StartError(f"{path}: invalid queue configuration:\n  " + "\n  ".join(exc.errors)) from None
+    except (OSError, ValueError) as exc:
+        raise StartError(f"{path}: {exc}") from None
+
+
 def service_settings(args: Any) -> ServiceSettings:
     """Settings from the service configuration file (`args.config`), then the flags given
     (`args`: the command's parsed flags; an absent or None flag leaves the file's value)."""
     from ykbus.bus.local import default_url
-    from ykbus.yamlload import load_config_file
 
     config, acl = ServiceConfig(), None
     if getattr(args, "config", None):
@@ -206,12 +217,7 @@ def service_settings(args: Any) -> ServiceSettings:
 
     c, tls = config, config.nats.tls
     for path in filter(None, [flag("queues", c.queues.file)]):  # a queue file that does not validate stops the start
-        try:
-            load_config_file(path)
-        except ConfigError as exc:
-            raise StartError(f"{path}: invalid queue configuration:\n  " + "\n  ".join(exc.errors)) from None
-        except (OSError, ValueError) as exc:
-            raise StartError(f"{path}: {exc}") from None
+        queue_file(path)
     user, password = c.nats.user, c.nats.password
     if getattr(args, "nats_secrets", None):
         secret = identity_secret(args.nats_secrets, "core")
