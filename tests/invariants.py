@@ -453,7 +453,7 @@ def read_model_is_the_state(p: Partition) -> None:
     """The read model folded from the applier's events says what the records say."""
     from ykbus.core.readmodel import PartitionSummary
 
-    assert p.summary.dao() == PartitionSummary.of(p.apps, p.terminated, len(p.allocations)).dao(), p.name
+    assert p.summary.dao() == PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations)).dao(), p.name
 
 
 def state_is_consistent(core: Core) -> None:

@@ -49,6 +49,7 @@ MAX_QUOTED_CHARS = 128  # an identifier quoted in a reason is shortened past thi
 # Core timers (nanoseconds), YuniKorn's defaults
 COMPLETING_TIMEOUT_NS = 30 * 1_000_000_000  # Completing -> Completed
 TERMINATED_TIMEOUT_NS = 3 * 24 * 3600 * 1_000_000_000  # Completed/Failed -> Expired, then forgotten
+REJECTED_KEPT = 1000  # rejected applications a partition remembers for readers, the newest
 INT64_MAX = 2**63 - 1  # the log's clock and every deadline stay below
 
 

@@ -19,6 +19,8 @@ import anyio
 from aiohttp import web
 
 from ykbus.core import Core
+from ykbus.rest import router
+from ykbus.rest.router import RestState
 from ykbus.si import compat
 
 log = logging.getLogger("ykbus.core")
@@ -89,10 +91,9 @@ class HttpReadApi:
     not speak NATS, served by aiohttp (docs/operations.md, "HTTP": why that library)."""
 
     def __init__(self, read: Callable[[str, dict[str, Any]], dict[str, Any]], host: str, port: int,
-                 token: str | None, rest: Callable[[str, str], tuple[int, str, bytes, dict[str, str]]] | None = None
-                 ) -> None:
+                 token: str | None, rest: RestState | None = None) -> None:
         self._read = read
-        self._rest = rest  # YuniKorn's /ws/v1 (bus/rest.py): (method, path) -> status, type, body, headers
+        self.rest = rest  # YuniKorn's /ws/v1 (ykbus/rest/), None: not served
         self.host, self._port, self._token = host, port, token
         self.port = 0  # the port once listening
         self.started = anyio.Event()
@@ -119,13 +120,9 @@ class HttpReadApi:
             return _json(401, {"error": "expected the header `Authorization: Bearer <api.token>`"},
                          {"WWW-Authenticate": 'Bearer realm="ykbus"'})
         if not request.path.startswith("/api/"):  # YuniKorn's routes, and its answers to every other path
-            if self._rest is None:
+            if self.rest is None:
                 return _json(404, {"error": "expected /api/<verb>"})
-            status, content_type, data, headers = self._rest(request.method, request.path)
-            response = web.Response(status=status, body=data, headers=headers)
-            if content_type:
-                response.headers["Content-Type"] = content_type
-            return response
+            return await self._yunikorn(request, self.rest)
         if request.method != "GET":
             return _json(405, {"error": "only GET: the HTTP API is read-only"}, {"Allow": "GET"})
         query = {k: request.query.getall(k)[-1] for k in request.query}
@@ -136,6 +133,18 @@ class HttpReadApi:
         except (ValueError, KeyError) as exc:
             return _json(404, {"error": str(exc)})
         return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
+
+    async def _yunikorn(self, request: web.Request, rest: RestState) -> web.Response:
+        body = await request.read() if request.can_read_body else b""
+        req = router.Request(request.method, request.path, {k: request.query.getall(k)[-1] for k in request.query},
+                             request.headers.get("Accept", ""), body)
+        status, content_type, data, headers = router.answer(rest, req)
+        response = web.Response(status=status, body=data, headers=headers)
+        if content_type:
+            response.headers["Content-Type"] = content_type
+        if content_type == router.JSON_TYPE and "gzip" in request.headers.get("Accept-Encoding", ""):
+            response.enable_compression(web.ContentCoding.gzip)  # as YuniKorn: gzip when asked
+        return response
 
     def _authorized(self, authorization: str) -> bool:
         """Without a token, everyone (the API is on loopback then); with it, the bearer of

@@ -48,7 +48,7 @@ import nats
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
-from ykbus.bus import readapi, rest
+from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
 from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
@@ -68,6 +68,7 @@ from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.replay import restorer
+from ykbus.rest.router import RestState
 from ykbus.si import compat
 from ykbus.yamlload import load_yaml
 
@@ -96,8 +97,8 @@ class CoreService:
         self.notify = notify or (lambda _text: None)
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
         self.started_ns = time.time_ns()  # YuniKorn's startTime (/ws/v1/clusters)
-        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token,
-                                        lambda method, path: rest.answer(self.core, self.started_ns, method, path))
+        self.rest = RestState(lambda: self.core, self.started_ns)
+        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest)
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()
@@ -125,6 +126,12 @@ class CoreService:
         return self.http.started
 
     # --- run -------------------------------------------------------------------------
+
+    async def _sample_history(self) -> None:
+        """YuniKorn's /ws/v1/history: applications and containers, once a minute."""
+        while True:
+            await anyio.sleep(60)
+            self.rest.sample(time.time_ns())
 
     async def run(self) -> None:
         s = self.settings
@@ -175,6 +182,7 @@ class CoreService:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
                 tg.start_soon(self.clock.ticker)
+                tg.start_soon(self._sample_history)
                 tg.start_soon(self.clock.monitor_rms)
                 if s.queue_file or s.queues_dir:
                     tg.start_soon(self.operator.watch)

@@ -5,6 +5,7 @@ indexes current (core/indexes.py); the pass that follows is core/partition.py's.
 
 from __future__ import annotations
 
+from ykbus import limits
 from ykbus.core.config import (
     AppSortPolicy,
     PartitionConfig,
@@ -16,6 +17,7 @@ from ykbus.core.effects import (
     AllocationReleased,
     AppAdded,
     AppExpired,
+    AppRejected,
     AppTransitioned,
     PlaceholderTimerStarted,
 )
@@ -38,6 +40,7 @@ from ykbus.core.lifecycle import (
 from ykbus.core.model import (
     Alloc,
     App,
+    AppHistory,
     Ask,
     LimitRoom,
     Node,
@@ -250,7 +253,7 @@ class PartitionChanges(IndexedPartition):
     def add_app(self, msg: m.AddApplicationRequest, queue: Queue, ctx: Outbox) -> App:
         self._attach(queue)
         self.seq += 1
-        app = App(msg, queue, self.seq)
+        app = App(msg, queue, self.seq, ctx.ts)
         self.apps[app.id] = app
         ended = self.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
         queue.apps[app.id] = app
@@ -265,6 +268,7 @@ class PartitionChanges(IndexedPartition):
             return
         app.state = new
         app.timer += 1  # a timer set before this transition is stale
+        app.history.entered(ctx.ts, new.value)
         self._emit(AppTransitioned(app, old, new, message), ctx)
         if new is AppState.RUNNING:
             for q in app.path:
@@ -285,8 +289,20 @@ class PartitionChanges(IndexedPartition):
                 self._wake_app_waiters(t)  # type: ignore[arg-type]
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
-            self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path)
+            self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path, app.history)
         self._sync_app(app)
+
+    def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Outbox) -> None:
+        """Remember that application `msg` was rejected (for readers; the newest
+        limits.REJECTED_KEPT are kept, one per id)."""
+        history = AppHistory(ctx.ts, msg.ugi.user, list(msg.ugi.groups), [(ctx.ts, AppState.REJECTED.value)])
+        rejected = self.rejected
+        dropped = 1 if rejected.pop(msg.applicationID, None) is not None else 0
+        rejected[msg.applicationID] = Terminated(AppState.REJECTED, ctx.ts, reason, queue, history)
+        if len(rejected) > limits.REJECTED_KEPT:
+            del rejected[next(iter(rejected))]
+            dropped += 1
+        self._emit(AppRejected(msg.applicationID, dropped), ctx)
 
     def expire(self, app_id: str, state: AppState, ctx: Outbox) -> None:
         """The terminated record of `app_id` (ended `state`) goes: the application is forgotten."""
@@ -340,7 +356,7 @@ class PartitionChanges(IndexedPartition):
                 ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
         else:
             self.seq += 1
-            ask = Ask(msg, app, *self.intern(resource), self.seq)
+            ask = Ask(msg, app, *self.intern(resource), self.seq, ctx.ts)
             app.asks[ask.key] = ask
         if ask.pending:
             self._pend(ask)
@@ -366,7 +382,7 @@ class PartitionChanges(IndexedPartition):
         """Count an allocation the RM already runs (recovery), without issuing it again."""
         alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
-                      alloc_msg.placeholder, ctx.seq)
+                      alloc_msg.placeholder, ctx.seq, ctx.ts)
         policy = alloc_msg.preemptionPolicy
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
         self.ledger.book(alloc)
@@ -393,7 +409,7 @@ class PartitionChanges(IndexedPartition):
             raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
         app = ask.app
         alloc = Alloc(ctx.next_uuid(self.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
-                      ask.task_group, ask.placeholder, ctx.seq)
+                      ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
         alloc.preempt_self = ask.preempt_self
         self.ledger.book(alloc, placed=True)
         ask.pending -= 1

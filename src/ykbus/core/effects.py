@@ -144,6 +144,16 @@ class AppAdded:
         self.app, self.replaced = app, replaced
 
 
+class AppRejected:
+    """Application `app_id` was rejected and is remembered among the rejected; `dropped`:
+    how many rejected records that made it forget (the same id before, the oldest)."""
+
+    __slots__ = ("app_id", "dropped")
+
+    def __init__(self, app_id: str, dropped: int) -> None:
+        self.app_id, self.dropped = app_id, dropped
+
+
 class AppExpired:
     """Ended application `app_id` (`state`: Completed or Failed) is forgotten, its terminated
     record gone."""
@@ -173,7 +183,7 @@ class PlaceholderTimerStarted:
 
 
 Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
-         | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppExpired | AllocationRecovered
+         | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppRejected | AppExpired | AllocationRecovered
          | AllocationPreempted | PreemptionStarted | PreemptionRetry | QuotaOverrun)
 
 
@@ -257,6 +267,10 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         if event.replaced is not None:
             summary.app_left(event.replaced)
         summary.app_entered(event.app.state)
+    elif isinstance(event, AppRejected):
+        summary.app_entered(AppState.REJECTED)
+        for _ in range(event.dropped):
+            summary.app_left(AppState.REJECTED)
     elif isinstance(event, AppExpired):
         summary.app_left(event.state)
         ctx.put(rm, m.UpdatedApplication(

@@ -1,7 +1,8 @@
 """The RM's changes to its partitions, item by item: applications, nodes (and the
 allocations an RM recovers with them), asks, releases. Every check that can reject an item
-runs before the first change it makes (a rejected item changes nothing); the partition
-applies what passes (core/changes.py).
+runs before the first change it makes (a rejected item changes nothing, but for the record
+of a rejected application its partition keeps for readers, YuniKorn's `rejected` list); the
+partition applies what passes (core/changes.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from ykbus.core.config import (
     DEFAULT_PARTITION,
+    AppSortPolicy,
 )
 from ykbus.core.lifecycle import (
     NODE,
@@ -62,16 +64,25 @@ class Intake(RMRegistry):
             return f"application {msg.applicationID} already exists"
         problem = policy_problem(msg.tags)
         if problem:
+            part.reject_app(msg, "", problem, ctx)
             return problem
         queue, reason = part.place(msg)
         if queue is None:
+            part.reject_app(msg, "", reason, ctx)
             return reason
         gang = _res(msg.placeholderAsk)
+        if gang and queue.sort_policy is AppSortPolicy.FAIR:  # as YuniKorn: a gang needs its order kept
+            reason = (f"queue {queue.path} cannot run application {msg.applicationID} with task group request: "
+                      "unsupported sort type")
+            part.reject_app(msg, queue.path, reason, ctx)
+            return reason
         for q in queue.ancestry():
             over = first_over({}, gang, q.max) if q.max else None
             if over is not None:  # placement created nothing: nothing to take back
-                return (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
-                        "the gang could never run")
+                reason = (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
+                          "the gang could never run")
+                part.reject_app(msg, queue.path, reason, ctx)
+                return reason
         part.add_app(msg, queue, ctx)
         ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
         return ""

@@ -56,6 +56,7 @@ class Ledger:
         for t in app.trackers:
             add_into(t.allocated, res)
         add_into(app.allocated, res)
+        app.history.used(app.allocated)
         if placed:
             sub_into(app.pending, res)
         app.allocations[alloc.uuid] = alloc

@@ -305,12 +305,13 @@ class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
                  "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved", "pooled",
-                 "preempt_self", "preempt_other", "preempt_after")
+                 "preempt_self", "preempt_other", "preempt_after", "at")
 
-    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int) -> None:
+    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int, at: int = 0) -> None:
         self.key = msg.allocationKey
         self.app = app
         self.seq = seq
+        self.at = at  # log time it was first asked (ns): the REST API's requestTime
         self.allocated = 0
         self.state = AskState.PENDING
         self.waiting: Wait | None = None  # where it waits (None: active)
@@ -346,12 +347,15 @@ class Ask:
 
 class Alloc:
     __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
-                 "placeholder", "state", "born", "replacing", "preempt_self", "preempting")
+                 "placeholder", "state", "born", "replacing", "preempt_self", "preempting", "at", "asked")
 
     def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
-                 tags: dict[str, str], task_group: str, placeholder: bool, born: int) -> None:
+                 tags: dict[str, str], task_group: str, placeholder: bool, born: int, at: int = 0,
+                 asked: int = 0) -> None:
         self.uuid = uuid
         self.born = born  # the input seq that created or recovered it
+        self.at = at  # log time it was placed or recovered (ns)
+        self.asked = asked or at  # log time its ask was first asked (ns)
         self.key = key
         self.app = app
         self.node = node
@@ -379,10 +383,11 @@ class App:
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "leaders_waiting",
                  "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
-                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room")
+                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history")
 
-    def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int) -> None:
+    def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int, submitted: int = 0) -> None:
         self.id = msg.applicationID
+        self.history = AppHistory(submitted, msg.ugi.user, list(msg.ugi.groups))
         self.queue = queue
         self.path = queue.ancestry()
         self.user = msg.ugi.user
@@ -455,17 +460,50 @@ def pending_leader(app: App) -> Ask | None:
     return None
 
 
+STATE_LOG_KEPT = 32  # an application's last state changes kept for readers (it can cycle Running <-> Completing)
+
+
+class AppHistory:
+    """What readers are told of an application's past (the REST API's submissionTime,
+    stateLog, maxUsedResource, user and groups), kept with it and after it ended. Log times
+    (ns); no decision reads it."""
+
+    __slots__ = ("submitted", "user", "groups", "states", "max_used")
+
+    def __init__(self, submitted: int, user: str, groups: list[str],
+                 states: list[tuple[int, str]] | None = None, max_used: Res | None = None) -> None:
+        self.submitted = submitted
+        self.user = user
+        self.groups = groups
+        self.states: list[tuple[int, str]] = states if states is not None else []  # (log time, state entered)
+        self.max_used: Res = max_used if max_used is not None else {}  # the most it held of each resource
+
+    def entered(self, ts: int, state: str) -> None:
+        states = self.states
+        states.append((ts, state))
+        if len(states) > STATE_LOG_KEPT:
+            del states[0]
+
+    def used(self, allocated: Res) -> None:
+        most = self.max_used
+        for name, value in allocated.items():
+            if value > most.get(name, 0):
+                most[name] = value
+
+
 class Terminated:
     """An application that ended (Completed or Failed), kept until its terminated timer
-    fires: how it ended, when (the log's clock, ns) and in which queue."""
+    fires, or was rejected (kept among the partition's last rejected): how it ended, when
+    (the log's clock, ns), in which queue, and its history."""
 
-    __slots__ = ("state", "ts", "message", "queue")
+    __slots__ = ("state", "ts", "message", "queue", "history")
 
-    def __init__(self, state: AppState, ts: int, message: str, queue: str) -> None:
+    def __init__(self, state: AppState, ts: int, message: str, queue: str, history: AppHistory | None = None) -> None:
         self.state = state
         self.ts = ts
         self.message = message
         self.queue = queue
+        self.history = history if history is not None else AppHistory(0, "", [])
 
 
 class Tracker:

@@ -41,13 +41,13 @@ class PartitionSummary:
         return {"applications": {"total": sum(counts.values()), **counts}, "totalContainers": self.containers}
 
     @staticmethod
-    def of(apps: Any, terminated: Any, allocations: int) -> PartitionSummary:
+    def of(apps: Any, terminated: Any, rejected: Any, allocations: int) -> PartitionSummary:
         """The summary of the records as they are (a restore; the property test's reference):
-        `apps` and `terminated` are the partition's, by id."""
+        `apps`, `terminated` and `rejected` are the partition's, by id."""
         summary = PartitionSummary()
         for app in apps.values():
             summary.app_entered(app.state)
-        for ended in terminated.values():
+        for ended in (*terminated.values(), *rejected.values()):
             summary.app_entered(ended.state)
         summary.containers = allocations
         return summary

@@ -26,6 +26,7 @@ from ykbus.core.model import (
     NODE_ROOM,
     Alloc,
     App,
+    AppHistory,
     Ask,
     Node,
     NodeRoom,
@@ -118,6 +119,7 @@ class SAsk(_S):
     preempt_self: bool = True  # preemption
     preempt_other: bool = False
     preempt_after: int = 0
+    at: int = 0  # when it was asked (readers)
 
 
 class SAlloc(_S):
@@ -134,6 +136,24 @@ class SAlloc(_S):
     replacing: str = ""  # format 4
     preempt_self: bool = True  # preemption
     preempting: bool = False
+    at: int = 0  # when it was placed, and its ask asked (readers)
+    asked: int = 0
+
+
+class SHistory(_S):
+    submitted: int
+    user: str
+    groups: list[str]
+    states: list[tuple[int, str]]
+    max_used: dict[str, int]
+
+
+class SEnded(_S):
+    state: str
+    ts: int
+    message: str
+    queue: str
+    history: SHistory
 
 
 class SApp(_S):
@@ -153,6 +173,7 @@ class SApp(_S):
     gang: dict[str, int] = {}  # format 4
     gang_hard: bool = False
     gang_timer: int = 0
+    history: SHistory | None = None  # readers: submission time, state log, max used
 
 
 class SNode(_S):
@@ -198,6 +219,8 @@ class SPartition(_S):
     terminated: dict[str, str]
     node_waiters: list[tuple[str, str]]
     ended: dict[str, tuple[int, str, str]] = {}  # terminated: (when, how, queue); older snapshots lack it
+    histories: dict[str, SHistory] = {}  # terminated: their history (readers)
+    rejected: list[tuple[str, SEnded]] = []  # the last rejected applications, oldest first
 
 
 class SRM(_S):
@@ -261,7 +284,7 @@ def _ask(a: Ask) -> SAsk:
     return SAsk(a.key, a.resource, a.max_allocations, a.pending, a.allocated, a.priority, a.seq, a.tags,
                 a.task_group, a.placeholder, a.originator, a.timeout_ms, a.state.value,
                 a.waiting.name if a.waiting is not None else None, a.reported,
-                a.why, a.since, a.reserved, a.preempt_self, a.preempt_other, a.preempt_after)
+                a.why, a.since, a.reserved, a.preempt_self, a.preempt_other, a.preempt_after, a.at)
 
 
 def _partition(p: Partition) -> SPartition:
@@ -273,16 +296,29 @@ def _partition(p: Partition) -> SPartition:
         apps=[SApp(a.id, a.queue.path, a.user, a.groups, a.tags, a.state.value, a.seq,
                    [_ask(k) for k in a.asks.values()], list(a.allocations),
                    a.blocked_on.path if a.blocked_on is not None else None, a.timeout_ms, a.timer, a.why,
-                   a.gang, a.gang_hard, a.gang_timer)
+                   a.gang, a.gang_hard, a.gang_timer, _history(a.history))
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
-                            x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting)
+                            x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting, x.at, x.asked)
                      for x in p.allocations.values()],
         terminated={k: v.state.value for k, v in p.terminated.items()},
         node_waiters=[key for shape in p.waits.keys(NodeRoom) for key in p.waits.at(NodeRoom, shape)]
         + [key for (kind, _), group in p.pool.gates.items() if kind == ROOM for key in group],
         ended={k: (v.ts, v.message, v.queue) for k, v in p.terminated.items()},
+        histories={k: _history(v.history) for k, v in p.terminated.items()},
+        rejected=[(k, SEnded(v.state.value, v.ts, v.message, v.queue, _history(v.history)))
+                  for k, v in p.rejected.items()],
     )
+
+
+def _history(h: AppHistory) -> SHistory:
+    return SHistory(h.submitted, h.user, list(h.groups), list(h.states), dict(h.max_used))
+
+
+def _restore_history(s: SHistory | None) -> AppHistory:
+    if s is None:
+        return AppHistory(0, "", [])
+    return AppHistory(s.submitted, s.user, list(s.groups), [(t, st) for t, st in s.states], dict(s.max_used))
 
 
 def _timer(deadline: int, n: int, timer: Timer) -> STimer | None:
@@ -333,7 +369,10 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
     p = Partition(rm, s.config, timers, s.incarnation)
     p.seq, p._rekey = s.seq, s.rekey
     p.queues, p.trackers = {}, {}
-    p.terminated = {k: Terminated(AppState(v), *s.ended.get(k, (0, "", ""))) for k, v in s.terminated.items()}
+    p.terminated = {k: Terminated(AppState(v), *s.ended.get(k, (0, "", "")), _restore_history(s.histories.get(k)))
+                    for k, v in s.terminated.items()}
+    p.rejected = {k: Terminated(AppState(e.state), e.ts, e.message, e.queue, _restore_history(e.history))
+                  for k, e in s.rejected}
 
     # queues: partition order, then each parent's children in their stored order
     for sq in s.queues:
@@ -366,6 +405,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
             gangSchedulingStyle="Hard" if sa.gang_hard else "",
         ), p.queues[sa.queue], sa.seq)
         app.gang_timer = sa.gang_timer
+        app.history = _restore_history(sa.history)
         app.state, app.timer, app.why = _APP_STATES[sa.state], sa.timer, sa.why
         app.blocked_on = p.queues.get(sa.blocked_on) if sa.blocked_on is not None else None
         p.apps[app.id] = app
@@ -382,7 +422,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
                 taskGroupName=sk.task_group, placeholder=sk.placeholder, Originator=sk.originator,
                 preemptionPolicy=m.PreemptionPolicy(allowPreemptSelf=sk.preempt_self, allowPreemptOther=sk.preempt_other),
             ), app, *p.intern(sk.resource), sk.seq)
-            ask.preempt_after = sk.preempt_after
+            ask.preempt_after, ask.at = sk.preempt_after, sk.at
             ask.pending, ask.allocated = sk.pending, sk.allocated
             ask.since, ask.reserved = sk.since, sk.reserved
             ask.state, ask.reported, ask.why = _ASK_STATES[sk.state], sk.reported, sk.why
@@ -410,7 +450,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         app, node = apps[sx.app], nodes[sx.node]
         res = p.intern(sx.resource)[0]
         alloc = Alloc(sx.uuid, sx.key, app, node, res, sx.priority, sx.tags, sx.task_group,
-                      sx.placeholder, sx.born)
+                      sx.placeholder, sx.born, sx.at, sx.asked)
         alloc.replacing = sx.replacing
         alloc.preempt_self, alloc.preempting = sx.preempt_self, sx.preempting
         if alloc.preempting:  # derived: what each node has preempted and not released yet
@@ -470,7 +510,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         p.pool.enter(ask, reserving)
     for app in p.apps.values():
         p._sync_app(app)
-    p.summary = PartitionSummary.of(p.apps, p.terminated, len(p.allocations))
+    p.summary = PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations))
     p.ledger = Ledger(p.allocations, p._index_node, p._usage_moved)
     p.index_victims()  # derived: the allocations that may be preempted, by class
     return p

@@ -53,6 +53,7 @@ class PartitionState:
         self.node_index: SortedList = SortedList()
         self.apps: dict[str, App] = {}
         self.terminated: dict[str, Terminated] = {}
+        self.rejected: dict[str, Terminated] = {}  # the last limits.REJECTED_KEPT rejected applications, oldest first
         self.allocations: dict[str, Alloc] = {}
         self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
         self.total: Res = {}

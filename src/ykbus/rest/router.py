@@ -1,0 +1,413 @@
+"""YuniKorn's REST API (`/ws/v1/...`), as Apache YuniKorn answers it
+(`../shared/reference/yunikorn-rest/`; docs/operations.md, "YuniKorn's REST API").
+
+Every route of YuniKorn's router, with its behaviour for every path: unknown paths get Go's
+`404 page not found` (text), a known path with a trailing slash a 301 to it, a method a
+route does not take `405 Method Not Allowed` with `Allow`, `OPTIONS` an empty 200 with
+`Allow`; JSON answers carry YuniKorn's CORS headers and are written as Go's encoder writes
+them (compact, one line and a newline, `<>&` escaped); errors are
+`{"status_code", "message", "description"}`.
+
+Partitions per RM: a path names a partition as YuniKorn's partitions list names it, which is
+its plain name (`default`) while one RM has a partition of that name, and `[rm]name` (the
+form YuniKorn uses inside) for each when several RMs do; `[rm]name` is always understood.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ykbus import __version__ as VERSION
+from ykbus.core import Core
+from ykbus.core.config import preemption_enabled, quota_preemption_enabled
+from ykbus.core.lifecycle import AppState
+from ykbus.core.partition import Partition
+from ykbus.core.registry import ResourceManager
+from ykbus.rest import dao, ops
+
+JSON_TYPE = "application/json; charset=UTF-8"
+TEXT_TYPE = "text/plain; charset=utf-8"
+YAML_TYPE = "application/x-yaml; charset=UTF-8"
+CORS = {"Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
+        "Access-Control-Allow-Methods": "GET, OPTIONS", "Access-Control-Allow-Origin": "*"}
+NOSNIFF = {"X-Content-Type-Options": "nosniff"}
+NOT_FOUND = (404, TEXT_TYPE, b"404 page not found\n", NOSNIFF)  # Go's http.NotFound
+HISTORY_KEPT = 1440  # samples of /ws/v1/history (one a minute: a day)
+QUEUE_PART = re.compile(r"^[a-zA-Z0-9_\-#@/:]{1,64}$")
+BAD_QUEUE = ("invalid queue name, max 64 characters consisting of alphanumeric characters and "
+             "'-', '_', '#', '@', '/', ':' allowed")
+
+Answer = tuple[int, str, bytes, dict[str, str]]  # status, content type, body, headers
+
+
+class RestError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str] = field(default_factory=dict)
+    accept: str = ""
+    body: bytes = b""
+
+
+@dataclass
+class RestState:
+    """What the REST API reads: the core, when the service started (YuniKorn's startTime),
+    and the history samples (`/ws/v1/history/*`: applications and containers, a minute apart)."""
+
+    live: Callable[[], Core]  # the core as it is now (the service's guard may replace it)
+    started: int
+    apps_history: list[tuple[int, int]] = field(default_factory=list)
+    containers_history: list[tuple[int, int]] = field(default_factory=list)
+
+    def sample(self, now_ns: int) -> None:
+        """Take a history sample (the service calls it once a minute)."""
+        apps = containers = 0
+        for _rm, p in self.partitions():
+            summary = p.summary
+            apps += summary.applications.get(AppState.RUNNING, 0)  # YuniKorn's totalApplications: running
+            containers += summary.containers
+        for kept, value in ((self.apps_history, apps), (self.containers_history, containers)):
+            kept.append((now_ns, value))
+            del kept[:-HISTORY_KEPT]
+
+    @property
+    def core(self) -> Core:
+        return self.live()
+
+    def partitions(self) -> list[tuple[ResourceManager, Partition]]:
+        return [(rm, p) for rm in self.core.rms.values() for p in rm.partitions.values()]
+
+    def partition_name(self, rm: ResourceManager, p: Partition) -> str:
+        """The name a path uses for `p` (module docstring)."""
+        shared = sum(1 for other in self.core.rms.values() if p.name in other.partitions)
+        return p.name if shared == 1 else f"[{rm.id}]{p.name}"
+
+    def partition(self, name: str) -> tuple[ResourceManager, Partition]:
+        for rm, p in self.partitions():
+            if name == f"[{rm.id}]{p.name}" or name == self.partition_name(rm, p):
+                return rm, p
+        raise RestError(404, "Partition not found")
+
+
+# --- the routes ---------------------------------------------------------------------------------
+
+
+def build_information(rm: ResourceManager) -> dict[str, str]:
+    """YuniKorn's BuildInfo of an RM: what the RM said of itself (`buildInfo`), over what this
+    core is (its version, Python's in place of Go's)."""
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())  # as Go names it
+    return {"arch": arch, "buildDate": "", "buildVersion": rm.version, "coreSHA": VERSION,
+            "goVersion": f"python{platform.python_version()}", "isPluginVersion": "false", "rmId": rm.id,
+            "shimSHA": "", "siSHA": "", **rm.build_info}
+
+
+def clusters(st: RestState, req: Request, **_: str) -> Any:
+    return [{"startTime": st.started,
+             "rmBuildInformation": [build_information(rm)],
+             "partition": st.partition_name(rm, p), "clusterName": "kubernetes"}
+            for rm, p in st.partitions()]
+
+
+def partitions(st: RestState, req: Request, **_: str) -> Any:
+    out = []
+    for rm, p in st.partitions():
+        used: dict[str, int] = {}
+        for a in p.allocations.values():
+            for k, v in a.resource.items():
+                used[k] = used.get(k, 0) + v
+        summary = p.summary.dao()
+        out.append({
+            "clusterId": rm.id,
+            "name": st.partition_name(rm, p),
+            "capacity": {"capacity": dao.res(p.total), "usedCapacity": dao.res(used),
+                         "utilization": dao.percent(used, p.total)},
+            "nodeSortingPolicy": {"type": p.node_sort.value,
+                                  "resourceWeights": {k: _number(v) for k, v in sorted(p.weights.items())}},
+            "preemptionEnabled": preemption_enabled(p.config),
+            "quotaPreemptionEnabled": quota_preemption_enabled(p.config),
+            "totalNodes": len(p.nodes),
+            "applications": dict(sorted(summary["applications"].items())),
+            "totalContainers": summary["totalContainers"],
+            "state": "Active",
+            "lastStateTransitionTime": max(st.started, 0),  # a partition is Active from the start
+        })
+    return out
+
+
+def _number(value: float) -> int | float:
+    """A float as Go writes it: 1, not 1.0."""
+    return int(value) if float(value).is_integer() else value
+
+
+def queues(st: RestState, req: Request, part: str) -> Any:
+    _, p = st.partition(part)
+    return dao.queue(p, p.root, top=True)
+
+
+def _queue(st: RestState, part: str, name: str) -> tuple[Partition, Any]:
+    _, p = st.partition(part)
+    if not all(QUEUE_PART.match(x) for x in name.split(".")):
+        raise RestError(400, BAD_QUEUE)
+    q = p.queues.get(name if name.startswith("root") else f"root.{name}") or p.queues.get(name)
+    if q is None:
+        raise RestError(404, "Queue not found")
+    return p, q
+
+
+def queue(st: RestState, req: Request, part: str, name: str) -> Any:
+    p, q = _queue(st, part, name)
+    return dao.queue(p, q, children="subtree" in req.query)
+
+
+def nodes(st: RestState, req: Request, part: str) -> Any:
+    rm, p = st.partition(part)
+    return [dao.node(rm.id, p, n) for n in p.nodes.values()]
+
+
+def node(st: RestState, req: Request, part: str, node_id: str) -> Any:
+    rm, p = st.partition(part)
+    n = p.nodes.get(node_id)
+    if n is None:
+        raise RestError(404, "Node not found")
+    return dao.node(rm.id, p, n)
+
+
+ACTIVE_NAMES = {s.value.lower(): s for s in dao.ACTIVE_STATES}
+
+
+def _active(st: RestState, req: Request, p: Partition, apps: Any) -> list[Any]:
+    wanted = req.query.get("status")
+    if wanted is not None and wanted.lower() not in ACTIVE_NAMES:
+        raise RestError(400, f"Only following active statuses are allowed: {','.join(ACTIVE_NAMES)}")
+    now = st.core.now
+    return [dao.application(p, a, now) for a in apps
+            if wanted is None or a.state is ACTIVE_NAMES[wanted.lower()]]
+
+
+def applications(st: RestState, req: Request, part: str, state: str) -> Any:
+    _, p = st.partition(part)
+    if state == "active":
+        return _active(st, req, p, p.apps.values())
+    if state == "rejected":
+        return [dao.ended(p, k, t) for k, t in p.rejected.items()]
+    if state == "completed":
+        return [dao.ended(p, k, t) for k, t in p.terminated.items() if t.state is AppState.COMPLETED]
+    raise RestError(400, "Only following application states are allowed: active, rejected, completed")
+
+
+def queue_applications(st: RestState, req: Request, part: str, name: str, state: str = "active") -> Any:
+    p, q = _queue(st, part, name)
+    if state != "active":
+        raise RestError(400, "Only following application states are allowed: active")
+    return _active(st, req, p, q.apps.values())
+
+
+def application(st: RestState, req: Request, part: str, app_id: str, name: str = "") -> Any:
+    if name:
+        p, q = _queue(st, part, name)
+        app = q.apps.get(app_id)
+    else:
+        _, p = st.partition(part)
+        app = p.apps.get(app_id)
+    if app is None:
+        raise RestError(404, "Application not found")
+    return dao.application(p, app, st.core.now)
+
+
+def placement_rules(st: RestState, req: Request, part: str) -> Any:
+    return ops.placement_rules(st.partition(part)[1])
+
+
+def usage(st: RestState, req: Request, part: str, kind: str, name: str = "") -> Any:
+    _, p = st.partition(part)
+    found = ops.users(p) if kind.startswith("user") else ops.groups(p)
+    if kind in ("users", "groups"):
+        return found
+    key = "userName" if kind == "user" else "groupName"
+    for entry in found:
+        if entry[key] == name:
+            return entry
+    raise RestError(404, "User not found" if kind == "user" else "Group not found")
+
+
+def _rm(st: RestState) -> ResourceManager:
+    rms = list(st.core.rms.values())
+    if not rms:
+        raise RestError(404, "no RM has registered yet")
+    return rms[0]
+
+
+def config(st: RestState, req: Request) -> Any:
+    rm = _rm(st)
+    if "application/json" in req.accept:
+        return ops.config_json(rm)
+    return Raw(YAML_TYPE, ops.config_yaml(rm))
+
+
+def validate_conf(st: RestState, req: Request) -> Any:
+    return ops.validate(req.body)
+
+
+def history(st: RestState, req: Request, what: str) -> Any:
+    if what == "apps":
+        return [{"timestamp": t, "totalApplications": str(n)} for t, n in st.apps_history]
+    return [{"timestamp": t, "totalContainers": str(n)} for t, n in st.containers_history]
+
+
+def healthcheck(st: RestState, req: Request) -> Any:
+    return ops.healthcheck([(rm.id, p) for rm, p in st.partitions()])
+
+
+def node_utilizations(st: RestState, req: Request) -> Any:
+    return [dao.node_utilizations(rm.id, p) for rm, p in st.partitions()]
+
+
+def full_state_dump(st: RestState, req: Request) -> Any:
+    now = st.core.now
+    rms = list(st.core.rms.values())
+    return {
+        "timestamp": now,
+        "partitions": partitions(st, req),
+        "applications": [app for _, p in st.partitions() for app in _all_applications(p, now)],
+        "appHistory": history(st, req, "apps"),
+        "nodes": [{"partitionName": st.partition_name(rm, p), "nodesInfo": nodes(st, req, st.partition_name(rm, p))}
+                  for rm, p in st.partitions()],
+        "clusterInfo": clusters(st, req),
+        "containerHistory": history(st, req, "containers"),
+        "queues": [dao.queue(p, p.root, top=True) for _, p in st.partitions()],
+        "logLevel": "info",
+        "config": ops.config_json(rms[0]) if rms else {},
+        "placementRules": [{"partition": st.partition_name(rm, p), "rules": ops.placement_rules(p)}
+                           for rm, p in st.partitions()],
+    }
+
+
+def _all_applications(p: Partition, now: int) -> list[Any]:
+    return ([dao.application(p, a, now) for a in p.apps.values()]
+            + [dao.ended(p, k, t) for k, t in (*p.terminated.items(), *p.rejected.items())])
+
+
+def stack(st: RestState, req: Request) -> Any:
+    """The Python threads' stacks (Go's goroutine dump there)."""
+    lines = []
+    for tid, frame in sys._current_frames().items():
+        lines.append(f"thread {tid}:\n" + "".join(traceback.format_stack(frame)))
+    return Raw(TEXT_TYPE, "\n".join(lines).encode())
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A body that is not JSON."""
+
+    content_type: str
+    body: bytes
+
+
+_P = r"(?P<part>[^/]+)"
+Route = tuple[re.Pattern[str], str, Callable[..., Any], dict[str, str]]
+ROUTES: list[Route] = [
+    (re.compile(p), method, fn, fixed) for p, method, fn, fixed in [
+        (r"/ws/v1/clusters", "GET", clusters, {}),
+        (r"/ws/v1/partitions", "GET", partitions, {}),
+        (rf"/ws/v1/partition/{_P}/queues", "GET", queues, {}),
+        (rf"/ws/v1/partition/{_P}/queue/(?P<name>[^/]+)", "GET", queue, {}),
+        (rf"/ws/v1/partition/{_P}/queue/(?P<name>[^/]+)/applications", "GET", queue_applications, {}),
+        (rf"/ws/v1/partition/{_P}/queue/(?P<name>[^/]+)/applications/(?P<state>[^/]+)", "GET",
+         queue_applications, {}),
+        (rf"/ws/v1/partition/{_P}/queue/(?P<name>[^/]+)/application/(?P<app_id>[^/]+)", "GET", application, {}),
+        (rf"/ws/v1/partition/{_P}/applications/(?P<state>[^/]+)", "GET", applications, {}),
+        (rf"/ws/v1/partition/{_P}/application/(?P<app_id>[^/]+)", "GET", application, {}),
+        (rf"/ws/v1/partition/{_P}/placementrules", "GET", placement_rules, {}),
+        (rf"/ws/v1/partition/{_P}/nodes", "GET", nodes, {}),
+        (rf"/ws/v1/partition/{_P}/node/(?P<node_id>[^/]+)", "GET", node, {}),
+        (rf"/ws/v1/partition/{_P}/usage/users", "GET", usage, {"kind": "users"}),
+        (rf"/ws/v1/partition/{_P}/usage/user/(?P<name>[^/]+)", "GET", usage, {"kind": "user"}),
+        (rf"/ws/v1/partition/{_P}/usage/groups", "GET", usage, {"kind": "groups"}),
+        (rf"/ws/v1/partition/{_P}/usage/group/(?P<name>[^/]+)", "GET", usage, {"kind": "group"}),
+        (r"/ws/v1/config", "GET", config, {}),
+        (r"/ws/v1/validate-conf", "POST", validate_conf, {}),
+        (r"/ws/v1/history/apps", "GET", history, {"what": "apps"}),
+        (r"/ws/v1/history/containers", "GET", history, {"what": "containers"}),
+        (r"/ws/v1/scheduler/healthcheck", "GET", healthcheck, {}),
+        (r"/ws/v1/scheduler/node-utilizations", "GET", node_utilizations, {}),
+        (r"/debug/fullstatedump", "GET", full_state_dump, {}),
+        (r"/debug/stack", "GET", stack, {}),
+    ]
+]
+MOVED = {"/ws/v1/stack": "/debug/stack", "/ws/v1/fullstatedump": "/debug/fullstatedump"}  # deprecated paths
+EXTERNAL = ("/ws/v1/events/batch", "/ws/v1/events/stream", "/ws/v1/metrics", "/metrics")  # served by the server
+
+
+def find(path: str) -> tuple[Route, dict[str, str]] | None:
+    for route in ROUTES:
+        m = route[0].fullmatch(path)
+        if m is not None:
+            return route, m.groupdict()
+    return None
+
+
+def known(path: str) -> bool:
+    return path in MOVED or path in EXTERNAL or find(path) is not None
+
+
+def methods(path: str) -> str:
+    found = find(path)
+    method = found[0][1] if found is not None else "GET"
+    return f"{method}, OPTIONS"
+
+
+def redirect(path: str) -> Answer | None:
+    """The router's own answers before a route runs: 301 for a deprecated path or a known
+    path with a trailing slash; 404 for an unknown path."""
+    to = MOVED.get(path)
+    if to is None and len(path) > 1 and path.endswith("/") and known(path.rstrip("/")):
+        to = path.rstrip("/")
+    if to is not None:
+        return 301, "text/html; charset=utf-8", f'<a href="{to}">Moved Permanently</a>.\n\n'.encode(), {"Location": to}
+    if not known(path):
+        return NOT_FOUND
+    return None
+
+
+def go_json(obj: Any) -> bytes:
+    """JSON as Go's encoder writes it: compact, `<`, `>`, `&` escaped, a newline at the end."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n").encode()
+
+
+def error(status: int, message: str) -> Answer:
+    return status, JSON_TYPE, go_json({"status_code": status, "message": message, "description": message}), dict(CORS)
+
+
+def answer(st: RestState, req: Request) -> Answer:
+    """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server)."""
+    early = redirect(req.path)
+    if early is not None:
+        return early
+    allow = methods(req.path)
+    if req.method == "OPTIONS":
+        return 200, "", b"", {"Allow": allow}
+    found = find(req.path)
+    if found is None or req.method != found[0][1]:
+        return 405, TEXT_TYPE, b"Method Not Allowed\n", {"Allow": allow, **NOSNIFF}
+    (_, _, fn, fixed), params = found
+    try:
+        out = fn(st, req, **params, **fixed)
+    except RestError as exc:
+        return error(exc.status, exc.message)
+    if isinstance(out, Raw):
+        return 200, out.content_type, out.body, dict(CORS)
+    return 200, JSON_TYPE, go_json(out), dict(CORS)

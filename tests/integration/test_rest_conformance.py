@@ -1,0 +1,259 @@
+"""YuniKorn's REST API, checked against what Apache YuniKorn really answered
+(../shared/reference/yunikorn-rest/, issue 23): the reference's state is driven into a
+running core over NATS as an RM would drive it (its README, "The state behind the capture"),
+every request of its index.md is made over HTTP, and each answer is compared with the
+reference's: the same status and content type; for JSON the same keys at every level and
+the same types, lists as sets (matched by their ids), times and ids ignored; and the
+scenario's values: application states and counts, allocations and pending requests, queue
+and node resources, partition totals."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import urllib.error
+import urllib.request
+
+import anyio
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from tests.integration.test_bus import start_rm
+from tests.integration.test_rest_api import REFERENCE
+from ykbus import limits
+from ykbus.bus.server import free_port
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+RM = "rm-123"
+CONFIG = """
+partitions:
+  - name: default
+    nodesortpolicy: {type: fair}
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: a
+            resources: {guaranteed: {memory: 100M, vcore: 10}, max: {memory: 150M, vcore: 20}}
+          - name: b
+            resources: {guaranteed: {memory: 50M, vcore: 5}}
+            properties: {application.sort.policy: fair}
+    placementrules:
+      - name: provided
+        create: false
+    limits:
+      - limit: user cap
+        users: [testuser]
+        maxapplications: 10
+"""
+UGI = m.UserGroupInformation(user="testuser", groups=["testgroup"])
+SMALL = {"memory": 10_000_000, "vcore": 1000}
+
+
+def res(q: dict[str, int]) -> m.Resource:
+    return m.Resource(resources={k: m.Quantity(v) for k, v in q.items()})
+
+
+def app(app_id: str, queue: str, gang: bool = False) -> m.AddApplicationRequest:
+    return m.AddApplicationRequest(
+        applicationID=app_id, queueName=queue, partitionName="default", ugi=UGI,
+        tags={"namespace": "default"},
+        placeholderAsk=res({"memory": 20_000_000, "vcore": 2000}) if gang else None,
+        gangSchedulingStyle="Soft" if gang else "")
+
+
+def ask(app_id: str, key: str, q: dict[str, int] = SMALL, **kw) -> m.AllocationAsk:
+    return m.AllocationAsk(allocationKey=key, applicationID=app_id, resourceAsk=res(q), maxAllocations=1,
+                           partitionName="default",
+                           tags={"kubernetes.io/meta/namespace": "default", "kubernetes.io/meta/podName": key}, **kw)
+
+
+def node(i: int) -> m.NodeInfo:
+    return m.NodeInfo(nodeID=f"node-{i}:1234", action=m.ActionFromRM.CREATE,
+                      attributes={"si/hostname": f"node-{i}", "si/rackname": "/rack-default"},
+                      schedulableResource=res({"memory": 100_000_000, "vcore": 10_000, "pods": 110}))
+
+
+async def drive_reference_state(api, rec: Recorder):
+    """The reference's state (its README), step by step, as an RM drives it."""
+    client = await start_rm(api, RM, rec, nodes=[node(1), node(2), node(3)], config=CONFIG)
+    held = lambda key: [a for a in rec.allocations if a.allocationKey == key]  # noqa: E731
+    rejected = lambda app_id: any(r.applicationID == app_id for x in rec.app for r in x.rejected)  # noqa: E731
+    went = lambda app_id, state: any(u.applicationID == app_id and u.state == state  # noqa: E731
+                                     for x in rec.app for u in x.updated)
+    # 2. app-1: four small asks allocated, one too big for its queue's max stays pending
+    await client.add_applications([app("app-1", "root.a")])
+    await client.add_asks([ask("app-1", f"app-1-alloc-{i}") for i in range(4)]
+                          + [ask("app-1", "app-1-too-big", {"memory": 200_000_000, "vcore": 1000})])
+    await rec.wait_for(lambda: sum(len(held(f"app-1-alloc-{i}")) for i in range(4)) == 4)
+    # 3. app-6: a gang in a fair queue (YuniKorn rejects it: task groups need a fifo queue)
+    await client.add_applications([app("app-6", "root.b", gang=True)])
+    await rec.wait_for(lambda: rejected("app-6"))
+    # 4. app-2: a gang in root.a; its real ask replaces one placeholder
+    await client.add_applications([app("app-2", "root.a", gang=True)])
+    await client.add_asks([ask("app-2", f"tg-1-placeholder-{i}", placeholder=True, taskGroupName="tg-1")
+                           for i in range(2)])
+    await rec.wait_for(lambda: held("tg-1-placeholder-0") and held("tg-1-placeholder-1"))
+    await client.add_asks([ask("app-2", "app-2-real-0", taskGroupName="tg-1")])
+    await rec.wait_for(lambda: any(r.terminationType == "PLACEHOLDER_REPLACED" for r in rec.released))
+    replaced = next(r for r in rec.released if r.terminationType == "PLACEHOLDER_REPLACED")
+    await client.release([m.AllocationRelease(partitionName="default", applicationID="app-2", UUID=replaced.UUID,
+                                              allocationKey=replaced.allocationKey,
+                                              terminationType=m.TerminationType.PLACEHOLDER_REPLACED)])
+    await rec.wait_for(lambda: held("app-2-real-0"))
+    # 5. app-3: no such queue, and placement may not create it
+    await client.add_applications([app("app-3", "root.nonexistent")])
+    await rec.wait_for(lambda: rejected("app-3"))
+    # 6. and 7. app-4 and app-5: one allocation each, released by the RM: Completing
+    for app_id in ("app-4", "app-5"):
+        await client.add_applications([app(app_id, "root.b")])
+        await client.add_asks([ask(app_id, f"{app_id}-alloc-0")])
+        await rec.wait_for(lambda a=app_id: held(f"{a}-alloc-0"))
+        alloc = held(f"{app_id}-alloc-0")[0]
+        await client.release([m.AllocationRelease(partitionName="default", applicationID=app_id, UUID=alloc.UUID,
+                                                  allocationKey=alloc.allocationKey,
+                                                  terminationType=m.TerminationType.STOPPED_BY_RM)])
+        await rec.wait_for(lambda a=app_id: went(a, "Completing"))
+        if app_id == "app-4":  # Completed after the (shortened) completing timeout: a tick fires it
+            await rec.wait_for(lambda: went("app-4", "Completed"))
+            await client.remove_applications(["app-4"])  # changes nothing
+    return client
+
+
+def fetch(port: int, method: str, path: str, headers: dict[str, str], body: bytes | None):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, headers=headers, data=body)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    try:
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=5) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+ROW = re.compile(r"^\| (\w+) \| `([^`]+)` \| ([^|]*) \| (\d+) \| `?([^|`]*)`? \| \d+ \| `?([^|`]*)`? \|")
+SKIPPED = ("/ws/v1/metrics", "/ws/v1/events/")  # their own tests (metrics, events)
+
+
+def requests_of_index():
+    for line in (REFERENCE / "index.md").read_text().splitlines():
+        row = ROW.match(line)
+        if row is None:
+            continue
+        method, path, extras, status, ctype, file = row.groups()
+        if path.startswith(SKIPPED):
+            continue
+        yield method, path, extras.strip(), int(status), ctype.strip(), file.strip()
+
+
+def request_parts(extras: str) -> tuple[dict[str, str], bytes | None]:
+    headers: dict[str, str] = {}
+    body = None
+    if extras.startswith("-H "):
+        name, _, value = extras[3:].partition(": ")
+        headers[name] = value
+    elif extras.startswith("body:"):
+        body = VALIDATE_BODIES[extras[5:]].encode()
+    return headers, body
+
+
+VALIDATE_BODIES = {
+    "good": CONFIG,
+    "broken": "partitions:\n  - name: default\n    queues: [\n",
+    "invalid": "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: a\n"
+               "            resources: {guaranteed: {memory: 200M}, max: {memory: 100M}}\n",
+    "empty": "",
+}
+
+# values that differ between any two runs, or by design (docstring): compared by type only
+IGNORED = {"startTime", "submissionTime", "finishedTime", "time", "timestamp", "requestTime", "allocationTime",
+           "allocationDelay", "lastStateTransitionTime", "lastOccurrence", "InstanceUUID", "Checksum", "uuid",
+           "allocationID", "message", "description", "rejectedMessage", "reason", "count", "buildVersion",
+           "buildDate", "isPluginVersion", "DiagnosisMessage", "version", "rmId", "clusterId", "si/node-partition",
+           "logLevel", "resourceHistory", "allocationLog", "nodeId", "Extra",
+           "arch", "coreSHA", "goVersion", "shimSHA", "siSHA"}  # the build's, not the state's
+# maps whose keys are data (resource names, states, attributes): compared as values, not shapes
+DATA_MAPS = {"capacity", "usedCapacity", "utilization", "applications", "resourceWeights", "attributes",
+             "allocationTags", "properties", "Extra", "Guaranteed", "Max", "resource", "pendingResource",
+             "maxResource", "guaranteedResource", "allocatedResource", "headroom", "absUsedCapacity",
+             "usedResource", "maxUsedResource", "allocated", "available", "utilized", "minResource",
+             "resourceUsage", "parameters", "tags"}
+ID_KEYS = ("applicationID", "allocationKey", "nodeID", "queuename", "queuePath", "userName", "taskGroupName",
+           "bucketName", "type", "name", "Name", "partitionName", "partition", "applicationState", "rmId")
+YKBUS_FIELDS = {"whyPending", "pendingCount", "priorityOffset", "schedulingAttempted"}  # ykbus's additions
+
+
+def ident(item):
+    if isinstance(item, dict):
+        for k in ID_KEYS:
+            if k in item and isinstance(item[k], str):
+                return f"{k}={item[k]}"
+        item = {k: v for k, v in item.items() if k not in IGNORED}
+    return json.dumps(item, sort_keys=True)
+
+
+def conform(got, want, where="$", key=""):
+    """Differences between `got` and the reference `want` (module docstring), as text lines."""
+    if want is None or got is None:
+        return [] if got is want else [f"{where}: {got!r} vs {want!r}"]
+    if not (type(got) is type(want) or {type(got), type(want)} <= {int, float}):
+        return [f"{where}: type {type(got).__name__} vs {type(want).__name__} ({got!r} vs {want!r})"]
+    if key in IGNORED:
+        return []
+    if isinstance(want, dict):
+        if key in DATA_MAPS:
+            return [] if got == want else [f"{where}: {got} vs {want}"]
+        out = []
+        missing, extra = set(want) - set(got), set(got) - set(want) - YKBUS_FIELDS
+        if missing or extra:
+            out.append(f"{where}: keys missing {sorted(missing)}, extra {sorted(extra)}")
+        for k in set(want) & set(got):
+            out += conform(got[k], want[k], f"{where}.{k}", k)
+        return out
+    if isinstance(want, list):
+        if want and all(not isinstance(x, dict | list) for x in want) and all(not isinstance(x, dict | list) for x in got):
+            return [] if sorted(map(str, got)) == sorted(map(str, want)) else [f"{where}: {got} vs {want} (as sets)"]
+        g, w = {ident(x): x for x in got}, {ident(x): x for x in want}
+        if set(g) != set(w):
+            return [f"{where}: items {sorted(g)} vs {sorted(w)}"]
+        return [d for k in w for d in conform(g[k], w[k], f"{where}[{k}]", f"{key}[]")]
+    return [] if got == want else [f"{where}: {got!r} vs {want!r}"]
+
+
+async def test_every_route_answers_as_yunikorn_did_for_the_same_state(nats_server, monkeypatch):
+    monkeypatch.setattr(limits, "COMPLETING_TIMEOUT_NS", 2_000_000_000)  # as the reference's capture did
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port, tick_interval_s=0.25) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        rec = Recorder()
+        with anyio.fail_after(30):
+            await drive_reference_state(api, rec)
+        core.rest.sample(0)  # a history sample, as YuniKorn's after its first minute
+        problems = []
+        for method, path, extras, status, ctype, file in requests_of_index():
+            headers, body = request_parts(extras)
+            got_status, got_headers, data = await anyio.to_thread.run_sync(fetch, port, method, path, headers, body)
+            where = f"{method} {path} {extras}".strip()
+            if got_status != status:
+                problems.append(f"{where}: status {got_status}, YuniKorn {status}")
+                continue
+            if ctype != "-" and got_headers.get("Content-Type") != ctype:
+                problems.append(f"{where}: content type {got_headers.get('Content-Type')!r}, YuniKorn {ctype!r}")
+            if got_headers.get("Content-Encoding") == "gzip":
+                data = gzip.decompress(data)
+            elif "gzip" in headers.get("Accept-Encoding", ""):
+                problems.append(f"{where}: not gzipped")
+            if file.endswith(".json") and file != "-":
+                want = json.loads((REFERENCE / file).read_text().replace("rm:123", RM))  # ids are tokens here
+                problems += [f"{where}: {d}" for d in conform(json.loads(data), want)]
+            elif file.endswith((".txt", ".html")) and status != 200:
+                if data != (REFERENCE / file).read_bytes():
+                    problems.append(f"{where}: body {data[:80]!r}")
+        assert not problems, "\n".join(problems)
