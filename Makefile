@@ -19,6 +19,16 @@ $(VENV)/.compiled: $(VENV)/.installed $(CORE_SOURCES)
 	$(PY) -m pip install -q --no-deps -e .
 	mv $@.next $@
 
+# What the tests need from the system, from Debian's packages: Prometheus (promtool and a
+# server scraping a core: tests/integration/test_metrics.py). Installed once, as root or
+# through sudo.
+SYSTEM_PACKAGES := prometheus
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(VENV)/.system: Makefile
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
+		{ $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES); }
+	mkdir -p $(VENV) && touch $@
+
 .PHONY: build run test schemas traces fuzz fuzz-long
 build: $(VENV)/.installed  # compile the core now, whatever the last build was (a pure one, say)
 	rm -f $(VENV)/.compiled
@@ -27,7 +37,7 @@ build: $(VENV)/.installed  # compile the core now, whatever the last build was (
 run: $(VENV)/.compiled
 	$(VENV)/bin/ykbus up $(ARGS)
 
-test: $(VENV)/.compiled
+test: $(VENV)/.compiled $(VENV)/.system
 	$(VENV)/bin/ruff check src tests services benchmarks setup.py
 	$(PY) -m pytest
 

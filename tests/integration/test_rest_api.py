@@ -114,3 +114,24 @@ async def test_every_other_path_is_answered_as_yunikorn_answers_it(nats_server):
                                                     (REFERENCE / "ws_v1_clusters.POST.empty.txt").read_bytes())
         status, headers, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/clusters", "OPTIONS")
         assert (status, headers["Allow"], body) == (200, "GET, OPTIONS", b"")
+
+
+async def test_several_rms_with_the_same_partition_name_are_named_rm_and_partition(nats_server):
+    """docs/operations.md, "Several RMs": `[rm]name` in every path and answer while two RMs
+    have a partition of that name; the plain name is then unknown."""
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        for rm_id, n in (("rm-a", "a1"), ("rm-b", "b1")):
+            await start_rm(api, rm_id, Recorder(), nodes=[node(n, vcore=1000, memory=10)], config=QUEUES)
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partitions")
+        assert sorted(p["name"] for p in json.loads(body)) == ["[rm-a]default", "[rm-b]default"]
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partition/%5Brm-b%5Ddefault/nodes")
+        assert status == 200 and [n["nodeID"] for n in json.loads(body)] == ["b1"]
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partition/[rm-a]default/queues")
+        assert status == 200 and json.loads(body)["partition"] == "[rm-a]default"
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/scheduler/node-utilizations")
+        assert sorted(u["partition"] for u in json.loads(body)) == ["[rm-a]default", "[rm-b]default"]
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partition/default/nodes")
+        assert status == 404 and json.loads(body)["message"] == "Partition not found"

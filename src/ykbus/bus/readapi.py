@@ -19,7 +19,8 @@ import anyio
 from aiohttp import web
 
 from ykbus.core import Core
-from ykbus.rest import router
+from ykbus.rest import metrics, router
+from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
 
@@ -91,9 +92,10 @@ class HttpReadApi:
     not speak NATS, served by aiohttp (docs/operations.md, "HTTP": why that library)."""
 
     def __init__(self, read: Callable[[str, dict[str, Any]], dict[str, Any]], host: str, port: int,
-                 token: str | None, rest: RestState | None = None) -> None:
+                 token: str | None, rest: RestState | None = None, metrics: Metrics | None = None) -> None:
         self._read = read
         self.rest = rest  # YuniKorn's /ws/v1 (ykbus/rest/), None: not served
+        self.metrics = metrics  # /ws/v1/metrics and /metrics (rest/metrics.py), None: not served
         self.host, self._port, self._token = host, port, token
         self.port = 0  # the port once listening
         self.started = anyio.Event()
@@ -117,8 +119,12 @@ class HttpReadApi:
 
     async def _handle(self, request: web.Request) -> web.Response:
         if not self._authorized(request.headers.get("Authorization", "")):
-            return _json(401, {"error": "expected the header `Authorization: Bearer <api.token>`"},
-                         {"WWW-Authenticate": 'Bearer realm="ykbus"'})
+            why, challenge = "expected the header `Authorization: Bearer <api.token>`", 'Bearer realm="ykbus"'
+            if request.path.startswith("/api/"):
+                return _json(401, {"error": why}, {"WWW-Authenticate": challenge})
+            status, content_type, data, headers = router.error(401, why)  # YuniKorn's error shape
+            return web.Response(status=status, body=data, headers={**headers, "Content-Type": content_type,
+                                                                   "WWW-Authenticate": challenge})
         if not request.path.startswith("/api/"):  # YuniKorn's routes, and its answers to every other path
             if self.rest is None:
                 return _json(404, {"error": "expected /api/<verb>"})
@@ -135,6 +141,9 @@ class HttpReadApi:
         return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
 
     async def _yunikorn(self, request: web.Request, rest: RestState) -> web.Response:
+        if request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
+            exposition = self.metrics.exposition()  # the families are built here, from the state
+            return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
         body = await request.read() if request.can_read_body else b""
         req = router.Request(request.method, request.path, {k: request.query.getall(k)[-1] for k in request.query},
                              request.headers.get("Accept", ""), body)

@@ -68,6 +68,7 @@ from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.replay import restorer
+from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
 from ykbus.yamlload import load_yaml
@@ -98,7 +99,11 @@ class CoreService:
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
         self.started_ns = time.time_ns()  # YuniKorn's startTime (/ws/v1/clusters)
         self.rest = RestState(lambda: self.core, self.started_ns)
-        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest)
+        self.metrics = Metrics(self.rest, self._figures)
+        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
+                                        self.metrics)
+        self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
+        self.snapshot_at = time.monotonic()  # when the last snapshot was written or loaded
         self.applied_since_snapshot = 0
         self.started = anyio.Event()
         self._stop = anyio.Event()
@@ -126,6 +131,14 @@ class CoreService:
         return self.http.started
 
     # --- run -------------------------------------------------------------------------
+
+    def _figures(self) -> dict[str, Any]:
+        """The service's figures for the metrics, now."""
+        core = self.core
+        return {"entries": self.stats["entries"], "input_lag_entries": self.input_lag,
+                "last_applied_sequence": core.last_seq, "allocations_decided": core.allocations_made,
+                "snapshot_age_seconds": time.monotonic() - self.snapshot_at,
+                "rms": {r.id: r.state.value for r in core.rms.values()}}
 
     async def _sample_history(self) -> None:
         """YuniKorn's /ws/v1/history: applications and containers, once a minute."""
@@ -235,6 +248,7 @@ class CoreService:
         core = load_snapshot(data, load_yaml)
         self.guard = GuardedCore(core, _restore, checkpoint=data)
         gc.freeze()  # the loaded state is long-lived
+        self.snapshot_at = time.monotonic()
         log.info("snapshot loaded", extra={"fields": {
             "last_seq": core.last_seq, "bytes": len(data), "from": source,
             "ms": round(1000 * (time.perf_counter() - t0), 1)}})
@@ -264,6 +278,8 @@ class CoreService:
     async def _apply_input(self, msg: Any) -> None:
         """Apply one input message and publish its outputs (their acks settle in a window)."""
         seq, ts = js_reply_meta(msg.reply)
+        pending = msg.reply.rpartition(".")[2]
+        self.input_lag = int(pending) if pending.isdigit() else 0
         if seq <= self.core.last_seq:
             return
         if seq != self.core.last_seq + 1:
@@ -272,7 +288,10 @@ class CoreService:
         headers = msg.headers or {}
         encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
         entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
+        t0 = time.perf_counter()
         outputs = self.guard.apply(entry)
+        t1 = time.perf_counter()
+        self.metrics.applied(t1 - t0)
         if self.guard.last_failure is not None:
             await self._record_failure(*self.guard.last_failure)
         if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
@@ -282,6 +301,7 @@ class CoreService:
         if kind == "rmstate":
             self.clock.rmstate_applied()
         await self.publisher.publish(seq, outputs)
+        self.metrics.publish.observe(time.perf_counter() - t1)
         self.stats["entries"] += 1
         if (self.stats["entries"] % FREEZE_EVERY == 0
                 or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
@@ -352,6 +372,7 @@ class CoreService:
                 f.write(data)
             os.replace(local + ".tmp", local)
         self.applied_since_snapshot = 0
+        self.snapshot_at = time.monotonic()
         log.info("snapshot written", extra={"fields": {
             "last_seq": self.core.last_seq, "bytes": len(data), "ms": round(1000 * (time.perf_counter() - t0), 1)}})
 

@@ -302,7 +302,7 @@ class PartitionChanges(IndexedPartition):
         if len(rejected) > limits.REJECTED_KEPT:
             del rejected[next(iter(rejected))]
             dropped += 1
-        self._emit(AppRejected(msg.applicationID, dropped), ctx)
+        self._emit(AppRejected(msg.applicationID, queue, dropped), ctx)
 
     def expire(self, app_id: str, state: AppState, ctx: Outbox) -> None:
         """The terminated record of `app_id` (ended `state`) goes: the application is forgotten."""

@@ -145,13 +145,14 @@ class AppAdded:
 
 
 class AppRejected:
-    """Application `app_id` was rejected and is remembered among the rejected; `dropped`:
+    """Application `app_id` (for `queue`, "" if placement found none) was rejected and is
+    remembered among the rejected; `dropped`:
     how many rejected records that made it forget (the same id before, the oldest)."""
 
-    __slots__ = ("app_id", "dropped")
+    __slots__ = ("app_id", "queue", "dropped")
 
-    def __init__(self, app_id: str, dropped: int) -> None:
-        self.app_id, self.dropped = app_id, dropped
+    def __init__(self, app_id: str, queue: str, dropped: int) -> None:
+        self.app_id, self.queue, self.dropped = app_id, queue, dropped
 
 
 class AppExpired:
@@ -199,11 +200,13 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
     elif isinstance(event, AllocationBooked):
         alloc = event.alloc
         summary.containers += 1
+        summary.count("container", alloc.app.queue.path, "allocated")
         if event.timeout_ms > 0:
             part.timers.schedule(ts + event.timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, event.timeout_ms))
         ctx.put(rm, alloc.message(part.name))
     elif isinstance(event, AllocationReleased):
         summary.containers -= 1
+        summary.count("container", event.alloc.app.queue.path, "released")
         if event.report:
             alloc = event.alloc
             ctx.put(rm, m.AllocationRelease(
@@ -213,6 +216,8 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         app, old, new = event.app, event.old, event.new
         summary.app_left(old)
         summary.app_entered(new)
+        if new in ENDED:
+            summary.count("application", app.queue.path, new.value)
         ctx.put(rm, m.UpdatedApplication(
             applicationID=app.id, state=new.value, stateTransitionTimestamp=ts, message=event.message))
         if new is AppState.RUNNING and app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:
@@ -267,8 +272,10 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         if event.replaced is not None:
             summary.app_left(event.replaced)
         summary.app_entered(event.app.state)
+        summary.count("application", event.app.queue.path, "Accepted")
     elif isinstance(event, AppRejected):
         summary.app_entered(AppState.REJECTED)
+        summary.count("application", event.queue, AppState.REJECTED.value)
         for _ in range(event.dropped):
             summary.app_left(AppState.REJECTED)
     elif isinstance(event, AppExpired):

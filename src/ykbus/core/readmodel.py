@@ -18,11 +18,18 @@ from ykbus.core.lifecycle import AppState
 class PartitionSummary:
     """Applications per state and allocations held, in one partition."""
 
-    __slots__ = ("applications", "containers")
+    __slots__ = ("applications", "containers", "counts")
 
     def __init__(self) -> None:
         self.applications: dict[AppState, int] = {}  # state -> applications in it (Completed and Failed until expired)
         self.containers = 0  # allocations held (placed or recovered, not yet released)
+        # decisions counted since the partition began (YuniKorn's counters: metrics), by
+        # (what, queue path or "", outcome); unlike the rest, a snapshot keeps them
+        self.counts: dict[tuple[str, str, str], int] = {}
+
+    def count(self, what: str, queue: str, outcome: str) -> None:
+        key = (what, queue, outcome)
+        self.counts[key] = self.counts.get(key, 0) + 1
 
     def app_entered(self, state: AppState) -> None:
         self.applications[state] = self.applications.get(state, 0) + 1

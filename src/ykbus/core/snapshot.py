@@ -221,6 +221,7 @@ class SPartition(_S):
     ended: dict[str, tuple[int, str, str]] = {}  # terminated: (when, how, queue); older snapshots lack it
     histories: dict[str, SHistory] = {}  # terminated: their history (readers)
     rejected: list[tuple[str, SEnded]] = []  # the last rejected applications, oldest first
+    counts: list[tuple[str, str, str, int]] = []  # decisions counted (readmodel.PartitionSummary.counts)
 
 
 class SRM(_S):
@@ -308,6 +309,7 @@ def _partition(p: Partition) -> SPartition:
         histories={k: _history(v.history) for k, v in p.terminated.items()},
         rejected=[(k, SEnded(v.state.value, v.ts, v.message, v.queue, _history(v.history)))
                   for k, v in p.rejected.items()],
+        counts=[(*k, n) for k, n in p.summary.counts.items()],
     )
 
 
@@ -511,6 +513,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
     for app in p.apps.values():
         p._sync_app(app)
     p.summary = PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations))
+    p.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in s.counts}
     p.ledger = Ledger(p.allocations, p._index_node, p._usage_moved)
     p.index_victims()  # derived: the allocations that may be preempted, by class
     return p

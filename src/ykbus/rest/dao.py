@@ -72,16 +72,16 @@ def headroom(p: Partition, q: Queue) -> dict[str, int]:
     return {k: max(0, v) for k, v in sorted(room.items())}
 
 
-def queue(p: Partition, q: Queue, children: bool = True, top: bool = False) -> dict[str, Any]:
-    """PartitionQueueDAOInfo: `children` with the whole subtree; `top`: the answer of
-    /queues, which alone names the partition."""
+def queue(p: Partition, q: Queue, children: bool = True, top: str = "") -> dict[str, Any]:
+    """PartitionQueueDAOInfo: `children` with the whole subtree; `top`: the partition's name
+    in the answer of /queues, which alone names it."""
     max_res = q.max if q.parent is not None else p.total
     priority = q.exposed_priority()
     delay = next((x.preempt_delay_ms for x in q.ancestry() if x.preempt_delay_ms >= 0), 30_000)
     out: dict[str, Any] = {
         "queuename": q.path,
         "status": "Draining" if q.draining else "Active",
-        "partition": p.name if top else "",
+        "partition": top,
         "pendingResource": res(q.pending),
         "maxResource": res(max_res),
         "guaranteedResource": res(q.guaranteed),
@@ -299,7 +299,7 @@ def _placeholders(app: App) -> list[dict[str, Any]]:
     return [omit(g, "timedout") for g in groups.values()]
 
 
-def node_utilizations(rm: str, p: Partition) -> dict[str, Any]:
+def node_utilizations(rm: str, p: Partition, name: str) -> dict[str, Any]:
     """NodesUtilDAOInfo: per resource type, the nodes in each tenth of utilisation."""
     types = sorted({t for n in p.nodes.values() for t, v in n.capacity.items() if v})
     out = []
@@ -315,4 +315,4 @@ def node_utilizations(rm: str, p: Partition) -> dict[str, Any]:
         out.append({"type": t, "utilization": [
             omit({"bucketName": f"{i * 10}-{(i + 1) * 10}%", "numOfNodes": len(names), "nodeNames": names},
                  "numOfNodes", "nodeNames") for i, names in enumerate(buckets)]})
-    return {"clusterId": rm, "partition": p.name, "utilizations": out}
+    return {"clusterId": rm, "partition": name, "utilizations": out}

@@ -153,8 +153,8 @@ def _number(value: float) -> int | float:
 
 
 def queues(st: RestState, req: Request, part: str) -> Any:
-    _, p = st.partition(part)
-    return dao.queue(p, p.root, top=True)
+    rm, p = st.partition(part)
+    return dao.queue(p, p.root, top=st.partition_name(rm, p))
 
 
 def _queue(st: RestState, part: str, name: str) -> tuple[Partition, Any]:
@@ -272,7 +272,7 @@ def healthcheck(st: RestState, req: Request) -> Any:
 
 
 def node_utilizations(st: RestState, req: Request) -> Any:
-    return [dao.node_utilizations(rm.id, p) for rm, p in st.partitions()]
+    return [dao.node_utilizations(rm.id, p, st.partition_name(rm, p)) for rm, p in st.partitions()]
 
 
 def full_state_dump(st: RestState, req: Request) -> Any:
@@ -287,7 +287,7 @@ def full_state_dump(st: RestState, req: Request) -> Any:
                   for rm, p in st.partitions()],
         "clusterInfo": clusters(st, req),
         "containerHistory": history(st, req, "containers"),
-        "queues": [dao.queue(p, p.root, top=True) for _, p in st.partitions()],
+        "queues": [dao.queue(p, p.root, top=st.partition_name(rm, p)) for rm, p in st.partitions()],
         "logLevel": "info",
         "config": ops.config_json(rms[0]) if rms else {},
         "placementRules": [{"partition": st.partition_name(rm, p), "rules": ops.placement_rules(p)}

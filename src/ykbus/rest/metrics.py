@@ -1,0 +1,205 @@
+"""Prometheus metrics (`/ws/v1/metrics` and `/metrics`), with prometheus_client: every
+`yunikorn_*` family of YuniKorn's (`../shared/reference/yunikorn-rest/ws_v1_metrics.txt`),
+with its type and label names, but Go's runtime ones (the Python process's instead:
+`process_*`, `python_gc_*`, `python_info`), and ykbus's own (`ykbus_*`).
+
+Gauges are read from the state at each scrape. Counts of decisions come from the log (the
+partitions' counts, which snapshots keep), so a restarted core reports the same. Latencies
+are the service's own measures of this process: an entry's apply (YuniKorn's scheduling
+latency and cycle) and an output's publish. The core's pass is deterministic and keeps no
+clock, so YuniKorn's per-node and per-sort timings (`trynode_*`, `node_sorting_*`,
+`trypreemption_*`) are exposed with the same names and labels and have no observations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    disable_created_metrics,
+    gc_collector,
+    generate_latest,
+    platform_collector,
+    process_collector,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ykbus.core.lifecycle import AppState, NodeState
+from ykbus.core.why import PendingCode
+from ykbus.rest.router import RestState
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
+MS_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1, 10, 100, 1000, 10000, float("inf"))  # YuniKorn's (ms)
+USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]", "(60%,70%]",
+                "(70%,80%]", "(80%,90%]", "(90%,100%]")
+NODE_USAGE_TYPES = ("memory", "pods", "vcore")  # YuniKorn's families per resource (others: see docs)
+_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def _state(s: AppState | str) -> str:
+    return (s.value if isinstance(s, AppState) else s).lower()
+
+
+class YunikornCollector(Collector):
+    """The state's gauges and the log's counters, built at each scrape."""
+
+    def __init__(self, rest: RestState, service: Callable[[], dict[str, Any]]) -> None:
+        self.rest = rest
+        self.service = service  # the service's figures of the moment (entries, lag, snapshot age, RMs)
+
+    def collect(self) -> Iterator[Metric]:
+        parts = self.rest.partitions()
+        queue_app = GaugeMetricFamily("yunikorn_queue_app", "Queue application metrics. State of the application "
+                                      "includes `new`, `accepted`, `rejected`, `running`, `failing`, `failed`, "
+                                      "`resuming`, `completing`, `completed`.", labels=["queue", "state"])
+        queue_total = CounterMetricFamily("yunikorn_queue_app", "Total number of applications that reached a "
+                                          "terminal state. State includes `completed`, `failed`, `rejected`.",
+                                          labels=["queue", "state"])
+        queue_res = GaugeMetricFamily("yunikorn_queue_resource", "Queue resource metrics. State of the resource "
+                                      "includes `guaranteed`, `max`, `allocated`, `pending`, `preempting`, "
+                                      "`maxRunningApps`.", labels=["queue", "resource", "state"])
+        apps_total = GaugeMetricFamily("yunikorn_scheduler_application_total", "Total number of applications. State "
+                                       "of the application includes `running`, `resuming`, `failing`, `completing`, "
+                                       "`completed` and `failed`.", labels=["state"])
+        submissions = CounterMetricFamily("yunikorn_scheduler_application_submission", "Total number of application "
+                                          "submissions. State of the attempt includes `new`, `accepted` and "
+                                          "`rejected`.", labels=["result"])
+        attempts = CounterMetricFamily("yunikorn_scheduler_container_allocation_attempt", "Total number of attempts "
+                                       "to allocate containers. State of the attempt includes `allocated`, "
+                                       "`rejected`, `error`, `released`", labels=["state"])
+        nodes = GaugeMetricFamily("yunikorn_scheduler_node", "Total number of nodes. State of the node includes "
+                                  "`active` and `failed`.", labels=["state"])
+        usage = {t: GaugeMetricFamily(f"yunikorn_scheduler_{t}_node_usage_total",
+                                      "Total resource usage of node, by resource name.", labels=["range"])
+                 for t in NODE_USAGE_TYPES}
+        pending = GaugeMetricFamily("ykbus_pending_asks", "Pending asks by the code of why they wait.",
+                                    labels=["code"])
+        containers: dict[str, CounterMetricFamily] = {}
+
+        by_queue_state: dict[tuple[str, str], int] = {}
+        per_state: dict[str, int] = {}
+        counted: dict[tuple[str, str, str], int] = {}
+        active = 0
+        ranges = {t: [0] * 10 for t in NODE_USAGE_TYPES}
+        codes = {c.value: 0 for c in PendingCode}
+        for _rm, p in parts:
+            for key, n in p.summary.counts.items():
+                counted[key] = counted.get(key, 0) + n
+            for app in p.apps.values():
+                k = (app.queue.path, _state(app.state))
+                by_queue_state[k] = by_queue_state.get(k, 0) + 1
+                for ask in app.asks.values():
+                    if ask.pending:
+                        code = p.why_pending(ask).code.value
+                        codes[code] = codes.get(code, 0) + ask.pending
+            for t in (*p.terminated.values(), *p.rejected.values()):
+                k = (t.queue, _state(t.state))
+                by_queue_state[k] = by_queue_state.get(k, 0) + 1
+            for state, n in p.summary.applications.items():
+                per_state[_state(state)] = per_state.get(_state(state), 0) + n
+            for q in p.queues.values():
+                for state, r in (("guaranteed", q.guaranteed), ("max", q.max if q.parent else p.total),
+                                 ("allocated", q.allocated), ("pending", q.pending)):
+                    for name, v in sorted(r.items()):
+                        queue_res.add_metric([q.path, name, state], v)
+                queue_res.add_metric([q.path, "apps", "maxRunningApps"], q.maxapps)
+            for node in p.nodes.values():
+                active += node.state is NodeState.SCHEDULABLE
+                for t in NODE_USAGE_TYPES:
+                    cap = node.capacity.get(t, 0)
+                    if cap:
+                        used = sum(a.resource.get(t, 0) for a in node.allocations.values())
+                        ranges[t][min(9, max(0, -(-used * 10 // cap) - 1))] += 1
+        for (queue, state), n in sorted(by_queue_state.items()):
+            queue_app.add_metric([queue, state], n)
+        for state, n in sorted(per_state.items()):
+            apps_total.add_metric([state], n)
+        accepted = sum(n for (what, _, outcome), n in counted.items() if what == "application" and outcome == "Accepted")
+        rejected = sum(n for (what, _, outcome), n in counted.items() if what == "application" and outcome == "Rejected")
+        for result, n in (("new", accepted + rejected), ("accepted", accepted), ("rejected", rejected)):
+            submissions.add_metric([result], n)
+        for outcome in ("allocated", "released"):
+            attempts.add_metric([outcome], sum(n for (what, _, o), n in counted.items()
+                                               if what == "container" and o == outcome))
+        for (what, queue, outcome), n in sorted(counted.items()):
+            if what == "application" and outcome != "Accepted":
+                queue_total.add_metric([queue, _state(outcome)], n)
+            elif what == "container":
+                name = f"yunikorn_{_NAME_CHARS.sub('_', queue)}_queue_container"
+                family = containers.setdefault(name, CounterMetricFamily(
+                    name, "Queue container metrics. State of the attempt includes `allocated`, `released`.",
+                    labels=["state"]))
+                family.add_metric([outcome], n)
+        nodes.add_metric(["active"], active)
+        nodes.add_metric(["failed"], 0)
+        for t, counts in ranges.items():
+            for label, n in zip(USAGE_RANGES, counts, strict=True):
+                usage[t].add_metric([label], n)
+        for code, n in sorted(codes.items()):
+            pending.add_metric([code], n)
+        yield from (queue_app, queue_total, queue_res, apps_total, submissions, attempts, nodes, *usage.values(),
+                    *containers.values(), pending)
+        yield from self._service()
+
+    def _service(self) -> Iterator[Metric]:
+        figures = self.service()
+        applied = CounterMetricFamily("ykbus_entries_applied", "Log entries this process applied.")
+        applied.add_metric([], figures["entries"])
+        yield applied
+        for name, help_text in (("input_lag_entries", "Entries on the input stream not applied yet."),
+                                ("last_applied_sequence", "The input log's sequence of the last entry applied."),
+                                ("snapshot_age_seconds", "Seconds since the last snapshot was written (or loaded)."),
+                                ("allocations_decided", "Allocations decided since the log began.")):
+            gauge = GaugeMetricFamily(f"ykbus_{name}", help_text)
+            gauge.add_metric([], figures[name])
+            yield gauge
+        rms = GaugeMetricFamily("ykbus_rm_state", "Each RM's state (1 for the state it is in).", labels=["rm", "state"])
+        for rm, state in sorted(figures["rms"].items()):
+            rms.add_metric([rm, state], 1)
+        yield rms
+
+
+class Metrics:
+    """The registry of one core process: YuniKorn's families, ykbus's, and the process's."""
+
+    def __init__(self, rest: RestState, service: Callable[[], dict[str, Any]]) -> None:
+        disable_created_metrics()  # no `_created` series: YuniKorn's exposition has none
+        self.registry = CollectorRegistry()
+        process_collector.ProcessCollector(registry=self.registry)
+        platform_collector.PlatformCollector(registry=self.registry)
+        gc_collector.GCCollector(registry=self.registry)
+        self.registry.register(YunikornCollector(rest, service))
+
+        def histogram(name: str, help_text: str, labels: tuple[str, ...] = (), buckets: Any = MS_BUCKETS) -> Histogram:
+            return Histogram(name, help_text, labels, registry=self.registry, buckets=buckets)
+
+        self.scheduling_latency = histogram("yunikorn_scheduler_scheduling_latency_milliseconds",
+                                            "Latency of the main scheduling routine, in seconds.")
+        self.scheduling_cycle = histogram("yunikorn_scheduler_scheduling_cycle_milliseconds",
+                                          "Time taken for a scheduling cycle, in seconds.")
+        self.node_sorting = histogram("yunikorn_scheduler_node_sorting_latency_milliseconds",
+                                      "Latency of all nodes sorting, in seconds.", ("level",))
+        for level in ("app", "queue"):  # YuniKorn's levels, present with no observations
+            self.node_sorting.labels(level)
+        for name, help_text in (("trynode_evaluation", "Time taken to evaluate nodes for a pod, in seconds."),
+                                ("trynode_latency", "Latency of node condition checks for container allocations, "
+                                                    "such as placement constraints, in seconds."),
+                                ("trypreemption_latency", "Latency of preemption condition checks for container "
+                                                          "allocations, in seconds.")):
+            histogram(f"yunikorn_scheduler_{name}_milliseconds", help_text)
+        self.publish = histogram("ykbus_output_publish_seconds", "Time to publish one entry's outputs.",
+                                 buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, float("inf")))
+
+    def applied(self, seconds: float) -> None:
+        """One entry applied in `seconds` (the core's pass included)."""
+        ms = seconds * 1000
+        self.scheduling_latency.observe(ms)
+        self.scheduling_cycle.observe(ms)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
