@@ -19,7 +19,8 @@ import anyio
 from aiohttp import web
 
 from ykbus.core import Core
-from ykbus.rest import metrics, router
+from ykbus.rest import events, metrics, router
+from ykbus.rest.events import EventFeed
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
@@ -96,6 +97,8 @@ class HttpReadApi:
         self._read = read
         self.rest = rest  # YuniKorn's /ws/v1 (ykbus/rest/), None: not served
         self.metrics = metrics  # /ws/v1/metrics and /metrics (rest/metrics.py), None: not served
+        self.events: EventFeed | None = None  # /ws/v1/events/* (rest/events.py), once the service has its streams
+        self.streams = 0  # /ws/v1/events/stream answers open now
         self.host, self._port, self._token = host, port, token
         self.port = 0  # the port once listening
         self.started = anyio.Event()
@@ -140,7 +143,9 @@ class HttpReadApi:
             return _json(404, {"error": str(exc)})
         return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
 
-    async def _yunikorn(self, request: web.Request, rest: RestState) -> web.Response:
+    async def _yunikorn(self, request: web.Request, rest: RestState) -> web.StreamResponse:
+        if request.path.startswith("/ws/v1/events/") and request.method == "GET" and self.events is not None:
+            return await self._events(request, self.events)
         if request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
             exposition = self.metrics.exposition()  # the families are built here, from the state
             return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
@@ -155,6 +160,33 @@ class HttpReadApi:
             response.enable_compression(web.ContentCoding.gzip)  # as YuniKorn: gzip when asked
         return response
 
+    async def _events(self, request: web.Request, feed: EventFeed) -> web.StreamResponse:
+        query = {k: request.query.getall(k)[-1] for k in request.query}
+        try:
+            count = events.count_of(query)
+            start = int(query["start"]) if "start" in query else None
+        except ValueError as exc:
+            return _answer(router.error(400, str(exc) if isinstance(exc, events.BadCount)
+                                        else f'{query.get("start")} is not a valid value for "start"'))
+        if request.path == "/ws/v1/events/batch":
+            return _answer((200, router.JSON_TYPE, router.go_json(await feed.batch(count, start)), dict(router.CORS)))
+        if request.path != "/ws/v1/events/stream":
+            return _answer(router.NOT_FOUND)
+        if self.streams >= events.MAX_STREAMS:
+            return _answer(router.error(503, f"too many event streams open ({events.MAX_STREAMS})"))
+        response = web.StreamResponse(status=200, headers={**router.CORS, "Content-Type": router.JSON_TYPE})
+        self.streams += 1
+        try:
+            await response.prepare(request)
+            await response.write(router.go_json({"InstanceUUID": feed.instance}))
+            async for event in feed.follow(count):
+                await response.write(router.go_json(event))
+        except ConnectionResetError:  # the reader went away
+            pass
+        finally:
+            self.streams -= 1
+        return response
+
     def _authorized(self, authorization: str) -> bool:
         """Without a token, everyone (the API is on loopback then); with it, the bearer of
         that token, compared in constant time."""
@@ -162,6 +194,11 @@ class HttpReadApi:
             return True
         scheme, _, given = authorization.partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token.encode())
+
+
+def _answer(answer: router.Answer) -> web.Response:
+    status, content_type, data, headers = answer
+    return web.Response(status=status, body=data, headers={**headers, "Content-Type": content_type})
 
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:

@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,7 @@ from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.replay import restorer
+from ykbus.rest.events import EventFeed
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
@@ -99,6 +101,7 @@ class CoreService:
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
         self.started_ns = time.time_ns()  # YuniKorn's startTime (/ws/v1/clusters)
         self.rest = RestState(lambda: self.core, self.started_ns)
+        self.instance = str(uuid.uuid4())  # this process, as YuniKorn's InstanceUUID (/ws/v1/events)
         self.metrics = Metrics(self.rest, self._figures)
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
                                         self.metrics)
@@ -172,6 +175,7 @@ class CoreService:
             mark("snapshot_ms")
             await self._check_log_start()
             await self._read_failed_records()
+            self.http.events = EventFeed(self.js, self.subjects, self.instance)
             self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
                                              self.stats, self._output_format, self.nc, self.notify)
             await self.publisher.scan()

@@ -1,0 +1,178 @@
+"""YuniKorn's event endpoints, `/ws/v1/events/batch` and `/ws/v1/events/stream`, served from
+the durable output stream (YK_OUT) rather than a ring buffer in memory: what the core told
+the RMs, as YuniKorn's EventRecords. Nothing is lost across a restart, and a reader resumes
+where it stopped (`?start=<id>`).
+
+An event's id is its output message's stream sequence times 2^20 plus its place in that
+message (`LowestID`, `HighestID` and `start` use it): stable across restarts, and ordered.
+What becomes an event (YuniKorn's types and change details, SI `EventRecord`):
+
+- an allocation: APP ADD `APP_ALLOC` (200) and NODE ADD `NODE_ALLOC` (303);
+- a release: APP REMOVE with the termination's detail (`ALLOC_CANCEL` 500, `ALLOC_PREEMPT`
+  501, `ALLOC_TIMEOUT` 502, `ALLOC_REPLACED` 503); an ask released: APP REMOVE `REQUEST_CANCEL` (100);
+- a rejected ask, and why an ask waits: REQUEST with the reason as message;
+- an application accepted (APP ADD `APP_NEW` 203), rejected (APP SET `APP_REJECT` 202) or in a
+  new state (APP SET, the state's detail);
+- a node accepted (NODE ADD) or rejected (NODE, the reason);
+- the core's own EventRecords, as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from ykbus.bus.subjects import HDR_CONTENT_TYPE, MSGPACK, OUT_STREAM, Subjects, js_reply_meta
+from ykbus.si import codec
+from ykbus.si import messages as m
+
+ID_SHIFT = 20  # an event id: stream sequence << 20 | place in its message
+MAX_COUNT = 10_000  # events one answer holds at most (and its default)
+MAX_STREAMS = 100  # /ws/v1/events/stream answers open at once
+TYPES = {m.EventType.UNKNOWN_EVENTRECORD_TYPE: 0, m.EventType.REQUEST: 1, m.EventType.APP: 2, m.EventType.NODE: 3,
+         m.EventType.QUEUE: 4}
+CHANGES = {m.ChangeType.NONE: 0, m.ChangeType.SET: 1, m.ChangeType.ADD: 2, m.ChangeType.REMOVE: 3}
+NONE, SET, ADD, REMOVE = 0, 1, 2, 3
+REQUEST, APP, NODE = 1, 2, 3
+APP_STATES = {"New": 203, "Accepted": 204, "Starting": 205, "Running": 206, "Completing": 207, "Completed": 208,
+              "Failing": 209, "Failed": 210, "Resuming": 211, "Expired": 212, "Rejected": 202}
+RELEASES = {"STOPPED_BY_RM": 500, "PREEMPTED_BY_SCHEDULER": 501, "TIMEOUT": 502, "PLACEHOLDER_REPLACED": 503}
+
+
+class BadCount(ValueError):
+    pass
+
+
+def count_of(query: dict[str, str]) -> int:
+    """`?count=` (YuniKorn's check and message), at most MAX_COUNT."""
+    text = query.get("count")
+    if text is None:
+        return MAX_COUNT
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise BadCount(f'{text} is not a valid value for "count"')
+    return min(n, MAX_COUNT)
+
+
+def _res(r: m.Resource | None) -> dict[str, Any]:
+    return {"resources": {k: {"value": q.value} for k, q in sorted(r.resources.items())}} if r is not None else {}
+
+
+def _event(etype: int, object_id: str, ts: int, change: int = NONE, detail: int = 0, ref: str = "",
+           message: str = "", resource: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": etype, "objectID": object_id}
+    if message:
+        out["message"] = message
+    out["timestampNano"] = ts
+    if change:
+        out["eventChangeType"] = change
+    if detail:
+        out["eventChangeDetail"] = detail
+    if ref:
+        out["referenceID"] = ref
+    out["resource"] = resource or {}
+    return out
+
+
+def events_of(kind: str, body: Any, ts: int) -> list[dict[str, Any]]:
+    """YuniKorn's EventRecords of one output message (`kind`, decoded), at `ts` (ns)."""
+    out: list[dict[str, Any]] = []
+    if isinstance(body, m.AllocationResponse):
+        for a in body.new:
+            res = _res(a.resourcePerAlloc)
+            out.append(_event(APP, a.applicationID, ts, ADD, 200, a.allocationKey, resource=res))
+            out.append(_event(NODE, a.nodeID, ts, ADD, 303, a.allocationKey, resource=res))
+        for r in body.released:
+            out.append(_event(APP, r.applicationID, ts, REMOVE, RELEASES.get(str(r.terminationType), 500),
+                              r.allocationKey or r.UUID, r.message))
+        for k in body.releasedAsks:
+            out.append(_event(APP, k.applicationID, ts, REMOVE, 100, k.allocationKey, k.message))
+        for x in body.rejected:
+            out.append(_event(REQUEST, x.allocationKey, ts, ref=x.applicationID, message=x.reason))
+    elif isinstance(body, m.ApplicationResponse):
+        for acc in body.accepted:
+            out.append(_event(APP, acc.applicationID, ts, ADD, 203))
+        for rej in body.rejected:
+            out.append(_event(APP, rej.applicationID, ts, SET, 202, message=rej.reason))
+        for u in body.updated:
+            out.append(_event(APP, u.applicationID, u.stateTransitionTimestamp or ts, SET, APP_STATES.get(u.state, 0),
+                              message=u.message))
+    elif isinstance(body, m.NodeResponse):
+        for n in body.accepted:
+            out.append(_event(NODE, n.nodeID, ts, ADD, message="Node added to the scheduler"))
+        for bad in body.rejected:
+            out.append(_event(NODE, bad.nodeID, ts, message=bad.reason))
+    elif isinstance(body, m.EventBatch):
+        for e in body.events:
+            out.append(_event(TYPES.get(e.type, 0), e.objectID, e.timestampNano or ts, CHANGES.get(e.eventChangeType, 0),
+                              message=e.message))
+    elif isinstance(body, m.StateBatch):
+        for s in body.states:
+            out.append(_event(REQUEST, s.allocationKey, ts, ref=s.applicartionID, message=s.reason))
+    return out
+
+
+class EventFeed:
+    """The output stream read as YuniKorn's events."""
+
+    def __init__(self, js: Any, subjects: Subjects, instance: str) -> None:
+        self.js, self.subjects, self.instance = js, subjects, instance
+
+    async def _bounds(self) -> tuple[int, int]:
+        info = await self.js.stream_info(OUT_STREAM)
+        return info.state.first_seq, info.state.last_seq
+
+    async def _read(self, start_seq: int, until: int | None) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
+        """(stream sequence, its events) from `start_seq`, up to `until` (None: forever)."""
+        sub = await self.js.subscribe(self.subjects.outputs, ordered_consumer=True, stream=OUT_STREAM,
+                                      config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                                            opt_start_seq=max(1, start_seq)))
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=None if until is None else 5)
+                except TimeoutError:
+                    return
+                seq, ts = js_reply_meta(msg.reply)
+                _, kind = self.subjects.parse(msg.subject, "out")
+                encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+                try:
+                    body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding) if kind in m.OUTPUT_TYPES else None
+                except Exception:  # an output this version cannot read: no events from it
+                    body = None
+                yield seq, events_of(kind, body, ts)
+                if until is not None and seq >= until:
+                    return
+        finally:
+            await sub.unsubscribe()
+
+    async def last(self, count: int, start: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """The last `count` events (from id `start` on, when given), oldest first, with their ids."""
+        first, last = await self._bounds()
+        if last == 0 or last < first:
+            return []
+        begin = max(first, (start >> ID_SHIFT) if start is not None else last - count + 1)
+        out: list[tuple[int, dict[str, Any]]] = []
+        async for seq, events in self._read(begin, last):
+            out += [((seq << ID_SHIFT) | i, e) for i, e in enumerate(events)
+                    if start is None or (seq << ID_SHIFT) | i >= start]
+        return out[-count:] if start is None else out[:count]
+
+    async def batch(self, count: int, start: int | None = None) -> dict[str, Any]:
+        found = await self.last(count, start)
+        return {"InstanceUUID": self.instance, "LowestID": found[0][0] if found else 0,
+                "HighestID": found[-1][0] if found else 0, "EventRecords": [e for _, e in found]}
+
+    async def follow(self, count: int) -> AsyncIterator[dict[str, Any]]:
+        """The last `count` events, then each new one as the core publishes it."""
+        _, last = await self._bounds()
+        for _, event in await self.last(count):
+            yield event
+        async for _, events in self._read(last + 1, None):
+            for event in events:
+                yield event
