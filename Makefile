@@ -20,12 +20,12 @@ $(VENV)/.compiled: $(VENV)/.installed $(CORE_SOURCES)
 	mv $@.next $@
 
 # What the tests need from the system, from Debian's packages: Prometheus (promtool and a
-# server scraping a core: tests/integration/test_metrics.py). Installed once, as root or
-# through sudo.
-SYSTEM_PACKAGES := prometheus
+# server scraping a core: tests/integration/test_metrics.py) and Chromium (the web UI as a
+# person sees it: tests/integration/test_web_ui.py). Installed once, as root or through sudo.
+SYSTEM_PACKAGES := prometheus chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(VENV)/.system: Makefile
-	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v chromium >/dev/null || \
 		{ $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES); }
 	mkdir -p $(VENV) && touch $@
 

@@ -407,8 +407,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         from ykbus.bench.e2e import bench_e2e
 
-        runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, rep.progress, args.latency_batch, args.window)
-                for _ in range(args.repeat)]
+        runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, rep.progress, args.latency_batch, args.window,
+                          args.poll) for _ in range(args.repeat)]
         row = dict(runs[0])
         for key in ("sustained_allocations_per_s", "half_rate", "latency_p50_ms", "latency_p99_ms", "allocations",
                     "seconds"):
@@ -578,6 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--latency-batch", type=int, default=100, help="asks per message in the latency phase")
     b.add_argument("--window", type=int, default=8, help="messages in flight in the throughput phase (each "
                    "awaited for its ack; a shim with a backlog of pods keeps many)")
+    b.add_argument("--poll", type=float, default=0, help="every POLL seconds, fetch what a dashboard polls from "
+                   "the core's HTTP API (YuniKorn's web UI overview; 0: none)")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
     for b in bench.choices.values():
         b.add_argument("--repeat", type=int, default=5)

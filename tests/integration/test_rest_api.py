@@ -102,7 +102,7 @@ async def test_every_other_path_is_answered_as_yunikorn_answers_it(nats_server):
     async with running_core(nats_server.url, api_port=port) as core:
         with anyio.fail_after(10):
             await core.http_started.wait()
-        for path in ("/", "/ws/v1", "/ws/v1/nope", "/ws/v1/partition/default"):
+        for path in ("/ws/v1", "/ws/v1/nope", "/ws/v1/partition/default", "/ui/nope.js"):  # `/`: the web UI
             status, headers, body = await anyio.to_thread.run_sync(fetch, port, path)
             assert (status, body) == (404, (REFERENCE / "ws_v1_nope.txt").read_bytes()), path
             assert headers["Content-Type"] == "text/plain; charset=utf-8"

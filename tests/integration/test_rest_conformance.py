@@ -147,7 +147,7 @@ def requests_of_index():
         if row is None:
             continue
         method, path, extras, status, ctype, file = row.groups()
-        if path.startswith(SKIPPED):
+        if path.startswith(SKIPPED) or path == "/":  # `/` is ykbus's web UI (docs/operations.md)
             continue
         yield method, path, extras.strip(), int(status), ctype.strip(), file.strip()
 

@@ -8,6 +8,9 @@ at window / round trip; a shim with a backlog of pods keeps more in flight (`--w
 Phase 2 (latency): at half that rate, batches of `latency_batch` asks (100 by default: a
 5 ms batching window at 20,000 asks/s) on a fixed schedule; latency is from just before the
 publish of an ask to the arrival of its allocation at the RM.
+
+`poll`: every `poll` seconds, during both phases, a reader fetches what a dashboard polls
+(YuniKorn's web UI overview: POLLED) from the core's HTTP API, as a separate process would.
 """
 
 from __future__ import annotations
@@ -17,15 +20,19 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
-from ykbus.bus.server import NatsServer
+from ykbus.bus.server import NatsServer, free_port
 from ykbus.si import messages as m
 
+POLLED = ("/ws/v1/clusters", "/ws/v1/partitions", "/ws/v1/partition/default/queues",
+          "/ws/v1/scheduler/node-utilizations", "/ws/v1/scheduler/healthcheck", "/ws/v1/history/apps",
+          "/ws/v1/metrics")
 WINDOW = 8  # batches waiting for their allocations (throughput phase), unless told
 QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"
 
@@ -51,8 +58,33 @@ class _Counter(ResourceManagerCallback):
         self.changed = anyio.Event()
 
 
+def _poll_once(port: int) -> int:
+    total = 0
+    for path in POLLED:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+            total += len(r.read())
+    return total
+
+
+async def _poller(port: int, every: float, polls: list[int]) -> None:
+    while True:
+        await anyio.sleep(every)
+        polls.append(await anyio.to_thread.run_sync(_poll_once, port))
+
+
 async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-               latency_batch: int = 100, window: int = WINDOW) -> dict[str, Any]:
+               latency_batch: int = 100, window: int = WINDOW, poll: float = 0, api_port: int = 0) -> dict[str, Any]:
+    polls: list[int] = []
+    async with anyio.create_task_group() as tg:
+        if poll:
+            tg.start_soon(_poller, api_port, poll, polls)
+        out = await _phases(url, seconds, batch, nodes, progress, latency_batch, window)
+        tg.cancel_scope.cancel()
+    return {**out, "polls": len(polls), "polled_bytes": sum(polls)}
+
+
+async def _phases(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
+                  latency_batch: int, window: int) -> dict[str, Any]:
     cb = _Counter()
     async with NatsScheduler(url) as api:
         client = ResourceManagerClient(api, "bench", config=QUEUES, callback=cb)
@@ -137,17 +169,19 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
 
 
 def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-              latency_batch: int = 100, window: int = WINDOW) -> dict[str, Any]:
+              latency_batch: int = 100, window: int = WINDOW, poll: float = 0) -> dict[str, Any]:
     from ykbus.bus.service import asyncio_loop_policy
 
     asyncio_loop_policy()
+    api_port = free_port() if poll else 0
     with NatsServer() as server:
         core = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", server.url, "--tick", "3600",
-                                 "--rm-pause", "3600", "--snapshot-every", "1000000000", "--log-level", "warning"],
+                                 "--rm-pause", "3600", "--snapshot-every", "1000000000", "--log-level", "warning",
+                                 "--api-port", str(api_port)],
                                 stderr=subprocess.DEVNULL, env={**os.environ})
         try:
-            return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window),
-                    "window": window}
+            return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window, poll,
+                                api_port), "window": window, "poll_s": poll}
         finally:
             core.send_signal(signal.SIGTERM)
             core.wait(timeout=60)

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from aiohttp import web
 
+from ykbus import web as web_ui
 from ykbus.core import Core
 from ykbus.rest import events, metrics, router
 from ykbus.rest.events import EventFeed
@@ -128,6 +129,11 @@ class HttpReadApi:
             status, content_type, data, headers = router.error(401, why)  # YuniKorn's error shape
             return web.Response(status=status, body=data, headers={**headers, "Content-Type": content_type,
                                                                    "WWW-Authenticate": challenge})
+        if request.method == "GET" and (request.path == "/" or request.path.startswith("/ui/")):
+            found = web_ui.asset("index.html" if request.path == "/" else request.path[len("/ui/"):])
+            if found is not None:
+                return web.Response(status=200, body=found[1], headers={"Content-Type": found[0],
+                                                                        "Cache-Control": "no-cache"})
         if not request.path.startswith("/api/"):  # YuniKorn's routes, and its answers to every other path
             if self.rest is None:
                 return _json(404, {"error": "expected /api/<verb>"})

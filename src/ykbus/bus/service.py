@@ -86,6 +86,9 @@ def snapshot_digest(data: bytes) -> str:
     return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
 
 
+HEALTH_CHECK_EVERY_S = 30  # as YuniKorn: /ws/v1/scheduler/healthcheck answers the last check
+
+
 class LogGap(Exception):
     """The input log is missing entries the core has not applied: it will not guess past."""
 
@@ -100,7 +103,7 @@ class CoreService:
         self.notify = notify or (lambda _text: None)
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
         self.started_ns = time.time_ns()  # YuniKorn's startTime (/ws/v1/clusters)
-        self.rest = RestState(lambda: self.core, self.started_ns)
+        self.rest = RestState(lambda: self.core, self.started_ns, check_every=HEALTH_CHECK_EVERY_S)
         self.instance = str(uuid.uuid4())  # this process, as YuniKorn's InstanceUUID (/ws/v1/events)
         self.metrics = Metrics(self.rest, self._figures)
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
@@ -200,6 +203,7 @@ class CoreService:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
                 tg.start_soon(self.clock.ticker)
                 tg.start_soon(self._sample_history)
+                tg.start_soon(self.rest.check_health)
                 tg.start_soon(self.clock.monitor_rms)
                 if s.queue_file or s.queues_dir:
                     tg.start_soon(self.operator.watch)

@@ -72,9 +72,12 @@ def headroom(p: Partition, q: Queue) -> dict[str, int]:
     return {k: max(0, v) for k, v in sorted(room.items())}
 
 
-def queue(p: Partition, q: Queue, children: bool = True, top: str = "") -> dict[str, Any]:
+def queue(p: Partition, q: Queue, children: bool = True, top: str = "",
+          preempting: dict[str, Res] | None = None) -> dict[str, Any]:
     """PartitionQueueDAOInfo: `children` with the whole subtree; `top`: the partition's name
     in the answer of /queues, which alone names it."""
+    if preempting is None:
+        preempting = _preempting(p)
     max_res = q.max if q.parent is not None else p.total
     priority = q.exposed_priority()
     delay = next((x.preempt_delay_ms for x in q.ancestry() if x.preempt_delay_ms >= 0), 30_000)
@@ -86,14 +89,14 @@ def queue(p: Partition, q: Queue, children: bool = True, top: str = "") -> dict[
         "maxResource": res(max_res),
         "guaranteedResource": res(q.guaranteed),
         "allocatedResource": res(q.allocated),
-        "preemptingResource": res(_preempting(q)),
+        "preemptingResource": res(preempting.get(q.path, {})),
         "headroom": headroom(p, q),
         "isLeaf": q.leaf,
         "isManaged": q.managed,
         "properties": dict(sorted(q.properties.items())),
         "parent": q.parent.path if q.parent is not None else "",
         "template": _template(q),
-        "children": [queue(p, c) for c in q.children.values()] if children else [],
+        "children": [queue(p, c, preempting=preempting) for c in q.children.values()] if children else [],
         "childNames": [c.path for c in q.children.values()],
         "absUsedCapacity": percent(q.allocated, max_res),
         "maxRunningApps": q.maxapps,
@@ -115,13 +118,17 @@ def queue(p: Partition, q: Queue, children: bool = True, top: str = "") -> dict[
                 "absUsedCapacity", "maxRunningApps", "runningApps", "allocatingAcceptedApps", "priorityOffset")
 
 
-def _preempting(q: Queue) -> Res:
-    out: Res = {}
-    for app in q.apps.values():
-        for a in app.allocations.values():
+def _preempting(p: Partition) -> dict[str, Res]:
+    """Per queue path, what its allocations preempted and not released yet hold (from the
+    nodes that have such allocations: none walked while nothing is preempted)."""
+    out: dict[str, Res] = {}
+    for n in p.preempted.values():
+        for a in n.allocations.values():
             if a.preempting:
-                for k, v in a.resource.items():
-                    out[k] = out.get(k, 0) + v
+                for q in a.app.path:
+                    into = out.setdefault(q.path, {})
+                    for k, v in a.resource.items():
+                        into[k] = into.get(k, 0) + v
     return out
 
 
@@ -137,12 +144,9 @@ def _template(q: Queue) -> dict[str, Any] | None:
 # --- nodes ---------------------------------------------------------------------------------------
 
 
-def node(rm: str, p: Partition, n: Node) -> dict[str, Any]:
-    """NodeDAOInfo."""
-    allocated: Res = {}
-    for a in n.allocations.values():
-        for k, v in a.resource.items():
-            allocated[k] = allocated.get(k, 0) + v
+def node(rm: str, p: Partition, n: Node, with_allocations: bool = True) -> dict[str, Any]:
+    """NodeDAOInfo (`with_allocations`: its allocations listed)."""
+    allocated = {t: held for t in n.capacity if (held := allocated_of(n, t))}
     attributes = {**n.attributes, NODE_PARTITION_ATTR: f"[{rm}]{p.name}"}
     out = {
         "nodeID": n.id,
@@ -154,7 +158,7 @@ def node(rm: str, p: Partition, n: Node) -> dict[str, Any]:
         "occupied": res(n.occupied),
         "available": {k: v for k, v in sorted(n.free.items())},
         "utilized": percent(allocated, n.capacity),
-        "allocations": [allocation(a) for a in n.allocations.values()],
+        "allocations": [allocation(a) for a in n.allocations.values()] if with_allocations else [],
         "schedulable": n.state is NodeState.SCHEDULABLE,
         "isReserved": n.reserved is not None,
         "reservations": [f"{n.reserved.app.id}|{n.reserved.key}"] if n.reserved is not None else [],
@@ -299,6 +303,11 @@ def _placeholders(app: App) -> list[dict[str, Any]]:
     return [omit(g, "timedout") for g in groups.values()]
 
 
+def allocated_of(n: Node, t: str) -> int:
+    """What `n`'s allocations hold of resource `t` (from what it has free: no walk of them)."""
+    return n.capacity.get(t, 0) - n.occupied.get(t, 0) - n.free.get(t, 0)
+
+
 def node_utilizations(rm: str, p: Partition, name: str) -> dict[str, Any]:
     """NodesUtilDAOInfo: per resource type, the nodes in each tenth of utilisation."""
     types = sorted({t for n in p.nodes.values() for t, v in n.capacity.items() if v})
@@ -309,7 +318,7 @@ def node_utilizations(rm: str, p: Partition, name: str) -> dict[str, Any]:
             cap = n.capacity.get(t, 0)
             if not cap:
                 continue
-            used = sum(a.resource.get(t, 0) for a in n.allocations.values())
+            used = allocated_of(n, t)
             share = min(1.0, used / cap)
             buckets[int(max(0.0, math.ceil(share * 10) - 1))].append(n.id)
         out.append({"type": t, "utilization": [

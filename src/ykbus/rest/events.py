@@ -19,9 +19,11 @@ What becomes an event (YuniKorn's types and change details, SI `EventRecord`):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import nats.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from ykbus.bus.subjects import HDR_CONTENT_TYPE, MSGPACK, OUT_STREAM, Subjects, js_reply_meta
@@ -136,8 +138,8 @@ class EventFeed:
             while True:
                 try:
                     msg = await sub.next_msg(timeout=None if until is None else 5)
-                except TimeoutError:
-                    return
+                except (TimeoutError, nats.errors.ConnectionClosedError):
+                    return  # read to its end, or the service is stopping
                 seq, ts = js_reply_meta(msg.reply)
                 _, kind = self.subjects.parse(msg.subject, "out")
                 encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
@@ -149,7 +151,8 @@ class EventFeed:
                 if until is not None and seq >= until:
                     return
         finally:
-            await sub.unsubscribe()
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
 
     async def last(self, count: int, start: int | None = None) -> list[tuple[int, dict[str, Any]]]:
         """The last `count` events (from id `start` on, when given), oldest first, with their ids."""

@@ -30,7 +30,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ykbus.core.lifecycle import AppState, NodeState
+from ykbus.core.model import Ask
+from ykbus.core.partition import Partition
+from ykbus.core.waits import ROOM
 from ykbus.core.why import PendingCode
+from ykbus.rest import dao
 from ykbus.rest.router import RestState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
@@ -43,6 +47,20 @@ _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 def _state(s: AppState | str) -> str:
     return (s.value if isinstance(s, AppState) else s).lower()
+
+
+def pending_asks(p: Partition) -> Iterator[Ask]:
+    """The partition's pending asks, each once, without a walk of those already placed: the
+    active ones of each application, those behind its gates, and those at a wait place."""
+    for app in p.apps.values():
+        for entry in app.active:
+            yield entry[-1]
+        for (kind, _), entries in app.pooled.items():
+            if kind == ROOM:  # an ask waiting to reserve is behind a second gate too
+                for entry in entries:
+                    yield entry[-1]
+    for group in p.waits.places.values():
+        yield from group.values()
 
 
 class YunikornCollector(Collector):
@@ -93,10 +111,9 @@ class YunikornCollector(Collector):
             for app in p.apps.values():
                 k = (app.queue.path, _state(app.state))
                 by_queue_state[k] = by_queue_state.get(k, 0) + 1
-                for ask in app.asks.values():
-                    if ask.pending:
-                        code = p.why_pending(ask).code.value
-                        codes[code] = codes.get(code, 0) + ask.pending
+            for ask in pending_asks(p):
+                code = p.why_pending(ask).code.value
+                codes[code] = codes.get(code, 0) + ask.pending
             for t in (*p.terminated.values(), *p.rejected.values()):
                 k = (t.queue, _state(t.state))
                 by_queue_state[k] = by_queue_state.get(k, 0) + 1
@@ -113,7 +130,7 @@ class YunikornCollector(Collector):
                 for t in NODE_USAGE_TYPES:
                     cap = node.capacity.get(t, 0)
                     if cap:
-                        used = sum(a.resource.get(t, 0) for a in node.allocations.values())
+                        used = dao.allocated_of(node, t)
                         ranges[t][min(9, max(0, -(-used * 10 // cap) - 1))] += 1
         for (queue, state), n in sorted(by_queue_state.items()):
             queue_app.add_metric([queue, state], n)

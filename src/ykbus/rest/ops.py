@@ -5,7 +5,9 @@ groups' usage, the health check and its consistency checks.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import Generator
 from typing import Any
 
 import yaml
@@ -199,19 +201,55 @@ def _check(name: str, description: str, bad: list[str], message: str) -> dict[st
             "DiagnosisMessage": f"{message}: [{' '.join(bad)}]"}
 
 
+HEALTH_STEP = 4096  # units of work (a node, an allocation) of the sliced check between two yields
+
+
 def healthcheck(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
     """SchedulerHealthDAOInfo: YuniKorn's checks, on the records as they are now."""
+    steps = health_steps(parts)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+async def healthcheck_sliced(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
+    """The same checks, letting the event loop run between slices of HEALTH_STEP units of
+    work (the service runs it in the background, as YuniKorn does every 30 s)."""
+    steps = health_steps(parts)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await asyncio.sleep(0)
+
+
+def health_steps(parts: list[tuple[str, Partition]]) -> Generator[None, None, dict[str, Any]]:
+    """The checks, yielding after each HEALTH_STEP units of work (a node, an allocation):
+    each node is checked whole between two yields; an allocation that left its application
+    meanwhile is not an orphan."""
     neg_parts, neg_nodes, bad_totals, bad_nodes, orphans_node, orphans_app = [], [], [], [], [], []
-    reserved = nodes = 0
+    reserved = nodes = work = 0
     for _rm, p in parts:
         if any(v < 0 for v in p.total.values()):
             neg_parts.append(p.name)
-        total: dict[str, int] = {}
+        total: dict[str, int] = {}  # in one go: nodes come and go between slices
         for n in p.nodes.values():
-            nodes += 1
-            reserved += n.reserved is not None
             for k, v in n.capacity.items():
                 total[k] = total.get(k, 0) + v
+        if {k: v for k, v in total.items() if v} != {k: v for k, v in p.total.items() if v}:
+            bad_totals.append(p.name)
+        for n in list(p.nodes.values()):
+            if work >= HEALTH_STEP:
+                work = 0
+                yield None
+            if p.nodes.get(n.id) is not n:
+                continue  # removed meanwhile
+            work += 1 + len(n.allocations)
+            nodes += 1
+            reserved += n.reserved is not None
             if any(v < 0 for r in (n.capacity, n.occupied, n.free) for v in r.values()):
                 neg_nodes.append(n.id)
             for k, cap in n.capacity.items():
@@ -220,10 +258,16 @@ def healthcheck(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
                     bad_nodes.append(n.id)
                     break
             orphans_node += [a.uuid for a in n.allocations.values() if p.allocations.get(a.uuid) is not a]
-        if {k: v for k, v in total.items() if v} != {k: v for k, v in p.total.items() if v}:
-            bad_totals.append(p.name)
-        orphans_app += [a.uuid for app in p.apps.values() for a in app.allocations.values()
-                        if p.allocations.get(a.uuid) is not a]
+        for app in list(p.apps.values()):
+            held = list(app.allocations.values())
+            for i in range(0, len(held), HEALTH_STEP):
+                if work >= HEALTH_STEP:
+                    work = 0
+                    yield None
+                chunk = held[i:i + HEALTH_STEP]
+                work += len(chunk)
+                orphans_app += [a.uuid for a in chunk if p.allocations.get(a.uuid) is not a
+                                and app.allocations.get(a.uuid) is a]
     checks = [
         _check("Scheduling errors", "Check for scheduling error entries in metrics", [],
                "There were 0 scheduling errors logged in the metrics"),

@@ -15,6 +15,7 @@ form YuniKorn uses inside) for each when several RMs do; `[rm]name` is always un
 
 from __future__ import annotations
 
+import asyncio
 import json
 import platform
 import re
@@ -69,8 +70,16 @@ class RestState:
 
     live: Callable[[], Core]  # the core as it is now (the service's guard may replace it)
     started: int
+    check_every: float = 0  # seconds between the service's health checks (0: checked when asked)
+    health: dict[str, Any] | None = None  # the last health check's result (the service runs it every 30 s)
     apps_history: list[tuple[int, int]] = field(default_factory=list)
     containers_history: list[tuple[int, int]] = field(default_factory=list)
+
+    async def check_health(self) -> None:
+        """Run the health check in slices between entries, every `check_every` seconds."""
+        while True:
+            self.health = await ops.healthcheck_sliced([(rm.id, p) for rm, p in self.partitions()])
+            await asyncio.sleep(self.check_every)
 
     def sample(self, now_ns: int) -> None:
         """Take a history sample (the service calls it once a minute)."""
@@ -124,10 +133,7 @@ def clusters(st: RestState, req: Request, **_: str) -> Any:
 def partitions(st: RestState, req: Request, **_: str) -> Any:
     out = []
     for rm, p in st.partitions():
-        used: dict[str, int] = {}
-        for a in p.allocations.values():
-            for k, v in a.resource.items():
-                used[k] = used.get(k, 0) + v
+        used = p.root.allocated  # what the allocations hold, summed as they are booked
         summary = p.summary.dao()
         out.append({
             "clusterId": rm.id,
@@ -174,7 +180,8 @@ def queue(st: RestState, req: Request, part: str, name: str) -> Any:
 
 def nodes(st: RestState, req: Request, part: str) -> Any:
     rm, p = st.partition(part)
-    return [dao.node(rm.id, p, n) for n in p.nodes.values()]
+    held = req.query.get("allocations", "1").lower() not in ("0", "false")  # ykbus's: ?allocations=0 leaves them out
+    return [dao.node(rm.id, p, n, held) for n in p.nodes.values()]
 
 
 def node(st: RestState, req: Request, part: str, node_id: str) -> Any:
@@ -268,7 +275,11 @@ def history(st: RestState, req: Request, what: str) -> Any:
 
 
 def healthcheck(st: RestState, req: Request) -> Any:
-    return ops.healthcheck([(rm.id, p) for rm, p in st.partitions()])
+    """The last check's result, as YuniKorn (404 before the first run: the service runs one at
+    its start); without a service that checks, the check now."""
+    if st.health is None and st.check_every:
+        raise RestError(404, "Health check has not run yet")
+    return st.health if st.health is not None else ops.healthcheck([(rm.id, p) for rm, p in st.partitions()])
 
 
 def node_utilizations(st: RestState, req: Request) -> Any:
