@@ -241,7 +241,10 @@ async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_op
         if settings.api_port:
             with anyio.fail_after(30):
                 await service.http_started.wait()
-            print(f"ykbus up: HTTP read API on http://{settings.api_host}:{service.http_port}/api/health "
+            base = f"http://{settings.api_host}:{service.http_port}"
+            print(f"ykbus up: web UI on {base}/ (YuniKorn's REST API under {base}/ws/v1, e.g. /ws/v1/partitions; "
+                  f"Prometheus metrics at {base}/ws/v1/metrics)", flush=True)
+            print(f"ykbus up: HTTP read API on {base}/api/health "
                   "(also /api/partitions, queues, applications, nodes; docs/operations.md)", flush=True)
         print("ykbus up: core ready; RMs 'k8s' (kubernetes-like), 'batch' (yarn-like)"
               + (" and 'tyjob' (TYJob controller, example jobs from examples/tyjob/jobs.yaml)" if tyjob_cluster else "")

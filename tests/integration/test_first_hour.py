@@ -307,23 +307,29 @@ def test_a_second_up_on_the_same_data_directory_is_refused(tmp_path):
 
 
 
-def test_up_serves_the_http_read_api_on_loopback_and_prints_its_url(tmp_path):
+def test_up_serves_the_web_ui_and_http_apis_on_loopback_and_prints_their_urls(tmp_path):
     env = home_env(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
-        url = None
+        url = ui = None
         for line in proc.stdout:
+            found = re.match(r"ykbus up: web UI on (http://127\.0\.0\.1:\d+/) ", line)
+            ui = found.group(1) if found else ui
             found = re.match(r"ykbus up: HTTP read API on (http://127\.0\.0\.1:\d+/api/health) ", line)
             if found:
                 url = found.group(1)
                 break
-        assert url is not None, "no HTTP URL printed"
+        assert url is not None and ui is not None, "no HTTP URL printed"
         import json
         import urllib.request
 
         with urllib.request.urlopen(url, timeout=10) as r:
             assert r.status == 200 and json.loads(r.read())["status"] == "ok"
+        with urllib.request.urlopen(ui, timeout=10) as r:  # the web UI's page
+            assert r.status == 200 and b"/ui/app.js" in r.read()
+        with urllib.request.urlopen(ui + "ws/v1/partitions", timeout=10) as r:  # the demo's RMs, as YuniKorn's API
+            assert r.status == 200 and isinstance(json.loads(r.read()), list)
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
