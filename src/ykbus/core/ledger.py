@@ -56,7 +56,6 @@ class Ledger:
         for t in app.trackers:
             add_into(t.allocated, res)
         add_into(app.allocated, res)
-        app.history.used(app.allocated)
         if placed:
             sub_into(app.pending, res)
         app.allocations[alloc.uuid] = alloc
@@ -77,6 +76,7 @@ class Ledger:
             q.sort_key = None
         for t in app.trackers:
             sub_into(t.allocated, res)
+        app.history.used(app.allocated)  # its most held is reached before a release (or is what it holds now)
         sub_into(app.allocated, res)
         del app.allocations[alloc.uuid]
         if app.node_pods is not None:

@@ -463,6 +463,15 @@ def pending_leader(app: App) -> Ask | None:
 STATE_LOG_KEPT = 32  # an application's last state changes kept for readers (it can cycle Running <-> Completing)
 
 
+def most_held(history: AppHistory, allocated: Res) -> Res:
+    """The most an application held of each resource: before any release, or now."""
+    out = dict(history.max_used)
+    for name, value in allocated.items():
+        if value > out.get(name, 0):
+            out[name] = value
+    return out
+
+
 class AppHistory:
     """What readers are told of an application's past (the REST API's submissionTime,
     stateLog, maxUsedResource, user and groups), kept with it and after it ended. Log times
@@ -476,7 +485,8 @@ class AppHistory:
         self.user = user
         self.groups = groups
         self.states: list[tuple[int, str]] = states if states is not None else []  # (log time, state entered)
-        self.max_used: Res = max_used if max_used is not None else {}  # the most it held of each resource
+        # the most it held of each resource before a release (with what it holds now: the most it held)
+        self.max_used: Res = max_used if max_used is not None else {}
 
     def entered(self, ts: int, state: str) -> None:
         states = self.states
@@ -485,6 +495,7 @@ class AppHistory:
             del states[0]
 
     def used(self, allocated: Res) -> None:
+        """It holds `allocated` (about to release some of it)."""
         most = self.max_used
         for name, value in allocated.items():
             if value > most.get(name, 0):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ykbus.core.config import PreemptionPolicy
 from ykbus.core.lifecycle import AppState, NodeState
-from ykbus.core.model import INT32_MIN, Alloc, App, Ask, Node, Queue, Terminated
+from ykbus.core.model import INT32_MIN, Alloc, App, Ask, Node, Queue, Terminated, most_held
 from ykbus.core.partition import Partition
 from ykbus.core.resources import Res
 
@@ -231,7 +231,7 @@ def application(p: Partition, app: App, now: int) -> dict[str, Any]:
     out = {
         "applicationID": app.id,
         "usedResource": res(_used(app)),
-        "maxUsedResource": res(h.max_used),
+        "maxUsedResource": res(most_held(h, app.allocated)),
         "pendingResource": res(app.pending),
         "partition": p.name,
         "queueName": app.queue.path,
