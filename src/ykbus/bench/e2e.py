@@ -33,6 +33,7 @@ from ykbus.si import messages as m
 POLLED = ("/ws/v1/clusters", "/ws/v1/partitions", "/ws/v1/partition/default/queues",
           "/ws/v1/scheduler/node-utilizations", "/ws/v1/scheduler/healthcheck", "/ws/v1/history/apps",
           "/ws/v1/metrics")
+SNAPSHOT_EVERY = 10_000  # as `ykbus core` runs (ServiceSettings.snapshot_every)
 WINDOW = 8  # batches waiting for their allocations (throughput phase), unless told
 QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"
 
@@ -165,23 +166,29 @@ async def _phases(url: str, seconds: float, batch: int, nodes: int, progress: Ca
         return {"bench": "e2e", "nodes": nodes, "batch": batch, "latency_batch": per, "seconds": round(elapsed, 2),
                 "allocations": cb.allocated - start_alloc, "sustained_allocations_per_s": rate,
                 "half_rate": half, "latency_p50_ms": lat[len(lat) // 2], "latency_p99_ms": lat[int(len(lat) * 0.99)],
+                "latency_p999_ms": lat[int(len(lat) * 0.999)], "latency_max_ms": lat[-1],
                 "latency_samples": len(lat)}
 
 
 def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-              latency_batch: int = 100, window: int = WINDOW, poll: float = 0) -> dict[str, Any]:
+              latency_batch: int = 100, window: int = WINDOW, poll: float = 0,
+              snapshot_every: int = SNAPSHOT_EVERY) -> dict[str, Any]:
     from ykbus.bus.service import asyncio_loop_policy
 
     asyncio_loop_policy()
     api_port = free_port() if poll else 0
     with NatsServer() as server:
+        core_log = os.environ.get("YKBUS_BENCH_CORE_LOG")  # keep the core's log (info) there, to find stalls
+        err = open(core_log, "ab") if core_log else subprocess.DEVNULL  # noqa: SIM115 - closed below
         core = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", server.url, "--tick", "3600",
-                                 "--rm-pause", "3600", "--snapshot-every", "1000000000", "--log-level", "warning",
-                                 "--api-port", str(api_port)],
-                                stderr=subprocess.DEVNULL, env={**os.environ})
+                                 "--rm-pause", "3600", "--snapshot-every", str(snapshot_every),
+                                 "--log-level", "info" if core_log else "warning", "--api-port", str(api_port)],
+                                stderr=err, env={**os.environ})
         try:
             return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window, poll,
-                                api_port), "window": window, "poll_s": poll}
+                                api_port), "window": window, "poll_s": poll, "snapshot_every": snapshot_every}
         finally:
             core.send_signal(signal.SIGTERM)
             core.wait(timeout=60)
+            if core_log:
+                err.close()  # type: ignore[union-attr]

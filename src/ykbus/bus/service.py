@@ -11,8 +11,8 @@ Theory of operation
    `Yk-In-Seq: <in-seq>`, at once and in order; their acks are checked in a bounded window
    (`publish_window`), and all of them before a snapshot is written (bus/publisher.py). So
    when a snapshot records "applied up to N", the outputs of 1..N are on the stream.
-3. A snapshot (msgspec, object store YK_SNAP) is written every `snapshot_every` entries and
-   at a clean stop. On start the latest one is loaded and only the tail is replayed. Outputs
+3. A snapshot (msgspec, object store YK_SNAP) is written every `snapshot_every` entries, by a
+   forked child while the writer goes on (bus/snapshots.py), and in place at a clean stop. On start the latest one is loaded and only the tail is replayed. Outputs
    the tail would emit again are skipped up to the last message already on YK_OUT, and
    deduplicated by message id beyond that: `kill -9` at any moment duplicates nothing.
    An entry that raises in the core is answered, recorded and skipped (core/guard.py).
@@ -55,6 +55,7 @@ from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
+from ykbus.bus.snapshots import Snapshotter
 from ykbus.bus.streams import attach_consumer, ensure_streams, snapshot_store
 from ykbus.bus.subjects import (
     CORE_TOKEN,
@@ -67,7 +68,7 @@ from ykbus.bus.subjects import (
 )
 from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
-from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.core.snapshot import load_snapshot
 from ykbus.log.replay import restorer
 from ykbus.rest.events import EventFeed
 from ykbus.rest.metrics import Metrics
@@ -109,8 +110,8 @@ class CoreService:
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
                                         self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
-        self.snapshot_at = time.monotonic()  # when the last snapshot was written or loaded
-        self.applied_since_snapshot = 0
+        self.snapshots = Snapshotter(settings.snapshot_every, lambda: self.core, lambda: self.guard,
+                                     lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot())
         self.started = anyio.Event()
         self._stop = anyio.Event()
         self.clock = LogClock(settings, lambda: self.core, self._append)
@@ -143,7 +144,7 @@ class CoreService:
         core = self.core
         return {"entries": self.stats["entries"], "input_lag_entries": self.input_lag,
                 "last_applied_sequence": core.last_seq, "allocations_decided": core.allocations_made,
-                "snapshot_age_seconds": time.monotonic() - self.snapshot_at,
+                "snapshot_age_seconds": time.monotonic() - self.snapshots.at,
                 "rms": {r.id: r.state.value for r in core.rms.values()}}
 
     async def _sample_history(self) -> None:
@@ -203,6 +204,7 @@ class CoreService:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
                 tg.start_soon(self.clock.ticker)
                 tg.start_soon(self._sample_history)
+                tg.start_soon(self.snapshots.run)
                 tg.start_soon(self.rest.check_health)
                 tg.start_soon(self.clock.monitor_rms)
                 if s.queue_file or s.queues_dir:
@@ -211,7 +213,7 @@ class CoreService:
                     await tg.start(self.http.serve)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
-            await self._snapshot()
+            await self.snapshots.take()  # the final one, in place
             log.info("core stopped", extra={"fields": {"last_seq": self.core.last_seq}})
         finally:
             if self._input_sub is not None:
@@ -256,7 +258,7 @@ class CoreService:
         core = load_snapshot(data, load_yaml)
         self.guard = GuardedCore(core, _restore, checkpoint=data)
         gc.freeze()  # the loaded state is long-lived
-        self.snapshot_at = time.monotonic()
+        self.snapshots.loaded()
         log.info("snapshot loaded", extra={"fields": {
             "last_seq": core.last_seq, "bytes": len(data), "from": source,
             "ms": round(1000 * (time.perf_counter() - t0), 1)}})
@@ -315,9 +317,7 @@ class CoreService:
                 or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
             self._frozen_at = self.stats["allocations"]
             self._tame_gc()
-        self.applied_since_snapshot += 1
-        if self.applied_since_snapshot >= self.settings.snapshot_every:
-            await self._snapshot()
+        self.snapshots.applied()  # off the writer's path: bus/snapshots.py
 
     async def _record_failure(self, entry: Entry, exc: BaseException) -> None:
         """An entry raised in the core (a bug): log it loudly, count it, and record it in the
@@ -365,24 +365,6 @@ class CoreService:
             return "json", "number"
         return rm.encoding, compat.int64_mode(rm.extra_config)
 
-    async def _snapshot(self) -> None:
-        await self.publisher.settle(0)  # every output up to the cursor is stored before the cursor is
-        if self.applied_since_snapshot == 0:
-            return
-        t0 = time.perf_counter()
-        data = dump_snapshot(self.core)
-        self.guard.checkpoint(data)
-        await self.store.put(SNAPSHOT_OBJECT, data)
-        local = self._local_snapshot()
-        if local:  # a copy beside the store makes the next start skip the download
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            with open(local + ".tmp", "wb") as f:
-                f.write(data)
-            os.replace(local + ".tmp", local)
-        self.applied_since_snapshot = 0
-        self.snapshot_at = time.monotonic()
-        log.info("snapshot written", extra={"fields": {
-            "last_seq": self.core.last_seq, "bytes": len(data), "ms": round(1000 * (time.perf_counter() - t0), 1)}})
 
     # --- time and RM liveness, appended to the log --------------------------------------
 

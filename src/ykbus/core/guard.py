@@ -68,10 +68,15 @@ class GuardedCore:
         self.failures = 0  # entries that raised in this process
         self.last_failure: tuple[Entry, BaseException] | None = None  # for the shell to log
 
-    def checkpoint(self, data: bytes) -> None:
-        """`data` is a snapshot of the core as it is now: the journal starts again."""
+    def checkpoint(self, data: bytes, seq: int | None = None) -> None:
+        """`data` is a snapshot of the core after entry `seq` (None: as it is now): the journal
+        keeps only the entries applied after it (a snapshot made off the writer's path
+        arrives after more entries were applied)."""
         self._checkpoint = data
-        self._journal.clear()
+        if seq is None:
+            self._journal.clear()
+        else:
+            self._journal = [e for e in self._journal if e.seq > seq]
 
     def apply(self, entry: Entry) -> list[Output]:
         self.last_failure = None
