@@ -51,3 +51,28 @@ def test_readers_shortcuts_equal_a_walk_after_every_entry(log):
                 over = any(v < 0 for n in p.nodes.values() for v in n.free.values())
                 assert failed == (["Check for negative resources in the nodes"] if over else []), \
                     (log.name, entry.seq, failed)
+
+
+@pytest.mark.parametrize("log", LOGS[:3] + [ROOT / "examples" / "preemption.jsonl"], ids=lambda p: p.name)
+def test_history_is_sampled_from_the_log_once_a_minute_and_kept_by_snapshots(log):
+    """/ws/v1/history from the log: a sample after the first entry of each minute of log time
+    (so a replay or a restart answers the same), with the running applications and the
+    allocations held then; a snapshot carries it."""
+    from ykbus.core.lifecycle import AppState
+    from ykbus.core.snapshot import dump_snapshot, load_snapshot
+    from ykbus.yamlload import load_yaml
+
+    guard = guarded_core(None)
+    minutes: list[int] = []
+    expected: list[tuple[int, int, int]] = []
+    for entry in read_entries(log.read_bytes().splitlines(), str(log)):
+        list(guard.apply(entry))
+        core = guard.core
+        minute = core.now // 60_000_000_000
+        if not minutes or minutes[-1] != minute:
+            minutes.append(minute)
+            parts = [p for rm in core.rms.values() for p in rm.partitions.values()]
+            expected.append((core.now, sum(1 for p in parts for a in p.apps.values() if a.state is AppState.RUNNING),
+                             sum(len(p.allocations) for p in parts)))
+    assert guard.core.history == expected[-1440:]
+    assert load_snapshot(dump_snapshot(guard.core), load_yaml).history == guard.core.history

@@ -147,12 +147,6 @@ class CoreService:
                 "snapshot_age_seconds": time.monotonic() - self.snapshots.at,
                 "rms": {r.id: r.state.value for r in core.rms.values()}}
 
-    async def _sample_history(self) -> None:
-        """YuniKorn's /ws/v1/history: applications and containers, once a minute."""
-        while True:
-            await anyio.sleep(60)
-            self.rest.sample(time.time_ns())
-
     async def run(self) -> None:
         s = self.settings
         exposed = api_exposure_error(s.api_host, s.api_port, s.api_token)
@@ -203,7 +197,6 @@ class CoreService:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
                 tg.start_soon(self.clock.ticker)
-                tg.start_soon(self._sample_history)
                 tg.start_soon(self.snapshots.run)
                 tg.start_soon(self.rest.check_health)
                 tg.start_soon(self.clock.monitor_rms)

@@ -70,6 +70,9 @@ class Core(Intake):
         self.last_seq = 0
         self.now = 0
         self.allocations_made = 0  # allocations decided since the log began (in snapshots: survives restarts)
+        # YuniKorn's /ws/v1/history, from the log: (log time, running applications, allocations
+        # held) after the first entry of each minute of log time, the last HISTORY_KEPT (in snapshots)
+        self.history: list[tuple[int, int, int]] = []
         self.backlog = False  # the last pass stopped at the allocation budget (not in snapshots: the next entry recomputes it)
         # Partitions dropped so far (their queue trees hold reference cycles that only the
         # cyclic GC frees); the service collects once when this changes. Not in snapshots.
@@ -100,7 +103,19 @@ class Core(Intake):
         # on (the service appends a tick at once, so that it comes soon).
         self.backlog = backlog
         self.allocations_made += ctx.allocations
+        history = self.history
+        if not history or history[-1][0] // MINUTE_NS != self.now // MINUTE_NS:
+            self._sample()
         return ctx.outputs()
+
+    def _sample(self) -> None:
+        running = containers = 0
+        for rm in self.rms.values():
+            for p in rm.partitions.values():
+                running += p.summary.applications.get(AppState.RUNNING, 0)
+                containers += p.summary.containers
+        self.history.append((self.now, running, containers))
+        del self.history[:-HISTORY_KEPT]
 
     def _dispatch(self, entry: Entry, ctx: Outbox) -> None:
         if entry.kind == "tick":
@@ -160,6 +175,9 @@ class Core(Intake):
         limits what is built per partition (counts of everything are always there)."""
         return project(self.last_seq, self.now, self.operator_configs, self.rms, sections)
 
+
+MINUTE_NS = 60_000_000_000
+HISTORY_KEPT = 1440  # a day of samples, one a minute
 
 # entry kind -> what applies its decoded body (every kind of ENTRY_KINDS with a body)
 HANDLERS: dict[str, Callable[[Core, Entry, Any, Outbox], None]] = {

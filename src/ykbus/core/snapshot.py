@@ -260,6 +260,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     timers_n: int
     operator_configs: dict[str, str]
     allocations_made: int = 0  # absent from snapshots written before it was counted
+    history: list[tuple[int, int, int]] = []  # Core.history
 
 
 _APP_STATES = {st.value: st for st in AppState}
@@ -359,7 +360,8 @@ def _dump(core: Core) -> bytes:
     held = sorted((e for rm in core.rms.values() for e in rm.timers.entries()), key=lambda e: (e[0], e[1]))
     timers = [t for t in (_timer(d, n, w) for d, n, w in held) if t is not None]
     return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, core.policy_groups, rms, timers,
-                                    core.timer_sequence.n, core.operator_configs, core.allocations_made))
+                                    core.timer_sequence.n, core.operator_configs, core.allocations_made,
+                                    list(core.history)))
 
 
 # --- load --------------------------------------------------------------------------------
@@ -539,6 +541,7 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         raise SnapshotError(f"snapshot format {snap.format}, this ykbus reads {', '.join(map(str, READABLE))}")
     core = Core(load_yaml=load_yaml)
     core.last_seq, core.now, core.allocations_made = snap.last_seq, snap.now, snap.allocations_made
+    core.history = [(t, r, c) for t, r, c in snap.history]
     core.policy_groups = dict(snap.policy_groups)
     core.operator_configs = dict(snap.operator_configs)
     parts: dict[tuple[str, str, int], Partition] = {}

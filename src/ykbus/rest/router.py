@@ -40,7 +40,6 @@ CORS = {"Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Or
         "Access-Control-Allow-Methods": "GET, OPTIONS", "Access-Control-Allow-Origin": "*"}
 NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 NOT_FOUND = (404, TEXT_TYPE, b"404 page not found\n", NOSNIFF)  # Go's http.NotFound
-HISTORY_KEPT = 1440  # samples of /ws/v1/history (one a minute: a day)
 QUEUE_PART = re.compile(r"^[a-zA-Z0-9_\-#@/:]{1,64}$")
 BAD_QUEUE = ("invalid queue name, max 64 characters consisting of alphanumeric characters and "
              "'-', '_', '#', '@', '/', ':' allowed")
@@ -72,25 +71,12 @@ class RestState:
     started: int
     check_every: float = 0  # seconds between the service's health checks (0: checked when asked)
     health: dict[str, Any] | None = None  # the last health check's result (the service runs it every 30 s)
-    apps_history: list[tuple[int, int]] = field(default_factory=list)
-    containers_history: list[tuple[int, int]] = field(default_factory=list)
 
     async def check_health(self) -> None:
         """Run the health check in slices between entries, every `check_every` seconds."""
         while True:
             self.health = await ops.healthcheck_sliced([(rm.id, p) for rm, p in self.partitions()])
             await asyncio.sleep(self.check_every)
-
-    def sample(self, now_ns: int) -> None:
-        """Take a history sample (the service calls it once a minute)."""
-        apps = containers = 0
-        for _rm, p in self.partitions():
-            summary = p.summary
-            apps += summary.applications.get(AppState.RUNNING, 0)  # YuniKorn's totalApplications: running
-            containers += summary.containers
-        for kept, value in ((self.apps_history, apps), (self.containers_history, containers)):
-            kept.append((now_ns, value))
-            del kept[:-HISTORY_KEPT]
 
     @property
     def core(self) -> Core:
@@ -269,9 +255,11 @@ def validate_conf(st: RestState, req: Request) -> Any:
 
 
 def history(st: RestState, req: Request, what: str) -> Any:
+    """From the log (Core.history): a sample after the first entry of each minute of log time,
+    so a restarted core answers the same, and never an error."""
     if what == "apps":
-        return [{"timestamp": t, "totalApplications": str(n)} for t, n in st.apps_history]
-    return [{"timestamp": t, "totalContainers": str(n)} for t, n in st.containers_history]
+        return [{"timestamp": t, "totalApplications": str(n)} for t, n, _ in st.core.history]
+    return [{"timestamp": t, "totalContainers": str(n)} for t, _, n in st.core.history]
 
 
 def healthcheck(st: RestState, req: Request) -> Any:
