@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from tests.integration.conftest import Recorder, rm_client, running_core
-from tests.integration.test_rest_conformance import app, drive_reference_state
+from tests.integration.test_rest_conformance import app, ask, drive_reference_state
 from ykbus import limits
 from ykbus.bus.server import free_port
 
@@ -38,9 +38,21 @@ def pixels_like(png: bytes, rgb: tuple[int, int, int], tolerance: int = 40) -> i
     return sum(n for n, c in colours if all(abs(a - b) <= tolerance for a, b in zip(c, rgb, strict=True)))
 
 
-def browse(port: int, feed_open: threading.Event, added: threading.Event) -> dict[str, object]:
-    """Every page of the UI, as a person opens it: its text and a screenshot; then the live
-    event feed, which must show an application added while it is open."""
+class Rendezvous:
+    """The browser's thread and the test's RM meet here: the browser says what it has open,
+    the RM acts on it, the browser looks for the effect."""
+
+    def __init__(self) -> None:
+        self.events = {name: threading.Event() for name in ("apps", "apps-done", "feed", "feed-done")}
+
+    def say(self, name: str) -> None:
+        self.events[name].set()
+        assert self.events[f"{name}-done"].wait(30), f"no answer to {name}"
+
+
+def browse(port: int, meet: Rendezvous) -> dict[str, object]:
+    """Every page of the UI, as a person opens it: its text and a screenshot; then, under load,
+    the applications and queues pages as they update, and the live event feed."""
     from playwright.sync_api import sync_playwright
 
     seen: dict[str, object] = {}
@@ -56,10 +68,20 @@ def browse(port: int, feed_open: threading.Event, added: threading.Event) -> dic
                 seen[name] = (page.inner_text(f"#{name}"), page.screenshot(full_page=True))
                 if SHOTS:
                     (SHOTS / f"{name}.png").write_bytes(seen[name][1])  # type: ignore[index]
+            # under load: an application comes and its asks flow in; the open pages follow
+            page.goto(f"http://127.0.0.1:{port}/#queues")
+            page.wait_for_selector("body[data-ready='queues']", timeout=15000)
+            before = page.inner_text("[data-queue='root.b']")
+            meet.say("apps")
+            page.wait_for_function("t => document.querySelector(\"[data-queue='root.b']\").innerText !== t", arg=before,
+                                   timeout=15000)
+            seen["queues-later"] = (before, page.inner_text("[data-queue='root.b']"))
+            page.goto(f"http://127.0.0.1:{port}/#applications")
+            page.wait_for_selector("tr[data-app='app-8'] td.state-Running", timeout=15000)
+            seen["apps-later"] = page.inner_text("tr[data-app='app-8']")
             page.goto(f"http://127.0.0.1:{port}/#events")
             page.wait_for_selector("#feed div", timeout=15000)
-            feed_open.set()
-            assert added.wait(15)
+            meet.say("feed")
             page.wait_for_selector("#feed div:has-text('app-7')", timeout=15000)
             seen["events"] = page.inner_text("#feed")
             seen["errors"] = errors
@@ -77,19 +99,34 @@ async def test_every_page_shows_the_state_and_draws_it(nats_server, monkeypatch)
             await core.http_started.wait()
         with anyio.fail_after(30):
             client = await drive_reference_state(api, Recorder())
-        feed_open, added = threading.Event(), threading.Event()
+        meet = Rendezvous()
         result: dict[str, object] = {}
 
         async def run_browser() -> None:
-            result.update(await anyio.to_thread.run_sync(browse, port, feed_open, added))
+            result.update(await anyio.to_thread.run_sync(browse, port, meet))
+
+        async def wait_for(name: str) -> None:
+            with anyio.fail_after(120):
+                while not meet.events[name].is_set():
+                    await anyio.sleep(0.05)
+
+        async def load() -> None:  # an RM streaming asks into root.b while the pages are open
+            for i in range(10_000):
+                await client.add_asks([ask("app-8", f"app-8-{i}", {"memory": 1_000_000, "vcore": 100})])
+                await anyio.sleep(0.05)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_browser)
-            with anyio.fail_after(120):
-                while not feed_open.is_set():
-                    await anyio.sleep(0.05)
+            await wait_for("apps")
+            await client.add_applications([app("app-8", "root.b")])
+            tg.start_soon(load)
+            meet.events["apps-done"].set()
+            await wait_for("feed")
             await client.add_applications([app("app-7", "root.a")])
-            added.set()
+            meet.events["feed-done"].set()
+            while "events" not in result:
+                await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
         seen = result
 
     assert seen["errors"] == []
@@ -114,3 +151,6 @@ async def test_every_page_shows_the_state_and_draws_it(nats_server, monkeypatch)
     assert "allocations (9)" in text
     assert pixels_like(shot, ALLOCATED, tolerance=70) > 100  # the allocations' dots
     assert "app-7" in seen["events"]  # arrived live, after the page opened
+    before, after = seen["queues-later"]  # root.b's bars moved as its asks were placed
+    assert "0 cores" in before and "0 cores" not in after.split("\n")[2], (before, after)
+    assert "root.b" in seen["apps-later"] and "Running" in seen["apps-later"]
