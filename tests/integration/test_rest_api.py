@@ -35,8 +35,11 @@ partitions:
 """
 
 
-def fetch(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+def fetch(port: int, path: str, method: str = "GET", headers: dict[str, str] | None = None,
+          body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request, redirects not followed."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, headers=headers or {},
+                                     data=body)
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):

@@ -12,15 +12,13 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import urllib.error
-import urllib.request
 
 import anyio
 import pytest
 
 from tests.integration.conftest import Recorder, rm_client, running_core
 from tests.integration.test_bus import start_rm
-from tests.integration.test_rest_api import REFERENCE
+from tests.integration.test_rest_api import REFERENCE, fetch
 from ykbus import limits
 from ykbus.bus.server import free_port
 from ykbus.si import messages as m
@@ -121,20 +119,6 @@ async def drive_reference_state(api, rec: Recorder):
             await rec.wait_for(lambda: went("app-4", "Completed"))
             await client.remove_applications(["app-4"])  # changes nothing
     return client
-
-
-def fetch(port: int, method: str, path: str, headers: dict[str, str], body: bytes | None):
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, headers=headers, data=body)
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-
-    try:
-        with urllib.request.build_opener(NoRedirect).open(request, timeout=5) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
 
 
 ROW = re.compile(r"^\| (\w+) \| `([^`]+)` \| ([^|]*) \| (\d+) \| `?([^|`]*)`? \| \d+ \| `?([^|`]*)`? \|")
@@ -239,7 +223,7 @@ async def test_every_route_answers_as_yunikorn_did_for_the_same_state(nats_serve
         problems = []
         for method, path, extras, status, ctype, file in requests_of_index():
             headers, body = request_parts(extras)
-            got_status, got_headers, data = await anyio.to_thread.run_sync(fetch, port, method, path, headers, body)
+            got_status, got_headers, data = await anyio.to_thread.run_sync(fetch, port, path, method, headers, body)
             where = f"{method} {path} {extras}".strip()
             if got_status != status:
                 problems.append(f"{where}: status {got_status}, YuniKorn {status}")

@@ -207,23 +207,27 @@ HEALTH_STEP = 4096  # units of work (a node, an allocation) of the sliced check 
 def healthcheck(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
     """SchedulerHealthDAOInfo: YuniKorn's checks, on the records as they are now."""
     steps = health_steps(parts)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    while (done := _step(steps)) is None:
+        pass
+    return done
 
 
 async def healthcheck_sliced(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
     """The same checks, letting the event loop run between slices of HEALTH_STEP units of
     work (the service runs it in the background, as YuniKorn does every 30 s)."""
     steps = health_steps(parts)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    while (done := _step(steps)) is None:
         await asyncio.sleep(0)
+    return done
+
+
+def _step(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | None:
+    """One slice of the checks: their result once they are done, else None."""
+    try:
+        next(steps)
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+    return None
 
 
 def health_steps(parts: list[tuple[str, Partition]]) -> Generator[None, None, dict[str, Any]]:
