@@ -64,6 +64,7 @@ from ykbus.bus.subjects import (
     MSGPACK,
     SNAPSHOT_OBJECT,
     Subjects,
+    js_reply_delivery,
     js_reply_meta,
 )
 from ykbus.core import Core, Entry
@@ -280,9 +281,7 @@ class CoreService:
 
     async def _apply_input(self, msg: Any) -> None:
         """Apply one input message and publish its outputs (their acks settle in a window)."""
-        seq, ts = js_reply_meta(msg.reply)
-        pending = msg.reply.rpartition(".")[2]
-        self.input_lag = int(pending) if pending.isdigit() else 0
+        seq, ts, self.input_lag = js_reply_delivery(msg.reply)
         if seq <= self.core.last_seq:
             return
         if seq != self.core.last_seq + 1:

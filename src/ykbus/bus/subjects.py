@@ -77,9 +77,16 @@ class Subjects:
 
 def js_reply_meta(reply: str) -> tuple[int, int]:
     """(stream sequence, timestamp in ns) from a JetStream delivery's reply subject."""
+    seq, ts, _ = js_reply_delivery(reply)
+    return seq, ts
+
+
+def js_reply_delivery(reply: str) -> tuple[int, int, int]:
+    """(stream sequence, timestamp in ns, messages pending after it) from a JetStream
+    delivery's reply subject."""
     tokens = reply.split(".")
     if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
-        return int(tokens[5]), int(tokens[7])
-    if len(tokens) >= 11:  # v2: $JS.ACK.<domain>.<acchash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>...
-        return int(tokens[7]), int(tokens[9])
+        return int(tokens[5]), int(tokens[7]), int(tokens[8])
+    if len(tokens) >= 11:  # v2: $JS.ACK.<domain>.<acchash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>...
+        return int(tokens[7]), int(tokens[9]), int(tokens[10])
     raise ValueError(f"not a JetStream reply subject: {reply!r}")

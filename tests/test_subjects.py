@@ -1,0 +1,23 @@
+"""What a JetStream delivery's reply subject says (bus/subjects.py): the stream sequence, the
+time and the messages pending after it, in both of its forms; the input lag the metrics
+report (`ykbus_input_lag_entries`) is the pending count."""
+
+from __future__ import annotations
+
+import pytest
+
+from ykbus.bus.subjects import js_reply_delivery, js_reply_meta
+
+V1 = "$JS.ACK.YK_IN.core.1.42.40.1700000000000000001.7"
+V2 = "$JS.ACK.hub.ACCHASH.YK_IN.core.1.42.40.1700000000000000001.7.9835"  # with the random last token
+
+
+@pytest.mark.parametrize("reply", [V1, V2], ids=["v1", "v2"])
+def test_sequence_time_and_pending_from_both_forms(reply):
+    assert js_reply_delivery(reply) == (42, 1700000000000000001, 7)
+    assert js_reply_meta(reply) == (42, 1700000000000000001)
+
+
+def test_a_subject_that_is_not_a_delivery_is_named():
+    with pytest.raises(ValueError, match="not a JetStream reply subject"):
+        js_reply_delivery("_INBOX.abc")
