@@ -126,9 +126,7 @@ class HttpReadApi:
             why, challenge = "expected the header `Authorization: Bearer <api.token>`", 'Bearer realm="ykbus"'
             if request.path.startswith("/api/"):
                 return _json(401, {"error": why}, {"WWW-Authenticate": challenge})
-            status, content_type, data, headers = router.error(401, why)  # YuniKorn's error shape
-            return web.Response(status=status, body=data, headers={**headers, "Content-Type": content_type,
-                                                                   "WWW-Authenticate": challenge})
+            return _answer(router.error(401, why), {"WWW-Authenticate": challenge})  # YuniKorn's error shape
         if request.method == "GET" and (request.path == "/" or request.path.startswith("/ui/")):
             found = web_ui.asset("index.html" if request.path == "/" else request.path[len("/ui/"):])
             if found is not None:
@@ -140,7 +138,7 @@ class HttpReadApi:
             return await self._yunikorn(request, self.rest)
         if request.method != "GET":
             return _json(405, {"error": "only GET: the HTTP API is read-only"}, {"Allow": "GET"})
-        query = {k: request.query.getall(k)[-1] for k in request.query}
+        query = _query(request)
         if query.get("int64", "string") not in compat.INT64_MODES:
             return _json(400, {"error": f"int64 {query['int64']!r}: expected string or number"})
         try:
@@ -156,18 +154,15 @@ class HttpReadApi:
             exposition = self.metrics.exposition()  # the families are built here, from the state
             return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
         body = await request.read() if request.can_read_body else b""
-        req = router.Request(request.method, request.path, {k: request.query.getall(k)[-1] for k in request.query},
-                             request.headers.get("Accept", ""), body)
-        status, content_type, data, headers = router.answer(rest, req)
-        response = web.Response(status=status, body=data, headers=headers)
-        if content_type:
-            response.headers["Content-Type"] = content_type
-        if content_type == router.JSON_TYPE and "gzip" in request.headers.get("Accept-Encoding", ""):
+        req = router.Request(request.method, request.path, _query(request), request.headers.get("Accept", ""), body)
+        answer = router.answer(rest, req)
+        response = _answer(answer)
+        if answer[1] == router.JSON_TYPE and "gzip" in request.headers.get("Accept-Encoding", ""):
             response.enable_compression(web.ContentCoding.gzip)  # as YuniKorn: gzip when asked
         return response
 
     async def _events(self, request: web.Request, feed: EventFeed) -> web.StreamResponse:
-        query = {k: request.query.getall(k)[-1] for k in request.query}
+        query = _query(request)
         try:
             count = events.count_of(query)
             start = int(query["start"]) if "start" in query else None
@@ -202,9 +197,19 @@ class HttpReadApi:
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token.encode())
 
 
-def _answer(answer: router.Answer) -> web.Response:
+def _query(request: web.Request) -> dict[str, str]:
+    """The query's parameters, the last value of each."""
+    return {k: request.query.getall(k)[-1] for k in request.query}
+
+
+def _answer(answer: router.Answer, extra: dict[str, str] | None = None) -> web.Response:
+    """A router's answer (status, content type, body, headers) as a response; no content type
+    (OPTIONS) leaves the header out."""
     status, content_type, data, headers = answer
-    return web.Response(status=status, body=data, headers={**headers, "Content-Type": content_type})
+    response = web.Response(status=status, body=data, headers={**headers, **(extra or {})})
+    if content_type:
+        response.headers["Content-Type"] = content_type
+    return response
 
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:

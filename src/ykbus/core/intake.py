@@ -20,7 +20,7 @@ from ykbus.core.lifecycle import (
     NodeEvent,
 )
 from ykbus.core.outbox import Entry, Outbox
-from ykbus.core.partition import App, Partition
+from ykbus.core.partition import App, Partition, Queue
 from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, _res
 from ykbus.core.resources import Res, first_over
 from ykbus.core.tags import policy_problem, role_problem
@@ -62,30 +62,34 @@ class Intake(RMRegistry):
             return f"partition {msg.partitionName!r} does not exist"
         if msg.applicationID in part.apps:
             return f"application {msg.applicationID} already exists"
-        problem = policy_problem(msg.tags)
-        if problem:
-            part.reject_app(msg, "", problem, ctx)
-            return problem
-        queue, reason = part.place(msg)
-        if queue is None:
-            part.reject_app(msg, "", reason, ctx)
+        queue, reason = self._admit(part, msg)
+        if queue is None or reason:  # the partition keeps a record of it (the REST API's rejected)
+            part.reject_app(msg, queue.path if queue is not None else "", reason, ctx)
             return reason
-        gang = _res(msg.placeholderAsk)
-        if gang and queue.sort_policy is AppSortPolicy.FAIR:  # as YuniKorn: a gang needs its order kept
-            reason = (f"queue {queue.path} cannot run application {msg.applicationID} with task group request: "
-                      "unsupported sort type")
-            part.reject_app(msg, queue.path, reason, ctx)
-            return reason
-        for q in queue.ancestry():
-            over = first_over({}, gang, q.max) if q.max else None
-            if over is not None:  # placement created nothing: nothing to take back
-                reason = (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
-                          "the gang could never run")
-                part.reject_app(msg, queue.path, reason, ctx)
-                return reason
         part.add_app(msg, queue, ctx)
         ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
         return ""
+
+    @staticmethod
+    def _admit(part: Partition, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
+        """The queue application `msg` goes to, and why it may not ("" when it may); the queue
+        is None when none was found. Placement creates nothing: a refusal takes nothing back."""
+        problem = policy_problem(msg.tags)
+        if problem:
+            return None, problem
+        queue, reason = part.place(msg)
+        if queue is None:
+            return None, reason
+        gang = _res(msg.placeholderAsk)
+        if gang and queue.sort_policy is AppSortPolicy.FAIR:  # as YuniKorn: a gang needs its order kept
+            return queue, (f"queue {queue.path} cannot run application {msg.applicationID} with task group "
+                           "request: unsupported sort type")
+        for q in queue.ancestry():
+            over = first_over({}, gang, q.max) if q.max else None
+            if over is not None:
+                return queue, (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
+                               "the gang could never run")
+        return queue, ""
 
     def _remove_app(self, rm: ResourceManager, msg: m.RemoveApplicationRequest, ctx: Outbox) -> str:
         part = rm.partitions.get(self._partition_name(msg.partitionName))

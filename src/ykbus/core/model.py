@@ -36,7 +36,7 @@ from ykbus.core.config import (
     parse_offset,
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
-from ykbus.core.resources import Res, add_into, sub_into
+from ykbus.core.resources import Res, add_into, max_into, sub_into
 from ykbus.core.tags import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
 from ykbus.si import messages as m
 
@@ -387,11 +387,11 @@ class App:
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int, submitted: int = 0) -> None:
         self.id = msg.applicationID
-        self.history = AppHistory(submitted, msg.ugi.user, list(msg.ugi.groups))
         self.queue = queue
         self.path = queue.ancestry()
         self.user = msg.ugi.user
         self.groups = list(msg.ugi.groups)
+        self.history = AppHistory(submitted, self.user, self.groups)  # outlives it, when it ends
         self.tags = msg.tags
         self.state = AppState.NEW
         self.seq = seq
@@ -466,9 +466,7 @@ STATE_LOG_KEPT = 32  # an application's last state changes kept for readers (it 
 def most_held(history: AppHistory, allocated: Res) -> Res:
     """The most an application held of each resource: before any release, or now."""
     out = dict(history.max_used)
-    for name, value in allocated.items():
-        if value > out.get(name, 0):
-            out[name] = value
+    max_into(out, allocated)
     return out
 
 
@@ -496,10 +494,7 @@ class AppHistory:
 
     def used(self, allocated: Res) -> None:
         """It holds `allocated` (about to release some of it)."""
-        most = self.max_used
-        for name, value in allocated.items():
-            if value > most.get(name, 0):
-                most[name] = value
+        max_into(self.max_used, allocated)
 
 
 class Terminated:

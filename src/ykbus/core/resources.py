@@ -22,6 +22,13 @@ def sub_into(target: Res, delta: Res) -> None:
             target.pop(name, None)
 
 
+def max_into(target: Res, other: Res) -> None:
+    """`target` raised, per resource, to at least `other`."""
+    for name, value in other.items():
+        if value > target.get(name, 0):
+            target[name] = value
+
+
 def fits(ask: Res, free: Res) -> bool:
     """True when every quantity of `ask` is available in `free`."""
     for name, value in ask.items():
