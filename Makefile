@@ -29,7 +29,7 @@ $(VENV)/.system: Makefile
 		{ $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES); }
 	mkdir -p $(VENV) && touch $@
 
-.PHONY: build run test schemas traces fuzz fuzz-long
+.PHONY: build run test schemas traces fuzz fuzz-long faults-long
 build: $(VENV)/.installed  # compile the core now, whatever the last build was (a pure one, say)
 	rm -f $(VENV)/.compiled
 	$(MAKE) --no-print-directory $(VENV)/.compiled
@@ -59,3 +59,10 @@ fuzz: $(VENV)/.compiled
 fuzz-long: $(VENV)/.compiled
 	-$(PY) -m tests.fuzz.campaign --logs $(FUZZ_LOGS) --messages $(FUZZ_MESSAGES) --seed $(FUZZ_SEED) --bus
 	YKBUS_FUZZ=long YKBUS_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest tests/fuzz
+
+# The fault suite (tests/faults: kill -9 of the core and of the leader, a paused leader, a
+# NATS server of three killed and restarted, a full snapshot disk, RMs that go quiet): its
+# short profile runs in `test`; `faults-long` kills the leader 10 times and each NATS
+# server of the cluster in turn.
+faults-long: $(VENV)/.compiled
+	YKBUS_FAULTS=long $(PY) -m pytest tests/faults -s

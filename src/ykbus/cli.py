@@ -288,6 +288,8 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default=None, help="subject prefix (default yk.v1)")
     p.add_argument("--tick", type=float, default=None, metavar="S", help="seconds between tick entries (1)")
     p.add_argument("--snapshot-every", type=int, default=None, metavar="N", help="entries between snapshots (10000)")
+    p.add_argument("--lease-ttl", type=float, default=None, metavar="S",
+                   help="leader lease: a standby core takes over this long after the leader's last renewal (1.0)")
     p.add_argument("--rm-pause", type=float, default=None, metavar="S",
                    help="seconds without heartbeat before an RM is Paused (10)")
     p.add_argument("--rm-stop", type=float, default=None, metavar="S",
@@ -419,6 +421,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rep.row(row)
         rep.table(["sustained_allocations_per_s", "min", "max", "half_rate", "latency_p50_ms", "latency_p99_ms",
                    "latency_p999_ms", "latency_max_ms", "p99_min", "p99_max", "allocations"])
+    elif args.what == "failover":
+        from ykbus.bench.failover import bench_failover
+
+        rep.row(bench_failover(args.kills, args.lease_ttl, args.rate, args.nodes_n, args.every, rep.progress))
+        rep.table(["kills", "lease_ttl_s", "rate", "asks", "allocations", "lost", "duplicated", "failover_p50_ms",
+                   "failover_min_ms", "failover_max_ms", "failover_ms"])
     return 0
 
 
@@ -549,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_tyjob)
 
-    p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e (see BENCHMARKS.md)")
+    p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e, failover (see BENCHMARKS.md)")
     bench = p.add_subparsers(dest="what", required=True)
     b = bench.add_parser("core", help="in-process scheduling speed")
     b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption"],
@@ -583,6 +591,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--snapshot-every", type=int, default=10_000, help="the core's snapshot interval in entries "
                    "(default: as `ykbus core` runs)")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
+    b = bench.add_parser("failover", help="kill -9 the leader core under load: time to the next decision")
+    b.add_argument("--kills", type=int, default=10)
+    b.add_argument("--lease-ttl", type=float, default=1.0, help="the cores' --lease-ttl")
+    b.add_argument("--rate", type=float, default=500, help="asks per second the RM publishes (10 a message)")
+    b.add_argument("--every", type=float, default=3.0, help="seconds between kills")
+    b.add_argument("--nodes", dest="nodes_n", type=int, default=100)
     for b in bench.choices.values():
         b.add_argument("--repeat", type=int, default=5)
         b.add_argument("--json", action="store_true", help="one JSON object per line on stdout")

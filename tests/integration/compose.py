@@ -33,6 +33,7 @@ class Compose:
         self.services: dict[str, Any] = self.spec["services"]
         self.hosts: dict[str, str] = {}  # service host name -> the URL it answers on here
         self.ports: dict[int, int] = {}  # a container port a service publishes -> the port here
+        self.routes: dict[str, int] = {}  # a NATS cluster member's host name -> its route port here
 
     def root(self, service: str) -> Path:
         return self.tmp / "services" / service
@@ -57,6 +58,10 @@ class Compose:
                           flags=re.M)
         for host, url in self.hosts.items():
             text = text.replace(f"nats://{host}:4222", url)
+        for host, port in self.routes.items():
+            text = text.replace(f"nats-route://{host}:6222", f"nats-route://127.0.0.1:{port}")
+        if service in self.routes:  # its own cluster listener
+            text = text.replace('listen: "0.0.0.0:6222"', f'listen: "127.0.0.1:{self.routes[service]}"')
         for there, here in self.ports.items():
             text = re.sub(rf"\bport: {there}\b", f"port: {here}", text)
         return text.replace("host: 0.0.0.0", "host: 127.0.0.1")  # a published port, on loopback here

@@ -22,7 +22,7 @@ from tests.integration.compose import ROOT, Compose, image_directories
 from ykbus.bus.server import free_port
 
 IMAGE_SERVICES = ("core", "k8s-sim", "batch-sim", "tyjob-controller", "nats-config", "core-secure",
-                  "k8s-sim-secure", "batch-sim-secure")
+                  "k8s-sim-secure", "batch-sim-secure", "core-a", "core-b", "k8s-sim-ha")
 
 
 def test_every_volume_of_an_image_service_is_a_directory_of_the_image_its_user_owns():
@@ -139,3 +139,42 @@ def test_nats_configuration_files_name_what_the_volumes_hold(tmp_path, service):
         include = text.split('include "')[1].split('"')[0]
         assert os.path.normpath(os.path.join(os.path.dirname(conf), include)) == str(
             compose.root(service) / "secure" / "auth.conf")
+
+
+def test_the_ha_profile_runs_as_written_and_the_standby_takes_over(tmp_path):
+    """Profile `ha`: three nats-servers joined as a cluster by their configuration files, two
+    cores with 3 replicas, a simulated RM on all three servers. Killing the leading core
+    leaves the other leading, and the allocations go on."""
+    compose = Compose(tmp_path)
+    servers = ("nats-1", "nats-2", "nats-3")
+    ports = {name: free_port() for name in servers}
+    compose.routes = {name: free_port() for name in servers}
+    for name in servers:
+        compose.hosts[name] = f"nats://127.0.0.1:{ports[name]}"
+    api = {"core-a": free_port(), "core-b": free_port()}
+    compose.ports[9080] = api["core-a"]
+    token = "compose-test-token"
+    env = {**os.environ, "YKBUS_API_TOKEN": token}
+    procs = [(name, compose.start(name, "-a", "127.0.0.1", "-p", str(ports[name]))) for name in servers]
+    try:
+        cores = {"core-a": compose.start("core-a", env=env),
+                 "core-b": compose.start("core-b", "--api-port", str(api["core-b"]), env=env)}
+        procs += list(cores.items())
+
+        def roles():
+            return {name: _health(api[name], token)["role"] for name in cores}
+
+        found = _wait_for(lambda: sorted((r := roles()).values()) == ["leader", "standby"] and r, 90,
+                          "a leader and a standby", procs)
+        leader = next(name for name, role in found.items() if role == "leader")
+        standby = next(name for name in cores if name != leader)
+        procs.append(("k8s-sim-ha", compose.start("k8s-sim-ha", env=env)))
+        before = _wait_for(lambda: _health(api[leader], token)["stats"]["allocations"], 60, "allocations", procs)
+        cores[leader].kill()
+        procs = [(n, p) for n, p in procs if n != leader]
+        _wait_for(lambda: _health(api[standby], token)["role"] == "leader", 30, "the standby leading", procs)
+        _wait_for(lambda: _health(api[standby], token)["stats"]["allocations"] > before + 5, 60,
+                  "allocations after the takeover", procs)
+    finally:
+        for _, p in reversed(procs):
+            _stop(p)

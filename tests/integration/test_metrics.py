@@ -94,7 +94,8 @@ async def test_yunikorns_families_with_the_scenarios_values_and_the_same_counts_
                           ('yunikorn_queue_resource{queue="root",resource="vcore",state="max"}', 30_000),
                           ('yunikorn_scheduler_memory_node_usage_total{range="(10%,20%]"}', 3),
                           ('ykbus_pending_asks{code="QueueMax"}', 1),
-                          ('ykbus_rm_state{rm="rm-123",state="Running"}', 1)]:
+                          ('ykbus_rm_state{rm="rm-123",state="Running"}', 1),
+                          ("ykbus_core_leader", 1)]:  # the only core leads
             assert value(text, sample) == n, sample
         assert value(text, "ykbus_input_lag_entries") == 0
         assert value(text, "yunikorn_scheduler_scheduling_latency_milliseconds_count") > 0

@@ -47,6 +47,11 @@ PULL_BATCH = 512  # outputs one pull request asks for
 PULL_EXPIRES_S = 1.0  # a pull request's life on the server; then another is made
 
 
+# An unanswered publish is sent again (same message id, stored once) after this long: when a
+# NATS cluster loses the server that leads the input stream, the publish in flight is never
+# answered, and the next one reaches the new leader.
+PUBLISH_ACK_TIMEOUT_S = 2.0
+
 class RegistrationError(Exception):
     """The core refused the registration; the text is its reason."""
 
@@ -241,7 +246,7 @@ class NatsScheduler(SchedulerAPI):
         subject = self.subjects.input(rm, kind)
         for attempt in range(self.publish_retries):
             try:
-                ack = await self.js.publish(subject, data, headers=headers)
+                ack = await self.js.publish(subject, data, headers=headers, timeout=PUBLISH_ACK_TIMEOUT_S)
                 return ack.seq
             except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
                     nats.errors.ConnectionClosedError, nats.errors.NoRespondersError):

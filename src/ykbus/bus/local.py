@@ -32,6 +32,12 @@ class NatsUnreachable(Exception):
     """No NATS server answered at the URL in time; the text names the URL and the last error."""
 
 
+def server_urls(url: str) -> list[str]:
+    """The servers of `url`: one URL, or several separated by commas (the members of a NATS
+    cluster; the connection moves to another when one goes away)."""
+    return [u.strip() for u in url.split(",") if u.strip()]
+
+
 async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any) -> Any:
     """A nats-py connection to `url`, or NatsUnreachable after `within` seconds.
 
@@ -64,7 +70,7 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
     options.setdefault("connect_timeout", min(2.0, within))
     try:
         with anyio.fail_after(within):
-            await nc.connect(servers=[url], error_cb=error_cb, disconnected_cb=disconnected_cb, **options)
+            await nc.connect(servers=server_urls(url), error_cb=error_cb, disconnected_cb=disconnected_cb, **options)
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
             try:

@@ -13,7 +13,8 @@ identity is the authenticated user, never a field the sender writes.
    service makes that consumer (filter `<p>.out.r.>`) when asked on `<p>.attach.r`, so the
    RM needs no JetStream API that could name another RM's filter.
 2. The core service has the bus: `<p>.>`, the JetStream API, acks and flow control, the
-   object store of its snapshots, its own `_INBOX.>`, and answers requests (allow_responses).
+   object store of its snapshots, the leader lease (`$KV.YK_LEASE.>`), its own `_INBOX.>`, and
+   answers requests (allow_responses).
 3. An admin `u` may call the admin API as itself, `<p>.admin.u.>`, and the read API
    `<p>.api.>`; an observer only the read API. Both read replies on `_INBOX_u.>`.
 4. Everything else is denied. A connection without a known user is refused.
@@ -35,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from ykbus.bus.subjects import CORE_TOKEN, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
+from ykbus.bus.subjects import CORE_TOKEN, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 PREFIX_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -227,9 +228,10 @@ def _with_buckets(perms: Permissions, buckets: list[str]) -> Permissions:
 
 def core_permissions(s: Subjects) -> Permissions:
     # $JS.FC: flow-control answers of its ordered consumers (a long replay); $O: the snapshot
-    # object store; allow_responses: the answers to attach, read API and admin requests
+    # object store; $KV: the leader lease; allow_responses: the answers to attach, read API and admin requests
     return Permissions(
-        publish=[f"{s.prefix}.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", f"$O.{SNAPSHOT_BUCKET}.>"],
+        publish=[f"{s.prefix}.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", f"$O.{SNAPSHOT_BUCKET}.>",
+                 f"$KV.{LEASE_BUCKET}.>"],
         subscribe=[f"{s.prefix}.>", "_INBOX.>"], allow_responses=True)
 
 

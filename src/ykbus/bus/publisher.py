@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import msgspec
@@ -47,7 +47,49 @@ def split_output(msg: Any, encoding: str, max_bytes: int, int64: str = "number")
     return split_output(first, encoding, max_bytes, int64) + split_output(second, encoding, max_bytes, int64)
 
 
-ACK_TIMEOUT_S = 10.0  # an output whose ack has not come in this long is published again (same id)
+class Part(NamedTuple):
+    """One message of an entry's outputs, ready to publish."""
+
+    seq: int
+    msg_id: str
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    notice: list[str]  # what the operator hears when it is first published
+
+
+class Unpublished:
+    """A standby's outputs of the entries it applied, kept until it sees the leader's copy
+    of each on the output stream (by message id), so that a takeover publishes exactly what
+    the leader did not."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, Part] = {}  # by message id, in the order applied
+        self._ahead: dict[str, int] = {}  # ids seen stored before this process applied their entry
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def add(self, parts: list[Part], applied: int) -> None:
+        for part in parts:
+            if self._ahead.pop(part.msg_id, None) is None:
+                self._parts[part.msg_id] = part
+        if len(self._ahead) > 100_000:  # ids of entries below the start of this process: never applied here
+            self._ahead = {i: s for i, s in self._ahead.items() if s > applied}
+
+    def stored(self, msg_id: str, in_seq: int) -> None:
+        if self._parts.pop(msg_id, None) is None:
+            self._ahead[msg_id] = in_seq
+
+    def take(self) -> list[Part]:
+        parts = list(self._parts.values())
+        self._parts.clear()
+        self._ahead.clear()
+        return parts
+
+
+ACK_TIMEOUT_S = 3.0  # an output whose ack has not come in this long is published again (same id):
+# in a NATS cluster that lost the server leading YK_OUT, the answer never comes
 
 
 class _Pending:
@@ -87,6 +129,7 @@ class OutputPublisher:
         # from it on, `_ids` holds the message ids that are (see `scan`).
         self._floor = 0
         self._ids: set[str] = set()
+        self.scanned_to = 0  # the output stream's last sequence at the last scan
         self._inflight: collections.deque[_Pending] = collections.deque()  # oldest first
         self._by_number: dict[int, _Pending] = {}  # in flight, by the number in its reply subject
         self._number = 0
@@ -99,6 +142,7 @@ class OutputPublisher:
         window, so every output older than the last 2 x window messages is stored: read the
         ids of those last messages, and the in-seq below which nothing can be missing."""
         info = await self._js.stream_info(OUT_STREAM)
+        self.scanned_to = info.state.last_seq
         if not info.state.messages:
             return
         last = info.state.last_seq
@@ -120,12 +164,12 @@ class OutputPublisher:
             await sub.unsubscribe()
         self._floor, self._ids = floor or 0, ids
 
-    async def publish(self, seq: int, outputs: list[Output]) -> None:
-        """Send the outputs of entry `seq` (split so each fits NATS's max payload), skipping
-        those stored before a restart; acks are settled in a bounded window."""
-        index = -1
+    def encode(self, seq: int, outputs: list[Output]) -> list[Part]:
+        """The messages that carry the outputs of entry `seq` (split so each fits NATS's max
+        payload), under their ids `<seq>-<index>`; counts them in `stats` and `rejections`."""
+        parts: list[Part] = []
         for out in outputs:
-            fresh = seq >= self._floor  # not published before a restart (else it was heard then)
+            notice: list[str] = []
             if out.kind == "alloc":
                 self._stats["allocations"] += len(out.msg.new)
                 self.rejections[out.rm] += len(out.msg.rejected) + len(out.msg.rejectedAllocations)
@@ -135,29 +179,45 @@ class OutputPublisher:
                 for event in out.msg.events:
                     log.info("core event", extra={"fields": {"seq": seq, "object": event.objectID,
                                                              "message": event.message}})
-                    if fresh and f"{seq}-{index + 1}" not in self._ids:
-                        self._notify(event.message)
+                    notice.append(event.message)
             encoding, int64 = self._format(out.rm)
             subject = self._subjects.output(out.rm, out.kind)
             try:
-                parts = split_output(out.msg, encoding, self.max_payload, int64)
+                datas = split_output(out.msg, encoding, self.max_payload, int64)
             except ValueError as exc:  # one item larger than a message: the core's bounds should prevent it
                 log.error("an output does not fit in a message: a bug", extra={"fields": {
                     "seq": seq, "rm": out.rm, "kind": out.kind, "error": str(exc)}})
                 subject = self._subjects.output(out.rm, "event")
-                parts = [codec.encode(m.EventBatch(events=[m.EventRecord(
+                datas = [codec.encode(m.EventBatch(events=[m.EventRecord(
                     type=m.EventType.REQUEST, objectID=out.rm, timestampNano=0,
                     message=f"entry {seq}: its {out.kind} answer could not be sent: {exc}")]), encoding)]
-            for data in parts:
-                index += 1
-                msg_id = f"{seq}-{index}"
-                if seq < self._floor or msg_id in self._ids:
-                    continue  # stored before a restart
+            for data in datas:
+                msg_id = f"{seq}-{len(parts)}"
                 headers = {HDR_MSG_ID: msg_id, HDR_IN_SEQ: str(seq)}
                 if encoding == "msgpack":
                     headers[HDR_CONTENT_TYPE] = MSGPACK
-                await self._send(subject, data, headers)
-                self._stats["outputs"] += 1
+                parts.append(Part(seq, msg_id, subject, data, headers, notice))
+                notice = []  # heard with the first part
+        return parts
+
+    def stored(self, part: Part) -> bool:
+        """`part` was on the output stream when this process last scanned it."""
+        return part.seq < self._floor or part.msg_id in self._ids
+
+    async def publish(self, seq: int, outputs: list[Output]) -> None:
+        """Send the outputs of entry `seq`; acks are settled in a bounded window."""
+        await self.send(self.encode(seq, outputs))
+
+    async def send(self, parts: list[Part]) -> None:
+        """Send `parts` in order, skipping those stored before this process scanned the
+        stream (a restart, or a standby taking over)."""
+        for part in parts:
+            if self.stored(part):
+                continue
+            for text in part.notice:
+                self._notify(text)
+            await self._send(part.subject, part.data, part.headers)
+            self._stats["outputs"] += 1
         await self.settle(self.window)
 
     async def _send(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
@@ -169,6 +229,12 @@ class OutputPublisher:
         self._by_number[pending.number] = pending
         self._inflight.append(pending)
         await self._nc.publish(subject, data, reply=f"{self._inbox}.{pending.number}", headers=headers)
+
+    async def close(self) -> None:
+        """Stop hearing acks (what is in flight is the next leader's, or the next start's)."""
+        if self._acks is not None:
+            await self._acks.unsubscribe()
+            self._acks = None
 
     def _match(self, msg: Any) -> None:
         """One ack to its output (an empty body is a status: no stream answered)."""

@@ -107,7 +107,8 @@ class HttpReadApi:
     async def serve(self, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # at a stop, open answers (an event stream) get a second to finish, not aiohttp's 60
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self._port)

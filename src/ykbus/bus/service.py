@@ -27,6 +27,12 @@ Theory of operation
 7. An RM's output consumer `rm_<rm>` is made here, on its request `yk.v1.attach.<rm>`, so
    that on a secured server (bus/permissions.py) an RM needs no JetStream API but pulling
    from and acking its own consumer.
+8. Several core processes may run at once: one leads (bus/leadership.py elects it), the
+   others apply the same log as warm standbys. Only the leader publishes outputs, appends
+   to the log, stores snapshots, watches the queue files and answers attach and the admin
+   API; a standby keeps its outputs until it sees the leader's stored, and publishes what
+   is missing when it takes over (bus/leader.py). A process that loses the lease stops, and
+   `serve` starts it again as a standby.
 """
 
 from __future__ import annotations
@@ -51,12 +57,14 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
+from ykbus.bus.leader import CONSUMER_HEARTBEAT_S, Leadership
+from ykbus.bus.leadership import Lease, identity, lease_store
 from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
 from ykbus.bus.snapshots import Snapshotter
-from ykbus.bus.streams import attach_consumer, ensure_streams, snapshot_store
+from ykbus.bus.streams import attach_consumer, ensure_streams, snapshot_store, with_retries
 from ykbus.bus.subjects import (
     CORE_TOKEN,
     HDR_CONTENT_TYPE,
@@ -112,7 +120,11 @@ class CoreService:
                                         self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
         self.snapshots = Snapshotter(settings.snapshot_every, lambda: self.core, lambda: self.guard,
-                                     lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot())
+                                     lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot(),
+                                     upload=lambda: self.leadership.stores_snapshots())
+        self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
+        self._writer = asyncio.Lock()  # held while an entry is applied and its outputs handed over
+        self.leadership = Leadership(self.subjects, self._writer)
         self.started = anyio.Event()
         self._stop = anyio.Event()
         self.clock = LogClock(settings, lambda: self.core, self._append)
@@ -146,7 +158,8 @@ class CoreService:
         return {"entries": self.stats["entries"], "input_lag_entries": self.input_lag,
                 "last_applied_sequence": core.last_seq, "allocations_decided": core.allocations_made,
                 "snapshot_age_seconds": time.monotonic() - self.snapshots.at,
-                "rms": {r.id: r.state.value for r in core.rms.values()}}
+                "rms": {r.id: r.state.value for r in core.rms.values()},
+                "role": self.leadership.role}
 
     async def run(self) -> None:
         s = self.settings
@@ -167,49 +180,38 @@ class CoreService:
         self.js = self.nc.jetstream(timeout=10)
         mark("connected_ms")
         try:
-            await ensure_streams(self.js, self.subjects, s.limits)
-            self.store = await snapshot_store(self.js, s.limits.replicas)
-            mark("streams_ms")
-            await self._load()
-            mark("snapshot_ms")
-            await self._check_log_start()
-            await self._read_failed_records()
-            self.http.events = EventFeed(self.js, self.subjects, self.instance)
-            self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
-                                             self.stats, self._output_format, self.nc, self.notify)
-            await self.publisher.scan()
+            await with_retries(lambda: self._prepare(mark), "start-up")
             mark("outputs_scanned_ms")
             self.publisher.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
             sub = self._input_sub = await self.js.subscribe(
-                self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
+                self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True, idle_heartbeat=CONSUMER_HEARTBEAT_S,
                 config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
             )
             await self.nc.subscribe(self.subjects.heartbeats, cb=self.clock.on_heartbeat)
-            await self.nc.subscribe(self.subjects.apis, cb=self._on_api)
-            await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin)
-            await self.nc.subscribe(self.subjects.attaches, cb=self._on_attach)
+            await self.nc.subscribe(self.subjects.apis, queue="ykbus-api", cb=self._on_api)  # one core answers
+            await self.leadership.begin()
             now = time.monotonic()
             for rm in self.core.rms:
                 self.clock.heard(rm, now)
             mark("ready_ms")
-            log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix, **phases}})
+            log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix,
+                                                       "role": self.leadership.role, **phases}})
             self.started.set()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._consume, sub, tg.cancel_scope)
-                tg.start_soon(self.clock.ticker)
                 tg.start_soon(self.snapshots.run)
                 tg.start_soon(self.rest.check_health)
-                tg.start_soon(self.clock.monitor_rms)
-                if s.queue_file or s.queues_dir:
-                    tg.start_soon(self.operator.watch)
+                tg.start_soon(self._lead)
                 if s.api_port:
                     await tg.start(self.http.serve)
                 await self._stop.wait()
+                await self.leadership.step_down(self.snapshots.take)
                 tg.cancel_scope.cancel()
-            await self.snapshots.take()  # the final one, in place
-            log.info("core stopped", extra={"fields": {"last_seq": self.core.last_seq}})
+            log.info("core stopped", extra={"fields": {"last_seq": self.core.last_seq, "deposed": self.deposed}})
         finally:
+            if hasattr(self, "publisher"):
+                await self.publisher.close()  # acks nobody reads would hold drain() to its timeout
             if self._input_sub is not None:
                 # nobody reads the input log any more: drop what it holds rather than let
                 # drain() wait (up to its 30 s timeout) for entries that arrived at the stop
@@ -221,6 +223,30 @@ class CoreService:
                 await self.nc.drain()
 
     # --- start-up --------------------------------------------------------------------
+
+    async def _prepare(self, mark: Callable[[str], None]) -> None:
+        """Streams and stores, the snapshot, the failure records, the lease and the output
+        stream's ids. Each step may be done again (the whole is retried while a NATS cluster
+        elects its leaders, or while another core makes the same streams)."""
+        s = self.settings
+        await ensure_streams(self.js, self.subjects, s.limits)
+        self.store = await snapshot_store(self.js, s.limits.replicas)
+        mark("streams_ms")
+        await self._load()
+        mark("snapshot_ms")
+        await self._check_log_start()
+        await self._read_failed_records()
+        self.http.events = EventFeed(self.js, self.subjects, self.instance)
+        self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
+                                         self.stats, self._output_format, self.nc, self.notify)
+        if self.leadership.lease is not None:
+            self.leadership.connected(self.js, self.nc, self.publisher, self.leadership.lease)
+        else:
+            lease = Lease(await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
+                          identity(self.instance, s.lease_ttl_s), s.lease_ttl_s)
+            self.leadership.connected(self.js, self.nc, self.publisher, lease)
+            await lease.campaign_once()  # a lone core leads from its first entry
+        await self.publisher.scan()
 
     def _local_snapshot(self) -> str | None:
         d = self.settings.snapshot_dir
@@ -277,7 +303,8 @@ class CoreService:
             msg = await queue.get()
             sub._pending_size -= len(msg.data)  # as nats-py's iterator does: its slow-consumer limit
             queue.task_done()
-            await self._apply_input(msg)
+            async with self._writer:  # no await inside when uncontended: see above
+                await self._apply_input(msg)
 
     async def _apply_input(self, msg: Any) -> None:
         """Apply one input message and publish its outputs (their acks settle in a window)."""
@@ -287,6 +314,8 @@ class CoreService:
         if seq != self.core.last_seq + 1:
             raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
         rm, kind = self.subjects.parse(msg.subject)
+        if not rm:
+            self.leadership.saw_core_entry(seq)
         headers = msg.headers or {}
         encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
         entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
@@ -302,8 +331,8 @@ class CoreService:
             self.clock.heard(rm)
         if kind == "rmstate":
             self.clock.rmstate_applied()
-        await self.publisher.publish(seq, outputs)
-        self.metrics.publish.observe(time.perf_counter() - t1)
+        if await self.leadership.deliver(seq, self.publisher.encode(seq, outputs)):  # else a standby kept them
+            self.metrics.publish.observe(time.perf_counter() - t1)
         self.stats["entries"] += 1
         if (self.stats["entries"] % FREEZE_EVERY == 0
                 or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
@@ -361,11 +390,23 @@ class CoreService:
     # --- time and RM liveness, appended to the log --------------------------------------
 
     async def _append(self, kind: str, body: dict[str, Any]) -> None:
-        try:
-            await self.js.publish(self.subjects.input("", kind), json.dumps(body).encode())
-        except Exception as exc:  # noqa: BLE001 - the next tick or check tries again
-            log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
+        await self.leadership.append(kind, body)  # the leader's only, fenced (bus/leader.py)
 
+    async def _lead(self) -> None:
+        """Campaign; once elected, do the leader's duties until the lease is lost."""
+        await self.leadership.lead(self._leader_duties, lambda: self.core.last_seq)
+        if not self._stop.is_set():
+            self.deposed = True
+            self.stop()
+
+    async def _leader_duties(self, tg: anyio.abc.TaskGroup) -> list[Any]:
+        """Ticks, RM liveness, the queue files, the admin API and RM attaches: the leader's."""
+        tg.start_soon(self.clock.ticker)
+        tg.start_soon(self.clock.monitor_rms)
+        if self.settings.queue_file or self.settings.queues_dir:
+            tg.start_soon(self.operator.watch)
+        return [await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin),
+                await self.nc.subscribe(self.subjects.attaches, cb=self._on_attach)]
 
     # --- RM output consumers --------------------------------------------------------------
 
@@ -404,7 +445,10 @@ class CoreService:
 
     def read(self, verb: str, request: dict[str, Any]) -> dict[str, Any]:
         """The read API: a projection of the state (never live objects); see bus/readapi.py."""
-        return readapi.read(self.core, self.stats, verb, request)
+        body = readapi.read(self.core, self.stats, verb, request)
+        if verb == "health":
+            body.update(self.leadership.view())
+        return body
 
     # --- connection events ---------------------------------------------------------------
 
@@ -423,16 +467,23 @@ async def serve(settings: ServiceSettings) -> None:
     """Run the core service until SIGINT or SIGTERM, then stop cleanly (final snapshot)."""
     import signal
 
+    stopping = False
     service = CoreService(settings)
     async with anyio.create_task_group() as tg:
         async def watch_signals() -> None:
+            nonlocal stopping
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
+                    stopping = True
                     service.stop()
                     return
 
         tg.start_soon(watch_signals)
         await service.run()
+        while service.deposed and not stopping:  # another core leads: start again, as a standby
+            log.warning("starting again as a standby")
+            service = CoreService(settings)
+            await service.run()
         tg.cancel_scope.cancel()
 
 

@@ -74,6 +74,7 @@ class ServiceConfig(_C):
     rm: RmConfig = msgspec.field(default_factory=RmConfig)
     streams: StreamsConfig = msgspec.field(default_factory=StreamsConfig)
     tick_interval: Positive = 1.0
+    lease_ttl: Annotated[float, msgspec.Meta(ge=0.2, le=60)] = 1.0  # leader lease (bus/leadership.py)
     snapshot_every: Annotated[int, msgspec.Meta(ge=1)] = 10_000
     snapshot_dir: str | None = None
     # Who may use the admin API (yk.v1.admin.*) besides the process owner, who always may.
@@ -138,6 +139,7 @@ class ServiceSettings:
     queues_dir: str | None = None  # <policy group>.yaml files, watched
     watch_interval_s: float = 2.0
     tick_interval_s: float = 1.0
+    lease_ttl_s: float = 1.0  # a standby takes over this long after the leader's last renewal
     snapshot_every: int = 10_000
     heartbeat_pause_s: float = 10.0
     heartbeat_stop_s: float = 60.0
@@ -222,6 +224,9 @@ def service_settings(args: Any) -> ServiceSettings:
     if getattr(args, "nats_secrets", None):
         secret = identity_secret(args.nats_secrets, "core")
         user, password = secret.user, secret.password
+    lease_ttl = flag("lease_ttl", c.lease_ttl)
+    if not 0.2 <= lease_ttl <= 60:
+        raise StartError(f"--lease-ttl {lease_ttl}: must be between 0.2 and 60 seconds")
     api_host, api_port = flag("api_host", c.api.host), flag("api_port", c.api.port)
     api_token = getattr(args, "api_token", None) or os.environ.get("YKBUS_API_TOKEN") or c.api.token
     exposed = api_exposure_error(api_host, api_port, api_token)
@@ -231,6 +236,7 @@ def service_settings(args: Any) -> ServiceSettings:
         nats_url=flag("nats", c.nats.url) or default_url(), prefix=flag("prefix", c.nats.prefix),
         queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
         watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
+        lease_ttl_s=lease_ttl,
         snapshot_every=flag("snapshot_every", c.snapshot_every),
         heartbeat_pause_s=flag("rm_pause", c.rm.pause_after), heartbeat_stop_s=flag("rm_stop", c.rm.stop_after),
         limits=StreamLimits(in_max_bytes=flag("in_max_bytes", c.streams.in_max_bytes),

@@ -34,6 +34,9 @@ from ykbus.core.snapshot import dump_snapshot
 log = logging.getLogger("ykbus.core")
 
 
+RETRY_MAX_S = 30.0  # the longest wait between failed snapshots
+
+
 class SnapshotFailed(Exception):
     """The forked child did not deliver a snapshot."""
 
@@ -89,8 +92,11 @@ class Snapshotter:
 
     def __init__(self, every: int, core: Callable[[], Core], guard: Callable[[], GuardedCore],
                  settle: Callable[[], Awaitable[None]], store: Callable[[], Any], local_path: str | None,
-                 fork: bool | None = None) -> None:
+                 fork: bool | None = None, upload: Callable[[], bool] = lambda: True) -> None:
+        """`upload()`: store this one in the object store (the leader does; a standby's
+        snapshot only becomes its guard's checkpoint)."""
         self.every = every
+        self._upload = upload
         self._core, self._guard, self._settle, self._store = core, guard, settle, store
         self.local_path = local_path
         self.fork = hasattr(os, "fork") if fork is None else fork
@@ -99,6 +105,7 @@ class Snapshotter:
         self.taken = 0
         self._wanted = anyio.Event()
         self._busy = False
+        self._one_at_a_time = anyio.Lock()
 
     def applied(self) -> None:
         """One entry applied: a snapshot is due every `every` entries."""
@@ -111,16 +118,26 @@ class Snapshotter:
 
     async def run(self) -> None:
         """Take the snapshots that fall due, one at a time, while the writer goes on."""
+        pause = 0.0  # after a failure (a full disk, say): wait before the next try, longer each time
         while True:
             await self._wanted.wait()
             self._wanted = anyio.Event()
             try:
                 await self.take(forked=self.fork)
+                pause = 0.0
             except Exception as exc:  # noqa: BLE001 - the log keeps everything; the next one tries again
-                log.error("snapshot failed: the next one tries again", extra={"fields": {"error": repr(exc)}})
+                pause = min(max(2 * pause, 0.5), RETRY_MAX_S)
+                log.error("snapshot failed: the next one tries again", extra={"fields": {
+                    "error": repr(exc), "retry_in_s": pause}})
+                await anyio.sleep(pause)
 
     async def take(self, forked: bool = False) -> None:
-        """A snapshot of the state after the last entry applied (the final one at stop: in place)."""
+        """A snapshot of the state after the last entry applied (the final one at stop: in
+        place, after the one being made, so the newest is stored last)."""
+        async with self._one_at_a_time:
+            await self._take(forked)
+
+    async def _take(self, forked: bool) -> None:
         self._busy = True  # from here: entries applied meanwhile count toward the next one
         try:
             await self._settle()  # every output up to the cursor is stored before the cursor is
@@ -130,30 +147,33 @@ class Snapshotter:
             core = self._core()
             seq, since = core.last_seq, self.since
             self.since = 0
-            tmp = (self.local_path or os.path.join(tempfile.gettempdir(), f"ykbus-snapshot-{os.getpid()}")) + ".tmp"
-            if self.local_path:
-                os.makedirs(os.path.dirname(self.local_path), exist_ok=True)
+            upload = self._upload()
+            local = self.local_path if upload else None
+            tmp = (local or os.path.join(tempfile.gettempdir(), f"ykbus-snapshot-{os.getpid()}")) + ".tmp"
+            if local:
+                os.makedirs(os.path.dirname(local), exist_ok=True)
             try:
                 if forked:
                     data = await dump_forked(core, tmp)
                 else:
                     data = dump_snapshot(core)
-                    if self.local_path:
+                    if local:
                         await anyio.to_thread.run_sync(_write, tmp, data)
                 dumped = time.perf_counter()
                 self._guard().checkpoint(data, seq)
-                await self._store().put(SNAPSHOT_OBJECT, data)
+                if upload:
+                    await self._store().put(SNAPSHOT_OBJECT, data)
             except BaseException:
                 self.since += since  # not stored: those entries still count
                 raise
-            if self.local_path:  # a copy beside the store makes the next start skip the download
-                os.replace(tmp, self.local_path)
+            if local:  # a copy beside the store makes the next start skip the download
+                os.replace(tmp, local)
             elif forked:
                 os.unlink(tmp)
             self.at = time.monotonic()
             self.taken += 1
             log.info("snapshot written", extra={"fields": {
-                "last_seq": seq, "bytes": len(data), "forked": forked,
+                "last_seq": seq, "bytes": len(data), "forked": forked, "stored": upload,
                 "dump_ms": round(1000 * (dumped - t0), 1), "ms": round(1000 * (time.perf_counter() - t0), 1)}})
         finally:
             self._busy = False

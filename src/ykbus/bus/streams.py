@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+import anyio
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 from ykbus.bus.subjects import IN_STREAM, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
+
+log = logging.getLogger("ykbus.core")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -36,14 +46,40 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, limits: Strea
     ]
     for config in configs:
         try:
-            await js.stream_info(config.name)
+            info = await js.stream_info(config.name)
         except NotFoundError:
-            await js.add_stream(config)
+            try:
+                await js.add_stream(config)
+            except BadRequestError:  # another core process made it first
+                pass
             continue
+        if all(getattr(info.config, f) == getattr(config, f) for f in _SETTLED):
+            continue  # as wanted: no update (several core processes start at once)
         try:
             await js.update_stream(config)
         except BadRequestError:
             pass  # an operator changed something we may not change (e.g. storage): keep theirs
+
+
+_SETTLED = ("subjects", "max_bytes", "max_age", "duplicate_window", "num_replicas")
+
+
+async def with_retries(make: Callable[[], Awaitable[T]], what: str, within: float = 60.0) -> T:
+    """`make()`, again while the JetStream API does not answer (a cluster electing its
+    leaders, or several core processes making the same streams at once), for up to `within`
+    seconds."""
+    deadline = time.monotonic() + within
+    delay = 0.2
+    while True:
+        try:
+            return await make()
+        except (NatsTimeoutError, ServiceUnavailableError, NoRespondersError) as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("JetStream not answering yet; trying again", extra={"fields": {
+                "what": what, "error": repr(exc)}})
+            await anyio.sleep(delay)
+            delay = min(2 * delay, 2.0)
 
 
 async def snapshot_store(js: JetStreamContext, replicas: int = 1):

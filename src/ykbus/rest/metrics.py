@@ -175,6 +175,9 @@ class YunikornCollector(Collector):
             gauge = GaugeMetricFamily(f"ykbus_{name}", help_text)
             gauge.add_metric([], figures[name])
             yield gauge
+        leader = GaugeMetricFamily("ykbus_core_leader", "1 on the leader core process, 0 on a standby.")
+        leader.add_metric([], 1 if figures.get("role") == "leader" else 0)
+        yield leader
         rms = GaugeMetricFamily("ykbus_rm_state", "Each RM's state (1 for the state it is in).", labels=["rm", "state"])
         for rm, state in sorted(figures["rms"].items()):
             rms.add_metric([rm, state], 1)

@@ -1,0 +1,207 @@
+"""What this core process does as the leader or as a standby (bus/leadership.py elects).
+
+- The outputs of each applied entry: the leader publishes them; a standby keeps them
+  (`Unpublished`) until it sees the leader's copy of each stored, reading `YK_OUT`'s headers.
+- Taking over: scan `YK_OUT` as a restart does, publish what was kept and is not stored
+  (same message ids), append a `tick` that fences older leaders out, then lead.
+- Appends to the log (`_core` entries): the leader's only, fenced by the term in `Yk-Lease`
+  and the stream's expectation on the last `_core` entry.
+- Holding the lease; a lapsed one keeps outputs back until a renewal succeeds; a lost one
+  ends the leader's duties, and the service starts again as a standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+from nats.js import api
+from nats.js.errors import APIError, NotFoundError
+
+from ykbus.bus.leadership import Lease
+from ykbus.bus.publisher import OutputPublisher, Part, Unpublished
+from ykbus.bus.subjects import HDR_IN_SEQ, HDR_LEASE, HDR_MSG_ID, IN_STREAM, OUT_STREAM, Subjects
+
+log = logging.getLogger("ykbus.core")
+
+WRONG_LAST_SEQUENCE = 10071  # JetStream's error code when an expected last sequence does not hold
+# The ordered consumers' heartbeat: two missed ones (the server that held the consumer died,
+# in a NATS cluster) and nats-py makes it again where it stopped, on another server.
+CONSUMER_HEARTBEAT_S = 1.0
+
+Duties = Callable[[anyio.abc.TaskGroup], Awaitable[list[Any]]]
+
+
+def server_version(nc: Any) -> tuple[int, ...]:
+    """The connected nats-server's version, (major, minor, patch); (0,) when unknown."""
+    version = nc.connected_server_version
+    try:
+        return (version.major, version.minor, version.patch)
+    except ValueError:
+        return (0,)
+
+
+class Leadership:
+    """This process's part: `lease` says whether it leads; this class does what follows."""
+
+    def __init__(self, subjects: Subjects, writer: asyncio.Lock) -> None:
+        """`writer`: held by the service while it applies an entry and hands over its outputs."""
+        self._subjects = subjects
+        self._writer = writer
+        self.lease: Lease | None = None
+        self.unpublished = Unpublished()  # a standby's outputs the leader has not been seen storing
+        self._appending = asyncio.Lock()  # appends one at a time: each expects the last one's sequence
+        self._core_seq = 0  # the input log's last core entry (`<prefix>.in._core.*`) this process knows
+        self._was_standby = False
+        self._taken_over = False
+        self._fence = True  # the server checks an expected last sequence of a wildcard (nats-server 2.11+)
+        self._tail: Any = None
+        self._js: Any = None
+        self._publisher: OutputPublisher | None = None
+
+    def connected(self, js: Any, nc: Any, publisher: OutputPublisher, lease: Lease) -> None:
+        self._js, self._publisher, self.lease = js, publisher, lease
+        self._fence = server_version(nc) >= (2, 11)
+        if not self._fence:
+            log.warning("nats-server before 2.11: appends to the log are fenced by the lease's timing only "
+                        "(docs/reliability.md)", extra={"fields": {"server": str(nc.connected_server_version)}})
+
+    @property
+    def role(self) -> str:
+        return self.lease.role if self.lease is not None else "standby"
+
+    def view(self) -> dict[str, Any]:
+        return self.lease.view() if self.lease is not None else {"role": "standby", "leader": None, "term": 0}
+
+    def publishing(self) -> bool:
+        """This process publishes now: it has taken over, and its lease holds."""
+        return self._taken_over and self.lease is not None and self.lease.leading
+
+    def stores_snapshots(self) -> bool:
+        """Only the leader stores snapshots, and only while every output up to its cursor is
+        sent (a lapsed lease keeps outputs back)."""
+        return self.publishing() and not len(self.unpublished)
+
+    def saw_core_entry(self, seq: int) -> None:
+        self._core_seq = max(self._core_seq, seq)
+
+    async def begin(self) -> None:
+        """At start: a process elected before it applied anything has nothing to take over;
+        a standby starts reading which outputs the leader stores."""
+        assert self.lease is not None and self._publisher is not None
+        if self.lease.leading:
+            self._taken_over = True
+            return
+        self._was_standby = True
+        self._tail = await self._js.subscribe(
+            self._subjects.outputs, stream=OUT_STREAM, ordered_consumer=True, headers_only=True,
+            idle_heartbeat=CONSUMER_HEARTBEAT_S, cb=self._on_output,
+            config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+                                      opt_start_seq=self._publisher.scanned_to + 1))
+
+    async def _on_output(self, msg: Any) -> None:
+        headers = msg.headers or {}
+        self.unpublished.stored(headers.get(HDR_MSG_ID, ""), int(headers.get(HDR_IN_SEQ) or 0))
+
+    async def deliver(self, seq: int, parts: list[Part]) -> bool:
+        """The outputs of entry `seq`: published (True) by the leader, else kept."""
+        assert self._publisher is not None
+        if self.publishing():
+            if len(self.unpublished):  # kept back while the lease had lapsed: they go first
+                parts = self.unpublished.take() + parts
+            await self._publisher.send(parts)
+            return True
+        self.unpublished.add([p for p in parts if not self._publisher.stored(p)], seq)
+        return False
+
+    async def lead(self, duties: Duties, applied: Callable[[], int]) -> None:
+        """Campaign; once elected, take over and do the leader's `duties` (started in a task
+        group; they return subscriptions to end) until the lease is lost."""
+        assert self.lease is not None
+        await self.lease.campaign()
+        async with self._writer:
+            await self._take_over(applied())
+        async with anyio.create_task_group() as tg:
+            subs = await duties(tg)
+            if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
+                await self.append("tick", {})
+            await self.lease.hold(renewed=self._flush)
+            tg.cancel_scope.cancel()
+        for sub in subs:
+            await sub.unsubscribe()
+
+    async def _take_over(self, last_seq: int) -> None:
+        assert self._publisher is not None
+        if not self._was_standby:
+            self._taken_over = True
+            return
+        t0 = time.perf_counter()
+        if self._tail is not None:
+            await self._tail.unsubscribe()
+            self._tail = None
+        await self._publisher.scan()
+        parts = self.unpublished.take()
+        published = sum(1 for p in parts if not self._publisher.stored(p))
+        await self._publisher.send(parts)
+        self._taken_over = True
+        try:
+            newest = await self._js.get_last_msg(IN_STREAM, self._subjects.input("", "*"))
+            self.saw_core_entry(newest.seq)
+        except NotFoundError:
+            pass
+        log.warning("took over as leader", extra={"fields": {
+            "last_seq": last_seq, "outputs_kept": len(parts), "published": published,
+            "ms": round(1000 * (time.perf_counter() - t0), 1)}})
+
+    async def _flush(self) -> None:
+        """After a renewal: what was kept back while the lease had lapsed goes out now."""
+        if len(self.unpublished) and self.publishing():
+            async with self._writer:
+                await self._publisher.send(self.unpublished.take())  # type: ignore[union-attr]
+
+    async def step_down(self, final_snapshot: Callable[[], Awaitable[None]]) -> None:
+        """A clean stop of the leader: the final snapshot (no entry applied meanwhile), then
+        the lease freed, so a standby takes over at once."""
+        if not self.publishing():
+            return
+        async with self._writer:
+            await final_snapshot()
+            await self.lease.release()  # type: ignore[union-attr]
+
+    async def append(self, kind: str, body: dict[str, Any]) -> None:
+        """Append a core entry, as the leader only, fenced (bus/leadership.py): it expects the
+        last core entry to be the one this process knows of, and carries its term."""
+        lease = self.lease
+        if lease is None or not self.publishing():
+            return  # a standby appends nothing; the leader does, and this process applies it
+        subject, data = self._subjects.input("", kind), json.dumps(body).encode()
+        last_core = self._subjects.input("", "*")
+        async with self._appending:
+            for _ in range(3):
+                headers = {HDR_LEASE: str(lease.term)}
+                if self._fence:
+                    headers["Nats-Expected-Last-Subject-Sequence"] = str(self._core_seq)
+                    headers["Nats-Expected-Last-Subject-Sequence-Subject"] = last_core
+                try:
+                    ack = await self._js.publish(subject, data, headers=headers)
+                    self.saw_core_entry(ack.seq)
+                    return
+                except APIError as exc:
+                    if exc.err_code != WRONG_LAST_SEQUENCE:
+                        log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
+                        return  # the next tick or check tries again
+                except Exception as exc:  # noqa: BLE001 - the next tick or check tries again
+                    log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
+                    return
+                newest = await self._js.get_last_msg(IN_STREAM, last_core)  # who appended after what we knew
+                term = int((newest.headers or {}).get(HDR_LEASE) or 0)
+                if term > lease.term:
+                    lease.deposed(term)
+                    return
+                self.saw_core_entry(newest.seq)  # an older leader's, or ours not yet applied

@@ -1,0 +1,198 @@
+"""One leader, warm standbys (issue 24): every core process is a candidate.
+
+Election
+--------
+The lease is one key, `leader`, in the JetStream key-value bucket YK_LEASE. Its value names
+the holder (`id`, `host`, `pid`, and the `ttl` it promises to renew within).
+- A candidate that finds no key creates it (create fails if another did first).
+- The leader renews it every `ttl / 4` with an update on the revision it last wrote
+  (compare-and-set): a renewal fails once another process has written the key.
+- A standby polls the key. When its revision has not changed for the holder's `ttl` (timed
+  from when this standby first saw that revision), it writes the key on that revision
+  (compare-and-set): exactly one standby wins, and a renewal that was late loses.
+- The bucket's TTL removes a key nobody renews (every core gone), and a clean stop deletes
+  the key on its revision, so the next candidate takes over within one poll.
+
+Fencing
+-------
+- The leader counts its lease valid until `ttl - margin` after it *sent* its last successful
+  renewal. A standby writes the key no sooner than `ttl` after it *saw* that renewal
+  stored, which is later: the old leader has stopped before the new one starts (clocks run
+  at the same rate; no wall-clock agreement is needed). A process paused past its lease
+  finds it invalid when it wakes, before it does anything.
+- Outputs need no other fence: they are a pure function of the log, published under the
+  message id `<in-seq>-<index>`. Two processes publishing the outputs of one entry publish
+  the same bytes under the same ids, and the output stream stores the first.
+- Appends to the input log (ticks, RM states, failure records, queue-file configs) carry
+  the leader's term (the lease revision it was elected at) in `Yk-Lease`, and the
+  stream's expectation on the last sequence of `<prefix>.in._core.*`: an append from a
+  process that has not seen the newest core entry fails. When one fails, the process reads
+  that entry: a newer term means it was deposed and it stops; otherwise it catches up and
+  appends again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from nats.js import api
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+
+from ykbus.bus.subjects import LEASE_BUCKET, LEASE_KEY
+
+log = logging.getLogger("ykbus.core")
+
+DEFAULT_LEASE_TTL_S = 1.0
+
+
+def lease_margin(ttl: float) -> float:
+    """How long before a standby could take over a leader stops counting its lease valid."""
+    return max(0.05, ttl / 10)
+
+
+async def lease_store(js: Any, ttl: float, replicas: int = 1) -> Any:
+    """The lease bucket (made by the first core; its TTL only clears a key nobody renews)."""
+    try:
+        return await js.key_value(LEASE_BUCKET)
+    except NotFoundError:
+        return await js.create_key_value(api.KeyValueConfig(
+            bucket=LEASE_BUCKET, history=1, ttl=max(ttl, 1.0) * 3, replicas=replicas,
+            storage=api.StorageType.FILE))
+
+
+def identity(instance: str, ttl: float, api_url: str = "") -> dict[str, Any]:
+    """What the lease says of its holder (`api`: its HTTP address, when it serves one)."""
+    return {"id": instance, "host": socket.gethostname(), "pid": os.getpid(), "ttl": ttl,
+            **({"api": api_url} if api_url else {})}
+
+
+class Lease:
+    """This process's view of the lease: `role` "leader" or "standby", `leader` the holder's
+    identity, `term` the revision this process was elected at (0 while standby)."""
+
+    def __init__(self, kv: Any, me: dict[str, Any], ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._kv = kv
+        self.me = me
+        self.ttl = ttl
+        self._clock = clock
+        self._value = json.dumps(me).encode()
+        self.term = 0
+        self.leader: dict[str, Any] | None = None
+        self._rev = 0  # the revision this leader last wrote
+        self._valid_until = 0.0
+        self._seen = (0, 0.0)  # a standby's (revision, when it first saw it)
+        self.lost = False
+
+    @property
+    def role(self) -> str:
+        return "leader" if self.term else "standby"
+
+    @property
+    def leading(self) -> bool:
+        """This process may publish and append now: elected, and its lease not lapsed."""
+        return self.term > 0 and not self.lost and self._clock() < self._valid_until
+
+    def _won(self, rev: int, sent: float) -> None:
+        self.term = self._rev = rev
+        self._valid_until = sent + self.ttl - lease_margin(self.ttl)
+        self.leader = self.me
+        log.info("elected leader", extra={"fields": {"term": rev, "id": self.me["id"]}})
+
+    async def try_acquire(self) -> bool:
+        """One step of a standby: take the lease if it is free or its holder stopped renewing."""
+        try:
+            entry = await self._kv.get(LEASE_KEY)
+        except KeyNotFoundError:
+            sent = self._clock()
+            try:
+                self._won(await self._kv.create(LEASE_KEY, self._value), sent)
+                return True
+            except KeyWrongLastSequenceError:
+                return False  # another candidate was first
+        sent = self._clock()  # after the answer: the holder wrote this revision before now
+        holder = _holder(entry.value)
+        self.leader = holder
+        rev, seen_at = self._seen
+        if entry.revision != rev:
+            self._seen = (entry.revision, sent)
+            return False
+        if sent - seen_at < float(holder.get("ttl", self.ttl)):
+            return False
+        try:
+            self._won(await self._kv.update(LEASE_KEY, self._value, last=entry.revision), sent)
+            log.warning("took over from a leader that stopped renewing", extra={"fields": {"from": holder}})
+            return True
+        except KeyWrongLastSequenceError:
+            return False  # renewed at the last moment, or another standby won
+
+    async def campaign(self, poll_s: float | None = None) -> None:
+        """Until this process is elected (at once if it already is)."""
+        poll = poll_s if poll_s is not None else min(0.1, self.ttl / 10)
+        while not self.term and not await self.campaign_once():
+            await anyio.sleep(poll)
+
+    async def campaign_once(self) -> bool:
+        try:
+            return await self.try_acquire()
+        except Exception as exc:  # noqa: BLE001 - NATS away: try again at the next poll
+            log.warning("lease poll failed", extra={"fields": {"error": repr(exc)}})
+            return False
+
+    async def renew(self) -> bool:
+        """One renewal; False once another process holds the lease (then `lost`)."""
+        sent = self._clock()
+        try:
+            self._rev = await self._kv.update(LEASE_KEY, self._value, last=self._rev)
+        except KeyWrongLastSequenceError:
+            self.lost = True
+            log.warning("lease lost: another core is the leader", extra={"fields": {"term": self.term}})
+            return False
+        except Exception as exc:  # noqa: BLE001 - NATS away: the lease lapses, publishing stops
+            log.warning("lease renewal failed", extra={"fields": {"error": repr(exc)}})
+            return True
+        self._valid_until = sent + self.ttl - lease_margin(self.ttl)
+        return True
+
+    async def hold(self, renewed: Callable[[], Any] | None = None) -> None:
+        """Renew every ttl / 4 until the lease is lost. `renewed()` after each renewal."""
+        while not self.lost and await self.renew():
+            if renewed is not None:
+                await renewed()
+            await anyio.sleep(self.ttl / 4)
+
+    def deposed(self, by_term: int) -> None:
+        """An append found a newer leader's entry: stop acting at once."""
+        self.lost = True
+        log.warning("deposed: a newer leader appended to the log", extra={"fields": {
+            "term": self.term, "newer": by_term}})
+
+    async def release(self) -> None:
+        """A clean stop: free the lease for a standby at once (only if still ours)."""
+        if not self.term or self.lost:
+            return
+        self.lost = True  # from here this process publishes and appends nothing
+        try:
+            entry = await self._kv.get(LEASE_KEY)  # a renewal may have landed after we last read it
+            if entry.value == self._value:
+                await self._kv.delete(LEASE_KEY, last=entry.revision)
+        except Exception as exc:  # noqa: BLE001 - it expires anyway
+            log.info("lease not released", extra={"fields": {"error": repr(exc)}})
+
+    def view(self) -> dict[str, Any]:
+        """For `health` and the metrics: this process's role and the leader it knows."""
+        return {"role": self.role, "leader": self.leader, "term": self.term}
+
+
+def _holder(value: bytes | None) -> dict[str, Any]:
+    try:
+        holder = json.loads(value or b"{}")
+    except ValueError:
+        holder = {}
+    return holder if isinstance(holder, dict) else {}

@@ -1,0 +1,79 @@
+"""The leader lease (bus/leadership.py) on a real nats-server, with clocks the test moves:
+one leader; a standby takes over only after the holder's TTL without a renewal; a leader
+stops counting its lease valid before a standby can take over; a clean release hands over
+at once."""
+
+from __future__ import annotations
+
+import nats
+import pytest
+
+from ykbus.bus.leadership import Lease, identity, lease_margin, lease_store
+
+pytestmark = pytest.mark.anyio
+
+TTL = 1.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def candidates(url: str, n: int, clock: Clock) -> tuple[object, list[Lease]]:
+    nc = await nats.connect(url)
+    kv = await lease_store(nc.jetstream(), TTL)
+    return nc, [Lease(kv, identity(f"core-{i}", TTL), TTL, clock=clock) for i in range(n)]
+
+
+async def test_one_leader_and_a_standby_takes_over_only_after_the_ttl(nats_server):
+    clock = Clock()
+    nc, (a, b) = await candidates(nats_server.url, 2, clock)
+    try:
+        assert await a.campaign_once() and a.leading and a.role == "leader"
+        assert not await b.campaign_once() and b.role == "standby" and b.leader["id"] == "core-0"
+
+        clock.now += 0.9 * TTL  # nearly a TTL, but the leader renews: the standby starts counting again
+        assert await a.renew() and a.leading
+        assert not await b.campaign_once()
+        clock.now += 0.9 * TTL
+        assert not await b.campaign_once(), "took over less than a TTL after a renewal it saw"
+
+        clock.now += TTL  # no renewal for more than a TTL since the standby saw the last one
+        assert not a.leading, "the old leader must stop before a standby can take over"
+        assert await b.campaign_once() and b.leading and b.term > a.term
+        assert not await a.renew() and a.lost and not a.leading  # the late renewal loses
+    finally:
+        await nc.close()
+
+
+async def test_a_leader_stops_counting_its_lease_before_a_standby_may_start(nats_server):
+    clock = Clock()
+    nc, (a, b) = await candidates(nats_server.url, 2, clock)
+    try:
+        assert await a.campaign_once()
+        assert not await b.campaign_once()  # b sees the revision no sooner than a wrote it
+        clock.now += TTL - lease_margin(TTL)
+        assert not a.leading  # a has stopped ...
+        assert not await b.campaign_once()  # ... and b may not start yet
+        clock.now += lease_margin(TTL)
+        assert await b.campaign_once()
+    finally:
+        await nc.close()
+
+
+async def test_a_clean_release_hands_over_at_once(nats_server):
+    clock = Clock()
+    nc, (a, b, c) = await candidates(nats_server.url, 3, clock)
+    try:
+        assert await a.campaign_once()
+        assert not await b.campaign_once()
+        await a.release()
+        assert not a.leading
+        assert await b.campaign_once(), "no wait for the TTL after a release"
+        assert not await c.campaign_once() and c.leader["id"] == "core-1"
+    finally:
+        await nc.close()
