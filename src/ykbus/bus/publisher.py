@@ -261,10 +261,11 @@ class OutputPublisher:
         self._take_acks()
         while inflight and (len(inflight) > window or inflight[0].ack is not None):
             pending = inflight[0]
-            with anyio.move_on_after(ACK_TIMEOUT_S):
-                while pending.ack is None:  # wait for the oldest one's answer
-                    self._match(await self._acks._pending_queue.get())
-                    self._take_acks()
+            if pending.ack is None:  # wait for the oldest one's answer (no timer when it is in)
+                with anyio.move_on_after(ACK_TIMEOUT_S):
+                    while pending.ack is None:
+                        self._match(await self._acks._pending_queue.get())
+                        self._take_acks()
             inflight.popleft()
             ack = pending.ack
             if ack is None or b'"error":' in ack:  # unanswered, or not stored: publish again, same msg id
