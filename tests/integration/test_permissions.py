@@ -361,3 +361,28 @@ async def test_http_read_api_off_loopback_needs_a_token(nats_server):
         assert api_exposure_error(host, port, None) is None
     assert api_exposure_error("ykbus.example", 9080, None) is not None
     assert api_exposure_error("0.0.0.0", 9080, "x") is None
+
+
+async def test_a_standby_core_takes_over_on_a_secured_server_with_the_core_users_rights_alone(secured, caplog):
+    """Two cores as the core user: the lease bucket, the standby's read of the outputs' ids
+    and the takeover need nothing the core user lacks."""
+    caplog.set_level(logging.INFO)
+    options = {"nats_options": secured.core_options, "heartbeat_pause_s": 600}
+    async with running_core(secured.url, **options) as first, running_core(secured.url, **options) as second:
+        assert {first.leadership.role, second.leadership.role} == {"leader", "standby"}
+        leader, standby = (first, second) if first.leadership.role == "leader" else (second, first)
+        rec = Recorder()
+        sched, client = rm(secured, "a", rec)
+        async with sched:
+            await client.start(nodes=[node("na")])
+            await client.add_applications([app("app-a")])
+            await client.add_asks([ask("app-a", "k1")])
+            await rec.wait_for(lambda: len(rec.allocations) == 1)
+            leader.stop()  # a clean stop frees the lease: the standby takes over at once
+            with anyio.fail_after(10):
+                while standby.leadership.role != "leader":
+                    await anyio.sleep(0.05)
+            await client.add_asks([ask("app-a", "k2")])
+            await rec.wait_for(lambda: len(rec.allocations) == 2)
+    assert [a.allocationKey for a in rec.allocations] == ["k1", "k2"]
+    assert not [r for r in caplog.records if "permissions violation" in r.getMessage() + str(getattr(r, "fields", ""))]
