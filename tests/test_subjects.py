@@ -21,3 +21,19 @@ def test_sequence_time_and_pending_from_both_forms(reply):
 def test_a_subject_that_is_not_a_delivery_is_named():
     with pytest.raises(ValueError, match="not a JetStream reply subject"):
         js_reply_delivery("_INBOX.abc")
+
+
+def test_a_standby_keeps_only_the_outputs_the_leader_has_not_stored():
+    from ykbus.bus.publisher import Part, Unpublished
+
+    def part(seq, i=0):
+        return Part(seq, f"{seq}-{i}", "yk.v1.out.k8s.alloc", b"{}", {}, [])
+
+    kept = Unpublished()
+    kept.add([part(11), part(11, 1)], applied=11)
+    kept.stored("11-0", 11, applied=11)
+    kept.stored("13-0", 13, applied=11)  # the leader is ahead: seen before this process applies 13
+    kept.add([part(13)], applied=13)
+    kept.stored("5-0", 5, applied=13)  # a tail reading the stream again from its start: nothing to keep
+    assert [p.msg_id for p in kept.take()] == ["11-1"]
+    assert len(kept._ahead) == 0

@@ -77,3 +77,30 @@ async def test_a_clean_release_hands_over_at_once(nats_server):
         assert not await c.campaign_once() and c.leader["id"] == "core-1"
     finally:
         await nc.close()
+
+
+async def test_a_renewal_whose_answer_was_lost_does_not_depose_its_leader(nats_server):
+    clock = Clock()
+    nc, (a, b) = await candidates(nats_server.url, 2, clock)
+    try:
+        assert await a.campaign_once()
+        kv = await nc.jetstream().key_value("YK_LEASE")
+        entry = await kv.get("leader")
+        await kv.update("leader", entry.value, last=entry.revision)  # a's renewal, its answer lost
+        assert await a.renew() and not a.lost and a.leading
+        assert not await b.campaign_once()
+    finally:
+        await nc.close()
+
+
+async def test_a_lease_bucket_made_with_a_short_ttl_is_lengthened(nats_server):
+    from nats.js import api
+
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        await js.create_key_value(api.KeyValueConfig(bucket="YK_LEASE", history=1, ttl=3))  # an older core's
+        await lease_store(js, 8.0)  # a lease of 8 s would outlive a 3 s bucket TTL
+        assert (await js.stream_info("KV_YK_LEASE")).config.max_age >= 8 * 3
+    finally:
+        await nc.close()

@@ -27,8 +27,8 @@ async def test_forked_snapshots_are_stored_as_the_core_goes_on_and_a_restart_res
             for i in range(120):  # one ask per message: 120 entries, a snapshot due every 20
                 await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
             await rec.wait_for(lambda: len(rec.allocations) == 120)
-            with anyio.fail_after(30):
-                while core.snapshots.taken < 3:
+            with anyio.fail_after(30):  # three taken, and none being stored now (a get during a put can wait forever)
+                while core.snapshots.taken < 3 or not core.snapshots.idle:
                     await anyio.sleep(0.05)
             assert core.snapshots.taken <= core.core.last_seq // 20  # one per 20 entries at most
             stored = await core.store.get(SNAPSHOT_OBJECT)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 class LogClock:
     def __init__(self, settings: ServiceSettings, core: Callable[[], Core],
-                 append: Callable[[str, dict[str, Any]], Awaitable[None]]) -> None:
+                 append: Callable[[str, dict[str, Any]], Awaitable[bool]]) -> None:
         self._settings = settings
         self._core = core
         self._append = append
@@ -63,4 +63,5 @@ class LogClock:
                     event = ("TIMEOUT", f"no heartbeat for {quiet:.0f}s")
                 if event is not None and self._asked.get(rm_id) != event[0]:
                     self._asked[rm_id] = event[0]
-                    await self._append("rmstate", {"rmID": rm_id, "event": event[0], "reason": event[1]})
+                    if not await self._append("rmstate", {"rmID": rm_id, "event": event[0], "reason": event[1]}):
+                        self._asked.pop(rm_id, None)  # not stored (a lapsed lease, NATS away): the next look tries again

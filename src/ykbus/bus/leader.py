@@ -50,10 +50,12 @@ def server_version(nc: Any) -> tuple[int, ...]:
 class Leadership:
     """This process's part: `lease` says whether it leads; this class does what follows."""
 
-    def __init__(self, subjects: Subjects, writer: asyncio.Lock) -> None:
-        """`writer`: held by the service while it applies an entry and hands over its outputs."""
+    def __init__(self, subjects: Subjects, writer: asyncio.Lock, applied: Callable[[], int]) -> None:
+        """`writer`: held by the service while it applies an entry and hands over its outputs;
+        `applied()`: the last entry applied."""
         self._subjects = subjects
         self._writer = writer
+        self._applied = applied
         self.lease: Lease | None = None
         self.unpublished = Unpublished()  # a standby's outputs the leader has not been seen storing
         self._appending = asyncio.Lock()  # appends one at a time: each expects the last one's sequence
@@ -67,6 +69,7 @@ class Leadership:
 
     def connected(self, js: Any, nc: Any, publisher: OutputPublisher, lease: Lease) -> None:
         self._js, self._publisher, self.lease = js, publisher, lease
+        publisher.may_send = self.publishing
         self._fence = server_version(nc) >= (2, 11)
         if not self._fence:
             log.warning("nats-server before 2.11: appends to the log are fenced by the lease's timing only "
@@ -86,7 +89,7 @@ class Leadership:
     def stores_snapshots(self) -> bool:
         """Only the leader stores snapshots, and only while every output up to its cursor is
         sent (a lapsed lease keeps outputs back)."""
-        return self.publishing() and not len(self.unpublished)
+        return self.publishing() and not len(self.unpublished) and not self._publisher.held  # type: ignore[union-attr]
 
     def saw_core_entry(self, seq: int) -> None:
         self._core_seq = max(self._core_seq, seq)
@@ -107,14 +110,14 @@ class Leadership:
 
     async def _on_output(self, msg: Any) -> None:
         headers = msg.headers or {}
-        self.unpublished.stored(headers.get(HDR_MSG_ID, ""), int(headers.get(HDR_IN_SEQ) or 0))
+        self.unpublished.stored(headers.get(HDR_MSG_ID, ""), int(headers.get(HDR_IN_SEQ) or 0), self._applied())
 
     async def deliver(self, seq: int, parts: list[Part]) -> bool:
         """The outputs of entry `seq`: published (True) by the leader, else kept."""
         assert self._publisher is not None
         if self.publishing():
-            if len(self.unpublished):  # kept back while the lease had lapsed: they go first
-                parts = self.unpublished.take() + parts
+            if len(self.unpublished) or self._publisher.held:  # kept back while the lease had lapsed: first
+                parts = self._publisher.take_held() + self.unpublished.take() + parts
             await self._publisher.send(parts)
             return True
         self.unpublished.add([p for p in parts if not self._publisher.stored(p)], seq)
@@ -124,17 +127,24 @@ class Leadership:
         """Campaign; once elected, take over and do the leader's `duties` (started in a task
         group; they return subscriptions to end) until the lease is lost."""
         assert self.lease is not None
-        await self.lease.campaign()
-        async with self._writer:
-            await self._take_over(applied())
-        async with anyio.create_task_group() as tg:
-            subs = await duties(tg)
-            if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
-                await self.append("tick", {})
-            await self.lease.hold(renewed=self._flush)
-            tg.cancel_scope.cancel()
-        for sub in subs:
-            await sub.unsubscribe()
+        lease = self.lease
+        await lease.campaign()
+        subs: list[Any] = []
+        try:
+            async with anyio.create_task_group() as tg:
+                async def hold() -> None:  # renewed from the first moment: a takeover may take a while
+                    await lease.hold(renewed=self._flush)
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(hold)
+                async with self._writer:
+                    await self._take_over(applied())
+                subs = await duties(tg)
+                if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
+                    await self.append("tick", {})
+        finally:
+            for sub in subs:
+                await sub.unsubscribe()
 
     async def _take_over(self, last_seq: int) -> None:
         assert self._publisher is not None
@@ -160,30 +170,38 @@ class Leadership:
             "ms": round(1000 * (time.perf_counter() - t0), 1)}})
 
     async def _flush(self) -> None:
-        """After a renewal: what was kept back while the lease had lapsed goes out now."""
-        if len(self.unpublished) and self.publishing():
+        """After a renewal: what was kept back while the lease had lapsed goes out now, unless
+        the writer is busy (its next entry sends them first): renewals never wait for it."""
+        publisher = self._publisher
+        assert publisher is not None
+        if (len(self.unpublished) or publisher.held) and not self._writer.locked():
             async with self._writer:
-                await self._publisher.send(self.unpublished.take())  # type: ignore[union-attr]
+                if self.publishing():
+                    await publisher.send(publisher.take_held() + self.unpublished.take())
 
     async def step_down(self, final_snapshot: Callable[[], Awaitable[None]]) -> None:
         """A clean stop of the leader: the final snapshot (no entry applied meanwhile), then
         the lease freed, so a standby takes over at once."""
         if not self.publishing():
             return
-        async with self._writer:
-            await final_snapshot()
+        try:
+            await final_snapshot()  # taken between entries (the snapshotter holds the writer)
+        finally:
             await self.lease.release()  # type: ignore[union-attr]
 
-    async def append(self, kind: str, body: dict[str, Any]) -> None:
+    async def append(self, kind: str, body: dict[str, Any]) -> bool:
         """Append a core entry, as the leader only, fenced (bus/leadership.py): it expects the
-        last core entry to be the one this process knows of, and carries its term."""
+        last core entry to be the one this process knows of, and carries its term. True once
+        stored; False if not (a standby, a lapsed lease, NATS away: the caller may try again)."""
         lease = self.lease
-        if lease is None or not self.publishing():
-            return  # a standby appends nothing; the leader does, and this process applies it
+        if lease is None:
+            return False
         subject, data = self._subjects.input("", kind), json.dumps(body).encode()
         last_core = self._subjects.input("", "*")
         async with self._appending:
             for _ in range(3):
+                if not self.publishing():
+                    return False  # a standby appends nothing; the leader does, and this process applies it
                 headers = {HDR_LEASE: str(lease.term)}
                 if self._fence:
                     headers["Nats-Expected-Last-Subject-Sequence"] = str(self._core_seq)
@@ -191,17 +209,18 @@ class Leadership:
                 try:
                     ack = await self._js.publish(subject, data, headers=headers)
                     self.saw_core_entry(ack.seq)
-                    return
+                    return True
                 except APIError as exc:
                     if exc.err_code != WRONG_LAST_SEQUENCE:
                         log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
-                        return  # the next tick or check tries again
+                        return False  # the next tick or check tries again
+                    newest = await self._js.get_last_msg(IN_STREAM, last_core)  # who appended after what we knew
                 except Exception as exc:  # noqa: BLE001 - the next tick or check tries again
                     log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
-                    return
-                newest = await self._js.get_last_msg(IN_STREAM, last_core)  # who appended after what we knew
+                    return False
                 term = int((newest.headers or {}).get(HDR_LEASE) or 0)
                 if term > lease.term:
                     lease.deposed(term)
-                    return
+                    return False
                 self.saw_core_entry(newest.seq)  # an older leader's, or ours not yet applied
+        return False

@@ -52,19 +52,34 @@ log = logging.getLogger("ykbus.core")
 DEFAULT_LEASE_TTL_S = 1.0
 
 
+def lease_clock() -> float:
+    """Seconds that go on while the machine is suspended (CLOCK_BOOTTIME, on Linux): a
+    leader that wakes from a suspend finds its lease over."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic()
+
+
 def lease_margin(ttl: float) -> float:
     """How long before a standby could take over a leader stops counting its lease valid."""
     return max(0.05, ttl / 10)
 
 
+BUCKET_TTL_S = 600.0  # clears a key nobody renews; no takeover waits for it (standbys compare-and-set)
+
+
 async def lease_store(js: Any, ttl: float, replicas: int = 1) -> Any:
-    """The lease bucket (made by the first core; its TTL only clears a key nobody renews)."""
+    """The lease bucket. Its TTL is far above any lease's (at most 60 s): a lease's own TTL
+    is in its value, and a bucket made by an older core with a short one is lengthened."""
     try:
-        return await js.key_value(LEASE_BUCKET)
+        kv = await js.key_value(LEASE_BUCKET)
     except NotFoundError:
         return await js.create_key_value(api.KeyValueConfig(
-            bucket=LEASE_BUCKET, history=1, ttl=max(ttl, 1.0) * 3, replicas=replicas,
-            storage=api.StorageType.FILE))
+            bucket=LEASE_BUCKET, history=1, ttl=BUCKET_TTL_S, replicas=replicas, storage=api.StorageType.FILE))
+    stream = f"KV_{LEASE_BUCKET}"
+    config = (await js.stream_info(stream)).config
+    if config.max_age and config.max_age < BUCKET_TTL_S:
+        config.max_age = BUCKET_TTL_S
+        await js.update_stream(config)
+    return kv
 
 
 def identity(instance: str, ttl: float, api_url: str = "") -> dict[str, Any]:
@@ -77,11 +92,11 @@ class Lease:
     """This process's view of the lease: `role` "leader" or "standby", `leader` the holder's
     identity, `term` the revision this process was elected at (0 while standby)."""
 
-    def __init__(self, kv: Any, me: dict[str, Any], ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, kv: Any, me: dict[str, Any], ttl: float, clock: Callable[[], float] | None = None) -> None:
         self._kv = kv
         self.me = me
         self.ttl = ttl
-        self._clock = clock
+        self._clock = clock or lease_clock
         self._value = json.dumps(me).encode()
         self.term = 0
         self.leader: dict[str, Any] | None = None
@@ -151,6 +166,8 @@ class Lease:
         try:
             self._rev = await self._kv.update(LEASE_KEY, self._value, last=self._rev)
         except KeyWrongLastSequenceError:
+            if await self._ours_after_all():
+                return True
             self.lost = True
             log.warning("lease lost: another core is the leader", extra={"fields": {"term": self.term}})
             return False
@@ -158,6 +175,18 @@ class Lease:
             log.warning("lease renewal failed", extra={"fields": {"error": repr(exc)}})
             return True
         self._valid_until = sent + self.ttl - lease_margin(self.ttl)
+        return True
+
+    async def _ours_after_all(self) -> bool:
+        """A renewal whose answer was lost still landed: the key holds this process's value
+        at a newer revision. Take that revision (the lease's validity waits for the next)."""
+        try:
+            entry = await self._kv.get(LEASE_KEY)
+        except Exception:  # noqa: BLE001 - then it is not known to be ours
+            return False
+        if entry.value != self._value:
+            return False
+        self._rev = entry.revision
         return True
 
     async def hold(self, renewed: Callable[[], Any] | None = None) -> None:

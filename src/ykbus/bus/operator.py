@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("ykbus.core")
 
 
+NOT_APPENDED = "not appended: this core does not lead now, or NATS did not answer; try again"
+
 class OperatorConfig:
     def __init__(self, settings: ServiceSettings, subjects: Subjects, core: Callable[[], Core],
-                 append: Callable[[str, dict[str, Any]], Awaitable[None]],
+                 append: Callable[[str, dict[str, Any]], Awaitable[bool]],
                  notify: Callable[[str], None] | None = None) -> None:
         """`core()` is the live core (read only: its configuration checks and what is in
         force); `append(kind, body)` appends an entry of the service to the log; `notify`
@@ -80,13 +82,15 @@ class OperatorConfig:
             self._texts[group] = text
             if text == self._core().operator_configs.get(group):
                 continue
-            await self.set_queues(group, text, source=str(path))
+            if await self.set_queues(group, text, source=str(path)) == [NOT_APPENDED]:
+                self._texts.pop(group, None)  # the next look tries again
 
     async def set_queues(self, group: str, text: str, source: str) -> list[str]:
         """Validate a queue configuration for `group`; append it to the log when it is
         valid. Returns its errors (each with its path); nothing is appended if there is any."""
         if not text.strip():  # an emptied file hands the group back to its RMs' configurations
-            await self._append("config", {"rmID": "", "policyGroup": group, "config": ""})
+            if not await self._append("config", {"rmID": "", "policyGroup": group, "config": ""}):
+                return [NOT_APPENDED]
             log.info("queue configuration withdrawn", extra={"fields": {"policy_group": group, "source": source}})
             return []
         try:
@@ -94,7 +98,8 @@ class OperatorConfig:
         except ConfigError as exc:
             errors = exc.errors
         else:
-            await self._append("config", {"rmID": "", "policyGroup": group, "config": text})
+            if not await self._append("config", {"rmID": "", "policyGroup": group, "config": text}):
+                return [NOT_APPENDED]
             log.info("queue configuration appended", extra={"fields": {"policy_group": group, "source": source}})
             return []
         fields = {"policy_group": group, "source": source, "errors": errors}

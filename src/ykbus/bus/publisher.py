@@ -10,6 +10,7 @@ moment duplicates nothing.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 from collections.abc import Callable
@@ -66,6 +67,7 @@ class Unpublished:
     def __init__(self) -> None:
         self._parts: dict[str, Part] = {}  # by message id, in the order applied
         self._ahead: dict[str, int] = {}  # ids seen stored before this process applied their entry
+        self._prune_at = 100_000
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -74,11 +76,15 @@ class Unpublished:
         for part in parts:
             if self._ahead.pop(part.msg_id, None) is None:
                 self._parts[part.msg_id] = part
-        if len(self._ahead) > 100_000:  # ids of entries below the start of this process: never applied here
+        if len(self._ahead) > self._prune_at:  # ids this process will not make (entries it applied)
             self._ahead = {i: s for i, s in self._ahead.items() if s > applied}
+            self._prune_at = max(100_000, 2 * len(self._ahead))
 
-    def stored(self, msg_id: str, in_seq: int) -> None:
-        if self._parts.pop(msg_id, None) is None:
+    def stored(self, msg_id: str, in_seq: int, applied: int) -> None:
+        """The leader's copy of `msg_id` (of entry `in_seq`) is on the stream; `applied`: the
+        last entry this process applied (an id of an entry at or below it that is not kept
+        here was never kept: a tail that reads the stream again from its start)."""
+        if self._parts.pop(msg_id, None) is None and in_seq > applied:
             self._ahead[msg_id] = in_seq
 
     def take(self) -> list[Part]:
@@ -95,10 +101,10 @@ ACK_TIMEOUT_S = 3.0  # an output whose ack has not come in this long is publishe
 class _Pending:
     """One output published and not yet known stored."""
 
-    __slots__ = ("number", "subject", "data", "headers", "ack")
+    __slots__ = ("number", "part", "ack")
 
-    def __init__(self, number: int, subject: str, data: bytes, headers: dict[str, str]) -> None:
-        self.number, self.subject, self.data, self.headers = number, subject, data, headers
+    def __init__(self, number: int, part: Part) -> None:
+        self.number, self.part = number, part
         self.ack: bytes | None = None  # the server's answer, once it came
 
 
@@ -135,6 +141,9 @@ class OutputPublisher:
         self._number = 0
         self._acks: Any = None  # the inbox subscription
         self._inbox = ""
+        self._settling = asyncio.Lock()
+        self.may_send: Callable[[], bool] = lambda: True  # the leader's lease holds (bus/leader.py)
+        self.held: list[Part] = []  # failed while `may_send` said no
 
     async def scan(self) -> None:
         """What a restart must not publish again. At most `publish_window` outputs are ever
@@ -216,19 +225,27 @@ class OutputPublisher:
                 continue
             for text in part.notice:
                 self._notify(text)
-            await self._send(part.subject, part.data, part.headers)
+            await self._send(part)
             self._stats["outputs"] += 1
+            if len(self._inflight) > self.window:  # a long batch (a takeover's) keeps the window too
+                await self.settle(self.window)
         await self.settle(self.window)
 
-    async def _send(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
+    def take_held(self) -> list[Part]:
+        """Outputs whose publish failed while this process could not publish (its lease had
+        lapsed): they go out, first, once it can again."""
+        held, self.held = self.held, []
+        return held
+
+    async def _send(self, part: Part) -> None:
         if self._acks is None:
             self._inbox = self._nc.new_inbox()
             self._acks = await self._nc.subscribe(self._inbox + ".*")
         self._number += 1
-        pending = _Pending(self._number, subject, data, headers)
+        pending = _Pending(self._number, part)
         self._by_number[pending.number] = pending
         self._inflight.append(pending)
-        await self._nc.publish(subject, data, reply=f"{self._inbox}.{pending.number}", headers=headers)
+        await self._nc.publish(part.subject, part.data, reply=f"{self._inbox}.{pending.number}", headers=part.headers)
 
     async def close(self) -> None:
         """Stop hearing acks (what is in flight is the next leader's, or the next start's)."""
@@ -254,10 +271,15 @@ class OutputPublisher:
     async def settle(self, window: int) -> None:
         """Check publish acks, oldest first, until at most `window` are in flight (0: all).
         A failed publish, or one unanswered for ACK_TIMEOUT_S, is sent again with the same
-        message id until it is stored."""
-        inflight = self._inflight
-        if not inflight:
+        message id until it is stored; one that fails while this process may not publish
+        (`may_send`) is held for when it may."""
+        if not self._inflight:
             return
+        async with self._settling:  # one at a time: each pops the oldest it waited for
+            await self._settle(window)
+
+    async def _settle(self, window: int) -> None:
+        inflight = self._inflight
         self._take_acks()
         while inflight and (len(inflight) > window or inflight[0].ack is not None):
             pending = inflight[0]
@@ -270,18 +292,21 @@ class OutputPublisher:
             ack = pending.ack
             if ack is None or b'"error":' in ack:  # unanswered, or not stored: publish again, same msg id
                 self._by_number.pop(pending.number, None)
-                await self._republish(pending.subject, pending.data, pending.headers,
+                await self._republish(pending.part,
                                       RuntimeError(f"publish answered {ack!r}" if ack else "publish unanswered"))
 
-    async def _republish(self, subject: str, data: bytes, headers: dict[str, str], first: Exception) -> None:
+    async def _republish(self, part: Part, first: Exception) -> None:
         error: Exception = first
         for attempt in range(self._retries):
+            if not self.may_send():  # deposed, or the lease lapsed: not ours to send now
+                self.held.append(part)
+                return
             log.warning("output publish failed, retrying", extra={"fields": {
-                "subject": subject, "msg_id": headers[HDR_MSG_ID], "attempt": attempt + 1, "error": repr(error)}})
+                "subject": part.subject, "msg_id": part.msg_id, "attempt": attempt + 1, "error": repr(error)}})
             await anyio.sleep(min(0.1 * 2**attempt, 2.0))
             try:
-                await self._js.publish(subject, data, headers=headers)
+                await self._js.publish(part.subject, part.data, headers=part.headers)
                 return
             except Exception as exc:  # noqa: BLE001
                 error = exc
-        raise RuntimeError(f"could not publish {headers[HDR_MSG_ID]} to {subject}: {error!r}")
+        raise RuntimeError(f"could not publish {part.msg_id} to {part.subject}: {error!r}")

@@ -52,6 +52,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import nats
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
@@ -96,6 +97,7 @@ def snapshot_digest(data: bytes) -> str:
     return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
 
 
+SNAPSHOT_GET_TIMEOUT_S = 60  # reading the snapshot while another core stores one can wait forever: read again
 HEALTH_CHECK_EVERY_S = 30  # as YuniKorn: /ws/v1/scheduler/healthcheck answers the last check
 
 
@@ -119,12 +121,12 @@ class CoreService:
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
                                         self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
+        self._writer = asyncio.Lock()  # held while an entry is applied and its outputs handed over
         self.snapshots = Snapshotter(settings.snapshot_every, lambda: self.core, lambda: self.guard,
                                      lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot(),
-                                     upload=lambda: self.leadership.stores_snapshots())
+                                     upload=lambda: self.leadership.stores_snapshots(), writer=self._writer)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
-        self._writer = asyncio.Lock()  # held while an entry is applied and its outputs handed over
-        self.leadership = Leadership(self.subjects, self._writer)
+        self.leadership = Leadership(self.subjects, self._writer, lambda: self.core.last_seq)
         self.started = anyio.Event()
         self._stop = anyio.Event()
         self.clock = LogClock(settings, lambda: self.core, self._append)
@@ -265,7 +267,10 @@ class CoreService:
                 data = f.read()
             if snapshot_digest(data) == info.digest:
                 return data, "local copy"
-        found = await self.store.get(SNAPSHOT_OBJECT)
+        with anyio.move_on_after(SNAPSHOT_GET_TIMEOUT_S) as scope:
+            found = await self.store.get(SNAPSHOT_OBJECT)
+        if scope.cancelled_caught:  # another core stored a new one meanwhile: its chunks replaced these
+            raise NatsTimeoutError("the snapshot changed while it was read")
         return found.data, "object store"
 
     async def _load(self) -> None:
@@ -389,8 +394,8 @@ class CoreService:
 
     # --- time and RM liveness, appended to the log --------------------------------------
 
-    async def _append(self, kind: str, body: dict[str, Any]) -> None:
-        await self.leadership.append(kind, body)  # the leader's only, fenced (bus/leader.py)
+    async def _append(self, kind: str, body: dict[str, Any]) -> bool:
+        return await self.leadership.append(kind, body)  # the leader's only, fenced (bus/leader.py)
 
     async def _lead(self) -> None:
         """Campaign; once elected, do the leader's duties until the lease is lost."""

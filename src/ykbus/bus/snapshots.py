@@ -16,9 +16,11 @@ made at a time; entries applied while it is made count toward the next. Without 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -56,10 +58,24 @@ def _dump_in_child(core: Core, path: str) -> None:
         os._exit(code)
 
 
+CHILD_TIMEOUT_S = 300.0  # a child still encoding after this long is stuck: killed, the snapshot tried again
+
+
 def _wait_and_read(pid: int, path: str) -> bytes:
     """In a worker thread: the child's exit, then its file in one read (the read fills the
-    bytes without holding the GIL)."""
-    _, status = os.waitpid(pid, 0)
+    bytes without holding the GIL). A child that does not exit in CHILD_TIMEOUT_S (a fork
+    can copy a lock another thread held, and wait on it forever) is killed."""
+    deadline, pause = time.monotonic() + CHILD_TIMEOUT_S, 0.001
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise SnapshotFailed(f"the snapshot child did not exit in {CHILD_TIMEOUT_S:.0f} s: killed")
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise SnapshotFailed(f"the snapshot child exited with {code}")
@@ -74,12 +90,12 @@ def _wait_and_read(pid: int, path: str) -> bytes:
     return data
 
 
-async def dump_forked(core: Core, path: str) -> bytes:
-    """The snapshot of `core` as it is now, encoded by a forked child into `path`."""
+def fork_dump(core: Core, path: str) -> int:
+    """A forked child that encodes `core` as it is now into `path`: its pid."""
     pid = os.fork()
     if pid == 0:  # the child
         _dump_in_child(core, path)
-    return await anyio.to_thread.run_sync(_wait_and_read, pid, path)
+    return pid
 
 
 def _write(path: str, data: bytes) -> None:
@@ -92,9 +108,12 @@ class Snapshotter:
 
     def __init__(self, every: int, core: Callable[[], Core], guard: Callable[[], GuardedCore],
                  settle: Callable[[], Awaitable[None]], store: Callable[[], Any], local_path: str | None,
-                 fork: bool | None = None, upload: Callable[[], bool] = lambda: True) -> None:
+                 fork: bool | None = None, upload: Callable[[], bool] = lambda: True,
+                 writer: asyncio.Lock | None = None) -> None:
         """`upload()`: store this one in the object store (the leader does; a standby's
-        snapshot only becomes its guard's checkpoint)."""
+        snapshot only becomes its guard's checkpoint). `writer`: held by the service while
+        it applies an entry and hands over its outputs; the state is taken between entries."""
+        self._writer = writer if writer is not None else asyncio.Lock()
         self.every = every
         self._upload = upload
         self._core, self._guard, self._settle, self._store = core, guard, settle, store
@@ -112,6 +131,11 @@ class Snapshotter:
         self.since += 1
         if self.since >= self.every and not self._busy:
             self._wanted.set()
+
+    @property
+    def idle(self) -> bool:
+        """No snapshot is being made or is due."""
+        return not self._busy and not self._wanted.is_set()
 
     def loaded(self) -> None:
         self.at = time.monotonic()
@@ -140,25 +164,28 @@ class Snapshotter:
     async def _take(self, forked: bool) -> None:
         self._busy = True  # from here: entries applied meanwhile count toward the next one
         try:
-            await self._settle()  # every output up to the cursor is stored before the cursor is
-            if self.since == 0:
-                return
-            t0 = time.perf_counter()
-            core = self._core()
-            seq, since = core.last_seq, self.since
-            self.since = 0
-            upload = self._upload()
-            local = self.local_path if upload else None
-            tmp = (local or os.path.join(tempfile.gettempdir(), f"ykbus-snapshot-{os.getpid()}")) + ".tmp"
-            if local:
-                os.makedirs(os.path.dirname(local), exist_ok=True)
-            try:
+            async with self._writer:  # between entries: none half handed over
+                await self._settle()  # every output up to the cursor is stored before the cursor is
+                if self.since == 0:
+                    return
+                t0 = time.perf_counter()
+                core = self._core()
+                seq, since = core.last_seq, self.since
+                self.since = 0
+                upload = self._upload()
+                local = self.local_path if upload else None
+                tmp = (local or os.path.join(tempfile.gettempdir(), f"ykbus-snapshot-{os.getpid()}")) + ".tmp"
+                if local:
+                    os.makedirs(os.path.dirname(local), exist_ok=True)
                 if forked:
-                    data = await dump_forked(core, tmp)
+                    pid = fork_dump(core, tmp)  # the state as of `seq`; the writer goes on from here
                 else:
                     data = dump_snapshot(core)
-                    if local:
-                        await anyio.to_thread.run_sync(_write, tmp, data)
+            try:
+                if forked:
+                    data = await anyio.to_thread.run_sync(_wait_and_read, pid, tmp)
+                elif local:
+                    await anyio.to_thread.run_sync(_write, tmp, data)
                 dumped = time.perf_counter()
                 self._guard().checkpoint(data, seq)
                 if upload:
