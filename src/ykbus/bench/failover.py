@@ -30,13 +30,19 @@ from ykbus.bus.server import NatsServer, free_port
 from ykbus.si import messages as m
 
 
+def _core_log() -> Any:
+    """Where a core's log goes: YKBUS_BENCH_CORE_LOG (appended, to find slow takeovers), else nowhere."""
+    path = os.environ.get("YKBUS_BENCH_CORE_LOG")
+    return open(path, "ab") if path else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
+
+
 class _Candidate:
     def __init__(self, url: str, ttl: float) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ykbus.cli", "core", "--nats", url, "--tick", "3600", "--rm-pause", "3600",
              "--lease-ttl", str(ttl), "--api-port", str(self.port), "--log-level", "warning"],
-            stderr=subprocess.DEVNULL, env={**os.environ})
+            stderr=_core_log(), env={**os.environ})
 
     def role(self) -> str | None:
         try:
