@@ -5,6 +5,8 @@ at once."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import nats
 import pytest
 
@@ -23,16 +25,20 @@ class Clock:
         return self.now
 
 
-async def candidates(url: str, n: int, clock: Clock) -> tuple[object, list[Lease]]:
+@asynccontextmanager
+async def candidates(url: str, n: int, clock: Clock):
+    """`n` leases of one bucket, and the connection (closed at the end)."""
     nc = await nats.connect(url)
-    kv = await lease_store(nc.jetstream(), TTL)
-    return nc, [Lease(kv, identity(f"core-{i}", TTL), TTL, clock=clock) for i in range(n)]
+    try:
+        kv = await lease_store(nc.jetstream(), TTL)
+        yield nc, [Lease(kv, identity(f"core-{i}", TTL), TTL, clock=clock) for i in range(n)]
+    finally:
+        await nc.close()
 
 
 async def test_one_leader_and_a_standby_takes_over_only_after_the_ttl(nats_server):
     clock = Clock()
-    nc, (a, b) = await candidates(nats_server.url, 2, clock)
-    try:
+    async with candidates(nats_server.url, 2, clock) as (nc, (a, b)):
         assert await a.campaign_once() and a.leading and a.role == "leader"
         assert not await b.campaign_once() and b.role == "standby" and b.leader["id"] == "core-0"
 
@@ -46,14 +52,11 @@ async def test_one_leader_and_a_standby_takes_over_only_after_the_ttl(nats_serve
         assert not a.leading, "the old leader must stop before a standby can take over"
         assert await b.campaign_once() and b.leading and b.term > a.term
         assert not await a.renew() and a.lost and not a.leading  # the late renewal loses
-    finally:
-        await nc.close()
 
 
 async def test_a_leader_stops_counting_its_lease_before_a_standby_may_start(nats_server):
     clock = Clock()
-    nc, (a, b) = await candidates(nats_server.url, 2, clock)
-    try:
+    async with candidates(nats_server.url, 2, clock) as (nc, (a, b)):
         assert await a.campaign_once()
         assert not await b.campaign_once()  # b sees the revision no sooner than a wrote it
         clock.now += TTL - lease_margin(TTL)
@@ -61,36 +64,28 @@ async def test_a_leader_stops_counting_its_lease_before_a_standby_may_start(nats
         assert not await b.campaign_once()  # ... and b may not start yet
         clock.now += lease_margin(TTL)
         assert await b.campaign_once()
-    finally:
-        await nc.close()
 
 
 async def test_a_clean_release_hands_over_at_once(nats_server):
     clock = Clock()
-    nc, (a, b, c) = await candidates(nats_server.url, 3, clock)
-    try:
+    async with candidates(nats_server.url, 3, clock) as (nc, (a, b, c)):
         assert await a.campaign_once()
         assert not await b.campaign_once()
         await a.release()
         assert not a.leading
         assert await b.campaign_once(), "no wait for the TTL after a release"
         assert not await c.campaign_once() and c.leader["id"] == "core-1"
-    finally:
-        await nc.close()
 
 
 async def test_a_renewal_whose_answer_was_lost_does_not_depose_its_leader(nats_server):
     clock = Clock()
-    nc, (a, b) = await candidates(nats_server.url, 2, clock)
-    try:
+    async with candidates(nats_server.url, 2, clock) as (nc, (a, b)):
         assert await a.campaign_once()
         kv = await nc.jetstream().key_value("YK_LEASE")
         entry = await kv.get("leader")
         await kv.update("leader", entry.value, last=entry.revision)  # a's renewal, its answer lost
         assert await a.renew() and not a.lost and a.leading
         assert not await b.campaign_once()
-    finally:
-        await nc.close()
 
 
 async def test_a_lease_bucket_made_with_a_short_ttl_is_lengthened(nats_server):

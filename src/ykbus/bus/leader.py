@@ -89,7 +89,7 @@ class Leadership:
     def stores_snapshots(self) -> bool:
         """Only the leader stores snapshots, and only while every output up to its cursor is
         sent (a lapsed lease keeps outputs back)."""
-        return self.publishing() and not len(self.unpublished) and not self._publisher.held  # type: ignore[union-attr]
+        return self.publishing() and not self._kept_back()
 
     def saw_core_entry(self, seq: int) -> None:
         self._core_seq = max(self._core_seq, seq)
@@ -116,14 +116,22 @@ class Leadership:
         """The outputs of entry `seq`: published (True) by the leader, else kept."""
         assert self._publisher is not None
         if self.publishing():
-            if len(self.unpublished) or self._publisher.held:  # kept back while the lease had lapsed: first
-                parts = self._publisher.take_held() + self.unpublished.take() + parts
+            if self._kept_back():  # while the lease had lapsed: they go first
+                parts = self._take_kept() + parts
             await self._publisher.send(parts)
             return True
         self.unpublished.add([p for p in parts if not self._publisher.stored(p)], seq)
         return False
 
-    async def lead(self, duties: Duties, applied: Callable[[], int]) -> None:
+    def _kept_back(self) -> bool:
+        return bool(len(self.unpublished) or self._publisher.held)  # type: ignore[union-attr]
+
+    def _take_kept(self) -> list[Part]:
+        """What this process kept back, oldest first: outputs that failed while it could not
+        send (held by the publisher), then those it never sent."""
+        return self._publisher.take_held() + self.unpublished.take()  # type: ignore[union-attr]
+
+    async def lead(self, duties: Duties) -> None:
         """Campaign; once elected, take over and do the leader's `duties` (started in a task
         group; they return subscriptions to end) until the lease is lost."""
         assert self.lease is not None
@@ -138,7 +146,7 @@ class Leadership:
 
                 tg.start_soon(hold)
                 async with self._writer:
-                    await self._take_over(applied())
+                    await self._take_over(self._applied())
                 subs = await duties(tg)
                 if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
                     await self.append("tick", {})
@@ -172,12 +180,10 @@ class Leadership:
     async def _flush(self) -> None:
         """After a renewal: what was kept back while the lease had lapsed goes out now, unless
         the writer is busy (its next entry sends them first): renewals never wait for it."""
-        publisher = self._publisher
-        assert publisher is not None
-        if (len(self.unpublished) or publisher.held) and not self._writer.locked():
+        if self._kept_back() and not self._writer.locked():
             async with self._writer:
                 if self.publishing():
-                    await publisher.send(publisher.take_held() + self.unpublished.take())
+                    await self._publisher.send(self._take_kept())  # type: ignore[union-attr]
 
     async def step_down(self, final_snapshot: Callable[[], Awaitable[None]]) -> None:
         """A clean stop of the leader: the final snapshot (no entry applied meanwhile), then

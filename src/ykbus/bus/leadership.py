@@ -82,10 +82,9 @@ async def lease_store(js: Any, ttl: float, replicas: int = 1) -> Any:
     return kv
 
 
-def identity(instance: str, ttl: float, api_url: str = "") -> dict[str, Any]:
-    """What the lease says of its holder (`api`: its HTTP address, when it serves one)."""
-    return {"id": instance, "host": socket.gethostname(), "pid": os.getpid(), "ttl": ttl,
-            **({"api": api_url} if api_url else {})}
+def identity(instance: str, ttl: float) -> dict[str, Any]:
+    """What the lease says of its holder."""
+    return {"id": instance, "host": socket.gethostname(), "pid": os.getpid(), "ttl": ttl}
 
 
 class Lease:
@@ -114,9 +113,14 @@ class Lease:
         """This process may publish and append now: elected, and its lease not lapsed."""
         return self.term > 0 and not self.lost and self._clock() < self._valid_until
 
+    def _written(self, sent: float) -> None:
+        """A write of this process's, sent at `sent`, is stored: the lease holds until a
+        margin before a standby that saw it could take over."""
+        self._valid_until = sent + self.ttl - lease_margin(self.ttl)
+
     def _won(self, rev: int, sent: float) -> None:
         self.term = self._rev = rev
-        self._valid_until = sent + self.ttl - lease_margin(self.ttl)
+        self._written(sent)
         self.leader = self.me
         log.info("elected leader", extra={"fields": {"term": rev, "id": self.me["id"]}})
 
@@ -174,20 +178,25 @@ class Lease:
         except Exception as exc:  # noqa: BLE001 - NATS away: the lease lapses, publishing stops
             log.warning("lease renewal failed", extra={"fields": {"error": repr(exc)}})
             return True
-        self._valid_until = sent + self.ttl - lease_margin(self.ttl)
+        self._written(sent)
         return True
 
-    async def _ours_after_all(self) -> bool:
-        """A renewal whose answer was lost still landed: the key holds this process's value
-        at a newer revision. Take that revision (the lease's validity waits for the next)."""
+    async def _ours(self) -> Any:
+        """The key's entry if it holds this process's value (a write whose answer was lost
+        may have landed since this process last knew its revision), else None."""
         try:
             entry = await self._kv.get(LEASE_KEY)
         except Exception:  # noqa: BLE001 - then it is not known to be ours
-            return False
-        if entry.value != self._value:
-            return False
-        self._rev = entry.revision
-        return True
+            return None
+        return entry if entry.value == self._value else None
+
+    async def _ours_after_all(self) -> bool:
+        """A renewal whose answer was lost still landed: take its revision (the lease's
+        validity waits for the next renewal)."""
+        entry = await self._ours()
+        if entry is not None:
+            self._rev = entry.revision
+        return entry is not None
 
     async def hold(self, renewed: Callable[[], Any] | None = None) -> None:
         """Renew every ttl / 4 until the lease is lost. `renewed()` after each renewal."""
@@ -207,9 +216,9 @@ class Lease:
         if not self.term or self.lost:
             return
         self.lost = True  # from here this process publishes and appends nothing
+        entry = await self._ours()
         try:
-            entry = await self._kv.get(LEASE_KEY)  # a renewal may have landed after we last read it
-            if entry.value == self._value:
+            if entry is not None:
                 await self._kv.delete(LEASE_KEY, last=entry.revision)
         except Exception as exc:  # noqa: BLE001 - it expires anyway
             log.info("lease not released", extra={"fields": {"error": repr(exc)}})

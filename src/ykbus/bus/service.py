@@ -241,12 +241,10 @@ class CoreService:
         self.http.events = EventFeed(self.js, self.subjects, self.instance)
         self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
                                          self.stats, self._output_format, self.nc, self.notify)
-        if self.leadership.lease is not None:
-            self.leadership.connected(self.js, self.nc, self.publisher, self.leadership.lease)
-        else:
-            lease = Lease(await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
-                          identity(self.instance, s.lease_ttl_s), s.lease_ttl_s)
-            self.leadership.connected(self.js, self.nc, self.publisher, lease)
+        lease = self.leadership.lease or Lease(await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
+                                               identity(self.instance, s.lease_ttl_s), s.lease_ttl_s)
+        self.leadership.connected(self.js, self.nc, self.publisher, lease)
+        if not lease.term:
             await lease.campaign_once()  # a lone core leads from its first entry
         await self.publisher.scan()
 
@@ -399,7 +397,7 @@ class CoreService:
 
     async def _lead(self) -> None:
         """Campaign; once elected, do the leader's duties until the lease is lost."""
-        await self.leadership.lead(self._leader_duties, lambda: self.core.last_seq)
+        await self.leadership.lead(self._leader_duties)
         if not self._stop.is_set():
             self.deposed = True
             self.stop()

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S
 from ykbus.bus.streams import StreamLimits
 from ykbus.core.config import Acl, ConfigError, SchedulerConfig, parse_acl
 
@@ -74,7 +75,7 @@ class ServiceConfig(_C):
     rm: RmConfig = msgspec.field(default_factory=RmConfig)
     streams: StreamsConfig = msgspec.field(default_factory=StreamsConfig)
     tick_interval: Positive = 1.0
-    lease_ttl: Annotated[float, msgspec.Meta(ge=0.2, le=60)] = 1.0  # leader lease (bus/leadership.py)
+    lease_ttl: Annotated[float, msgspec.Meta(ge=0.2, le=60)] = DEFAULT_LEASE_TTL_S  # leader lease (bus/leadership.py)
     snapshot_every: Annotated[int, msgspec.Meta(ge=1)] = 10_000
     snapshot_dir: str | None = None
     # Who may use the admin API (yk.v1.admin.*) besides the process owner, who always may.
@@ -139,7 +140,7 @@ class ServiceSettings:
     queues_dir: str | None = None  # <policy group>.yaml files, watched
     watch_interval_s: float = 2.0
     tick_interval_s: float = 1.0
-    lease_ttl_s: float = 1.0  # a standby takes over this long after the leader's last renewal
+    lease_ttl_s: float = DEFAULT_LEASE_TTL_S  # a standby takes over this long after the leader's last renewal
     snapshot_every: int = 10_000
     heartbeat_pause_s: float = 10.0
     heartbeat_stop_s: float = 60.0
