@@ -37,3 +37,21 @@ def test_a_standby_keeps_only_the_outputs_the_leader_has_not_stored():
     kept.stored("5-0", 5, applied=13)  # a tail reading the stream again from its start: nothing to keep
     assert [p.msg_id for p in kept.take()] == ["11-1"]
     assert len(kept._ahead) == 0
+
+
+def test_a_lease_header_that_is_not_a_term_counts_as_none():
+    """Anyone may append a `_core` entry to an open server: its `Yk-Lease` is read as a term
+    only when it is one (a leader's append reads it after a fence failure)."""
+    from ykbus.bus.leadership import lease_term
+
+    assert lease_term({"Yk-Lease": "7"}) == 7
+    assert lease_term(None) == lease_term({}) == lease_term({"Yk-Lease": "not-a-term"}) == 0
+    assert lease_term({"Yk-Lease": "-3"}) == lease_term({"Yk-Lease": "9" * 40}) == lease_term({"Yk-Lease": "²"}) == 0
+
+
+def test_a_lease_holders_ttl_is_read_within_the_bounds_a_core_accepts():
+    from ykbus.bus.leadership import holder_ttl
+
+    assert holder_ttl({"ttl": 1.5}, 1.0) == 1.5
+    assert holder_ttl({}, 1.0) == holder_ttl({"ttl": "x"}, 1.0) == holder_ttl({"ttl": float("nan")}, 1.0) == 1.0
+    assert holder_ttl({"ttl": 1e9}, 1.0) == 60 and holder_ttl({"ttl": 0}, 1.0) == 0.2

@@ -150,3 +150,4 @@ async def test_a_paused_leader_is_deposed_and_publishes_nothing_twice(nats_serve
         stop_all(cores)
     await assert_outputs_are_the_replay(url, tmp_path)
     assert len({a.allocationKey for a in rec.allocations}) == len(rec.allocations) == 60
+

@@ -24,7 +24,7 @@ import anyio.abc
 from nats.js import api
 from nats.js.errors import APIError, NotFoundError
 
-from ykbus.bus.leadership import Lease
+from ykbus.bus.leadership import Lease, lease_term
 from ykbus.bus.publisher import OutputPublisher, Part, Unpublished
 from ykbus.bus.subjects import HDR_IN_SEQ, HDR_LEASE, HDR_MSG_ID, IN_STREAM, OUT_STREAM, Subjects
 
@@ -224,7 +224,7 @@ class Leadership:
                 except Exception as exc:  # noqa: BLE001 - the next tick or check tries again
                     log.warning("could not append to the log", extra={"fields": {"kind": kind, "error": repr(exc)}})
                     return False
-                term = int((newest.headers or {}).get(HDR_LEASE) or 0)
+                term = lease_term(newest.headers)
                 if term > lease.term:
                     lease.deposed(term)
                     return False

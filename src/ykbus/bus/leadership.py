@@ -45,7 +45,7 @@ import anyio
 from nats.js import api
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 
-from ykbus.bus.subjects import LEASE_BUCKET, LEASE_KEY
+from ykbus.bus.subjects import HDR_LEASE, LEASE_BUCKET, LEASE_KEY
 
 log = logging.getLogger("ykbus.core")
 
@@ -56,6 +56,26 @@ def lease_clock() -> float:
     """Seconds that go on while the machine is suspended (CLOCK_BOOTTIME, on Linux): a
     leader that wakes from a suspend finds its lease over."""
     return time.clock_gettime(time.CLOCK_BOOTTIME) if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic()
+
+
+MIN_TTL_S, MAX_TTL_S = 0.2, 60.0  # a lease's TTL, as `--lease-ttl` takes it
+MAX_TERM = 2**63 - 1  # a KV revision is a stream sequence: uint64, and the log's bound
+
+
+def lease_term(headers: dict[str, str] | None) -> int:
+    """The term a `_core` entry carries in `Yk-Lease`, or 0 (none, or not a term: anyone
+    may append to an open server)."""
+    text = (headers or {}).get(HDR_LEASE, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_TERM else 0
+
+
+def holder_ttl(holder: dict[str, Any], default: float) -> float:
+    """The TTL a lease's holder promises to renew within, bounded as `--lease-ttl` is."""
+    try:
+        ttl = float(holder.get("ttl", default))
+    except (TypeError, ValueError):
+        return default
+    return default if ttl != ttl else min(max(ttl, MIN_TTL_S), MAX_TTL_S)
 
 
 def lease_margin(ttl: float) -> float:
@@ -142,7 +162,7 @@ class Lease:
         if entry.revision != rev:
             self._seen = (entry.revision, sent)
             return False
-        if sent - seen_at < float(holder.get("ttl", self.ttl)):
+        if sent - seen_at < holder_ttl(holder, self.ttl):
             return False
         try:
             self._won(await self._kv.update(LEASE_KEY, self._value, last=entry.revision), sent)

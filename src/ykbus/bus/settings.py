@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S
+from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S, MAX_TTL_S, MIN_TTL_S
 from ykbus.bus.streams import StreamLimits
 from ykbus.core.config import Acl, ConfigError, SchedulerConfig, parse_acl
 
@@ -75,7 +75,7 @@ class ServiceConfig(_C):
     rm: RmConfig = msgspec.field(default_factory=RmConfig)
     streams: StreamsConfig = msgspec.field(default_factory=StreamsConfig)
     tick_interval: Positive = 1.0
-    lease_ttl: Annotated[float, msgspec.Meta(ge=0.2, le=60)] = DEFAULT_LEASE_TTL_S  # leader lease (bus/leadership.py)
+    lease_ttl: Annotated[float, msgspec.Meta(ge=MIN_TTL_S, le=MAX_TTL_S)] = DEFAULT_LEASE_TTL_S  # leader lease (bus/leadership.py)
     snapshot_every: Annotated[int, msgspec.Meta(ge=1)] = 10_000
     snapshot_dir: str | None = None
     # Who may use the admin API (yk.v1.admin.*) besides the process owner, who always may.
@@ -226,7 +226,7 @@ def service_settings(args: Any) -> ServiceSettings:
         secret = identity_secret(args.nats_secrets, "core")
         user, password = secret.user, secret.password
     lease_ttl = flag("lease_ttl", c.lease_ttl)
-    if not 0.2 <= lease_ttl <= 60:
+    if not MIN_TTL_S <= lease_ttl <= MAX_TTL_S:
         raise StartError(f"--lease-ttl {lease_ttl}: must be between 0.2 and 60 seconds")
     api_host, api_port = flag("api_host", c.api.host), flag("api_port", c.api.port)
     api_token = getattr(args, "api_token", None) or os.environ.get("YKBUS_API_TOKEN") or c.api.token
