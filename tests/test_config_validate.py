@@ -78,3 +78,24 @@ def test_service_configuration_is_validated_with_service(tmp_path):
     f.write_text("nats: {url: 'nats://127.0.0.1:4222', tsl: {}}\n")
     out = json.loads(validate(f, "--service", "--json").stdout)
     assert out == {"file": str(f), "valid": False, "errors": ["Object contains unknown field `tsl` - at `$.nats`"]}
+
+
+def test_a_reader_is_chosen_in_the_file_or_by_flag_and_must_answer_reads(tmp_path):
+    from argparse import Namespace
+
+    import pytest
+
+    from ykbus.bus.settings import StartError, service_settings
+
+    f = tmp_path / "ykbus.yaml"
+    f.write_text("role: reader\n")
+    s = service_settings(Namespace(config=str(f)))
+    assert s.reader and s.reads
+    assert service_settings(Namespace(reader=True)).reader
+    assert not service_settings(Namespace(no_reads=True)).reads
+    assert not service_settings(Namespace()).reader and service_settings(Namespace()).reads
+    with pytest.raises(StartError, match="--reader with --no-reads"):
+        service_settings(Namespace(config=str(f), no_reads=True))
+    f.write_text("role: standby\n")
+    out = json.loads(validate(f, "--service", "--json").stdout)
+    assert out["valid"] is False and "$.role" in out["errors"][0]

@@ -410,7 +410,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from ykbus.bench.e2e import bench_e2e
 
         runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, rep.progress, args.latency_batch, args.window,
-                          args.poll, args.snapshot_every) for _ in range(args.repeat)]
+                          args.poll, args.snapshot_every, args.reader) for _ in range(args.repeat)]
         row = dict(runs[0])
         for key in ("sustained_allocations_per_s", "half_rate", "latency_p50_ms", "latency_p99_ms", "latency_p999_ms",
                     "latency_max_ms", "allocations", "seconds"):
@@ -532,6 +532,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("core", help="run the core service against a NATS server")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP + " (or the service configuration's)")
     _add_service_flags(p)
+    p.add_argument("--reader", action="store_true", default=None,
+                   help="a reader: apply the log and answer the read API, HTTP and metrics; never lead "
+                        "(reads that never wait for the leader's writer: docs/operations.md)")
+    p.add_argument("--no-reads", action="store_true", default=None,
+                   help="answer no read API on NATS (leave reads to --reader processes)")
     p.set_defaults(func=cmd_core)
 
     p = sub.add_parser("nats-config", help="write nats-server users and permissions: one identity per RM")
@@ -590,6 +595,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "the core's HTTP API (YuniKorn's web UI overview; 0: none)")
     b.add_argument("--snapshot-every", type=int, default=10_000, help="the core's snapshot interval in entries "
                    "(default: as `ykbus core` runs)")
+    b.add_argument("--reader", action="store_true", help="run a reader process (`ykbus core --reader`) beside the "
+                   "core, which answers no reads; --poll polls the reader")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
     b = bench.add_parser("failover", help="kill -9 the leader core under load: time to the next decision")
     b.add_argument("--kills", type=int, default=10)

@@ -22,7 +22,8 @@ from tests.integration.compose import ROOT, Compose, image_directories
 from ykbus.bus.server import free_port
 
 IMAGE_SERVICES = ("core", "k8s-sim", "batch-sim", "tyjob-controller", "nats-config", "core-secure",
-                  "k8s-sim-secure", "batch-sim-secure", "core-a", "core-b", "k8s-sim-ha")
+                  "k8s-sim-secure", "batch-sim-secure", "core-a", "core-b", "reader-ha",
+                  "k8s-sim-ha")
 
 
 def test_every_volume_of_an_image_service_is_a_directory_of_the_image_its_user_owns():
@@ -143,15 +144,16 @@ def test_nats_configuration_files_name_what_the_volumes_hold(tmp_path, service):
 
 def test_the_ha_profile_runs_as_written_and_the_standby_takes_over(tmp_path):
     """Profile `ha`: three nats-servers joined as a cluster by their configuration files, two
-    cores with 3 replicas, a simulated RM on all three servers. Killing the leading core
-    leaves the other leading, and the allocations go on."""
+    cores with 3 replicas that leave reads to a reader, a simulated RM on all three servers.
+    Killing the leading core leaves the other leading, and the allocations go on, as the
+    reader shows."""
     compose = Compose(tmp_path)
     servers = ("nats-1", "nats-2", "nats-3")
     ports = {name: free_port() for name in servers}
     compose.routes = {name: free_port() for name in servers}
     for name in servers:
         compose.hosts[name] = f"nats://127.0.0.1:{ports[name]}"
-    api = {"core-a": free_port(), "core-b": free_port()}
+    api = {"core-a": free_port(), "core-b": free_port(), "reader-ha": free_port()}
     compose.ports[9080] = api["core-a"]
     token = "compose-test-token"
     env = {**os.environ, "YKBUS_API_TOKEN": token}
@@ -160,6 +162,7 @@ def test_the_ha_profile_runs_as_written_and_the_standby_takes_over(tmp_path):
         cores = {"core-a": compose.start("core-a", env=env),
                  "core-b": compose.start("core-b", "--api-port", str(api["core-b"]), env=env)}
         procs += list(cores.items())
+        procs.append(("reader-ha", compose.start("reader-ha", "--api-port", str(api["reader-ha"]), env=env)))
 
         def roles():
             return {name: _health(api[name], token)["role"] for name in cores}
@@ -175,6 +178,9 @@ def test_the_ha_profile_runs_as_written_and_the_standby_takes_over(tmp_path):
         _wait_for(lambda: _health(api[standby], token)["role"] == "leader", 30, "the standby leading", procs)
         _wait_for(lambda: _health(api[standby], token)["stats"]["allocations"] > before + 5, 60,
                   "allocations after the takeover", procs)
+        read = _wait_for(lambda: (h := _health(api["reader-ha"], token))["stats"]["allocations"] > before + 5 and h,
+                         60, "the reader following", procs)
+        assert read["role"] == "reader" and read["stats"]["outputs"] == 0
     finally:
         for _, p in reversed(procs):
             _stop(p)

@@ -11,6 +11,8 @@ publish of an ask to the arrival of its allocation at the RM.
 
 `poll`: every `poll` seconds, during both phases, a reader fetches what a dashboard polls
 (YuniKorn's web UI overview: POLLED) from the core's HTTP API, as a separate process would.
+`reader`: a reader process (`ykbus core --reader`) runs beside the core, which answers no
+reads (`--no-reads`, HTTP off), and the polls go to the reader.
 """
 
 from __future__ import annotations
@@ -70,7 +72,10 @@ def _poll_once(port: int) -> int:
 async def _poller(port: int, every: float, polls: list[int]) -> None:
     while True:
         await anyio.sleep(every)
-        polls.append(await anyio.to_thread.run_sync(_poll_once, port))
+        try:
+            polls.append(await anyio.to_thread.run_sync(_poll_once, port))
+        except ConnectionRefusedError:  # a reader process still starting: the next poll
+            continue
 
 
 async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
@@ -172,23 +177,31 @@ async def _phases(url: str, seconds: float, batch: int, nodes: int, progress: Ca
 
 def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
               latency_batch: int = 100, window: int = WINDOW, poll: float = 0,
-              snapshot_every: int = SNAPSHOT_EVERY) -> dict[str, Any]:
+              snapshot_every: int = SNAPSHOT_EVERY, reader: bool = False) -> dict[str, Any]:
     from ykbus.bus.service import asyncio_loop_policy
 
     asyncio_loop_policy()
-    api_port = free_port() if poll else 0
+    api_port = free_port() if poll or reader else 0
     with NatsServer() as server:
         core_log = os.environ.get("YKBUS_BENCH_CORE_LOG")  # keep the core's log (info) there, to find stalls
         err = open(core_log, "ab") if core_log else subprocess.DEVNULL  # noqa: SIM115 - closed below
-        core = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", server.url, "--tick", "3600",
-                                 "--rm-pause", "3600", "--snapshot-every", str(snapshot_every),
-                                 "--log-level", "info" if core_log else "warning", "--api-port", str(api_port)],
-                                stderr=err, env={**os.environ})
+
+        def start(*flags: str) -> subprocess.Popen:
+            return subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", server.url, "--tick", "3600",
+                                     "--rm-pause", "3600", "--snapshot-every", str(snapshot_every),
+                                     "--log-level", "info" if core_log else "warning", *flags],
+                                    stderr=err, env={**os.environ})
+
+        cores = [start("--no-reads"), start("--reader", "--api-port", str(api_port))] if reader else [
+            start("--api-port", str(api_port))]
         try:
             return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window, poll,
-                                api_port), "window": window, "poll_s": poll, "snapshot_every": snapshot_every}
+                                api_port), "window": window, "poll_s": poll, "snapshot_every": snapshot_every,
+                    "reader": reader}
         finally:
-            core.send_signal(signal.SIGTERM)
-            core.wait(timeout=60)
+            for core in cores:
+                core.send_signal(signal.SIGTERM)
+            for core in cores:
+                core.wait(timeout=60)
             if core_log:
                 err.close()  # type: ignore[union-attr]

@@ -8,6 +8,8 @@
   and the stream's expectation on the last `_core` entry.
 - Holding the lease; a lapsed one keeps outputs back until a renewal succeeds; a lost one
   ends the leader's duties, and the service starts again as a standby.
+- A reader (`ykbus core --reader`) applies the log to answer reads and is never a candidate:
+  it keeps no outputs, campaigns for nothing and appends nothing; it only watches who leads.
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ def server_version(nc: Any) -> tuple[int, ...]:
 class Leadership:
     """This process's part: `lease` says whether it leads; this class does what follows."""
 
-    def __init__(self, subjects: Subjects, writer: asyncio.Lock, applied: Callable[[], int]) -> None:
+    def __init__(self, subjects: Subjects, writer: asyncio.Lock, applied: Callable[[], int],
+                 reader: bool = False) -> None:
         """`writer`: held by the service while it applies an entry and hands over its outputs;
-        `applied()`: the last entry applied."""
+        `applied()`: the last entry applied; `reader`: this process never leads."""
+        self.reader = reader
         self._subjects = subjects
         self._writer = writer
         self._applied = applied
@@ -77,10 +81,14 @@ class Leadership:
 
     @property
     def role(self) -> str:
+        if self.reader:
+            return "reader"
         return self.lease.role if self.lease is not None else "standby"
 
     def view(self) -> dict[str, Any]:
-        return self.lease.view() if self.lease is not None else {"role": "standby", "leader": None, "term": 0}
+        if self.lease is None:
+            return {"role": self.role, "leader": None, "term": 0}
+        return {**self.lease.view(), "role": self.role}
 
     def publishing(self) -> bool:
         """This process publishes now: it has taken over, and its lease holds."""
@@ -98,6 +106,8 @@ class Leadership:
         """At start: a process elected before it applied anything has nothing to take over;
         a standby starts reading which outputs the leader stores."""
         assert self.lease is not None and self._publisher is not None
+        if self.reader:
+            return
         if self.lease.leading:
             self._taken_over = True
             return
@@ -115,6 +125,8 @@ class Leadership:
     async def deliver(self, seq: int, parts: list[Part]) -> bool:
         """The outputs of entry `seq`: published (True) by the leader, else kept."""
         assert self._publisher is not None
+        if self.reader:
+            return False  # never published by this process: nothing to keep
         if self.publishing():
             if self._kept_back():  # while the lease had lapsed: they go first
                 parts = self._take_kept() + parts
@@ -136,6 +148,10 @@ class Leadership:
         group; they return subscriptions to end) until the lease is lost."""
         assert self.lease is not None
         lease = self.lease
+        if self.reader:
+            while True:  # never a candidate: it only says who leads (health), as often as a standby looks
+                await lease.observe()
+                await anyio.sleep(min(0.1, lease.ttl / 10))
         await lease.campaign()
         subs: list[Any] = []
         try:

@@ -184,6 +184,26 @@ class Lease:
             log.warning("lease poll failed", extra={"fields": {"error": repr(exc)}})
             return False
 
+    async def observe(self) -> None:
+        """A reader's look at the lease, which it never takes: who leads (None: nobody now,
+        or a holder that stopped renewing, judged as a standby judges it)."""
+        try:
+            entry = await self._kv.get(LEASE_KEY)
+        except KeyNotFoundError:
+            self.leader = None
+            return
+        except Exception as exc:  # noqa: BLE001 - NATS away: look again at the next poll
+            log.info("lease read failed", extra={"fields": {"error": repr(exc)}})
+            return
+        now = self._clock()
+        holder = _holder(entry.value)
+        rev, seen_at = self._seen
+        if entry.revision != rev:
+            self._seen = (entry.revision, now)
+            self.leader = holder
+        elif now - seen_at >= holder_ttl(holder, self.ttl):
+            self.leader = None
+
     async def renew(self) -> bool:
         """One renewal; False once another process holds the lease (then `lost`)."""
         sent = self._clock()

@@ -33,6 +33,9 @@ Theory of operation
    API; a standby keeps its outputs until it sees the leader's stored, and publishes what
    is missing when it takes over (bus/leader.py). A process that loses the lease stops, and
    `serve` starts it again as a standby.
+9. A reader (`--reader`) applies the same log to answer reads (NATS, HTTP, REST, metrics)
+   and is never a candidate; a leader started with `--no-reads` leaves the NATS read API to
+   readers, so no request waits for, or holds up, the writer's loop.
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ class CoreService:
                                      lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot(),
                                      upload=lambda: self.leadership.stores_snapshots(), writer=self._writer)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
-        self.leadership = Leadership(self.subjects, self._writer, lambda: self.core.last_seq)
+        self.leadership = Leadership(self.subjects, self._writer, lambda: self.core.last_seq, settings.reader)
         self.started = anyio.Event()
         self._stop = anyio.Event()
         self.clock = LogClock(settings, lambda: self.core, self._append)
@@ -191,7 +194,8 @@ class CoreService:
                 config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
             )
             await self.nc.subscribe(self.subjects.heartbeats, cb=self.clock.on_heartbeat)
-            await self.nc.subscribe(self.subjects.apis, queue="ykbus-api", cb=self._on_api)  # one core answers
+            if s.reads:  # one process of the queue group answers each request
+                await self.nc.subscribe(self.subjects.apis, queue="ykbus-api", cb=self._on_api)
             await self.leadership.begin()
             now = time.monotonic()
             for rm in self.core.rms:
@@ -244,6 +248,9 @@ class CoreService:
         lease = self.leadership.lease or Lease(await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
                                                identity(self.instance, s.lease_ttl_s), s.lease_ttl_s)
         self.leadership.connected(self.js, self.nc, self.publisher, lease)
+        if s.reader:
+            await lease.observe()
+            return  # it publishes nothing: no need to know what YK_OUT holds
         if not lease.term:
             await lease.campaign_once()  # a lone core leads from its first entry
         await self.publisher.scan()

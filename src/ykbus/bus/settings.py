@@ -12,7 +12,7 @@ import ipaddress
 import os
 import ssl
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -76,6 +76,9 @@ class ServiceConfig(_C):
     streams: StreamsConfig = msgspec.field(default_factory=StreamsConfig)
     tick_interval: Positive = 1.0
     lease_ttl: Annotated[float, msgspec.Meta(ge=MIN_TTL_S, le=MAX_TTL_S)] = DEFAULT_LEASE_TTL_S  # leader lease (bus/leadership.py)
+    # "candidate": may lead (the default); "reader": applies the log and answers reads, never leads
+    role: Literal["candidate", "reader"] = "candidate"
+    reads: bool = True  # answer the NATS read API (False: leave it to `reader` processes)
     snapshot_every: Annotated[int, msgspec.Meta(ge=1)] = 10_000
     snapshot_dir: str | None = None
     # Who may use the admin API (yk.v1.admin.*) besides the process owner, who always may.
@@ -141,6 +144,8 @@ class ServiceSettings:
     watch_interval_s: float = 2.0
     tick_interval_s: float = 1.0
     lease_ttl_s: float = DEFAULT_LEASE_TTL_S  # a standby takes over this long after the leader's last renewal
+    reader: bool = False  # applies the log and answers reads; never campaigns, publishes or appends
+    reads: bool = True  # answers the read API on NATS (`yk.v1.api.*`); HTTP follows api_port
     snapshot_every: int = 10_000
     heartbeat_pause_s: float = 10.0
     heartbeat_stop_s: float = 60.0
@@ -228,6 +233,9 @@ def service_settings(args: Any) -> ServiceSettings:
     lease_ttl = flag("lease_ttl", c.lease_ttl)
     if not MIN_TTL_S <= lease_ttl <= MAX_TTL_S:
         raise StartError(f"--lease-ttl {lease_ttl}: must be between 0.2 and 60 seconds")
+    reader, reads = bool(flag("reader", None)) or c.role == "reader", not flag("no_reads", None) and c.reads
+    if reader and not reads:
+        raise StartError("--reader with --no-reads: a reader is there to answer reads")
     api_host, api_port = flag("api_host", c.api.host), flag("api_port", c.api.port)
     api_token = getattr(args, "api_token", None) or os.environ.get("YKBUS_API_TOKEN") or c.api.token
     exposed = api_exposure_error(api_host, api_port, api_token)
@@ -237,7 +245,7 @@ def service_settings(args: Any) -> ServiceSettings:
         nats_url=flag("nats", c.nats.url) or default_url(), prefix=flag("prefix", c.nats.prefix),
         queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
         watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
-        lease_ttl_s=lease_ttl,
+        lease_ttl_s=lease_ttl, reader=reader, reads=reads,
         snapshot_every=flag("snapshot_every", c.snapshot_every),
         heartbeat_pause_s=flag("rm_pause", c.rm.pause_after), heartbeat_stop_s=flag("rm_stop", c.rm.stop_after),
         limits=StreamLimits(in_max_bytes=flag("in_max_bytes", c.streams.in_max_bytes),
