@@ -137,6 +137,8 @@ class CoreService:
         self._dropped_seen = 0
         self._frozen_at = 0
         self._input_sub: Any = None
+        self._scope: anyio.CancelScope | None = None  # the running service's: an input that fails cancels it
+        self._failure: Exception | None = None  # why the writer stopped (run raises it)
 
     @property
     def core(self) -> Core:
@@ -189,10 +191,6 @@ class CoreService:
             mark("outputs_scanned_ms")
             self.publisher.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
-            sub = self._input_sub = await self.js.subscribe(
-                self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True, idle_heartbeat=CONSUMER_HEARTBEAT_S,
-                config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
-            )
             await self.nc.subscribe(self.subjects.heartbeats, cb=self.clock.on_heartbeat)
             if s.reads:  # one process of the queue group answers each request
                 await self.nc.subscribe(self.subjects.apis, queue="ykbus-api", cb=self._on_api)
@@ -205,26 +203,27 @@ class CoreService:
                                                        "role": self.leadership.role, **phases}})
             self.started.set()
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._consume, sub, tg.cancel_scope)
+                self._scope = tg.cancel_scope
+                self._input_sub = await self.js.subscribe(  # the writer: nats-py calls _on_input for each entry
+                    self.subjects.inputs, stream=IN_STREAM, ordered_consumer=True, cb=self._on_input,
+                    idle_heartbeat=CONSUMER_HEARTBEAT_S, config=api.ConsumerConfig(
+                        deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start))
                 tg.start_soon(self.snapshots.run)
                 tg.start_soon(self.rest.check_health)
                 tg.start_soon(self._lead)
                 if s.api_port:
                     await tg.start(self.http.serve)
                 await self._stop.wait()
+                await self._stop_input()  # nothing is applied after the final snapshot
                 await self.leadership.step_down(self.snapshots.take)
                 tg.cancel_scope.cancel()
+            if self._failure is not None:
+                raise self._failure
             log.info("core stopped", extra={"fields": {"last_seq": self.core.last_seq, "deposed": self.deposed}})
         finally:
+            await self._stop_input()
             if hasattr(self, "publisher"):
                 await self.publisher.close()  # acks nobody reads would hold drain() to its timeout
-            if self._input_sub is not None:
-                # nobody reads the input log any more: drop what it holds rather than let
-                # drain() wait (up to its 30 s timeout) for entries that arrived at the stop
-                try:
-                    await self._input_sub.unsubscribe()
-                except Exception as exc:  # noqa: BLE001 - closing anyway
-                    log.debug("input unsubscribe failed", extra={"fields": {"error": repr(exc)}})
             if self.nc.is_connected:
                 await self.nc.drain()
 
@@ -302,19 +301,34 @@ class CoreService:
 
     # --- the writer ------------------------------------------------------------------
 
-    async def _consume(self, sub: Any, scope: anyio.CancelScope) -> None:
-        """Apply every input in stream order, one entry at a time. The messages nats-py has
-        already delivered are taken from its queue without a pause between them (`Queue.get`
-        does not yield while the queue holds messages; `sub.messages` makes a task and a wait
-        per message), so the outputs of a burst of inputs leave in one flush. The read loop
-        fills that queue only while this task waits, so a burst is what one read brought."""
-        queue = sub._pending_queue  # nats-py's delivery queue (its own fetch reads it the same way)
-        while True:
-            msg = await queue.get()
-            sub._pending_size -= len(msg.data)  # as nats-py's iterator does: its slow-consumer limit
-            queue.task_done()
-            async with self._writer:  # no await inside when uncontended: see above
+    async def _on_input(self, msg: Any) -> None:
+        """Apply one input, in stream order: nats-py calls this for each message of the input
+        subscription, one at a time, from one task. It takes the messages already delivered
+        without a pause between them (its queue's `get` does not yield while the queue holds
+        messages, and neither does an uncontended writer lock), so the outputs of a burst of
+        inputs leave in one flush. An error (a gap in the log, NATS refusing an append) stops
+        the service with it: nothing after it is applied."""
+        if self._failure is not None:
+            return
+        try:
+            async with self._writer:
                 await self._apply_input(msg)
+        except Exception as exc:  # noqa: BLE001 - the service stops with it (run raises it)
+            self._failure = exc
+            if self._scope is not None:
+                self._scope.cancel()
+
+    async def _stop_input(self) -> None:
+        """No more entries: drop what the input subscription holds rather than let drain()
+        wait (up to its 30 s timeout) for entries that arrived at the stop."""
+        sub, self._input_sub = self._input_sub, None
+        if sub is None:
+            return
+        try:
+            async with self._writer:  # not in the middle of an entry
+                await sub.unsubscribe()
+        except Exception as exc:  # noqa: BLE001 - closing anyway
+            log.debug("input unsubscribe failed", extra={"fields": {"error": repr(exc)}})
 
     async def _apply_input(self, msg: Any) -> None:
         """Apply one input message and publish its outputs (their acks settle in a window)."""
