@@ -12,6 +12,8 @@ import urllib.error
 import urllib.request
 
 import anyio
+import nats
+import nats.js.errors
 import pytest
 
 from tests.faults.profile import LEADER_KILLS
@@ -151,3 +153,45 @@ async def test_a_paused_leader_is_deposed_and_publishes_nothing_twice(nats_serve
     await assert_outputs_are_the_replay(url, tmp_path)
     assert len({a.allocationKey for a in rec.allocations}) == len(rec.allocations) == 60
 
+
+
+async def stored_snapshot_seq(url: str) -> int:
+    from ykbus.bus.subjects import SNAPSHOT_BUCKET
+    from ykbus.core.snapshot import load_snapshot
+
+    nc = await nats.connect(url)
+    try:
+        store = await nc.jetstream().object_store(SNAPSHOT_BUCKET)
+        try:
+            return load_snapshot((await store.get("core")).data).last_seq
+        except nats.js.errors.ObjectNotFoundError:
+            return 0
+    finally:
+        await nc.close()
+
+
+async def test_a_new_leader_stores_a_snapshot_at_once_when_none_is_recent(nats_server):
+    """The leader stored no snapshot (its interval is long); the standby's is 25 entries. Once
+    the standby takes over it stores one without waiting for 25 more entries, so a process
+    started after the takeover replays the log from there."""
+    first = Candidate(nats_server.url, "--snapshot-every", "1000000").start()
+    await leader_of([first])
+    standby = Candidate(nats_server.url, "--snapshot-every", "25").start()
+    try:
+        await leader_of([first, standby])
+        async with rm_client(nats_server.url) as rm:
+            rec = Recorder()
+            client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=100_000)])
+            await client.add_applications([app("a1")])
+            for i in range(40):
+                await client.add_asks([ask(f"p{i}", "a1", vcore=100)])
+            await rec.wait_for(lambda: len(rec.allocations) == 40)
+        last = await wait_until_applied(nats_server.url)
+        assert await stored_snapshot_seq(nats_server.url) == 0
+        first.kill()
+        assert await leader_of([standby]) is standby
+        with anyio.fail_after(20):
+            while await stored_snapshot_seq(nats_server.url) < last:
+                await anyio.sleep(0.1)
+    finally:
+        standby.terminate()

@@ -99,3 +99,22 @@ async def test_a_lease_bucket_made_with_a_short_ttl_is_lengthened(nats_server):
         assert (await js.stream_info("KV_YK_LEASE")).config.max_age >= 8 * 3
     finally:
         await nc.close()
+
+
+async def test_a_process_still_replaying_the_log_takes_no_lease_from_a_warm_standby(nats_server):
+    """A candidate not yet caught up with the log (`ready()` false) takes neither a free lease
+    nor a dead leader's; a warm standby does, and the cold one may once it is through."""
+    clock = Clock()
+    caught_up = {"cold": False}
+    async with candidates(nats_server.url, 2, clock) as (nc, (a, warm)):
+        kv = await lease_store(nc.jetstream(), TTL)
+        cold = Lease(kv, identity("cold", TTL), TTL, clock=clock, ready=lambda: caught_up["cold"])
+        assert not await cold.campaign_once() and not cold.term  # the key is free, but it is not ready
+        assert await a.campaign_once()
+        assert not await warm.campaign_once() and not await cold.campaign_once()  # both see a's revision
+        clock.now += 2 * TTL  # a died: its lease is stale for both
+        assert not await cold.campaign_once(), "a process still replaying took the lease"
+        assert await warm.campaign_once() and warm.leading
+        await warm.release()
+        caught_up["cold"] = True
+        assert await cold.campaign_once() and cold.leading  # through the tail, it may lead

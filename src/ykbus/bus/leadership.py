@@ -111,8 +111,13 @@ class Lease:
     """This process's view of the lease: `role` "leader" or "standby", `leader` the holder's
     identity, `term` the revision this process was elected at (0 while standby)."""
 
-    def __init__(self, kv: Any, me: dict[str, Any], ttl: float, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, kv: Any, me: dict[str, Any], ttl: float, clock: Callable[[], float] | None = None,
+                 ready: Callable[[], bool] | None = None) -> None:
+        """`ready()`: whether this process may take the lease now (the service: once it has
+        applied the log as far as it reached when the process started, so a process still
+        replaying never wins over a warm standby)."""
         self._kv = kv
+        self._ready = ready or (lambda: True)
         self.me = me
         self.ttl = ttl
         self._clock = clock or lease_clock
@@ -149,6 +154,8 @@ class Lease:
         try:
             entry = await self._kv.get(LEASE_KEY)
         except KeyNotFoundError:
+            if not self._ready():
+                return False
             sent = self._clock()
             try:
                 self._won(await self._kv.create(LEASE_KEY, self._value), sent)
@@ -162,7 +169,7 @@ class Lease:
         if entry.revision != rev:
             self._seen = (entry.revision, sent)
             return False
-        if sent - seen_at < holder_ttl(holder, self.ttl):
+        if sent - seen_at < holder_ttl(holder, self.ttl) or not self._ready():
             return False
         try:
             self._won(await self._kv.update(LEASE_KEY, self._value, last=entry.revision), sent)

@@ -139,6 +139,7 @@ class CoreService:
         self._input_sub: Any = None
         self._scope: anyio.CancelScope | None = None  # the running service's: an input that fails cancels it
         self._failure: Exception | None = None  # why the writer stopped (run raises it)
+        self._log_end_at_start = 0  # the input log's last sequence when this process started
 
     @property
     def core(self) -> Core:
@@ -245,7 +246,8 @@ class CoreService:
         self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
                                          self.stats, self._output_format, self.nc, self.notify)
         lease = self.leadership.lease or Lease(await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
-                                               identity(self.instance, s.lease_ttl_s), s.lease_ttl_s)
+                                               identity(self.instance, s.lease_ttl_s), s.lease_ttl_s,
+                                               ready=self._caught_up)
         self.leadership.connected(self.js, self.nc, self.publisher, lease)
         if s.reader:
             await lease.observe()
@@ -295,9 +297,16 @@ class CoreService:
     async def _check_log_start(self) -> None:
         info = await self.js.stream_info(IN_STREAM)
         first, messages = info.state.first_seq, info.state.messages
+        self._log_end_at_start = info.state.last_seq
         if messages and self.core.last_seq + 1 < first:
             raise LogGap(f"the input log starts at seq {first} but the core has applied only up to "
                          f"{self.core.last_seq}: entries {self.core.last_seq + 1}..{first - 1} are gone")
+
+    def _caught_up(self) -> bool:
+        """Whether this process has applied the log as far as it reached at the start: only
+        then may it take the lease (a warm standby always has; a process still replaying the
+        tail would stop scheduling until it is through)."""
+        return self.core.last_seq >= self._log_end_at_start
 
     # --- the writer ------------------------------------------------------------------
 
@@ -424,7 +433,9 @@ class CoreService:
             self.stop()
 
     async def _leader_duties(self, tg: anyio.abc.TaskGroup) -> list[Any]:
-        """Ticks, RM liveness, the queue files, the admin API and RM attaches: the leader's."""
+        """Ticks, RM liveness, the queue files, the admin API and RM attaches: the leader's;
+        and a snapshot stored soon if this process has stored none for a while."""
+        self.snapshots.leading()
         tg.start_soon(self.clock.ticker)
         tg.start_soon(self.clock.monitor_rms)
         if self.settings.queue_file or self.settings.queues_dir:

@@ -120,6 +120,7 @@ class Snapshotter:
         self.local_path = local_path
         self.fork = hasattr(os, "fork") if fork is None else fork
         self.since = 0  # entries applied since the state the last snapshot holds
+        self.since_stored = 0  # ... since the last one this process stored (a standby stores none)
         self.at = time.monotonic()  # when the last snapshot was stored (or the state loaded)
         self.taken = 0
         self._wanted = anyio.Event()
@@ -129,7 +130,15 @@ class Snapshotter:
     def applied(self) -> None:
         """One entry applied: a snapshot is due every `every` entries."""
         self.since += 1
+        self.since_stored += 1
         if self.since >= self.every and not self._busy:
+            self._wanted.set()
+
+    def leading(self) -> None:
+        """This process now leads: if it has applied `every` entries or more since it last
+        stored a snapshot (a standby stores none), one is due now, so that a process started
+        after a takeover replays the log from here, not from before it."""
+        if self.since_stored >= self.every:
             self._wanted.set()
 
     @property
@@ -166,13 +175,15 @@ class Snapshotter:
         try:
             async with self._writer:  # between entries: none half handed over
                 await self._settle()  # every output up to the cursor is stored before the cursor is
-                if self.since == 0:
+                upload = self._upload()
+                if self.since == 0 and not (upload and self.since_stored):
                     return
                 t0 = time.perf_counter()
                 core = self._core()
-                seq, since = core.last_seq, self.since
+                seq, since, since_stored = core.last_seq, self.since, self.since_stored
                 self.since = 0
-                upload = self._upload()
+                if upload:
+                    self.since_stored = 0
                 local = self.local_path if upload else None
                 tmp = (local or os.path.join(tempfile.gettempdir(), f"ykbus-snapshot-{os.getpid()}")) + ".tmp"
                 if local:
@@ -192,6 +203,8 @@ class Snapshotter:
                     await self._store().put(SNAPSHOT_OBJECT, data)
             except BaseException:
                 self.since += since  # not stored: those entries still count
+                if upload:
+                    self.since_stored += since_stored
                 raise
             if local:  # a copy beside the store makes the next start skip the download
                 os.replace(tmp, local)
