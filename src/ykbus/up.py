@@ -12,8 +12,10 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import anyio
@@ -91,8 +93,9 @@ def up(args: argparse.Namespace) -> int:
         resuming = data_directory(store, args.fresh)
         print(f"ykbus up: data in {store} " + ("(resuming the run kept there" if resuming else "(new")
               + "; `ykbus up --fresh` or `make run ARGS=--fresh` starts clean)", flush=True)
-        rm_options, auth = {}, ""
+        rm_options, auth, secrets = {}, "", None
         if getattr(args, "secure", False):
+            secrets = os.path.join(store, "secrets.yaml")
             config = _secure(store)
             settings.nats_options.update(user=config.core.user, password=config.core.password)
             rm_options = {r.id: connect_options(r.id, r.password) for r in config.rms}
@@ -100,7 +103,7 @@ def up(args: argparse.Namespace) -> int:
             auth = 'include "auth.conf"\n'  # beside the nats.conf NatsServer writes in the store
         gaps: list[BaseException] = []
         try:
-            return _up(args, settings, store, rm_options, auth)
+            return _up(args, settings, store, rm_options, auth, secrets)
         except* LogGap as group:
             gaps += leaves(group)
         print(f"ykbus up: the input log in {store} has a gap ({gaps[0]}): the store is damaged and "
@@ -146,7 +149,7 @@ def _http_port(host: str) -> int:
 
 
 def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_options: dict[str, dict],
-        auth: str) -> int:
+        auth: str, secrets: str | None = None) -> int:
     with NatsServer(store_dir=store, sync_always=args.sync_always, extra_conf=auth) as server:
         settings.nats_url = server.url
         settings.snapshot_dir = settings.snapshot_dir or os.path.join(server.store_dir, "snapshots")
@@ -154,6 +157,10 @@ def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_opti
             settings.queues_dir = _queue_files(os.path.join(server.store_dir, "queues"))
         if args.api_port is None:  # HTTP on by default, on loopback: YuniKorn's port if it is free
             settings.api_port = _http_port(settings.api_host)
+        reader = None
+        if settings.api_port:  # reads are a reader process's: none waits on the writer (docs/operations.md)
+            reader = Reader(settings, settings.api_port, secrets)
+            settings.api_port, settings.reads = 0, False
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
         url_files = _write_url(server.url, server.store_dir)
         cluster = _tyjob_cluster(os.path.join(server.store_dir, "tyjob"))
@@ -161,7 +168,7 @@ def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_opti
             print(f"ykbus up: queue configuration per RM in {settings.queues_dir}/<rm>.yaml: "
                   "edit it while this runs, a valid change applies within seconds", flush=True)
         try:
-            anyio.run(_run, settings, args.duration, os.path.join(store, "rms"), rm_options, cluster)
+            anyio.run(_run, settings, args.duration, os.path.join(store, "rms"), rm_options, cluster, reader)
         finally:
             _remove_url(url_files[1], server.url)
     print("ykbus up: stopped", flush=True)
@@ -219,8 +226,56 @@ def _queue_files(directory: str) -> str:
     return directory
 
 
+class Reader:
+    """`ykbus core --reader` beside `ykbus up`'s core, serving HTTP (the web UI, YuniKorn's
+    REST API, metrics, the read API) and the NATS read API from its own copy of the state."""
+
+    def __init__(self, settings: ServiceSettings, port: int, secrets: str | None) -> None:
+        self.settings, self.port, self.secrets = settings, port, secrets
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def base(self) -> str:
+        host = self.settings.api_host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    def start(self) -> None:
+        s = self.settings
+        flags = ["--reader", "--nats", s.nats_url, "--prefix", s.prefix, "--api-host", s.api_host,
+                 "--api-port", str(self.port), "--log-level", "warning"]
+        if self.secrets:
+            flags += ["--nats-secrets", self.secrets]
+        env = {**os.environ, **({"YKBUS_API_TOKEN": s.api_token} if s.api_token else {})}
+        self.proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", *flags], env=env)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until its HTTP answers (it loads the latest snapshot and follows the log first)."""
+        assert self.proc is not None
+        headers = {"Authorization": f"Bearer {self.settings.api_token}"} if self.settings.api_token else {}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the reader process exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(urllib.request.Request(self.base + "/api/health", headers=headers),
+                                            timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the reader process did not answer on {self.base} within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
 async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_options: dict[str, dict] | None = None,
-               tyjob_cluster: str | None = None) -> None:
+               tyjob_cluster: str | None = None, reader: Reader | None = None) -> None:
     """The core and the demo RMs until Ctrl-C (or `duration`). Each simulated RM keeps its
     state in `rm_states`/<rm>.json: started again, it resumes through the seed's recovery
     protocol (its running pods reported as existing allocations); the TYJob controller
@@ -234,38 +289,42 @@ async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_op
                           state_path=os.path.join(rm_states, "batch.json"))]
     if tyjob_cluster:
         rms.append(ControllerService(settings.nats_url, tyjob_cluster, nats_options=rm_options.get("tyjob")))
-    async with anyio.create_task_group() as outer:
-        outer.start_soon(service.run)  # ends after its final snapshot, once stopped
-        with anyio.fail_after(30):
-            await service.started.wait()
-        if settings.api_port:
+    try:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(service.run)  # ends after its final snapshot, once stopped
             with anyio.fail_after(30):
-                await service.http_started.wait()
-            base = f"http://{settings.api_host}:{service.http_port}"
-            print(f"ykbus up: web UI on {base}/ (YuniKorn's REST API under {base}/ws/v1, e.g. /ws/v1/partitions; "
-                  f"Prometheus metrics at {base}/ws/v1/metrics)", flush=True)
-            print(f"ykbus up: HTTP read API on {base}/api/health "
-                  "(also /api/partitions, queues, applications, nodes; docs/operations.md)", flush=True)
-        print("ykbus up: core ready; RMs 'k8s' (kubernetes-like), 'batch' (yarn-like)"
-              + (" and 'tyjob' (TYJob controller, example jobs from examples/tyjob/jobs.yaml)" if tyjob_cluster else "")
-              + " connecting. Ctrl-C stops.", flush=True)
-        stopping = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            for rm in rms:
-                tg.start_soon(_run_rm, rm, stopping)
-                if isinstance(rm, SimRM):
-                    tg.start_soon(_say_resumed, rm)
-            tg.start_soon(_progress, service, rms)
-            if tyjob_cluster:
-                tg.start_soon(_example_jobs, settings.nats_url, rms[-1], rm_options.get(ADMIN))
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                with anyio.move_on_after(duration or None):
-                    async for _ in signals:
-                        break
-            print("\nykbus up: stopping (the core writes a snapshot)", flush=True)
-            stopping.set()
-            tg.cancel_scope.cancel()
-        service.stop()
+                await service.started.wait()
+            if reader is not None:
+                reader.start()
+                await anyio.to_thread.run_sync(reader.wait_ready)
+                base = reader.base
+                print(f"ykbus up: web UI on {base}/ (YuniKorn's REST API under {base}/ws/v1, e.g. /ws/v1/partitions; "
+                      f"Prometheus metrics at {base}/ws/v1/metrics)", flush=True)
+                print(f"ykbus up: HTTP read API on {base}/api/health "
+                      "(also /api/partitions, queues, applications, nodes; docs/operations.md)", flush=True)
+            print("ykbus up: core ready; RMs 'k8s' (kubernetes-like), 'batch' (yarn-like)"
+                  + (" and 'tyjob' (TYJob controller, example jobs from examples/tyjob/jobs.yaml)" if tyjob_cluster else "")
+                  + " connecting. Ctrl-C stops.", flush=True)
+            stopping = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                for rm in rms:
+                    tg.start_soon(_run_rm, rm, stopping)
+                    if isinstance(rm, SimRM):
+                        tg.start_soon(_say_resumed, rm)
+                tg.start_soon(_progress, service, rms)
+                if tyjob_cluster:
+                    tg.start_soon(_example_jobs, settings.nats_url, rms[-1], rm_options.get(ADMIN))
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    with anyio.move_on_after(duration or None):
+                        async for _ in signals:
+                            break
+                print("\nykbus up: stopping (the core writes a snapshot)", flush=True)
+                stopping.set()
+                tg.cancel_scope.cancel()
+            service.stop()
+    finally:
+        if reader is not None:  # stopped after the core: a Ctrl-C also reached it, in a terminal
+            await anyio.to_thread.run_sync(reader.stop)
 
 
 async def _say_resumed(sim: SimRM) -> None:

@@ -324,8 +324,9 @@ def test_up_serves_the_web_ui_and_http_apis_on_loopback_and_prints_their_urls(tm
         import json
         import urllib.request
 
-        with urllib.request.urlopen(url, timeout=10) as r:
-            assert r.status == 200 and json.loads(r.read())["status"] == "ok"
+        with urllib.request.urlopen(url, timeout=10) as r:  # a reader answers: nothing waits on the writer
+            health = json.loads(r.read())
+            assert r.status == 200 and health["status"] == "ok" and health["role"] == "reader", health
         with urllib.request.urlopen(ui, timeout=10) as r:  # the web UI's page
             assert r.status == 200 and b"/ui/app.js" in r.read()
         with urllib.request.urlopen(ui + "ws/v1/partitions", timeout=10) as r:  # the demo's RMs, as YuniKorn's API
