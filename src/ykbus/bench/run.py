@@ -148,6 +148,7 @@ def bench_backlog(repeat: int, pending: int, nodes: int, entries: int, progress:
     """Entries/s of steady churn on a full cluster with a backlog of `pending` asks that
     cannot be placed (workloads.Backlog); the entries are timed one by one, the set-up not."""
     from ykbus.bench.workloads import Backlog
+    from ykbus.bus.service import FREEZE_EVERY  # the service's garbage-collector settings, as users run it
 
     runs = []
     for r in range(repeat):
@@ -161,8 +162,11 @@ def bench_backlog(repeat: int, pending: int, nodes: int, entries: int, progress:
         waiting = sum(k.pending for rm in core.rms.values() for p in rm.partitions.values()
                       for a in p.apps.values() for k in a.asks.values())
         gc.collect()
+        gc.freeze()  # as the service keeps it (bus/service.py `_tame_gc`): the backlog is long-lived
         total, allocations, times = 0.0, 0, []
         for i, entry in enumerate(w.entries()):
+            if i and i % FREEZE_EVERY == 0:
+                gc.freeze()
             t0 = time.perf_counter()
             outs = core.apply(entry)
             dt = time.perf_counter() - t0
@@ -173,6 +177,7 @@ def bench_backlog(repeat: int, pending: int, nodes: int, entries: int, progress:
             w.observe(new)
             if i % 200 == 0:
                 progress(f"core backlog {pending:,}: run {r + 1}/{repeat}, entry {i}")
+        gc.unfreeze()
         times.sort()
         runs.append({"entries_per_s": len(times) / total, "seconds": total, "allocations": allocations,
                      "waiting": waiting, "p99_ms": 1000 * times[int(len(times) * 0.99)]})

@@ -56,6 +56,15 @@ class Timers(Generic[T]):
 def due(all_timers: list[Timers[T]], now: int) -> list[T]:
     """The timers of several `Timers` (sharing one Sequence) due at `now`, in one
     (deadline, insertion) order."""
-    entries = [e for timers in all_timers for e in timers.pop_due(now)]
-    entries.sort(key=lambda e: (e[0], e[1]))
+    lists = [found for timers in all_timers if (found := timers.pop_due(now))]
+    if not lists:
+        return []
+    if len(lists) == 1:  # one RM's: popped from its heap in that order already
+        return [e[2] for e in lists[0]]
+    entries = [e for found in lists for e in found]
+    entries.sort(key=_order)
     return [e[2] for e in entries]
+
+
+def _order(entry: tuple[int, int, object]) -> tuple[int, int]:
+    return entry[0], entry[1]
