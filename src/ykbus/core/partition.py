@@ -51,7 +51,6 @@ from __future__ import annotations
 from ykbus.core import why
 from ykbus.core.changes import PartitionChanges
 from ykbus.core.config import (
-    AppSortPolicy,
     PartitionConfig,
     quota_preemption_enabled,
 )
@@ -104,14 +103,13 @@ from ykbus.core.model import (
 from ykbus.core.outbox import Outbox
 from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
 from ykbus.core.resources import fits
-from ykbus.core.scheduling import Scheduler, held, maxapplications
+from ykbus.core.scheduling import Scheduler
 from ykbus.core.timers import (
     PreemptionTimer,
     QuotaTimer,
     ReservationTimer,
     Timer,
 )
-from ykbus.core.waits import POOLED
 from ykbus.si import messages as m
 
 
@@ -335,26 +333,8 @@ class Partition(PartitionChanges):
             self._wake(ask)
 
     def reservation_due(self, timer: ReservationTimer) -> None:
-        """An ask has waited for room the reservation delay: the next pass may reserve for it.
-        When no node can be reserved for its shape, judging it would only park it again where
-        it waits, now past its delay: it joins its shape's reservation gate at once instead
-        (a backlog passing its delay together cost one judgment each: 360 ms for 20,000)."""
+        """An ask has waited for room the reservation delay: the next pass may reserve for it."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
-            if ask.pooled == POOLED and self._judged_would_wait_to_reserve(ask):
-                self.pool.start_reserving(ask)
-                return
             self._unwait(ask)
             self._wake(ask)
-
-    def _judged_would_wait_to_reserve(self, ask: Ask) -> bool:
-        """Whether the next pass would park `ask` (waiting for room, just past its reservation
-        delay) where it is, with the reason it has, and nothing else: no node to reserve for
-        its shape, no preemption to try, an application the walk judges as it is."""
-        app = ask.app
-        scheduler = self.scheduler
-        judged_as_is = app.state is AppState.RUNNING or app.state is AppState.ACCEPTED and maxapplications(app) is None
-        return (not ask.preempt_other and app.why is None and app.blocked_on is None and judged_as_is
-                and app.queue.sort_policy is not AppSortPolicy.STATEAWARE
-                and ask.reported == scheduler.no_room_reason(ask).message
-                and held(ask) is None and scheduler.none_to_reserve_for(ask))

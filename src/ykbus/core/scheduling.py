@@ -332,11 +332,29 @@ class Scheduler:
     def _ask(self, ask: Ask) -> Decision:
         if self.tried is not None:
             self.tried.append(ask.key)
-        held_by = held(ask)
-        if held_by is not None:
-            return held_by
         res = ask.resource
         app = ask.app
+        if app.queue.path == RECOVERY_QUEUE:
+            reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
+            return Park(ask, app.queue.room, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
+        for t in app.trackers:
+            limit = t.limit.maxresources
+            if limit:
+                over = first_over(t.allocated, res, limit)
+                if over is not None:
+                    used = t.allocated.get(over, 0)
+                    reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
+                              f"{used} used + {res[over]} asked")
+                    return Park(ask, t.room, m.SchedulingState.SKIPPED, why.limit(
+                        reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
+        for q in app.path:
+            if q.max:
+                over = first_over(q.allocated, res, q.max)
+                if over is not None:
+                    used = q.allocated.get(over, 0)
+                    reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
+                    return Park(ask, q.room, m.SchedulingState.SKIPPED,
+                                why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
         if ask.required:
             return required_node_decision(self.part, ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there
@@ -376,26 +394,12 @@ class Scheduler:
             self.none_to_reserve[ask.shape] = None
             if self.part.pool.open:  # and none of them finds a node to reserve
                 self.closed[(RESERVE, ask.shape)] = None
-        return Park(ask, NODE_ROOM, m.SchedulingState.FAILED, self.no_room_reason(ask))
-
-    def no_room_reason(self, ask: Ask) -> why.Why:
-        """The NoNodeRoom reason of `ask`'s shape (one value per shape, formatted once)."""
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:
                 self.no_room.clear()
-            no_room = self.no_room[ask.shape] = why.no_node_room(ask.resource)
-        return no_room
-
-    def none_to_reserve_for(self, ask: Ask) -> bool:
-        """Whether no node can be reserved for `ask`'s shape now (what judging it past its
-        reservation delay would find), remembered as `_no_room` remembers it."""
-        if ask.shape in self.none_to_reserve:
-            return True
-        if self._reservable(ask) is not None:
-            return False
-        self.none_to_reserve[ask.shape] = None
-        return True
+            no_room = self.no_room[ask.shape] = why.no_node_room(res)
+        return Park(ask, NODE_ROOM, m.SchedulingState.FAILED, no_room)
 
     def _reservable(self, ask: Ask) -> Node | None:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
@@ -576,35 +580,6 @@ def _distinct_asks(entries: Iterator[tuple[int, int, Ask]]) -> Iterator[tuple[in
         if entry[-1] is not last:  # behind two open gates: once
             last = entry[-1]
             yield entry
-
-
-def held(ask: Ask) -> Park | None:
-    """Where `ask` waits whatever the nodes hold: its queue is the recovery queue, or
-    placing it would exceed a user or group limit or a queue's max (None: none holds it)."""
-    res = ask.resource
-    app = ask.app
-    if app.queue.path == RECOVERY_QUEUE:
-        reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
-        return Park(ask, app.queue.room, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
-    for t in app.trackers:
-        limit = t.limit.maxresources
-        if limit:
-            over = first_over(t.allocated, res, limit)
-            if over is not None:
-                used = t.allocated.get(over, 0)
-                reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
-                          f"{used} used + {res[over]} asked")
-                return Park(ask, t.room, m.SchedulingState.SKIPPED, why.limit(
-                    reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
-    for q in app.path:
-        if q.max:
-            over = first_over(q.allocated, res, q.max)
-            if over is not None:
-                used = q.allocated.get(over, 0)
-                reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
-                return Park(ask, q.room, m.SchedulingState.SKIPPED,
-                            why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
-    return None
 
 
 def stateaware_gate(leaf: Queue) -> App | None:

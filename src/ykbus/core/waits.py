@@ -77,11 +77,6 @@ class RoomWaits:
         if reserving:
             self._add(ask, (RESERVE, ask.shape))
 
-    def start_reserving(self, ask: Ask) -> None:
-        """`ask`, waiting for room, is past its reservation delay: behind its reservation gate too."""
-        ask.pooled = POOLED_RESERVING
-        self._add(ask, (RESERVE, ask.shape))
-
     def leave(self, ask: Ask) -> None:
         if ask.pooled == POOLED_RESERVING:
             self._remove(ask, (RESERVE, ask.shape))
