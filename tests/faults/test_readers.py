@@ -11,6 +11,7 @@ import urllib.request
 
 import anyio
 import nats
+import nats.js.errors
 import pytest
 
 from tests.faults.test_failover import Candidate, leader_of
@@ -129,3 +130,35 @@ async def test_a_reader_never_leads(nats_server):
         reader.terminate()
         if leader.proc.poll() is None:
             leader.terminate()
+
+
+async def test_a_reader_waits_for_a_core_and_changes_none_of_its_streams(nats_server):
+    """Started first, a reader waits for a core to make the streams; it never makes or
+    changes them (a core's limits stay as that core set them)."""
+    from ykbus.bus.subjects import OUT_STREAM
+
+    reader = Candidate(nats_server.url, "--reader").start()
+    try:
+        await anyio.sleep(1.5)
+        assert reader.proc.poll() is None and reader.health() is None  # waiting, not serving yet
+        nc = await nats.connect(nats_server.url)
+        js = nc.jetstream()
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.stream_info(OUT_STREAM)
+        leader = Candidate(nats_server.url, "--out-max-bytes", "12345678").start()
+        try:
+            await leader_of([leader])
+            await until(lambda: (reader.health() or {}).get("role") == "reader")
+            reader.terminate()
+            again = Candidate(nats_server.url, "--reader").start()  # default limits on its command line
+            try:
+                await until(lambda: (again.health() or {}).get("role") == "reader")
+                assert (await js.stream_info(OUT_STREAM)).config.max_bytes == 12345678
+            finally:
+                again.terminate()
+        finally:
+            leader.terminate()
+            await nc.close()
+    finally:
+        if reader.proc.poll() is None:
+            reader.terminate()

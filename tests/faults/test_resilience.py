@@ -266,3 +266,21 @@ async def test_restart_reads_the_local_snapshot_copy_only_when_its_digest_matche
         await rec.wait_for(lambda: any(a.allocationKey == "k2" for a in rec.allocations))
         core.terminate()
         assert loaded_from(core) == "object store"
+
+
+async def test_an_input_log_purged_past_what_the_core_applied_stops_it_with_the_missing_range(nats_server):
+    core = CoreProcess(nats_server.url).start()
+    async with rm_client(nats_server.url) as rm:
+        await start_rm(rm, "k8s", Recorder())
+    core.terminate()  # its final snapshot holds what it applied
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    for _ in range(3):  # appended after the snapshot, then the whole log is purged
+        await js.publish("yk.v1.in._core.tick", b"{}")
+    last = (await js.stream_info(IN_STREAM)).state.last_seq
+    await js.purge_stream(IN_STREAM)
+    await nc.close()
+    core = CoreProcess(nats_server.url).start()
+    assert core.proc.wait(timeout=30) == 3
+    err = core.proc.stderr.read().decode()
+    assert "the input log has a gap" in err and f"entries {last - 2}..{last} are gone" in err

@@ -68,12 +68,14 @@ from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
 from ykbus.bus.snapshots import Snapshotter
-from ykbus.bus.streams import attach_consumer, ensure_streams, snapshot_store, with_retries
+from ykbus.bus.streams import attach_consumer, ensure_streams, made_by_a_core, snapshot_store, with_retries
 from ykbus.bus.subjects import (
     CORE_TOKEN,
     HDR_CONTENT_TYPE,
     IN_STREAM,
+    LEASE_BUCKET,
     MSGPACK,
+    SNAPSHOT_BUCKET,
     SNAPSHOT_OBJECT,
     Subjects,
     js_reply_delivery,
@@ -235,8 +237,12 @@ class CoreService:
         stream's ids. Each step may be done again (the whole is retried while a NATS cluster
         elects its leaders, or while another core makes the same streams)."""
         s = self.settings
-        await ensure_streams(self.js, self.subjects, s.limits)
-        self.store = await snapshot_store(self.js, s.limits.replicas)
+        kv = None
+        if s.reader:  # it makes and changes nothing (not even the streams' limits): a core did
+            self.store, kv = await made_by_a_core(self.js, (SNAPSHOT_BUCKET, LEASE_BUCKET))
+        else:
+            await ensure_streams(self.js, self.subjects, s.limits)
+            self.store = await snapshot_store(self.js, s.limits.replicas)
         mark("streams_ms")
         await self._load()
         mark("snapshot_ms")
@@ -245,7 +251,7 @@ class CoreService:
         self.http.events = EventFeed(self.js, self.subjects, self.instance)
         self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
                                          self.stats, self._output_format, self.nc, self.notify)
-        lease = self.leadership.lease or Lease(await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
+        lease = self.leadership.lease or Lease(kv or await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
                                                identity(self.instance, s.lease_ttl_s), s.lease_ttl_s,
                                                ready=self._caught_up)
         self.leadership.connected(self.js, self.nc, self.publisher, lease)
@@ -253,7 +259,7 @@ class CoreService:
             await lease.observe()
             return  # it publishes nothing: no need to know what YK_OUT holds
         if not lease.term:
-            await lease.campaign_once()  # a lone core leads from its first entry
+            await lease.campaign_once()  # a lone core caught up leads from its first entry (else once caught up)
         await self.publisher.scan()
 
     def _local_snapshot(self) -> str | None:
@@ -298,6 +304,9 @@ class CoreService:
         info = await self.js.stream_info(IN_STREAM)
         first, messages = info.state.first_seq, info.state.messages
         self._log_end_at_start = info.state.last_seq
+        if not messages and info.state.last_seq > self.core.last_seq:  # all of it purged or aged out
+            raise LogGap(f"the input log is empty up to seq {info.state.last_seq} but the core has applied only "
+                         f"up to {self.core.last_seq}: entries {self.core.last_seq + 1}..{info.state.last_seq} are gone")
         if messages and self.core.last_seq + 1 < first:
             raise LogGap(f"the input log starts at seq {first} but the core has applied only up to "
                          f"{self.core.last_seq}: entries {self.core.last_seq + 1}..{first - 1} are gone")

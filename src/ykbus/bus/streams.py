@@ -82,6 +82,24 @@ async def with_retries(make: Callable[[], Awaitable[T]], what: str, within: floa
             delay = min(2 * delay, 2.0)
 
 
+async def made_by_a_core(js: JetStreamContext, buckets: tuple[str, ...], poll_s: float = 0.5) -> list:
+    """For a reader, which makes and changes nothing: the two streams and the buckets a core
+    made (their handles, in order), waiting for them as long as it takes."""
+    said = False
+    while True:
+        try:
+            for stream in (IN_STREAM, OUT_STREAM):
+                await js.stream_info(stream)
+            return [await (js.object_store(name) if name == SNAPSHOT_BUCKET else js.key_value(name))
+                    for name in buckets]
+        except (NotFoundError, NatsTimeoutError, ServiceUnavailableError, NoRespondersError) as exc:
+            if not said:
+                log.warning("waiting for a core to make the streams and stores", extra={"fields": {
+                    "error": repr(exc)}})
+                said = True
+            await anyio.sleep(poll_s)
+
+
 async def snapshot_store(js: JetStreamContext, replicas: int = 1):
     try:
         return await js.object_store(SNAPSHOT_BUCKET)
