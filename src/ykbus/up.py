@@ -312,6 +312,8 @@ async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_op
                     if isinstance(rm, SimRM):
                         tg.start_soon(_say_resumed, rm)
                 tg.start_soon(_progress, service, rms)
+                if reader is not None:
+                    tg.start_soon(_keep_reading, reader)
                 if tyjob_cluster:
                     tg.start_soon(_example_jobs, settings.nats_url, rms[-1], rm_options.get(ADMIN))
                 with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -325,6 +327,17 @@ async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_op
     finally:
         if reader is not None:  # stopped after the core: a Ctrl-C also reached it, in a terminal
             await anyio.to_thread.run_sync(reader.stop)
+
+
+async def _keep_reading(reader: Reader) -> None:
+    """A reader that exits while `ykbus up` runs is started again (the web UI and the read
+    API are its), and the user is told."""
+    while True:
+        await anyio.sleep(1)
+        if reader.proc is not None and reader.proc.poll() is not None:
+            print(f"ykbus up: the reader process exited with {reader.proc.returncode}; starting it again",
+                  flush=True)
+            reader.start()
 
 
 async def _say_resumed(sim: SimRM) -> None:

@@ -334,3 +334,41 @@ def test_up_serves_the_web_ui_and_http_apis_on_loopback_and_prints_their_urls(tm
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
+
+
+def test_up_starts_its_reader_again_if_it_dies(tmp_path):
+    """The web UI and the read API are a reader process's: killed, `ykbus up` starts it again."""
+    import json
+    import os
+    import signal
+    import time
+    import urllib.request
+
+    env = home_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = None
+        for line in proc.stdout:
+            found = re.match(r"ykbus up: HTTP read API on (http://127\.0\.0\.1:\d+/api/health) ", line)
+            if found:
+                url = found.group(1)
+                break
+        assert url is not None
+        readers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "core --reader"], capture_output=True, text=True)
+        assert len(readers.stdout.split()) == 1, readers
+        os.kill(int(readers.stdout.split()[0]), signal.SIGKILL)
+        said = next(line for line in proc.stdout if "the reader process exited" in line)
+        assert "starting it again" in said
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    assert json.loads(r.read())["role"] == "reader"
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the reader did not come back"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
