@@ -284,3 +284,27 @@ async def test_an_input_log_purged_past_what_the_core_applied_stops_it_with_the_
     assert core.proc.wait(timeout=30) == 3
     err = core.proc.stderr.read().decode()
     assert "the input log has a gap" in err and f"entries {last - 2}..{last} are gone" in err
+
+
+async def test_a_message_on_the_output_stream_with_a_bad_in_seq_header_does_not_stop_a_start(nats_server):
+    """Anyone may publish to an open server: a message on YK_OUT whose `Yk-In-Seq` is not a
+    sequence is read as having none, by a restarting core's scan and by a standby's tail."""
+    core = CoreProcess(nats_server.url, "--rm-pause", "600").start()
+    async with rm_client(nats_server.url) as rm:
+        await start_rm(rm, "k8s", Recorder())
+    core.terminate()
+    nc = await nats.connect(nats_server.url)
+    await nc.jetstream().publish("yk.v1.out.k8s.alloc", b"{}", headers={"Yk-In-Seq": "not-a-seq"})
+    await nc.close()
+    core = CoreProcess(nats_server.url, "--rm-pause", "600").start()
+    try:
+        last = await wait_until_applied(nats_server.url, timeout=30)
+        assert last > 0 and core.proc.poll() is None
+        async with rm_client(nats_server.url) as rm:  # and it schedules
+            rec = Recorder()
+            client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=1000)])
+            await client.add_applications([app("a1")])
+            await client.add_asks([ask("p", "a1", vcore=100)])
+            await rec.wait_for(lambda: len(rec.allocations) == 1)
+    finally:
+        core.terminate()

@@ -36,6 +36,7 @@ from ykbus.bus.subjects import (
     MSGPACK,
     OUT_STREAM,
     Subjects,
+    header_seq,
     js_reply_meta,
 )
 from ykbus.core import Core, Entry
@@ -389,7 +390,7 @@ class NatsScheduler(SchedulerAPI):
         body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding)
         self.last_output_seq = seq
         if kind == "register":
-            self._registers[int(headers.get(HDR_IN_SEQ, "0"))] = body
+            self._registers[header_seq(headers, HDR_IN_SEQ)] = body
             self._register_seen.set()
         elif self.callback is not None:
             await deliver(self.callback, kind, body)

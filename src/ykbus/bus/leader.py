@@ -28,7 +28,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from ykbus.bus.leadership import Lease, lease_term
 from ykbus.bus.publisher import OutputPublisher, Part, Unpublished
-from ykbus.bus.subjects import HDR_IN_SEQ, HDR_LEASE, HDR_MSG_ID, IN_STREAM, OUT_STREAM, Subjects
+from ykbus.bus.subjects import HDR_IN_SEQ, HDR_LEASE, HDR_MSG_ID, IN_STREAM, OUT_STREAM, Subjects, header_seq
 
 log = logging.getLogger("ykbus.core")
 
@@ -120,7 +120,7 @@ class Leadership:
 
     async def _on_output(self, msg: Any) -> None:
         headers = msg.headers or {}
-        self.unpublished.stored(headers.get(HDR_MSG_ID, ""), int(headers.get(HDR_IN_SEQ) or 0), self._applied())
+        self.unpublished.stored(headers.get(HDR_MSG_ID, ""), header_seq(headers, HDR_IN_SEQ), self._applied())
 
     async def deliver(self, seq: int, parts: list[Part]) -> bool:
         """The outputs of entry `seq`: published (True) by the leader, else kept."""

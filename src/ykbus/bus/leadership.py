@@ -45,7 +45,7 @@ import anyio
 from nats.js import api
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 
-from ykbus.bus.subjects import HDR_LEASE, LEASE_BUCKET, LEASE_KEY
+from ykbus.bus.subjects import HDR_LEASE, LEASE_BUCKET, LEASE_KEY, header_seq
 
 log = logging.getLogger("ykbus.core")
 
@@ -59,14 +59,12 @@ def lease_clock() -> float:
 
 
 MIN_TTL_S, MAX_TTL_S = 0.2, 60.0  # a lease's TTL, as `--lease-ttl` takes it
-MAX_TERM = 2**63 - 1  # a KV revision is a stream sequence: uint64, and the log's bound
 
 
 def lease_term(headers: dict[str, str] | None) -> int:
     """The term a `_core` entry carries in `Yk-Lease`, or 0 (none, or not a term: anyone
     may append to an open server)."""
-    text = (headers or {}).get(HDR_LEASE, "")
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_TERM else 0
+    return header_seq(headers, HDR_LEASE)
 
 
 def holder_ttl(holder: dict[str, Any], default: float) -> float:

@@ -20,7 +20,7 @@ import anyio
 import msgspec
 from nats.js import api
 
-from ykbus.bus.subjects import HDR_CONTENT_TYPE, HDR_IN_SEQ, HDR_MSG_ID, MSGPACK, OUT_STREAM, Subjects
+from ykbus.bus.subjects import HDR_CONTENT_TYPE, HDR_IN_SEQ, HDR_MSG_ID, MSGPACK, OUT_STREAM, Subjects, header_seq
 from ykbus.core import Output
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
@@ -165,7 +165,7 @@ class OutputPublisher:
             async for msg in sub.messages:
                 headers = msg.headers or {}
                 ids.add(headers.get(HDR_MSG_ID, ""))
-                in_seq = int(headers.get(HDR_IN_SEQ, "0"))
+                in_seq = header_seq(headers, HDR_IN_SEQ)
                 floor = in_seq if floor is None else min(floor, in_seq)
                 if msg.metadata.sequence.stream >= last:
                     break

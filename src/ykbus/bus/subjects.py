@@ -93,3 +93,13 @@ def js_reply_delivery(reply: str) -> tuple[int, int, int]:
     if len(tokens) >= 11:  # v2: $JS.ACK.<domain>.<acchash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>...
         return int(tokens[7]), int(tokens[9]), int(tokens[10])
     raise ValueError(f"not a JetStream reply subject: {reply!r}")
+
+
+MAX_SEQ = 2**63 - 1  # a stream sequence (uint64), as the log bounds it
+
+
+def header_seq(headers: dict[str, str] | None, name: str) -> int:
+    """A sequence number a header carries (`Yk-In-Seq`, `Yk-Lease`), or 0 when it is absent or
+    not one: anyone may publish to an open server, and a bad header must not stop a reader."""
+    text = (headers or {}).get(name, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_SEQ else 0
