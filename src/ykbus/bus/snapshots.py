@@ -37,6 +37,7 @@ log = logging.getLogger("ykbus.core")
 
 
 RETRY_MAX_S = 30.0  # the longest wait between failed snapshots
+STORE_DUE_RETRY_S = 0.5  # a new leader's snapshot that may not be stored yet: tried again after this
 
 
 class SnapshotFailed(Exception):
@@ -121,6 +122,7 @@ class Snapshotter:
         self.fork = hasattr(os, "fork") if fork is None else fork
         self.since = 0  # entries applied since the state the last snapshot holds
         self.since_stored = 0  # ... since the last one this process stored (a standby stores none)
+        self.store_due = False  # this process leads and has stored none for `every` entries: store one
         self.at = time.monotonic()  # when the last snapshot was stored (or the state loaded)
         self.taken = 0
         self._wanted = anyio.Event()
@@ -137,8 +139,10 @@ class Snapshotter:
     def leading(self) -> None:
         """This process now leads: if it has applied `every` entries or more since it last
         stored a snapshot (a standby stores none), one is due now, so that a process started
-        after a takeover replays the log from here, not from before it."""
+        after a takeover replays the log from here, not from before it. Due until stored: if
+        it may not store yet (outputs kept back while its lease lapsed), it is tried again."""
         if self.since_stored >= self.every:
+            self.store_due = True
             self._wanted.set()
 
     @property
@@ -158,11 +162,16 @@ class Snapshotter:
             try:
                 await self.take(forked=self.fork)
                 pause = 0.0
+                if self.store_due:  # it could not be stored yet: again in a moment
+                    await anyio.sleep(STORE_DUE_RETRY_S)
+                    self._wanted.set()
             except Exception as exc:  # noqa: BLE001 - the log keeps everything; the next one tries again
                 pause = min(max(2 * pause, 0.5), RETRY_MAX_S)
                 log.error("snapshot failed: the next one tries again", extra={"fields": {
                     "error": repr(exc), "retry_in_s": pause}})
                 await anyio.sleep(pause)
+                if self.store_due:
+                    self._wanted.set()
 
     async def take(self, forked: bool = False) -> None:
         """A snapshot of the state after the last entry applied (the final one at stop: in
@@ -176,14 +185,14 @@ class Snapshotter:
             async with self._writer:  # between entries: none half handed over
                 await self._settle()  # every output up to the cursor is stored before the cursor is
                 upload = self._upload()
-                if self.since == 0 and not (upload and self.since_stored):
-                    return
+                if self.since == 0 and not (upload and self.since_stored) or self.store_due and not upload:
+                    return  # nothing new; or the one due is to be stored, and may not be yet
                 t0 = time.perf_counter()
                 core = self._core()
                 seq, since, since_stored = core.last_seq, self.since, self.since_stored
                 self.since = 0
                 if upload:
-                    self.since_stored = 0
+                    self.since_stored, self.store_due = 0, False
                 local = self.local_path if upload else None
                 tmp = (local or os.path.join(tempfile.gettempdir(), f"ykbus-snapshot-{os.getpid()}")) + ".tmp"
                 if local:
@@ -205,6 +214,7 @@ class Snapshotter:
                 self.since += since  # not stored: those entries still count
                 if upload:
                     self.since_stored += since_stored
+                    self.store_due = self.since_stored >= self.every
                 raise
             if local:  # a copy beside the store makes the next start skip the download
                 os.replace(tmp, local)
