@@ -31,7 +31,7 @@ from ykbus.bus.permissions import (
     generate,
     load_secrets,
 )
-from ykbus.bus.server import NatsServer
+from ykbus.bus.server import NatsServer, stop_process
 from ykbus.bus.service import CoreService, LogGap
 from ykbus.bus.settings import ServiceSettings, StartError, service_settings
 from ykbus.sim.base import SimRM
@@ -265,13 +265,8 @@ class Reader:
         raise RuntimeError(f"the reader process did not answer on {self.base} within {timeout:.0f} s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc)
 
 
 async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_options: dict[str, dict] | None = None,

@@ -38,6 +38,7 @@ from nats.js import api
 
 from tests.fuzz.checks import Failure, Run, _answers, bad_items, describe
 from tests.fuzz.mutate import mutate_entry, special_entry
+from ykbus.bus.server import stop_process
 from ykbus.bus.subjects import HDR_CONTENT_TYPE, HDR_IN_SEQ, MSGPACK, OUT_STREAM
 from ykbus.core.outbox import Entry, Output
 from ykbus.core.registry import RM_ID
@@ -89,13 +90,7 @@ class CoreUnderTest:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.alive():
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._reader.join(timeout=5)
 
 

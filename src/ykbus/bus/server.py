@@ -36,6 +36,22 @@ def free_port() -> int:
 LOG_FILE_BYTES = 10 * 1024 * 1024  # nats-server rotates its log there, keeping two old files
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 30, kill: bool = False) -> None:
+    """Stop a child process: SIGTERM (SIGKILL with `kill`), SIGKILL if it has not exited
+    within `timeout` seconds, and reap it."""
+    if proc.poll() is not None:
+        return
+    if kill:
+        proc.kill()
+    else:
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @dataclass
 class NatsServer:
     """`with NatsServer() as srv: srv.url` runs a JetStream server until the block ends."""
@@ -101,16 +117,8 @@ class NatsServer:
             return f"(no log: {exc})"
 
     def stop(self, kill: bool = False) -> None:
-        if self.process is not None and self.process.poll() is None:
-            if kill:
-                self.process.kill()
-            else:
-                self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop_process(self.process, timeout=10, kill=kill)
         self.process = None
 
     def cleanup(self) -> None:
