@@ -32,6 +32,11 @@ def ext_modules() -> list:
         return []
     from mypyc.build import mypycify
 
+    for built in (PACKAGE / "core").iterdir():  # a module taken off the list: its old build would still load first
+        name = built.name.split(".")[0]
+        if built.suffix in (".so", ".pyd") and name not in compiled["MODULES"]:
+            built.unlink()
+
     # what mypyc is about to read: a source changed after this point makes the build stale
     record.write_text(json.dumps(compiled["core_sources"](PACKAGE), indent=1, sort_keys=True) + "\n")
     sources = [str(PACKAGE / "core" / f"{name}.py") for name in compiled["MODULES"]]
