@@ -195,3 +195,41 @@ async def test_a_new_leader_stores_a_snapshot_at_once_when_none_is_recent(nats_s
                 await anyio.sleep(0.1)
     finally:
         standby.terminate()
+
+
+async def test_a_standby_far_ahead_of_its_leader_keeps_a_bounded_number_of_outputs(nats_server):
+    """The leader is paused (its lease long enough not to lapse): the standby applies the
+    log and keeps its outputs until it holds its limit, then waits; once the leader stores
+    them it goes on to the end."""
+    from tests.integration.conftest import running_core
+
+    leader = Candidate(nats_server.url, "--lease-ttl", "60").start()
+    try:
+        await leader_of([leader])
+        async with running_core(nats_server.url, lease_ttl_s=60, heartbeat_pause_s=600) as standby:
+            kept = standby.leadership.unpublished
+            kept.limit = 20
+            async with rm_client(nats_server.url) as rm:
+                rec = Recorder()
+                client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=100_000)])
+                await client.add_applications([app("a1")])
+                last = await wait_until_applied(nats_server.url)
+                os.kill(leader.proc.pid, signal.SIGSTOP)
+                try:
+                    for i in range(60):  # one ask a message: an entry and an output each
+                        await client.add_asks([ask(f"p{i}", "a1", vcore=100)])
+                    most = 0
+                    with anyio.move_on_after(3):
+                        while True:
+                            most = max(most, len(kept))
+                            await anyio.sleep(0.01)
+                    assert kept.full and 20 <= most <= 21 and standby.core.last_seq < last + 60
+                finally:
+                    os.kill(leader.proc.pid, signal.SIGCONT)
+                await rec.wait_for(lambda: len(rec.allocations) == 60)
+            with anyio.fail_after(20):  # the leader stored them: the standby goes on to the end
+                while standby.core.last_seq < last + 60:
+                    await anyio.sleep(0.05)
+            assert standby.leadership.role == "standby" and len(kept) <= 20
+    finally:
+        leader.terminate()

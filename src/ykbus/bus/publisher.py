@@ -59,18 +59,33 @@ class Part(NamedTuple):
     notice: list[str]  # what the operator hears when it is first published
 
 
+KEPT_MAX = 200_000  # outputs a standby keeps ahead of its leader, at most (a few hundred bytes each)
+
+
 class Unpublished:
     """A standby's outputs of the entries it applied, kept until it sees the leader's copy
     of each on the output stream (by message id), so that a takeover publishes exactly what
     the leader did not."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = KEPT_MAX) -> None:
         self._parts: dict[str, Part] = {}  # by message id, in the order applied
         self._ahead: dict[str, int] = {}  # ids seen stored before this process applied their entry
         self._prune_at = 100_000
+        self.limit = limit  # kept at most: then the standby applies nothing more until the leader catches up
+        self._room = asyncio.Event()
+        self._room.set()
 
     def __len__(self) -> int:
         return len(self._parts)
+
+    @property
+    def full(self) -> bool:
+        return not self._room.is_set()
+
+    async def room(self) -> None:
+        """Until fewer than `limit` are kept (the leader stored them, or this process took
+        them over): a standby far ahead of its leader waits rather than keep ever more."""
+        await self._room.wait()
 
     def add(self, parts: list[Part], applied: int) -> None:
         for part in parts:
@@ -79,6 +94,8 @@ class Unpublished:
         if len(self._ahead) > self._prune_at:  # ids this process will not make (entries it applied)
             self._ahead = {i: s for i, s in self._ahead.items() if s > applied}
             self._prune_at = max(100_000, 2 * len(self._ahead))
+        if len(self._parts) >= self.limit:
+            self._room.clear()
 
     def stored(self, msg_id: str, in_seq: int, applied: int) -> None:
         """The leader's copy of `msg_id` (of entry `in_seq`) is on the stream; `applied`: the
@@ -86,11 +103,14 @@ class Unpublished:
         here was never kept: a tail that reads the stream again from its start)."""
         if self._parts.pop(msg_id, None) is None and in_seq > applied:
             self._ahead[msg_id] = in_seq
+        if not self._room.is_set() and len(self._parts) <= self.limit // 2:
+            self._room.set()
 
     def take(self) -> list[Part]:
         parts = list(self._parts.values())
         self._parts.clear()
         self._ahead.clear()
+        self._room.set()
         return parts
 
 

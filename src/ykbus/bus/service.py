@@ -329,6 +329,10 @@ class CoreService:
         if self._failure is not None:
             return
         try:
+            kept = self.leadership.unpublished
+            if kept.full:  # a standby far ahead of its leader: it waits, outside the writer (a takeover needs it)
+                log.warning("standby waits: its leader is far behind", extra={"fields": {"kept": len(kept)}})
+                await kept.room()
             async with self._writer:
                 await self._apply_input(msg)
         except Exception as exc:  # noqa: BLE001 - the service stops with it (run raises it)
