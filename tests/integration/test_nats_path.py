@@ -137,7 +137,7 @@ async def test_a_publish_answered_with_an_error_is_sent_again_with_the_same_id()
     pub = OutputPublisher(js, Subjects(), window=2, retries=3, stats=stats,
                           output_format=lambda rm: ("json", "number"), nc=nc)
     for seq in range(1, 6):
-        await pub.publish(seq, _outputs(seq, 2))
+        await pub.send(pub.encode(seq, _outputs(seq, 2)))
     await pub.settle(0)
     assert [h[HDR_MSG_ID] for h in js.republished] == ["4-1"]
     assert js.republished[0][HDR_IN_SEQ] == "4"
@@ -151,7 +151,7 @@ async def test_a_publish_left_unanswered_is_sent_again_with_the_same_id(monkeypa
     pub = OutputPublisher(js, Subjects(), window=1, retries=3, stats={"outputs": 0, "allocations": 0},
                           output_format=lambda rm: ("json", "number"), nc=nc)
     for seq in range(1, 4):
-        await pub.publish(seq, _outputs(seq, 1))
+        await pub.send(pub.encode(seq, _outputs(seq, 1)))
     await pub.settle(0)
     assert [h[HDR_MSG_ID] for h in js.republished] == ["2-0"]
     assert not pub._inflight and not pub._by_number

@@ -161,13 +161,8 @@ class Lease:
             except KeyWrongLastSequenceError:
                 return False  # another candidate was first
         sent = self._clock()  # after the answer: the holder wrote this revision before now
-        holder = _holder(entry.value)
-        self.leader = holder
-        rev, seen_at = self._seen
-        if entry.revision != rev:
-            self._seen = (entry.revision, sent)
-            return False
-        if sent - seen_at < holder_ttl(holder, self.ttl) or not self._ready():
+        holder = self.leader = _holder(entry.value)
+        if not self._lapsed(entry.revision, holder, sent) or not self._ready():
             return False
         try:
             self._won(await self._kv.update(LEASE_KEY, self._value, last=entry.revision), sent)
@@ -200,14 +195,17 @@ class Lease:
         except Exception as exc:  # noqa: BLE001 - NATS away: look again at the next poll
             log.info("lease read failed", extra={"fields": {"error": repr(exc)}})
             return
-        now = self._clock()
         holder = _holder(entry.value)
-        rev, seen_at = self._seen
-        if entry.revision != rev:
-            self._seen = (entry.revision, now)
-            self.leader = holder
-        elif now - seen_at >= holder_ttl(holder, self.ttl):
-            self.leader = None
+        self.leader = None if self._lapsed(entry.revision, holder, self._clock()) else holder
+
+    def _lapsed(self, revision: int, holder: dict[str, Any], now: float) -> bool:
+        """Whether the lease's holder stopped renewing: this process has seen `revision`
+        unchanged for the holder's TTL (a new revision starts the count again)."""
+        seen, seen_at = self._seen
+        if revision != seen:
+            self._seen = (revision, now)
+            return False
+        return now - seen_at >= holder_ttl(holder, self.ttl)
 
     async def renew(self) -> bool:
         """One renewal; False once another process holds the lease (then `lost`)."""

@@ -233,10 +233,6 @@ class OutputPublisher:
         """`part` was on the output stream when this process last scanned it."""
         return part.seq < self._floor or part.msg_id in self._ids
 
-    async def publish(self, seq: int, outputs: list[Output]) -> None:
-        """Send the outputs of entry `seq`; acks are settled in a bounded window."""
-        await self.send(self.encode(seq, outputs))
-
     async def send(self, parts: list[Part]) -> None:
         """Send `parts` in order, skipping those stored before this process scanned the
         stream (a restart, or a standby taking over)."""
