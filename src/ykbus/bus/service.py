@@ -73,9 +73,7 @@ from ykbus.bus.subjects import (
     CORE_TOKEN,
     HDR_CONTENT_TYPE,
     IN_STREAM,
-    LEASE_BUCKET,
     MSGPACK,
-    SNAPSHOT_BUCKET,
     SNAPSHOT_OBJECT,
     Subjects,
     js_reply_delivery,
@@ -239,7 +237,7 @@ class CoreService:
         s = self.settings
         kv = None
         if s.reader:  # it makes and changes nothing (not even the streams' limits): a core did
-            self.store, kv = await made_by_a_core(self.js, (SNAPSHOT_BUCKET, LEASE_BUCKET))
+            self.store, kv = await made_by_a_core(self.js)
         else:
             await ensure_streams(self.js, self.subjects, s.limits)
             self.store = await snapshot_store(self.js, s.limits.replicas)

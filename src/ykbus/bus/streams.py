@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from nats.errors import NoRespondersError
@@ -14,7 +14,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
-from ykbus.bus.subjects import IN_STREAM, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
+from ykbus.bus.subjects import IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
 
 log = logging.getLogger("ykbus.core")
 T = TypeVar("T")
@@ -64,6 +64,9 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, limits: Strea
 _SETTLED = ("subjects", "max_bytes", "max_age", "duplicate_window", "num_replicas")
 
 
+NOT_ANSWERING = (NatsTimeoutError, ServiceUnavailableError, NoRespondersError)  # a cluster electing, say
+
+
 async def with_retries(make: Callable[[], Awaitable[T]], what: str, within: float = 60.0) -> T:
     """`make()`, again while the JetStream API does not answer (a cluster electing its
     leaders, or several core processes making the same streams at once), for up to `within`
@@ -73,7 +76,7 @@ async def with_retries(make: Callable[[], Awaitable[T]], what: str, within: floa
     while True:
         try:
             return await make()
-        except (NatsTimeoutError, ServiceUnavailableError, NoRespondersError) as exc:
+        except NOT_ANSWERING as exc:
             if time.monotonic() + delay > deadline:
                 raise
             log.warning("JetStream not answering yet; trying again", extra={"fields": {
@@ -82,17 +85,17 @@ async def with_retries(make: Callable[[], Awaitable[T]], what: str, within: floa
             delay = min(2 * delay, 2.0)
 
 
-async def made_by_a_core(js: JetStreamContext, buckets: tuple[str, ...], poll_s: float = 0.5) -> list:
-    """For a reader, which makes and changes nothing: the two streams and the buckets a core
-    made (their handles, in order), waiting for them as long as it takes."""
+async def made_by_a_core(js: JetStreamContext, poll_s: float = 0.5) -> tuple[Any, Any]:
+    """For a reader, which makes and changes nothing: once a core has made the two streams,
+    the snapshot store and the lease bucket, the store and the bucket (waiting as long as it
+    takes)."""
     said = False
     while True:
         try:
             for stream in (IN_STREAM, OUT_STREAM):
                 await js.stream_info(stream)
-            return [await (js.object_store(name) if name == SNAPSHOT_BUCKET else js.key_value(name))
-                    for name in buckets]
-        except (NotFoundError, NatsTimeoutError, ServiceUnavailableError, NoRespondersError) as exc:
+            return await js.object_store(SNAPSHOT_BUCKET), await js.key_value(LEASE_BUCKET)
+        except (NotFoundError, *NOT_ANSWERING) as exc:
             if not said:
                 log.warning("waiting for a core to make the streams and stores", extra={"fields": {
                     "error": repr(exc)}})
