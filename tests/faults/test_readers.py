@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import urllib.request
+from contextlib import asynccontextmanager
 
 import anyio
 import nats
@@ -35,6 +36,19 @@ async def nats_health(url: str) -> dict:
         await nc.close()
 
 
+@asynccontextmanager
+async def writer_and_reader(url: str):
+    """A leader that answers no reads and a reader beside it, the leader elected."""
+    leader = Candidate(url, "--no-reads").start()
+    reader = Candidate(url, "--reader").start()
+    try:
+        await leader_of([leader])
+        yield leader, reader
+    finally:
+        reader.terminate()
+        leader.terminate()
+
+
 async def until(check, timeout: float = 20.0) -> None:
     with anyio.fail_after(timeout):
         while not await anyio.to_thread.run_sync(check):
@@ -42,10 +56,7 @@ async def until(check, timeout: float = 20.0) -> None:
 
 
 async def test_a_reader_answers_every_read_and_the_writer_none(nats_server):
-    leader = Candidate(nats_server.url, "--no-reads").start()
-    reader = Candidate(nats_server.url, "--reader").start()
-    try:
-        await leader_of([leader])
+    async with writer_and_reader(nats_server.url) as (leader, reader):
         async with rm_client(nats_server.url) as rm:
             rec = Recorder()
             client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=4000)])
@@ -61,16 +72,10 @@ async def test_a_reader_answers_every_read_and_the_writer_none(nats_server):
         assert [(a["applicationID"], len(a["allocations"])) for a in apps] == [("a1", 5)]
         assert "ykbus_core_leader 0.0" in reader.metrics()
         assert reader.health()["stats"]["outputs"] == 0  # it publishes nothing
-    finally:
-        reader.terminate()
-        leader.terminate()
 
 
 async def test_reads_go_on_while_the_writer_is_paused_and_the_writer_never_waits_for_a_reader(nats_server):
-    leader = Candidate(nats_server.url, "--no-reads").start()
-    reader = Candidate(nats_server.url, "--reader").start()
-    try:
-        await leader_of([leader])
+    async with writer_and_reader(nats_server.url) as (leader, reader):
         async with rm_client(nats_server.url) as rm:
             rec = Recorder()
             client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=8000)])
@@ -94,9 +99,6 @@ async def test_reads_go_on_while_the_writer_is_paused_and_the_writer_never_waits
             finally:
                 os.kill(reader.proc.pid, signal.SIGCONT)
         await until(lambda: (reader.health() or {}).get("stats", {}).get("allocations") == 11)  # and it catches up
-    finally:
-        reader.terminate()
-        leader.terminate()
 
 
 async def test_a_reader_never_leads(nats_server):
