@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 
 def log_lines(core: CoreProcess) -> list[dict]:
-    return [json.loads(line) for line in core.proc.stderr.read().decode().splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in core.stderr().splitlines() if line.startswith("{")]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")

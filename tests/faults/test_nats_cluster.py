@@ -51,6 +51,23 @@ async def stream_leader(url: str) -> str:
         await nc.close()
 
 
+async def where_it_stands(url: str, cores: list[Candidate]) -> str:
+    """What a stuck run shows: each stream's state and leader, each core's health."""
+    said = []
+    try:
+        nc = await nats.connect(servers=url.split(","), connect_timeout=5)
+        try:
+            for stream in (IN_STREAM, "YK_OUT"):
+                info = await nc.jetstream(timeout=5).stream_info(stream)
+                said.append(f"{stream}: last {info.state.last_seq}, leader {info.cluster.leader}")
+        finally:
+            await nc.close()
+    except Exception as exc:  # noqa: BLE001 - a diagnosis: say what failed
+        said.append(f"streams: {exc!r}")
+    said += [f"core {c.proc.pid}: {await anyio.to_thread.run_sync(c.health)}" for c in cores]
+    return "; ".join(said)
+
+
 async def test_a_nats_server_killed_under_load_and_restarted_loses_and_duplicates_nothing(cluster, tmp_path):
     """The server leading the input stream is killed (SIGKILL) while an RM publishes, then
     started again; once in CI, three times in the long profile."""
@@ -77,8 +94,12 @@ async def test_a_nats_server_killed_under_load_and_restarted_loses_and_duplicate
                     t0 = time.perf_counter()
                     killed.stop(kill=True)
                 if batch - 1 in kill_at:  # the first asks published after the kill: scheduled again
-                    await rec.wait_for(lambda b=batch: any(a.allocationKey.startswith(f"p{b}-")
-                                                           for a in rec.allocations), timeout=60)
+                    try:
+                        await rec.wait_for(lambda b=batch: any(a.allocationKey.startswith(f"p{b}-")
+                                                               for a in rec.allocations), timeout=60)
+                    except TimeoutError:
+                        raise AssertionError(f"batch {batch} not scheduled 60 s after the kill: "
+                                             f"{await where_it_stands(url, cores)}") from None
                     stalls.append(time.perf_counter() - t0)
                 if batch - 15 in kill_at:
                     killed.start()
@@ -86,6 +107,9 @@ async def test_a_nats_server_killed_under_load_and_restarted_loses_and_duplicate
             await wait_until_applied(url)
     finally:
         stop_all(cores)
+        for c in cores:  # shown when the test fails
+            err = c.stderr()
+            print(f"--- core {c.proc.pid}: {len(err)} bytes on stderr ---\n{err[-6000:]}")
     await assert_outputs_are_the_replay(url, tmp_path)
     keys = sorted(a.allocationKey for a in rec.allocations)
     assert keys == sorted(f"p{b}-{i}" for b in range(batches) for i in range(10))

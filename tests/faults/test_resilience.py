@@ -127,7 +127,7 @@ async def test_restart_resumes_from_the_snapshot(nats_server, tmp_path):
         await rec.wait_for(lambda: any(a.allocationKey == "fits" for a in rec.allocations))
         assert not any(a.allocationKey == "big" for a in rec.allocations)
     core.terminate()
-    stderr_lines = core.proc.stderr.read().decode().splitlines()
+    stderr_lines = core.stderr().splitlines()
     loaded = [json.loads(line) for line in stderr_lines if '"snapshot loaded"' in line]
     assert loaded and loaded[0]["last_seq"] == last
     assert [(s, d) for s, d, _ in await output_stream(nats_server.url)] == await replayed_outputs(nats_server.url, tmp_path)
@@ -231,7 +231,7 @@ async def test_a_gap_in_the_input_log_stops_the_core_with_the_missing_range(nats
     await nc.close()
     core = CoreProcess(nats_server.url).start()
     assert core.proc.wait(timeout=30) == 3
-    err = core.proc.stderr.read().decode()
+    err = core.stderr()
     assert "the input log has a gap" in err and f"input seq {last} follows {last - 2}" in err
 
 
@@ -250,7 +250,7 @@ async def test_restart_reads_the_local_snapshot_copy_only_when_its_digest_matche
         assert (snaps / "core.snap").exists()
 
         def loaded_from(proc):
-            lines = [json.loads(x) for x in proc.proc.stderr.read().decode().splitlines() if '"snapshot loaded"' in x]
+            lines = [json.loads(x) for x in proc.stderr().splitlines() if '"snapshot loaded"' in x]
             return lines[0]["from"]
 
         core = CoreProcess(nats_server.url, *flags).start()
@@ -282,7 +282,7 @@ async def test_an_input_log_purged_past_what_the_core_applied_stops_it_with_the_
     await nc.close()
     core = CoreProcess(nats_server.url).start()
     assert core.proc.wait(timeout=30) == 3
-    err = core.proc.stderr.read().decode()
+    err = core.stderr()
     assert "the input log has a gap" in err and f"entries {last - 2}..{last} are gone" in err
 
 

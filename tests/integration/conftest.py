@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from contextlib import asynccontextmanager
 
 import anyio
@@ -45,10 +46,21 @@ class CoreProcess:
     def __init__(self, url: str, *flags: str) -> None:
         self.args = [sys.executable, "-m", "ykbus.cli", "core", "--nats", url, "--tick", "3600", *flags]
         self.proc: subprocess.Popen | None = None
+        self._stderr: list[bytes] = []
+        self._reader: threading.Thread | None = None
 
     def start(self) -> CoreProcess:
         self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # read as it is written: a pipe nobody reads fills (64 KiB) and blocks the core's logging
+        self._reader = threading.Thread(target=self._stderr.extend, args=(self.proc.stderr,), daemon=True)
+        self._reader.start()
         return self
+
+    def stderr(self) -> str:
+        """Everything the process wrote to stderr: all of it once the process has ended."""
+        if self._reader is not None and self.proc is not None and self.proc.poll() is not None:
+            self._reader.join(timeout=10)
+        return b"".join(self._stderr).decode()
 
     def kill(self) -> None:
         assert self.proc is not None

@@ -82,6 +82,16 @@ async def test_an_edited_queue_file_reloads_the_running_core_and_a_bad_edit_chan
             assert any(e.message == "configuration updated" for e in rec.events)
 
 
+async def test_a_started_core_answers_the_admin_api_and_attaches_at_once(nats_server):
+    """Regression: a lone core said "started" before its admin API and attach subjects had
+    subscribers, so a request sent at once got "no responders" (CI, a slow machine)."""
+    async with rm_client(nats_server.url) as sched:
+        async with running_core(nats_server.url, scheduler_acl=parse_acl("ops")):
+            assert await api(sched.nc, "admin.ops.nope", {}) == {"error": "unknown admin verb 'nope': expected queues"}
+            attached = await api(sched.nc, "attach.rm-1", {})
+            assert attached["consumer"] and attached["start"] >= 1
+
+
 async def test_admin_api_takes_a_queue_configuration_from_users_in_the_scheduler_acl(nats_server):
     """The user is the subject token (NATS permissions pin it to the caller, see
     test_permissions.py); what the body says about users and groups is not read."""

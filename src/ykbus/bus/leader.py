@@ -70,6 +70,7 @@ class Leadership:
         self._tail: Any = None
         self._js: Any = None
         self._publisher: OutputPublisher | None = None
+        self.on_duty = anyio.Event()  # set once this process, elected, has started the leader's duties
 
     def connected(self, js: Any, nc: Any, publisher: OutputPublisher, lease: Lease) -> None:
         self._js, self._publisher, self.lease = js, publisher, lease
@@ -164,6 +165,7 @@ class Leadership:
                 async with self._writer:
                     await self._take_over(self._applied())
                 subs = await duties(tg)
+                self.on_duty.set()
                 if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
                     await self.append("tick", {})
         finally:

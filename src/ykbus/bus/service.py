@@ -199,10 +199,7 @@ class CoreService:
             now = time.monotonic()
             for rm in self.core.rms:
                 self.clock.heard(rm, now)
-            mark("ready_ms")
-            log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix,
-                                                       "role": self.leadership.role, **phases}})
-            self.started.set()
+            leads_at_start = self.leadership.publishing()
             async with anyio.create_task_group() as tg:
                 self._scope = tg.cancel_scope
                 self._input_sub = await self.js.subscribe(  # the writer: nats-py calls _on_input for each entry
@@ -214,6 +211,12 @@ class CoreService:
                 tg.start_soon(self._lead)
                 if s.api_port:
                     await tg.start(self.http.serve)
+                if leads_at_start:  # started means answering: the admin API and attaches too
+                    await self.leadership.on_duty.wait()
+                mark("ready_ms")
+                log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix,
+                                                           "role": self.leadership.role, **phases}})
+                self.started.set()
                 await self._stop.wait()
                 await self._stop_input()  # nothing is applied after the final snapshot
                 await self.leadership.step_down(self.snapshots.take)
@@ -451,8 +454,10 @@ class CoreService:
         tg.start_soon(self.clock.monitor_rms)
         if self.settings.queue_file or self.settings.queues_dir:
             tg.start_soon(self.operator.watch)
-        return [await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin),
+        subs = [await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin),
                 await self.nc.subscribe(self.subjects.attaches, cb=self._on_attach)]
+        await self.nc.flush()  # the server knows them: a request sent after this finds a responder
+        return subs
 
     # --- RM output consumers --------------------------------------------------------------
 
