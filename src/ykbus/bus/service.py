@@ -54,7 +54,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import nats
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
@@ -68,9 +67,8 @@ from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
 from ykbus.bus.snapshots import Snapshotter
-from ykbus.bus.streams import attach_consumer, ensure_streams, made_by_a_core, snapshot_store, with_retries
+from ykbus.bus.streams import answer_attach, ensure_streams, made_by_a_core, snapshot_store, with_retries
 from ykbus.bus.subjects import (
-    CORE_TOKEN,
     HDR_CONTENT_TYPE,
     IN_STREAM,
     MSGPACK,
@@ -455,30 +453,9 @@ class CoreService:
         if self.settings.queue_file or self.settings.queues_dir:
             tg.start_soon(self.operator.watch)
         subs = [await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin),
-                await self.nc.subscribe(self.subjects.attaches, cb=self._on_attach)]
+                await self.nc.subscribe(self.subjects.attaches, cb=answer_attach(self.js, self.subjects))]
         await self.nc.flush()  # the server knows them: a request sent after this finds a responder
         return subs
-
-    # --- RM output consumers --------------------------------------------------------------
-
-    async def _on_attach(self, msg: Any) -> None:
-        """`yk.v1.attach.<rm>`: (re)make the RM's output consumer and answer
-        `{"consumer", "start"}`. The RM comes from the subject, which NATS permissions pin to
-        the caller, so an RM never needs the JetStream API that could read another's outputs.
-        One subscription, so attaches run one at a time."""
-        rm = msg.subject.rsplit(".", 1)[-1]
-        try:
-            if rm == CORE_TOKEN:
-                raise ValueError(f"{CORE_TOKEN!r} is not an RM")
-            consumer, start = await attach_consumer(self.js, self.subjects, rm)
-            body: dict[str, Any] = {"consumer": consumer, "start": start}
-        except ValueError as exc:
-            body = {"error": str(exc)}
-        except nats.errors.Error as exc:
-            log.warning("attach failed", extra={"fields": {"rm": rm, "error": repr(exc)}})
-            body = {"error": f"could not make the consumer: {exc!r}"}
-        if msg.reply:
-            await msg.respond(json.dumps(body).encode())
 
     # --- read API ----------------------------------------------------------------------
 

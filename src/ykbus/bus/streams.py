@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -9,12 +10,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
+from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
-from ykbus.bus.subjects import IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
+from ykbus.bus.subjects import CORE_TOKEN, IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
 
 log = logging.getLogger("ykbus.core")
 T = TypeVar("T")
@@ -135,3 +137,25 @@ async def attach_consumer(js: JetStreamContext, subjects: Subjects, rm: str) -> 
         durable_name=durable, ack_policy=api.AckPolicy.ALL, filter_subject=subjects.rm_outputs(rm),
         deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start, max_ack_pending=-1))
     return durable, start
+
+
+def answer_attach(js: JetStreamContext, subjects: Subjects) -> Callable[[Any], Awaitable[None]]:
+    """The leader's answer to `yk.v1.attach.<rm>`: (re)make the RM's output consumer and
+    answer `{"consumer", "start"}`. The RM comes from the subject, which NATS permissions pin
+    to the caller, so an RM never needs the JetStream API that could read another's outputs.
+    One subscription, so attaches run one at a time."""
+    async def on_attach(msg: Any) -> None:
+        rm = msg.subject.rsplit(".", 1)[-1]
+        try:
+            if rm == CORE_TOKEN:
+                raise ValueError(f"{CORE_TOKEN!r} is not an RM")
+            consumer, start = await attach_consumer(js, subjects, rm)
+            body: dict[str, Any] = {"consumer": consumer, "start": start}
+        except ValueError as exc:
+            body = {"error": str(exc)}
+        except NatsError as exc:
+            log.warning("attach failed", extra={"fields": {"rm": rm, "error": repr(exc)}})
+            body = {"error": f"could not make the consumer: {exc!r}"}
+        if msg.reply:
+            await msg.respond(json.dumps(body).encode())
+    return on_attach
