@@ -26,13 +26,19 @@ def _queues(path: str | None):
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from ykbus.core.shards import check_shard_name
     from ykbus.log.jsonl import LogError
     from ykbus.log.replay import first_difference, replay_file
 
+    try:
+        shard = check_shard_name(args.shard) if args.shard is not None else None
+    except ValueError as exc:
+        print(f"ykbus replay: --shard: {exc}", file=sys.stderr)
+        return 2
     queues = _queues(args.queues)
     progress = Progress(f"ykbus replay {args.log}")
     try:
-        lines = list(replay_file(args.log, queues, progress.update))
+        lines = list(replay_file(args.log, queues, progress.update, shard))
     except (LogError, OSError) as exc:
         progress.close()
         print(f"ykbus replay: {exc}", file=sys.stderr)
@@ -476,6 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="-", help="output file (default: standard output)")
     p.add_argument("--check", metavar="RECORDED", help="exit 1 at the first difference from a recorded output file")
     p.add_argument("--queues", metavar="FILE.yaml", help="replace the queue configuration of every registration")
+    p.add_argument("--shard", metavar="NAME", help="the outputs of this core shard of a sharded deployment "
+                   "(every shard the log names is run; docs/sharding.md); default: one core applies everything")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("whatif", help="replay a log under another queue configuration and show what changes")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ykbus import limits
+from ykbus.core import shards
 from ykbus.core.config import (
     SchedulerConfig,
 )
@@ -36,6 +37,7 @@ from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
 from ykbus.core.partition import Partition
 from ykbus.core.projection import SECTIONS, project
 from ykbus.core.registry import ResourceManager, YamlLoader
+from ykbus.core.shards import Arriving, MovedOut
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
     AppTimeoutTimer,
@@ -55,12 +57,22 @@ class OutOfOrder(Exception):
 
 class Core(Intake):
     def __init__(self, load_yaml: YamlLoader | None = None,
-                 queues_override: SchedulerConfig | None = None) -> None:
+                 queues_override: SchedulerConfig | None = None, shard: str | None = None) -> None:
         """`load_yaml(text)` turns configuration text into plain objects (ValueError if it
         cannot); the core itself imports no YAML library. `queues_override` replaces the
-        configuration of every registration and update (replay's what-if)."""
+        configuration of every registration and update (replay's what-if). `shard`: the core
+        shard this core is, which applies only the entries of the RMs it owns (core/shards.py);
+        None: not sharded, it applies every entry."""
         self._load_yaml = load_yaml
         self._override = queues_override
+        self.shard = shard
+        self.owners: dict[str, str] = {}  # rm -> its shard, from the log's assign entries (in snapshots)
+        self.registered: dict[str, None] = {}  # every RM that ever sent a register entry, whoever owns it (in snapshots)
+        self.moved_out: list[MovedOut] = []  # RMs that left this shard at the last entry: its service stores them
+        # RMs that come to this shard, by assign entry: each reads the unit its old shard stored
+        # (a function: a rebuild by the guard applies the entry again). Its service fills it,
+        # and gives the same dict to a core restored in this one's place.
+        self.arriving: dict[int, Callable[[], Arriving]] = {}
         # The operator's queue files (entries from the service, rm ""): policy group -> text,
         # "*" for every RM. They take precedence over what RMs send.
         self.operator_configs: dict[str, str] = {}
@@ -84,10 +96,19 @@ class Core(Intake):
         if entry.seq <= self.last_seq:
             raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
+        if self.moved_out:
+            self.moved_out = []
+        if self.shard is not None:
+            if entry.kind == "register" and entry.rm:  # whoever owns it: an RM never registered has no unit to move
+                self.registered[entry.rm] = None
+            if not shards.applies(self.shard, self.owners, entry):
+                return []  # another shard's: it changes nothing here
         self.now = max(self.now, entry.ts)
         ctx = Outbox(entry.seq, self.now)
         self._fire_timers(ctx)
-        if decoded is None or entry.kind == "tick":  # a tick has no body to hand over
+        if entry.kind == shards.ASSIGN:
+            self._on_assign(entry, ctx)
+        elif decoded is None or entry.kind == "tick":  # a tick has no body to hand over
             self._dispatch(entry, ctx)
         else:
             HANDLERS[entry.kind](self, entry, decoded, ctx)
@@ -169,6 +190,42 @@ class Core(Intake):
                              f"execution timeout of {timer.timeout_ms} ms reached", ctx)
             else:
                 part.expire(timer.app_id, timer.state, ctx)
+
+    def _on_assign(self, entry: Entry, ctx: Outbox) -> None:
+        """RM `rm` belongs to shard `shard` from this entry on; if it moves between two
+        shards, its unit leaves the old one and arrives at the new one here (core/shards.py)."""
+        if entry.rm:
+            ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: assign entries are the core service's only; not applied")
+            return
+        try:
+            body = shards.decode_assign(entry)
+        except ValueError as exc:
+            ctx.event("", m.EventType.REQUEST, "assign", f"entry {entry.seq}: {exc}; nothing applied")
+            return
+        before = shards.owner_of(self.owners, body.rm)
+        self.owners[body.rm] = body.shard
+        if self.shard is None or before == body.shard or body.rm not in self.registered:
+            return  # not sharded (one core holds every RM), it stays where it is, or it has no state to move
+        if before == self.shard:
+            unit = self.rms.pop(body.rm, None)
+            text = self.policy_groups.get(unit.policy_group, "") if unit is not None else ""
+            self.moved_out.append(MovedOut(body.rm, body.shard, entry.seq, self.now, unit, text))
+        elif body.shard == self.shard:
+            fetch = self.arriving.get(entry.seq)
+            if fetch is None:
+                raise LookupError(f"entry {entry.seq} moves {body.rm!r} here, and its unit was not fetched (a bug)")
+            arriving = fetch()
+            unit = arriving.unit
+            if unit is None:
+                return
+            unit.timers.sequence = self.timer_sequence  # its deadlines keep their order; new ones take ours
+            self.rms[body.rm] = unit
+            if arriving.policy_group_text:
+                self.policy_groups.setdefault(unit.policy_group, arriving.policy_group_text)
+            ctx.event(body.rm, m.EventType.REQUEST, body.rm,
+                      f"resource manager {body.rm!r} moved from core shard {before!r} to {body.shard!r} "
+                      f"at entry {entry.seq}")
 
     def dump(self, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
         """A plain, deterministic projection of the state (read API, tests). `sections`

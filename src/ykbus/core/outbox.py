@@ -14,7 +14,7 @@ import msgspec
 from ykbus import limits
 from ykbus.si import messages as m
 
-ENTRY_KINDS = ("register", "app", "node", "alloc", "config", "unregister", "rmstate", "tick", "failed")
+ENTRY_KINDS = ("register", "app", "node", "alloc", "config", "unregister", "rmstate", "tick", "failed", "assign")
 
 
 class Entry(msgspec.Struct, frozen=True):

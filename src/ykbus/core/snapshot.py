@@ -42,6 +42,7 @@ from ykbus.core.partition import Partition
 from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.registry import ResourceManager, YamlLoader
 from ykbus.core.resources import add_into, scaled
+from ykbus.core.shards import Arriving, MovedOut
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
     AppTimeoutTimer,
@@ -84,7 +85,8 @@ DERIVED: dict[str, frozenset[str]] = {
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
-    "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions"}),  # the process's, not the state's
+    "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions",  # the process's, not the state's
+                       "moved_out", "arriving"}),  # between one entry and the next: the service's effects and inputs
 }
 RENAMED: dict[str, dict[str, str]] = {"Partition": {"_rekey": "rekey"}, "Core": {"timer_sequence": "timers_n"}}
 
@@ -261,6 +263,21 @@ class Snapshot(msgspec.Struct, frozen=True):
     operator_configs: dict[str, str]
     allocations_made: int = 0  # absent from snapshots written before it was counted
     history: list[tuple[int, int, int]] = []  # Core.history
+    shard: str | None = None  # Core.shard: the core shard it is (None: not sharded)
+    owners: dict[str, str] = {}  # Core.owners: the log's assignments of RMs to shards
+    registered: list[str] = []  # Core.registered (a shard's)
+
+
+class SMovedRM(msgspec.Struct, frozen=True):
+    """One RM's unit as it leaves a core shard (core/shards.py): its partitions, its timers and
+    the configuration its policy group had there."""
+
+    format: int
+    seq: int  # the assign entry
+    now: int  # the log's time at it
+    rm: SRM | None  # None: the RM had no state in the shard it left
+    timers: list[STimer]
+    policy_group_text: str
 
 
 _APP_STATES = {st.value: st for st in AppState}
@@ -269,6 +286,7 @@ _NODE_STATES = {st.value: st for st in NodeState}
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Snapshot)
+_moved_decoder = msgspec.msgpack.Decoder(SMovedRM)
 
 
 # --- dump --------------------------------------------------------------------------------
@@ -351,17 +369,46 @@ def dump_snapshot(core: Core) -> bytes:
             gc.enable()
 
 
+def _rm(rm: ResourceManager) -> SRM:
+    return SRM(rm.id, rm.state.value, rm.version, rm.policy_group, rm.build_info, rm.extra_config, rm.encoding,
+               rm.config_text, rm.own_config_text, [_partition(p) for p in rm.partitions.values()])
+
+
+def _timers(rms: list[ResourceManager]) -> list[STimer]:
+    held = sorted((e for rm in rms for e in rm.timers.entries()), key=lambda e: (e[0], e[1]))
+    return [t for t in (_timer(d, n, w) for d, n, w in held) if t is not None]
+
+
 def _dump(core: Core) -> bytes:
-    rms = [
-        SRM(rm.id, rm.state.value, rm.version, rm.policy_group, rm.build_info, rm.extra_config, rm.encoding,
-            rm.config_text, rm.own_config_text, [_partition(p) for p in rm.partitions.values()])
-        for rm in core.rms.values()
-    ]
-    held = sorted((e for rm in core.rms.values() for e in rm.timers.entries()), key=lambda e: (e[0], e[1]))
-    timers = [t for t in (_timer(d, n, w) for d, n, w in held) if t is not None]
-    return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, core.policy_groups, rms, timers,
-                                    core.timer_sequence.n, core.operator_configs, core.allocations_made,
-                                    list(core.history)))
+    rms = list(core.rms.values())
+    return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, core.policy_groups, [_rm(rm) for rm in rms],
+                                    _timers(rms), core.timer_sequence.n, core.operator_configs,
+                                    core.allocations_made, list(core.history), core.shard, core.owners,
+                                    list(core.registered)))
+
+
+def dump_moved(moved: MovedOut) -> bytes:
+    """The unit of an RM that left this core shard at entry `moved.seq` (core/shards.py)."""
+    unit = moved.unit
+    return _encoder.encode(SMovedRM(FORMAT, moved.seq, moved.now, _rm(unit) if unit is not None else None,
+                                    _timers([unit]) if unit is not None else [], moved.policy_group_text))
+
+
+def load_moved(data: bytes, load_yaml: YamlLoader | None = None) -> Arriving:
+    """An RM's unit as `dump_moved` wrote it, to be given to the shard it moves to; the
+    derived structures rebuilt as a snapshot's are. SnapshotError if it is not one."""
+    try:
+        moved = _moved_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise SnapshotError(f"not a moved RM: {exc}") from None
+    if moved.format not in READABLE:
+        raise SnapshotError(f"moved RM format {moved.format}, this ykbus reads {', '.join(map(str, READABLE))}")
+    if moved.rm is None:
+        return Arriving(None, moved.policy_group_text)
+    scratch = Core(load_yaml=load_yaml)
+    scratch.now = moved.now
+    _restore_rms(scratch, [moved.rm], moved.timers)
+    return Arriving(scratch.rms[moved.rm.id], moved.policy_group_text)
 
 
 # --- load --------------------------------------------------------------------------------
@@ -544,8 +591,16 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
     core.history = [(t, r, c) for t, r, c in snap.history]
     core.policy_groups = dict(snap.policy_groups)
     core.operator_configs = dict(snap.operator_configs)
+    core.shard, core.owners, core.registered = snap.shard, dict(snap.owners), dict.fromkeys(snap.registered)
+    _restore_rms(core, snap.rms, snap.timers)
+    core.timer_sequence.n = snap.timers_n
+    return core
+
+
+def _restore_rms(core: Core, srms: list[SRM], timers: list[STimer]) -> None:
+    """The RMs into `core`, each with its partitions and its timers."""
     parts: dict[tuple[str, str, int], Partition] = {}
-    for srm in snap.rms:
+    for srm in srms:
         rm = ResourceManager(m.RegisterResourceManagerRequest(  # through its constructor, partitions next
             rmID=srm.id, version=srm.version, policyGroup=srm.policy_group, buildInfo=srm.build_info,
             extraConfig=srm.extra_config), SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text,
@@ -560,8 +615,8 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
                 rm.node_partition[node_id] = p
         rm.link_partitions()
         core.rms[rm.id] = rm
-    held: dict[str, list[tuple[int, int, Timer]]] = {rm_id: [] for rm_id in core.rms}
-    for t in snap.timers:
+    held: dict[str, list[tuple[int, int, Timer]]] = {srm.id: [] for srm in srms}
+    for t in timers:
         p = parts[(t.rm, t.partition, t.incarnation)]
         timer: Timer
         if t.kind == CompletingTimer.kind:
@@ -583,5 +638,3 @@ def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
         held[t.rm].append((t.deadline, t.n, timer))
     for rm_id, entries in held.items():  # each RM's deadlines with it, in their order
         core.rms[rm_id].timers.load(entries)
-    core.timer_sequence.n = snap.timers_n
-    return core

@@ -8,9 +8,11 @@ answered as failed and skipped, as the live service would.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ykbus.core import Core
 from ykbus.core.config import SchedulerConfig
+from ykbus.core.fleet import Fleet, shard_names
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.outbox import Entry, Output
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
@@ -20,45 +22,58 @@ from ykbus.yamlload import load_yaml
 CHECKPOINT_EVERY = 50_000  # entries between in-memory checkpoints (a failure re-applies at most this many)
 
 
-def restorer(queues: SchedulerConfig | None = None) -> Callable[[bytes | None], Core]:
+def restorer(queues: SchedulerConfig | None = None, shard: str | None = None,
+             arriving: dict[int, Any] | None = None) -> Callable[[bytes | None], Core]:
     """A core from a snapshot (None: a fresh core), with the YAML loader and, for replay's
-    what-if, the queue configuration that replaces every registration's."""
+    what-if, the queue configuration that replaces every registration's; `shard`: the core
+    shard a fresh core is, `arriving` the units moved to it (core/shards.py)."""
     def restore(data: bytes | None) -> Core:
         if data is None:
-            return Core(load_yaml=load_yaml, queues_override=queues)
-        core = load_snapshot(data, load_yaml)
-        core._override = queues
+            core = Core(load_yaml=load_yaml, queues_override=queues, shard=shard)
+        else:
+            core = load_snapshot(data, load_yaml)
+            core._override = queues
+        if arriving is not None:
+            core.arriving = arriving
         return core
 
     return restore
 
 
-def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = CHECKPOINT_EVERY) -> GuardedCore:
-    restore = restorer(queues)
+def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
+                 shard: str | None = None, arriving: dict[int, Any] | None = None) -> GuardedCore:
+    restore = restorer(queues, shard, arriving)
     return GuardedCore(restore(None), restore, checkpoint_every=checkpoint_every, dump=dump_snapshot)
 
 
 def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None,
-           progress: Callable[[int, int], None] | None = None) -> Iterator[Output]:
+           progress: Callable[[int, int], None] | None = None, shard: str | None = None) -> Iterator[Output]:
     """The outputs of applying `entries` to a fresh core; `progress(done, total)`, if given,
-    hears each entry applied."""
+    hears each entry applied. `shard`: the outputs of that core shard of a sharded deployment
+    (every shard the log names is run: core/fleet.py); None: one core applies everything."""
     entries = list(entries)
-    guard = guarded_core(queues)
+    if shard is None:
+        guards = {"": guarded_core(queues)}
+        apply = lambda entry: {"": guards[""].apply(entry)}  # noqa: E731 - one core: its outputs
+    else:
+        fleet = Fleet(shard_names(entries) + [shard], lambda name, arriving: guarded_core(queues, shard=name, arriving=arriving), load_yaml)
+        guards, apply = fleet.shards, fleet.apply
     for entry in entries:  # the records of failed entries come after them: learn them first
         if entry.kind == FAILED_KIND and not entry.rm:
-            guard.apply_record(entry)
+            for guard in guards.values():
+                guard.apply_record(entry)
     total = len(entries)
     for i, entry in enumerate(entries, 1):
-        yield from guard.apply(entry)
+        yield from apply(entry)[shard or ""]
         if progress is not None:
             progress(i, total)
 
 
 def replay_file(path: str, queues: SchedulerConfig | None = None,
-                progress: Callable[[int, int], None] | None = None) -> Iterator[bytes]:
+                progress: Callable[[int, int], None] | None = None, shard: str | None = None) -> Iterator[bytes]:
     """Output lines (without newline) of replaying the log at `path`."""
     with open(path, "rb") as f:
-        for out in replay(read_entries(f, path), queues, progress):
+        for out in replay(read_entries(f, path), queues, progress, shard):
             yield encode_output(out)
 
 
