@@ -349,6 +349,33 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shards(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ykbus.bus.sharding import operate
+    from ykbus.core.shards import RM_NAME, check_shard_name
+
+    rm, shard = (args.rm, args.shard) if args.action == "assign" else (None, None)
+    if args.action == "assign":
+        if not rm or not shard:
+            print("ykbus shards assign: give the RM and the shard: ykbus shards assign RM SHARD", file=sys.stderr)
+            return 2
+        try:
+            check_shard_name(shard)
+            if not RM_NAME.match(rm):
+                raise ValueError(f"rm {rm!r}: not an rmID (a NATS token)")
+        except ValueError as exc:
+            print(f"ykbus shards assign: {exc}", file=sys.stderr)
+            return 2
+    found = anyio.run(operate, args.nats or default_url(), rm, shard)
+    for name, to in found.items():
+        print(f"{name}\t{to}")
+    if rm is not None:
+        print(f"ykbus shards: {rm} assigned to {shard}; the shard that owns it moves it (docs/sharding.md)",
+              file=sys.stderr)
+    return 0
+
+
 def cmd_tyjob(args: argparse.Namespace) -> int:
     from ykbus.tyjob.cli import main as run
 
@@ -545,6 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(reads that never wait for the leader's writer: docs/operations.md)")
     p.add_argument("--no-reads", action="store_true", default=None,
                    help="answer no read API on NATS (leave reads to --reader processes)")
+    p.add_argument("--shard", metavar="NAME", help="be this core shard: apply only the RMs assigned to it "
+                   "(`ykbus shards assign`; RMs assigned nowhere belong to the shard 'default'); docs/sharding.md")
     p.set_defaults(func=cmd_core)
 
     p = sub.add_parser("nats-config", help="write nats-server users and permissions: one identity per RM")
@@ -559,6 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="LOG.jsonl")
     p.add_argument("--prefix", default="yk.v1")
     p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("shards", help="cores sharded by RM: list the assignments, or assign an RM to a shard")
+    p.add_argument("action", choices=["list", "assign"])
+    p.add_argument("rm", nargs="?", help="assign: the rmID")
+    p.add_argument("shard", nargs="?", help="assign: the shard's name (`ykbus core --shard NAME`)")
+    p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
+    p.set_defaults(func=cmd_shards)
 
     p = sub.add_parser("sim", help="run a simulated RM against a NATS server: k8s or batch")
     p.add_argument("kind", choices=["k8s", "batch"])

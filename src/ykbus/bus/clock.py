@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 class LogClock:
     def __init__(self, settings: ServiceSettings, core: Callable[[], Core],
-                 append: Callable[[str, dict[str, Any]], Awaitable[bool]]) -> None:
+                 append: Callable[[str, dict[str, Any]], Awaitable[bool]], tick: dict[str, str] | None = None) -> None:
+        """`tick`: the body of its ticks (a shard's names it: Subjects.tick)."""
         self._settings = settings
+        self._tick = tick or {}
         self._core = core
         self._append = append
         self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
@@ -42,7 +44,7 @@ class LogClock:
     async def ticker(self) -> None:
         while True:
             await anyio.sleep(self._settings.tick_interval_s)
-            await self._append("tick", {})
+            await self._append("tick", self._tick)
 
     async def on_heartbeat(self, msg: Any) -> None:
         self._heard[msg.subject.rsplit(".", 1)[-1]] = time.monotonic()

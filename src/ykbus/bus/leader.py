@@ -28,7 +28,16 @@ from nats.js.errors import APIError, NotFoundError
 
 from ykbus.bus.leadership import Lease, lease_term
 from ykbus.bus.publisher import OutputPublisher, Part, Unpublished
-from ykbus.bus.subjects import HDR_IN_SEQ, HDR_LEASE, HDR_MSG_ID, IN_STREAM, OUT_STREAM, Subjects, header_seq
+from ykbus.bus.subjects import (
+    HDR_IN_SEQ,
+    HDR_LEASE,
+    HDR_MSG_ID,
+    HDR_SHARD,
+    IN_STREAM,
+    OUT_STREAM,
+    Subjects,
+    header_seq,
+)
 
 log = logging.getLogger("ykbus.core")
 
@@ -121,6 +130,8 @@ class Leadership:
 
     async def _on_output(self, msg: Any) -> None:
         headers = msg.headers or {}
+        if headers.get(HDR_SHARD, "") != (self._subjects.shard or ""):
+            return  # another shard's
         self.unpublished.stored(headers.get(HDR_MSG_ID, ""), header_seq(headers, HDR_IN_SEQ), self._applied())
 
     async def deliver(self, seq: int, parts: list[Part]) -> bool:
@@ -167,7 +178,7 @@ class Leadership:
                 subs = await duties(tg)
                 self.on_duty.set()
                 if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
-                    await self.append("tick", {})
+                    await self.append("tick", self._subjects.tick)
         finally:
             for sub in subs:
                 await sub.unsubscribe()

@@ -110,11 +110,12 @@ class Lease:
     identity, `term` the revision this process was elected at (0 while standby)."""
 
     def __init__(self, kv: Any, me: dict[str, Any], ttl: float, clock: Callable[[], float] | None = None,
-                 ready: Callable[[], bool] | None = None) -> None:
+                 ready: Callable[[], bool] | None = None, key: str = LEASE_KEY) -> None:
         """`ready()`: whether this process may take the lease now (the service: once it has
         applied the log as far as it reached when the process started, so a process still
         replaying never wins over a warm standby)."""
         self._kv = kv
+        self._key = key  # the KV key of this lease (a shard's own: Subjects.lease_key)
         self._ready = ready or (lambda: True)
         self.me = me
         self.ttl = ttl
@@ -150,13 +151,13 @@ class Lease:
     async def try_acquire(self) -> bool:
         """One step of a standby: take the lease if it is free or its holder stopped renewing."""
         try:
-            entry = await self._kv.get(LEASE_KEY)
+            entry = await self._kv.get(self._key)
         except KeyNotFoundError:
             if not self._ready():
                 return False
             sent = self._clock()
             try:
-                self._won(await self._kv.create(LEASE_KEY, self._value), sent)
+                self._won(await self._kv.create(self._key, self._value), sent)
                 return True
             except KeyWrongLastSequenceError:
                 return False  # another candidate was first
@@ -165,7 +166,7 @@ class Lease:
         if not self._lapsed(entry.revision, holder, sent) or not self._ready():
             return False
         try:
-            self._won(await self._kv.update(LEASE_KEY, self._value, last=entry.revision), sent)
+            self._won(await self._kv.update(self._key, self._value, last=entry.revision), sent)
             log.warning("took over from a leader that stopped renewing", extra={"fields": {"from": holder}})
             return True
         except KeyWrongLastSequenceError:
@@ -188,7 +189,7 @@ class Lease:
         """A reader's look at the lease, which it never takes: who leads (None: nobody now,
         or a holder that stopped renewing, judged as a standby judges it)."""
         try:
-            entry = await self._kv.get(LEASE_KEY)
+            entry = await self._kv.get(self._key)
         except KeyNotFoundError:
             self.leader = None
             return
@@ -211,7 +212,7 @@ class Lease:
         """One renewal; False once another process holds the lease (then `lost`)."""
         sent = self._clock()
         try:
-            self._rev = await self._kv.update(LEASE_KEY, self._value, last=self._rev)
+            self._rev = await self._kv.update(self._key, self._value, last=self._rev)
         except KeyWrongLastSequenceError:
             if await self._ours_after_all():
                 return True
@@ -228,7 +229,7 @@ class Lease:
         """The key's entry if it holds this process's value (a write whose answer was lost
         may have landed since this process last knew its revision), else None."""
         try:
-            entry = await self._kv.get(LEASE_KEY)
+            entry = await self._kv.get(self._key)
         except Exception:  # noqa: BLE001 - then it is not known to be ours
             return None
         return entry if entry.value == self._value else None
@@ -262,7 +263,7 @@ class Lease:
         entry = await self._ours()
         try:
             if entry is not None:
-                await self._kv.delete(LEASE_KEY, last=entry.revision)
+                await self._kv.delete(self._key, last=entry.revision)
         except Exception as exc:  # noqa: BLE001 - it expires anyway
             log.info("lease not released", extra={"fields": {"error": repr(exc)}})
 

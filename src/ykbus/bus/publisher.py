@@ -20,7 +20,16 @@ import anyio
 import msgspec
 from nats.js import api
 
-from ykbus.bus.subjects import HDR_CONTENT_TYPE, HDR_IN_SEQ, HDR_MSG_ID, MSGPACK, OUT_STREAM, Subjects, header_seq
+from ykbus.bus.subjects import (
+    HDR_CONTENT_TYPE,
+    HDR_IN_SEQ,
+    HDR_MSG_ID,
+    HDR_SHARD,
+    MSGPACK,
+    OUT_STREAM,
+    Subjects,
+    header_seq,
+)
 from ykbus.core import Output
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
@@ -174,29 +183,42 @@ class OutputPublisher:
         self.scanned_to = info.state.last_seq
         if not info.state.messages:
             return
-        last = info.state.last_seq
-        first = max(info.state.first_seq, last - 2 * self.window + 1)
+        last, span = info.state.last_seq, 2 * self.window
+        while True:  # a shard's own last 2 x window messages: others' come between them
+            first = max(info.state.first_seq, last - span + 1)
+            ids, floor = await self._scan_from(first, last)
+            if len(ids) >= 2 * self.window or first == info.state.first_seq:
+                break
+            span *= 4
+        self._floor, self._ids = floor or 0, ids
+
+    async def _scan_from(self, first: int, last: int) -> tuple[set[str], int | None]:
+        """The ids of this process's outputs (its shard's, or all when not sharded) stored
+        from stream sequence `first` to `last`, and the lowest input sequence among them."""
         ids: set[str] = set()
         floor: int | None = None
+        shard = self._subjects.shard or ""
         sub = await self._js.subscribe(
             self._subjects.outputs, stream=OUT_STREAM, ordered_consumer=True, headers_only=True,
             config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first))
         try:
             async for msg in sub.messages:
                 headers = msg.headers or {}
-                ids.add(headers.get(HDR_MSG_ID, ""))
-                in_seq = header_seq(headers, HDR_IN_SEQ)
-                floor = in_seq if floor is None else min(floor, in_seq)
+                if headers.get(HDR_SHARD, "") == shard:
+                    ids.add(headers.get(HDR_MSG_ID, ""))
+                    in_seq = header_seq(headers, HDR_IN_SEQ)
+                    floor = in_seq if floor is None else min(floor, in_seq)
                 if msg.metadata.sequence.stream >= last:
                     break
         finally:
             await sub.unsubscribe()
-        self._floor, self._ids = floor or 0, ids
+        return ids, floor
 
     def encode(self, seq: int, outputs: list[Output]) -> list[Part]:
         """The messages that carry the outputs of entry `seq` (split so each fits NATS's max
         payload), under their ids `<seq>-<index>`; counts them in `stats` and `rejections`."""
         parts: list[Part] = []
+        shard = self._subjects.shard
         for out in outputs:
             notice: list[str] = []
             if out.kind == "alloc":
@@ -221,8 +243,10 @@ class OutputPublisher:
                     type=m.EventType.REQUEST, objectID=out.rm, timestampNano=0,
                     message=f"entry {seq}: its {out.kind} answer could not be sent: {exc}")]), encoding)]
             for data in datas:
-                msg_id = f"{seq}-{len(parts)}"
+                msg_id = f"{seq}-{len(parts)}" if shard is None else f"{seq}-{shard}-{len(parts)}"
                 headers = {HDR_MSG_ID: msg_id, HDR_IN_SEQ: str(seq)}
+                if shard is not None:
+                    headers[HDR_SHARD] = shard
                 if encoding == "msgpack":
                     headers[HDR_CONTENT_TYPE] = MSGPACK
                 parts.append(Part(seq, msg_id, subject, data, headers, notice))

@@ -66,21 +66,21 @@ from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
+from ykbus.bus.sharding import Sharding, shards_bucket
 from ykbus.bus.snapshots import Snapshotter
 from ykbus.bus.streams import answer_attach, ensure_streams, made_by_a_core, snapshot_store, with_retries
 from ykbus.bus.subjects import (
     HDR_CONTENT_TYPE,
     IN_STREAM,
     MSGPACK,
-    SNAPSHOT_OBJECT,
     Subjects,
     js_reply_delivery,
     js_reply_meta,
 )
 from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
+from ykbus.core.shards import ASSIGN, DEFAULT_SHARD
 from ykbus.core.snapshot import load_snapshot
-from ykbus.log.replay import restorer
 from ykbus.rest.events import EventFeed
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
@@ -88,7 +88,6 @@ from ykbus.si import compat
 from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
-_restore = restorer()  # a core from a checkpoint, for the guard
 FREEZE_EVERY = 1000  # entries between gc.freeze() calls
 FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
 
@@ -111,8 +110,9 @@ class CoreService:
         """`notify(text)`, if given, hears what the operator should see at once: the verdict
         on each queue-file reload (`ykbus up` prints it)."""
         self.settings = settings
-        self.subjects = Subjects(settings.prefix)
-        self.guard = GuardedCore(_restore(None), _restore)
+        self.subjects = Subjects(settings.prefix, settings.shard)
+        self.sharding = Sharding(self.subjects, lambda: self.core, lambda: self.store, self._append, settings.reader)
+        self.guard = GuardedCore(self.sharding.restore(None), self.sharding.restore)
         self.notify = notify or (lambda _text: None)
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
         self.started_ns = time.time_ns()  # YuniKorn's startTime (/ws/v1/clusters)
@@ -125,12 +125,13 @@ class CoreService:
         self._writer = asyncio.Lock()  # held while an entry is applied and its outputs handed over
         self.snapshots = Snapshotter(settings.snapshot_every, lambda: self.core, lambda: self.guard,
                                      lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot(),
-                                     upload=lambda: self.leadership.stores_snapshots(), writer=self._writer)
+                                     upload=lambda: self.leadership.stores_snapshots(), writer=self._writer,
+                                     name=self.subjects.snapshot_object)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
         self.leadership = Leadership(self.subjects, self._writer, lambda: self.core.last_seq, settings.reader)
         self.started = anyio.Event()
         self._stop = anyio.Event()
-        self.clock = LogClock(settings, lambda: self.core, self._append)
+        self.clock = LogClock(settings, lambda: self.core, self._append, self.subjects.tick)
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
         self._dropped_seen = 0
         self._frozen_at = 0
@@ -252,7 +253,7 @@ class CoreService:
                                          self.stats, self._output_format, self.nc, self.notify)
         lease = self.leadership.lease or Lease(kv or await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
                                                identity(self.instance, s.lease_ttl_s), s.lease_ttl_s,
-                                               ready=self._caught_up)
+                                               ready=self._caught_up, key=self.subjects.lease_key)
         self.leadership.connected(self.js, self.nc, self.publisher, lease)
         if s.reader:
             await lease.observe()
@@ -263,13 +264,13 @@ class CoreService:
 
     def _local_snapshot(self) -> str | None:
         d = self.settings.snapshot_dir
-        return os.path.join(d, "core.snap") if d else None
+        return os.path.join(d, f"{self.subjects.snapshot_object}.snap") if d else None
 
     async def _fetch_snapshot(self) -> tuple[bytes, str] | None:
         """The latest snapshot: the local copy when its SHA-256 is the stored object's (no
         download), else the object itself."""
         try:
-            info = await self.store.get_info(SNAPSHOT_OBJECT)
+            info = await self.store.get_info(self.subjects.snapshot_object)
         except (NotFoundError, ObjectNotFoundError):
             return None
         local = self._local_snapshot()
@@ -279,7 +280,7 @@ class CoreService:
             if snapshot_digest(data) == info.digest:
                 return data, "local copy"
         with anyio.move_on_after(SNAPSHOT_GET_TIMEOUT_S) as scope:
-            found = await self.store.get(SNAPSHOT_OBJECT)
+            found = await self.store.get(self.subjects.snapshot_object)
         if scope.cancelled_caught:  # another core stored a new one meanwhile: its chunks replaced these
             raise NatsTimeoutError("the snapshot changed while it was read")
         return found.data, "object store"
@@ -292,7 +293,7 @@ class CoreService:
         data, source = fetched
         t0 = time.perf_counter()
         core = load_snapshot(data, load_yaml)
-        self.guard = GuardedCore(core, _restore, checkpoint=data)
+        self.guard = GuardedCore(self.sharding.adopt(core), self.sharding.restore, checkpoint=data)
         gc.freeze()  # the loaded state is long-lived
         self.snapshots.loaded()
         log.info("snapshot loaded", extra={"fields": {
@@ -364,14 +365,18 @@ class CoreService:
         headers = msg.headers or {}
         encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
         entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
+        if kind == ASSIGN:
+            await self.sharding.before(entry)  # an RM moving here: its state first
         t0 = time.perf_counter()
         outputs = self.guard.apply(entry)
         t1 = time.perf_counter()
+        if self.core.moved_out:
+            await self.sharding.after()  # RMs that left: their state for the shard they go to
         self.metrics.applied(t1 - t0)
         if self.guard.last_failure is not None:
             await self._record_failure(*self.guard.last_failure)
         if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
-            await self._append("tick", {})
+            await self._append("tick", self.subjects.tick)
         if kind == "register" and rm:
             self.clock.heard(rm)
         if kind == "rmstate":
@@ -447,13 +452,18 @@ class CoreService:
     async def _leader_duties(self, tg: anyio.abc.TaskGroup) -> list[Any]:
         """Ticks, RM liveness, the queue files, the admin API and RM attaches: the leader's;
         and a snapshot stored soon if this process has stored none for a while."""
+        s = self.settings
         self.snapshots.leading()
         tg.start_soon(self.clock.ticker)
         tg.start_soon(self.clock.monitor_rms)
-        if self.settings.queue_file or self.settings.queues_dir:
+        if (s.queue_file or s.queues_dir) and s.shard in (None, DEFAULT_SHARD):  # one process appends them
             tg.start_soon(self.operator.watch)
-        subs = [await self.nc.subscribe(self.subjects.admins, cb=self.operator.on_admin),
-                await self.nc.subscribe(self.subjects.attaches, cb=answer_attach(self.js, self.subjects))]
+        if s.shard is not None:
+            tg.start_soon(self.sharding.follow, await shards_bucket(self.js, s.limits.replicas))
+        # one leader answers each request, when several shards lead
+        subs = [await self.nc.subscribe(self.subjects.admins, queue="ykbus-leader", cb=self.operator.on_admin),
+                await self.nc.subscribe(self.subjects.attaches, queue="ykbus-leader",
+                                        cb=answer_attach(self.js, self.subjects))]
         await self.nc.flush()  # the server knows them: a request sent after this finds a responder
         return subs
 
@@ -476,6 +486,8 @@ class CoreService:
         body = readapi.read(self.core, self.stats, verb, request)
         if verb == "health":
             body.update(self.leadership.view())
+            if self.settings.shard is not None:
+                body["shard"] = self.settings.shard
         return body
 
     # --- connection events ---------------------------------------------------------------

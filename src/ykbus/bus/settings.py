@@ -79,6 +79,7 @@ class ServiceConfig(_C):
     # "candidate": may lead (the default); "reader": applies the log and answers reads, never leads
     role: Literal["candidate", "reader"] = "candidate"
     reads: bool = True  # answer the NATS read API (False: leave it to `reader` processes)
+    shard: str | None = None  # the core shard this process is (docs/sharding.md); none: not sharded
     snapshot_every: Annotated[int, msgspec.Meta(ge=1)] = 10_000
     snapshot_dir: str | None = None
     # Who may use the admin API (yk.v1.admin.*) besides the process owner, who always may.
@@ -146,6 +147,7 @@ class ServiceSettings:
     lease_ttl_s: float = DEFAULT_LEASE_TTL_S  # a standby takes over this long after the leader's last renewal
     reader: bool = False  # applies the log and answers reads; never campaigns, publishes or appends
     reads: bool = True  # answers the read API on NATS (`yk.v1.api.*`); HTTP follows api_port
+    shard: str | None = None  # the core shard this process is (core/shards.py); None: not sharded
     snapshot_every: int = 10_000
     heartbeat_pause_s: float = 10.0
     heartbeat_stop_s: float = 60.0
@@ -211,6 +213,7 @@ def service_settings(args: Any) -> ServiceSettings:
     """Settings from the service configuration file (`args.config`), then the flags given
     (`args`: the command's parsed flags; an absent or None flag leaves the file's value)."""
     from ykbus.bus.local import default_url
+    from ykbus.core.shards import check_shard_name
 
     config, acl = ServiceConfig(), None
     if getattr(args, "config", None):
@@ -236,6 +239,12 @@ def service_settings(args: Any) -> ServiceSettings:
     reader, reads = bool(flag("reader", None)) or c.role == "reader", not flag("no_reads", None) and c.reads
     if reader and not reads:
         raise StartError("--reader with --no-reads: a reader is there to answer reads")
+    shard = flag("shard", c.shard)
+    if shard is not None:
+        try:
+            check_shard_name(shard)
+        except ValueError as exc:
+            raise StartError(f"--shard: {exc}") from None
     api_host, api_port = flag("api_host", c.api.host), flag("api_port", c.api.port)
     api_token = getattr(args, "api_token", None) or os.environ.get("YKBUS_API_TOKEN") or c.api.token
     exposed = api_exposure_error(api_host, api_port, api_token)
@@ -245,7 +254,7 @@ def service_settings(args: Any) -> ServiceSettings:
         nats_url=flag("nats", c.nats.url) or default_url(), prefix=flag("prefix", c.nats.prefix),
         queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
         watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
-        lease_ttl_s=lease_ttl, reader=reader, reads=reads,
+        lease_ttl_s=lease_ttl, reader=reader, reads=reads, shard=shard,
         snapshot_every=flag("snapshot_every", c.snapshot_every),
         heartbeat_pause_s=flag("rm_pause", c.rm.pause_after), heartbeat_stop_s=flag("rm_stop", c.rm.stop_after),
         limits=StreamLimits(in_max_bytes=flag("in_max_bytes", c.streams.in_max_bytes),

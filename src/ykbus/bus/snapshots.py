@@ -110,11 +110,12 @@ class Snapshotter:
     def __init__(self, every: int, core: Callable[[], Core], guard: Callable[[], GuardedCore],
                  settle: Callable[[], Awaitable[None]], store: Callable[[], Any], local_path: str | None,
                  fork: bool | None = None, upload: Callable[[], bool] = lambda: True,
-                 writer: asyncio.Lock | None = None) -> None:
+                 writer: asyncio.Lock | None = None, name: str = SNAPSHOT_OBJECT) -> None:
         """`upload()`: store this one in the object store (the leader does; a standby's
         snapshot only becomes its guard's checkpoint). `writer`: held by the service while
         it applies an entry and hands over its outputs; the state is taken between entries."""
         self._writer = writer if writer is not None else asyncio.Lock()
+        self.name = name  # the object it is stored as (a shard's own: Subjects.snapshot_object)
         self.every = every
         self._upload = upload
         self._core, self._guard, self._settle, self._store = core, guard, settle, store
@@ -209,7 +210,7 @@ class Snapshotter:
                 dumped = time.perf_counter()
                 self._guard().checkpoint(data, seq)
                 if upload:
-                    await self._store().put(SNAPSHOT_OBJECT, data)
+                    await self._store().put(self.name, data)
             except BaseException:
                 self.since += since  # not stored: those entries still count
                 if upload:

@@ -14,6 +14,7 @@ LEASE_KEY = "leader"
 HDR_LEASE = "Yk-Lease"  # the term of the leader that appended a core entry
 MSGPACK = "application/msgpack"
 HDR_IN_SEQ = "Yk-In-Seq"
+HDR_SHARD = "Yk-Shard"  # the core shard that published an output (docs/sharding.md)
 HDR_MSG_ID = "Nats-Msg-Id"
 HDR_CONTENT_TYPE = "Content-Type"
 
@@ -21,6 +22,25 @@ HDR_CONTENT_TYPE = "Content-Type"
 @dataclass(frozen=True)
 class Subjects:
     prefix: str = "yk.v1"
+    shard: str | None = None  # the core shard of this process (docs/sharding.md): its own lease, snapshot, read API
+
+    @property
+    def lease_key(self) -> str:
+        return f"{LEASE_KEY}-{self.shard}" if self.shard else LEASE_KEY
+
+    @property
+    def snapshot_object(self) -> str:
+        return f"{SNAPSHOT_OBJECT}-{self.shard}" if self.shard else SNAPSHOT_OBJECT
+
+    @staticmethod
+    def moved_object(rm: str, seq: int) -> str:
+        """Where an RM's unit is stored as it leaves a shard at assign entry `seq`."""
+        return f"moved-{rm}-{seq}"
+
+    @property
+    def tick(self) -> dict[str, str]:
+        """The body of this process's ticks: a shard's name the shard alone (core/shards.py)."""
+        return {"shard": self.shard} if self.shard else {}
 
     @property
     def inputs(self) -> str:
@@ -51,7 +71,8 @@ class Subjects:
 
     @property
     def apis(self) -> str:
-        return f"{self.prefix}.api.*"
+        """The read API this process answers: a shard's is `<prefix>.api.<shard>.<verb>`."""
+        return f"{self.prefix}.api.{self.shard}.*" if self.shard else f"{self.prefix}.api.*"
 
     def admin(self, user: str, verb: str) -> str:
         """The admin API as `user`: NATS permissions pin the user token to the caller."""

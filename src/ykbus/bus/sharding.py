@@ -1,0 +1,147 @@
+"""This process's part in a sharded deployment (`ykbus core --shard NAME`, docs/sharding.md).
+
+The rules of who applies what are the core's (core/shards.py); this module does the IO:
+- the core it restores is the shard, and shares the units of RMs that arrive (`restore`);
+- before an assign entry that moves an RM here, it fetches the RM's unit, which the shard the
+  RM leaves stores when it applies the same entry (object `moved-<rm>-<seq>` in YK_SNAP);
+  the writer waits for it, as it must: the RM's next entries need that state;
+- after an entry that moved RMs away, it stores their units (every candidate of that shard
+  does: the bytes are the same, so whichever is alive serves the new owner);
+- its leader turns the operator's assignments (KV bucket YK_SHARDS: key RM, value shard;
+  `ykbus shards assign`) of RMs it owns into assign entries, fenced like every core entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from nats.js import api
+from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError, ObjectNotFoundError
+
+from ykbus.bus.subjects import Subjects
+from ykbus.core import Core
+from ykbus.core.outbox import Entry
+from ykbus.core.shards import ASSIGN, RM_NAME, SHARD_NAME, Arriving, decode_assign, owner_of
+from ykbus.core.snapshot import SnapshotError, dump_moved, load_moved
+from ykbus.log.replay import restorer
+from ykbus.yamlload import load_yaml
+
+log = logging.getLogger("ykbus.core")
+
+SHARDS_BUCKET = "YK_SHARDS"  # the operator's assignments: key rmID, value the shard's name
+FOLLOW_EVERY_S = 0.5  # how often a shard's leader reads the assignments
+FETCH_EVERY_S = 0.1  # how often a shard looks for the unit of an RM moving to it
+SAY_EVERY_S = 5.0
+
+
+async def shards_bucket(js: Any, replicas: int = 1) -> Any:
+    try:
+        return await js.key_value(SHARDS_BUCKET)
+    except NotFoundError:
+        return await js.create_key_value(api.KeyValueConfig(bucket=SHARDS_BUCKET, history=1, replicas=replicas))
+
+
+async def assignments(kv: Any) -> dict[str, str]:
+    """The operator's assignments (rm -> shard), the well-formed ones."""
+    try:
+        keys = await kv.keys()
+    except NoKeysError:
+        return {}
+    found = {}
+    for rm in sorted(keys):
+        try:
+            entry = await kv.get(rm)
+        except KeyNotFoundError:
+            continue
+        shard = (entry.value or b"").decode(errors="replace")
+        if RM_NAME.match(rm) and SHARD_NAME.match(shard):
+            found[rm] = shard
+    return found
+
+
+class Sharding:
+    def __init__(self, subjects: Subjects, core: Callable[[], Core], store: Callable[[], Any],
+                 append: Callable[[str, dict[str, Any]], Awaitable[bool]], reader: bool = False) -> None:
+        self.shard = subjects.shard
+        self._subjects = subjects
+        self._core, self._store, self._append, self._reader = core, store, append, reader
+        self.arriving: dict[int, Callable[[], Arriving]] = {}  # Core.arriving, shared with every core restored
+        self.restore = restorer(None, self.shard, self.arriving)
+
+    def adopt(self, core: Core) -> Core:
+        """A core loaded from this process's snapshot, made this shard's."""
+        if core.shard != self.shard:
+            raise SnapshotError(f"the snapshot is of core shard {core.shard!r}, this process is {self.shard!r}")
+        core.arriving = self.arriving
+        return core
+
+    async def before(self, entry: Entry) -> None:
+        """Before `entry` is applied: if it moves an RM here, fetch the RM's unit."""
+        if self.shard is None or entry.kind != ASSIGN or entry.rm:
+            return
+        try:
+            body = decode_assign(entry)
+        except ValueError:
+            return  # the core says why
+        core = self._core()
+        if body.shard != self.shard or owner_of(core.owners, body.rm) == self.shard or body.rm not in core.registered:
+            return
+        data = await self._fetch(body.rm, entry.seq, owner_of(core.owners, body.rm))
+        self.arriving[entry.seq] = lambda: load_moved(data, load_yaml)
+
+    async def _fetch(self, rm: str, seq: int, source: str) -> bytes:
+        name, t0, said = self._subjects.moved_object(rm, seq), time.monotonic(), 0.0
+        while True:
+            try:
+                return (await self._store().get(name)).data
+            except (NotFoundError, ObjectNotFoundError):
+                pass
+            waited = time.monotonic() - t0
+            if waited - said >= SAY_EVERY_S:
+                said = waited
+                log.warning("waiting for the state of a moving RM from the shard it leaves", extra={"fields": {
+                    "rm": rm, "entry": seq, "from": source, "waited_s": round(waited, 1)}})
+            await anyio.sleep(FETCH_EVERY_S)
+
+    async def after(self) -> None:
+        """After an entry: the units of RMs that left this shard, stored for their new one."""
+        core = self._core()
+        if not core.moved_out or self._reader:
+            return
+        for moved in core.moved_out:
+            await self._store().put(self._subjects.moved_object(moved.rm, moved.seq), dump_moved(moved))
+            log.info("an RM left this shard", extra={"fields": {"rm": moved.rm, "to": moved.to, "entry": moved.seq}})
+
+    async def follow(self, kv: Any) -> None:
+        """The leader's duty: each assignment of an RM this shard owns to another shard
+        becomes an assign entry (once; again if the entry is not applied as asked)."""
+        asked: dict[str, str] = {}
+        while True:
+            owners = self._core().owners
+            for rm, shard in (await assignments(kv)).items():
+                if owner_of(owners, rm) != self.shard or shard == self.shard or asked.get(rm) == shard:
+                    continue
+                if await self._append(ASSIGN, {"rm": rm, "shard": shard}):
+                    asked[rm] = shard
+            for rm in [rm for rm, shard in asked.items() if owner_of(owners, rm) == shard]:
+                del asked[rm]  # applied
+            await anyio.sleep(FOLLOW_EVERY_S)
+
+
+async def operate(url: str, rm: str | None = None, shard: str | None = None) -> dict[str, str]:
+    """`ykbus shards`: with `rm` and `shard`, assign the RM to the shard (the leader of the
+    shard that owns it moves it through the log); the assignments, after."""
+    import nats
+
+    nc = await nats.connect(servers=url.split(","), connect_timeout=5, max_reconnect_attempts=0)
+    try:
+        kv = await shards_bucket(nc.jetstream(timeout=10))
+        if rm is not None and shard is not None:
+            await kv.put(rm, shard.encode())
+        return await assignments(kv)
+    finally:
+        await nc.close()

@@ -1,0 +1,109 @@
+"""Cores sharded by RM (issue 24, docs/sharding.md), with real processes: two core shards on
+one NATS server, two RMs, one of them moved to the other shard while it streams asks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import anyio
+import nats
+import pytest
+
+from tests.faults.test_failover import Candidate
+from tests.faults.test_resilience import stop_all
+from tests.integration.conftest import Recorder, rm_client
+from tests.integration.test_bus import app, ask, node, start_rm
+from ykbus.bus.record import record
+from ykbus.bus.subjects import IN_STREAM, OUT_STREAM
+from ykbus.log.jsonl import read_entries
+from ykbus.log.replay import replay
+from ykbus.si import codec
+
+pytestmark = pytest.mark.anyio
+
+
+def ykbus(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def read(core: Candidate, path: str) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{core.port}{path}", timeout=5) as r:
+        return json.loads(r.read())
+
+
+async def until_applied(url: str, cores: list[Candidate], timeout: float = 60.0) -> None:
+    nc = await nats.connect(url)
+    try:
+        last = (await nc.jetstream().stream_info(IN_STREAM)).state.last_seq
+    finally:
+        await nc.close()
+    with anyio.fail_after(timeout):
+        while not all((h or {}).get("lastSeq", 0) >= last for h in [await anyio.to_thread.run_sync(c.health) for c in cores]):
+            await anyio.sleep(0.05)
+
+
+async def outputs_by_shard(url: str) -> dict[str, list[tuple[str, bytes, str]]]:
+    """Every message on YK_OUT as (subject, data, msg id), by the shard that published it."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    info = await js.stream_info(OUT_STREAM)
+    out: dict[str, list] = {}
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await js.get_msg(OUT_STREAM, seq)
+        out.setdefault(msg.headers.get("Yk-Shard", ""), []).append((msg.subject, msg.data, msg.headers["Nats-Msg-Id"]))
+    await nc.close()
+    return out
+
+
+async def test_an_rm_moved_to_another_shard_under_load_loses_and_repeats_no_decision(nats_server, tmp_path):
+    url = nats_server.url
+    shards = [Candidate(url, "--shard", "default").start(), Candidate(url, "--shard", "s2").start()]
+    try:
+        with anyio.fail_after(30):
+            while not all(h and h["role"] == "leader" for h in [await anyio.to_thread.run_sync(c.health) for c in shards]):
+                await anyio.sleep(0.1)
+        assert [c.health()["shard"] for c in shards] == ["default", "s2"]
+        async with rm_client(url) as rm_a, rm_client(url) as rm_b:
+            recs = {"rm-a": Recorder(), "rm-b": Recorder()}
+            clients = {name: await start_rm(api, name, recs[name], nodes=[node(f"{name}-n{i}", vcore=100_000)
+                                                                          for i in range(4)])
+                       for name, api in (("rm-a", rm_a), ("rm-b", rm_b))}
+            for name, client in clients.items():
+                await client.add_applications([app(f"{name}-app{i}") for i in range(3)])
+            for batch in range(40):
+                for name, client in clients.items():
+                    await client.add_asks([ask(f"{name}-p{batch}-{i}", f"{name}-app{i % 3}", vcore=100)
+                                           for i in range(5)])
+                if batch == 15:  # rm-b has allocations held and asks in flight
+                    moved = ykbus("shards", "assign", "rm-b", "s2", "--nats", url)
+                    assert moved.returncode == 0, moved.stderr
+                    assert "rm-b\ts2" in moved.stdout
+                await anyio.sleep(0.02)
+            for rec in recs.values():
+                await rec.wait_for(lambda rec=rec: len(rec.allocations) >= 200, timeout=60)
+            await until_applied(url, shards)
+        for name, rec in recs.items():
+            keys = [a.allocationKey for a in rec.allocations]
+            assert sorted(keys) == sorted(f"{name}-p{b}-{i}" for b in range(40) for i in range(5)), name
+        moved_events = [e.message for e in recs["rm-b"].events if "moved" in e.message]
+        assert len(moved_events) == 1 and "from core shard 'default' to 's2'" in moved_events[0]
+        assert set(read(shards[1], "/api/state")["rms"]) == {"rm-b"}  # s2 holds rm-b now
+        assert set(read(shards[0], "/api/state")["rms"]) == {"rm-a"}
+        published = await outputs_by_shard(url)
+        assert set(published) == {"default", "s2"}
+        path = tmp_path / "in.jsonl"
+        await record(url, str(path))
+        for shard, outs in published.items():
+            ids = [msg_id for _, _, msg_id in outs]
+            assert len(ids) == len(set(ids)), f"{shard}: an output was stored twice"
+            with open(path, "rb") as f:
+                again = [(f"yk.v1.out.{o.rm or '_core'}.{o.kind}", codec.encode(o.msg))
+                         for o in replay(read_entries(f), shard=shard)]
+            assert [(s, d) for s, d, _ in outs] == again, f"{shard}: a decision differs from the replay, or was lost"
+    finally:
+        stop_all(shards)
+        for c in shards:
+            print(f"--- shard {c.args[-1]} ---\n{c.stderr()[-4000:]}")
