@@ -99,3 +99,12 @@ def test_e2e():
     (r,) = bench("e2e", "--seconds", "0.5", "--nodes", "10", "--batch", "50", "--repeat", "1")
     has(r, sustained_allocations_per_s=NUMBER, latency_p50_ms=NUMBER, latency_p99_ms=NUMBER, allocations=NUMBER)
     assert r["allocations"] > 0
+
+
+def test_shards_one_row_per_shard_count_every_ask_placed_once():
+    rows = bench("shards", "--nodes", "400", "--allocations", "4000", "--rms", "4", "--shards", "1,2,4")
+    assert [r["shards"] for r in rows] == [1, 2, 4]
+    for r in rows:
+        assert r["allocations"] == 4000  # every ask of every RM, placed by exactly one shard
+        assert len(r["per_shard_cpu_s"].split(" / ")) == r["shards"]
+        has(r, slowest_shard_cpu_s=NUMBER, allocations_per_s=NUMBER, largest_state_mib=NUMBER, entries=int)

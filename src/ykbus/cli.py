@@ -431,6 +431,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "replay":
         rep.row(b.bench_replay(args.entries, args.repeat, rep.progress, args.log))
         rep.table(["log", "entries", "outputs", "seconds", "entries_per_s", "min", "max", "peak_rss_mib"])
+    elif args.what == "shards":
+        from ykbus.bench.shards import bench_shards
+
+        for row in bench_shards(args.nodes_n, args.allocations, args.rms,
+                                [int(x) for x in args.shards.split(",")], rep.progress):
+            rep.row(row)
+        rep.table(["shards", "rms", "nodes", "entries", "allocations", "slowest_shard_cpu_s", "allocations_per_s",
+                   "per_shard_cpu_s", "largest_state_mib"])
     elif args.what == "restart":
         rep.row(b.bench_restart(args.nodes_n, args.allocations, args.tail, args.repeat, rep.progress))
         rep.table(["nodes", "allocations", "tail_entries", "snapshot_bytes", "load_seconds", "seconds", "min", "max"])
@@ -622,6 +630,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--entries", type=int, default=1_000_000, help="entries of the generated log")
     b.add_argument("--log", metavar="LOG.jsonl",
                    help="replay this recorded log instead (`ykbus record` of real traffic, e.g. ykbus up's demo)")
+    b = bench.add_parser("shards", help="a cluster split over core shards: the slowest shard's cost, by shard count")
+    b.add_argument("--nodes", dest="nodes_n", type=int, default=50_000)
+    b.add_argument("--allocations", type=int, default=1_000_000)
+    b.add_argument("--rms", type=int, default=8, help="RMs, spread over the shards round robin")
+    b.add_argument("--shards", default="1,2,4", help="shard counts to run")
     b = bench.add_parser("restart", help="snapshot load + tail to the first decision")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
     b.add_argument("--allocations", type=int, default=100_000)
