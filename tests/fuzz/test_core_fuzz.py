@@ -122,3 +122,50 @@ def test_msgspec_raw_lines_are_entries():
         lines = [encode_entry(e) for e in entries]
         assert list(read_entries(lines)) == entries
         assert all(msgspec.json.decode(line)["seq"] == e.seq for line, e in zip(lines, entries, strict=True))
+
+
+# --- cores sharded by RM -----------------------------------------------------------------
+
+ASSIGN_BODIES: list[bytes] = [b"{not json", b"[1]", b'{"rm": "a.b", "shard": "s2"}', b'{"rm": "rm-1", "shard": ""}',
+                              b'{"rm": "rm-1", "shard": "s2", "x": 1}', b'{"rm": "' + b"r" * 5000 + b'", "shard": "s2"}',
+                              b'{"rm": 5, "shard": "s2"}', b"\xff\xfe"]
+
+
+@FUZZ
+@given(rnd=st.randoms(use_true_random=False), base=st.sampled_from(sorted(BASES)), moves=st.integers(1, 6))
+def test_assign_entries_anywhere_keep_every_shard_safe_and_each_rm_in_one_shard(rnd, base, moves):
+    """Assign entries (good, or not) at random places of a valid log, moving its RMs between
+    shards: no shard raises, an RM's outputs of an entry come from one shard, and the whole
+    fleet replays to the same bytes."""
+    from ykbus.core.fleet import Fleet, shard_names
+    from ykbus.log.jsonl import encode_output
+    from ykbus.log.replay import guarded_core
+    from ykbus.yamlload import load_yaml
+
+    entries = list(BASES[base])
+    rms = sorted({e.rm for e in entries if e.rm}) or ["rm-1"]
+    for _ in range(moves):
+        at = rnd.randint(0, len(entries))
+        body = (json.dumps({"rm": rnd.choice(rms), "shard": rnd.choice(["default", "s2", "s3"])}).encode()
+                if rnd.random() < 0.8 else rnd.choice(ASSIGN_BODIES))
+        entries.insert(at, Entry(0, 0, "" if rnd.random() < 0.9 else rms[0], "assign", body))
+    ts = 1_700_000_000_000_000_000
+    entries = [Entry(i, max(ts, e.ts) + i, e.rm, e.kind, e.msg, e.encoding) for i, e in enumerate(entries, 1)]
+
+    def run() -> list[bytes]:
+        fleet = Fleet(shard_names(entries), lambda name, arriving: guarded_core(shard=name, arriving=arriving),
+                      load_yaml)
+        lines = []
+        for entry in entries:
+            by_shard = fleet.apply(entry)
+            for guard in fleet.shards.values():
+                assert guard.last_failure is None, f"entry {entry.seq} raised: {guard.last_failure[1]!r}"
+            speakers = {}
+            for shard, outs in by_shard.items():
+                for out in outs:
+                    if out.rm:
+                        assert speakers.setdefault(out.rm, shard) == shard, f"{out.rm} answered by two shards"
+                    lines.append(shard.encode() + b" " + encode_output(out))
+        return lines
+
+    assert run() == run()
