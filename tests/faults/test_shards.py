@@ -10,6 +10,7 @@ import urllib.request
 
 import anyio
 import nats
+import nats.js.errors
 import pytest
 
 from tests.faults.test_failover import Candidate
@@ -107,3 +108,69 @@ async def test_an_rm_moved_to_another_shard_under_load_loses_and_repeats_no_deci
         stop_all(shards)
         for c in shards:
             print(f"--- shard {c.args[-1]} ---\n{c.stderr()[-4000:]}")
+
+
+async def assign_entries(url: str) -> int:
+    nc = await nats.connect(url)
+    try:
+        subject = "yk.v1.in._core.assign"
+        info = await nc.jetstream().stream_info(IN_STREAM, subjects_filter=subject)
+        return (info.state.subjects or {}).get(subject, 0)
+    except nats.js.errors.NotFoundError:
+        return 0  # no core has made the stream yet
+    finally:
+        await nc.close()
+
+
+async def test_a_shard_leader_killed_under_load_its_standby_goes_on_and_no_shard_loses_a_decision(nats_server, tmp_path):
+    """rm-b is assigned to s2 before it ever registers (no state moves); s2 runs a leader
+    and a standby; its leader is killed (SIGKILL) while both RMs stream asks."""
+    url = nats_server.url
+    assigned = ykbus("shards", "assign", "rm-b", "s2", "--nats", url)
+    assert assigned.returncode == 0, assigned.stderr
+    default = Candidate(url, "--shard", "default").start()
+    s2 = [Candidate(url, "--shard", "s2").start(), Candidate(url, "--shard", "s2").start()]
+    everyone = [default, *s2]
+    try:
+        with anyio.fail_after(30):
+            while await assign_entries(url) < 1:  # the default shard's leader appended it
+                await anyio.sleep(0.1)
+            while True:
+                roles = [(await anyio.to_thread.run_sync(c.health) or {}).get("role") for c in everyone]
+                if roles[0] == "leader" and sorted(roles[1:]) == ["leader", "standby"]:
+                    break
+                await anyio.sleep(0.1)
+        leader = next(c for c, role in zip(s2, roles[1:], strict=True) if role == "leader")
+        async with rm_client(url) as rm_a, rm_client(url) as rm_b:
+            recs = {"rm-a": Recorder(), "rm-b": Recorder()}
+            clients = {name: await start_rm(api, name, recs[name], nodes=[node(f"{name}-n{i}", vcore=100_000)
+                                                                          for i in range(4)])
+                       for name, api in (("rm-a", rm_a), ("rm-b", rm_b))}
+            for name, client in clients.items():
+                await client.add_applications([app(f"{name}-app{i}") for i in range(3)])
+            for batch in range(40):
+                for name, client in clients.items():
+                    await client.add_asks([ask(f"{name}-p{batch}-{i}", f"{name}-app{i % 3}", vcore=100)
+                                           for i in range(5)])
+                if batch == 15:
+                    leader.kill()
+                await anyio.sleep(0.02)
+            for rec in recs.values():
+                await rec.wait_for(lambda rec=rec: len(rec.allocations) >= 200, timeout=60)
+            await until_applied(url, [c for c in everyone if c is not leader])
+        for name, rec in recs.items():
+            keys = [a.allocationKey for a in rec.allocations]
+            assert sorted(keys) == sorted(f"{name}-p{b}-{i}" for b in range(40) for i in range(5)), name
+        assert not [e for e in recs["rm-b"].events if "moved" in e.message]  # assigned before it registered
+        published = await outputs_by_shard(url)
+        path = tmp_path / "in.jsonl"
+        await record(url, str(path))
+        for shard, outs in published.items():
+            ids = [msg_id for _, _, msg_id in outs]
+            assert len(ids) == len(set(ids)), f"{shard}: an output was stored twice"
+            with open(path, "rb") as f:
+                again = [(f"yk.v1.out.{o.rm or '_core'}.{o.kind}", codec.encode(o.msg))
+                         for o in replay(read_entries(f), shard=shard)]
+            assert [(s, d) for s, d, _ in outs] == again, f"{shard}: a decision differs from the replay, or was lost"
+    finally:
+        stop_all(everyone)
