@@ -55,3 +55,14 @@ def test_a_lease_holders_ttl_is_read_within_the_bounds_a_core_accepts():
     assert holder_ttl({"ttl": 1.5}, 1.0) == 1.5
     assert holder_ttl({}, 1.0) == holder_ttl({"ttl": "x"}, 1.0) == holder_ttl({"ttl": float("nan")}, 1.0) == 1.0
     assert holder_ttl({"ttl": 1e9}, 1.0) == 60 and holder_ttl({"ttl": 0}, 1.0) == 0.2
+
+
+def test_a_shards_core_entries_have_their_own_subjects_and_read_as_core_entries():
+    from ykbus.bus.subjects import Subjects
+
+    one, s2 = Subjects(), Subjects(shard="s2")
+    assert one.core_input("tick") == "yk.v1.in._core.tick" and s2.core_input("tick") == "yk.v1.in._core.tick.s2"
+    assert s2.parse("yk.v1.in._core.tick.s2") == ("", "tick") == one.parse("yk.v1.in._core.tick")
+    assert s2.own_core_entry("yk.v1.in._core.assign.s2") and not s2.own_core_entry("yk.v1.in._core.tick.s3")
+    assert not s2.own_core_entry("yk.v1.in._core.tick") and one.own_core_entry("yk.v1.in._core.tick")
+    assert not one.own_core_entry("yk.v1.in._core.tick.s2") and not one.own_core_entry("yk.v1.in.rm-1.tick")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import events, new_allocs
+from tests.conftest import events, new_allocs, released
 from ykbus.core import Core
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import LogBuilder, app, ask, node
@@ -151,3 +151,41 @@ def test_an_rm_cannot_append_an_assign_entry():
     core = Core(load_yaml=load_yaml, shard="default")
     outs = core.apply(log.entry("assign", {"rm": "rm-1", "shard": "s2"}, rm="rm-1"))
     assert "the core service's only" in events(outs)[0].message and core.owners == {}
+
+
+def test_a_moved_rms_timers_fire_in_its_new_shard_and_new_ones_come_after_them():
+    """Regression (review): the arriving timers kept their insertion numbers and the new
+    shard's counter was not moved past them, so new deadlines could share (deadline, n)."""
+    log = LogBuilder()
+    entries = traffic(log)[:6]  # registrations, nodes, applications
+    timed = ask("rm-b-t", "rm-b-app", vcore=1000)
+    timed["executionTimeoutMilliSeconds"] = 60_000
+    entries += [log.asks(ask("rm-a-k", "rm-a-app", vcore=1000), rm="rm-a"), log.asks(timed, rm="rm-b")]
+    move = assign(log, "rm-b", "s2")
+    later = log.entry("alloc", {"rmID": "rm-b", "asks": []}, rm="rm-b", advance_ns=61 * 10**9)
+    left, came = Core(load_yaml=load_yaml, shard="default"), Core(load_yaml=load_yaml, shard="s2")
+    for e in entries:
+        left.apply(e), came.apply(e)
+    left.apply(move)
+    from ykbus.core.snapshot import dump_moved, load_moved
+    data = dump_moved(left.moved_out[0])
+    came.arriving[move.seq] = lambda: load_moved(data, load_yaml)
+    came.apply(move)
+    held = [n for _, n, _ in came.rms["rm-b"].timers.entries()]
+    assert held and came.timer_sequence.n >= max(held)
+    timed_out = [r for r in released(came.apply(later)) if r.terminationType == "TIMEOUT"]
+    assert [r.allocationKey for r in timed_out] == ["rm-b-t"]
+
+
+def test_a_failed_entry_is_honoured_only_by_the_shard_it_failed_in():
+    """Regression (review): every shard learnt every failure record, so a shard that applied
+    an entry fine consumed it as failed on a replay, and a non-owner answered for it."""
+    log = LogBuilder()
+    entries = [assign(log, "rm-b", "s2"), *traffic(log)]
+    register_b = next(e for e in entries if e.kind == "register" and e.rm == "rm-b")
+    record = log.entry("failed", {"seq": register_b.seq, "error": "KeyError: x", "shard": "s2"}, rm="")
+    default = outputs_of([*entries, record], "default")
+    s2 = outputs_of([*entries, record], "s2")
+    assert not [o for o in default if o.rm == "rm-b"]
+    assert "internal error KeyError: x" in events([o for o in s2 if o.seq == register_b.seq])[0].message
+    assert outputs_of([*entries, record], "default") == outputs_of(entries, "default")  # default ignores it

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class LogClock:
     def __init__(self, settings: ServiceSettings, core: Callable[[], Core],
                  append: Callable[[str, dict[str, Any]], Awaitable[bool]], tick: dict[str, str] | None = None) -> None:
-        """`tick`: the body of its ticks (a shard's names it: Subjects.tick)."""
+        """`tick`: the body of its ticks (a shard's names it: Subjects.naming_shard)."""
         self._settings = settings
         self._tick = tick or {}
         self._core = core

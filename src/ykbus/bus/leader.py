@@ -178,7 +178,7 @@ class Leadership:
                 subs = await duties(tg)
                 self.on_duty.set()
                 if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
-                    await self.append("tick", self._subjects.tick)
+                    await self.append("tick", self._subjects.naming_shard)
         finally:
             for sub in subs:
                 await sub.unsubscribe()
@@ -198,7 +198,7 @@ class Leadership:
         await self._publisher.send(parts)
         self._taken_over = True
         try:
-            newest = await self._js.get_last_msg(IN_STREAM, self._subjects.input("", "*"))
+            newest = await self._js.get_last_msg(IN_STREAM, self._subjects.core_inputs)
             self.saw_core_entry(newest.seq)
         except NotFoundError:
             pass
@@ -231,8 +231,8 @@ class Leadership:
         lease = self.lease
         if lease is None:
             return False
-        subject, data = self._subjects.input("", kind), json.dumps(body).encode()
-        last_core = self._subjects.input("", "*")
+        subject, data = self._subjects.core_input(kind), json.dumps(body).encode()
+        last_core = self._subjects.core_inputs
         async with self._appending:
             for _ in range(3):
                 if not self.publishing():

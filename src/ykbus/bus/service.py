@@ -131,7 +131,7 @@ class CoreService:
         self.leadership = Leadership(self.subjects, self._writer, lambda: self.core.last_seq, settings.reader)
         self.started = anyio.Event()
         self._stop = anyio.Event()
-        self.clock = LogClock(settings, lambda: self.core, self._append, self.subjects.tick)
+        self.clock = LogClock(settings, lambda: self.core, self._append, self.subjects.naming_shard)
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
         self._dropped_seen = 0
         self._frozen_at = 0
@@ -360,7 +360,7 @@ class CoreService:
         if seq != self.core.last_seq + 1:
             raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
         rm, kind = self.subjects.parse(msg.subject)
-        if not rm:
+        if not rm and self.subjects.own_core_entry(msg.subject):
             self.leadership.saw_core_entry(seq)
         headers = msg.headers or {}
         encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
@@ -376,7 +376,7 @@ class CoreService:
         if self.guard.last_failure is not None:
             await self._record_failure(*self.guard.last_failure)
         if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
-            await self._append("tick", self.subjects.tick)
+            await self._append("tick", self.subjects.naming_shard)
         if kind == "register" and rm:
             self.clock.heard(rm)
         if kind == "rmstate":
@@ -397,12 +397,12 @@ class CoreService:
         log.error("entry failed in the core: a bug; it was not applied and the core goes on",
                   exc_info=exc, extra={"fields": {"seq": entry.seq, "rm": entry.rm, "kind": entry.kind}})
         error = self.guard.known_failed[entry.seq]
-        await self._append(FAILED_KIND, {"seq": entry.seq, "error": error})
+        await self._append(FAILED_KIND, {"seq": entry.seq, "error": error, **self.subjects.naming_shard})
 
     async def _read_failed_records(self) -> None:
         """The core service's records of entries that failed (`_core.failed`), so that an
         entry that failed before is not applied again after this restart."""
-        subject = self.subjects.input("", FAILED_KIND)
+        subject = self.subjects.core_input(FAILED_KIND)
         info = await self.js.stream_info(IN_STREAM, subjects_filter=subject)
         count = (info.state.subjects or {}).get(subject, 0)
         if not count:

@@ -38,8 +38,10 @@ class Subjects:
         return f"moved-{rm}-{seq}"
 
     @property
-    def tick(self) -> dict[str, str]:
-        """The body of this process's ticks: a shard's name the shard alone (core/shards.py)."""
+    def naming_shard(self) -> dict[str, str]:
+        """The body fields that name this process's shard ({} when not sharded): its ticks
+        carry them (so that shard alone applies them: core/shards.py), and its records of
+        failed entries (so that shard alone honours them: core/guard.py)."""
         return {"shard": self.shard} if self.shard else {}
 
     @property
@@ -52,6 +54,24 @@ class Subjects:
 
     def input(self, rm: str, kind: str) -> str:
         return f"{self.prefix}.in.{rm or CORE_TOKEN}.{kind}"
+
+    def core_input(self, kind: str) -> str:
+        """Where this process appends a core entry: a shard's go to `_core.<kind>.<shard>`, so
+        each shard's leaders fence their appends among themselves only."""
+        return f"{self.prefix}.in.{CORE_TOKEN}.{kind}.{self.shard}" if self.shard else self.input("", kind)
+
+    @property
+    def core_inputs(self) -> str:
+        """The subjects of this process's core entries (the fence's expected-last-sequence filter)."""
+        return f"{self.prefix}.in.{CORE_TOKEN}.*.{self.shard}" if self.shard else self.input("", "*")
+
+    def own_core_entry(self, subject: str) -> bool:
+        """Whether `subject` is one of `core_inputs`."""
+        head = f"{self.prefix}.in.{CORE_TOKEN}."
+        if not subject.startswith(head):
+            return False
+        tokens = subject[len(head):].split(".")
+        return tokens[1:] == [self.shard] if self.shard else len(tokens) == 1
 
     def output(self, rm: str, kind: str) -> str:
         return f"{self.prefix}.out.{rm or CORE_TOKEN}.{kind}"
@@ -96,7 +116,9 @@ class Subjects:
         if not subject.startswith(head):
             raise ValueError(f"subject {subject!r} is not under {head}")
         rm, _, kind = subject[len(head):].partition(".")
-        return ("" if rm == CORE_TOKEN else rm), kind
+        if rm == CORE_TOKEN:
+            return "", kind.split(".", 1)[0]  # a shard's core entries end with its name
+        return rm, kind
 
 
 def js_reply_meta(reply: str) -> tuple[int, int]:

@@ -191,6 +191,20 @@ class Core(Intake):
             else:
                 part.expire(timer.app_id, timer.state, ctx)
 
+    def note(self, entry: Entry) -> None:
+        """What a core shard notes of an entry it uses up without applying it (one that failed,
+        core/guard.py): every shard keeps the same RMs registered and the same owners."""
+        if self.shard is None:
+            return
+        if entry.kind == "register" and entry.rm:
+            self.registered[entry.rm] = None
+        elif entry.kind == shards.ASSIGN and not entry.rm:
+            try:
+                body = shards.decode_assign(entry)
+            except ValueError:
+                return
+            self.owners[body.rm] = body.shard
+
     def _on_assign(self, entry: Entry, ctx: Outbox) -> None:
         """RM `rm` belongs to shard `shard` from this entry on; if it moves between two
         shards, its unit leaves the old one and arrives at the new one here (core/shards.py)."""
@@ -219,7 +233,8 @@ class Core(Intake):
             unit = arriving.unit
             if unit is None:
                 return
-            unit.timers.sequence = self.timer_sequence  # its deadlines keep their order; new ones take ours
+            unit.timers.sequence = self.timer_sequence  # its deadlines keep their order; new ones take ours, after them
+            self.timer_sequence.n = max([self.timer_sequence.n, *(n for _, n, _ in unit.timers.entries())])
             self.rms[body.rm] = unit
             if arriving.policy_group_text:
                 self.policy_groups.setdefault(unit.policy_group, arriving.policy_group_text)

@@ -38,6 +38,7 @@ class FailedEntry(msgspec.Struct, frozen=True):
 
     seq: int
     error: str
+    shard: str | None = None  # the core shard whose entry failed (docs/sharding.md): only it honours the record
 
 
 _failed_decoder = msgspec.json.Decoder(FailedEntry)
@@ -107,6 +108,8 @@ class GuardedCore:
             record = _failed_decoder.decode(entry.msg)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return  # not a record we wrote: the core answers it like any unknown input
+        if record.shard != self.core.shard:
+            return  # another shard's entry failed there, not here
         self.known_failed.setdefault(record.seq, record.error)
 
     def _rebuild(self) -> None:
@@ -125,6 +128,8 @@ class GuardedCore:
 
     @staticmethod
     def _consume_in(core: Core, entry: Entry) -> None:
-        """Entry `entry` is used up without being applied: only the cursor and the clock move."""
+        """Entry `entry` is used up without being applied: only the cursor and the clock move
+        (and, in a core shard, what every shard notes of every entry: core/shards.py)."""
+        core.note(entry)
         core.last_seq = max(core.last_seq, entry.seq)
         core.now = max(core.now, entry.ts)
