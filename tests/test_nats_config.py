@@ -77,7 +77,7 @@ def test_each_identity_gets_only_its_own_subjects():
     assert allow_lists(text, "ops") == (["yk.v2.admin.ops.>", "yk.v2.api.>"], ["_INBOX_ops.>"], False)
     assert allow_lists(text, "grafana") == (["yk.v2.api.>"], ["_INBOX_grafana.>"], False)
     assert allow_lists(text, "ykbus-core") == (["yk.v2.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O.YK_SNAP.>",
-                                                "$KV.YK_LEASE.>"], ["yk.v2.>", "_INBOX.>"], True)
+                                                "$KV.YK_LEASE.>", "$KV.YK_SHARDS.>"], ["yk.v2.>", "_INBOX.>"], True)
 
 
 def test_without_a_password_or_nkey_there_is_no_configuration():

@@ -367,11 +367,12 @@ def cmd_shards(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"ykbus shards assign: {exc}", file=sys.stderr)
             return 2
-    found = anyio.run(operate, args.nats or default_url(), rm, shard)
+    found, led = anyio.run(operate, args.nats or default_url(), rm, shard)
     for name, to in found.items():
         print(f"{name}\t{to}")
     if rm is not None:
-        print(f"ykbus shards: {rm} assigned to {shard}; the shard that owns it moves it (docs/sharding.md)",
+        print(f"ykbus shards: {rm} assigned to {shard}; the shard that owns it moves it (docs/sharding.md)"
+              + ("" if led else f"; no process of shard {shard!r} leads now: it moves once one does"),
               file=sys.stderr)
     return 0
 

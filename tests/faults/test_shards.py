@@ -79,10 +79,13 @@ async def test_an_rm_moved_to_another_shard_under_load_loses_and_repeats_no_deci
                 for name, client in clients.items():
                     await client.add_asks([ask(f"{name}-p{batch}-{i}", f"{name}-app{i % 3}", vcore=100)
                                            for i in range(5)])
+                if batch == 10:  # a typo: no process is shard "nowhere", so rm-a must stay where it is
+                    typo = ykbus("shards", "assign", "rm-a", "nowhere", "--nats", url)
+                    assert typo.returncode == 0 and "no process of shard 'nowhere' leads now" in typo.stderr
                 if batch == 15:  # rm-b has allocations held and asks in flight
                     moved = ykbus("shards", "assign", "rm-b", "s2", "--nats", url)
                     assert moved.returncode == 0, moved.stderr
-                    assert "rm-b\ts2" in moved.stdout
+                    assert "rm-a\tnowhere" in moved.stdout and "rm-b\ts2" in moved.stdout
                 await anyio.sleep(0.02)
             for rec in recs.values():
                 await rec.wait_for(lambda rec=rec: len(rec.allocations) >= 200, timeout=60)
@@ -93,7 +96,8 @@ async def test_an_rm_moved_to_another_shard_under_load_loses_and_repeats_no_deci
         moved_events = [e.message for e in recs["rm-b"].events if "moved" in e.message]
         assert len(moved_events) == 1 and "from core shard 'default' to 's2'" in moved_events[0]
         assert set(read(shards[1], "/api/state")["rms"]) == {"rm-b"}  # s2 holds rm-b now
-        assert set(read(shards[0], "/api/state")["rms"]) == {"rm-a"}
+        assert set(read(shards[0], "/api/state")["rms"]) == {"rm-a"}  # not taken to a shard nobody runs
+        assert await assign_entries(url) == 1
         published = await outputs_by_shard(url)
         assert set(published) == {"default", "s2"}
         path = tmp_path / "in.jsonl"

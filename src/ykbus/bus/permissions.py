@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from ykbus.bus.subjects import CORE_TOKEN, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
+from ykbus.bus.subjects import CORE_TOKEN, LEASE_BUCKET, OUT_STREAM, SHARDS_BUCKET, SNAPSHOT_BUCKET, Subjects
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 PREFIX_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -228,10 +228,11 @@ def _with_buckets(perms: Permissions, buckets: list[str]) -> Permissions:
 
 def core_permissions(s: Subjects) -> Permissions:
     # $JS.FC: flow-control answers of its ordered consumers (a long replay); $O: the snapshot
-    # object store; $KV: the leader lease; allow_responses: the answers to attach, read API and admin requests
+    # object store; $KV: the leader lease and the shards' assignments; allow_responses: the
+    # answers to attach, read API and admin requests
     return Permissions(
         publish=[f"{s.prefix}.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", f"$O.{SNAPSHOT_BUCKET}.>",
-                 f"$KV.{LEASE_BUCKET}.>"],
+                 f"$KV.{LEASE_BUCKET}.>", f"$KV.{SHARDS_BUCKET}.>"],
         subscribe=[f"{s.prefix}.>", "_INBOX.>"], allow_responses=True)
 
 

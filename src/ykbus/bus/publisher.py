@@ -183,13 +183,17 @@ class OutputPublisher:
         self.scanned_to = info.state.last_seq
         if not info.state.messages:
             return
-        last, span = info.state.last_seq, 2 * self.window
-        while True:  # a shard's own last 2 x window messages: others' come between them
-            first = max(info.state.first_seq, last - span + 1)
-            ids, floor = await self._scan_from(first, last)
+        end, span = info.state.last_seq, 2 * self.window
+        ids: set[str] = set()
+        floor: int | None = None
+        while True:  # a shard's own last 2 x window messages: others' come between them; read each once
+            first = max(info.state.first_seq, end - span + 1)
+            more, low = await self._scan_from(first, end)
+            ids |= more
+            floor = low if floor is None else min(floor, low) if low is not None else floor
             if len(ids) >= 2 * self.window or first == info.state.first_seq:
                 break
-            span *= 4
+            end, span = first - 1, span * 4
         self._floor, self._ids = floor or 0, ids
 
     async def _scan_from(self, first: int, last: int) -> tuple[set[str], int | None]:

@@ -66,16 +66,23 @@ from ykbus.bus.local import connect
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
-from ykbus.bus.sharding import Sharding, shards_bucket
+from ykbus.bus.sharding import Sharding, StoppedWaiting, shards_bucket
 from ykbus.bus.snapshots import Snapshotter
-from ykbus.bus.streams import answer_attach, ensure_streams, made_by_a_core, snapshot_store, with_retries
+from ykbus.bus.streams import (
+    answer_attach,
+    ensure_streams,
+    failed_records,
+    made_by_a_core,
+    snapshot_store,
+    with_retries,
+)
 from ykbus.bus.subjects import (
     HDR_CONTENT_TYPE,
     IN_STREAM,
+    LEASE_BUCKET,
     MSGPACK,
     Subjects,
     js_reply_delivery,
-    js_reply_meta,
 )
 from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
@@ -111,7 +118,9 @@ class CoreService:
         on each queue-file reload (`ykbus up` prints it)."""
         self.settings = settings
         self.subjects = Subjects(settings.prefix, settings.shard)
-        self.sharding = Sharding(self.subjects, lambda: self.core, lambda: self.store, self._append, settings.reader)
+        self.sharding = Sharding(self.subjects, lambda: self.core, lambda: self.store, self._append, settings.reader,
+                                 lambda: self.leadership.publishing(), lambda: self.publisher.settle(0),
+                                 lambda: self._stop.is_set())
         self.guard = GuardedCore(self.sharding.restore(None), self.sharding.restore)
         self.notify = notify or (lambda _text: None)
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
@@ -247,7 +256,10 @@ class CoreService:
         await self._load()
         mark("snapshot_ms")
         await self._check_log_start()
-        await self._read_failed_records()
+        for record in await failed_records(self.js, self.subjects.core_input(FAILED_KIND)):
+            self.guard.apply_record(record)  # an entry that failed before is not applied again
+        if self.guard.known_failed:
+            log.warning("entries recorded as failed", extra={"fields": {"seqs": sorted(self.guard.known_failed)}})
         self.http.events = EventFeed(self.js, self.subjects, self.instance)
         self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
                                          self.stats, self._output_format, self.nc, self.notify)
@@ -326,8 +338,8 @@ class CoreService:
         messages, and neither does an uncontended writer lock), so the outputs of a burst of
         inputs leave in one flush. An error (a gap in the log, NATS refusing an append) stops
         the service with it: nothing after it is applied."""
-        if self._failure is not None:
-            return
+        if self._failure is not None or self._stop.is_set():
+            return  # stopping: what is not applied now, the next start applies
         try:
             kept = self.leadership.unpublished
             if kept.full:  # a standby far ahead of its leader: it waits, outside the writer (a takeover needs it)
@@ -335,6 +347,8 @@ class CoreService:
                 await kept.room()
             async with self._writer:
                 await self._apply_input(msg)
+        except StoppedWaiting:
+            return  # its entry is not applied: the next start applies it (and nothing after it now)
         except Exception as exc:  # noqa: BLE001 - the service stops with it (run raises it)
             self._failure = exc
             if self._scope is not None:
@@ -399,25 +413,6 @@ class CoreService:
         error = self.guard.known_failed[entry.seq]
         await self._append(FAILED_KIND, {"seq": entry.seq, "error": error, **self.subjects.naming_shard})
 
-    async def _read_failed_records(self) -> None:
-        """The core service's records of entries that failed (`_core.failed`), so that an
-        entry that failed before is not applied again after this restart."""
-        subject = self.subjects.core_input(FAILED_KIND)
-        info = await self.js.stream_info(IN_STREAM, subjects_filter=subject)
-        count = (info.state.subjects or {}).get(subject, 0)
-        if not count:
-            return
-        sub = await self.js.subscribe(subject, stream=IN_STREAM, ordered_consumer=True,
-                                      config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL))
-        try:
-            for _ in range(count):
-                msg = await sub.next_msg(timeout=10)
-                seq, ts = js_reply_meta(msg.reply)
-                self.guard.apply_record(Entry(seq=seq, ts=ts, rm="", kind=FAILED_KIND, msg=msg.data))
-        finally:
-            await sub.unsubscribe()
-        log.warning("entries recorded as failed", extra={"fields": {"seqs": sorted(self.guard.known_failed)}})
-
     def _tame_gc(self) -> None:
         """Keep full GC collections short: move what lives now out of the collector's sight
         (asks, applications and allocations are freed by reference counting: the core makes
@@ -459,7 +454,10 @@ class CoreService:
         if (s.queue_file or s.queues_dir) and s.shard in (None, DEFAULT_SHARD):  # one process appends them
             tg.start_soon(self.operator.watch)
         if s.shard is not None:
-            tg.start_soon(self.sharding.follow, await shards_bucket(self.js, s.limits.replicas))
+            async with self._writer:  # units of RMs that left while this process was a standby
+                await self.sharding.store_pending()
+            tg.start_soon(self.sharding.follow, await shards_bucket(self.js, s.limits.replicas),
+                          await self.js.key_value(LEASE_BUCKET))
         # one leader answers each request, when several shards lead
         subs = [await self.nc.subscribe(self.subjects.admins, queue="ykbus-leader", cb=self.operator.on_admin),
                 await self.nc.subscribe(self.subjects.attaches, queue="ykbus-leader",

@@ -5,10 +5,12 @@ The rules of who applies what are the core's (core/shards.py); this module does 
 - before an assign entry that moves an RM here, it fetches the RM's unit, which the shard the
   RM leaves stores when it applies the same entry (object `moved-<rm>-<seq>` in YK_SNAP);
   the writer waits for it, as it must: the RM's next entries need that state;
-- after an entry that moved RMs away, it stores their units (every candidate of that shard
-  does: the bytes are the same, so whichever is alive serves the new owner);
+- after an entry that moved RMs away, its leader stores their units, once every output it
+  sent before is stored (an RM reads its last outputs from the old shard before its first
+  from the new one); a standby keeps them, and stores them when it takes over;
 - its leader turns the operator's assignments (KV bucket YK_SHARDS: key RM, value shard;
-  `ykbus shards assign`) of RMs it owns into assign entries, fenced like every core entry.
+  `ykbus shards assign`) of RMs it owns into assign entries, fenced like every core entry,
+  and only to a shard that has a leader (a typo must not take an RM where nobody runs).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from nats.errors import Error as NatsError
 from nats.js import api
 from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError, ObjectNotFoundError
 
-from ykbus.bus.subjects import Subjects
+from ykbus.bus.subjects import LEASE_BUCKET, LEASE_KEY, SHARDS_BUCKET, Subjects
 from ykbus.core import Core
 from ykbus.core.outbox import Entry
 from ykbus.core.shards import ASSIGN, RM_NAME, SHARD_NAME, Arriving, decode_assign, owner_of
@@ -32,10 +35,14 @@ from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
 
-SHARDS_BUCKET = "YK_SHARDS"  # the operator's assignments: key rmID, value the shard's name
 FOLLOW_EVERY_S = 0.5  # how often a shard's leader reads the assignments
 FETCH_EVERY_S = 0.1  # how often a shard looks for the unit of an RM moving to it
+FETCH_TIMEOUT_S = 10.0  # one read of it (a read racing a write of the same object can wait forever): again
 SAY_EVERY_S = 5.0
+
+
+class StoppedWaiting(Exception):
+    """The service stopped while its writer waited for the unit of an RM moving to it."""
 
 
 async def shards_bucket(js: Any, replicas: int = 1) -> Any:
@@ -65,12 +72,19 @@ async def assignments(kv: Any) -> dict[str, str]:
 
 class Sharding:
     def __init__(self, subjects: Subjects, core: Callable[[], Core], store: Callable[[], Any],
-                 append: Callable[[str, dict[str, Any]], Awaitable[bool]], reader: bool = False) -> None:
+                 append: Callable[[str, dict[str, Any]], Awaitable[bool]], reader: bool = False,
+                 leading: Callable[[], bool] = lambda: True,
+                 settle: Callable[[], Awaitable[None]] | None = None,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
+        """`leading()`: this process publishes now; `settle()`: until every output it sent
+        is stored; `stopping()`: the service is stopping."""
         self.shard = subjects.shard
         self._subjects = subjects
         self._core, self._store, self._append, self._reader = core, store, append, reader
+        self._leading, self._settle, self._stopping = leading, settle, stopping
         self.arriving: dict[int, Callable[[], Arriving]] = {}  # Core.arriving, shared with every core restored
         self.restore = restorer(None, self.shard, self.arriving)
+        self.pending: dict[str, bytes] = {}  # units of RMs that left, not stored yet (object name -> bytes)
 
     def adopt(self, core: Core) -> Core:
         """A core loaded from this process's snapshot, made this shard's."""
@@ -96,10 +110,15 @@ class Sharding:
     async def _fetch(self, rm: str, seq: int, source: str) -> bytes:
         name, t0, said = self._subjects.moved_object(rm, seq), time.monotonic(), 0.0
         while True:
-            try:
-                return (await self._store().get(name)).data
-            except (NotFoundError, ObjectNotFoundError):
-                pass
+            if self._stopping():
+                raise StoppedWaiting(f"stopped while waiting for the state of {rm!r} from shard {source!r}")
+            with anyio.move_on_after(FETCH_TIMEOUT_S):
+                try:
+                    return (await self._store().get(name)).data
+                except (NotFoundError, ObjectNotFoundError):
+                    pass
+                except (NatsError, ValueError) as exc:  # a timeout, a digest that does not match yet: again
+                    log.debug("reading a moving RM's state failed", extra={"fields": {"error": repr(exc)}})
             waited = time.monotonic() - t0
             if waited - said >= SAY_EVERY_S:
                 said = waited
@@ -108,22 +127,45 @@ class Sharding:
             await anyio.sleep(FETCH_EVERY_S)
 
     async def after(self) -> None:
-        """After an entry: the units of RMs that left this shard, stored for their new one."""
+        """After an entry (in the writer): the units of RMs that left this shard, stored for
+        their new one by the leader; a standby keeps them."""
         core = self._core()
         if not core.moved_out or self._reader:
             return
         for moved in core.moved_out:
-            await self._store().put(self._subjects.moved_object(moved.rm, moved.seq), dump_moved(moved))
+            self.pending[self._subjects.moved_object(moved.rm, moved.seq)] = dump_moved(moved)
             log.info("an RM left this shard", extra={"fields": {"rm": moved.rm, "to": moved.to, "entry": moved.seq}})
+        if self._leading():
+            await self.store_pending()
 
-    async def follow(self, kv: Any) -> None:
-        """The leader's duty: each assignment of an RM this shard owns to another shard
-        becomes an assign entry (once; again if the entry is not applied as asked)."""
+    async def store_pending(self) -> None:
+        """The leader (in the writer): once every output it sent is stored, the units kept."""
+        if not self.pending:
+            return
+        if self._settle is not None:
+            await self._settle()
+        for name, data in list(self.pending.items()):
+            try:
+                await self._store().get_info(name)
+            except (NotFoundError, ObjectNotFoundError):
+                await self._store().put(name, data)
+            del self.pending[name]
+
+    async def follow(self, kv: Any, leases: Any) -> None:
+        """The leader's duty: each assignment of an RM this shard owns to another shard that
+        has a leader becomes an assign entry (once; again if it is not applied as asked)."""
         asked: dict[str, str] = {}
+        told: set[tuple[str, str]] = set()
         while True:
             owners = self._core().owners
             for rm, shard in (await assignments(kv)).items():
                 if owner_of(owners, rm) != self.shard or shard == self.shard or asked.get(rm) == shard:
+                    continue
+                if not await has_leader(leases, shard):
+                    if (rm, shard) not in told:
+                        told.add((rm, shard))
+                        log.warning("an RM is assigned to a shard with no leader: it moves once one runs",
+                                    extra={"fields": {"rm": rm, "shard": shard}})
                     continue
                 if await self._append(ASSIGN, {"rm": rm, "shard": shard}):
                     asked[rm] = shard
@@ -132,16 +174,30 @@ class Sharding:
             await anyio.sleep(FOLLOW_EVERY_S)
 
 
-async def operate(url: str, rm: str | None = None, shard: str | None = None) -> dict[str, str]:
+async def has_leader(leases: Any, shard: str) -> bool:
+    """Whether shard `shard` has a leader now (its lease key is held)."""
+    try:
+        return bool((await leases.get(f"{LEASE_KEY}-{shard}")).value)
+    except KeyNotFoundError:
+        return False
+
+
+async def operate(url: str, rm: str | None = None, shard: str | None = None) -> tuple[dict[str, str], bool]:
     """`ykbus shards`: with `rm` and `shard`, assign the RM to the shard (the leader of the
-    shard that owns it moves it through the log); the assignments, after."""
+    shard that owns it moves it through the log); the assignments, after, and whether
+    `shard` has a leader now."""
     import nats
 
     nc = await nats.connect(servers=url.split(","), connect_timeout=5, max_reconnect_attempts=0)
     try:
-        kv = await shards_bucket(nc.jetstream(timeout=10))
+        js = nc.jetstream(timeout=10)
+        kv = await shards_bucket(js)
         if rm is not None and shard is not None:
             await kv.put(rm, shard.encode())
-        return await assignments(kv)
+        try:
+            led = shard is not None and await has_leader(await js.key_value(LEASE_BUCKET), shard)
+        except NotFoundError:
+            led = False  # no core has run yet
+        return await assignments(kv), led
     finally:
         await nc.close()

@@ -16,7 +16,9 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
-from ykbus.bus.subjects import CORE_TOKEN, IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects
+from ykbus.bus.subjects import CORE_TOKEN, IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects, js_reply_meta
+from ykbus.core.guard import FAILED_KIND
+from ykbus.core.outbox import Entry
 
 log = logging.getLogger("ykbus.core")
 T = TypeVar("T")
@@ -159,3 +161,23 @@ def answer_attach(js: JetStreamContext, subjects: Subjects) -> Callable[[Any], A
         if msg.reply:
             await msg.respond(json.dumps(body).encode())
     return on_attach
+
+
+async def failed_records(js: JetStreamContext, subject: str) -> list[Entry]:
+    """The core service's records of entries that failed (`subject`: this process's
+    `_core.failed`), as log entries (core/guard.py)."""
+    info = await js.stream_info(IN_STREAM, subjects_filter=subject)
+    count = (info.state.subjects or {}).get(subject, 0)
+    if not count:
+        return []
+    found = []
+    sub = await js.subscribe(subject, stream=IN_STREAM, ordered_consumer=True,
+                             config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL))
+    try:
+        for _ in range(count):
+            msg = await sub.next_msg(timeout=10)
+            seq, ts = js_reply_meta(msg.reply)
+            found.append(Entry(seq=seq, ts=ts, rm="", kind=FAILED_KIND, msg=msg.data))
+    finally:
+        await sub.unsubscribe()
+    return found

@@ -11,6 +11,7 @@ SNAPSHOT_BUCKET = "YK_SNAP"
 SNAPSHOT_OBJECT = "core"
 LEASE_BUCKET = "YK_LEASE"  # the leader lease (bus/leadership.py)
 LEASE_KEY = "leader"
+SHARDS_BUCKET = "YK_SHARDS"  # the operator's assignments of RMs to core shards (bus/sharding.py)
 HDR_LEASE = "Yk-Lease"  # the term of the leader that appended a core entry
 MSGPACK = "application/msgpack"
 HDR_IN_SEQ = "Yk-In-Seq"
