@@ -66,3 +66,5 @@ def test_a_shards_core_entries_have_their_own_subjects_and_read_as_core_entries(
     assert s2.own_core_entry("yk.v1.in._core.assign.s2") and not s2.own_core_entry("yk.v1.in._core.tick.s3")
     assert not s2.own_core_entry("yk.v1.in._core.tick") and one.own_core_entry("yk.v1.in._core.tick")
     assert not one.own_core_entry("yk.v1.in._core.tick.s2") and not one.own_core_entry("yk.v1.in.rm-1.tick")
+    # only what a shard appends reads as its core entry; anything else stays an unknown kind (answered)
+    assert s2.parse("yk.v1.in._core.app.s2") == ("", "app.s2") and s2.parse("yk.v1.in._core.tick.a.b") == ("", "tick.a.b")

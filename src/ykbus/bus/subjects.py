@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ykbus.core.shards import SHARD_NAME
+
 CORE_TOKEN = "_core"  # <rm> token of the entries the service appends itself (rm "" in the log)
 IN_STREAM = "YK_IN"
 OUT_STREAM = "YK_OUT"
@@ -15,6 +17,8 @@ SHARDS_BUCKET = "YK_SHARDS"  # the operator's assignments of RMs to core shards 
 HDR_LEASE = "Yk-Lease"  # the term of the leader that appended a core entry
 MSGPACK = "application/msgpack"
 HDR_IN_SEQ = "Yk-In-Seq"
+# what a shard's leader appends on `_core.<kind>.<shard>` (anything else there is answered as unknown)
+SHARD_CORE_KINDS = frozenset({"tick", "rmstate", "config", "failed", "assign"})
 HDR_SHARD = "Yk-Shard"  # the core shard that published an output (docs/sharding.md)
 HDR_MSG_ID = "Nats-Msg-Id"
 HDR_CONTENT_TYPE = "Content-Type"
@@ -118,7 +122,10 @@ class Subjects:
             raise ValueError(f"subject {subject!r} is not under {head}")
         rm, _, kind = subject[len(head):].partition(".")
         if rm == CORE_TOKEN:
-            return "", kind.split(".", 1)[0]  # a shard's core entries end with its name
+            base, _, shard = kind.partition(".")
+            if base in SHARD_CORE_KINDS and SHARD_NAME.match(shard):
+                return "", base  # a shard's core entry: `_core.<kind>.<shard>`
+            return "", kind
         return rm, kind
 
 

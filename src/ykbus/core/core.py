@@ -194,6 +194,8 @@ class Core(Intake):
     def note(self, entry: Entry) -> None:
         """What a core shard notes of an entry it uses up without applying it (one that failed,
         core/guard.py): every shard keeps the same RMs registered and the same owners."""
+        if self.moved_out:
+            self.moved_out = []  # what left at an earlier entry is not this entry's
         if self.shard is None:
             return
         if entry.kind == "register" and entry.rm:
