@@ -79,7 +79,7 @@ class Leadership:
         self._tail: Any = None
         self._js: Any = None
         self._publisher: OutputPublisher | None = None
-        self.on_duty = anyio.Event()  # set once this process, elected, has started the leader's duties
+        self.on_duty = anyio.Event()  # set once this process, elected, has started the leader's duties (or stopped leading)
 
     def connected(self, js: Any, nc: Any, publisher: OutputPublisher, lease: Lease) -> None:
         self._js, self._publisher, self.lease = js, publisher, lease
@@ -180,6 +180,7 @@ class Leadership:
                 if self._was_standby:  # the fence: from this entry on, an older leader's appends fail
                     await self.append("tick", self._subjects.naming_shard)
         finally:
+            self.on_duty.set()  # leading ended (or never began its duties): nobody waits for them any more
             for sub in subs:
                 await sub.unsubscribe()
 

@@ -86,7 +86,7 @@ from ykbus.bus.subjects import (
 )
 from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
-from ykbus.core.shards import ASSIGN, DEFAULT_SHARD
+from ykbus.core.shards import DEFAULT_SHARD
 from ykbus.core.snapshot import load_snapshot
 from ykbus.rest.events import EventFeed
 from ykbus.rest.metrics import Metrics
@@ -108,6 +108,14 @@ SNAPSHOT_GET_TIMEOUT_S = 60  # reading the snapshot while another core stores on
 HEALTH_CHECK_EVERY_S = 30  # as YuniKorn: /ws/v1/scheduler/healthcheck answers the last check
 
 
+def entry_of(msg: Any, subjects: Subjects) -> tuple[Entry, int]:
+    """The log entry a message of the input stream is, and how many follow it on the stream."""
+    seq, ts, pending = js_reply_delivery(msg.reply)
+    rm, kind = subjects.parse(msg.subject)
+    encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+    return Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding), pending
+
+
 class LogGap(Exception):
     """The input log is missing entries the core has not applied: it will not guess past."""
 
@@ -118,9 +126,10 @@ class CoreService:
         on each queue-file reload (`ykbus up` prints it)."""
         self.settings = settings
         self.subjects = Subjects(settings.prefix, settings.shard)
+        self._writer = asyncio.Lock()  # held while an entry is applied and its outputs handed over
         self.sharding = Sharding(self.subjects, lambda: self.core, lambda: self.store, self._append, settings.reader,
                                  lambda: self.leadership.publishing(), lambda: self.publisher.settle(0),
-                                 lambda: self._stop.is_set())
+                                 lambda: self._stop.is_set(), self._writer)
         self.guard = GuardedCore(self.sharding.restore(None), self.sharding.restore)
         self.notify = notify or (lambda _text: None)
         self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
@@ -131,10 +140,10 @@ class CoreService:
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
                                         self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
-        self._writer = asyncio.Lock()  # held while an entry is applied and its outputs handed over
         self.snapshots = Snapshotter(settings.snapshot_every, lambda: self.core, lambda: self.guard,
                                      lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot(),
-                                     upload=lambda: self.leadership.stores_snapshots(), writer=self._writer,
+                                     upload=lambda: self.leadership.stores_snapshots() and not self.sharding.pending,
+                                     writer=self._writer,
                                      name=self.subjects.snapshot_object)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
         self.leadership = Leadership(self.subjects, self._writer, lambda: self.core.last_seq, settings.reader)
@@ -341,6 +350,8 @@ class CoreService:
         if self._failure is not None or self._stop.is_set():
             return  # stopping: what is not applied now, the next start applies
         try:
+            if self.sharding.shard is not None:  # an RM moving here: its state first, outside the writer
+                await self.sharding.before(entry_of(msg, self.subjects)[0])
             kept = self.leadership.unpublished
             if kept.full:  # a standby far ahead of its leader: it waits, outside the writer (a takeover needs it)
                 log.warning("standby waits: its leader is far behind", extra={"fields": {"kept": len(kept)}})
@@ -368,24 +379,18 @@ class CoreService:
 
     async def _apply_input(self, msg: Any) -> None:
         """Apply one input message and publish its outputs (their acks settle in a window)."""
-        seq, ts, self.input_lag = js_reply_delivery(msg.reply)
+        entry, self.input_lag = entry_of(msg, self.subjects)
+        seq, rm, kind = entry.seq, entry.rm, entry.kind
         if seq <= self.core.last_seq:
             return
         if seq != self.core.last_seq + 1:
             raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
-        rm, kind = self.subjects.parse(msg.subject)
         if not rm and self.subjects.own_core_entry(msg.subject):
             self.leadership.saw_core_entry(seq)
-        headers = msg.headers or {}
-        encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
-        entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding)
-        if kind == ASSIGN:
-            await self.sharding.before(entry)  # an RM moving here: its state first
         t0 = time.perf_counter()
         outputs = self.guard.apply(entry)
         t1 = time.perf_counter()
-        if self.core.moved_out:
-            await self.sharding.after()  # RMs that left: their state for the shard they go to
+        moved = bool(self.core.moved_out)
         self.metrics.applied(t1 - t0)
         if self.guard.last_failure is not None:
             await self._record_failure(*self.guard.last_failure)
@@ -397,6 +402,8 @@ class CoreService:
             self.clock.rmstate_applied()
         if await self.leadership.deliver(seq, self.publisher.encode(seq, outputs)):  # else a standby kept them
             self.metrics.publish.observe(time.perf_counter() - t1)
+        if moved:  # RMs that left: their state for the shard they go to, after this entry's outputs
+            await self.sharding.after()
         self.stats["entries"] += 1
         if (self.stats["entries"] % FREEZE_EVERY == 0
                 or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):

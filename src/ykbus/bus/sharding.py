@@ -15,6 +15,7 @@ The rules of who applies what are the core's (core/shards.py); this module does 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from nats.errors import Error as NatsError
 from nats.js import api
 from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError, ObjectNotFoundError
 
+from ykbus.bus.streams import NOT_ANSWERING
 from ykbus.bus.subjects import LEASE_BUCKET, LEASE_KEY, SHARDS_BUCKET, Subjects
 from ykbus.core import Core
 from ykbus.core.outbox import Entry
@@ -37,7 +39,7 @@ log = logging.getLogger("ykbus.core")
 
 FOLLOW_EVERY_S = 0.5  # how often a shard's leader reads the assignments
 FETCH_EVERY_S = 0.1  # how often a shard looks for the unit of an RM moving to it
-FETCH_TIMEOUT_S = 10.0  # one read of it (a read racing a write of the same object can wait forever): again
+FETCH_TIMEOUT_S = 10.0  # a first read of it (one racing a write of the same object can wait forever), doubled to 120 s
 SAY_EVERY_S = 5.0
 
 
@@ -75,13 +77,15 @@ class Sharding:
                  append: Callable[[str, dict[str, Any]], Awaitable[bool]], reader: bool = False,
                  leading: Callable[[], bool] = lambda: True,
                  settle: Callable[[], Awaitable[None]] | None = None,
-                 stopping: Callable[[], bool] = lambda: False) -> None:
+                 stopping: Callable[[], bool] = lambda: False, writer: asyncio.Lock | None = None) -> None:
         """`leading()`: this process publishes now; `settle()`: until every output it sent
-        is stored; `stopping()`: the service is stopping."""
+        is stored; `stopping()`: the service is stopping; `writer`: held by the service while
+        it applies an entry and hands over its outputs."""
         self.shard = subjects.shard
         self._subjects = subjects
         self._core, self._store, self._append, self._reader = core, store, append, reader
         self._leading, self._settle, self._stopping = leading, settle, stopping
+        self._writer = writer if writer is not None else asyncio.Lock()
         self.arriving: dict[int, Callable[[], Arriving]] = {}  # Core.arriving, shared with every core restored
         self.restore = restorer(None, self.shard, self.arriving)
         self.pending: dict[str, bytes] = {}  # units of RMs that left, not stored yet (object name -> bytes)
@@ -108,17 +112,19 @@ class Sharding:
         self.arriving[entry.seq] = lambda: load_moved(data, load_yaml)
 
     async def _fetch(self, rm: str, seq: int, source: str) -> bytes:
-        name, t0, said = self._subjects.moved_object(rm, seq), time.monotonic(), 0.0
+        name, t0, said, limit = self._subjects.moved_object(rm, seq), time.monotonic(), 0.0, FETCH_TIMEOUT_S
         while True:
             if self._stopping():
                 raise StoppedWaiting(f"stopped while waiting for the state of {rm!r} from shard {source!r}")
-            with anyio.move_on_after(FETCH_TIMEOUT_S):
+            with anyio.move_on_after(limit) as scope:
                 try:
                     return (await self._store().get(name)).data
                 except (NotFoundError, ObjectNotFoundError):
                     pass
                 except (NatsError, ValueError) as exc:  # a timeout, a digest that does not match yet: again
                     log.debug("reading a moving RM's state failed", extra={"fields": {"error": repr(exc)}})
+            if scope.cancelled_caught:  # a big unit takes long to read: give the next read longer
+                limit = min(2 * limit, 120.0)
             waited = time.monotonic() - t0
             if waited - said >= SAY_EVERY_S:
                 said = waited
@@ -140,7 +146,7 @@ class Sharding:
 
     async def store_pending(self) -> None:
         """The leader (in the writer): once every output it sent is stored, the units kept."""
-        if not self.pending:
+        if not self.pending or not self._leading():
             return
         if self._settle is not None:
             await self._settle()
@@ -157,21 +163,30 @@ class Sharding:
         asked: dict[str, str] = {}
         told: set[tuple[str, str]] = set()
         while True:
-            owners = self._core().owners
-            for rm, shard in (await assignments(kv)).items():
-                if owner_of(owners, rm) != self.shard or shard == self.shard or asked.get(rm) == shard:
-                    continue
-                if not await has_leader(leases, shard):
-                    if (rm, shard) not in told:
-                        told.add((rm, shard))
-                        log.warning("an RM is assigned to a shard with no leader: it moves once one runs",
-                                    extra={"fields": {"rm": rm, "shard": shard}})
-                    continue
-                if await self._append(ASSIGN, {"rm": rm, "shard": shard}):
-                    asked[rm] = shard
-            for rm in [rm for rm, shard in asked.items() if owner_of(owners, rm) == shard]:
-                del asked[rm]  # applied
+            try:
+                await self._follow_once(kv, leases, asked, told)
+            except (NatsError, *NOT_ANSWERING) as exc:  # NATS away, or electing: the next look tries again
+                log.warning("could not read the shards' assignments", extra={"fields": {"error": repr(exc)}})
             await anyio.sleep(FOLLOW_EVERY_S)
+
+    async def _follow_once(self, kv: Any, leases: Any, asked: dict[str, str], told: set[tuple[str, str]]) -> None:
+        if self.pending:  # units kept while the lease had lapsed: stored once it holds again
+            async with self._writer:
+                await self.store_pending()
+        owners = self._core().owners
+        for rm, shard in (await assignments(kv)).items():
+            if owner_of(owners, rm) != self.shard or shard == self.shard or asked.get(rm) == shard:
+                continue
+            if not await has_leader(leases, shard):
+                if (rm, shard) not in told:
+                    told.add((rm, shard))
+                    log.warning("an RM is assigned to a shard with no leader: it moves once one runs",
+                                extra={"fields": {"rm": rm, "shard": shard}})
+                continue
+            if await self._append(ASSIGN, {"rm": rm, "shard": shard}):
+                asked[rm] = shard
+        for rm in [rm for rm, shard in asked.items() if owner_of(owners, rm) == shard]:
+            del asked[rm]  # applied
 
 
 async def has_leader(leases: Any, shard: str) -> bool:
