@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 
 import anyio
 import nats
@@ -59,6 +60,53 @@ async def outputs_by_shard(url: str) -> dict[str, list[tuple[str, bytes, str]]]:
     return out
 
 
+BATCHES = 40  # of 5 asks per RM
+
+
+async def stream_two_rms(url: str, applied_by: list[Candidate], at: dict[int, Callable[[], None]]
+                         ) -> dict[str, Recorder]:
+    """rm-a and rm-b register 4 nodes and 3 applications each, then publish BATCHES messages
+    of 5 asks each, side by side; `at[batch]()` runs after that batch. Returns once every
+    ask is allocated and `applied_by` have applied the whole log."""
+    async with rm_client(url) as rm_a, rm_client(url) as rm_b:
+        recs = {"rm-a": Recorder(), "rm-b": Recorder()}
+        clients = {name: await start_rm(api, name, recs[name], nodes=[node(f"{name}-n{i}", vcore=100_000)
+                                                                      for i in range(4)])
+                   for name, api in (("rm-a", rm_a), ("rm-b", rm_b))}
+        for name, client in clients.items():
+            await client.add_applications([app(f"{name}-app{i}") for i in range(3)])
+        for batch in range(BATCHES):
+            for name, client in clients.items():
+                await client.add_asks([ask(f"{name}-p{batch}-{i}", f"{name}-app{i % 3}", vcore=100)
+                                       for i in range(5)])
+            if batch in at:
+                at[batch]()
+            await anyio.sleep(0.02)
+        for rec in recs.values():
+            await rec.wait_for(lambda rec=rec: len(rec.allocations) >= 5 * BATCHES, timeout=60)
+        await until_applied(url, applied_by)
+    for name, rec in recs.items():
+        keys = [a.allocationKey for a in rec.allocations]
+        assert sorted(keys) == sorted(f"{name}-p{b}-{i}" for b in range(BATCHES) for i in range(5)), name
+    return recs
+
+
+async def assert_each_shard_published_its_replay(url: str, tmp_path) -> set[str]:
+    """Each shard's messages on YK_OUT: none twice, and exactly what `ykbus replay --shard`
+    makes from the recorded log, in order. The shards that published."""
+    published = await outputs_by_shard(url)
+    path = tmp_path / "in.jsonl"
+    await record(url, str(path))
+    for shard, outs in published.items():
+        ids = [msg_id for _, _, msg_id in outs]
+        assert len(ids) == len(set(ids)), f"{shard}: an output was stored twice"
+        with open(path, "rb") as f:
+            again = [(f"yk.v1.out.{o.rm or '_core'}.{o.kind}", codec.encode(o.msg))
+                     for o in replay(read_entries(f), shard=shard)]
+        assert [(s, d) for s, d, _ in outs] == again, f"{shard}: a decision differs from the replay, or was lost"
+    return set(published)
+
+
 async def test_an_rm_moved_to_another_shard_under_load_loses_and_repeats_no_decision(nats_server, tmp_path):
     url = nats_server.url
     # frequent ticks: each shard's leader appends all the time, beside the other's
@@ -68,47 +116,23 @@ async def test_an_rm_moved_to_another_shard_under_load_loses_and_repeats_no_deci
             while not all(h and h["role"] == "leader" for h in [await anyio.to_thread.run_sync(c.health) for c in shards]):
                 await anyio.sleep(0.1)
         assert [c.health()["shard"] for c in shards] == ["default", "s2"]
-        async with rm_client(url) as rm_a, rm_client(url) as rm_b:
-            recs = {"rm-a": Recorder(), "rm-b": Recorder()}
-            clients = {name: await start_rm(api, name, recs[name], nodes=[node(f"{name}-n{i}", vcore=100_000)
-                                                                          for i in range(4)])
-                       for name, api in (("rm-a", rm_a), ("rm-b", rm_b))}
-            for name, client in clients.items():
-                await client.add_applications([app(f"{name}-app{i}") for i in range(3)])
-            for batch in range(40):
-                for name, client in clients.items():
-                    await client.add_asks([ask(f"{name}-p{batch}-{i}", f"{name}-app{i % 3}", vcore=100)
-                                           for i in range(5)])
-                if batch == 10:  # a typo: no process is shard "nowhere", so rm-a must stay where it is
-                    typo = ykbus("shards", "assign", "rm-a", "nowhere", "--nats", url)
-                    assert typo.returncode == 0 and "no process of shard 'nowhere' leads now" in typo.stderr
-                if batch == 15:  # rm-b has allocations held and asks in flight
-                    moved = ykbus("shards", "assign", "rm-b", "s2", "--nats", url)
-                    assert moved.returncode == 0, moved.stderr
-                    assert "rm-a\tnowhere" in moved.stdout and "rm-b\ts2" in moved.stdout
-                await anyio.sleep(0.02)
-            for rec in recs.values():
-                await rec.wait_for(lambda rec=rec: len(rec.allocations) >= 200, timeout=60)
-            await until_applied(url, shards)
-        for name, rec in recs.items():
-            keys = [a.allocationKey for a in rec.allocations]
-            assert sorted(keys) == sorted(f"{name}-p{b}-{i}" for b in range(40) for i in range(5)), name
+
+        def typo() -> None:  # no process is shard "nowhere", so rm-a must stay where it is
+            done = ykbus("shards", "assign", "rm-a", "nowhere", "--nats", url)
+            assert done.returncode == 0 and "no process of shard 'nowhere' leads now" in done.stderr
+
+        def move() -> None:  # rm-b has allocations held and asks in flight
+            done = ykbus("shards", "assign", "rm-b", "s2", "--nats", url)
+            assert done.returncode == 0, done.stderr
+            assert "rm-a\tnowhere" in done.stdout and "rm-b\ts2" in done.stdout
+
+        recs = await stream_two_rms(url, shards, {10: typo, 15: move})
         moved_events = [e.message for e in recs["rm-b"].events if "moved" in e.message]
         assert len(moved_events) == 1 and "from core shard 'default' to 's2'" in moved_events[0]
         assert set(read(shards[1], "/api/state")["rms"]) == {"rm-b"}  # s2 holds rm-b now
         assert set(read(shards[0], "/api/state")["rms"]) == {"rm-a"}  # not taken to a shard nobody runs
         assert await assign_entries(url) == 1
-        published = await outputs_by_shard(url)
-        assert set(published) == {"default", "s2"}
-        path = tmp_path / "in.jsonl"
-        await record(url, str(path))
-        for shard, outs in published.items():
-            ids = [msg_id for _, _, msg_id in outs]
-            assert len(ids) == len(set(ids)), f"{shard}: an output was stored twice"
-            with open(path, "rb") as f:
-                again = [(f"yk.v1.out.{o.rm or '_core'}.{o.kind}", codec.encode(o.msg))
-                         for o in replay(read_entries(f), shard=shard)]
-            assert [(s, d) for s, d, _ in outs] == again, f"{shard}: a decision differs from the replay, or was lost"
+        assert await assert_each_shard_published_its_replay(url, tmp_path) == {"default", "s2"}
         stop_all(shards)
         for c in shards:  # regression (review): shards fenced their appends on one subject and deposed each other
             assert "deposed: a newer leader" not in c.stderr() and "lease lost" not in c.stderr(), c.stderr()[-3000:]
@@ -148,36 +172,8 @@ async def test_a_shard_leader_killed_under_load_its_standby_goes_on_and_no_shard
                     break
                 await anyio.sleep(0.1)
         leader = next(c for c, role in zip(s2, roles[1:], strict=True) if role == "leader")
-        async with rm_client(url) as rm_a, rm_client(url) as rm_b:
-            recs = {"rm-a": Recorder(), "rm-b": Recorder()}
-            clients = {name: await start_rm(api, name, recs[name], nodes=[node(f"{name}-n{i}", vcore=100_000)
-                                                                          for i in range(4)])
-                       for name, api in (("rm-a", rm_a), ("rm-b", rm_b))}
-            for name, client in clients.items():
-                await client.add_applications([app(f"{name}-app{i}") for i in range(3)])
-            for batch in range(40):
-                for name, client in clients.items():
-                    await client.add_asks([ask(f"{name}-p{batch}-{i}", f"{name}-app{i % 3}", vcore=100)
-                                           for i in range(5)])
-                if batch == 15:
-                    leader.kill()
-                await anyio.sleep(0.02)
-            for rec in recs.values():
-                await rec.wait_for(lambda rec=rec: len(rec.allocations) >= 200, timeout=60)
-            await until_applied(url, [c for c in everyone if c is not leader])
-        for name, rec in recs.items():
-            keys = [a.allocationKey for a in rec.allocations]
-            assert sorted(keys) == sorted(f"{name}-p{b}-{i}" for b in range(40) for i in range(5)), name
+        recs = await stream_two_rms(url, [c for c in everyone if c is not leader], {15: leader.kill})
         assert not [e for e in recs["rm-b"].events if "moved" in e.message]  # assigned before it registered
-        published = await outputs_by_shard(url)
-        path = tmp_path / "in.jsonl"
-        await record(url, str(path))
-        for shard, outs in published.items():
-            ids = [msg_id for _, _, msg_id in outs]
-            assert len(ids) == len(set(ids)), f"{shard}: an output was stored twice"
-            with open(path, "rb") as f:
-                again = [(f"yk.v1.out.{o.rm or '_core'}.{o.kind}", codec.encode(o.msg))
-                         for o in replay(read_entries(f), shard=shard)]
-            assert [(s, d) for s, d, _ in outs] == again, f"{shard}: a decision differs from the replay, or was lost"
+        assert await assert_each_shard_published_its_replay(url, tmp_path) == {"default", "s2"}
     finally:
         stop_all(everyone)

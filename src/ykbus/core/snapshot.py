@@ -14,6 +14,7 @@ rebuilt on load. Timers whose target is gone are dropped: firing them would do n
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import msgspec
 
@@ -397,12 +398,7 @@ def dump_moved(moved: MovedOut) -> bytes:
 def load_moved(data: bytes, load_yaml: YamlLoader | None = None) -> Arriving:
     """An RM's unit as `dump_moved` wrote it, to be given to the shard it moves to; the
     derived structures rebuilt as a snapshot's are. SnapshotError if it is not one."""
-    try:
-        moved = _moved_decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise SnapshotError(f"not a moved RM: {exc}") from None
-    if moved.format not in READABLE:
-        raise SnapshotError(f"moved RM format {moved.format}, this ykbus reads {', '.join(map(str, READABLE))}")
+    moved = _decode(_moved_decoder, data, "moved RM")
     if moved.rm is None:
         return Arriving(None, moved.policy_group_text)
     scratch = Core(load_yaml=load_yaml)
@@ -579,13 +575,19 @@ def load_snapshot(data: bytes, load_yaml: YamlLoader | None = None) -> Core:
             gc.enable()
 
 
-def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
+def _decode(decoder: msgspec.msgpack.Decoder[Any], data: bytes, what: str) -> Any:
+    """`data` decoded, in a format this ykbus reads; SnapshotError naming `what` if not."""
     try:
-        snap = _decoder.decode(data)
+        found = decoder.decode(data)
     except msgspec.DecodeError as exc:
-        raise SnapshotError(f"not a ykbus snapshot: {exc}") from None
-    if snap.format not in READABLE:
-        raise SnapshotError(f"snapshot format {snap.format}, this ykbus reads {', '.join(map(str, READABLE))}")
+        raise SnapshotError(f"not a ykbus {what}: {exc}") from None
+    if found.format not in READABLE:
+        raise SnapshotError(f"{what} format {found.format}, this ykbus reads {', '.join(map(str, READABLE))}")
+    return found
+
+
+def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
+    snap = _decode(_decoder, data, "snapshot")
     core = Core(load_yaml=load_yaml)
     core.last_seq, core.now, core.allocations_made = snap.last_seq, snap.now, snap.allocations_made
     core.history = [(t, r, c) for t, r, c in snap.history]
