@@ -30,7 +30,9 @@ async def test_forked_snapshots_are_stored_as_the_core_goes_on_and_a_restart_res
             with anyio.fail_after(30):  # three taken, and none being stored now (a get during a put can wait forever)
                 while core.snapshots.taken < 3 or not core.snapshots.idle:
                     await anyio.sleep(0.05)
-            assert core.snapshots.taken <= core.core.last_seq // 20  # one per 20 entries at most
+            # one per 20 entries at most, and one more for each that failed (it is tried again, sooner)
+            assert core.snapshots.taken <= core.core.last_seq // 20 + core.snapshots.failed, (
+                core.snapshots.taken, core.snapshots.failed, core.snapshots.store_due, core.core.last_seq)
             stored = await core.store.get(SNAPSHOT_OBJECT)
             snap = load_snapshot(stored.data, load_yaml)
             assert 0 < snap.last_seq <= core.core.last_seq  # as of an entry, taken while the core went on

@@ -126,6 +126,7 @@ class Snapshotter:
         self.store_due = False  # this process leads and has stored none for `every` entries: store one
         self.at = time.monotonic()  # when the last snapshot was stored (or the state loaded)
         self.taken = 0
+        self.failed = 0  # snapshots that failed (each is tried again: one more taken than the entries call for)
         self._wanted = anyio.Event()
         self._busy = False
         self._one_at_a_time = anyio.Lock()
@@ -167,6 +168,7 @@ class Snapshotter:
                     await anyio.sleep(STORE_DUE_RETRY_S)
                     self._wanted.set()
             except Exception as exc:  # noqa: BLE001 - the log keeps everything; the next one tries again
+                self.failed += 1
                 pause = min(max(2 * pause, 0.5), RETRY_MAX_S)
                 log.error("snapshot failed: the next one tries again", extra={"fields": {
                     "error": repr(exc), "retry_in_s": pause}})
