@@ -36,6 +36,9 @@ async def test_a_full_snapshot_disk_stops_no_decision_and_is_survived(nats_serve
             await client.add_asks([ask(f"full{i}", "a1", vcore=10)])
         await rec.wait_for(lambda: len(rec.allocations) == 30)  # scheduling went on
         await wait_until_applied(nats_server.url)
+        with anyio.fail_after(30):  # a snapshot runs at the lowest priority: on a busy machine it comes late
+            while not [x for x in log_lines(core) if x.get("msg", "").startswith("snapshot failed")]:
+                await anyio.sleep(0.1)
         (snapshots / "core.snap.tmp").unlink()  # room again
         for i in range(10):
             await client.add_asks([ask(f"room{i}", "a1", vcore=10)])
@@ -44,8 +47,6 @@ async def test_a_full_snapshot_disk_stops_no_decision_and_is_survived(nats_serve
             while not (snapshots / "core.snap").exists():
                 await anyio.sleep(0.1)
         core.kill()
-        failed = [x for x in log_lines(core) if x.get("msg", "").startswith("snapshot failed")]
-        assert failed, "the full disk went unnoticed"
         core = CoreProcess(nats_server.url, *flags).start()
         await client.add_asks([ask("after", "a1", vcore=10)])
         await rec.wait_for(lambda: len(rec.allocations) == 41)

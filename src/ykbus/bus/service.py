@@ -216,7 +216,9 @@ class CoreService:
             now = time.monotonic()
             for rm in self.core.rms:
                 self.clock.heard(rm, now)
-            leads_at_start = self.leadership.publishing()
+            # it won the lease at start (even if, on a busy machine, its timing has lapsed since:
+            # then it renews it, or loses it, and either ends the wait below)
+            leads_at_start = self.leadership.lease is not None and self.leadership.lease.term > 0
             async with anyio.create_task_group() as tg:
                 self._scope = tg.cancel_scope
                 self._input_sub = await self.js.subscribe(  # the writer: nats-py calls _on_input for each entry
@@ -229,7 +231,8 @@ class CoreService:
                 if s.api_port:
                     await tg.start(self.http.serve)
                 if leads_at_start:  # started means answering: the admin API and attaches too
-                    await self.leadership.on_duty.wait()
+                    with anyio.move_on_after(max(5.0, 3 * s.lease_ttl_s)):  # unless it lost the lease meanwhile
+                        await self.leadership.on_duty.wait()
                 mark("ready_ms")
                 log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix,
                                                            "role": self.leadership.role, **phases}})
