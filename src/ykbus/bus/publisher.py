@@ -185,16 +185,17 @@ class OutputPublisher:
             return
         end, span = info.state.last_seq, 2 * self.window
         ids: set[str] = set()
-        floor: int | None = None
+        lows: list[int] = []
         while True:  # a shard's own last 2 x window messages: others' come between them; read each once
             first = max(info.state.first_seq, end - span + 1)
             more, low = await self._scan_from(first, end)
             ids |= more
-            floor = low if floor is None else min(floor, low) if low is not None else floor
+            if low is not None:
+                lows.append(low)
             if len(ids) >= 2 * self.window or first == info.state.first_seq:
                 break
             end, span = first - 1, span * 4
-        self._floor, self._ids = floor or 0, ids
+        self._floor, self._ids = min(lows, default=0), ids
 
     async def _scan_from(self, first: int, last: int) -> tuple[set[str], int | None]:
         """The ids of this process's outputs (its shard's, or all when not sharded) stored

@@ -353,14 +353,15 @@ class CoreService:
         if self._failure is not None or self._stop.is_set():
             return  # stopping: what is not applied now, the next start applies
         try:
+            entry, lag = entry_of(msg, self.subjects)
             if self.sharding.shard is not None:  # an RM moving here: its state first, outside the writer
-                await self.sharding.before(entry_of(msg, self.subjects)[0])
+                await self.sharding.before(entry)
             kept = self.leadership.unpublished
             if kept.full:  # a standby far ahead of its leader: it waits, outside the writer (a takeover needs it)
                 log.warning("standby waits: its leader is far behind", extra={"fields": {"kept": len(kept)}})
                 await kept.room()
             async with self._writer:
-                await self._apply_input(msg)
+                await self._apply_input(entry, lag, msg.subject)
         except StoppedWaiting:
             return  # its entry is not applied: the next start applies it (and nothing after it now)
         except Exception as exc:  # noqa: BLE001 - the service stops with it (run raises it)
@@ -380,15 +381,16 @@ class CoreService:
         except Exception as exc:  # noqa: BLE001 - closing anyway
             log.debug("input unsubscribe failed", extra={"fields": {"error": repr(exc)}})
 
-    async def _apply_input(self, msg: Any) -> None:
-        """Apply one input message and publish its outputs (their acks settle in a window)."""
-        entry, self.input_lag = entry_of(msg, self.subjects)
+    async def _apply_input(self, entry: Entry, lag: int, subject: str) -> None:
+        """Apply one input (`lag`: the entries after it on the stream, `subject`: its
+        message's) and publish its outputs (their acks settle in a window)."""
+        self.input_lag = lag
         seq, rm, kind = entry.seq, entry.rm, entry.kind
         if seq <= self.core.last_seq:
             return
         if seq != self.core.last_seq + 1:
             raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
-        if not rm and self.subjects.own_core_entry(msg.subject):
+        if not rm and self.subjects.own_core_entry(subject):
             self.leadership.saw_core_entry(seq)
         t0 = time.perf_counter()
         outputs = self.guard.apply(entry)

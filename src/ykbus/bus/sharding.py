@@ -27,7 +27,7 @@ from nats.js import api
 from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError, ObjectNotFoundError
 
 from ykbus.bus.streams import NOT_ANSWERING
-from ykbus.bus.subjects import LEASE_BUCKET, LEASE_KEY, SHARDS_BUCKET, Subjects
+from ykbus.bus.subjects import LEASE_BUCKET, SHARDS_BUCKET, Subjects, lease_key
 from ykbus.core import Core
 from ykbus.core.outbox import Entry
 from ykbus.core.shards import ASSIGN, RM_NAME, SHARD_NAME, Arriving, decode_assign, owner_of
@@ -192,7 +192,7 @@ class Sharding:
 async def has_leader(leases: Any, shard: str) -> bool:
     """Whether shard `shard` has a leader now (its lease key is held)."""
     try:
-        return bool((await leases.get(f"{LEASE_KEY}-{shard}")).value)
+        return bool((await leases.get(lease_key(shard))).value)
     except KeyNotFoundError:
         return False
 

@@ -24,6 +24,11 @@ HDR_MSG_ID = "Nats-Msg-Id"
 HDR_CONTENT_TYPE = "Content-Type"
 
 
+def lease_key(shard: str | None) -> str:
+    """The key of a core shard's lease in YK_LEASE (None: an unsharded core's)."""
+    return f"{LEASE_KEY}-{shard}" if shard else LEASE_KEY
+
+
 @dataclass(frozen=True)
 class Subjects:
     prefix: str = "yk.v1"
@@ -31,7 +36,7 @@ class Subjects:
 
     @property
     def lease_key(self) -> str:
-        return f"{LEASE_KEY}-{self.shard}" if self.shard else LEASE_KEY
+        return lease_key(self.shard)
 
     @property
     def snapshot_object(self) -> str:

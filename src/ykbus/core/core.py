@@ -96,13 +96,10 @@ class Core(Intake):
         if entry.seq <= self.last_seq:
             raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
-        if self.moved_out:
-            self.moved_out = []
-        if self.shard is not None:
-            if entry.kind == "register" and entry.rm:  # whoever owns it: an RM never registered has no unit to move
-                self.registered[entry.rm] = None
-            if not shards.applies(self.shard, self.owners, entry):
-                return []  # another shard's: it changes nothing here
+        if self.moved_out or self.shard is not None:  # (one core, no move: nothing to do)
+            self._seen(entry)
+        if self.shard is not None and not shards.applies(self.shard, self.owners, entry):
+            return []  # another shard's: it changes nothing here
         self.now = max(self.now, entry.ts)
         ctx = Outbox(entry.seq, self.now)
         self._fire_timers(ctx)
@@ -191,16 +188,20 @@ class Core(Intake):
             else:
                 part.expire(timer.app_id, timer.state, ctx)
 
+    def _seen(self, entry: Entry) -> None:
+        """What every entry does first, applied or not: what left at an earlier entry is not
+        this one's, and a core shard notes an RM that registers, whoever owns it (an RM never
+        registered has no unit to move)."""
+        if self.moved_out:
+            self.moved_out = []
+        if self.shard is not None and entry.kind == "register" and entry.rm:
+            self.registered[entry.rm] = None
+
     def note(self, entry: Entry) -> None:
         """What a core shard notes of an entry it uses up without applying it (one that failed,
         core/guard.py): every shard keeps the same RMs registered and the same owners."""
-        if self.moved_out:
-            self.moved_out = []  # what left at an earlier entry is not this entry's
-        if self.shard is None:
-            return
-        if entry.kind == "register" and entry.rm:
-            self.registered[entry.rm] = None
-        elif entry.kind == shards.ASSIGN and not entry.rm:
+        self._seen(entry)
+        if self.shard is not None and entry.kind == shards.ASSIGN and not entry.rm:
             try:
                 body = shards.decode_assign(entry)
             except ValueError:

@@ -42,7 +42,6 @@ class Fleet:
         first and any restored in its place) take `arriving` as `Core.arriving`."""
         self.arriving: dict[str, dict[int, Any]] = {name: {} for name in set(names) | {DEFAULT_SHARD}}
         self.shards = {name: make(name, self.arriving[name]) for name in sorted(self.arriving)}
-        self.owners: dict[str, str] = {}
         self._load_yaml = load_yaml
 
     def apply(self, entry: Entry) -> dict[str, list[Output]]:
@@ -53,9 +52,8 @@ class Fleet:
                 body = decode_assign(entry)
             except ValueError:
                 body = None
-            if body is not None:
-                source = owner_of(self.owners, body.rm)
-                self.owners[body.rm] = body.shard
+            if body is not None:  # every shard knows the same owners: ask one, before it applies this entry
+                source = owner_of(self.shards[DEFAULT_SHARD].core.owners, body.rm)
                 if source != body.shard and source in self.shards and body.shard in self.shards:
                     left = self.shards[source]
                     out[source] = left.apply(entry)

@@ -1,12 +1,14 @@
 """Cores sharded by RM: which core shard applies each log entry, and an RM's move.
 
 Several core processes (shards) can share one input log, each owning a disjoint set of RMs.
-Who owns an RM is a function of the log: the last `assign` entry naming it (appended by the
-core service, `<prefix>.in._core.assign`, body `{"rm": ..., "shard": ...}`), else the shard
-named `default`. Every shard reads every entry and applies:
-- an RM's entries (and `rmstate` and `failed` entries about it) if it owns that RM;
+Who owns an RM is a function of the log: the last `assign` entry naming it (appended by a
+shard's core service, `<prefix>.in._core.assign.<shard>`, body `{"rm": ..., "shard": ...}`),
+else the shard named `default`. Every shard reads every entry and applies:
+- an RM's entries (and `rmstate` entries about it) if it owns that RM;
 - a `tick` whose body names it (`{"shard": ...}`); a tick that names no shard, every shard;
-- the operator's queue files and `assign` entries: every shard.
+- the operator's queue files and `assign` entries: every shard;
+- records of failed entries: every shard reads them, and only the shard they name honours
+  them (core/guard.py).
 
 RMs of different shards share nothing a decision reads (partitions are per RM), so a
 shard's outputs are a deterministic function of the log and the shard's name: `ykbus
@@ -14,7 +16,8 @@ replay --shard NAME` makes them again (`Fleet`, core/fleet.py, runs every shard 
 
 A move is one log entry: at `assign` entry N the old owner takes the RM's unit (its
 partitions, its timers, the configuration its policy group had) out of its state, as it is
-after entry N-1 (`MovedOut`, an effect its service stores: `snapshot.dump_moved`); the new
+once the timers due at N have fired (`MovedOut`, an effect its service stores:
+`snapshot.dump_moved`); the new
 owner puts the same unit in at entry N (`Arriving`, which its service fetched first) and
 applies the RM's entries from N+1 on. Nothing is decided twice or lost: each entry of the RM
 is applied by exactly one shard, the one that owns it at that entry.
@@ -106,7 +109,8 @@ def owner_of(owners: dict[str, str], rm: str) -> str:
 
 
 def applies(shard: str, owners: dict[str, str], entry: Entry) -> bool:
-    """Whether core shard `shard` applies `entry` (see the module's rules)."""
+    """Whether core shard `shard` applies `entry` (see the module's rules; a failed-entry
+    record reaches every shard, and its guard decides whether it is that shard's)."""
     if entry.rm:
         return owner_of(owners, entry.rm) == shard
     if entry.kind == "tick":
