@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING
 from ykbus.core.resources import add_into, sub_into
 
 if TYPE_CHECKING:
+    from ykbus.core.chunked import ChunkedDict
     from ykbus.core.model import Alloc, App, Node
 
 
 class Ledger:
     __slots__ = ("allocations", "_node_moved", "_app_moved", "indexed")
 
-    def __init__(self, allocations: dict[str, Alloc], node_moved: Callable[[Node], None],
+    def __init__(self, allocations: ChunkedDict[Alloc], node_moved: Callable[[Node], None],
                  app_moved: Callable[[App], None]) -> None:
         self.allocations = allocations  # the partition's index: uuid -> allocation
         self._node_moved = node_moved

@@ -14,6 +14,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from ykbus.core import why
+from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import (
     PROP_PREEMPTION_DELAY,
     PROP_PREEMPTION_POLICY,
@@ -395,9 +396,9 @@ class App:
         self.tags = msg.tags
         self.state = AppState.NEW
         self.seq = seq
-        self.asks: dict[str, Ask] = {}
+        self.asks: ChunkedDict[Ask] = ChunkedDict()  # in the order they came (a large application's grows in pieces)
         self.active: SortedList = SortedList()
-        self.allocations: dict[str, Alloc] = {}
+        self.allocations: ChunkedDict[Alloc] = ChunkedDict()
         self.allocated: Res = {}
         self.pending: Res = {}
         self.max_priority: int | None = None

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core
 from ykbus.core.deadlines import Timers
@@ -491,7 +492,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         if q.leaf:
             count_app_priorities(q)
 
-    allocs: dict[str, Alloc] = {}
+    allocs: ChunkedDict[Alloc] = ChunkedDict()
     apps, nodes = p.apps, p.nodes
     for sx in s.allocations:
         app, node = apps[sx.app], nodes[sx.node]
@@ -516,7 +517,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         p._index_node(node)
     for sa in s.apps:
         app = p.apps[sa.id]
-        app.allocations = {u: allocs[u] for u in sa.allocations}
+        app.allocations = ChunkedDict((u, allocs[u]) for u in sa.allocations)
         if app.node_pods is not None:  # derived: an affinity policy's allocations per node
             for alloc in app.allocations.values():
                 app.count_on(alloc.node.id, 1)

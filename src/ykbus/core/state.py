@@ -12,6 +12,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from ykbus.core import why
+from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import (
     AppSortPolicy,
     PartitionConfig,
@@ -54,7 +55,7 @@ class PartitionState:
         self.apps: dict[str, App] = {}
         self.terminated: dict[str, Terminated] = {}
         self.rejected: dict[str, Terminated] = {}  # the last limits.REJECTED_KEPT rejected applications, oldest first
-        self.allocations: dict[str, Alloc] = {}
+        self.allocations: ChunkedDict[Alloc] = ChunkedDict()  # every allocation, in the order booked
         self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
         self.total: Res = {}
         # where pending asks wait (core/waits.py): by place, and asks waiting for room by gate

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 if TYPE_CHECKING:
+    from ykbus.core.chunked import ChunkedDict
     from ykbus.core.lifecycle import AppState
     from ykbus.core.model import Alloc, App, Queue, Terminated
 
@@ -34,7 +35,7 @@ class TimerTarget(Protocol):
 
     alive: bool
     apps: dict[str, App]
-    allocations: dict[str, Alloc]
+    allocations: ChunkedDict[Alloc]
     terminated: dict[str, Terminated]
     queues: dict[str, Queue]
 
