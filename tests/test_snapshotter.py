@@ -3,9 +3,13 @@ core, and an object store that only records what it is given."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import anyio
 import pytest
 
+from ykbus.bus import snapshots
 from ykbus.bus.snapshots import Snapshotter
 from ykbus.core import Core
 
@@ -73,3 +77,37 @@ async def test_a_leader_that_stored_recently_has_no_snapshot_due_at_once():
         await anyio.sleep(0.2)
         assert len(store.put_sizes) == 1 and not snaps.store_due
         tg.cancel_scope.cancel()
+
+
+SCHED = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's scheduling policies")
+
+
+def _policy_written_by_child(promote_after_s: float, monkeypatch: pytest.MonkeyPatch, tmp_path) -> int:
+    """A forked child that takes the snapshot child's priority, waits 0.6 s and writes the
+    policy it then runs under as its 'snapshot'; read back as the service reads a snapshot."""
+    monkeypatch.setattr(snapshots, "PROMOTE_AFTER_S", promote_after_s)
+    path = str(tmp_path / "policy")
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            snapshots._lowest_priority()
+            time.sleep(0.6)
+            with open(path, "w") as f:
+                f.write(str(os.sched_getscheduler(0)))
+            code = 0
+        finally:
+            os._exit(code)
+    return int(snapshots._wait_and_read(pid, path))
+
+
+@SCHED
+def test_the_snapshot_child_runs_only_on_cpus_nothing_else_wants(monkeypatch, tmp_path) -> None:
+    assert _policy_written_by_child(60.0, monkeypatch, tmp_path) == os.SCHED_IDLE
+
+
+@SCHED
+def test_a_snapshot_child_still_encoding_after_a_while_is_given_a_share_of_the_cpu(monkeypatch, tmp_path) -> None:
+    """On a machine whose CPUs are never idle, SCHED_IDLE would starve the child: after
+    PROMOTE_AFTER_S it runs as any process at nice 19 does."""
+    assert _policy_written_by_child(0.15, monkeypatch, tmp_path) == os.SCHED_OTHER
