@@ -152,11 +152,12 @@ class HttpReadApi:
         if request.path.startswith("/ws/v1/events/") and request.method == "GET" and self.events is not None:
             return await self._events(request, self.events)
         if request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
+            await self.metrics.prepare()  # the walks of every node and pending ask, in steps
             exposition = self.metrics.exposition()  # the families are built here, from the state
             return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
         body = await request.read() if request.can_read_body else b""
         req = router.Request(request.method, request.path, _query(request), request.headers.get("Accept", ""), body)
-        answer = router.answer(rest, req)
+        answer = await router.answer_sliced(rest, req)
         response = _answer(answer)
         if answer[1] == router.JSON_TYPE and "gzip" in request.headers.get("Accept-Encoding", ""):
             response.enable_compression(web.ContentCoding.gzip)  # as YuniKorn: gzip when asked

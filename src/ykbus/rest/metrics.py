@@ -34,10 +34,12 @@ from prometheus_client.utils import floatToGoString
 from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import Ask
 from ykbus.core.partition import Partition
+from ykbus.core.registry import ResourceManager
 from ykbus.core.waits import ROOM
 from ykbus.core.why import PendingCode
-from ykbus.rest import dao
+from ykbus.rest import dao, steps
 from ykbus.rest.router import RestState
+from ykbus.rest.steps import STEP, Steps
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
 MS_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1, 10, 100, 1000, 10000, float("inf"))  # YuniKorn's (ms)
@@ -78,6 +80,7 @@ class TallyCollector(Collector):
 USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]", "(60%,70%]",
                 "(70%,80%]", "(80%,90%]", "(90%,100%]")
 NODE_USAGE_TYPES = ("memory", "pods", "vcore")  # YuniKorn's families per resource (others: see docs)
+Walked = tuple[int, dict[str, list[int]], dict[str, int]]  # schedulable nodes, nodes per usage tenth, asks per code
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -105,6 +108,34 @@ class YunikornCollector(Collector):
     def __init__(self, rest: RestState, service: Callable[[], dict[str, Any]]) -> None:
         self.rest = rest
         self.service = service  # the service's figures of the moment (entries, lag, snapshot age, RMs)
+        self.walked: Walked | None = None  # the walks' result, made in steps before a scrape (Metrics.prepare)
+
+    @staticmethod
+    def walk(parts: list[tuple[ResourceManager, Partition]]) -> Steps[Walked]:
+        """What needs a walk of every node and pending ask (rest/steps.py): schedulable
+        nodes, nodes per tenth of usage by resource, pending asks by why they wait."""
+        active, work = 0, 0
+        ranges = {t: [0] * 10 for t in NODE_USAGE_TYPES}
+        codes = {c.value: 0 for c in PendingCode}
+        for _rm, p in parts:
+            for node in list(p.nodes.values()):
+                work += 1
+                if not work % STEP:
+                    yield None
+                active += node.state is NodeState.SCHEDULABLE
+                for t in NODE_USAGE_TYPES:
+                    cap = node.capacity.get(t, 0)
+                    if cap:
+                        used = dao.allocated_of(node, t)
+                        ranges[t][min(9, max(0, -(-used * 10 // cap) - 1))] += 1
+            for ask in list(pending_asks(p)):
+                work += 1
+                if not work % STEP:
+                    yield None
+                if ask.pending:  # (still pending after a step)
+                    code = p.why_pending(ask).code.value
+                    codes[code] = codes.get(code, 0) + ask.pending
+        return active, ranges, codes
 
     def collect(self) -> Iterator[Metric]:
         parts = self.rest.partitions()
@@ -138,18 +169,14 @@ class YunikornCollector(Collector):
         by_queue_state: dict[tuple[str, str], int] = {}
         per_state: dict[str, int] = {}
         counted: dict[tuple[str, str, str], int] = {}
-        active = 0
-        ranges = {t: [0] * 10 for t in NODE_USAGE_TYPES}
-        codes = {c.value: 0 for c in PendingCode}
+        walked, self.walked = self.walked, None
+        active, ranges, codes = walked if walked is not None else steps.run(self.walk(parts))
         for _rm, p in parts:
             for key, n in p.summary.counts.items():
                 counted[key] = counted.get(key, 0) + n
             for app in p.apps.values():
                 k = (app.queue.path, _state(app.state))
                 by_queue_state[k] = by_queue_state.get(k, 0) + 1
-            for ask in pending_asks(p):
-                code = p.why_pending(ask).code.value
-                codes[code] = codes.get(code, 0) + ask.pending
             for t in (*p.terminated.values(), *p.rejected.values()):
                 k = (t.queue, _state(t.state))
                 by_queue_state[k] = by_queue_state.get(k, 0) + 1
@@ -161,13 +188,6 @@ class YunikornCollector(Collector):
                     for name, v in sorted(r.items()):
                         queue_res.add_metric([q.path, name, state], v)
                 queue_res.add_metric([q.path, "apps", "maxRunningApps"], q.maxapps)
-            for node in p.nodes.values():
-                active += node.state is NodeState.SCHEDULABLE
-                for t in NODE_USAGE_TYPES:
-                    cap = node.capacity.get(t, 0)
-                    if cap:
-                        used = dao.allocated_of(node, t)
-                        ranges[t][min(9, max(0, -(-used * 10 // cap) - 1))] += 1
         for (queue, state), n in sorted(by_queue_state.items()):
             queue_app.add_metric([queue, state], n)
         for state, n in sorted(per_state.items()):
@@ -229,7 +249,8 @@ class Metrics:
         process_collector.ProcessCollector(registry=self.registry)
         platform_collector.PlatformCollector(registry=self.registry)
         gc_collector.GCCollector(registry=self.registry)
-        self.registry.register(YunikornCollector(rest, service))
+        self.collector = YunikornCollector(rest, service)
+        self.registry.register(self.collector)
 
         def histogram(name: str, help_text: str, labels: tuple[str, ...] = (), buckets: Any = MS_BUCKETS) -> Histogram:
             return Histogram(name, help_text, labels, registry=self.registry, buckets=buckets)
@@ -257,6 +278,12 @@ class Metrics:
     def applied(self, seconds: float) -> None:
         """One entry applied in `seconds` (the core's pass included)."""
         self.entry_ms.observe(seconds * 1000)
+
+    async def prepare(self) -> None:
+        """Make the walks of the next exposition in steps, the writer applying entries
+        between them (the service's HTTP server calls it before each scrape)."""
+        collector = self.collector
+        collector.walked = await steps.run_sliced(collector.walk(collector.rest.partitions()))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

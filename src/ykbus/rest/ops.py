@@ -5,7 +5,6 @@ groups' usage, the health check and its consistency checks.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Generator
 from typing import Any
@@ -18,6 +17,7 @@ from ykbus.core.lifecycle import AppState
 from ykbus.core.model import App
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager
+from ykbus.rest import steps
 from ykbus.rest.dao import res
 from ykbus.yamlload import load_yaml
 
@@ -206,28 +206,13 @@ HEALTH_STEP = 4096  # units of work (a node, an allocation) of the sliced check 
 
 def healthcheck(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
     """SchedulerHealthDAOInfo: YuniKorn's checks, on the records as they are now."""
-    steps = health_steps(parts)
-    while (done := _step(steps)) is None:
-        pass
-    return done
+    return steps.run(health_steps(parts))
 
 
 async def healthcheck_sliced(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
     """The same checks, letting the event loop run between slices of HEALTH_STEP units of
     work (the service runs it in the background, as YuniKorn does every 30 s)."""
-    steps = health_steps(parts)
-    while (done := _step(steps)) is None:
-        await asyncio.sleep(0)
-    return done
-
-
-def _step(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | None:
-    """One slice of the checks: their result once they are done, else None."""
-    try:
-        next(steps)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]
-    return None
+    return await steps.run_sliced(health_steps(parts))
 
 
 def health_steps(parts: list[tuple[str, Partition]]) -> Generator[None, None, dict[str, Any]]:

@@ -21,7 +21,7 @@ import platform
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,8 @@ from ykbus.core.config import preemption_enabled, quota_preemption_enabled
 from ykbus.core.lifecycle import AppState
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager
-from ykbus.rest import dao, ops
+from ykbus.rest import dao, ops, steps
+from ykbus.rest.steps import Steps
 
 JSON_TYPE = "application/json; charset=UTF-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
@@ -270,8 +271,11 @@ def healthcheck(st: RestState, req: Request) -> Any:
     return st.health if st.health is not None else ops.healthcheck([(rm.id, p) for rm, p in st.partitions()])
 
 
-def node_utilizations(st: RestState, req: Request) -> Any:
-    return [dao.node_utilizations(rm.id, p, st.partition_name(rm, p)) for rm, p in st.partitions()]
+def node_utilizations(st: RestState, req: Request) -> Steps[list[dict[str, Any]]]:
+    out = []
+    for rm, p in st.partitions():
+        out.append((yield from dao.node_utilizations(rm.id, p, st.partition_name(rm, p))))
+    return out
 
 
 def full_state_dump(st: RestState, req: Request) -> Any:
@@ -392,7 +396,37 @@ def error(status: int, message: str) -> Answer:
 
 
 def answer(st: RestState, req: Request) -> Answer:
-    """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server)."""
+    """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server), read
+    at once."""
+    call = _resolve(st, req)
+    if not callable(call):
+        return call
+    try:
+        out = call()
+        if isinstance(out, Generator):
+            out = steps.run(out)
+    except RestError as exc:
+        return error(exc.status, exc.message)
+    return _body(out)
+
+
+async def answer_sliced(st: RestState, req: Request) -> Answer:
+    """The same answer; a route that reads in steps (rest/steps.py) lets the writer apply
+    entries between them (the service's HTTP server answers this way)."""
+    call = _resolve(st, req)
+    if not callable(call):
+        return call
+    try:
+        out = call()
+        if isinstance(out, Generator):
+            out = await steps.run_sliced(out)
+    except RestError as exc:
+        return error(exc.status, exc.message)
+    return _body(out)
+
+
+def _resolve(st: RestState, req: Request) -> Answer | Callable[[], Any]:
+    """The answer of the router itself (a redirect, OPTIONS, 405), or the route to call."""
     early = redirect(req.path)
     if early is not None:
         return early
@@ -403,10 +437,10 @@ def answer(st: RestState, req: Request) -> Answer:
     if found is None or req.method != found[0][1]:
         return 405, TEXT_TYPE, b"Method Not Allowed\n", {"Allow": allow, **NOSNIFF}
     (_, _, fn, fixed), params = found
-    try:
-        out = fn(st, req, **params, **fixed)
-    except RestError as exc:
-        return error(exc.status, exc.message)
+    return lambda: fn(st, req, **params, **fixed)
+
+
+def _body(out: Any) -> Answer:
     if isinstance(out, Raw):
         return 200, out.content_type, out.body, dict(CORS)
     return 200, JSON_TYPE, go_json(out), dict(CORS)

@@ -1,0 +1,37 @@
+"""Reads in steps: a read that walks many records (nodes, pending asks, allocations) is a
+generator that yields after each STEP units of work, and returns its answer. Run at once
+(`run`), or between the writer's entries (`run_sliced`): then the writer applies what
+arrived after each step, and a dashboard polling every second no longer holds it for the
+7-8 ms a walk of 5,000 nodes takes. Records read in one step are read whole; a read that
+spans steps sees the records as each step finds them (as YuniKorn's own reads, which lock
+one object at a time)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from typing import TypeVar
+
+T = TypeVar("T")
+Steps = Generator[None, None, T]
+
+STEP = 512  # units of work (a node, a pending ask) between two yields: well under a millisecond
+
+
+def run(steps: Steps[T]) -> T:
+    """All the steps at once: the answer."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value  # type: ignore[no-any-return]
+
+
+async def run_sliced(steps: Steps[T]) -> T:
+    """The steps with the event loop running between them: the answer."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value  # type: ignore[no-any-return]
+        await asyncio.sleep(0)

@@ -1,0 +1,81 @@
+"""Reads that walk every node or pending ask run in steps (rest/steps.py): the service's HTTP
+server lets the writer apply entries between them, and the answer is the one read at once."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from ykbus.bench.run import fresh_core
+from ykbus.core import Core
+from ykbus.log.build import LogBuilder, app, ask, node
+from ykbus.rest import router, steps
+from ykbus.rest.metrics import Metrics
+
+pytestmark = pytest.mark.anyio
+
+NODES = 5 * steps.STEP + 7
+QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
+
+
+def big_core() -> Core:
+    """NODES nodes, some of them used, and asks that wait (too big for any node)."""
+    log = LogBuilder("rm")
+    core = fresh_core()
+    core.apply(log.register(QUEUES))
+    core.apply(log.nodes(*[node(f"n{i:05d}", memory=1000, vcore=1000) for i in range(NODES)]))
+    core.apply(log.apps(app("a1", "root.a")))
+    core.apply(log.asks(*[ask(f"k{i}", "a1", memory=100 * (i % 7 + 1), vcore=10) for i in range(2000)],
+                        *[ask(f"big{i}", "a1", memory=5000, vcore=1) for i in range(3 * steps.STEP)]))
+    return core
+
+
+def figures() -> dict:
+    return {"entries": 1, "input_lag_entries": 0, "last_applied_sequence": 1, "snapshot_age_seconds": 0,
+            "allocations_decided": 1, "rms": {}}
+
+
+def scheduling(exposition: bytes) -> list[bytes]:
+    """The exposition's scheduling families (the process's own, CPU time and memory, move)."""
+    return [line for line in exposition.splitlines() if line.startswith((b"yunikorn_", b"ykbus_"))]
+
+
+async def _while_counting(read) -> tuple[object, int]:
+    """`read()` awaited while another task counts how often the event loop let it run."""
+    turns = 0
+    done = anyio.Event()
+
+    async def count() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await anyio.sleep(0)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(count)
+        await anyio.sleep(0)
+        before = turns
+        out = await read()
+        done.set()
+    return out, turns - before
+
+
+async def test_node_utilizations_lets_the_writer_in_between_steps_and_answers_as_read_at_once() -> None:
+    core = big_core()
+    st = router.RestState(live=lambda: core, started=0)
+    req = router.Request("GET", "/ws/v1/scheduler/node-utilizations")
+    sliced, turns = await _while_counting(lambda: router.answer_sliced(st, req))
+    assert sliced == router.answer(st, req)
+    assert sliced[0] == 200 and sliced[2].count(b'"numOfNodes"') >= 4  # nodes in several tenths of use
+    assert turns >= NODES // steps.STEP  # the writer could run after every step
+
+
+async def test_a_scrape_walks_nodes_and_pending_asks_in_steps_and_counts_the_same() -> None:
+    core = big_core()
+    st = router.RestState(live=lambda: core, started=0)
+    metrics = Metrics(st, figures)
+    at_once = metrics.exposition()
+    _, turns = await _while_counting(metrics.prepare)
+    assert turns >= (NODES + 3 * steps.STEP) // steps.STEP
+    assert scheduling(metrics.exposition()) == scheduling(at_once)
+    assert b'ykbus_pending_asks{code="NoNodeRoom"} %d' % (3 * steps.STEP) in at_once  # the asks too big to fit
