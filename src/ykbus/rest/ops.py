@@ -201,7 +201,7 @@ def _check(name: str, description: str, bad: list[str], message: str) -> dict[st
             "DiagnosisMessage": f"{message}: [{' '.join(bad)}]"}
 
 
-HEALTH_STEP = 4096  # units of work (a node, an allocation) of the sliced check between two yields
+HEALTH_STEP = steps.STEP  # units of work (a node, an allocation) between two yields: 4,096 held the writer 11 ms (400,000 allocations)
 
 
 def healthcheck(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
