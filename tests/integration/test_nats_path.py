@@ -155,3 +155,28 @@ async def test_a_publish_left_unanswered_is_sent_again_with_the_same_id(monkeypa
     await pub.settle(0)
     assert [h[HDR_MSG_ID] for h in js.republished] == ["2-0"]
     assert not pub._inflight and not pub._by_number
+
+
+async def test_an_output_answered_with_an_error_while_no_entry_follows_is_sent_again(nats_server):
+    """Regression (CI, the NATS cluster test): a NATS server died with the last answers of a
+    burst, the RM waited for those outputs and sent nothing more, and nothing settled them
+    for 60 s. The publisher's watch publishes such an output again between entries."""
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        subjects = Subjects()
+        pub = OutputPublisher(js, subjects, window=8, retries=5, stats={"outputs": 0, "allocations": 0},
+                              output_format=lambda rm: ("json", "number"), nc=nc)
+        await pub.send(pub.encode(1, _outputs(1, 1)))  # no stream yet: the server answers 503
+        await js.add_stream(name=OUT_STREAM, subjects=[subjects.outputs])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pub.watch)
+            with anyio.fail_after(5):
+                while (await js.stream_info(OUT_STREAM)).state.messages < 1:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        stored = await js.get_last_msg(OUT_STREAM, subjects.outputs)
+        assert stored.headers[HDR_MSG_ID] == "1-0"
+        assert not pub._inflight
+    finally:
+        await nc.close()

@@ -125,16 +125,18 @@ class Unpublished:
 
 ACK_TIMEOUT_S = 3.0  # an output whose ack has not come in this long is published again (same id):
 # in a NATS cluster that lost the server leading YK_OUT, the answer never comes
+WATCH_EVERY_S = 0.5  # how often a publisher looks for answers that failed, or are due, between entries
 
 
 class _Pending:
     """One output published and not yet known stored."""
 
-    __slots__ = ("number", "part", "ack")
+    __slots__ = ("number", "part", "ack", "due")
 
-    def __init__(self, number: int, part: Part) -> None:
+    def __init__(self, number: int, part: Part, due: float) -> None:
         self.number, self.part = number, part
         self.ack: bytes | None = None  # the server's answer, once it came
+        self.due = due  # (loop time) published again if still unanswered then
 
 
 class OutputPublisher:
@@ -287,7 +289,7 @@ class OutputPublisher:
             self._inbox = self._nc.new_inbox()
             self._acks = await self._nc.subscribe(self._inbox + ".*")
         self._number += 1
-        pending = _Pending(self._number, part)
+        pending = _Pending(self._number, part, asyncio.get_running_loop().time() + ACK_TIMEOUT_S)
         self._by_number[pending.number] = pending
         self._inflight.append(pending)
         await self._nc.publish(part.subject, part.data, reply=f"{self._inbox}.{pending.number}", headers=part.headers)
@@ -313,6 +315,21 @@ class OutputPublisher:
         while not queue.empty():
             self._match(queue.get_nowait())
 
+    async def watch(self) -> None:
+        """Between entries: an output whose answer was an error, or that is due unanswered,
+        is published again now. Otherwise only the next entry's outputs (or a snapshot) would
+        settle it: after a NATS server died with the last answers of a burst, they stayed
+        unsent while the RM waited for them, and sent nothing more (CI saw 60 s)."""
+        while True:
+            await anyio.sleep(WATCH_EVERY_S)
+            if self._acks is None or not self._inflight:
+                continue
+            self._take_acks()
+            now = asyncio.get_running_loop().time()
+            fresh = sum(1 for p in self._inflight if p.ack is None and p.due > now)
+            if self._inflight[0].ack is not None or fresh < len(self._inflight):
+                await self.settle(fresh)
+
     async def settle(self, window: int) -> None:
         """Check publish acks, oldest first, until at most `window` are in flight (0: all).
         A failed publish, or one unanswered for ACK_TIMEOUT_S, is sent again with the same
@@ -328,8 +345,8 @@ class OutputPublisher:
         self._take_acks()
         while inflight and (len(inflight) > window or inflight[0].ack is not None):
             pending = inflight[0]
-            if pending.ack is None:  # wait for the oldest one's answer (no timer when it is in)
-                with anyio.move_on_after(ACK_TIMEOUT_S):
+            if pending.ack is None:  # wait for the oldest one's answer, until it is due (no timer when it is in)
+                with anyio.move_on_after(max(0.0, pending.due - asyncio.get_running_loop().time())):
                     while pending.ack is None:
                         self._match(await self._acks._pending_queue.get())
                         self._take_acks()

@@ -226,6 +226,7 @@ class CoreService:
                     idle_heartbeat=CONSUMER_HEARTBEAT_S, config=api.ConsumerConfig(
                         deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start))
                 tg.start_soon(self.snapshots.run)
+                tg.start_soon(self.publisher.watch)  # answers that failed or never came, between entries
                 tg.start_soon(self.rest.check_health)
                 tg.start_soon(self._lead)
                 if s.api_port:
