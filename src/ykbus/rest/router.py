@@ -398,28 +398,23 @@ def error(status: int, message: str) -> Answer:
 def answer(st: RestState, req: Request) -> Answer:
     """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server), read
     at once."""
-    call = _resolve(st, req)
-    if not callable(call):
-        return call
-    try:
-        out = call()
-        if isinstance(out, Generator):
-            out = steps.run(out)
-    except RestError as exc:
-        return error(exc.status, exc.message)
-    return _body(out)
+    return steps.run(_answering(st, req))
 
 
 async def answer_sliced(st: RestState, req: Request) -> Answer:
     """The same answer; a route that reads in steps (rest/steps.py) lets the writer apply
     entries between them (the service's HTTP server answers this way)."""
+    return await steps.run_sliced(_answering(st, req))
+
+
+def _answering(st: RestState, req: Request) -> Steps[Answer]:
     call = _resolve(st, req)
     if not callable(call):
         return call
     try:
         out = call()
         if isinstance(out, Generator):
-            out = await steps.run_sliced(out)
+            out = yield from out
     except RestError as exc:
         return error(exc.status, exc.message)
     return _body(out)
