@@ -9,8 +9,8 @@ Phase 2 (latency): at half that rate, batches of `latency_batch` asks (100 by de
 5 ms batching window at 20,000 asks/s) on a fixed schedule; latency is from just before the
 publish of an ask to the arrival of its allocation at the RM.
 
-`poll`: every `poll` seconds, during both phases, a reader fetches what a dashboard polls
-(YuniKorn's web UI overview: POLLED) from the core's HTTP API, as a separate process would.
+`poll`: every `poll` seconds, during both phases, a process of its own fetches what a dashboard
+polls (YuniKorn's web UI overview: POLLED) from the core's HTTP API.
 `reader`: a reader process (`ykbus core --reader`) runs beside the core, which answers no
 reads (`--no-reads`, HTTP off), and the polls go to the reader.
 """
@@ -70,13 +70,28 @@ def _poll_once(port: int) -> int:
     return total
 
 
-async def _poller(port: int, every: float, polls: list[int]) -> None:
+def poll_forever(port: int, every: float) -> None:
+    """The dashboard (run in a process of its own): every `every` seconds, fetch POLLED;
+    print the bytes each poll read, a line each."""
     while True:
-        await anyio.sleep(every)
+        time.sleep(every)
         try:
-            polls.append(await anyio.to_thread.run_sync(_poll_once, port))
+            print(_poll_once(port), flush=True)
         except ConnectionRefusedError:  # a reader process still starting: the next poll
             continue
+
+
+async def _poller(port: int, every: float, polls: list[int]) -> None:
+    """Poll from another process, as a dashboard does: a thread here would take the GIL from
+    the RM whose latency is measured (up to the 5 ms switch interval at each turn)."""
+    proc = subprocess.Popen([sys.executable, "-c", f"from ykbus.bench.e2e import poll_forever; "
+                             f"poll_forever({port}, {every!r})"], stdout=subprocess.PIPE, text=True)
+    try:
+        await anyio.sleep_forever()
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+        polls.extend(int(line) for line in out.split() if line.isdigit())
 
 
 async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
