@@ -111,3 +111,18 @@ def test_a_snapshot_child_still_encoding_after_a_while_is_given_a_share_of_the_c
     """On a machine whose CPUs are never idle, SCHED_IDLE would starve the child: after
     PROMOTE_AFTER_S it runs as any process at nice 19 does."""
     assert _policy_written_by_child(0.15, monkeypatch, tmp_path) == os.SCHED_OTHER
+
+
+@SCHED
+def test_a_child_that_may_not_leave_sched_idle_is_killed_and_the_next_ones_run_at_nice_19(monkeypatch, tmp_path):
+    """Found by review: without CAP_SYS_NICE and with RLIMIT_NICE 0 (Docker's defaults for a
+    user), taking a child out of SCHED_IDLE is refused, and on a busy machine it would starve
+    until killed at 300 s, every time."""
+    monkeypatch.setattr(snapshots, "IDLE_CHILDREN", [True])
+    monkeypatch.setattr(snapshots, "_set_policy", lambda pid, policy: policy != "SCHED_OTHER")
+    with pytest.raises(snapshots.SnapshotFailed, match="SCHED_IDLE"):
+        _policy_written_by_child(0.15, monkeypatch, tmp_path)
+    assert snapshots.IDLE_CHILDREN == [False]
+    monkeypatch.undo()
+    monkeypatch.setattr(snapshots, "IDLE_CHILDREN", [False])
+    assert _policy_written_by_child(60.0, monkeypatch, tmp_path) == os.SCHED_OTHER

@@ -136,7 +136,7 @@ class _Pending:
     def __init__(self, number: int, part: Part, due: float) -> None:
         self.number, self.part = number, part
         self.ack: bytes | None = None  # the server's answer, once it came
-        self.due = due  # (loop time) published again if still unanswered then
+        self.due = due  # (loop time) the watch publishes it again if still unanswered then
 
 
 class OutputPublisher:
@@ -319,25 +319,25 @@ class OutputPublisher:
         """Between entries: an output whose answer was an error, or that is due unanswered,
         is published again now. Otherwise only the next entry's outputs (or a snapshot) would
         settle it: after a NATS server died with the last answers of a burst, they stayed
-        unsent while the RM waited for them, and sent nothing more (CI saw 60 s)."""
+        unsent while the RM waited for them, and sent nothing more (CI saw 60 s). It waits
+        for nothing: it takes only the oldest outputs already answered or due, under the same
+        lock as every settle (a snapshot's settle waits for a republish it began)."""
         while True:
             await anyio.sleep(WATCH_EVERY_S)
-            if self._acks is None or not self._inflight:
+            if self._acks is None or not self._inflight or self._settling.locked():
                 continue
-            self._take_acks()
-            now = asyncio.get_running_loop().time()
-            fresh = sum(1 for p in self._inflight if p.ack is None and p.due > now)
-            if self._inflight[0].ack is not None or fresh < len(self._inflight):
-                await self.settle(fresh)
+            async with self._settling:
+                self._take_acks()
+                inflight, now = self._inflight, asyncio.get_running_loop().time()
+                while inflight and (inflight[0].ack is not None or inflight[0].due <= now):
+                    await self._done(inflight.popleft())
 
     async def settle(self, window: int) -> None:
         """Check publish acks, oldest first, until at most `window` are in flight (0: all).
         A failed publish, or one unanswered for ACK_TIMEOUT_S, is sent again with the same
         message id until it is stored; one that fails while this process may not publish
         (`may_send`) is held for when it may."""
-        if not self._inflight:
-            return
-        async with self._settling:  # one at a time: each pops the oldest it waited for
+        async with self._settling:  # one at a time (the watch too): each pops the oldest it waited for
             await self._settle(window)
 
     async def _settle(self, window: int) -> None:
@@ -345,17 +345,21 @@ class OutputPublisher:
         self._take_acks()
         while inflight and (len(inflight) > window or inflight[0].ack is not None):
             pending = inflight[0]
-            if pending.ack is None:  # wait for the oldest one's answer, until it is due (no timer when it is in)
-                with anyio.move_on_after(max(0.0, pending.due - asyncio.get_running_loop().time())):
+            if pending.ack is None:  # wait for the oldest one's answer (no timer when it is in)
+                with anyio.move_on_after(ACK_TIMEOUT_S):
                     while pending.ack is None:
                         self._match(await self._acks._pending_queue.get())
                         self._take_acks()
-            inflight.popleft()
-            ack = pending.ack
-            if ack is None or b'"error":' in ack:  # unanswered, or not stored: publish again, same msg id
-                self._by_number.pop(pending.number, None)
-                await self._republish(pending.part,
-                                      RuntimeError(f"publish answered {ack!r}" if ack else "publish unanswered"))
+            await self._done(inflight.popleft())
+
+    async def _done(self, pending: _Pending) -> None:
+        """`pending`, taken from the window: stored, or published again (unanswered, or not
+        stored: same message id)."""
+        ack = pending.ack
+        if ack is None or b'"error":' in ack:
+            self._by_number.pop(pending.number, None)
+            await self._republish(pending.part,
+                                  RuntimeError(f"publish answered {ack!r}" if ack else "publish unanswered"))
 
     async def _republish(self, part: Part, first: Exception) -> None:
         error: Exception = first

@@ -50,15 +50,22 @@ def _lowest_priority() -> None:
     nice 19 alone, bench e2e's writer fell behind by 6-20 ms at a time more often while a
     child encoded (BENCHMARKS.md, "Snapshots off the writer's path")."""
     os.nice(19)
-    _set_policy(0, "SCHED_IDLE")
+    if IDLE_CHILDREN[0]:
+        _set_policy(0, "SCHED_IDLE")
 
 
-def _set_policy(pid: int, policy: str) -> None:
-    if hasattr(os, "sched_setscheduler") and hasattr(os, policy):
-        try:
-            os.sched_setscheduler(pid, getattr(os, policy), os.sched_param(0))
-        except OSError:  # refused (a container's policy, say): it keeps the one it has
-            pass
+def _set_policy(pid: int, policy: str) -> bool:
+    """Whether `pid` now runs under `policy` (False: refused, or not on this system)."""
+    if not (hasattr(os, "sched_setscheduler") and hasattr(os, policy)):
+        return False
+    try:
+        os.sched_setscheduler(pid, getattr(os, policy), os.sched_param(0))
+    except OSError:  # refused: leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE >= 1
+        return False
+    return True
+
+
+IDLE_CHILDREN = [True]  # False once a child could not be taken out of SCHED_IDLE: nice 19 alone from then on
 
 
 PROMOTE_AFTER_S = 10.0  # a child still encoding after this long (a machine busy all the time) gets nice 19's share
@@ -85,7 +92,8 @@ CHILD_TIMEOUT_S = 300.0  # a child still encoding after this long is stuck: kill
 def _wait_and_read(pid: int, path: str) -> bytes:
     """In a worker thread: the child's exit, then its file in one read (the read fills the
     bytes without holding the GIL). A child still encoding after PROMOTE_AFTER_S runs at nice
-    19 instead of only on idle CPUs; one that does not exit in CHILD_TIMEOUT_S (a fork can
+    19 instead of only on idle CPUs (where the system refuses that, it is killed and the next
+    ones run at nice 19 alone); one that does not exit in CHILD_TIMEOUT_S (a fork can
     copy a lock another thread held, and wait on it forever) is killed."""
     deadline, pause = time.monotonic() + CHILD_TIMEOUT_S, 0.001
     promote_at, promoted = time.monotonic() + PROMOTE_AFTER_S, False
@@ -94,8 +102,13 @@ def _wait_and_read(pid: int, path: str) -> bytes:
         if done:
             break
         if not promoted and time.monotonic() > promote_at:  # SCHED_IDLE starves on a CPU never idle
-            _set_policy(pid, "SCHED_OTHER")
             promoted = True
+            if IDLE_CHILDREN[0] and not _set_policy(pid, "SCHED_OTHER"):
+                IDLE_CHILDREN[0] = False  # it would starve until killed: the next child is not idle-only
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise SnapshotFailed("the snapshot child could not leave SCHED_IDLE (no CAP_SYS_NICE and "
+                                     "RLIMIT_NICE 0): killed; snapshots run at nice 19 from now on")
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)

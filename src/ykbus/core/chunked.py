@@ -101,8 +101,11 @@ class ChunkedDict(Generic[V]):
                 return
             self._split(small)
         if self._young_inserted >= self._chunk:  # (before an update too: an empty last chunk is harmless)
+            sealed = self._chunks[-1]
             self._chunks.append({})
             self._young_inserted = 0
+            if len(sealed) <= self._sparse:  # churn left it small already: no deletion would tidy it
+                self._tidy(sealed, True)
         part = self._index[hash(key) & (PARTS - 1)]
         had = len(part)
         part.setdefault(key, self._chunks[-1])[key] = value  # an update keeps its place, in its chunk
@@ -150,13 +153,14 @@ class ChunkedDict(Generic[V]):
         if len(chunk) <= self._sparse and chunk is not self._chunks[-1]:
             self._tidy(chunk)
 
-    def _tidy(self, chunk: dict[str, V]) -> None:
+    def _tidy(self, chunk: dict[str, V], now: bool = False) -> None:
         """A sealed chunk that deletions left sparse: gone if empty; else copied compact (a
         dict keeps its table when emptied), merged with the chunk before it when that one is
-        sparse too, so that churn leaves neither many chunks nor large empty tables."""
+        sparse too, so that churn leaves neither many chunks nor large empty tables. Done
+        when it is sealed small (`now`), and as deletions take it to `sparse`, half of it, 0."""
         n, sparse = len(chunk), self._sparse
-        if n and n != sparse and 2 * n != sparse:
-            return  # copied at `sparse` and again at half of it: not at every deletion
+        if n and n != sparse and 2 * n != sparse and not now:
+            return  # not at every deletion
         chunks = self._chunks
         at = 0
         while chunks[at] is not chunk:
