@@ -338,7 +338,8 @@ class OutputPublisher:
         message id until it is stored; one that fails while this process may not publish
         (`may_send`) is held for when it may."""
         async with self._settling:  # one at a time (the watch too): each pops the oldest it waited for
-            await self._settle(window)
+            if self._inflight:  # (checked under the lock: a republish by the watch may have emptied it)
+                await self._settle(window)
 
     async def _settle(self, window: int) -> None:
         inflight = self._inflight
