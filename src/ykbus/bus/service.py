@@ -217,8 +217,11 @@ class CoreService:
             for rm in self.core.rms:
                 self.clock.heard(rm, now)
             # it won the lease at start (even if, on a busy machine, its timing has lapsed since:
-            # then it renews it, or loses it, and either ends the wait below)
-            leads_at_start = self.leadership.lease is not None and self.leadership.lease.term > 0
+            # then it renews it, or loses it, and either ends the wait below), or nobody holds it
+            # (its first try may have failed on a busy server; CI saw "no responders")
+            lease = self.leadership.lease
+            leads_at_start = (lease is not None and not self.leadership.reader
+                              and (lease.term > 0 or lease.leader is None))
             async with anyio.create_task_group() as tg:
                 self._scope = tg.cancel_scope
                 self._input_sub = await self.js.subscribe(  # the writer: nats-py calls _on_input for each entry
