@@ -118,11 +118,11 @@ def test_a_child_that_may_not_leave_sched_idle_is_killed_and_the_next_ones_run_a
     """Found by review: without CAP_SYS_NICE and with RLIMIT_NICE 0 (Docker's defaults for a
     user), taking a child out of SCHED_IDLE is refused, and on a busy machine it would starve
     until killed at 300 s, every time."""
-    monkeypatch.setattr(snapshots, "IDLE_CHILDREN", [True])
+    monkeypatch.setattr(snapshots, "idle_children", True)
     monkeypatch.setattr(snapshots, "_set_policy", lambda pid, policy: policy != "SCHED_OTHER")
     with pytest.raises(snapshots.SnapshotFailed, match="SCHED_IDLE"):
         _policy_written_by_child(0.15, monkeypatch, tmp_path)
-    assert snapshots.IDLE_CHILDREN == [False]
+    assert snapshots.idle_children is False
     monkeypatch.undo()
-    monkeypatch.setattr(snapshots, "IDLE_CHILDREN", [False])
+    monkeypatch.setattr(snapshots, "idle_children", False)
     assert _policy_written_by_child(60.0, monkeypatch, tmp_path) == os.SCHED_OTHER

@@ -50,7 +50,7 @@ def _lowest_priority() -> None:
     nice 19 alone, bench e2e's writer fell behind by 6-20 ms at a time more often while a
     child encoded (BENCHMARKS.md, "Snapshots off the writer's path")."""
     os.nice(19)
-    if IDLE_CHILDREN[0]:
+    if idle_children:
         _set_policy(0, "SCHED_IDLE")
 
 
@@ -65,9 +65,7 @@ def _set_policy(pid: int, policy: str) -> bool:
     return True
 
 
-IDLE_CHILDREN = [True]  # False once a child could not be taken out of SCHED_IDLE: nice 19 alone from then on
-
-
+idle_children = True  # False once a child could not be taken out of SCHED_IDLE: nice 19 alone from then on
 PROMOTE_AFTER_S = 10.0  # a child still encoding after this long (a machine busy all the time) gets nice 19's share
 
 
@@ -89,12 +87,18 @@ def _dump_in_child(core: Core, path: str) -> None:
 CHILD_TIMEOUT_S = 300.0  # a child still encoding after this long is stuck: killed, the snapshot tried again
 
 
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
 def _wait_and_read(pid: int, path: str) -> bytes:
     """In a worker thread: the child's exit, then its file in one read (the read fills the
     bytes without holding the GIL). A child still encoding after PROMOTE_AFTER_S runs at nice
     19 instead of only on idle CPUs (where the system refuses that, it is killed and the next
     ones run at nice 19 alone); one that does not exit in CHILD_TIMEOUT_S (a fork can
     copy a lock another thread held, and wait on it forever) is killed."""
+    global idle_children
     deadline, pause = time.monotonic() + CHILD_TIMEOUT_S, 0.001
     promote_at, promoted = time.monotonic() + PROMOTE_AFTER_S, False
     while True:
@@ -103,15 +107,13 @@ def _wait_and_read(pid: int, path: str) -> bytes:
             break
         if not promoted and time.monotonic() > promote_at:  # SCHED_IDLE starves on a CPU never idle
             promoted = True
-            if IDLE_CHILDREN[0] and not _set_policy(pid, "SCHED_OTHER"):
-                IDLE_CHILDREN[0] = False  # it would starve until killed: the next child is not idle-only
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+            if idle_children and not _set_policy(pid, "SCHED_OTHER"):
+                idle_children = False  # it would starve until killed: the next child is not idle-only
+                _kill(pid)
                 raise SnapshotFailed("the snapshot child could not leave SCHED_IDLE (no CAP_SYS_NICE and "
                                      "RLIMIT_NICE 0): killed; snapshots run at nice 19 from now on")
         if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            _kill(pid)
             raise SnapshotFailed(f"the snapshot child did not exit in {CHILD_TIMEOUT_S:.0f} s: killed")
         time.sleep(pause)
         pause = min(2 * pause, 0.05)
