@@ -122,6 +122,8 @@ class YunikornCollector(Collector):
                 work += 1
                 if not work % STEP:
                     yield None
+                if p.nodes.get(node.id) is not node:
+                    continue  # removed meanwhile (as node-utilizations leaves it out)
                 active += node.state is NodeState.SCHEDULABLE
                 for t in NODE_USAGE_TYPES:
                     cap = node.capacity.get(t, 0)
