@@ -11,6 +11,7 @@ import sys
 import urllib.request
 
 import anyio
+import nats.errors
 import pytest
 
 from tests.integration.conftest import Recorder, rm_client, running_core
@@ -86,8 +87,15 @@ async def test_a_started_core_answers_the_admin_api_and_attaches_at_once(nats_se
     """Regression: a lone core said "started" before its admin API and attach subjects had
     subscribers, so a request sent at once got "no responders" (CI, a slow machine)."""
     async with rm_client(nats_server.url) as sched:
-        async with running_core(nats_server.url, scheduler_acl=parse_acl("ops")):
-            assert await api(sched.nc, "admin.ops.nope", {}) == {"error": "unknown admin verb 'nope': expected queues"}
+        async with running_core(nats_server.url, scheduler_acl=parse_acl("ops")) as core:
+            try:
+                answer = await api(sched.nc, "admin.ops.nope", {})
+            except nats.errors.NoRespondersError:  # intermittent in CI: say where the core stood
+                lease = core.leadership.lease
+                raise AssertionError(f"no responders: role {core.leadership.role}, on duty "
+                                     f"{core.leadership.on_duty.is_set()}, term {lease and lease.term}, "
+                                     f"holder {lease and lease.leader}") from None
+            assert answer == {"error": "unknown admin verb 'nope': expected queues"}
             attached = await api(sched.nc, "attach.rm-1", {})
             assert attached["consumer"] and attached["start"] >= 1
 
