@@ -450,10 +450,18 @@ def waits_are_consistent(p: Partition) -> None:
 
 
 def read_model_is_the_state(p: Partition) -> None:
-    """The read model folded from the applier's events says what the records say."""
-    from ykbus.core.readmodel import PartitionSummary
+    """The read model folded from the applier's events says what the records say. The nodes'
+    usage is kept once a reader asked: it is asked here, so from the next entry on the fold
+    is what is checked."""
+    from ykbus.core.readmodel import NodeUsage, PartitionSummary
 
     assert p.summary.dao() == PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations)).dao(), p.name
+    p.usage.watch(p.nodes.values())
+    rebuilt = NodeUsage.of(p.nodes.values())
+    assert p.usage.of_node == rebuilt.of_node, p.name
+    assert p.usage.schedulable == rebuilt.schedulable, p.name
+    assert {t: [set(ids) for ids in per] for t, per in p.usage.buckets.items()} == \
+        {t: [set(ids) for ids in per] for t, per in rebuilt.buckets.items()}, p.name
 
 
 def state_is_consistent(core: Core) -> None:

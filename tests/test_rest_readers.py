@@ -5,13 +5,14 @@ the preemption example."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from ykbus.log.jsonl import read_entries
 from ykbus.log.replay import guarded_core
-from ykbus.rest import dao, ops
+from ykbus.rest import dao, ops, steps
 from ykbus.rest.metrics import pending_asks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,3 +77,68 @@ def test_history_is_sampled_from_the_log_once_a_minute_and_kept_by_snapshots(log
                              sum(len(p.allocations) for p in parts)))
     assert guard.core.history == expected[-1440:]
     assert load_snapshot(dump_snapshot(guard.core), load_yaml).history == guard.core.history
+
+
+def _utilization_walked(p) -> dict[str, list[set[str]]]:
+    """node-utilizations as YuniKorn computes it: each node's share of each resource it has,
+    what its allocations hold over its capacity, in tenths."""
+    import math
+
+    out: dict[str, list[set[str]]] = {}
+    for n in p.nodes.values():
+        for t, cap in n.capacity.items():
+            if cap:
+                share = min(1.0, sum(a.resource.get(t, 0) for a in n.allocations.values()) / cap)
+                out.setdefault(t, [set() for _ in range(10)])[int(max(0.0, math.ceil(share * 10) - 1))].add(n.id)
+    return out
+
+
+def test_node_utilizations_follow_every_change_of_a_node_once_asked():
+    """The answer comes from the read model, kept as nodes move from the first time it is
+    asked: after allocations, releases, a node grown and one drained, decommissioned or
+    added, it is what a walk of the nodes gives, and the metrics' node families with it."""
+    from ykbus.bench.run import fresh_core
+    from ykbus.log.build import LogBuilder, app, ask, node
+    from ykbus.rest import router
+    from ykbus.rest.metrics import YunikornCollector
+
+    log = LogBuilder("rm")
+    core = fresh_core()
+    core.apply(log.register("partitions: [{name: default, queues: [{name: root, submitacl: '*', "
+                            "queues: [{name: a}]}]}]"))
+    core.apply(log.nodes(*[node(f"n{i}", memory=1000, vcore=100) for i in range(6)], node("gpu", memory=1000, gpu=2)))
+    core.apply(log.apps(app("a1", "root.a")))
+    st = router.RestState(live=lambda: core, started=0)
+    req = router.Request("GET", "/ws/v1/scheduler/node-utilizations")
+    p = core.rms["rm"].partitions["default"]
+
+    def answered() -> dict[str, list[set[str]]]:
+        status, _, body, _ = router.answer(st, req)
+        assert status == 200
+        [part] = json.loads(body)
+        return {u["type"]: [set(b.get("nodeNames", [])) for b in u["utilization"]] for u in part["utilizations"]}
+
+    def check(step: str) -> None:
+        assert answered() == _utilization_walked(p), step
+        active, ranges, _ = steps.run(YunikornCollector.walk([(core.rms["rm"], p)]))
+        walked = _utilization_walked(p)
+        assert ranges["memory"] == [len(ids) for ids in walked["memory"]], step
+        assert active == sum(n.state.value == "Schedulable" for n in p.nodes.values()), step
+
+    check("before any allocation")
+    core.apply(log.asks(*[ask(f"k{i}", "a1", memory=150 * (i % 4 + 1), vcore=5) for i in range(14)]))
+    check("allocated")
+    placed = sorted(p.allocations.values(), key=lambda a: a.uuid)
+    core.apply(log.release("a1", uuid=placed[0].uuid))
+    core.apply(log.release("a1", uuid=placed[3].uuid))
+    check("released")
+    core.apply(log.nodes(node("n1", action="UPDATE", memory=4000, vcore=100)))
+    check("grown")
+    core.apply(log.nodes(node("n2", action="DRAIN_NODE")))
+    check("drained")
+    core.apply(log.nodes(node("n3", action="DECOMISSION"), node("gpu", action="DECOMISSION")))
+    assert "gpu" not in answered(), "a resource no node has is not listed"
+    check("decommissioned")
+    core.apply(log.nodes(node("n9", memory=500, vcore=10)))
+    core.apply(log.asks(ask("late", "a1", memory=480, vcore=1)))
+    check("added and allocated on")

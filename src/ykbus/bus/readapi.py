@@ -157,7 +157,7 @@ class HttpReadApi:
             return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
         body = await request.read() if request.can_read_body else b""
         req = router.Request(request.method, request.path, _query(request), request.headers.get("Accept", ""), body)
-        answer = await router.answer_sliced(rest, req)
+        answer = router.answer(rest, req)
         response = _answer(answer)
         if answer[1] == router.JSON_TYPE and "gzip" in request.headers.get("Accept-Encoding", ""):
             response.enable_compression(web.ContentCoding.gzip)  # as YuniKorn: gzip when asked

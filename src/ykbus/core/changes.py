@@ -249,6 +249,8 @@ class PartitionChanges(IndexedPartition):
         sub_into(self.total, node.capacity)
         self._rekey = True
         del self.nodes[node.id]
+        if self.usage.watched:
+            self.usage.removed(node)
 
     def add_app(self, msg: m.AddApplicationRequest, queue: Queue, ctx: Outbox) -> App:
         self._attach(queue)

@@ -65,6 +65,8 @@ class IndexedPartition(PartitionState):
             self.scheduler.node_reindexed()
         if self.policies.orderings:
             self.policies.node_moved(node)
+        if self.usage.watched:
+            self.usage.moved(node)
 
     def _reindex_nodes(self) -> None:
         self.node_index.clear()

@@ -1,18 +1,31 @@
-"""The read model: what readers ask of a partition, folded from the applier's events
-(core/effects.py) as they happen, so a reader does not walk the live state.
+"""The read model: what readers ask of a partition, folded as the applier changes the
+state, so a reader does not walk the live state.
 
-`PartitionSummary` is the part of YuniKorn's `PartitionInfo` (the REST API's
-`/ws/v1/partitions`) that follows from events: the applications per state, with their
-`total`, and `totalContainers`, the allocations held. It is derived data: a snapshot does
-not store it, a restore rebuilds it from the records (`of`), and the property test checks
-after every entry that the fold equals that rebuild.
+- `PartitionSummary` is the part of YuniKorn's `PartitionInfo` (the REST API's
+  `/ws/v1/partitions`) that follows from the applier's events (core/effects.py): the
+  applications per state, with their `total`, and `totalContainers`, the allocations held.
+- `NodeUsage` is what YuniKorn's node-utilizations and the metrics' node families read:
+  the nodes in each tenth of usage, per resource type, and how many are schedulable. It
+  follows each move of a node's room or state (`IndexedPartition._index_node`, where the
+  node index follows them too), from the first time a reader asks for it: until then the
+  writer keeps nothing for it.
+
+Both are derived data: a snapshot does not store them, a restore rebuilds them from the
+records (`of`), and the property test checks after every entry that each fold equals that
+rebuild.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from ykbus.core.lifecycle import AppState
+from ykbus.core.lifecycle import AppState, NodeState
+
+if TYPE_CHECKING:
+    from ykbus.core.model import Node
+
+TENTHS = 10  # YuniKorn's buckets of usage: [0,10%], (10%,20%], ..., (90%,100%]
 
 
 class PartitionSummary:
@@ -58,3 +71,89 @@ class PartitionSummary:
             summary.app_entered(ended.state)
         summary.containers = allocations
         return summary
+
+
+def tenth(used: int, capacity: int) -> int:
+    """The bucket of `used` out of `capacity` (not 0): 0 for [0,10%], 1 for (10%,20%], ...,
+    9 for (90%,100%] and over; in integers, so a share on a bound is never rounded across it."""
+    return min(TENTHS - 1, max(0, -(-used * TENTHS // capacity) - 1))
+
+
+class NodeUsage:
+    """The nodes of a partition in each tenth of usage (what their allocations hold out of
+    their capacity), per resource type they have, and the count of schedulable nodes."""
+
+    __slots__ = ("watched", "of_node", "buckets", "schedulable")
+
+    def __init__(self) -> None:
+        self.watched = False  # a reader asked: kept from then on
+        self.of_node: dict[str, tuple[bool, dict[str, int]]] = {}  # node id -> (schedulable, type -> tenth)
+        self.buckets: dict[str, list[dict[str, None]]] = {}  # type -> tenth -> the node ids in it
+        self.schedulable = 0
+
+    def watch(self, nodes: Iterable[Node]) -> None:
+        """Keep it from now on (`nodes`: every node of the partition, read once)."""
+        if not self.watched:
+            self.watched = True
+            for node in nodes:
+                self.moved(node)
+
+    def moved(self, node: Node) -> None:
+        """`node` came, or its room or state moved."""
+        schedulable = node.state is NodeState.SCHEDULABLE
+        tenths: dict[str, int] = {}
+        free, occupied = node.free, node.occupied
+        for t, cap in node.capacity.items():
+            if cap:
+                tenths[t] = tenth(cap - occupied.get(t, 0) - free.get(t, 0), cap)
+        old = self.of_node.get(node.id)
+        if old is not None:
+            if old[0] == schedulable and old[1] == tenths:
+                return  # mostly: an allocation that leaves the node in its tenths
+            self._leave(node.id, old, tenths)
+        self.schedulable += schedulable
+        before = old[1] if old is not None else {}
+        buckets = self.buckets
+        for t, i in tenths.items():
+            if before.get(t, -1) != i:
+                per = buckets.get(t)
+                if per is None:
+                    per = buckets[t] = [{} for _ in range(TENTHS)]
+                per[i][node.id] = None
+        self.of_node[node.id] = (schedulable, tenths)
+
+    def removed(self, node: Node) -> None:
+        old = self.of_node.pop(node.id, None)
+        if old is not None:
+            self._leave(node.id, old, {})
+
+    def _leave(self, node_id: str, old: tuple[bool, dict[str, int]], tenths: dict[str, int]) -> None:
+        """Take `node_id` out of its `old` buckets, but those it stays in (`tenths`)."""
+        self.schedulable -= old[0]
+        buckets = self.buckets
+        for t, i in old[1].items():
+            if tenths.get(t, -1) != i:
+                per = buckets[t]
+                del per[i][node_id]
+                if not any(per):
+                    del buckets[t]
+
+    def types(self) -> list[str]:
+        """The resource types some node has, sorted."""
+        return sorted(self.buckets)
+
+    def nodes_in(self, t: str) -> list[list[str]]:
+        """Per tenth, the ids of the nodes in it for resource `t` (none if no node has `t`)."""
+        per = self.buckets.get(t)
+        return [list(ids) for ids in per] if per is not None else [[] for _ in range(TENTHS)]
+
+    def counts(self, t: str) -> list[int]:
+        per = self.buckets.get(t)
+        return [len(ids) for ids in per] if per is not None else [0] * TENTHS
+
+    @staticmethod
+    def of(nodes: Iterable[Node]) -> NodeUsage:
+        """The usage of `nodes` as they are (the property test's reference)."""
+        usage = NodeUsage()
+        usage.watch(nodes)
+        return usage

@@ -81,7 +81,7 @@ DERIVED: dict[str, frozenset[str]] = {
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "waits", "reserve_waiters",  # RM's
-                            "pool", "summary", "preempted", "victims_indexed",
+                            "pool", "summary", "usage", "preempted", "victims_indexed",
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",

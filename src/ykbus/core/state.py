@@ -30,7 +30,7 @@ from ykbus.core.model import (
     full_path,
 )
 from ykbus.core.policies import NodePolicies
-from ykbus.core.readmodel import PartitionSummary
+from ykbus.core.readmodel import NodeUsage, PartitionSummary
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import Timer
@@ -76,6 +76,7 @@ class PartitionState:
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
+        self.usage = NodeUsage()  # the nodes by tenth of usage (a read model), once a reader asked
         self.preempted: dict[str, Node] = {}  # nodes with preempted allocations the RM has not released yet
         self.victims_indexed = False  # the leaves keep their allocations that may be preempted (Queue.victims)
 

@@ -8,7 +8,6 @@ appended), so a replay answers the same.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ykbus.core.config import PreemptionPolicy
@@ -16,7 +15,6 @@ from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import INT32_MIN, Alloc, App, Ask, Node, Queue, Terminated, most_held
 from ykbus.core.partition import Partition
 from ykbus.core.resources import Res
-from ykbus.rest.steps import STEP, Steps
 
 GO_ZERO_TIME_MS = -62135596800000  # Go's zero time.Time in Unix ms: a startTime never set
 HOSTNAME_ATTR, RACK_ATTR, NODE_PARTITION_ATTR = "si/hostname", "si/rackname", "si/node-partition"
@@ -309,24 +307,12 @@ def allocated_of(n: Node, t: str) -> int:
     return n.capacity.get(t, 0) - n.occupied.get(t, 0) - n.free.get(t, 0)
 
 
-def node_utilizations(rm: str, p: Partition, name: str) -> Steps[dict[str, Any]]:
-    """NodesUtilDAOInfo: per resource type, the nodes in each tenth of utilisation (in steps
-    of a node each, rest/steps.py; a node removed meanwhile is left out)."""
-    nodes = list(p.nodes.values())
-    types = sorted({t for n in nodes for t, v in n.capacity.items() if v})
-    buckets: dict[str, list[list[str]]] = {t: [[] for _ in range(10)] for t in types}
-    for i, n in enumerate(nodes):
-        if i and not i % STEP:
-            yield None
-        if p.nodes.get(n.id) is not n:
-            continue
-        for t in types:
-            cap = n.capacity.get(t, 0)
-            if not cap:
-                continue
-            share = min(1.0, allocated_of(n, t) / cap)
-            buckets[t][int(max(0.0, math.ceil(share * 10) - 1))].append(n.id)
+def node_utilizations(rm: str, p: Partition, name: str) -> dict[str, Any]:
+    """NodesUtilDAOInfo: per resource type, the nodes in each tenth of utilisation, from the
+    read model (core/readmodel.py `NodeUsage`), not a walk of the nodes."""
+    usage = p.usage
+    usage.watch(p.nodes.values())
     out = [{"type": t, "utilization": [
         omit({"bucketName": f"{i * 10}-{(i + 1) * 10}%", "numOfNodes": len(names), "nodeNames": names},
-             "numOfNodes", "nodeNames") for i, names in enumerate(buckets[t])]} for t in types]
+             "numOfNodes", "nodeNames") for i, names in enumerate(usage.nodes_in(t))]} for t in usage.types()]
     return {"clusterId": rm, "partition": name, "utilizations": out}

@@ -31,13 +31,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from ykbus.core.lifecycle import AppState, NodeState
+from ykbus.core.lifecycle import AppState
 from ykbus.core.model import Ask
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager
 from ykbus.core.waits import ROOM
 from ykbus.core.why import PendingCode
-from ykbus.rest import dao, steps
+from ykbus.rest import steps
 from ykbus.rest.router import RestState
 from ykbus.rest.steps import STEP, Steps
 
@@ -112,24 +112,19 @@ class YunikornCollector(Collector):
 
     @staticmethod
     def walk(parts: list[tuple[ResourceManager, Partition]]) -> Steps[Walked]:
-        """What needs a walk of every node and pending ask (rest/steps.py): schedulable
-        nodes, nodes per tenth of usage by resource, pending asks by why they wait."""
+        """Schedulable nodes and nodes per tenth of usage by resource, from the read model
+        (core/readmodel.py `NodeUsage`); pending asks by why they wait, in a walk of them
+        (rest/steps.py)."""
         active, work = 0, 0
         ranges = {t: [0] * 10 for t in NODE_USAGE_TYPES}
         codes = {c.value: 0 for c in PendingCode}
         for _rm, p in parts:
-            for node in list(p.nodes.values()):
-                work += 1
-                if not work % STEP:
-                    yield None
-                if p.nodes.get(node.id) is not node:
-                    continue  # removed meanwhile (as node-utilizations leaves it out)
-                active += node.state is NodeState.SCHEDULABLE
-                for t in NODE_USAGE_TYPES:
-                    cap = node.capacity.get(t, 0)
-                    if cap:
-                        used = dao.allocated_of(node, t)
-                        ranges[t][min(9, max(0, -(-used * 10 // cap) - 1))] += 1
+            usage = p.usage
+            usage.watch(p.nodes.values())
+            active += usage.schedulable
+            for t in NODE_USAGE_TYPES:
+                ranges[t] = [a + b for a, b in zip(ranges[t], usage.counts(t), strict=True)]
+        for _rm, p in parts:
             for ask in list(pending_asks(p)):
                 work += 1
                 if not work % STEP:

@@ -21,7 +21,7 @@ import platform
 import re
 import sys
 import traceback
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +31,7 @@ from ykbus.core.config import preemption_enabled, quota_preemption_enabled
 from ykbus.core.lifecycle import AppState
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager
-from ykbus.rest import dao, ops, steps
-from ykbus.rest.steps import Steps
+from ykbus.rest import dao, ops
 
 JSON_TYPE = "application/json; charset=UTF-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
@@ -271,11 +270,8 @@ def healthcheck(st: RestState, req: Request) -> Any:
     return st.health if st.health is not None else ops.healthcheck([(rm.id, p) for rm, p in st.partitions()])
 
 
-def node_utilizations(st: RestState, req: Request) -> Steps[list[dict[str, Any]]]:
-    out = []
-    for rm, p in st.partitions():
-        out.append((yield from dao.node_utilizations(rm.id, p, st.partition_name(rm, p))))
-    return out
+def node_utilizations(st: RestState, req: Request) -> list[dict[str, Any]]:
+    return [dao.node_utilizations(rm.id, p, st.partition_name(rm, p)) for rm, p in st.partitions()]
 
 
 def full_state_dump(st: RestState, req: Request) -> Any:
@@ -396,25 +392,12 @@ def error(status: int, message: str) -> Answer:
 
 
 def answer(st: RestState, req: Request) -> Answer:
-    """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server), read
-    at once."""
-    return steps.run(_answering(st, req))
-
-
-async def answer_sliced(st: RestState, req: Request) -> Answer:
-    """The same answer; a route that reads in steps (rest/steps.py) lets the writer apply
-    entries between them (the service's HTTP server answers this way)."""
-    return await steps.run_sliced(_answering(st, req))
-
-
-def _answering(st: RestState, req: Request) -> Steps[Answer]:
+    """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server)."""
     call = _resolve(st, req)
     if not callable(call):
         return call
     try:
         out = call()
-        if isinstance(out, Generator):
-            out = yield from out
     except RestError as exc:
         return error(exc.status, exc.message)
     return _body(out)
