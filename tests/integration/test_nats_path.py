@@ -70,6 +70,44 @@ async def test_the_standing_pull_request_is_renewed_when_it_expires(nats_server,
         assert [a.allocationKey for a in rec.allocations] == ["late"]
 
 
+async def test_a_slow_rm_pulls_no_more_than_it_handles_and_acknowledges_what_it_handled(nats_server, monkeypatch):
+    """An RM whose handler is slower than a pull request's life: the client asks for no more
+    outputs while those delivered wait to be handled (else they pile up unacknowledged, to
+    be delivered again), every output arrives once, and the last one handled is acknowledged
+    although the request's end (a 408) arrives behind it."""
+    monkeypatch.setattr(client_mod, "PULL_EXPIRES_S", 0.2)
+    monkeypatch.setattr(client_mod, "PULL_BATCH", 4)
+
+    class Slow(Recorder):
+        async def update_allocation(self, response):
+            await anyio.sleep(0.1)
+            super().update_allocation(response)
+
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Slow()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000)])
+        await client.add_applications([app("a1")])
+        for i in range(30):  # an output each: 3 s of handling, over two pull requests' lives each batch
+            await client.add_asks([ask(f"k{i}", "a1", vcore=1)])
+        nc = await nats.connect(nats_server.url)
+        try:
+            most = 0
+            with anyio.fail_after(20):
+                while len(rec.allocations) < 30:
+                    info = await nc.jetstream().consumer_info(OUT_STREAM, "rm_k8s")
+                    most = max(most, info.num_ack_pending)
+                    await anyio.sleep(0.05)
+                assert sorted(a.allocationKey for a in rec.allocations) == sorted(f"k{i}" for i in range(30))
+                assert most <= 4, f"{most} outputs delivered and not acknowledged: more than one request's"
+                while True:
+                    info = await nc.jetstream().consumer_info(OUT_STREAM, "rm_k8s")
+                    if info.num_ack_pending == 0 and info.ack_floor.stream_seq == api.last_output_seq:
+                        break
+                    await anyio.sleep(0.05)
+        finally:
+            await nc.close()
+
+
 async def test_an_output_delivered_again_is_not_handed_over_twice():
     api = NatsScheduler("nats://unused")
     api.rm = "k8s"
@@ -94,15 +132,16 @@ class _FakeNats:
     def __init__(self, fail=(), silent=()) -> None:
         self.fail, self.silent = set(fail), set(silent)
         self.published: list[tuple[str, dict]] = []
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.sub = types.SimpleNamespace(_pending_queue=self.queue, _pending_size=0)
+        self.cb = None
 
     def new_inbox(self) -> str:
         return "_INBOX.test"
 
-    async def subscribe(self, subject: str):
+    async def subscribe(self, subject: str, cb):
+        """As nats-py: `cb` is called with each message, in order, after the publish returns."""
         assert subject == "_INBOX.test.*"
-        return self.sub
+        self.cb = cb
+        return types.SimpleNamespace()
 
     async def publish(self, subject, data, reply="", headers=None):
         msg_id = headers[HDR_MSG_ID]
@@ -115,7 +154,8 @@ class _FakeNats:
             answer = b'{"error":{"code":503,"description":"insufficient resources"}}'
         else:
             answer = b'{"stream":"YK_OUT","seq":%d}' % len(self.published)
-        self.queue.put_nowait(types.SimpleNamespace(subject=reply, data=answer, headers=None))
+        msg = types.SimpleNamespace(subject=reply, data=answer, headers=None)
+        asyncio.get_running_loop().call_soon(asyncio.ensure_future, self.cb(msg))
 
 
 class _FakeJs:

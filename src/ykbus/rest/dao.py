@@ -309,7 +309,8 @@ def allocated_of(n: Node, t: str) -> int:
 
 def node_utilizations(rm: str, p: Partition, name: str) -> dict[str, Any]:
     """NodesUtilDAOInfo: per resource type, the nodes in each tenth of utilisation, from the
-    read model (core/readmodel.py `NodeUsage`), not a walk of the nodes."""
+    read model (core/readmodel.py `NodeUsage`), not a walk of the nodes. A tenth lists its
+    nodes in the order they entered it (YuniKorn's, a Go map's, has none): a set."""
     usage = p.usage
     usage.watch(p.nodes.values())
     out = [{"type": t, "utilization": [
