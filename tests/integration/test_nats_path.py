@@ -132,15 +132,16 @@ class _FakeNats:
     def __init__(self, fail=(), silent=()) -> None:
         self.fail, self.silent = set(fail), set(silent)
         self.published: list[tuple[str, dict]] = []
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.sub = types.SimpleNamespace(_pending_queue=self.queue, _pending_size=0)
+        self.cb = None
 
     def new_inbox(self) -> str:
         return "_INBOX.test"
 
-    async def subscribe(self, subject: str):
+    async def subscribe(self, subject: str, cb):
+        """As nats-py: `cb` is called with each message, in order, after the publish returns."""
         assert subject == "_INBOX.test.*"
-        return self.sub
+        self.cb = cb
+        return types.SimpleNamespace()
 
     async def publish(self, subject, data, reply="", headers=None):
         msg_id = headers[HDR_MSG_ID]
@@ -153,7 +154,8 @@ class _FakeNats:
             answer = b'{"error":{"code":503,"description":"insufficient resources"}}'
         else:
             answer = b'{"stream":"YK_OUT","seq":%d}' % len(self.published)
-        self.queue.put_nowait(types.SimpleNamespace(subject=reply, data=answer, headers=None))
+        msg = types.SimpleNamespace(subject=reply, data=answer, headers=None)
+        asyncio.get_running_loop().call_soon(asyncio.ensure_future, self.cb(msg))
 
 
 class _FakeJs:

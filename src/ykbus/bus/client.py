@@ -17,6 +17,7 @@ Registered -> Recovering (applications first, then nodes with their existing all
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import json
@@ -28,7 +29,6 @@ from typing import Any
 import anyio
 import nats
 
-from ykbus.bus.delivered import Delivered
 from ykbus.bus.local import connect
 from ykbus.bus.subjects import (
     HDR_CONTENT_TYPE,
@@ -311,50 +311,75 @@ class NatsScheduler(SchedulerAPI):
         on the server: each output is delivered the moment it is stored, with no round trip
         per message; a new request is made when it is used up, expired, or not heard of for a
         while (a reconnect loses it). The server delivers only what is asked for, so nothing is
-        dropped on the way. Outputs that have arrived are handled in order without a pause
-        between them, then the last one is acknowledged (AckAll): exactly what was handled.
-        An output delivered again (after a reconnect) is acknowledged, not handed over twice."""
+        dropped on the way. nats-py's one task of the subscription hands each output over, in
+        order (no task per message); once none is left waiting behind it, the last one handled
+        is acknowledged (AckAll): exactly what was handled. An output delivered again (after a
+        reconnect) is acknowledged, not handed over twice."""
         durable = await self._attach()
-        inbox = self.nc.new_inbox()
-        sub = await self.nc.subscribe(inbox)
-        delivered = Delivered(sub)  # taken without a wake-up per message (bus/delivered.py)
         request = json.dumps({"batch": PULL_BATCH, "expires": int(PULL_EXPIRES_S * 1e9)}).encode()
         pull = f"$JS.API.CONSUMER.MSG.NEXT.{OUT_STREAM}.{durable}"
-        task_status.started()
         owed = 0  # outputs the standing pull request may still deliver
-        deadline = 0.0
+        pause = False  # the request ended abnormally: a moment before the next
+        failed: list[Exception] = []  # what a handler raised: raised here, not lost in nats-py's task
+        wake = anyio.Event()  # a new request is due
+        heard = 0.0  # when the callback last began or ended (monotonic)
+        busy = False  # the callback is handling an output
         unacked: Any = None  # the last output handled and not yet acknowledged
-        while True:
-            if owed <= 0:
-                try:
-                    await self.nc.publish(pull, request, reply=inbox)
-                except nats.errors.Error:  # reconnecting: the durable keeps our place
-                    await anyio.sleep(0.2)
-                    continue
-                owed, deadline = PULL_BATCH, time.monotonic() + PULL_EXPIRES_S + 1.0
-            if not delivered:
-                if unacked is not None:  # every output that arrived is handled
+
+        async def delivered(msg: Any) -> None:
+            nonlocal owed, pause, heard, busy, unacked
+            if failed:
+                return
+            heard, busy = time.monotonic(), True
+            status = msg.headers.get("Status") if msg.headers and not msg.data else None
+            try:
+                if status is None:
+                    owed -= 1
+                    await self._handle(msg)
+                    unacked = msg
+                elif status != "100":  # (100: an idle heartbeat)
+                    owed = 0  # 408: the request expired; 409 and others: it ended (consumer remade, ...)
+                    pause = status not in ("404", "408")
+                if unacked is not None and not sub.pending_msgs:  # every output that arrived is handled
                     await self._ack(unacked)
                     unacked = None
-                msg = None
-                with anyio.move_on_after(deadline - time.monotonic()):
-                    msg = await delivered.take()
-                if msg is None:
-                    owed = 0  # the request expired unheard of (lost in a reconnect): make another
-                    continue
-            else:
-                msg = delivered.take_nowait()
-            status = msg.headers.get("Status") if msg.headers and not msg.data else None
-            if status is not None:
-                if status == "100":  # idle heartbeat
-                    continue
-                owed = 0  # 408: the request expired; 409 and others: it ended (consumer remade, ...)
-                if status not in ("404", "408"):
-                    await anyio.sleep(0.2)
-                continue
-            owed -= 1
-            unacked = msg
-            await self._handle(msg)
+            except Exception as exc:  # noqa: BLE001 (raised by the loop below)
+                failed.append(exc)
+                owed = 0
+            finally:
+                heard, busy = time.monotonic(), False
+            if owed <= 0:
+                wake.set()
+
+        sub = await self.nc.subscribe(self.nc.new_inbox(), cb=delivered)
+        task_status.started()
+        try:
+            while True:
+                if failed:
+                    raise failed[0]
+                if owed <= 0:
+                    if pause:
+                        await anyio.sleep(0.2)
+                        pause = False
+                    try:
+                        await self.nc.publish(pull, request, reply=sub.subject)
+                    except nats.errors.Error:  # reconnecting: the durable keeps our place
+                        await anyio.sleep(0.2)
+                        continue
+                    owed, wake = PULL_BATCH, anyio.Event()  # (an output of the last request may come meanwhile)
+                    heard = time.monotonic()
+                # not heard of for a while, nothing left to handle: the request is lost (a
+                # reconnect), or its end was: make another
+                while not wake.is_set():
+                    wait = heard + PULL_EXPIRES_S + 1.0 - time.monotonic()
+                    if wait <= 0 and not busy and not sub.pending_msgs:
+                        owed = 0
+                        break
+                    with anyio.move_on_after(max(wait, 0.05)):
+                        await wake.wait()
+        finally:
+            with anyio.CancelScope(shield=True), contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()  # no output is handed over after this returns (the connection may be closed)
 
     async def _attach(self) -> str:
         """Ask the core for this RM's output consumer (`yk.v1.attach.<rm>`, docs/protocol.md):

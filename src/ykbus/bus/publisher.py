@@ -20,7 +20,6 @@ import anyio
 import msgspec
 from nats.js import api
 
-from ykbus.bus.delivered import Delivered
 from ykbus.bus.subjects import (
     HDR_CONTENT_TYPE,
     HDR_IN_SEQ,
@@ -171,8 +170,8 @@ class OutputPublisher:
         self._inflight: collections.deque[_Pending] = collections.deque()  # oldest first
         self._by_number: dict[int, _Pending] = {}  # in flight, by the number in its reply subject
         self._number = 0
-        self._acks: Any = None  # the inbox subscription
-        self._delivered: Delivered | None = None  # the acks it received, taken in bulk (bus/delivered.py)
+        self._acks: Any = None  # the inbox subscription: nats-py's task hands each ack to `_on_ack`
+        self._answered = asyncio.Event()  # set at each ack: a settle waiting for one looks again
         self._inbox = ""
         self._settling = asyncio.Lock()
         self.may_send: Callable[[], bool] = lambda: True  # the leader's lease holds (bus/leader.py)
@@ -289,8 +288,7 @@ class OutputPublisher:
     async def _send(self, part: Part) -> None:
         if self._acks is None:
             self._inbox = self._nc.new_inbox()
-            self._acks = await self._nc.subscribe(self._inbox + ".*")
-            self._delivered = Delivered(self._acks)
+            self._acks = await self._nc.subscribe(self._inbox + ".*", cb=self._on_ack)
         self._number += 1
         pending = _Pending(self._number, part, asyncio.get_running_loop().time() + ACK_TIMEOUT_S)
         self._by_number[pending.number] = pending
@@ -301,20 +299,16 @@ class OutputPublisher:
         """Stop hearing acks (what is in flight is the next leader's, or the next start's)."""
         if self._acks is not None:
             await self._acks.unsubscribe()
-            self._acks = self._delivered = None
+            self._acks = None
 
-    def _match(self, msg: Any) -> None:
-        """One ack to its output (an empty body is a status: no stream answered)."""
+    async def _on_ack(self, msg: Any) -> None:
+        """One ack to its output, as it arrives (an empty body is a status: no stream answered).
+        nats-py's one task of the subscription calls it for each, in order: no task per ack."""
         pending = self._by_number.pop(int(msg.subject[len(self._inbox) + 1:]), None)
         if pending is not None:  # None: the late answer to a publish already sent again
             status = (msg.headers or {}).get("Status", "?")
             pending.ack = msg.data or f'{{"error": "status {status}"}}'.encode()
-
-    def _take_acks(self) -> None:
-        """Match every ack that has arrived (taken in bulk: no wake-up per ack)."""
-        assert self._delivered is not None
-        for msg in self._delivered.drain():
-            self._match(msg)
+            self._answered.set()
 
     async def watch(self) -> None:
         """Between entries: an output whose answer was an error, or that is due unanswered,
@@ -328,7 +322,6 @@ class OutputPublisher:
             if self._acks is None or not self._inflight or self._settling.locked():
                 continue
             async with self._settling:
-                self._take_acks()
                 inflight, now = self._inflight, asyncio.get_running_loop().time()
                 while inflight and (inflight[0].ack is not None or inflight[0].due <= now):
                     await self._done(inflight.popleft())
@@ -344,14 +337,13 @@ class OutputPublisher:
 
     async def _settle(self, window: int) -> None:
         inflight = self._inflight
-        self._take_acks()
         while inflight and (len(inflight) > window or inflight[0].ack is not None):
             pending = inflight[0]
             if pending.ack is None:  # wait for the oldest one's answer (no timer when it is in)
                 with anyio.move_on_after(ACK_TIMEOUT_S):
                     while pending.ack is None:
-                        self._match(await self._delivered.take())  # type: ignore[union-attr]
-                        self._take_acks()
+                        self._answered.clear()
+                        await self._answered.wait()
             await self._done(inflight.popleft())
 
     async def _done(self, pending: _Pending) -> None:
