@@ -101,15 +101,23 @@ class NodeUsage:
     def moved(self, node: Node) -> None:
         """`node` came, or its room or state moved."""
         schedulable = node.state is NodeState.SCHEDULABLE
-        tenths: dict[str, int] = {}
         free, occupied = node.free, node.occupied
+        old = self.of_node.get(node.id)
+        if old is not None and old[0] == schedulable:  # mostly: an allocation that leaves it in its tenths
+            before, same = old[1], 0
+            for t, cap in node.capacity.items():
+                if cap:
+                    if before.get(t, -1) != tenth(cap - occupied.get(t, 0) - free.get(t, 0), cap):
+                        break
+                    same += 1
+            else:
+                if same == len(before):
+                    return  # (checked without building anything)
+        tenths: dict[str, int] = {}
         for t, cap in node.capacity.items():
             if cap:
                 tenths[t] = tenth(cap - occupied.get(t, 0) - free.get(t, 0), cap)
-        old = self.of_node.get(node.id)
         if old is not None:
-            if old[0] == schedulable and old[1] == tenths:
-                return  # mostly: an allocation that leaves the node in its tenths
             self._leave(node.id, old, tenths)
         self.schedulable += schedulable
         before = old[1] if old is not None else {}
