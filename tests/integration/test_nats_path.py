@@ -46,13 +46,19 @@ async def test_pipelined_publishes_are_each_acked_applied_once_and_answered_once
         nc = await nats.connect(nats_server.url)
         try:
             with anyio.fail_after(10):
-                while True:  # the last output handled is acknowledged (AckAll at the end of a burst)
-                    info = await nc.jetstream().consumer_info(OUT_STREAM, "rm_k8s")
-                    if info.num_ack_pending == 0 and info.ack_floor.stream_seq == api.last_output_seq:
-                        break
-                    await anyio.sleep(0.05)
+                await _acknowledged_to_the_last(nc, api)
         finally:
             await nc.close()
+
+
+async def _acknowledged_to_the_last(nc, api) -> None:
+    """Until the RM's consumer has the last output handled acknowledged, and none pending
+    (AckAll at the end of a burst)."""
+    while True:
+        info = await nc.jetstream().consumer_info(OUT_STREAM, "rm_k8s")
+        if info.num_ack_pending == 0 and info.ack_floor.stream_seq == api.last_output_seq:
+            return
+        await anyio.sleep(0.05)
 
 
 async def test_the_standing_pull_request_is_renewed_when_it_expires(nats_server, monkeypatch):
@@ -99,11 +105,7 @@ async def test_a_slow_rm_pulls_no_more_than_it_handles_and_acknowledges_what_it_
                     await anyio.sleep(0.05)
                 assert sorted(a.allocationKey for a in rec.allocations) == sorted(f"k{i}" for i in range(30))
                 assert most <= 4, f"{most} outputs delivered and not acknowledged: more than one request's"
-                while True:
-                    info = await nc.jetstream().consumer_info(OUT_STREAM, "rm_k8s")
-                    if info.num_ack_pending == 0 and info.ack_floor.stream_seq == api.last_output_seq:
-                        break
-                    await anyio.sleep(0.05)
+                await _acknowledged_to_the_last(nc, api)
         finally:
             await nc.close()
 
