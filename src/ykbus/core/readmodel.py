@@ -151,9 +151,8 @@ class NodeUsage:
         return sorted(self.buckets)
 
     def nodes_in(self, t: str) -> list[list[str]]:
-        """Per tenth, the ids of the nodes in it for resource `t` (none if no node has `t`)."""
-        per = self.buckets.get(t)
-        return [list(ids) for ids in per] if per is not None else [[] for _ in range(TENTHS)]
+        """Per tenth, the ids of the nodes in it for resource `t` (one of `types()`)."""
+        return [list(ids) for ids in self.buckets[t]]
 
     def counts(self, t: str) -> list[int]:
         per = self.buckets.get(t)

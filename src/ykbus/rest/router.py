@@ -393,18 +393,6 @@ def error(status: int, message: str) -> Answer:
 
 def answer(st: RestState, req: Request) -> Answer:
     """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server)."""
-    call = _resolve(st, req)
-    if not callable(call):
-        return call
-    try:
-        out = call()
-    except RestError as exc:
-        return error(exc.status, exc.message)
-    return _body(out)
-
-
-def _resolve(st: RestState, req: Request) -> Answer | Callable[[], Any]:
-    """The answer of the router itself (a redirect, OPTIONS, 405), or the route to call."""
     early = redirect(req.path)
     if early is not None:
         return early
@@ -415,10 +403,10 @@ def _resolve(st: RestState, req: Request) -> Answer | Callable[[], Any]:
     if found is None or req.method != found[0][1]:
         return 405, TEXT_TYPE, b"Method Not Allowed\n", {"Allow": allow, **NOSNIFF}
     (_, _, fn, fixed), params = found
-    return lambda: fn(st, req, **params, **fixed)
-
-
-def _body(out: Any) -> Answer:
+    try:
+        out = fn(st, req, **params, **fixed)
+    except RestError as exc:
+        return error(exc.status, exc.message)
     if isinstance(out, Raw):
         return 200, out.content_type, out.body, dict(CORS)
     return 200, JSON_TYPE, go_json(out), dict(CORS)
