@@ -69,3 +69,16 @@ async def test_a_scrape_walks_pending_asks_in_steps_and_counts_the_same() -> Non
     assert turns >= 3  # the 3 * STEP asks that wait: the writer could run after every step (the nodes: read model)
     assert scheduling(metrics.exposition()) == scheduling(at_once)
     assert b'ykbus_pending_asks{code="NoNodeRoom"} %d' % (3 * steps.STEP) in at_once  # the asks too big to fit
+
+
+async def test_a_scrape_lets_the_writer_run_between_its_families_and_exposes_the_same() -> None:
+    core = big_core()
+    st = router.RestState(live=lambda: core, started=0)
+    metrics = Metrics(st, figures)
+    at_once = metrics.exposition()
+    sliced, turns = await _while_counting(metrics.scrape)
+    families = [line for line in at_once.splitlines() if line.startswith(b"# TYPE ")]
+    assert len(families) > 20 and turns >= len(families)  # no slice formats two families
+    assert [line for line in sliced.splitlines() if line.startswith(b"# ")] == [
+        line for line in at_once.splitlines() if line.startswith(b"# ")]  # every family, in the same order
+    assert scheduling(sliced) == scheduling(at_once)

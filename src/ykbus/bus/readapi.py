@@ -152,8 +152,7 @@ class HttpReadApi:
         if request.path.startswith("/ws/v1/events/") and request.method == "GET" and self.events is not None:
             return await self._events(request, self.events)
         if request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
-            await self.metrics.prepare()  # the walk of every pending ask, in steps
-            exposition = self.metrics.exposition()  # the families are built here, from the state
+            exposition = await self.metrics.scrape()  # in slices, the writer applying entries between them
             return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
         body = await request.read() if request.can_read_body else b""
         req = router.Request(request.method, request.path, _query(request), request.headers.get("Accept", ""), body)

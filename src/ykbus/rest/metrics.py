@@ -13,6 +13,7 @@ clock, so YuniKorn's per-node and per-sort timings (`trynode_*`, `node_sorting_*
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import re
 from collections.abc import Callable, Iterator
@@ -243,24 +244,28 @@ class Metrics:
     def __init__(self, rest: RestState, service: Callable[[], dict[str, Any]]) -> None:
         disable_created_metrics()  # no `_created` series: YuniKorn's exposition has none
         self.registry = CollectorRegistry()
-        process_collector.ProcessCollector(registry=self.registry)
-        platform_collector.PlatformCollector(registry=self.registry)
-        gc_collector.GCCollector(registry=self.registry)
         self.collector = YunikornCollector(rest, service)
+        # what the registry holds, in its order: an exposition in slices formats them one family at a time
+        self.collectors: list[Any] = [process_collector.ProcessCollector(registry=self.registry),
+                                      platform_collector.PlatformCollector(registry=self.registry),
+                                      gc_collector.GCCollector(registry=self.registry), self.collector]
         self.registry.register(self.collector)
 
         def histogram(name: str, help_text: str, labels: tuple[str, ...] = (), buckets: Any = MS_BUCKETS) -> Histogram:
-            return Histogram(name, help_text, labels, registry=self.registry, buckets=buckets)
+            made = Histogram(name, help_text, labels, registry=self.registry, buckets=buckets)
+            self.collectors.append(made)
+            return made
 
         # observed once per entry by the writer: tallies, not prometheus_client's Histogram
         self.entry_ms = Tally(MS_BUCKETS)
         self.publish = Tally(PUBLISH_BUCKETS)
-        self.registry.register(TallyCollector([
+        self.collectors.append(tallies := TallyCollector([
             ("yunikorn_scheduler_scheduling_latency_milliseconds", "Latency of the main scheduling routine, in seconds.",
              self.entry_ms),
             ("yunikorn_scheduler_scheduling_cycle_milliseconds", "Time taken for a scheduling cycle, in seconds.",
              self.entry_ms),
             ("ykbus_output_publish_seconds", "Time to publish one entry's outputs.", self.publish)]))
+        self.registry.register(tallies)
         self.node_sorting = histogram("yunikorn_scheduler_node_sorting_latency_milliseconds",
                                       "Latency of all nodes sorting, in seconds.", ("level",))
         for level in ("app", "queue"):  # YuniKorn's levels, present with no observations
@@ -283,4 +288,29 @@ class Metrics:
         collector.walked = await steps.run_sliced(collector.walk(collector.rest.partitions()))
 
     def exposition(self) -> bytes:
+        """The whole exposition at once."""
         return generate_latest(self.registry)
+
+    async def scrape(self) -> bytes:
+        """The exposition as the HTTP server makes it, the writer applying entries between
+        its slices: the walks (`prepare`), then each collector's families, formatted one
+        family at a time (a whole exposition is about 1 ms of formatting, which once a second
+        held every entry that arrived meanwhile). The families of one collector are read
+        together, so each is consistent within itself, as in an exposition at once."""
+        await self.prepare()
+        parts = []
+        for collector in self.collectors:
+            for family in list(collector.collect()):
+                await asyncio.sleep(0)
+                parts.append(generate_latest(_Families(family)))
+        return b"".join(parts)
+
+
+class _Families:
+    """One family, as `generate_latest` reads a registry."""
+
+    def __init__(self, family: Metric) -> None:
+        self.family = family
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.family
