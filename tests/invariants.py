@@ -453,7 +453,7 @@ def read_model_is_the_state(p: Partition) -> None:
     """The read model folded from the applier's events says what the records say. The nodes'
     usage is kept once a reader asked: it is asked here, so from the next entry on the fold
     is what is checked."""
-    from ykbus.core.readmodel import NodeUsage, PartitionSummary
+    from ykbus.core.readmodel import NodeUsage, PartitionSummary, PendingCodes
 
     assert p.summary.dao() == PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations)).dao(), p.name
     p.usage.watch(p.nodes.values())
@@ -462,6 +462,16 @@ def read_model_is_the_state(p: Partition) -> None:
     assert p.usage.schedulable == rebuilt.schedulable, p.name
     assert {t: [set(ids) for ids in per] for t, per in p.usage.buckets.items()} == \
         {t: [set(ids) for ids in per] for t, per in rebuilt.buckets.items()}, p.name
+    parked, unparked = PendingCodes.of(p.apps.values())
+    assert p.pending_codes.parked == parked, p.name
+    assert {a.id: a.unparked for a in p.apps.values() if a.unparked} == unparked, p.name
+    by_walk: dict = {}  # what a reader walking every pending ask would count
+    for app in p.apps.values():
+        for k in app.asks.values():
+            if k.pending:
+                code = p.why_pending(k).code
+                by_walk[code] = by_walk.get(code, 0) + k.pending
+    assert p.pending_codes.counts(p.apps.values(), p.paused) == by_walk, p.name
 
 
 def state_is_consistent(core: Core) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from ykbus.log.jsonl import read_entries
 from ykbus.log.replay import guarded_core
-from ykbus.rest import dao, ops, steps
-from ykbus.rest.metrics import pending_asks
+from ykbus.rest import dao, ops
+from ykbus.rest.metrics import YunikornCollector
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = sorted((ROOT / "tests" / "traces").glob("*.in.jsonl")) + [ROOT / "examples" / "preemption.jsonl"]
@@ -26,8 +26,14 @@ def test_readers_shortcuts_equal_a_walk_after_every_entry(log):
         list(guard.apply(entry))
         for rm in guard.core.rms.values():
             for p in rm.partitions.values():
-                walked = sorted((a.id, k.key) for a in p.apps.values() for k in a.asks.values() if k.pending)
-                assert sorted((k.app.id, k.key) for k in pending_asks(p)) == walked, (log.name, entry.seq)
+                by_code: dict[str, int] = {}  # pending asks by why they wait, as `explain` gives it for each
+                for a in p.apps.values():
+                    for k in a.asks.values():
+                        if k.pending:
+                            code = p.why_pending(k).code.value
+                            by_code[code] = by_code.get(code, 0) + k.pending
+                scraped = YunikornCollector.read_model([(rm, p)])[2]
+                assert {c: n for c, n in scraped.items() if n} == by_code, (log.name, entry.seq)
                 for n in p.nodes.values():
                     for t in n.capacity:
                         held = sum(a.resource.get(t, 0) for a in n.allocations.values())
@@ -120,7 +126,7 @@ def test_node_utilizations_follow_every_change_of_a_node_once_asked():
 
     def check(step: str) -> None:
         assert answered() == _utilization_walked(p), step
-        active, ranges, _ = steps.run(YunikornCollector.walk([(core.rms["rm"], p)]))
+        active, ranges, _ = YunikornCollector.read_model([(core.rms["rm"], p)])
         walked = _utilization_walked(p)
         assert ranges["memory"] == [len(ids) for ids in walked["memory"]], step
         assert active == sum(n.state.value == "Schedulable" for n in p.nodes.values()), step

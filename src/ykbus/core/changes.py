@@ -415,6 +415,7 @@ class PartitionChanges(IndexedPartition):
         alloc.preempt_self = ask.preempt_self
         self.ledger.book(alloc, placed=True)
         ask.pending -= 1
+        self.pending_codes.tally(ask)
         ask.allocated += 1
         ask.reported = ""
         if ask.pending == 0:

@@ -194,6 +194,7 @@ class IndexedPartition(PartitionState):
             add_into(q.pending, total)
             q.sort_key = None
         ask.app.active.add(ask.entry)
+        self.pending_codes.tally(ask)
         self._ask_pending(ask)
 
     def _unpend(self, ask: Ask) -> None:
@@ -215,6 +216,7 @@ class IndexedPartition(PartitionState):
             ask.app.active.remove(ask.entry)
         ask.waiting = None
         ask.pending = 0
+        self.pending_codes.tally(ask)
         self._ask_not_pending(ask)
 
     def _unwait(self, ask: Ask) -> None:
@@ -244,6 +246,7 @@ class IndexedPartition(PartitionState):
                 self.pool.enter(ask, reserving)
         ask.waiting = where
         ask.why = reason
+        self.pending_codes.tally(ask)
         if not pooled:
             self.waits.add(ask, where)
             if reserving and where is NODE_ROOM:
@@ -265,6 +268,7 @@ class IndexedPartition(PartitionState):
         self.woken += 1
         ask.waiting = None
         ask.why = None
+        self.pending_codes.tally(ask)
         ask.app.active.add(ask.entry)
         self._sync_app(ask.app)
 
@@ -283,6 +287,7 @@ class IndexedPartition(PartitionState):
         self._unwait(ask)
         ask.waiting = None
         ask.why = None
+        self.pending_codes.tally(ask)
         ask.app.active.add(ask.entry)
 
     def _wake_at(self, kind: type, key: Any) -> None:

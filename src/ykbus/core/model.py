@@ -306,7 +306,7 @@ class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
                  "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved", "pooled",
-                 "preempt_self", "preempt_other", "preempt_after", "at")
+                 "preempt_self", "preempt_other", "preempt_after", "at", "tallied", "tallied_n")
 
     def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int, at: int = 0) -> None:
         self.key = msg.allocationKey
@@ -322,6 +322,10 @@ class Ask:
         self.reserved = ""  # the node reserved for it
         self.pooled = 0  # waiting for room in the partition's RoomWaits (core/waits.py): 1, and to reserve: 2
         self.preempt_after = 0  # log time before which it does not look for victims again (core/preemption.py)
+        # what the read model's PendingCodes counts of it: the code it is parked with (None:
+        # active, counted with its application), and its pending allocations then
+        self.tallied: why.PendingCode | None = None
+        self.tallied_n = 0
         self.update(msg, resource, shape)
 
     def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
@@ -384,7 +388,7 @@ class App:
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "leaders_waiting",
                  "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
-                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history")
+                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history", "unparked")
 
     def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int, submitted: int = 0) -> None:
         self.id = msg.applicationID
@@ -398,6 +402,7 @@ class App:
         self.seq = seq
         self.asks: ChunkedDict[Ask] = ChunkedDict()  # in the order they came (a large application's grows in pieces)
         self.active: SortedList = SortedList()
+        self.unparked = 0  # pending allocations of its asks that are not parked (the read model's PendingCodes)
         self.allocations: ChunkedDict[Alloc] = ChunkedDict()
         self.allocated: Res = {}
         self.pending: Res = {}
@@ -447,6 +452,15 @@ class App:
 
 def is_leader(ask: Ask) -> bool:
     return ask.tags.get(ROLE_TAG) == LEADER_ROLE
+
+
+def app_hold(app: App) -> why.Why | None:
+    """Why `app` holds its asks that are not parked, if it does: a queue's or limit's
+    `maxapplications` (it waits to start), or a `stateaware` queue not admitting it yet."""
+    reason = app.why
+    if reason is not None and (app.blocked_on is not None or reason.code is why.PendingCode.NOT_ADMITTED):
+        return reason
+    return None
 
 
 def pending_leader(app: App) -> Ask | None:

@@ -10,7 +10,14 @@ state, so a reader does not walk the live state.
   node index follows them too), from the first time a reader asks for it: until then the
   writer keeps nothing for it.
 
-Both are derived data: a snapshot does not store them, a restore rebuilds them from the
+- `PendingCodes` is what the metrics' `ykbus_pending_asks` reads: the pending allocations
+  of the partition's asks by the code of why they wait (core/why.py), as `why_pending` gives
+  it for each. A parked ask's code is its own, kept where it is parked and woken
+  (`IndexedPartition._wait`, `_wake`, `_activate`), and where its pending count moves
+  (`_pend`, `_unpend`, an allocation); an active ask is counted with its application, whose
+  hold (`app_hold`) is read when asked: a hold never touches each of its asks.
+
+All are derived data: a snapshot does not store them, a restore rebuilds them from the
 records (`of`), and the property test checks after every entry that each fold equals that
 rebuild.
 """
@@ -21,9 +28,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ykbus.core.lifecycle import AppState, NodeState
+from ykbus.core.model import app_hold
+from ykbus.core.why import PendingCode
 
 if TYPE_CHECKING:
-    from ykbus.core.model import Node
+    from ykbus.core.model import App, Ask, Node
 
 TENTHS = 10  # YuniKorn's buckets of usage: [0,10%], (10%,20%], ..., (90%,100%]
 
@@ -164,3 +173,71 @@ class NodeUsage:
         usage = NodeUsage()
         usage.watch(nodes)
         return usage
+
+
+class PendingCodes:
+    """The pending allocations of a partition's asks by the code of why they wait: those of
+    parked asks by their own code, kept here; those of active asks per application
+    (`App.unparked`), by its hold or `Queued`, when read."""
+
+    __slots__ = ("parked",)
+
+    def __init__(self) -> None:
+        self.parked: dict[PendingCode, int] = {}  # code -> pending allocations of the asks parked with it
+
+    def tally(self, ask: Ask) -> None:
+        """`ask` was parked, woken, or its pending count moved: count it where it is now."""
+        reason = ask.why
+        code = reason.code if ask.waiting is not None and reason is not None else None
+        n = ask.pending
+        old, old_n = ask.tallied, ask.tallied_n
+        if old is code and old_n == n:
+            return
+        parked = self.parked
+        if old_n:
+            if old is None:
+                ask.app.unparked -= old_n
+            else:
+                left = parked[old] - old_n
+                if left:
+                    parked[old] = left
+                else:
+                    del parked[old]
+        if n:
+            if code is None:
+                ask.app.unparked += n
+            else:
+                parked[code] = parked.get(code, 0) + n
+        ask.tallied, ask.tallied_n = code, n
+
+    def counts(self, apps: Iterable[App], paused: bool) -> dict[PendingCode, int]:
+        """Pending allocations per code (codes with none left out): a walk of the
+        applications (`apps`: the partition's), not of their asks. While the partition's RM
+        is paused, every one is `RMPaused`."""
+        out = dict(self.parked)
+        for app in apps:
+            n = app.unparked
+            if n:
+                held = app_hold(app)
+                code = held.code if held is not None else PendingCode.QUEUED
+                out[code] = out.get(code, 0) + n
+        if paused:
+            total = sum(out.values())
+            return {PendingCode.RM_PAUSED: total} if total else {}
+        return out
+
+    @staticmethod
+    def of(apps: Iterable[App]) -> tuple[dict[PendingCode, int], dict[str, int]]:
+        """What the fold should hold for `apps` as they are (the property test's reference):
+        the parked asks' pending allocations by code, and each application's unparked ones."""
+        parked: dict[PendingCode, int] = {}
+        unparked: dict[str, int] = {}
+        for app in apps:
+            for ask in app.asks.values():
+                if not ask.pending:
+                    continue
+                if ask.waiting is not None and ask.why is not None:
+                    parked[ask.why.code] = parked.get(ask.why.code, 0) + ask.pending
+                else:
+                    unparked[app.id] = unparked.get(app.id, 0) + ask.pending
+        return parked, unparked

@@ -75,13 +75,14 @@ DERIVED: dict[str, frozenset[str]] = {
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
                         "quota_delay_ms", "victims"}),  # tree, sums, config, cache, waiting asks by gate
-    "Ask": frozenset({"app", "required", "shape", "pooled"}),  # its owner; from its tags; the interned form of its resource; where it waits
+    "Ask": frozenset({"app", "required", "shape", "pooled", "tallied", "tallied_n"}),  # its owner; from its tags; the interned form of its resource; where it waits
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
-                      "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room"}),  # sorted lists, sums, caches, the limits that apply
+                      "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
+                      "unparked"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
                             "paused", "waits", "reserve_waiters",  # RM's
-                            "pool", "summary", "usage", "preempted", "victims_indexed",
+                            "pool", "summary", "usage", "pending_codes", "preempted", "victims_indexed",
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
@@ -486,6 +487,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
                 app.leaders_waiting += is_leader(ask)
                 if ask.waiting is None:
                     app.active.add(ask.entry)
+                p.pending_codes.tally(ask)
         app.max_priority = max(app.priorities) if app.priorities else None
 
     for q in p.queues.values():

@@ -27,10 +27,11 @@ from ykbus.core.model import (
     Queue,
     Terminated,
     Tracker,
+    app_hold,
     full_path,
 )
 from ykbus.core.policies import NodePolicies
-from ykbus.core.readmodel import NodeUsage, PartitionSummary
+from ykbus.core.readmodel import NodeUsage, PartitionSummary, PendingCodes
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import Timer
@@ -77,6 +78,7 @@ class PartitionState:
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
         self.usage = NodeUsage()  # the nodes by tenth of usage (a read model), once a reader asked
+        self.pending_codes = PendingCodes()  # pending asks by why they wait (a read model)
         self.preempted: dict[str, Node] = {}  # nodes with preempted allocations the RM has not released yet
         self.victims_indexed = False  # the leaves keep their allocations that may be preempted (Queue.victims)
 
@@ -134,7 +136,5 @@ class PartitionState:
             return why.rm_paused(self.rm)
         if ask.waiting is not None and ask.why is not None:
             return ask.why
-        app = ask.app
-        if app.why is not None and (app.blocked_on is not None or app.why.code is why.PendingCode.NOT_ADMITTED):
-            return app.why
-        return why.QUEUED
+        held = app_hold(ask.app)
+        return held if held is not None else why.QUEUED

@@ -33,14 +33,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from ykbus.core.lifecycle import AppState
-from ykbus.core.model import Ask
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager
-from ykbus.core.waits import ROOM
 from ykbus.core.why import PendingCode
-from ykbus.rest import steps
 from ykbus.rest.router import RestState
-from ykbus.rest.steps import STEP, Steps
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
 MS_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1, 10, 100, 1000, 10000, float("inf"))  # YuniKorn's (ms)
@@ -81,26 +77,12 @@ class TallyCollector(Collector):
 USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]", "(60%,70%]",
                 "(70%,80%]", "(80%,90%]", "(90%,100%]")
 NODE_USAGE_TYPES = ("memory", "pods", "vcore")  # YuniKorn's families per resource (others: see docs)
-Walked = tuple[int, dict[str, list[int]], dict[str, int]]  # schedulable nodes, nodes per usage tenth, asks per code
+ReadModel = tuple[int, dict[str, list[int]], dict[str, int]]  # schedulable nodes, nodes per usage tenth, asks per code
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def _state(s: AppState | str) -> str:
     return (s.value if isinstance(s, AppState) else s).lower()
-
-
-def pending_asks(p: Partition) -> Iterator[Ask]:
-    """The partition's pending asks, each once, without a walk of those already placed: the
-    active ones of each application, those behind its gates, and those at a wait place."""
-    for app in p.apps.values():
-        for entry in app.active:
-            yield entry[-1]
-        for (kind, _), entries in app.pooled.items():
-            if kind == ROOM:  # an ask waiting to reserve is behind a second gate too
-                for entry in entries:
-                    yield entry[-1]
-    for group in p.waits.places.values():
-        yield from group.values()
 
 
 class YunikornCollector(Collector):
@@ -109,14 +91,13 @@ class YunikornCollector(Collector):
     def __init__(self, rest: RestState, service: Callable[[], dict[str, Any]]) -> None:
         self.rest = rest
         self.service = service  # the service's figures of the moment (entries, lag, snapshot age, RMs)
-        self.walked: Walked | None = None  # the walks' result, made in steps before a scrape (Metrics.prepare)
 
     @staticmethod
-    def walk(parts: list[tuple[ResourceManager, Partition]]) -> Steps[Walked]:
-        """Schedulable nodes and nodes per tenth of usage by resource, from the read model
-        (core/readmodel.py `NodeUsage`); pending asks by why they wait, in a walk of them
-        (rest/steps.py)."""
-        active, work = 0, 0
+    def read_model(parts: list[tuple[ResourceManager, Partition]]) -> ReadModel:
+        """Schedulable nodes, nodes per tenth of usage by resource, and pending asks by why
+        they wait, from the read model (core/readmodel.py `NodeUsage`, `PendingCodes`): no
+        walk of the nodes or of the pending asks."""
+        active = 0
         ranges = {t: [0] * 10 for t in NODE_USAGE_TYPES}
         codes = {c.value: 0 for c in PendingCode}
         for _rm, p in parts:
@@ -125,14 +106,8 @@ class YunikornCollector(Collector):
             active += usage.schedulable
             for t in NODE_USAGE_TYPES:
                 ranges[t] = [a + b for a, b in zip(ranges[t], usage.counts(t), strict=True)]
-        for _rm, p in parts:
-            for ask in list(pending_asks(p)):
-                work += 1
-                if not work % STEP:
-                    yield None
-                if ask.pending:  # (still pending after a step)
-                    code = p.why_pending(ask).code.value
-                    codes[code] = codes.get(code, 0) + ask.pending
+            for code, n in p.pending_codes.counts(p.apps.values(), p.paused).items():
+                codes[code.value] += n
         return active, ranges, codes
 
     def collect(self) -> Iterator[Metric]:
@@ -167,8 +142,7 @@ class YunikornCollector(Collector):
         by_queue_state: dict[tuple[str, str], int] = {}
         per_state: dict[str, int] = {}
         counted: dict[tuple[str, str, str], int] = {}
-        walked, self.walked = self.walked, None
-        active, ranges, codes = walked if walked is not None else steps.run(self.walk(parts))
+        active, ranges, codes = self.read_model(parts)
         for _rm, p in parts:
             for key, n in p.summary.counts.items():
                 counted[key] = counted.get(key, 0) + n
@@ -281,23 +255,16 @@ class Metrics:
         """One entry applied in `seconds` (the core's pass included)."""
         self.entry_ms.observe(seconds * 1000)
 
-    async def prepare(self) -> None:
-        """Make the walks of the next exposition in steps, the writer applying entries
-        between them (the service's HTTP server calls it before each scrape)."""
-        collector = self.collector
-        collector.walked = await steps.run_sliced(collector.walk(collector.rest.partitions()))
-
     def exposition(self) -> bytes:
         """The whole exposition at once."""
         return generate_latest(self.registry)
 
     async def scrape(self) -> bytes:
         """The exposition as the HTTP server makes it, the writer applying entries between
-        its slices: the walks (`prepare`), then each collector's families, formatted one
-        family at a time (a whole exposition is about 1 ms of formatting, which once a second
-        held every entry that arrived meanwhile). The families of one collector are read
-        together, so each is consistent within itself, as in an exposition at once."""
-        await self.prepare()
+        its slices: each collector's families, formatted one family at a time (a whole
+        exposition is about 1 ms of formatting, which once a second held every entry that
+        arrived meanwhile). The families of one collector are read together, so each is
+        consistent within itself, as in an exposition at once."""
         parts = []
         for collector in self.collectors:
             for family in list(collector.collect()):
