@@ -150,3 +150,11 @@ def test_unparsable_priority_offset_counts_as_zero():
     from ykbus.core.config import parse_offset
     assert parse_offset("100") == 100 and parse_offset("") == 0 and parse_offset("x") == 0
     assert parse_offset(str(2**31)) == 0 and parse_offset("-5") == -5
+
+
+@pytest.mark.parametrize("weight", [".inf", "-.inf", ".nan", "-1"])
+def test_a_resource_weight_that_is_not_a_finite_number_at_least_0_is_refused(weight):
+    policy = "{type: fair, resourceweights: {vcore: " + weight + "}}"
+    text = f"partitions:\n  - name: default\n    nodesortpolicy: {policy}\n    queues:\n      - name: root\n"
+    [error] = errors_of(text)
+    assert error.startswith("partitions[0].nodesortpolicy.resourceweights.vcore: expected a finite number >= 0")

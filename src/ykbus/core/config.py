@@ -35,6 +35,7 @@ Rules, as YuniKorn applies them:
 from __future__ import annotations
 
 import enum
+import math
 import re
 from fractions import Fraction
 from typing import Any
@@ -604,8 +605,8 @@ def _nodesort(obj: object, path: str, errors: _Errors) -> NodeSortConfig:
     if given:
         weights = {}
         for name, value in given.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                errors.add(f"{path}.resourceweights.{name}", f"expected a number >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                errors.add(f"{path}.resourceweights.{name}", f"expected a finite number >= 0, got {value!r}")
                 continue
             weights[str(name)] = float(value)
     return NodeSortConfig(type=policy, resourceweights=weights)

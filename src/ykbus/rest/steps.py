@@ -1,10 +1,11 @@
-"""Reads in steps: a read that walks many records (nodes, pending asks, allocations) is a
-generator that yields after each STEP units of work, and returns its answer. Run at once
-(`run`), or between the writer's entries (`run_sliced`): then the writer applies what
-arrived after each step, and a dashboard polling every second no longer holds it for the
-7-8 ms a walk of 5,000 nodes takes. Records read in one step are read whole; a read that
+"""Reads in steps: a read that must walk many records (the health check: every node and
+allocation) is a generator that yields after each STEP units of work, and returns its
+answer. Run at once (`run`), or between the writer's entries (`run_sliced`): then the
+writer applies what arrived after each step, and is never held for the whole walk (most of
+a second at 400,000 allocations). Records read in one step are read whole; a read that
 spans steps sees the records as each step finds them (as YuniKorn's own reads, which lock
-one object at a time)."""
+one object at a time). What a dashboard polls reads the read model instead
+(core/readmodel.py): no walk at all."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TypeVar
 T = TypeVar("T")
 Steps = Generator[None, None, T]
 
-STEP = 512  # units of work (a node, a pending ask) between two yields: well under a millisecond
+STEP = 512  # units of work (a node, an allocation) between two yields: well under a millisecond
 
 
 def run(steps: Steps[T]) -> T:
