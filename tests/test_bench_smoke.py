@@ -101,6 +101,12 @@ def test_e2e():
     assert r["allocations"] > 0
 
 
+def test_e2e_polled_fetches_what_a_dashboard_polls_from_the_core_while_it_works():
+    (r,) = bench("e2e", "--seconds", "1", "--nodes", "10", "--batch", "50", "--repeat", "1", "--poll", "0.2")
+    assert r["allocations"] > 0
+    assert r["polls"] >= 3 and r["polled_bytes"] > r["polls"] * 1000  # every route, every time (a scrape alone is KBs)
+
+
 def test_shards_one_row_per_shard_count_every_ask_placed_once():
     rows = bench("shards", "--nodes", "400", "--allocations", "4000", "--rms", "4", "--shards", "1,2,4")
     assert [r["shards"] for r in rows] == [1, 2, 4]

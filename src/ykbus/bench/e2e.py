@@ -18,12 +18,12 @@ reads (`--no-reads`, HTTP off), and the polls go to the reader.
 from __future__ import annotations
 
 import gc
+import http.client
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -62,22 +62,27 @@ class _Counter(ResourceManagerCallback):
         self.changed = anyio.Event()
 
 
-def _poll_once(port: int) -> int:
+def _poll_once(conn: http.client.HTTPConnection) -> int:
     total = 0
     for path in POLLED:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+        conn.request("GET", path)
+        with conn.getresponse() as r:
             total += len(r.read())
     return total
 
 
 def poll_forever(port: int, every: float) -> None:
-    """The dashboard (run in a process of its own): every `every` seconds, fetch POLLED;
-    print the bytes each poll read, a line each."""
+    """The dashboard (run in a process of its own): every `every` seconds, fetch POLLED over
+    one kept-alive connection, as a browser or Prometheus does (a new connection a request
+    costs the server about 0.25 ms of CPU, against 0.14 ms kept alive); print the bytes each
+    poll read, a line each."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     while True:
         time.sleep(every)
         try:
-            print(_poll_once(port), flush=True)
-        except ConnectionRefusedError:  # a reader process still starting: the next poll
+            print(_poll_once(conn), flush=True)
+        except (ConnectionError, http.client.HTTPException):  # a reader still starting, or the server closed it
+            conn.close()  # (the next request connects again)
             continue
 
 
