@@ -10,7 +10,7 @@ import pytest
 from ykbus.bench.run import fresh_core
 from ykbus.core import Core
 from ykbus.log.build import LogBuilder, app, ask, node
-from ykbus.rest import router, steps
+from ykbus.rest import ops, router, steps
 from ykbus.rest.metrics import Metrics
 
 pytestmark = pytest.mark.anyio
@@ -83,3 +83,30 @@ async def test_a_scrape_lets_the_writer_run_between_its_families_and_exposes_the
     assert [line for line in sliced.splitlines() if line.startswith(b"# ")] == [
         line for line in at_once.splitlines() if line.startswith(b"# ")]  # every family, in the same order
     assert scheduling(sliced) == scheduling(at_once)
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+async def test_the_health_check_names_what_is_inconsistent_walked_at_once_or_in_steps(sliced) -> None:
+    core = big_core()
+    rm = core.rms["rm"]
+    p = rm.partitions["default"]
+    check = (lambda: ops.healthcheck_sliced([(rm.id, p)])) if sliced else (lambda: _at_once(ops.healthcheck([(rm.id, p)])))
+    assert (await check())["Healthy"]
+    held = sorted(p.allocations.values(), key=lambda a: a.uuid)
+    lost = held[0]  # an allocation its node and application hold that the partition has lost
+    del p.allocations[lost.uuid]
+    off = held[-1].node  # a node whose free room no longer adds up
+    off.free = {**off.free, "memory": off.free.get("memory", 0) + 1}
+    answer = await check()
+    failed = {c["Description"]: c["DiagnosisMessage"] for c in answer["HealthChecks"] if not c["Succeeded"]}
+    assert not answer["Healthy"]
+    assert failed == {
+        "Check if node total resource = allocated resource + occupied resource + available resource":
+            f"Nodes with inconsistent data: [{off.id}]",
+        "Check if there are orphan allocations on the nodes": f"Orphan allocations: [{lost.uuid}]",
+        "Check if there are orphan allocations on the applications": f"OrphanAllocations: [{lost.uuid}]",
+    }
+
+
+async def _at_once(answer):
+    return answer

@@ -230,6 +230,7 @@ def health_steps(parts: list[tuple[str, Partition]]) -> Generator[None, None, di
                 total[k] = total.get(k, 0) + v
         if {k: v for k, v in total.items() if v} != {k: v for k, v in p.total.items() if v}:
             bad_totals.append(p.name)
+        booked = p.allocations.get
         for n in list(p.nodes.values()):
             if work >= HEALTH_STEP:
                 work = 0
@@ -241,12 +242,16 @@ def health_steps(parts: list[tuple[str, Partition]]) -> Generator[None, None, di
             reserved += n.reserved is not None
             if any(v < 0 for r in (n.capacity, n.occupied, n.free) for v in r.values()):
                 neg_nodes.append(n.id)
+            used: dict[str, int] = {}  # what its allocations hold, in one pass over them
+            for a in n.allocations.values():
+                if booked(a.uuid) is not a:
+                    orphans_node.append(a.uuid)
+                for k, v in a.resource.items():
+                    used[k] = used.get(k, 0) + v
             for k, cap in n.capacity.items():
-                used = sum(a.resource.get(k, 0) for a in n.allocations.values())
-                if cap != used + n.occupied.get(k, 0) + n.free.get(k, 0):
+                if cap != used.get(k, 0) + n.occupied.get(k, 0) + n.free.get(k, 0):
                     bad_nodes.append(n.id)
                     break
-            orphans_node += [a.uuid for a in n.allocations.values() if p.allocations.get(a.uuid) is not a]
         for app in list(p.apps.values()):
             held = list(app.allocations.values())
             for i in range(0, len(held), HEALTH_STEP):
@@ -255,8 +260,7 @@ def health_steps(parts: list[tuple[str, Partition]]) -> Generator[None, None, di
                     yield None
                 chunk = held[i:i + HEALTH_STEP]
                 work += len(chunk)
-                orphans_app += [a.uuid for a in chunk if p.allocations.get(a.uuid) is not a
-                                and app.allocations.get(a.uuid) is a]
+                orphans_app += [a.uuid for a in chunk if booked(a.uuid) is not a and app.allocations.get(a.uuid) is a]
     checks = [
         _check("Scheduling errors", "Check for scheduling error entries in metrics", [],
                "There were 0 scheduling errors logged in the metrics"),
