@@ -627,6 +627,7 @@ def test_fit_cache_never_changes_a_decision(monkeypatch):
 
     def run(after):
         monkeypatch.setattr(scheduling, "FIT_CACHE_AFTER", after)
+        monkeypatch.setattr(scheduling, "FIT_CACHE_NODES", 0)
         core, log, out = Core(load_yaml=load_yaml), LogBuilder("rm"), []
         cfg = TWO_QUEUES.replace("    queues:\n", "    nodesortpolicy: {type: binpacking}\n    queues:\n", 1)
         entries = [log.register(cfg),

@@ -71,6 +71,9 @@ if TYPE_CHECKING:
     from ykbus.core.state import PartitionState
 
 FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
+# ... in a partition of at least this many schedulable nodes: below it a walk over every node
+# costs less than the index's upkeep (a sorted list moved at every allocation of the pass)
+FIT_CACHE_NODES = 64
 NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
 
 
@@ -82,8 +85,8 @@ class Scheduler:
         self.part = partition
         # scratch of one pass: within a pass free capacity only shrinks, so a shape that
         # found no node finds none again; and shape -> (resource, the node_index keys of the
-        # nodes it fits), built once a walk skipped FIT_CACHE_AFTER nodes, kept current by
-        # `node_moved`
+        # nodes it fits), built once a walk skipped FIT_CACHE_AFTER nodes (of FIT_CACHE_NODES
+        # or more), kept current by `node_moved`
         self.failed_shapes: set[Shape] = set()
         self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
         # shape -> the schedulable nodes whose capacity takes it, best to reserve first (the
@@ -438,8 +441,9 @@ class Scheduler:
                 node = nodes[index[0][1]]
                 if fits(res, node.free) and (node.reserved is None or node.reserved is ask):
                     return node
+            cache_after = FIT_CACHE_AFTER if len(index) >= FIT_CACHE_NODES else -1
             for skipped, key in enumerate(index):
-                if skipped == FIT_CACHE_AFTER:
+                if skipped == cache_after:
                     fitting = SortedList(k for k in part.node_index if fits(res, nodes[k[1]].free))
                     cached = self.fit_cache[ask.shape] = (res, fitting)
                     break
