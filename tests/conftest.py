@@ -1,8 +1,12 @@
 import pytest
 
-from ykbus.core import Core
+from ykbus.core import Core, scheduling
 from ykbus.log.build import LogBuilder
 from ykbus.yamlload import load_yaml
+
+# Every test's pass checks that an ask judged behind a gate finds, among the nodes that opened
+# it, the node a walk of every node finds (core/scheduling.py `first_fit`)
+scheduling.CHECK_OPENERS = True
 
 
 class Harness:

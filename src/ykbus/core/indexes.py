@@ -59,10 +59,9 @@ class IndexedPartition(PartitionState):
         if node.state is NodeState.SCHEDULABLE:
             node.key = self.scorer.key(node)
             self.node_index.add(node.key)
-        if self.scheduler.fit_cache:
-            self.scheduler.node_moved(node, old)
-        if self.scheduler.reservable_cache:
-            self.scheduler.node_reindexed()
+        finder = self.scheduler.finder
+        if finder.fit_cache or finder.reservable_cache:
+            finder.node_moved(node, old)
         if self.policies.orderings:
             self.policies.node_moved(node)
         if self.usage.watched:
@@ -334,7 +333,7 @@ class IndexedPartition(PartitionState):
                     self.waits.remove(ask, NODE_ROOM)
                     self._wake(ask)
         if self.pool.shapes:
-            self._opened(self.pool.open_fitting(node.free))
+            self._opened(self.pool.open_fitting(node))
 
     def _wake_queue(self, q: Queue) -> None:
         """Usage in `q` fell (or its max rose): the asks its max held are judged again."""

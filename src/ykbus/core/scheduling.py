@@ -74,27 +74,22 @@ FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes 
 # ... in a partition of at least this many schedulable nodes: below it a walk over every node
 # costs less than the index's upkeep (a sorted list moved at every allocation of the pass)
 FIT_CACHE_NODES = 64
+# tests: a node found for an ask behind a gate among the nodes that opened it (core/waits.py
+# `openers`) is checked against a walk of every node
+CHECK_OPENERS = False
 NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
 
 
 class Scheduler:
-    __slots__ = ("part", "failed_shapes", "fit_cache", "reservable_cache", "none_to_reserve", "no_room", "closed",
+    __slots__ = ("part", "finder", "failed_shapes", "none_to_reserve", "no_room", "closed",
                  "freed", "claimed", "now", "tried")
 
     def __init__(self, partition: PartitionState) -> None:
         self.part = partition
+        self.finder = NodeFinder(partition)  # which node an ask takes or reserves, and its caches
         # scratch of one pass: within a pass free capacity only shrinks, so a shape that
-        # found no node finds none again; and shape -> (resource, the node_index keys of the
-        # nodes it fits), built once a walk skipped FIT_CACHE_AFTER nodes (of FIT_CACHE_NODES
-        # or more), kept current by `node_moved`
+        # found no node finds none again
         self.failed_shapes: set[Shape] = set()
-        self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
-        # shape -> the schedulable nodes whose capacity takes it, best to reserve first (the
-        # order of `_reservable`): built once per shape in a pass, so asks of one shape that
-        # pass their reservation delay together walk the nodes once, not once each. Dropped
-        # when any node's room or state moves (`node_reindexed`); reserved nodes are skipped
-        # when read, as a reservation moves no room.
-        self.reservable_cache: dict[Shape, list[Node]] = {}
         # the shapes that found no node to reserve, until what a reservation can take changes
         # (a node comes, comes back, grows, or loses its reservation: the partition's
         # `_wake_reserve_waiters` forgets them all); kept across passes
@@ -115,23 +110,11 @@ class Scheduler:
 
     def start(self, now: int) -> None:
         self.failed_shapes.clear()
-        self.reservable_cache.clear()
+        self.finder.reservable_cache.clear()
         self.now = now
 
     def finish(self) -> None:
-        self.fit_cache.clear()
-        self.reservable_cache.clear()
-
-    def node_moved(self, node: Node, old: Any) -> None:
-        """Keep the fit caches current: `node` left index key `old` for `node.key`."""
-        for res, fitting in self.fit_cache.values():
-            if old is not None:
-                if fitting and fitting[0] == old:  # mostly the node just allocated on: no search
-                    del fitting[0]
-                else:
-                    fitting.discard(old)
-            if node.key is not None and fits(res, node.free):
-                fitting.add(node.key)
+        self.finder.clear()
 
     # --- one walk ----------------------------------------------------------------------
 
@@ -233,7 +216,7 @@ class Scheduler:
                 if gang_planned:
                     continue
                 gang_planned = True
-                decisions = plan_gang(app, GangOverlay(self.part, self.fit_cache))
+                decisions = plan_gang(app, GangOverlay(self.part, self.finder.fit_cache))
                 plan.extend(decisions)
                 if decisions[-1].__class__ is GangAllocate:
                     return True
@@ -368,7 +351,7 @@ class Scheduler:
                 return awaiting_victims(ask, own)
         if ask.shape not in self.failed_shapes:
             policy = app.policy
-            node: Node | None = self.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
+            node: Node | None = self.finder.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
@@ -391,7 +374,7 @@ class Scheduler:
             return Park(ask, NODE_ROOM, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
         if (ask.since and ask.shape not in self.none_to_reserve
                 and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000):
-            free_soonest = self._reservable(ask)
+            free_soonest = self.finder.reservable(ask)
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
             self.none_to_reserve[ask.shape] = None
@@ -404,7 +387,45 @@ class Scheduler:
             no_room = self.no_room[ask.shape] = why.no_node_room(res)
         return Park(ask, NODE_ROOM, m.SchedulingState.FAILED, no_room)
 
-    def _reservable(self, ask: Ask) -> Node | None:
+
+class NodeFinder:
+    """Which node an ask takes (`first_fit`, in the node index's order) or reserves
+    (`reservable`), with the caches of one pass that keep those cheap as the pass moves nodes."""
+
+    __slots__ = ("part", "fit_cache", "reservable_cache")
+
+    def __init__(self, part: PartitionState) -> None:
+        self.part = part
+        # shape -> (resource, the node_index keys of the nodes it fits), built once a walk
+        # skipped FIT_CACHE_AFTER nodes (of FIT_CACHE_NODES or more), kept current by `node_moved`
+        self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
+        # shape -> the schedulable nodes whose capacity takes it, best to reserve first (the
+        # order of `reservable`): built once per shape in a pass, so asks of one shape that
+        # pass their reservation delay together walk the nodes once, not once each. Dropped
+        # when any node's room or state moves (`node_moved`); reserved nodes are skipped
+        # when read, as a reservation moves no room.
+        self.reservable_cache: dict[Shape, list[Node]] = {}
+
+    def clear(self) -> None:
+        """The pass is over: what it cached goes."""
+        self.fit_cache.clear()
+        self.reservable_cache.clear()
+
+    def node_moved(self, node: Node, old: Any) -> None:
+        """`node` left index key `old` for `node.key` (its room or state moved): the fit caches
+        follow it, the reservation candidates of this pass are stale."""
+        for res, fitting in self.fit_cache.values():
+            if old is not None:
+                if fitting and fitting[0] == old:  # mostly the node just allocated on: no search
+                    del fitting[0]
+                else:
+                    fitting.discard(old)
+            if node.key is not None and fits(res, node.free):
+                fitting.add(node.key)
+        if self.reservable_cache:
+            self.reservable_cache.clear()
+
+    def reservable(self, ask: Ask) -> Node | None:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
         capacity (less what others occupy) takes it, the one missing the least of it (as
         a fraction of what it asks), ties by node id. None: larger than every such node."""
@@ -426,12 +447,30 @@ class Scheduler:
                 return node
         return None
 
-    def node_reindexed(self) -> None:
-        """A node's room or state moved: the reservation candidates of this pass are stale."""
-        self.reservable_cache.clear()
-
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
+        if ask.pooled:  # judged behind an open gate: only a node that opened it may have room
+            found = self._opener_fit(ask)
+            if CHECK_OPENERS:
+                walked = self._first_fit(ask)
+                assert found is walked, f"{ask.key}: among the openers {found and found.id}, walked {walked and walked.id}"
+            return found
+        return self._first_fit(ask)
+
+    def _opener_fit(self, ask: Ask) -> Node | None:
+        """`first_fit` for an ask behind a gate: the first in index order of the nodes whose
+        room opened its room gate this entry (none opened it: none has room for it)."""
+        best: Node | None = None
+        best_key: tuple[float, str] | None = None
+        res = ask.resource
+        for node in self.part.pool.openers.get(ask.shape, ()):
+            key = node.key
+            if (key is not None and fits(res, node.free) and (node.reserved is None or node.reserved is ask)
+                    and (best_key is None or key < best_key)):
+                best, best_key = node, key
+        return best
+
+    def _first_fit(self, ask: Ask) -> Node | None:
         part = self.part
         res, nodes = ask.resource, part.nodes
         cached = self.fit_cache.get(ask.shape)

@@ -44,7 +44,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from ykbus.core.model import NODE_ROOM, App, Ask, NodeRoom, Shape, Wait
+from ykbus.core.model import NODE_ROOM, App, Ask, Node, NodeRoom, Shape, Wait
 from ykbus.core.resources import Res, fits
 
 ROOM = 0  # a gate of asks waiting for room for their shape
@@ -60,11 +60,15 @@ POOLED_RESERVING = 2  # behind its ROOM gate and its RESERVE gate
 class RoomWaits:
     """Every ask waiting for node room that is not of a gang, by gate."""
 
-    __slots__ = ("gates", "open", "shapes", "app_key")
+    __slots__ = ("gates", "open", "openers", "shapes", "app_key")
 
     def __init__(self, app_key: Callable[[App], tuple[Any, ...]]) -> None:
         self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}
         self.open: dict[Gate, None] = {}  # insertion-ordered: no set iteration order in decisions
+        # shape -> the nodes whose room opened its room gate this entry. An ask behind a gate
+        # found no node when it parked, and room comes to a node only through `open_fitting`:
+        # these are the only nodes that may take it now (the planner looks at them alone)
+        self.openers: dict[Shape, list[Node]] = {}
         self.shapes: dict[Shape, Res] = {}  # the resource of each shape waiting, to test it against free room
         self.app_key = app_key  # an application's sort key in its leaf (the partition's)
 
@@ -146,17 +150,24 @@ class RoomWaits:
 
     # --- gates ---------------------------------------------------------------------------
 
-    def open_fitting(self, free: Res) -> list[Gate]:
-        """Room `free` came on a schedulable node: open the room gates of the shapes it takes
-        (their asks past the reservation delay are behind them too: what they may reserve
-        has not changed, so the reservation gates stay as they are)."""
+    def open_fitting(self, node: Node) -> list[Gate]:
+        """Room came on `node`, schedulable: open the room gates of the shapes its free room
+        takes, and remember it as a node that may take them (their asks past the reservation
+        delay are behind those gates too: what they may reserve has not changed, so the
+        reservation gates stay as they are)."""
         opened = []
+        free = node.free
         for shape, res in self.shapes.items():
             if fits(res, free):
                 gate = (ROOM, shape)
                 if gate in self.gates:
                     self.open[gate] = None
                     opened.append(gate)
+                    openers = self.openers.get(shape)
+                    if openers is None:
+                        self.openers[shape] = [node]
+                    elif node not in openers:
+                        openers.append(node)
         return opened
 
     def open_reserving(self) -> list[Gate]:
@@ -175,6 +186,7 @@ class RoomWaits:
             if waiters and gate not in judged:
                 asks.update(waiters)
         self.open.clear()
+        self.openers.clear()
         return list(asks.values())
 
 
