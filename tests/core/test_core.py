@@ -586,6 +586,31 @@ def test_unrelated_entries_do_not_retry_waiting_asks(h):
     assert tries == ["k2", "k3"]
 
 
+def test_an_ask_behind_a_gate_is_fitted_against_the_nodes_that_opened_it(h):
+    """An ask behind a gate found no node when it parked; only a node whose room opened its
+    gate may take it, so only those are looked at. The tests' check (CHECK_OPENERS, on for
+    every test) walks every node too, and names a node the openers missed."""
+    import pytest
+
+    from ykbus.core import scheduling
+
+    assert scheduling.CHECK_OPENERS
+    h.setup(TWO_QUEUES, n1={"vcore": 1000}, n2={"vcore": 1000})
+    h.do(h.log.apps(app("big", "prod")))
+    h.do(h.log.asks(ask("k", "big", vcore=2000)))
+    p = h.core.rms["rm-1"].partitions["default"]
+    k = p.apps["big"].asks["k"]
+    assert k.pooled and p.pool.openers == {}
+    finder = p.scheduler.finder
+    n2 = p.nodes["n2"]
+    n2.free = {"vcore": 3000}  # room that came without opening its gate (the core never does this)
+    with pytest.raises(AssertionError, match="among the openers None, walked n2"):
+        finder.first_fit(k)
+    assert p.pool.open_fitting(n2) == [(0, k.shape)]  # the gate opens, n2 its opener
+    assert finder.first_fit(k) is n2
+    p.settle()
+
+
 # --- configuration update ----------------------------------------------------------------
 
 def test_config_update_applies_new_limits_and_drains_removed_queues(h):
