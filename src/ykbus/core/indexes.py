@@ -321,7 +321,10 @@ class IndexedPartition(PartitionState):
         if held is not None and held.pooled and fits(held.resource, node.free):
             self.pool.leave(held)  # its own node has room for it now: judged again at once
             self._wake(held)
-        for shape in [s for s in self.waits.keys(NodeRoom) if fits(dict(s), node.free)]:  # gangs' asks
+        room = self.waits.kinds.get(NodeRoom)  # gangs' asks waiting for room, by shape
+        fitting = [s for s, waiters in room.items()
+                   if fits(next(iter(waiters.values())).resource, node.free)] if room else []
+        for shape in fitting:
             if held is None:
                 self._wake_at(NodeRoom, shape)
                 continue

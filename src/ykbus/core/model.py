@@ -47,7 +47,9 @@ INT32_MAX = 2**31 - 1
 REQUIRED_NODE_TAG = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKorn + KeyRequiredNode
 PLACEHOLDER_TIMEOUT_MS = 15 * 60 * 1000  # a gang's default placeholder timeout (YuniKorn's)
 NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
-Shape = tuple[tuple[str, int], ...]
+# A resource vector's identity as a key (`PartitionState.intern`): a string, whose hash Python
+# keeps, so the many lookups by shape (gates, caches, reasons) do not hash a nested tuple each time
+Shape = str
 
 
 def clamp(value: int) -> int:

@@ -168,7 +168,7 @@ class NodePolicies:
         # (ordering, class caps) -> shape -> (resource, the keys of the class's nodes that fit
         # it, in the ordering): built once a search skipped FIT_CACHE_AFTER nodes, kept exact
         # as nodes move, at most MAX_FIT_CACHES in all (then they start again: speed only)
-        self.fit_cache: dict[tuple[Ordering, tuple[int, ...]], dict[tuple, tuple[Res, SortedList]]] = {}
+        self.fit_cache: dict[tuple[Ordering, tuple[int, ...]], dict[str, tuple[Res, SortedList]]] = {}
         self.cached = 0
 
     # --- keeping the indexes current --------------------------------------------------

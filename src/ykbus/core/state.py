@@ -25,6 +25,7 @@ from ykbus.core.model import (
     Ask,
     Node,
     Queue,
+    Shape,
     Terminated,
     Tracker,
     app_hold,
@@ -74,7 +75,7 @@ class PartitionState:
         self.seq = 0  # submission order of applications and asks
         self.policies = NodePolicies()  # the node policies' indexes (core/policies.py)
         self._rekey = False
-        self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, tuple[tuple[str, int], ...]]] = {}
+        self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, Shape]] = {}
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
         self.usage = NodeUsage()  # the nodes by tenth of usage (a read model), once a reader asked
@@ -103,13 +104,15 @@ class PartitionState:
         total = self.total
         return (prio, share(q.allocated, q.guaranteed, total), -share(q.pending, q.guaranteed, total), q.name)
 
-    def intern(self, resource: Res) -> tuple[Res, tuple[tuple[str, int], ...]]:
+    def intern(self, resource: Res) -> tuple[Res, Shape]:
         """One shared (resource dict, shape) per distinct resource vector: asks and
-        allocations of the same size share it (never mutated: every change copies)."""
+        allocations of the same size share it (never mutated: every change copies). The
+        shape names the vector whatever the order of its items (the repr of its sorted items:
+        distinct vectors, distinct shapes)."""
         key = tuple(resource.items())
         found = self._shapes.get(key)
         if found is None:
-            found = self._shapes[key] = (resource, tuple(sorted(key)))
+            found = self._shapes[key] = (resource, repr(tuple(sorted(key))))
         return found
 
     def resolve_queue(self, name: str) -> Queue | None:
