@@ -437,10 +437,14 @@ class NodeFinder:
                 if node.key is None:
                     continue
                 cap, occ, free = node.capacity, node.occupied, node.free
-                if any(cap.get(r, 0) - occ.get(r, 0) < v for r, v in res.items()):
-                    continue
-                keyed.append((sum(max(0, v - free.get(r, 0)) / v for r, v in res.items()), node.id, node))
-            keyed.sort(key=lambda k: (k[0], k[1]))
+                missing = 0.0  # summed in the vector's order, as ever (a float sum depends on it)
+                for r, v in res.items():
+                    if cap.get(r, 0) - occ.get(r, 0) < v:
+                        break
+                    missing += max(0, v - free.get(r, 0)) / v
+                else:
+                    keyed.append((missing, node.id, node))
+            keyed.sort()  # by what it misses, then node id (unique: a node is never compared)
             candidates = self.reservable_cache[ask.shape] = [k[2] for k in keyed]
         for node in candidates:
             if node.reserved is None:
