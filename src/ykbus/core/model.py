@@ -37,7 +37,7 @@ from ykbus.core.config import (
     parse_offset,
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
-from ykbus.core.resources import Res, add_into, max_into, sub_into
+from ykbus.core.resources import Res, add_into, fits, max_into, sub_into
 from ykbus.core.tags import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
 from ykbus.si import messages as m
 
@@ -202,6 +202,10 @@ class Node:
         for alloc in self.allocations.values():
             add_into(total, alloc.resource)
         return total
+
+    def takes(self, ask: Ask) -> bool:
+        """Whether `ask` fits the node's free room, and the node is reserved for no other ask."""
+        return fits(ask.resource, self.free) and (self.reserved is None or self.reserved is ask)
 
     def recompute_free(self) -> None:
         free = dict(self.capacity)

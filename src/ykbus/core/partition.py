@@ -102,7 +102,6 @@ from ykbus.core.model import (
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
-from ykbus.core.resources import fits
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.timers import (
     PreemptionTimer,
@@ -244,8 +243,7 @@ class Partition(PartitionChanges):
         self.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
         if ask is not None and ask.pending:
             self._activate(ask)
-            if node.state is NodeState.SCHEDULABLE and fits(ask.resource, node.free) and (
-                    node.reserved is None or node.reserved is ask):
+            if node.state is NodeState.SCHEDULABLE and node.takes(ask):
                 self._allocate(ask, node, ctx)
             else:  # the node drained or shrank meanwhile: an ordinary ask, placed by the next pass
                 self._sync_app(app)

@@ -281,14 +281,12 @@ class NodePolicies:
     def _first(self, ask: Ask, ordering: Ordering, cls: NodeClass, nodes: dict[str, Node],
                skip: dict[str, int] | None = None) -> Node | None:
         """The first node of `cls` in `ordering` with room for `ask` (and not in `skip`)."""
-        res = ask.resource
         keys = self._keys(ordering, cls, ask, nodes, 0)
         if keys is None:
             skipped = 0
             for key in cls.lists[ordering]:
                 node = nodes[key[1]]
-                if fits(res, node.free) and (node.reserved is None or node.reserved is ask) \
-                        and (skip is None or node.id not in skip):
+                if node.takes(ask) and (skip is None or node.id not in skip):
                     return node
                 skipped += 1
                 if skipped == FIT_CACHE_AFTER:

@@ -110,7 +110,7 @@ class Scheduler:
 
     def start(self, now: int) -> None:
         self.failed_shapes.clear()
-        self.finder.reservable_cache.clear()
+        self.finder.start()
         self.now = now
 
     def finish(self) -> None:
@@ -406,6 +406,10 @@ class NodeFinder:
         # when read, as a reservation moves no room.
         self.reservable_cache: dict[Shape, list[Node]] = {}
 
+    def start(self) -> None:
+        """A pass starts: reservation candidates cached by a plan outside a pass are stale."""
+        self.reservable_cache.clear()
+
     def clear(self) -> None:
         """The pass is over: what it cached goes."""
         self.fit_cache.clear()
@@ -466,11 +470,9 @@ class NodeFinder:
         room opened its room gate this entry (none opened it: none has room for it)."""
         best: Node | None = None
         best_key: tuple[float, str] | None = None
-        res = ask.resource
         for node in self.part.pool.openers.get(ask.shape, ()):
             key = node.key
-            if (key is not None and fits(res, node.free) and (node.reserved is None or node.reserved is ask)
-                    and (best_key is None or key < best_key)):
+            if key is not None and node.takes(ask) and (best_key is None or key < best_key):
                 best, best_key = node, key
         return best
 
@@ -482,7 +484,7 @@ class NodeFinder:
             index = part.node_index
             if index:  # mostly the first node has room: no iterator for that
                 node = nodes[index[0][1]]
-                if fits(res, node.free) and (node.reserved is None or node.reserved is ask):
+                if node.takes(ask):
                     return node
             cache_after = FIT_CACHE_AFTER if len(index) >= FIT_CACHE_NODES else -1
             for skipped, key in enumerate(index):
@@ -491,7 +493,7 @@ class NodeFinder:
                     cached = self.fit_cache[ask.shape] = (res, fitting)
                     break
                 node = nodes[key[1]]
-                if fits(res, node.free) and (node.reserved is None or node.reserved is ask):
+                if node.takes(ask):
                     return node
             else:
                 return None
