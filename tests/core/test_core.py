@@ -606,7 +606,7 @@ def test_an_ask_behind_a_gate_is_fitted_against_the_nodes_that_opened_it(h):
     n2.free = {"vcore": 3000}  # room that came without opening its gate (the core never does this)
     with pytest.raises(AssertionError, match="among the openers None, walked n2"):
         finder.first_fit(k)
-    assert p.pool.open_fitting(n2) == [(0, k.shape)]  # the gate opens, n2 its opener
+    assert p.pool.open_fitting(n2) == [p.pool.gates_for(k)[0]]  # the gate opens, n2 its opener
     assert finder.first_fit(k) is n2
     p.settle()
 

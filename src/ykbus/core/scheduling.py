@@ -64,7 +64,7 @@ from ykbus.core.model import (
 from ykbus.core.preemption import preemption_for, required_node_victims
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
-from ykbus.core.waits import RESERVE, ROOM, Gate
+from ykbus.core.waits import RESERVE, Gate
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
@@ -153,9 +153,9 @@ class Scheduler:
         freed = self.freed
         if freed and all(n.reserved is not None for n in freed.values()):
             for gate in self.part.pool.open:
-                if gate[0] == RESERVE:
+                if gate.kind == RESERVE:
                     self.closed[gate] = None
-                    self.none_to_reserve[gate[1]] = None
+                    self.none_to_reserve[gate.shape] = None
 
     def gates_settled(self) -> None:
         """The entry's gates are let through or closed (`Partition.settle`): none is judged."""
@@ -356,7 +356,7 @@ class Scheduler:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
         if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
-            self.closed[(ROOM, ask.shape)] = None
+            self.closed[self.part.pool.gates_for(ask)[0]] = None
         if ask.preempt_other and ask.since and self.now >= ask.preempt_after and self.part.preempts():
             found = preemption_for(self.part, ask, self.now)
             if found is not None:
@@ -379,7 +379,7 @@ class Scheduler:
                 return Reserve(ask, free_soonest)
             self.none_to_reserve[ask.shape] = None
             if self.part.pool.open:  # and none of them finds a node to reserve
-                self.closed[(RESERVE, ask.shape)] = None
+                self.closed[self.part.pool.gates_for(ask)[1]] = None
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:

@@ -326,7 +326,7 @@ def _partition(p: Partition) -> SPartition:
                      for x in p.allocations.values()],
         terminated={k: v.state.value for k, v in p.terminated.items()},
         node_waiters=[key for shape in p.waits.keys(NodeRoom) for key in p.waits.at(NodeRoom, shape)]
-        + [key for (kind, _), group in p.pool.gates.items() if kind == ROOM for key in group],
+        + [key for gate, group in p.pool.gates.items() if gate.kind == ROOM for key in group],
         ended={k: (v.ts, v.message, v.queue) for k, v in p.terminated.items()},
         histories={k: _history(v.history) for k, v in p.terminated.items()},
         rejected=[(k, SEnded(v.state.value, v.ts, v.message, v.queue, _history(v.history)))

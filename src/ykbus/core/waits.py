@@ -49,7 +49,23 @@ from ykbus.core.resources import Res, fits
 
 ROOM = 0  # a gate of asks waiting for room for their shape
 RESERVE = 1  # a gate of asks of a shape past their reservation delay, with no node to reserve yet
-Gate = tuple[int, Shape]
+
+
+class Gate:
+    """One gate of the pool: the asks of `shape` waiting for room (`kind` ROOM) or to reserve
+    a node (RESERVE). There is one object per kind and shape (`RoomWaits.gates_of`), so the
+    dictionaries keyed by gates, read many times per walk, hash a gate by its identity
+    instead of hashing a (kind, shape) tuple at every lookup."""
+
+    __slots__ = ("kind", "shape", "resource")
+
+    def __init__(self, kind: int, shape: Shape, resource: Res) -> None:
+        self.kind = kind
+        self.shape = shape
+        self.resource = resource  # the shape's vector, to test against a node's free room
+
+    def __repr__(self) -> str:
+        return f"Gate({'ROOM' if self.kind == ROOM else 'RESERVE'}, {self.shape})"
 
 # ask.pooled: where in the pool an ask is
 NOT_POOLED = 0
@@ -60,31 +76,44 @@ POOLED_RESERVING = 2  # behind its ROOM gate and its RESERVE gate
 class RoomWaits:
     """Every ask waiting for node room that is not of a gang, by gate."""
 
-    __slots__ = ("gates", "open", "openers", "shapes", "app_key")
+    __slots__ = ("gates", "open", "openers", "shapes", "gates_of", "app_key")
 
     def __init__(self, app_key: Callable[[App], tuple[Any, ...]]) -> None:
-        self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}
+        self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}  # the gates with asks behind them
         self.open: dict[Gate, None] = {}  # insertion-ordered: no set iteration order in decisions
         # shape -> the nodes whose room opened its room gate this entry. An ask behind a gate
         # found no node when it parked, and room comes to a node only through `open_fitting`:
         # these are the only nodes that may take it now (the planner looks at them alone)
         self.openers: dict[Shape, list[Node]] = {}
-        self.shapes: dict[Shape, Res] = {}  # the resource of each shape waiting, to test it against free room
+        self.shapes: dict[Shape, Gate] = {}  # the room gate of each shape waiting, in the order they came
+        # shape -> its (room, reservation) gates, made the first time a shape needs one and kept,
+        # as the partition keeps its shapes (`PartitionState.intern`)
+        self.gates_of: dict[Shape, tuple[Gate, Gate]] = {}
         self.app_key = app_key  # an application's sort key in its leaf (the partition's)
+
+    def gates_for(self, ask: Ask) -> tuple[Gate, Gate]:
+        """The (room, reservation) gates of `ask`'s shape."""
+        found = self.gates_of.get(ask.shape)
+        if found is None:
+            found = self.gates_of[ask.shape] = (Gate(ROOM, ask.shape, ask.resource),
+                                                Gate(RESERVE, ask.shape, ask.resource))
+        return found
 
     # --- membership --------------------------------------------------------------------
 
     def enter(self, ask: Ask, reserving: bool) -> None:
         """`ask` waits for room (and, `reserving`, to reserve a node)."""
         ask.pooled = POOLED_RESERVING if reserving else POOLED
-        self._add(ask, (ROOM, ask.shape))
+        room, reserve = self.gates_for(ask)
+        self._add(ask, room)
         if reserving:
-            self._add(ask, (RESERVE, ask.shape))
+            self._add(ask, reserve)
 
     def leave(self, ask: Ask) -> None:
+        room, reserve = self.gates_for(ask)
         if ask.pooled == POOLED_RESERVING:
-            self._remove(ask, (RESERVE, ask.shape))
-        self._remove(ask, (ROOM, ask.shape))
+            self._remove(ask, reserve)
+        self._remove(ask, room)
         ask.pooled = NOT_POOLED
 
     def _add(self, ask: Ask, gate: Gate) -> None:
@@ -92,7 +121,8 @@ class RoomWaits:
         waiters = self.gates.get(gate)
         if waiters is None:
             waiters = self.gates[gate] = {}
-            self.shapes[gate[1]] = ask.resource
+            if gate.shape not in self.shapes:
+                self.shapes[gate.shape] = self.gates_of[gate.shape][0]
         waiters[(app.id, ask.key)] = ask
         entries = app.pooled.get(gate)
         if entries is None:
@@ -114,8 +144,9 @@ class RoomWaits:
         if not waiters:
             del self.gates[gate]
             self.open.pop(gate, None)
-            if (ROOM, gate[1]) not in self.gates and (RESERVE, gate[1]) not in self.gates:
-                del self.shapes[gate[1]]
+            room, reserve = self.gates_of[gate.shape]
+            if room not in self.gates and reserve not in self.gates:
+                del self.shapes[gate.shape]
         entries = app.pooled[gate]
         entry = ask.entry
         del entries[bisect_left(entries, entry)]
@@ -157,22 +188,20 @@ class RoomWaits:
         reservation gates stay as they are)."""
         opened = []
         free = node.free
-        for shape, res in self.shapes.items():
-            if fits(res, free):
-                gate = (ROOM, shape)
-                if gate in self.gates:
-                    self.open[gate] = None
-                    opened.append(gate)
-                    openers = self.openers.get(shape)
-                    if openers is None:
-                        self.openers[shape] = [node]
-                    elif node not in openers:
-                        openers.append(node)
+        for shape, gate in self.shapes.items():
+            if fits(gate.resource, free) and gate in self.gates:
+                self.open[gate] = None
+                opened.append(gate)
+                openers = self.openers.get(shape)
+                if openers is None:
+                    self.openers[shape] = [node]
+                elif node not in openers:
+                    openers.append(node)
         return opened
 
     def open_reserving(self) -> list[Gate]:
         """What a reservation can take changed: open every reservation gate."""
-        opened = [gate for gate in self.gates if gate[0] == RESERVE]
+        opened = [gate for gate in self.gates if gate.kind == RESERVE]
         for gate in opened:
             self.open[gate] = None
         return opened
