@@ -7,7 +7,7 @@ from pathlib import Path
 from ykbus.si.schema import schemas
 
 SRC = Path(__file__).parents[2] / "src" / "ykbus"
-ALLOWED = {"msgspec", "sortedcontainers", "ykbus"}
+ALLOWED = {"msgspec", "ykbus"}
 FORBIDDEN_YKBUS = ("ykbus.log", "ykbus.bus", "ykbus.cli", "ykbus.yamlload", "ykbus.api")
 # the one module of the core that may look at files: it decides nothing, it chooses at import
 # between the compiled modules and their sources (tests/core/test_compiled.py)
@@ -25,7 +25,7 @@ def imports_of(path: Path) -> list[str]:
     return names
 
 
-def test_core_imports_only_stdlib_msgspec_and_sortedcontainers():
+def test_core_imports_only_stdlib_and_msgspec():
     files = list((SRC / "core").rglob("*.py")) + list((SRC / "si").rglob("*.py")) + [SRC / "limits.py"]
     assert len(files) > 5
     io_stdlib = {"time", "random", "uuid", "socket", "asyncio", "threading", "os", "subprocess", "datetime", "secrets"}

@@ -1,9 +1,9 @@
 """The sans-IO scheduler core: `Core.apply(entry) -> outputs`.
 
-This package imports the standard library, msgspec and sortedcontainers only (a test
-enforces it): no IO, no clock, no randomness. The one exception runs once, at import:
-`compiled.select()` looks at the files of the compiled modules to choose between them and
-their sources (core/compiled.py).
+This package imports the standard library and msgspec only (a test enforces it): no IO,
+no clock, no randomness. The one exception runs once, at import: `compiled.select()` looks
+at the files of the compiled modules to choose between them and their sources
+(core/compiled.py).
 """
 
 from ykbus.core import compiled

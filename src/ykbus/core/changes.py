@@ -419,11 +419,7 @@ class PartitionChanges(IndexedPartition):
         ask.allocated += 1
         ask.reported = ""
         if ask.pending == 0:
-            active = app.active
-            if active[0][-1] is ask:  # mostly it is the first: no search
-                del active[0]
-            else:
-                active.remove(ask.entry)
+            app.active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
             self._ask_not_pending(ask)
         if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):

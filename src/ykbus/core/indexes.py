@@ -51,10 +51,7 @@ class IndexedPartition(PartitionState):
         old = node.key
         index = self.node_index
         if old is not None:
-            if index[0] == old:  # mostly the node just allocated on is the first: no search
-                del index[0]
-            else:
-                index.remove(old)
+            index.remove(old)
             node.key = None
         if node.state is NodeState.SCHEDULABLE:
             node.key = self.scorer.key(node)

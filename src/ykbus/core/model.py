@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from ykbus.core import why
 from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import (
@@ -38,6 +36,7 @@ from ykbus.core.config import (
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
 from ykbus.core.resources import Res, add_into, fits, max_into, sub_into
+from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
 from ykbus.si import messages as m
 
@@ -239,7 +238,7 @@ class Queue:
         self.apps: dict[str, App] = {}
         self.running = 0
         self.active = 0
-        self.active_apps: SortedList = SortedList()
+        self.active_apps: SortedSeq = SortedSeq()
         self.app_waiters: dict[str, App] = {}
         self.raw_priority: int | None = None
         self.app_prios: dict[int, int] = {}  # a leaf's applications per max priority (None not counted)
@@ -250,7 +249,7 @@ class Queue:
         # asks waiting for room in its subtree, per gate; a leaf's applications with such
         # asks, per gate, in their sort order (core/waits.py)
         self.pooled: dict[Any, int] = {}
-        self.pooled_apps: dict[Any, SortedList] = {}
+        self.pooled_apps: dict[Any, SortedSeq] = {}
         self.room = queue_room(self.path)  # where its max holds asks (one value, shared)
         # a leaf's allocations that allow preemption, by (priority, resource vector), in
         # booking order, while the partition indexes them (core/ledger.py)
@@ -407,7 +406,7 @@ class App:
         self.state = AppState.NEW
         self.seq = seq
         self.asks: ChunkedDict[Ask] = ChunkedDict()  # in the order they came (a large application's grows in pieces)
-        self.active: SortedList = SortedList()
+        self.active: SortedSeq = SortedSeq()
         self.unparked = 0  # pending allocations of its asks that are not parked (the read model's PendingCodes)
         self.allocations: ChunkedDict[Alloc] = ChunkedDict()
         self.allocated: Res = {}

@@ -36,9 +36,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from sortedcontainers import SortedList
-
 from ykbus.core.resources import Res, fits
+from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import (
     LEADER_ROLE,
     ROLE_TAG,
@@ -90,7 +89,7 @@ class NodeClass:
                 scale *= c
         self.scale = scale
         self.per = tuple(scale // c if c > 0 else 0 for c in caps)
-        self.lists: dict[Ordering, SortedList] = {}
+        self.lists: dict[Ordering, SortedSeq] = {}
         self.denominators: dict[Ordering, int] = {}
         self.nodes = 0  # how many nodes it holds; a class left empty is dropped
 
@@ -168,7 +167,7 @@ class NodePolicies:
         # (ordering, class caps) -> shape -> (resource, the keys of the class's nodes that fit
         # it, in the ordering): built once a search skipped FIT_CACHE_AFTER nodes, kept exact
         # as nodes move, at most MAX_FIT_CACHES in all (then they start again: speed only)
-        self.fit_cache: dict[tuple[Ordering, tuple[int, ...]], dict[str, tuple[Res, SortedList]]] = {}
+        self.fit_cache: dict[tuple[Ordering, tuple[int, ...]], dict[str, tuple[Res, SortedSeq]]] = {}
         self.cached = 0
 
     # --- keeping the indexes current --------------------------------------------------
@@ -216,7 +215,7 @@ class NodePolicies:
         if cls is None:
             cls = self.classes[caps] = NodeClass(caps)
             for ordering in self.orderings:
-                cls.lists[ordering] = SortedList()
+                cls.lists[ordering] = SortedSeq()
         return cls
 
     def _use(self, ordering: Ordering, nodes: dict[str, Node]) -> None:
@@ -232,7 +231,7 @@ class NodePolicies:
                     self.at[node_id] = (cls, {})
         self.orderings.append(ordering)
         for cls in self.classes.values():
-            cls.lists[ordering] = SortedList()
+            cls.lists[ordering] = SortedSeq()
         for node_id in sorted(self.at):
             cls, keys = self.at[node_id]
             key = keys[ordering] = cls.key(ordering, nodes[node_id])
@@ -263,7 +262,7 @@ class NodePolicies:
         return self._anti_affinity(ask, nodes)
 
     def _keys(self, ordering: Ordering, cls: NodeClass, ask: Ask, nodes: dict[str, Node],
-              skipped: int) -> SortedList | None:
+              skipped: int) -> SortedSeq | None:
         """The list of the nodes of `cls` that fit `ask`'s shape, in `ordering`, once a
         search skipped FIT_CACHE_AFTER nodes there (None before)."""
         shapes = self.fit_cache.get((ordering, cls.caps))
@@ -274,7 +273,7 @@ class NodePolicies:
                 self.cached = 0
             res = ask.resource
             cached = self.fit_cache.setdefault((ordering, cls.caps), {})[ask.shape] = (
-                res, SortedList(k for k in cls.lists[ordering] if fits(res, nodes[k[1]].free)))
+                res, SortedSeq(k for k in cls.lists[ordering] if fits(res, nodes[k[1]].free)))
             self.cached += 1
         return cached[1] if cached is not None else None
 
@@ -366,10 +365,11 @@ class NodePolicies:
             if found is not _TOO_MANY:
                 return found  # type: ignore[return-value]
             keys = self._keys(FRAGMENT, cls, ask, nodes, FIT_CACHE_AFTER)
+            assert keys is not None  # built once FIT_CACHE_AFTER nodes were skipped
         return self._nearest_in(ask, keys, target, nodes, None)  # type: ignore[return-value]
 
     @staticmethod
-    def _nearest_in(ask: Ask, keys: SortedList, target: int, nodes: dict[str, Node],
+    def _nearest_in(ask: Ask, keys: SortedSeq, target: int, nodes: dict[str, Node],
                     budget: int | None) -> tuple[int, Node] | None | object:
         """Nearest first, in groups of one key: on the right of `target` a group's ids
         ascend from its first entry, on the left a group is found from its start by

@@ -27,8 +27,6 @@ from collections.abc import Iterable, Iterator
 from heapq import heapify, heappop, heapreplace
 from typing import TYPE_CHECKING, Any
 
-from sortedcontainers import SortedList
-
 from ykbus.core import why
 from ykbus.core.config import AppSortPolicy
 from ykbus.core.decisions import (
@@ -63,6 +61,7 @@ from ykbus.core.model import (
 )
 from ykbus.core.preemption import preemption_for, required_node_victims
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res
+from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, Gate
 from ykbus.si import messages as m
@@ -398,7 +397,7 @@ class NodeFinder:
         self.part = part
         # shape -> (resource, the node_index keys of the nodes it fits), built once a walk
         # skipped FIT_CACHE_AFTER nodes (of FIT_CACHE_NODES or more), kept current by `node_moved`
-        self.fit_cache: dict[Shape, tuple[Res, SortedList]] = {}
+        self.fit_cache: dict[Shape, tuple[Res, SortedSeq]] = {}
         # shape -> the schedulable nodes whose capacity takes it, best to reserve first (the
         # order of `reservable`): built once per shape in a pass, so asks of one shape that
         # pass their reservation delay together walk the nodes once, not once each. Dropped
@@ -420,10 +419,7 @@ class NodeFinder:
         follow it, the reservation candidates of this pass are stale."""
         for res, fitting in self.fit_cache.values():
             if old is not None:
-                if fitting and fitting[0] == old:  # mostly the node just allocated on: no search
-                    del fitting[0]
-                else:
-                    fitting.discard(old)
+                fitting.discard(old)
             if node.key is not None and fits(res, node.free):
                 fitting.add(node.key)
         if self.reservable_cache:
@@ -489,7 +485,7 @@ class NodeFinder:
             cache_after = FIT_CACHE_AFTER if len(index) >= FIT_CACHE_NODES else -1
             for skipped, key in enumerate(index):
                 if skipped == cache_after:
-                    fitting = SortedList(k for k in part.node_index if fits(res, nodes[k[1]].free))
+                    fitting = SortedSeq(k for k in part.node_index if fits(res, nodes[k[1]].free))
                     cached = self.fit_cache[ask.shape] = (res, fitting)
                     break
                 node = nodes[key[1]]
@@ -513,7 +509,7 @@ class GangOverlay:
 
     __slots__ = ("part", "fit_cache", "taken", "touched", "keys", "scans", "heads")
 
-    def __init__(self, part: PartitionState, fit_cache: dict[Shape, tuple[Res, SortedList]]) -> None:
+    def __init__(self, part: PartitionState, fit_cache: dict[Shape, tuple[Res, SortedSeq]]) -> None:
         self.part, self.fit_cache = part, fit_cache
         self.taken: dict[str, Res] = {}  # node id -> what the gang took there
         self.touched: list[tuple[float, str]] = []  # the keys of the nodes it took room on, as they would be: sorted

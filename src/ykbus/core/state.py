@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from ykbus.core import why
 from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import (
@@ -35,6 +33,7 @@ from ykbus.core.policies import NodePolicies
 from ykbus.core.readmodel import NodeUsage, PartitionSummary, PendingCodes
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
+from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.timers import Timer
 from ykbus.core.waits import RoomWaits, WaitPlaces
 
@@ -53,7 +52,7 @@ class PartitionState:
         self.weights = config.nodesortpolicy.resourceweights
         self.scorer = scorer_for(self.node_sort, self.weights)
         self.nodes: dict[str, Node] = {}
-        self.node_index: SortedList = SortedList()
+        self.node_index: SortedSeq = SortedSeq()
         self.apps: dict[str, App] = {}
         self.terminated: dict[str, Terminated] = {}
         self.rejected: dict[str, Terminated] = {}  # the last limits.REJECTED_KEPT rejected applications, oldest first

@@ -42,10 +42,9 @@ from bisect import bisect_left, insort
 from collections.abc import Callable
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from ykbus.core.model import NODE_ROOM, App, Ask, Node, NodeRoom, Shape, Wait
 from ykbus.core.resources import Res, fits
+from ykbus.core.sortedseq import SortedSeq
 
 ROOM = 0  # a gate of asks waiting for room for their shape
 RESERVE = 1  # a gate of asks of a shape past their reservation delay, with no node to reserve yet
@@ -131,7 +130,7 @@ class RoomWaits:
                 app.pool_key = self.app_key(app)
             leaf = app.queue.pooled_apps.get(gate)
             if leaf is None:
-                leaf = app.queue.pooled_apps[gate] = SortedList()
+                leaf = app.queue.pooled_apps[gate] = SortedSeq()
             leaf.add((*app.pool_key, app))
         insort(entries, ask.entry)
         for q in app.path:
