@@ -251,7 +251,7 @@ class Scheduler:
                     return True
         return False
 
-    def _in_order(self, active: Iterable[Any], sources: list[tuple[Gate, Any]]) -> Iterator[Any]:
+    def _in_order(self, active: SortedSeq, sources: list[tuple[Gate, Any]]) -> Iterator[Any]:
         """`active`'s entries and those behind the shown gates `sources`, in one order."""
         open_gates, closed = self.part.pool.open, self.closed
         if len(sources) == 1:  # mostly: one gate open
@@ -569,16 +569,16 @@ class GangOverlay:
         insort(touched, key)
 
 
-def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None],
+def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None],
             closed: dict[Gate, None]) -> Iterator[Any]:
     """The entries of `active` and of each source in one sorted order; a source is dropped
-    once its gate closes (the walk closes gates as it goes)."""
-    heap: list[tuple[Any, int, Iterator[Any]]] = []
-    for i, entries in enumerate([active, *(lst for _, lst in sources)]):
-        it = iter(entries)
-        first = next(it, None)
-        if first is not None:
-            heap.append((first, i, it))
+    once its gate closes (the walk closes gates as it goes). A source is read from its head
+    on: a walk mostly ends a few entries in, so most sources are never iterated (no gate's
+    list is empty: it goes with its last entry)."""
+    heap: list[tuple[Any, int, Iterator[Any] | None]] = [(entries[0], i, None) for i, (_, entries) in
+                                                         enumerate(sources, 1)]
+    if active:
+        heap.append((active.first(), 0, None))
     heapify(heap)
     while heap:
         entry, i, it = heap[0]
@@ -586,6 +586,9 @@ def _merged(active: Iterable[Any], sources: list[tuple[Gate, Any]], open_gates: 
             heappop(heap)
             continue
         yield entry
+        if it is None:  # its head taken: from here on, its iterator
+            it = iter(sources[i - 1][1] if i else active)
+            next(it)
         following = next(it, None)
         if following is None:
             heappop(heap)
