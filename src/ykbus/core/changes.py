@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ykbus import limits
 from ykbus.core.config import (
-    AppSortPolicy,
     PartitionConfig,
     QueueConfig,
 )
@@ -56,6 +55,7 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.core.scorers import scorer_for
+from ykbus.core.state import FAIR
 from ykbus.si import messages as m
 
 _RELEASE_EVENTS = {
@@ -403,7 +403,7 @@ class PartitionChanges(IndexedPartition):
 
     def _usage_moved(self, app: App) -> None:
         """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
-        if app.queue.sort_policy is AppSortPolicy.FAIR:
+        if app.queue.sort_policy is FAIR:
             self._rekey_app(app)
 
     def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:

@@ -148,15 +148,15 @@ def ends_walk(decision: Decision) -> bool:
     """Whether the walk ends after `decision`: `ENDS_WALK`, a reservation after a search for
     victims, or a reserved ask parked where it gives up its node (a queue's max, a limit, its
     gang): the node takes other asks again, which the rest of the walk must see."""
-    cls = decision.__class__
-    if cls in ENDS_WALK:
+    if type(decision) in ENDS_WALK:  # (type(): an attribute read of `__class__` is a lookup by name)
         return True
-    if cls is Unpreempted:
-        decision = decision.then  # type: ignore[union-attr]
-        cls = decision.__class__
-        if cls is Reserve:
+    if isinstance(decision, Unpreempted):
+        then = decision.then
+        if isinstance(then, Reserve):
             return True
-    return cls is Park and bool(decision.ask.reserved) and not isinstance(  # type: ignore[union-attr]
-        decision.where, NodeRoom | RequiredNode | Victims)  # type: ignore[union-attr]
+        return bool(then.ask.reserved) and not isinstance(then.where, NodeRoom | RequiredNode | Victims)
+    if isinstance(decision, Park):
+        return bool(decision.ask.reserved) and not isinstance(decision.where, NodeRoom | RequiredNode | Victims)
+    return False
 
 

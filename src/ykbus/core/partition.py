@@ -134,7 +134,7 @@ class Partition(PartitionChanges):
                 if not plan:
                     break
                 woken = self.woken
-                ended = plan[-1].__class__ is Allocate or ends_walk(plan[-1])  # read before it is applied
+                ended = type(plan[-1]) is Allocate or ends_walk(plan[-1])  # read before it is applied
                 self.commit(plan, ctx)
                 if not ended and self.woken == woken:
                     break  # the walk saw everything active, and committing it woke nothing

@@ -25,7 +25,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from heapq import heapify, heappop, heapreplace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ykbus.core import why
 from ykbus.core.config import AppSortPolicy
@@ -77,6 +77,13 @@ FIT_CACHE_NODES = 64
 # `openers`) is checked against a walk of every node
 CHECK_OPENERS = False
 NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
+# members of enums of modules that are not compiled, read once: compiled code reads an
+# attribute of such a class by name, at every read
+SKIPPED: Final = m.SchedulingState.SKIPPED
+FAILED: Final = m.SchedulingState.FAILED
+RESERVED: Final = m.SchedulingState.RESERVED
+STATEAWARE: Final = AppSortPolicy.STATEAWARE
+NEXT: Final = next  # (likewise a builtin mypyc does not specialise: found by name at every call)
 
 
 class Scheduler:
@@ -180,7 +187,7 @@ class Scheduler:
                 if self._queue(child, plan):
                     return True
             return False
-        gate = stateaware_gate(q) if q.sort_policy is AppSortPolicy.STATEAWARE else None
+        gate = stateaware_gate(q) if q.sort_policy is STATEAWARE else None
         for entry in self._apps_of(q) if self.part.pool.open else q.active_apps:
             app: App = entry[-1]
             if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
@@ -200,11 +207,11 @@ class Scheduler:
         if not app.gang:  # the common case: every ask on its own
             leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
             for entry in self._asks_of(app) if app.pooled and self.part.pool.open else app.active:
-                ask = entry[-1]
+                ask: Ask = entry[-1]
                 decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
                             else self._ask(ask))
                 plan.append(decision)
-                if decision.__class__ in ENDS_WALK or ends_walk(decision):
+                if type(decision) in ENDS_WALK or ends_walk(decision):
                     return True
             return False
         gang_planned = False
@@ -217,18 +224,18 @@ class Scheduler:
                 gang_planned = True
                 decisions = plan_gang(app, GangOverlay(self.part, self.finder.fit_cache))
                 plan.extend(decisions)
-                if decisions[-1].__class__ is GangAllocate:
+                if type(decisions[-1]) is GangAllocate:
                     return True
                 continue
             if ask.task_group:
                 decision = self._member(app, ask)
             elif ask.tags.get(ROLE_TAG) == WORKER_ROLE and (
                     gang_waits if gang_waits is not None else (gang_waits := bool(pending_placeholders(app)))):
-                decision = Park(ask, app.gang_room, m.SchedulingState.SKIPPED, why.workers_wait_for_gang(app.id))
+                decision = Park(ask, app.gang_room, SKIPPED, why.workers_wait_for_gang(app.id))
             else:
                 decision = self._ask(ask)
             plan.append(decision)
-            if decision.__class__ in ENDS_WALK or ends_walk(decision):
+            if type(decision) in ENDS_WALK or ends_walk(decision):
                 return True
         return False
 
@@ -272,9 +279,9 @@ class Scheduler:
         return self._shown_apps(self._in_order(leaf.active_apps, sources))
 
     def _shown_apps(self, entries: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-        last: Any = None
+        last: App | None = None
         for entry in entries:
-            app = entry[-1]
+            app: App = entry[-1]
             if app is last:  # behind two open gates: once
                 continue
             last = app
@@ -298,12 +305,12 @@ class Scheduler:
         leader needs (and a later job cannot slip in between its leader and its workers)."""
         leader = pending_leader(app)
         assert leader is not None  # the caller saw app.leaders_waiting
-        return Park(ask, app.leader_room, m.SchedulingState.SKIPPED, why.leader_pending(app.id, leader.key))
+        return Park(ask, app.leader_room, SKIPPED, why.leader_pending(app.id, leader.key))
 
     def _member(self, app: App, ask: Ask) -> Decision:
         """A real ask of one of a gang's task groups."""
         if waits_for_gang(app, ask):
-            return Park(ask, app.gang_room, m.SchedulingState.SKIPPED, why.gang_pending(app.id, ask.task_group))
+            return Park(ask, app.gang_room, SKIPPED, why.gang_pending(app.id, ask.task_group))
         found = replacement_for(app, ask, self.claimed)
         if found is None:
             return self._ask(ask)  # its group has no placeholder left: an ordinary ask
@@ -321,7 +328,7 @@ class Scheduler:
         app = ask.app
         if app.queue.path == RECOVERY_QUEUE:
             reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
-            return Park(ask, app.queue.room, m.SchedulingState.SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
+            return Park(ask, app.queue.room, SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
         for t in app.trackers:
             limit = t.limit.maxresources
             if limit:
@@ -330,7 +337,7 @@ class Scheduler:
                     used = t.allocated.get(over, 0)
                     reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
                               f"{used} used + {res[over]} asked")
-                    return Park(ask, t.room, m.SchedulingState.SKIPPED, why.limit(
+                    return Park(ask, t.room, SKIPPED, why.limit(
                         reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
         for q in app.path:
             if q.max:
@@ -338,7 +345,7 @@ class Scheduler:
                 if over is not None:
                     used = q.allocated.get(over, 0)
                     reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
-                    return Park(ask, q.room, m.SchedulingState.SKIPPED,
+                    return Park(ask, q.room, SKIPPED,
                                 why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
         if ask.required:
             return required_node_decision(self.part, ask)
@@ -370,7 +377,7 @@ class Scheduler:
         """`ask` found no node with room: it keeps or takes a reservation, or waits for room."""
         res = ask.resource
         if ask.reserved:
-            return Park(ask, NODE_ROOM, m.SchedulingState.RESERVED, why.reserved(ask.reserved, res))
+            return Park(ask, NODE_ROOM, RESERVED, why.reserved(ask.reserved, res))
         if (ask.since and ask.shape not in self.none_to_reserve
                 and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000):
             free_soonest = self.finder.reservable(ask)
@@ -384,7 +391,7 @@ class Scheduler:
             if len(self.no_room) >= NO_ROOM_SHAPES:
                 self.no_room.clear()
             no_room = self.no_room[ask.shape] = why.no_node_room(res)
-        return Park(ask, NODE_ROOM, m.SchedulingState.FAILED, no_room)
+        return Park(ask, NODE_ROOM, FAILED, no_room)
 
 
 class NodeFinder:
@@ -575,8 +582,11 @@ def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], open_gates: dict
     once its gate closes (the walk closes gates as it goes). A source is read from its head
     on: a walk mostly ends a few entries in, so most sources are never iterated (no gate's
     list is empty: it goes with its last entry)."""
-    heap: list[tuple[Any, int, Iterator[Any] | None]] = [(entries[0], i, None) for i, (_, entries) in
-                                                         enumerate(sources, 1)]
+    heap: list[tuple[Any, int, Iterator[Any] | None]] = []
+    i = 0
+    for _, entries in sources:
+        i += 1
+        heap.append((entries[0], i, None))
     if active:
         heap.append((active.first(), 0, None))
     heapify(heap)
@@ -588,8 +598,8 @@ def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], open_gates: dict
         yield entry
         if it is None:  # its head taken: from here on, its iterator
             it = iter(sources[i - 1][1] if i else active)
-            next(it)
-        following = next(it, None)
+            NEXT(it)
+        following = NEXT(it, None)
         if following is None:
             heappop(heap)
         else:
@@ -600,18 +610,18 @@ def _merged_one(active: Iterable[Any], gate: Gate, entries: Iterable[Any], open_
                 closed: dict[Gate, None]) -> Iterator[Any]:
     """`_merged` of the active entries and one gate's (they share no entry)."""
     gated = iter(entries)
-    nxt = next(gated, None)
+    nxt = NEXT(gated, None)
     for entry in active:
         while nxt is not None and nxt < entry:
             if gate in closed or gate not in open_gates:
                 nxt = None
                 break
             yield nxt
-            nxt = next(gated, None)
+            nxt = NEXT(gated, None)
         yield entry
     while nxt is not None and gate not in closed and gate in open_gates:
         yield nxt
-        nxt = next(gated, None)
+        nxt = NEXT(gated, None)
 
 
 def _behind(gate: Gate, entries: Iterable[Any], open_gates: dict[Gate, None], closed: dict[Gate, None]) -> Iterator[Any]:
@@ -662,11 +672,11 @@ def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
     node = part.nodes.get(name)
     where = required_node(name)
     if node is None:
-        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_gone(name))
+        return Park(ask, where, FAILED, why.required_node_gone(name))
     if node.state is not NodeState.SCHEDULABLE:
-        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_draining(name, node.state.value))
+        return Park(ask, where, FAILED, why.required_node_draining(name, node.state.value))
     if node.reserved is not None and node.reserved is not ask:  # another ask's, until it is placed
-        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_reserved(name, node.reserved.key))
+        return Park(ask, where, FAILED, why.required_node_reserved(name, node.reserved.key))
     if fits(ask.resource, node.free):
         return Allocate(ask, node)
     if node.preempting and node.reserved is ask:
@@ -680,11 +690,11 @@ def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
             then = Reserve(ask, node)  # full for now: it reserves its node at once
             return Unpreempted(ask, then, found) if found else then
     if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
-        return Park(ask, where, m.SchedulingState.FAILED, why.required_node_full(name, ask.resource, node.free))
-    return Park(ask, where, m.SchedulingState.RESERVED, why.reserved(name, ask.resource))
+        return Park(ask, where, FAILED, why.required_node_full(name, ask.resource, node.free))
+    return Park(ask, where, RESERVED, why.reserved(name, ask.resource))
 
 
 def awaiting_victims(ask: Ask, node: Node) -> Park:
     """`ask` preempted on `node`, its reserved node: it waits for the RM to release its victims."""
-    return Park(ask, victims(node.id), m.SchedulingState.RESERVED,
+    return Park(ask, victims(node.id), RESERVED,
                 why.preempting(node.id, [a.uuid for a in node.allocations.values() if a.preempting]))

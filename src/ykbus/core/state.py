@@ -7,7 +7,7 @@ reads them (core/scheduling.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ykbus.core import why
 from ykbus.core.chunked import ChunkedDict
@@ -39,6 +39,9 @@ from ykbus.core.waits import RoomWaits, WaitPlaces
 
 CACHE_QUEUE_KEYS = True  # tests switch it off to prove the memoized queue keys are the keys
 
+
+
+FAIR: Final = AppSortPolicy.FAIR  # read once (compiled code reads an uncompiled enum's members by name)
 
 class PartitionState:
     def __init__(self, rm: str, config: PartitionConfig, timers: Timers[Timer], incarnation: int = 0) -> None:
@@ -128,7 +131,7 @@ class PartitionState:
         """The sort key of `app` in its leaf (the list holds `(*key, app)`)."""
         leaf = app.queue
         prio = -(app.max_priority or 0) if leaf.sort_priority else 0
-        if leaf.sort_policy is AppSortPolicy.FAIR:
+        if leaf.sort_policy is FAIR:
             return (prio, share(app.allocated, self.total, {}), app.seq)
         return (prio, 0.0, app.seq)
 
