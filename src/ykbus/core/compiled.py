@@ -35,9 +35,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-# the scheduling pass and the model it reads: everything a pass runs, bar the reasons it
-# records (why.py) and the outbox, which hold msgspec Structs (mypyc compiles no Struct)
-MODULES = ("resources", "chunked", "sortedseq", "lifecycle", "tags", "readmodel", "model", "policies", "ledger", "scorers", "waits", "decisions", "gang", "preemption",
+# the scheduling pass, the model it reads and the outbox it writes: everything a pass runs,
+# bar the reasons it records (why.py), msgspec Structs (mypyc compiles no Struct)
+MODULES = ("resources", "chunked", "sortedseq", "lifecycle", "outbox", "tags", "readmodel", "model", "policies", "ledger", "scorers", "waits", "decisions", "gang", "preemption",
            "state", "scheduling", "effects", "indexes", "changes", "partition")
 PACKAGE = "ykbus.core"
 GROUP = "ykbus_core"  # mypyc's group: the shared library `ykbus_core__mypyc.<suffix>` beside the package

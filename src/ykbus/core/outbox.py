@@ -1,7 +1,8 @@
-"""Log entries in, outputs out: the values that cross the core's boundary.
-
-An `Outbox` collects what one entry decided. Items are grouped into one message per
-(rm, kind), in the order each group was first used, and in decision order inside it.
+"""What one entry decided, on its way out: an `Outbox` collects the output items of one
+entry. Items are grouped into one message per (rm, kind), in the order each group was
+first used, and in decision order inside it. Compiled with the core (core/compiled.py):
+every decision reads the entry's time and puts its items here. The entries and outputs
+themselves are msgspec Structs, in core/entries.py (here too, for their readers).
 """
 
 from __future__ import annotations
@@ -9,33 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
 from ykbus import limits
+from ykbus.core.entries import ENTRY_KINDS, Entry, Output
 from ykbus.si import messages as m
 
-ENTRY_KINDS = ("register", "app", "node", "alloc", "config", "unregister", "rmstate", "tick", "failed", "assign")
-
-
-class Entry(msgspec.Struct, frozen=True):
-    """One input log entry. `msg` is the raw body, in `encoding` (json or msgpack)."""
-
-    seq: int
-    ts: int
-    rm: str
-    kind: str
-    msg: bytes = b"{}"
-    encoding: str = "json"
-
-
-class Output(msgspec.Struct, frozen=True):
-    """One output message: `seq` is the input sequence that caused it."""
-
-    seq: int
-    rm: str
-    kind: str
-    msg: Any
-
+__all__ = ["ENTRY_KINDS", "PLACES", "Entry", "Outbox", "Output"]
 
 # Each output item's type -> (output kind, list field of that kind's message)
 PLACES: dict[type, tuple[str, str]] = {
@@ -63,6 +42,8 @@ _BUILDERS: dict[str, type[m.Message]] = {
 
 
 class Outbox:
+    __slots__ = ("seq", "ts", "_uuid", "allocations", "_groups")
+
     def __init__(self, seq: int, ts: int) -> None:
         self.seq = seq
         self.ts = ts
