@@ -15,10 +15,9 @@ import pytest
 from tests.conftest import Harness, events, msgs, new_allocs
 from ykbus import limits
 from ykbus.bus.publisher import split_output
-from ykbus.core import Core
+from ykbus.core import Core, intake
 from ykbus.core.guard import GuardedCore
 from ykbus.core.outbox import Entry
-from ykbus.core.partition import Partition
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import allocation, app, ask, node
 from ykbus.log.jsonl import LogError, encode_entry, encode_output, read_entries
@@ -265,16 +264,14 @@ def test_bodies_past_the_bounds_are_logged_so_that_they_read_back():
 
 @pytest.fixture
 def buggy_add_app(monkeypatch):
-    """A bug: adding application `boom` raises after changing part of the state."""
-    original = Partition.add_app
+    """A bug: adding application `boom` raises after changing part of the state (the
+    application is in its partition, its acceptance not yet put: intake's failpoint)."""
 
-    def add_app(self, msg, queue, ctx):
-        result = original(self, msg, queue, ctx)
-        if msg.applicationID == "boom":
+    def fault(application_id: str) -> None:
+        if application_id == "boom":
             raise KeyError("a bug in add_app")
-        return result
 
-    monkeypatch.setattr(Partition, "add_app", add_app)
+    monkeypatch.setattr(intake, "APP_ADDED_FAULT", fault)
     return monkeypatch
 
 

@@ -9,7 +9,7 @@ import pytest
 from tests.integration.conftest import Recorder, rm_client, running_core
 from tests.integration.test_bus import app, ask, node, start_rm
 from ykbus.bus.subjects import IN_STREAM, SNAPSHOT_BUCKET
-from ykbus.core.partition import Partition
+from ykbus.core import intake
 from ykbus.si import messages as m
 
 pytestmark = pytest.mark.anyio
@@ -17,16 +17,13 @@ pytestmark = pytest.mark.anyio
 
 async def test_an_entry_that_raises_is_answered_recorded_and_not_met_again(nats_server, monkeypatch):
     calls = []
-    original = Partition.add_app
 
-    def add_app(self, msg, queue, ctx):
-        calls.append(msg.applicationID)
-        result = original(self, msg, queue, ctx)
-        if msg.applicationID == "boom":
+    def fault(application_id: str) -> None:  # the bug: added to its partition, then it raises
+        calls.append(application_id)
+        if application_id == "boom":
             raise RuntimeError("a bug in add_app")
-        return result
 
-    monkeypatch.setattr(Partition, "add_app", add_app)
+    monkeypatch.setattr(intake, "APP_ADDED_FAULT", fault)
     async with rm_client(nats_server.url) as api:
         async with running_core(nats_server.url) as service:
             rec = Recorder()

@@ -116,7 +116,7 @@ class Core(Intake):
                     p.settle()
                 elif p.root.active or p.pool.open:
                     p.schedule(ctx)
-                    backlog = backlog or p.root.active
+                    backlog = backlog or p.root.active > 0
         # True when the pass stopped at the per-entry allocation budget: the next entry goes
         # on (the service appends a tick at once, so that it comes soon).
         self.backlog = backlog

@@ -27,6 +27,23 @@ from ykbus.core.tags import policy_problem, role_problem
 from ykbus.si import codec
 from ykbus.si import messages as m
 
+# A failpoint for tests: called with each application's id once it is added to its partition
+# (its acceptance not yet put), it raises as a bug there would (tests/core/test_hostile.py,
+# tests/integration/test_guard.py: the guard answers, records and rolls back the entry).
+# None but in those tests; a module setting, read at each use, as compiled code cannot be
+# monkeypatched.
+APP_ADDED_FAULT: Callable[[str], None] | None = None
+
+
+def _ids_in(ids: dict[str, str]) -> Callable[[str], str]:
+    """The ids of an item that did not decode, by name."""
+    return lambda k: ids.get(k, "")
+
+
+def _ids_of(item: Any) -> Callable[[str], str]:
+    """The ids of a decoded item, by name."""
+    return lambda k: getattr(item, k, "")
+
 
 class Intake(RMRegistry):
     @staticmethod
@@ -41,11 +58,11 @@ class Intake(RMRegistry):
         gets a lookup of the item's ids (allocationKey, applicationID, nodeID, UUID)."""
         for item in items:
             if isinstance(item, codec.BadItem):
-                reject(lambda k, ids=item.ids: ids.get(k, ""), item.error)
+                reject(_ids_in(item.ids), item.error)
                 continue
             reason = why or apply(item)
             if reason:
-                reject(lambda k, it=item: getattr(it, k, ""), reason)
+                reject(_ids_of(item), reason)
 
     def _on_app(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
@@ -67,6 +84,8 @@ class Intake(RMRegistry):
             part.reject_app(msg, queue.path if queue is not None else "", reason, ctx)
             return reason
         part.add_app(msg, queue, ctx)
+        if APP_ADDED_FAULT is not None:
+            APP_ADDED_FAULT(msg.applicationID)
         ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
         return ""
 
