@@ -150,13 +150,11 @@ def ends_walk(decision: Decision) -> bool:
     gang): the node takes other asks again, which the rest of the walk must see."""
     if type(decision) in ENDS_WALK:  # (type(): an attribute read of `__class__` is a lookup by name)
         return True
-    if isinstance(decision, Unpreempted):
-        then = decision.then
-        if isinstance(then, Reserve):
+    if isinstance(decision, Unpreempted):  # as what it did instead
+        decision = decision.then
+        if isinstance(decision, Reserve):
             return True
-        return bool(then.ask.reserved) and not isinstance(then.where, NodeRoom | RequiredNode | Victims)
-    if isinstance(decision, Park):
-        return bool(decision.ask.reserved) and not isinstance(decision.where, NodeRoom | RequiredNode | Victims)
-    return False
+    return (isinstance(decision, Park) and bool(decision.ask.reserved)
+            and not isinstance(decision.where, NodeRoom | RequiredNode | Victims))
 
 

@@ -62,14 +62,6 @@ class SortedSeq:
             index -= len(sub)
         raise IndexError("SortedSeq index out of range")  # not reached: the lengths add up to n
 
-    def __contains__(self, value: Any) -> bool:
-        maxes = self._maxes
-        pos = bisect_left(maxes, value)
-        if pos == len(maxes):
-            return False
-        sub = self._lists[pos]
-        return bool(sub[bisect_left(sub, value)] == value)
-
     def add(self, value: Any) -> None:
         maxes, lists = self._maxes, self._lists
         if not maxes:
