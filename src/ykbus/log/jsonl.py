@@ -40,13 +40,6 @@ class _Line(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     encoding: str = "json"
 
 
-class _OutLine(msgspec.Struct, frozen=True):
-    seq: int
-    rm: str
-    kind: str
-    msg: Any
-
-
 class _InLine(msgspec.Struct, frozen=True, omit_defaults=True):
     seq: int
     ts: int
@@ -129,7 +122,7 @@ def encode_entry(entry: Entry) -> bytes:
 
 
 def encode_output(out: Output) -> bytes:
-    return _encoder.encode(_OutLine(out.seq, out.rm, out.kind, out.msg))
+    return _encoder.encode(out)  # {seq, rm, kind, msg}: the Struct's own fields, in order
 
 
 def write_outputs(outputs: Iterable[Output], stream: IO[bytes]) -> int:
