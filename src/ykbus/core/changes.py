@@ -48,7 +48,9 @@ from ykbus.core.model import (
     Terminated,
     Tracker,
     Victims,
+    app_of,
     applicable_limits,
+    ask_spec,
     tracker_key,
 )
 from ykbus.core.outbox import Outbox
@@ -208,7 +210,7 @@ class PartitionChanges(IndexedPartition):
         node = Node(info.nodeID, dict(info.attributes), capacity, occupied)
         self.nodes[node.id] = node
         add_into(self.total, capacity)
-        self._rekey = True
+        self.rekey = True
         self._index_node(node)
         self._wake_reserve_waiters(node)
         self._wake_node(node)
@@ -222,7 +224,7 @@ class PartitionChanges(IndexedPartition):
             sub_into(self.total, node.capacity)
             node.capacity = capacity
             add_into(self.total, capacity)
-            self._rekey = True
+            self.rekey = True
         node.occupied = occupied
         node.recompute_free()
         self._index_node(node)
@@ -247,7 +249,7 @@ class PartitionChanges(IndexedPartition):
             self.release(alloc, m.TerminationType.STOPPED_BY_RM, f"node {node.id} decommissioned", ctx)
         self.node_event(node, NodeEvent.DECOMMISSION)
         sub_into(self.total, node.capacity)
-        self._rekey = True
+        self.rekey = True
         del self.nodes[node.id]
         if self.usage.watched:
             self.usage.removed(node)
@@ -255,7 +257,7 @@ class PartitionChanges(IndexedPartition):
     def add_app(self, msg: m.AddApplicationRequest, queue: Queue, ctx: Outbox) -> App:
         self._attach(queue)
         self.seq += 1
-        app = App(msg, queue, self.seq, ctx.ts)
+        app = app_of(msg, queue, self.seq, ctx.ts)
         self.apps[app.id] = app
         ended = self.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
         queue.apps[app.id] = app
@@ -352,13 +354,13 @@ class PartitionChanges(IndexedPartition):
         ask = app.asks.get(msg.allocationKey)
         if ask is not None:
             self._unpend(ask)
-            ask.update(msg, *self.intern(resource))
+            ask.update(ask_spec(msg), *self.intern(resource))
             ask.reported = ""
             if ask.pending and ask.state is not AskState.PENDING:
                 ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
         else:
             self.seq += 1
-            ask = Ask(msg, app, *self.intern(resource), self.seq, ctx.ts)
+            ask = Ask(msg.allocationKey, app, ask_spec(msg), *self.intern(resource), self.seq, ctx.ts)
             app.asks[ask.key] = ask
         if ask.pending:
             self._pend(ask)

@@ -184,14 +184,18 @@ class IndexedPartition(PartitionState):
 
     def _pend(self, ask: Ask) -> None:
         """Count `ask`'s pending allocations and make it active."""
+        self._add_pending(ask)
+        ask.app.active.add(ask.entry)
+        self.pending_codes.tally(ask)
+        self._ask_pending(ask)
+
+    def _add_pending(self, ask: Ask) -> None:
+        """`ask`'s pending allocations count in its application's and its queues' pending."""
         total = scaled(ask.resource, ask.pending)
         add_into(ask.app.pending, total)
         for q in ask.app.path:
             add_into(q.pending, total)
             q.sort_key = None
-        ask.app.active.add(ask.entry)
-        self.pending_codes.tally(ask)
-        self._ask_pending(ask)
 
     def _unpend(self, ask: Ask) -> None:
         """Undo `_pend` for what is still pending, wherever the ask waits."""

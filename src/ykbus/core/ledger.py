@@ -21,7 +21,7 @@ it also keeps each leaf's allocations that may be preempted by class, `Queue.vic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ykbus.core.resources import add_into, sub_into
@@ -66,6 +66,23 @@ class Ledger:
         if self.indexed:
             index_victim(alloc)
         self._app_moved(app)
+
+    def recount(self, apps: Iterable[App], nodes: Iterable[Node]) -> None:
+        """What `book` keeps, derived at once from the allocations the nodes and applications
+        hold (a snapshot's load): each node's free room, each application's usage and count
+        per node, each queue's usage (one sum per application, not one per allocation).
+        Trackers count their applications' usage as they are made; the orders that follow
+        usage (the node index, the applications' keys) are the partition's to build."""
+        for node in nodes:
+            node.recompute_free()
+        for app in apps:
+            allocated = app.allocated
+            for alloc in app.allocations.values():
+                add_into(allocated, alloc.resource)
+                if app.node_pods is not None:
+                    app.count_on(alloc.node.id, 1)
+            for q in app.path:
+                add_into(q.allocated, allocated)
 
     def unbook(self, alloc: Alloc) -> None:
         node, app, res = alloc.node, alloc.app, alloc.resource

@@ -307,14 +307,45 @@ class Queue:
         return out
 
 
+class AskSpec:
+    """What an ask is asked to be, its resource aside: the values its constructor takes,
+    from an RM's `AllocationAsk` (`ask_spec`) or from a snapshot alike."""
+
+    __slots__ = ("max_allocations", "priority", "tags", "task_group", "placeholder", "originator", "timeout_ms",
+                 "preempt_self", "preempt_other")
+
+    def __init__(self, max_allocations: int = 1, priority: int = 0, tags: dict[str, str] | None = None,
+                 task_group: str = "", placeholder: bool = False, originator: bool = False, timeout_ms: int = 0,
+                 preempt_self: bool = True, preempt_other: bool = False) -> None:
+        self.max_allocations = max_allocations
+        self.priority = priority
+        self.tags = tags or NO_TAGS
+        self.task_group = task_group
+        self.placeholder = placeholder
+        self.originator = originator
+        self.timeout_ms = timeout_ms
+        self.preempt_self = preempt_self
+        self.preempt_other = preempt_other
+
+
+def ask_spec(msg: m.AllocationAsk) -> AskSpec:
+    """What `msg` asks for. No preemption policy: it may be preempted and may not preempt
+    (YuniKorn's default)."""
+    policy = msg.preemptionPolicy
+    return AskSpec(msg.maxAllocations or 1, msg.priority, msg.tags, msg.taskGroupName, msg.placeholder,
+                   msg.Originator, msg.executionTimeoutMilliSeconds,
+                   policy is None or policy.allowPreemptSelf, policy is not None and policy.allowPreemptOther)
+
+
 class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
                  "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved", "pooled",
                  "preempt_self", "preempt_other", "preempt_after", "at", "tallied", "tallied_n")
 
-    def __init__(self, msg: m.AllocationAsk, app: App, resource: Res, shape: Shape, seq: int, at: int = 0) -> None:
-        self.key = msg.allocationKey
+    def __init__(self, key: str, app: App, spec: AskSpec, resource: Res, shape: Shape, seq: int,
+                 at: int = 0) -> None:
+        self.key = key
         self.app = app
         self.seq = seq
         self.at = at  # log time it was first asked (ns): the REST API's requestTime
@@ -331,22 +362,22 @@ class Ask:
         # active, counted with its application), and its pending allocations then
         self.tallied: why.PendingCode | None = None
         self.tallied_n = 0
-        self.update(msg, resource, shape)
+        self.update(spec, resource, shape)
 
-    def update(self, msg: m.AllocationAsk, resource: Res, shape: Shape) -> None:
+    def update(self, spec: AskSpec, resource: Res, shape: Shape) -> None:
+        """What the ask is asked to be (again: an RM may update an ask it sent)."""
         self.resource, self.shape = resource, shape
-        self.max_allocations = msg.maxAllocations or 1
+        self.max_allocations = spec.max_allocations
         self.pending = max(0, self.max_allocations - self.allocated)
-        self.priority = msg.priority
-        self.tags = msg.tags or NO_TAGS
+        self.priority = spec.priority
+        self.tags = spec.tags
         self.required = self.tags.get(REQUIRED_NODE_TAG, "")  # the node it must run on, if any
-        self.task_group = msg.taskGroupName
-        self.placeholder = msg.placeholder
-        self.originator = msg.Originator
-        self.timeout_ms = msg.executionTimeoutMilliSeconds
-        policy = msg.preemptionPolicy  # none: it may be preempted and may not preempt (YuniKorn's)
-        self.preempt_self = policy is None or policy.allowPreemptSelf
-        self.preempt_other = policy is not None and policy.allowPreemptOther
+        self.task_group = spec.task_group
+        self.placeholder = spec.placeholder
+        self.originator = spec.originator
+        self.timeout_ms = spec.timeout_ms
+        self.preempt_self = spec.preempt_self
+        self.preempt_other = spec.preempt_other
 
     @property
     def entry(self) -> tuple[int, int, Ask]:
@@ -395,14 +426,15 @@ class App:
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
                  "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history", "unparked")
 
-    def __init__(self, msg: m.AddApplicationRequest, queue: Queue, seq: int, submitted: int = 0) -> None:
-        self.id = msg.applicationID
+    def __init__(self, app_id: str, queue: Queue, seq: int, user: str, groups: list[str], tags: dict[str, str],
+                 timeout_ms: int = 0, gang: Res | None = None, gang_hard: bool = False, submitted: int = 0) -> None:
+        self.id = app_id
         self.queue = queue
         self.path = queue.ancestry()
-        self.user = msg.ugi.user
-        self.groups = list(msg.ugi.groups)
+        self.user = user
+        self.groups = groups
         self.history = AppHistory(submitted, self.user, self.groups)  # outlives it, when it ends
-        self.tags = msg.tags
+        self.tags = tags
         self.state = AppState.NEW
         self.seq = seq
         self.asks: ChunkedDict[Ask] = ChunkedDict()  # in the order they came (a large application's grows in pieces)
@@ -422,7 +454,7 @@ class App:
         self.pool_key: tuple[Any, ...] | None = None
         self.gang_room = gang_wait(self.id)  # where its gang holds asks (shared)
         self.leader_room = leader_wait(self.id)  # where its leader holds workers (shared)
-        self.timeout_ms = msg.executionTimeoutMilliSeconds
+        self.timeout_ms = timeout_ms
         self.timer = 0  # generation of the app's pending timer; a stale timer is ignored
         self.trackers: list[Tracker] = []  # the user and group limits that apply to it
         # why its active asks wait although they are not parked: a maxapplications that
@@ -430,13 +462,12 @@ class App:
         self.why: why.Why | None = None
         # a gang (non-empty placeholderAsk): what its placeholders must cover; its
         # executionTimeoutMilliSeconds is then the placeholder timeout, not a run limit
-        self.gang: Res = {k: q.value for k, q in msg.placeholderAsk.resources.items() if q.value} \
-            if msg.placeholderAsk is not None else {}
-        self.gang_hard = msg.gangSchedulingStyle == "Hard"
+        self.gang: Res = gang if gang is not None else {}
+        self.gang_hard = gang_hard
         self.gang_timer = 0  # generation of its placeholder timer (0: none set yet)
         # its node policy (tag ykbus.io/node-policy, validated before it is added), None: the
         # partition's node order; allocations per node id, kept by the ledger for the affinities
-        name = msg.tags.get(POLICY_TAG)
+        name = tags.get(POLICY_TAG)
         self.policy = NodePolicy(name) if name is not None else None
         self.node_pods: dict[str, int] | None = {} if self.policy in AFFINITIES else None
 
@@ -453,6 +484,14 @@ class App:
     @property
     def placeholder_timeout_ms(self) -> int:
         return self.timeout_ms or PLACEHOLDER_TIMEOUT_MS
+
+
+def app_of(msg: m.AddApplicationRequest, queue: Queue, seq: int, submitted: int) -> App:
+    """The application an RM's `AddApplicationRequest` adds, in `queue`."""
+    placeholders = msg.placeholderAsk
+    gang = {k: q.value for k, q in placeholders.resources.items() if q.value} if placeholders is not None else {}
+    return App(msg.applicationID, queue, seq, msg.ugi.user, list(msg.ugi.groups), msg.tags,
+               msg.executionTimeoutMilliSeconds, gang, msg.gangSchedulingStyle == "Hard", submitted)
 
 
 def is_leader(ask: Ask) -> bool:

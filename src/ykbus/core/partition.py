@@ -92,16 +92,22 @@ from ykbus.core.model import (
     Ask,
     Node,
     Queue,
+    QueueRoom,
     Replacement,
     RequiredNode,
     Tracker,
     Victims,
+    count_app_priorities,
+    is_leader,
+    queue_room,
     replacement,
     required_node,
     victims,
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
+from ykbus.core.readmodel import PartitionSummary
+from ykbus.core.resources import add_into
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.timers import (
     PreemptionTimer,
@@ -121,10 +127,10 @@ class Partition(PartitionChanges):
 
     def schedule(self, ctx: Outbox) -> None:
         """Plan and commit until a walk places nothing (or the entry's budget is spent)."""
-        if self._rekey:  # the total or the configuration changed: every queue key may have
+        if self.rekey:  # the total or the configuration changed: every queue key may have
             for q in self.queues.values():
                 q.sort_key = None
-            self._rekey = False
+            self.rekey = False
             self._rekey_all(only_fair=True)
         scheduler = self.scheduler
         scheduler.start(ctx.ts)
@@ -336,3 +342,84 @@ class Partition(PartitionChanges):
         if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
             self._unwait(ask)
             self._wake(ask)
+
+    # --- a snapshot's load (core/snapshot.py) ----------------------------------------------
+
+    def restore(self, queue_waiters: dict[str, list[tuple[str, str]]], room_waiters: list[tuple[str, str]],
+                tracker_blocked: dict[str, str], now: int) -> None:
+        """Derive what a snapshot does not store from what it does, already in place (the
+        queue tree, the nodes, the applications with their asks, the allocations held by
+        nodes and applications in their orders): sums, active lists, priority caches, the
+        ledger's counts, the node index, where each waiting ask is registered, trackers, the
+        read model. The stored orders of waiting asks come with it: `queue_waiters` (by queue,
+        for its max), `room_waiters` (for room); `tracker_blocked`: application -> the key
+        of the tracker whose maxapplications holds it (trackers are derived here)."""
+        for node in self.nodes.values():
+            add_into(self.total, node.capacity)
+        for alloc in self.allocations.values():
+            if alloc.preempting:  # what each node has preempted and not released yet
+                alloc.node.preempting += 1
+                self.preempted[alloc.node.id] = alloc.node
+        asks: dict[tuple[str, str], Ask] = {}
+        for app in self.apps.values():
+            app.queue.apps[app.id] = app
+            if app.state is AppState.RUNNING:
+                for q in app.path:
+                    q.running += 1
+            for ask in app.asks.values():
+                asks[(app.id, ask.key)] = ask
+                if ask.pending:
+                    self._add_pending(ask)
+                    app.priorities[ask.priority] = app.priorities.get(ask.priority, 0) + 1
+                    app.leaders_waiting += is_leader(ask)
+                    if ask.waiting is None:
+                        app.active.add(ask.entry)
+                    self.pending_codes.tally(ask)
+            app.max_priority = max(app.priorities) if app.priorities else None
+        for q in self.queues.values():
+            q.sort_key = None
+            if q.leaf:
+                count_app_priorities(q)
+        self.ledger.recount(self.apps.values(), self.nodes.values())
+        for node in self.nodes.values():
+            self._index_node(node)
+        self._register_waiting(asks, queue_waiters, room_waiters, tracker_blocked, now)
+        for app in self.apps.values():
+            self._sync_app(app)
+        self.summary = PartitionSummary.of(self.apps, self.terminated, self.rejected, len(self.allocations))
+        self.index_victims()
+
+    def _register_waiting(self, asks: dict[tuple[str, str], Ask], queue_waiters: dict[str, list[tuple[str, str]]],
+                          room_waiters: list[tuple[str, str]], tracker_blocked: dict[str, str], now: int) -> None:
+        """Each waiting ask in the one registry of where it waits (`waits`, or the room
+        gates of `pool`), in the stored orders; the nodes reserved for asks; the trackers,
+        and the applications their maxapplications holds."""
+        for path, keys in queue_waiters.items():  # a queue's max, in the order they came
+            for key in keys:
+                self.waits.add(asks[key], queue_room(path))
+        for ask in asks.values():  # the rest as each ask's `waiting` names it (room: below)
+            w = ask.waiting
+            if w is not None and w is not NODE_ROOM and not isinstance(w, QueueRoom):
+                self.waits.add(ask, w)
+            if ask.reserved:
+                self.nodes[ask.reserved].reserved = ask
+        delay = self.config.reservationdelay_ms * 1_000_000
+        pooled: list[tuple[Ask, bool]] = []
+        for key in room_waiters:  # by gate if ordinary (core/waits.py), else one by one
+            ask = asks[key]
+            reserving = bool(not ask.reserved and ask.since and now - ask.since >= delay
+                             and not (ask.placeholder and ask.app.gang))
+            if not ask.app.gang:
+                pooled.append((ask, reserving))
+                continue
+            self.waits.add(ask, NODE_ROOM)
+            if reserving:
+                self.reserve_waiters[key] = ask
+        self._retrack()  # trackers and their counts are derived
+        for app_id, tracker_key in tracker_blocked.items():
+            app = self.apps[app_id]
+            tracker = self.trackers[tracker_key]
+            app.blocked_on = tracker
+            tracker.app_waiters[app.id] = app
+        for ask, reserving in pooled:  # once the applications' sort keys can be read
+            self.pool.enter(ask, reserving)

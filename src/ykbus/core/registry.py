@@ -45,15 +45,16 @@ _PARSED: dict[tuple[Any, str], SchedulerConfig] = {}
 
 
 class ResourceManager:
-    def __init__(self, msg: m.RegisterResourceManagerRequest, config: SchedulerConfig,
-                 config_text: str, own_config_text: str, sequence: Sequence, seq: int) -> None:
-        self.id = msg.rmID
+    def __init__(self, rm_id: str, version: str, policy_group: str, build_info: dict[str, str],
+                 extra_config: dict[str, str], config: SchedulerConfig, config_text: str, own_config_text: str,
+                 sequence: Sequence, seq: int) -> None:
+        self.id = rm_id
         self.state = RM.advance(RMState.INIT, RMEvent.REGISTER)
-        self.version = msg.version
-        self.policy_group = msg.policyGroup
-        self.build_info = dict(msg.buildInfo)
-        self.extra_config = dict(msg.extraConfig)
-        self.encoding = msg.extraConfig.get("encoding", "json")
+        self.version = version
+        self.policy_group = policy_group
+        self.build_info = dict(build_info)
+        self.extra_config = dict(extra_config)
+        self.encoding = extra_config.get("encoding", "json")
         self.config_text = config_text  # the configuration in force
         self.own_config_text = own_config_text  # what the RM itself configured (in force without a queue file)
         self.timers: Timers[Timer] = Timers(sequence)  # its partitions' deadlines: they go with it
@@ -156,7 +157,8 @@ class RMRegistry:
         if old is not None:
             self.dropped_partitions += len(old.partitions)
             old.wipe()
-        self.rms[msg.rmID] = ResourceManager(msg, config, text, own, self.timer_sequence, entry.seq)
+        self.rms[msg.rmID] = ResourceManager(msg.rmID, msg.version, msg.policyGroup, msg.buildInfo, msg.extraConfig,
+                                             config, text, own, self.timer_sequence, entry.seq)
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.register(to)

@@ -22,28 +22,22 @@ from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core
 from ykbus.core.deadlines import Timers
-from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
-    NODE_ROOM,
     Alloc,
     App,
     AppHistory,
     Ask,
+    AskSpec,
     Node,
     NodeRoom,
     Queue,
     QueueRoom,
     Terminated,
-    count_app_priorities,
-    is_leader,
     parse_wait,
-    queue_room,
 )
 from ykbus.core.partition import Partition
-from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.registry import ResourceManager, YamlLoader
-from ykbus.core.resources import add_into, scaled
 from ykbus.core.shards import Arriving, MovedOut
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
@@ -58,7 +52,6 @@ from ykbus.core.timers import (
 )
 from ykbus.core.waits import ROOM
 from ykbus.core.why import Why
-from ykbus.si import messages as m
 
 FORMAT = 4  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending; 4: gangs
 READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then show theirs once parked again
@@ -91,7 +84,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions",  # the process's, not the state's
                        "moved_out", "arriving"}),  # between one entry and the next: the service's effects and inputs
 }
-RENAMED: dict[str, dict[str, str]] = {"Partition": {"_rekey": "rekey"}, "Core": {"timer_sequence": "timers_n"}}
+RENAMED: dict[str, dict[str, str]] = {"Core": {"timer_sequence": "timers_n"}}
 
 
 class SnapshotError(Exception):
@@ -312,7 +305,7 @@ def _ask(a: Ask) -> SAsk:
 
 def _partition(p: Partition) -> SPartition:
     return SPartition(
-        name=p.name, incarnation=p.incarnation, config=p.config, seq=p.seq, rekey=p._rekey,
+        name=p.name, incarnation=p.incarnation, config=p.config, seq=p.seq, rekey=p.rekey,
         queues=[_queue(p, q) for q in p.queues.values()],
         nodes=[SNode(n.id, n.attributes, n.capacity, n.occupied, n.state.value, list(n.allocations))
                for n in p.nodes.values()],
@@ -413,10 +406,11 @@ def load_moved(data: bytes, load_yaml: YamlLoader | None = None) -> Arriving:
 
 
 def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) -> Partition:
-    # through its constructor (an empty partition of its configuration), then its state:
-    # the queue tree as it was (with unmanaged and draining queues), nodes, applications
+    # through its constructor (an empty partition of its configuration), then what is
+    # stored: the queue tree as it was (with unmanaged and draining queues), nodes,
+    # applications and their asks, allocations; the partition derives the rest (`restore`)
     p = Partition(rm, s.config, timers, s.incarnation)
-    p.seq, p._rekey = s.seq, s.rekey
+    p.seq, p.rekey = s.seq, s.rekey
     p.queues, p.trackers = {}, {}
     p.terminated = {k: Terminated(AppState(v), *s.ended.get(k, (0, "", "")), _restore_history(s.histories.get(k)))
                     for k, v in s.terminated.items()}
@@ -443,127 +437,45 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         node = Node(sn.id, sn.attributes, sn.capacity, sn.occupied)
         node.state = _NODE_STATES[sn.state]
         p.nodes[node.id] = node
-        add_into(p.total, node.capacity)
 
-    asks: dict[tuple[str, str], Ask] = {}
-    for sa in s.apps:
-        app = App(m.AddApplicationRequest(
-            applicationID=sa.id, queueName=sa.queue, partitionName=p.name, tags=sa.tags,
-            ugi=m.UserGroupInformation(user=sa.user, groups=sa.groups), executionTimeoutMilliSeconds=sa.timeout_ms,
-            placeholderAsk=m.Resource(resources={k: m.Quantity(v) for k, v in sa.gang.items()}) if sa.gang else None,
-            gangSchedulingStyle="Hard" if sa.gang_hard else "",
-        ), p.queues[sa.queue], sa.seq)
+    for sa in s.apps:  # each through its constructor, from the values it was made of
+        app = App(sa.id, p.queues[sa.queue], sa.seq, sa.user, list(sa.groups), sa.tags, timeout_ms=sa.timeout_ms,
+                  gang=dict(sa.gang), gang_hard=sa.gang_hard)
         app.gang_timer = sa.gang_timer
         app.history = _restore_history(sa.history)
         app.state, app.timer, app.why = _APP_STATES[sa.state], sa.timer, sa.why
-        app.blocked_on = p.queues.get(sa.blocked_on) if sa.blocked_on is not None else None
+        if sa.blocked_on is not None and "|" not in sa.blocked_on:  # a queue's maxapplications (a limit's: below)
+            app.blocked_on = p.queues[sa.blocked_on]
         p.apps[app.id] = app
-        app.queue.apps[app.id] = app
-        if app.state is AppState.RUNNING:
-            for q in app.path:
-                q.running += 1
         for sk in sa.asks:
-            # through its constructor, from the ask message it was made of: what the
-            # constructor derives (the node it requires, ...) cannot be forgotten here
-            ask = Ask(m.AllocationAsk(
-                allocationKey=sk.key, applicationID=app.id, maxAllocations=sk.max_allocations,
-                priority=sk.priority, executionTimeoutMilliSeconds=sk.timeout_ms, tags=sk.tags,
-                taskGroupName=sk.task_group, placeholder=sk.placeholder, Originator=sk.originator,
-                preemptionPolicy=m.PreemptionPolicy(allowPreemptSelf=sk.preempt_self, allowPreemptOther=sk.preempt_other),
-            ), app, *p.intern(sk.resource), sk.seq)
-            ask.preempt_after, ask.at = sk.preempt_after, sk.at
+            spec = AskSpec(max_allocations=sk.max_allocations, priority=sk.priority, tags=sk.tags,
+                           task_group=sk.task_group, placeholder=sk.placeholder, originator=sk.originator,
+                           timeout_ms=sk.timeout_ms, preempt_self=sk.preempt_self, preempt_other=sk.preempt_other)
+            ask = Ask(sk.key, app, spec, *p.intern(sk.resource), sk.seq, sk.at)
+            ask.preempt_after = sk.preempt_after
             ask.pending, ask.allocated = sk.pending, sk.allocated
             ask.since, ask.reserved = sk.since, sk.reserved
             ask.state, ask.reported, ask.why = _ASK_STATES[sk.state], sk.reported, sk.why
             ask.waiting = parse_wait(sk.waiting) if sk.waiting is not None else None
             app.asks[ask.key] = ask
-            asks[(app.id, ask.key)] = ask
-            if ask.pending:
-                total = scaled(ask.resource, ask.pending)
-                add_into(app.pending, total)
-                for q in app.path:
-                    add_into(q.pending, total)
-                app.priorities[ask.priority] = app.priorities.get(ask.priority, 0) + 1
-                app.leaders_waiting += is_leader(ask)
-                if ask.waiting is None:
-                    app.active.add(ask.entry)
-                p.pending_codes.tally(ask)
-        app.max_priority = max(app.priorities) if app.priorities else None
 
-    for q in p.queues.values():
-        if q.leaf:
-            count_app_priorities(q)
-
-    allocs: ChunkedDict[Alloc] = ChunkedDict()
-    apps, nodes = p.apps, p.nodes
+    apps, nodes, allocs = p.apps, p.nodes, p.allocations
     for sx in s.allocations:
-        app, node = apps[sx.app], nodes[sx.node]
-        res = p.intern(sx.resource)[0]
-        alloc = Alloc(sx.uuid, sx.key, app, node, res, sx.priority, sx.tags, sx.task_group,
-                      sx.placeholder, sx.born, sx.at, sx.asked)
+        alloc = Alloc(sx.uuid, sx.key, apps[sx.app], nodes[sx.node], p.intern(sx.resource)[0], sx.priority,
+                      sx.tags, sx.task_group, sx.placeholder, sx.born, sx.at, sx.asked)
         alloc.replacing = sx.replacing
         alloc.preempt_self, alloc.preempting = sx.preempt_self, sx.preempting
-        if alloc.preempting:  # derived: what each node has preempted and not released yet
-            node.preempting += 1
-            p.preempted[node.id] = node
         allocs[alloc.uuid] = alloc
-        add_into(app.allocated, res)
-    p.allocations = allocs
-    for app in apps.values():  # queues: one sum per application, not per allocation
-        for q in app.path:
-            add_into(q.allocated, app.allocated)
-    for sn in s.nodes:
-        node = p.nodes[sn.id]
-        node.allocations = {u: allocs[u] for u in sn.allocations}
-        node.recompute_free()
-        p._index_node(node)
+    for sn in s.nodes:  # who holds which allocation, in their stored orders
+        nodes[sn.id].allocations = {u: allocs[u] for u in sn.allocations}
     for sa in s.apps:
-        app = p.apps[sa.id]
-        app.allocations = ChunkedDict((u, allocs[u]) for u in sa.allocations)
-        if app.node_pods is not None:  # derived: an affinity policy's allocations per node
-            for alloc in app.allocations.values():
-                app.count_on(alloc.node.id, 1)
-
-    for sq in s.queues:  # where asks wait: a queue's max, in the order they came
-        for k in sq.waiters:
-            ask = asks[tuple(k)]  # type: ignore[index]
-            p.waits.add(ask, queue_room(sq.path))
-    for ask in asks.values():  # and the rest, as each ask's `waiting` names it (room: below)
-        w = ask.waiting
-        if w is not None and w is not NODE_ROOM and not isinstance(w, QueueRoom):
-            p.waits.add(ask, w)
-    delay = p.config.reservationdelay_ms * 1_000_000
-    for ask in asks.values():  # derived: the node reserved for an ask
-        if ask.reserved:
-            p.nodes[ask.reserved].reserved = ask
-    pooled: list[tuple[Ask, bool]] = []
-    for key in s.node_waiters:  # waiting for room: by gate if ordinary (core/waits.py), else one by one
-        ask = asks[key]
-        reserving = bool(not ask.reserved and ask.since and now - ask.since >= delay
-                         and not (ask.placeholder and ask.app.gang))
-        if not ask.app.gang:
-            pooled.append((ask, reserving))
-            continue
-        p.waits.add(ask, NODE_ROOM)
-        if reserving:
-            p.reserve_waiters[key] = ask
+        apps[sa.id].allocations = ChunkedDict((u, allocs[u]) for u in sa.allocations)
     for sq in s.queues:
-        q = p.queues[sq.path]
-        q.app_waiters = {a: p.apps[a] for a in sq.app_waiters}
-    p._retrack()  # trackers and their counts are derived; blocked apps are not
-    for sa in s.apps:
-        if sa.blocked_on is not None and "|" in sa.blocked_on:
-            app = p.apps[sa.id]
-            app.blocked_on = p.trackers[sa.blocked_on]
-            app.blocked_on.app_waiters[app.id] = app
-    for ask, reserving in pooled:  # once the applications' sort keys can be read
-        p.pool.enter(ask, reserving)
-    for app in p.apps.values():
-        p._sync_app(app)
-    p.summary = PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations))
+        p.queues[sq.path].app_waiters = {a: apps[a] for a in sq.app_waiters}
+
+    p.restore({sq.path: [(k[0], k[1]) for k in sq.waiters] for sq in s.queues if sq.waiters}, s.node_waiters,
+              {sa.id: sa.blocked_on for sa in s.apps if sa.blocked_on is not None and "|" in sa.blocked_on}, now)
     p.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in s.counts}
-    p.ledger = Ledger(p.allocations, p._index_node, p._usage_moved)
-    p.index_victims()  # derived: the allocations that may be preempted, by class
     return p
 
 
@@ -606,10 +518,8 @@ def _restore_rms(core: Core, srms: list[SRM], timers: list[STimer]) -> None:
     """The RMs into `core`, each with its partitions and its timers."""
     parts: dict[tuple[str, str, int], Partition] = {}
     for srm in srms:
-        rm = ResourceManager(m.RegisterResourceManagerRequest(  # through its constructor, partitions next
-            rmID=srm.id, version=srm.version, policyGroup=srm.policy_group, buildInfo=srm.build_info,
-            extraConfig=srm.extra_config), SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text,
-            core.timer_sequence, 0)
+        rm = ResourceManager(srm.id, srm.version, srm.policy_group, srm.build_info, srm.extra_config,  # partitions next
+                             SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text, core.timer_sequence, 0)
         rm.state, rm.encoding = RMState(srm.state), srm.encoding
         for sp in srm.partitions:
             p = _restore_partition(rm.id, sp, rm.timers, core.now)

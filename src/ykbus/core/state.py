@@ -76,7 +76,7 @@ class PartitionState:
         self.root = Queue("root", None)
         self.seq = 0  # submission order of applications and asks
         self.policies = NodePolicies()  # the node policies' indexes (core/policies.py)
-        self._rekey = False
+        self.rekey = False  # the total or the configuration changed: every queue key is stale (the next pass)
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, Shape]] = {}
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
