@@ -18,7 +18,6 @@ reads (`--no-reads`, HTTP off), and the polls go to the reader.
 from __future__ import annotations
 
 import gc
-import http.client
 import os
 import signal
 import subprocess
@@ -62,35 +61,35 @@ class _Counter(ResourceManagerCallback):
         self.changed = anyio.Event()
 
 
-def _poll_once(conn: http.client.HTTPConnection) -> int:
-    total = 0
-    for path in POLLED:
-        conn.request("GET", path)
-        with conn.getresponse() as r:
-            total += len(r.read())
-    return total
-
-
-def poll_forever(port: int, every: float) -> None:
-    """The dashboard (run in a process of its own): every `every` seconds, fetch POLLED over
-    one kept-alive connection, as a browser or Prometheus does (a new connection a request
-    costs the server about 0.25 ms of CPU, against 0.14 ms kept alive); print the bytes each
-    poll read, a line each."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    while True:
-        time.sleep(every)
-        try:
-            print(_poll_once(conn), flush=True)
-        except (ConnectionError, http.client.HTTPException):  # a reader still starting, or the server closed it
-            conn.close()  # (the next request connects again)
-            continue
+# The dashboard, run as a process of its own with nothing but the standard library: every
+# `every` seconds it fetches POLLED over one kept-alive connection, as a browser or Prometheus
+# does (a new connection a request costs the server about 0.25 ms of CPU, against 0.14 ms
+# kept alive), and prints the bytes each poll read, a line each. It imports no ykbus (whose
+# import costs 0.7 s of CPU: a dashboard is running before the load, it does not start inside
+# the measured phases on the cores they saturate).
+POLLER = """
+import http.client, sys, time
+port, every, paths = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+while True:
+    time.sleep(every)
+    try:
+        total = 0
+        for path in paths:
+            conn.request("GET", path)
+            with conn.getresponse() as r:
+                total += len(r.read())
+        print(total, flush=True)
+    except (ConnectionError, http.client.HTTPException):  # a reader still starting, or the server closed it
+        conn.close()  # (the next request connects again)
+"""
 
 
 async def _poller(port: int, every: float, polls: list[int]) -> None:
     """Poll from another process, as a dashboard does: a thread here would take the GIL from
     the RM whose latency is measured (up to the 5 ms switch interval at each turn)."""
-    proc = subprocess.Popen([sys.executable, "-c", f"from ykbus.bench.e2e import poll_forever; "
-                             f"poll_forever({port}, {every!r})"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", POLLER, str(port), repr(every), *POLLED],
+                            stdout=subprocess.PIPE, text=True)
     try:
         await anyio.sleep_forever()
     finally:
