@@ -100,6 +100,27 @@ def test_an_ask_kept_from_a_reserved_node_with_room_is_told_so():
     checked(h)
 
 
+def test_room_on_a_reserved_node_wakes_no_ask_it_cannot_take_and_serves_them_once_it_is_free():
+    """Room freed on a node reserved for another ask serves that ask alone: the asks waiting
+    for room are not judged again for it (the demo's traffic judged and parked them again
+    at every such release: about a fifth of its parks), and they take the room once the
+    reservation goes."""
+    h = full_cluster()
+    h.do(h.log.tick(2 * SECOND))
+    assert reservation(h) == {"n1": "L"}
+    h.do(h.log.asks(ask("s2", "smalls", vcore=1000)))
+    assert why(h, "smalls", "s2")["code"] == "NoNodeRoom"
+    tried = h.core.rms["rm-1"].partitions["default"].scheduler.tried = []
+    assert new(release_one(h, "n1")) == []  # 1,000 free on n1: s2 fits it, but n1 is L's
+    assert tried == []
+    assert why(h, "smalls", "s2")["code"] == "NoNodeRoom"
+    checked(h)
+    outs = h.do(h.log.release_ask("large", "L"))  # the reservation goes with its ask: n1 serves s2
+    assert new(outs) == [("s2", "n1")] and reservation(h) == {}
+    assert tried == ["s2"]
+    checked(h)
+
+
 def test_a_reserved_ask_placed_elsewhere_first_drops_its_reservation():
     h = full_cluster()
     h.do(h.log.tick(2 * SECOND))

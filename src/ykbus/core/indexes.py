@@ -314,7 +314,9 @@ class IndexedPartition(PartitionState):
 
     def _wake_node(self, node: Node) -> None:
         """`node` changed (added, freed, resized, drained, back, going): wake the asks that
-        must run on it, to be judged again, and the waiting shapes that now fit it."""
+        must run on it, to be judged again, and the waiting shapes that now fit it; if it is
+        reserved, its room serves the ask it is reserved for alone, and the gates of the
+        shapes it fits open when the reservation goes (`_unreserve` wakes the node again)."""
         self._wake_at(RequiredNode, node.id)
         if node.state is not NodeState.SCHEDULABLE:
             return
@@ -336,7 +338,7 @@ class IndexedPartition(PartitionState):
                 if not ask.reserved or ask is held:
                     self.waits.remove(ask, NODE_ROOM)
                     self._wake(ask)
-        if self.pool.shapes:
+        if self.pool.shapes and held is None:
             self._opened(self.pool.open_fitting(node))
 
     def _wake_queue(self, q: Queue) -> None:

@@ -26,7 +26,7 @@ place, so each ask is tried once per wake-up and an entry that changes nothing a
 ask waits for costs nothing for it. Wake-ups are precise:
 
 1. capacity freed or added on node N opens the gates of the waiting shapes that now fit N
-   (core/waits.py: the walk tries the asks behind an open gate in their order until one
+   (none while N is reserved for an ask: its room serves that ask alone) (core/waits.py: the walk tries the asks behind an open gate in their order until one
    finds no node, which closes it; within a pass capacity mostly only shrinks, so a shape
    that failed once fails again: the scheduler's `failed_shapes`, cleared where a pass
    frees room: a reservation dropped, a gang's task group cancelled);
