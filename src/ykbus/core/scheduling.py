@@ -460,7 +460,12 @@ class NodeFinder:
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
-        if ask.pooled:  # judged behind an open gate: only a node that opened it may have room
+        pool = self.part.pool
+        gates = pool.gates_of.get(ask.shape) if pool.gates else None
+        if ask.pooled or gates is not None and gates[0] in pool.gates:
+            # judged behind an open gate, or of a shape whose asks wait for room: they found
+            # no node when they parked and room comes only through the gates, so only a node
+            # that opened its room gate this entry may have room (none: the gate is shut)
             found = self._opener_fit(ask)
             if CHECK_OPENERS:
                 walked = self._first_fit(ask)
@@ -469,8 +474,9 @@ class NodeFinder:
         return self._first_fit(ask)
 
     def _opener_fit(self, ask: Ask) -> Node | None:
-        """`first_fit` for an ask behind a gate: the first in index order of the nodes whose
-        room opened its room gate this entry (none opened it: none has room for it)."""
+        """`first_fit` for an ask of a shape whose asks wait behind a gate: the first in index
+        order of the nodes whose room opened its room gate this entry (none opened it: none
+        has room for it)."""
         best: Node | None = None
         best_key: tuple[float, str] | None = None
         for node in self.part.pool.openers.get(ask.shape, ()):
