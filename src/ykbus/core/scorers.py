@@ -16,7 +16,7 @@ keep their own indexes (core/policies.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ykbus.core.config import NodeSortPolicy
 from ykbus.core.resources import Res
@@ -25,22 +25,24 @@ if TYPE_CHECKING:
     from ykbus.core.model import Node
 
 
-class NodeScorer(Protocol):
-    def key(self, node: Node) -> tuple[float, str]:
-        """The node's place in the index: lower comes first; the node id breaks ties."""
-        ...
+class NodeScorer:
+    """The interface, and the weighted usage both scorers order by. A class, not a
+    Protocol: compiled, the index's upkeep calls `key` natively (through the class's
+    method table) instead of looking it up by name at every node move."""
 
-    def key_beside(self, node: Node, took: Res) -> tuple[float, str]:
-        """The node's place were `took` allocated on it too (a what-if: a gang placing its
-        members sees the order its own members make)."""
-        ...
-
-
-class _Weighted:
     __slots__ = ("weights",)
 
     def __init__(self, weights: dict[str, float]) -> None:
         self.weights = weights
+
+    def key(self, node: Node) -> tuple[float, str]:
+        """The node's place in the index: lower comes first; the node id breaks ties."""
+        raise NotImplementedError
+
+    def key_beside(self, node: Node, took: Res) -> tuple[float, str]:
+        """The node's place were `took` allocated on it too (a what-if: a gang placing its
+        members sees the order its own members make)."""
+        raise NotImplementedError
 
     def usage(self, node: Node, took: Res | None) -> float:
         """Weighted average of (allocated + occupied) / capacity over the weighted resources
@@ -58,7 +60,7 @@ class _Weighted:
         return score / weight_sum if weight_sum else score
 
 
-class FairScorer(_Weighted):
+class FairScorer(NodeScorer):
     __slots__ = ()
 
     def key(self, node: Node) -> tuple[float, str]:
@@ -68,7 +70,7 @@ class FairScorer(_Weighted):
         return (self.usage(node, took), node.id)
 
 
-class BinpackingScorer(_Weighted):
+class BinpackingScorer(NodeScorer):
     __slots__ = ()
 
     def key(self, node: Node) -> tuple[float, str]:
@@ -78,11 +80,11 @@ class BinpackingScorer(_Weighted):
         return (-self.usage(node, took), node.id)
 
 
-SCORERS: dict[NodeSortPolicy, type[_Weighted]] = {
+SCORERS: dict[NodeSortPolicy, type[NodeScorer]] = {
     NodeSortPolicy.FAIR: FairScorer,
     NodeSortPolicy.BINPACKING: BinpackingScorer,
 }
 
 
 def scorer_for(policy: NodeSortPolicy, weights: dict[str, float]) -> NodeScorer:
-    return SCORERS[policy](weights)  # type: ignore[return-value]
+    return SCORERS[policy](weights)
