@@ -25,11 +25,12 @@ application's asks in order" until nothing more is placed. A failed ask moves to
 place, so each ask is tried once per wake-up and an entry that changes nothing a waiting
 ask waits for costs nothing for it. Wake-ups are precise:
 
-1. capacity freed or added on node N opens the gates of the waiting shapes that now fit N
-   (none while N is reserved for an ask: its room serves that ask alone) (core/waits.py: the walk tries the asks behind an open gate in their order until one
-   finds no node, which closes it; within a pass capacity mostly only shrinks, so a shape
-   that failed once fails again: the scheduler's `failed_shapes`, cleared where a pass
-   frees room: a reservation dropped, a gang's task group cancelled);
+1. capacity freed or added on node N opens the gates of the waiting shapes that now fit N,
+   none while N is reserved for an ask: its room serves that ask alone (core/waits.py: the
+   walk tries the asks behind an open gate in their order until one finds no node, which
+   closes it; within a pass capacity mostly only shrinks, so a shape that failed once fails
+   again: the scheduler's `failed_shapes`, cleared where a pass frees room: a reservation
+   dropped, a gang's task group cancelled);
 2. usage falling in queue Q (or of a tracked user or group), or a new configuration, wakes
    Q's (the tracker's) waiters;
 3. an application leaving Running wakes the `app_waiters` of the queues above it and of its
@@ -377,7 +378,6 @@ class Partition(PartitionChanges):
                     self.pending_codes.tally(ask)
             app.max_priority = max(app.priorities) if app.priorities else None
         for q in self.queues.values():
-            q.sort_key = None
             if q.leaf:
                 count_app_priorities(q)
         self.ledger.recount(self.apps.values(), self.nodes.values())

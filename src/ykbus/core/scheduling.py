@@ -460,9 +460,7 @@ class NodeFinder:
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
-        pool = self.part.pool
-        gates = pool.gates_of.get(ask.shape) if pool.gates else None
-        if ask.pooled or gates is not None and gates[0] in pool.gates:
+        if ask.pooled or ask.shape in self.part.pool.shapes:
             # judged behind an open gate, or of a shape whose asks wait for room: they found
             # no node when they parked and room comes only through the gates, so only a node
             # that opened its room gate this entry may have room (none: the gate is shut)

@@ -473,7 +473,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
     for sq in s.queues:
         p.queues[sq.path].app_waiters = {a: apps[a] for a in sq.app_waiters}
 
-    p.restore({sq.path: [(k[0], k[1]) for k in sq.waiters] for sq in s.queues if sq.waiters}, s.node_waiters,
+    p.restore({sq.path: sq.waiters for sq in s.queues if sq.waiters}, s.node_waiters,
               {sa.id: sa.blocked_on for sa in s.apps if sa.blocked_on is not None and "|" in sa.blocked_on}, now)
     p.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in s.counts}
     return p
