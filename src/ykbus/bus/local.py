@@ -96,3 +96,16 @@ def leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
     return [exc]
+
+
+async def subscribed(nc: Any) -> None:
+    """Return once the server routes to every subscription `nc` has made so far.
+
+    `flush()` alone does not promise it: nats-py (2.16) writes flush's PING straight to the
+    socket, ahead of the SUB commands its flusher task has not written yet, so the PONG can
+    come back before the server has read them, and a request sent on another connection at
+    once finds no responders (CI saw it). The flusher task, woken by each subscribe, runs
+    before the first PONG can be read; a second PING follows what it wrote, and the server
+    answers a connection's commands in order."""
+    await nc.flush()
+    await nc.flush()

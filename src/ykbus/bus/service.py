@@ -62,7 +62,7 @@ from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
 from ykbus.bus.leader import CONSUMER_HEARTBEAT_S, Leadership
 from ykbus.bus.leadership import Lease, identity, lease_store
-from ykbus.bus.local import connect
+from ykbus.bus.local import connect, subscribed
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
@@ -237,6 +237,7 @@ class CoreService:
                 if leads_at_start:  # started means answering: the admin API and attaches too
                     with anyio.move_on_after(max(5.0, 3 * s.lease_ttl_s)):  # unless it lost the lease meanwhile
                         await self.leadership.on_duty.wait()
+                await subscribed(self.nc)  # started means answering: the read API's too
                 mark("ready_ms")
                 log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix,
                                                            "role": self.leadership.role, **phases}})
@@ -478,7 +479,7 @@ class CoreService:
         subs = [await self.nc.subscribe(self.subjects.admins, queue="ykbus-leader", cb=self.operator.on_admin),
                 await self.nc.subscribe(self.subjects.attaches, queue="ykbus-leader",
                                         cb=answer_attach(self.js, self.subjects))]
-        await self.nc.flush()  # the server knows them: a request sent after this finds a responder
+        await subscribed(self.nc)  # a request sent after this finds a responder
         return subs
 
     # --- read API ----------------------------------------------------------------------
