@@ -76,6 +76,9 @@ FIT_CACHE_NODES = 64
 # tests: a node found for an ask behind a gate among the nodes that opened it (core/waits.py
 # `openers`) is checked against a walk of every node
 CHECK_OPENERS = False
+# tests: the reservation candidates kept across node moves (`Reservable.place`) are checked
+# against a list built afresh at every read
+CHECK_RESERVABLE = False
 NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
 # members of enums of modules that are not compiled, read once: compiled code reads an
 # attribute of such a class by name, at every read
@@ -398,28 +401,30 @@ class NodeFinder:
     """Which node an ask takes (`first_fit`, in the node index's order) or reserves
     (`reservable`), with the caches of one pass that keep those cheap as the pass moves nodes."""
 
-    __slots__ = ("part", "fit_cache", "reservable_cache")
+    __slots__ = ("part", "fit_cache", "reservable_cache", "moved")
 
     def __init__(self, part: PartitionState) -> None:
         self.part = part
         # shape -> (resource, the node_index keys of the nodes it fits), built once a walk
         # skipped FIT_CACHE_AFTER nodes (of FIT_CACHE_NODES or more), kept current by `node_moved`
         self.fit_cache: dict[Shape, tuple[Res, SortedSeq]] = {}
-        # shape -> the schedulable nodes whose capacity takes it, best to reserve first (the
-        # order of `reservable`): built once per shape in a pass, so asks of one shape that
-        # pass their reservation delay together walk the nodes once, not once each. Dropped
-        # when any node's room or state moves (`node_moved`); reserved nodes are skipped
-        # when read, as a reservation moves no room.
-        self.reservable_cache: dict[Shape, list[Node]] = {}
+        # shape -> the reservation candidates of that shape (`Reservable`): built once per
+        # shape in a pass, so asks of one shape that pass their reservation delay together
+        # walk the nodes once, not once each; the nodes whose room or state moved since
+        # (`moved`) are placed again when it is next read, not the whole list rebuilt
+        self.reservable_cache: dict[Shape, Reservable] = {}
+        self.moved: dict[str, Node] = {}  # by id, in the order they moved
 
     def start(self) -> None:
         """A pass starts: reservation candidates cached by a plan outside a pass are stale."""
         self.reservable_cache.clear()
+        self.moved.clear()
 
     def clear(self) -> None:
         """The pass is over: what it cached goes."""
         self.fit_cache.clear()
         self.reservable_cache.clear()
+        self.moved.clear()
 
     def node_moved(self, node: Node, old: Any) -> None:
         """`node` left index key `old` for `node.key` (its room or state moved): the fit caches
@@ -430,33 +435,26 @@ class NodeFinder:
             if node.key is not None and fits(res, node.free):
                 fitting.add(node.key)
         if self.reservable_cache:
-            self.reservable_cache.clear()
+            self.moved[node.id] = node
 
     def reservable(self, ask: Ask) -> Node | None:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
         capacity (less what others occupy) takes it, the one missing the least of it (as
         a fraction of what it asks), ties by node id. None: larger than every such node."""
-        candidates = self.reservable_cache.get(ask.shape)
-        if candidates is None:
-            res = ask.resource
-            keyed: list[tuple[float, str, Node]] = []
-            for node in self.part.nodes.values():
-                if node.key is None:
-                    continue
-                cap, occ, free = node.capacity, node.occupied, node.free
-                missing = 0.0  # summed in the vector's order, as ever (a float sum depends on it)
-                for r, v in res.items():
-                    if cap.get(r, 0) - occ.get(r, 0) < v:
-                        break
-                    missing += max(0, v - free.get(r, 0)) / v
-                else:
-                    keyed.append((missing, node.id, node))
-            keyed.sort()  # by what it misses, then node id (unique: a node is never compared)
-            candidates = self.reservable_cache[ask.shape] = [k[2] for k in keyed]
-        for node in candidates:
-            if node.reserved is None:
-                return node
-        return None
+        if self.moved:
+            for candidates in self.reservable_cache.values():
+                for node in self.moved.values():
+                    candidates.place(node)
+            self.moved.clear()
+        cached = self.reservable_cache.get(ask.shape)
+        candidates = cached if cached is not None else Reservable(ask.resource, self.part.nodes.values())
+        if cached is None:
+            self.reservable_cache[ask.shape] = candidates
+        found = candidates.first_free()
+        if CHECK_RESERVABLE:
+            fresh = Reservable(ask.resource, self.part.nodes.values())
+            assert candidates.keyed == fresh.keyed, f"{ask.key}: reservation candidates kept {candidates.keyed}, built {fresh.keyed}"
+        return found
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
@@ -507,6 +505,54 @@ class NodeFinder:
         for key in cached[1]:  # a node reserved for another ask takes nothing else
             node = nodes[key[1]]
             if node.reserved is None or node.reserved is ask:
+                return node
+        return None
+
+
+class Reservable:
+    """The nodes a reservation of one shape may take, best first: the schedulable nodes whose
+    capacity (less what others occupy) takes the shape, by the fraction of it they miss now,
+    then by node id. A node whose room or state moved is placed again (`place`)."""
+
+    __slots__ = ("resource", "keyed", "keys")
+
+    def __init__(self, resource: Res, nodes: Iterable[Node]) -> None:
+        self.resource = resource
+        self.keyed: list[tuple[float, str, Node]] = []  # sorted (unique: a node is never compared)
+        self.keys: dict[str, tuple[float, str, Node]] = {}  # node id -> its entry
+        for node in nodes:
+            entry = self._entry(node)
+            if entry is not None:
+                self.keyed.append(entry)
+                self.keys[node.id] = entry
+        self.keyed.sort()
+
+    def _entry(self, node: Node) -> tuple[float, str, Node] | None:
+        if node.key is None:
+            return None
+        cap, occ, free = node.capacity, node.occupied, node.free
+        missing = 0.0  # summed in the vector's order, as ever (a float sum depends on it)
+        for r, v in self.resource.items():
+            if cap.get(r, 0) - occ.get(r, 0) < v:
+                return None
+            missing += max(0, v - free.get(r, 0)) / v
+        return (missing, node.id, node)
+
+    def place(self, node: Node) -> None:
+        """`node`'s room or state moved (or it left): its place follows."""
+        old = self.keys.pop(node.id, None)
+        if old is not None:
+            del self.keyed[bisect_left(self.keyed, old)]
+        entry = self._entry(node)
+        if entry is not None:
+            insort(self.keyed, entry)
+            self.keys[node.id] = entry
+
+    def first_free(self) -> Node | None:
+        """The best candidate not reserved (a reservation moves no room: it is skipped here)."""
+        for entry in self.keyed:
+            node = entry[2]
+            if node.reserved is None:
                 return node
         return None
 
