@@ -72,6 +72,7 @@ class PartitionChanges(IndexedPartition):
     def apply_config(self, config: PartitionConfig, ts: int) -> list[str]:
         """Install (or hot-swap) the queue tree; returns the paths that went draining."""
         self.config = config
+        self.reservation_delay_ns = config.reservationdelay_ms * 1_000_000
         self.node_sort = config.nodesortpolicy.type
         self.weights = config.nodesortpolicy.resourceweights
         self.scorer = scorer_for(self.node_sort, self.weights)
@@ -272,7 +273,7 @@ class PartitionChanges(IndexedPartition):
             return
         app.state = new
         app.timer += 1  # a timer set before this transition is stale
-        app.history.entered(ctx.ts, new.value)
+        app.history.entered(ctx.ts, str(new))  # a StrEnum's str() is its value (no property lookup)
         self._emit(AppTransitioned(app, old, new, message), ctx)
         if new is AppState.RUNNING:
             for q in app.path:

@@ -7,10 +7,12 @@ so the core fires the due timers of all its RMs in one (deadline, insertion) ord
 
 from __future__ import annotations
 
-import heapq
-from typing import Generic, TypeVar
+from heapq import heapify, heappop, heappush
+from typing import Final, Generic, TypeVar
 
 from ykbus import limits
+
+INT64_MAX: Final = limits.INT64_MAX  # read once (a constant: no test changes it)
 
 T = TypeVar("T")
 
@@ -34,13 +36,13 @@ class Timers(Generic[T]):
 
     def schedule(self, deadline: int, timer: T) -> None:
         self.sequence.n += 1
-        heapq.heappush(self._heap, (min(deadline, limits.INT64_MAX), self.sequence.n, timer))
+        heappush(self._heap, (min(deadline, INT64_MAX), self.sequence.n, timer))
 
     def pop_due(self, now: int) -> list[tuple[int, int, T]]:
         """The deadlines reached by `now`, taken out, with their order."""
         out = []
         while self._heap and self._heap[0][0] <= now:
-            out.append(heapq.heappop(self._heap))
+            out.append(heappop(self._heap))
         return out
 
     def entries(self) -> list[tuple[int, int, T]]:
@@ -50,7 +52,7 @@ class Timers(Generic[T]):
     def load(self, entries: list[tuple[int, int, T]]) -> None:
         """Hold these deadlines (a restore), in their order."""
         self._heap = list(entries)
-        heapq.heapify(self._heap)
+        heapify(self._heap)
 
 
 def due(all_timers: list[Timers[T]], now: int) -> list[T]:

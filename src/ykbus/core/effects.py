@@ -12,6 +12,8 @@ message a partition sends and every timer it sets is written here and nowhere el
 
 from __future__ import annotations
 
+from typing import Final
+
 from ykbus import limits
 from ykbus.core.lifecycle import APP, AppEvent, AppState
 from ykbus.core.model import Alloc, App, Ask, Node, Queue
@@ -31,6 +33,10 @@ from ykbus.core.timers import (
 from ykbus.si import messages as m
 
 ENDED = (AppState.COMPLETED, AppState.FAILED)
+# read once: compiled code looks up the attributes of modules it did not compile at every use
+REASON_MESSAGE: Final = m.UpdateContainerSchedulingStateRequest
+RELEASE_MESSAGE: Final = m.AllocationRelease
+APP_MESSAGE: Final = m.UpdatedApplication
 
 
 class AppTransitioned:
@@ -195,7 +201,7 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
     summary = part.summary
     if isinstance(event, ReasonChanged):
         ask = event.ask
-        ctx.put(rm, m.UpdateContainerSchedulingStateRequest(
+        ctx.put(rm, REASON_MESSAGE(
             applicartionID=ask.app.id, allocationKey=ask.key, state=event.state, reason=event.message))
     elif isinstance(event, AllocationBooked):
         alloc = event.alloc
@@ -209,7 +215,7 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         summary.count("container", event.alloc.app.queue.path, "released")
         if event.report:
             alloc = event.alloc
-            ctx.put(rm, m.AllocationRelease(
+            ctx.put(rm, RELEASE_MESSAGE(
                 partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
                 terminationType=event.termination, message=event.message, allocationKey=alloc.key))
     elif isinstance(event, AppTransitioned):
@@ -217,9 +223,9 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         summary.app_left(old)
         summary.app_entered(new)
         if new in ENDED:
-            summary.count("application", app.queue.path, new.value)
-        ctx.put(rm, m.UpdatedApplication(
-            applicationID=app.id, state=new.value, stateTransitionTimestamp=ts, message=event.message))
+            summary.count("application", app.queue.path, str(new))
+        ctx.put(rm, APP_MESSAGE(
+            applicationID=app.id, state=str(new), stateTransitionTimestamp=ts, message=event.message))
         if new is AppState.RUNNING and app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:
             part.timers.schedule(ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(part, app, app.timer))
         elif new is AppState.COMPLETING:
@@ -238,7 +244,7 @@ def derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
             terminationType=event.termination, message=event.message))
     elif isinstance(event, RoomWaitStarted):
         ask = event.ask
-        delay = part.config.reservationdelay_ms * 1_000_000
+        delay = part.reservation_delay_ns
         part.timers.schedule(event.since + delay, ReservationTimer(part, ask.app, ask.key, event.since))
         if ask.preempt_other and part.preempts() and may_search(ask):  # it may preempt after its delay
             part.timers.schedule(event.since + delay_ms(ask) * 1_000_000,

@@ -8,7 +8,7 @@ partition applies what passes (core/changes.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ykbus.core.config import (
     DEFAULT_PARTITION,
@@ -34,6 +34,12 @@ from ykbus.si import messages as m
 # monkeypatched.
 APP_ADDED_FAULT: Callable[[str], None] | None = None
 
+# read once: compiled code looks up the attributes of modules it did not compile at every use
+BAD_ITEM: Final = codec.BadItem
+STOPPED_BY_RM: Final = m.TerminationType.STOPPED_BY_RM
+PLACEHOLDER_REPLACED: Final = m.TerminationType.PLACEHOLDER_REPLACED
+PREEMPTED_BY_SCHEDULER: Final = m.TerminationType.PREEMPTED_BY_SCHEDULER
+
 
 def _ids_in(ids: dict[str, str]) -> Callable[[str], str]:
     """The ids of an item that did not decode, by name."""
@@ -57,7 +63,7 @@ class Intake(RMRegistry):
         with `why` (the whole message is refused) or the reason `apply` returned. `reject`
         gets a lookup of the item's ids (allocationKey, applicationID, nodeID, UUID)."""
         for item in items:
-            if isinstance(item, codec.BadItem):
+            if isinstance(item, BAD_ITEM):
                 reject(_ids_in(item.ids), item.error)
                 continue
             reason = why or apply(item)
@@ -272,13 +278,13 @@ class Intake(RMRegistry):
         else:
             targets = list(app.allocations.values())
         for alloc in targets:
-            if alloc.replacing and rel.terminationType is m.TerminationType.PLACEHOLDER_REPLACED:
+            if alloc.replacing and rel.terminationType is PLACEHOLDER_REPLACED:
                 part.confirm_replacement(alloc, ctx)  # the second step of a replacement
-            elif alloc.preempting and rel.terminationType is m.TerminationType.PREEMPTED_BY_SCHEDULER:
-                part.release(alloc, m.TerminationType.PREEMPTED_BY_SCHEDULER, rel.message or "preempted", ctx,
+            elif alloc.preempting and rel.terminationType is PREEMPTED_BY_SCHEDULER:
+                part.release(alloc, PREEMPTED_BY_SCHEDULER, rel.message or "preempted", ctx,
                              report=False)  # the RM confirms a preemption: not echoed back
             else:
-                part.release(alloc, m.TerminationType.STOPPED_BY_RM, rel.message or "released by the RM", ctx)
+                part.release(alloc, STOPPED_BY_RM, rel.message or "released by the RM", ctx)
         return ""
 
     def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Outbox) -> str:

@@ -105,7 +105,8 @@ class Ledger:
             key = (alloc.priority, id(alloc.resource))
             same = victims.get(key)
             if same is not None:
-                same.pop(alloc.uuid, None)
+                if alloc.uuid in same:
+                    del same[alloc.uuid]
                 if not same:
                     del victims[key]
         self._app_moved(app)

@@ -9,7 +9,7 @@ by one object.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ykbus.core import why
 from ykbus.core.chunked import ChunkedDict
@@ -46,6 +46,7 @@ INT32_MAX = 2**31 - 1
 REQUIRED_NODE_TAG = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKorn + KeyRequiredNode
 PLACEHOLDER_TIMEOUT_MS = 15 * 60 * 1000  # a gang's default placeholder timeout (YuniKorn's)
 NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
+ALLOCATION_MESSAGE: Final = m.Allocation  # read once (an attribute of a module not compiled)
 # A resource vector's identity as a key (`PartitionState.intern`): a string, whose hash Python
 # keeps, so the many lookups by shape (gates, caches, reasons) do not hash a nested tuple each time
 Shape = str
@@ -411,7 +412,7 @@ class Alloc:
         self.preempting = False  # preempted: the RM is to release it (core/preemption.py)
 
     def message(self, partition: str) -> m.Allocation:
-        return m.Allocation(
+        return ALLOCATION_MESSAGE(
             allocationKey=self.key, allocationTags=self.tags, UUID=self.uuid,
             resourcePerAlloc=resource_msg(self.resource), priority=self.priority,
             nodeID=self.node.id, applicationID=self.app.id, partitionName=partition,

@@ -42,13 +42,14 @@ _BUILDERS: dict[str, type[m.Message]] = {
 
 
 class Outbox:
-    __slots__ = ("seq", "ts", "_uuid", "allocations", "_groups")
+    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "_groups")
 
     def __init__(self, seq: int, ts: int) -> None:
         self.seq = seq
         self.ts = ts
         self._uuid = 0
         self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
+        self.budget = limits.MAX_ALLOCATIONS_PER_ENTRY  # read once an entry (tests lower it)
         self._groups: dict[tuple[str, str], Any] = {}
 
     def next_uuid(self, taken: Callable[[str], bool]) -> str:
@@ -64,16 +65,22 @@ class Outbox:
 
     @property
     def budget_left(self) -> bool:
-        return self.allocations < limits.MAX_ALLOCATIONS_PER_ENTRY
+        return self.allocations < self.budget
 
     def put(self, rm: str, item: Any) -> None:
         """Add `item` to the answer to `rm`; its type says which message and list it goes in
         (`PLACES`), so an item cannot land in the wrong one."""
         kind, field = PLACES[type(item)]
-        group = self._groups.get((rm, kind))
-        if group is None:
+        found = self._groups.get((rm, kind))
+        group: dict[str, list[Any]]
+        if found is None:
             group = self._groups[(rm, kind)] = {}
-        group.setdefault(field, []).append(item)
+        else:
+            group = found
+        items = group.get(field)
+        if items is None:
+            items = group[field] = []
+        items.append(item)
 
     def register(self, rm: str, error: str = "") -> None:
         self._groups[(rm, "register")] = m.RegisterResourceManagerResponse(error=limits.shorten(error))

@@ -49,6 +49,8 @@ depend on changes; priorities follow the seed's O(1) add / O(n) remove rule.
 
 from __future__ import annotations
 
+from typing import Final
+
 from ykbus.core import why
 from ykbus.core.changes import PartitionChanges
 from ykbus.core.config import (
@@ -117,6 +119,10 @@ from ykbus.core.timers import (
     Timer,
 )
 from ykbus.si import messages as m
+
+# read once: compiled code looks up the attributes of modules it did not compile at every use
+SKIPPED: Final = m.SchedulingState.SKIPPED
+RESERVED: Final = m.SchedulingState.RESERVED
 
 
 class Partition(PartitionChanges):
@@ -192,7 +198,7 @@ class Partition(PartitionChanges):
         app.why = None
         where = decision.where
         if where is NODE_ROOM and not (ask.placeholder and app.gang):
-            delay = self.config.reservationdelay_ms * 1_000_000
+            delay = self.reservation_delay_ns
             if not ask.since:  # it starts waiting for room: it may reserve a node later
                 ask.since = ctx.ts
                 self._emit(RoomWaitStarted(ask, ctx.ts), ctx)
@@ -218,7 +224,7 @@ class Partition(PartitionChanges):
         for _, _, ask in list(app.active):
             if ask.reported != reason.message:
                 ask.reported = reason.message
-                self._emit(ReasonChanged(ask, m.SchedulingState.SKIPPED, reason.message), ctx)
+                self._emit(ReasonChanged(ask, SKIPPED, reason.message), ctx)
 
     def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Outbox) -> None:
         """Every pending placeholder of the gang at once; its placeholder timer starts."""
@@ -235,7 +241,7 @@ class Partition(PartitionChanges):
         ph.replacing = ask.key
         app = ask.app
         app.why = None
-        self._wait(ask, replacement(ph.uuid), m.SchedulingState.SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
+        self._wait(ask, replacement(ph.uuid), SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
         if not app.active:
             self._sync_app(app)
         self._emit(ReplacementAsked(ph, ask), ctx)
@@ -283,7 +289,7 @@ class Partition(PartitionChanges):
         ask.app.why = None
         where = required_node(node.id) if ask.required else NODE_ROOM
         reason = why.reserved(node.id, ask.resource)
-        self._wait(ask, where, m.SchedulingState.RESERVED,
+        self._wait(ask, where, RESERVED,
                    why.cannot_preempt(reason, unpreempted) if unpreempted else reason, ctx)
         if not ask.app.active:
             self._sync_app(ask.app)
@@ -300,7 +306,7 @@ class Partition(PartitionChanges):
         ask.reserved = node.id
         node.reserved = ask
         ask.app.why = None
-        self._wait(ask, victims(node.id), m.SchedulingState.RESERVED,
+        self._wait(ask, victims(node.id), RESERVED,
                    why.preempting(node.id, [a.uuid for a in decision.victims]), ctx)
         if not ask.app.active:
             self._sync_app(ask.app)
@@ -403,7 +409,7 @@ class Partition(PartitionChanges):
                 self.waits.add(ask, w)
             if ask.reserved:
                 self.nodes[ask.reserved].reserved = ask
-        delay = self.config.reservationdelay_ms * 1_000_000
+        delay = self.reservation_delay_ns
         pooled: list[tuple[Ask, bool]] = []
         for key in room_waiters:  # by gate if ordinary (core/waits.py), else one by one
             ask = asks[key]

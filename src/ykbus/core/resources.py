@@ -18,8 +18,8 @@ def sub_into(target: Res, delta: Res) -> None:
         left = target.get(name, 0) - value
         if left:
             target[name] = left
-        else:
-            target.pop(name, None)
+        elif name in target:  # (not `pop`: compiled, a method call by name)
+            del target[name]
 
 
 def max_into(target: Res, other: Res) -> None:

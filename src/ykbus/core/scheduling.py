@@ -79,6 +79,7 @@ CHECK_OPENERS = False
 # tests: the reservation candidates kept across node moves (`Reservable.place`) are checked
 # against a list built afresh at every read
 CHECK_RESERVABLE = False
+SMALL_SORT = 8  # siblings sorted by insertion (no call per comparison); more: by `sorted`
 NO_ROOM_SHAPES = 4096  # NoNodeRoom reasons kept, one per shape (then the cache starts over)
 # members of enums of modules that are not compiled, read once: compiled code reads an
 # attribute of such a class by name, at every read
@@ -148,7 +149,8 @@ class Scheduler:
         closed = self.closed
         if closed:
             for gate in gates:
-                closed.pop(gate, None)
+                if gate in closed:
+                    del closed[gate]
 
     def reservable(self, node: Node) -> None:
         """`node` came, came back, grew, or lost its reservation: a reservation may take it."""
@@ -185,7 +187,7 @@ class Scheduler:
                 if part.queue_key(q, second) < part.queue_key(q, first):
                     children = [second, first]
             elif n > 2:
-                children.sort(key=lambda c: part.queue_key(q, c))
+                _sort_by_key(children, [part.queue_key(q, c) for c in children])
             for child in children:
                 if self._queue(child, plan):
                     return True
@@ -382,7 +384,7 @@ class Scheduler:
         if ask.reserved:
             return Park(ask, NODE_ROOM, RESERVED, why.reserved(ask.reserved, res))
         if (ask.since and ask.shape not in self.none_to_reserve
-                and self.now - ask.since >= self.part.config.reservationdelay_ms * 1_000_000):
+                and self.now - ask.since >= self.part.reservation_delay_ns):
             free_soonest = self.finder.reservable(ask)
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
@@ -624,6 +626,26 @@ class GangOverlay:
             del touched[bisect_left(touched, old)]
         key = self.keys[node.id] = self.part.scorer.key_beside(node, took)
         insort(touched, key)
+
+
+def _sort_by_key(items: list[Any], keys: list[Any]) -> None:
+    """Sort `items` in place by `keys` (one each, in the same order), stably: `list.sort`
+    with a key, without calling a key function through the interpreter's protocol for each
+    item (a few queues under a parent: an insertion sort; more: `sorted` on the pairs)."""
+    n = len(items)
+    if n > SMALL_SORT:
+        order = sorted(range(n), key=keys.__getitem__)
+        items[:] = [items[i] for i in order]
+        return
+    for i in range(1, n):
+        key, item = keys[i], items[i]
+        j = i - 1
+        while j >= 0 and key < keys[j]:
+            keys[j + 1] = keys[j]
+            items[j + 1] = items[j]
+            j -= 1
+        keys[j + 1] = key
+        items[j + 1] = item
 
 
 def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None],

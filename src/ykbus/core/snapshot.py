@@ -79,7 +79,7 @@ DERIVED: dict[str, frozenset[str]] = {
                             "woken",  # a counter within a pass
                             # state; from the asks' `waiting`
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
-                            "trackers", "uuid_taken", "weights"}),  # rebuilt, configuration, shared
+                            "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
     "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions",  # the process's, not the state's
                        "moved_out", "arriving"}),  # between one entry and the next: the service's effects and inputs

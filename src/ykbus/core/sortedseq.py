@@ -17,9 +17,11 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 from itertools import chain, islice
-from typing import Any
+from typing import Any, Final
 
 LOAD = 1000  # a sublist splits in two past 2 * load values (SortedList's default load)
+# read once: compiled code looks up a method of a class it did not compile at every call
+FROM_ITERABLE: Final = chain.from_iterable
 
 
 class SortedSeq:
@@ -39,7 +41,7 @@ class SortedSeq:
         return self._len > 0
 
     def __iter__(self) -> Iterator[Any]:
-        return chain.from_iterable(self._lists)
+        return FROM_ITERABLE(self._lists)
 
     def __repr__(self) -> str:
         return f"SortedSeq({list(self)!r})"

@@ -51,6 +51,7 @@ class PartitionState:
         self.alive = True
         self.name = config.name
         self.config = config
+        self.reservation_delay_ns = config.reservationdelay_ms * 1_000_000  # the config's, read at every park
         self.node_sort = config.nodesortpolicy.type
         self.weights = config.nodesortpolicy.resourceweights
         self.scorer = scorer_for(self.node_sort, self.weights)
