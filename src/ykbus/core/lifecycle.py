@@ -15,6 +15,15 @@ S = TypeVar("S", bound=enum.Enum)
 E = TypeVar("E", bound=enum.Enum)
 
 
+class Event(enum.Enum):
+    """What moves a lifecycle. Enum members hash by name through a Python-level `__hash__`,
+    and every `advance` hashes one (with a state: a StrEnum, hashed in C): events hash by
+    identity instead, in C. A member is one object for the process, so a table keyed by
+    events finds the same entries; no decision iterates a set of them."""
+
+    __hash__ = object.__hash__
+
+
 class IllegalTransition(Exception):
     """A move the transition table does not allow: a bug in the caller, never bad input."""
 
@@ -53,7 +62,7 @@ class AppState(enum.StrEnum):
     EXPIRED = "Expired"
 
 
-class AppEvent(enum.Enum):
+class AppEvent(Event):
     RUN = "an ask was added"
     ALLOCATE = "the first allocation was made or recovered"
     COMPLETE = "no asks and no allocations are left"
@@ -109,7 +118,7 @@ class AskState(enum.StrEnum):
     RELEASED = "Released"
 
 
-class AskEvent(enum.Enum):
+class AskEvent(Event):
     ALLOCATE_LAST = "the last of maxAllocations was placed"
     REJECT = "the ask was rejected by the scheduler"
     RELEASE = "the RM released the ask, or its application went away"
@@ -134,7 +143,7 @@ class AllocationState(enum.StrEnum):
     EXPIRED = "Expired"
 
 
-class AllocationEvent(enum.Enum):
+class AllocationEvent(Event):
     STOP = "stopped by the RM (or its node or application went away)"
     PREEMPT = "preempted by the scheduler"
     TIMEOUT = "the execution timeout fired"
@@ -153,7 +162,7 @@ class NodeState(enum.StrEnum):
     REMOVED = "Removed"
 
 
-class NodeEvent(enum.Enum):
+class NodeEvent(Event):
     DRAIN = "DRAIN_NODE"
     UNDRAIN = "DRAIN_TO_SCHEDULABLE"
     DECOMMISSION = "DECOMISSION"
@@ -174,7 +183,7 @@ class RMState(enum.StrEnum):
     STOPPED = "Stopped"
 
 
-class RMEvent(enum.Enum):
+class RMEvent(Event):
     REGISTER = "register (a re-registration wipes the RM's state)"
     CONNECTION_LOST = "heartbeats stopped"
     RECONNECT = "heartbeats resumed"
@@ -202,7 +211,7 @@ class ShimState(enum.StrEnum):
     FAILED = "Failed"
 
 
-class ShimEvent(enum.Enum):
+class ShimEvent(Event):
     REGISTER = "the core accepted the registration"
     RECOVER = "applications, then nodes with their allocations, are being re-sent"
     RECOVERED = "every recovered application and node was answered"
