@@ -49,8 +49,6 @@ depend on changes; priorities follow the seed's O(1) add / O(n) remove rule.
 
 from __future__ import annotations
 
-from typing import Final
-
 from ykbus.core import why
 from ykbus.core.changes import PartitionChanges
 from ykbus.core.config import (
@@ -111,7 +109,7 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
 from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.resources import add_into
-from ykbus.core.scheduling import Scheduler
+from ykbus.core.scheduling import RESERVED, SKIPPED, Scheduler
 from ykbus.core.timers import (
     PreemptionTimer,
     QuotaTimer,
@@ -119,10 +117,6 @@ from ykbus.core.timers import (
     Timer,
 )
 from ykbus.si import messages as m
-
-# read once: compiled code looks up the attributes of modules it did not compile at every use
-SKIPPED: Final = m.SchedulingState.SKIPPED
-RESERVED: Final = m.SchedulingState.RESERVED
 
 
 class Partition(PartitionChanges):

@@ -444,13 +444,13 @@ class NodeFinder:
         capacity (less what others occupy) takes it, the one missing the least of it (as
         a fraction of what it asks), ties by node id. None: larger than every such node."""
         if self.moved:
-            for candidates in self.reservable_cache.values():
+            for kept in self.reservable_cache.values():
                 for node in self.moved.values():
-                    candidates.place(node)
+                    kept.place(node)
             self.moved.clear()
-        cached = self.reservable_cache.get(ask.shape)
-        candidates = cached if cached is not None else Reservable(ask.resource, self.part.nodes.values())
-        if cached is None:
+        candidates = self.reservable_cache.get(ask.shape)
+        if candidates is None:
+            candidates = Reservable(ask.resource, self.part.nodes.values())
             self.reservable_cache[ask.shape] = candidates
         found = candidates.first_free()
         if CHECK_RESERVABLE:
@@ -631,7 +631,7 @@ class GangOverlay:
 def _sort_by_key(items: list[Any], keys: list[Any]) -> None:
     """Sort `items` in place by `keys` (one each, in the same order), stably: `list.sort`
     with a key, without calling a key function through the interpreter's protocol for each
-    item (a few queues under a parent: an insertion sort; more: `sorted` on the pairs)."""
+    item (a few queues under a parent: an insertion sort; more: `sorted` on the indexes)."""
     n = len(items)
     if n > SMALL_SORT:
         order = sorted(range(n), key=keys.__getitem__)
