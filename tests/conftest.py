@@ -1,14 +1,14 @@
 import pytest
 
-from ykbus.core import Core, scheduling
+from ykbus.core import Core, nodefinder
 from ykbus.log.build import LogBuilder
 from ykbus.yamlload import load_yaml
 
 # Every test's pass checks that an ask judged behind a gate finds, among the nodes that opened
-# it, the node a walk of every node finds (core/scheduling.py `first_fit`), and that the
+# it, the node a walk of every node finds (core/nodefinder.py `first_fit`), and that the
 # reservation candidates kept across node moves are those built afresh (`reservable`)
-scheduling.CHECK_OPENERS = True
-scheduling.CHECK_RESERVABLE = True
+nodefinder.CHECK_OPENERS = True
+nodefinder.CHECK_RESERVABLE = True
 
 
 class Harness:

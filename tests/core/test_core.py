@@ -592,9 +592,9 @@ def test_an_ask_behind_a_gate_is_fitted_against_the_nodes_that_opened_it(h):
     every test) walks every node too, and names a node the openers missed."""
     import pytest
 
-    from ykbus.core import scheduling
+    from ykbus.core import nodefinder
 
-    assert scheduling.CHECK_OPENERS
+    assert nodefinder.CHECK_OPENERS
     h.setup(TWO_QUEUES, n1={"vcore": 1000}, n2={"vcore": 1000})
     h.do(h.log.apps(app("big", "prod")))
     h.do(h.log.asks(ask("k", "big", vcore=2000)))
@@ -644,15 +644,15 @@ def test_config_update_that_breaks_live_state_is_refused(h):
 
 def test_fit_cache_never_changes_a_decision(monkeypatch):
     """The per-pass index of nodes that fit a shape must give the walk's exact answer."""
-    import ykbus.core.scheduling as scheduling
+    import ykbus.core.nodefinder as nodefinder
     from ykbus.core import Core
     from ykbus.log.build import LogBuilder
     from ykbus.log.jsonl import encode_output
     from ykbus.yamlload import load_yaml
 
     def run(after):
-        monkeypatch.setattr(scheduling, "FIT_CACHE_AFTER", after)
-        monkeypatch.setattr(scheduling, "FIT_CACHE_NODES", 0)
+        monkeypatch.setattr(nodefinder, "FIT_CACHE_AFTER", after)
+        monkeypatch.setattr(nodefinder, "FIT_CACHE_NODES", 0)
         core, log, out = Core(load_yaml=load_yaml), LogBuilder("rm"), []
         cfg = TWO_QUEUES.replace("    queues:\n", "    nodesortpolicy: {type: binpacking}\n    queues:\n", 1)
         entries = [log.register(cfg),

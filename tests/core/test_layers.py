@@ -116,7 +116,7 @@ def test_modules_and_classes_stay_readable():
 
 # --- the planner reads the state and writes only its own scratch ---------------------------
 
-PLANNER = [CORE / "scheduling.py", CORE / "gang.py", CORE / "decisions.py"]
+PLANNER = [CORE / "scheduling.py", CORE / "nodefinder.py", CORE / "gang.py", CORE / "decisions.py"]
 MUTATORS = {"append", "add", "pop", "popitem", "remove", "discard", "clear", "update", "setdefault", "insert",
             "extend", "sort", "reverse", "__setitem__", "__delitem__", "enter", "leave", "rekey", "let_through"}
 
