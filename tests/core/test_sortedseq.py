@@ -64,3 +64,32 @@ def test_an_empty_sorted_seq_has_no_first_and_no_index() -> None:
         s.first()
     with pytest.raises(IndexError):
         s[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.integers(0, 30), max_size=60), x=st.integers(-1, 31))
+def test_the_core_bisects_as_the_bisect_module(values: list[int], x: int) -> None:
+    """The core's own bisection (compiled: no call through the interpreter's protocol) finds
+    the index `bisect` finds, duplicates and ends included, and inserts where `insort` does."""
+    import bisect
+
+    from ykbus.core.sortedseq import bisect_left, bisect_right, insort
+
+    a = sorted(values)
+    assert bisect_left(a, x) == bisect.bisect_left(a, x)
+    assert bisect_right(a, x) == bisect.bisect_right(a, x)
+    ours, theirs = list(a), list(a)
+    insort(ours, x)
+    bisect.insort(theirs, x)
+    assert ours == theirs
+
+
+def test_equal_values_are_inserted_after_their_equals() -> None:
+    """`insort` keeps equal values in insertion order (tuples equal in their key, told apart
+    by what follows: the core relies on the order, not on the tie)."""
+    from ykbus.core.sortedseq import insort
+
+    first, second = (1, "a"), (1, "a")
+    a = [(0, "z"), first, (2, "b")]
+    insort(a, second)
+    assert a[1] is first and a[2] is second

@@ -139,22 +139,18 @@ class CancelGroup:
 
 Decision = Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
 Plan = list[Decision]
-# decisions after which a walk ends and the next starts from root: they change what the
-# walk reads (usage, or the placeholders a real ask would take)
-ENDS_WALK = (Allocate, Reserve, GangAllocate, CancelGroup, Preempt)
 
 
 def ends_walk(decision: Decision) -> bool:
-    """Whether the walk ends after `decision`: `ENDS_WALK`, a reservation after a search for
-    victims, or a reserved ask parked where it gives up its node (a queue's max, a limit, its
-    gang): the node takes other asks again, which the rest of the walk must see."""
-    if type(decision) in ENDS_WALK:  # (type(): an attribute read of `__class__` is a lookup by name)
-        return True
+    """Whether the walk ends after `decision`, and the next starts from root: one that changes
+    what the walk reads (an allocation, a reservation, a gang placed, placeholders cancelled,
+    a preemption: usage, or the placeholders a real ask would take); a reservation after a
+    search for victims; or a reserved ask parked where it gives up its node (a queue's max, a
+    limit, its gang): the node takes other asks again, which the rest of the walk must see.
+    Parks, most of a walk's decisions, are told first (compiled, an `isinstance` of a class
+    of the core is one comparison of types)."""
     if isinstance(decision, Unpreempted):  # as what it did instead
         decision = decision.then
-        if isinstance(decision, Reserve):
-            return True
-    return (isinstance(decision, Park) and bool(decision.ask.reserved)
-            and not isinstance(decision.where, NodeRoom | RequiredNode | Victims))
-
-
+    if isinstance(decision, Park):
+        return bool(decision.ask.reserved) and not isinstance(decision.where, (NodeRoom, RequiredNode, Victims))
+    return isinstance(decision, (Allocate, Reserve, GangAllocate, CancelGroup, Preempt))

@@ -11,14 +11,13 @@ checks there is no write to the state here).
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ykbus.core.gang import fits_beside
 from ykbus.core.model import Ask, Node, Shape
 from ykbus.core.resources import Res, add_into, fits
-from ykbus.core.sortedseq import SortedSeq
+from ykbus.core.sortedseq import SortedSeq, bisect_left, insort
 
 if TYPE_CHECKING:
     from ykbus.core.state import PartitionState
@@ -180,7 +179,7 @@ class Reservable:
         """`node`'s room or state moved (or it left): its place follows."""
         old = self.keys.pop(node.id, None)
         if old is not None:
-            del self.keyed[bisect_left(self.keyed, old)]
+            self.keyed.pop(bisect_left(self.keyed, old))
         entry = self._entry(node)
         if entry is not None:
             insort(self.keyed, entry)
@@ -259,6 +258,6 @@ class GangOverlay:
         old = self.keys.get(node.id)
         touched = self.touched
         if old is not None:
-            del touched[bisect_left(touched, old)]
+            touched.pop(bisect_left(touched, old))
         key = self.keys[node.id] = self.part.scorer.key_beside(node, took)
         insort(touched, key)

@@ -201,7 +201,7 @@ class Partition(PartitionChanges):
                 if not app.active:
                     self._sync_app(app)
                 return
-        elif not isinstance(where, RequiredNode | Victims):  # held by a max, a limit, its gang: not by room
+        elif not isinstance(where, (RequiredNode, Victims)):  # held by a max, a limit, its gang: not by room
             if ask.reserved:
                 self._unreserve(ask)
             ask.since = 0

@@ -38,13 +38,12 @@ no gate is open, so a snapshot holds only where each ask waits.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections.abc import Callable
 from typing import Any
 
 from ykbus.core.model import NODE_ROOM, App, Ask, Node, NodeRoom, Shape, Wait
 from ykbus.core.resources import Res, fits
-from ykbus.core.sortedseq import SortedSeq
+from ykbus.core.sortedseq import SortedSeq, bisect_left, insort
 
 ROOM = 0  # a gate of asks waiting for room for their shape
 RESERVE = 1  # a gate of asks of a shape past their reservation delay, with no node to reserve yet
@@ -148,7 +147,7 @@ class RoomWaits:
                 del self.shapes[gate.shape]
         entries = app.pooled[gate]
         entry = ask.entry
-        del entries[bisect_left(entries, entry)]
+        entries.pop(bisect_left(entries, entry))
         if not entries:
             del app.pooled[gate]
             leaf = app.queue.pooled_apps[gate]
