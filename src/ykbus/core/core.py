@@ -42,6 +42,7 @@ from ykbus.core.timers import (
     AllocationTimeoutTimer,
     AppTimeoutTimer,
     CompletingTimer,
+    ExpireTimer,
     PlaceholderTimer,
     PreemptionTimer,
     QuotaTimer,
@@ -165,27 +166,29 @@ class Core(Intake):
                 continue
             part = timer.partition
             assert isinstance(part, Partition)  # a timer's target is a partition (typed by what it reads)
-            if isinstance(timer, CompletingTimer):
+            # `type(t) is`: the timers' classes are not subclassed, and compiled, isinstance
+            # of a class the core does not compile is a generic call; the most set first
+            if type(timer) is ReservationTimer:
+                part.reservation_due(timer)
+            elif type(timer) is CompletingTimer:
                 app = timer.app
                 if app.timer == timer.generation and app.state is AppState.COMPLETING:
                     part.app_event(app, AppEvent.COMPLETING_TIMEOUT, ctx, "completing timeout")
-            elif isinstance(timer, AppTimeoutTimer):
+            elif type(timer) is AppTimeoutTimer:
                 app = timer.app
                 if app.timer == timer.generation and app.state in (AppState.RUNNING, AppState.COMPLETING):
                     part.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
-            elif isinstance(timer, ReservationTimer):
-                part.reservation_due(timer)
-            elif isinstance(timer, PreemptionTimer):
+            elif type(timer) is PreemptionTimer:
                 part.preemption_due(timer)
-            elif isinstance(timer, QuotaTimer):
+            elif type(timer) is QuotaTimer:
                 part.quota_due(timer, ctx)
-            elif isinstance(timer, PlaceholderTimer):
+            elif type(timer) is PlaceholderTimer:
                 if timer.app.gang_timer == timer.generation:
                     part.placeholder_timeout(timer.app, ctx)
-            elif isinstance(timer, AllocationTimeoutTimer):
+            elif type(timer) is AllocationTimeoutTimer:
                 part.release(timer.alloc, m.TerminationType.TIMEOUT,
                              f"execution timeout of {timer.timeout_ms} ms reached", ctx)
-            else:
+            elif isinstance(timer, ExpireTimer):  # (the last: no other kind is left)
                 part.expire(timer.app_id, timer.state, ctx)
 
     def _seen(self, entry: Entry) -> None:

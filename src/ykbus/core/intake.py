@@ -63,7 +63,7 @@ class Intake(RMRegistry):
         with `why` (the whole message is refused) or the reason `apply` returned. `reject`
         gets a lookup of the item's ids (allocationKey, applicationID, nodeID, UUID)."""
         for item in items:
-            if isinstance(item, BAD_ITEM):
+            if type(item) is BAD_ITEM:  # (not subclassed; compiled, isinstance of a class it did not compile is a generic call)
                 reject(_ids_in(item.ids), item.error)
                 continue
             reason = why or apply(item)

@@ -127,12 +127,15 @@ class SortedSeq:
     def discard(self, value: Any) -> bool:
         """Remove `value` if it is there; whether it was."""
         maxes, lists = self._maxes, self._lists
-        pos = bisect_left(maxes, value)
-        if pos == len(maxes):
-            return False
+        if len(maxes) == 1:  # mostly: one sublist, no bisection of the maxes (a comparison of tuples each)
+            pos = 0
+        else:
+            pos = bisect_left(maxes, value)
+            if pos == len(maxes):
+                return False
         sub = lists[pos]
         i = bisect_left(sub, value)
-        if not sub[i] == value:
+        if i == len(sub) or not sub[i] == value:
             return False
         sub.pop(i)  # (compiled: `del sub[i]` is a call through the interpreter's protocol)
         self._len -= 1
