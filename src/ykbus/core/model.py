@@ -205,7 +205,9 @@ class Node:
 
     def takes(self, ask: Ask) -> bool:
         """Whether `ask` fits the node's free room, and the node is reserved for no other ask."""
-        return fits(ask.resource, self.free) and (self.reserved is None or self.reserved is ask)
+        # (the reservation first: one read, where a fit reads the free room per resource; with
+        # a backlog most nodes are reserved)
+        return (self.reserved is None or self.reserved is ask) and fits(ask.resource, self.free)
 
     def recompute_free(self) -> None:
         free = dict(self.capacity)
