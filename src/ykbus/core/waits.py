@@ -74,10 +74,11 @@ POOLED_RESERVING = 2  # behind its ROOM gate and its RESERVE gate
 class RoomWaits:
     """Every ask waiting for node room that is not of a gang, by gate."""
 
-    __slots__ = ("gates", "open", "openers", "shapes", "gates_of", "app_key")
+    __slots__ = ("gates", "reserving", "open", "openers", "shapes", "gates_of", "app_key")
 
     def __init__(self, app_key: Callable[[App], tuple[Any, ...]]) -> None:
         self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}  # the gates with asks behind them
+        self.reserving: dict[Gate, None] = {}  # those of kind RESERVE, in the same order
         self.open: dict[Gate, None] = {}  # insertion-ordered: no set iteration order in decisions
         # shape -> the nodes whose room opened its room gate this entry. An ask behind a gate
         # found no node when it parked, and room comes to a node only through `open_fitting`:
@@ -119,6 +120,8 @@ class RoomWaits:
         waiters = self.gates.get(gate)
         if waiters is None:
             waiters = self.gates[gate] = {}
+            if gate.kind == RESERVE:
+                self.reserving[gate] = None
             if gate.shape not in self.shapes:
                 self.shapes[gate.shape] = self.gates_of[gate.shape][0]
         waiters[(app.id, ask.key)] = ask
@@ -141,6 +144,8 @@ class RoomWaits:
         del waiters[(app.id, ask.key)]
         if not waiters:
             del self.gates[gate]
+            if gate.kind == RESERVE:
+                del self.reserving[gate]
             self.open.pop(gate, None)
             room, reserve = self.gates_of[gate.shape]
             if room not in self.gates and reserve not in self.gates:
@@ -199,7 +204,7 @@ class RoomWaits:
 
     def open_reserving(self) -> list[Gate]:
         """What a reservation can take changed: open every reservation gate."""
-        opened = [gate for gate in self.gates if gate.kind == RESERVE]
+        opened = list(self.reserving)
         for gate in opened:
             self.open[gate] = None
         return opened
