@@ -188,7 +188,8 @@ class Core(Intake):
             elif type(timer) is AllocationTimeoutTimer:
                 part.release(timer.alloc, m.TerminationType.TIMEOUT,
                              f"execution timeout of {timer.timeout_ms} ms reached", ctx)
-            elif isinstance(timer, ExpireTimer):  # (the last: no other kind is left)
+            else:  # the last kind left: a kind added and not told here fails, not dropped
+                assert isinstance(timer, ExpireTimer), f"a timer of no known kind: {timer!r}"
                 part.expire(timer.app_id, timer.state, ctx)
 
     def _seen(self, entry: Entry) -> None:

@@ -47,8 +47,8 @@ class NodeFinder:
         self.fit_cache: dict[Shape, tuple[Res, SortedSeq]] = {}
         # shape -> the reservation candidates of that shape (`Reservable`): built once per
         # shape in a pass, so asks of one shape that pass their reservation delay together
-        # walk the nodes once, not once each; the nodes whose room or state moved since
-        # (`moved`) are placed again when it is next read, not the whole list rebuilt
+        # walk the nodes once, not once each; the nodes whose room, state or reservation
+        # moved since (`moved`) are placed again when it is next read, not the whole list rebuilt
         self.reservable_cache: dict[Shape, Reservable] = {}
         self.moved: dict[str, Node] = {}  # by id, in the order they moved
 
@@ -71,8 +71,7 @@ class NodeFinder:
                 fitting.discard(old)
             if node.key is not None and fits(res, node.free):
                 fitting.add(node.key)
-        if self.reservable_cache:
-            self.moved[node.id] = node
+        self.candidate_moved(node)
 
     def reservable(self, ask: Ask) -> Node | None:
         """The node `ask` would fit soonest: among the schedulable nodes not reserved whose
@@ -94,9 +93,9 @@ class NodeFinder:
             assert free_now == fresh.keyed, f"{ask.key}: reservation candidates kept {free_now}, built {fresh.keyed}"
         return found
 
-    def unreserved(self, node: Node) -> None:
-        """`node` lost its reservation: the candidate lists of this pass, which leave reserved
-        nodes out, take it again when next read."""
+    def candidate_moved(self, node: Node) -> None:
+        """`node`'s room, state or reservation moved: the reservation candidates of this pass
+        (which leave reserved nodes out) place it again when next read."""
         if self.reservable_cache:
             self.moved[node.id] = node
 

@@ -144,7 +144,7 @@ class Scheduler:
         """`node` came, came back, grew, or lost its reservation: a reservation may take it."""
         self.none_to_reserve.clear()
         self.freed[node.id] = node
-        self.finder.unreserved(node)
+        self.finder.candidate_moved(node)
 
     def reservation_taken(self) -> None:
         """A node was reserved: once every node a reservation could newly take is taken, the
