@@ -7,7 +7,7 @@ so the core fires the due timers of all its RMs in one (deadline, insertion) ord
 
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from typing import Final, Generic, TypeVar
 
 from ykbus import limits
@@ -28,31 +28,54 @@ class Sequence:
 
 class Timers(Generic[T]):
     """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic.
-    Deadlines are clamped to int64 (a snapshot stores them as such)."""
+    Deadlines are clamped to int64 (a snapshot stores them as such).
+
+    Kept per deadline: a heap of the distinct deadlines, and for each the timers set for it
+    in insertion order. Timers come in crowds of one deadline (the asks parked by one entry
+    reach their reservation delay together), so setting or firing one is an append or a pop
+    of a list, not a step of a heap of (deadline, insertion, timer) tuples compared two deep."""
 
     def __init__(self, sequence: Sequence) -> None:
-        self._heap: list[tuple[int, int, T]] = []
+        self._deadlines: list[int] = []  # a heap of the distinct deadlines held
+        self._at: dict[int, list[tuple[int, int, T]]] = {}  # deadline -> its timers, in insertion order
         self.sequence = sequence
 
     def schedule(self, deadline: int, timer: T) -> None:
         self.sequence.n += 1
-        heappush(self._heap, (min(deadline, INT64_MAX), self.sequence.n, timer))
+        deadline = min(deadline, INT64_MAX)
+        entry = (deadline, self.sequence.n, timer)
+        held = self._at.get(deadline)
+        if held is None:
+            self._at[deadline] = [entry]
+            heappush(self._deadlines, deadline)
+        else:
+            held.append(entry)
 
     def pop_due(self, now: int) -> list[tuple[int, int, T]]:
         """The deadlines reached by `now`, taken out, with their order."""
-        out = []
-        while self._heap and self._heap[0][0] <= now:
-            out.append(heappop(self._heap))
+        deadlines = self._deadlines
+        if not deadlines or deadlines[0] > now:
+            return []
+        out: list[tuple[int, int, T]] = []
+        while deadlines and deadlines[0] <= now:
+            out.extend(self._at.pop(heappop(deadlines)))
         return out
 
     def entries(self) -> list[tuple[int, int, T]]:
         """Every deadline held, with its order (a snapshot)."""
-        return list(self._heap)
+        return [entry for deadline in self._deadlines for entry in self._at[deadline]]
 
     def load(self, entries: list[tuple[int, int, T]]) -> None:
         """Hold these deadlines (a restore), in their order."""
-        self._heap = list(entries)
-        heapify(self._heap)
+        self._deadlines = []
+        self._at = {}
+        for entry in sorted(entries, key=_order):
+            held = self._at.get(entry[0])
+            if held is None:
+                self._at[entry[0]] = [entry]
+                self._deadlines.append(entry[0])  # ascending: a heap
+            else:
+                held.append(entry)
 
 
 def due(all_timers: list[Timers[T]], now: int) -> list[T]:
