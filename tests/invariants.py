@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from ykbus.core import Core, partition
+from ykbus.core import Core
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
 from ykbus.core.model import RECOVERY_QUEUE, GangWait, LeaderWait, Replacement, Victims, pending_leader
 from ykbus.core.outbox import Entry, Output
@@ -502,20 +502,6 @@ def replay_is_identical(entries: Sequence[Entry], per_entry: Sequence[list[bytes
     for i, e in enumerate(entries):
         got = [encode_output(o) for o in again.apply(e)]
         assert got == per_entry[i], f"replay: entry {i} (seq {e.seq}) decided differently"
-
-
-def same_without_shortcuts(entries: Sequence[Entry], per_entry: Sequence[list[bytes]], final: dict) -> None:
-    """A core that takes no shortcut (an ask past its reservation delay woken and judged,
-    `partition.RESERVING_SHORTCUT` off) makes byte-identical outputs and the same state."""
-    partition.RESERVING_SHORTCUT = False
-    try:
-        slow = Core(load_yaml=load_yaml)
-        for i, e in enumerate(entries):
-            got = [encode_output(o) for o in slow.apply(e)]
-            assert got == per_entry[i], f"without shortcuts: entry {i} (seq {e.seq}) decided differently"
-        assert slow.dump() == final, "without shortcuts: a different state"
-    finally:
-        partition.RESERVING_SHORTCUT = True
 
 
 def snapshot_plus_tail_is_full_replay(entries: Sequence[Entry], per_entry: Sequence[list[bytes]],

@@ -116,12 +116,7 @@ from ykbus.core.timers import (
     ReservationTimer,
     Timer,
 )
-from ykbus.core.waits import POOLED
 from ykbus.si import messages as m
-
-# An ask past its reservation delay that judging would only park again goes behind its
-# reservation gate at once (`Partition.reservation_due`); tests turn it off to compare
-RESERVING_SHORTCUT = True
 
 
 class Partition(PartitionChanges):
@@ -343,18 +338,9 @@ class Partition(PartitionChanges):
             self._wake(ask)
 
     def reservation_due(self, timer: ReservationTimer) -> None:
-        """An ask has waited for room the reservation delay: the next pass may reserve for it.
-        When judging it could only park it again where it is (`Scheduler.parks_again_reserving`:
-        its shape finds no node to reserve, and no node has room for it), it goes behind its
-        reservation gate at once, without being woken, judged and parked: with a backlog, the
-        asks that pass their delay together would each be (tests/property compare the outputs
-        of both ways, `RESERVING_SHORTCUT`)."""
+        """An ask has waited for room the reservation delay: the next pass may reserve for it."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
-            if (RESERVING_SHORTCUT and ask.pooled == POOLED and not self.paused
-                    and self.scheduler.parks_again_reserving(ask)):
-                self.pool.start_reserving(ask)
-                return
             self._unwait(ask)
             self._wake(ask)
 

@@ -157,38 +157,6 @@ class Scheduler:
                     self.closed[gate] = None
                     self.none_to_reserve[gate.shape] = None
 
-    def parks_again_reserving(self, ask: Ask) -> bool:
-        """Whether `ask`, waiting behind its room gate and just past its reservation delay
-        (the entry's timers fire before anything else of it: no gate is open), would only
-        park again where it is if it were woken and judged: reserving, with the same reason,
-        and no decision for its application on the way. Then the partition moves it behind
-        its reservation gate at once instead (`Partition.reservation_due`).
-
-        It holds when its shape finds no node to reserve (known, `none_to_reserve`, or looked
-        for now: until what a reservation can take changes, which opens every reservation gate,
-        and the walk then judges it behind its own, where it would have been judged active), no
-        node has room for it (room for its shape would open its room gate, behind which it
-        is judged the same), its reason is the shape's `NoNodeRoom`, and nothing but node room
-        decides for it now: no queue max or limit holds it, no leader or node policy, no
-        preemption, and its application is neither held nor, Accepted, where a
-        maxapplications or a stateaware queue could hold or defer it."""
-        app = ask.app
-        if (ask.why is not self.no_room.get(ask.shape) or app.why is not None or app.blocked_on is not None
-                or app.leaders_waiting or app.policy is not None or app.state not in SCHEDULABLE_APP_STATES
-                or ask.preempt_other and self.part.preempts()):
-            return False
-        if app.state is AppState.ACCEPTED and (app.queue.sort_policy is STATEAWARE or may_hold(app)):
-            return False
-        if held_by_queue(ask) is not None:
-            return False
-        if ask.shape not in self.none_to_reserve:
-            # what judging it would look for first; found none, it is what judging would learn
-            # (reservable nodes only grow where every reservation gate opens: `_wake_reserve_waiters`)
-            if self.finder.reservable(ask) is not None:
-                return False
-            self.none_to_reserve[ask.shape] = None
-        return True
-
     def gates_settled(self) -> None:
         """The entry's gates are let through or closed (`Partition.settle`): none is judged."""
         self.closed.clear()
@@ -350,11 +318,29 @@ class Scheduler:
     def _ask(self, ask: Ask) -> Decision:
         if self.tried is not None:
             self.tried.append(ask.key)
-        held = held_by_queue(ask)
-        if held is not None:
-            return held
         res = ask.resource
         app = ask.app
+        if app.queue.path == RECOVERY_QUEUE:
+            reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
+            return Park(ask, app.queue.room, SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
+        for t in app.trackers:
+            limit = t.limit.maxresources
+            if limit:
+                over = first_over(t.allocated, res, limit)
+                if over is not None:
+                    used = t.allocated.get(over, 0)
+                    reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
+                              f"{used} used + {res[over]} asked")
+                    return Park(ask, t.room, SKIPPED, why.limit(
+                        reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
+        for q in app.path:
+            if q.max:
+                over = first_over(q.allocated, res, q.max)
+                if over is not None:
+                    used = q.allocated.get(over, 0)
+                    reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
+                    return Park(ask, q.room, SKIPPED,
+                                why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
         if ask.required:
             return required_node_decision(self.part, ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there
@@ -517,17 +503,6 @@ def stateaware_gate(leaf: Queue) -> App | None:
     return best
 
 
-def may_hold(app: App) -> bool:
-    """Whether a queue or limit of `app` has a `maxapplications` (then an Accepted `app` may be held)."""
-    for q in app.path:
-        if q.maxapps:
-            return True
-    for t in app.trackers:
-        if t.limit.maxapplications:
-            return True
-    return False
-
-
 def maxapplications(app: App) -> Hold | None:
     """A queue or limit that runs its `maxapplications`, which an Accepted `app` may not join."""
     for q in app.path:
@@ -539,35 +514,6 @@ def maxapplications(app: App) -> Hold | None:
         if n and t.running >= n:
             reason = f"{t.describe()}: {t.running} of {n} applications running"
             return Hold(app, t, why.limit_max_applications(reason, t.kind, t.name, t.queue.path, t.running, n))
-    return None
-
-
-def held_by_queue(ask: Ask) -> Park | None:
-    """Where `ask` waits whatever the nodes have: the recovery queue, a user or group limit,
-    or a queue max its resources would pass (judged before any node is looked at)."""
-    res = ask.resource
-    app = ask.app
-    if app.queue.path == RECOVERY_QUEUE:
-        reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
-        return Park(ask, app.queue.room, SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
-    for t in app.trackers:
-        limit = t.limit.maxresources
-        if limit:
-            over = first_over(t.allocated, res, limit)
-            if over is not None:
-                used = t.allocated.get(over, 0)
-                reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
-                          f"{used} used + {res[over]} asked")
-                return Park(ask, t.room, SKIPPED, why.limit(
-                    reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
-    for q in app.path:
-        if q.max:
-            over = first_over(q.allocated, res, q.max)
-            if over is not None:
-                used = q.allocated.get(over, 0)
-                reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
-                return Park(ask, q.room, SKIPPED,
-                            why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
     return None
 
 

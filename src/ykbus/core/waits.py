@@ -115,12 +115,6 @@ class RoomWaits:
         self._remove(ask, room)
         ask.pooled = NOT_POOLED
 
-    def start_reserving(self, ask: Ask) -> None:
-        """`ask`, behind its room gate, is past its reservation delay: behind its reservation
-        gate too (as `leave` and `enter(ask, True)` would leave it)."""
-        ask.pooled = POOLED_RESERVING
-        self._add(ask, self.gates_for(ask)[1])
-
     def _add(self, ask: Ask, gate: Gate) -> None:
         app = ask.app
         waiters = self.gates.get(gate)
