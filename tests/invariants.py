@@ -531,9 +531,12 @@ def _sum_by_queue(items) -> dict[str, dict[str, int]]:
     return out
 
 
-def preempting_by_queue(p: Partition) -> dict[str, dict[str, int]]:
-    """Per queue path, what its allocations being preempted (not released yet) hold."""
-    return _sum_by_queue((a.app.path, a.resource) for a in p.allocations.values() if a.preempting)
+def preempting_by_queue(p: Partition, but: Iterable[str] = ()) -> dict[str, dict[str, int]]:
+    """Per queue path, what its allocations being preempted (not released yet) hold; `but`:
+    the uuids of allocations not to count (preempted later in the entry being checked)."""
+    left_out = set(but)
+    return _sum_by_queue((a.app.path, a.resource) for a in p.allocations.values()
+                         if a.preempting and a.uuid not in left_out)
 
 
 def coming_by_queue(p: Partition) -> dict[str, dict[str, int]]:

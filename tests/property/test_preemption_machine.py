@@ -203,7 +203,7 @@ class PreemptionMachine(RuleBasedStateMachine):
         new = [r for o in self.last if o.kind == "alloc" for r in o.msg.released
                if r.terminationType.value == "PREEMPTED_BY_SCHEDULER" and r.UUID in p.allocations]
         placed_in = {a.applicationID for o in self.last if o.kind == "alloc" for a in o.msg.new}
-        for r in new:
+        for i, r in enumerate(new):
             victim = p.allocations[r.UUID]
             preemptor = victim.node.reserved
             self.preempted += 1
@@ -211,6 +211,9 @@ class PreemptionMachine(RuleBasedStateMachine):
             if preemptor is None or f"({GUARANTEE_RULE})" not in r.message:
                 continue  # a quota, required-node or within-queue preemption, or its ask is gone
             mine = {q.path for q in preemptor.app.path}
+            # as the rule was judged: the victims this entry took after it were not leaving yet
+            # (a preemption inside the victim's leaf, say, taken after it for an ask of that leaf)
+            leaving_then = invariants.preempting_by_queue(p, but=[later.UUID for later in new[i + 1:]])
             leaving = invariants.preempting_by_queue(p)
             below = []
             for q in victim.app.path:
@@ -220,7 +223,7 @@ class PreemptionMachine(RuleBasedStateMachine):
             for q in below:
                 for t, g in q.guaranteed.items():
                     if victim.resource.get(t, 0):
-                        held = q.allocated.get(t, 0) - leaving.get(q.path, {}).get(t, 0)
+                        held = q.allocated.get(t, 0) - leaving_then.get(q.path, {}).get(t, 0)
                         assert held >= g, f"{r.UUID} takes {q.path} below its guarantee of {t} {g}: {held}"
             if not placed_in & {a.id for q in preemptor.app.path for a in invariants.apps_below(q)}:
                 coming = invariants.coming_by_queue(p)
