@@ -220,9 +220,12 @@ class CoreMachine(RuleBasedStateMachine):
         for _ in range(n):
             self.asks += 1
             key = f"k{self.asks}" if data.draw(st.booleans()) or self.asks < 3 else f"k{data.draw(st.integers(1, self.asks))}"
+            # a few shapes come again and again (9000 cores: larger than any node), as in a backlog
+            vcore, memory = data.draw(st.one_of(st.sampled_from([(1000, 1000), (3000, 2000), (9000, 500)]),
+                                                st.tuples(st.integers(0, 3000), st.integers(0, 3000))))
             one = {**ask(key, f"app{data.draw(st.integers(1, self.apps))}",
                          priority=data.draw(st.integers(-3, 3)), max_allocations=data.draw(st.integers(1, 3)),
-                         vcore=data.draw(st.integers(0, 3000)), memory=data.draw(st.integers(0, 3000))),
+                         vcore=vcore, memory=memory),
                    "executionTimeoutMilliSeconds": data.draw(st.sampled_from([0, 0, 700, 2500]))}
             required = data.draw(st.sampled_from([0, 0, 0, 1, 2, 9]))  # a node that may come, go or never be
             if required:
