@@ -76,6 +76,8 @@ FAILED: Final = m.SchedulingState.FAILED
 RESERVED: Final = m.SchedulingState.RESERVED
 STATEAWARE: Final = AppSortPolicy.STATEAWARE
 NEXT: Final = next  # (likewise a builtin mypyc does not specialise: found by name at every call)
+# tests: every walk checks that the gates the pool shows are its open gates not closed (judged)
+CHECK_SHOWING = False
 
 
 class Scheduler:
@@ -119,6 +121,9 @@ class Scheduler:
     def plan(self) -> Plan:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
+        if CHECK_SHOWING:
+            pool = self.part.pool
+            assert set(pool.showing) == {g for g in pool.open if g not in self.closed}, "showing is not open less closed"
         if self.has_work():
             if self.claimed:
                 self.claimed.clear()
@@ -154,8 +159,13 @@ class Scheduler:
         if freed and all(n.reserved is not None for n in freed.values()):
             for gate in self.part.pool.open:
                 if gate.kind == RESERVE:
-                    self.closed[gate] = None
+                    self._close(gate)
                     self.none_to_reserve[gate.shape] = None
+
+    def _close(self, gate: Gate) -> None:
+        """The walk judged `gate`'s asks: the rest of them would park again as they are."""
+        self.closed[gate] = None
+        self.part.pool.close(gate)
 
     def gates_settled(self) -> None:
         """The entry's gates are let through or closed (`Partition.settle`): none is judged."""
@@ -236,31 +246,31 @@ class Scheduler:
     def _shown(self, here: dict[Gate, Any]) -> list[tuple[Gate, Any]]:
         """The (gate, value) pairs of `here` whose gate is open and not judged yet (walking
         the smaller of `here` and the open gates)."""
-        open_gates, closed = self.part.pool.open, self.closed
-        if len(open_gates) <= len(here):
-            return [(gate, here[gate]) for gate in open_gates if gate in here and gate not in closed]
-        return [(gate, value) for gate, value in here.items() if gate in open_gates and gate not in closed]
+        showing = self.part.pool.showing
+        if len(showing) <= len(here):
+            return [(gate, here[gate]) for gate in showing if gate in here]
+        return [(gate, value) for gate, value in here.items() if gate in showing]
 
     def shows(self, q: Queue) -> bool:
         """Whether a gate open and not judged yet has asks in `q`'s subtree (`_shown`, but
         stopping at the first: it is asked of every child a walk passes)."""
         counts = q.pooled
         if counts:
-            open_gates, closed = self.part.pool.open, self.closed
-            for gate in open_gates if len(open_gates) <= len(counts) else counts:
-                if gate in counts and gate in open_gates and gate not in closed:
+            showing = self.part.pool.showing
+            for gate in showing if len(showing) <= len(counts) else counts:
+                if gate in counts and gate in showing:
                     return True
         return False
 
     def _in_order(self, active: SortedSeq, sources: list[tuple[Gate, Any]]) -> Iterator[Any]:
         """`active`'s entries and those behind the shown gates `sources`, in one order."""
-        open_gates, closed = self.part.pool.open, self.closed
+        showing = self.part.pool.showing
         if len(sources) == 1:  # mostly: one gate open
             gate, entries = sources[0]
             if not active:
-                return _behind(gate, entries, open_gates, closed)
-            return _merged_one(active, gate, entries, open_gates, closed)
-        return _merged(active, sources, open_gates, closed)
+                return _behind(gate, entries, showing)
+            return _merged_one(active, gate, entries, showing)
+        return _merged(active, sources, showing)
 
     def _apps_of(self, leaf: Queue) -> Iterable[tuple[Any, ...]]:
         """The leaf's applications in its order: the active ones, and those with asks behind
@@ -356,7 +366,7 @@ class Scheduler:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
         if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
-            self.closed[self.part.pool.gates_for(ask)[0]] = None
+            self._close(self.part.pool.gates_for(ask)[0])
         if ask.preempt_other and ask.since and self.now >= ask.preempt_after and self.part.preempts():
             found = preemption_for(self.part, ask, self.now)
             if found is not None:
@@ -379,7 +389,7 @@ class Scheduler:
                 return Reserve(ask, free_soonest)
             self.none_to_reserve[ask.shape] = None
             if self.part.pool.open:  # and none of them finds a node to reserve
-                self.closed[self.part.pool.gates_for(ask)[1]] = None
+                self._close(self.part.pool.gates_for(ask)[1])
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:
@@ -408,8 +418,7 @@ def _sort_by_key(items: list[Any], keys: list[Any]) -> None:
         items[j + 1] = item
 
 
-def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], open_gates: dict[Gate, None],
-            closed: dict[Gate, None]) -> Iterator[Any]:
+def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], showing: dict[Gate, None]) -> Iterator[Any]:
     """The entries of `active` and of each source in one sorted order; a source is dropped
     once its gate closes (the walk closes gates as it goes). A source is read from its head
     on: a walk mostly ends a few entries in, so most sources are never iterated (no gate's
@@ -441,7 +450,7 @@ def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], open_gates: dict
             if heads[k] < head:
                 at, head = k, heads[k]
         behind = gates[at]
-        if behind is None or (behind not in closed and behind in open_gates):
+        if behind is None or behind in showing:
             yield head
             it = iters[at]
             if it is None:  # its head taken: from here on, its iterator
@@ -457,28 +466,27 @@ def _merged(active: SortedSeq, sources: list[tuple[Gate, Any]], open_gates: dict
         iters.pop(at)
 
 
-def _merged_one(active: Iterable[Any], gate: Gate, entries: Iterable[Any], open_gates: dict[Gate, None],
-                closed: dict[Gate, None]) -> Iterator[Any]:
+def _merged_one(active: Iterable[Any], gate: Gate, entries: Iterable[Any], showing: dict[Gate, None]) -> Iterator[Any]:
     """`_merged` of the active entries and one gate's (they share no entry)."""
     gated = iter(entries)
     nxt = NEXT(gated, None)
     for entry in active:
         while nxt is not None and nxt < entry:
-            if gate in closed or gate not in open_gates:
+            if gate not in showing:
                 nxt = None
                 break
             yield nxt
             nxt = NEXT(gated, None)
         yield entry
-    while nxt is not None and gate not in closed and gate in open_gates:
+    while nxt is not None and gate in showing:
         yield nxt
         nxt = NEXT(gated, None)
 
 
-def _behind(gate: Gate, entries: Iterable[Any], open_gates: dict[Gate, None], closed: dict[Gate, None]) -> Iterator[Any]:
+def _behind(gate: Gate, entries: Iterable[Any], showing: dict[Gate, None]) -> Iterator[Any]:
     """The entries behind one gate, in order, until it closes."""
     for entry in entries:
-        if gate in closed or gate not in open_gates:
+        if gate not in showing:
             return
         yield entry
 

@@ -74,12 +74,15 @@ POOLED_RESERVING = 2  # behind its ROOM gate and its RESERVE gate
 class RoomWaits:
     """Every ask waiting for node room that is not of a gang, by gate."""
 
-    __slots__ = ("gates", "reserving", "open", "openers", "shapes", "gates_of", "app_key")
+    __slots__ = ("gates", "reserving", "open", "showing", "openers", "shapes", "gates_of", "app_key")
 
     def __init__(self, app_key: Callable[[App], tuple[Any, ...]]) -> None:
         self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}  # the gates with asks behind them
         self.reserving: dict[Gate, None] = {}  # those of kind RESERVE, in the same order
         self.open: dict[Gate, None] = {}  # insertion-ordered: no set iteration order in decisions
+        # the open gates the walk has not closed (judged) since they opened: what it shows, one
+        # lookup where open-and-not-closed took two (the scheduler closes them: `close`)
+        self.showing: dict[Gate, None] = {}
         # shape -> the nodes whose room opened its room gate this entry. An ask behind a gate
         # found no node when it parked, and room comes to a node only through `open_fitting`:
         # these are the only nodes that may take it now (the planner looks at them alone)
@@ -147,6 +150,7 @@ class RoomWaits:
             if gate.kind == RESERVE:
                 del self.reserving[gate]
             self.open.pop(gate, None)
+            self.showing.pop(gate, None)
             room, reserve = self.gates_of[gate.shape]
             if room not in self.gates and reserve not in self.gates:
                 del self.shapes[gate.shape]
@@ -194,6 +198,7 @@ class RoomWaits:
         for shape, gate in self.shapes.items():
             if fits(gate.resource, free) and gate in self.gates:
                 self.open[gate] = None
+                self.showing[gate] = None
                 opened.append(gate)
                 openers = self.openers.get(shape)
                 if openers is None:
@@ -207,7 +212,13 @@ class RoomWaits:
         opened = list(self.reserving)
         for gate in opened:
             self.open[gate] = None
+            self.showing[gate] = None
         return opened
+
+    def close(self, gate: Gate) -> None:
+        """The walk judged `gate`'s asks for this pass: it shows them no more (it stays open
+        until a wake-up opens it again or the pass is over)."""
+        self.showing.pop(gate, None)
 
     def let_through(self, judged: dict[Gate, None]) -> list[Ask]:
         """Close every gate; the asks behind those the walk has not judged, to be made
@@ -218,6 +229,7 @@ class RoomWaits:
             if waiters and gate not in judged:
                 asks.update(waiters)
         self.open.clear()
+        self.showing.clear()
         self.openers.clear()
         return list(asks.values())
 
