@@ -1,6 +1,6 @@
 import pytest
 
-from ykbus.core import Core, nodefinder, scheduling
+from ykbus.core import Core, nodefinder
 from ykbus.log.build import LogBuilder
 from ykbus.yamlload import load_yaml
 
@@ -9,8 +9,6 @@ from ykbus.yamlload import load_yaml
 # reservation candidates kept across node moves are those built afresh (`reservable`)
 nodefinder.CHECK_OPENERS = True
 nodefinder.CHECK_RESERVABLE = True
-# and that the gates a walk shows are the open ones it has not closed (core/waits.py `showing`)
-scheduling.CHECK_SHOWING = True
 
 
 class Harness:

@@ -276,7 +276,7 @@ class IndexedPartition(PartitionState):
         """After the entry's pass (or instead of it): the asks behind gates still open are made
         active, as an eager wake-up would have left them (core/waits.py)."""
         if self.pool.open:
-            for ask in self.pool.let_through(self.scheduler.closed):
+            for ask in self.pool.let_through():
                 self.pool.leave(ask)
                 self._wake(ask)
         self.scheduler.gates_settled()
@@ -385,7 +385,7 @@ class IndexedPartition(PartitionState):
             self._opened(self.pool.open_reserving())
 
     def _opened(self, gates: list[Gate]) -> None:
-        """Gates a wake-up opened: the walk judges their asks again (also if it had this pass)."""
+        """Gates a wake-up opened: the walk judges their asks again (also if it had this pass:
+        opening a gate shows it again, `RoomWaits.showing`)."""
         if gates:
             self.woken += 1
-            self.scheduler.reopen(gates)

@@ -76,13 +76,11 @@ FAILED: Final = m.SchedulingState.FAILED
 RESERVED: Final = m.SchedulingState.RESERVED
 STATEAWARE: Final = AppSortPolicy.STATEAWARE
 NEXT: Final = next  # (likewise a builtin mypyc does not specialise: found by name at every call)
-# tests: every walk checks that the gates the pool shows are its open gates not closed (judged)
-CHECK_SHOWING = False
 
 
 class Scheduler:
-    __slots__ = ("part", "finder", "failed_shapes", "none_to_reserve", "no_room", "closed",
-                 "freed", "claimed", "now", "tried")
+    __slots__ = ("part", "finder", "failed_shapes", "none_to_reserve", "no_room", "freed", "claimed",
+                 "now", "tried")
 
     def __init__(self, partition: PartitionState) -> None:
         self.part = partition
@@ -97,10 +95,6 @@ class Scheduler:
         # shape -> its NoNodeRoom reason, the same value for every ask of that shape (reasons
         # are frozen): formatted once, not once per ask parked (kept across passes)
         self.no_room: dict[Shape, why.Why] = {}
-        # the gates of asks waiting for room (core/waits.py) the walk judged this pass: open
-        # in the partition's pool, but their asks would park again as they are (a wake-up
-        # that opens a gate again takes it out)
-        self.closed: dict[Gate, None] = {}
         # the nodes a reservation could newly take since the reservation gates opened: once
         # all are reserved again, what reservations can take is as it was, and those gates close
         self.freed: dict[str, Node] = {}
@@ -121,9 +115,6 @@ class Scheduler:
     def plan(self) -> Plan:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
-        if CHECK_SHOWING:
-            pool = self.part.pool
-            assert set(pool.showing) == {g for g in pool.open if g not in self.closed}, "showing is not open less closed"
         if self.has_work():
             if self.claimed:
                 self.claimed.clear()
@@ -136,14 +127,6 @@ class Scheduler:
         return root.active > 0 or bool(self.part.pool.open) and self.shows(root)
 
     # --- the gates' scratch (core/waits.py): written by the partition's wake-ups, read here
-
-    def reopen(self, gates: list[Gate]) -> None:
-        """A wake-up opened `gates`: their asks are judged again, also if they were this pass."""
-        closed = self.closed
-        if closed:
-            for gate in gates:
-                if gate in closed:
-                    del closed[gate]
 
     def reservable(self, node: Node) -> None:
         """`node` came, came back, grew, or lost its reservation: a reservation may take it."""
@@ -159,17 +142,11 @@ class Scheduler:
         if freed and all(n.reserved is not None for n in freed.values()):
             for gate in self.part.pool.open:
                 if gate.kind == RESERVE:
-                    self._close(gate)
+                    self.part.pool.close(gate)
                     self.none_to_reserve[gate.shape] = None
 
-    def _close(self, gate: Gate) -> None:
-        """The walk judged `gate`'s asks: the rest of them would park again as they are."""
-        self.closed[gate] = None
-        self.part.pool.close(gate)
-
     def gates_settled(self) -> None:
-        """The entry's gates are let through or closed (`Partition.settle`): none is judged."""
-        self.closed.clear()
+        """The entry's gates are let through or closed (`Partition.settle`)."""
         self.freed.clear()
 
     def _queue(self, q: Queue, plan: Plan) -> bool:
@@ -366,7 +343,7 @@ class Scheduler:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
         if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
-            self._close(self.part.pool.gates_for(ask)[0])
+            self.part.pool.close(self.part.pool.gates_for(ask)[0])
         if ask.preempt_other and ask.since and self.now >= ask.preempt_after and self.part.preempts():
             found = preemption_for(self.part, ask, self.now)
             if found is not None:
@@ -389,7 +366,7 @@ class Scheduler:
                 return Reserve(ask, free_soonest)
             self.none_to_reserve[ask.shape] = None
             if self.part.pool.open:  # and none of them finds a node to reserve
-                self._close(self.part.pool.gates_for(ask)[1])
+                self.part.pool.close(self.part.pool.gates_for(ask)[1])
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:

@@ -80,8 +80,9 @@ class RoomWaits:
         self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}  # the gates with asks behind them
         self.reserving: dict[Gate, None] = {}  # those of kind RESERVE, in the same order
         self.open: dict[Gate, None] = {}  # insertion-ordered: no set iteration order in decisions
-        # the open gates the walk has not closed (judged) since they opened: what it shows, one
-        # lookup where open-and-not-closed took two (the scheduler closes them: `close`)
+        # the open gates the walk has not closed since they opened (`close`: it judged one of
+        # their asks, and the others would park again as they are): those whose asks it shows.
+        # A wake-up that opens a gate again shows it again
         self.showing: dict[Gate, None] = {}
         # shape -> the nodes whose room opened its room gate this entry. An ask behind a gate
         # found no node when it parked, and room comes to a node only through `open_fitting`:
@@ -220,13 +221,13 @@ class RoomWaits:
         until a wake-up opens it again or the pass is over)."""
         self.showing.pop(gate, None)
 
-    def let_through(self, judged: dict[Gate, None]) -> list[Ask]:
-        """Close every gate; the asks behind those the walk has not judged, to be made
+    def let_through(self) -> list[Ask]:
+        """Close every gate; the asks behind those the walk has not closed, to be made
         active (each once)."""
         asks: dict[tuple[str, str], Ask] = {}
         for gate in self.open:
             waiters = self.gates.get(gate)
-            if waiters and gate not in judged:
+            if waiters and gate in self.showing:
                 asks.update(waiters)
         self.open.clear()
         self.showing.clear()
