@@ -42,12 +42,14 @@ class Timers(Generic[T]):
 
     def schedule(self, deadline: int, timer: T) -> None:
         self.sequence.n += 1
-        deadline = min(deadline, INT64_MAX)
-        entry = (deadline, self.sequence.n, timer)
-        held = self._at.get(deadline)
+        self._hold((min(deadline, INT64_MAX), self.sequence.n, timer))
+
+    def _hold(self, entry: tuple[int, int, T]) -> None:
+        """`entry` after every entry held for its deadline (which joins the heap if new)."""
+        held = self._at.get(entry[0])
         if held is None:
-            self._at[deadline] = [entry]
-            heappush(self._deadlines, deadline)
+            self._at[entry[0]] = [entry]
+            heappush(self._deadlines, entry[0])
         else:
             held.append(entry)
 
@@ -70,12 +72,7 @@ class Timers(Generic[T]):
         self._deadlines = []
         self._at = {}
         for entry in sorted(entries, key=_order):
-            held = self._at.get(entry[0])
-            if held is None:
-                self._at[entry[0]] = [entry]
-                self._deadlines.append(entry[0])  # ascending: a heap
-            else:
-                held.append(entry)
+            self._hold(entry)
 
 
 def due(all_timers: list[Timers[T]], now: int) -> list[T]:
