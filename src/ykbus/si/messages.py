@@ -54,11 +54,22 @@ def _enum_number(enum_type: type[enum.Enum]) -> object:
     return Annotated[int, Meta(ge=0, le=len(enum_type) - 1)]
 
 
+_WIRE_FORMS: dict[type[enum.Enum], dict[str | int, enum.Enum]] = {}  # enum -> its names and numbers -> member
+
+
 def _to_member(enum_type: type[enum.Enum], value: object) -> enum.Enum:
     """The member for a member, its proto name (`"CREATE"`, as the wire and the docs write
     it) or its proto number; anything else is a ValueError naming the allowed names."""
     if isinstance(value, enum_type):
         return value
+    if type(value) is str or type(value) is int:  # what a decoder gives: one lookup (not a bool, a float)
+        forms = _WIRE_FORMS.get(enum_type)
+        if forms is None:
+            forms = _WIRE_FORMS[enum_type] = {**{member.value: member for member in enum_type},
+                                              **dict(enumerate(enum_type))}
+        found = forms.get(value)
+        if found is not None:
+            return found
     members = list(enum_type)
     if isinstance(value, str):
         for member in members:
@@ -203,7 +214,8 @@ class AllocationRelease(Message):
     allocationID: Id = ""  # SI 1.4/1.5 name of UUID (see ykbus.si.compat)
 
     def __post_init__(self) -> None:
-        force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
+        if type(self.terminationType) is not TerminationType:
+            force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
 
 
 class AllocationAskRelease(Message):
@@ -214,7 +226,8 @@ class AllocationAskRelease(Message):
     message: Text = ""
 
     def __post_init__(self) -> None:
-        force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
+        if type(self.terminationType) is not TerminationType:
+            force_setattr(self, "terminationType", _to_member(TerminationType, self.terminationType))
 
 
 class AllocationReleasesRequest(Message):
@@ -260,7 +273,8 @@ class NodeInfo(Message):
     existingAllocations: Items(Allocation) = field(default_factory=list)  # type: ignore[valid-type]
 
     def __post_init__(self) -> None:
-        force_setattr(self, "action", _to_member(ActionFromRM, self.action))
+        if type(self.action) is not ActionFromRM:
+            force_setattr(self, "action", _to_member(ActionFromRM, self.action))
 
 
 class NodeRequest(Message):
@@ -370,8 +384,10 @@ class EventRecord(Message):
     eventChangeType: ChangeTypeField = ChangeType.NONE
 
     def __post_init__(self) -> None:
-        force_setattr(self, "type", _to_member(EventType, self.type))
-        force_setattr(self, "eventChangeType", _to_member(ChangeType, self.eventChangeType))
+        if type(self.type) is not EventType:
+            force_setattr(self, "type", _to_member(EventType, self.type))
+        if type(self.eventChangeType) is not ChangeType:
+            force_setattr(self, "eventChangeType", _to_member(ChangeType, self.eventChangeType))
 
 
 class EventBatch(Message):
@@ -387,7 +403,8 @@ class UpdateContainerSchedulingStateRequest(Message):
     reason: str = ""
 
     def __post_init__(self) -> None:
-        force_setattr(self, "state", _to_member(SchedulingState, self.state))
+        if type(self.state) is not SchedulingState:
+            force_setattr(self, "state", _to_member(SchedulingState, self.state))
 
 
 class StateBatch(Message):
