@@ -64,13 +64,17 @@ def _issued(core: Core, outputs: Iterable[Output]):
 
 
 def new_allocations_fit(core: Core, outputs: Iterable[Output]) -> None:
+    allocated: dict[int, dict[str, int]] = {}  # each node's sum, once (an entry may place 10,000 on one)
     for a, p in _issued(core, outputs):
         live = None if p is None else p.allocations.get(a.UUID)
         if live is None:
             continue
         n = live.node
+        used = allocated.get(id(n))
+        if used is None:
+            used = allocated[id(n)] = n.allocated
         for r in live.resource:
-            assert n.allocated.get(r, 0) + n.occupied.get(r, 0) <= n.capacity.get(r, 0), \
+            assert used.get(r, 0) + n.occupied.get(r, 0) <= n.capacity.get(r, 0), \
                 f"new allocation {a.UUID} over-commits {r} on {n.id}"
         for q in live.app.path:
             for r, limit in q.max.items():

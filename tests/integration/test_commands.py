@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import CoreProcess
+from ykbus.bus.local import CONNECT_WITHIN_S
 from ykbus.cli import build_parser
 
 ROOT = Path(__file__).parents[2]
@@ -171,8 +172,8 @@ def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
     """Regressions (newcomer walkthrough, issue 20 item 2): with no server, `tyjob get` and
     `explain` retried forever, printing a traceback every 2 s; `record` ignored the URL
     `ykbus up` wrote and printed 61 reconnect tracebacks over 2 minutes. Every command finds
-    the server the same way (here: `ykbus up`'s file) and says in one line, within 5 s,
-    that it does not answer, exit code 2."""
+    the server the same way (here: `ykbus up`'s file) and says in one line, once
+    CONNECT_WITHIN_S has passed, that it does not answer, exit code 2."""
     import os
     import socket
     import time
@@ -193,7 +194,9 @@ def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
         err = proc.stderr.decode().strip()
         assert proc.returncode == 2, (args, err[-1000:])
         assert err.splitlines() == [f"ykbus {args[0]}: cannot reach NATS at {url}: " + err.split(": ", 3)[-1]], err
-        assert time.monotonic() - start < 5, args
+        # the wait is CONNECT_WITHIN_S; the rest is the interpreter's start, which a loaded
+        # machine slows (a retry forever, the regression, never ends)
+        assert time.monotonic() - start < CONNECT_WITHIN_S + 3, args
 
 
 def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
