@@ -194,9 +194,11 @@ def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
         err = proc.stderr.decode().strip()
         assert proc.returncode == 2, (args, err[-1000:])
         assert err.splitlines() == [f"ykbus {args[0]}: cannot reach NATS at {url}: " + err.split(": ", 3)[-1]], err
-        # the wait is CONNECT_WITHIN_S; the rest is the interpreter's start, which a loaded
-        # machine slows (a retry forever, the regression, never ends)
-        assert time.monotonic() - start < CONNECT_WITHIN_S + 3, args
+        # it gave up after its own wait; the rest of the time is the interpreter's start, which a
+        # loaded machine slows (6.3 s in all, with three busy processes on two cores): only a
+        # bound far from it (a retry forever, the regression, never ends)
+        assert err.endswith(f"(no answer within {CONNECT_WITHIN_S:g} s)"), err
+        assert time.monotonic() - start < 20, args
 
 
 def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):

@@ -276,7 +276,7 @@ def test_replay_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     entries += [log.tick() for _ in range(150_000)]  # long enough to be seen, compiled or not
     path = _log(tmp_path, entries)
     shown = _on_a_terminal([sys.executable, "-m", "ykbus.cli", "replay", path, "--out", str(tmp_path / "o.jsonl")])
-    assert re.search(r"ykbus replay \S+: [\d,]+ of 152,001 entries \(\d+%\), [\d,]+/s, \d+ (s|min) .*left", shown), shown
+    assert re.search(r"ykbus replay \S+: [\d,]+ of 152,001 entries \(\d+%\), [\d,]+/s, \d+ (s|min|h) .*left", shown), shown
     piped = ykbus("replay", path, "--out", str(tmp_path / "p.jsonl"))
     assert piped.returncode == 0 and "entries" not in piped.stderr
     assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()

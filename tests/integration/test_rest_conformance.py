@@ -23,6 +23,8 @@ from ykbus import limits
 from ykbus.bus.server import free_port
 from ykbus.si import messages as m
 
+DEFAULT_COMPLETING_TIMEOUT_NS = limits.COMPLETING_TIMEOUT_NS  # (tests shorten it)
+
 pytestmark = pytest.mark.anyio
 
 RM = "rm-123"
@@ -111,10 +113,18 @@ async def drive_reference_state(api, rec: Recorder):
         await client.add_asks([ask(app_id, f"{app_id}-alloc-0")])
         await rec.wait_for(lambda a=app_id: held(f"{a}-alloc-0"))
         alloc = held(f"{app_id}-alloc-0")[0]
-        await client.release([m.AllocationRelease(partitionName="default", applicationID=app_id, UUID=alloc.UUID,
-                                                  allocationKey=alloc.allocationKey,
-                                                  terminationType=m.TerminationType.STOPPED_BY_RM)])
-        await rec.wait_for(lambda a=app_id: went(a, "Completing"))
+        # app-5 stays Completing while the caller reads (on a loaded machine that takes more
+        # than a shortened timeout): its deadline is the default one, set as it enters Completing
+        shortened = limits.COMPLETING_TIMEOUT_NS
+        if app_id == "app-5":
+            limits.COMPLETING_TIMEOUT_NS = DEFAULT_COMPLETING_TIMEOUT_NS
+        try:
+            await client.release([m.AllocationRelease(partitionName="default", applicationID=app_id, UUID=alloc.UUID,
+                                                      allocationKey=alloc.allocationKey,
+                                                      terminationType=m.TerminationType.STOPPED_BY_RM)])
+            await rec.wait_for(lambda a=app_id: went(a, "Completing"))
+        finally:
+            limits.COMPLETING_TIMEOUT_NS = shortened
         if app_id == "app-4":  # Completed after the (shortened) completing timeout: a tick fires it
             await rec.wait_for(lambda: went("app-4", "Completed"))
             await client.remove_applications(["app-4"])  # changes nothing

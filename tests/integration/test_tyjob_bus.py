@@ -178,7 +178,7 @@ async def test_a_node_removed_mid_job_reschedules_its_pods(nats_server, tmp_path
 async def test_a_gang_waits_for_room_and_holds_nothing_meanwhile(nats_server, tmp_path):
     url = nats_server.url
     async with running_core(url) as core, controller(url, cluster_file(tmp_path)):
-        await apply(url, tmp_path, job("blocker", workers=5, cpu="4", leader="3", worker="3", min_workers=5))
+        await apply(url, tmp_path, job("blocker", workers=5, cpu="4", leader="6", worker="6", min_workers=5))  # (6 s: still running when checked, on a loaded machine too)
         await wait_for(url, lambda s: s.get("blocker", {}).get("stage") == "Running")
         held = tyjob_allocations(core)
         await apply(url, tmp_path, job("gang", "Gang", workers=4, cpu="4", min_workers=4))
@@ -189,7 +189,8 @@ async def test_a_gang_waits_for_room_and_holds_nothing_meanwhile(nats_server, tm
         assert st["gang"]["stage"] == "Pending" and st["gang"]["scheduleState"] == "Unscheduled"
         assert all(p["phase"] == "Pending" for p in st["gang"]["pods"])
         assert tyjob_allocations(core) == held  # no placeholder holds anything meanwhile
-        st = await wait_for(url, lambda s: s["gang"]["stage"] == "Succeeded" and s["blocker"]["stage"] == "Succeeded")
+        st = await wait_for(url, lambda s: s["gang"]["stage"] == "Succeeded" and s["blocker"]["stage"] == "Succeeded",
+                            timeout=40)
         assert st["gang"]["scheduleState"] == "ScheduledSucceed"
 
 
@@ -198,7 +199,7 @@ async def test_a_controller_restarted_mid_job_goes_on_where_it_was(nats_server, 
     cluster = cluster_file(tmp_path)
     async with running_core(url) as core:
         async with controller(url, cluster):
-            await apply(url, tmp_path, job("long", "Gang", workers=2, leader="3", worker="3", min_workers=2))
+            await apply(url, tmp_path, job("long", "Gang", workers=2, leader="6", worker="6", min_workers=2))  # running through the restart
             st = await wait_for(url, lambda s: s.get("long", {}).get("stage") == "Running")
             before = {p["name"]: p["node"] for p in st["long"]["pods"]}
             await anyio.sleep(0.3)  # its status is saved
