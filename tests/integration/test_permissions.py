@@ -367,7 +367,8 @@ async def test_a_standby_core_takes_over_on_a_secured_server_with_the_core_users
     """Two cores as the core user: the lease bucket, the standby's read of the outputs' ids
     and the takeover need nothing the core user lacks."""
     caplog.set_level(logging.INFO)
-    options = {"nats_options": secured.core_options, "heartbeat_pause_s": 600}
+    # (a lease of 5 s: two cores in one event loop, a stall of the loop must not hand it over)
+    options = {"nats_options": secured.core_options, "heartbeat_pause_s": 600, "lease_ttl_s": 5.0}
     async with running_core(secured.url, **options) as first, running_core(secured.url, **options) as second:
         assert {first.leadership.role, second.leadership.role} == {"leader", "standby"}
         leader, standby = (first, second) if first.leadership.role == "leader" else (second, first)
