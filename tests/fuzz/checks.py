@@ -2,7 +2,7 @@
 
 `Run(entries).check()` raises `Failure` (an AssertionError) at the first broken rule:
 
-- `crash`: `Core.apply` raised; `slow`: it ran longer than the budget (unbounded work in
+- `crash`: `Core.apply` raised; `slow`: it took more CPU time than the budget (unbounded work in
   one entry);
 - `unanswered`: an entry from an RM (anything but a tick) that does not decode, or has
   items that do not, got no output addressed to that RM, or fewer rejections than bad items;
