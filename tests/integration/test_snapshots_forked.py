@@ -20,6 +20,14 @@ from ykbus.yamlload import load_yaml
 pytestmark = pytest.mark.anyio
 
 
+async def _two_taken_and_idle(core) -> None:
+    """Until two snapshots are taken, and none is being stored (a get during a put can wait
+    forever) or due."""
+    with anyio.fail_after(30):
+        while core.snapshots.taken < 2 or not core.snapshots.idle:
+            await anyio.sleep(0.05)
+
+
 async def test_forked_snapshots_are_stored_as_the_core_goes_on_and_a_restart_resumes_from_them(nats_server, tmp_path):
     async with rm_client(nats_server.url) as api:
         async with running_core(nats_server.url, snapshot_every=20, snapshot_dir=str(tmp_path)) as core:
@@ -30,13 +38,10 @@ async def test_forked_snapshots_are_stored_as_the_core_goes_on_and_a_restart_res
             for i in range(120):  # one ask per message: 120 entries, a snapshot due every 20
                 await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
             await rec.wait_for(lambda: len(rec.allocations) == 120)
-            # Two at least: one at the 20th entry, and one for the entries applied while it was
+            # two at least: one at the 20th entry, and one for the entries applied while it was
             # made (more if it was quick; on a busy machine its child, at the lowest priority,
-            # may take until every entry is in). Then none being stored (a get during a put
-            # can wait forever) and none due.
-            with anyio.fail_after(30):
-                while core.snapshots.taken < 2 or not core.snapshots.idle:
-                    await anyio.sleep(0.05)
+            # may take until every entry is in)
+            await _two_taken_and_idle(core)
             # one per 20 entries at most, and one more for each that failed (it is tried again, sooner)
             assert core.snapshots.taken <= core.core.last_seq // 20 + core.snapshots.failed, (
                 core.snapshots.taken, core.snapshots.failed, core.snapshots.store_due, core.core.last_seq)
@@ -74,8 +79,6 @@ async def test_entries_applied_while_a_slow_snapshot_is_made_are_in_the_next(nat
             applied = core.core.last_seq
             assert core.snapshots.taken == 0  # the first is still being made
             all_in.set()
-            with anyio.fail_after(30):
-                while core.snapshots.taken < 2 or not core.snapshots.idle:
-                    await anyio.sleep(0.05)
+            await _two_taken_and_idle(core)
             stored = await core.store.get(SNAPSHOT_OBJECT)
             assert load_snapshot(stored.data, load_yaml).last_seq >= applied

@@ -203,6 +203,7 @@ class PreemptionMachine(RuleBasedStateMachine):
         new = [r for o in self.last if o.kind == "alloc" for r in o.msg.released
                if r.terminationType.value == "PREEMPTED_BY_SCHEDULER" and r.UUID in p.allocations]
         placed_in = {a.applicationID for o in self.last if o.kind == "alloc" for a in o.msg.new}
+        leaving = invariants.preempting_by_queue(p)
         for i, r in enumerate(new):
             victim = p.allocations[r.UUID]
             preemptor = victim.node.reserved
@@ -214,7 +215,6 @@ class PreemptionMachine(RuleBasedStateMachine):
             # as the rule was judged: the victims this entry took after it were not leaving yet
             # (a preemption inside the victim's leaf, say, taken after it for an ask of that leaf)
             leaving_then = invariants.preempting_by_queue(p, but=[later.UUID for later in new[i + 1:]])
-            leaving = invariants.preempting_by_queue(p)
             below = []
             for q in victim.app.path:
                 if q.path in mine:

@@ -62,23 +62,16 @@ def _to_member(enum_type: type[enum.Enum], value: object) -> enum.Enum:
     it) or its proto number; anything else is a ValueError naming the allowed names."""
     if isinstance(value, enum_type):
         return value
-    if type(value) is str or type(value) is int:  # what a decoder gives: one lookup (not a bool, a float)
-        forms = _WIRE_FORMS.get(enum_type)
-        if forms is None:
-            forms = _WIRE_FORMS[enum_type] = {**{member.value: member for member in enum_type},
-                                              **dict(enumerate(enum_type))}
+    forms = _WIRE_FORMS.get(enum_type)
+    if forms is None:
+        forms = _WIRE_FORMS[enum_type] = {**{member.value: member for member in enum_type},
+                                          **dict(enumerate(enum_type))}
+    if isinstance(value, str | int) and not isinstance(value, bool):  # (a bool or a float would equal a number)
         found = forms.get(value)
         if found is not None:
             return found
-    members = list(enum_type)
-    if isinstance(value, str):
-        for member in members:
-            if member.value == value:
-                return member
-    elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
-        return members[value]
-    names = ", ".join(str(member.value) for member in members)
-    raise ValueError(f"{value!r} is not a {enum_type.__name__}: one of {names} (or its number 0-{len(members) - 1})")
+    names = ", ".join(str(member.value) for member in enum_type)
+    raise ValueError(f"{value!r} is not a {enum_type.__name__}: one of {names} (or its number 0-{len(enum_type) - 1})")
 
 
 class ActionFromRM(enum.StrEnum):
