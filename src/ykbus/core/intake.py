@@ -8,7 +8,7 @@ partition applies what passes (core/changes.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final, TypeVar, cast
 
 from ykbus.core.config import (
     DEFAULT_PARTITION,
@@ -39,16 +39,49 @@ BAD_ITEM: Final = codec.BadItem
 STOPPED_BY_RM: Final = m.TerminationType.STOPPED_BY_RM
 PLACEHOLDER_REPLACED: Final = m.TerminationType.PLACEHOLDER_REPLACED
 PREEMPTED_BY_SCHEDULER: Final = m.TerminationType.PREEMPTED_BY_SCHEDULER
+REQUEST_EVENT: Final = m.EventType.REQUEST
+
+Item = TypeVar("Item")  # one item of a request's list: an application, a node, an ask, a release
+# How an item's refusal is told: (the outbox, the RM told, the item, the reason)
+Refusal = Callable[[Outbox, str, object, str], None]
 
 
-def _ids_in(ids: dict[str, str]) -> Callable[[str], str]:
-    """The ids of an item that did not decode, by name."""
-    return lambda k: ids.get(k, "")
+def _id(item: object, name: str) -> str:
+    """An id an item names (applicationID, allocationKey, nodeID, UUID), "" if none; of an
+    item that did not decode, what its decoding could read."""
+    if type(item) is BAD_ITEM:  # (not subclassed; compiled, isinstance of a class it did not compile is a generic call)
+        return cast(codec.BadItem, item).ids.get(name, "")
+    return str(getattr(item, name, ""))
 
 
-def _ids_of(item: Any) -> Callable[[str], str]:
-    """The ids of a decoded item, by name."""
-    return lambda k: getattr(item, k, "")
+def _app_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+    ctx.put(to, m.RejectedApplication(_id(item, "applicationID"), reason))
+
+
+def _app_removal_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+    ctx.event(to, m.EventType.APP, _id(item, "applicationID"), f"remove not applied: {reason}")
+
+
+def _node_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+    ctx.put(to, m.RejectedNode(_id(item, "nodeID"), reason))
+
+
+def _release_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+    ctx.event(to, REQUEST_EVENT, _id(item, "UUID") or _id(item, "applicationID"), f"release not applied: {reason}")
+
+
+def _ask_release_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+    ctx.event(to, REQUEST_EVENT, _id(item, "allocationKey") or _id(item, "applicationID"),
+              f"ask release not applied: {reason}")
+
+
+def _ask_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+    ctx.put(to, m.RejectedAllocationAsk(_id(item, "allocationKey"), _id(item, "applicationID"), reason))
+
+
+def _allocation_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+    """SI 1.6 requests, already asks (ykbus.si.compat), are answered the 1.6 way."""
+    ctx.put(to, m.RejectedAllocation(_id(item, "allocationKey"), _id(item, "applicationID"), reason))
 
 
 class Intake(RMRegistry):
@@ -57,27 +90,23 @@ class Intake(RMRegistry):
         return (name or DEFAULT_PARTITION).lower()
 
     @staticmethod
-    def _each(items: list[Any], why: str, apply: Callable[[Any], str],
-              reject: Callable[[Callable[[str], str], str], None]) -> None:
-        """Apply each decoded item, or reject it: a BadItem with its decode error, the others
-        with `why` (the whole message is refused) or the reason `apply` returned. `reject`
-        gets a lookup of the item's ids (allocationKey, applicationID, nodeID, UUID)."""
+    def _each(items: list[Item | codec.BadItem], apply: Callable[[ResourceManager, Item, Outbox], str],
+              refused: Refusal, rm: ResourceManager | None, why: str, to: str, ctx: Outbox) -> None:
+        """Apply each decoded item of a request to `rm`, or refuse it (telling RM `to`): a
+        BadItem with its decode error, the others with `why` when there is no `rm` (the whole
+        request is refused), or with the reason `apply` returned."""
         for item in items:
-            if type(item) is BAD_ITEM:  # (not subclassed; compiled, isinstance of a class it did not compile is a generic call)
-                reject(_ids_in(item.ids), item.error)
+            if type(item) is BAD_ITEM:
+                refused(ctx, to, item, cast(codec.BadItem, item).error)
                 continue
-            reason = why or apply(item)
+            reason = why if rm is None else apply(rm, cast(Item, item), ctx)
             if reason:
-                reject(_ids_of(item), reason)
+                refused(ctx, to, item, reason)
 
     def _on_app(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
-        to = entry.rm
-        self._each(msg.new, why, lambda item: self._add_app(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.put(to, m.RejectedApplication(ids("applicationID"), reason)))
-        self._each(msg.remove, why, lambda item: self._remove_app(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.event(to, m.EventType.APP, ids("applicationID"),
-                                                 f"remove not applied: {reason}"))
+        self._each(msg.new, self._add_app, _app_refused, rm, why, entry.rm, ctx)
+        self._each(msg.remove, self._remove_app, _app_removal_refused, rm, why, entry.rm, ctx)
 
     def _add_app(self, rm: ResourceManager, msg: m.AddApplicationRequest, ctx: Outbox) -> str:
         part = rm.partitions.get(self._partition_name(msg.partitionName))
@@ -130,8 +159,7 @@ class Intake(RMRegistry):
 
     def _on_node(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
-        self._each(msg.nodes, why, lambda item: self._node(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.put(entry.rm, m.RejectedNode(ids("nodeID"), reason)))
+        self._each(msg.nodes, self._node, _node_refused, rm, why, entry.rm, ctx)
 
     def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
         action = info.action
@@ -211,21 +239,10 @@ class Intake(RMRegistry):
 
     def _on_alloc(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Outbox) -> None:
         rm, why = self._rm_for(entry, msg.rmID, ctx)
-        to = entry.rm
-        self._each(msg.releases, why, lambda item: self._release(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.event(to, m.EventType.REQUEST, ids("UUID") or ids("applicationID"),
-                                                 f"release not applied: {reason}"))
-        self._each(msg.askReleases, why, lambda item: self._release_ask(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.event(to, m.EventType.REQUEST,
-                                                 ids("allocationKey") or ids("applicationID"),
-                                                 f"ask release not applied: {reason}"))
-        self._each(msg.asks, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.put(to, m.RejectedAllocationAsk(
-                       ids("allocationKey"), ids("applicationID"), reason)))
-        # SI 1.6 requests, already asks (ykbus.si.compat); answered the 1.6 way
-        self._each(msg.allocations, why, lambda item: self._add_ask(rm, item, ctx),  # type: ignore[arg-type]
-                   lambda ids, reason: ctx.put(to, m.RejectedAllocation(
-                       ids("allocationKey"), ids("applicationID"), reason)))
+        self._each(msg.releases, self._release, _release_refused, rm, why, entry.rm, ctx)
+        self._each(msg.askReleases, self._release_ask, _ask_release_refused, rm, why, entry.rm, ctx)
+        self._each(msg.asks, self._add_ask, _ask_refused, rm, why, entry.rm, ctx)
+        self._each(msg.allocations, self._add_ask, _allocation_refused, rm, why, entry.rm, ctx)
 
     def _app(self, rm: ResourceManager, partition: str, app_id: str) -> tuple[Partition | None, App | None, str]:
         part = rm.partitions.get(self._partition_name(partition))
@@ -243,6 +260,7 @@ class Intake(RMRegistry):
         part, app, reason = self._app(rm, ask.partitionName, ask.applicationID)
         if reason:
             return reason
+        assert part is not None and app is not None
         res = _res(ask.resourceAsk)
         if not res:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
@@ -250,11 +268,11 @@ class Intake(RMRegistry):
             problem = role_problem(ask.tags)
             if problem:
                 return problem
-        if app.state is AppState.FAILING:  # type: ignore[union-attr]
+        if app.state is AppState.FAILING:
             return f"application {ask.applicationID} is Failing"
-        if ask.placeholder and app.gang and app.gang_timer < 0:  # type: ignore[union-attr]
+        if ask.placeholder and app.gang and app.gang_timer < 0:
             return f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more placeholders"
-        part.add_ask(ask, app, res, ctx)  # type: ignore[union-attr,arg-type]
+        part.add_ask(ask, app, res, ctx)
         return ""
 
     def _release(self, rm: ResourceManager, rel: m.AllocationRelease, ctx: Outbox) -> str:
