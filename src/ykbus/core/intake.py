@@ -39,7 +39,6 @@ BAD_ITEM: Final = codec.BadItem
 STOPPED_BY_RM: Final = m.TerminationType.STOPPED_BY_RM
 PLACEHOLDER_REPLACED: Final = m.TerminationType.PLACEHOLDER_REPLACED
 PREEMPTED_BY_SCHEDULER: Final = m.TerminationType.PREEMPTED_BY_SCHEDULER
-REQUEST_EVENT: Final = m.EventType.REQUEST
 
 Item = TypeVar("Item")  # one item of a request's list: an application, a node, an ask, a release
 # How an item's refusal is told: (the outbox, the RM told, the item, the reason)
@@ -67,11 +66,11 @@ def _node_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
 
 
 def _release_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.event(to, REQUEST_EVENT, _id(item, "UUID") or _id(item, "applicationID"), f"release not applied: {reason}")
+    ctx.event(to, m.EventType.REQUEST, _id(item, "UUID") or _id(item, "applicationID"), f"release not applied: {reason}")
 
 
 def _ask_release_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.event(to, REQUEST_EVENT, _id(item, "allocationKey") or _id(item, "applicationID"),
+    ctx.event(to, m.EventType.REQUEST, _id(item, "allocationKey") or _id(item, "applicationID"),
               f"ask release not applied: {reason}")
 
 
