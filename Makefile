@@ -8,13 +8,22 @@ PY := $(VENV)/bin/python
 # file saved while it runs makes the next `make` build again.
 CORE_SOURCES := $(shell python3 -c "import runpy, pathlib; print(*runpy.run_path('src/ykbus/core/compiled.py')['core_source_paths'](pathlib.Path('src/ykbus')))")
 
+# What running needs (`make run`): the package and its dependencies, nothing of the dev extras.
 $(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	YKBUS_PURE_PYTHON=1 $(PY) -m pip install -q -e '.[dev]'
+	YKBUS_PURE_PYTHON=1 $(PY) -m pip install -q -e .
+	touch $@
+
+# What testing needs besides (`make test`): the dev extras of pyproject.toml, their packages
+# only, so that the package (and its compiled core) is not built again.
+$(VENV)/.dev: $(VENV)/.installed pyproject.toml
+	$(PY) -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['dev'], sep='\n')" > $(VENV)/dev-requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/dev-requirements.txt
 	touch $@
 
 $(VENV)/.compiled: $(VENV)/.installed $(CORE_SOURCES)
+	@[ "$${YKBUS_PURE_PYTHON:-0}" != 0 ] || echo "make: compiling the scheduling core with mypyc (about a minute the first time; YKBUS_PURE_PYTHON=1 skips it)"
 	touch $@.next
 	$(PY) -m pip install -q --no-deps -e .
 	mv $@.next $@
@@ -37,14 +46,14 @@ build: $(VENV)/.installed  # compile the core now, whatever the last build was (
 run: $(VENV)/.compiled
 	$(VENV)/bin/ykbus up $(ARGS)
 
-test: $(VENV)/.compiled $(VENV)/.system
+test: $(VENV)/.compiled $(VENV)/.dev $(VENV)/.system
 	$(VENV)/bin/ruff check src tests services benchmarks setup.py
 	$(PY) -m pytest
 
 schemas: $(VENV)/.compiled
 	$(VENV)/bin/ykbus schema --dir schemas
 
-traces: $(VENV)/.compiled
+traces: $(VENV)/.compiled $(VENV)/.dev
 	$(PY) tests/traces/generate.py
 
 # The fuzz suite (tests/fuzz): `fuzz` is the short profile CI runs as part of `test`;
@@ -53,10 +62,10 @@ traces: $(VENV)/.compiled
 FUZZ_LOGS ?= 20000
 FUZZ_MESSAGES ?= 50000
 FUZZ_SEED ?= $(shell date +%s)
-fuzz: $(VENV)/.compiled
+fuzz: $(VENV)/.compiled $(VENV)/.dev
 	$(PY) -m pytest tests/fuzz
 
-fuzz-long: $(VENV)/.compiled
+fuzz-long: $(VENV)/.compiled $(VENV)/.dev
 	-$(PY) -m tests.fuzz.campaign --logs $(FUZZ_LOGS) --messages $(FUZZ_MESSAGES) --seed $(FUZZ_SEED) --bus
 	YKBUS_FUZZ=long YKBUS_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest tests/fuzz
 
@@ -64,5 +73,5 @@ fuzz-long: $(VENV)/.compiled
 # NATS server of three killed and restarted, a full snapshot disk, RMs that go quiet): its
 # short profile runs in `test`; `faults-long` kills the leader 10 times and each NATS
 # server of the cluster in turn.
-faults-long: $(VENV)/.compiled
+faults-long: $(VENV)/.compiled $(VENV)/.dev
 	YKBUS_FAULTS=long $(PY) -m pytest tests/faults -s

@@ -16,7 +16,7 @@ import argparse
 import anyio
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
-from ykbus.bus.local import default_url
+from ykbus.bus.local import NatsUnreachable, default_url
 from ykbus.si import messages as m
 
 QUEUES = """
@@ -89,6 +89,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--nats", default=None, help="NATS server (default: found as every ykbus command does)")
+    parser.add_argument("--data", default=None, help="the data directory of the `ykbus up` to use, when several run")
     parser.add_argument("--rm-id", default="example-rm", help="this RM's id")
     args = parser.parse_args()
-    anyio.run(main, args.nats or default_url(), args.rm_id)
+    try:
+        url = args.nats or default_url(args.data)
+    except NatsUnreachable as e:
+        raise SystemExit(f"python_rm.py: {e}") from None
+    anyio.run(main, url, args.rm_id)

@@ -26,16 +26,33 @@ def test_explain_from_a_log_prints_each_pending_asks_reason_in_words(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [
         "application a (rm k8s, partition default, queue root.small): Running",
-        "  ask k: 1 pending, 2 allocated: QueueMax: queue root.small max vcore 2000 would be exceeded: "
-        "2000 used + 1000 asked",
-        "    queue root.small, vcore: 2000 used + 1000 asked > max 2000",
-        "  ask huge: 1 pending, 0 allocated: QueueMax: queue root.small max vcore 2000 would be exceeded: "
-        "2000 used + 9000 asked",
-        "    queue root.small, vcore: 2000 used + 9000 asked > max 2000",
+        "  ask k: 1 pending, 2 allocated: QueueMax: queue root.small max vcore 2 cores would be exceeded: "
+        "2 cores used + 1 core asked",
+        "    queue root.small, vcore: 2 cores used + 1 core asked > max 2 cores",
+        "  ask huge: 1 pending, 0 allocated: QueueMax: queue root.small max vcore 2 cores would be exceeded: "
+        "2 cores used + 9 cores asked",
+        "    queue root.small, vcore: 2 cores used + 9 cores asked > max 2 cores",
     ]
     only = explain("a", "k", "--log", str(path), "--rm", "k8s")
     assert only.stdout.count("ask ") == 1
     assert explain("nope", "--log", str(path)).returncode == 1
+
+
+def test_explain_says_quantities_in_cores_and_binary_units(tmp_path):
+    """Issue 40: the reason and its figures read `1.5 cores` and `128 Gi`, not millicores and bytes."""
+    log = LogBuilder("k8s")
+    entries = [log.register(QUEUES), log.nodes(node("n1", vcore=8000, memory=64 * 2**30)),
+               log.apps(app("a", "root.gated")), log.asks(ask("big", "a", vcore=1500, memory=128 * 2**30))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = explain("a", "--log", str(path))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1:] == [
+        "  ask big: 1 pending, 0 allocated: NoNodeRoom: no schedulable node has {vcore: 1.5 cores, memory: 128 Gi} "
+        "free, other than nodes reserved for other asks",
+        "    vcore: asked 1.5 cores, the most free on a schedulable node not reserved for another ask 8 cores; "
+        "memory: asked 128 Gi, the most free on a schedulable node not reserved for another ask 64 Gi",
+    ]
 
 
 def test_explain_on_a_broken_log_exits_2(tmp_path):
@@ -56,9 +73,9 @@ def test_explain_names_a_required_node_and_a_paused_rm(tmp_path):
     run = explain("a", "--log", str(path))
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[1:] == [
-        "  ask ds: 1 pending, 0 allocated: RequiredNodeFull: it must run on node n2, which has {vcore: 500} "
-        "free of the {vcore: 1000} it asks",
-        "    vcore: asked 1000, free on node n2 500",
+        "  ask ds: 1 pending, 0 allocated: RequiredNodeFull: it must run on node n2, which has {vcore: 0.5 cores} "
+        "free of the {vcore: 1 core} it asks",
+        "    vcore: asked 1 core, free on node n2 0.5 cores",
     ]
     entries.append(log.entry("rmstate", {"rmID": "k8s", "event": "CONNECTION_LOST"}, rm=""))
     path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
@@ -76,10 +93,10 @@ def test_explain_says_why_a_gang_waits(tmp_path):
     lines = explain("g", "--log", str(prefix), "--all").stdout.splitlines()  # each ask: their counts differ
     assert lines[0] == "application g (rm rm-1, partition default, queue root.jobs): Accepted"
     assert lines[1:] == [
-        "  ask p: 3 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1000} of its "
-        "{vcore: 4000} once the rest is placed",
-        "  ask q: 1 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1000} of its "
-        "{vcore: 4000} once the rest is placed",
+        "  ask p: 3 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1 core} of its "
+        "{vcore: 4 cores} once the rest is placed",
+        "  ask q: 1 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room for {vcore: 1 core} of its "
+        "{vcore: 4 cores} once the rest is placed",
     ]
 
 
@@ -92,7 +109,7 @@ def test_without_all_the_gangs_asks_of_one_reason_are_one_line(tmp_path):
     lines = explain("g", "--log", str(prefix)).stdout.splitlines()
     assert lines[1:] == [
         "  2 asks (p, q; --all lists each): 4 pending, 0 allocated: GangNoRoom: gang g does not fit yet: no room "
-        "for {vcore: 1000} of its {vcore: 4000} once the rest is placed"]
+        "for {vcore: 1 core} of its {vcore: 4 cores} once the rest is placed"]
 
 
 def test_explain_without_an_application_lists_those_that_wait():

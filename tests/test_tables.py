@@ -25,8 +25,9 @@ def test_queues_show_guarantees_usage_and_pending_per_queue():
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[0].split()[:4] == ["RM", "PARTITION", "QUEUE", "KIND"]
     q = rows(run.stdout)
-    assert q["root.under"][3:9] == ["leaf", "2", "2", "vcore", "2", "-"]  # 2 apps, 2 running, guaranteed 2, no max
-    assert q["root.over"][6:9] == ["vcore", "1", "-"]  # guaranteed vcore 1, no max
+    # 2 apps, 2 running, guaranteed 2 cores, no max (quantities in the units people read: core/resources.py)
+    assert q["root.under"][3:10] == ["leaf", "2", "2", "vcore:", "2", "cores", "-"]
+    assert q["root.over"][6:10] == ["vcore:", "1", "core", "-"]  # guaranteed 1 core, no max
 
 
 def test_apps_filter_by_queue_and_state_and_say_why_pending():

@@ -100,3 +100,18 @@ def test_raw_bodies_round_trip_through_the_log_format():
 def test_demo_prints_the_example_decisions():
     out = ykbus("demo").stdout.decode()
     assert "allocated spark-1-driver" in out and out.count("allocated notebook-1-kernel") == 2
+
+
+def test_replay_says_what_it_did_on_stderr_and_stdout_stays_the_outputs(tmp_path):
+    """Issue 40, item 7: a replay that succeeds said nothing; one line now, on stderr."""
+    import re
+
+    inp = TRACES / "two-queues.in.jsonl"
+    proc = ykbus("replay", inp)
+    assert proc.stdout == (TRACES / "two-queues.out.jsonl").read_bytes()  # the outputs alone
+    entries = sum(1 for line in inp.read_bytes().splitlines() if line.strip())
+    outputs = len(proc.stdout.splitlines())
+    said = [line for line in proc.stderr.decode().splitlines()
+            if not line.startswith("ykbus: the compiled core is not used")]  # a stale build says so first
+    assert len(said) == 1 and re.fullmatch(rf"ykbus replay: {entries:,} entries, {outputs:,} outputs in \d+\.\d s",
+                                           said[0]), said

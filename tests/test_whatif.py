@@ -84,3 +84,49 @@ def test_a_queue_file_that_does_not_validate_is_named(tmp_path):
     bad.write_text("partitions: [{name: default, queues: [{name: root, queues: [{name: a.b}]}]}]")
     run = ykbus("whatif", recorded(tmp_path), "--queues", bad)
     assert run.returncode != 0 and "contains a dot" in run.stderr
+
+
+def two_groups(tmp_path):
+    """Two RMs of two policy groups, each with its queue file in force (as `ykbus up` runs
+    them) and the same traffic: batch (max 4 vcore) runs 4 pods, web 2."""
+    log = LogBuilder("rm-1")
+    entries = [log.entry("config", {"rmID": "", "policyGroup": g, "config": QUEUES % "4"}, rm="") for g in ("one", "two")]
+    for rm, group in (("rm-1", "one"), ("rm-2", "two")):
+        entries += [log.register("", policy_group=group, rm=rm),
+                    log.nodes(node("n1", vcore=4000), node("n2", vcore=4000), rm=rm),
+                    log.apps(app("b", "root.batch"), app("w", "root.web"), rm=rm),
+                    log.asks(ask("p", "b", vcore=1000, max_allocations=5), rm=rm),
+                    log.asks(ask("s", "w", vcore=1000, max_allocations=2), rm=rm)]
+    entries.append(log.tick(10 * SECOND))
+    path = tmp_path / "two.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    return path
+
+
+def changed_apps(stdout: str) -> list[str]:
+    return [line.split()[0] for line in stdout.splitlines() if line.startswith(("rm-1/", "rm-2/"))]
+
+
+def test_a_queue_file_changes_only_the_policy_group_or_rm_it_is_for(tmp_path):
+    """Issue 40, item 7: on the demo's log (three RMs, a queue file each) whatif replaced every
+    RM's queues with the one file, and counted as lost the allocations of RMs the user did
+    not mean to change. The file is for one policy group: the others stay as recorded."""
+    log, new = two_groups(tmp_path), queue_file(tmp_path, "2")
+    for scope, rm in ((("--policy-group", "one"), "rm-1"), (("--rm", "rm-2"), "rm-2")):
+        run = ykbus("whatif", log, "--queues", new, *scope)
+        assert run.returncode == 1, run.stderr
+        assert "allocations: 12 before, 10 after: 0 added, 2 lost" in run.stdout, run.stdout
+        assert changed_apps(run.stdout) == [f"{rm}/b"], run.stdout  # the other RM's b lost nothing
+        group = "one" if rm == "rm-1" else "two"
+        assert run.stderr.splitlines()[-1] == (f"ykbus whatif: {new} in place of the queue configuration of "
+                                               f"policy group {group!r} (RM {rm}); the other RMs' stay as recorded")
+    unsaid = ykbus("whatif", log, "--queues", new)  # which one? the user says
+    assert unsaid.returncode == 2 and unsaid.stdout == ""
+    assert unsaid.stderr.splitlines()[-1] == (
+        "ykbus whatif: the log has RMs of several policy groups: policy group 'one' (RM rm-1); policy group 'two' "
+        "(RM rm-2). Say which one the queue file is for: --policy-group GROUP or --rm RM")
+    unknown = ykbus("whatif", log, "--queues", new, "--rm", "rm-9")
+    assert unknown.returncode == 2 and ("ykbus whatif: --rm rm-9: no RM of that name registered in the log; it has "
+                                        "policy group 'one'") in unknown.stderr
+    wrong = ykbus("whatif", log, "--queues", new, "--policy-group", "three")
+    assert wrong.returncode == 2 and "--policy-group three: no RM of the log registered with it" in wrong.stderr

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from importlib import resources
 
-from ykbus.bus.local import FIND_URL, NatsUnreachable, default_url, leaves
+from ykbus.bus.local import DATA_HELP, FIND_URL, NatsUnreachable, default_url, leaves
 from ykbus.cliparse import Parser
 from ykbus.core.config import ConfigError
 from ykbus.progress import Progress
@@ -26,6 +27,8 @@ def _queues(path: str | None):
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    import time
+
     from ykbus.core.shards import check_shard_name
     from ykbus.log.jsonl import LogError
     from ykbus.log.replay import first_difference, replay_file
@@ -37,13 +40,24 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     queues = _queues(args.queues)
     progress = Progress(f"ykbus replay {args.log}")
+    entries = 0
+
+    def applied(done: int, total: int) -> None:
+        nonlocal entries
+        entries = done
+        progress.update(done, total)
+
+    started = time.monotonic()
     try:
-        lines = list(replay_file(args.log, queues, progress.update, shard))
+        lines = list(replay_file(args.log, queues, applied, shard))
     except (LogError, OSError) as exc:
         progress.close()
         print(f"ykbus replay: {exc}", file=sys.stderr)
         return 2
     progress.close()
+    # what it did, on stderr: stdout is the outputs alone (`--out -`, compared byte for byte)
+    print(f"ykbus replay: {entries:,} entries, {len(lines):,} outputs in {time.monotonic() - started:.1f} s",
+          file=sys.stderr)
     if args.out == "-":
         sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
     elif args.out:
@@ -66,16 +80,21 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     import json
 
     from ykbus.log.jsonl import LogError, read_entries
-    from ykbus.whatif import as_json, compare, outcome, report
+    from ykbus.whatif import as_json, compare, outcome, policy_group, policy_groups, report
 
     queues = _queues(args.queues)
     try:
         with open(args.log, "rb") as f:
             entries = list(read_entries(f, args.log))
-    except (LogError, OSError) as exc:
+        group = policy_group(entries, args.rm, args.policy_group)
+    except (LogError, OSError, ValueError) as exc:
         print(f"ykbus whatif: {exc}", file=sys.stderr)
         return 2
-    comparison = compare(outcome(entries, None), outcome(entries, queues))
+    if group is not None:  # stdout is the report (or the JSON) alone
+        rms = [rm for rm, g in policy_groups(entries).items() if g == group]
+        print(f"ykbus whatif: {args.queues} in place of the queue configuration of policy group {group!r} "
+              f"(RM {', '.join(rms)}); the other RMs' stay as recorded", file=sys.stderr)
+    comparison = compare(outcome(entries, None), outcome(entries, queues, group))
     if args.json:
         print(json.dumps(as_json(comparison), sort_keys=True))
     else:
@@ -109,7 +128,7 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace) ->
 
     from ykbus.bus.local import connect, default_url
 
-    url = args.nats or default_url()
+    url = args.nats or default_url(args.data)
 
     async def ask_core() -> dict:
         nc = await connect(url, allow_reconnect=False)
@@ -305,6 +324,9 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-max-bytes", type=int, default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
     p.add_argument("--out-max-age", type=float, default=None, metavar="S", help="age limit of YK_OUT (7 days)")
     p.add_argument("--replicas", type=int, default=None, help="stream replicas (1; 3 on a NATS cluster)")
+    p.add_argument("--start-wait", type=float, default=None, metavar="S",
+                   help="at start, wait this long for JetStream to take the streams: a NATS cluster electing its "
+                        "leaders or still forming (60)")
     p.add_argument("--snapshot-dir", metavar="DIR",
                    help="keep a copy of the latest snapshot here; a start reads it instead of downloading it "
                         "when its digest matches the object store's")
@@ -343,7 +365,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     from ykbus.bus.record import record
 
     progress = Progress(f"ykbus record {args.out}")
-    n = anyio.run(record, args.nats or default_url(), args.out, args.prefix, progress)
+    n = anyio.run(record, args.nats or default_url(args.data), args.out, args.prefix, progress)
     progress.close()
     print(f"ykbus record: {n} entries written to {args.out}", file=sys.stderr)
     return 0
@@ -367,7 +389,7 @@ def cmd_shards(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"ykbus shards assign: {exc}", file=sys.stderr)
             return 2
-    found, led = anyio.run(operate, args.nats or default_url(), rm, shard)
+    found, led = anyio.run(operate, args.nats or default_url(args.data), rm, shard)
     for name, to in found.items():
         print(f"{name}\t{to}")
     if rm is not None:
@@ -489,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `ykbus explain | head`: the reader left; no traceback (Python's own advice)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:  # Ctrl-C where a command takes no signals itself: its `with` blocks stopped its children
+        print(f"\nykbus {argv[0] if argv else ''}: interrupted", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT  # 130, as a shell reports a job ended by Ctrl-C
 
 
 def _main(argv: list[str]) -> int:
@@ -525,7 +550,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("whatif", help="replay a log under another queue configuration and show what changes")
     p.add_argument("log", help="a recorded log, JSON Lines (`ykbus record`)")
     p.add_argument("--queues", required=True, metavar="NEW.yaml",
-                   help="the queue configuration to try in place of every registration's")
+                   help="the queue configuration to try in place of one policy group's (the only one, or the one "
+                   "--policy-group or --rm says)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--policy-group", metavar="GROUP",
+                       help="the policy group NEW.yaml is for (a queue file's name: queues/GROUP.yaml); the other "
+                       "RMs keep their configurations (needed when the log's RMs are of several groups)")
+    scope.add_argument("--rm", metavar="RM", help="the RM NEW.yaml is for: its policy group's configuration")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the tables")
     p.add_argument("--limit", type=int, default=20, help="applications listed (most changed first)")
     p.set_defaults(func=cmd_whatif)
@@ -540,6 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--log", help="replay this JSON Lines log and explain its final state")
     where.add_argument("--nats", metavar="URL", help="ask a live core over NATS (read API yk.v1.api.applications); "
                                                      + NATS_HELP)
+    where.add_argument("--data", metavar="DIR", help=DATA_HELP)
     p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
     p.set_defaults(func=cmd_explain)
 
@@ -550,6 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
         source = p.add_mutually_exclusive_group()
         source.add_argument("--log", help="replay this JSON Lines log and show its final state")
         source.add_argument("--nats", metavar="URL", help="ask a live core over NATS (the read API); " + NATS_HELP)
+        source.add_argument("--data", metavar="DIR", help=DATA_HELP)
         p.add_argument("--rm", help="only this RM")
         p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
         p.add_argument("--json", action="store_true", help="the read API's JSON instead of the table")
@@ -575,6 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("core", help="run the core service against a NATS server")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP + " (or the service configuration's)")
+    p.add_argument("--data", metavar="DIR", help=DATA_HELP)
     _add_service_flags(p)
     p.add_argument("--reader", action="store_true", default=None,
                    help="a reader: apply the log and answer the read API, HTTP and metrics; never lead "
@@ -594,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("record", help="export the input stream to a JSON Lines log file")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
+    p.add_argument("--data", metavar="DIR", help=DATA_HELP)
     p.add_argument("--out", required=True, metavar="LOG.jsonl")
     p.add_argument("--prefix", default="yk.v1")
     p.set_defaults(func=cmd_record)
@@ -603,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rm", nargs="?", help="assign: the rmID")
     p.add_argument("shard", nargs="?", help="assign: the shard's name (`ykbus core --shard NAME`)")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
+    p.add_argument("--data", metavar="DIR", help=DATA_HELP)
     p.set_defaults(func=cmd_shards)
 
     p = sub.add_parser("sim", help="run a simulated RM against a NATS server: k8s or batch")

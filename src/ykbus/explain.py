@@ -11,11 +11,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ykbus import limits
+from ykbus.core.resources import fmt_quantity
 
 
-def _details(code: str, d: dict[str, Any]) -> str:
+def q(resource: str, value: Any) -> str:
+    """A quantity of the read API's details in the units people read (core/resources.py)."""
+    return fmt_quantity(resource, int(value))
+
+
+def _details(code: str, d: dict[str, Any], message: str = "") -> str:
     line = _figures(code, d)
-    if code in ("NoNodeRoom", "Reserved") and "preemption" in d:
+    if code in ("NoNodeRoom", "Reserved") and "preemption" in d and not message.endswith(f": {d['preemption']}"):
+        # (not when the message ends with it: why it cannot preempt, or has not tried, as the RM got it)
         line = "; ".join(part for part in (line, f"preemption: {d['preemption']}") if part)
     return line
 
@@ -26,8 +33,8 @@ def _figures(code: str, d: dict[str, Any]) -> str:
             states = ", ".join(f"{n} {s.lower()}" for n, s in d.get("notSchedulable", {}).items())
             return f"no node is schedulable ({states})" if states else "the partition has no node"
         free = d.get("largestFree", {})
-        line = "; ".join(f"{r}: asked {v}, the most free on a schedulable node not reserved for another ask "
-                         f"{free.get(r, 0)}" for r, v in d.get("asked", {}).items())
+        line = "; ".join(f"{r}: asked {q(r, v)}, the most free on a schedulable node not reserved for another ask "
+                         f"{q(r, free.get(r, 0))}" for r, v in d.get("asked", {}).items())
         taken = d.get("reservedWithRoom", {})
         if taken:
             more = d.get("reservedWithRoomMore", 0)
@@ -36,8 +43,9 @@ def _figures(code: str, d: dict[str, Any]) -> str:
         return line
     if code in ("QueueMax", "UserLimit", "GroupLimit"):
         who = f"user {d['user']}, " if "user" in d else f"group {d['group']}, " if "group" in d else ""
-        return (f"{who}queue {d['queue']}, {d['resource']}: {d['used']} used + {d['asked']} asked "
-                f"> max {d['max']}")
+        r = d["resource"]
+        return (f"{who}queue {d['queue']}, {r}: {q(r, d['used'])} used + {q(r, d['asked'])} asked "
+                f"> max {q(r, d['max'])}")
     if code.endswith("MaxApplications"):
         who = f"user {d['user']}, " if "user" in d else f"group {d['group']}, " if "group" in d else ""
         return f"{who}queue {d['queue']}: {d['running']} of {d['max']} applications running"
@@ -45,9 +53,9 @@ def _figures(code: str, d: dict[str, Any]) -> str:
         return f"queue {d['queue']} starts {d['first']} first"
     if code == "Reserved":
         missing = d.get("missing", {})
-        return f"node {d['node']} misses " + ", ".join(f"{r} {v}" for r, v in missing.items()) if missing else ""
+        return f"node {d['node']} misses " + ", ".join(f"{r} {q(r, v)}" for r, v in missing.items()) if missing else ""
     if code == "RequiredNodeFull":
-        return "; ".join(f"{r}: asked {v}, free on node {d['node']} {d.get('free', {}).get(r, 0)}"
+        return "; ".join(f"{r}: asked {q(r, v)}, free on node {d['node']} {q(r, d.get('free', {}).get(r, 0))}"
                          for r, v in d.get("asked", {}).items())
     if code in ("RequiredNodeGone", "RequiredNodeDraining", "RMPaused", "GangIncomplete", "GangNoRoom",
                 "GangTooLarge", "GangPending", "Replacing", "LeaderPending"):
@@ -69,7 +77,8 @@ def _ask_lines(asks: dict[str, Any], ask_key: str | None, each: bool) -> list[st
         if why is None:
             reason, detail = "nothing pending", ""
         else:
-            reason, detail = f"{why['code']}: {why['message']}", _details(why["code"], why.get("details", {}))
+            reason, detail = (f"{why['code']}: {why['message']}",
+                              _details(why["code"], why.get("details", {}), why["message"]))
         groups.setdefault((key if each else "", reason, detail), []).append((key, k))
     lines: list[str] = []
     for (_, reason, detail), members in groups.items():

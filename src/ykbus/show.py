@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from ykbus.core.outbox import Output
+from ykbus.core.resources import fmt_quantity
 from ykbus.si import messages as m
 
 
 def _res(r: m.Resource) -> str:
-    return ", ".join(f"{k}={q.value}" for k, q in r.resources.items())
+    return ", ".join(f"{k}: {fmt_quantity(k, q.value)}" for k, q in r.resources.items())
 
 
 def describe(out: Output) -> list[str]:

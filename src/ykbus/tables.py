@@ -3,8 +3,9 @@
 
 Each function takes the read API's answer for its verb (`{rm: {partition: ...}}`, the shape
 `yk.v1.api.<verb>` returns) and gives the lines of one table, a row per queue, application
-or node of every RM and partition, in a stable order. Quantities are shown as YuniKorn's
-web UI shows them: vcore in cores, memory in binary units, others as numbers.
+or node of every RM and partition, in a stable order. Quantities read as everywhere a person
+reads them (`fmt_quantity` of core/resources.py): vcore in cores, memory in binary units,
+others as counts.
 """
 
 from __future__ import annotations
@@ -12,24 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ykbus.core.resources import fmt_quantity
+
 Answer = dict[str, dict[str, dict[str, Any]]]  # rm -> partition -> the verb's section
 
 
-def quantity(name: str, value: int) -> str:
-    if name == "vcore":
-        return f"{value / 1000:g}"
-    if name == "memory":
-        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if value >= size:
-                return f"{value / size:.3g}{unit}"
-    return str(value)
-
-
 def resources(res: dict[str, Any] | None) -> str:
-    """`vcore 2, memory 4Gi` (`-` when empty): the quantities read as ints (strings too)."""
+    """`memory: 4 Gi, vcore: 2 cores` (`-` when empty), by name: the quantities read as ints
+    (strings too)."""
     if not res:
         return "-"
-    return ", ".join(f"{k} {quantity(k, int(v))}" for k, v in sorted(res.items()))
+    return ", ".join(f"{k}: {fmt_quantity(k, int(v))}" for k, v in sorted(res.items()))
 
 
 def align(head: tuple[str, ...], rows: Iterable[tuple[str, ...]], right_from: int | None = None) -> list[str]:

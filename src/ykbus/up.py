@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import anyio
 
-from ykbus.bus.local import URL_FILE, leaves
+from ykbus.bus.local import leaves, register, unregister
 from ykbus.bus.permissions import (
     CoreIdentity,
     RmIdentity,
@@ -31,9 +31,10 @@ from ykbus.bus.permissions import (
     generate,
     load_secrets,
 )
-from ykbus.bus.server import NatsServer, stop_process
+from ykbus.bus.server import NatsServer, spawn, stop_process
 from ykbus.bus.service import CoreService, LogGap
 from ykbus.bus.settings import ServiceSettings, StartError, service_settings
+from ykbus.progress import Block
 from ykbus.sim.base import SimRM
 from ykbus.sim.batch import BatchSim
 from ykbus.sim.k8s import K8sSim
@@ -157,46 +158,40 @@ def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_opti
             settings.queues_dir = _queue_files(os.path.join(server.store_dir, "queues"))
         if args.api_port is None:  # HTTP on by default, on loopback: YuniKorn's port if it is free
             settings.api_port = _http_port(settings.api_host)
+            if settings.api_port and settings.api_port != HTTP_PORT:  # said at once: the README's `curl localhost:9080` will not answer
+                host = settings.api_host
+                print(f"ykbus up: port {HTTP_PORT} is busy; web UI on "
+                      f"http://{f'[{host}]' if ':' in host else host}:{settings.api_port}/ (--api-port P chooses)",
+                      flush=True)
         reader = None
         if settings.api_port:  # reads are a reader process's: none waits on the writer (docs/operations.md)
             reader = Reader(settings, settings.api_port, secrets)
             settings.api_port, settings.reads = 0, False
         print(f"ykbus up: nats-server on {server.url} (store: {server.store_dir})", flush=True)
-        url_files = _write_url(server.url, server.store_dir)
+        url_files = _write_url(server.url, store)
         cluster = _tyjob_cluster(os.path.join(server.store_dir, "tyjob"))
         if settings.queues_dir:
             print(f"ykbus up: queue configuration per RM in {settings.queues_dir}/<rm>.yaml: "
                   "edit it while this runs, a valid change applies within seconds", flush=True)
         try:
-            anyio.run(_run, settings, args.duration, os.path.join(store, "rms"), rm_options, cluster, reader)
+            signum = anyio.run(_run, settings, args.duration, os.path.join(store, "rms"), rm_options, cluster, reader)
         finally:
-            _remove_url(url_files[1], server.url)
+            _stopping_already("nats-server stops")  # until it has: a Ctrl-C now is not a traceback
+            unregister(url_files)
     print("ykbus up: stopped", flush=True)
-    return 0
+    return 128 + signal.SIGINT if signum == signal.SIGINT else 0  # Ctrl-C: 130, as a shell reports it
 
 
-def _write_url(url: str, store: str) -> tuple[str, str]:
-    """The NATS URL in the data directory and in ~/.ykbus/nats.url, where `ykbus tyjob`
-    commands look for it (the latter removed again at stop)."""
-    mine = os.path.join(store, "nats.url")
-    shared = os.path.expanduser(URL_FILE)
-    for path in (mine, shared):
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(url + "\n")
-        except OSError as exc:
-            print(f"ykbus up: could not write {path}: {exc}", flush=True)
-    return mine, shared
-
-
-def _remove_url(path: str, url: str) -> None:
+def _write_url(url: str, store: str) -> list[str]:
+    """The NATS URL in the data directory, and this run in ~/.ykbus/running, where other
+    commands find it (bus/local.py); removed again at stop. Others running on other data
+    directories keep theirs."""
     try:
-        with open(path, encoding="utf-8") as f:
-            if f.read().strip() == url:  # not one a later `ykbus up` wrote
-                os.remove(path)
-    except OSError:
-        pass
+        return register(store, url)
+    except OSError as exc:
+        print(f"ykbus up: could not write where commands find this server ({exc}): give them --nats {url}",
+              flush=True)
+        return []
 
 
 def _tyjob_cluster(directory: str) -> str:
@@ -246,7 +241,7 @@ class Reader:
         if self.secrets:
             flags += ["--nats-secrets", self.secrets]
         env = {**os.environ, **({"YKBUS_API_TOKEN": s.api_token} if s.api_token else {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", *flags], env=env)
+        self.proc = spawn([sys.executable, "-m", "ykbus.cli", "core", *flags], env=env)  # a Ctrl-C is not its
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until its HTTP answers (it loads the latest snapshot and follows the log first)."""
@@ -270,11 +265,49 @@ class Reader:
 
 
 async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_options: dict[str, dict] | None = None,
-               tyjob_cluster: str | None = None, reader: Reader | None = None) -> None:
-    """The core and the demo RMs until Ctrl-C (or `duration`). Each simulated RM keeps its
-    state in `rm_states`/<rm>.json: started again, it resumes through the seed's recovery
-    protocol (its running pods reported as existing allocations); the TYJob controller
-    resumes from its KV bucket."""
+               tyjob_cluster: str | None = None, reader: Reader | None = None) -> int | None:
+    """The core and the demo RMs until Ctrl-C or SIGTERM (or `duration`); the signal that
+    stopped them (None: the duration ended). Each simulated RM keeps its state in
+    `rm_states`/<rm>.json: started again, it resumes through YuniKorn's recovery protocol
+    (its running pods reported as existing allocations); the TYJob controller resumes from
+    its KV bucket.
+
+    The stop, in order: the RMs, the core (its final snapshot), the reader; nats-server
+    after this returns. The children run in sessions of their own (`spawn`), so a terminal's
+    Ctrl-C reaches this process only; signals are taken from the start to the end of the
+    stop (a second one is told to wait, never a traceback)."""
+    stop = _StopSignal()
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as watching:
+            watching.start_soon(stop.watch, signals)
+            try:
+                await _run_until(stop, settings, duration, rm_states, rm_options, tyjob_cluster, reader)
+            finally:
+                watching.cancel_scope.cancel()
+    _stopping_already("nats-server stops")  # the event loop no longer takes them
+    return stop.signum
+
+
+class _StopSignal:
+    """The first SIGINT or SIGTERM `ykbus up` gets asks it to stop; later ones only say that
+    it is stopping."""
+
+    def __init__(self) -> None:
+        self.requested = anyio.Event()
+        self.signum: int | None = None
+
+    async def watch(self, signals) -> None:
+        async for signum in signals:
+            if self.signum is None:
+                self.signum = signum
+                self.requested.set()
+            else:
+                print("ykbus up: stopping already: the core writes its snapshot, then the reader and nats-server "
+                      "stop", flush=True)
+
+
+async def _run_until(stop: _StopSignal, settings: ServiceSettings, duration: float, rm_states: str,
+                     rm_options: dict[str, dict] | None, tyjob_cluster: str | None, reader: Reader | None) -> None:
     service = CoreService(settings, notify=lambda text: print(f"ykbus up: {text}", flush=True))
     rm_options = rm_options or {}
     os.makedirs(rm_states, exist_ok=True)
@@ -311,17 +344,26 @@ async def _run(settings: ServiceSettings, duration: float, rm_states: str, rm_op
                     tg.start_soon(_keep_reading, reader)
                 if tyjob_cluster:
                     tg.start_soon(_example_jobs, settings.nats_url, rms[-1], rm_options.get(ADMIN))
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    with anyio.move_on_after(duration or None):
-                        async for _ in signals:
-                            break
+                with anyio.move_on_after(duration or None):
+                    await stop.requested.wait()
                 print("\nykbus up: stopping (the core writes a snapshot)", flush=True)
                 stopping.set()
                 tg.cancel_scope.cancel()
             service.stop()
     finally:
-        if reader is not None:  # stopped after the core: a Ctrl-C also reached it, in a terminal
-            await anyio.to_thread.run_sync(reader.stop)
+        if reader is not None:  # after the core's final snapshot, before nats-server
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(reader.stop)
+
+
+def _stopping_already(what: str) -> None:
+    """From here on a SIGINT or SIGTERM only says that `ykbus up` is stopping (outside the
+    event loop, whose own handling of them has ended)."""
+    def say(signum: int, frame: object) -> None:
+        print(f"ykbus up: stopping already: {what}", flush=True)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, say)
 
 
 async def _keep_reading(reader: Reader) -> None:
@@ -368,32 +410,69 @@ async def _run_rm(rm, stopping: anyio.Event) -> None:
                                            extra={"fields": {"rm": rm.rm_id, "error": repr(exc)}})
 
 
+PIPE_EVERY_S = 10.0  # a progress line this often when stdout is not a terminal ($YKBUS_PROGRESS_EVERY)
+
+
 async def _progress(service: CoreService, rms: list) -> None:
-    """A line a second: the core's rate and totals, then per RM its nodes, applications,
-    running allocations, pending vcores, the rejections it got since this start, and each
-    top-level queue's usage as a share of the partition's total vcores."""
+    """The core's rate and totals, then per RM its nodes, applications, running allocations,
+    pending vcores, the rejections it got since this start, and each top-level queue's usage
+    as a share of the partition's total vcores. On a terminal: a block redrawn in place every
+    second (a line per RM, folded to the width). Elsewhere (a pipe, a log file): one line
+    every PIPE_EVERY_S seconds (or `$YKBUS_PROGRESS_EVERY`), and one more at the stop."""
+    terminal = sys.stdout.isatty()
+    every = 1.0 if terminal else _seconds(os.environ.get("YKBUS_PROGRESS_EVERY", ""), PIPE_EVERY_S)
     start = time.monotonic()
     last, last_t = service.core.allocations_made, start
-    while True:
-        await anyio.sleep(1.0)
-        now = time.monotonic()
-        allocs = service.core.allocations_made
-        rate = (allocs - last) / (now - last_t)
-        last, last_t = allocs, now
-        parts = service.read("partitions", {})["partitions"]
-        queues = service.read("queues", {})["queues"]
-        line = [f"t={now - start:5.0f}s", f"allocs/s={rate:7.0f}", f"allocations={allocs}",
-                f"entries={service.stats['entries']}"]
-        for rm in rms:
-            p = parts.get(rm.rm_id, {}).get("default")
-            if p is None:
-                continue
-            pending = sum(q["pending"].get("vcore", 0) for path, q in queues[rm.rm_id]["default"].items()
-                          if path != "root" and "." not in path[5:])
-            leaves = {path[5:]: q for path, q in queues[rm.rm_id]["default"].items() if path != "root"}
-            total = p["total"].get("vcore", 0) or 1
-            usage = " ".join(f"{name}:{100 * q['allocated'].get('vcore', 0) // total}%" for name, q in leaves.items())
-            line.append(f"| {rm.rm_id}: nodes={p['nodes']} apps={p['applications']} "
-                        f"running={p['allocations']} pending_vcore={pending // 1000} "
-                        f"rejected={service.publisher.rejections[rm.rm_id]} {usage}")
-        print("  ".join(line), flush=True, file=sys.stdout)
+    block = Block(sys.stdout) if terminal else None
+    out = sys.stdout
+    if block is not None:
+        sys.stdout = block.hold()  # what else `ykbus up` prints goes above the block
+    try:
+        while True:
+            await anyio.sleep(every)
+            last, last_t = _progress_shown(service, rms, block, start, last, last_t)
+    except anyio.get_cancelled_exc_class():
+        if block is None:  # the totals at the stop (a short run's only line)
+            _progress_shown(service, rms, None, start, last, last_t)
+        raise
+    finally:
+        sys.stdout = out
+
+
+def _seconds(text: str, default: float) -> float:
+    """`text` as a positive number of seconds, else `default`."""
+    try:
+        value = float(text)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _progress_shown(service: CoreService, rms: list, block: Block | None, start: float, last: int,
+                    last_t: float) -> tuple[int, float]:
+    """One progress report (the block, or a line); returns the allocations and time it counted."""
+    now = time.monotonic()
+    allocs = service.core.allocations_made
+    rate = (allocs - last) / (now - last_t) if now > last_t else 0.0
+    parts = service.read("partitions", {})["partitions"]
+    queues = service.read("queues", {})["queues"]
+    head = [f"t={now - start:5.0f}s", f"allocs/s={rate:7.0f}", f"allocations={allocs}",
+            f"entries={service.stats['entries']}"]
+    per_rm = []
+    for rm in rms:
+        p = parts.get(rm.rm_id, {}).get("default")
+        if p is None:
+            continue
+        pending = sum(q["pending"].get("vcore", 0) for path, q in queues[rm.rm_id]["default"].items()
+                      if path != "root" and "." not in path[5:])
+        leaves = {path[5:]: q for path, q in queues[rm.rm_id]["default"].items() if path != "root"}
+        total = p["total"].get("vcore", 0) or 1
+        usage = " ".join(f"{name}:{100 * q['allocated'].get('vcore', 0) // total}%" for name, q in leaves.items())
+        per_rm.append(f"{rm.rm_id}: nodes={p['nodes']} apps={p['applications']} "
+                      f"running={p['allocations']} pending_vcore={pending // 1000} "
+                      f"rejected={service.publisher.rejections[rm.rm_id]}  {usage}")
+    if block is not None:
+        block.draw(["  ".join(head), *(f"  {line}" for line in per_rm)])
+    else:
+        print("  ".join(head + [f"| {line}" for line in per_rm]), flush=True, file=sys.stdout)
+    return allocs, now

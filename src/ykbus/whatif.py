@@ -1,8 +1,9 @@
 """`ykbus whatif LOG --queues NEW.yaml`: what a recorded log's decisions would have been under
 another queue configuration.
 
-The log is replayed twice, as recorded and with NEW.yaml in place of every registration's
-configuration (`ykbus replay --queues`), and the allocations compared: per ask (RM,
+The log is replayed twice, as recorded and with NEW.yaml in place of the queue configuration
+of one policy group (`--policy-group`, or `--rm` for the group of that RM; a log whose RMs
+are all of one group needs neither), and the allocations compared: per ask (RM,
 application, allocationKey), the nodes its allocations went to, in order. An allocation is
 *added* or *lost* when one replay made more of an ask's allocations than the other, *moved*
 when both made it on different nodes. Time to placement is the log time from the entry that
@@ -42,22 +43,55 @@ class Outcome:
         return sum(len(v) for v in self.placed.values())
 
 
-def _asks_in(entry: Entry) -> list[tuple[str, str]]:
-    """(application, allocationKey) of the asks an alloc entry carries (bad bodies: none)."""
+def _body(entry: Entry) -> dict[str, Any]:
+    """An entry's message as plain objects ({} for a bad body: the core rejects it anyway)."""
     try:
         body = (msgspec.json.decode(entry.msg) if entry.encoding == "json" else msgspec.msgpack.decode(entry.msg))
     except (msgspec.DecodeError, ValueError):
-        return []
-    if not isinstance(body, dict):
-        return []
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def policy_groups(entries: Iterable[Entry]) -> dict[str, str]:
+    """RM -> the policy group it registered with (its last registration), in RM order."""
+    groups = {entry.rm: str(_body(entry).get("policyGroup", "")) for entry in entries
+              if entry.kind == "register" and entry.rm}
+    return dict(sorted(groups.items()))
+
+
+def policy_group(entries: list[Entry], rm: str | None, group: str | None) -> str | None:
+    """The policy group a queue file is for: `group`, or `rm`'s, or the only one of the
+    log's RMs (None: a log with no RM, where it is for everyone). ValueError, naming the
+    choices, when it is not one of the log's or the log has several and none was said."""
+    groups = policy_groups(entries)
+    choices = "; ".join(f"policy group {g!r} (RM {', '.join(r for r, gr in groups.items() if gr == g)})"
+                        for g in sorted(set(groups.values())))
+    if rm is not None:
+        if rm not in groups:
+            raise ValueError(f"--rm {rm}: no RM of that name registered in the log; it has {choices or 'none'}")
+        return groups[rm]
+    if group is not None:
+        if group not in groups.values():
+            raise ValueError(f"--policy-group {group}: no RM of the log registered with it; it has {choices or 'none'}")
+        return group
+    if len(set(groups.values())) > 1:
+        raise ValueError(f"the log has RMs of several policy groups: {choices}. Say which one the queue file is "
+                         "for: --policy-group GROUP or --rm RM")
+    return next(iter(groups.values()), None)
+
+
+def _asks_in(entry: Entry) -> list[tuple[str, str]]:
+    """(application, allocationKey) of the asks an alloc entry carries (bad bodies: none)."""
+    body = _body(entry)
     items = [a for key in ("asks", "allocations") for a in (body.get(key) or []) if isinstance(a, dict)]
     return [(str(a.get("applicationID", "")), str(a.get("allocationKey", ""))) for a in items
             if not a.get("nodeID")]
 
 
-def outcome(entries: list[Entry], queues: SchedulerConfig | None) -> Outcome:
-    """Replay `entries` (under `queues`, if given) and keep what `Outcome` holds."""
-    guard = guarded_core(queues)
+def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | None = None) -> Outcome:
+    """Replay `entries` (under `queues`, if given: for the RMs of policy group `group`, or
+    for every RM if None) and keep what `Outcome` holds."""
+    guard = guarded_core(queues, policy_group=group)
     result = Outcome()
     for entry in entries:
         if entry.kind == "alloc":

@@ -241,7 +241,8 @@ def test_user_limit_holds_the_ask_with_a_reason_that_names_the_limit():
     outs = h.do(h.log.asks(ask("k", "a1", vcore=1000, max_allocations=3)))
     assert len(new_allocs(outs)) == 2
     assert [s.reason for s in states(outs)] == [
-        "user alice limit (alice) in queue root.a: maxresources vcore 2000 would be exceeded: 2000 used + 1000 asked"]
+        "user alice limit (alice) in queue root.a: maxresources vcore 2 cores would be exceeded: 2 cores used + 1 core "
+        "asked"]
     # a release of alice's in that queue lets the held ask go
     outs = h.do(h.log.release("a1", uuid=new_allocs(outs)[0].UUID))
     assert len(new_allocs(outs)) == 1
@@ -258,10 +259,10 @@ def test_limits_are_enforced_up_the_tree_and_per_wildcard_user():
         by_app[a.applicationID] = by_app.get(a.applicationID, 0) + 1
     assert by_app == {"b1": 4, "c1": 4}  # root's wildcard: 4 vcores for each user, not shared
     assert {s.reason for s in states(outs)} == {
-        "user bob limit (everyone at most 4 vcores) in queue root: maxresources vcore 4000 would be exceeded: "
-        "4000 used + 1000 asked",
-        "user carol limit (everyone at most 4 vcores) in queue root: maxresources vcore 4000 would be exceeded: "
-        "4000 used + 1000 asked"}
+        "user bob limit (everyone at most 4 vcores) in queue root: maxresources vcore 4 cores would be exceeded: "
+        "4 cores used + 1 core asked",
+        "user carol limit (everyone at most 4 vcores) in queue root: maxresources vcore 4 cores would be exceeded: "
+        "4 cores used + 1 core asked"}
 
 
 def test_first_matching_group_limit_applies():
@@ -314,7 +315,7 @@ def test_raising_a_limit_in_a_reload_releases_held_asks_and_snapshots_keep_track
     ("[{users: [a]}]", "limits[0]: a limit needs maxresources or maxapplications"),
     ("[{users: [a], maxapplications: 0}]", "limits[0].maxapplications: must be greater than 0"),
     ("[{users: [a], maxresources: {vcore: 0}}]", "limits[0].maxresources: sets no resource above zero"),
-    ("[{users: [a], maxresources: {vcore: 9}}]", "limits[0].maxresources: vcore 9000 exceeds the queue's max 8000"),
+    ("[{users: [a], maxresources: {vcore: 9}}]", "limits[0].maxresources: vcore 9 cores exceeds the queue's max 8 cores"),
     ("[{users: [a], maxapplications: 1}, {users: [a], maxapplications: 2}]",
      "limits[1]: user 'a' already has a limit in partitions[0].queues[0].queues[0].limits[0]"),
     ("[{users: ['bad name'], maxapplications: 1}]", "limits[0].users[0]: 'bad name' must be * or match"),

@@ -46,16 +46,16 @@ INVALID = [
     ("resources on root", q("        resources: {max: {vcore: 1}}\n"),
      ["partitions[0].queues[0].resources: resources cannot be set on the root queue"]),
     ("guaranteed above max", q("        queues:\n          - name: a\n            resources: {guaranteed: {vcore: 2}, max: {vcore: 1}}\n"),
-     ["partitions[0].queues[0].queues[0].resources: guaranteed vcore 2000 exceeds max 1000"]),
+     ["partitions[0].queues[0].queues[0].resources: guaranteed vcore 2 cores exceeds max 1 core"]),
     ("child max above parent max", q(
         "        queues:\n          - name: p\n            resources: {max: {memory: 1G}}\n"
         "            queues:\n              - name: c\n                resources: {max: {memory: 2G}}\n"),
-     ["partitions[0].queues[0].queues[0].queues[0].resources.max: memory 2000000000 exceeds the parent's max 1000000000"]),
+     ["partitions[0].queues[0].queues[0].queues[0].resources.max: memory 1.86 Gi exceeds the parent's max 953.67 Mi"]),
     ("children guaranteed above parent's", q(
         "        queues:\n          - name: p\n            resources: {guaranteed: {vcore: 2}}\n"
         "            queues:\n              - name: a\n                resources: {guaranteed: {vcore: 2}}\n"
         "              - name: b\n                resources: {guaranteed: {vcore: 1}}\n"),
-     ["partitions[0].queues[0].queues[0].queues: the children's guaranteed vcore 3000 exceeds the queue's 2000"]),
+     ["partitions[0].queues[0].queues[0].queues: the children's guaranteed vcore 3 cores exceeds the queue's 2 cores"]),
     ("unknown sort policy", q("        queues:\n          - name: a\n            properties: {application.sort.policy: random}\n"),
      ["partitions[0].queues[0].queues[0].properties.application.sort.policy: unknown value 'random': expected one of fifo, fair, stateaware"]),
     ("unknown priority policy", q("        properties: {priority.policy: wall}\n"),
@@ -87,7 +87,7 @@ INVALID = [
      ["partitions[0].queues[0].limits[0]: a limit needs maxresources or maxapplications"]),
     ("limit above the queue's max", q("        queues:\n          - name: a\n            resources: {max: {vcore: 2}}\n"
                                       "            limits: [{groups: [g], maxresources: {vcore: 3}}]\n"),
-     ["partitions[0].queues[0].queues[0].limits[0].maxresources: vcore 3000 exceeds the queue's max 2000"]),
+     ["partitions[0].queues[0].queues[0].limits[0].maxresources: vcore 3 cores exceeds the queue's max 2 cores"]),
     ("limit maxapplications above the queue's", q("        maxapplications: 2\n        limits: [{users: ['*'], maxapplications: 3}]\n"),
      ["partitions[0].queues[0].limits[0].maxapplications: 3 exceeds the queue's 2"]),
     ("user in two limits", q("        limits: [{users: [a], maxapplications: 1}, {users: [b, a], maxapplications: 2}]\n"),
@@ -101,7 +101,7 @@ INVALID = [
                                          "            resources: {max: {vcore: 1}}\n"
                                          "            childtemplate: {resources: {max: {vcore: 2}}, maxapps: 1}\n"),
      ["partitions[0].queues[0].queues[0].childtemplate.maxapps: unknown key",
-      "partitions[0].queues[0].queues[0].childtemplate.resources.max: vcore 2000 exceeds the queue's max 1000"]),
+      "partitions[0].queues[0].queues[0].childtemplate.resources.max: vcore 2 cores exceeds the queue's max 1 core"]),
 ]
 
 

@@ -100,7 +100,7 @@ def test_queue_max_applies_to_the_whole_gang_and_a_gang_over_the_max_is_rejected
     h.setup(QUEUES, n1={"vcore": 8000})
     outs = h.do(h.log.apps(gang("big", 4000, queue="root.small")))
     [rej] = [r for o in outs if o.kind == "app" for r in o.msg.rejected]
-    assert rej.reason == "placeholderAsk vcore 4000 exceeds queue root.small max 3000: the gang could never run"
+    assert rej.reason == "placeholderAsk vcore 4 cores exceeds queue root.small max 3 cores: the gang could never run"
     h.do(h.log.apps(app("other", "root.small"), gang("g", 2000, queue="root.small")))
     h.do(h.log.asks(ask("o", "other", vcore=1500)))
     assert new(h.do(h.log.asks(ph("p", "g", n=2)))) == []  # 1500 used + 2000 > 3000, although one would fit

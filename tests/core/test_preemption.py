@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests import invariants
-from tests.conftest import Harness, events, new_allocs, released
+from tests.conftest import Harness, events, new_allocs, released, states
 from ykbus.core.config import ConfigError, parse_config
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import app, ask, node
@@ -115,7 +115,55 @@ def test_preemption_disabled_in_the_partition():
     h = b_fills_the_cluster(queues(partition="    preemption: {enabled: false}"))
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(60 * SECOND))) == []
-    assert why(h, "urgent", "u")["details"]["preemption"] == "preemption is disabled in partition default"
+    assert why(h, "urgent", "u")["details"]["preemption"] == "disabled in partition default"
+
+
+def reasons(outs, key: str) -> list[str]:
+    """The reasons the RM got for ask `key` (its SI scheduling states), in order."""
+    return [s.reason for s in states(outs) if s.allocationKey == key]
+
+
+def test_the_rm_hears_why_an_ask_that_may_preempt_waits_then_what_its_search_found():
+    """Issue 40: not only the read API's `details.preemption`: the reason the RM gets (what a
+    Kubernetes shim turns into pod events) says why the ask has not preempted yet."""
+    h = b_fills_the_cluster(queues(b="resources: {guaranteed: {vcore: 4000m}}"))
+    outs = h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert reasons(outs, "u") == [
+        "no schedulable node has {vcore: 1 core} free, other than nodes reserved for other asks; "
+        "preemption: it waits until its queue's preemption.delay (30 s) has passed"]
+    assert why(h, "urgent", "u")["details"]["preemption"] == "below its delay: it has waited 0 s of 30 s"
+    outs = h.do(h.log.tick(3 * SECOND))  # past the reservation delay: it reserves a node, still waiting to preempt
+    assert reasons(outs, "u") == [
+        "node n1 is reserved for it: the node takes nothing else until it has room for it (or another node "
+        "has room first); preemption: it waits until its queue's preemption.delay (30 s) has passed"]
+    outs = h.do(h.log.tick(27 * SECOND))  # its delay has passed: it searched and found nothing
+    assert reasons(outs, "u") == [
+        "node n1 is reserved for it: the node takes nothing else until it has room for it (or another node "
+        "has room first); it cannot preempt: no allocation it may preempt would make room on any node"]
+    checked(h)
+
+
+def test_the_rm_hears_that_no_guarantee_on_its_path_lets_it_preempt():
+    h = b_fills_the_cluster(queues(a="properties: {preemption.delay: 90s}", b=""))
+    outs = h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert reasons(outs, "u") == [
+        "no schedulable node has {vcore: 1 core} free, other than nodes reserved for other asks; "
+        "preemption: no queue on its path (root.a and above) guarantees what it asks for"]
+    outs = h.do(h.log.tick(60 * SECOND))
+    assert [r.endswith("; preemption: no queue on its path (root.a and above) guarantees what it asks for")
+            for r in reasons(outs, "u")] == [True]  # reserved now, the same note
+    checked(h)
+
+
+def test_the_rm_hears_that_its_partition_does_not_preempt():
+    h = b_fills_the_cluster(queues(partition="    preemption: {enabled: false}"))
+    outs = h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert reasons(outs, "u") == [
+        "no schedulable node has {vcore: 1 core} free, other than nodes reserved for other asks; "
+        "preemption: disabled in partition default"]
+    outs = h.do(h.log.asks(ask("v", "urgent", vcore=1000)))  # may not preempt: nothing to say
+    assert reasons(outs, "v") == [
+        "no schedulable node has {vcore: 1 core} free, other than nodes reserved for other asks"]
 
 
 def test_a_queue_at_its_guarantee_loses_nothing_and_the_reason_says_so():
@@ -147,7 +195,7 @@ def test_the_preemptor_stays_within_its_own_guarantee():
     h = b_fills_the_cluster(queues(a="resources: {guaranteed: {vcore: 500m}}"))
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(30 * SECOND))) == []
-    assert why(h, "urgent", "u")["details"]["preemption"] == "queue root.a would go above its guarantee of vcore 500"
+    assert why(h, "urgent", "u")["details"]["preemption"] == "queue root.a would go above its guarantee of vcore 0.5 cores"
 
 
 def test_victims_that_do_not_allow_preemption_of_themselves_are_kept():

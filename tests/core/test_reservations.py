@@ -91,11 +91,11 @@ def test_an_ask_kept_from_a_reserved_node_with_room_is_told_so():
     h.do(h.log.asks(ask("s2", "smalls", vcore=1000)))
     w = why(h, "smalls", "s2")
     assert w["code"] == "NoNodeRoom"
-    assert w["message"] == "no schedulable node has {vcore: 1000} free, other than nodes reserved for other asks"
+    assert w["message"] == "no schedulable node has {vcore: 1 core} free, other than nodes reserved for other asks"
     assert w["details"] == {"asked": {"vcore": 1000}, "largestFree": {"vcore": 0},
                             "reservedWithRoom": {"n1": "large/L"}, "schedulableNodes": 2}
     assert _details("NoNodeRoom", w["details"]) == (
-        "vcore: asked 1000, the most free on a schedulable node not reserved for another ask 0; "
+        "vcore: asked 1 core, the most free on a schedulable node not reserved for another ask 0 cores; "
         "room on n1 (reserved for large/L)")
     checked(h)
 

@@ -45,8 +45,8 @@ def test_no_node_has_room_names_the_largest_free_amount():
     h.do(h.log.asks(ask("big", "a", vcore=1600, memory=100)))
     w = why(h, "a", "big")
     assert w["code"] == "NoNodeRoom"
-    assert w["message"] == ("no schedulable node has {vcore: 1600, memory: 100} free, other than nodes reserved "
-                            "for other asks")
+    assert w["message"] == ("no schedulable node has {vcore: 1.6 cores, memory: 100 B} free, other than nodes "
+                            "reserved for other asks")
     assert w["details"] == {"asked": {"vcore": 1600, "memory": 100}, "largestFree": {"vcore": 1500, "memory": 8000},
                             "schedulableNodes": 2}
     assert why(h, "a") == {"allocationKey": "big", **w}

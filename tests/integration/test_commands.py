@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,16 +47,18 @@ def test_compose_services_run_real_tested_entry_points():
 def test_up_runs_everything_and_stops_cleanly(tmp_path):
     import os
 
-    home = tmp_path / "home"  # `ykbus up` writes ~/.ykbus/nats.url while it runs
+    home = tmp_path / "home"  # `ykbus up` lists itself in ~/.ykbus/running while it runs
     proc = ykbus("up", "--duration", "4", "--data", str(tmp_path / "nats"), env={**os.environ, "HOME": str(home)})
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     assert "core ready" in out and "ykbus up: stopped" in out
     progress = [line for line in out.splitlines() if line.startswith("t=")]
-    assert progress and "| k8s: nodes=20" in progress[-1] and "| batch: nodes=10" in progress[-1]
+    # in a pipe a line every 10 s (issue 40, item 7), and one at the stop: a 4 s run has that one
+    assert len(progress) == 1 and "| k8s: nodes=20" in progress[-1] and "| batch: nodes=10" in progress[-1]
     assert "| tyjob: nodes=6" in progress[-1] and "tyjob/gang-learner (rl) created" in out
-    assert (tmp_path / "nats" / "nats.url").read_text().startswith("nats://127.0.0.1:")
-    assert not (home / ".ykbus" / "nats.url").exists()  # removed at stop
+    assert "ykbus up: nats-server on nats://127.0.0.1:" in out
+    assert not (tmp_path / "nats" / "nats.url").exists()  # its address file, removed at stop
+    assert not list((home / ".ykbus" / "running").iterdir())  # and its entry among the running ones
     assert int(progress[-1].split("allocations=")[1].split()[0]) > 0
 
 
@@ -181,9 +184,12 @@ def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"nats://127.0.0.1:{s.getsockname()[1]}"  # nothing listens there once closed
-    home = tmp_path / "home"
-    (home / ".ykbus").mkdir(parents=True)
-    (home / ".ykbus" / "nats.url").write_text(url + "\n")
+    home, data = tmp_path / "home", tmp_path / "data"
+    (home / ".ykbus" / "running").mkdir(parents=True)  # as a running `ykbus up` lists itself (bus/local.py)
+    data.mkdir()
+    (data / "nats.url").write_text(url + "\n")
+    (home / ".ykbus" / "running" / "up.json").write_text(json.dumps({"data": str(data), "url": url,
+                                                                      "pid": os.getpid()}))
     env = {k: v for k, v in os.environ.items() if k != "YKBUS_NATS"} | {"HOME": str(home)}
     commands = [("tyjob", "get"), ("explain", "app-1"), ("record", "--out", str(tmp_path / "log.jsonl")),
                 ("core",), ("sim", "k8s"), ("sim", "batch"),
@@ -208,9 +214,12 @@ def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
 
 
 def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
+    import os
+
     data = tmp_path / "nats"
+    env = {**os.environ, "YKBUS_PROGRESS_EVERY": "1"}  # a progress line a second in this pipe (10 s by default)
     proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60", "--data", str(data)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         lines = []
         for line in proc.stdout:
@@ -221,7 +230,8 @@ def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
         k8s = data / "queues" / "k8s.yaml"
         text = k8s.read_text()
         assert "name: team-a" in text
-        k8s.write_text(text.replace("          - name: ml\n", "          - name: ml\n          - name: edited\n"))
+        edited = text.replace("          - name: ml\n", "          - name: ml\n          - name: edited\n")
+        k8s.write_text(edited)
         said = []
         for line in proc.stdout:
             said.append(line)
@@ -239,6 +249,13 @@ def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
             if seen == 4:
                 break
         assert " edited:" in line and " ml:" in line  # still the last valid configuration
+        k8s.write_text(edited)  # the rejected edit undone: that too has its verdict (issue 40, item 7)
+        for line in proc.stdout:
+            said.append(line)
+            if line == "ykbus up: queue file of policy group 'k8s' back in force\n":
+                break
+        else:
+            raise AssertionError("no verdict on the restored file")
     finally:
         proc.terminate()
         out, err = proc.communicate(timeout=60)
@@ -276,6 +293,7 @@ def load_config_file_text(text):
 async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
     import getpass
     import json
+    import os
     import stat
 
     import nats
@@ -284,7 +302,8 @@ async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
 
     data = tmp_path / "nats"
     proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--secure", "--duration", "60", "--data",
-                             str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "YKBUS_PROGRESS_EVERY": "1"})  # a progress line a second
     try:
         lines = []
         for line in proc.stdout:  # bounded: --duration 60

@@ -195,8 +195,8 @@ def test_explain_groups_asks_that_wait_for_the_same_reason(tmp_path):
         "application a (rm k8s, partition default, queue root.small): Running",
         "  2 asks (k0, k1; --all lists each): 0 pending, 2 allocated: nothing pending",
         "  8998 asks (k2, k3, k4 and 8995 more; --all lists each): 8998 pending, 0 allocated: QueueMax: queue "
-        "root.small max vcore 2000 would be exceeded: 2000 used + 1000 asked",
-        "    queue root.small, vcore: 2000 used + 1000 asked > max 2000"]
+        "root.small max vcore 2 cores would be exceeded: 2 cores used + 1 core asked",
+        "    queue root.small, vcore: 2 cores used + 1 core asked > max 2 cores"]
     each = ykbus("explain", "a", "--log", path, "--all")
     assert len([line for line in each.stdout.splitlines() if line.startswith("  ask k")]) == 9000
 
@@ -245,11 +245,17 @@ def test_tyjob_get_names_the_namespace_a_job_is_in(nats_server, tmp_path):
 
 # --- 12. long work shows progress on a terminal, nothing in a pipe --------------------------
 
-def _on_a_terminal(argv: list[str], timeout: float = 120) -> str:
-    """What `argv` writes to a terminal (stdout and stderr are the pty)."""
+def _on_a_terminal(argv: list[str], timeout: float = 120, columns: int = 0) -> str:
+    """What `argv` writes to a terminal (stdout and stderr are the pty), `columns` wide if given."""
     pid, fd = pty.fork()
-    if pid == 0:  # the child: the command, on the terminal
-        os.execv(argv[0], argv)
+    if pid == 0:  # the child: the command, on the terminal (its size from the terminal, not $COLUMNS)
+        os.execve(argv[0], argv, {k: v for k, v in os.environ.items() if not columns or k not in ("COLUMNS", "LINES")})
+    if columns:
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     out = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -267,6 +273,53 @@ def _on_a_terminal(argv: list[str], timeout: float = 120) -> str:
     return out.decode(errors="replace")
 
 
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows (scrollback included) after `text`, for what `ykbus up`
+    writes: newlines, carriage returns, cursor up to a line's start (ESC[nF), clear to the end
+    of the screen (ESC[J) or of the line (ESC[K)."""
+    lines, row, col = [""], 0, 0
+    for token in re.split(r"(\x1b\[\d*[A-Za-z]|\r?\n|\r)", text):
+        if token in ("\n", "\r\n"):
+            row, col = row + 1, 0
+            lines += [""] * (row + 1 - len(lines))
+        elif token == "\r":
+            col = 0
+        elif token.startswith("\x1b["):
+            if token[-1] == "F":
+                row, col = max(0, row - int(token[2:-1] or 1)), 0
+            elif token[-1] in "JK":
+                lines[row] = lines[row][:col]
+                if token[-1] == "J":
+                    del lines[row + 1:]
+        elif token:
+            lines[row] = lines[row][:col] + token + lines[row][col + len(token):]
+            col += len(token)
+    while lines and not lines[-1]:  # the line the cursor is on, after the last newline
+        lines.pop()
+    return lines
+
+
+def test_up_progress_is_one_block_redrawn_in_place_on_a_terminal_fitted_to_its_width(tmp_path):
+    """Issue 40, item 7: the progress was a line of 320-420 characters every second. On a
+    terminal it is one block, redrawn in place each second (nothing scrolls), a line per RM,
+    folded to the terminal's width; what else `ykbus up` says goes above it."""
+    raw = _on_a_terminal([sys.executable, "-m", "ykbus.cli", "up", "--duration", "5", "--data",
+                          str(tmp_path / "data")], columns=72)
+    assert len(re.findall(r"\x1b\[\d+F\x1b\[J", raw)) >= 3, raw[-3000:]  # redrawn, each second
+    screen = _screen(raw)
+    blocks = [i for i, line in enumerate(screen) if line.startswith("t=")]
+    assert len(blocks) == 1, screen  # one block on the screen, however long it ran
+    block = screen[blocks[0]:]
+    assert all(len(line) <= 71 for line in block), block  # folded: the terminal wraps none of it
+    assert any(line.startswith("      ") for line in block), block  # a continuation (72 columns is narrow)
+    assert re.match(r"t= +\d+s  allocs/s= +\d+  allocations=\d+  entries=\d+$", block[0]), block
+    for rm, nodes in (("k8s", 20), ("batch", 10), ("tyjob", 6)):
+        assert any(line.startswith(f"  {rm}: nodes={nodes} apps=") for line in block), block
+    assert block[-1] == "ykbus up: stopped"
+    said = screen[:blocks[0]]  # the other lines stayed above it, in order
+    assert said[-1] == "ykbus up: stopping (the core writes a snapshot)" and "tyjob/spread (rl) created" in said
+
+
 def test_replay_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     from ykbus.log.build import LogBuilder, node
 
@@ -278,7 +331,10 @@ def test_replay_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     shown = _on_a_terminal([sys.executable, "-m", "ykbus.cli", "replay", path, "--out", str(tmp_path / "o.jsonl")])
     assert re.search(r"ykbus replay \S+: [\d,]+ of 152,001 entries \(\d+%\), [\d,]+/s, \d+ (s|min|h) .*left", shown), shown
     piped = ykbus("replay", path, "--out", str(tmp_path / "p.jsonl"))
-    assert piped.returncode == 0 and "entries" not in piped.stderr
+    # in a pipe no progress, only the line of what it did (issue 40, item 7)
+    said = [line for line in piped.stderr.splitlines() if not line.startswith("ykbus: the compiled core is not used")]
+    assert piped.returncode == 0 and len(said) == 1, piped.stderr
+    assert re.fullmatch(r"ykbus replay: 152,001 entries, [\d,]+ outputs in \d+\.\d s", said[0]), said
     assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
 
 

@@ -344,6 +344,40 @@ async def test_http_read_api_with_a_token_answers_only_its_bearer(nats_server):
         assert status == 200 and body["status"] == "ok"
 
 
+async def test_a_browser_opens_the_web_ui_with_the_token_once_in_the_address(nats_server):
+    """Issue 40, item 7: with a token (compose sets one) a browser got 401 on the web UI, as
+    it cannot send a header. `?token=` once gives it a cookie (HttpOnly, SameSite=Strict,
+    derived from the token) and the page again without the token in its address."""
+    import http.client
+
+    def get(port: int, path: str, cookie: str = "") -> http.client.HTTPResponse:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        return response
+
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port, api_token="t0ken-s3cret") as core:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        for path in ("/", "/?token=wrong", "/?token=", "/api/health?token=t0ken-s3cre"):
+            assert (await anyio.to_thread.run_sync(get, port, path)).status == 401, path
+        entered = await anyio.to_thread.run_sync(get, port, "/api/health?rm=k8s&token=t0ken-s3cret")
+        assert entered.status == 303 and entered.getheader("Location") == "/api/health?rm=k8s"
+        cookie = entered.getheader("Set-Cookie")
+        name_value, *attributes = [part.strip() for part in cookie.split(";")]
+        assert name_value.startswith("ykbus_token=") and "t0ken-s3cret" not in cookie
+        assert {"HttpOnly", "SameSite=Strict", "Path=/"} <= set(attributes), cookie
+        for path in ("/", "/api/health", "/ws/v1/partitions"):
+            assert (await anyio.to_thread.run_sync(get, port, path, name_value)).status == 200, path
+        forged = name_value[:-1] + ("1" if name_value.endswith("0") else "0")
+        assert (await anyio.to_thread.run_sync(get, port, "/", forged)).status == 401
+        away = await anyio.to_thread.run_sync(get, port, "//evil.example/?token=t0ken-s3cret")
+        assert away.status == 303 and away.getheader("Location") == "/evil.example/"  # never another host
+
+
 async def test_http_read_api_off_loopback_needs_a_token(nats_server):
     message = ("api.host '0.0.0.0' is not a loopback address and api.token is not set: the HTTP read API would "
                "show every RM's state to anyone who can reach it; set api.token (or --api-token, or "

@@ -52,3 +52,43 @@ async def test_a_guaranteed_queue_preempts_a_borrowing_one_over_nats(nats_server
                                 terminationType=m.TerminationType.PREEMPTED_BY_SCHEDULER)]), rmID="k8s"))
         await rec.wait_for(lambda: any(a.allocationKey == "w" for a in rec.allocations))
         assert [r.UUID for r in rec.released] == [victim.UUID]  # the confirmation is not echoed back
+
+
+PATIENT = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: prod
+            resources: {guaranteed: {vcore: 1000m}}
+            properties: {preemption.delay: 90s}
+          - name: batch
+"""
+
+
+async def test_an_ask_that_may_preempt_but_waits_tells_the_rm_why_in_its_reason(nats_server):
+    """Issue 40: the RM's scheduling state (what a Kubernetes shim turns into pod events) says
+    why an ask that may preempt has not: its queue's delay, or no guarantee on its path."""
+    may_preempt = m.PreemptionPolicy(allowPreemptSelf=True, allowPreemptOther=True)
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=2000)], config=PATIENT)
+        await client.add_applications([app("batch", "root.batch"), app("web", "root.prod")])
+        await api.update_allocation(m.AllocationRequest(asks=[m.AllocationAsk(
+            allocationKey="b", applicationID="batch", resourceAsk=res(vcore=1000), maxAllocations=2)], rmID="k8s"))
+        await rec.wait_for(lambda: len(rec.allocations) == 2)
+        await api.update_allocation(m.AllocationRequest(asks=[
+            m.AllocationAsk(allocationKey="w", applicationID="web", resourceAsk=res(vcore=1500),
+                            preemptionPolicy=may_preempt),
+            m.AllocationAsk(allocationKey="more", applicationID="batch", resourceAsk=res(vcore=1000),
+                            preemptionPolicy=may_preempt)], rmID="k8s"))
+        await rec.wait_for(lambda: {s.allocationKey for s in rec.states} >= {"w", "more"})
+        reasons = {s.allocationKey: s.reason for s in rec.states}
+        assert reasons == {
+            "w": "no schedulable node has {vcore: 1.5 cores} free, other than nodes reserved for other asks; "
+                 "preemption: it waits until its queue's preemption.delay (90 s) has passed",
+            "more": "no schedulable node has {vcore: 1 core} free, other than nodes reserved for other asks; "
+                    "preemption: no queue on its path (root.batch and above) guarantees what it asks for"}
+        assert not rec.released  # nothing preempted

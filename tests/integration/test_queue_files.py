@@ -69,7 +69,7 @@ async def test_an_edited_queue_file_reloads_the_running_core_and_a_bad_edit_chan
             await rm.add_asks([m.AllocationAsk(allocationKey="k", applicationID="app", partitionName="default",
                                                resourceAsk=resource(vcore=1000), maxAllocations=2)])
             await rec.wait_for(lambda: len(rec.allocations) == 1 and rec.states)
-            assert "queue root.a max vcore 1000 would be exceeded" in rec.states[-1].reason
+            assert "queue root.a max vcore 1 core would be exceeded" in rec.states[-1].reason
 
             caplog.set_level(logging.ERROR, logger="ykbus.core")
             (qdir / "rm-1.yaml").write_text(QUEUES.format(max=2).replace("name: a", "name: a.b"))
@@ -81,6 +81,40 @@ async def test_an_edited_queue_file_reloads_the_running_core_and_a_bad_edit_chan
             (qdir / "rm-1.yaml").write_text(QUEUES.format(max=2))
             await rec.wait_for(lambda: len(rec.allocations) == 2)  # the raised max lets the ask go
             assert any(e.message == "configuration updated" for e in rec.events)
+
+
+async def test_a_queue_file_restored_after_a_rejected_edit_is_said_to_be_back_in_force(nats_server, tmp_path):
+    """Issue 40, item 7: restoring the file after a rejected edit appended nothing (the text
+    is what is in force) and said nothing, so the last word the operator saw was "rejected".
+    Every change of the file gets a verdict."""
+    from ykbus.bus.service import CoreService
+    from ykbus.bus.settings import ServiceSettings
+
+    qdir = tmp_path / "queues"
+    qdir.mkdir()
+    good = QUEUES.format(max=1)
+    (qdir / "rm-1.yaml").write_text(good)
+    said: list[str] = []
+    service = CoreService(ServiceSettings(nats_url=nats_server.url, tick_interval_s=3600, queues_dir=str(qdir),
+                                          watch_interval_s=0.05), notify=said.append)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(service.run)
+        try:
+            with anyio.fail_after(15):
+                await service.started.wait()
+            await wait_until(lambda: "rm-1" in service.core.operator_configs)
+            await wait_until(lambda: any(" in force" in text for text in said))
+            said.clear()  # the start's own verdict
+            (qdir / "rm-1.yaml").write_text(good.replace("name: a", "name: a.b"))
+            await wait_until(lambda: any(": rejected, the active configuration stays" in text for text in said))
+            (qdir / "rm-1.yaml").write_text(good)
+            await wait_until(lambda: len(said) == 2)
+            assert said[1] == "queue file of policy group 'rm-1' back in force", said
+            (qdir / "rm-1.yaml").write_text(QUEUES.format(max=2))
+            await wait_until(lambda: len(said) == 3)
+            assert said[2] == "queue file of policy group 'rm-1' in force; reconfigured: no RM", said
+        finally:
+            service.stop()
 
 
 async def test_a_started_core_answers_the_admin_api_and_attaches_at_once(nats_server):

@@ -23,7 +23,7 @@ async def test_a_held_ask_is_explained_to_the_rm_the_read_api_and_ykbus_explain(
         await client.add_applications([app("a", "root.small")])
         await client.add_asks([ask("k", "a", vcore=1500), ask("k2", "a", vcore=1000)])
         await rec.wait_for(lambda: rec.states)
-        message = "queue root.small max vcore 2000 would be exceeded: 1500 used + 1000 asked"
+        message = "queue root.small max vcore 2 cores would be exceeded: 1.5 cores used + 1 core asked"
         assert [(s.allocationKey, s.state, s.reason) for s in rec.states] == [("k2", "SKIPPED", message)]
         answer = service.read("applications", {"rm": "k8s"})["applications"]["k8s"]["default"]["a"]
         assert answer["asks"]["k2"]["why"] == {"code": "QueueMax", "message": message, "details": {

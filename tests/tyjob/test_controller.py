@@ -430,6 +430,6 @@ def test_a_worker_waits_in_the_core_for_its_leader_and_says_so():
     assert {k: a.why.code.value for k, a in asks.items() if a.why} == {
         "b-l": "NoNodeRoom", "b-w-0": "LeaderPending", "b-w-1": "LeaderPending"}
     assert d.status("default.b")["message"] == (  # the leader's
-        "b-l waits: no schedulable node has {vcore: 2000} free, other than nodes reserved for other asks")
+        "b-l waits: no schedulable node has {vcore: 2 cores} free, other than nodes reserved for other asks")
     d.advance(6)
     assert all(p["phase"] == "Running" for p in d.status("default.b")["pods"])

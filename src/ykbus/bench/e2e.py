@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
-from ykbus.bus.server import NatsServer, free_port
+from ykbus.bus.server import NatsServer, free_port, spawn
 from ykbus.si import messages as m
 
 POLLED = ("/ws/v1/clusters", "/ws/v1/partitions", "/ws/v1/partition/default/queues",
@@ -88,8 +88,8 @@ while True:
 async def _poller(port: int, every: float, polls: list[int]) -> None:
     """Poll from another process, as a dashboard does: a thread here would take the GIL from
     the RM whose latency is measured (up to the 5 ms switch interval at each turn)."""
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", POLLER, str(port), repr(every), *POLLED],
-                            stdout=subprocess.PIPE, text=True)
+    proc = spawn([sys.executable, "-I", "-S", "-c", POLLER, str(port), repr(every), *POLLED],
+                 stdout=subprocess.PIPE, text=True)
     try:
         await anyio.sleep_forever()
     finally:
@@ -223,10 +223,10 @@ def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], 
         err = open(core_log, "ab") if core_log else subprocess.DEVNULL  # noqa: SIM115 - closed below
 
         def start(*flags: str) -> subprocess.Popen:
-            return subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", server.url, "--tick", "3600",
-                                     "--rm-pause", "3600", "--snapshot-every", str(snapshot_every),
-                                     "--log-level", "info" if core_log else "warning", *flags],
-                                    stderr=err, env={**os.environ})
+            return spawn([sys.executable, "-m", "ykbus.cli", "core", "--nats", server.url, "--tick", "3600",
+                          "--rm-pause", "3600", "--snapshot-every", str(snapshot_every),
+                          "--log-level", "info" if core_log else "warning", *flags],
+                         stderr=err, env={**os.environ})
 
         cores = [start("--no-reads"), start("--reader", "--api-port", str(api_port))] if reader else [
             start("--api-port", str(api_port))]

@@ -26,7 +26,7 @@ import anyio
 
 from ykbus.bench.e2e import QUEUES, _res
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
-from ykbus.bus.server import NatsServer, free_port
+from ykbus.bus.server import NatsServer, free_port, spawn
 from ykbus.si import messages as m
 
 
@@ -39,7 +39,7 @@ def _core_log() -> Any:
 class _Candidate:
     def __init__(self, url: str, ttl: float) -> None:
         self.port = free_port()
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             [sys.executable, "-m", "ykbus.cli", "core", "--nats", url, "--tick", "3600", "--rm-pause", "3600",
              "--lease-ttl", str(ttl), "--api-port", str(self.port), "--log-level", "warning"],
             stderr=_core_log(), env={**os.environ})

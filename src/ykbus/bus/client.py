@@ -10,7 +10,7 @@ have the same interface:
 * `InProcessScheduler`: the core called directly, no serialisation (the spec's "API based
   interface", for embedding and tests).
 
-`ResourceManagerClient` adds the seed's recovery protocol on top of either: New ->
+`ResourceManagerClient` adds the recovery protocol of YuniKorn's resilience design on top of either: New ->
 Registered -> Recovering (applications first, then nodes with their existing allocations)
 -> Running, or Failed; no new asks are sent before Running.
 """
@@ -420,7 +420,7 @@ class NatsScheduler(SchedulerAPI):
             await deliver(self.callback, kind, body)
 
 
-# --- recovery (seed: resilience-recovery) ----------------------------------------------
+# --- recovery (YuniKorn's resilience design) --------------------------------------------
 
 
 class ResourceManagerClient(ResourceManagerCallback):

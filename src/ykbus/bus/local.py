@@ -1,28 +1,125 @@
-"""Where a command finds the NATS server when it is not told: `$YKBUS_NATS`, else the URL
-a running `ykbus up` wrote to `~/.ykbus/nats.url`, else `nats://127.0.0.1:4222`."""
+"""Where a command finds the NATS server when it is not told (`--nats URL`): the `ykbus up`
+running on `--data DIR`, else `$YKBUS_NATS`, else the one `ykbus up` that runs, else
+`nats://127.0.0.1:4222`.
+
+Each `ykbus up` writes its server's URL into its own data directory (ADDRESS_FILE) and lists
+itself in RUNNING_DIR (one file per data directory, naming it and the process) while it runs;
+several may run at once, each on its own data directory. With more than one running and
+nothing said, a command does not guess: it names them and how to pick one."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-FIND_URL = "$YKBUS_NATS, else the URL a running `ykbus up` wrote, else " + DEFAULT_URL
-URL_FILE = os.path.join("~", ".ykbus", "nats.url")  # written by `ykbus up` while it runs
+FIND_URL = ("$YKBUS_NATS, else the URL of the one `ykbus up` running (several: --data DIR picks one), else "
+            + DEFAULT_URL)
+DATA_HELP = "talk to the `ykbus up` running on this data directory (when several run; before $YKBUS_NATS)"
+ADDRESS_FILE = "nats.url"  # in a data directory: the URL of its `ykbus up`'s nats-server, while it runs
+RUNNING_DIR = os.path.join("~", ".ykbus", "running")  # one file per running `ykbus up`
 
 
-def default_url() -> str:
+@dataclass(frozen=True)
+class Instance:
+    """A running `ykbus up`: its data directory, its NATS URL, its process."""
+
+    data: str
+    url: str
+    pid: int
+
+
+def _entry(data: str) -> str:
+    """The file in RUNNING_DIR that stands for the `ykbus up` on `data` (an absolute path)."""
+    return os.path.join(os.path.expanduser(RUNNING_DIR), hashlib.sha256(data.encode()).hexdigest()[:16] + ".json")
+
+
+def register(data: str, url: str) -> list[str]:
+    """Called by `ykbus up` once its server listens: the address file in `data` and its entry
+    in RUNNING_DIR; the files to remove at its stop (`unregister`)."""
+    written = []
+    for path, text in ((os.path.join(data, ADDRESS_FILE), url + "\n"),
+                       (_entry(data), json.dumps({"data": data, "url": url, "pid": os.getpid()}) + "\n")):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        written.append(path)
+    return written
+
+
+def unregister(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def running() -> list[Instance]:
+    """The `ykbus up` processes that run now, by data directory (an entry left by one that
+    was killed is removed)."""
+    found = []
+    directory = os.path.expanduser(RUNNING_DIR)
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                entry = json.load(f)
+            instance = Instance(str(entry["data"]), str(entry["url"]), int(entry["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _alive(instance.pid):
+            found.append(instance)
+        else:
+            unregister([path])
+    return sorted(found, key=lambda i: i.data)
+
+
+def default_url(data: str | None = None) -> str:
+    """The NATS URL a command uses when not given one (FIND_URL); NatsNotChosen when that
+    is not one URL."""
+    if data:
+        path = os.path.abspath(os.path.expanduser(data))
+        try:
+            with open(os.path.join(path, ADDRESS_FILE), encoding="utf-8") as f:
+                url = f.read().strip()
+        except OSError:
+            url = ""
+        if url and any(i.data == path for i in running()):
+            return url
+        others = running()
+        raise NatsNotChosen(f"no `ykbus up` runs on {path}" + (f"; running: {_choices(others)}" if others else ""))
     env = os.environ.get("YKBUS_NATS")
     if env:
         return env
-    try:
-        with open(os.path.expanduser(URL_FILE), encoding="utf-8") as f:
-            url = f.read().strip()
-            if url:
-                return url
-    except OSError:
-        pass
+    instances = running()
+    if len(instances) == 1:
+        return instances[0].url
+    if instances:
+        raise NatsNotChosen(f"{len(instances)} `ykbus up` run: {_choices(instances)}")
     return DEFAULT_URL
+
+
+def _choices(instances: list[Instance]) -> str:
+    return (", ".join(f"--data {i.data} ({i.url})" for i in instances)
+            + "; pick one with --data DIR, or YKBUS_NATS=URL (or --nats URL)")
 
 
 CONNECT_WITHIN_S = 3.5  # a command says the server does not answer within 5 s of its start
@@ -30,6 +127,12 @@ CONNECT_WITHIN_S = 3.5  # a command says the server does not answer within 5 s o
 
 class NatsUnreachable(Exception):
     """No NATS server answered at the URL in time; the text names the URL and the last error."""
+
+
+class NatsNotChosen(NatsUnreachable):
+    """No URL given and none to take: several `ykbus up` run, or none on the `--data` given.
+    The text names the running ones and how to pick one; a command reports it as it reports
+    an unreachable server: one line, exit code 2."""
 
 
 def server_urls(url: str) -> list[str]:

@@ -46,6 +46,7 @@ class OperatorConfig:
         self._append = append
         self.owner = getpass.getuser()
         self._texts: dict[str, str] = {}  # policy group -> file text last seen
+        self._refused: set[str] = set()  # policy groups whose file, last seen, was rejected or unreadable
 
     def _files(self) -> dict[str, Path]:
         """Policy group -> the file that holds its queue configuration."""
@@ -75,15 +76,31 @@ class OperatorConfig:
             except (OSError, UnicodeDecodeError) as exc:
                 if self._texts.get(group) != f"error:{exc}":
                     self._texts[group] = f"error:{exc}"
+                    self._refused.add(group)
                     log.error("queue file unreadable", extra={"fields": {"file": str(path), "error": str(exc)}})
                 continue
             if text == self._texts.get(group):
                 continue
             self._texts[group] = text
             if text == self._core().operator_configs.get(group):
+                if group in self._refused:  # the file says again what is in force: a verdict too
+                    self._refused.discard(group)
+                    self._say(f"queue file of policy group {group!r} back in force", group, str(path))
                 continue
-            if await self.set_queues(group, text, source=str(path)) == [NOT_APPENDED]:
+            errors = await self.set_queues(group, text, source=str(path))
+            if errors == [NOT_APPENDED]:
                 self._texts.pop(group, None)  # the next look tries again
+            elif errors:
+                self._refused.add(group)
+            else:
+                self._refused.discard(group)  # the core's verdict on it comes as its event
+
+    def _say(self, text: str, group: str, source: str) -> None:
+        """A verdict the core does not give (nothing was appended): to the operator if a
+        listener hears verdicts, else to the log."""
+        log.info(text, extra={"fields": {"policy_group": group, "source": source}})
+        if self._notify is not None:
+            self._notify(text)
 
     async def set_queues(self, group: str, text: str, source: str) -> list[str]:
         """Validate a queue configuration for `group`; append it to the log when it is

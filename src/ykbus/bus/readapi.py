@@ -4,7 +4,8 @@ by the service) and over HTTP (`GET /api/<verb>`, served here by aiohttp).
 The projection is built from `Core.dump` (plain values, never live objects), only the
 sections a verb needs. Over HTTP, int64 quantities and timestamps are decimal strings (the
 protobuf JSON mapping) unless `?int64=number`; with a token configured every request needs
-`Authorization: Bearer <token>`.
+`Authorization: Bearer <token>`, or the cookie a browser gets by opening any page once with
+`?token=<token>` (it cannot send the header; the cookie is HttpOnly and SameSite=Strict).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 from aiohttp import web
@@ -27,6 +29,7 @@ from ykbus.rest.router import RestState
 from ykbus.si import compat
 
 log = logging.getLogger("ykbus.core")
+COOKIE = "ykbus_token"  # what a browser holds once it opened a page with ?token= (HttpReadApi._let_in)
 
 # verb -> the dump section it needs (None: counts only)
 SECTIONS: dict[str, str | None] = {"partitions": None, "queues": "queues", "applications": "applications",
@@ -123,7 +126,9 @@ class HttpReadApi:
                 await runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.Response:
-        if not self._authorized(request.headers.get("Authorization", "")):
+        if not self._authorized(request.headers.get("Authorization", ""), request.cookies.get(COOKIE, "")):
+            if self._token and _same(request.query.get("token", ""), self._token):
+                return self._let_in(request)
             why, challenge = "expected the header `Authorization: Bearer <api.token>`", 'Bearer realm="ykbus"'
             if request.path.startswith("/api/"):
                 return _json(401, {"error": why}, {"WWW-Authenticate": challenge})
@@ -189,13 +194,34 @@ class HttpReadApi:
             self.streams -= 1
         return response
 
-    def _authorized(self, authorization: str) -> bool:
+    def _authorized(self, authorization: str, cookie: str) -> bool:
         """Without a token, everyone (the API is on loopback then); with it, the bearer of
-        that token, compared in constant time."""
+        that token, or a browser holding the cookie `_let_in` gave, compared in constant time."""
         if not self._token:
             return True
         scheme, _, given = authorization.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token.encode())
+        return (scheme.lower() == "bearer" and _same(given.strip(), self._token)) or _same(cookie, self._cookie())
+
+    def _cookie(self) -> str:
+        """The cookie's value: derived from the token (the token itself is not stored in the
+        browser; a new token ends every browser's access)."""
+        assert self._token
+        return hmac.new(self._token.encode(), b"ykbus web UI", "sha256").hexdigest()
+
+    def _let_in(self, request: web.Request) -> web.Response:
+        """A browser opened a page with the right `?token=`: the cookie, and the same page
+        again without the token in its address (303). HttpOnly: no script reads it; SameSite
+        Strict: no other site's page sends it."""
+        rest = [(k, v) for k, v in request.query.items() if k != "token"]
+        where = "/" + request.path.lstrip("/")  # this server's path, never another host's (//host)
+        response = web.Response(status=303, headers={"Location": where + ("?" + urlencode(rest) if rest else ""),
+                                                     "Cache-Control": "no-store"})
+        response.set_cookie(COOKIE, self._cookie(), path="/", httponly=True, samesite="Strict")
+        return response
+
+
+def _same(given: str, expected: str) -> bool:
+    return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
 
 
 def _query(request: web.Request) -> dict[str, str]:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class ServerError(Exception):
@@ -34,6 +38,37 @@ def free_port() -> int:
 
 
 LOG_FILE_BYTES = 10 * 1024 * 1024  # nats-server rotates its log there, keeping two old files
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that started it ends
+
+
+def _die_with(parent: int, prctl: Any) -> Callable[[], None]:
+    """The child's last step before exec: SIGTERM when `parent` ends, however it ends (a
+    kill -9 included); already orphaned, it exits at once."""
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent ended before the prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def spawn(argv: list[str], **options: Any) -> subprocess.Popen:
+    """A child process that its parent stops, and only its parent.
+
+    Rule 1: the child starts its own session (and process group), so a terminal's Ctrl-C,
+    which signals the whole foreground process group, reaches only the parent; the parent
+    then stops its children in the order it needs (`ykbus up`: the core's final snapshot
+    before nats-server). Rule 2: on Linux the child gets SIGTERM when the parent ends,
+    however it ends (PR_SET_PDEATHSIG), so nothing is orphaned by a kill -9. The signal
+    follows the thread that started the child, so it is set only when the main thread does
+    (a worker thread ends while its process runs on)."""
+    options.setdefault("start_new_session", True)
+    if sys.platform == "linux" and threading.current_thread() is threading.main_thread():
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not in the child
+        options.setdefault("preexec_fn", _die_with(os.getpid(), prctl))
+    return subprocess.Popen(argv, **options)
 
 
 def stop_process(proc: subprocess.Popen, timeout: float = 30, kill: bool = False) -> None:
@@ -88,7 +123,7 @@ class NatsServer:
         # blocks the server in its next log write, stalling every client (seen as JetStream
         # timeouts and a gap in the core's input after a resumed `ykbus up`).
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen([find_binary(), "-c", conf], stdout=subprocess.DEVNULL, stderr=log)
+            self.process = spawn([find_binary(), "-c", conf], stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -88,7 +88,7 @@ from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.shards import DEFAULT_SHARD
 from ykbus.core.snapshot import load_snapshot
-from ykbus.rest.events import EventFeed
+from ykbus.rest.events import EventFeed, node_capacity
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
@@ -205,7 +205,7 @@ class CoreService:
         self.js = self.nc.jetstream(timeout=10)
         mark("connected_ms")
         try:
-            await with_retries(lambda: self._prepare(mark), "start-up")
+            await with_retries(lambda: self._prepare(mark), "start-up", s.start_wait_s)
             mark("outputs_scanned_ms")
             self.publisher.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
@@ -277,7 +277,7 @@ class CoreService:
             self.guard.apply_record(record)  # an entry that failed before is not applied again
         if self.guard.known_failed:
             log.warning("entries recorded as failed", extra={"fields": {"seqs": sorted(self.guard.known_failed)}})
-        self.http.events = EventFeed(self.js, self.subjects, self.instance)
+        self.http.events = EventFeed(self.js, self.subjects, self.instance, lambda rm, n: node_capacity(self.core, rm, n))
         self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
                                          self.stats, self._output_format, self.nc, self.notify)
         lease = self.leadership.lease or Lease(kv or await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),

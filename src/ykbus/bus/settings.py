@@ -1,4 +1,4 @@
-"""The service configuration (seed: scheduler-configuration, "scheduler configuration"):
+"""The service configuration (YuniKorn's Scheduler Configuration design, "scheduler configuration"):
 static, read once at start, separate from the dynamic queue configuration.
 
     ykbus core --config ykbus.yaml          # command-line flags override the file
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S, MAX_TTL_S, MIN_TTL_S
-from ykbus.bus.streams import StreamLimits
+from ykbus.bus.streams import START_WAIT_S, StreamLimits
 from ykbus.core.config import Acl, ConfigError, SchedulerConfig, parse_acl
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
@@ -66,6 +66,7 @@ class StreamsConfig(_C):
     out_max_bytes: int = 1 << 30
     out_max_age: Positive = 7 * 24 * 3600
     replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+    start_wait: Positive = START_WAIT_S  # seconds a core waits at start for JetStream to take its streams
 
 
 class ServiceConfig(_C):
@@ -152,6 +153,7 @@ class ServiceSettings:
     heartbeat_pause_s: float = 10.0
     heartbeat_stop_s: float = 60.0
     limits: StreamLimits = field(default_factory=StreamLimits)
+    start_wait_s: float = START_WAIT_S  # JetStream not answering, or a cluster forming: retried this long at start
     publish_retries: int = 60
     publish_window: int = 2000  # output publishes awaiting their ack, across entries
     snapshot_dir: str | None = None  # also keep the latest snapshot here (read if its digest matches)
@@ -251,7 +253,9 @@ def service_settings(args: Any) -> ServiceSettings:
     if exposed:
         raise StartError(exposed)
     return ServiceSettings(
-        nats_url=flag("nats", c.nats.url) or default_url(), prefix=flag("prefix", c.nats.prefix),
+        # `--nats ""` (ykbus up: its own server, known once started) looks for none
+        nats_url=flag("nats", c.nats.url) or ("" if getattr(args, "nats", None) == "" else default_url(getattr(
+            args, "data", None))), prefix=flag("prefix", c.nats.prefix),
         queue_file=flag("queues", c.queues.file), queues_dir=flag("queues_dir", c.queues.dir),
         watch_interval_s=c.queues.watch_interval, tick_interval_s=flag("tick", c.tick_interval),
         lease_ttl_s=lease_ttl, reader=reader, reads=reads, shard=shard,
@@ -261,6 +265,7 @@ def service_settings(args: Any) -> ServiceSettings:
                             out_max_bytes=flag("out_max_bytes", c.streams.out_max_bytes),
                             out_max_age_s=flag("out_max_age", c.streams.out_max_age),
                             replicas=flag("replicas", c.streams.replicas)),
+        start_wait_s=flag("start_wait", c.streams.start_wait),
         snapshot_dir=flag("snapshot_dir", c.snapshot_dir),
         nats_options=nats_options(c.nats.credentials, user, password, c.nats.token,
                                   tls.ca if tls else None, tls.cert if tls else None, tls.key if tls else None),

@@ -48,7 +48,7 @@ def _lowest_priority() -> None:
     """The writer, NATS and the RMs come first on a busy machine: the child runs only on a
     CPU that nothing else wants (Linux's SCHED_IDLE, with nice 19; elsewhere nice 19). With
     nice 19 alone, bench e2e's writer fell behind by 6-20 ms at a time more often while a
-    child encoded (BENCHMARKS.md, "Snapshots off the writer's path")."""
+    child encoded (docs/benchmarks-history.md, "Snapshots off the writer's path")."""
     os.nice(19)
     if idle_children:
         _set_policy(0, "SCHED_IDLE")

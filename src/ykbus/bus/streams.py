@@ -14,7 +14,7 @@ from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 
 from ykbus.bus.subjects import CORE_TOKEN, IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects, js_reply_meta
 from ykbus.core.guard import FAILED_KIND
@@ -54,8 +54,9 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, limits: Strea
         except NotFoundError:
             try:
                 await js.add_stream(config)
-            except BadRequestError:  # another core process made it first
-                pass
+            except BadRequestError as exc:  # another core process made it first; or a cluster still forming
+                if placement_pending(exc):
+                    raise
             continue
         if all(getattr(info.config, f) == getattr(config, f) for f in _SETTLED):
             continue  # as wanted: no update (several core processes start at once)
@@ -69,22 +70,42 @@ _SETTLED = ("subjects", "max_bytes", "max_age", "duplicate_window", "num_replica
 
 
 NOT_ANSWERING = (NatsTimeoutError, ServiceUnavailableError, NoRespondersError)  # a cluster electing, say
+NO_PEERS = 10005  # JetStream's JSClusterNoPeersErr: "no suitable peers for placement"
+START_WAIT_S = 60.0  # how long a core waits at start for JetStream to take its streams (`--start-wait`)
 
 
-async def with_retries(make: Callable[[], Awaitable[T]], what: str, within: float = 60.0) -> T:
+def placement_pending(exc: BaseException) -> bool:
+    """JetStream refused a stream or store because it has not the servers its replicas need
+    online: a cluster still forming (seen: compose's `ha` profile, whose cores start beside
+    the three nats-servers), which a later try finds formed."""
+    return isinstance(exc, APIError) and (exc.err_code == NO_PEERS or "no suitable peers" in (exc.description or ""))
+
+
+async def with_retries(make: Callable[[], Awaitable[T]], what: str, within: float = START_WAIT_S) -> T:
     """`make()`, again while the JetStream API does not answer (a cluster electing its
-    leaders, or several core processes making the same streams at once), for up to `within`
-    seconds."""
+    leaders, or several core processes making the same streams at once) or cannot yet place
+    replicas (a cluster forming), for up to `within` seconds; then the last error. Each
+    kind of wait is logged once."""
     deadline = time.monotonic() + within
     delay = 0.2
+    said: set[str] = set()
     while True:
         try:
             return await make()
-        except NOT_ANSWERING as exc:
+        except (*NOT_ANSWERING, APIError) as exc:
+            forming = placement_pending(exc)
+            if not forming and not isinstance(exc, NOT_ANSWERING):
+                raise
             if time.monotonic() + delay > deadline:
                 raise
-            log.warning("JetStream not answering yet; trying again", extra={"fields": {
-                "what": what, "error": repr(exc)}})
+            if forming and "forming" not in said:
+                log.warning("waiting for the NATS cluster to accept the streams: JetStream has not yet the "
+                            "servers their replicas need", extra={"fields": {
+                                "what": what, "error": str(exc.description), "wait_s": within}})  # type: ignore[union-attr]
+            elif not forming and "answering" not in said:
+                log.warning("JetStream not answering yet; trying again", extra={"fields": {
+                    "what": what, "error": repr(exc), "wait_s": within}})
+            said.add("forming" if forming else "answering")
             await anyio.sleep(delay)
             delay = min(2 * delay, 2.0)
 

@@ -363,6 +363,8 @@ class PartitionChanges(IndexedPartition):
             self.seq += 1
             ask = Ask(msg.allocationKey, app, ask_spec(msg), *self.intern(resource), self.seq, ctx.ts)
             app.asks[ask.key] = ask
+            if ask.placeholder:
+                app.history.placeholder_asked(ask.task_group, ask.resource, ask.pending)
         if ask.pending:
             self._pend(ask)
             if ask.placeholder and app.gang:  # the gang may be whole now
@@ -440,6 +442,8 @@ class PartitionChanges(IndexedPartition):
         event = _RELEASE_EVENTS.get(termination, AllocationEvent.STOP)
         alloc.state = ALLOCATION.advance(alloc.state, event)
         node, app = alloc.node, alloc.app
+        replaced = termination is m.TerminationType.PLACEHOLDER_REPLACED
+        app.history.released(alloc, replaced, not replaced, ctx.ts)
         self.ledger.unbook(alloc)
         ask = app.asks.get(alloc.key)
         if ask is not None:

@@ -3,7 +3,7 @@
 CPython grows a dict by copying it whole into a table twice the size once it is two thirds
 full: at 349,525 entries that copy takes about 13 ms, and the core's largest maps (the
 partition's allocations, a large application's allocations and asks) cross it in one entry
-together, so one ask waited 40-50 ms while the writer copied (BENCHMARKS.md, "The maps
+together, so one ask waited 40-50 ms while the writer copied (docs/benchmarks-history.md, "The maps
 that grew in one piece"). `ChunkedDict` holds the same entries in chunks of at most
 `CHUNK` insertions each, in insertion order, and finds a key's chunk through an index split
 into `PARTS` dicts by the key's hash. Every dict it holds stays small, so each grows in a

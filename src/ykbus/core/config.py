@@ -18,7 +18,7 @@ Rules, as YuniKorn applies them:
 4. Quantities are integers as YuniKorn parses them: `vcore: 10` is 10000 milli-cores,
    `vcore: 500m` is 500; other resources take the SI (`k`, `M`, `G`, ...) and binary (`Ki`,
    `Mi`, `Gi`, ...) suffixes; a decimal is accepted only when the result is a whole number.
-6. ACLs (`submitacl`, `adminacl`) follow the seed's grammar: `*`, or a comma-separated
+6. ACLs (`submitacl`, `adminacl`) follow YuniKorn's grammar (its Scheduler Configuration design): `*`, or a comma-separated
    user list, optionally a single space and a comma-separated group list; the empty string
    and a single space allow nobody. More than one space, or a name that is not a POSIX-like
    user or group name, is an error.
@@ -29,7 +29,7 @@ Rules, as YuniKorn applies them:
    `resources` and `properties`; its resources may not exceed the queue's max.
 5. Known properties with a fixed set of values (`application.sort.policy`,
    `application.sort.priority`, `priority.policy`) reject unknown values;
-   `priority.offset` that does not parse as an int32 counts as 0 (seed: priority-scheduling).
+   `priority.offset` that does not parse as an int32 counts as 0 (YuniKorn's priority scheduling design).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from fractions import Fraction
 from typing import Any
 
 import msgspec
+
+from ykbus.core.resources import fmt_quantity as fq
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -493,14 +495,14 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
     """Rule 3 below `q`. `limits`: the nearest max per resource above; `maxapps` likewise."""
     for res, value in q.guaranteed.items():
         if res in q.max and value > q.max[res]:
-            errors.add(f"{path}.resources", f"guaranteed {res} {value} exceeds max {q.max[res]}")
+            errors.add(f"{path}.resources", f"guaranteed {res} {fq(res, value)} exceeds max {fq(res, q.max[res])}")
     for res, value in q.max.items():
         if res in limits and value > limits[res]:
-            errors.add(f"{path}.resources.max", f"{res} {value} exceeds the parent's max {limits[res]}")
+            errors.add(f"{path}.resources.max", f"{res} {fq(res, value)} exceeds the parent's max {fq(res, limits[res])}")
     for res, value in q.guaranteed.items():
         if res in limits and value > limits[res]:
             errors.add(
-                f"{path}.resources.guaranteed", f"{res} {value} exceeds the parent's max {limits[res]}"
+                f"{path}.resources.guaranteed", f"{res} {fq(res, value)} exceeds the parent's max {fq(res, limits[res])}"
             )
     if maxapps and q.maxapplications > maxapps:
         errors.add(
@@ -512,7 +514,7 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
         for res, value in lim.maxresources.items():
             if res in own_max and value > own_max[res]:
                 errors.add(f"{path}.limits[{i}].maxresources",
-                           f"{res} {value} exceeds the queue's max {own_max[res]}")
+                           f"{res} {fq(res, value)} exceeds the queue's max {fq(res, own_max[res])}")
         if own_apps and lim.maxapplications > own_apps:
             errors.add(f"{path}.limits[{i}].maxapplications",
                        f"{lim.maxapplications} exceeds the queue's {own_apps}")
@@ -522,13 +524,14 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
             errors.add(f"{path}.childtemplate", "only a parent queue has a child template")
         for res, value in t.max.items():
             if res in own_max and value > own_max[res]:
-                errors.add(f"{path}.childtemplate.resources.max", f"{res} {value} exceeds the queue's max {own_max[res]}")
+                errors.add(f"{path}.childtemplate.resources.max",
+                           f"{res} {fq(res, value)} exceeds the queue's max {fq(res, own_max[res])}")
         for res, value in t.guaranteed.items():
             if res in t.max and value > t.max[res]:
-                errors.add(f"{path}.childtemplate.resources", f"guaranteed {res} {value} exceeds max {t.max[res]}")
+                errors.add(f"{path}.childtemplate.resources", f"guaranteed {res} {fq(res, value)} exceeds max {fq(res, t.max[res])}")
             elif res in own_max and value > own_max[res]:
                 errors.add(f"{path}.childtemplate.resources.guaranteed",
-                           f"{res} {value} exceeds the queue's max {own_max[res]}")
+                           f"{res} {fq(res, value)} exceeds the queue's max {fq(res, own_max[res])}")
         if own_apps and t.maxapplications > own_apps:
             errors.add(f"{path}.childtemplate.maxapplications", f"{t.maxapplications} exceeds the queue's {own_apps}")
     seen: dict[str, int] = {}
@@ -543,7 +546,7 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
         if res in q.guaranteed and total > q.guaranteed[res]:
             errors.add(
                 f"{path}.queues",
-                f"the children's guaranteed {res} {total} exceeds the queue's {q.guaranteed[res]}",
+                f"the children's guaranteed {res} {fq(res, total)} exceeds the queue's {fq(res, q.guaranteed[res])}",
             )
     below = {**limits, **q.max}
     for i, child in enumerate(q.queues):
@@ -733,7 +736,7 @@ def parse_config(obj: object) -> SchedulerConfig:
 
 
 def parse_offset(text: str) -> int:
-    """`priority.offset` as the seed defines it: an int32, 0 when empty or unparsable."""
+    """`priority.offset` as YuniKorn's priority scheduling design defines it: an int32, 0 when empty or unparsable."""
     try:
         value = int(text.strip(), 10)
     except ValueError:

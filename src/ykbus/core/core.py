@@ -58,14 +58,17 @@ class OutOfOrder(Exception):
 
 class Core(Intake):
     def __init__(self, load_yaml: YamlLoader | None = None,
-                 queues_override: SchedulerConfig | None = None, shard: str | None = None) -> None:
+                 queues_override: SchedulerConfig | None = None, shard: str | None = None,
+                 override_group: str | None = None) -> None:
         """`load_yaml(text)` turns configuration text into plain objects (ValueError if it
         cannot); the core itself imports no YAML library. `queues_override` replaces the
-        configuration of every registration and update (replay's what-if). `shard`: the core
+        configuration of every registration and update (replay's what-if), or only those of
+        the RMs of policy group `override_group` if given (`ykbus whatif`). `shard`: the core
         shard this core is, which applies only the entries of the RMs it owns (core/shards.py);
         None: not sharded, it applies every entry."""
         self._load_yaml = load_yaml
         self._override = queues_override
+        self._override_group = override_group
         self.shard = shard
         self.owners: dict[str, str] = {}  # rm -> its shard, from the log's assign entries (in snapshots)
         self.registered: dict[str, None] = {}  # every RM that ever sent a register entry, whoever owns it (in snapshots)

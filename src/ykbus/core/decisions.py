@@ -64,12 +64,13 @@ class Unpreempted:
 
 class Reserve:
     """`node` is reserved for `ask`, which has waited for room the partition's reservation
-    delay: the node takes no other ask until `ask` is placed (there or elsewhere)."""
+    delay: the node takes no other ask until `ask` is placed (there or elsewhere). `note`: why
+    it has not looked for victims yet, though it may preempt (`why.preempts_later`)."""
 
-    __slots__ = ("ask", "node")
+    __slots__ = ("ask", "node", "note")
 
-    def __init__(self, ask: Ask, node: Node) -> None:
-        self.ask, self.node = ask, node
+    def __init__(self, ask: Ask, node: Node, note: str = "") -> None:
+        self.ask, self.node, self.note = ask, node, note
 
     def __repr__(self) -> str:
         return f"Reserve({self.ask.app.id}/{self.ask.key} on {self.node.id})"

@@ -19,7 +19,7 @@ from ykbus import limits
 from ykbus.core import why
 from ykbus.core.decisions import GangAllocate, Park
 from ykbus.core.model import NODE_ROOM, Alloc, App, Ask, Node, Wait
-from ykbus.core.resources import Res, add_into, first_over, fits, fmt_res, scaled
+from ykbus.core.resources import Res, add_into, first_over, fits, fmt_quantity, fmt_res, scaled
 from ykbus.si import messages as m
 
 
@@ -68,16 +68,17 @@ def plan_gang(app: App, overlay: Overlay) -> list[Park] | list[GangAllocate]:
         over = first_over(t.allocated, total, limit) if limit else None
         if over is not None:
             used = t.allocated.get(over, 0)
-            reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded by gang {app.id}: "
-                      f"{used} used + {total[over]} asked by the gang")
+            reason = (f"{t.describe()}: maxresources {over} {fmt_quantity(over, limit[over])} would be exceeded by "
+                      f"gang {app.id}: {fmt_quantity(over, used)} used + {fmt_quantity(over, total[over])} asked by "
+                      "the gang")
             return park_all(t.room, m.SchedulingState.SKIPPED, why.limit(
                 reason, t.kind, t.name, t.queue.path, over, used, limit[over], total[over]))
     for q in app.path:
         over = first_over(q.allocated, total, q.max) if q.max else None
         if over is not None:
             used = q.allocated.get(over, 0)
-            reason = (f"queue {q.path} max {over} {q.max[over]} would be exceeded by gang {app.id}: "
-                      f"{used} used + {total[over]} asked by the gang")
+            reason = (f"queue {q.path} max {over} {fmt_quantity(over, q.max[over])} would be exceeded by gang "
+                      f"{app.id}: {fmt_quantity(over, used)} used + {fmt_quantity(over, total[over])} asked by the gang")
             return park_all(q.room, m.SchedulingState.SKIPPED,
                             why.queue_max(reason, q.path, over, used, q.max[over], total[over]))
     places: list[tuple[Ask, Node]] = []

@@ -150,7 +150,7 @@ class IndexedPartition(PartitionState):
             self._app_priority_changed(app, old)
 
     def _app_priority_changed(self, app: App, old: int | None) -> None:
-        """The leaf counts its applications per max priority (the seed's O(1) add, O(distinct
+        """The leaf counts its applications per max priority (the priority scheduling design's O(1) add, O(distinct
         priorities) remove), so a change never scans the leaf's applications."""
         leaf = app.queue
         if leaf.sort_priority:

@@ -22,7 +22,7 @@ from ykbus.core.lifecycle import (
 from ykbus.core.outbox import Entry, Outbox
 from ykbus.core.partition import App, Partition, Queue
 from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, _res
-from ykbus.core.resources import Res, first_over
+from ykbus.core.resources import Res, first_over, fmt_quantity
 from ykbus.core.tags import policy_problem, role_problem
 from ykbus.si import codec
 from ykbus.si import messages as m
@@ -140,7 +140,8 @@ class Intake(RMRegistry):
         for q in queue.ancestry():
             over = first_over({}, gang, q.max) if q.max else None
             if over is not None:
-                return queue, (f"placeholderAsk {over} {gang[over]} exceeds queue {q.path} max {q.max[over]}: "
+                return queue, (f"placeholderAsk {over} {fmt_quantity(over, gang[over])} exceeds queue {q.path} max "
+                               f"{fmt_quantity(over, q.max[over])}: "
                                "the gang could never run")
         return queue, ""
 

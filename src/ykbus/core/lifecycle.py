@@ -218,7 +218,7 @@ class ShimEvent(Event):
     FAIL = "registration or recovery failed"
 
 
-# The RM side of seed resilience-recovery (used by ykbus.bus.client, kept here with the
+# The RM side of YuniKorn's resilience (recovery) design (used by ykbus.bus.client, kept here with the
 # other tables so that the docs are generated from one place).
 SHIM = Lifecycle[ShimState, ShimEvent]("RM client (recovery)", {
     (ShimState.NEW, ShimEvent.REGISTER): ShimState.REGISTERED,

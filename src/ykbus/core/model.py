@@ -292,7 +292,7 @@ class Queue:
                                is WithinQueue.LOWER_PRIORITY)
 
     def exposed_priority(self) -> int | None:
-        """The priority this queue shows its parent (seed: offset, fence)."""
+        """The priority this queue shows its parent (YuniKorn's priority scheduling design: offset, fence)."""
         if self.priority_fence:
             return self.priority_offset
         raw = self.raw_priority
@@ -532,21 +532,63 @@ def most_held(history: AppHistory, allocated: Res) -> Res:
     return out
 
 
+INSTANCE_TYPE_ATTR = "node.kubernetes.io/instance-type"  # a node's instance type (YuniKorn's; UNKNOWN without it)
+UNKNOWN_INSTANCE_TYPE = "UNKNOWN"
+USED, PLACEHOLDER_USED, PREEMPTED_USED = "resourceUsage", "placeholderResource", "preemptedResource"
+
+
 class AppHistory:
     """What readers are told of an application's past (the REST API's submissionTime,
-    stateLog, maxUsedResource, user and groups), kept with it and after it ended. Log times
-    (ns); no decision reads it."""
+    stateLog, maxUsedResource, user and groups, placeholderData and resourceHistory), kept
+    with it and after it ended. Log times (ns); no decision reads it.
 
-    __slots__ = ("submitted", "user", "groups", "states", "max_used")
+    `placeholders`: per task group, [placeholders asked, their resource, replaced, timed out]
+    (YuniKorn's placeholderData: counts since the application began, not what is left).
+    `tracked`: what its released allocations used, resource times whole seconds held, by
+    kind (USED, PLACEHOLDER_USED, PREEMPTED_USED) and the node's instance type (YuniKorn's
+    resourceHistory)."""
+
+    __slots__ = ("submitted", "user", "groups", "states", "max_used", "placeholders", "tracked")
 
     def __init__(self, submitted: int, user: str, groups: list[str],
-                 states: list[tuple[int, str]] | None = None, max_used: Res | None = None) -> None:
+                 states: list[tuple[int, str]] | None = None, max_used: Res | None = None,
+                 placeholders: dict[str, list[Any]] | None = None,
+                 tracked: dict[str, dict[str, Res]] | None = None) -> None:
         self.submitted = submitted
         self.user = user
         self.groups = groups
         self.states: list[tuple[int, str]] = states if states is not None else []  # (log time, state entered)
         # the most it held of each resource before a release (with what it holds now: the most it held)
         self.max_used: Res = max_used if max_used is not None else {}
+        self.placeholders: dict[str, list[Any]] = placeholders if placeholders is not None else {}
+        self.tracked: dict[str, dict[str, Res]] = tracked if tracked is not None else {}
+
+    def placeholder_asked(self, task_group: str, resource: Res, n: int) -> None:
+        """`n` placeholders of `resource` asked for `task_group`."""
+        group = self.placeholders.get(task_group)
+        if group is None:
+            self.placeholders[task_group] = [n, dict(resource), 0, 0]
+        else:
+            group[0] += n
+
+    def released(self, alloc: Alloc, replaced: bool, timed_out: bool, ts: int) -> None:
+        """`alloc` was released at `ts` (log time): what it used is tracked, and a placeholder
+        counted as replaced or timed out."""
+        kind = PREEMPTED_USED if alloc.preempting else PLACEHOLDER_USED if alloc.placeholder else USED
+        seconds = max(0, ts - alloc.at) // 1_000_000_000
+        by_type = self.tracked.get(kind)
+        if by_type is None:
+            by_type = self.tracked[kind] = {}
+        itype = alloc.node.attributes.get(INSTANCE_TYPE_ATTR) or UNKNOWN_INSTANCE_TYPE
+        used = by_type.get(itype)
+        if used is None:
+            used = by_type[itype] = {}
+        for k, v in alloc.resource.items():
+            used[k] = used.get(k, 0) + v * seconds
+        if alloc.placeholder and (replaced or timed_out):
+            group = self.placeholders.get(alloc.task_group)
+            if group is not None:
+                group[2 if replaced else 3] += 1
 
     def entered(self, ts: int, state: str) -> None:
         states = self.states

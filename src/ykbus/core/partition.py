@@ -36,7 +36,7 @@ ask waits for costs nothing for it. Wake-ups are precise:
 3. an application leaving Running wakes the `app_waiters` of the queues above it and of its
    trackers.
 
-Ordering (seed: priority-scheduling): asks by priority then submission; applications by
+Ordering (YuniKorn's priority scheduling design): asks by priority then submission; applications by
 `fifo` (priority, submission), `fair` (priority, dominant share of the partition, submission)
 or `stateaware` (fifo, and only the first Accepted application may start); queues by
 priority (max of children plus `priority.offset`; a `fence` exposes only its offset) when
@@ -44,7 +44,7 @@ the parent sorts by priority, then dominant share of guaranteed, then pending, t
 Nodes: `fair` least used first, `binpacking` most used first, weighted, ties by node id.
 
 Application, queue and node sort keys are cached and moved in sorted lists when what they
-depend on changes; priorities follow the seed's O(1) add / O(n) remove rule.
+depend on changes; priorities follow that design's O(1) add / O(n) remove rule.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ class Partition(PartitionChanges):
             elif isinstance(decision, Preempt):
                 self._preempt(decision, ctx)
             elif isinstance(decision, Reserve):
-                self._reserve(decision.ask, decision.node, ctx)
+                self._reserve(decision.ask, decision.node, ctx, "", decision.note)
             elif isinstance(decision, Hold):
                 self._hold(decision.app, decision.on, decision.why, ctx)
             elif isinstance(decision, Defer):
@@ -277,14 +277,18 @@ class Partition(PartitionChanges):
         self._sync_app(app)
         self._check_done(app, ctx)
 
-    def _reserve(self, ask: Ask, node: Node, ctx: Outbox, unpreempted: str = "") -> None:
+    def _reserve(self, ask: Ask, node: Node, ctx: Outbox, unpreempted: str = "", note: str = "") -> None:
+        """`unpreempted`: why its search for victims found none; `note`: why it has not searched."""
         ask.reserved = node.id
         node.reserved = ask
         ask.app.why = None
         where = required_node(node.id) if ask.required else NODE_ROOM
         reason = why.reserved(node.id, ask.resource)
-        self._wait(ask, where, RESERVED,
-                   why.cannot_preempt(reason, unpreempted) if unpreempted else reason, ctx)
+        if unpreempted:
+            reason = why.cannot_preempt(reason, unpreempted)
+        elif note:
+            reason = why.preempts_later(reason, note)
+        self._wait(ask, where, RESERVED, reason, ctx)
         if not ask.app.active:
             self._sync_app(ask.app)
         self.scheduler.reservation_taken()

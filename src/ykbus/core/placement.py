@@ -1,4 +1,4 @@
-"""Where a new application goes (seed: scheduler-configuration, placement rules and ACLs).
+"""Where a new application goes (YuniKorn's Scheduler Configuration design: placement rules and ACLs).
 
 `AppPlacement(partition).place(msg)` picks the leaf queue for one application: without
 rules, the queue it names; with rules, the first rule that yields a usable leaf the user
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def may_submit(queue: Queue, user: str, groups: list[str]) -> bool:
-    """The seed's ACL check: the submit or admin ACL of the queue or of any queue above it
+    """YuniKorn's ACL check: the submit or admin ACL of the queue or of any queue above it
     lets the user in. An unmanaged queue has no ACL of its own, so its parent's count.
     With no ACL anywhere on the way, access is denied."""
     q: Queue | None = queue

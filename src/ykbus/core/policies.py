@@ -47,7 +47,7 @@ from ykbus.core.tags import (
 if TYPE_CHECKING:
     from ykbus.core.model import App, Ask, Node
 
-SCORED = ("vcore", "memory", "nvidia.com/gpu")  # the seed's CPU, memory and GPU, in SI names
+SCORED = ("vcore", "memory", "nvidia.com/gpu")  # Arranger's CPU, memory and GPU, in SI names
 UTILISATION = (1, 1, 1)  # weights of vcore, memory, GPU: BinPack and the affinities
 LEADER_WEIGHTS = (1, 1, 4)  # LeaderFirst's leader: GPU weighted up, lowest first
 WORKER_WEIGHTS = (4, 1, 1)  # LeaderFirst's workers: CPU weighted up, highest first

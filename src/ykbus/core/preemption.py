@@ -44,7 +44,7 @@ from ykbus.core.config import PreemptionPolicy
 from ykbus.core.decisions import Preempt
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import INT32_MAX, INT32_MIN, REQUIRED_NODE_TAG, Alloc, App, Ask, Node, Queue
-from ykbus.core.resources import Res
+from ykbus.core.resources import Res, fmt_quantity
 
 if TYPE_CHECKING:
     from ykbus.core.state import PartitionState
@@ -89,18 +89,53 @@ def may_search(ask: Ask) -> bool:
     return guaranteed_types(ask) or ask.app.queue.preempt_within
 
 
-def why_not_yet(part: PartitionState, ask: Ask, now: int) -> str:
+# why an ask that may preempt others has not looked for victims (`not_yet`)
+DISABLED = 1  # its partition does not preempt
+UNGUARANTEED = 2  # no rule could let it: no guarantee on its path names what it asks, no withinqueue
+DELAYED = 3  # it has not waited its queue's preemption.delay for room yet
+
+
+def not_yet(part: PartitionState, ask: Ask, now: int) -> int:
     """Why `ask`, which may preempt others and waits for room, has not looked for victims
-    (read API, `ykbus explain`); "" when it may (it did, and its reason says what it found,
-    or it will when judged next)."""
+    (`DISABLED`, `UNGUARANTEED`, `DELAYED`); 0 when it may (it did, and its reason says what
+    it found, or it will when judged next)."""
     if not part.preempts():
-        return f"preemption is disabled in partition {part.name}"
+        return DISABLED
     if not may_search(ask):
+        return UNGUARANTEED
+    if (now - ask.since if ask.since else 0) < delay_ms(ask) * 1_000_000:
+        return DELAYED
+    return 0
+
+
+def fmt_delay(ms: int) -> str:
+    """`30 s`, `1.5 s`, `250 ms`: a delay as its queue file could say it."""
+    if ms < 1000:
+        return f"{ms} ms"
+    return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms // 1000}.{str(ms % 1000).rjust(3, '0').rstrip('0')} s"
+
+
+def not_yet_text(kind: int, part: PartitionState, ask: Ask, now: int, live: bool) -> str:
+    """`not_yet`'s answer in words. `live` (the read API, `ykbus explain`): the delay as
+    waited so far, which changes as time passes; else (the reason the RM gets, which changes
+    only with the decision) the delay itself."""
+    if kind == DISABLED:
+        return f"disabled in partition {part.name}"
+    if kind == UNGUARANTEED:
         return f"no queue on its path ({ask.app.queue.path} and above) guarantees what it asks for"
-    waited, delay = (now - ask.since if ask.since else 0), delay_ms(ask) * 1_000_000
-    if waited < delay:
-        return f"below its delay: it has waited {waited // 1_000_000_000} s of {delay // 1_000_000_000} s"
+    if kind == DELAYED:
+        if live:
+            waited = now - ask.since if ask.since else 0
+            return (f"below its delay: it has waited {waited // 1_000_000_000} s of "
+                    f"{delay_ms(ask) // 1000} s")
+        return f"it waits until its queue's preemption.delay ({fmt_delay(delay_ms(ask))}) has passed"
     return ""
+
+
+def why_not_yet(part: PartitionState, ask: Ask, now: int) -> str:
+    """Why `ask`, which may preempt others and waits for room, has not looked for victims, in
+    words as of `now` (read API, `ykbus explain`); "" when it may."""
+    return not_yet_text(not_yet(part, ask, now), part, ask, now, True)
 
 
 def preemption_for(part: PartitionState, ask: Ask, now: int) -> Preempt | str | None:
@@ -261,7 +296,7 @@ class Preemptor:
             for t, g in q.guaranteed.items():  # on every level that has one
                 need = res.get(t, 0)
                 if need and flows.used(q, t) + need > g:
-                    return f"queue {q.path} would go above its guarantee of {t} {g}"
+                    return f"queue {q.path} would go above its guarantee of {t} {fmt_quantity(t, g)}"
         if self.part.victims_indexed:
             single = self._single()
             if single is not None:

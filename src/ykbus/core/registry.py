@@ -27,6 +27,7 @@ from ykbus.core.outbox import Entry, Outbox
 from ykbus.core.partition import Partition
 from ykbus.core.resources import Res
 from ykbus.core.timers import (
+    ExpireTimer,
     Timer,
 )
 from ykbus.si import codec, compat
@@ -73,6 +74,24 @@ class ResourceManager:
         for p in self.partitions.values():
             p.uuid_taken = p.allocations.__contains__ if len(self.partitions) == 1 else self.uuid_live
 
+    def keep_ended(self, before: dict[str, Partition]) -> None:
+        """After a registration again: the applications that had ended in `before` (the
+        wiped partitions) are remembered by the partitions of the same name, counted, and
+        forgotten at the deadline they had. A new registration starts the RM's live state
+        afresh (its recovery reports it again), not the history of what ended: `explain`
+        answers for an ended application for limits.TERMINATED_TIMEOUT_NS, restart or not."""
+        for name, old in before.items():
+            p = self.partitions.get(name)
+            if p is None:
+                continue
+            for app_id, ended in old.terminated.items():
+                p.terminated[app_id] = ended
+                p.summary.app_entered(ended.state)
+                p.timers.schedule(ended.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(p, app_id, ended.state))
+            for app_id, ended in old.rejected.items():  # at most limits.REJECTED_KEPT, as they were
+                p.rejected[app_id] = ended
+                p.summary.app_entered(ended.state)
+
     def wipe(self) -> None:
         for p in self.partitions.values():
             p.alive = False
@@ -90,14 +109,17 @@ class RMRegistry:
     # what the core holds (set in Core.__init__, core/core.py)
     _load_yaml: YamlLoader | None
     _override: SchedulerConfig | None
+    _override_group: str | None
     operator_configs: dict[str, str]
     rms: dict[str, ResourceManager]
     policy_groups: dict[str, str]
     timer_sequence: Sequence
     dropped_partitions: int
 
-    def _load(self, text: str) -> SchedulerConfig:
-        if self._override is not None:
+    def _load(self, text: str, policy_group: str | None = None) -> SchedulerConfig:
+        """`text` as a configuration of `policy_group` (None: of no one group, a `*` queue
+        file's): what-if's override instead, for every group or for the one it is given for."""
+        if self._override is not None and self._override_group in (None, policy_group):
             return self._override
         return self.load_config(text)
 
@@ -147,18 +169,21 @@ class RMRegistry:
         own = msg.config or self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
         text = self._operator_text(msg.policyGroup) or own
         try:
-            config = self._load(text)
+            config = self._load(text, msg.policyGroup)
             if own != text:
-                self._load(own)  # the RM's own configuration must be valid too: it comes back
+                self._load(own, msg.policyGroup)  # the RM's own configuration must be valid too: it comes back
         except ConfigError as exc:
             ctx.register(to, "invalid configuration: " + "; ".join(exc.errors))
             return
         old = self.rms.get(msg.rmID)
+        before = dict(old.partitions) if old is not None else {}
         if old is not None:
             self.dropped_partitions += len(old.partitions)
             old.wipe()
-        self.rms[msg.rmID] = ResourceManager(msg.rmID, msg.version, msg.policyGroup, msg.buildInfo, msg.extraConfig,
-                                             config, text, own, self.timer_sequence, entry.seq)
+        rm = ResourceManager(msg.rmID, msg.version, msg.policyGroup, msg.buildInfo, msg.extraConfig,
+                             config, text, own, self.timer_sequence, entry.seq)
+        rm.keep_ended(before)
+        self.rms[msg.rmID] = rm
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.register(to)
@@ -242,7 +267,7 @@ class RMRegistry:
             return
         text = msg.config or rm.own_config_text
         try:
-            config = self._load(text)
+            config = self._load(text, rm.policy_group)
             errors = self._reload_errors(rm, config)
         except ConfigError as exc:
             errors = exc.errors
@@ -265,7 +290,7 @@ class RMRegistry:
         what = f"queue file of policy group {group!r}"
         try:
             if msg.config:
-                self._load(msg.config)
+                self._load(msg.config, None if group == "*" else group)
         except ConfigError as exc:
             ctx.event("", m.EventType.QUEUE, group,
                       f"{what} rejected, the active configuration stays: " + "; ".join(exc.errors))
@@ -284,7 +309,7 @@ class RMRegistry:
             if text == rm.config_text:
                 continue
             try:
-                config = self._load(text)  # checked above, or when the RM configured it
+                config = self._load(text, rm.policy_group)  # checked above, or when the RM configured it
             except ConfigError as exc:
                 errors += [f"{rm.id}: {e}" for e in exc.errors]
                 continue

@@ -1,6 +1,11 @@
 """Resources as sparse dicts of name -> int64 quantity, and the few operations on them.
 
 A missing name means zero. A `max` that does not name a resource does not limit it.
+
+Every quantity a person reads (a reason, an event, `ykbus explain`, the CLI's tables) is
+written by `fmt_quantity` / `fmt_res` here, one way: vcore (millicores) in cores, memory
+and ephemeral-storage (bytes) in binary units, any other resource as a count. The wire and
+the JSON read API keep the integers.
 """
 
 from __future__ import annotations
@@ -58,9 +63,61 @@ def share(used: Res, base: Res, fallback: Res) -> float:
     return best
 
 
+# Quantities as people read them (issue 40): the one formatter of every text a person reads
+# (reasons, events, `ykbus explain`, the CLI's tables); the wire and the JSON API keep integers.
+BYTE_RESOURCES = ("memory", "ephemeral-storage")  # quantities in bytes
+BINARY_UNITS = (("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def _decimal(value: int, unit: int, places: int) -> str:
+    """`value / unit` (both >= 0, `unit` > 0) rounded half up to `places` decimals, trailing
+    zeros dropped: integer arithmetic, exact and the same on every machine."""
+    scale = 10**places
+    scaled = (value * scale * 2 + unit) // (unit * 2)
+    whole, frac = divmod(scaled, scale)
+    if not frac:
+        return str(whole)
+    return f"{whole}.{str(frac).rjust(places, '0').rstrip('0')}"
+
+
+def fmt_bytes(value: int) -> str:
+    """`2 Gi`, `1.5 Gi`, `512 Mi`, `1023 B`: the largest binary unit the value reaches (up to
+    Pi), to at most 2 decimals. A value that rounds up to 1024 of its unit is 1 of the next."""
+    if value < 0:
+        return "-" + fmt_bytes(-value)
+    for i, (name, size) in enumerate(BINARY_UNITS):
+        if value >= size:
+            if i > 0 and (value * 200 + size) // (size * 2) >= 1024 * 100:  # 1023.999 Mi -> 1 Gi
+                name, size = BINARY_UNITS[i - 1]
+            return f"{_decimal(value, size, 2)} {name}"
+    return f"{value} B"
+
+
+def fmt_cores(millis: int) -> str:
+    """vcore, given in millicores: `1 core`, `2.5 cores`, `0.001 cores`, `0 cores`."""
+    if millis < 0:
+        return "-" + fmt_cores(-millis)
+    return "1 core" if millis == 1000 else f"{_decimal(millis, 1000, 3)} cores"
+
+
+def fmt_quantity(name: str, value: int) -> str:
+    """One quantity of resource `name` as a person reads it: vcore in cores, memory (and
+    ephemeral-storage) in binary units, any other resource as a plain count."""
+    if name == "vcore":
+        return fmt_cores(value)
+    if name in BYTE_RESOURCES:
+        return fmt_bytes(value)
+    return str(value)
+
+
+def fmt_items(res: Res) -> str:
+    """`vcore: 1 core, memory: 2 Gi`, in the vector's own order (`fmt_res` without braces)."""
+    return ", ".join([f"{k}: {fmt_quantity(k, v)}" for k, v in res.items()])
+
+
 def fmt_res(res: Res) -> str:
-    """A resource vector for a message: `{vcore: 1000, memory: 512}`, in its own order."""
-    return "{" + ", ".join(f"{k}: {v}" for k, v in res.items()) + "}"
+    """A resource vector for a message: `{vcore: 1 core, memory: 2 Gi}`, in its own order."""
+    return "{" + fmt_items(res) + "}"
 
 
 def scaled(res: Res, n: int) -> Res:

@@ -57,8 +57,8 @@ from ykbus.core.model import (
     victims,
 )
 from ykbus.core.nodefinder import GangOverlay, NodeFinder
-from ykbus.core.preemption import preemption_for, required_node_victims
-from ykbus.core.resources import first_over, fits, fmt_res
+from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_for, required_node_victims
+from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.waits import RESERVE, Gate
@@ -79,8 +79,8 @@ NEXT: Final = next  # (likewise a builtin mypyc does not specialise: found by na
 
 
 class Scheduler:
-    __slots__ = ("part", "finder", "failed_shapes", "none_to_reserve", "no_room", "freed", "claimed",
-                 "now", "tried")
+    __slots__ = ("part", "finder", "failed_shapes", "none_to_reserve", "no_room", "later", "over", "freed",
+                 "claimed", "now", "tried")
 
     def __init__(self, partition: PartitionState) -> None:
         self.part = partition
@@ -95,6 +95,13 @@ class Scheduler:
         # shape -> its NoNodeRoom reason, the same value for every ask of that shape (reasons
         # are frozen): formatted once, not once per ask parked (kept across passes)
         self.no_room: dict[Shape, why.Why] = {}
+        # (why not yet, shape, leaf, delay) -> the NoNodeRoom reason of an ask that may preempt
+        # but has not looked for victims, saying why (`_preempts_later`): likewise shared
+        self.later: dict[tuple[int, Shape, str, int], why.Why] = {}
+        # scratch of one pass: (queue or tracker, resource, used, asked) -> the reason of an ask
+        # a max or limit holds. A release in a queue at its max wakes every ask waiting for it;
+        # all but the one placed park again for the same reason: formatted once, not once each
+        self.over: dict[tuple[Any, str, int, int], why.Why] = {}
         # the nodes a reservation could newly take since the reservation gates opened: once
         # all are reserved again, what reservations can take is as it was, and those gates close
         self.freed: dict[str, Node] = {}
@@ -104,6 +111,8 @@ class Scheduler:
 
     def start(self, now: int) -> None:
         self.failed_shapes.clear()
+        if self.over:
+            self.over.clear()
         self.finder.start()
         self.now = now
 
@@ -316,18 +325,25 @@ class Scheduler:
                 over = first_over(t.allocated, res, limit)
                 if over is not None:
                     used = t.allocated.get(over, 0)
-                    reason = (f"{t.describe()}: maxresources {over} {limit[over]} would be exceeded: "
-                              f"{used} used + {res[over]} asked")
-                    return Park(ask, t.room, SKIPPED, why.limit(
-                        reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over]))
+                    held = self.over.get((t, over, used, res[over]))
+                    if held is None:
+                        reason = (f"{t.describe()}: maxresources {over} {fmt_quantity(over, limit[over])} would be "
+                                  f"exceeded: {fmt_quantity(over, used)} used + {fmt_quantity(over, res[over])} asked")
+                        held = self.over[(t, over, used, res[over])] = why.limit(
+                            reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over])
+                    return Park(ask, t.room, SKIPPED, held)
         for q in app.path:
             if q.max:
                 over = first_over(q.allocated, res, q.max)
                 if over is not None:
                     used = q.allocated.get(over, 0)
-                    reason = f"queue {q.path} max {over} {q.max[over]} would be exceeded: {used} used + {res[over]} asked"
-                    return Park(ask, q.room, SKIPPED,
-                                why.queue_max(reason, q.path, over, used, q.max[over], res[over]))
+                    held = self.over.get((q, over, used, res[over]))
+                    if held is None:
+                        reason = (f"queue {q.path} max {over} {fmt_quantity(over, q.max[over])} would be exceeded: "
+                                  f"{fmt_quantity(over, used)} used + {fmt_quantity(over, res[over])} asked")
+                        held = self.over[(q, over, used, res[over])] = why.queue_max(
+                            reason, q.path, over, used, q.max[over], res[over])
+                    return Park(ask, q.room, SKIPPED, held)
         if ask.required:
             return required_node_decision(self.part, ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there
@@ -344,15 +360,37 @@ class Scheduler:
             self.failed_shapes.add(ask.shape)
         if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
             self.part.pool.close(self.part.pool.gates_for(ask)[0])
-        if ask.preempt_other and ask.since and self.now >= ask.preempt_after and self.part.preempts():
-            found = preemption_for(self.part, ask, self.now)
-            if found is not None:
-                if isinstance(found, Preempt):
-                    return found
-                then = self._no_room(ask)
-                assert isinstance(then, (Park, Reserve))
-                return Unpreempted(ask, then, found)
+        if ask.preempt_other and self.now >= ask.preempt_after:  # (in a retry interval: not again yet)
+            if ask.since and self.part.preempts():
+                found = preemption_for(self.part, ask, self.now)
+                if found is not None:
+                    if isinstance(found, Preempt):
+                        return found
+                    then = self._no_room(ask)
+                    assert isinstance(then, (Park, Reserve))
+                    return Unpreempted(ask, then, found)
+            kind = not_yet(self.part, ask, self.now)
+            if kind:
+                return self._preempts_later(ask, kind)
         return self._no_room(ask)
+
+    def _preempts_later(self, ask: Ask, kind: int) -> Decision:
+        """`_no_room`, for an ask that may preempt others but has not looked for victims: its
+        reason says why (`kind`, core/preemption.py `not_yet`), as the RM hears it."""
+        then = self._no_room(ask)
+        if isinstance(then, Reserve):
+            return Reserve(ask, then.node, not_yet_text(kind, self.part, ask, self.now, False))
+        assert isinstance(then, Park)
+        if then.why.code is not why.PendingCode.NO_NODE_ROOM:  # its reservation's reason
+            return Park(ask, then.where, then.state,
+                        why.preempts_later(then.why, not_yet_text(kind, self.part, ask, self.now, False)))
+        key = (kind, ask.shape, ask.app.queue.path, delay_ms(ask))
+        later = self.later.get(key)
+        if later is None:
+            if len(self.later) >= NO_ROOM_SHAPES:
+                self.later.clear()
+            later = self.later[key] = why.preempts_later(then.why, not_yet_text(kind, self.part, ask, self.now, False))
+        return Park(ask, then.where, then.state, later)
 
     def _no_room(self, ask: Ask) -> Decision:
         """`ask` found no node with room: it keeps or takes a reservation, or waits for room."""

@@ -81,7 +81,7 @@ DERIVED: dict[str, frozenset[str]] = {
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
-    "Core": frozenset({"_load_yaml", "_override", "backlog", "dropped_partitions",  # the process's, not the state's
+    "Core": frozenset({"_load_yaml", "_override", "_override_group", "backlog", "dropped_partitions",  # the process's, not the state's
                        "moved_out", "arriving"}),  # between one entry and the next: the service's effects and inputs
 }
 RENAMED: dict[str, dict[str, str]] = {"Core": {"timer_sequence": "timers_n"}}
@@ -144,6 +144,8 @@ class SHistory(_S):
     groups: list[str]
     states: list[tuple[int, str]]
     max_used: dict[str, int]
+    placeholders: dict[str, tuple[int, dict[str, int], int, int]] = {}  # (added after 40: older snapshots load)
+    tracked: dict[str, dict[str, dict[str, int]]] = {}
 
 
 class SEnded(_S):
@@ -329,13 +331,17 @@ def _partition(p: Partition) -> SPartition:
 
 
 def _history(h: AppHistory) -> SHistory:
-    return SHistory(h.submitted, h.user, list(h.groups), list(h.states), dict(h.max_used))
+    return SHistory(h.submitted, h.user, list(h.groups), list(h.states), dict(h.max_used),
+                    {g: (n, dict(r), rep, out) for g, (n, r, rep, out) in h.placeholders.items()},
+                    {k: {t: dict(r) for t, r in by.items()} for k, by in h.tracked.items()})
 
 
 def _restore_history(s: SHistory | None) -> AppHistory:
     if s is None:
         return AppHistory(0, "", [])
-    return AppHistory(s.submitted, s.user, list(s.groups), [(t, st) for t, st in s.states], dict(s.max_used))
+    return AppHistory(s.submitted, s.user, list(s.groups), [(t, st) for t, st in s.states], dict(s.max_used),
+                      {g: [n, dict(r), rep, out] for g, (n, r, rep, out) in s.placeholders.items()},
+                      {k: {t: dict(r) for t, r in by.items()} for k, by in s.tracked.items()})
 
 
 def _timer(deadline: int, n: int, timer: Timer) -> STimer | None:

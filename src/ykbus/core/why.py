@@ -171,6 +171,14 @@ def cannot_preempt(w: Why, reason: str) -> Why:
     return Why(w.code, f"{w.message}; it cannot preempt: {reason}", {**w.details, "preemption": reason})
 
 
+def preempts_later(w: Why, note: str) -> Why:
+    """`w` (the reason it waits for room) and why it has not looked for victims yet although it
+    may preempt others (core/preemption.py `not_yet_text`): its partition does not preempt, no
+    guarantee on its path, or its queue's `preemption.delay` has not passed. The RM hears it
+    in the reason (issue 40); the read API's `details.preemption` says it as of when read."""
+    return Why(w.code, f"{w.message}; preemption: {note}", w.details)
+
+
 def preempting(node: str, victims: list[str]) -> Why:
     return Why(PendingCode.PREEMPTING, f"node {node} is reserved for it while the RM releases the "
                f"{len(victims)} allocation(s) preempted for it there: {', '.join(victims)}",

@@ -23,16 +23,17 @@ CHECKPOINT_EVERY = 50_000  # entries between in-memory checkpoints (a failure re
 
 
 def restorer(queues: SchedulerConfig | None = None, shard: str | None = None,
-             arriving: dict[int, Any] | None = None) -> Callable[[bytes | None], Core]:
+             arriving: dict[int, Any] | None = None, policy_group: str | None = None) -> Callable[[bytes | None], Core]:
     """A core from a snapshot (None: a fresh core), with the YAML loader and, for replay's
-    what-if, the queue configuration that replaces every registration's; `shard`: the core
-    shard a fresh core is, `arriving` the units moved to it (core/shards.py)."""
+    what-if, the queue configuration that replaces every registration's (or only those of
+    `policy_group`'s RMs, if given); `shard`: the core shard a fresh core is, `arriving` the
+    units moved to it (core/shards.py)."""
     def restore(data: bytes | None) -> Core:
         if data is None:
-            core = Core(load_yaml=load_yaml, queues_override=queues, shard=shard)
+            core = Core(load_yaml=load_yaml, queues_override=queues, shard=shard, override_group=policy_group)
         else:
             core = load_snapshot(data, load_yaml)
-            core._override = queues
+            core._override, core._override_group = queues, policy_group
         if arriving is not None:
             core.arriving = arriving
         return core
@@ -41,8 +42,9 @@ def restorer(queues: SchedulerConfig | None = None, shard: str | None = None,
 
 
 def guarded_core(queues: SchedulerConfig | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
-                 shard: str | None = None, arriving: dict[int, Any] | None = None) -> GuardedCore:
-    restore = restorer(queues, shard, arriving)
+                 shard: str | None = None, arriving: dict[int, Any] | None = None,
+                 policy_group: str | None = None) -> GuardedCore:
+    restore = restorer(queues, shard, arriving, policy_group)
     return GuardedCore(restore(None), restore, checkpoint_every=checkpoint_every, dump=dump_snapshot)
 
 

@@ -339,7 +339,7 @@ _NEEDS: dict[Any, Any] = {  # which items a translation can change (the rest pas
 
 def _compat(items: list[Any], path: str, translate: Any) -> list[Any]:
     """Decoded items through a `ykbus.si.compat` translation (newer SI forms into the
-    seed's); an item it refuses becomes a BadItem with the reason and its ids."""
+    spring-2023 SI's); an item it refuses becomes a BadItem with the reason and its ids."""
     if not items:
         return items
     needs = _NEEDS.get(translate)

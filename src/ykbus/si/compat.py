@@ -1,8 +1,8 @@
-"""The SI versions ykbus speaks, and the edge that turns newer forms into the seed's.
+"""The SI versions ykbus speaks, and the edge that turns newer forms into the spring-2023 SI's.
 
-The wire follows the seed's Scheduler Interface (docs/protocol.md pins the version). RMs
+The wire follows YuniKorn's Scheduler Interface of spring 2023 (docs/protocol.md pins the version). RMs
 written against SI 1.6 send some things differently; this module translates them, at
-decode time, into the core input the seed's form produces, or rejects them with a reason
+decode time, into the core input the spring-2023 form produces, or rejects them with a reason
 that names the field. The core never sees a 1.6 form.
 
 Rules:
@@ -12,13 +12,13 @@ Rules:
    neither). With `nodeID`, `UUID` or `allocationID` set it names an allocation already
    placed: ykbus recovers those only through `NodeInfo.existingAllocations` of a node
    CREATE, so the item is rejected naming that field.
-2. `allocationID` (SI 1.4/1.5) is the seed's `UUID`: moved there when `UUID` is empty,
+2. `allocationID` (SI 1.4/1.5) is the spring-2023 `UUID`: moved there when `UUID` is empty,
    rejected when both are set and differ. Never ignored: an empty id releases every
    allocation of the application.
 3. `CREATE_DRAIN` is handled by the core (create, then drain, in the same item).
 4. Outputs: int64 fields are JSON numbers by default; an RM that registers with
    `extraConfig["int64"] = "string"` gets them as decimal strings (the protobuf JSON
-   mapping). Which fields are int64 is `INT64_FIELDS`, checked against the seed by a test.
+   mapping). Which fields are int64 is `INT64_FIELDS`, checked against the spec by a test.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from ykbus.si import messages as m
 INT64_OPTION = "int64"
 INT64_MODES = ("number", "string")
 
-# The int64 fields of the seed's messages, by name. In every output message these names
-# are int64 fields and nothing else (tests/core/test_si_spec.py checks it against the seed).
+# The int64 fields of the spring-2023 SI's messages, by name. In every output message these names
+# are int64 fields and nothing else (tests/core/test_si_spec.py checks it against the spec).
 INT64_FIELDS = frozenset({"value", "stateTransitionTimestamp", "timestampNano", "executionTimeoutMilliSeconds"})
 
 

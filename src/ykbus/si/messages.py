@@ -1,4 +1,4 @@
-"""Scheduler Interface messages (seed: scheduler-interface-spec), as msgspec Structs.
+"""Scheduler Interface messages (YuniKorn's scheduler-interface-spec.md, spring 2023), as msgspec Structs.
 
 Field names are the proto field names exactly as the spec writes them, including its
 oddities (`UUID`, `Originator`, and `applicartionID` in
@@ -191,7 +191,7 @@ class Allocation(Message):
     partitionName: Id = ""
     taskGroupName: Id = ""
     placeholder: bool = False
-    # SI 1.4+ fields (not in the seed), honoured or rejected at the edge: see ykbus.si.compat
+    # SI 1.4+ fields (not in the spring-2023 SI), honoured or rejected at the edge: see ykbus.si.compat
     allocationID: Id = ""
     originator: bool = False
     preemptionPolicy: PreemptionPolicy | None = None

@@ -1,7 +1,7 @@
 """What both simulated RMs share: connect, register with recovery, run allocations for
 their duration, release them, remove finished applications, count what happened.
 
-Restart and recovery (seed: resilience-recovery). With a state file, the RM saves what it
+Restart and recovery (YuniKorn's resilience design). With a state file, the RM saves what it
 runs (its applications, the pods still waiting, the pods running with their node and end
 time) every second and when it stops. Started again with the same file, it registers (the
 core wipes what it had), sends its applications first, then its nodes with the running pods

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from ykbus.bus.local import FIND_URL, default_url
+from ykbus.bus.local import DATA_HELP, FIND_URL, default_url
 from ykbus.cliparse import Parser
 from ykbus.si import messages as m
 from ykbus.sim.base import GiB, SimRM, nats_identity, resource, run_sim
@@ -65,6 +65,7 @@ partitions:
 def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="ykbus sim batch")
     p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
+    p.add_argument("--data", metavar="DIR", help=DATA_HELP)
     p.add_argument("--rm-id", default="batch")
     p.add_argument("--nodes", type=int, default=10)
     p.add_argument("--rate", type=float, default=5.0, help="jobs per second, while fewer than --max-waiting wait")
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--nats-secrets", metavar="FILE",
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     args = p.parse_args(argv)
-    run_sim(BatchSim(args.nats or default_url(), args.rm_id, state_path=args.state, nodes_count=args.nodes,
+    run_sim(BatchSim(args.nats or default_url(args.data), args.rm_id, state_path=args.state, nodes_count=args.nodes,
                      jobs_per_s=args.rate, max_waiting=args.max_waiting,
                      nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim batch")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import anyio
 import msgspec
 
-from ykbus.bus.local import FIND_URL, default_url
+from ykbus.bus.local import DATA_HELP, FIND_URL, default_url
 from ykbus.cliparse import Parser
 from ykbus.si import messages as m
 from ykbus.sim.base import GiB, SimRM, nats_identity, resource, run_sim
@@ -123,6 +123,7 @@ class K8sSim(SimRM):
 def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="ykbus sim k8s")
     p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
+    p.add_argument("--data", metavar="DIR", help=DATA_HELP)
     p.add_argument("--rm-id", default="k8s")
     p.add_argument("--nodes", type=int, default=20)
     p.add_argument("--rate", type=float, default=200.0, help="pods per second, while fewer than --max-waiting wait")
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     p.add_argument("--namespaces", default="team-a,team-b,ml")
     args = p.parse_args(argv)
-    run_sim(K8sSim(args.nats or default_url(), args.rm_id, state_path=args.state, nodes_count=args.nodes,
+    run_sim(K8sSim(args.nats or default_url(args.data), args.rm_id, state_path=args.state, nodes_count=args.nodes,
                    pods_per_s=args.rate, max_waiting=args.max_waiting, profile=args.profile, trace=args.trace,
                    namespaces=tuple(args.namespaces.split(",")),
                    nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim k8s")

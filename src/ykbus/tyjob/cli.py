@@ -15,7 +15,7 @@ import anyio
 import msgspec
 
 from ykbus import logs
-from ykbus.bus.local import FIND_URL, connect, default_url
+from ykbus.bus.local import DATA_HELP, FIND_URL, connect, default_url
 from ykbus.cliparse import Parser
 from ykbus.tyjob import store
 from ykbus.tyjob.manifest import ManifestError, TYJob, parse_manifests
@@ -191,6 +191,33 @@ async def delete(nats: Nats, name: str, namespace: str) -> int:
     return 0
 
 
+async def _until_stopped(controller: Any) -> None:
+    """The controller until SIGINT or SIGTERM (a container's stop: Python as PID 1 ignores a
+    SIGTERM it has no handler for, and Docker kills it 10 s later), then its last save."""
+    import logging
+    import signal
+
+    from ykbus.bus.local import leaves
+
+    try:
+        async with anyio.create_task_group() as tg:
+            async def run() -> None:
+                await controller.run()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(run)
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    logging.getLogger("ykbus.tyjob").info("tyjob controller stopping")
+                    break
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the controller's one error as itself (a bad cluster file: one line)
+        found = leaves(group)
+        if len(found) == 1:
+            raise found[0] from None
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="ykbus tyjob", description="TYJobs (Arranger) on ykbus: docs/tyjob.md")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -198,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     def with_nats(q: argparse.ArgumentParser) -> argparse.ArgumentParser:
         q.add_argument("--nats", metavar="URL", default=None,
                        help=f"NATS server (default: {FIND_URL})")
+        q.add_argument("--data", metavar="DIR", help=DATA_HELP)
         q.add_argument("--nats-secrets", metavar="FILE",
                        help="on a secured server (`ykbus up --secure`: DATA/secrets.yaml): connect as the identity of "
                             "this secrets file that may use the TYJob bucket: the RM `tyjob` for the controller, "
@@ -218,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("name")
     d.add_argument("-n", "--namespace", default="default")
     args = p.parse_args(argv)
-    url = args.nats or default_url()
+    url = args.nats or default_url(args.data)
     identity = args.rm if args.cmd == "controller" else None
     nats = Nats(url, _identity(args.nats_secrets, identity) if args.nats_secrets else {})
     if args.cmd == "controller":
@@ -229,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio_loop_policy()
         logs.setup("info")  # what the controller does, on stderr (`docker compose logs`)
         try:
-            anyio.run(ControllerService(url, args.cluster, args.rm, nats.options).run)
+            anyio.run(_until_stopped, ControllerService(url, args.cluster, args.rm, nats.options))
         except ClusterError as exc:
             raise SystemExit(f"ykbus tyjob controller: {exc}") from None
         except OSError as exc:  # the cluster file cannot be read

@@ -7,7 +7,7 @@ as `ykbus.io/node-policy`, or, for `Gang`, task groups with placeholders for the
 the first `minWorkersNum` workers). It then follows the core's decisions:
 
 - an allocation creates its pod on that node: the leader at once, a worker once the
-  leader exists (the seed's workers need the leader's address);
+  leader exists (Arranger's workers need the leader's address);
 - a pod runs for its template's `ykbus.io/sim-duration` seconds, then exits: it fails
   `ykbus.io/sim-failures` times (restarted in place each time) and then exits with
   `ykbus.io/sim-exit-code`; a pod that exited releases its allocation; one that failed

@@ -1,9 +1,9 @@
-"""TYJob manifests (the Arranger seed's CRD, as YAML): parsed, defaulted and checked.
+"""TYJob manifests (the CRD of Arranger's design document, as YAML): parsed, defaulted and checked.
 
 `parse_manifests(text)` reads every document of a file and returns the jobs, or raises
 `ManifestError` with every problem found, each with its document and path
 (`document 2: spec.workerSets[0].counts: must be at least 1 (got 0)`), so that `ykbus tyjob
-apply` stores all of a file or nothing. Defaults and bounds are the seed's kubebuilder
+apply` stores all of a file or nothing. Defaults and bounds are Arranger's kubebuilder
 markers (restartLimit 3, cleanPodPolicy All, terminating false, minWorkersNum 1, priority
 5 within 1..10, counts 1 and at least 1; leader and workerSets required), plus bounds that
 keep a hostile manifest small (names, counts, durations).

@@ -3,7 +3,7 @@
 It connects to NATS, registers as an RM (default id `tyjob`) with the nodes of CLUSTER.yaml,
 watches the job specs in the KV bucket, and every 50 ms lets pods' runs end, sends what the
 controller decided, and saves what changed (each job's status and run) back to the
-bucket. Restarted, it reads the saved runs and follows the seed's recovery protocol:
+bucket. Restarted, it reads the saved runs and follows the recovery protocol of YuniKorn's resilience design:
 register, recover the applications, then the nodes with the allocations its pods and
 placeholders hold, then send the asks still waiting; jobs go on where they were.
 """
@@ -29,6 +29,7 @@ from ykbus.tyjob.manifest import check_job
 log = logging.getLogger("ykbus.tyjob")
 TICK_S = 0.05
 SAVE_S = 0.2
+SAVE_AT_STOP_S = 1.5  # the last save when stopped; a container's stop (SIGTERM) is done within 2 s
 
 
 class ControllerService(ResourceManagerCallback):
@@ -85,9 +86,10 @@ class ControllerService(ResourceManagerCallback):
                     tg.start_soon(self._watch_specs)
                     tg.start_soon(self._loop)
                     tg.start_soon(self._watch_cluster)
-        finally:
-            await self._save()
-            await nc.close()
+        finally:  # stopped (cancelled) too: the runs' last states saved, within a bound (SIGTERM: 2 s)
+            with anyio.move_on_after(SAVE_AT_STOP_S, shield=True):
+                await self._save()
+                await nc.close()
 
     async def _watch_specs(self) -> None:
         watcher = await self.kv.watch("spec.>")

@@ -1,4 +1,4 @@
-"""A TYJob's stage and schedule state (the Arranger seed's controller), as transition tables.
+"""A TYJob's stage and schedule state (the controller of Arranger's design document), as transition tables.
 
 The controller derives events from what it sees (the core's decisions, its pods' runs) and
 moves the job only through these tables; `docs/tyjob.md` draws them

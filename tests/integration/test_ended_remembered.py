@@ -1,0 +1,64 @@
+"""An application that ended is remembered across a restart of the core and of its RM, as
+the docs promise (limits.TERMINATED_TIMEOUT_NS, 72 h), by the core and by a reader (real
+nats-server)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from ykbus.bus.client import ResourceManagerClient
+from ykbus.log.build import resource
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
+
+
+def node(n: str) -> m.NodeInfo:
+    return m.NodeInfo(nodeID=n, action=m.ActionFromRM.CREATE, schedulableResource=resource(vcore=8000))
+
+
+def ended(service) -> dict:
+    return service.read("terminated", {"rm": "rm-1"})["terminated"].get("rm-1", {}).get("default", {})
+
+
+async def wait_until(predicate, timeout: float = 15.0) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.05)
+
+
+async def test_an_application_that_completed_is_explained_after_the_core_and_its_rm_restart(nats_server):
+    """Issue 40, item 7 (tyjob.md's quick start met it): after `ykbus up` started again, `ykbus
+    explain` of an application that had completed said "not known". The core's snapshot kept
+    it; the RM's registration again (the recovery protocol) wiped it with the partitions."""
+    async with running_core(nats_server.url) as core, rm_client(nats_server.url) as sched:
+        rm = ResourceManagerClient(sched, "rm-1", config=QUEUES, callback=Recorder())
+        await rm.start(nodes=[node("n1")])
+        await rm.add_applications([m.AddApplicationRequest(applicationID="done", queueName="root.a",
+                                                           partitionName="default", ugi=m.UserGroupInformation("u"))])
+        await rm.remove_applications(["done"])
+        await wait_until(lambda: "done" in ended(core))
+        before = ended(core)["done"]
+    # stopped: its final snapshot; the next core starts from it and the log after it
+    async with running_core(nats_server.url) as core, rm_client(nats_server.url) as sched:
+        rm = ResourceManagerClient(sched, "rm-1", config=QUEUES, callback=Recorder())
+        await rm.start(nodes=[node("n1")])  # the RM started again: it registers again
+        await wait_until(lambda: core.read("partitions", {})["partitions"].get("rm-1", {}).get("default", {})
+                         .get("nodes") == 1)
+        assert ended(core).get("done") == before
+        async with running_core(nats_server.url, reader=True) as reader:  # its own copy, from the same log
+            await wait_until(lambda: reader.core.last_seq >= core.core.last_seq)
+            assert ended(reader).get("done") == before
+        run = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "ykbus.cli", "explain", "done", "--nats", nats_server.url],
+            capture_output=True, text=True, timeout=60))
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.startswith("application done (rm rm-1, partition default, queue root.a): Completed at ")
+        assert "(the core remembers it for 72 h after it ended)" in run.stdout
