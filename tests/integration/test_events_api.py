@@ -7,6 +7,7 @@ and a reader that resumes from an id."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import anyio
@@ -49,12 +50,17 @@ async def test_the_reference_states_decisions_as_yunikorns_events_and_the_same_a
                     assert type(v) is type(sample), (k, v)
             by = lambda t, c, d: [e for e in records if (e["type"], e.get("eventChangeType"),  # noqa: E731
                                                          e.get("eventChangeDetail")) == (t, c, d)]
-            assert len(by(2, 2, 200)) == 9 == len(by(3, 2, 303))  # every allocation: on its app and its node
+            # every allocation on its app, and on its node but the one that took a replaced placeholder's place
+            assert len(by(2, 2, 200)) == 9 and len(by(3, 2, 303)) == 8
             assert {e["referenceID"] for e in by(2, 3, 503)} <= {"tg-1-placeholder-0", "tg-1-placeholder-1"}
             assert len(by(2, 3, 503)) == 1 and len(by(2, 3, 500)) == 2  # the placeholder replaced, app-4/5 released
             assert {e["objectID"] for e in by(2, 1, 202)} == {"app-3", "app-6"}  # rejected
             assert {e["objectID"] for e in by(2, 1, 206)} == {"app-1", "app-2", "app-4", "app-5"}  # Running
             assert [e["objectID"] for e in by(2, 1, 208)] == ["app-4"]  # Completed
+            # each kind of event both write, as YuniKorn writes it: a message only where it writes one,
+            # a node's events with their detail and resource (its capacity; what a release frees)
+            for kind in SAME_KINDS:
+                assert sorted(as_yunikorn(records, kind)) == sorted(as_yunikorn(want["EventRecords"], kind)), kind
 
             status, three = await anyio.to_thread.run_sync(events_of, port, "?count=3")
             assert status == 200 and three["EventRecords"] == records[-3:]
@@ -83,6 +89,24 @@ async def test_the_reference_states_decisions_as_yunikorns_events_and_the_same_a
             status, after = await anyio.to_thread.run_sync(events_of, port, f"?start={batch['LowestID']}")
             assert after["EventRecords"][:len(records)] == records
             assert after["InstanceUUID"] != batch["InstanceUUID"]  # another process
+
+
+# (type, change, detail) of the events ykbus writes as YuniKorn does for the reference's state:
+# node schedulable and added, allocations on apps and nodes, releases, application states
+SAME_KINDS = [(3, 1, 302), (3, 2, None), (3, 2, 303), (3, 3, 303), (2, 2, 200), (2, 3, 500), (2, 3, 503),
+              (2, 2, 203), (2, 1, 202), (2, 1, 204), (2, 1, 206), (2, 1, 207), (2, 1, 208)]
+
+
+def as_yunikorn(records, kind):
+    """The events of `kind`, what a run decides aside (which node, which placeholder, a
+    rejection's wording): object, reference, whether a message is there, resource."""
+    out = []
+    for e in records:
+        if (e["type"], e.get("eventChangeType"), e.get("eventChangeDetail")) == kind:
+            obj = "<node>" if e["type"] == 3 else e["objectID"]
+            ref = re.sub(r"placeholder-\d", "placeholder-N", e.get("referenceID", ""))
+            out.append(json.dumps([obj, ref, "message" in e, e["resource"]], sort_keys=True))
+    return out
 
 
 class Stream:

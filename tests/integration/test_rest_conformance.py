@@ -12,14 +12,16 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from pathlib import Path
 
 import anyio
 import pytest
 
 from tests.integration.conftest import Recorder, rm_client, running_core
-from tests.integration.test_bus import start_rm
+from tests.integration.test_bus import start_rm  # noqa: F401 (the metrics test imports it from here)
 from tests.integration.test_rest_api import REFERENCE, fetch
 from ykbus import limits
+from ykbus.bus.client import ResourceManagerClient
 from ykbus.bus.server import free_port
 from ykbus.si import messages as m
 
@@ -79,7 +81,8 @@ def node(i: int) -> m.NodeInfo:
 
 async def drive_reference_state(api, rec: Recorder):
     """The reference's state (its README), step by step, as an RM drives it."""
-    client = await start_rm(api, RM, rec, nodes=[node(1), node(2), node(3)], config=CONFIG)
+    client = ResourceManagerClient(api, RM, config=CONFIG, callback=rec, extra_config={"log.level": "WARN"})
+    await client.start(nodes=[node(1), node(2), node(3)])  # (the reference's RM sent that extra configuration)
     held = lambda key: [a for a in rec.allocations if a.allocationKey == key]  # noqa: E731
     rejected = lambda app_id: any(r.applicationID == app_id for x in rec.app for r in x.rejected)  # noqa: E731
     went = lambda app_id, state: any(u.applicationID == app_id and u.state == state  # noqa: E731
@@ -168,9 +171,9 @@ VALIDATE_BODIES = {
 # values that differ between any two runs, or by design (docstring): compared by type only
 IGNORED = {"startTime", "submissionTime", "finishedTime", "time", "timestamp", "requestTime", "allocationTime",
            "allocationDelay", "lastStateTransitionTime", "lastOccurrence", "InstanceUUID", "Checksum", "uuid",
-           "allocationID", "message", "description", "rejectedMessage", "reason", "count", "buildVersion",
+           "allocationID", "message", "description", "rejectedMessage", "reason", "buildVersion",
            "buildDate", "isPluginVersion", "DiagnosisMessage", "version", "rmId", "clusterId", "si/node-partition",
-           "logLevel", "resourceHistory", "allocationLog", "nodeId", "Extra",
+           "logLevel", "allocationLog", "nodeId",
            "totalApplications", "totalContainers",  # the log's minute samples: when they fall is timing
            "arch", "coreSHA", "goVersion", "shimSHA", "siSHA"}  # the build's, not the state's
 # maps whose keys are data (resource names, states, attributes): compared as values, not shapes
@@ -181,7 +184,32 @@ DATA_MAPS = {"capacity", "usedCapacity", "utilization", "applications", "resourc
              "resourceUsage", "parameters", "tags"}
 ID_KEYS = ("applicationID", "allocationKey", "nodeID", "queuename", "queuePath", "userName", "taskGroupName",
            "bucketName", "type", "name", "Name", "partitionName", "partition", "applicationState", "rmId")
-YKBUS_FIELDS = {"whyPending", "pendingCount", "priorityOffset", "schedulingAttempted"}  # ykbus's additions
+# maps compared by their keys at every level and the types of their values (resource times
+# seconds held: how long an allocation lived is timing)
+SHAPES = {"resourceHistory"}
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+ADDED_ROW = re.compile(r"^\| (\w+DAOInfo) \| `(\w+)` \|")
+
+
+def documented_additions() -> set[tuple[str, str]]:
+    """(YuniKorn object, key) of every key ykbus adds to YuniKorn's objects: the table of
+    docs/operations.md ("What ykbus adds to YuniKorn's objects")."""
+    return {(row.group(1), row.group(2)) for line in DOCS.read_text().splitlines()
+            if (row := ADDED_ROW.match(line)) is not None}
+
+
+YKBUS_FIELDS = documented_additions()
+
+
+def dao_of(key: str, obj: dict) -> str:
+    """Which of YuniKorn's objects `obj` is (found under `key`, `name[]` for a list's item)."""
+    if key == "requests[]":
+        return "AllocationAskDAOInfo"
+    for id_key, dao in (("applicationID", "ApplicationDAOInfo"), ("queuename", "PartitionQueueDAOInfo"),
+                        ("nodeID", "NodeDAOInfo"), ("allocationKey", "AllocationDAOInfo")):
+        if id_key in obj:
+            return dao
+    return key or "$"
 
 
 def ident(item):
@@ -193,8 +221,13 @@ def ident(item):
     return json.dumps(item, sort_keys=True)
 
 
-def conform(got, want, where="$", key=""):
-    """Differences between `got` and the reference `want` (module docstring), as text lines."""
+def shape(x):
+    return {k: shape(v) for k, v in x.items()} if isinstance(x, dict) else type(x).__name__
+
+
+def conform(got, want, where="$", key="", added=None):
+    """Differences between `got` and the reference `want` (module docstring), as text lines;
+    the keys ykbus adds that docs/operations.md lists go in `added` as (object, key)."""
     if want is None or got is None:
         return [] if got is want else [f"{where}: {got!r} vs {want!r}"]
     if not (type(got) is type(want) or {type(got), type(want)} <= {int, float}):
@@ -204,12 +237,18 @@ def conform(got, want, where="$", key=""):
     if isinstance(want, dict):
         if key in DATA_MAPS:
             return [] if got == want else [f"{where}: {got} vs {want}"]
+        if key in SHAPES:
+            return [] if shape(got) == shape(want) else [f"{where}: {got} vs {want} (shapes)"]
         out = []
-        missing, extra = set(want) - set(got), set(got) - set(want) - YKBUS_FIELDS
+        dao = dao_of(key, want)
+        ours = {k for k in set(got) - set(want) if (dao, k) in YKBUS_FIELDS}
+        if added is not None:
+            added |= {(dao, k) for k in ours}
+        missing, extra = set(want) - set(got), set(got) - set(want) - ours
         if missing or extra:
-            out.append(f"{where}: keys missing {sorted(missing)}, extra {sorted(extra)}")
+            out.append(f"{where}: keys missing {sorted(missing)}, extra {sorted(extra)} (in {dao})")
         for k in set(want) & set(got):
-            out += conform(got[k], want[k], f"{where}.{k}", k)
+            out += conform(got[k], want[k], f"{where}.{k}", k, added)
         return out
     if isinstance(want, list):
         if want and all(not isinstance(x, dict | list) for x in want) and all(not isinstance(x, dict | list) for x in got):
@@ -217,8 +256,26 @@ def conform(got, want, where="$", key=""):
         g, w = {ident(x): x for x in got}, {ident(x): x for x in want}
         if set(g) != set(w):
             return [f"{where}: items {sorted(g)} vs {sorted(w)}"]
-        return [d for k in w for d in conform(g[k], w[k], f"{where}[{k}]", f"{key}[]")]
+        return [d for k in w for d in conform(g[k], w[k], f"{where}[{k}]", f"{key}[]", added)]
     return [] if got == want else [f"{where}: {got!r} vs {want!r}"]
+
+
+def reference_headers() -> dict[tuple[str, str, str], dict[str, str]]:
+    """The reference's headers.txt: (method, path, extras as index.md writes them) -> headers."""
+    out: dict[tuple[str, str, str], dict[str, str]] = {}
+    current: dict[str, str] = {}
+    for line in (REFERENCE / "headers.txt").read_text().splitlines():
+        if line.startswith("### "):
+            method, path, extras = re.match(r"### (\S+) (\S+)  \((.*)\)$", line).groups()
+            extras = f"body:{extras[1:]}" if extras.startswith("@") else extras
+            current = out.setdefault((method, path, extras), {})
+        elif ": " in line:
+            name, _, value = line.partition(": ")
+            current[name] = value
+    return out
+
+
+CORS_HEADERS = ("Access-Control-Allow-Methods", "Access-Control-Allow-Origin", "Access-Control-Allow-Headers", "Allow")
 
 
 async def test_every_route_answers_as_yunikorn_did_for_the_same_state(nats_server, monkeypatch):
@@ -230,7 +287,7 @@ async def test_every_route_answers_as_yunikorn_did_for_the_same_state(nats_serve
         rec = Recorder()
         with anyio.fail_after(30):
             await drive_reference_state(api, rec)
-        problems = []
+        problems, added, their_headers = [], set(), reference_headers()
         for method, path, extras, status, ctype, file in requests_of_index():
             headers, body = request_parts(extras)
             got_status, got_headers, data = await anyio.to_thread.run_sync(fetch, port, path, method, headers, body)
@@ -240,14 +297,41 @@ async def test_every_route_answers_as_yunikorn_did_for_the_same_state(nats_serve
                 continue
             if ctype != "-" and got_headers.get("Content-Type") != ctype:
                 problems.append(f"{where}: content type {got_headers.get('Content-Type')!r}, YuniKorn {ctype!r}")
+            theirs = their_headers[(method, path, extras)]
+            for name in CORS_HEADERS:  # the CORS headers and Allow of every route, as YuniKorn sends them
+                if got_headers.get(name) != theirs.get(name):
+                    problems.append(f"{where}: {name} {got_headers.get(name)!r}, YuniKorn {theirs.get(name)!r}")
             if got_headers.get("Content-Encoding") == "gzip":
                 data = gzip.decompress(data)
             elif "gzip" in headers.get("Accept-Encoding", ""):
                 problems.append(f"{where}: not gzipped")
             if file.endswith(".json") and file != "-":
                 want = json.loads((REFERENCE / file).read_text().replace("rm:123", RM))  # ids are tokens here
-                problems += [f"{where}: {d}" for d in conform(json.loads(data), want)]
+                problems += [f"{where}: {d}" for d in conform(json.loads(data), want, added=added)]
+            elif file.endswith(".yaml"):  # YuniKorn's YAML dump, byte for byte
+                if data != (REFERENCE / file).read_bytes():
+                    problems.append(f"{where}: YAML\n{data.decode()}")
             elif file.endswith((".txt", ".html")) and status != 200:
                 if data != (REFERENCE / file).read_bytes():
                     problems.append(f"{where}: body {data[:80]!r}")
         assert not problems, "\n".join(problems)
+        assert added, "the reference's state shows ykbus's documented additions (pendingCount, whyPending)"
+
+
+def test_the_documented_additions_are_not_yunikorns_own_keys():
+    """docs/operations.md lists the keys ykbus adds to YuniKorn's objects (the test above lets
+    no other key through): none of them is a key YuniKorn itself writes on that object in any
+    reference answer, so the list says what ykbus adds, no more."""
+    assert {("AllocationAskDAOInfo", "pendingCount"), ("AllocationAskDAOInfo", "whyPending")} <= YKBUS_FIELDS
+
+    def walk(x, key=""):
+        if isinstance(x, dict):
+            yield from ((dao_of(key, x), k) for k in x)
+            for k, v in x.items():
+                yield from walk(v, k)
+        elif isinstance(x, list):
+            for item in x:
+                yield from walk(item, f"{key}[]")
+
+    theirs = {pair for f in REFERENCE.glob("*.json") for pair in walk(json.loads(f.read_text()))}
+    assert not YKBUS_FIELDS & theirs, YKBUS_FIELDS & theirs

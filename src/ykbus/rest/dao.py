@@ -246,7 +246,7 @@ def application(p: Partition, app: App, now: int) -> dict[str, Any]:
         "reservations": [f"{k.reserved}|{k.key}" for k in pending if k.reserved],
         "maxRequestPriority": app.max_priority if app.max_priority is not None else INT32_MIN,
         "startTime": _start_ms(h),
-        "resourceHistory": {},
+        "resourceHistory": _resource_history(h),
     }
     if app.why is not None:
         out["whyPending"] = {"code": app.why.code.value, "message": app.why.message}
@@ -287,19 +287,20 @@ def ended(p: Partition, app_id: str, t: Terminated) -> dict[str, Any]:
 
 
 def _placeholders(app: App) -> list[dict[str, Any]]:
-    """PlaceholderDAOInfo per task group of a gang: its placeholders (asked, held or replaced)."""
-    if not app.gang:
-        return []
-    groups: dict[str, dict[str, Any]] = {}
-    for k in app.asks.values():
-        if k.placeholder:
-            g = groups.setdefault(k.task_group, {"taskGroupName": k.task_group, "count": 0,
-                                                 "minResource": res(k.resource), "replaced": 0, "timedout": 0})
-            g["count"] += k.max_allocations
-    for a in app.allocations.values():
-        if not a.placeholder and a.task_group in groups:
-            groups[a.task_group]["replaced"] += 1
-    return [omit(g, "timedout") for g in groups.values()]
+    """PlaceholderDAOInfo per task group: the placeholders asked since the application began
+    (`count`, not those left), each one's resource, how many were replaced and timed out
+    (released otherwise than replaced), from its history (model.AppHistory)."""
+    return [omit({"taskGroupName": group, "count": n, "minResource": res(r), "replaced": replaced,
+                  "timedout": timed_out}, "timedout")
+            for group, (n, r, replaced, timed_out) in app.history.placeholders.items()]
+
+
+def _resource_history(h: Any) -> dict[str, Any]:
+    """YuniKorn's resourceHistory: per kind of use (`resourceUsage`, `placeholderResource`,
+    `preemptedResource`), per instance type, what the released allocations used (resource
+    times whole seconds held), zeros kept as YuniKorn keeps them."""
+    return {kind: {itype: dict(sorted(used.items())) for itype, used in sorted(by.items())}
+            for kind, by in h.tracked.items()}
 
 
 def allocated_of(n: Node, t: str) -> int:

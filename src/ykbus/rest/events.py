@@ -9,18 +9,28 @@ What becomes an event (YuniKorn's types and change details, SI `EventRecord`):
 
 - an allocation: APP ADD `APP_ALLOC` (200) and NODE ADD `NODE_ALLOC` (303);
 - a release: APP REMOVE with the termination's detail (`ALLOC_CANCEL` 500, `ALLOC_PREEMPT`
-  501, `ALLOC_TIMEOUT` 502, `ALLOC_REPLACED` 503); an ask released: APP REMOVE `REQUEST_CANCEL` (100);
+  501, `ALLOC_TIMEOUT` 502, `ALLOC_REPLACED` 503) and, but for a replaced placeholder,
+  NODE REMOVE `NODE_ALLOC` (303), both with the allocation's resource (the real allocation
+  that takes a replaced placeholder's place on its node has no NODE ADD either, as in
+  YuniKorn); an ask released: APP REMOVE `REQUEST_CANCEL` (100);
 - a rejected ask, and why an ask waits: REQUEST with the reason as message;
-- an application accepted (APP ADD `APP_NEW` 203), rejected (APP SET `APP_REJECT` 202) or in a
-  new state (APP SET, the state's detail);
-- a node accepted (NODE ADD) or rejected (NODE, the reason);
+- an application accepted (APP ADD `APP_NEW` 203), rejected (APP ADD `APP_NEW` 203, then APP
+  SET `APP_REJECT` 202) or in a new state (APP SET, the state's detail);
+- a node accepted: NODE SET `NODE_SCHEDULABLE` (302, `schedulable: true`), then NODE ADD with
+  its capacity; a node rejected: NODE, the reason;
 - the core's own EventRecords, as they are.
+
+As YuniKorn, a message only where YuniKorn writes one (a rejection, a reason, a node added,
+the core's own records): its key is left out otherwise (omitempty). A release names its
+allocation by UUID only; its node and resource are those of the allocation the feed read
+when it was made (`Placed`: the last MAX_PLACED allocations read, by UUID), and a node's
+capacity is the node's as the state holds it now.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import nats.errors
@@ -33,6 +43,7 @@ from ykbus.si import messages as m
 ID_SHIFT = 20  # an event id: stream sequence << 20 | place in its message
 MAX_COUNT = 10_000  # events one answer holds at most (and its default)
 MAX_STREAMS = 100  # /ws/v1/events/stream answers open at once
+MAX_PLACED = 100_000  # allocations whose node and resource the feed keeps for their release's events
 TYPES = {m.EventType.UNKNOWN_EVENTRECORD_TYPE: 0, m.EventType.REQUEST: 1, m.EventType.APP: 2, m.EventType.NODE: 3,
          m.EventType.QUEUE: 4}
 CHANGES = {m.ChangeType.NONE: 0, m.ChangeType.SET: 1, m.ChangeType.ADD: 2, m.ChangeType.REMOVE: 3}
@@ -41,6 +52,54 @@ REQUEST, APP, NODE = 1, 2, 3
 APP_STATES = {"New": 203, "Accepted": 204, "Starting": 205, "Running": 206, "Completing": 207, "Completed": 208,
               "Failing": 209, "Failed": 210, "Resuming": 211, "Expired": 212, "Rejected": 202}
 RELEASES = {"STOPPED_BY_RM": 500, "PREEMPTED_BY_SCHEDULER": 501, "TIMEOUT": 502, "PLACEHOLDER_REPLACED": 503}
+NODE_SCHEDULABLE, NODE_ALLOC = 302, 303
+Capacity = Callable[[str, str], "m.Resource | dict[str, int] | None"]  # (rm, node id) -> its capacity now
+
+
+def node_capacity(core: Any, rm_id: str, node_id: str) -> dict[str, int] | None:
+    """A node's capacity as `core` holds it now (its NODE ADD event's resource)."""
+    rm = core.rms.get(rm_id)
+    for p in rm.partitions.values() if rm is not None else ():
+        node = p.nodes.get(node_id)
+        if node is not None:
+            return dict(node.capacity)
+    return None
+
+
+class Placed:
+    """The node and resource of the last MAX_PLACED allocations read, by UUID (the events
+    of a release carry them; its message names the UUID only)."""
+
+    def __init__(self, size: int = MAX_PLACED) -> None:
+        self.size = size
+        self.by_uuid: dict[str, tuple[str, dict[str, Any], str]] = {}  # node, resource, task group
+        # placeholders being replaced, by (application, task group, node): the real allocation
+        # takes its place on the node, which YuniKorn does not report as a node event
+        self.replacing: dict[tuple[str, str, str], int] = {}
+
+    def add(self, uuid: str, node_id: str, resource: dict[str, Any], task_group: str = "") -> None:
+        self.by_uuid[uuid] = (node_id, resource, task_group)
+        if len(self.by_uuid) > self.size:
+            del self.by_uuid[next(iter(self.by_uuid))]  # the oldest
+
+    def get(self, uuid: str) -> tuple[str, dict[str, Any], str] | None:
+        return self.by_uuid.get(uuid)
+
+    def replaced(self, app_id: str, task_group: str, node_id: str) -> None:
+        key = (app_id, task_group, node_id)
+        self.replacing[key] = self.replacing.get(key, 0) + 1
+        if len(self.replacing) > self.size:
+            del self.replacing[next(iter(self.replacing))]
+
+    def replaces(self, app_id: str, task_group: str, node_id: str) -> bool:
+        """Whether a real allocation so placed takes a replaced placeholder's place (once)."""
+        key = (app_id, task_group, node_id)
+        n = self.replacing.get(key, 0)
+        if n > 1:
+            self.replacing[key] = n - 1
+        elif n:
+            del self.replacing[key]
+        return n > 0
 
 
 class BadCount(ValueError):
@@ -61,7 +120,9 @@ def count_of(query: dict[str, str]) -> int:
     return min(n, MAX_COUNT)
 
 
-def _res(r: m.Resource | None) -> dict[str, Any]:
+def _res(r: m.Resource | dict[str, int] | None) -> dict[str, Any]:
+    if isinstance(r, dict):
+        return {"resources": {k: {"value": v} for k, v in sorted(r.items())}} if r else {}
     return {"resources": {k: {"value": q.value} for k, q in sorted(r.resources.items())}} if r is not None else {}
 
 
@@ -81,32 +142,50 @@ def _event(etype: int, object_id: str, ts: int, change: int = NONE, detail: int 
     return out
 
 
-def events_of(kind: str, body: Any, ts: int) -> list[dict[str, Any]]:
-    """YuniKorn's EventRecords of one output message (`kind`, decoded), at `ts` (ns)."""
+def events_of(kind: str, body: Any, ts: int, placed: Placed | None = None, capacity: Capacity | None = None,
+              rm: str = "") -> list[dict[str, Any]]:
+    """YuniKorn's EventRecords of one output message (`kind`, decoded, to `rm`), at `ts` (ns);
+    `placed` remembers allocations for their releases, `capacity` tells a node's (module
+    docstring)."""
     out: list[dict[str, Any]] = []
     if isinstance(body, m.AllocationResponse):
         for a in body.new:
             res = _res(a.resourcePerAlloc)
+            swapped = placed is not None and a.taskGroupName != "" and not a.placeholder and placed.replaces(
+                a.applicationID, a.taskGroupName, a.nodeID)
+            if placed is not None:
+                placed.add(a.UUID, a.nodeID, res, a.taskGroupName)
             out.append(_event(APP, a.applicationID, ts, ADD, 200, a.allocationKey, resource=res))
-            out.append(_event(NODE, a.nodeID, ts, ADD, 303, a.allocationKey, resource=res))
+            if not swapped:
+                out.append(_event(NODE, a.nodeID, ts, ADD, NODE_ALLOC, a.allocationKey, resource=res))
         for r in body.released:
-            out.append(_event(APP, r.applicationID, ts, REMOVE, RELEASES.get(str(r.terminationType), 500),
-                              r.allocationKey or r.UUID, r.message))
+            held = placed.get(r.UUID) if placed is not None else None
+            res = held[1] if held is not None else {}
+            detail = RELEASES.get(str(r.terminationType), 500)
+            out.append(_event(APP, r.applicationID, ts, REMOVE, detail, r.allocationKey or r.UUID, resource=res))
+            if held is not None and placed is not None and detail == RELEASES["PLACEHOLDER_REPLACED"]:
+                placed.replaced(r.applicationID, held[2], held[0])
+            elif held is not None:
+                out.append(_event(NODE, held[0], ts, REMOVE, NODE_ALLOC, r.allocationKey or r.UUID, resource=res))
         for k in body.releasedAsks:
-            out.append(_event(APP, k.applicationID, ts, REMOVE, 100, k.allocationKey, k.message))
+            out.append(_event(APP, k.applicationID, ts, REMOVE, 100, k.allocationKey))
         for x in body.rejected:
             out.append(_event(REQUEST, x.allocationKey, ts, ref=x.applicationID, message=x.reason))
     elif isinstance(body, m.ApplicationResponse):
         for acc in body.accepted:
             out.append(_event(APP, acc.applicationID, ts, ADD, 203))
-        for rej in body.rejected:
+        for rej in body.rejected:  # new, then rejected (YuniKorn's order)
+            out.append(_event(APP, rej.applicationID, ts, ADD, 203))
             out.append(_event(APP, rej.applicationID, ts, SET, 202, message=rej.reason))
         for u in body.updated:
-            out.append(_event(APP, u.applicationID, u.stateTransitionTimestamp or ts, SET, APP_STATES.get(u.state, 0),
-                              message=u.message))
+            detail = APP_STATES.get(u.state, 0)
+            out.append(_event(APP, u.applicationID, u.stateTransitionTimestamp or ts, SET, detail,
+                              message=u.message if detail == APP_STATES["Rejected"] else ""))
     elif isinstance(body, m.NodeResponse):
         for n in body.accepted:
-            out.append(_event(NODE, n.nodeID, ts, ADD, message="Node added to the scheduler"))
+            held = capacity(rm, n.nodeID) if capacity is not None else None
+            out.append(_event(NODE, n.nodeID, ts, SET, NODE_SCHEDULABLE, message="schedulable: true"))
+            out.append(_event(NODE, n.nodeID, ts, ADD, message="Node added to the scheduler", resource=_res(held)))
         for bad in body.rejected:
             out.append(_event(NODE, bad.nodeID, ts, message=bad.reason))
     elif isinstance(body, m.EventBatch):
@@ -122,8 +201,10 @@ def events_of(kind: str, body: Any, ts: int) -> list[dict[str, Any]]:
 class EventFeed:
     """The output stream read as YuniKorn's events."""
 
-    def __init__(self, js: Any, subjects: Subjects, instance: str) -> None:
+    def __init__(self, js: Any, subjects: Subjects, instance: str, capacity: Capacity | None = None) -> None:
         self.js, self.subjects, self.instance = js, subjects, instance
+        self.capacity = capacity  # a node's capacity now (its NODE ADD event's resource)
+        self.placed = Placed()  # shared by every read: a release's allocation was read by this or an earlier one
 
     async def _bounds(self) -> tuple[int, int]:
         info = await self.js.stream_info(OUT_STREAM)
@@ -141,13 +222,13 @@ class EventFeed:
                 except (TimeoutError, nats.errors.ConnectionClosedError):
                     return  # read to its end, or the service is stopping
                 seq, ts = js_reply_meta(msg.reply)
-                _, kind = self.subjects.parse(msg.subject, "out")
+                rm, kind = self.subjects.parse(msg.subject, "out")
                 encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
                 try:
                     body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding) if kind in m.OUTPUT_TYPES else None
                 except Exception:  # an output this version cannot read: no events from it
                     body = None
-                yield seq, events_of(kind, body, ts)
+                yield seq, events_of(kind, body, ts, self.placed, self.capacity, rm)
                 if until is not None and seq >= until:
                     return
         finally:

@@ -74,6 +74,21 @@ class TallyCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         for name, help_text, tally in self.tallies:
             yield tally.family(name, help_text)
+class GoNamedCounter(CounterMetricFamily):
+    """A counter whose name YuniKorn's Go client writes as registered, without `_total` (its
+    per-queue `yunikorn_<queue>_queue_container`): the Python client's exposition adds
+    `_total` to every counter, `text()` takes it off again."""
+
+
+def text(family: Metric) -> bytes:
+    """One family in the Prometheus text format, named as YuniKorn names it."""
+    out = generate_latest(_Families(family))
+    if isinstance(family, GoNamedCounter):
+        out = out.replace(f"{family.name}_total".encode(), family.name.encode())
+    return out
+
+
+APP_TOTAL_STATES = {"running", "resuming", "failing", "completing", "completed", "failed"}  # its help text's
 USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]", "(60%,70%]",
                 "(70%,80%]", "(80%,90%]", "(90%,100%]")
 NODE_USAGE_TYPES = ("memory", "pods", "vcore")  # YuniKorn's families per resource (others: see docs)
@@ -163,12 +178,14 @@ class YunikornCollector(Collector):
         for (queue, state), n in sorted(by_queue_state.items()):
             queue_app.add_metric([queue, state], n)
         for state, n in sorted(per_state.items()):
-            apps_total.add_metric([state], n)
+            if state in APP_TOTAL_STATES:
+                apps_total.add_metric([state], n)
         accepted = sum(n for (what, _, outcome), n in counted.items() if what == "application" and outcome == "Accepted")
         rejected = sum(n for (what, _, outcome), n in counted.items() if what == "application" and outcome == "Rejected")
-        for result, n in (("new", accepted + rejected), ("accepted", accepted), ("rejected", rejected)):
+        # YuniKorn counts `new` as an application is added to its queue: a rejected one never is
+        for result, n in (("new", accepted), ("accepted", accepted), ("rejected", rejected)):
             submissions.add_metric([result], n)
-        for outcome in ("allocated", "released"):
+        for outcome in ("allocated", "error", "released"):  # (no allocation fails with an error here)
             attempts.add_metric([outcome], sum(n for (what, _, o), n in counted.items()
                                                if what == "container" and o == outcome))
         for (what, queue, outcome), n in sorted(counted.items()):
@@ -176,7 +193,7 @@ class YunikornCollector(Collector):
                 queue_total.add_metric([queue, _state(outcome)], n)
             elif what == "container":
                 name = f"yunikorn_{_NAME_CHARS.sub('_', queue)}_queue_container"
-                family = containers.setdefault(name, CounterMetricFamily(
+                family = containers.setdefault(name, GoNamedCounter(
                     name, "Queue container metrics. State of the attempt includes `allocated`, `released`.",
                     labels=["state"]))
                 family.add_metric([outcome], n)
@@ -257,7 +274,7 @@ class Metrics:
 
     def exposition(self) -> bytes:
         """The whole exposition at once."""
-        return generate_latest(self.registry)
+        return b"".join(text(family) for collector in self.collectors for family in collector.collect())
 
     async def scrape(self) -> bytes:
         """The exposition as the HTTP server makes it, the writer applying entries between
@@ -269,7 +286,7 @@ class Metrics:
         for collector in self.collectors:
             for family in list(collector.collect()):
                 await asyncio.sleep(0)
-                parts.append(generate_latest(_Families(family)))
+                parts.append(text(family))
         return b"".join(parts)
 
 

@@ -5,6 +5,7 @@ groups' usage, the health check and its consistency checks.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Generator
 from typing import Any
@@ -29,6 +30,87 @@ def checksum(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest().upper()
 
 
+# YuniKorn's SchedulerConfig as it dumps it (yunikorn-core pkg/common/configs/config.go):
+# per kind of object, its fields in Go's order: (YAML key, JSON name, kind of value). A kind
+# in _KINDS is a struct, "[kind]" a list of them, "quantities" a map of quantities (strings
+# in Go: `vcore: "10"`), "map" a map written as is, "scalar" a value. `omitempty` leaves out
+# false, 0, "" and empty lists and maps in both dumps; a struct is left out of the YAML when
+# nothing of it is written, and is always in the JSON (Go's omitempty keeps structs).
+_KINDS: dict[str, list[tuple[str, str, str]]] = {
+    "scheduler": [("partitions", "Partitions", "[partition]"), ("checksum", "Checksum", "scalar"),
+                  ("extra", "Extra", "map"), ("deadlockdetectionenabled", "DeadlockDetectionEnabled", "scalar"),
+                  ("deadlocktimeoutseconds", "DeadlockTimeoutSeconds", "scalar")],
+    "partition": [("name", "Name", "scalar"), ("queues", "Queues", "[queue]"),
+                  ("placementrules", "PlacementRules", "[rule]"), ("limits", "Limits", "[limit]"),
+                  ("preemption", "Preemption", "preemption"), ("nodesortpolicy", "NodeSortPolicy", "nodesort"),
+                  ("statedumpfilepath", "StateDumpFilePath", "scalar"),
+                  ("usergroupresolver", "UserGroupResolver", "usergroupresolver"),
+                  ("reservationdelay", "ReservationDelay", "scalar")],  # ykbus's own (docs/configuration.md)
+    "queue": [("name", "Name", "scalar"), ("parent", "Parent", "scalar"), ("resources", "Resources", "resources"),
+              ("maxapplications", "MaxApplications", "scalar"), ("properties", "Properties", "map"),
+              ("adminacl", "AdminACL", "scalar"), ("submitacl", "SubmitACL", "scalar"),
+              ("childtemplate", "ChildTemplate", "template"), ("queues", "Queues", "[queue]"),
+              ("limits", "Limits", "[limit]")],
+    "template": [("maxapplications", "MaxApplications", "scalar"), ("properties", "Properties", "map"),
+                 ("resources", "Resources", "resources")],
+    "resources": [("guaranteed", "Guaranteed", "quantities"), ("max", "Max", "quantities")],
+    "rule": [("name", "Name", "scalar"), ("create", "Create", "scalar"), ("filter", "Filter", "filter"),
+             ("parent", "Parent", "rule"), ("value", "Value", "scalar")],
+    "filter": [("type", "Type", "scalar"), ("users", "Users", "scalar"), ("groups", "Groups", "scalar")],
+    "limit": [("limit", "Limit", "scalar"), ("users", "Users", "scalar"), ("groups", "Groups", "scalar"),
+              ("maxresources", "MaxResources", "quantities"), ("maxapplications", "MaxApplications", "scalar")],
+    "nodesort": [("type", "Type", "scalar"), ("resourceweights", "ResourceWeights", "map")],
+    "preemption": [("enabled", "Enabled", "scalar"), ("quotapreemptionenabled", "QuotaPreemptionEnabled", "scalar")],
+    "usergroupresolver": [],
+}
+_KEPT = {("scheduler", "partitions"), ("scheduler", "extra"), ("scheduler", "deadlockdetectionenabled"),
+         ("scheduler", "deadlocktimeoutseconds"), ("partition", "name"), ("partition", "queues"),
+         ("queue", "name"), ("rule", "name"), ("filter", "type"), ("limit", "limit"),
+         ("nodesort", "type")}  # fields without omitempty: written even when empty
+_SCALAR_FIELDS = {"Type"}  # a struct's string field Go writes "" (`Filter: {Type: ""}`)
+
+
+def _empty(v: Any) -> bool:
+    return v is None or v is False or (v == 0 and not isinstance(v, bool)) or v == "" or v == {} or v == []
+
+
+def _go_number(v: Any) -> Any:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def _dump(obj: Any, kind: str, json_names: bool) -> dict[str, Any]:
+    """`obj` (a mapping of the queues.yaml text) as YuniKorn dumps the struct `kind`."""
+    raw = obj if isinstance(obj, dict) else {}
+    out: dict[str, Any] = {}
+    for key, go, what in _KINDS[kind]:
+        v = raw.get(key)
+        name = go if json_names else key
+        if what.startswith("["):
+            items = [_dump(x, what[1:-1], json_names) for x in v] if isinstance(v, list) else []
+            if items or (kind, key) in _KEPT:
+                out[name] = items
+        elif what in _KINDS:
+            if v is None and (kind, key) == ("rule", "parent"):  # a pointer: nil is left out
+                continue
+            sub = _dump(v, what, json_names)
+            if json_names or any(not _empty(x) for x in sub.values()):
+                out[name] = sub
+        elif what == "quantities":
+            if isinstance(v, dict) and v:
+                out[name] = {k: str(_go_number(q)) for k, q in v.items()}
+        elif what == "map":
+            if isinstance(v, dict) and v:
+                out[name] = {k: _go_number(x) for k, x in v.items()}
+            elif (kind, key) in _KEPT:
+                out[name] = {}
+        elif not _empty(v) or (kind, key) in _KEPT:
+            out[name] = _go_number(v) if v is not None else ("" if go in _SCALAR_FIELDS else v)
+    for key, v in raw.items():  # keys YuniKorn does not have (none pass the parser today): kept, last
+        if key not in {k for k, _, _ in _KINDS[kind]} and not _empty(v):
+            out[key] = v
+    return out
+
+
 def config_plain(rm: ResourceManager) -> dict[str, Any]:
     """The configuration in force for `rm` as its text says it (quantities as written), with
     what YuniKorn adds: a queue with children is a parent, root holds the partition's limits,
@@ -47,64 +129,75 @@ def config_plain(rm: ResourceManager) -> dict[str, Any]:
                 stack.extend(q["queues"])
         roots = part.get("queues") or []
         if part.get("limits") and roots:
-            roots[0].setdefault("limits", part["limits"])
+            roots[0].setdefault("limits", copy.deepcopy(part["limits"]))
     return {**plain, "checksum": checksum(rm.config_text), "extra": dict(sorted(rm.extra_config.items())),
             "deadlockdetectionenabled": False, "deadlocktimeoutseconds": 60}
 
 
 def config_yaml(rm: ResourceManager) -> bytes:
-    return yaml.safe_dump(config_plain(rm), sort_keys=False, default_flow_style=False).encode()
+    """`GET /ws/v1/config`: the configuration as YuniKorn's YAML dump writes it (go-yaml v3)."""
+    return go_yaml(_dump(config_plain(rm), "scheduler", json_names=False)).encode()
 
 
-# queues.yaml's keys -> the Go field names YuniKorn's JSON uses
-_GO_NAMES = {
-    "partitions": "Partitions", "name": "Name", "queues": "Queues", "parent": "Parent", "resources": "Resources",
-    "guaranteed": "Guaranteed", "max": "Max", "maxapplications": "MaxApplications", "properties": "Properties",
-    "adminacl": "AdminACL", "submitacl": "SubmitACL", "childtemplate": "ChildTemplate", "limits": "Limits",
-    "limit": "Limit", "users": "Users", "groups": "Groups", "maxresources": "MaxResources",
-    "placementrules": "PlacementRules", "create": "Create", "value": "Value", "filter": "Filter", "type": "Type",
-    "nodesortpolicy": "NodeSortPolicy", "resourceweights": "ResourceWeights", "preemption": "Preemption",
-    "enabled": "Enabled", "quotapreemptionenabled": "QuotaPreemptionEnabled",
-    "reservationdelay": "ReservationDelay", "checksum": "Checksum", "extra": "Extra",
-    "deadlockdetectionenabled": "DeadlockDetectionEnabled", "deadlocktimeoutseconds": "DeadlockTimeoutSeconds",
-}
-_QUANTITIES = {"guaranteed", "max", "maxresources"}  # keys are resource names, values quantities (strings in Go)
-_FREE_MAPS = {"properties", "extra", "resourceweights"}  # keys are data
+def go_yaml(obj: dict[str, Any]) -> str:
+    """A mapping as go-yaml v3 writes it (the indent 4 YuniKorn's dump uses): a nested block
+    at the next multiple of 4 columns, the first line of a list item's mapping after its `- `,
+    strings quoted only when they must be (double quotes when plain text would read as
+    another type: `"10"`; single quotes otherwise: `'*'`)."""
+    lines: list[str] = []
+
+    def block(value: Any, indent: int, in_item: bool) -> None:
+        at = indent + 2 if in_item else 4 * ((indent + 4) // 4)
+        if isinstance(value, dict):
+            mapping(value, at, first_prefix="")
+        else:
+            for item in value:
+                if isinstance(item, dict) and item:
+                    mapping(item, at + 2, first_prefix=" " * at + "- ")
+                else:
+                    lines.append(" " * at + "- " + _scalar(item))
+
+    def mapping(d: dict[str, Any], indent: int, first_prefix: str) -> None:
+        for i, (k, v) in enumerate(d.items()):
+            head = (first_prefix if i == 0 and first_prefix else " " * indent) + _scalar(k) + ":"
+            if isinstance(v, (dict, list)) and v:
+                lines.append(head)
+                block(v, indent, in_item=False)
+            else:
+                lines.append(head + " " + (("{}" if isinstance(v, dict) else "[]") if isinstance(v, (dict, list))
+                                           else _scalar(v)))
+
+    mapping(obj, 0, first_prefix="")
+    return "\n".join(lines) + "\n"
 
 
-def _go_json(obj: Any, key: str = "") -> Any:
-    if isinstance(obj, dict):
-        if key in _QUANTITIES:
-            return {k: str(v) for k, v in obj.items()}
-        if key in _FREE_MAPS:
-            return dict(obj)
-        return {_GO_NAMES.get(k, k): _go_json(v, k) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_go_json(v, key) for v in obj]
-    return obj
+_RESOLVER = yaml.resolver.Resolver()
+_STR_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:yaml")  # (the second: `*`, `&`, `!`, text to go-yaml)
+
+
+def _scalar(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(_go_number(v))
+    text = str(v)
+    plain = yaml.safe_dump(text, default_style=None, width=1_000_000).removesuffix("\n...\n").rstrip("\n")
+    if plain == text:
+        return text
+    if text == "" or _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) not in _STR_TAGS:  # plain, it would read
+        # as a number, a bool or null
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return "'" + text.replace("'", "''") + "'"
 
 
 def config_json(rm: ResourceManager) -> dict[str, Any]:
     """The configuration as YuniKorn's JSON writes it (`Accept: application/json`): Go's field
-    names; every queue has `Resources` and a `ChildTemplate`, every partition the sections
-    YuniKorn always writes."""
-    out = _go_json(config_plain(rm))
-    for part in out["Partitions"]:
-        part.setdefault("PlacementRules", [])
-        part.setdefault("Limits", [])
-        part.setdefault("Preemption", {})
-        part.setdefault("NodeSortPolicy", {"Type": "fair"})
-        part.setdefault("UserGroupResolver", {})
-        for rule in part["PlacementRules"]:
-            rule.pop("Create", None)  # YuniKorn leaves false out, and the reference's rule is false
-            rule.setdefault("Filter", {"Type": ""})
-        stack = list(part.get("Queues", []))
-        while stack:
-            q = stack.pop()
-            q.setdefault("Resources", {})
-            q.setdefault("ChildTemplate", {"Resources": {}})
-            stack.extend(q.get("Queues", []))
-    return out
+    names, quantities as strings, and the structs Go always writes (`Resources`,
+    `ChildTemplate`, a rule's `Filter`, a partition's `Preemption`, `NodeSortPolicy` and
+    `UserGroupResolver`)."""
+    return _dump(config_plain(rm), "scheduler", json_names=True)
 
 
 def validate(body: bytes) -> dict[str, Any]:

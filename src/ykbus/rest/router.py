@@ -364,9 +364,16 @@ def known(path: str) -> bool:
 
 
 def methods(path: str) -> str:
+    """The methods `path` takes, as YuniKorn's router lists them (sorted: `GET, OPTIONS`,
+    `OPTIONS, POST`), in `Allow` and in its CORS `Access-Control-Allow-Methods`."""
     found = find(path)
     method = found[0][1] if found is not None else "GET"
-    return f"{method}, OPTIONS"
+    return ", ".join(sorted({method, "OPTIONS"}))
+
+
+def cors(path: str) -> dict[str, str]:
+    """YuniKorn's CORS headers of an answer to `path` (the methods its route takes)."""
+    return {**CORS, "Access-Control-Allow-Methods": methods(path)}
 
 
 def redirect(path: str) -> Answer | None:
@@ -394,8 +401,9 @@ def go_json(obj: Any) -> bytes:
     return out.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026") + b"\n"
 
 
-def error(status: int, message: str) -> Answer:
-    return status, JSON_TYPE, go_json({"status_code": status, "message": message, "description": message}), dict(CORS)
+def error(status: int, message: str, path: str = "") -> Answer:
+    return (status, JSON_TYPE, go_json({"status_code": status, "message": message, "description": message}),
+            cors(path) if path else dict(CORS))
 
 
 def answer(st: RestState, req: Request) -> Answer:
@@ -413,7 +421,7 @@ def answer(st: RestState, req: Request) -> Answer:
     try:
         out = fn(st, req, **params, **fixed)
     except RestError as exc:
-        return error(exc.status, exc.message)
+        return error(exc.status, exc.message, req.path)
     if isinstance(out, Raw):
-        return 200, out.content_type, out.body, dict(CORS)
-    return 200, JSON_TYPE, go_json(out), dict(CORS)
+        return 200, out.content_type, out.body, cors(req.path)
+    return 200, JSON_TYPE, go_json(out), cors(req.path)
