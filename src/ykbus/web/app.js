@@ -1,104 +1,419 @@
-// ykbus's web UI: reads only the JSON API (YuniKorn's /ws/v1 and the events stream); no build step.
-const $ = (sel) => document.querySelector(sel);
+// ykbus's web UI: reads only the JSON API (YuniKorn's /ws/v1 and its events); plain JS, no build step.
+//
+// Pages are hash routes: #/overview, #/queues, #/applications?queue=&state=&user=&waiting=&sort=&page=,
+// #/nodes, #/events, #/timeline?w=<seconds>|all or ?from=<ms>&to=<ms>; an object's own page:
+// #/app/<partition>/<queue>/<application> (queue `-`: look it up in the partition),
+// #/queue/<partition>/<queue>, #/node/<partition>/<node>.
+// A page is built once when it is opened; a refresh (every 3 s) patches it in place (`morph`): what
+// did not change is not touched, so scroll, selection and focus stay while the data moves.
+// Quantities are written by one function, `quantity`: memory in binary units, vcore in cores.
+
+const $ = (sel, root = document) => root.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
-const PAGES = ["overview", "queues", "applications", "nodes", "events", "timeline"];
-const TYPES = {0: "UNKNOWN", 1: "REQUEST", 2: "APP", 3: "NODE", 4: "QUEUE", 5: "USERGROUP"};
-const CHANGES = {0: "", 1: "SET", 2: "ADD", 3: "REMOVE"};
-let partition = "";
-let live = null;
+const enc = encodeURIComponent;
+const BATCH = 10000;  // events one /ws/v1/events/batch answers at most (rest/events.py MAX_COUNT)
+
+// --- units ---------------------------------------------------------------------------------------
+
+const BYTES = [["Pi", 2 ** 50], ["Ti", 2 ** 40], ["Gi", 2 ** 30], ["Mi", 2 ** 20], ["Ki", 2 ** 10]];
+const trim = (x, digits) => String(Number(x.toFixed(digits)));
+const isBytes = (name) => name === "memory" || name === "ephemeral-storage" || name.startsWith("hugepages-");
+
+/** A quantity as a person reads it: memory (and ephemeral-storage) in binary units, up to two
+ * decimals (`2 Gi`, `95.37 Mi`); vcore from millicores to cores (`1 core`, `2.5 cores`); any
+ * other resource as a count. The JSON keeps the raw integers; only this writes them. */
+export function quantity(name, v) {
+  if (v === undefined || v === null || v === "") return "";
+  const n = Number(v);
+  if (name === "vcore") {
+    const cores = n / 1000;
+    return `${trim(cores, 3)} ${cores === 1 ? "core" : "cores"}`;
+  }
+  if (isBytes(name)) {
+    const a = Math.abs(n), sign = n < 0 ? "-" : "";
+    for (const [unit, size] of BYTES) if (a >= size) return `${sign}${trim(a / size, 2)} ${unit}`;
+    return `${n} B`;
+  }
+  return n.toLocaleString("en-US");
+}
+window.ykbusQuantity = quantity;  // for tests and the console
+
+const rank = (k) => (k === "vcore" ? 0 : k === "memory" ? 1 : 2);
+const byResource = ([a], [b]) => rank(a) - rank(b) || a.localeCompare(b);
+
+/** A resource map in words: `2 cores, 4 Gi memory, 110 pods` (a dash when empty). */
+function resources(r) {
+  const items = Object.entries(r || {}).sort(byResource);
+  if (!items.length) return "—";
+  return items.map(([k, v]) => (k === "vcore" ? quantity(k, v) : `${quantity(k, v)} ${k}`)).join(", ");
+}
+
+// --- times -------------------------------------------------------------------------------------------
+
+const nowNs = () => Date.now() * 1e6;
+function when(ns) {  // a log time (ns): the clock time, with the date when not today
+  if (!ns || ns < 0) return "—";
+  const d = new Date(ns / 1e6), today = new Date();
+  const t = d.toLocaleTimeString("en-GB", {hour12: false});
+  return d.toDateString() === today.toDateString() ? t : `${d.toISOString().slice(0, 10)} ${t}`;
+}
+function span(ns) {  // a duration (ns) in words
+  const s = Math.max(0, ns / 1e9);
+  if (s < 60) return `${trim(s, s < 10 ? 1 : 0)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+const since = (ns) => (ns > 0 ? `${when(ns)} <span class="meta">(${span(nowNs() - ns)} ago)</span>` : "—");
+
+// --- reading the API -----------------------------------------------------------------------------------
 
 async function get(path) {
   const r = await fetch(path, {headers: {Accept: "application/json"}});
-  if (!r.ok) throw new Error(`${path}: ${r.status}`);
+  if (!r.ok) { const err = new Error(`${path}: ${r.status}`); err.status = r.status; throw err; }
   return r.json();
 }
+const P = () => `/ws/v1/partition/${enc(partition)}`;
 
-function fmt(name, v) {
-  if (v === undefined || v === null) return "";
-  if (name === "memory" || name === "ephemeral-storage") {
-    const units = ["B", "KB", "MB", "GB", "TB", "PB"];
-    let i = 0, x = v;
-    while (x >= 1000 && i < units.length - 1) { x /= 1000; i++; }
-    return `${x.toFixed(x < 10 && i ? 1 : 0)} ${units[i]}`;
+let eventCache = {at: 0, records: [], full: false, pending: null};
+/** The last events of the log (at most BATCH), read at most every `maxAgeMs`. */
+async function recentEvents(maxAgeMs = 10000) {
+  if (Date.now() - eventCache.at < maxAgeMs) return eventCache;
+  if (!eventCache.pending) {
+    eventCache.pending = get(`/ws/v1/events/batch?count=${BATCH}`).then((b) => {
+      eventCache = {at: Date.now(), records: b.EventRecords || [], full: (b.EventRecords || []).length >= BATCH, pending: null};
+    }).finally(() => { eventCache.pending = null; });
   }
-  if (name === "vcore") return `${(v / 1000).toFixed(v % 1000 ? 1 : 0)} cores`;
-  return Number(v).toLocaleString();
+  await eventCache.pending;
+  return eventCache;
 }
 
-function res(r) {
-  return Object.entries(r || {}).map(([k, v]) => `${k}: ${fmt(k, v)}`).join(", ");
+// --- patching in place ---------------------------------------------------------------------------------
+
+/** Make `el`'s content `html`, touching only what differs (children with `data-key` are matched
+ * by key), so that an unchanged row keeps its selection and the page its scroll. */
+function morph(el, html) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  sync(el, t.content);
+}
+function sync(old, nu) {
+  const want = [...nu.childNodes];
+  const keyed = new Map();
+  for (const c of old.childNodes) if (c.nodeType === 1 && c.dataset && c.dataset.key) keyed.set(c.dataset.key, c);
+  want.forEach((n, i) => {
+    let o = old.childNodes[i];
+    const key = n.nodeType === 1 && n.dataset ? n.dataset.key : undefined;
+    if (key && (!o || o.nodeType !== 1 || o.dataset.key !== key) && keyed.has(key)) {
+      const found = keyed.get(key);
+      old.insertBefore(found, o || null);
+      o = found;
+    }
+    if (!o) { old.appendChild(n); return; }
+    if (o.nodeType !== n.nodeType || o.nodeName !== n.nodeName || (key !== undefined && o.dataset.key !== key)) {
+      old.replaceChild(n, o); return;
+    }
+    if (o.nodeType !== 1) { if (o.nodeValue !== n.nodeValue) o.nodeValue = n.nodeValue; return; }
+    for (const a of [...o.attributes]) if (!n.hasAttribute(a.name)) o.removeAttribute(a.name);
+    for (const a of n.attributes) if (o.getAttribute(a.name) !== a.value) o.setAttribute(a.name, a.value);
+    sync(o, n);
+  });
+  while (old.childNodes.length > want.length) old.lastChild.remove();
 }
 
+// --- links and shared pieces ---------------------------------------------------------------------------
+
+const appHref = (app, queue, part = partition) => `#/app/${enc(part)}/${enc(queue || "-")}/${enc(app)}`;
+const queueHref = (queue, part = partition) => `#/queue/${enc(part)}/${enc(queue)}`;
+const nodeHref = (node, part = partition) => `#/node/${enc(part)}/${enc(node)}`;
+const appLink = (app, queue) => `<a href="${appHref(app, queue)}">${esc(app)}</a>`;
+const queueLink = (queue) => `<a href="${queueHref(queue)}">${esc(queue)}</a>`;
+const nodeLink = (node) => `<a href="${nodeHref(node)}">${esc(node)}</a>`;
+const table = (head, rows, empty = "none") => `<table><thead><tr>${head.map((h) => `<th>${h}</th>`).join("")}</tr></thead>
+  <tbody>${rows.join("") || `<tr><td colspan="${head.length}" class="empty">${empty}</td></tr>`}</tbody></table>`;
+const card = (label, value) => `<div class="card"><div class="label">${esc(label)}</div><div class="value">${value}</div></div>`;
+
+/** One resource as a bar: allocated and pending against the max (the partition's capacity when
+ * the queue has none); what is asked beyond the max extends the bar past the max's mark, so
+ * nothing is cut off. The words sit above the bar, never clipped by it. */
 function bar(name, allocated, pending, guaranteed, max, scale) {
-  const of = max || scale || Math.max(allocated + pending, guaranteed, 1);
-  const pct = (x) => Math.min(100, (100 * x) / of);
-  const g = guaranteed ? `<div class="mark guaranteed" style="left:calc(${pct(guaranteed)}% - 1px)" title="guaranteed ${fmt(name, guaranteed)}"></div>` : "";
-  return `<div class="bar" title="${esc(name)}: allocated ${fmt(name, allocated)}, pending ${fmt(name, pending)}${max ? ", max " + fmt(name, max) : ""}">
-    <div class="fill allocated" style="width:${pct(allocated)}%"></div>
-    <div class="fill pending" style="left:${pct(allocated)}%;width:${pct(pending)}%"></div>${g}
-    <span class="text">${esc(name)} ${fmt(name, allocated)}${max ? " / " + fmt(name, max) : ""}${pending ? " (+" + fmt(name, pending) + " pending)" : ""}</span></div>`;
+  const limit = max || scale || 0;
+  const of = Math.max(limit, allocated + pending, guaranteed, 1);
+  const pct = (x) => (100 * x) / of;
+  const over = limit && allocated + pending > limit;
+  const marks = (guaranteed ? `<div class="mark guaranteed" style="left:calc(${pct(guaranteed).toFixed(2)}% - 1px)" title="guaranteed ${esc(quantity(name, guaranteed))}"></div>` : "")
+    + (over ? `<div class="mark max" style="left:calc(${pct(limit).toFixed(2)}% - 1px)" title="max ${esc(quantity(name, limit))}"></div>` : "");
+  const words = `<b>${esc(name)}</b> ${esc(quantity(name, allocated))}${limit ? ` of ${esc(quantity(name, limit))}${max ? "" : " (partition)"}` : ""}`
+    + (pending ? ` <span class="pending-text">+${esc(quantity(name, pending))} pending${over ? ", beyond the max" : ""}</span>` : "")
+    + (guaranteed ? ` <span class="meta">guaranteed ${esc(quantity(name, guaranteed))}</span>` : "");
+  return `<div class="bar-row" data-resource="${esc(name)}"><div class="bar-label">${words}</div><div class="bar">
+    <div class="fill allocated" style="width:${pct(allocated).toFixed(2)}%"></div>
+    <div class="fill pending" style="left:${pct(allocated).toFixed(2)}%;width:${pct(pending).toFixed(2)}%"></div>${marks}</div></div>`;
 }
 
-async function overview() {
-  const [parts, clusters] = await Promise.all([get("/ws/v1/partitions"), get("/ws/v1/clusters")]);
-  if (!parts.length) return `<p class="empty">No RM has registered yet.</p>`;
-  return parts.map((p) => {
-    const rm = clusters.find((c) => c.partition === p.name);
-    const apps = Object.entries(p.applications).filter(([k]) => k !== "total")
-      .map(([k, v]) => `<div class="card"><div class="label">${esc(k)}</div><div class="value">${v}</div></div>`).join("");
-    const cap = p.capacity.capacity || {}, used = p.capacity.usedCapacity || {};
-    const bars = Object.keys(cap).map((k) => bar(k, used[k] || 0, 0, 0, cap[k])).join("");
-    return `<h2>RM ${esc(p.clusterId)} · partition ${esc(p.name)}</h2>
-      <div class="cards">
-        <div class="card"><div class="label">nodes</div><div class="value">${p.totalNodes}</div></div>
-        <div class="card"><div class="label">allocations</div><div class="value">${p.totalContainers}</div></div>
-        <div class="card"><div class="label">applications</div><div class="value">${p.applications.total}</div></div>
-        ${apps}
-      </div>
-      <div class="bars" style="max-width:700px">${bars}</div>
-      <p class="meta">node sorting: ${esc(p.nodeSortingPolicy.type)} · preemption: ${p.preemptionEnabled ? "on" : "off"}
-      ${rm ? " · RM version " + esc(rm.rmBuildInformation[0].buildVersion) : ""}</p>`;
-  }).join("");
-}
-
-function queueRows(q, depth, scale, out) {
+function queueBars(q, scale) {
   const names = new Set([...Object.keys(q.maxResource || {}), ...Object.keys(q.guaranteedResource || {}),
     ...Object.keys(q.allocatedResource || {}), ...Object.keys(q.pendingResource || {})]);
-  const shown = ["vcore", "memory", ...[...names].filter((n) => n !== "vcore" && n !== "memory")].filter((n) => names.has(n));
-  const bars = shown.map((n) => bar(n, (q.allocatedResource || {})[n] || 0, (q.pendingResource || {})[n] || 0,
-    (q.guaranteedResource || {})[n] || 0, (q.maxResource || {})[n] || 0, scale[n])).join("");
-  out.push(`<div class="queue" style="padding-left:${depth * 18}px" data-queue="${esc(q.queuename)}">
-    <div><div class="name">${esc(q.queuename)}</div>
-    <div class="meta">${q.isLeaf ? "leaf" : "parent"} · ${esc(q.status)} · ${q.runningApps || 0} running${q.isLeaf ? " · " + esc(q.sortingPolicy) : ""}</div></div>
-    <div class="bars">${bars || '<span class="empty">nothing asked or configured</span>'}</div></div>`);
-  for (const c of q.children || []) queueRows(c, depth + 1, scale, out);
+  return [...names].map((n) => [n]).sort(byResource).map(([n]) => bar(n, (q.allocatedResource || {})[n] || 0,
+    (q.pendingResource || {})[n] || 0, (q.guaranteedResource || {})[n] || 0, (q.maxResource || {})[n] || 0, scale[n])).join("");
 }
 
-async function queues() {
-  const root = await get(`/ws/v1/partition/${encodeURIComponent(partition)}/queues`);
-  const out = [];
-  queueRows(root, 0, root.maxResource || {}, out);
-  return `<h2>Queues</h2><p class="legend"><span><i style="background:var(--allocated)"></i>allocated</span>
-    <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--guaranteed)"></i>guaranteed</span>
-    <span>bar length: the queue's max (else the partition's)</span></p><div class="tree">${out.join("")}</div>`;
-}
-
+const waiting = (a) => (a.requests || []).length > 0 || Object.keys(a.pendingResource || {}).length > 0;
 function whyOf(app) {
   if (app.rejectedMessage) return app.rejectedMessage;
   if (app.whyPending) return `${app.whyPending.code}: ${app.whyPending.message}`;
-  const r = (app.requests || []).find((x) => x.whyPending);
-  return r ? `${r.allocationKey}: ${r.whyPending.code}: ${r.whyPending.message}` : "";
+  const asks = (app.requests || []).filter((x) => x.whyPending);
+  if (!asks.length) return "";
+  const first = `${asks[0].allocationKey}: ${asks[0].whyPending.code}: ${asks[0].whyPending.message}`;
+  return asks.length > 1 ? `${first} (+${asks.length - 1} more asks waiting)` : first;
 }
 
-async function applications() {
-  const base = `/ws/v1/partition/${encodeURIComponent(partition)}/applications`;
-  const [active, completed, rejected] = await Promise.all(["active", "completed", "rejected"].map((s) => get(`${base}/${s}`)));
-  const rows = [...active, ...completed, ...rejected].map((a) => `<tr data-app="${esc(a.applicationID)}">
-    <td>${esc(a.applicationID)}</td><td>${esc(a.queueName)}</td><td class="state-${esc(a.applicationState)}">${esc(a.applicationState)}</td>
-    <td>${esc(a.user)}</td><td>${esc(res(a.usedResource))}</td><td>${esc(res(a.pendingResource))}</td>
-    <td class="why">${esc(whyOf(a))}</td></tr>`).join("");
-  return `<h2>Applications</h2><table><thead><tr><th>application</th><th>queue</th><th>state</th><th>user</th>
-    <th>used</th><th>pending</th><th>why pending</th></tr></thead><tbody>${rows || '<tr><td colspan="7" class="empty">none</td></tr>'}</tbody></table>`;
+function appRow(a) {
+  return `<tr data-key="${esc(a.applicationID)}" data-app="${esc(a.applicationID)}" data-href="${appHref(a.applicationID, a.queueName)}">
+    <td>${appLink(a.applicationID, a.queueName)}</td><td>${queueLink(a.queueName)}</td>
+    <td class="state-${esc(a.applicationState)}">${esc(a.applicationState)}</td><td>${esc(a.user)}</td>
+    <td>${esc(resources(a.usedResource))}</td><td>${esc(resources(a.pendingResource))}</td>
+    <td>${when(a.submissionTime)}</td><td class="why">${esc(whyOf(a))}</td></tr>`;
+}
+
+function allocationRows(list, withApp, withNode = true) {
+  return list.map((a) => `<tr data-key="${esc(a.allocationKey)}"><td>${esc(a.allocationKey)}${a.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
+    ${withApp ? `<td>${appLink(a.applicationId, withApp === true ? "-" : withApp)}</td>` : ""}
+    ${withNode ? `<td>${nodeLink(a.nodeId)}</td>` : ""}<td>${esc(resources(a.resource))}</td><td>${since(a.allocationTime)}</td></tr>`);
+}
+
+function askRows(list, withApp) {
+  return list.map((k) => `<tr data-key="${esc(k.applicationId)}/${esc(k.allocationKey)}" data-ask="${esc(k.allocationKey)}">
+    <td>${esc(k.allocationKey)}${k.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
+    ${withApp ? `<td>${appLink(k.applicationId, withApp)}</td>` : ""}
+    <td>${esc(resources(k.resource))}</td><td class="num">${k.pendingCount ?? 1}</td><td>${since(k.requestTime)}</td>
+    <td class="why">${k.whyPending ? `<b>${esc(k.whyPending.code)}</b>: ${esc(k.whyPending.message)}` : esc((k.allocationLog || [])[0]?.message || "")}</td></tr>`);
+}
+
+// --- events in words --------------------------------------------------------------------------------------
+
+const TYPES = {0: "event", 1: "ask", 2: "application", 3: "node", 4: "queue", 5: "user/group"};
+const CHANGES = {0: "", 1: "set", 2: "added", 3: "removed"};
+const APP_STATE = {203: "New", 204: "Accepted", 205: "Starting", 206: "Running", 207: "Completing", 208: "Completed",
+  209: "Failing", 210: "Failed", 211: "Resuming", 212: "Expired"};
+const DETAILS = {  // SI EventRecord.ChangeDetail, in words
+  100: "ask cancelled by the RM", 101: "ask allocated", 102: "ask timed out",
+  202: "application rejected", 203: "application added",
+  300: "node removed", 301: "node ready state changed", 302: "node schedulable state changed",
+  304: "node capacity changed", 305: "node occupied resources changed", 306: "node reservation changed",
+  400: "queue configuration changed", 401: "dynamic queue changed", 402: "queue type changed",
+  403: "queue max changed", 404: "queue guaranteed changed", 406: "queue allocation changed",
+  500: "allocation released by the RM", 501: "allocation preempted", 502: "allocation timed out",
+  503: "placeholder replaced", 504: "allocation released: node removed",
+};
+
+/** What an EventRecord says, in words: "application state set: Running", "allocation added". */
+function eventWords(e) {
+  const d = e.eventChangeDetail || 0, c = e.eventChangeType || 0;
+  if (d >= 204 && d <= 212) return `application state set: ${APP_STATE[d]}`;
+  if (d === 200) return c === 3 ? "allocation removed" : "allocation added";
+  if (d === 201) return c === 3 ? "ask removed" : c === 2 ? "ask added" : "ask changed";
+  if (d === 303) return c === 3 ? "allocation removed from the node" : "allocation placed on the node";
+  if (d === 405) return c === 3 ? "application removed from the queue" : "application added to the queue";
+  if (DETAILS[d]) return DETAILS[d];
+  if (e.type === 1 && !c) return /reject/i.test(e.message || "") ? "ask rejected" : "ask waits";
+  if (e.type === 3 && !c) return "node rejected";
+  return `${TYPES[e.type] || "event"} ${CHANGES[c] || "event"}`.trim();
+}
+
+function eventSubject(e) {
+  if (e.type === 2) return appLink(e.objectID, "-") + (e.referenceID ? ` <span class="ref">${esc(e.referenceID)}</span>` : "");
+  if (e.type === 3) return nodeLink(e.objectID) + (e.referenceID ? ` <span class="ref">${esc(e.referenceID)}</span>` : "");
+  if (e.type === 4) return queueLink(e.objectID);
+  if (e.type === 1 && e.referenceID) return `${esc(e.objectID)} <span class="ref">of</span> ${appLink(e.referenceID, "-")}`;
+  return esc(e.objectID);
+}
+
+function eventResource(e) {
+  const r = (e.resource || {}).resources || {};
+  const flat = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v.value]));
+  return Object.keys(flat).length ? resources(flat) : "";
+}
+
+function eventLine(e) {
+  const t = new Date(e.timestampNano / 1e6).toLocaleTimeString("en-GB", {hour12: false, hour: "2-digit", minute: "2-digit",
+    second: "2-digit", fractionalSecondDigits: 3});
+  const r = eventResource(e);
+  return `<div class="ev"><time>${t}</time><span class="what kind-${e.type}">${esc(eventWords(e))}</span>
+    <span class="who">${eventSubject(e)}</span>${r ? `<span class="res">${esc(r)}</span>` : ""}${e.message ? `<span class="msg">${esc(e.message)}</span>` : ""}</div>`;
+}
+
+/** Whether an event belongs to the selected partition. Events carry no partition: with one
+ * partition every event is its; with several, an event is the partition's when its object (an
+ * application, a node, an ask's application) is (the ids are read with the partition's lists). */
+let partitionIds = {partition: "", apps: new Set(), nodes: new Set(), at: 0};
+async function partitionFilter() {
+  if (partitionNames.length <= 1) return () => true;
+  if (partitionIds.partition !== partition || Date.now() - partitionIds.at > 5000) {
+    const [active, completed, rejected, nodes] = await Promise.all([
+      get(`${P()}/applications/active`), get(`${P()}/applications/completed`), get(`${P()}/applications/rejected`),
+      get(`${P()}/nodes?allocations=0`)]);
+    partitionIds = {partition, at: Date.now(), apps: new Set([...active, ...completed, ...rejected].map((a) => a.applicationID)),
+      nodes: new Set(nodes.map((n) => n.nodeID))};
+  }
+  const {apps, nodes} = partitionIds;
+  return (e) => (e.type === 3 ? nodes.has(e.objectID) : e.type === 2 ? apps.has(e.objectID)
+    : e.type === 1 ? apps.has(e.referenceID) : true);
+}
+
+function eventsOf(records, test, limit = 100) {
+  const mine = records.filter(test).slice(-limit).reverse();
+  return mine.length ? `<div class="feed">${mine.map(eventLine).join("")}</div>`
+    : `<p class="empty">none in the last ${records.length.toLocaleString("en-US")} events of the log</p>`;
+}
+
+// --- the pages --------------------------------------------------------------------------------------------
+
+async function overview(el) {
+  const [parts, clusters] = await Promise.all([get("/ws/v1/partitions"), get("/ws/v1/clusters")]);
+  if (!parts.length) return morph(el, `<p class="empty">No RM has registered yet.</p>`);
+  morph(el, parts.map((p) => {
+    const rm = clusters.find((c) => c.partition === p.name);
+    const apps = Object.entries(p.applications).filter(([k]) => k !== "total").map(([k, v]) => card(k, v)).join("");
+    const cap = p.capacity.capacity || {}, used = p.capacity.usedCapacity || {};
+    const bars = Object.keys(cap).map((k) => [k]).sort(byResource).map(([k]) => bar(k, used[k] || 0, 0, 0, cap[k])).join("");
+    return `<h2>RM ${esc(p.clusterId)} · partition ${esc(p.name)}</h2>
+      <div class="cards">${card("nodes", p.totalNodes)}${card("allocations", p.totalContainers)}${card("applications", p.applications.total)}${apps}</div>
+      <div class="bars wide">${bars}</div>
+      <p class="meta">node sorting: ${esc(p.nodeSortingPolicy.type)} · preemption: ${p.preemptionEnabled ? "on" : "off"}
+      ${rm ? " · RM version " + esc(rm.rmBuildInformation[0].buildVersion) : ""}</p>`;
+  }).join(""));
+}
+
+function queueRows(q, depth, scale, out) {
+  out.push(`<div class="queue" data-key="${esc(q.queuename)}" data-queue="${esc(q.queuename)}">
+    <div style="padding-left:${depth * 18}px"><div class="name">${queueLink(q.queuename)}</div>
+    <div class="meta">${q.isLeaf ? "leaf" : "parent"} · ${esc(q.status)} · ${q.runningApps || 0} running${q.isLeaf ? " · " + esc(q.sortingPolicy) : ""}</div></div>
+    <div class="bars">${queueBars(q, scale) || '<span class="empty">nothing asked or configured</span>'}</div></div>`);
+  for (const c of q.children || []) queueRows(c, depth + 1, scale, out);
+}
+
+const LEGEND = `<p class="legend"><span><i style="background:var(--allocated)"></i>allocated</span>
+  <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--guaranteed)"></i>guaranteed</span>
+  <span><i style="background:#1d2330;width:3px"></i>max, when pending goes beyond it</span>
+  <span>bar length: the queue's max (else the partition's capacity), longer when more is asked</span></p>`;
+
+async function queues(el) {
+  const root = await get(`${P()}/queues`);
+  const out = [];
+  queueRows(root, 0, root.maxResource || {}, out);
+  morph(el, `<h2>Queues</h2>${LEGEND}<div class="tree">${out.join("")}</div>`);
+}
+
+// The applications list: filters, sort and page live in the hash (#/applications?...).
+const STATES = ["New", "Accepted", "Starting", "Running", "Completing", "Failing", "Resuming", "Completed", "Rejected"];
+const STATE_FILTERS = [["", "active (hide completed)"], ["all", "all, with completed and rejected"], ...STATES.map((s) => [s, s])];
+const SORTS = {id: (a) => a.applicationID, queue: (a) => a.queueName, state: (a) => a.applicationState, user: (a) => a.user,
+  used: (a) => [(a.usedResource || {}).vcore || 0, (a.usedResource || {}).memory || 0],
+  pending: (a) => [(a.pendingResource || {}).vcore || 0, (a.pendingResource || {}).memory || 0],
+  submitted: (a) => a.submissionTime || 0};
+const COLUMNS = [["id", "application"], ["queue", "queue"], ["state", "state"], ["user", "user"], ["used", "used"],
+  ["pending", "pending"], ["submitted", "submitted"], [null, "why pending"]];
+const PAGE_SIZE = 50;
+
+function cmp(x, y) {
+  if (Array.isArray(x)) { for (let i = 0; i < x.length; i++) { const c = cmp(x[i], y[i]); if (c) return c; } return 0; }
+  return typeof x === "number" ? x - y : String(x).localeCompare(String(y), "en", {numeric: true});
+}
+
+function appsHash(params, changes) {
+  const p = new URLSearchParams(params);
+  for (const [k, v] of Object.entries(changes)) { if (v === "" || v === null || v === undefined) p.delete(k); else p.set(k, v); }
+  const qs = p.toString();
+  return `#/applications${qs ? "?" + qs : ""}`;
+}
+
+function setOptions(select, options) {  // (value, label) pairs; redrawn only when they change
+  const sig = options.map(([v, l]) => `${v}\u0000${l}`).join("\u0001");
+  if (select.dataset.sig === sig) return;
+  const value = select.value;
+  select.innerHTML = options.map(([v, l]) => `<option value="${esc(v)}">${esc(l)}</option>`).join("");
+  select.dataset.sig = sig;
+  select.value = value;
+}
+
+function applicationsFrame(el) {
+  el.innerHTML = `<h2>Applications</h2>
+    <form class="filters" onsubmit="return false">
+      <label>queue <select name="queue"></select></label>
+      <label>state <select name="state"></select></label>
+      <label>user <select name="user"></select></label>
+      <label>waiting <select name="waiting"><option value="">any</option><option value="yes">waiting</option><option value="no">not waiting</option></select></label>
+    </form><div class="data"></div>`;
+  const form = $("form", el);
+  form.addEventListener("change", (e) => {
+    const r = route();
+    location.hash = appsHash(r.params, {[e.target.name]: e.target.value, page: ""});
+  });
+  el.addEventListener("click", (e) => {  // a click on a row opens the application, unless text is being selected
+    const tr = e.target.closest("tr[data-href]");
+    if (!tr || e.target.closest("a") || String(window.getSelection())) return;
+    location.hash = tr.dataset.href;
+  });
+}
+
+async function applications(el, r) {
+  const prm = r.params, state = prm.get("state") || "";
+  const base = `${P()}/applications`;
+  const lists = [get(`${base}/active`)];
+  if (state === "all" || state === "Completed") lists.push(get(`${base}/completed`));
+  if (state === "all" || state === "Rejected") lists.push(get(`${base}/rejected`));
+  const all = (await Promise.all(lists)).flat();
+  const form = $("form", el);
+  const queueNames = [...new Set(all.map((a) => a.queueName))].sort();
+  const parents = new Set(queueNames.flatMap((q) => q.split(".").slice(1).map((_, i, parts) => q.split(".").slice(0, i + 1).join("."))));
+  setOptions(form.queue, [["", "all"], ...[...new Set([...parents, ...queueNames])].sort().map((q) => [q, q])]);
+  setOptions(form.state, STATE_FILTERS);
+  setOptions(form.user, [["", "all"], ...[...new Set(all.map((a) => a.user))].sort().map((u) => [u, u])]);
+  for (const name of ["queue", "state", "user", "waiting"]) {
+    const v = prm.get(name) || "";
+    if (form[name].value !== v) {
+      if (v && ![...form[name].options].some((o) => o.value === v)) form[name].insertAdjacentHTML("beforeend", `<option value="${esc(v)}">${esc(v)}</option>`);
+      form[name].value = v;
+    }
+  }
+  const queue = prm.get("queue") || "", user = prm.get("user") || "", wait = prm.get("waiting") || "";
+  const shown = all.filter((a) => (!queue || a.queueName === queue || a.queueName.startsWith(queue + "."))
+    && (!state || state === "all" || a.applicationState === state)
+    && (!user || a.user === user)
+    && (!wait || (wait === "yes") === waiting(a)));
+  const sort = prm.get("sort") || "-submitted", desc = sort.startsWith("-"), key = SORTS[sort.replace(/^-/, "")] ? sort.replace(/^-/, "") : "submitted";
+  shown.sort((a, b) => (desc ? -1 : 1) * cmp(SORTS[key](a), SORTS[key](b)) || cmp(a.applicationID, b.applicationID));
+  const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
+  const page = Math.min(pages, Math.max(1, parseInt(prm.get("page") || "1", 10) || 1));
+  const rows = shown.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
+  const head = COLUMNS.map(([k, label]) => {
+    if (!k) return label;
+    const next = key === k && !desc ? `-${k}` : k;
+    const arrow = key === k ? (desc ? " ▼" : " ▲") : "";
+    return `<a class="sort" data-sort="${k}" href="${appsHash(prm, {sort: next, page: ""})}">${label}${arrow}</a>`;
+  });
+  const first = shown.length ? (page - 1) * PAGE_SIZE + 1 : 0, last = (page - 1) * PAGE_SIZE + rows.length;
+  const pager = `<p class="pager"><span class="count">${first}–${last} of ${shown.length.toLocaleString("en-US")}</span>
+    ${page > 1 ? `<a class="prev" href="${appsHash(prm, {page: page - 1})}">‹ previous</a>` : '<span class="meta">‹ previous</span>'}
+    <span>page ${page} of ${pages}</span>
+    ${page < pages ? `<a class="next" href="${appsHash(prm, {page: page + 1})}">next ›</a>` : '<span class="meta">next ›</span>'}
+    ${state ? "" : `<span class="meta">completed and rejected applications hidden: choose state "all" to see them</span>`}</p>`;
+  morph($(".data", el), `${pager}${table(head, rows.map(appRow), "no application matches")}`);
+}
+
+async function nodes(el) {
+  const list = await get(`${P()}/nodes?allocations=0`);
+  const kinds = ["vcore", "memory"].filter((k) => list.some((n) => (n.capacity || {})[k]));
+  const maps = kinds.map((k) => `<h2>${esc(k)} utilisation, ${list.length} nodes</h2>
+    <p class="legend"><span><i style="background:${heatColor(0)}"></i>0 %</span><span><i style="background:${heatColor(50)}"></i>50 %</span>
+    <span><i style="background:${heatColor(100)}"></i>100 %</span><span><i style="outline:2px solid var(--bad)"></i>not schedulable</span></p>
+    <div class="heat" data-resource="${k}">${
+    list.map((n) => { const u = (n.utilized || {})[k] || 0;
+      return `<a href="${nodeHref(n.nodeID)}" title="${esc(n.nodeID)}: ${u}%${n.schedulable ? "" : " (not schedulable)"}" style="background:${heatColor(u)}${n.schedulable ? "" : ";outline:2px solid var(--bad)"}"></a>`; }).join("")}</div>`).join("");
+  const rows = list.slice(0, 200).map((n) => `<tr data-key="${esc(n.nodeID)}"><td>${nodeLink(n.nodeID)}</td><td>${n.schedulable ? "yes" : "no"}${n.isReserved ? ", reserved" : ""}</td>
+    <td>${esc(resources(n.capacity))}</td><td>${esc(resources(n.allocated))}</td><td>${esc(Object.entries(n.utilized || {}).sort(byResource).map(([k, v]) => `${k}: ${v}%`).join(", "))}</td></tr>`);
+  morph(el, `${maps}${table(["node", "schedulable", "capacity", "allocated", "utilised"], rows)}${list.length > 200 ? `<p class="meta">the first 200 of ${list.length}</p>` : ""}`);
 }
 
 function heatColor(pct) {  // 0 %: pale; 100 %: deep
@@ -107,33 +422,91 @@ function heatColor(pct) {  // 0 %: pale; 100 %: deep
   return `rgb(${c(226, 197)},${c(236, 48)},${c(245, 48)})`;
 }
 
-async function nodes() {
-  const list = await get(`/ws/v1/partition/${encodeURIComponent(partition)}/nodes?allocations=0`);
-  const kinds = ["vcore", "memory"].filter((k) => list.some((n) => (n.capacity || {})[k]));
-  const maps = kinds.map((k) => `<h2>${esc(k)} utilisation, ${list.length} nodes</h2>
-    <p class="legend"><span><i style="background:${heatColor(0)}"></i>0 %</span><span><i style="background:${heatColor(50)}"></i>50 %</span>
-    <span><i style="background:${heatColor(100)}"></i>100 %</span><span><i style="outline:2px solid var(--bad)"></i>not schedulable</span></p>
-    <div class="heat" data-resource="${k}">${
-    list.map((n) => { const u = (n.utilized || {})[k] || 0;
-      return `<div title="${esc(n.nodeID)}: ${u}%${n.schedulable ? "" : " (not schedulable)"}" style="background:${heatColor(u)}${n.schedulable ? "" : ";outline:2px solid var(--bad)"}"></div>`; }).join("")}</div>`).join("");
-  const rows = list.slice(0, 200).map((n) => `<tr><td>${esc(n.nodeID)}</td><td>${n.schedulable ? "yes" : "no"}${n.isReserved ? ", reserved" : ""}</td>
-    <td>${esc(res(n.capacity))}</td><td>${esc(res(n.allocated))}</td><td>${esc(Object.entries(n.utilized || {}).map(([k, v]) => `${k}: ${v}%`).join(", "))}</td></tr>`).join("");
-  return `${maps}<table><thead><tr><th>node</th><th>schedulable</th><th>capacity</th><th>allocated</th><th>utilised</th></tr></thead>
-    <tbody>${rows}</tbody></table>${list.length > 200 ? `<p class="meta">the first 200 of ${list.length}</p>` : ""}`;
-}
+// The pages of one application, queue or node: lists longer than LISTED show their first LISTED.
+const LISTED = 50;
+const more = (list) => (list.length > LISTED ? `<p class="meta">the first ${LISTED} of ${list.length.toLocaleString("en-US")}</p>` : "");
 
-function eventLine(e) {
-  const t = new Date(e.timestampNano / 1e6).toISOString().slice(11, 23);
-  return `<div>${t} ${TYPES[e.type] || e.type} ${CHANGES[e.eventChangeType || 0]} ${e.eventChangeDetail || ""}
-    <b>${esc(e.objectID)}</b> ${esc(e.referenceID || "")} ${esc(e.message || "")}</div>`;
-}
-
-async function startFeed() {
-  if (live) return;
-  const feed = $("#feed");
-  live = new AbortController();
+// An application's own page.
+async function findApp(part, queue, id) {
   try {
-    const r = await fetch("/ws/v1/events/stream?count=100", {signal: live.signal});
+    return await get(queue && queue !== "-" ? `${P()}/queue/${enc(queue)}/application/${enc(id)}` : `${P()}/application/${enc(id)}`);
+  } catch (err) {
+    if (err.status !== 404) throw err;
+  }
+  const [completed, rejected] = await Promise.all(["completed", "rejected"].map((s) => get(`${P()}/applications/${s}`)));
+  return [...completed, ...rejected].find((a) => a.applicationID === id) || null;
+}
+
+async function appPage(el, r) {
+  const [, queue, id] = r.args;
+  const [a, evs] = await Promise.all([findApp(partition, queue, id), recentEvents()]);
+  if (!a) return morph(el, `<h2>Application ${esc(id)}</h2><p class="empty">not known to partition ${esc(partition)}: it may have ended longer ago than the core remembers.</p>`);
+  const asks = a.requests || [], allocs = a.allocations || [];
+  const states = a.stateLog || [];
+  const stateRows = states.map((s, i) => `<tr data-key="${i}"><td>${when(s.time)}</td><td class="state-${esc(s.applicationState)}">${esc(s.applicationState)}</td>
+    <td>${span((states[i + 1] ? states[i + 1].time : (a.finishedTime || nowNs())) - s.time)}${states[i + 1] || a.finishedTime ? "" : " so far"}</td></tr>`);
+  morph(el, `<h2>Application ${esc(a.applicationID)} <span class="state-${esc(a.applicationState)}">${esc(a.applicationState)}</span></h2>
+    <p class="facts">queue ${queueLink(a.queueName)} · user ${esc(a.user)}${(a.groups || []).length ? ` (${esc(a.groups.join(", "))})` : ""}
+      · submitted ${since(a.submissionTime)}${a.finishedTime ? ` · ended ${since(a.finishedTime)}` : ""}</p>
+    ${a.rejectedMessage ? `<p class="why">rejected: ${esc(a.rejectedMessage)}</p>` : ""}
+    ${a.whyPending ? `<p class="why"><b>${esc(a.whyPending.code)}</b>: ${esc(a.whyPending.message)}</p>` : ""}
+    <div class="cards">${card("used", esc(resources(a.usedResource)))}${card("pending", esc(resources(a.pendingResource)))}${card("most used", esc(resources(a.maxUsedResource)))}</div>
+    <h3>Allocations (${allocs.length})</h3><div class="allocations">${table(["allocation", "node", "resources", "since"], allocationRows(allocs, false))}</div>
+    <h3>Pending asks (${asks.length}), each with why it waits</h3><div class="asks">${table(["ask", "resources", "count", "asked", "why it waits"], askRows(asks, false))}</div>
+    <h3>State history</h3><div class="states">${table(["from", "state", "for"], stateRows)}</div>
+    <h3>Events</h3><div class="events">${eventsOf(evs.records, (e) => (e.type === 2 && e.objectID === a.applicationID) || (e.type === 1 && e.referenceID === a.applicationID), 200)}</div>`);
+}
+
+async function queuePage(el, r) {
+  const name = r.args[1];
+  const [q, apps, evs, parts] = await Promise.all([get(`${P()}/queue/${enc(name)}`), get(`${P()}/queue/${enc(name)}/applications`).catch(() => []),
+    recentEvents(), get("/ws/v1/partitions")]);
+  const scale = ((parts.find((p) => p.name === partition) || {}).capacity || {}).capacity || {};  // bars without a max: the partition's
+  const allocs = apps.flatMap((a) => (a.allocations || []).map((x) => ({...x, queue: a.queueName})));
+  const asks = apps.flatMap((a) => a.requests || []);
+  const ids = new Set(apps.map((a) => a.applicationID));
+  const fact = (label, v) => (v === undefined || v === "" ? "" : `<tr><th>${label}</th><td>${v}</td></tr>`);
+  morph(el, `<h2>Queue ${esc(q.queuename)}</h2>
+    <p class="facts">${q.parent ? `parent ${queueLink(q.parent)} · ` : ""}${q.isLeaf ? "leaf" : "parent"} · ${esc(q.status)}
+      ${(q.childNames || []).length ? ` · children ${q.childNames.map(queueLink).join(", ")}` : ""}</p>
+    ${LEGEND}<div class="bars wide">${queueBars(q, scale) || '<span class="empty">nothing asked or configured</span>'}</div>
+    <table class="kv">${fact("running applications", `${q.runningApps || 0}${q.maxRunningApps ? ` of at most ${q.maxRunningApps}` : ""}`)}
+      ${fact("sorting", esc(q.sortingPolicy))}${fact("headroom", esc(resources(q.headroom)))}
+      ${fact("preemption", `${q.preemptionEnabled ? "on" : "off"}${q.isPreemptionFence ? ", fence" : ""} · delay ${esc(q.preemptionDelay)}`)}
+      ${Object.keys(q.properties || {}).length ? fact("properties", esc(Object.entries(q.properties).map(([k, v]) => `${k}: ${v}`).join(", "))) : ""}</table>
+    <h3>Applications (${apps.length})</h3>${table(COLUMNS.map(([, l]) => l), apps.slice(0, LISTED).map(appRow))}${more(apps)}
+    <h3>Pending asks (${asks.length})</h3>${table(["ask", "application", "resources", "count", "asked", "why it waits"], askRows(asks.slice(0, LISTED), "-"))}${more(asks)}
+    <h3>Allocations (${allocs.length})</h3>${table(["allocation", "application", "node", "resources", "since"], allocationRows(allocs.slice(0, LISTED), true))}${more(allocs)}
+    <h3>Events</h3>${eventsOf(evs.records, (e) => (e.type === 4 && e.objectID === q.queuename) || (e.type === 2 && ids.has(e.objectID))
+      || (e.type === 1 && ids.has(e.referenceID)), 50)}`);
+}
+
+async function nodePage(el, r) {
+  const id = r.args[1];
+  const [n, evs] = await Promise.all([get(`${P()}/node/${enc(id)}`), recentEvents()]);
+  const cap = n.capacity || {}, used = n.allocated || {};
+  const bars = Object.keys(cap).map((k) => [k]).sort(byResource).map(([k]) => bar(k, used[k] || 0, 0, 0, cap[k])).join("");
+  const allocs = n.allocations || [];
+  morph(el, `<h2>Node ${esc(n.nodeID)}</h2>
+    <p class="facts">${n.hostName ? `host ${esc(n.hostName)} · ` : ""}${n.rackName ? `rack ${esc(n.rackName)} · ` : ""}${n.schedulable ? "schedulable" : '<span class="bad">not schedulable</span>'}
+      ${n.isReserved ? ` · reserved for ${esc((n.reservations || []).join(", "))}` : ""}</p>
+    <div class="bars wide">${bars}</div>
+    <table class="kv"><tr><th>capacity</th><td>${esc(resources(n.capacity))}</td></tr><tr><th>allocated</th><td>${esc(resources(n.allocated))}</td></tr>
+      <tr><th>available</th><td>${esc(resources(n.available))}</td></tr>${Object.keys(n.occupied || {}).length ? `<tr><th>occupied by others</th><td>${esc(resources(n.occupied))}</td></tr>` : ""}
+      <tr><th>attributes</th><td>${esc(Object.entries(n.attributes || {}).map(([k, v]) => `${k}=${v}`).join(", "))}</td></tr></table>
+    <h3>Allocations (${allocs.length})</h3>${table(["allocation", "application", "resources", "since"], allocationRows(allocs.slice(0, LISTED), true, false))}
+    ${allocs.length > LISTED ? `<p class="meta">the first ${LISTED} of ${allocs.length}</p>` : ""}
+    <h3>Events</h3>${eventsOf(evs.records, (e) => e.type === 3 && e.objectID === n.nodeID, 50)}`);
+}
+
+// The live event feed.
+let live = null;
+async function startFeed(feed) {
+  if (live) return;
+  const mine = live = new AbortController();
+  const belongs = await partitionFilter().catch(() => () => true);
+  try {
+    const r = await fetch("/ws/v1/events/stream?count=100", {signal: mine.signal});
     const reader = r.body.getReader();
     const dec = new TextDecoder();
     let buf = "";
@@ -146,94 +519,235 @@ async function startFeed() {
         const line = buf.slice(0, i); buf = buf.slice(i + 1);
         if (!line) continue;
         const e = JSON.parse(line);
-        if (e.InstanceUUID) continue;
+        if (e.InstanceUUID || !belongs(e)) continue;
         feed.insertAdjacentHTML("afterbegin", eventLine(e));
         while (feed.childElementCount > 500) feed.lastElementChild.remove();
       }
     }
   } catch (err) { /* aborted or the core went away: the next visit reconnects */ }
-  live = null;
+  if (live === mine) live = null;
+}
+function stopFeed() { if (live) { live.abort(); live = null; } }
+
+async function events(el) {
+  if (!$("#feed", el)) el.innerHTML = `<h2>Live events</h2><p class="meta">newest first; the events of partition <b class="part"></b></p><div id="feed" class="feed"></div>`;
+  $(".part", el).textContent = partition;
+  startFeed($("#feed", el));
 }
 
-async function events() {
-  return `<h2>Live events</h2><div id="feed" class="feed"></div>`;
-}
-
+// The timeline: the decisions of a window of time, a row per kind; dots when they are few, counts
+// per bin (a bar's height) when they are many. The window: the last minute, 10 minutes, hour, all
+// the events loaded, or from-to; zoom with the buttons or the wheel.
 const ROWS = [
   ["allocations", (e) => e.type === 2 && e.eventChangeType === 2 && e.eventChangeDetail === 200, "var(--allocated)"],
   ["releases", (e) => e.type === 2 && e.eventChangeType === 3, "var(--max)"],
   ["application states", (e) => e.type === 2 && e.eventChangeType === 1 && e.eventChangeDetail !== 202, "var(--guaranteed)"],
   ["rejections", (e) => (e.type === 2 && e.eventChangeDetail === 202) || (e.type === 1 && !e.eventChangeType && /reject/i.test(e.message || "")), "var(--bad)"],
-  ["why asks wait", (e) => e.type === 1, "var(--pending)"],
+  ["why asks wait", (e) => e.type === 1 && !/reject/i.test(e.message || ""), "var(--pending)"],
   ["nodes", (e) => e.type === 3 && e.eventChangeDetail !== 303, "#805ad5"],
 ];
+const WINDOWS = [["60", "last 1 min"], ["600", "last 10 min"], ["3600", "last 1 h"], ["all", "all loaded"]];
+const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400].map((s) => s * 1e9);
 
-async function timeline() {
-  const batch = await get("/ws/v1/events/batch?count=5000");
-  const evs = batch.EventRecords;
-  if (!evs.length) return `<h2>Timeline</h2><p class="empty">no decisions yet</p>`;
-  const t0 = Math.min(...evs.map((e) => e.timestampNano)), t1 = Math.max(...evs.map((e) => e.timestampNano));
-  const W = 1100, left = 140, rowH = 34, H = ROWS.length * rowH + 30;
-  const x = (t) => left + ((t - t0) / Math.max(1, t1 - t0)) * (W - left - 20);
-  let svg = "";
-  ROWS.forEach(([name, test, color], i) => {
-    const y = 20 + i * rowH;
-    const mine = evs.filter(test);
-    svg += `<text x="4" y="${y + 4}">${name} (${mine.length})</text><line x1="${left}" x2="${W - 20}" y1="${y}" y2="${y}" stroke="#dde1e7"/>`;
-    svg += mine.map((e) => `<circle cx="${x(e.timestampNano).toFixed(1)}" cy="${y}" r="4" fill="${color}" fill-opacity=".7"><title>${esc(e.objectID)} ${esc(e.referenceID || "")} ${esc(e.message || "")}</title></circle>`).join("");
+function timelineFrame(el) {
+  el.innerHTML = `<h2>Timeline of decisions</h2>
+    <form class="filters window" onsubmit="return false">
+      ${WINDOWS.map(([w, l]) => `<button type="button" data-window="${w}">${l}</button>`).join("")}
+      <label>from <input type="datetime-local" step="1" name="from"></label>
+      <label>to <input type="datetime-local" step="1" name="to"></label>
+      <button type="button" data-apply>show</button>
+      <button type="button" data-zoom="0.5" title="zoom in (or the wheel over the plot)">+ zoom in</button>
+      <button type="button" data-zoom="2" title="zoom out (or the wheel over the plot)">- zoom out</button>
+    </form><p class="window-text meta"></p><div class="plot"></div>`;
+  const form = $("form", el);
+  const localInput = (ms) => { const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000); return d.toISOString().slice(0, 19); };
+  form.addEventListener("click", (e) => {
+    const b = e.target.closest("button");
+    if (!b) return;
+    if (b.dataset.window) location.hash = `#/timeline?w=${b.dataset.window}`;
+    if ("apply" in b.dataset && form.from.value && form.to.value) {
+      location.hash = `#/timeline?from=${new Date(form.from.value).getTime()}&to=${new Date(form.to.value).getTime()}`;
+    }
+    if (b.dataset.zoom) zoomTo(Number(b.dataset.zoom), 0.5);
   });
-  const span = (t1 - t0) / 1e9;
-  svg += `<text x="${left}" y="${H - 4}">${new Date(t0 / 1e6).toISOString().slice(11, 19)}</text>
-    <text x="${W - 120}" y="${H - 4}">+${span.toFixed(1)} s</text>`;
-  return `<h2>Timeline of decisions (the last ${evs.length} events of the log)</h2>
-    <svg id="timeline-svg" width="${W}" height="${H}" style="background:#fff;border:1px solid var(--line)">${svg}</svg>`;
+  $(".plot", el).addEventListener("wheel", (e) => {
+    const svg = $("svg", el);
+    if (!svg) return;
+    e.preventDefault();
+    const box = svg.getBoundingClientRect(), left = Number(svg.dataset.left), right = Number(svg.dataset.right);
+    const at = Math.max(0, Math.min(1, (e.clientX - box.left - left) / (right - left)));
+    zoomTo(e.deltaY < 0 ? 0.8 : 1.25, at);
+  }, {passive: false});
+  el.fillWindow = (from, to) => {
+    if (document.activeElement !== form.from) form.from.value = localInput(from / 1e6);
+    if (document.activeElement !== form.to) form.to.value = localInput(to / 1e6);
+  };
 }
 
-const RENDER = {overview, queues, applications, nodes, events, timeline};
+let shownWindow = null;  // [from, to] in ns, as drawn
+function zoomTo(factor, at) {
+  if (!shownWindow) return;
+  const [from, to] = shownWindow, width = (to - from) * factor, pivot = from + (to - from) * at;
+  const f = pivot - width * at, t = f + width;
+  location.hash = `#/timeline?from=${Math.round(f / 1e6)}&to=${Math.max(Math.round(t / 1e6), Math.round(f / 1e6) + 1)}`;
+}
 
+async function timeline(el, r) {
+  const batch = await recentEvents(r.refreshing ? 15000 : 3000);
+  const belongs = await partitionFilter();
+  const evs = batch.records.filter(belongs);
+  const prm = r.params, now = nowNs();
+  const loadedFrom = evs.length ? evs[0].timestampNano : now, loadedTo = evs.length ? evs[evs.length - 1].timestampNano : now;
+  let from, to, title;
+  if (prm.get("from") && prm.get("to")) {
+    from = Number(prm.get("from")) * 1e6; to = Number(prm.get("to")) * 1e6;
+    title = `${when(from)} – ${when(to)} (${span(to - from)})`;
+  } else {
+    const w = prm.get("w") || "all";
+    to = Math.max(now, loadedTo);
+    from = w === "all" ? Math.min(loadedFrom, to - 1e9) : to - Number(w) * 1e9;
+    if (w === "all") from -= (to - from) * 0.03;
+    title = `${(WINDOWS.find(([k]) => k === w) || [w, `last ${w} s`])[1]}: ${when(from)} – ${when(to)} (${span(to - from)})`;
+  }
+  if (!(to > from)) to = from + 1e9;
+  shownWindow = [from, to];
+  el.fillWindow(from, to);
+  el.querySelectorAll("[data-window]").forEach((b) => b.classList.toggle("active", !prm.get("from") && b.dataset.window === (prm.get("w") || "all")));
+  const loaded = evs.length ? `${evs.length.toLocaleString("en-US")} events loaded, from ${when(loadedFrom)}` : "no events yet";
+  $(".window-text", el).textContent = `window: ${title} · ${loaded}${batch.full ? ` (the last ${BATCH.toLocaleString("en-US")} of the log; older ones are not loaded)` : ""}`;
+  const W = Math.max(700, ($(".plot", el).clientWidth || 1100) - 2), left = 190, right = W - 20, rowH = 44, top = 16;
+  const H = top + ROWS.length * rowH + 34, plotW = right - left;
+  const x = (t) => left + ((t - from) / (to - from)) * plotW;
+  const inWindow = evs.filter((e) => e.timestampNano >= from && e.timestampNano <= to);
+  const bins = Math.max(10, Math.floor(plotW / 6)), binNs = (to - from) / bins;
+  let svg = "";
+  if (batch.full && loadedFrom > from) {  // the part of the window older than the events loaded
+    const x1 = Math.min(right, x(loadedFrom));
+    svg += `<rect x="${left}" y="${top - 10}" width="${(x1 - left).toFixed(1)}" height="${ROWS.length * rowH}" fill="url(#unloaded)"><title>not loaded: older than the last ${BATCH} events</title></rect>`;
+  }
+  ROWS.forEach(([name, test, color], i) => {
+    const y = top + i * rowH, base = y + rowH - 16;
+    const mine = inWindow.filter(test);
+    svg += `<text class="row-label" x="6" y="${base - 6}">${esc(name)} (${mine.length.toLocaleString("en-US")})</text>
+      <line x1="${left}" x2="${right}" y1="${base}" y2="${base}" stroke="#dde1e7"/>`;
+    // few: a dot each, linked to its object; those within a dot's width of each other, one dot with their count;
+    // when even those would crowd the row, counts per bin instead
+    const spots = new Map();
+    for (const e of mine) { const k = Math.min(Math.floor(plotW / 22) - 1, Math.floor((x(e.timestampNano) - left) / 22)); spots.set(k, [...(spots.get(k) || []), e]); }
+    if (spots.size <= plotW / 44) {
+      svg += [...spots.entries()].map(([k, group]) => {  // at its slot's middle (the title says when)
+        const e = group[0], cx = (left + (k + 0.5) * 22).toFixed(1);
+        const href = e.type === 3 ? nodeHref(e.objectID) : e.type === 2 ? appHref(e.objectID, "-") : e.type === 1 && e.referenceID ? appHref(e.referenceID, "-") : "";
+        const title = group.slice(0, 20).map((g) => `${when(g.timestampNano)} ${eventWords(g)}: ${g.objectID} ${g.referenceID || ""} ${g.message || ""}`).join("\n")
+          + (group.length > 20 ? `\n... ${group.length - 20} more` : "");
+        const dot = `<circle cx="${cx}" cy="${base - 10}" r="${group.length > 1 ? 6.5 : 4.5}" fill="${color}" fill-opacity=".85"><title>${esc(title)}</title></circle>`
+          + (group.length > 1 ? `<text class="count" x="${cx}" y="${base - 19}" text-anchor="middle">${group.length}</text>` : "");
+        return href && group.length === 1 ? `<a href="${href}">${dot}</a>` : dot;
+      }).join("");
+    } else {  // many: counts per bin, the bar's height against the row's fullest bin
+      const counts = new Array(bins).fill(0);
+      for (const e of mine) counts[Math.min(bins - 1, Math.floor((e.timestampNano - from) / binNs))]++;
+      const most = Math.max(...counts), hMax = rowH - 20;
+      svg += counts.map((c, b) => (c ? `<rect class="bin" x="${(left + b * (plotW / bins)).toFixed(1)}" width="${Math.max(1, plotW / bins - 1).toFixed(1)}"
+        y="${(base - Math.max(2, (hMax * c) / most)).toFixed(1)}" height="${Math.max(2, (hMax * c) / most).toFixed(1)}" fill="${color}">
+        <title>${c} ${esc(name)}, ${esc(when(from + b * binNs))} – ${esc(when(from + (b + 1) * binNs))}</title></rect>` : "")).join("");
+      svg += `<text x="${right}" y="${y + 8}" text-anchor="end">up to ${most.toLocaleString("en-US")} per ${esc(span(binNs))}</text>`;
+    }
+  });
+  const step = STEPS.find((s) => (s / (to - from)) * plotW >= 110) || STEPS[STEPS.length - 1];
+  const axisY = top + ROWS.length * rowH + 4;
+  let grid = "";  // drawn first, under the dots
+  for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
+    const d = new Date(t / 1e6), label = d.toLocaleTimeString("en-GB", step < 60e9 ? {hour12: false} : {hour12: false, hour: "2-digit", minute: "2-digit"});
+    grid += `<line x1="${x(t).toFixed(1)}" x2="${x(t).toFixed(1)}" y1="${top - 6}" y2="${axisY}" stroke="#eef1f5"/>
+      <text class="tick" x="${x(t).toFixed(1)}" y="${axisY + 14}" text-anchor="middle">${label}</text>`;
+  }
+  morph($(".plot", el), `<svg id="timeline-svg" width="${W}" height="${H}" data-left="${left}" data-right="${right}">
+    <defs><pattern id="unloaded" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+    <rect width="8" height="8" fill="#f4f5f7"/><line x1="0" y1="0" x2="0" y2="8" stroke="#dde1e7" stroke-width="3"/></pattern></defs>${grid}${svg}</svg>`);
+}
+
+// --- routing ----------------------------------------------------------------------------------------------
+
+const PAGES = {
+  overview: {render: overview}, queues: {render: queues}, applications: {frame: applicationsFrame, render: applications},
+  nodes: {render: nodes}, events: {render: events, live: true}, timeline: {frame: timelineFrame, render: timeline, slow: true},
+  app: {render: appPage, detail: "applications"}, queue: {render: queuePage, detail: "queues"}, node: {render: nodePage, detail: "nodes"},
+};
+
+/** The route of the hash: `#/page/arg/arg?params` (`#page`, the older form, is understood). */
+function route() {
+  const h = location.hash.replace(/^#\/?/, "");
+  const [path, qs] = h.split("?");
+  const parts = path.split("/").map((s) => { try { return decodeURIComponent(s); } catch { return s; } });
+  const page = PAGES[parts[0]] ? parts[0] : "overview";
+  return {page, args: parts.slice(1), params: new URLSearchParams(qs || ""), key: page + "/" + parts.slice(1).join("/")};
+}
+
+let partition = "", partitionNames = [];
 async function partitions() {
   const parts = await get("/ws/v1/partitions");
   const sel = $("#partition");
-  const names = parts.map((p) => p.name);
-  if (sel.dataset.names !== names.join("|")) {
-    sel.innerHTML = names.map((n) => `<option>${esc(n)}</option>`).join("");
-    sel.dataset.names = names.join("|");
+  partitionNames = parts.map((p) => p.name);
+  if (sel.dataset.names !== partitionNames.join("|")) {
+    sel.innerHTML = partitionNames.map((n) => `<option>${esc(n)}</option>`).join("");
+    sel.dataset.names = partitionNames.join("|");
   }
-  if (!names.includes(partition)) partition = names[0] || "";
+  if (!partitionNames.includes(partition)) partition = partitionNames[0] || "";
   sel.value = partition;
 }
 
-async function show() {
-  const page = PAGES.includes(location.hash.slice(1)) ? location.hash.slice(1) : "overview";
-  document.querySelectorAll(".page").forEach((s) => s.classList.toggle("active", s.id === page));
-  document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));
-  if (page !== "events" && live) { live.abort(); live = null; }
+let built = "", busy = false, again = false;
+async function show(refreshing = false) {
+  if (busy) { again = !refreshing || again; return; }
+  busy = true;
   try {
+    const r = route();
+    r.refreshing = refreshing;
+    const spec = PAGES[r.page];
+    if (spec.detail && r.args[0] !== undefined) partition = r.args[0];
+    const section = $("#" + r.page);
+    if (!spec.live) stopFeed();
+    if (!refreshing) delete document.body.dataset.ready;  // until this route's data is shown
     await partitions();
-    const el = $("#" + page);
-    if (page === "events") {
-      if (!$("#feed")) el.innerHTML = await events();
-      startFeed();
-    } else if (partition || page === "overview" || page === "timeline") {
-      el.innerHTML = await RENDER[page]();
-    } else {
-      el.innerHTML = `<p class="empty">No partition yet.</p>`;
+    document.querySelectorAll(".page").forEach((s) => s.classList.toggle("active", s === section));
+    document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === (spec.detail || r.page)));
+    if (built !== r.key || !section.classList.contains("shown")) {  // opened, or come back to: built anew
+      document.querySelectorAll(".page.shown").forEach((s) => s.classList.remove("shown"));
+      section.classList.add("shown");
+      section.innerHTML = "";
+      if (spec.frame) spec.frame(section);
+      built = r.key;
+      if (!refreshing) window.scrollTo(0, 0);
     }
-    $("#status").textContent = `updated ${new Date().toLocaleTimeString()}`;
-    document.body.dataset.ready = page;
+    if (partition || r.page === "overview") await spec.render(section, r);
+    else section.innerHTML = `<p class="empty">No partition yet.</p>`;
+    $("#status").textContent = `updated ${new Date().toLocaleTimeString("en-GB", {hour12: false})}`;
+    document.body.dataset.ready = r.page;
   } catch (err) {
     $("#status").textContent = `error: ${err.message}`;
+  } finally {
+    busy = false;
+    if (again) { again = false; show(); }
   }
 }
 
-$("#partition").addEventListener("change", (e) => { partition = e.target.value; show(); });
-window.addEventListener("hashchange", show);
+$("#partition").addEventListener("change", (e) => {
+  partition = e.target.value;
+  stopFeed();
+  const feed = $("#feed");
+  if (feed) feed.innerHTML = "";
+  const spec = PAGES[route().page];
+  if (spec.detail) location.hash = `#/${spec.detail}`; else show();
+});
+window.addEventListener("hashchange", () => show());
 show();
-// Pages refresh every 3 s; the timeline every 15 s (it reads thousands of events from the output stream).
+// Pages refresh in place every 3 s; the timeline every 15 s while its window follows the present;
+// the event feed is a stream of its own.
 let ticks = 0;
 setInterval(() => {
-  const page = location.hash.slice(1);
+  const r = route(), spec = PAGES[r.page];
   ticks++;
-  if (page === "events" || (page === "timeline" && ticks % 5)) return;
-  show();
+  if (spec.live || (spec.slow && (ticks % 5 || r.params.get("from")))) return;
+  show(true);
 }, 3000);
