@@ -38,9 +38,10 @@ def home_env(tmp_path: Path) -> dict[str, str]:
 
 # --- 1. the README's Python RM ------------------------------------------------------------
 
-def test_the_readme_shows_the_example_program_whole():
+def test_the_readme_leads_to_the_example_program_and_says_how_to_run_it():
     text = (ROOT / "README.md").read_text()
-    assert EXAMPLE.read_text() in text
+    assert "[examples/python_rm.py](examples/python_rm.py)" in text
+    assert ".venv/bin/python examples/python_rm.py" in text
 
 
 def test_the_example_program_runs_against_a_real_core(nats_server):
