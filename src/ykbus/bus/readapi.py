@@ -6,6 +6,8 @@ sections a verb needs. Over HTTP, int64 quantities and timestamps are decimal st
 protobuf JSON mapping) unless `?int64=number`; with a token configured every request needs
 `Authorization: Bearer <token>`, or the cookie a browser gets by opening any page once with
 `?token=<token>` (it cannot send the header; the cookie is HttpOnly and SameSite=Strict).
+`GET /api/timeline` is HTTP's alone: the web UI's timeline, counts of events per bin from
+the event feed's history (rest/events.py), not the core's state.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 import anyio
+import nats.errors
 from aiohttp import web
 
 from ykbus import web as web_ui
@@ -120,6 +124,11 @@ class HttpReadApi:
             log.info("http read api listening", extra={"fields": {"host": self.host, "port": self.port}})
             task_status.started()
             self.started.set()
+            if self.events is not None:  # the timeline's history, counted while the feed is served
+                try:
+                    await self.events.count()
+                except nats.errors.Error as exc:  # the history stops; everything else goes on
+                    log.warning("the timeline's history stopped counting", extra={"fields": {"error": repr(exc)}})
             await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):
@@ -145,6 +154,8 @@ class HttpReadApi:
         if request.method != "GET":
             return _json(405, {"error": "only GET: the HTTP API is read-only"}, {"Allow": "GET"})
         query = _query(request)
+        if request.path == "/api/timeline":
+            return self._timeline(query)
         if query.get("int64", "string") not in compat.INT64_MODES:
             return _json(400, {"error": f"int64 {query['int64']!r}: expected string or number"})
         try:
@@ -152,6 +163,18 @@ class HttpReadApi:
         except (ValueError, KeyError) as exc:
             return _json(404, {"error": str(exc)})
         return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
+
+    def _timeline(self, query: dict[str, str]) -> web.Response:
+        """GET /api/timeline?from=&to=&bins=: the counts of the timeline's kinds per bin over a
+        window, from the event feed's history (rest/events.py `Histogram`); raw integers, Unix
+        ms. 400 names the parameter that is wrong; 503 while the feed is not there yet."""
+        if self.events is None:
+            return _json(503, {"error": "the event feed is not ready yet (the core is starting)"})
+        try:
+            start, end, bins = events.timeline_query(query, time.time_ns() // 1_000_000)
+        except events.BadQuery as exc:
+            return _json(400, {"error": str(exc), "field": exc.field})
+        return _json(200, self.events.histogram.counts(start, end, bins))
 
     async def _yunikorn(self, request: web.Request, rest: RestState) -> web.StreamResponse:
         if request.path.startswith("/ws/v1/events/") and request.method == "GET" and self.events is not None:

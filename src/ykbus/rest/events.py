@@ -25,14 +25,26 @@ the core's own records): its key is left out otherwise (omitempty). A release na
 allocation by UUID only; its node and resource are those of the allocation the feed read
 when it was made (`Placed`: the last MAX_PLACED allocations read, by UUID), and a node's
 capacity is the node's as the state holds it now.
+
+The timeline's history (`GET /api/timeline`, docs/operations.md "Web UI"): one task of the
+feed (`EventFeed.count`) reads the whole stream once, in order, from its first message on,
+and counts each event in a `Histogram` of the kinds the UI's timeline draws (`KINDS`, sorted
+by `timeline_kind`, the same tests as app.js's `ROWS`), per second for the last day and per
+minute for the last 30 days: a fixed 3 MiB (2.0 + 1.0) however long the log, counts older than that
+dropped. An event is counted at its own time, or at its message's when that is earlier (a
+timestamp an RM sent from the future cannot wipe the rings). It counts from scratch at each
+start: the stream is the history.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
+from array import array
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 import nats.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
@@ -53,6 +65,14 @@ APP_STATES = {"New": 203, "Accepted": 204, "Starting": 205, "Running": 206, "Com
               "Failing": 209, "Failed": 210, "Resuming": 211, "Expired": 212, "Rejected": 202}
 RELEASES = {"STOPPED_BY_RM": 500, "PREEMPTED_BY_SCHEDULER": 501, "TIMEOUT": 502, "PLACEHOLDER_REPLACED": 503}
 NODE_SCHEDULABLE, NODE_ALLOC = 302, 303
+KINDS = ("allocations", "releases", "application states", "rejections", "why asks wait", "nodes")  # app.js ROWS
+HISTORY_SECONDS = 24 * 3600  # cells of 1 s kept: 86,400 x 6 kinds x 4 bytes = 2.0 MiB
+HISTORY_MINUTES = 30 * 24 * 60  # cells of 1 min kept: 43,200 x 6 kinds x 4 bytes = 1.0 MiB (YK_OUT keeps 7 days by default)
+MAX_BINS = 2_000  # bins one /api/timeline answer holds at most
+DEFAULT_BINS = 60
+DEFAULT_SPAN_MS = 3_600_000  # /api/timeline without `from`: the hour before `to`
+MAX_MS = 2**53 - 1  # the largest time /api/timeline takes (ms): a browser's numbers are exact up to it
+COUNT_YIELD = 256  # messages the counter reads between two checkpoints (the backlog at start must not hold the loop)
 Capacity = Callable[[str, str], "m.Resource | dict[str, int] | None"]  # (rm, node id) -> its capacity now
 
 
@@ -198,6 +218,166 @@ def events_of(kind: str, body: Any, ts: int, placed: Placed | None = None, capac
     return out
 
 
+# --- the timeline's history --------------------------------------------------------------------
+
+_REJECT = re.compile("reject", re.IGNORECASE)
+
+
+def timeline_kind(e: dict[str, Any]) -> int | None:
+    """The index in KINDS of the row an event is drawn in, None for none: the tests of app.js's
+    `ROWS`, so the counts of the history and the dots of the loaded events agree."""
+    t, c, d = e["type"], e.get("eventChangeType", NONE), e.get("eventChangeDetail", 0)
+    if t == APP:
+        if c == ADD and d == 200:
+            return 0
+        if c == REMOVE:
+            return 1
+        if d == APP_STATES["Rejected"]:
+            return 3
+        return 2 if c == SET else None
+    if t == REQUEST:
+        if _REJECT.search(e.get("message", "")):
+            return 3 if c == NONE else None
+        return 4
+    if t == NODE and d != NODE_ALLOC:
+        return 5
+    return None
+
+
+class Ring:
+    """Counts per cell of time (`width` ms) and kind, for the last `size` cells: a cell is
+    `time // width`; `head` the newest one written. Writing a newer cell clears the cells
+    between (their slots held counts `size` cells older); a cell older than the ring is not
+    kept (`add` says False). One flat array: slot-major, a cell's kinds side by side."""
+
+    def __init__(self, width: int, size: int, kinds: int = len(KINDS)) -> None:
+        self.width, self.size, self.kinds = width, size, kinds
+        self.counts = array("I", bytes(4 * size * kinds))  # 4 bytes a count: 4e9 a cell is beyond any log
+        self.head: int | None = None
+
+    def oldest(self) -> int | None:
+        """The oldest cell kept (None: nothing counted yet)."""
+        return None if self.head is None else self.head - self.size + 1
+
+    def add(self, cell: int, kind: int, n: int = 1) -> bool:
+        if cell < 0:
+            return False
+        if self.head is None or cell > self.head:
+            first = cell - self.size + 1 if self.head is None else max(self.head + 1, cell - self.size + 1)
+            for a, b in self._slots(first, cell + 1):
+                self.counts[a * self.kinds:b * self.kinds] = array("I", bytes(4 * (b - a) * self.kinds))
+            self.head = cell
+        elif cell <= self.head - self.size:
+            return False
+        self.counts[(cell % self.size) * self.kinds + kind] += n
+        return True
+
+    def total(self, first: int, end: int, kind: int) -> int:
+        """The count of `kind` in the cells [first, end) (0 for cells not kept)."""
+        oldest = self.oldest()
+        if oldest is None or self.head is None:
+            return 0
+        first, end = max(first, oldest), min(end, self.head + 1)
+        return sum(sum(self.counts[a * self.kinds + kind:b * self.kinds:self.kinds]) for a, b in self._slots(first, end))
+
+    def _slots(self, first: int, end: int) -> list[tuple[int, int]]:
+        """The slot ranges [a, b) of the cells [first, end) (at most `size` of them): one, or
+        two where they wrap."""
+        if end <= first:
+            return []
+        a, n = first % self.size, end - first
+        return [(a, a + n)] if a + n <= self.size else [(a, self.size), (0, a + n - self.size)]
+
+
+class BadQuery(ValueError):
+    """A parameter of /api/timeline that is not right: `field` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _whole(query: dict[str, str], field: str, default: int, low: int, high: int, what: str) -> int:
+    text = query.get(field)
+    if text is None:
+        return default
+    try:
+        n = int(text)
+    except ValueError:
+        raise BadQuery(field, f"{text!r} is not a whole number ({what})") from None
+    if not low <= n <= high:
+        raise BadQuery(field, f"{n} is out of range: {low} to {high} ({what})")
+    return n
+
+
+def timeline_query(query: dict[str, str], now_ms: int) -> tuple[int, int, int]:
+    """`?from=&to=&bins=` of /api/timeline: the window [from, to) in Unix ms (by default the
+    hour before now) and the most bins wanted (1 to MAX_BINS, by default DEFAULT_BINS).
+    BadQuery names the first parameter that is wrong."""
+    ms = "Unix time in milliseconds"
+    end = _whole(query, "to", min(max(now_ms, 1), MAX_MS), 1, MAX_MS, ms)
+    start = _whole(query, "from", max(0, end - DEFAULT_SPAN_MS), 0, MAX_MS, ms)
+    if start >= end:
+        raise BadQuery("to", f"{end} is not after from ({start}): the window is [from, to)")
+    bins = _whole(query, "bins", DEFAULT_BINS, 1, MAX_BINS, "the most bins the answer may have")
+    return start, end, bins
+
+
+class Histogram:
+    """Counts of the timeline's kinds per second (the last HISTORY_SECONDS) and per minute (the
+    last HISTORY_MINUTES), written by one task (`note`), read by `counts`."""
+
+    def __init__(self, seconds: int = HISTORY_SECONDS, minutes: int = HISTORY_MINUTES) -> None:
+        self.rings = (Ring(1_000, seconds), Ring(60_000, minutes))
+        self.first_ms: int | None = None  # the time of the first message counted
+        self.last_ms: int | None = None  # and of the last
+        self.seq = 0  # the stream sequence of the last message counted
+
+    def note(self, seq: int, ts: int, events: list[dict[str, Any]]) -> None:
+        """Count the events of message `seq`, published at `ts` (ns)."""
+        at = ts // 1_000_000
+        for e in events:
+            kind = timeline_kind(e)
+            if kind is not None:
+                t = min(e["timestampNano"] // 1_000_000, at)
+                for ring in self.rings:
+                    ring.add(t // ring.width, kind)
+        self.first_ms = at if self.first_ms is None else min(self.first_ms, at)
+        self.last_ms = at if self.last_ms is None else max(self.last_ms, at)
+        self.seq = seq
+
+    def counts(self, start: int, end: int, bins: int) -> dict[str, Any]:
+        """The counts per kind in at most `bins` bins over [start, end) (ms): bins a whole
+        number of cells wide, aligned to their width (a window that moves keeps its bins), so
+        the first begins at or before `start` and the last ends at or after `end`. Per second
+        where the window's bins are narrower than a minute and it lies in the last day, else
+        per minute. `covered`: the time the answer's ring holds counts of (None: nothing
+        counted yet). The work is at most one pass over a ring, whatever the window."""
+        seconds, minutes = self.rings
+        oldest = seconds.oldest()
+        fine = (end - start) < bins * minutes.width and oldest is not None and start >= oldest * seconds.width
+        ring = seconds if fine or oldest is None else minutes
+        res = ring.width
+        span = end - start
+        width = res * max(1, -(-span // (bins * res)))
+        wider = res * max(1, -(-span // (max(1, bins - 1) * res)))  # always fits when bins > 1
+        while True:
+            first = start // width * width
+            n = -(-(end - first) // width)
+            if n <= bins:
+                break
+            width = max(width + res, wider) if bins > 1 else width * 2
+        step = width // res
+        counts = {name: [ring.total(first // res + b * step, first // res + (b + 1) * step, k) for b in range(n)]
+                  for k, name in enumerate(KINDS)}
+        kept = ring.oldest()
+        covered = None
+        if kept is not None and self.first_ms is not None and self.last_ms is not None:
+            covered = {"from": max(self.first_ms // res * res, kept * res), "to": self.last_ms}
+        return {"from": first, "to": first + n * width, "binMs": width, "bins": n, "resolutionMs": res,
+                "kinds": list(KINDS), "counts": counts, "covered": covered, "seq": self.seq}
+
+
 class EventFeed:
     """The output stream read as YuniKorn's events."""
 
@@ -205,6 +385,7 @@ class EventFeed:
         self.js, self.subjects, self.instance = js, subjects, instance
         self.capacity = capacity  # a node's capacity now (its NODE ADD event's resource)
         self.placed = Placed()  # shared by every read: a release's allocation was read by this or an earlier one
+        self.histogram = Histogram()  # the timeline's history: `count` writes it, /api/timeline reads it
 
     async def _bounds(self) -> tuple[int, int]:
         info = await self.js.stream_info(OUT_STREAM)
@@ -212,6 +393,26 @@ class EventFeed:
 
     async def _read(self, start_seq: int, until: int | None) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
         """(stream sequence, its events) from `start_seq`, up to `until` (None: forever)."""
+        async for seq, ts, rm, kind, body in self._messages(start_seq, until):
+            yield seq, events_of(kind, body, ts, self.placed, self.capacity, rm)
+
+    async def count(self) -> None:
+        """Count every event of the stream in `histogram`, from its first message on, as the
+        core publishes them: the histogram's one writer, forever (until the connection
+        closes). Its events are made without the shared `placed` (what it counts needs no
+        node or resource), so other reads see what they saw before."""
+        first, _ = await self._bounds()
+        read = 0
+        async for seq, ts, _, kind, body in self._messages(first, None):
+            if seq > self.histogram.seq:
+                self.histogram.note(seq, ts, events_of(kind, body, ts))
+            read += 1
+            if read % COUNT_YIELD == 0:
+                await anyio.sleep(0)  # the backlog arrives faster than it is counted: let answers through
+
+    async def _messages(self, start_seq: int, until: int | None) -> AsyncIterator[tuple[int, int, str, str, Any]]:
+        """(stream sequence, time in ns, RM, kind, decoded body or None) of each output message
+        from `start_seq`, up to `until` (None: forever)."""
         sub = await self.js.subscribe(self.subjects.outputs, ordered_consumer=True, stream=OUT_STREAM,
                                       config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                                                             opt_start_seq=max(1, start_seq)))
@@ -228,7 +429,7 @@ class EventFeed:
                     body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding) if kind in m.OUTPUT_TYPES else None
                 except Exception:  # an output this version cannot read: no events from it
                     body = None
-                yield seq, events_of(kind, body, ts, self.placed, self.capacity, rm)
+                yield seq, ts, rm, kind, body
                 if until is not None and seq >= until:
                     return
         finally:

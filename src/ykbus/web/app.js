@@ -11,7 +11,9 @@
 const $ = (sel, root = document) => root.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
 const enc = encodeURIComponent;
-const BATCH = 10000;  // events one /ws/v1/events/batch answers at most (rest/events.py MAX_COUNT)
+// events the UI loads from /ws/v1/events/batch: at most what it answers (rest/events.py MAX_COUNT);
+// `?events=N` in the page's address loads fewer (a test lowers it to see the timeline go past them)
+const BATCH = Math.max(1, Math.min(10000, Math.floor(Number(new URLSearchParams(location.search).get("events"))) || 10000));
 
 // --- units ---------------------------------------------------------------------------------------
 
@@ -59,6 +61,7 @@ function when(ns) {  // a log time (ns): the clock time, with the date when not 
 }
 function span(ns) {  // a duration (ns) in words
   const s = Math.max(0, ns / 1e9);
+  if (s > 0 && s < 1) return `${trim(s * 1000, s < 0.01 ? 1 : 0)} ms`;
   if (s < 60) return `${trim(s, s < 10 ? 1 : 0)} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
   if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
@@ -537,7 +540,11 @@ async function events(el) {
 
 // The timeline: the decisions of a window of time, a row per kind; dots when they are few, counts
 // per bin (a bar's height) when they are many. The window: the last minute, 10 minutes, hour, all
-// the events loaded, or from-to; zoom with the buttons or the wheel.
+// of the history, or from-to; zoom with the buttons or the wheel. A window the loaded events cover
+// (the last BATCH of the log) is drawn from them, a dot each; a longer or older one from the event
+// feed's history (`/api/timeline`: counts per bin, per second at best, of every event the output
+// stream holds), as count bars; zooming in asks it for finer bins, and a window the loaded events
+// come to cover again shows their dots. ROWS' tests are rest/events.py `timeline_kind`'s: keep them one.
 const ROWS = [
   ["allocations", (e) => e.type === 2 && e.eventChangeType === 2 && e.eventChangeDetail === 200, "var(--allocated)"],
   ["releases", (e) => e.type === 2 && e.eventChangeType === 3, "var(--max)"],
@@ -546,7 +553,8 @@ const ROWS = [
   ["why asks wait", (e) => e.type === 1 && !/reject/i.test(e.message || ""), "var(--pending)"],
   ["nodes", (e) => e.type === 3 && e.eventChangeDetail !== 303, "#805ad5"],
 ];
-const WINDOWS = [["60", "last 1 min"], ["600", "last 10 min"], ["3600", "last 1 h"], ["all", "all loaded"]];
+const WINDOWS = [["60", "last 1 min"], ["600", "last 10 min"], ["3600", "last 1 h"], ["all", "all"]];
+const HALO = 'paint-order="stroke" stroke="#fff" stroke-width="3" stroke-linejoin="round"';  // a label legible over the bars
 const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400].map((s) => s * 1e9);
 
 function timelineFrame(el) {
@@ -592,6 +600,14 @@ function zoomTo(factor, at) {
   location.hash = `#/timeline?from=${Math.round(f / 1e6)}&to=${Math.max(Math.round(t / 1e6), Math.round(f / 1e6) + 1)}`;
 }
 
+/** The history's counts over [from, to) (ns) in at most `bins` bins (`/api/timeline`), null when
+ * it cannot answer (a core without it, or not yet ready). */
+async function history(from, to, bins) {
+  try {
+    return await get(`/api/timeline?from=${Math.max(0, Math.floor(from / 1e6))}&to=${Math.max(1, Math.ceil(to / 1e6))}&bins=${bins}`);
+  } catch (err) { return null; }
+}
+
 async function timeline(el, r) {
   const batch = await recentEvents(r.refreshing ? 15000 : 3000);
   const belongs = await partitionFilter();
@@ -605,28 +621,55 @@ async function timeline(el, r) {
   } else {
     const w = prm.get("w") || "all";
     to = Math.max(now, loadedTo);
-    from = w === "all" ? Math.min(loadedFrom, to - 1e9) : to - Number(w) * 1e9;
-    if (w === "all") from -= (to - from) * 0.03;
+    if (w === "all") {  // from the oldest the history or the loaded events hold
+      const whole = batch.full ? await history(0, to, 1) : null;
+      from = Math.min(loadedFrom, whole && whole.covered ? whole.covered.from * 1e6 : loadedFrom, to - 1e9);
+      from -= (to - from) * 0.03;
+    } else from = to - Number(w) * 1e9;
     title = `${(WINDOWS.find(([k]) => k === w) || [w, `last ${w} s`])[1]}: ${when(from)} – ${when(to)} (${span(to - from)})`;
   }
   if (!(to > from)) to = from + 1e9;
   shownWindow = [from, to];
   el.fillWindow(from, to);
   el.querySelectorAll("[data-window]").forEach((b) => b.classList.toggle("active", !prm.get("from") && b.dataset.window === (prm.get("w") || "all")));
-  const loaded = evs.length ? `${evs.length.toLocaleString("en-US")} events loaded, from ${when(loadedFrom)}` : "no events yet";
-  $(".window-text", el).textContent = `window: ${title} · ${loaded}${batch.full ? ` (the last ${BATCH.toLocaleString("en-US")} of the log; older ones are not loaded)` : ""}`;
   const W = Math.max(700, ($(".plot", el).clientWidth || 1100) - 2), left = 190, right = W - 20, rowH = 44, top = 16;
   const H = top + ROWS.length * rowH + 34, plotW = right - left;
   const x = (t) => left + ((t - from) / (to - from)) * plotW;
-  const inWindow = evs.filter((e) => e.timestampNano >= from && e.timestampNano <= to);
   const bins = Math.max(10, Math.floor(plotW / 6)), binNs = (to - from) / bins;
+  // the loaded events cover the window when they are the whole log, or reach back before it
+  const hist = batch.full && loadedFrom > from ? await history(from, to, bins) : null;
+  const loaded = evs.length ? `${evs.length.toLocaleString("en-US")} events loaded, from ${when(loadedFrom)}` : "no events yet";
+  const several = partitionNames.length > 1 ? ", of every partition" : "";
+  $(".window-text", el).textContent = `window: ${title} · ` + (hist
+    ? `counts per ${span(hist.binMs * 1e6)} from the history of the log${several}`
+      + (hist.covered ? ` (it holds ${when(hist.covered.from * 1e6)} – ${when(hist.covered.to * 1e6)})` : " (nothing counted yet)")
+      + `; the ${BATCH.toLocaleString("en-US")} events loaded (from ${when(loadedFrom)}) are dots in a window they cover`
+    : `${loaded}${batch.full ? ` (the last ${BATCH.toLocaleString("en-US")} of the log; older ones are not loaded)` : ""}`);
+  const inWindow = hist ? [] : evs.filter((e) => e.timestampNano >= from && e.timestampNano <= to);
   let svg = "";
-  if (batch.full && loadedFrom > from) {  // the part of the window older than the events loaded
-    const x1 = Math.min(right, x(loadedFrom));
-    svg += `<rect x="${left}" y="${top - 10}" width="${(x1 - left).toFixed(1)}" height="${ROWS.length * rowH}" fill="url(#unloaded)"><title>not loaded: older than the last ${BATCH} events</title></rect>`;
+  const unknownTo = hist ? (hist.covered ? hist.covered.from * 1e6 : to) : batch.full ? loadedFrom : from;
+  if (unknownTo > from) {  // the part of the window older than what is known: the history's start, or the events loaded
+    const x1 = Math.min(right, x(unknownTo));
+    const why = hist ? "before the history: the log's first message, or older than the history keeps" : `not loaded: older than the last ${BATCH} events`;
+    svg += `<rect x="${left}" y="${top - 10}" width="${(x1 - left).toFixed(1)}" height="${ROWS.length * rowH}" fill="url(#unloaded)"><title>${esc(why)}</title></rect>`;
   }
   ROWS.forEach(([name, test, color], i) => {
-    const y = top + i * rowH, base = y + rowH - 16;
+    const y = top + i * rowH, base = y + rowH - 16, hMax = rowH - 20;
+    if (hist) {  // the history's counts per bin, each bar where its bin is (cut to the window)
+      const counts = hist.counts[name] || [], binW = hist.binMs * 1e6;
+      const total = counts.reduce((a, c) => a + c, 0), most = Math.max(1, ...counts);
+      svg += `<text class="row-label" x="6" y="${base - 6}">${esc(name)} (${total.toLocaleString("en-US")})</text>
+        <line x1="${left}" x2="${right}" y1="${base}" y2="${base}" stroke="#dde1e7"/>`;
+      svg += counts.map((c, b) => {
+        if (!c) return "";
+        const t0 = hist.from * 1e6 + b * binW, x0 = Math.max(left, x(t0)), x1 = Math.min(right, x(t0 + binW));
+        const h = Math.max(2, (hMax * c) / most);
+        return `<rect class="bin" x="${x0.toFixed(1)}" width="${Math.max(1, x1 - x0 - (x1 - x0 > 3 ? 1 : 0)).toFixed(1)}" y="${(base - h).toFixed(1)}"
+          height="${h.toFixed(1)}" fill="${color}"><title>${c.toLocaleString("en-US")} ${esc(name)}, ${esc(when(t0))} – ${esc(when(t0 + binW))}</title></rect>`;
+      }).join("");
+      if (total) svg += `<text class="scale" x="${right}" y="${y + 8}" text-anchor="end" ${HALO}>up to ${most.toLocaleString("en-US")} per ${esc(span(binW))}</text>`;
+      return;
+    }
     const mine = inWindow.filter(test);
     svg += `<text class="row-label" x="6" y="${base - 6}">${esc(name)} (${mine.length.toLocaleString("en-US")})</text>
       <line x1="${left}" x2="${right}" y1="${base}" y2="${base}" stroke="#dde1e7"/>`;
@@ -647,11 +690,11 @@ async function timeline(el, r) {
     } else {  // many: counts per bin, the bar's height against the row's fullest bin
       const counts = new Array(bins).fill(0);
       for (const e of mine) counts[Math.min(bins - 1, Math.floor((e.timestampNano - from) / binNs))]++;
-      const most = Math.max(...counts), hMax = rowH - 20;
+      const most = Math.max(...counts);
       svg += counts.map((c, b) => (c ? `<rect class="bin" x="${(left + b * (plotW / bins)).toFixed(1)}" width="${Math.max(1, plotW / bins - 1).toFixed(1)}"
         y="${(base - Math.max(2, (hMax * c) / most)).toFixed(1)}" height="${Math.max(2, (hMax * c) / most).toFixed(1)}" fill="${color}">
         <title>${c} ${esc(name)}, ${esc(when(from + b * binNs))} – ${esc(when(from + (b + 1) * binNs))}</title></rect>` : "")).join("");
-      svg += `<text x="${right}" y="${y + 8}" text-anchor="end">up to ${most.toLocaleString("en-US")} per ${esc(span(binNs))}</text>`;
+      svg += `<text class="scale" x="${right}" y="${y + 8}" text-anchor="end" ${HALO}>up to ${most.toLocaleString("en-US")} per ${esc(span(binNs))}</text>`;
     }
   });
   const step = STEPS.find((s) => (s / (to - from)) * plotW >= 110) || STEPS[STEPS.length - 1];
@@ -662,7 +705,8 @@ async function timeline(el, r) {
     grid += `<line x1="${x(t).toFixed(1)}" x2="${x(t).toFixed(1)}" y1="${top - 6}" y2="${axisY}" stroke="#eef1f5"/>
       <text class="tick" x="${x(t).toFixed(1)}" y="${axisY + 14}" text-anchor="middle">${label}</text>`;
   }
-  morph($(".plot", el), `<svg id="timeline-svg" width="${W}" height="${H}" data-left="${left}" data-right="${right}">
+  morph($(".plot", el), `<svg id="timeline-svg" width="${W}" height="${H}" data-left="${left}" data-right="${right}"
+    data-source="${hist ? "history" : "loaded"}" data-bin-ms="${hist ? hist.binMs : ""}">
     <defs><pattern id="unloaded" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
     <rect width="8" height="8" fill="#f4f5f7"/><line x1="0" y1="0" x2="0" y2="8" stroke="#dde1e7" stroke-width="3"/></pattern></defs>${grid}${svg}</svg>`);
 }
