@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from ykbus.bus import snapshots
+from ykbus.bus.live import LiveCore
 from ykbus.bus.snapshots import Snapshotter
 from ykbus.core import Core
 
@@ -25,6 +26,9 @@ class Store:
 
 
 class Guard:
+    def __init__(self) -> None:
+        self.core = Core()
+
     def checkpoint(self, data: bytes, seq: int) -> None:
         self.last = seq
 
@@ -38,13 +42,12 @@ async def until(check) -> None:
 async def test_a_new_leader_stores_its_due_snapshot_once_it_may():
     """A standby stores no snapshot; once it leads one is due at once, and if it may not
     store yet (outputs kept back while its lease had lapsed) it is stored as soon as it may."""
-    core, guard, store, may_store = Core(), Guard(), Store(), [False]
+    live, store, may_store = LiveCore(Guard()), Store(), [False]
 
     async def settle() -> None:
         return None
 
-    snaps = Snapshotter(5, lambda: core, lambda: guard, settle, lambda: store, None, fork=False,
-                        upload=lambda: may_store[0])
+    snaps = Snapshotter(5, live, settle, store, None, fork=False, upload=lambda: may_store[0])
     async with anyio.create_task_group() as tg:
         tg.start_soon(snaps.run)
         for _ in range(12):  # as a standby: checkpoints of its own, none stored
@@ -61,12 +64,12 @@ async def test_a_new_leader_stores_its_due_snapshot_once_it_may():
 
 
 async def test_a_leader_that_stored_recently_has_no_snapshot_due_at_once():
-    core, guard, store = Core(), Guard(), Store()
+    live, store = LiveCore(Guard()), Store()
 
     async def settle() -> None:
         return None
 
-    snaps = Snapshotter(5, lambda: core, lambda: guard, settle, lambda: store, None, fork=False)
+    snaps = Snapshotter(5, live, settle, store, None, fork=False)
     async with anyio.create_task_group() as tg:
         tg.start_soon(snaps.run)
         for _ in range(5):

@@ -420,78 +420,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ykbus.bench import run as b
+    from ykbus.bench.ladder import bench
 
-    rep = b.Reporter(args.json)
-    if args.what == "core" and args.workload == "yunikorn-perf":
-        for sort in args.node_sort.split(","):
-            for n in [int(x) for x in args.nodes.split(",")]:
-                rep.row(b.bench_yunikorn_perf(n, sort, args.repeat, args.asks_per_app, rep.progress))
-        rep.table(["workload", "nodes", "node_sort", "allocations", "seconds", "allocations_per_s", "min", "max",
-                   "peak_rss_mib"])
-    elif args.what == "core" and args.workload == "policies":
-        for row in b.bench_policies(args.repeat, args.scale, rep.progress):
-            rep.row(row)
-        rep.table(["workload", "policy", "nodes", "pods", "seconds", "pods_per_s", "min", "max", "peak_rss_mib"])
-    elif args.what == "core" and args.workload == "backlog":
-        for pending in [int(x) for x in args.pending.split(",")]:
-            rep.row(b.bench_backlog(args.repeat, pending, int(args.nodes.split(",")[-1]), args.entries, rep.progress))
-        rep.table(["workload", "nodes", "pending", "entries", "allocations", "seconds", "entries_per_s", "min", "max",
-                   "entry_p99_ms", "peak_rss_mib"])
-    elif args.what == "core" and args.workload == "gang":
-        rep.row(b.bench_gang(args.repeat, args.scale, rep.progress))
-        rep.table(["workload", "nodes", "gangs", "allocations", "entries", "seconds", "gangs_per_s",
-                   "allocations_per_s", "min", "max", "peak_rss_mib"])
-    elif args.what == "core" and args.workload == "preemption":
-        rep.row(b.bench_preemption(args.repeat, args.scale, rep.progress))
-        rep.table(["workload", "nodes", "allocations", "burst", "search_p50_ms", "search_p99_ms", "search_max_ms",
-                   "preemptions", "seconds", "victims_per_s", "min", "max", "confirm_seconds", "placed",
-                   "peak_rss_mib"])
-    elif args.what == "core":
-        rep.row(b.bench_mixed(args.repeat, args.scale, rep.progress))
-        rep.table(["workload", "nodes", "allocations", "entries", "allocations_per_s", "min", "max",
-                   "entry_p50_ms", "entry_p99_ms", "peak_rss_mib"])
-    elif args.what == "replay":
-        rep.row(b.bench_replay(args.entries, args.repeat, rep.progress, args.log))
-        rep.table(["log", "entries", "outputs", "seconds", "entries_per_s", "min", "max", "peak_rss_mib"])
-    elif args.what == "shards":
-        from ykbus.bench.shards import bench_shards
-
-        for row in bench_shards(args.nodes_n, args.allocations, args.rms,
-                                [int(x) for x in args.shards.split(",")], rep.progress):
-            rep.row(row)
-        rep.table(["shards", "rms", "nodes", "entries", "allocations", "slowest_shard_cpu_s", "allocations_per_s",
-                   "per_shard_cpu_s", "largest_state_mib"])
-    elif args.what == "restart":
-        rep.row(b.bench_restart(args.nodes_n, args.allocations, args.tail, args.repeat, rep.progress))
-        rep.table(["nodes", "allocations", "tail_entries", "snapshot_bytes", "load_seconds", "seconds", "min", "max"])
-    elif args.what == "memory":
-        rep.row(b.bench_memory(args.nodes_n, args.asks, rep.progress))
-        rep.table(["nodes", "pending_asks", "bytes_per_node", "bytes_per_pending_ask"])
-    elif args.what == "e2e":
-        import statistics
-
-        from ykbus.bench.e2e import bench_e2e
-
-        runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, rep.progress, args.latency_batch, args.window,
-                          args.poll, args.snapshot_every, args.reader) for _ in range(args.repeat)]
-        row = dict(runs[0])
-        for key in ("sustained_allocations_per_s", "half_rate", "latency_p50_ms", "latency_p99_ms", "latency_p999_ms",
-                    "latency_max_ms", "allocations", "seconds"):
-            row[key] = statistics.median(r[key] for r in runs)
-        rates = [r["sustained_allocations_per_s"] for r in runs]
-        p99s = [r["latency_p99_ms"] for r in runs]
-        row.update(min=min(rates), max=max(rates), p99_min=min(p99s), p99_max=max(p99s), repeat=args.repeat)
-        rep.row(row)
-        rep.table(["sustained_allocations_per_s", "min", "max", "half_rate", "latency_p50_ms", "latency_p99_ms",
-                   "latency_p999_ms", "latency_max_ms", "p99_min", "p99_max", "allocations"])
-    elif args.what == "failover":
-        from ykbus.bench.failover import bench_failover
-
-        rep.row(bench_failover(args.kills, args.lease_ttl, args.rate, args.nodes_n, args.every, rep.progress))
-        rep.table(["kills", "lease_ttl_s", "rate", "asks", "allocations", "lost", "duplicated", "failover_p50_ms",
-                   "failover_min_ms", "failover_max_ms", "failover_ms"])
-    return 0
+    return bench(args)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

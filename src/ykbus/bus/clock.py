@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ykbus.core import Core
+from ykbus.bus.live import LiveCore
 from ykbus.core.lifecycle import RMState
 
 if TYPE_CHECKING:
@@ -23,12 +23,14 @@ if TYPE_CHECKING:
 
 
 class LogClock:
-    def __init__(self, settings: ServiceSettings, core: Callable[[], Core],
+    def __init__(self, settings: ServiceSettings, live: LiveCore,
                  append: Callable[[str, dict[str, Any]], Awaitable[bool]], tick: dict[str, str] | None = None) -> None:
-        """`tick`: the body of its ticks (a shard's names it: Subjects.naming_shard)."""
+        """`live`: the core (read only: its RMs' states); `append(kind, body)` appends an
+        entry of the service to the log; `tick`: the body of its ticks (a shard's names it:
+        Subjects.naming_shard)."""
         self._settings = settings
         self._tick = tick or {}
-        self._core = core
+        self._live = live
         self._append = append
         self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
         self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
@@ -54,7 +56,7 @@ class LogClock:
         while True:
             await anyio.sleep(min(1.0, s.heartbeat_pause_s / 4))
             now = time.monotonic()
-            for rm_id, rm in list(self._core().rms.items()):
+            for rm_id, rm in list(self._live.core.rms.items()):
                 quiet = now - self._heard.setdefault(rm_id, now)
                 event = None
                 if rm.state is RMState.RUNNING and quiet > s.heartbeat_pause_s:

@@ -27,6 +27,7 @@ from nats.js import api
 from nats.js.errors import APIError, NotFoundError
 
 from ykbus.bus.leadership import Lease, lease_term
+from ykbus.bus.live import LiveCore
 from ykbus.bus.publisher import OutputPublisher, Part, Unpublished
 from ykbus.bus.subjects import (
     HDR_IN_SEQ,
@@ -61,14 +62,14 @@ def server_version(nc: Any) -> tuple[int, ...]:
 class Leadership:
     """This process's part: `lease` says whether it leads; this class does what follows."""
 
-    def __init__(self, subjects: Subjects, writer: asyncio.Lock, applied: Callable[[], int],
-                 reader: bool = False) -> None:
-        """`writer`: held by the service while it applies an entry and hands over its outputs;
-        `applied()`: the last entry applied; `reader`: this process never leads."""
+    def __init__(self, subjects: Subjects, live: LiveCore, reader: bool = False) -> None:
+        """`live`: the core the service applies entries to, and the writer's lock (held
+        while an entry is applied and its outputs handed over); `reader`: this process
+        never leads. The NATS handles come once connected (`connected`)."""
         self.reader = reader
         self._subjects = subjects
-        self._writer = writer
-        self._applied = applied
+        self._writer = live.lock
+        self._applied = live.applied
         self.lease: Lease | None = None
         self.unpublished = Unpublished()  # a standby's outputs the leader has not been seen storing
         self._appending = asyncio.Lock()  # appends one at a time: each expects the last one's sequence
@@ -88,6 +89,11 @@ class Leadership:
         if not self._fence:
             log.warning("nats-server before 2.11: appends to the log are fenced by the lease's timing only "
                         "(docs/reliability.md)", extra={"fields": {"server": str(nc.connected_server_version)}})
+
+    async def settle(self) -> None:
+        """Until every output this process sent is stored."""
+        assert self._publisher is not None
+        await self._publisher.settle(0)
 
     @property
     def role(self) -> str:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ykbus.bus.live import LiveCore
 from ykbus.bus.subjects import Subjects
-from ykbus.core import Core
 from ykbus.core.config import ConfigError
 
 if TYPE_CHECKING:
@@ -32,17 +32,17 @@ log = logging.getLogger("ykbus.core")
 NOT_APPENDED = "not appended: this core does not lead now, or NATS did not answer; try again"
 
 class OperatorConfig:
-    def __init__(self, settings: ServiceSettings, subjects: Subjects, core: Callable[[], Core],
+    def __init__(self, settings: ServiceSettings, subjects: Subjects, live: LiveCore,
                  append: Callable[[str, dict[str, Any]], Awaitable[bool]],
                  notify: Callable[[str], None] | None = None) -> None:
-        """`core()` is the live core (read only: its configuration checks and what is in
+        """`live.core` is the live core (read only: its configuration checks and what is in
         force); `append(kind, body)` appends an entry of the service to the log; `notify`
         hears a refused configuration (the core's verdict on an appended one comes as its
         event, see OutputPublisher)."""
         self._notify = notify
         self._settings = settings
         self._subjects = subjects
-        self._core = core
+        self._live = live
         self._append = append
         self.owner = getpass.getuser()
         self._texts: dict[str, str] = {}  # policy group -> file text last seen
@@ -82,7 +82,7 @@ class OperatorConfig:
             if text == self._texts.get(group):
                 continue
             self._texts[group] = text
-            if text == self._core().operator_configs.get(group):
+            if text == self._live.core.operator_configs.get(group):
                 if group in self._refused:  # the file says again what is in force: a verdict too
                     self._refused.discard(group)
                     self._say(f"queue file of policy group {group!r} back in force", group, str(path))
@@ -111,7 +111,7 @@ class OperatorConfig:
             log.info("queue configuration withdrawn", extra={"fields": {"policy_group": group, "source": source}})
             return []
         try:
-            self._core().load_config(text)  # the core's own checks, so what is appended will parse
+            self._live.core.load_config(text)  # the core's own checks, so what is appended will parse
         except ConfigError as exc:
             errors = exc.errors
         else:

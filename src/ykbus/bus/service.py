@@ -41,9 +41,7 @@ Theory of operation
 from __future__ import annotations
 
 import asyncio
-import base64
 import gc
-import hashlib
 import json
 import logging
 import os
@@ -54,20 +52,19 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api
-from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
 from ykbus.bus.leader import CONSUMER_HEARTBEAT_S, Leadership
 from ykbus.bus.leadership import Lease, identity, lease_store
+from ykbus.bus.live import LiveCore
 from ykbus.bus.local import connect, subscribed
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
-from ykbus.bus.sharding import Sharding, StoppedWaiting, shards_bucket
-from ykbus.bus.snapshots import Snapshotter
+from ykbus.bus.sharding import Arrivals, Sharding, StoppedWaiting, shards_bucket
+from ykbus.bus.snapshots import Snapshotter, fetch_snapshot
 from ykbus.bus.streams import (
     answer_attach,
     ensure_streams,
@@ -99,12 +96,6 @@ FREEZE_EVERY = 1000  # entries between gc.freeze() calls
 FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
 
 
-def snapshot_digest(data: bytes) -> str:
-    """The digest a JetStream object store records for `data`."""
-    return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
-
-
-SNAPSHOT_GET_TIMEOUT_S = 60  # reading the snapshot while another core stores one can wait forever: read again
 HEALTH_CHECK_EVERY_S = 30  # as YuniKorn: /ws/v1/scheduler/healthcheck answers the last check
 
 
@@ -120,48 +111,72 @@ class LogGap(Exception):
     """The input log is missing entries the core has not applied: it will not guess past."""
 
 
+class Connected:
+    """The parts of the service that exist once it is connected to NATS, built in that
+    order by `CoreService._prepare` (which is retried as a whole while a cluster elects)."""
+
+    def __init__(self, store: Any, publisher: OutputPublisher, sharding: Sharding, snapshots: Snapshotter) -> None:
+        self.store, self.publisher, self.sharding, self.snapshots = store, publisher, sharding, snapshots
+
+
 class CoreService:
     def __init__(self, settings: ServiceSettings, notify: Callable[[str], None] | None = None) -> None:
         """`notify(text)`, if given, hears what the operator should see at once: the verdict
-        on each queue-file reload (`ykbus up` prints it)."""
+        on each queue-file reload (`ykbus up` prints it).
+
+        Built in dependency order: here what needs no connection (each part gets the live
+        core, the leadership or the REST state it reads, as an argument); once connected,
+        `_prepare` builds the rest (`Connected`)."""
         self.settings = settings
         self.subjects = Subjects(settings.prefix, settings.shard)
-        self._writer = asyncio.Lock()  # held while an entry is applied and its outputs handed over
-        self.sharding = Sharding(self.subjects, lambda: self.core, lambda: self.store, self._append, settings.reader,
-                                 lambda: self.leadership.publishing(), lambda: self.publisher.settle(0),
-                                 lambda: self._stop.is_set(), self._writer)
-        self.guard = GuardedCore(self.sharding.restore(None), self.sharding.restore)
         self.notify = notify or (lambda _text: None)
-        self.operator = OperatorConfig(settings, self.subjects, lambda: self.core, self._append, notify)
+        self.started = anyio.Event()
+        self._stop = anyio.Event()
         self.started_ns = time.time_ns()  # YuniKorn's startTime (/ws/v1/clusters)
-        self.rest = RestState(lambda: self.core, self.started_ns, check_every=HEALTH_CHECK_EVERY_S)
         self.instance = str(uuid.uuid4())  # this process, as YuniKorn's InstanceUUID (/ws/v1/events)
+        self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
+        self.arrivals = Arrivals(self.subjects.shard)
+        # the core and the writer's lock, one owner (bus/live.py): a snapshot loaded replaces its guard
+        self.live = LiveCore(GuardedCore(self.arrivals.restore(None), self.arrivals.restore))
+        self.leadership = Leadership(self.subjects, self.live, settings.reader)
+        self.operator = OperatorConfig(settings, self.subjects, self.live, self.leadership.append, notify)
+        self.clock = LogClock(settings, self.live, self.leadership.append, self.subjects.naming_shard)
+        self.rest = RestState(self.live.current, self.started_ns, check_every=HEALTH_CHECK_EVERY_S)
         self.metrics = Metrics(self.rest, self._figures)
         self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
                                         self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
-        self.snapshots = Snapshotter(settings.snapshot_every, lambda: self.core, lambda: self.guard,
-                                     lambda: self.publisher.settle(0), lambda: self.store, self._local_snapshot(),
-                                     upload=lambda: self.leadership.stores_snapshots() and not self.sharding.pending,
-                                     writer=self._writer,
-                                     name=self.subjects.snapshot_object)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
-        self.leadership = Leadership(self.subjects, self._writer, lambda: self.core.last_seq, settings.reader)
-        self.started = anyio.Event()
-        self._stop = anyio.Event()
-        self.clock = LogClock(settings, lambda: self.core, self._append, self.subjects.naming_shard)
-        self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
         self._dropped_seen = 0
         self._frozen_at = 0
         self._input_sub: Any = None
         self._scope: anyio.CancelScope | None = None  # the running service's: an input that fails cancels it
         self._failure: Exception | None = None  # why the writer stopped (run raises it)
         self._log_end_at_start = 0  # the input log's last sequence when this process started
+        self._connected: Connected | None = None  # once `_prepare` has built the parts that need NATS
 
     @property
     def core(self) -> Core:
         """The live core (the guard replaces it when an entry fails: never keep it)."""
-        return self.guard.core
+        return self.live.core
+
+    @property
+    def connected(self) -> Connected:
+        if self._connected is None:
+            raise RuntimeError("the core service is not connected yet: run() connects it")
+        return self._connected
+
+    @property
+    def store(self) -> Any:
+        return self.connected.store
+
+    @property
+    def publisher(self) -> OutputPublisher:
+        return self.connected.publisher
+
+    @property
+    def snapshots(self) -> Snapshotter:
+        return self.connected.snapshots
 
     def stop(self) -> None:
         self._stop.set()
@@ -251,7 +266,7 @@ class CoreService:
             log.info("core stopped", extra={"fields": {"last_seq": self.core.last_seq, "deposed": self.deposed}})
         finally:
             await self._stop_input()
-            if hasattr(self, "publisher"):
+            if self._connected is not None:
                 await self.publisher.close()  # acks nobody reads would hold drain() to its timeout
             if self.nc.is_connected:
                 await self.nc.drain()
@@ -265,25 +280,29 @@ class CoreService:
         s = self.settings
         kv = None
         if s.reader:  # it makes and changes nothing (not even the streams' limits): a core did
-            self.store, kv = await made_by_a_core(self.js)
+            store, kv = await made_by_a_core(self.js)
         else:
             await ensure_streams(self.js, self.subjects, s.limits)
-            self.store = await snapshot_store(self.js, s.limits.replicas)
+            store = await snapshot_store(self.js, s.limits.replicas)
         mark("streams_ms")
-        await self._load()
+        await self._load(store)
         mark("snapshot_ms")
         await self._check_log_start()
         for record in await failed_records(self.js, self.subjects.core_input(FAILED_KIND)):
-            self.guard.apply_record(record)  # an entry that failed before is not applied again
-        if self.guard.known_failed:
-            log.warning("entries recorded as failed", extra={"fields": {"seqs": sorted(self.guard.known_failed)}})
+            self.live.guard.apply_record(record)  # an entry that failed before is not applied again
+        if self.live.guard.known_failed:
+            log.warning("entries recorded as failed", extra={"fields": {"seqs": sorted(self.live.guard.known_failed)}})
         self.http.events = EventFeed(self.js, self.subjects, self.instance, lambda rm, n: node_capacity(self.core, rm, n))
-        self.publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
-                                         self.stats, self._output_format, self.nc, self.notify)
+        publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
+                                    self.stats, self._output_format, self.nc, self.notify)
         lease = self.leadership.lease or Lease(kv or await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),
                                                identity(self.instance, s.lease_ttl_s), s.lease_ttl_s,
                                                ready=self._caught_up, key=self.subjects.lease_key)
-        self.leadership.connected(self.js, self.nc, self.publisher, lease)
+        self.leadership.connected(self.js, self.nc, publisher, lease)
+        sharding = Sharding(self.subjects, self.live, self.arrivals, store, self.leadership, self._stop, s.reader)
+        snapshots = Snapshotter(s.snapshot_every, self.live, self.leadership.settle, store, self._local_snapshot(),
+                                upload=self._stores_snapshots, name=self.subjects.snapshot_object)
+        self._connected = Connected(store, publisher, sharding, snapshots)
         if s.reader:
             await lease.observe()
             return  # it publishes nothing: no need to know what YK_OUT holds
@@ -291,40 +310,25 @@ class CoreService:
             await lease.campaign_once()  # a lone core caught up leads from its first entry (else once caught up)
         await self.publisher.scan()
 
+    def _stores_snapshots(self) -> bool:
+        """Whether this snapshot is stored: by the leader, once the units of RMs that left
+        are stored (bus/sharding.py)."""
+        return self.leadership.stores_snapshots() and not self.connected.sharding.pending
+
     def _local_snapshot(self) -> str | None:
         d = self.settings.snapshot_dir
         return os.path.join(d, f"{self.subjects.snapshot_object}.snap") if d else None
 
-    async def _fetch_snapshot(self) -> tuple[bytes, str] | None:
-        """The latest snapshot: the local copy when its SHA-256 is the stored object's (no
-        download), else the object itself."""
-        try:
-            info = await self.store.get_info(self.subjects.snapshot_object)
-        except (NotFoundError, ObjectNotFoundError):
-            return None
-        local = self._local_snapshot()
-        if local and os.path.exists(local):
-            with open(local, "rb") as f:
-                data = f.read()
-            if snapshot_digest(data) == info.digest:
-                return data, "local copy"
-        with anyio.move_on_after(SNAPSHOT_GET_TIMEOUT_S) as scope:
-            found = await self.store.get(self.subjects.snapshot_object)
-        if scope.cancelled_caught:  # another core stored a new one meanwhile: its chunks replaced these
-            raise NatsTimeoutError("the snapshot changed while it was read")
-        return found.data, "object store"
-
-    async def _load(self) -> None:
-        fetched = await self._fetch_snapshot()
+    async def _load(self, store: Any) -> None:
+        fetched = await fetch_snapshot(store, self.subjects.snapshot_object, self._local_snapshot())
         if fetched is None:
             log.info("no snapshot: replaying the log from the start")
             return
         data, source = fetched
         t0 = time.perf_counter()
         core = load_snapshot(data, load_yaml)
-        self.guard = GuardedCore(self.sharding.adopt(core), self.sharding.restore, checkpoint=data)
+        self.live.loaded(GuardedCore(self.arrivals.adopt(core), self.arrivals.restore, checkpoint=data))
         gc.freeze()  # the loaded state is long-lived
-        self.snapshots.loaded()
         log.info("snapshot loaded", extra={"fields": {
             "last_seq": core.last_seq, "bytes": len(data), "from": source,
             "ms": round(1000 * (time.perf_counter() - t0), 1)}})
@@ -359,13 +363,13 @@ class CoreService:
             return  # stopping: what is not applied now, the next start applies
         try:
             entry, lag = entry_of(msg, self.subjects)
-            if self.sharding.shard is not None:  # an RM moving here: its state first, outside the writer
-                await self.sharding.before(entry)
+            if self.connected.sharding.shard is not None:  # an RM moving here: its state first, outside the writer
+                await self.connected.sharding.before(entry)
             kept = self.leadership.unpublished
             if kept.full:  # a standby far ahead of its leader: it waits, outside the writer (a takeover needs it)
                 log.warning("standby waits: its leader is far behind", extra={"fields": {"kept": len(kept)}})
                 await kept.room()
-            async with self._writer:
+            async with self.live.lock:
                 await self._apply_input(entry, lag, msg.subject)
         except StoppedWaiting:
             return  # its entry is not applied: the next start applies it (and nothing after it now)
@@ -381,7 +385,7 @@ class CoreService:
         if sub is None:
             return
         try:
-            async with self._writer:  # not in the middle of an entry
+            async with self.live.lock:  # not in the middle of an entry
                 await sub.unsubscribe()
         except Exception as exc:  # noqa: BLE001 - closing anyway
             log.debug("input unsubscribe failed", extra={"fields": {"error": repr(exc)}})
@@ -398,14 +402,14 @@ class CoreService:
         if not rm and self.subjects.own_core_entry(subject):
             self.leadership.saw_core_entry(seq)
         t0 = time.perf_counter()
-        outputs = self.guard.apply(entry)
+        outputs = self.live.guard.apply(entry)
         t1 = time.perf_counter()
         moved = bool(self.core.moved_out)
         self.metrics.applied(t1 - t0)
-        if self.guard.last_failure is not None:
-            await self._record_failure(*self.guard.last_failure)
+        if self.live.guard.last_failure is not None:
+            await self._record_failure(*self.live.guard.last_failure)
         if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
-            await self._append("tick", self.subjects.naming_shard)
+            await self.leadership.append("tick", self.subjects.naming_shard)
         if kind == "register" and rm:
             self.clock.heard(rm)
         if kind == "rmstate":
@@ -413,7 +417,7 @@ class CoreService:
         if await self.leadership.deliver(seq, self.publisher.encode(seq, outputs)):  # else a standby kept them
             self.metrics.publish.observe(time.perf_counter() - t1)
         if moved:  # RMs that left: their state for the shard they go to, after this entry's outputs
-            await self.sharding.after()
+            await self.connected.sharding.after()
         self.stats["entries"] += 1
         if (self.stats["entries"] % FREEZE_EVERY == 0
                 or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
@@ -427,8 +431,8 @@ class CoreService:
         self.stats["failedEntries"] += 1
         log.error("entry failed in the core: a bug; it was not applied and the core goes on",
                   exc_info=exc, extra={"fields": {"seq": entry.seq, "rm": entry.rm, "kind": entry.kind}})
-        error = self.guard.known_failed[entry.seq]
-        await self._append(FAILED_KIND, {"seq": entry.seq, "error": error, **self.subjects.naming_shard})
+        error = self.live.guard.known_failed[entry.seq]
+        await self.leadership.append(FAILED_KIND, {"seq": entry.seq, "error": error, **self.subjects.naming_shard})
 
     def _tame_gc(self) -> None:
         """Keep full GC collections short: move what lives now out of the collector's sight
@@ -449,10 +453,7 @@ class CoreService:
         return rm.encoding, compat.int64_mode(rm.extra_config)
 
 
-    # --- time and RM liveness, appended to the log --------------------------------------
-
-    async def _append(self, kind: str, body: dict[str, Any]) -> bool:
-        return await self.leadership.append(kind, body)  # the leader's only, fenced (bus/leader.py)
+    # --- the leader's duties (only it appends to the log, fenced: bus/leader.py) ---------
 
     async def _lead(self) -> None:
         """Campaign; once elected, do the leader's duties until the lease is lost."""
@@ -471,9 +472,9 @@ class CoreService:
         if (s.queue_file or s.queues_dir) and s.shard in (None, DEFAULT_SHARD):  # one process appends them
             tg.start_soon(self.operator.watch)
         if s.shard is not None:
-            async with self._writer:  # units of RMs that left while this process was a standby
-                await self.sharding.store_pending()
-            tg.start_soon(self.sharding.follow, await shards_bucket(self.js, s.limits.replicas),
+            async with self.live.lock:  # units of RMs that left while this process was a standby
+                await self.connected.sharding.store_pending()
+            tg.start_soon(self.connected.sharding.follow, await shards_bucket(self.js, s.limits.replicas),
                           await self.js.key_value(LEASE_BUCKET))
         # one leader answers each request, when several shards lead
         subs = [await self.nc.subscribe(self.subjects.admins, queue="ykbus-leader", cb=self.operator.on_admin),

@@ -15,17 +15,17 @@ The rules of who applies what are the core's (core/shards.py); this module does 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import anyio
 from nats.errors import Error as NatsError
 from nats.js import api
 from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError, ObjectNotFoundError
 
+from ykbus.bus.live import LiveCore
 from ykbus.bus.streams import NOT_ANSWERING
 from ykbus.bus.subjects import LEASE_BUCKET, SHARDS_BUCKET, Subjects, lease_key
 from ykbus.core import Core
@@ -72,30 +72,46 @@ async def assignments(kv: Any) -> dict[str, str]:
     return found
 
 
-class Sharding:
-    def __init__(self, subjects: Subjects, core: Callable[[], Core], store: Callable[[], Any],
-                 append: Callable[[str, dict[str, Any]], Awaitable[bool]], reader: bool = False,
-                 leading: Callable[[], bool] = lambda: True,
-                 settle: Callable[[], Awaitable[None]] | None = None,
-                 stopping: Callable[[], bool] = lambda: False, writer: asyncio.Lock | None = None) -> None:
-        """`leading()`: this process publishes now; `settle()`: until every output it sent
-        is stored; `stopping()`: the service is stopping; `writer`: held by the service while
-        it applies an entry and hands over its outputs."""
-        self.shard = subjects.shard
-        self._subjects = subjects
-        self._core, self._store, self._append, self._reader = core, store, append, reader
-        self._leading, self._settle, self._stopping = leading, settle, stopping
-        self._writer = writer if writer is not None else asyncio.Lock()
-        self.arriving: dict[int, Callable[[], Arriving]] = {}  # Core.arriving, shared with every core restored
-        self.restore = restorer(None, self.shard, self.arriving)
-        self.pending: dict[str, bytes] = {}  # units of RMs that left, not stored yet (object name -> bytes)
+class Arrivals:
+    """The units of RMs moving to this shard, by the entry that moves each (Core.arriving,
+    shared with every core restored), and how a core of this shard is made: what the guard
+    needs before the service connects."""
+
+    def __init__(self, shard: str | None) -> None:
+        self.shard = shard
+        self.units: dict[int, Callable[[], Arriving]] = {}
+        self.restore = restorer(None, shard, self.units)
 
     def adopt(self, core: Core) -> Core:
         """A core loaded from this process's snapshot, made this shard's."""
         if core.shard != self.shard:
             raise SnapshotError(f"the snapshot is of core shard {core.shard!r}, this process is {self.shard!r}")
-        core.arriving = self.arriving
+        core.arriving = self.units
         return core
+
+
+class Leader(Protocol):
+    """What sharding needs of this process's leadership (bus/leader.py)."""
+
+    def publishing(self) -> bool: ...
+
+    async def settle(self) -> None: ...
+
+    async def append(self, kind: str, body: dict[str, Any]) -> bool: ...
+
+
+class Sharding:
+    def __init__(self, subjects: Subjects, live: LiveCore, arrivals: Arrivals, store: Any, leader: Leader,
+                 stopping: anyio.Event, reader: bool = False) -> None:
+        """`store`: the snapshot object store; `leader.publishing()`: this process publishes
+        now; `leader.settle()`: until every output it sent is stored; `stopping`: set when the
+        service stops; `live.lock`: held by the service while it applies an entry."""
+        self.shard = subjects.shard
+        self._subjects = subjects
+        self._live, self._store, self._leader, self._reader = live, store, leader, reader
+        self._stopping = stopping
+        self._arrivals = arrivals
+        self.pending: dict[str, bytes] = {}  # units of RMs that left, not stored yet (object name -> bytes)
 
     async def before(self, entry: Entry) -> None:
         """Before `entry` is applied: if it moves an RM here, fetch the RM's unit."""
@@ -105,20 +121,20 @@ class Sharding:
             body = decode_assign(entry)
         except ValueError:
             return  # the core says why
-        core = self._core()
+        core = self._live.core
         if body.shard != self.shard or owner_of(core.owners, body.rm) == self.shard or body.rm not in core.registered:
             return
         data = await self._fetch(body.rm, entry.seq, owner_of(core.owners, body.rm))
-        self.arriving[entry.seq] = lambda: load_moved(data, load_yaml)
+        self._arrivals.units[entry.seq] = lambda: load_moved(data, load_yaml)
 
     async def _fetch(self, rm: str, seq: int, source: str) -> bytes:
         name, t0, said, limit = self._subjects.moved_object(rm, seq), time.monotonic(), 0.0, FETCH_TIMEOUT_S
         while True:
-            if self._stopping():
+            if self._stopping.is_set():
                 raise StoppedWaiting(f"stopped while waiting for the state of {rm!r} from shard {source!r}")
             with anyio.move_on_after(limit) as scope:
                 try:
-                    return (await self._store().get(name)).data
+                    return (await self._store.get(name)).data
                 except (NotFoundError, ObjectNotFoundError):
                     pass
                 except (NatsError, ValueError) as exc:  # a timeout, a digest that does not match yet: again
@@ -135,26 +151,25 @@ class Sharding:
     async def after(self) -> None:
         """After an entry (in the writer): the units of RMs that left this shard, stored for
         their new one by the leader; a standby keeps them."""
-        core = self._core()
+        core = self._live.core
         if not core.moved_out or self._reader:
             return
         for moved in core.moved_out:
             self.pending[self._subjects.moved_object(moved.rm, moved.seq)] = dump_moved(moved)
             log.info("an RM left this shard", extra={"fields": {"rm": moved.rm, "to": moved.to, "entry": moved.seq}})
-        if self._leading():
+        if self._leader.publishing():
             await self.store_pending()
 
     async def store_pending(self) -> None:
         """The leader (in the writer): once every output it sent is stored, the units kept."""
-        if not self.pending or not self._leading():
+        if not self.pending or not self._leader.publishing():
             return
-        if self._settle is not None:
-            await self._settle()
+        await self._leader.settle()
         for name, data in list(self.pending.items()):
             try:
-                await self._store().get_info(name)
+                await self._store.get_info(name)
             except (NotFoundError, ObjectNotFoundError):
-                await self._store().put(name, data)
+                await self._store.put(name, data)
             del self.pending[name]
 
     async def follow(self, kv: Any, leases: Any) -> None:
@@ -171,9 +186,9 @@ class Sharding:
 
     async def _follow_once(self, kv: Any, leases: Any, asked: dict[str, str], told: set[tuple[str, str]]) -> None:
         if self.pending:  # units kept while the lease had lapsed: stored once it holds again
-            async with self._writer:
+            async with self._live.lock:
                 await self.store_pending()
-        owners = self._core().owners
+        owners = self._live.core.owners
         for rm, shard in (await assignments(kv)).items():
             if owner_of(owners, rm) != self.shard or shard == self.shard or asked.get(rm) == shard:
                 continue
@@ -183,7 +198,7 @@ class Sharding:
                     log.warning("an RM is assigned to a shard with no leader: it moves once one runs",
                                 extra={"fields": {"rm": rm, "shard": shard}})
                 continue
-            if await self._append(ASSIGN, {"rm": rm, "shard": shard}):
+            if await self._leader.append(ASSIGN, {"rm": rm, "shard": shard}):
                 asked[rm] = shard
         for rm in [rm for rm, shard in asked.items() if owner_of(owners, rm) == shard]:
             del asked[rm]  # applied

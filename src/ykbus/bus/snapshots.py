@@ -16,8 +16,9 @@ made at a time; entries applied while it is made count toward the next. Without 
 
 from __future__ import annotations
 
-import asyncio
+import base64
 import gc
+import hashlib
 import logging
 import os
 import signal
@@ -27,10 +28,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NotFoundError, ObjectNotFoundError
 
+from ykbus.bus.live import LiveCore
 from ykbus.bus.subjects import SNAPSHOT_OBJECT
 from ykbus.core import Core
-from ykbus.core.guard import GuardedCore
 from ykbus.core.snapshot import dump_snapshot
 
 log = logging.getLogger("ykbus.core")
@@ -144,21 +147,49 @@ def _write(path: str, data: bytes) -> None:
         f.write(data)
 
 
+SNAPSHOT_GET_TIMEOUT_S = 60  # reading the snapshot while another core stores one can wait forever: read again
+
+
+def snapshot_digest(data: bytes) -> str:
+    """The digest a JetStream object store records for `data`."""
+    return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
+
+
+async def fetch_snapshot(store: Any, name: str, local: str | None) -> tuple[bytes, str] | None:
+    """The latest snapshot, object `name` of `store`: the local copy at `local` when its
+    SHA-256 is the stored object's (no download), else the object itself; None if none."""
+    try:
+        info = await store.get_info(name)
+    except (NotFoundError, ObjectNotFoundError):
+        return None
+    if local and os.path.exists(local):
+        with open(local, "rb") as f:
+            data = f.read()
+        if snapshot_digest(data) == info.digest:
+            return data, "local copy"
+    with anyio.move_on_after(SNAPSHOT_GET_TIMEOUT_S) as scope:
+        found = await store.get(name)
+    if scope.cancelled_caught:  # another core stored a new one meanwhile: its chunks replaced these
+        raise NatsTimeoutError("the snapshot changed while it was read")
+    return found.data, "object store"
+
+
 class Snapshotter:
     """Takes a snapshot every `every` entries, off the writer's path (module docstring)."""
 
-    def __init__(self, every: int, core: Callable[[], Core], guard: Callable[[], GuardedCore],
-                 settle: Callable[[], Awaitable[None]], store: Callable[[], Any], local_path: str | None,
-                 fork: bool | None = None, upload: Callable[[], bool] = lambda: True,
-                 writer: asyncio.Lock | None = None, name: str = SNAPSHOT_OBJECT) -> None:
-        """`upload()`: store this one in the object store (the leader does; a standby's
-        snapshot only becomes its guard's checkpoint). `writer`: held by the service while
-        it applies an entry and hands over its outputs; the state is taken between entries."""
-        self._writer = writer if writer is not None else asyncio.Lock()
+    def __init__(self, every: int, live: LiveCore, settle: Callable[[], Awaitable[None]], store: Any,
+                 local_path: str | None, fork: bool | None = None, upload: Callable[[], bool] = lambda: True,
+                 name: str = SNAPSHOT_OBJECT) -> None:
+        """`live`: the core, its guard (a snapshot becomes its checkpoint) and the writer's
+        lock (held by the service while it applies an entry and hands over its outputs: the
+        state is taken between entries); `settle()`: until every output sent is stored;
+        `store`: the object store; `upload()`: store this one there (the leader does; a
+        standby's snapshot only becomes its guard's checkpoint)."""
+        self._live = live
         self.name = name  # the object it is stored as (a shard's own: Subjects.snapshot_object)
         self.every = every
         self._upload = upload
-        self._core, self._guard, self._settle, self._store = core, guard, settle, store
+        self._settle, self._store = settle, store
         self.local_path = local_path
         self.fork = hasattr(os, "fork") if fork is None else fork
         self.since = 0  # entries applied since the state the last snapshot holds
@@ -225,13 +256,13 @@ class Snapshotter:
     async def _take(self, forked: bool) -> None:
         self._busy = True  # from here: entries applied meanwhile count toward the next one
         try:
-            async with self._writer:  # between entries: none half handed over
+            async with self._live.lock:  # between entries: none half handed over
                 await self._settle()  # every output up to the cursor is stored before the cursor is
                 upload = self._upload()
                 if self.since == 0 and not (upload and self.since_stored) or self.store_due and not upload:
                     return  # nothing new; or the one due is to be stored, and may not be yet
                 t0 = time.perf_counter()
-                core = self._core()
+                core = self._live.core
                 seq, since, since_stored = core.last_seq, self.since, self.since_stored
                 self.since = 0
                 if upload:
@@ -250,9 +281,9 @@ class Snapshotter:
                 elif local:
                     await anyio.to_thread.run_sync(_write, tmp, data)
                 dumped = time.perf_counter()
-                self._guard().checkpoint(data, seq)
+                self._live.guard.checkpoint(data, seq)
                 if upload:
-                    await self._store().put(self.name, data)
+                    await self._store.put(self.name, data)
             except BaseException:
                 self.since += since  # not stored: those entries still count
                 if upload:

@@ -14,6 +14,7 @@ from ykbus.core.config import PreemptionPolicy
 from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import INT32_MIN, Alloc, App, Ask, Node, Queue, Terminated, most_held
 from ykbus.core.partition import Partition
+from ykbus.core.readmodel import NodeUsage
 from ykbus.core.resources import Res
 
 GO_ZERO_TIME_MS = -62135596800000  # Go's zero time.Time in Unix ms: a startTime never set
@@ -309,11 +310,11 @@ def allocated_of(n: Node, t: str) -> int:
 
 
 def node_utilizations(rm: str, p: Partition, name: str) -> dict[str, Any]:
-    """NodesUtilDAOInfo: per resource type, the nodes in each tenth of utilisation, from the
-    read model (core/readmodel.py `NodeUsage`), not a walk of the nodes. A tenth lists its
-    nodes in the order they entered it (YuniKorn's, a Go map's, has none): a set."""
-    usage = p.usage
-    usage.watch(p.nodes.values())
+    """NodesUtilDAOInfo: per resource type, the nodes in each tenth of utilisation
+    (core/readmodel.py `NodeUsage`), built on read from the nodes: a reader changes nothing
+    of the core's. A tenth lists its nodes in the partition's order of nodes (YuniKorn's, a
+    Go map's, has none): a set."""
+    usage = NodeUsage.of(p.nodes.values())
     out = [{"type": t, "utilization": [
         omit({"bucketName": f"{i * 10}-{(i + 1) * 10}%", "numOfNodes": len(names), "nodeNames": names},
              "numOfNodes", "nodeNames") for i, names in enumerate(usage.nodes_in(t))]} for t in usage.types()]

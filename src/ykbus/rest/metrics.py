@@ -34,6 +34,7 @@ from prometheus_client.utils import floatToGoString
 
 from ykbus.core.lifecycle import AppState
 from ykbus.core.partition import Partition
+from ykbus.core.readmodel import NodeUsage
 from ykbus.core.registry import ResourceManager
 from ykbus.core.why import PendingCode
 from ykbus.rest.router import RestState
@@ -110,14 +111,13 @@ class YunikornCollector(Collector):
     @staticmethod
     def read_model(parts: list[tuple[ResourceManager, Partition]]) -> ReadModel:
         """Schedulable nodes, nodes per tenth of usage by resource, and pending asks by why
-        they wait, from the read model (core/readmodel.py `NodeUsage`, `PendingCodes`): no
-        walk of the nodes or of the pending asks."""
+        they wait (core/readmodel.py `NodeUsage`, `PendingCodes`): the usage built on read
+        from the nodes (a reader changes nothing of the core's), no walk of the pending asks."""
         active = 0
         ranges = {t: [0] * 10 for t in NODE_USAGE_TYPES}
         codes = {c.value: 0 for c in PendingCode}
         for _rm, p in parts:
-            usage = p.usage
-            usage.watch(p.nodes.values())
+            usage = NodeUsage.of(p.nodes.values())
             active += usage.schedulable
             for t in NODE_USAGE_TYPES:
                 ranges[t] = [a + b for a, b in zip(ranges[t], usage.counts(t), strict=True)]
