@@ -172,7 +172,7 @@ def test_a_moved_rms_timers_fire_in_its_new_shard_and_new_ones_come_after_them()
     came.arriving[move.seq] = lambda: load_moved(data, load_yaml)
     came.apply(move)
     held = [n for _, n, _ in came.rms["rm-b"].timers.entries()]
-    assert held and came.timer_sequence.n >= max(held)
+    assert held and came.registry.timer_sequence.n >= max(held)
     timed_out = [r for r in released(came.apply(later)) if r.terminationType == "TIMEOUT"]
     assert [r.allocationKey for r in timed_out] == ["rm-b-t"]
 

@@ -3,12 +3,17 @@ allocations an RM recovers with them), asks, releases. Every check that can reje
 runs before the first change it makes (a rejected item changes nothing, but for the record
 of a rejected application its partition keeps for readers, YuniKorn's `rejected` list); the
 partition applies what passes (core/changes.py).
+
+`Intake` holds no state of its own: it finds the RM a request applies to in the registry it
+is given (core/registry.py) and applies each item of the request to that RM's partitions.
+Each list of a request is one loop: an item that did not decode, or of a request for no
+registered RM, is refused; any other is applied, or refused with the reason its check gave.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, TypeVar, cast
+from typing import Final, cast
 
 from ykbus.core.config import (
     DEFAULT_PARTITION,
@@ -21,7 +26,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.outbox import Entry, Outbox
 from ykbus.core.partition import App, Partition, Queue
-from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, _res
+from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, resources_of
 from ykbus.core.resources import Res, first_over, fmt_quantity
 from ykbus.core.tags import policy_problem, role_problem
 from ykbus.si import codec
@@ -40,9 +45,12 @@ STOPPED_BY_RM: Final = m.TerminationType.STOPPED_BY_RM
 PLACEHOLDER_REPLACED: Final = m.TerminationType.PLACEHOLDER_REPLACED
 PREEMPTED_BY_SCHEDULER: Final = m.TerminationType.PREEMPTED_BY_SCHEDULER
 
-Item = TypeVar("Item")  # one item of a request's list: an application, a node, an ask, a release
-# How an item's refusal is told: (the outbox, the RM told, the item, the reason)
-Refusal = Callable[[Outbox, str, object, str], None]
+def _unread(item: object, why: str) -> str:
+    """Why an item is refused before it is read: its decoding error, else `why` (the whole
+    request's: no RM it may apply to)."""
+    if type(item) is BAD_ITEM:  # (not subclassed; compiled, isinstance of a class it did not compile is a generic call)
+        return cast(codec.BadItem, item).error
+    return why
 
 
 def _id(item: object, name: str) -> str:
@@ -83,29 +91,75 @@ def _allocation_refused(ctx: Outbox, to: str, item: object, reason: str) -> None
     ctx.put(to, m.RejectedAllocation(_id(item, "allocationKey"), _id(item, "applicationID"), reason))
 
 
-class Intake(RMRegistry):
+class Intake:
+    def __init__(self, registry: RMRegistry) -> None:
+        self.registry = registry  # the RMs a request may apply to: read only
+
+    def applications(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
+        """An `app` request: applications added, then applications removed."""
+        rm, why = self.registry.rm_for(entry, msg.rmID)
+        for new in msg.new:
+            if rm is None or type(new) is BAD_ITEM:
+                reason = _unread(new, why)
+            else:
+                reason = self._add_app(rm, cast(m.AddApplicationRequest, new), ctx)
+            if reason:
+                _app_refused(ctx, entry.rm, new, reason)
+        for removal in msg.remove:
+            if rm is None or type(removal) is BAD_ITEM:
+                reason = _unread(removal, why)
+            else:
+                reason = self._remove_app(rm, cast(m.RemoveApplicationRequest, removal), ctx)
+            if reason:
+                _app_removal_refused(ctx, entry.rm, removal, reason)
+
+    def nodes(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
+        """A `node` request: each node created, updated, drained, undrained or decommissioned."""
+        rm, why = self.registry.rm_for(entry, msg.rmID)
+        for info in msg.nodes:
+            if rm is None or type(info) is BAD_ITEM:
+                reason = _unread(info, why)
+            else:
+                reason = self._node(rm, cast(m.NodeInfo, info), ctx)
+            if reason:
+                _node_refused(ctx, entry.rm, info, reason)
+
+    def allocations(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Outbox) -> None:
+        """An `alloc` request: releases of allocations, then of asks, then new asks (and SI
+        1.6's allocations, asks already: ykbus.si.compat)."""
+        rm, why = self.registry.rm_for(entry, msg.rmID)
+        for release in msg.releases:
+            if rm is None or type(release) is BAD_ITEM:
+                reason = _unread(release, why)
+            else:
+                reason = self._release(rm, cast(m.AllocationRelease, release), ctx)
+            if reason:
+                _release_refused(ctx, entry.rm, release, reason)
+        for ask_release in msg.askReleases:
+            if rm is None or type(ask_release) is BAD_ITEM:
+                reason = _unread(ask_release, why)
+            else:
+                reason = self._release_ask(rm, cast(m.AllocationAskRelease, ask_release), ctx)
+            if reason:
+                _ask_release_refused(ctx, entry.rm, ask_release, reason)
+        for ask in msg.asks:
+            if rm is None or type(ask) is BAD_ITEM:
+                reason = _unread(ask, why)
+            else:
+                reason = self._add_ask(rm, cast(m.AllocationAsk, ask), ctx)
+            if reason:
+                _ask_refused(ctx, entry.rm, ask, reason)
+        for allocation in msg.allocations:
+            if rm is None or type(allocation) is BAD_ITEM:
+                reason = _unread(allocation, why)
+            else:
+                reason = self._add_ask(rm, cast(m.AllocationAsk, allocation), ctx)
+            if reason:
+                _allocation_refused(ctx, entry.rm, allocation, reason)
+
     @staticmethod
     def _partition_name(name: str) -> str:
         return (name or DEFAULT_PARTITION).lower()
-
-    @staticmethod
-    def _each(items: list[Item | codec.BadItem], apply: Callable[[ResourceManager, Item, Outbox], str],
-              refused: Refusal, rm: ResourceManager | None, why: str, to: str, ctx: Outbox) -> None:
-        """Apply each decoded item of a request to `rm`, or refuse it (telling RM `to`): a
-        BadItem with its decode error, the others with `why` when there is no `rm` (the whole
-        request is refused), or with the reason `apply` returned."""
-        for item in items:
-            if type(item) is BAD_ITEM:
-                refused(ctx, to, item, cast(codec.BadItem, item).error)
-                continue
-            reason = why if rm is None else apply(rm, cast(Item, item), ctx)
-            if reason:
-                refused(ctx, to, item, reason)
-
-    def _on_app(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
-        rm, why = self._rm_for(entry, msg.rmID, ctx)
-        self._each(msg.new, self._add_app, _app_refused, rm, why, entry.rm, ctx)
-        self._each(msg.remove, self._remove_app, _app_removal_refused, rm, why, entry.rm, ctx)
 
     def _add_app(self, rm: ResourceManager, msg: m.AddApplicationRequest, ctx: Outbox) -> str:
         part = rm.partitions.get(self._partition_name(msg.partitionName))
@@ -133,7 +187,7 @@ class Intake(RMRegistry):
         queue, reason = part.place(msg)
         if queue is None:
             return None, reason
-        gang = _res(msg.placeholderAsk)
+        gang = resources_of(msg.placeholderAsk)
         if gang and queue.sort_policy is AppSortPolicy.FAIR:  # as YuniKorn: a gang needs its order kept
             return queue, (f"queue {queue.path} cannot run application {msg.applicationID} with task group "
                            "request: unsupported sort type")
@@ -157,10 +211,6 @@ class Intake(RMRegistry):
         part.remove_app(app, ctx, m.TerminationType.STOPPED_BY_RM, "application removed by the RM")
         return ""
 
-    def _on_node(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
-        rm, why = self._rm_for(entry, msg.rmID, ctx)
-        self._each(msg.nodes, self._node, _node_refused, rm, why, entry.rm, ctx)
-
     def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
         action = info.action
         A = m.ActionFromRM
@@ -175,8 +225,8 @@ class Intake(RMRegistry):
         if action is A.UPDATE:
             if info.existingAllocations:
                 return "existingAllocations are only accepted with CREATE"
-            capacity = None if info.schedulableResource is None else _res(info.schedulableResource)
-            occupied = node.occupied if info.occupiedResource is None else _res(info.occupiedResource)
+            capacity = None if info.schedulableResource is None else resources_of(info.schedulableResource)
+            occupied = node.occupied if info.occupiedResource is None else resources_of(info.occupiedResource)
             part.update_node(node, info.attributes, capacity, occupied)
             return ""
         event = {A.DRAIN_NODE: NodeEvent.DRAIN, A.DRAIN_TO_SCHEDULABLE: NodeEvent.UNDRAIN,
@@ -207,8 +257,8 @@ class Intake(RMRegistry):
                     f"existingAllocations[{i}] of node {info.nodeID}: {reason}"))
                 continue
             uuids.add(alloc.UUID)
-            recovered.append((alloc, part.apps[alloc.applicationID], _res(alloc.resourcePerAlloc)))
-        node = part.add_node(info, _res(info.schedulableResource), _res(info.occupiedResource))
+            recovered.append((alloc, part.apps[alloc.applicationID], resources_of(alloc.resourcePerAlloc)))
+        node = part.add_node(info, resources_of(info.schedulableResource), resources_of(info.occupiedResource))
         rm.node_partition[node.id] = part
         if info.action is m.ActionFromRM.CREATE_DRAIN:  # SI 1.6: created draining, in the same item
             part.node_event(node, NodeEvent.DRAIN)
@@ -233,16 +283,9 @@ class Intake(RMRegistry):
         if app.state not in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.RUNNING,
                              AppState.COMPLETING):
             return f"application {app.id} is {app.state.value}"
-        if not _res(alloc.resourcePerAlloc):
+        if not resources_of(alloc.resourcePerAlloc):
             return "resourcePerAlloc is empty"
         return ""
-
-    def _on_alloc(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Outbox) -> None:
-        rm, why = self._rm_for(entry, msg.rmID, ctx)
-        self._each(msg.releases, self._release, _release_refused, rm, why, entry.rm, ctx)
-        self._each(msg.askReleases, self._release_ask, _ask_release_refused, rm, why, entry.rm, ctx)
-        self._each(msg.asks, self._add_ask, _ask_refused, rm, why, entry.rm, ctx)
-        self._each(msg.allocations, self._add_ask, _allocation_refused, rm, why, entry.rm, ctx)
 
     def _app(self, rm: ResourceManager, partition: str, app_id: str) -> tuple[Partition | None, App | None, str]:
         part = rm.partitions.get(self._partition_name(partition))
@@ -261,7 +304,7 @@ class Intake(RMRegistry):
         if reason:
             return reason
         assert part is not None and app is not None
-        res = _res(ask.resourceAsk)
+        res = resources_of(ask.resourceAsk)
         if not res:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
         if ask.tags:

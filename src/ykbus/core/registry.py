@@ -2,6 +2,12 @@
 unregistration and RM state, the queue configuration an RM sends, and the operator's
 queue files per policy group (shared by every RM of the group, and taking precedence over
 what an RM sends). Reloads are checked against the live state before they are installed.
+
+`RMRegistry` owns the RMs (`rms`), the configuration texts (`policy_groups`,
+`operator_configs`), the order of every RM's deadlines (`timer_sequence`) and the count of
+partitions dropped. Others read these attributes; only this module writes them: the core
+through `register`, `unregister`, `rmstate`, `configure` (an entry's request), `take_out`
+and `take_in` (an RM moving between core shards), the snapshot through `restore`.
 """
 
 from __future__ import annotations
@@ -99,22 +105,55 @@ class ResourceManager:
         self.node_partition = {}
 
 
-def _res(msg: m.Resource | None) -> Res:
+def resources_of(msg: m.Resource | None) -> Res:
+    """The quantities of a wire `Resource` above zero (an empty dict for None)."""
     if msg is None:
         return {}
     return {k: q.value for k, q in msg.resources.items() if q.value}
 
 
 class RMRegistry:
-    # what the core holds (set in Core.__init__, core/core.py)
-    _load_yaml: YamlLoader | None
-    _override: SchedulerConfig | None
-    _override_group: str | None
-    operator_configs: dict[str, str]
-    rms: dict[str, ResourceManager]
-    policy_groups: dict[str, str]
-    timer_sequence: Sequence
-    dropped_partitions: int
+    def __init__(self, load_yaml: YamlLoader | None = None, queues_override: SchedulerConfig | None = None,
+                 override_group: str | None = None) -> None:
+        """`load_yaml(text)` turns configuration text into plain objects (ValueError if it
+        cannot). `queues_override` replaces the configuration of every registration and update
+        (replay's what-if), or only those of the RMs of policy group `override_group` if given."""
+        self._load_yaml = load_yaml
+        self._override = queues_override
+        self._override_group = override_group
+        self.rms: dict[str, ResourceManager] = {}
+        # The operator's queue files (entries from the service, rm ""): policy group -> text,
+        # "*" for every RM. They take precedence over what RMs send.
+        self.operator_configs: dict[str, str] = {}
+        self.policy_groups: dict[str, str] = {}  # policy group -> the configuration its RMs last sent
+        self.timer_sequence = Sequence()  # the insertion order of every RM's deadlines
+        # Partitions dropped so far (their queue trees hold reference cycles that only the
+        # cyclic GC frees); the service collects once when this changes. Not in snapshots.
+        self.dropped_partitions = 0
+
+    def restore(self, policy_groups: dict[str, str], operator_configs: dict[str, str],
+                rms: list[ResourceManager], timers_n: int) -> None:
+        """The state a snapshot stored (core/snapshot.py), RMs built on `timer_sequence`."""
+        self.policy_groups = dict(policy_groups)
+        self.operator_configs = dict(operator_configs)
+        for rm in rms:
+            self.rms[rm.id] = rm
+        self.timer_sequence.n = timers_n
+
+    def take_out(self, rm_id: str) -> tuple[ResourceManager | None, str]:
+        """RM `rm_id`'s unit leaving this core (None if it has none here) and the configuration
+        text its policy group has, which goes with it (core/shards.py)."""
+        unit = self.rms.pop(rm_id, None)
+        return unit, self.policy_groups.get(unit.policy_group, "") if unit is not None else ""
+
+    def take_in(self, rm_id: str, unit: ResourceManager, policy_group_text: str) -> None:
+        """RM `rm_id`'s unit arriving from another core shard: its deadlines keep their order,
+        new ones take ours, after them."""
+        unit.timers.sequence = self.timer_sequence
+        self.timer_sequence.n = max([self.timer_sequence.n, *(n for _, n, _ in unit.timers.entries())])
+        self.rms[rm_id] = unit
+        if policy_group_text:
+            self.policy_groups.setdefault(unit.policy_group, policy_group_text)
 
     def _load(self, text: str, policy_group: str | None = None) -> SchedulerConfig:
         """`text` as a configuration of `policy_group` (None: of no one group, a `*` queue
@@ -144,7 +183,8 @@ class RMRegistry:
         _PARSED[key] = config
         return config
 
-    def _on_register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Outbox) -> None:
+    def register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Outbox) -> None:
+        """A registration: a new RM, or one registered again, whose state starts afresh."""
         to = entry.rm or msg.rmID
         if entry.rm and msg.rmID != entry.rm:
             ctx.register(to, f"rmID {limits.quoted(msg.rmID)} does not match the subject's rm {entry.rm!r}")
@@ -191,7 +231,8 @@ class RMRegistry:
     def _operator_text(self, policy_group: str) -> str:
         return self.operator_configs.get(policy_group) or self.operator_configs.get("*", "")
 
-    def _on_unregister(self, entry: Entry, msg: m.UnregisterRequest, ctx: Outbox) -> None:
+    def unregister(self, entry: Entry, msg: m.UnregisterRequest, ctx: Outbox) -> None:
+        """An RM leaves: its partitions are removed."""
         rm = self._running_rm(entry, ctx)
         if rm is None:
             return
@@ -202,7 +243,7 @@ class RMRegistry:
                   f"resource manager {rm.id} unregistered: its partitions were removed",
                   m.ChangeType.REMOVE)
 
-    def _on_rmstate(self, entry: Entry, msg: m.RMStateChange, ctx: Outbox) -> None:
+    def rmstate(self, entry: Entry, msg: m.RMStateChange, ctx: Outbox) -> None:
         """The service recorded a heartbeat change of an RM (spec: RM lifecycle)."""
         rm = self.rms.get(msg.rmID)
         event = {m.RMLifecycleEvent.CONNECTION_LOST: RMEvent.CONNECTION_LOST,
@@ -241,8 +282,9 @@ class RMRegistry:
             return None
         return rm
 
-    def _rm_for(self, entry: Entry, rm_id: str, ctx: Outbox) -> tuple[ResourceManager | None, str]:
-        """The RM an app/node/alloc message applies to, or None and why each item is rejected."""
+    def rm_for(self, entry: Entry, rm_id: str) -> tuple[ResourceManager | None, str]:
+        """The RM an app/node/alloc message applies to, or None and why each item is refused
+        (core/intake.py)."""
         if rm_id and rm_id != entry.rm:
             return None, f"rmID {limits.quoted(rm_id)} does not match the subject's rm {entry.rm!r}"
         rm = self.rms.get(entry.rm)
@@ -250,7 +292,8 @@ class RMRegistry:
             return None, f"resource manager {entry.rm!r} is not registered"
         return rm, ""
 
-    def _on_config(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+    def configure(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+        """A `config` entry: an RM's own queue configuration, or (rm "") the operator's queue file."""
         if not entry.rm:
             self._on_queue_file(entry, msg, ctx)
             return

@@ -21,7 +21,7 @@ import msgspec
 from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core
-from ykbus.core.deadlines import Timers
+from ykbus.core.deadlines import Sequence, Timers
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
     Alloc,
@@ -81,10 +81,13 @@ DERIVED: dict[str, frozenset[str]] = {
                             "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
-    "Core": frozenset({"_load_yaml", "_override", "_override_group", "backlog", "dropped_partitions",  # the process's, not the state's
+    "Core": frozenset({"registry",  # its components: the registry's fields are checked as RMRegistry's
+                       "intake",  # (no state of its own)
+                       "backlog",  # the process's, not the state's
                        "moved_out", "arriving"}),  # between one entry and the next: the service's effects and inputs
+    "RMRegistry": frozenset({"_load_yaml", "_override", "_override_group", "dropped_partitions"}),  # the process's
 }
-RENAMED: dict[str, dict[str, str]] = {"Core": {"timer_sequence": "timers_n"}}
+RENAMED: dict[str, dict[str, str]] = {"RMRegistry": {"timer_sequence": "timers_n"}}
 
 
 class SnapshotError(Exception):
@@ -382,9 +385,10 @@ def _timers(rms: list[ResourceManager]) -> list[STimer]:
 
 
 def _dump(core: Core) -> bytes:
-    rms = list(core.rms.values())
-    return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, core.policy_groups, [_rm(rm) for rm in rms],
-                                    _timers(rms), core.timer_sequence.n, core.operator_configs,
+    registry = core.registry
+    rms = list(registry.rms.values())
+    return _encoder.encode(Snapshot(FORMAT, core.last_seq, core.now, registry.policy_groups, [_rm(rm) for rm in rms],
+                                    _timers(rms), registry.timer_sequence.n, registry.operator_configs,
                                     core.allocations_made, list(core.history), core.shard, core.owners,
                                     list(core.registered)))
 
@@ -402,10 +406,8 @@ def load_moved(data: bytes, load_yaml: YamlLoader | None = None) -> Arriving:
     moved = _decode(_moved_decoder, data, "moved RM")
     if moved.rm is None:
         return Arriving(None, moved.policy_group_text)
-    scratch = Core(load_yaml=load_yaml)
-    scratch.now = moved.now
-    _restore_rms(scratch, [moved.rm], moved.timers)
-    return Arriving(scratch.rms[moved.rm.id], moved.policy_group_text)
+    # on a sequence of its own: the shard it arrives at puts its deadlines on its own (RMRegistry.take_in)
+    return Arriving(_restore_rms(Sequence(), moved.now, [moved.rm], moved.timers)[0], moved.policy_group_text)
 
 
 # --- load --------------------------------------------------------------------------------
@@ -485,12 +487,14 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
     return p
 
 
-def load_snapshot(data: bytes, load_yaml: YamlLoader | None = None) -> Core:
-    """A core in the state the snapshot recorded; SnapshotError if it is not one we read."""
+def load_snapshot(data: bytes, load_yaml: YamlLoader | None = None, queues_override: SchedulerConfig | None = None,
+                  override_group: str | None = None) -> Core:
+    """A core in the state the snapshot recorded; SnapshotError if it is not one we read.
+    `queues_override`, `override_group`: replay's what-if, as `Core` takes them."""
     enabled = gc.isenabled()
     gc.disable()  # hundreds of thousands of acyclic objects: the cyclic GC only slows this down
     try:
-        return _load(data, load_yaml)
+        return _load(data, load_yaml, queues_override, override_group)
     finally:
         if enabled:
             gc.enable()
@@ -507,35 +511,36 @@ def _decode(decoder: msgspec.msgpack.Decoder[Any], data: bytes, what: str) -> An
     return found
 
 
-def _load(data: bytes, load_yaml: YamlLoader | None) -> Core:
+def _load(data: bytes, load_yaml: YamlLoader | None, queues_override: SchedulerConfig | None,
+          override_group: str | None) -> Core:
     snap = _decode(_decoder, data, "snapshot")
-    core = Core(load_yaml=load_yaml)
+    core = Core(load_yaml=load_yaml, queues_override=queues_override, override_group=override_group)
     core.last_seq, core.now, core.allocations_made = snap.last_seq, snap.now, snap.allocations_made
     core.history = [(t, r, c) for t, r, c in snap.history]
-    core.policy_groups = dict(snap.policy_groups)
-    core.operator_configs = dict(snap.operator_configs)
     core.shard, core.owners, core.registered = snap.shard, dict(snap.owners), dict.fromkeys(snap.registered)
-    _restore_rms(core, snap.rms, snap.timers)
-    core.timer_sequence.n = snap.timers_n
+    registry = core.registry
+    rms = _restore_rms(registry.timer_sequence, core.now, snap.rms, snap.timers)
+    registry.restore(snap.policy_groups, snap.operator_configs, rms, snap.timers_n)
     return core
 
 
-def _restore_rms(core: Core, srms: list[SRM], timers: list[STimer]) -> None:
-    """The RMs into `core`, each with its partitions and its timers."""
+def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STimer]) -> list[ResourceManager]:
+    """The RMs, each with its partitions and its timers (set in the order of `sequence`)."""
     parts: dict[tuple[str, str, int], Partition] = {}
+    rms: dict[str, ResourceManager] = {}
     for srm in srms:
         rm = ResourceManager(srm.id, srm.version, srm.policy_group, srm.build_info, srm.extra_config,  # partitions next
-                             SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text, core.timer_sequence, 0)
+                             SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text, sequence, 0)
         rm.state, rm.encoding = RMState(srm.state), srm.encoding
         for sp in srm.partitions:
-            p = _restore_partition(rm.id, sp, rm.timers, core.now)
+            p = _restore_partition(rm.id, sp, rm.timers, now)
             p.paused = rm.state is RMState.PAUSED
             rm.partitions[p.name] = p
             parts[(rm.id, p.name, p.incarnation)] = p
             for node_id in p.nodes:
                 rm.node_partition[node_id] = p
         rm.link_partitions()
-        core.rms[rm.id] = rm
+        rms[rm.id] = rm
     held: dict[str, list[tuple[int, int, Timer]]] = {srm.id: [] for srm in srms}
     for t in timers:
         p = parts[(t.rm, t.partition, t.incarnation)]
@@ -558,4 +563,5 @@ def _restore_rms(core: Core, srms: list[SRM], timers: list[STimer]) -> None:
             timer = ExpireTimer(p, t.ref, p.terminated[t.ref].state)
         held[t.rm].append((t.deadline, t.n, timer))
     for rm_id, entries in held.items():  # each RM's deadlines with it, in their order
-        core.rms[rm_id].timers.load(entries)
+        rms[rm_id].timers.load(entries)
+    return list(rms.values())

@@ -32,8 +32,7 @@ def restorer(queues: SchedulerConfig | None = None, shard: str | None = None,
         if data is None:
             core = Core(load_yaml=load_yaml, queues_override=queues, shard=shard, override_group=policy_group)
         else:
-            core = load_snapshot(data, load_yaml)
-            core._override, core._override_group = queues, policy_group
+            core = load_snapshot(data, load_yaml, queues, policy_group)
         if arriving is not None:
             core.arriving = arriving
         return core

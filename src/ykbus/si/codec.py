@@ -99,6 +99,7 @@ Decoded = (
     m.RegisterResourceManagerRequest
     | m.UpdateConfigurationRequest
     | m.UnregisterRequest
+    | m.RMStateChange
     | DecodedAllocationRequest
     | DecodedApplicationRequest
     | DecodedNodeRequest
