@@ -219,3 +219,51 @@ def test_no_import_cycle_among_the_commands_and_the_service():
              if name in ("ykbus.cli", "ykbus.up") or name.startswith(("ykbus.bus.", "ykbus.tyjob."))}
     cycle = import_cycle(graph)
     assert cycle is None, "modules import each other in a circle: " + " -> ".join(cycle)
+
+
+# --- rest/ reads the core; it does not reach the bus ----------------------------------------
+
+REST = SRC / "rest"
+REST_FORBIDDEN = ("nats", "ykbus.bus")  # bus/ imports rest/, never the other way (issue 41)
+
+
+def forbidden_imports(path: Path, package: str, forbidden: tuple[str, ...]) -> list[str]:
+    """The imports in `path` (a module of `package`) of a module in `forbidden` or under one,
+    wherever they are: `import x.y`, `from x import y` (and `from ykbus import bus`),
+    relative ones resolved against `package`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        hits = [n for n in names if any(n == f or n.startswith(f + ".") for f in forbidden)]
+        if hits:
+            found.append(f"{path.name}:{node.lineno}: {hits[0]}")
+    return found
+
+
+def test_rest_imports_neither_nats_nor_the_bus():
+    """Every module under rest/ turns the core's state and outputs into YuniKorn's answers
+    without IO of its own: reading NATS (the event feed) is bus/eventfeed.py's."""
+    files = sorted(REST.rglob("*.py"))
+    assert len(files) > 5
+    found = [hit for path in files for hit in forbidden_imports(path, "ykbus.rest", REST_FORBIDDEN)]
+    assert found == [], f"rest/ imports the bus or nats: {found}"
+
+
+def test_the_rest_import_finder_finds_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import nats\nimport nats.errors as e\nfrom nats.js.api import ConsumerConfig\n"
+                      "from ykbus.bus.subjects import OUT_STREAM\nfrom ykbus import bus\nfrom ..bus import live\n"
+                      "from ykbus.busy import x\nfrom ykbus.rest import events\nimport natsort\n"
+                      "def f():\n    import ykbus.bus.service\n")
+    assert forbidden_imports(module, "ykbus.rest", REST_FORBIDDEN) == [
+        "m.py:1: nats", "m.py:2: nats.errors", "m.py:3: nats.js.api", "m.py:4: ykbus.bus.subjects",
+        "m.py:5: ykbus.bus", "m.py:6: ykbus.bus", "m.py:11: ykbus.bus.service"]

@@ -7,7 +7,7 @@ protobuf JSON mapping) unless `?int64=number`; with a token configured every req
 `Authorization: Bearer <token>`, or the cookie a browser gets by opening any page once with
 `?token=<token>` (it cannot send the header; the cookie is HttpOnly and SameSite=Strict).
 `GET /api/timeline` is HTTP's alone: the web UI's timeline, counts of events per bin from
-the event feed's history (rest/events.py), not the core's state.
+the event feed's history (bus/eventfeed.py, rest/events.py `Histogram`), not the core's state.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import nats.errors
 from aiohttp import web
 
 from ykbus import web as web_ui
+from ykbus.bus.eventfeed import EventFeed
 from ykbus.core import Core
 from ykbus.rest import events, metrics, router
-from ykbus.rest.events import EventFeed
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
@@ -105,7 +105,7 @@ class HttpReadApi:
         self._read = read
         self.rest = rest  # YuniKorn's /ws/v1 (ykbus/rest/), None: not served
         self.metrics = metrics  # /ws/v1/metrics and /metrics (rest/metrics.py), None: not served
-        self.events: EventFeed | None = None  # /ws/v1/events/* (rest/events.py), once the service has its streams
+        self.events: EventFeed | None = None  # /ws/v1/events/* (bus/eventfeed.py), once the service has its streams
         self.streams = 0  # /ws/v1/events/stream answers open now
         self.host, self._port, self._token = host, port, token
         self.port = 0  # the port once listening

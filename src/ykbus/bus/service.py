@@ -56,6 +56,7 @@ from nats.js import api
 
 from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
+from ykbus.bus.eventfeed import EventFeed
 from ykbus.bus.leader import CONSUMER_HEARTBEAT_S, Leadership
 from ykbus.bus.leadership import Lease, identity, lease_store
 from ykbus.bus.live import LiveCore
@@ -85,7 +86,6 @@ from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.shards import DEFAULT_SHARD
 from ykbus.core.snapshot import load_snapshot
-from ykbus.rest.events import EventFeed, node_capacity
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
@@ -292,7 +292,7 @@ class CoreService:
             self.live.guard.apply_record(record)  # an entry that failed before is not applied again
         if self.live.guard.known_failed:
             log.warning("entries recorded as failed", extra={"fields": {"seqs": sorted(self.live.guard.known_failed)}})
-        self.http.events = EventFeed(self.js, self.subjects, self.instance, lambda rm, n: node_capacity(self.core, rm, n))
+        self.http.events = EventFeed(self.js, self.subjects, self.instance, self.live)
         publisher = OutputPublisher(self.js, self.subjects, s.publish_window, s.publish_retries,
                                     self.stats, self._output_format, self.nc, self.notify)
         lease = self.leadership.lease or Lease(kv or await lease_store(self.js, s.lease_ttl_s, s.limits.replicas),

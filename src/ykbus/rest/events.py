@@ -1,7 +1,9 @@
-"""YuniKorn's event endpoints, `/ws/v1/events/batch` and `/ws/v1/events/stream`, served from
-the durable output stream (YK_OUT) rather than a ring buffer in memory: what the core told
-the RMs, as YuniKorn's EventRecords. Nothing is lost across a restart, and a reader resumes
-where it stopped (`?start=<id>`).
+"""YuniKorn's events made from the core's output messages, and the timeline's history: plain
+functions and values, no IO. The endpoints `/ws/v1/events/batch` and `/ws/v1/events/stream`
+are served from the durable output stream (YK_OUT) rather than a ring buffer in memory: what
+the core told the RMs, as YuniKorn's EventRecords. Nothing is lost across a restart, and a
+reader resumes where it stopped (`?start=<id>`). Reading the stream is bus/eventfeed.py's
+(`EventFeed`); this module imports neither nats nor ykbus.bus (tests/core/test_layers.py).
 
 An event's id is its output message's stream sequence times 2^20 plus its place in that
 message (`LowestID`, `HighestID` and `start` use it): stable across restarts, and ordered.
@@ -27,7 +29,7 @@ when it was made (`Placed`: the last MAX_PLACED allocations read, by UUID), and 
 capacity is the node's as the state holds it now.
 
 The timeline's history (`GET /api/timeline`, docs/operations.md "Web UI"): one task of the
-feed (`EventFeed.count`) reads the whole stream once, in order, from its first message on,
+feed (bus/eventfeed.py `EventFeed.count`) reads the whole stream once, in order, from its first message on,
 and counts each event in a `Histogram` of the kinds the UI's timeline draws (`KINDS`, sorted
 by `timeline_kind`, the same tests as app.js's `ROWS`), per second for the last day and per
 minute for the last 30 days: a fixed 3 MiB (2.0 + 1.0) however long the log, counts older than that
@@ -38,18 +40,11 @@ start: the stream is the history.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from array import array
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import anyio
-import nats.errors
-from nats.js.api import ConsumerConfig, DeliverPolicy
-
-from ykbus.bus.subjects import HDR_CONTENT_TYPE, MSGPACK, OUT_STREAM, Subjects, js_reply_meta
-from ykbus.si import codec
+from ykbus.core import Core
 from ykbus.si import messages as m
 
 ID_SHIFT = 20  # an event id: stream sequence << 20 | place in its message
@@ -72,11 +67,9 @@ MAX_BINS = 2_000  # bins one /api/timeline answer holds at most
 DEFAULT_BINS = 60
 DEFAULT_SPAN_MS = 3_600_000  # /api/timeline without `from`: the hour before `to`
 MAX_MS = 2**53 - 1  # the largest time /api/timeline takes (ms): a browser's numbers are exact up to it
-COUNT_YIELD = 256  # messages the counter reads between two checkpoints (the backlog at start must not hold the loop)
-Capacity = Callable[[str, str], "m.Resource | dict[str, int] | None"]  # (rm, node id) -> its capacity now
 
 
-def node_capacity(core: Any, rm_id: str, node_id: str) -> dict[str, int] | None:
+def node_capacity(core: Core, rm_id: str, node_id: str) -> dict[str, int] | None:
     """A node's capacity as `core` holds it now (its NODE ADD event's resource)."""
     rm = core.rms.get(rm_id)
     for p in rm.partitions.values() if rm is not None else ():
@@ -162,11 +155,11 @@ def _event(etype: int, object_id: str, ts: int, change: int = NONE, detail: int 
     return out
 
 
-def events_of(kind: str, body: Any, ts: int, placed: Placed | None = None, capacity: Capacity | None = None,
+def events_of(kind: str, body: Any, ts: int, placed: Placed | None = None, core: Core | None = None,
               rm: str = "") -> list[dict[str, Any]]:
     """YuniKorn's EventRecords of one output message (`kind`, decoded, to `rm`), at `ts` (ns);
-    `placed` remembers allocations for their releases, `capacity` tells a node's (module
-    docstring)."""
+    `placed` remembers allocations for their releases, `core` (as it is now) tells a node's
+    capacity (module docstring); without it a node added has no resource."""
     out: list[dict[str, Any]] = []
     if isinstance(body, m.AllocationResponse):
         for a in body.new:
@@ -203,9 +196,9 @@ def events_of(kind: str, body: Any, ts: int, placed: Placed | None = None, capac
                               message=u.message if detail == APP_STATES["Rejected"] else ""))
     elif isinstance(body, m.NodeResponse):
         for n in body.accepted:
-            held = capacity(rm, n.nodeID) if capacity is not None else None
+            cap = node_capacity(core, rm, n.nodeID) if core is not None else None
             out.append(_event(NODE, n.nodeID, ts, SET, NODE_SCHEDULABLE, message="schedulable: true"))
-            out.append(_event(NODE, n.nodeID, ts, ADD, message="Node added to the scheduler", resource=_res(held)))
+            out.append(_event(NODE, n.nodeID, ts, ADD, message="Node added to the scheduler", resource=_res(cap)))
         for bad in body.rejected:
             out.append(_event(NODE, bad.nodeID, ts, message=bad.reason))
     elif isinstance(body, m.EventBatch):
@@ -376,88 +369,3 @@ class Histogram:
             covered = {"from": max(self.first_ms // res * res, kept * res), "to": self.last_ms}
         return {"from": first, "to": first + n * width, "binMs": width, "bins": n, "resolutionMs": res,
                 "kinds": list(KINDS), "counts": counts, "covered": covered, "seq": self.seq}
-
-
-class EventFeed:
-    """The output stream read as YuniKorn's events."""
-
-    def __init__(self, js: Any, subjects: Subjects, instance: str, capacity: Capacity | None = None) -> None:
-        self.js, self.subjects, self.instance = js, subjects, instance
-        self.capacity = capacity  # a node's capacity now (its NODE ADD event's resource)
-        self.placed = Placed()  # shared by every read: a release's allocation was read by this or an earlier one
-        self.histogram = Histogram()  # the timeline's history: `count` writes it, /api/timeline reads it
-
-    async def _bounds(self) -> tuple[int, int]:
-        info = await self.js.stream_info(OUT_STREAM)
-        return info.state.first_seq, info.state.last_seq
-
-    async def _read(self, start_seq: int, until: int | None) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
-        """(stream sequence, its events) from `start_seq`, up to `until` (None: forever)."""
-        async for seq, ts, rm, kind, body in self._messages(start_seq, until):
-            yield seq, events_of(kind, body, ts, self.placed, self.capacity, rm)
-
-    async def count(self) -> None:
-        """Count every event of the stream in `histogram`, from its first message on, as the
-        core publishes them: the histogram's one writer, forever (until the connection
-        closes). Its events are made without the shared `placed` (what it counts needs no
-        node or resource), so other reads see what they saw before."""
-        first, _ = await self._bounds()
-        read = 0
-        async for seq, ts, _, kind, body in self._messages(first, None):
-            if seq > self.histogram.seq:
-                self.histogram.note(seq, ts, events_of(kind, body, ts))
-            read += 1
-            if read % COUNT_YIELD == 0:
-                await anyio.sleep(0)  # the backlog arrives faster than it is counted: let answers through
-
-    async def _messages(self, start_seq: int, until: int | None) -> AsyncIterator[tuple[int, int, str, str, Any]]:
-        """(stream sequence, time in ns, RM, kind, decoded body or None) of each output message
-        from `start_seq`, up to `until` (None: forever)."""
-        sub = await self.js.subscribe(self.subjects.outputs, ordered_consumer=True, stream=OUT_STREAM,
-                                      config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                                            opt_start_seq=max(1, start_seq)))
-        try:
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=None if until is None else 5)
-                except (TimeoutError, nats.errors.ConnectionClosedError):
-                    return  # read to its end, or the service is stopping
-                seq, ts = js_reply_meta(msg.reply)
-                rm, kind = self.subjects.parse(msg.subject, "out")
-                encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
-                try:
-                    body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding) if kind in m.OUTPUT_TYPES else None
-                except Exception:  # an output this version cannot read: no events from it
-                    body = None
-                yield seq, ts, rm, kind, body
-                if until is not None and seq >= until:
-                    return
-        finally:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
-
-    async def last(self, count: int, start: int | None = None) -> list[tuple[int, dict[str, Any]]]:
-        """The last `count` events (from id `start` on, when given), oldest first, with their ids."""
-        first, last = await self._bounds()
-        if last == 0 or last < first:
-            return []
-        begin = max(first, (start >> ID_SHIFT) if start is not None else last - count + 1)
-        out: list[tuple[int, dict[str, Any]]] = []
-        async for seq, events in self._read(begin, last):
-            out += [((seq << ID_SHIFT) | i, e) for i, e in enumerate(events)
-                    if start is None or (seq << ID_SHIFT) | i >= start]
-        return out[-count:] if start is None else out[:count]
-
-    async def batch(self, count: int, start: int | None = None) -> dict[str, Any]:
-        found = await self.last(count, start)
-        return {"InstanceUUID": self.instance, "LowestID": found[0][0] if found else 0,
-                "HighestID": found[-1][0] if found else 0, "EventRecords": [e for _, e in found]}
-
-    async def follow(self, count: int) -> AsyncIterator[dict[str, Any]]:
-        """The last `count` events, then each new one as the core publishes it."""
-        _, last = await self._bounds()
-        for _, event in await self.last(count):
-            yield event
-        async for _, events in self._read(last + 1, None):
-            for event in events:
-                yield event
