@@ -431,7 +431,7 @@ def waits_are_consistent(p: Partition) -> None:
     from ykbus.core.waits import WaitPlaces
 
     registered: dict[tuple[str, str], object] = {}
-    for place, waiters in p.waits.places.items():
+    for place, waiters in p.waits.parked.places.items():
         for key, ask in waiters.items():
             assert key not in registered, f"ask {key} in two places"
             registered[key] = place
@@ -448,7 +448,7 @@ def waits_are_consistent(p: Partition) -> None:
                 assert k.key in active and key not in registered, f"active ask {key} is not (only) in its list"
             elif k.pooled:
                 assert key not in registered and k.key not in active, f"pooled ask {key} listed elsewhere"
-                assert key in p.pool.gates[p.pool.gates_for(k)[0]], f"pooled ask {key} not behind its gate"
+                assert key in p.waits.pool.gates[p.waits.pool.gates_for(k)[0]], f"pooled ask {key} not behind its gate"
             else:
                 assert registered.get(key) is not None and k.key not in active, f"waiting ask {key} not registered"
 

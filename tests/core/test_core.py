@@ -602,15 +602,15 @@ def test_an_ask_behind_a_gate_is_fitted_against_the_nodes_that_opened_it(h):
     h.do(h.log.asks(ask("k", "big", vcore=2000)))
     p = h.core.rms["rm-1"].partitions["default"]
     k = p.apps["big"].asks["k"]
-    assert k.pooled and p.pool.openers == {}
+    assert k.pooled and p.waits.pool.openers == {}
     finder = p.scheduler.finder
     n2 = p.nodes["n2"]
     n2.free = {"vcore": 3000}  # room that came without opening its gate (the core never does this)
     with pytest.raises(AssertionError, match="among the openers None, walked n2"):
         finder.first_fit(k)
-    assert p.pool.open_fitting(n2) == [p.pool.gates_for(k)[0]]  # the gate opens, n2 its opener
+    assert p.waits.pool.open_fitting(n2) == [p.waits.pool.gates_for(k)[0]]  # the gate opens, n2 its opener
     assert finder.first_fit(k) is n2
-    p.settle()
+    p.waits.settle()
 
 
 # --- configuration update ----------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The changes an RM asks of a partition: its queue configuration, user and group limits,
 nodes, applications and their lifecycle, asks, allocations and releases. Each keeps the
-indexes current (core/indexes.py); the pass that follows is core/partition.py's.
+waits current (core/indexes.py, `Waits`); the pass that follows is core/partition.py's.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from ykbus.core.effects import (
     AppRejected,
     AppTransitioned,
     PlaceholderTimerStarted,
+    derive,
 )
 from ykbus.core.gang import gang_covered
-from ykbus.core.indexes import IndexedPartition
+from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger, index_victim
 from ykbus.core.lifecycle import (
     ALLOCATION,
@@ -57,7 +58,7 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.core.scorers import scorer_for
-from ykbus.core.state import FAIR
+from ykbus.core.state import FAIR, PartitionState
 from ykbus.si import messages as m
 
 _RELEASE_EVENTS = {
@@ -66,7 +67,8 @@ _RELEASE_EVENTS = {
 }
 
 
-class PartitionChanges(IndexedPartition):
+class PartitionChanges(PartitionState):
+    waits: Waits  # where pending asks wait, and what follows from the records (core/indexes.py)
     ledger: Ledger  # the one place resources move
 
     def apply_config(self, config: PartitionConfig, ts: int) -> list[str]:
@@ -90,22 +92,22 @@ class PartitionChanges(IndexedPartition):
         for queue in self.queues.values():
             if not queue.managed:
                 apply_template(queue)
-        self._reindex_nodes()
-        self._recompute_priorities(self.root)
-        self._rekey_all(only_fair=False)
+        self.waits.reindex_nodes()
+        self.waits.recompute_priorities(self.root)
+        self.waits.rekey_all(only_fair=False)
         self._retrack()
         for queue in list(self.queues.values()):
-            self._wake_queue(queue)
-            self._wake_app_waiters(queue)
+            self.waits.wake_queue(queue)
+            self.waits.wake_app_waiters(queue)
         for tracker in list(self.trackers.values()):
-            self._wake_limit(tracker)
-            self._wake_app_waiters(tracker)  # type: ignore[arg-type]
+            self.waits.wake_limit(tracker)
+            self.waits.wake_app_waiters(tracker)  # type: ignore[arg-type]
         self.index_victims()
         for node in self.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
             held = node.reserved
             if held is not None and held.waiting is not None:
-                self._unwait(held)
-                self._wake(held)
+                self.waits.unwait(held)
+                self.waits.wake(held)
         return draining
 
     def index_victims(self) -> None:
@@ -194,9 +196,9 @@ class PartitionChanges(IndexedPartition):
                 add_into(t.allocated, app.allocated)
                 if app.state is AppState.RUNNING:
                     t.running += 1
-        for key in self.waits.keys(LimitRoom):  # asks held by a limit that is gone: judged again
+        for key in self.waits.parked.keys(LimitRoom):  # asks held by a limit that is gone: judged again
             if key not in self.trackers:
-                self._wake_at(LimitRoom, key)
+                self.waits.wake_at(LimitRoom, key)
         for t in old.values():
             new = self.trackers.get(t.key)
             for app in t.app_waiters.values():
@@ -205,16 +207,16 @@ class PartitionChanges(IndexedPartition):
                     app.blocked_on = new
                 else:
                     app.blocked_on = None
-                    self._sync_app(app)
+                    self.waits.sync_app(app)
 
     def add_node(self, info: m.NodeInfo, capacity: Res, occupied: Res) -> Node:
         node = Node(info.nodeID, dict(info.attributes), capacity, occupied)
         self.nodes[node.id] = node
         add_into(self.total, capacity)
         self.rekey = True
-        self._index_node(node)
-        self._wake_reserve_waiters(node)
-        self._wake_node(node)
+        self.waits.index_node(node)
+        self.waits.wake_reserve_waiters(node)
+        self.waits.wake_node(node)
         return node
 
     def update_node(self, node: Node, attributes: dict[str, str] | None, capacity: Res | None,
@@ -228,22 +230,22 @@ class PartitionChanges(IndexedPartition):
             self.rekey = True
         node.occupied = occupied
         node.recompute_free()
-        self._index_node(node)
+        self.waits.index_node(node)
         held = node.reserved
         if held is not None and any(node.capacity.get(r, 0) - occupied.get(r, 0) < v for r, v in held.resource.items()):
-            self._unreserve(held, wake=True)  # it shrank below the ask: the reservation cannot be honoured
+            self.waits.unreserve(held, wake=True)  # it shrank below the ask: the reservation cannot be honoured
         if capacity is not None or node.reserved is None:
-            self._wake_reserve_waiters(node)
-        self._wake_node(node)
+            self.waits.wake_reserve_waiters(node)
+        self.waits.wake_node(node)
 
     def node_event(self, node: Node, event: NodeEvent) -> None:
         node.state = NODE.advance(node.state, event)
-        self._index_node(node)
+        self.waits.index_node(node)
         if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
-            self._unreserve(node.reserved, wake=True)
+            self.waits.unreserve(node.reserved, wake=True)
         if node.state is NodeState.SCHEDULABLE:
-            self._wake_reserve_waiters(node)
-        self._wake_node(node)
+            self.waits.wake_reserve_waiters(node)
+        self.waits.wake_node(node)
 
     def decommission(self, node: Node, ctx: Outbox) -> None:
         for alloc in list(node.allocations.values()):
@@ -263,7 +265,7 @@ class PartitionChanges(IndexedPartition):
         ended = self.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
         queue.apps[app.id] = app
         self._track(app)
-        self._emit(AppAdded(app, ended.state if ended is not None else None), ctx)
+        derive(self, AppAdded(app, ended.state if ended is not None else None), ctx)
         return app
 
     def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
@@ -274,7 +276,7 @@ class PartitionChanges(IndexedPartition):
         app.state = new
         app.timer += 1  # a timer set before this transition is stale
         app.history.entered(ctx.ts, str(new))  # a StrEnum's str() is its value (no property lookup)
-        self._emit(AppTransitioned(app, old, new, message), ctx)
+        derive(self, AppTransitioned(app, old, new, message), ctx)
         if new is AppState.RUNNING:
             for q in app.path:
                 q.running += 1
@@ -288,14 +290,14 @@ class PartitionChanges(IndexedPartition):
             for q in app.path:
                 q.running -= 1
             for q in app.path:
-                self._wake_app_waiters(q)
+                self.waits.wake_app_waiters(q)
             for t in app.trackers:
                 t.running -= 1
-                self._wake_app_waiters(t)  # type: ignore[arg-type]
+                self.waits.wake_app_waiters(t)  # type: ignore[arg-type]
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
             self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path, app.history)
-        self._sync_app(app)
+        self.waits.sync_app(app)
 
     def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Outbox) -> None:
         """Remember that application `msg` was rejected (for readers; the newest
@@ -307,18 +309,18 @@ class PartitionChanges(IndexedPartition):
         if len(rejected) > limits.REJECTED_KEPT:
             del rejected[next(iter(rejected))]
             dropped += 1
-        self._emit(AppRejected(msg.applicationID, queue, dropped), ctx)
+        derive(self, AppRejected(msg.applicationID, queue, dropped), ctx)
 
     def expire(self, app_id: str, state: AppState, ctx: Outbox) -> None:
         """The terminated record of `app_id` (ended `state`) goes: the application is forgotten."""
         del self.terminated[app_id]
-        self._emit(AppExpired(app_id, state), ctx)
+        derive(self, AppExpired(app_id, state), ctx)
 
     def _forget_app(self, app: App) -> None:
         if app.blocked_on is not None:
             app.blocked_on.app_waiters.pop(app.id, None)
             app.blocked_on = None
-        self._deactivate(app)
+        self.waits.deactivate(app)
         for t in app.trackers:
             t.apps -= 1
             if not t.apps:
@@ -354,7 +356,7 @@ class PartitionChanges(IndexedPartition):
     def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Outbox) -> None:
         ask = app.asks.get(msg.allocationKey)
         if ask is not None:
-            self._unpend(ask)
+            self.waits.unpend(ask)
             ask.update(ask_spec(msg), *self.intern(resource))
             ask.reported = ""
             if ask.pending and ask.state is not AskState.PENDING:
@@ -366,21 +368,21 @@ class PartitionChanges(IndexedPartition):
             if ask.placeholder:
                 app.history.placeholder_asked(ask.task_group, ask.resource, ask.pending)
         if ask.pending:
-            self._pend(ask)
+            self.waits.pend(ask)
             if ask.placeholder and app.gang:  # the gang may be whole now
-                self._rejudge_gang(app)
+                self.waits.rejudge_gang(app)
         if app.state in (AppState.NEW, AppState.COMPLETING):
             self.app_event(app, AppEvent.RUN, ctx, "ask added")
-        self._sync_app(app)
+        self.waits.sync_app(app)
 
     def release_ask(self, ask: Ask, ctx: Outbox) -> None:
         self._drop_ask(ask)
         app = ask.app
-        self._sync_app(app)
+        self.waits.sync_app(app)
         self._check_done(app, ctx)
 
     def _drop_ask(self, ask: Ask) -> None:
-        self._unpend(ask)
+        self.waits.unpend(ask)
         ask.state = ASK.advance(ask.state, AskEvent.RELEASE)
         if ask.allocated == 0:
             ask.app.asks.pop(ask.key, None)
@@ -393,7 +395,7 @@ class PartitionChanges(IndexedPartition):
         policy = alloc_msg.preemptionPolicy
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
         self.ledger.book(alloc)
-        self._emit(AllocationRecovered(alloc), ctx)
+        derive(self, AllocationRecovered(alloc), ctx)
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
             self._start_placeholder_timer(app, ctx)
             if not gang_covered(app):
@@ -404,12 +406,12 @@ class PartitionChanges(IndexedPartition):
     def _start_placeholder_timer(self, app: App, ctx: Outbox) -> None:
         if app.gang and app.gang_timer == 0:
             app.gang_timer = 1
-            self._emit(PlaceholderTimerStarted(app), ctx)
+            derive(self, PlaceholderTimerStarted(app), ctx)
 
     def _usage_moved(self, app: App) -> None:
         """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
         if app.queue.sort_policy is FAIR:
-            self._rekey_app(app)
+            self.waits.rekey_app(app)
 
     def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
         if node.reserved is not None and node.reserved is not ask:
@@ -426,14 +428,14 @@ class PartitionChanges(IndexedPartition):
         if ask.pending == 0:
             app.active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
-            self._ask_not_pending(ask)
+            self.waits.ask_not_pending(ask)
         if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.reserved:  # placed, on its node or another: the reservation has done its job
-            self._unreserve(ask)
+            self.waits.unreserve(ask)
         ask.since = 0
-        self._emit(AllocationBooked(alloc, ask.timeout_ms), ctx)
-        self._sync_app(app)
+        derive(self, AllocationBooked(alloc, ask.timeout_ms), ctx)
+        self.waits.sync_app(app)
 
     def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
                 check_done: bool = True, report: bool = True) -> None:
@@ -450,18 +452,18 @@ class PartitionChanges(IndexedPartition):
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
-        self._emit(AllocationReleased(alloc, termination, message, report), ctx)
+        derive(self, AllocationReleased(alloc, termination, message, report), ctx)
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
-            self._wake_at(Replacement, alloc.uuid)
+            self.waits.wake_at(Replacement, alloc.uuid)
         if alloc.preempting:  # a victim gone: the ask it was preempted for is judged again (placed once it fits)
             node.preempting -= 1
             if not node.preempting:
                 self.preempted.pop(node.id, None)
-            self._wake_at(Victims, node.id)
+            self.waits.wake_at(Victims, node.id)
         for q in app.path:
-            self._wake_queue(q)
+            self.waits.wake_queue(q)
         for t in app.trackers:
-            self._wake_limit(t)
-        self._wake_node(node)
+            self.waits.wake_limit(t)
+        self.waits.wake_node(node)
         if check_done:
             self._check_done(app, ctx)

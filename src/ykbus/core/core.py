@@ -145,8 +145,8 @@ class Core:
         for rm in self.registry.rms.values():
             for p in rm.partitions.values():
                 if p.paused:
-                    p.settle()
-                elif p.root.active or p.pool.open:
+                    p.waits.settle()
+                elif p.root.active or p.waits.pool.open:
                     p.schedule(ctx)
                     backlog = backlog or p.root.active > 0
         # True when the pass stopped at the per-entry allocation budget: the next entry goes

@@ -1,8 +1,15 @@
-"""What follows from the records of a partition, kept as they change: the node index (and
-the planner's caches over it), the active applications and their order, application and
-queue priorities, pending sums, and where each pending ask waits and what wakes it
-(core/partition.py's docstring has the theory; core/waits.py the gates of asks waiting for
-room).
+"""The waits of a partition: what follows from its records, kept as they change. `Waits`
+owns the node index (in the scorer's order), where each pending ask waits (`parked`: the
+one registry of `Wait` places, core/waits.py `WaitPlaces`; `pool`: the gates of asks waiting
+for room, `RoomWaits`; `reserve_waiters`: asks past their reservation delay with no node to
+reserve) and what wakes it, and keeps the sums and orders the records carry for the planner:
+pending sums, active applications and their order, application and queue priorities.
+
+It changes the records' objects only in what follows (an ask's place and reason, an
+application's place among the active, pending and priority caches), never what an RM asks
+for; the applier (core/changes.py, core/partition.py) calls it. It tells the planner's
+caches that follow the node index and the gates (`Scheduler`) of each change.
+core/partition.py's docstring has the theory.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from ykbus.core import why
 from ykbus.core.config import (
     AppSortPolicy,
 )
-from ykbus.core.effects import Event, ReasonChanged, derive
+from ykbus.core.effects import ReasonChanged, derive
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.lifecycle import (
     SCHEDULABLE_APP_STATES,
@@ -39,55 +46,76 @@ from ykbus.core.model import (
 from ykbus.core.outbox import Outbox
 from ykbus.core.resources import add_into, fits, scaled, sub_into
 from ykbus.core.scheduling import Scheduler
+from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
-from ykbus.core.waits import POOLED_RESERVING, Gate
+from ykbus.core.waits import POOLED_RESERVING, Gate, RoomWaits, WaitPlaces
 from ykbus.si import messages as m
 
 
-class IndexedPartition(PartitionState):
-    scheduler: Scheduler  # the planner: its caches follow the node index
+class Waits:
+    """Where each pending ask waits and what follows from the records (the module's
+    docstring). Built over the partition's records, with the room gates and the node index
+    its planner reads (the partition builds those first, and the planner over them)."""
 
-    def _index_node(self, node: Node) -> None:
+    def __init__(self, records: PartitionState, pool: RoomWaits, node_index: SortedSeq, planner: Scheduler) -> None:
+        self.records = records
+        self.planner = planner  # its caches follow the node index and the gates
+        self.node_index = node_index  # the schedulable nodes by the scorer's key
+        self.pool = pool  # asks (not of gangs) waiting for node room, by gate (core/waits.py)
+        # where the other pending asks wait (core/waits.py): by place; gangs' asks that wait
+        # for room are here by shape, and in reserve_waiters past the reservation delay
+        self.parked = WaitPlaces()
+        # asks past the reservation delay that found no node to reserve: judged again when a
+        # node comes, comes back, grows, or is freed of its reservation
+        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+        self.woken = 0  # asks and applications made active again: a pass goes on while a commit wakes some
+
+    def index_node(self, node: Node) -> None:
+        """`node`'s free room or state changed: it moves in the index, and so do the planner's
+        caches, the node policies' orders and the nodes' usage (a read model) that follow it."""
         old = node.key
         index = self.node_index
+        records = self.records
         if old is not None:
             index.remove(old)
             node.key = None
         if node.state is NodeState.SCHEDULABLE:
-            node.key = self.scorer.key(node)
-            self.node_index.add(node.key)
-        finder = self.scheduler.finder
+            node.key = records.scorer.key(node)
+            index.add(node.key)
+        finder = self.planner.finder
         if finder.fit_cache or finder.reservable_cache:
             finder.node_moved(node, old)
-        if self.policies.orderings:
-            self.policies.node_moved(node)
-        if self.usage.watched:
-            self.usage.moved(node)
+        policies = records.policies
+        if policies.orderings:
+            policies.node_moved(node)
+        usage = records.usage
+        if usage.watched:
+            usage.moved(node)
 
-    def _reindex_nodes(self) -> None:
+    def reindex_nodes(self) -> None:
         self.node_index.clear()
-        self.policies.clear()
-        for node in self.nodes.values():
+        self.records.policies.clear()
+        for node in self.records.nodes.values():
             node.key = None
-            self._index_node(node)
+            self.index_node(node)
 
-    def _rekey_all(self, only_fair: bool) -> None:
-        for q in self.queues.values():
+    def rekey_all(self, only_fair: bool) -> None:
+        for q in self.records.queues.values():
             if q.leaf and (not only_fair or q.sort_policy is AppSortPolicy.FAIR):
                 for entry in list(q.active_apps):
-                    self._rekey_app(entry[-1])
+                    self.rekey_app(entry[-1])
                 pooled = {e[-1].id: e[-1] for apps in q.pooled_apps.values() for e in apps if e[-1].entry is None}
                 for app in pooled.values():  # (the active ones were, with their active entries)
                     self.pool.rekey(app)
 
-    def _recompute_priorities(self, q: Queue) -> None:
+    def recompute_priorities(self, q: Queue) -> None:
         """Rebuild the priority caches of `q`'s subtree from scratch (after a reload)."""
         if q.leaf:
             count_app_priorities(q)
             prios = list(q.app_prios)
         else:
             for child in q.children.values():
-                self._recompute_priorities(child)
+                self.recompute_priorities(child)
             prios = [
                 p for c in q.children.values() if c.active or c.pending
                 for p in (c.exposed_priority(),) if p is not None
@@ -95,26 +123,26 @@ class IndexedPartition(PartitionState):
         q.raw_priority = max(prios) if prios else None
         q.sort_key = None
 
-    def _sync_app(self, app: App) -> None:
+    def sync_app(self, app: App) -> None:
         want = bool(app.active) and app.blocked_on is None and app.state in SCHEDULABLE_APP_STATES
         if want and app.entry is None:
-            app.entry = self._app_key(app)
+            app.entry = self.records.app_key(app)
             app.queue.active_apps.add((*app.entry, app))
             for q in app.path:
                 q.active += 1
         elif not want and app.entry is not None:
-            self._deactivate(app)
+            self.deactivate(app)
 
-    def _deactivate(self, app: App) -> None:
+    def deactivate(self, app: App) -> None:
         if app.entry is not None:
             app.queue.active_apps.remove((*app.entry, app))
             app.entry = None
             for q in app.path:
                 q.active -= 1
 
-    def _rekey_app(self, app: App) -> None:
+    def rekey_app(self, app: App) -> None:
         if app.entry is not None:
-            key = self._app_key(app)
+            key = self.records.app_key(app)
             if key != app.entry:  # a fifo leaf's keys mostly stay: no sorted-list move then
                 app.queue.active_apps.remove((*app.entry, app))
                 app.entry = key
@@ -122,7 +150,7 @@ class IndexedPartition(PartitionState):
         if app.pool_key is not None:
             self.pool.rekey(app)
 
-    def _ask_pending(self, ask: Ask) -> None:
+    def ask_pending(self, ask: Ask) -> None:
         app = ask.app
         if is_leader(ask):
             app.leaders_waiting += 1
@@ -133,7 +161,7 @@ class IndexedPartition(PartitionState):
             app.max_priority = ask.priority
             self._app_priority_changed(app, old)
 
-    def _ask_not_pending(self, ask: Ask) -> None:
+    def ask_not_pending(self, ask: Ask) -> None:
         app = ask.app
         if is_leader(ask):  # placed (or gone): its workers go on, or wait for the next leader (their reason names it)
             app.leaders_waiting -= 1
@@ -154,7 +182,7 @@ class IndexedPartition(PartitionState):
         priorities) remove), so a change never scans the leaf's applications."""
         leaf = app.queue
         if leaf.sort_priority:
-            self._rekey_app(app)
+            self.rekey_app(app)
         new = app.max_priority
         counts = leaf.app_prios
         if old is not None:
@@ -182,14 +210,14 @@ class IndexedPartition(PartitionState):
             q.sort_key = None
             q = q.parent
 
-    def _pend(self, ask: Ask) -> None:
+    def pend(self, ask: Ask) -> None:
         """Count `ask`'s pending allocations and make it active."""
-        self._add_pending(ask)
+        self.add_pending(ask)
         ask.app.active.add(ask.entry)
-        self.pending_codes.tally(ask)
-        self._ask_pending(ask)
+        self.records.pending_codes.tally(ask)
+        self.ask_pending(ask)
 
-    def _add_pending(self, ask: Ask) -> None:
+    def add_pending(self, ask: Ask) -> None:
         """`ask`'s pending allocations count in its application's and its queues' pending."""
         total = scaled(ask.resource, ask.pending)
         add_into(ask.app.pending, total)
@@ -197,40 +225,40 @@ class IndexedPartition(PartitionState):
             add_into(q.pending, total)
             q.sort_key = None
 
-    def _unpend(self, ask: Ask) -> None:
-        """Undo `_pend` for what is still pending, wherever the ask waits."""
+    def unpend(self, ask: Ask) -> None:
+        """Undo `pend` for what is still pending, wherever the ask waits."""
         if ask.reserved:
-            self._unreserve(ask)
+            self.unreserve(ask)
         ask.since = 0
         if not ask.pending:
             return
         if ask.placeholder and ask.app.gang:  # its gang, and the real asks waiting for it, are judged again
-            self._rejudge_gang(ask.app)  # (this ask too: it is active then, and leaves its list below)
+            self.rejudge_gang(ask.app)  # (this ask too: it is active then, and leaves its list below)
         total = scaled(ask.resource, ask.pending)
         sub_into(ask.app.pending, total)
         for q in ask.app.path:
             sub_into(q.pending, total)
             q.sort_key = None
-        self._unwait(ask)
+        self.unwait(ask)
         if ask.waiting is None:
             ask.app.active.remove(ask.entry)
         ask.waiting = None
         ask.pending = 0
-        self.pending_codes.tally(ask)
-        self._ask_not_pending(ask)
+        self.records.pending_codes.tally(ask)
+        self.ask_not_pending(ask)
 
-    def _unwait(self, ask: Ask) -> None:
+    def unwait(self, ask: Ask) -> None:
         """`ask` leaves the registry of the place it waits (its `waiting` is left to the caller)."""
         w = ask.waiting
         if ask.pooled:
             self.pool.leave(ask)
         elif w is not None:
-            self.waits.remove(ask, w)
+            self.parked.remove(ask, w)
             if w is NODE_ROOM and self.reserve_waiters:
                 self.reserve_waiters.pop((ask.app.id, ask.key), None)
 
-    def _wait(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why, ctx: Outbox,
-              reserving: bool = False) -> None:
+    def park(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why, ctx: Outbox,
+             reserving: bool = False) -> None:
         """Park `ask` at `where` with its reason (moving it there if it waits elsewhere); the
         RM hears the reason once per change. `reserving`: waiting for room, it is past its
         reservation delay with no node to reserve."""
@@ -241,25 +269,21 @@ class IndexedPartition(PartitionState):
             if ask.waiting is None:
                 ask.app.active.remove(ask.entry)
             else:
-                self._unwait(ask)
+                self.unwait(ask)
             if pooled:
                 self.pool.enter(ask, reserving)
         ask.waiting = where
         ask.why = reason
-        self.pending_codes.tally(ask)
+        self.records.pending_codes.tally(ask)
         if not pooled:
-            self.waits.add(ask, where)
+            self.parked.add(ask, where)
             if reserving and where is NODE_ROOM:
                 self.reserve_waiters[(ask.app.id, ask.key)] = ask
         if reason.message != ask.reported:
             ask.reported = reason.message
-            self._emit(ReasonChanged(ask, state, reason.message), ctx)
+            derive(self.records, ReasonChanged(ask, state, reason.message), ctx)
 
-    def _emit(self, event: Event, ctx: Outbox) -> None:
-        """A change the RM hears of or that sets a deadline: core/effects.py derives both."""
-        derive(self, event, ctx)
-
-    def _wake(self, ask: Ask) -> None:
+    def wake(self, ask: Ask) -> None:
         """A waiting ask is active again (its waiting place already let it go)."""
         if ask.waiting is None:  # woken once already by another of the places that knew it
             return
@@ -268,9 +292,9 @@ class IndexedPartition(PartitionState):
         self.woken += 1
         ask.waiting = None
         ask.why = None
-        self.pending_codes.tally(ask)
+        self.records.pending_codes.tally(ask)
         ask.app.active.add(ask.entry)
-        self._sync_app(ask.app)
+        self.sync_app(ask.app)
 
     def settle(self) -> None:
         """After the entry's pass (or instead of it): the asks behind gates still open are made
@@ -278,109 +302,109 @@ class IndexedPartition(PartitionState):
         if self.pool.open:
             for ask in self.pool.let_through():
                 self.pool.leave(ask)
-                self._wake(ask)
-        self.scheduler.gates_settled()
+                self.wake(ask)
+        self.planner.gates_settled()
 
-    def _activate(self, ask: Ask) -> None:
+    def activate(self, ask: Ask) -> None:
         """A waiting ask about to be placed (or placed by the next pass): active again, in
         its application's list, at once (not a wake-up: the pass goes on as it was)."""
-        self._unwait(ask)
+        self.unwait(ask)
         ask.waiting = None
         ask.why = None
-        self.pending_codes.tally(ask)
+        self.records.pending_codes.tally(ask)
         ask.app.active.add(ask.entry)
 
-    def _wake_at(self, kind: type, key: Any) -> None:
+    def wake_at(self, kind: type, key: Any) -> None:
         """Every ask waiting at one place (a `Wait` kind and its key) is judged again."""
-        for ask in self.waits.take(kind, key):
-            self._wake(ask)
+        for ask in self.parked.take(kind, key):
+            self.wake(ask)
 
-    def _rejudge_gang(self, app: App) -> None:
+    def rejudge_gang(self, app: App) -> None:
         """The gang changed (a placeholder came or went): every pending placeholder, wherever
         it waits, and every real ask waiting on the gang, are judged again (their reasons
         name the gang's total)."""
-        self._wake_gang(app)
+        self.wake_gang(app)
         for ask in pending_placeholders(app):
             if ask.waiting is not None:
-                self._unwait(ask)
-                self._wake(ask)
+                self.unwait(ask)
+                self.wake(ask)
 
-    def _wake_gang(self, app: App) -> None:
-        self._wake_at(GangWait, app.id)
+    def wake_gang(self, app: App) -> None:
+        self.wake_at(GangWait, app.id)
 
     def _wake_leader_waiters(self, app: App) -> None:
         """A leader of `app` no longer waits to be placed: its workers are judged again."""
-        self._wake_at(LeaderWait, app.id)
+        self.wake_at(LeaderWait, app.id)
 
-    def _wake_node(self, node: Node) -> None:
+    def wake_node(self, node: Node) -> None:
         """`node` changed (added, freed, resized, drained, back, going): wake the asks that
         must run on it, to be judged again, and the waiting shapes that now fit it; if it is
         reserved, its room serves the ask it is reserved for alone, and the gates of the
-        shapes it fits open when the reservation goes (`_unreserve` wakes the node again)."""
-        self._wake_at(RequiredNode, node.id)
+        shapes it fits open when the reservation goes (`unreserve` wakes the node again)."""
+        self.wake_at(RequiredNode, node.id)
         if node.state is not NodeState.SCHEDULABLE:
             return
         held = node.reserved
         if held is not None and held.pooled and fits(held.resource, node.free):
             self.pool.leave(held)  # its own node has room for it now: judged again at once
-            self._wake(held)
-        room = self.waits.kinds.get(NodeRoom)  # gangs' asks waiting for room, by shape
+            self.wake(held)
+        room = self.parked.kinds.get(NodeRoom)  # gangs' asks waiting for room, by shape
         fitting = [s for s, waiters in room.items()
                    if fits(next(iter(waiters.values())).resource, node.free)] if room else []
         for shape in fitting:
             if held is None:
-                self._wake_at(NodeRoom, shape)
+                self.wake_at(NodeRoom, shape)
                 continue
             # reserved for `held`: it takes no other ask, so an ask reserved elsewhere
             # cannot gain by its room (its own node, or a node free of reservations, would
             # wake it when it changes); the others are judged again as ever
-            for ask in list(self.waits.at(NodeRoom, shape).values()):
+            for ask in list(self.parked.at(NodeRoom, shape).values()):
                 if not ask.reserved or ask is held:
-                    self.waits.remove(ask, NODE_ROOM)
-                    self._wake(ask)
+                    self.parked.remove(ask, NODE_ROOM)
+                    self.wake(ask)
         if self.pool.shapes and held is None:
             self._opened(self.pool.open_fitting(node))
 
-    def _wake_queue(self, q: Queue) -> None:
+    def wake_queue(self, q: Queue) -> None:
         """Usage in `q` fell (or its max rose): the asks its max held are judged again."""
-        self._wake_at(QueueRoom, q.path)
+        self.wake_at(QueueRoom, q.path)
 
-    def _wake_limit(self, t: Tracker) -> None:
+    def wake_limit(self, t: Tracker) -> None:
         """Usage under a user or group limit fell: the asks it held are judged again."""
-        self._wake_at(LimitRoom, t.key)
+        self.wake_at(LimitRoom, t.key)
 
-    def _wake_app_waiters(self, q: Queue | Tracker) -> None:
+    def wake_app_waiters(self, q: Queue | Tracker) -> None:
         if q.app_waiters:
             waiters, q.app_waiters = q.app_waiters, {}
             self.woken += 1
             for app in waiters.values():
                 app.blocked_on = None
-                self._sync_app(app)
+                self.sync_app(app)
 
-    def _unreserve(self, ask: Ask, wake: bool = False) -> None:
+    def unreserve(self, ask: Ask, wake: bool = False) -> None:
         """Drop `ask`'s reservation; its node takes other asks again. `wake`: the ask waits
         on, to be judged again (its reason would be stale)."""
-        node = self.nodes.get(ask.reserved)
+        node = self.records.nodes.get(ask.reserved)
         ask.reserved = ""
         if node is not None and node.reserved is ask:
             node.reserved = None
-            self.scheduler.failed_shapes.clear()  # a shape that failed for want of this node may fit it now
-            self._wake_reserve_waiters(node)
-            self._wake_node(node)
+            self.planner.failed_shapes.clear()  # a shape that failed for want of this node may fit it now
+            self.wake_reserve_waiters(node)
+            self.wake_node(node)
         if wake and ask.waiting is not None:
-            self._unwait(ask)
-            self._wake(ask)
+            self.unwait(ask)
+            self.wake(ask)
 
-    def _wake_reserve_waiters(self, node: Node) -> None:
+    def wake_reserve_waiters(self, node: Node) -> None:
         """What a reservation can take changed (`node` came, came back, grew, or lost its
         reservation): the asks past their reservation delay with no node reserved are judged
         again."""
-        self.scheduler.reservable(node)
+        self.planner.reservable(node)
         if self.reserve_waiters:
             waiters, self.reserve_waiters = self.reserve_waiters, {}
             for ask in waiters.values():
-                self._unwait(ask)
-                self._wake(ask)
+                self.unwait(ask)
+                self.wake(ask)
         if self.pool.gates:
             self._opened(self.pool.open_reserving())
 

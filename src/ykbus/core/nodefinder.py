@@ -21,6 +21,7 @@ from ykbus.core.sortedseq import SortedSeq, bisect_left, insort
 
 if TYPE_CHECKING:
     from ykbus.core.state import PartitionState
+    from ykbus.core.waits import RoomWaits
 
 FIT_CACHE_AFTER = 16  # nodes a walk may skip before the pass indexes the nodes that fit a shape
 # ... in a partition of at least this many schedulable nodes: below it a walk over every node
@@ -38,10 +39,12 @@ class NodeFinder:
     """Which node an ask takes (`first_fit`, in the node index's order) or reserves
     (`reservable`), with the caches of one pass that keep those cheap as the pass moves nodes."""
 
-    __slots__ = ("part", "fit_cache", "reservable_cache", "moved")
+    __slots__ = ("part", "pool", "node_index", "fit_cache", "reservable_cache", "moved")
 
-    def __init__(self, part: PartitionState) -> None:
+    def __init__(self, part: PartitionState, pool: RoomWaits, node_index: SortedSeq) -> None:
         self.part = part
+        self.pool = pool  # the room gates (read: which shapes wait behind one, and their openers)
+        self.node_index = node_index  # the schedulable nodes in the scorer's order (read)
         # shape -> (resource, the node_index keys of the nodes it fits), built once a walk
         # skipped FIT_CACHE_AFTER nodes (of FIT_CACHE_NODES or more), kept current by `node_moved`
         self.fit_cache: dict[Shape, tuple[Res, SortedSeq]] = {}
@@ -101,7 +104,7 @@ class NodeFinder:
 
     def first_fit(self, ask: Ask) -> Node | None:
         """The first node in index order with room for `ask`, or None."""
-        if ask.pooled or ask.shape in self.part.pool.shapes:
+        if ask.pooled or ask.shape in self.pool.shapes:
             # judged behind an open gate, or of a shape whose asks wait for room: they found
             # no node when they parked and room comes only through the gates, so only a node
             # that opened its room gate this entry may have room (none: the gate is shut)
@@ -118,7 +121,7 @@ class NodeFinder:
         has room for it)."""
         best: Node | None = None
         best_key: tuple[float, str] | None = None
-        for node in self.part.pool.openers.get(ask.shape, ()):
+        for node in self.pool.openers.get(ask.shape, ()):
             key = node.key
             if key is not None and node.takes(ask) and (best_key is None or key < best_key):
                 best, best_key = node, key
@@ -129,7 +132,7 @@ class NodeFinder:
         res, nodes = ask.resource, part.nodes
         cached = self.fit_cache.get(ask.shape)
         if cached is None:
-            index = part.node_index
+            index = self.node_index
             if index:  # mostly the first node has room: no iterator for that
                 node = nodes[index[0][1]]
                 if node.takes(ask):
@@ -137,7 +140,7 @@ class NodeFinder:
             cache_after = FIT_CACHE_AFTER if len(index) >= FIT_CACHE_NODES else -1
             for skipped, key in enumerate(index):
                 if skipped == cache_after:
-                    fitting = SortedSeq(k for k in part.node_index if fits(res, nodes[k[1]].free))
+                    fitting = SortedSeq(k for k in self.node_index if fits(res, nodes[k[1]].free))
                     cached = self.fit_cache[ask.shape] = (res, fitting)
                     break
                 node = nodes[key[1]]
@@ -209,10 +212,11 @@ class GangOverlay:
     make: a node it placed members on is keyed as if they were there (under `fair` a gang
     spreads as its members fill nodes: YuniKorn's order)."""
 
-    __slots__ = ("part", "fit_cache", "taken", "touched", "keys", "scans", "heads")
+    __slots__ = ("part", "node_index", "fit_cache", "taken", "touched", "keys", "scans", "heads")
 
-    def __init__(self, part: PartitionState, fit_cache: dict[Shape, tuple[Res, SortedSeq]]) -> None:
-        self.part, self.fit_cache = part, fit_cache
+    def __init__(self, part: PartitionState, node_index: SortedSeq,
+                 fit_cache: dict[Shape, tuple[Res, SortedSeq]]) -> None:
+        self.part, self.node_index, self.fit_cache = part, node_index, fit_cache
         self.taken: dict[str, Res] = {}  # node id -> what the gang took there
         self.touched: list[tuple[float, str]] = []  # the keys of the nodes it took room on, as they would be: sorted
         self.keys: dict[str, tuple[float, str]] = {}  # node id -> its key in `touched`
@@ -250,7 +254,7 @@ class GangOverlay:
         scan = self.scans.get(shape)
         if scan is None:
             cached = self.fit_cache.get(shape)
-            scan = self.scans[shape] = iter(cached[1] if cached is not None else self.part.node_index)
+            scan = self.scans[shape] = iter(cached[1] if cached is not None else self.node_index)
         nodes = self.part.nodes
         for key in scan:
             node = nodes[key[1]]

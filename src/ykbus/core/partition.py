@@ -7,13 +7,14 @@ Every pending ask is in exactly one place:
 
 * **active**: in its application's `active` list, to be tried by the next pass;
 * **waiting**, `ask.waiting` a typed `Wait` (core/model.py) naming what for: room on a node
-  (`NodeRoom`: behind its shape's gate in the partition's `pool`, core/waits.py, or, for a
-  gang's asks, in `waits` by shape), the one node it must run on (`RequiredNode`), its gang
+  (`NodeRoom`: behind its shape's gate in `waits.pool`, core/waits.py, or, for a
+  gang's asks, in `waits.parked` by shape), the one node it must run on (`RequiredNode`), its gang
   (`GangWait`), the release of the placeholder it replaces (`Replacement`), its leader
   (`LeaderWait`), a queue's `max` (`QueueRoom`) or a user or group limit's `maxresources`
   (`LimitRoom`; a `Tracker` counts one user's or group's usage in one queue that has a
-  limit for them): in `waits` (core/waits.py `WaitPlaces`) at that place, the one registry
-  every wake-up takes its asks from.
+  limit for them): in `waits.parked` (core/waits.py `WaitPlaces`) at that place, the one
+  registry every wake-up takes its asks from. `waits` is the partition's `Waits`
+  (core/indexes.py), the component that keeps these registries and what follows from them.
 
 An application is *active* (in its leaf's `active_apps`, counted in `active` of every queue
 up to root) when it has active asks, may be scheduled in its state, and is not held back by
@@ -78,8 +79,10 @@ from ykbus.core.effects import (
     ReasonChanged,
     ReplacementAsked,
     RoomWaitStarted,
+    derive,
 )
 from ykbus.core.gang import pending_placeholders
+from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger
 from ykbus.core.lifecycle import (
     AppEvent,
@@ -110,20 +113,26 @@ from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
 from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.resources import add_into
 from ykbus.core.scheduling import RESERVED, SKIPPED, Scheduler
+from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.timers import (
     PreemptionTimer,
     QuotaTimer,
     ReservationTimer,
     Timer,
 )
+from ykbus.core.waits import RoomWaits
 from ykbus.si import messages as m
 
 
 class Partition(PartitionChanges):
     def __init__(self, rm: str, config: PartitionConfig, timers: Timers[Timer], incarnation: int = 0) -> None:
         super().__init__(rm, config, timers, incarnation)
-        self.scheduler = Scheduler(self)
-        self.ledger = Ledger(self.allocations, self._index_node, self._usage_moved)
+        # the planner reads the room gates and the node index the waits keep
+        node_index = SortedSeq()
+        pool = RoomWaits(self.app_key)
+        self.scheduler = Scheduler(self, pool, node_index)
+        self.waits = Waits(self, pool, node_index, self.scheduler)
+        self.ledger = Ledger(self.allocations, self.waits.index_node, self._usage_moved)
         self.apply_config(config, 0)
 
     def schedule(self, ctx: Outbox) -> None:
@@ -132,7 +141,7 @@ class Partition(PartitionChanges):
             for q in self.queues.values():
                 q.sort_key = None
             self.rekey = False
-            self._rekey_all(only_fair=True)
+            self.waits.rekey_all(only_fair=True)
         scheduler = self.scheduler
         scheduler.start(ctx.ts)
         try:
@@ -140,14 +149,14 @@ class Partition(PartitionChanges):
                 plan = scheduler.plan()
                 if not plan:
                     break
-                woken = self.woken
+                woken = self.waits.woken
                 ended = type(plan[-1]) is Allocate or ends_walk(plan[-1])  # read before it is applied
                 self.commit(plan, ctx)
-                if not ended and self.woken == woken:
+                if not ended and self.waits.woken == woken:
                     break  # the walk saw everything active, and committing it woke nothing
         finally:
             scheduler.finish()
-            self.settle()
+            self.waits.settle()
 
     def commit(self, plan: Plan, ctx: Outbox) -> None:
         """The one applier: apply a plan's decisions in order."""
@@ -156,14 +165,14 @@ class Partition(PartitionChanges):
                 ask = decision.ask
                 ask.app.why = None
                 if ask.waiting is not None:  # judged behind an open gate (core/waits.py): active again first
-                    self._activate(ask)
+                    self.waits.activate(ask)
                 self._allocate(ask, decision.node, ctx)
             elif isinstance(decision, Park):
                 self._park(decision, ctx)
             elif isinstance(decision, Unpreempted):  # its search found no victims: not again for a while
                 ask, then = decision.ask, decision.then
                 ask.preempt_after = ctx.ts + RETRY_NS
-                self._emit(PreemptionRetry(ask, ask.preempt_after), ctx)
+                derive(self, PreemptionRetry(ask, ask.preempt_after), ctx)
                 if isinstance(then, Park):
                     self._park(Park(ask, then.where, then.state, why.cannot_preempt(then.why, decision.reason)), ctx)
                 else:
@@ -195,65 +204,65 @@ class Partition(PartitionChanges):
             delay = self.reservation_delay_ns
             if not ask.since:  # it starts waiting for room: it may reserve a node later
                 ask.since = ctx.ts
-                self._emit(RoomWaitStarted(ask, ctx.ts), ctx)
+                derive(self, RoomWaitStarted(ask, ctx.ts), ctx)
             elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
-                self._wait(ask, where, decision.state, decision.why, ctx, reserving=True)
+                self.waits.park(ask, where, decision.state, decision.why, ctx, reserving=True)
                 if not app.active:
-                    self._sync_app(app)
+                    self.waits.sync_app(app)
                 return
         elif not isinstance(where, (RequiredNode, Victims)):  # held by a max, a limit, its gang: not by room
             if ask.reserved:
-                self._unreserve(ask)
+                self.waits.unreserve(ask)
             ask.since = 0
-        self._wait(ask, where, decision.state, decision.why, ctx)
+        self.waits.park(ask, where, decision.state, decision.why, ctx)
         if not app.active:
-            self._sync_app(app)
+            self.waits.sync_app(app)
 
     def _hold(self, app: App, on: Queue | Tracker, reason: why.Why, ctx: Outbox) -> None:
         """`app` waits in `on`'s app_waiters until it runs fewer applications."""
         app.why = reason
         app.blocked_on = on
         on.app_waiters[app.id] = app
-        self._sync_app(app)
+        self.waits.sync_app(app)
         for _, _, ask in list(app.active):
             if ask.reported != reason.message:
                 ask.reported = reason.message
-                self._emit(ReasonChanged(ask, SKIPPED, reason.message), ctx)
+                derive(self, ReasonChanged(ask, SKIPPED, reason.message), ctx)
 
     def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Outbox) -> None:
         """Every pending placeholder of the gang at once; its placeholder timer starts."""
         for ask, node in places:
             if ask.waiting is not None:  # parked with the gang until now: back in its list first
-                self._activate(ask)
+                self.waits.activate(ask)
             app.why = None
             self._allocate(ask, node, ctx)
         self._start_placeholder_timer(app, ctx)
-        self._wake_gang(app)  # its real asks: they may take their places now
+        self.waits.wake_gang(app)  # its real asks: they may take their places now
 
     def _replace(self, ask: Ask, ph: Alloc, ctx: Outbox) -> None:
         """Ask the RM to release placeholder `ph` for real `ask`; `ask` waits for that."""
         ph.replacing = ask.key
         app = ask.app
         app.why = None
-        self._wait(ask, replacement(ph.uuid), SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
+        self.waits.park(ask, replacement(ph.uuid), SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
         if not app.active:
-            self._sync_app(app)
-        self._emit(ReplacementAsked(ph, ask), ctx)
+            self.waits.sync_app(app)
+        derive(self, ReplacementAsked(ph, ask), ctx)
 
     def confirm_replacement(self, ph: Alloc, ctx: Outbox) -> None:
         """The RM released placeholder `ph` (`PLACEHOLDER_REPLACED`): the real ask it was
         released for is allocated on its node, counted with its own resources from now."""
         app, node = ph.app, ph.node
-        taken = self.waits.take(Replacement, ph.uuid)
+        taken = self.waits.parked.take(Replacement, ph.uuid)
         ask = taken[0] if taken else None
         ph.replacing = ""  # replaced, not abandoned: `release` must not wake the ask as an ordinary one
         self.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
         if ask is not None and ask.pending:
-            self._activate(ask)
+            self.waits.activate(ask)
             if node.state is NodeState.SCHEDULABLE and node.takes(ask):
                 self._allocate(ask, node, ctx)
             else:  # the node drained or shrank meanwhile: an ordinary ask, placed by the next pass
-                self._sync_app(app)
+                self.waits.sync_app(app)
         self._check_done(app, ctx)
 
     def placeholder_timeout(self, app: App, ctx: Outbox) -> None:
@@ -267,14 +276,14 @@ class Partition(PartitionChanges):
                 self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
         for ask in pending_placeholders(app):
             self._drop_ask(ask)
-            self._emit(AskDropped(app, ask.key, m.TerminationType.TIMEOUT, message), ctx)
-        self._wake_gang(app)  # real asks waiting for placeholders: ordinary asks now
+            derive(self, AskDropped(app, ask.key, m.TerminationType.TIMEOUT, message), ctx)
+        self.waits.wake_gang(app)  # real asks waiting for placeholders: ordinary asks now
         if app.state is AppState.ACCEPTED:
             if app.gang_hard:
                 self.fail_app(app, ctx, message)
                 return
             self.app_event(app, AppEvent.RESUME, ctx, message)
-        self._sync_app(app)
+        self.waits.sync_app(app)
         self._check_done(app, ctx)
 
     def _reserve(self, ask: Ask, node: Node, ctx: Outbox, unpreempted: str = "", note: str = "") -> None:
@@ -288,26 +297,26 @@ class Partition(PartitionChanges):
             reason = why.cannot_preempt(reason, unpreempted)
         elif note:
             reason = why.preempts_later(reason, note)
-        self._wait(ask, where, RESERVED, reason, ctx)
+        self.waits.park(ask, where, RESERVED, reason, ctx)
         if not ask.app.active:
-            self._sync_app(ask.app)
+            self.waits.sync_app(ask.app)
         self.scheduler.reservation_taken()
 
     def _preempt(self, decision: Preempt, ctx: Outbox) -> None:
         """The RM is asked to release the victims; the node is the ask's until they are gone."""
         ask, node = decision.ask, decision.node
         if ask.reserved and ask.reserved != node.id:
-            self._unreserve(ask)
+            self.waits.unreserve(ask)
         for alloc in decision.victims:
             self._preempt_one(alloc, ask, decision.rule, ctx)
-        self._emit(PreemptionStarted(ask, node, decision.victims, decision.rule), ctx)
+        derive(self, PreemptionStarted(ask, node, decision.victims, decision.rule), ctx)
         ask.reserved = node.id
         node.reserved = ask
         ask.app.why = None
-        self._wait(ask, victims(node.id), RESERVED,
+        self.waits.park(ask, victims(node.id), RESERVED,
                    why.preempting(node.id, [a.uuid for a in decision.victims]), ctx)
         if not ask.app.active:
-            self._sync_app(ask.app)
+            self.waits.sync_app(ask.app)
         self.scheduler.reservation_taken()
 
     def quota_reloaded(self, ctx: Outbox) -> None:
@@ -315,7 +324,7 @@ class Partition(PartitionChanges):
         if quota_preemption_enabled(self.config):
             for q in self.queues.values():
                 if q.quota_delay_ms > 0 and any(q.allocated.get(t, 0) > v for t, v in q.max.items()):
-                    self._emit(QuotaOverrun(q, ctx.ts + q.quota_delay_ms * 1_000_000), ctx)
+                    derive(self, QuotaOverrun(q, ctx.ts + q.quota_delay_ms * 1_000_000), ctx)
 
     def quota_due(self, timer: QuotaTimer, ctx: Outbox) -> None:
         """A queue's quota delay has passed: what it still holds over its max is preempted, at once."""
@@ -332,21 +341,21 @@ class Partition(PartitionChanges):
         node = alloc.node
         node.preempting += 1
         self.preempted[node.id] = node
-        self._emit(AllocationPreempted(alloc, ask, rule), ctx)
+        derive(self, AllocationPreempted(alloc, ask, rule), ctx)
 
     def preemption_due(self, timer: PreemptionTimer) -> None:
         """An ask that may preempt has waited its delay (or the retry interval): judged again."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.pending and ask.waiting is NODE_ROOM:
-            self._unwait(ask)
-            self._wake(ask)
+            self.waits.unwait(ask)
+            self.waits.wake(ask)
 
     def reservation_due(self, timer: ReservationTimer) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
-            self._unwait(ask)
-            self._wake(ask)
+            self.waits.unwait(ask)
+            self.waits.wake(ask)
 
     # --- a snapshot's load (core/snapshot.py) ----------------------------------------------
 
@@ -374,7 +383,7 @@ class Partition(PartitionChanges):
             for ask in app.asks.values():
                 asks[(app.id, ask.key)] = ask
                 if ask.pending:
-                    self._add_pending(ask)
+                    self.waits.add_pending(ask)
                     app.priorities[ask.priority] = app.priorities.get(ask.priority, 0) + 1
                     app.leaders_waiting += is_leader(ask)
                     if ask.waiting is None:
@@ -386,10 +395,10 @@ class Partition(PartitionChanges):
                 count_app_priorities(q)
         self.ledger.recount(self.apps.values(), self.nodes.values())
         for node in self.nodes.values():
-            self._index_node(node)
+            self.waits.index_node(node)
         self._register_waiting(asks, queue_waiters, room_waiters, tracker_blocked, now)
         for app in self.apps.values():
-            self._sync_app(app)
+            self.waits.sync_app(app)
         self.summary = PartitionSummary.of(self.apps, self.terminated, self.rejected, len(self.allocations))
         self.index_victims()
 
@@ -400,11 +409,11 @@ class Partition(PartitionChanges):
         and the applications their maxapplications holds."""
         for path, keys in queue_waiters.items():  # a queue's max, in the order they came
             for key in keys:
-                self.waits.add(asks[key], queue_room(path))
+                self.waits.parked.add(asks[key], queue_room(path))
         for ask in asks.values():  # the rest as each ask's `waiting` names it (room: below)
             w = ask.waiting
             if w is not None and w is not NODE_ROOM and not isinstance(w, QueueRoom):
-                self.waits.add(ask, w)
+                self.waits.parked.add(ask, w)
             if ask.reserved:
                 self.nodes[ask.reserved].reserved = ask
         delay = self.reservation_delay_ns
@@ -416,9 +425,9 @@ class Partition(PartitionChanges):
             if not ask.app.gang:
                 pooled.append((ask, reserving))
                 continue
-            self.waits.add(ask, NODE_ROOM)
+            self.waits.parked.add(ask, NODE_ROOM)
             if reserving:
-                self.reserve_waiters[key] = ask
+                self.waits.reserve_waiters[key] = ask
         self._retrack()  # trackers and their counts are derived
         for app_id, tracker_key in tracker_blocked.items():
             app = self.apps[app_id]
@@ -426,4 +435,4 @@ class Partition(PartitionChanges):
             app.blocked_on = tracker
             tracker.app_waiters[app.id] = app
         for ask, reserving in pooled:  # once the applications' sort keys can be read
-            self.pool.enter(ask, reserving)
+            self.waits.pool.enter(ask, reserving)

@@ -6,15 +6,15 @@ state, so a reader does not walk the live state.
   applications per state, with their `total`, and `totalContainers`, the allocations held.
 - `NodeUsage` is what YuniKorn's node-utilizations and the metrics' node families read:
   the nodes in each tenth of usage, per resource type, and how many are schedulable. It
-  follows each move of a node's room or state (`IndexedPartition._index_node`, where the
+  follows each move of a node's room or state (`Waits.index_node`, where the
   node index follows them too), from the first time a reader asks for it: until then the
   writer keeps nothing for it.
 
 - `PendingCodes` is what the metrics' `ykbus_pending_asks` reads: the pending allocations
   of the partition's asks by the code of why they wait (core/why.py), as `why_pending` gives
   it for each. A parked ask's code is its own, kept where it is parked and woken
-  (`IndexedPartition._wait`, `_wake`, `_activate`), and where its pending count moves
-  (`_pend`, `_unpend`, an allocation); an active ask is counted with its application, whose
+  (`Waits.park`, `wake`, `activate`), and where its pending count moves
+  (`pend`, `unpend`, an allocation); an active ask is counted with its application, whose
   hold (`app_hold`) is read when asked: a hold never touches each of its asks.
 
 All are derived data: a snapshot does not store them, a restore rebuilds them from the

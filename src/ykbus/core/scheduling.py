@@ -61,7 +61,7 @@ from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_fo
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
-from ykbus.core.waits import RESERVE, Gate
+from ykbus.core.waits import RESERVE, Gate, RoomWaits
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
@@ -79,18 +79,20 @@ NEXT: Final = next  # (likewise a builtin mypyc does not specialise: found by na
 
 
 class Scheduler:
-    __slots__ = ("part", "finder", "failed_shapes", "none_to_reserve", "no_room", "later", "over", "freed",
-                 "claimed", "now", "tried")
+    __slots__ = ("part", "pool", "node_index", "finder", "failed_shapes", "none_to_reserve", "no_room", "later",
+                 "over", "freed", "claimed", "now", "tried")
 
-    def __init__(self, partition: PartitionState) -> None:
-        self.part = partition
-        self.finder = NodeFinder(partition)  # which node an ask takes or reserves, and its caches
+    def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq) -> None:
+        self.part = partition  # the records (read)
+        self.pool = pool  # the room gates the partition's waits keep (read; `close` is the walk's, core/waits.py)
+        self.node_index = node_index  # the node index the waits keep (read)
+        self.finder = NodeFinder(partition, pool, node_index)  # which node an ask takes or reserves, and its caches
         # scratch of one pass: within a pass free capacity only shrinks, so a shape that
         # found no node finds none again
         self.failed_shapes: set[Shape] = set()
         # the shapes that found no node to reserve, until what a reservation can take changes
         # (a node comes, comes back, grows, or loses its reservation: the partition's
-        # `_wake_reserve_waiters` forgets them all); kept across passes
+        # `Waits.wake_reserve_waiters` forgets them all); kept across passes
         self.none_to_reserve: dict[Shape, None] = {}
         # shape -> its NoNodeRoom reason, the same value for every ask of that shape (reasons
         # are frozen): formatted once, not once per ask parked (kept across passes)
@@ -133,7 +135,7 @@ class Scheduler:
     def has_work(self) -> bool:
         """Whether a walk has anything to try: active asks, or asks behind a gate shown."""
         root = self.part.root
-        return root.active > 0 or bool(self.part.pool.open) and self.shows(root)
+        return root.active > 0 or bool(self.pool.open) and self.shows(root)
 
     # --- the gates' scratch (core/waits.py): written by the partition's wake-ups, read here
 
@@ -149,9 +151,9 @@ class Scheduler:
         nodes came; the gates close and their shapes are known to find none."""
         freed = self.freed
         if freed and all(n.reserved is not None for n in freed.values()):
-            for gate in self.part.pool.open:
+            for gate in self.pool.open:
                 if gate.kind == RESERVE:
-                    self.part.pool.close(gate)
+                    self.pool.close(gate)
                     self.none_to_reserve[gate.shape] = None
 
     def gates_settled(self) -> None:
@@ -162,7 +164,7 @@ class Scheduler:
         """Walk `q`; True once an allocation is planned."""
         if not q.leaf:
             part = self.part
-            if part.pool.open:
+            if self.pool.open:
                 children = [c for c in q.children.values() if c.active or self.shows(c)]
             else:
                 children = [c for c in q.children.values() if c.active]
@@ -178,7 +180,7 @@ class Scheduler:
                     return True
             return False
         gate = stateaware_gate(q) if q.sort_policy is STATEAWARE else None
-        for entry in self._apps_of(q) if self.part.pool.open else q.active_apps:
+        for entry in self._apps_of(q) if self.pool.open else q.active_apps:
             app: App = entry[-1]
             if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
                 if app.why is None or app.why.details.get("first") != gate.id:
@@ -196,7 +198,7 @@ class Scheduler:
                 return False
         if not app.gang:  # the common case: every ask on its own
             leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
-            for entry in self._asks_of(app) if app.pooled and self.part.pool.open else app.active:
+            for entry in self._asks_of(app) if app.pooled and self.pool.open else app.active:
                 ask: Ask = entry[-1]
                 decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
                             else self._ask(ask))
@@ -212,7 +214,7 @@ class Scheduler:
                 if gang_planned:
                     continue
                 gang_planned = True
-                decisions = plan_gang(app, GangOverlay(self.part, self.finder.fit_cache))
+                decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache))
                 plan.extend(decisions)
                 if type(decisions[-1]) is GangAllocate:
                     return True
@@ -232,7 +234,7 @@ class Scheduler:
     def _shown(self, here: dict[Gate, Any]) -> list[tuple[Gate, Any]]:
         """The (gate, value) pairs of `here` whose gate is open and not judged yet (walking
         the smaller of `here` and the open gates)."""
-        showing = self.part.pool.showing
+        showing = self.pool.showing
         if len(showing) <= len(here):
             return [(gate, here[gate]) for gate in showing if gate in here]
         return [(gate, value) for gate, value in here.items() if gate in showing]
@@ -242,7 +244,7 @@ class Scheduler:
         stopping at the first: it is asked of every child a walk passes)."""
         counts = q.pooled
         if counts:
-            showing = self.part.pool.showing
+            showing = self.pool.showing
             for gate in showing if len(showing) <= len(counts) else counts:
                 if gate in counts and gate in showing:
                     return True
@@ -250,7 +252,7 @@ class Scheduler:
 
     def _in_order(self, active: SortedSeq, sources: list[tuple[Gate, Any]]) -> Iterator[Any]:
         """`active`'s entries and those behind the shown gates `sources`, in one order."""
-        showing = self.part.pool.showing
+        showing = self.pool.showing
         if len(sources) == 1:  # mostly: one gate open
             gate, entries = sources[0]
             if not active:
@@ -261,7 +263,7 @@ class Scheduler:
     def _apps_of(self, leaf: Queue) -> Iterable[tuple[Any, ...]]:
         """The leaf's applications in its order: the active ones, and those with asks behind
         an open gate (core/waits.py) that may be scheduled, as if those asks were active."""
-        if not self.part.pool.open or not leaf.pooled_apps:
+        if not self.pool.open or not leaf.pooled_apps:
             return leaf.active_apps
         sources = self._shown(leaf.pooled_apps)
         if not sources:
@@ -281,7 +283,7 @@ class Scheduler:
 
     def _asks_of(self, app: App) -> Iterable[tuple[int, int, Ask]]:
         """`app`'s active asks in order, with its asks behind open gates among them."""
-        if not app.pooled or not self.part.pool.open:
+        if not app.pooled or not self.pool.open:
             return app.active
         sources = self._shown(app.pooled)
         if not sources:
@@ -358,8 +360,8 @@ class Scheduler:
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
-        if self.part.pool.open:  # every other ask of its shape waiting for room would fail the same
-            self.part.pool.close(self.part.pool.gates_for(ask)[0])
+        if self.pool.open:  # every other ask of its shape waiting for room would fail the same
+            self.pool.close(self.pool.gates_for(ask)[0])
         if ask.preempt_other and self.now >= ask.preempt_after:  # (in a retry interval: not again yet)
             if ask.since and self.part.preempts():
                 found = preemption_for(self.part, ask, self.now)
@@ -403,8 +405,8 @@ class Scheduler:
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
             self.none_to_reserve[ask.shape] = None
-            if self.part.pool.open:  # and none of them finds a node to reserve
-                self.part.pool.close(self.part.pool.gates_for(ask)[1])
+            if self.pool.open:  # and none of them finds a node to reserve
+                self.pool.close(self.pool.gates_for(ask)[1])
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:

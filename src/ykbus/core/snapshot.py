@@ -74,12 +74,14 @@ DERIVED: dict[str, frozenset[str]] = {
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
                       "unparked"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
-                            "paused", "waits", "reserve_waiters",  # RM's
-                            "pool", "summary", "usage", "pending_codes", "preempted", "victims_indexed",
-                            "woken",  # a counter within a pass
-                            # state; from the asks' `waiting`
-                            "alive", "ledger", "node_index", "node_sort", "rm", "root", "scorer", "timers", "total",
+                            "paused",  # RM's state
+                            "waits",  # a component: its fields are checked as Waits's
+                            "summary", "usage", "pending_codes", "preempted", "victims_indexed",
+                            "alive", "ledger", "node_sort", "rm", "root", "scorer", "timers", "total",
                             "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
+    "Waits": frozenset({"records", "planner",  # the partition's other components
+                        "node_index", "pool", "parked", "reserve_waiters",  # from the asks' `waiting`, and nodes
+                        "woken"}),  # a counter within a pass
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
     "Core": frozenset({"registry",  # its components: the registry's fields are checked as RMRegistry's
                        "intake",  # (no state of its own)
@@ -297,7 +299,7 @@ def _queue(p: Partition, q: Queue) -> SQueue:
     return SQueue(
         q.path, list(q.children), q.leaf, q.managed, q.draining, q.draining_since, q.guaranteed, q.max,
         q.maxapps, q.properties, q.submitacl, q.adminacl, q.sort_priority, q.raw_priority,
-        list(p.waits.at(QueueRoom, q.path)), list(q.app_waiters), q.limits, q.template,
+        list(p.waits.parked.at(QueueRoom, q.path)), list(q.app_waiters), q.limits, q.template,
     )
 
 
@@ -323,8 +325,8 @@ def _partition(p: Partition) -> SPartition:
                             x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting, x.at, x.asked)
                      for x in p.allocations.values()],
         terminated={k: v.state.value for k, v in p.terminated.items()},
-        node_waiters=[key for shape in p.waits.keys(NodeRoom) for key in p.waits.at(NodeRoom, shape)]
-        + [key for gate, group in p.pool.gates.items() if gate.kind == ROOM for key in group],
+        node_waiters=[key for shape in p.waits.parked.keys(NodeRoom) for key in p.waits.parked.at(NodeRoom, shape)]
+        + [key for gate, group in p.waits.pool.gates.items() if gate.kind == ROOM for key in group],
         ended={k: (v.ts, v.message, v.queue) for k, v in p.terminated.items()},
         histories={k: _history(v.history) for k, v in p.terminated.items()},
         rejected=[(k, SEnded(v.state.value, v.ts, v.message, v.queue, _history(v.history)))

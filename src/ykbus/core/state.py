@@ -1,8 +1,9 @@
-"""The records and indexes of one partition: its nodes (and their order), queues,
-applications, asks, allocations, trackers, and where each pending ask waits. No outputs
-and no scheduling: the layers above keep them (core/indexes.py, what follows from a change;
-core/changes.py, the changes an RM asks for; core/partition.py, the pass), and the planner
-reads them (core/scheduling.py).
+"""The records of one partition: its configuration, nodes, queues, applications, asks,
+allocations, trackers and the read models folded from its events. No outputs and no
+scheduling: the waits keep what follows from them (core/indexes.py, `Waits`: the node
+index, where each pending ask waits), the applier changes them (core/changes.py, the
+changes an RM asks for; core/partition.py, the pass), and the planner reads them
+(core/scheduling.py).
 """
 
 from __future__ import annotations
@@ -33,9 +34,7 @@ from ykbus.core.policies import NodePolicies
 from ykbus.core.readmodel import NodeUsage, PartitionSummary, PendingCodes
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
-from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.timers import Timer
-from ykbus.core.waits import RoomWaits, WaitPlaces
 
 CACHE_QUEUE_KEYS = True  # tests switch it off to prove the memoized queue keys are the keys
 
@@ -56,22 +55,12 @@ class PartitionState:
         self.weights = config.nodesortpolicy.resourceweights
         self.scorer = scorer_for(self.node_sort, self.weights)
         self.nodes: dict[str, Node] = {}
-        self.node_index: SortedSeq = SortedSeq()
         self.apps: dict[str, App] = {}
         self.terminated: dict[str, Terminated] = {}
         self.rejected: dict[str, Terminated] = {}  # the last limits.REJECTED_KEPT rejected applications, oldest first
         self.allocations: ChunkedDict[Alloc] = ChunkedDict()  # every allocation, in the order booked
         self.uuid_taken = self.allocations.__contains__  # the RM widens it to all its partitions
         self.total: Res = {}
-        # where pending asks wait (core/waits.py): by place, and asks waiting for room by gate
-        self.waits = WaitPlaces()
-        # asks past the reservation delay that found no node to reserve: judged again when a
-        # node comes, comes back, grows, or is freed of its reservation
-        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
-        # asks (not of gangs) waiting for node room, woken by gate; gangs' asks that wait for
-        # room are in `waits` by shape, and in reserve_waiters past the reservation delay
-        self.pool = RoomWaits(self._app_key)
-        self.woken = 0  # asks and applications made active again: a pass goes on while a commit wakes some
         self.paused = False  # its RM is Paused: nothing is placed (the core sets it from the RM's state)
         self.queues: dict[str, Queue] = {}
         self.root = Queue("root", None)
@@ -128,7 +117,7 @@ class PartitionState:
             del self.queues[q.path]
             q = q.parent
 
-    def _app_key(self, app: App) -> tuple[Any, ...]:
+    def app_key(self, app: App) -> tuple[Any, ...]:
         """The sort key of `app` in its leaf (the list holds `(*key, app)`)."""
         leaf = app.queue
         prio = -(app.max_priority or 0) if leaf.sort_priority else 0
