@@ -40,6 +40,7 @@ MAX_TIMEOUT_MS = _setting("TIMEOUT_MS", 10**12)  # executionTimeoutMilliSeconds 
 MAX_CONFIG_BYTES = _setting("CONFIG_BYTES", 1024 * 1024)  # a queues.yaml text
 MAX_YAML_ALIASES = _setting("YAML_ALIASES", 100)  # `*alias` references in one document
 MAX_YAML_NODES = _setting("YAML_NODES", 200_000)  # scalars, lists and maps, aliases expanded
+MAX_TOPOLOGY_LEVELS = _setting("TOPOLOGY_LEVELS", 8)  # a partition's `topology.levels` (docs/topology.md)
 
 # --- work and answers ---------------------------------------------------------------------
 MAX_ALLOCATIONS_PER_ENTRY = _setting("ALLOCATIONS_PER_ENTRY", 10_000)  # a pass stops there; the next entry goes on

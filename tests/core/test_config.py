@@ -102,6 +102,26 @@ INVALID = [
                                          "            childtemplate: {resources: {max: {vcore: 2}}, maxapps: 1}\n"),
      ["partitions[0].queues[0].queues[0].childtemplate.maxapps: unknown key",
       "partitions[0].queues[0].queues[0].childtemplate.resources.max: vcore 2 cores exceeds the queue's max 1 core"]),
+    ("topology: unknown key", "partitions:\n  - name: default\n    topology: {levels: [rack], zones: [a]}\n",
+     ["partitions[0].topology.zones: unknown key"]),
+    ("topology: not a mapping", "partitions:\n  - name: default\n    topology: [rack]\n",
+     ["partitions[0].topology: expected a mapping, got list"]),
+    ("topology: levels not a list", "partitions:\n  - name: default\n    topology: {levels: ykbus.io/rack}\n",
+     ["partitions[0].topology.levels: expected a list, got str"]),
+    ("topology: a repeated level",
+     "partitions:\n  - name: default\n    topology: {levels: [ykbus.io/block, ykbus.io/rack, ykbus.io/block]}\n",
+     ["partitions[0].topology.levels[2]: level 'ykbus.io/block' is repeated (levels[0])"]),
+    ("topology: too many levels", "partitions:\n  - name: default\n    topology: {levels: [l1, l2, l3, l4, l5, l6, l7, l8, l9]}\n",
+     ["partitions[0].topology.levels: 9 levels, at most 8"]),
+    ("topology: not attribute names",
+     "partitions:\n  - name: default\n    topology: {levels: ['rack row', Ykbus.io/rack, 7, /rack]}\n",
+     ["partitions[0].topology.levels[0]: 'rack row' is not a valid attribute name: its name must be 1 to 63 letters, "
+      "digits, '-', '_' or '.', starting and ending with a letter or digit",
+      "partitions[0].topology.levels[1]: 'Ykbus.io/rack' is not a valid attribute name: its prefix must be a DNS "
+      "subdomain (lower-case letters, digits, '-' and '.')",
+      "partitions[0].topology.levels[2]: expected a node attribute name, got int",
+      "partitions[0].topology.levels[3]: '/rack' is not a valid attribute name: its prefix must be a DNS subdomain "
+      "(lower-case letters, digits, '-' and '.')"]),
 ]
 
 
@@ -158,3 +178,59 @@ def test_a_resource_weight_that_is_not_a_finite_number_at_least_0_is_refused(wei
     text = f"partitions:\n  - name: default\n    nodesortpolicy: {policy}\n    queues:\n      - name: root\n"
     [error] = errors_of(text)
     assert error.startswith("partitions[0].nodesortpolicy.resourceweights.vcore: expected a finite number >= 0")
+
+
+def test_topology_levels_are_parsed_into_the_partition_config_and_default_to_none():
+    from ykbus.core.config import TopologyConfig
+    text = "partitions:\n  - name: default\n    topology:\n      levels: [ykbus.io/block, ykbus.io/rack, si/hostname]\n"
+    cfg = parse_config(load_yaml(text))
+    assert cfg.partitions[0].topology == TopologyConfig(levels=("ykbus.io/block", "ykbus.io/rack", "si/hostname"))
+    plain = parse_config(load_yaml("partitions:\n  - name: default\n"))
+    assert plain.partitions[0].topology == TopologyConfig() and plain.partitions[0].topology.levels == ()
+    assert parse_config(load_yaml("partitions:\n  - name: default\n    topology: {}\n")).partitions[0].topology.levels == ()
+
+
+def test_a_partition_config_stored_before_topology_reads_back_with_no_levels():
+    """A snapshot written before the key existed (its PartitionConfig has no `topology`)."""
+    import msgspec
+
+    from ykbus.core.config import PartitionConfig, TopologyConfig
+    cfg = parse_config(load_yaml("partitions:\n  - name: default\n")).partitions[0]
+    stored = msgspec.json.decode(msgspec.json.encode(cfg))
+    del stored["topology"]
+    assert msgspec.json.decode(msgspec.json.encode(stored), type=PartitionConfig) == cfg
+    assert msgspec.json.decode(msgspec.json.encode(stored), type=PartitionConfig).topology == TopologyConfig()
+
+
+def test_yunikorns_dump_of_the_configuration_leaves_the_topology_out():
+    """`GET /ws/v1/config` (YAML and JSON) is YuniKorn's: ykbus's own `topology` is not in it."""
+    from types import SimpleNamespace
+
+    from ykbus.rest import ops
+    with_topology = ("partitions:\n  - name: default\n    topology: {levels: [ykbus.io/rack]}\n"
+                     "    queues:\n      - name: root\n        submitacl: '*'\n")
+    without = "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+    parse_config(load_yaml(with_topology))
+
+    def rm(text):
+        return SimpleNamespace(config_text=text, partitions={}, extra_config={})
+
+    yaml_dump = ops.config_yaml(rm(with_topology)).decode()
+    assert "topology" not in yaml_dump and "rack" not in yaml_dump
+    assert yaml_dump.replace(ops.checksum(with_topology), "X") == ops.config_yaml(rm(without)).decode().replace(
+        ops.checksum(without), "X")
+    json_dump = ops.config_json(rm(with_topology))
+    assert "topology" not in json_dump["Partitions"][0]
+    assert {k: v for k, v in json_dump.items() if k != "Checksum"} == \
+        {k: v for k, v in ops.config_json(rm(without)).items() if k != "Checksum"}
+
+
+def test_topology_levels_survive_a_dump_and_a_parse():
+    """configdump writes the ykbus-only `topology` key back (YuniKorn's REST dump leaves it
+    out: rest/ops.py), so a configuration with levels round-trips."""
+    from ykbus.core.configdump import dump_config
+    config = parse_config({"partitions": [{"name": "default", "queues": [{"name": "root"}],
+                                           "topology": {"levels": ["ykbus.io/block", "ykbus.io/rack"]}}]})
+    dumped = dump_config(config)
+    assert dumped["partitions"][0]["topology"] == {"levels": ["ykbus.io/block", "ykbus.io/rack"]}
+    assert parse_config(dumped) == config

@@ -27,6 +27,10 @@ Rules, as YuniKorn applies them:
    queue's own limits; a user or group may appear in one limit per queue.
 8. `childtemplate` (parent queues only) gives unmanaged children `maxapplications`,
    `resources` and `properties`; its resources may not exceed the queue's max.
+9. `topology` (ykbus's own key on a partition, docs/topology.md): `levels`, the node
+   attributes that name its topology domains, broadest first: each a valid attribute name
+   (`[prefix/]name` as a Kubernetes label key), none repeated, at most
+   `limits.MAX_TOPOLOGY_LEVELS`. No levels (the default): no topology.
 5. Known properties with a fixed set of values (`application.sort.policy`,
    `application.sort.priority`, `priority.policy`) reject unknown values;
    `priority.offset` that does not parse as an int32 counts as 0 (YuniKorn's priority scheduling design).
@@ -42,6 +46,7 @@ from typing import Any
 
 import msgspec
 
+from ykbus import limits
 from ykbus.core.resources import fmt_quantity as fq
 
 INT32_MIN = -(2**31)
@@ -207,6 +212,13 @@ class NodeSortConfig(msgspec.Struct, frozen=True):
     )
 
 
+class TopologyConfig(msgspec.Struct, frozen=True):
+    """A partition's `topology` (docs/topology.md): the node attributes that name its
+    domains, broadest first (`ykbus.io/block`, `ykbus.io/rack`). No levels: no topology."""
+
+    levels: tuple[str, ...] = ()
+
+
 class PartitionConfig(msgspec.Struct, frozen=True):
     name: str
     root: QueueConfig
@@ -217,6 +229,8 @@ class PartitionConfig(msgspec.Struct, frozen=True):
     preemption: dict[str, Any] = msgspec.field(default_factory=dict)
     # how long an ask waits for room (log time) before it reserves a node (docs/scheduling.md)
     reservationdelay_ms: int = 2000
+    # ykbus's own (docs/topology.md); not in YuniKorn's dump of the configuration
+    topology: TopologyConfig = msgspec.field(default_factory=TopologyConfig)
 
 
 class SchedulerConfig(msgspec.Struct, frozen=True):
@@ -271,7 +285,7 @@ def parse_quantity(resource: str, value: object) -> int:
 _TOP_KEYS = {"partitions", "checksum"}
 _PARTITION_KEYS = {
     "name", "queues", "placementrules", "limits", "nodesortpolicy", "preemption",
-    "statedumpfilepath", "reservationdelay",
+    "statedumpfilepath", "reservationdelay", "topology",
 }
 _DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 MAX_DURATION_MS = 10**12
@@ -281,6 +295,11 @@ _QUEUE_KEYS = {
 }
 _RESOURCE_KEYS = {"guaranteed", "max"}
 _NODESORT_KEYS = {"type", "resourceweights"}
+_TOPOLOGY_KEYS = {"levels"}
+# a node attribute's name as a Kubernetes label key: an optional DNS subdomain prefix and `/`,
+# then a name of 1 to 63 letters, digits, `-`, `_` and `.` that starts and ends alphanumeric
+_ATTR_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ATTR_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 class _Errors:
@@ -615,6 +634,41 @@ def _nodesort(obj: object, path: str, errors: _Errors) -> NodeSortConfig:
     return NodeSortConfig(type=policy, resourceweights=weights)
 
 
+def attribute_name_problem(name: str) -> str:
+    """Why `name` is not a valid node attribute name ("" when it is): `[prefix/]name` as a
+    Kubernetes label key (`ykbus.io/rack`, `si/hostname`, `rack`)."""
+    prefix, slash, local = name.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _ATTR_PREFIX.match(prefix)):
+        return "its prefix must be a DNS subdomain (lower-case letters, digits, '-' and '.')"
+    if not local or len(local) > 63 or not _ATTR_NAME.match(local):
+        return ("its name must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with "
+                "a letter or digit")
+    return ""
+
+
+def _topology(obj: object, path: str, errors: _Errors) -> TopologyConfig:
+    """Rule 9: a partition's `topology`."""
+    raw = _mapping(obj, path, errors) or {}
+    errors.keys(raw, _TOPOLOGY_KEYS, path)
+    items = _sequence(raw.get("levels"), f"{path}.levels", errors)
+    if len(items) > limits.MAX_TOPOLOGY_LEVELS:
+        errors.add(f"{path}.levels", f"{len(items)} levels, at most {limits.MAX_TOPOLOGY_LEVELS}")
+    levels: list[str] = []
+    for i, item in enumerate(items):
+        where = f"{path}.levels[{i}]"
+        if not isinstance(item, str):
+            errors.add(where, f"expected a node attribute name, got {type(item).__name__}")
+            continue
+        problem = attribute_name_problem(item)
+        if problem:
+            errors.add(where, f"{item[:64]!r} is not a valid attribute name: {problem}")
+        elif item in levels:
+            errors.add(where, f"level {item!r} is repeated (levels[{items.index(item)}])")
+        else:
+            levels.append(item)
+    return TopologyConfig(levels=tuple(levels))
+
+
 def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | None:
     raw = _mapping(obj, path, errors)
     if raw is None:
@@ -658,6 +712,7 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
                         if (r := _rule(item, f"{path}.placementrules[{i}]", errors)) is not None],
         preemption=_preemption(raw.get("preemption"), f"{path}.preemption", errors),
         reservationdelay_ms=_duration(raw.get("reservationdelay"), f"{path}.reservationdelay", errors, 2000),
+        topology=_topology(raw.get("topology"), f"{path}.topology", errors),
     )
 
 

@@ -96,5 +96,7 @@ def dump_config(config: SchedulerConfig) -> dict[str, Any]:
             out["preemption"] = dict(p.preemption)
         if p.reservationdelay_ms != 2000:
             out["reservationdelay"] = f"{p.reservationdelay_ms}ms"
+        if p.topology.levels:
+            out["topology"] = {"levels": list(p.topology.levels)}
         parts.append(out)
     return {"partitions": parts}

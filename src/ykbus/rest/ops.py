@@ -68,6 +68,9 @@ _KEPT = {("scheduler", "partitions"), ("scheduler", "extra"), ("scheduler", "dea
          ("queue", "name"), ("rule", "name"), ("filter", "type"), ("limit", "limit"),
          ("nodesort", "type")}  # fields without omitempty: written even when empty
 _SCALAR_FIELDS = {"Type"}  # a struct's string field Go writes "" (`Filter: {Type: ""}`)
+# keys of ykbus's own that YuniKorn's dump of the configuration leaves out (docs/operations.md):
+# a partition's `topology` (docs/topology.md)
+_YKBUS_ONLY = {("partition", "topology")}
 
 
 def _empty(v: Any) -> bool:
@@ -105,8 +108,8 @@ def _dump(obj: Any, kind: str, json_names: bool) -> dict[str, Any]:
                 out[name] = {}
         elif not _empty(v) or (kind, key) in _KEPT:
             out[name] = _go_number(v) if v is not None else ("" if go in _SCALAR_FIELDS else v)
-    for key, v in raw.items():  # keys YuniKorn does not have (none pass the parser today): kept, last
-        if key not in {k for k, _, _ in _KINDS[kind]} and not _empty(v):
+    for key, v in raw.items():  # keys YuniKorn does not have: kept, last, bar ykbus's own
+        if key not in {k for k, _, _ in _KINDS[kind]} and (kind, key) not in _YKBUS_ONLY and not _empty(v):
             out[key] = v
     return out
 
