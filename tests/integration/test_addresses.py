@@ -12,11 +12,11 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
+from tests.integration.output import Output
 from tests.integration.test_first_hour import home_env, ykbus
 from ykbus.up import HTTP_PORT
 
@@ -30,31 +30,14 @@ class Up:
         self.data = data
         self.proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--data", str(data), "--duration",
                                       "600"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.output = Output(self.proc)
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._changed:
-                self.lines.append(line)
-                self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
+    @property
+    def lines(self) -> list[str]:
+        return self.output.lines
 
     def wait_for(self, pattern: str) -> re.Match:
-        deadline = time.monotonic() + START_S
-        with self._changed:
-            while True:
-                for line in self.lines:
-                    found = re.search(pattern, line)
-                    if found:
-                        return found
-                left = deadline - time.monotonic()
-                assert left > 0 and self._reader.is_alive(), f"no {pattern!r}:\n{''.join(self.lines)[-3000:]}"
-                self._changed.wait(min(left, 1.0))
+        return self.output.search(pattern, START_S)
 
     def stop(self) -> int:
         if self.proc.poll() is None:

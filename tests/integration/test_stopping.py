@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.output import Output
 from tests.integration.test_first_hour import home_env
 
 ROOT = Path(__file__).parents[2]
@@ -164,27 +165,14 @@ class Service:
         self.pid_1 = pid_1
         self.proc = subprocess.Popen([*(PID_1 if pid_1 else []), sys.executable, str(ROOT / "services" / script),
                                       *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.output = Output(self.proc)
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._changed:
-                self.lines.append(line)
-                self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
+    @property
+    def lines(self) -> list[str]:
+        return self.output.lines
 
     def wait_for(self, text: str, timeout: float = START_S) -> None:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not any(text in line for line in self.lines):
-                left = deadline - time.monotonic()
-                assert left > 0 and self._reader.is_alive(), f"no {text!r}:\n{''.join(self.lines)[-3000:]}"
-                self._changed.wait(min(left, 1.0))
+        self.output.search(re.escape(text), timeout)
 
     def terminate(self) -> float:
         """SIGTERM, as `docker stop` sends it; the seconds until it exited."""
