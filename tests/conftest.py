@@ -26,9 +26,6 @@ class Harness:
 
     def setup(self, config: str = "", **nodes):
         self.do(self.log.register(config))
-        for rm in self.core.rms.values():  # read as a reader would from here: the invariants check the fold
-            for p in rm.partitions.values():
-                p.usage.watch(p.nodes.values())
         if nodes:
             from ykbus.log.build import node
             self.do(self.log.nodes(*[node(n, **cap) for n, cap in nodes.items()]))

@@ -158,7 +158,7 @@ def accounting_is_consistent(p: Partition) -> None:
     for q in p.queues.values():
         assert q.allocated == queue_sum.get(q.path, {}), q.path
         assert q.pending == queue_pending.get(q.path, {}), q.path
-    assert p.root.active == active
+    assert p.records.root.active == active
     for q in p.queues.values():  # the leaves' per-priority counts of their applications
         if q.leaf:
             counts = {}
@@ -181,7 +181,7 @@ def accounting_is_consistent(p: Partition) -> None:
 
 
 def no_placeable_ask_left_waiting(p: Partition) -> None:
-    if p.paused:  # a Paused RM gets nothing placed
+    if p.records.paused:  # a Paused RM gets nothing placed
         return
     schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
     for app_ in p.apps.values():
@@ -307,7 +307,7 @@ def pending_reasons_are_true(p: Partition) -> None:
         for k in app_.asks.values():
             if not k.pending:
                 continue
-            why = p.why_pending(k)
+            why = p.records.why_pending(k)
             d = why.details
             where = f"ask {k.key} of {app_.id}: {why.code.value} ({why.message})"
             if why.code is C.NO_NODE_ROOM:  # a node reserved for another ask takes nothing else
@@ -348,7 +348,7 @@ def pending_reasons_are_true(p: Partition) -> None:
             elif why.code is C.RECOVERY_QUEUE:
                 assert app_.queue.path == RECOVERY_QUEUE, where
             elif why.code is C.RM_PAUSED:
-                assert p.paused, where
+                assert p.records.paused, where
             elif why.code is C.REQUIRED_NODE_GONE:
                 assert k.required == d["node"] and d["node"] not in p.nodes, where
             elif why.code is C.REQUIRED_NODE_DRAINING:
@@ -454,18 +454,11 @@ def waits_are_consistent(p: Partition) -> None:
 
 
 def read_model_is_the_state(p: Partition) -> None:
-    """The read model folded from the applier's events says what the records say. The nodes'
-    usage is kept once a reader asked: it is asked here, so from the next entry on the fold
-    is what is checked."""
-    from ykbus.core.readmodel import NodeUsage, PartitionSummary, PendingCodes
+    """The read model folded from the applier's events says what the records say (the
+    nodes' usage is not folded: readers build it from the nodes, core/readmodel.py)."""
+    from ykbus.core.readmodel import PartitionSummary, PendingCodes
 
-    assert p.summary.dao() == PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations)).dao(), p.name
-    p.usage.watch(p.nodes.values())
-    rebuilt = NodeUsage.of(p.nodes.values())
-    assert p.usage.of_node == rebuilt.of_node, p.name
-    assert p.usage.schedulable == rebuilt.schedulable, p.name
-    assert {t: [set(ids) for ids in per] for t, per in p.usage.buckets.items()} == \
-        {t: [set(ids) for ids in per] for t, per in rebuilt.buckets.items()}, p.name
+    assert p.records.summary.dao() == PartitionSummary.of(p.apps, p.terminated, p.rejected, len(p.allocations)).dao(), p.name
     parked, unparked = PendingCodes.of(p.apps.values())
     assert p.pending_codes.parked == parked, p.name
     assert {a.id: a.unparked for a in p.apps.values() if a.unparked} == unparked, p.name
@@ -473,9 +466,9 @@ def read_model_is_the_state(p: Partition) -> None:
     for app in p.apps.values():
         for k in app.asks.values():
             if k.pending:
-                code = p.why_pending(k).code
+                code = p.records.why_pending(k).code
                 by_walk[code] = by_walk.get(code, 0) + k.pending
-    assert p.pending_codes.counts(p.apps.values(), p.paused) == by_walk, p.name
+    assert p.pending_codes.counts(p.apps.values(), p.records.paused) == by_walk, p.name
 
 
 def state_is_consistent(core: Core) -> None:

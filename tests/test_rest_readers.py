@@ -30,7 +30,7 @@ def test_readers_shortcuts_equal_a_walk_after_every_entry(log):
                 for a in p.apps.values():
                     for k in a.asks.values():
                         if k.pending:
-                            code = p.why_pending(k).code.value
+                            code = p.records.why_pending(k).code.value
                             by_code[code] = by_code.get(code, 0) + k.pending
                 scraped = YunikornCollector.read_model([(rm, p)])[2]
                 assert {c: n for c, n in scraped.items() if n} == by_code, (log.name, entry.seq)
@@ -42,7 +42,7 @@ def test_readers_shortcuts_equal_a_walk_after_every_entry(log):
                 for a in p.allocations.values():
                     for t, v in a.resource.items():
                         held_all[t] = held_all.get(t, 0) + v
-                assert dao.res(p.root.allocated) == dao.res(held_all), (log.name, entry.seq)
+                assert dao.res(p.records.root.allocated) == dao.res(held_all), (log.name, entry.seq)
                 preempting = dao._preempting(p)
                 for q in p.queues.values():
                     walked_pre: dict[str, int] = {}

@@ -107,7 +107,7 @@ def test_each_rm_holds_its_own_deadlines_fired_in_one_order(h):
     h.do(h.log.register(TWO_QUEUES, rm="rm-2"))  # registered again: its partitions and deadlines go
     # but for the expiry of what had ended, remembered by the new partitions (issue 40, item 7)
     kept = [(type(t).__name__, t.app_id, t.partition) for _, _, t in h.core.rms["rm-2"].timers.entries()]
-    assert kept == [("ExpireTimer", "early", h.core.rms["rm-2"].partitions["default"])]
+    assert kept == [("ExpireTimer", "early", h.core.rms["rm-2"].partitions["default"].records)]
 
 
 def test_unregister_stops_the_rm_and_later_messages_are_rejected(h):

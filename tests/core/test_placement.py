@@ -97,7 +97,7 @@ def test_placement_decides_without_changing_the_queue_tree():
     h.setup(cfg, n1={"vcore": 4000})
     part = h.core.rms["rm-1"].partitions["default"]
     before = dump_snapshot(h.core)
-    queue, reason = part.place(m.AddApplicationRequest(applicationID="x", queueName="", partitionName="default",
+    queue, reason = part.changes.place(m.AddApplicationRequest(applicationID="x", queueName="", partitionName="default",
                                                        ugi=m.UserGroupInformation(user="carol")))
     assert queue is not None and queue.path == "root.users.carol" and reason == ""
     assert "root.users.carol" not in part.queues and "carol" not in part.queues["root.users"].children

@@ -18,10 +18,10 @@ def pending_state() -> Harness:
     h.do(h.log.apps(app("a", "root.small"), app("b", "root.small"), app("g1", "root.gated"), app("g2", "root.gated")))
     h.do(h.log.asks(ask("big", "g1", vcore=9000)))
     partition = h.core.rms["rm-1"].partitions["default"]
-    partition.paused = True  # take the next asks in without a pass, to plan them here
+    partition.records.paused = True  # take the next asks in without a pass, to plan them here
     h.do(h.log.asks(ask("ka", "a", vcore=1000, max_allocations=3), ask("kb", "b", vcore=100),
                     ask("kg", "g2", vcore=100), ask("more", "g1", vcore=500)))
-    partition.paused = False
+    partition.records.paused = False
     return h
 
 
@@ -52,7 +52,7 @@ def test_a_plan_names_every_kind_of_decision_with_its_reason():
         plan = p.scheduler.plan()
         for d in plan:
             seen.setdefault(d.__class__, []).append(d)
-        p.commit(plan, Outbox(h.core.last_seq + 1, h.core.now))
+        p.applier.commit(plan, Outbox(h.core.last_seq + 1, h.core.now))
         if not plan or not isinstance(plan[-1], Allocate):
             break
     p.scheduler.finish()

@@ -21,7 +21,8 @@ def live_objects():
     p = rm.partitions["default"]
     a = p.apps["a1"]
     return {"Core": (h.core, s.Snapshot), "RMRegistry": (h.core.registry, s.Snapshot), "ResourceManager": (rm, s.SRM), "Partition": (p, s.SPartition),
-            "Waits": (p.waits, s.SPartition),
+            "PartitionState": (p.records, s.SPartition),
+            "Waits": (p.waits, s.SPartition), "Changes": (p.changes, s.SPartition), "Applier": (p.applier, s.SPartition),
             "Queue": (p.queues["root.a"], s.SQueue), "Node": (p.nodes["n1"], s.SNode), "App": (a, s.SApp),
             "Ask": (a.asks["k1"], s.SAsk), "Alloc": (next(iter(p.allocations.values())), s.SAlloc)}
 

@@ -1,6 +1,9 @@
 """The changes an RM asks of a partition: its queue configuration, user and group limits,
-nodes, applications and their lifecycle, asks, allocations and releases. Each keeps the
-waits current (core/indexes.py, `Waits`); the pass that follows is core/partition.py's.
+nodes, applications and their lifecycle, asks, allocations and releases. `Changes` is a
+component the partition holds (`part.changes`) over its records, waits and ledger: each
+change keeps the waits current (core/indexes.py, `Waits`) and books through the ledger.
+The plan's commit (core/applier.py) books and releases through it too; the pass is
+core/partition.py's.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.core.scorers import scorer_for
-from ykbus.core.state import FAIR, PartitionState
+from ykbus.core.state import PartitionState
 from ykbus.si import messages as m
 
 _RELEASE_EVENTS = {
@@ -67,43 +70,49 @@ _RELEASE_EVENTS = {
 }
 
 
-class PartitionChanges(PartitionState):
-    waits: Waits  # where pending asks wait, and what follows from the records (core/indexes.py)
-    ledger: Ledger  # the one place resources move
+class Changes:
+    """What an RM changes (the module's docstring), over the partition's records, through
+    its waits for what follows and its ledger for what is booked."""
+
+    def __init__(self, records: PartitionState, waits: Waits, ledger: Ledger) -> None:
+        self.records = records
+        self.waits = waits  # where pending asks wait, and what follows from the records (core/indexes.py)
+        self.ledger = ledger  # the one place resources move
 
     def apply_config(self, config: PartitionConfig, ts: int) -> list[str]:
         """Install (or hot-swap) the queue tree; returns the paths that went draining."""
-        self.config = config
-        self.reservation_delay_ns = config.reservationdelay_ms * 1_000_000
-        self.node_sort = config.nodesortpolicy.type
-        self.weights = config.nodesortpolicy.resourceweights
-        self.scorer = scorer_for(self.node_sort, self.weights)
+        records = self.records
+        records.config = config
+        records.reservation_delay_ns = config.reservationdelay_ms * 1_000_000
+        records.node_sort = config.nodesortpolicy.type
+        records.weights = config.nodesortpolicy.resourceweights
+        records.scorer = scorer_for(records.node_sort, records.weights)
         seen: dict[str, Queue] = {}
-        self._configure(self.root, config.root, True, seen)
+        self._configure(records.root, config.root, True, seen)
         draining = []
-        for path, queue in list(self.queues.items()):
+        for path, queue in list(records.queues.items()):
             if path not in seen and queue.managed and not queue.draining:
                 queue.draining = True
                 queue.draining_since = ts
                 draining.append(path)
-        self.queues.update(seen)
+        records.queues.update(seen)
         for path in draining:
-            self.remove_if_empty(self.queues[path])
-        for queue in self.queues.values():
+            records.remove_if_empty(records.queues[path])
+        for queue in records.queues.values():
             if not queue.managed:
                 apply_template(queue)
         self.waits.reindex_nodes()
-        self.waits.recompute_priorities(self.root)
+        self.waits.recompute_priorities(records.root)
         self.waits.rekey_all(only_fair=False)
-        self._retrack()
-        for queue in list(self.queues.values()):
+        self.retrack()
+        for queue in list(records.queues.values()):
             self.waits.wake_queue(queue)
             self.waits.wake_app_waiters(queue)
-        for tracker in list(self.trackers.values()):
+        for tracker in list(records.trackers.values()):
             self.waits.wake_limit(tracker)
             self.waits.wake_app_waiters(tracker)  # type: ignore[arg-type]
         self.index_victims()
-        for node in self.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
+        for node in records.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
             held = node.reserved
             if held is not None and held.waiting is not None:
                 self.waits.unwait(held)
@@ -114,13 +123,14 @@ class PartitionChanges(PartitionState):
         """Keep the leaves' allocations that may be preempted by class (core/ledger.py) while a
         rule could take them: the partition preempts and a queue has a guarantee or preempts
         by priority inside it. Rebuilt whole: a reload can move that either way."""
+        records = self.records
         ledger = self.ledger
-        ledger.indexed = self.victims_indexed = self.preempts() and any(
-            q.guaranteed or q.preempt_within for q in self.queues.values())
-        for q in self.queues.values():
+        ledger.indexed = records.victims_indexed = records.preempts() and any(
+            q.guaranteed or q.preempt_within for q in records.queues.values())
+        for q in records.queues.values():
             q.victims = {}
         if ledger.indexed:
-            for alloc in self.allocations.values():
+            for alloc in records.allocations.values():
                 index_victim(alloc)
 
     def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
@@ -142,36 +152,19 @@ class PartitionChanges(PartitionState):
             n: c for n, c in q.children.items() if n not in order
         }
 
-    def check_reload(self, config: PartitionConfig) -> list[str]:
-        """Why a new configuration cannot be installed over the live state, if it cannot."""
-        errors = []
-
-        def walk(qc: QueueConfig, path: str) -> None:
-            live = self.queues.get(path)
-            if live is not None and live.leaf and qc.parent and live.apps:
-                errors.append(f"queue {path}: cannot become a parent while it has applications")
-            if live is not None and not live.leaf and not qc.parent and live.children:
-                kids = [c for c in live.children.values() if c.apps or c.children]
-                if kids:
-                    errors.append(f"queue {path}: cannot become a leaf while it has child queues in use")
-            for child in qc.queues:
-                walk(child, f"{path}.{child.name}")
-
-        walk(config.root, "root")
-        return errors
-
     def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
         """The leaf queue for a new application, or None and why; decided, nothing changed
         (a queue a placement rule creates joins the tree when the application is added)."""
-        return AppPlacement(self).place(msg)
+        return AppPlacement(self.records).place(msg)
 
     def _attach(self, leaf: Queue) -> None:
         """The queues placement chose to create on `leaf`'s path join the tree, root first."""
+        records = self.records
         for q in reversed(leaf.ancestry()):
-            if q.path not in self.queues:
-                assert q.parent is not None and q.parent.path in self.queues, q.path
+            if q.path not in records.queues:
+                assert q.parent is not None and q.parent.path in records.queues, q.path
                 q.parent.children[q.name] = q
-                self.queues[q.path] = q
+                records.queues[q.path] = q
 
     def _track(self, app: App) -> None:
         """Find (or make) the trackers of the limits that apply to `app`, leaf to root."""
@@ -179,28 +172,30 @@ class PartitionChanges(PartitionState):
         for q in app.path:
             for kind, name, lim in applicable_limits(q, app.user, app.groups):
                 key = tracker_key(q, kind, name)
-                t = self.trackers.get(key)
+                t = self.records.trackers.get(key)
                 if t is None:
-                    t = self.trackers[key] = Tracker(q, kind, name, lim)
+                    t = self.records.trackers[key] = Tracker(q, kind, name, lim)
                 t.apps += 1
                 app.trackers.append(t)
 
-    def _retrack(self) -> None:
+    def retrack(self) -> None:
         """Rebuild every tracker from the live state (after a reload or a snapshot load):
         counts from the applications, waiters from the asks that wait for a limit."""
-        old = self.trackers
-        self.trackers = {}
-        for app in self.apps.values():
+        records = self.records
+        trackers = records.trackers  # filled in place: the partition reads the same dict
+        old = dict(trackers)
+        trackers.clear()
+        for app in records.apps.values():
             self._track(app)
             for t in app.trackers:
                 add_into(t.allocated, app.allocated)
                 if app.state is AppState.RUNNING:
                     t.running += 1
         for key in self.waits.parked.keys(LimitRoom):  # asks held by a limit that is gone: judged again
-            if key not in self.trackers:
+            if key not in records.trackers:
                 self.waits.wake_at(LimitRoom, key)
         for t in old.values():
-            new = self.trackers.get(t.key)
+            new = records.trackers.get(t.key)
             for app in t.app_waiters.values():
                 if new is not None:
                     new.app_waiters[app.id] = app
@@ -210,10 +205,11 @@ class PartitionChanges(PartitionState):
                     self.waits.sync_app(app)
 
     def add_node(self, info: m.NodeInfo, capacity: Res, occupied: Res) -> Node:
+        records = self.records
         node = Node(info.nodeID, dict(info.attributes), capacity, occupied)
-        self.nodes[node.id] = node
-        add_into(self.total, capacity)
-        self.rekey = True
+        records.nodes[node.id] = node
+        add_into(records.total, capacity)
+        records.rekey = True
         self.waits.index_node(node)
         self.waits.wake_reserve_waiters(node)
         self.waits.wake_node(node)
@@ -221,13 +217,14 @@ class PartitionChanges(PartitionState):
 
     def update_node(self, node: Node, attributes: dict[str, str] | None, capacity: Res | None,
                     occupied: Res) -> None:
+        records = self.records
         if attributes:
             node.attributes = dict(attributes)
         if capacity is not None:
-            sub_into(self.total, node.capacity)
+            sub_into(records.total, node.capacity)
             node.capacity = capacity
-            add_into(self.total, capacity)
-            self.rekey = True
+            add_into(records.total, capacity)
+            records.rekey = True
         node.occupied = occupied
         node.recompute_free()
         self.waits.index_node(node)
@@ -248,24 +245,24 @@ class PartitionChanges(PartitionState):
         self.waits.wake_node(node)
 
     def decommission(self, node: Node, ctx: Outbox) -> None:
+        records = self.records
         for alloc in list(node.allocations.values()):
             self.release(alloc, m.TerminationType.STOPPED_BY_RM, f"node {node.id} decommissioned", ctx)
         self.node_event(node, NodeEvent.DECOMMISSION)
-        sub_into(self.total, node.capacity)
-        self.rekey = True
-        del self.nodes[node.id]
-        if self.usage.watched:
-            self.usage.removed(node)
+        sub_into(records.total, node.capacity)
+        records.rekey = True
+        del records.nodes[node.id]
 
     def add_app(self, msg: m.AddApplicationRequest, queue: Queue, ctx: Outbox) -> App:
+        records = self.records
         self._attach(queue)
-        self.seq += 1
-        app = app_of(msg, queue, self.seq, ctx.ts)
-        self.apps[app.id] = app
-        ended = self.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
+        records.seq += 1
+        app = app_of(msg, queue, records.seq, ctx.ts)
+        records.apps[app.id] = app
+        ended = records.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
         queue.apps[app.id] = app
         self._track(app)
-        derive(self, AppAdded(app, ended.state if ended is not None else None), ctx)
+        derive(self.records, AppAdded(app, ended.state if ended is not None else None), ctx)
         return app
 
     def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
@@ -276,7 +273,7 @@ class PartitionChanges(PartitionState):
         app.state = new
         app.timer += 1  # a timer set before this transition is stale
         app.history.entered(ctx.ts, str(new))  # a StrEnum's str() is its value (no property lookup)
-        derive(self, AppTransitioned(app, old, new, message), ctx)
+        derive(self.records, AppTransitioned(app, old, new, message), ctx)
         if new is AppState.RUNNING:
             for q in app.path:
                 q.running += 1
@@ -296,27 +293,28 @@ class PartitionChanges(PartitionState):
                 self.waits.wake_app_waiters(t)  # type: ignore[arg-type]
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
-            self.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path, app.history)
+            self.records.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path, app.history)
         self.waits.sync_app(app)
 
     def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Outbox) -> None:
         """Remember that application `msg` was rejected (for readers; the newest
         limits.REJECTED_KEPT are kept, one per id)."""
         history = AppHistory(ctx.ts, msg.ugi.user, list(msg.ugi.groups), [(ctx.ts, AppState.REJECTED.value)])
-        rejected = self.rejected
+        rejected = self.records.rejected
         dropped = 1 if rejected.pop(msg.applicationID, None) is not None else 0
         rejected[msg.applicationID] = Terminated(AppState.REJECTED, ctx.ts, reason, queue, history)
         if len(rejected) > limits.REJECTED_KEPT:
             del rejected[next(iter(rejected))]
             dropped += 1
-        derive(self, AppRejected(msg.applicationID, queue, dropped), ctx)
+        derive(self.records, AppRejected(msg.applicationID, queue, dropped), ctx)
 
     def expire(self, app_id: str, state: AppState, ctx: Outbox) -> None:
         """The terminated record of `app_id` (ended `state`) goes: the application is forgotten."""
-        del self.terminated[app_id]
-        derive(self, AppExpired(app_id, state), ctx)
+        del self.records.terminated[app_id]
+        derive(self.records, AppExpired(app_id, state), ctx)
 
     def _forget_app(self, app: App) -> None:
+        records = self.records
         if app.blocked_on is not None:
             app.blocked_on.app_waiters.pop(app.id, None)
             app.blocked_on = None
@@ -324,11 +322,11 @@ class PartitionChanges(PartitionState):
         for t in app.trackers:
             t.apps -= 1
             if not t.apps:
-                del self.trackers[t.key]
+                del records.trackers[t.key]
         app.trackers = []
-        del self.apps[app.id]
+        del records.apps[app.id]
         del app.queue.apps[app.id]
-        self.remove_if_empty(app.queue)
+        records.remove_if_empty(app.queue)
         app.asks.clear()  # no application <-> ask cycle left behind: refcounting frees both
         app.active.clear()
 
@@ -337,7 +335,7 @@ class PartitionChanges(PartitionState):
         for alloc in list(app.allocations.values()):
             self.release(alloc, termination, message, ctx, check_done=False)
         for ask in list(app.asks.values()):
-            self._drop_ask(ask)
+            self.drop_ask(ask)
         self.app_event(app, AppEvent.REMOVE, ctx, message)
 
     def fail_app(self, app: App, ctx: Outbox, message: str) -> None:
@@ -345,25 +343,26 @@ class PartitionChanges(PartitionState):
         for alloc in list(app.allocations.values()):
             self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
         for ask in list(app.asks.values()):
-            self._drop_ask(ask)
+            self.drop_ask(ask)
         self.app_event(app, AppEvent.FAILED, ctx, message)
 
-    def _check_done(self, app: App, ctx: Outbox) -> None:
+    def check_done(self, app: App, ctx: Outbox) -> None:
         if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RESUMING,
                                                                     AppState.RUNNING):
             self.app_event(app, AppEvent.COMPLETE, ctx, "no asks and no allocations left")
 
     def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Outbox) -> None:
+        records = self.records
         ask = app.asks.get(msg.allocationKey)
         if ask is not None:
             self.waits.unpend(ask)
-            ask.update(ask_spec(msg), *self.intern(resource))
+            ask.update(ask_spec(msg), *records.intern(resource))
             ask.reported = ""
             if ask.pending and ask.state is not AskState.PENDING:
                 ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
         else:
-            self.seq += 1
-            ask = Ask(msg.allocationKey, app, ask_spec(msg), *self.intern(resource), self.seq, ctx.ts)
+            records.seq += 1
+            ask = Ask(msg.allocationKey, app, ask_spec(msg), *records.intern(resource), records.seq, ctx.ts)
             app.asks[ask.key] = ask
             if ask.placeholder:
                 app.history.placeholder_asked(ask.task_group, ask.resource, ask.pending)
@@ -376,12 +375,12 @@ class PartitionChanges(PartitionState):
         self.waits.sync_app(app)
 
     def release_ask(self, ask: Ask, ctx: Outbox) -> None:
-        self._drop_ask(ask)
+        self.drop_ask(ask)
         app = ask.app
         self.waits.sync_app(app)
-        self._check_done(app, ctx)
+        self.check_done(app, ctx)
 
-    def _drop_ask(self, ask: Ask) -> None:
+    def drop_ask(self, ask: Ask) -> None:
         self.waits.unpend(ask)
         ask.state = ASK.advance(ask.state, AskEvent.RELEASE)
         if ask.allocated == 0:
@@ -389,40 +388,36 @@ class PartitionChanges(PartitionState):
 
     def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Outbox) -> None:
         """Count an allocation the RM already runs (recovery), without issuing it again."""
-        alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.intern(resource)[0],
+        alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.records.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       alloc_msg.placeholder, ctx.seq, ctx.ts)
         policy = alloc_msg.preemptionPolicy
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
         self.ledger.book(alloc)
-        derive(self, AllocationRecovered(alloc), ctx)
+        derive(self.records, AllocationRecovered(alloc), ctx)
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
-            self._start_placeholder_timer(app, ctx)
+            self.start_placeholder_timer(app, ctx)
             if not gang_covered(app):
                 return  # a gang runs once its placeholders cover placeholderAsk
         if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.COMPLETING):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
 
-    def _start_placeholder_timer(self, app: App, ctx: Outbox) -> None:
+    def start_placeholder_timer(self, app: App, ctx: Outbox) -> None:
         if app.gang and app.gang_timer == 0:
             app.gang_timer = 1
-            derive(self, PlaceholderTimerStarted(app), ctx)
+            derive(self.records, PlaceholderTimerStarted(app), ctx)
 
-    def _usage_moved(self, app: App) -> None:
-        """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
-        if app.queue.sort_policy is FAIR:
-            self.waits.rekey_app(app)
-
-    def _allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+    def allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
         if node.reserved is not None and node.reserved is not ask:
             raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
         app = ask.app
-        alloc = Alloc(ctx.next_uuid(self.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
+        records = self.records
+        alloc = Alloc(ctx.next_uuid(records.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
         alloc.preempt_self = ask.preempt_self
         self.ledger.book(alloc, placed=True)
         ask.pending -= 1
-        self.pending_codes.tally(ask)
+        records.pending_codes.tally(ask)
         ask.allocated += 1
         ask.reported = ""
         if ask.pending == 0:
@@ -434,7 +429,7 @@ class PartitionChanges(PartitionState):
         if ask.reserved:  # placed, on its node or another: the reservation has done its job
             self.waits.unreserve(ask)
         ask.since = 0
-        derive(self, AllocationBooked(alloc, ask.timeout_ms), ctx)
+        derive(records, AllocationBooked(alloc, ask.timeout_ms), ctx)
         self.waits.sync_app(app)
 
     def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
@@ -452,13 +447,13 @@ class PartitionChanges(PartitionState):
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
-        derive(self, AllocationReleased(alloc, termination, message, report), ctx)
+        derive(self.records, AllocationReleased(alloc, termination, message, report), ctx)
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
             self.waits.wake_at(Replacement, alloc.uuid)
         if alloc.preempting:  # a victim gone: the ask it was preempted for is judged again (placed once it fits)
             node.preempting -= 1
             if not node.preempting:
-                self.preempted.pop(node.id, None)
+                self.records.preempted.pop(node.id, None)
             self.waits.wake_at(Victims, node.id)
         for q in app.path:
             self.waits.wake_queue(q)
@@ -466,4 +461,23 @@ class PartitionChanges(PartitionState):
             self.waits.wake_limit(t)
         self.waits.wake_node(node)
         if check_done:
-            self._check_done(app, ctx)
+            self.check_done(app, ctx)
+
+
+def check_reload(records: PartitionState, config: PartitionConfig) -> list[str]:
+    """Why a new configuration cannot be installed over `records`, if it cannot (read only)."""
+    errors = []
+
+    def walk(qc: QueueConfig, path: str) -> None:
+        live = records.queues.get(path)
+        if live is not None and live.leaf and qc.parent and live.apps:
+            errors.append(f"queue {path}: cannot become a parent while it has applications")
+        if live is not None and not live.leaf and not qc.parent and live.children:
+            kids = [c for c in live.children.values() if c.apps or c.children]
+            if kids:
+                errors.append(f"queue {path}: cannot become a leaf while it has child queues in use")
+        for child in qc.queues:
+            walk(child, f"{path}.{child.name}")
+
+    walk(config.root, "root")
+    return errors

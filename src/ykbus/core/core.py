@@ -42,10 +42,10 @@ from ykbus.core.lifecycle import (
     AppState,
 )
 from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
-from ykbus.core.partition import Partition
 from ykbus.core.projection import SECTIONS, project
 from ykbus.core.registry import ResourceManager, RMRegistry, YamlLoader
 from ykbus.core.shards import Arriving, MovedOut
+from ykbus.core.state import PartitionState
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
     AppTimeoutTimer,
@@ -144,11 +144,11 @@ class Core:
         backlog = False
         for rm in self.registry.rms.values():
             for p in rm.partitions.values():
-                if p.paused:
+                if p.records.paused:
                     p.waits.settle()
-                elif p.root.active or p.waits.pool.open:
+                elif p.records.root.active or p.waits.pool.open:
                     p.schedule(ctx)
-                    backlog = backlog or p.root.active > 0
+                    backlog = backlog or p.records.root.active > 0
         # True when the pass stopped at the per-entry allocation budget: the next entry goes
         # on (the service appends a tick at once, so that it comes soon).
         self.backlog = backlog
@@ -162,8 +162,8 @@ class Core:
         running = containers = 0
         for rm in self.registry.rms.values():
             for p in rm.partitions.values():
-                running += p.summary.applications.get(AppState.RUNNING, 0)
-                containers += p.summary.containers
+                running += p.records.summary.applications.get(AppState.RUNNING, 0)
+                containers += p.records.summary.containers
         self.history.append((self.now, running, containers))
         del self.history[:-HISTORY_KEPT]
 
@@ -219,34 +219,35 @@ class Core:
             if timer.live():
                 self._fire(timer, ctx)
 
-    @staticmethod
-    def _fire(timer: Timer, ctx: Outbox) -> None:
+    def _fire(self, timer: Timer, ctx: Outbox) -> None:
         """A live timer's effect on its partition, by its kind (the most set first); the
         target must not have moved on since it was set (a newer timer of an application wins)."""
-        part = timer.partition
-        assert isinstance(part, Partition)  # a timer's target is a partition (typed by what it reads)
+        records = timer.partition  # what it reads: the records of a live partition of its RM
+        assert isinstance(records, PartitionState)
+        part = self.registry.rms[records.rm].partitions[records.name]
+        assert part.records is records
         match timer:
             case ReservationTimer():
-                part.reservation_due(timer)
+                part.applier.reservation_due(timer)
             case CompletingTimer():
                 app = timer.app
                 if app.timer == timer.generation and app.state is AppState.COMPLETING:
-                    part.app_event(app, AppEvent.COMPLETING_TIMEOUT, ctx, "completing timeout")
+                    part.changes.app_event(app, AppEvent.COMPLETING_TIMEOUT, ctx, "completing timeout")
             case AppTimeoutTimer():
                 app = timer.app
                 if app.timer == timer.generation and app.state in (AppState.RUNNING, AppState.COMPLETING):
-                    part.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
+                    part.changes.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
             case PreemptionTimer():
-                part.preemption_due(timer)
+                part.applier.preemption_due(timer)
             case QuotaTimer():
-                part.quota_due(timer, ctx)
+                part.applier.quota_due(timer, ctx)
             case PlaceholderTimer():
                 if timer.app.gang_timer == timer.generation:
-                    part.placeholder_timeout(timer.app, ctx)
+                    part.applier.placeholder_timeout(timer.app, ctx)
             case AllocationTimeoutTimer():
-                part.release(timer.alloc, TIMEOUT, f"execution timeout of {timer.timeout_ms} ms reached", ctx)
+                part.changes.release(timer.alloc, TIMEOUT, f"execution timeout of {timer.timeout_ms} ms reached", ctx)
             case ExpireTimer():
-                part.expire(timer.app_id, timer.state, ctx)
+                part.changes.expire(timer.app_id, timer.state, ctx)
             case _:  # a kind added and not told here fails, not dropped
                 raise AssertionError(f"a timer of no known kind: {timer!r}")
 

@@ -1,6 +1,6 @@
 """What a partition's changes mean outside it, derived in one place.
 
-The applier (core/changes.py, core/indexes.py, core/partition.py) changes the state and
+The applier (core/changes.py, core/indexes.py, core/applier.py) changes the state and
 says what it did that matters beyond the state, as a typed event: an application changed
 state, an ask's reason changed, an allocation was booked or released, a placeholder is to
 be released for the real ask that takes its place, a placeholder ask was dropped, an ask

@@ -7,7 +7,7 @@ pending sums, active applications and their order, application and queue priorit
 
 It changes the records' objects only in what follows (an ask's place and reason, an
 application's place among the active, pending and priority caches), never what an RM asks
-for; the applier (core/changes.py, core/partition.py) calls it. It tells the planner's
+for; the applier (core/changes.py, core/applier.py) calls it. It tells the planner's
 caches that follow the node index and the gates (`Scheduler`) of each change.
 core/partition.py's docstring has the theory.
 """
@@ -47,7 +47,7 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.resources import add_into, fits, scaled, sub_into
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.sortedseq import SortedSeq
-from ykbus.core.state import PartitionState
+from ykbus.core.state import FAIR, PartitionState
 from ykbus.core.waits import POOLED_RESERVING, Gate, RoomWaits, WaitPlaces
 from ykbus.si import messages as m
 
@@ -72,7 +72,7 @@ class Waits:
 
     def index_node(self, node: Node) -> None:
         """`node`'s free room or state changed: it moves in the index, and so do the planner's
-        caches, the node policies' orders and the nodes' usage (a read model) that follow it."""
+        caches and the node policies' orders that follow it."""
         old = node.key
         index = self.node_index
         records = self.records
@@ -88,9 +88,11 @@ class Waits:
         policies = records.policies
         if policies.orderings:
             policies.node_moved(node)
-        usage = records.usage
-        if usage.watched:
-            usage.moved(node)
+
+    def usage_moved(self, app: App) -> None:
+        """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
+        if app.queue.sort_policy is FAIR:
+            self.rekey_app(app)
 
     def reindex_nodes(self) -> None:
         self.node_index.clear()

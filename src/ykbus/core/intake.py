@@ -24,8 +24,9 @@ from ykbus.core.lifecycle import (
     AppState,
     NodeEvent,
 )
+from ykbus.core.model import App, Queue
 from ykbus.core.outbox import Entry, Outbox
-from ykbus.core.partition import App, Partition, Queue
+from ykbus.core.partition import Partition
 from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, resources_of
 from ykbus.core.resources import Res, first_over, fmt_quantity
 from ykbus.core.tags import policy_problem, role_problem
@@ -169,9 +170,9 @@ class Intake:
             return f"application {msg.applicationID} already exists"
         queue, reason = self._admit(part, msg)
         if queue is None or reason:  # the partition keeps a record of it (the REST API's rejected)
-            part.reject_app(msg, queue.path if queue is not None else "", reason, ctx)
+            part.changes.reject_app(msg, queue.path if queue is not None else "", reason, ctx)
             return reason
-        part.add_app(msg, queue, ctx)
+        part.changes.add_app(msg, queue, ctx)
         if APP_ADDED_FAULT is not None:
             APP_ADDED_FAULT(msg.applicationID)
         ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
@@ -184,7 +185,7 @@ class Intake:
         problem = policy_problem(msg.tags)
         if problem:
             return None, problem
-        queue, reason = part.place(msg)
+        queue, reason = part.changes.place(msg)
         if queue is None:
             return None, reason
         gang = resources_of(msg.placeholderAsk)
@@ -208,7 +209,7 @@ class Intake:
             if msg.applicationID in part.terminated:
                 return ""  # already ended: removing it again is a no-op
             return f"application {msg.applicationID} does not exist"
-        part.remove_app(app, ctx, m.TerminationType.STOPPED_BY_RM, "application removed by the RM")
+        part.changes.remove_app(app, ctx, m.TerminationType.STOPPED_BY_RM, "application removed by the RM")
         return ""
 
     def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
@@ -227,17 +228,17 @@ class Intake:
                 return "existingAllocations are only accepted with CREATE"
             capacity = None if info.schedulableResource is None else resources_of(info.schedulableResource)
             occupied = node.occupied if info.occupiedResource is None else resources_of(info.occupiedResource)
-            part.update_node(node, info.attributes, capacity, occupied)
+            part.changes.update_node(node, info.attributes, capacity, occupied)
             return ""
         event = {A.DRAIN_NODE: NodeEvent.DRAIN, A.DRAIN_TO_SCHEDULABLE: NodeEvent.UNDRAIN,
                  A.DECOMISSION: NodeEvent.DECOMMISSION}[action]
         if not NODE.allows(node.state, event):
             return f"node {node.id} is {node.state.value}: {action.value} does not apply"
         if event is NodeEvent.DECOMMISSION:
-            part.decommission(node, ctx)
+            part.changes.decommission(node, ctx)
             del rm.node_partition[node.id]
         else:
-            part.node_event(node, event)
+            part.changes.node_event(node, event)
         return ""
 
     def _create_node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
@@ -258,12 +259,12 @@ class Intake:
                 continue
             uuids.add(alloc.UUID)
             recovered.append((alloc, part.apps[alloc.applicationID], resources_of(alloc.resourcePerAlloc)))
-        node = part.add_node(info, resources_of(info.schedulableResource), resources_of(info.occupiedResource))
+        node = part.changes.add_node(info, resources_of(info.schedulableResource), resources_of(info.occupiedResource))
         rm.node_partition[node.id] = part
         if info.action is m.ActionFromRM.CREATE_DRAIN:  # SI 1.6: created draining, in the same item
-            part.node_event(node, NodeEvent.DRAIN)
+            part.changes.node_event(node, NodeEvent.DRAIN)
         for alloc, app, res in recovered:
-            part.recover(alloc, app, node, res, ctx)
+            part.changes.recover(alloc, app, node, res, ctx)
         ctx.put(rm.id, m.AcceptedNode(info.nodeID))
         return ""
 
@@ -315,7 +316,7 @@ class Intake:
             return f"application {ask.applicationID} is Failing"
         if ask.placeholder and app.gang and app.gang_timer < 0:
             return f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more placeholders"
-        part.add_ask(ask, app, res, ctx)
+        part.changes.add_ask(ask, app, res, ctx)
         return ""
 
     def _release(self, rm: ResourceManager, rel: m.AllocationRelease, ctx: Outbox) -> str:
@@ -332,7 +333,7 @@ class Intake:
             targets = [a for a in app.allocations.values() if a.key == rel.allocationKey]
             ask = app.asks.get(rel.allocationKey)
             if not targets and ask is not None and ask.pending:
-                part.release_ask(ask, ctx)  # SI 1.6: a request not placed yet is released by its key
+                part.changes.release_ask(ask, ctx)  # SI 1.6: a request not placed yet is released by its key
                 return ""
             if not targets:
                 return f"application {app.id} has no allocation with allocationKey {rel.allocationKey!r}"
@@ -340,12 +341,12 @@ class Intake:
             targets = list(app.allocations.values())
         for alloc in targets:
             if alloc.replacing and rel.terminationType is PLACEHOLDER_REPLACED:
-                part.confirm_replacement(alloc, ctx)  # the second step of a replacement
+                part.applier.confirm_replacement(alloc, ctx)  # the second step of a replacement
             elif alloc.preempting and rel.terminationType is PREEMPTED_BY_SCHEDULER:
-                part.release(alloc, PREEMPTED_BY_SCHEDULER, rel.message or "preempted", ctx,
+                part.changes.release(alloc, PREEMPTED_BY_SCHEDULER, rel.message or "preempted", ctx,
                              report=False)  # the RM confirms a preemption: not echoed back
             else:
-                part.release(alloc, STOPPED_BY_RM, rel.message or "released by the RM", ctx)
+                part.changes.release(alloc, STOPPED_BY_RM, rel.message or "released by the RM", ctx)
         return ""
 
     def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Outbox) -> str:
@@ -363,5 +364,5 @@ class Intake:
         else:
             targets = [a for a in app.asks.values() if a.pending]
         for ask in targets:
-            part.release_ask(ask, ctx)
+            part.changes.release_ask(ask, ctx)
         return ""

@@ -1,5 +1,7 @@
-"""One partition of one RM: its queue tree, nodes, applications, asks and allocations,
-and the scheduling pass over them.
+"""One partition of one RM: the components that hold its queue tree, nodes, applications,
+asks and allocations (`records`), where its pending asks wait (`waits`), the planner
+(`scheduler`), the ledger, what an RM changes (`changes`) and the plan's commit
+(`applier`), composed into the scheduling pass over them (`Partition.schedule`).
 
 Theory of operation
 -------------------
@@ -50,389 +52,73 @@ depend on changes; priorities follow that design's O(1) add / O(n) remove rule.
 
 from __future__ import annotations
 
-from ykbus.core import why
-from ykbus.core.changes import PartitionChanges
-from ykbus.core.config import (
-    PartitionConfig,
-    quota_preemption_enabled,
-)
+from ykbus.core.applier import Applier
+from ykbus.core.changes import Changes
+from ykbus.core.config import PartitionConfig
 from ykbus.core.deadlines import Timers
-from ykbus.core.decisions import (
-    Allocate,
-    Defer,
-    GangAllocate,
-    Hold,
-    Park,
-    Plan,
-    Preempt,
-    Replace,
-    Reserve,
-    Unpreempted,
-    ends_walk,
-)
-from ykbus.core.effects import (
-    AllocationPreempted,
-    AskDropped,
-    PreemptionRetry,
-    PreemptionStarted,
-    QuotaOverrun,
-    ReasonChanged,
-    ReplacementAsked,
-    RoomWaitStarted,
-    derive,
-)
-from ykbus.core.gang import pending_placeholders
+from ykbus.core.decisions import Allocate, ends_walk
 from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger
-from ykbus.core.lifecycle import (
-    AppEvent,
-    AppState,
-    NodeState,
-)
-from ykbus.core.model import (
-    NODE_ROOM,
-    Alloc,
-    App,
-    Ask,
-    Node,
-    Queue,
-    QueueRoom,
-    Replacement,
-    RequiredNode,
-    Tracker,
-    Victims,
-    count_app_priorities,
-    is_leader,
-    queue_room,
-    replacement,
-    required_node,
-    victims,
-)
 from ykbus.core.outbox import Outbox
-from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
-from ykbus.core.readmodel import PartitionSummary
-from ykbus.core.resources import add_into
-from ykbus.core.scheduling import RESERVED, SKIPPED, Scheduler
+from ykbus.core.scheduling import Scheduler
 from ykbus.core.sortedseq import SortedSeq
-from ykbus.core.timers import (
-    PreemptionTimer,
-    QuotaTimer,
-    ReservationTimer,
-    Timer,
-)
+from ykbus.core.state import PartitionState
+from ykbus.core.timers import Timer
 from ykbus.core.waits import RoomWaits
-from ykbus.si import messages as m
 
 
-class Partition(PartitionChanges):
+class Partition:
+    """A partition: its components, held by reference, each built over those it reads, in
+    that order: the records (`records`, plain data: core/state.py); the planner
+    (`scheduler`) over the records and, read-only, the room gates and the node index; the
+    waits (`waits`) that keep those; the ledger (`ledger`); what an RM changes (`changes`);
+    the plan's commit and the timers' handlers (`applier`). It composes them into the pass
+    (`schedule`) and holds no state of its own: `rm`, `name` and `incarnation` are the
+    records' (never changed), and `nodes`, `apps`, `queues`, `allocations`, `terminated`,
+    `rejected`, `trackers`, `preempted`, `total`, `pending_codes`, `policies` and `timers`
+    are the records' containers themselves (plain references for the many readers: the
+    records fill them in place, never replace them). What changes as a value (`paused`,
+    `config`, `root`, `summary`, ...) is read as `records.<name>`."""
+
     def __init__(self, rm: str, config: PartitionConfig, timers: Timers[Timer], incarnation: int = 0) -> None:
-        super().__init__(rm, config, timers, incarnation)
+        records = self.records = PartitionState(rm, config, timers, incarnation)
+        self.rm, self.name, self.incarnation = rm, records.name, incarnation
+        self.nodes, self.apps, self.queues = records.nodes, records.apps, records.queues
+        self.allocations, self.terminated, self.rejected = records.allocations, records.terminated, records.rejected
+        self.trackers, self.preempted, self.total = records.trackers, records.preempted, records.total
+        self.pending_codes, self.policies, self.timers = records.pending_codes, records.policies, records.timers
         # the planner reads the room gates and the node index the waits keep
         node_index = SortedSeq()
-        pool = RoomWaits(self.app_key)
-        self.scheduler = Scheduler(self, pool, node_index)
-        self.waits = Waits(self, pool, node_index, self.scheduler)
-        self.ledger = Ledger(self.allocations, self.waits.index_node, self._usage_moved)
-        self.apply_config(config, 0)
+        pool = RoomWaits(records.app_key)
+        self.scheduler = Scheduler(records, pool, node_index)
+        self.waits = Waits(records, pool, node_index, self.scheduler)
+        self.ledger = Ledger(records.allocations, self.waits.index_node, self.waits.usage_moved)
+        self.changes = Changes(records, self.waits, self.ledger)
+        self.applier = Applier(records, self.waits, self.scheduler, self.ledger, self.changes)
+        self.changes.apply_config(config, 0)
 
     def schedule(self, ctx: Outbox) -> None:
         """Plan and commit until a walk places nothing (or the entry's budget is spent)."""
-        if self.rekey:  # the total or the configuration changed: every queue key may have
-            for q in self.queues.values():
+        records = self.records
+        if records.rekey:  # the total or the configuration changed: every queue key may have
+            for q in records.queues.values():
                 q.sort_key = None
-            self.rekey = False
+            records.rekey = False
             self.waits.rekey_all(only_fair=True)
         scheduler = self.scheduler
+        applier = self.applier
+        waits = self.waits
         scheduler.start(ctx.ts)
         try:
             while scheduler.has_work() and ctx.budget_left:
                 plan = scheduler.plan()
                 if not plan:
                     break
-                woken = self.waits.woken
+                woken = waits.woken
                 ended = type(plan[-1]) is Allocate or ends_walk(plan[-1])  # read before it is applied
-                self.commit(plan, ctx)
-                if not ended and self.waits.woken == woken:
+                applier.commit(plan, ctx)
+                if not ended and waits.woken == woken:
                     break  # the walk saw everything active, and committing it woke nothing
         finally:
             scheduler.finish()
-            self.waits.settle()
-
-    def commit(self, plan: Plan, ctx: Outbox) -> None:
-        """The one applier: apply a plan's decisions in order."""
-        for decision in plan:
-            if isinstance(decision, Allocate):
-                ask = decision.ask
-                ask.app.why = None
-                if ask.waiting is not None:  # judged behind an open gate (core/waits.py): active again first
-                    self.waits.activate(ask)
-                self._allocate(ask, decision.node, ctx)
-            elif isinstance(decision, Park):
-                self._park(decision, ctx)
-            elif isinstance(decision, Unpreempted):  # its search found no victims: not again for a while
-                ask, then = decision.ask, decision.then
-                ask.preempt_after = ctx.ts + RETRY_NS
-                derive(self, PreemptionRetry(ask, ask.preempt_after), ctx)
-                if isinstance(then, Park):
-                    self._park(Park(ask, then.where, then.state, why.cannot_preempt(then.why, decision.reason)), ctx)
-                else:
-                    self._reserve(ask, then.node, ctx, decision.reason)
-            elif isinstance(decision, Preempt):
-                self._preempt(decision, ctx)
-            elif isinstance(decision, Reserve):
-                self._reserve(decision.ask, decision.node, ctx, "", decision.note)
-            elif isinstance(decision, Hold):
-                self._hold(decision.app, decision.on, decision.why, ctx)
-            elif isinstance(decision, Defer):
-                decision.app.why = decision.why
-            elif isinstance(decision, GangAllocate):
-                self._place_gang(decision.app, decision.places, ctx)
-            elif isinstance(decision, Replace):
-                self._replace(decision.ask, decision.placeholder, ctx)
-            else:  # CancelGroup: capacity of a TIMEOUT release is free at once
-                for ph in decision.placeholders:
-                    self.release(ph, m.TerminationType.TIMEOUT, decision.message, ctx)
-                if decision.placeholders:  # room grew within the pass: a shape that found none may now
-                    self.scheduler.failed_shapes.clear()
-
-    def _park(self, decision: Park, ctx: Outbox) -> None:
-        ask = decision.ask
-        app = ask.app
-        app.why = None
-        where = decision.where
-        if where is NODE_ROOM and not (ask.placeholder and app.gang):
-            delay = self.reservation_delay_ns
-            if not ask.since:  # it starts waiting for room: it may reserve a node later
-                ask.since = ctx.ts
-                derive(self, RoomWaitStarted(ask, ctx.ts), ctx)
-            elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
-                self.waits.park(ask, where, decision.state, decision.why, ctx, reserving=True)
-                if not app.active:
-                    self.waits.sync_app(app)
-                return
-        elif not isinstance(where, (RequiredNode, Victims)):  # held by a max, a limit, its gang: not by room
-            if ask.reserved:
-                self.waits.unreserve(ask)
-            ask.since = 0
-        self.waits.park(ask, where, decision.state, decision.why, ctx)
-        if not app.active:
-            self.waits.sync_app(app)
-
-    def _hold(self, app: App, on: Queue | Tracker, reason: why.Why, ctx: Outbox) -> None:
-        """`app` waits in `on`'s app_waiters until it runs fewer applications."""
-        app.why = reason
-        app.blocked_on = on
-        on.app_waiters[app.id] = app
-        self.waits.sync_app(app)
-        for _, _, ask in list(app.active):
-            if ask.reported != reason.message:
-                ask.reported = reason.message
-                derive(self, ReasonChanged(ask, SKIPPED, reason.message), ctx)
-
-    def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Outbox) -> None:
-        """Every pending placeholder of the gang at once; its placeholder timer starts."""
-        for ask, node in places:
-            if ask.waiting is not None:  # parked with the gang until now: back in its list first
-                self.waits.activate(ask)
-            app.why = None
-            self._allocate(ask, node, ctx)
-        self._start_placeholder_timer(app, ctx)
-        self.waits.wake_gang(app)  # its real asks: they may take their places now
-
-    def _replace(self, ask: Ask, ph: Alloc, ctx: Outbox) -> None:
-        """Ask the RM to release placeholder `ph` for real `ask`; `ask` waits for that."""
-        ph.replacing = ask.key
-        app = ask.app
-        app.why = None
-        self.waits.park(ask, replacement(ph.uuid), SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
-        if not app.active:
-            self.waits.sync_app(app)
-        derive(self, ReplacementAsked(ph, ask), ctx)
-
-    def confirm_replacement(self, ph: Alloc, ctx: Outbox) -> None:
-        """The RM released placeholder `ph` (`PLACEHOLDER_REPLACED`): the real ask it was
-        released for is allocated on its node, counted with its own resources from now."""
-        app, node = ph.app, ph.node
-        taken = self.waits.parked.take(Replacement, ph.uuid)
-        ask = taken[0] if taken else None
-        ph.replacing = ""  # replaced, not abandoned: `release` must not wake the ask as an ordinary one
-        self.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
-        if ask is not None and ask.pending:
-            self.waits.activate(ask)
-            if node.state is NodeState.SCHEDULABLE and node.takes(ask):
-                self._allocate(ask, node, ctx)
-            else:  # the node drained or shrank meanwhile: an ordinary ask, placed by the next pass
-                self.waits.sync_app(app)
-        self._check_done(app, ctx)
-
-    def placeholder_timeout(self, app: App, ctx: Outbox) -> None:
-        """The gang's placeholder timeout: unused placeholders go (TIMEOUT, free at once),
-        pending ones are removed; an application not yet Running resumes as an ordinary
-        one (Soft) or fails (Hard); a Running one only loses what it did not use."""
-        app.gang_timer = -1
-        message = f"placeholder timeout of {app.placeholder_timeout_ms} ms reached"
-        for alloc in list(app.allocations.values()):
-            if alloc.placeholder and not alloc.replacing:
-                self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
-        for ask in pending_placeholders(app):
-            self._drop_ask(ask)
-            derive(self, AskDropped(app, ask.key, m.TerminationType.TIMEOUT, message), ctx)
-        self.waits.wake_gang(app)  # real asks waiting for placeholders: ordinary asks now
-        if app.state is AppState.ACCEPTED:
-            if app.gang_hard:
-                self.fail_app(app, ctx, message)
-                return
-            self.app_event(app, AppEvent.RESUME, ctx, message)
-        self.waits.sync_app(app)
-        self._check_done(app, ctx)
-
-    def _reserve(self, ask: Ask, node: Node, ctx: Outbox, unpreempted: str = "", note: str = "") -> None:
-        """`unpreempted`: why its search for victims found none; `note`: why it has not searched."""
-        ask.reserved = node.id
-        node.reserved = ask
-        ask.app.why = None
-        where = required_node(node.id) if ask.required else NODE_ROOM
-        reason = why.reserved(node.id, ask.resource)
-        if unpreempted:
-            reason = why.cannot_preempt(reason, unpreempted)
-        elif note:
-            reason = why.preempts_later(reason, note)
-        self.waits.park(ask, where, RESERVED, reason, ctx)
-        if not ask.app.active:
-            self.waits.sync_app(ask.app)
-        self.scheduler.reservation_taken()
-
-    def _preempt(self, decision: Preempt, ctx: Outbox) -> None:
-        """The RM is asked to release the victims; the node is the ask's until they are gone."""
-        ask, node = decision.ask, decision.node
-        if ask.reserved and ask.reserved != node.id:
-            self.waits.unreserve(ask)
-        for alloc in decision.victims:
-            self._preempt_one(alloc, ask, decision.rule, ctx)
-        derive(self, PreemptionStarted(ask, node, decision.victims, decision.rule), ctx)
-        ask.reserved = node.id
-        node.reserved = ask
-        ask.app.why = None
-        self.waits.park(ask, victims(node.id), RESERVED,
-                   why.preempting(node.id, [a.uuid for a in decision.victims]), ctx)
-        if not ask.app.active:
-            self.waits.sync_app(ask.app)
-        self.scheduler.reservation_taken()
-
-    def quota_reloaded(self, ctx: Outbox) -> None:
-        """A reload: every queue now over its max that preempts for quota starts its delay."""
-        if quota_preemption_enabled(self.config):
-            for q in self.queues.values():
-                if q.quota_delay_ms > 0 and any(q.allocated.get(t, 0) > v for t, v in q.max.items()):
-                    derive(self, QuotaOverrun(q, ctx.ts + q.quota_delay_ms * 1_000_000), ctx)
-
-    def quota_due(self, timer: QuotaTimer, ctx: Outbox) -> None:
-        """A queue's quota delay has passed: what it still holds over its max is preempted, at once."""
-        q = self.queues[timer.queue]
-        if not quota_preemption_enabled(self.config) or q.quota_delay_ms <= 0:
-            return
-        for alloc in quota_victims(self, q):
-            self._preempt_one(alloc, None, f"{QUOTA_RULE}: queue {q.path} is over its max", ctx)
-
-    def _preempt_one(self, alloc: Alloc, ask: Ask | None, rule: str, ctx: Outbox) -> None:
-        """`alloc` is preempted (for `ask`, or its queue's quota): the RM is asked to release it,
-        and its node counts it until the RM has (changes.py `release` undoes this)."""
-        alloc.preempting = True
-        node = alloc.node
-        node.preempting += 1
-        self.preempted[node.id] = node
-        derive(self, AllocationPreempted(alloc, ask, rule), ctx)
-
-    def preemption_due(self, timer: PreemptionTimer) -> None:
-        """An ask that may preempt has waited its delay (or the retry interval): judged again."""
-        ask = timer.app.asks.get(timer.key)
-        if ask is not None and ask.since == timer.since and ask.pending and ask.waiting is NODE_ROOM:
-            self.waits.unwait(ask)
-            self.waits.wake(ask)
-
-    def reservation_due(self, timer: ReservationTimer) -> None:
-        """An ask has waited for room the reservation delay: the next pass may reserve for it."""
-        ask = timer.app.asks.get(timer.key)
-        if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
-            self.waits.unwait(ask)
-            self.waits.wake(ask)
-
-    # --- a snapshot's load (core/snapshot.py) ----------------------------------------------
-
-    def restore(self, queue_waiters: dict[str, list[tuple[str, str]]], room_waiters: list[tuple[str, str]],
-                tracker_blocked: dict[str, str], now: int) -> None:
-        """Derive what a snapshot does not store from what it does, already in place (the
-        queue tree, the nodes, the applications with their asks, the allocations held by
-        nodes and applications in their orders): sums, active lists, priority caches, the
-        ledger's counts, the node index, where each waiting ask is registered, trackers, the
-        read model. The stored orders of waiting asks come with it: `queue_waiters` (by queue,
-        for its max), `room_waiters` (for room); `tracker_blocked`: application -> the key
-        of the tracker whose maxapplications holds it (trackers are derived here)."""
-        for node in self.nodes.values():
-            add_into(self.total, node.capacity)
-        for alloc in self.allocations.values():
-            if alloc.preempting:  # what each node has preempted and not released yet
-                alloc.node.preempting += 1
-                self.preempted[alloc.node.id] = alloc.node
-        asks: dict[tuple[str, str], Ask] = {}
-        for app in self.apps.values():
-            app.queue.apps[app.id] = app
-            if app.state is AppState.RUNNING:
-                for q in app.path:
-                    q.running += 1
-            for ask in app.asks.values():
-                asks[(app.id, ask.key)] = ask
-                if ask.pending:
-                    self.waits.add_pending(ask)
-                    app.priorities[ask.priority] = app.priorities.get(ask.priority, 0) + 1
-                    app.leaders_waiting += is_leader(ask)
-                    if ask.waiting is None:
-                        app.active.add(ask.entry)
-                    self.pending_codes.tally(ask)
-            app.max_priority = max(app.priorities) if app.priorities else None
-        for q in self.queues.values():
-            if q.leaf:
-                count_app_priorities(q)
-        self.ledger.recount(self.apps.values(), self.nodes.values())
-        for node in self.nodes.values():
-            self.waits.index_node(node)
-        self._register_waiting(asks, queue_waiters, room_waiters, tracker_blocked, now)
-        for app in self.apps.values():
-            self.waits.sync_app(app)
-        self.summary = PartitionSummary.of(self.apps, self.terminated, self.rejected, len(self.allocations))
-        self.index_victims()
-
-    def _register_waiting(self, asks: dict[tuple[str, str], Ask], queue_waiters: dict[str, list[tuple[str, str]]],
-                          room_waiters: list[tuple[str, str]], tracker_blocked: dict[str, str], now: int) -> None:
-        """Each waiting ask in the one registry of where it waits (`waits`, or the room
-        gates of `pool`), in the stored orders; the nodes reserved for asks; the trackers,
-        and the applications their maxapplications holds."""
-        for path, keys in queue_waiters.items():  # a queue's max, in the order they came
-            for key in keys:
-                self.waits.parked.add(asks[key], queue_room(path))
-        for ask in asks.values():  # the rest as each ask's `waiting` names it (room: below)
-            w = ask.waiting
-            if w is not None and w is not NODE_ROOM and not isinstance(w, QueueRoom):
-                self.waits.parked.add(ask, w)
-            if ask.reserved:
-                self.nodes[ask.reserved].reserved = ask
-        delay = self.reservation_delay_ns
-        pooled: list[tuple[Ask, bool]] = []
-        for key in room_waiters:  # by gate if ordinary (core/waits.py), else one by one
-            ask = asks[key]
-            reserving = bool(not ask.reserved and ask.since and now - ask.since >= delay
-                             and not (ask.placeholder and ask.app.gang))
-            if not ask.app.gang:
-                pooled.append((ask, reserving))
-                continue
-            self.waits.parked.add(ask, NODE_ROOM)
-            if reserving:
-                self.waits.reserve_waiters[key] = ask
-        self._retrack()  # trackers and their counts are derived
-        for app_id, tracker_key in tracker_blocked.items():
-            app = self.apps[app_id]
-            tracker = self.trackers[tracker_key]
-            app.blocked_on = tracker
-            tracker.app_waiters[app.id] = app
-        for ask, reserving in pooled:  # once the applications' sort keys can be read
-            self.waits.pool.enter(ask, reserving)
+            waits.settle()

@@ -5,7 +5,7 @@ rules, the queue it names; with rules, the first rule that yields a usable leaf 
 may submit to, with unmanaged queues where a rule says `create`. It decides and changes
 nothing: a queue a rule would create is a new `Queue` not yet in the tree (its parent set,
 its template applied), seen by the rules after it; the partition attaches the chosen
-queue's new ancestors when the application is added (`PartitionChanges.add_app`), and the
+queue's new ancestors when the application is added (`Changes.add_app`, core/changes.py), and the
 queues of rules that did not place it are never in the tree. One placement object per
 request: what it would create and what ACLs denied are its own scratch.
 """

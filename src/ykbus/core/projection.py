@@ -55,11 +55,11 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                 },
             }
             parts[p.name] = {
-                "nodeSortPolicy": p.node_sort.value,
+                "nodeSortPolicy": p.records.node_sort.value,
                 "total": dict(p.total),
                 "counts": {"queues": len(p.queues), "nodes": len(p.nodes), "applications": len(p.apps),
                            "allocations": len(p.allocations)},
-                "summary": p.summary.dao(),  # the read model (core/readmodel.py), not a walk of the state
+                "summary": p.records.summary.dao(),  # the read model (core/readmodel.py), not a walk of the state
                 **{name: full[name]() for name in sections},
             }
         out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,
@@ -79,11 +79,11 @@ def _why(p: Partition, ask: Any, now: int) -> dict[str, Any] | None:
     none is, `notSchedulable`, the nodes and their states (a drain, say)."""
     if not ask.pending:
         return None
-    reason = p.why_pending(ask)
+    reason = p.records.why_pending(ask)
     out = {"code": reason.code.value, "message": reason.message, "details": dict(reason.details)}
     if (ask.preempt_other and reason.code in (PendingCode.NO_NODE_ROOM, PendingCode.RESERVED)
             and "preemption" not in reason.details):
-        not_yet = why_not_yet(p, ask, now)  # why it has not looked for victims (docs/preemption.md)
+        not_yet = why_not_yet(p.records, ask, now)  # why it has not looked for victims (docs/preemption.md)
         if not_yet:
             out["details"]["preemption"] = not_yet
     if reason.code is PendingCode.RESERVED:  # what its node still misses, now

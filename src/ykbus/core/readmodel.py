@@ -1,15 +1,14 @@
-"""The read model: what readers ask of a partition, folded as the applier changes the
-state, so a reader does not walk the live state.
+"""The read model: what readers ask of a partition that would walk many records. The
+partition summary and the pending asks by code are folded as the applier changes the state
+(so a reader does not walk the live state); the nodes' usage is built when read.
 
 - `PartitionSummary` is the part of YuniKorn's `PartitionInfo` (the REST API's
   `/ws/v1/partitions`) that follows from the applier's events (core/effects.py): the
   applications per state, with their `total`, and `totalContainers`, the allocations held.
 - `NodeUsage` is what YuniKorn's node-utilizations and the metrics' node families read:
-  the nodes in each tenth of usage, per resource type, and how many are schedulable. It
-  follows each move of a node's room or state (`Waits.index_node`, where the
-  node index follows them too), from the first time a reader asks for it: until then the
-  writer keeps nothing for it.
-
+  the nodes in each tenth of usage, per resource type, and how many are schedulable. It is
+  not folded: a reader builds it from the nodes when it asks (`NodeUsage.of`: rest/dao.py,
+  rest/metrics.py), so the writer keeps nothing for it and a reader changes nothing.
 - `PendingCodes` is what the metrics' `ykbus_pending_asks` reads: the pending allocations
   of the partition's asks by the code of why they wait (core/why.py), as `why_pending` gives
   it for each. A parked ask's code is its own, kept where it is parked and woken
@@ -17,9 +16,9 @@ state, so a reader does not walk the live state.
   (`pend`, `unpend`, an allocation); an active ask is counted with its application, whose
   hold (`app_hold`) is read when asked: a hold never touches each of its asks.
 
-All are derived data: a snapshot does not store them, a restore rebuilds them from the
-records (`of`), and the property test checks after every entry that each fold equals that
-rebuild.
+The folded ones are derived data: a snapshot does not store them, a restore rebuilds them
+from the records (`of`), and the property test checks after every entry that each fold
+equals that rebuild.
 """
 
 from __future__ import annotations
@@ -90,70 +89,24 @@ def tenth(used: int, capacity: int) -> int:
 
 class NodeUsage:
     """The nodes of a partition in each tenth of usage (what their allocations hold out of
-    their capacity), per resource type they have, and the count of schedulable nodes."""
+    their capacity), per resource type they have, and the count of schedulable nodes: built
+    on read from the nodes as they are (`of`), kept by nobody."""
 
-    __slots__ = ("watched", "of_node", "buckets", "schedulable")
+    __slots__ = ("buckets", "schedulable")
 
     def __init__(self) -> None:
-        self.watched = False  # a reader asked: kept from then on
-        self.of_node: dict[str, tuple[bool, dict[str, int]]] = {}  # node id -> (schedulable, type -> tenth)
         self.buckets: dict[str, list[dict[str, None]]] = {}  # type -> tenth -> the node ids in it
         self.schedulable = 0
 
-    def watch(self, nodes: Iterable[Node]) -> None:
-        """Keep it from now on (`nodes`: every node of the partition, read once)."""
-        if not self.watched:
-            self.watched = True
-            for node in nodes:
-                self.moved(node)
-
-    def moved(self, node: Node) -> None:
-        """`node` came, or its room or state moved."""
-        schedulable = node.state is NodeState.SCHEDULABLE
-        free, occupied = node.free, node.occupied
-        old = self.of_node.get(node.id)
-        if old is not None and old[0] == schedulable:  # mostly: an allocation that leaves it in its tenths
-            before, same = old[1], 0
-            for t, cap in node.capacity.items():
-                if cap:
-                    if before.get(t, -1) != tenth(cap - occupied.get(t, 0) - free.get(t, 0), cap):
-                        break
-                    same += 1
-            else:
-                if same == len(before):
-                    return  # (checked without building anything)
-        tenths: dict[str, int] = {}
+    def _add(self, node: Node) -> None:
+        self.schedulable += node.state is NodeState.SCHEDULABLE
+        free, occupied, buckets = node.free, node.occupied, self.buckets
         for t, cap in node.capacity.items():
             if cap:
-                tenths[t] = tenth(cap - occupied.get(t, 0) - free.get(t, 0), cap)
-        if old is not None:
-            self._leave(node.id, old, tenths)
-        self.schedulable += schedulable
-        before = old[1] if old is not None else {}
-        buckets = self.buckets
-        for t, i in tenths.items():
-            if before.get(t, -1) != i:
                 per = buckets.get(t)
                 if per is None:
                     per = buckets[t] = [{} for _ in range(TENTHS)]
-                per[i][node.id] = None
-        self.of_node[node.id] = (schedulable, tenths)
-
-    def removed(self, node: Node) -> None:
-        old = self.of_node.pop(node.id, None)
-        if old is not None:
-            self._leave(node.id, old, {})
-
-    def _leave(self, node_id: str, old: tuple[bool, dict[str, int]], tenths: dict[str, int]) -> None:
-        """Take `node_id` out of its `old` buckets, but those it stays in (`tenths`)."""
-        self.schedulable -= old[0]
-        buckets = self.buckets
-        for t, i in old[1].items():
-            if tenths.get(t, -1) != i:
-                per = buckets[t]
-                del per[i][node_id]
-                if not any(per):
-                    del buckets[t]
+                per[tenth(cap - occupied.get(t, 0) - free.get(t, 0), cap)][node.id] = None
 
     def types(self) -> list[str]:
         """The resource types some node has, sorted."""
@@ -169,9 +122,10 @@ class NodeUsage:
 
     @staticmethod
     def of(nodes: Iterable[Node]) -> NodeUsage:
-        """The usage of `nodes` as they are (the property test's reference)."""
+        """The usage of `nodes` as they are."""
         usage = NodeUsage()
-        usage.watch(nodes)
+        for node in nodes:
+            usage._add(node)
         return usage
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ykbus import limits
+from ykbus.core.changes import check_reload
 from ykbus.core.config import (
     DEFAULT_CONFIG_TEXT,
     ConfigError,
@@ -78,7 +79,7 @@ class ResourceManager:
         one that is): its own allocations when it is the RM's only partition (the fast path),
         else all of them. Called whenever the RM's partitions change."""
         for p in self.partitions.values():
-            p.uuid_taken = p.allocations.__contains__ if len(self.partitions) == 1 else self.uuid_live
+            p.records.uuid_taken = p.allocations.__contains__ if len(self.partitions) == 1 else self.uuid_live
 
     def keep_ended(self, before: dict[str, Partition]) -> None:
         """After a registration again: the applications that had ended in `before` (the
@@ -92,15 +93,15 @@ class ResourceManager:
                 continue
             for app_id, ended in old.terminated.items():
                 p.terminated[app_id] = ended
-                p.summary.app_entered(ended.state)
-                p.timers.schedule(ended.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(p, app_id, ended.state))
+                p.records.summary.app_entered(ended.state)
+                p.timers.schedule(ended.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(p.records, app_id, ended.state))
             for app_id, ended in old.rejected.items():  # at most limits.REJECTED_KEPT, as they were
                 p.rejected[app_id] = ended
-                p.summary.app_entered(ended.state)
+                p.records.summary.app_entered(ended.state)
 
     def wipe(self) -> None:
         for p in self.partitions.values():
-            p.alive = False
+            p.records.alive = False
         self.partitions = {}
         self.node_partition = {}
 
@@ -264,7 +265,7 @@ class RMRegistry:
             return
         rm.state = RM.advance(rm.state, event)
         for p in rm.partitions.values():  # a Paused RM gets nothing placed until it is back
-            p.paused = rm.state is RMState.PAUSED
+            p.records.paused = rm.state is RMState.PAUSED
         note = f": {msg.reason}" if msg.reason else ""
         if rm.state is RMState.STOPPED:
             self.dropped_partitions += len(rm.partitions)
@@ -378,7 +379,7 @@ class RMRegistry:
                 errors.append(f"partition {name}: still has nodes or applications")
         for pc in config.partitions:
             if pc.name in rm.partitions:
-                errors += rm.partitions[pc.name].check_reload(pc)
+                errors += check_reload(rm.partitions[pc.name].records, pc)
         return errors
 
     def _install(self, rm: ResourceManager, config: SchedulerConfig, text: str, entry: Entry, ctx: Outbox) -> None:
@@ -386,15 +387,15 @@ class RMRegistry:
         names = {p.name for p in config.partitions}
         for name in [n for n in rm.partitions if n not in names]:
             self.dropped_partitions += 1
-            rm.partitions.pop(name).alive = False
+            rm.partitions.pop(name).records.alive = False
         draining = []
         for pc in config.partitions:
             part = rm.partitions.get(pc.name)
             if part is None:
                 rm.partitions[pc.name] = Partition(rm.id, pc, rm.timers, entry.seq)
             else:
-                draining += part.apply_config(pc, ctx.ts)
-                part.quota_reloaded(ctx)  # a max lowered below usage: preempted down to it after a delay
+                draining += part.changes.apply_config(pc, ctx.ts)
+                part.applier.quota_reloaded(ctx)  # a max lowered below usage: preempted down to it after a delay
         rm.config_text = text
         rm.link_partitions()
         note = f"; draining: {', '.join(draining)}" if draining else ""

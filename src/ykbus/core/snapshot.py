@@ -73,15 +73,20 @@ DERIVED: dict[str, frozenset[str]] = {
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
                       "unparked"}),  # sorted lists, sums, caches, the limits that apply
-    "Partition": frozenset({"_shapes", "scheduler", "policies",  # interned vectors; the pass's scratch
-                            "paused",  # RM's state
-                            "waits",  # a component: its fields are checked as Waits's
-                            "summary", "usage", "pending_codes", "preempted", "victims_indexed",
-                            "alive", "ledger", "node_sort", "rm", "root", "scorer", "timers", "total",
-                            "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
+    "Partition": frozenset({"records",  # a component: its fields are checked as PartitionState's
+                            "scheduler", "waits", "ledger", "changes", "applier",  # components (checked as theirs)
+                            "rm", "timers", "trackers", "preempted", "total", "pending_codes",  # the records' own,
+                            "policies"}),  # held by reference (stored or derived as the records')
+    "PartitionState": frozenset({"_shapes", "policies",  # interned vectors; the node policies' caches
+                                 "paused",  # RM's state
+                                 "summary", "pending_codes", "preempted", "victims_indexed",
+                                 "alive", "node_sort", "rm", "root", "scorer", "timers", "total",
+                                 "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
     "Waits": frozenset({"records", "planner",  # the partition's other components
                         "node_index", "pool", "parked", "reserve_waiters",  # from the asks' `waiting`, and nodes
                         "woken"}),  # a counter within a pass
+    "Changes": frozenset({"records", "waits", "ledger"}),  # the partition's other components, no state of its own
+    "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes"}),  # likewise
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
     "Core": frozenset({"registry",  # its components: the registry's fields are checked as RMRegistry's
                        "intake",  # (no state of its own)
@@ -312,7 +317,7 @@ def _ask(a: Ask) -> SAsk:
 
 def _partition(p: Partition) -> SPartition:
     return SPartition(
-        name=p.name, incarnation=p.incarnation, config=p.config, seq=p.seq, rekey=p.rekey,
+        name=p.name, incarnation=p.incarnation, config=p.records.config, seq=p.records.seq, rekey=p.records.rekey,
         queues=[_queue(p, q) for q in p.queues.values()],
         nodes=[SNode(n.id, n.attributes, n.capacity, n.occupied, n.state.value, list(n.allocations))
                for n in p.nodes.values()],
@@ -331,7 +336,7 @@ def _partition(p: Partition) -> SPartition:
         histories={k: _history(v.history) for k, v in p.terminated.items()},
         rejected=[(k, SEnded(v.state.value, v.ts, v.message, v.queue, _history(v.history)))
                   for k, v in p.rejected.items()],
-        counts=[(*k, n) for k, n in p.summary.counts.items()],
+        counts=[(*k, n) for k, n in p.records.summary.counts.items()],
     )
 
 
@@ -420,12 +425,14 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
     # stored: the queue tree as it was (with unmanaged and draining queues), nodes,
     # applications and their asks, allocations; the partition derives the rest (`restore`)
     p = Partition(rm, s.config, timers, s.incarnation)
-    p.seq, p.rekey = s.seq, s.rekey
-    p.queues, p.trackers = {}, {}
-    p.terminated = {k: Terminated(AppState(v), *s.ended.get(k, (0, "", "")), _restore_history(s.histories.get(k)))
-                    for k, v in s.terminated.items()}
-    p.rejected = {k: Terminated(AppState(e.state), e.ts, e.message, e.queue, _restore_history(e.history))
-                  for k, e in s.rejected}
+    records = p.records  # its containers are filled in place: the partition holds the same ones
+    records.seq, records.rekey = s.seq, s.rekey
+    records.queues.clear()
+    records.trackers.clear()
+    records.terminated.update((k, Terminated(AppState(v), *s.ended.get(k, (0, "", "")),
+                                             _restore_history(s.histories.get(k)))) for k, v in s.terminated.items())
+    records.rejected.update((k, Terminated(AppState(e.state), e.ts, e.message, e.queue, _restore_history(e.history)))
+                            for k, e in s.rejected)
 
     # queues: partition order, then each parent's children in their stored order
     for sq in s.queues:
@@ -438,7 +445,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         q.sort_priority, q.raw_priority = sq.sort_priority, sq.raw_priority
         q.set_policies()
         p.queues[q.path] = q
-    p.root = p.queues["root"]
+    records.root = p.queues["root"]
     for sq in s.queues:
         q = p.queues[sq.path]
         q.children = {name: p.queues[f"{sq.path}.{name}"] for name in sq.children}
@@ -461,7 +468,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
             spec = AskSpec(max_allocations=sk.max_allocations, priority=sk.priority, tags=sk.tags,
                            task_group=sk.task_group, placeholder=sk.placeholder, originator=sk.originator,
                            timeout_ms=sk.timeout_ms, preempt_self=sk.preempt_self, preempt_other=sk.preempt_other)
-            ask = Ask(sk.key, app, spec, *p.intern(sk.resource), sk.seq, sk.at)
+            ask = Ask(sk.key, app, spec, *records.intern(sk.resource), sk.seq, sk.at)
             ask.preempt_after = sk.preempt_after
             ask.pending, ask.allocated = sk.pending, sk.allocated
             ask.since, ask.reserved = sk.since, sk.reserved
@@ -471,7 +478,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
 
     apps, nodes, allocs = p.apps, p.nodes, p.allocations
     for sx in s.allocations:
-        alloc = Alloc(sx.uuid, sx.key, apps[sx.app], nodes[sx.node], p.intern(sx.resource)[0], sx.priority,
+        alloc = Alloc(sx.uuid, sx.key, apps[sx.app], nodes[sx.node], records.intern(sx.resource)[0], sx.priority,
                       sx.tags, sx.task_group, sx.placeholder, sx.born, sx.at, sx.asked)
         alloc.replacing = sx.replacing
         alloc.preempt_self, alloc.preempting = sx.preempt_self, sx.preempting
@@ -483,9 +490,9 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
     for sq in s.queues:
         p.queues[sq.path].app_waiters = {a: apps[a] for a in sq.app_waiters}
 
-    p.restore({sq.path: sq.waiters for sq in s.queues if sq.waiters}, s.node_waiters,
+    p.applier.restore({sq.path: sq.waiters for sq in s.queues if sq.waiters}, s.node_waiters,
               {sa.id: sa.blocked_on for sa in s.apps if sa.blocked_on is not None and "|" in sa.blocked_on}, now)
-    p.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in s.counts}
+    records.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in s.counts}
     return p
 
 
@@ -536,7 +543,7 @@ def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STi
         rm.state, rm.encoding = RMState(srm.state), srm.encoding
         for sp in srm.partitions:
             p = _restore_partition(rm.id, sp, rm.timers, now)
-            p.paused = rm.state is RMState.PAUSED
+            p.records.paused = rm.state is RMState.PAUSED
             rm.partitions[p.name] = p
             parts[(rm.id, p.name, p.incarnation)] = p
             for node_id in p.nodes:
@@ -545,24 +552,24 @@ def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STi
         rms[rm.id] = rm
     held: dict[str, list[tuple[int, int, Timer]]] = {srm.id: [] for srm in srms}
     for t in timers:
-        p = parts[(t.rm, t.partition, t.incarnation)]
+        target = parts[(t.rm, t.partition, t.incarnation)].records  # a timer's target: the records it reads
         timer: Timer
         if t.kind == CompletingTimer.kind:
-            timer = CompletingTimer(p, p.apps[t.ref], t.gen)
+            timer = CompletingTimer(target, target.apps[t.ref], t.gen)
         elif t.kind == AppTimeoutTimer.kind:
-            timer = AppTimeoutTimer(p, p.apps[t.ref], t.gen)
+            timer = AppTimeoutTimer(target, target.apps[t.ref], t.gen)
         elif t.kind == ReservationTimer.kind:
-            timer = ReservationTimer(p, p.apps[t.ref], t.key, t.gen)
+            timer = ReservationTimer(target, target.apps[t.ref], t.key, t.gen)
         elif t.kind == PreemptionTimer.kind:
-            timer = PreemptionTimer(p, p.apps[t.ref], t.key, t.gen)
+            timer = PreemptionTimer(target, target.apps[t.ref], t.key, t.gen)
         elif t.kind == QuotaTimer.kind:
-            timer = QuotaTimer(p, t.ref)
+            timer = QuotaTimer(target, t.ref)
         elif t.kind == PlaceholderTimer.kind:
-            timer = PlaceholderTimer(p, p.apps[t.ref], t.gen)
+            timer = PlaceholderTimer(target, target.apps[t.ref], t.gen)
         elif t.kind == AllocationTimeoutTimer.kind:
-            timer = AllocationTimeoutTimer(p, p.allocations[t.ref], t.gen)
+            timer = AllocationTimeoutTimer(target, target.allocations[t.ref], t.gen)
         else:
-            timer = ExpireTimer(p, t.ref, p.terminated[t.ref].state)
+            timer = ExpireTimer(target, t.ref, target.terminated[t.ref].state)
         held[t.rm].append((t.deadline, t.n, timer))
     for rm_id, entries in held.items():  # each RM's deadlines with it, in their order
         rms[rm_id].timers.load(entries)

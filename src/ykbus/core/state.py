@@ -1,9 +1,12 @@
 """The records of one partition: its configuration, nodes, queues, applications, asks,
-allocations, trackers and the read models folded from its events. No outputs and no
+allocations, trackers and the read models folded from its events: plain data, a component
+the partition holds (`Partition.records`, core/partition.py). No outputs and no
 scheduling: the waits keep what follows from them (core/indexes.py, `Waits`: the node
-index, where each pending ask waits), the applier changes them (core/changes.py, the
-changes an RM asks for; core/partition.py, the pass), and the planner reads them
-(core/scheduling.py).
+index, where each pending ask waits), the applier changes them (core/changes.py
+`Changes`, what an RM asks for; core/applier.py `Applier`, a plan's commit and the
+timers), and the planner reads them (core/scheduling.py). Its containers are filled and
+emptied in place, never replaced (the partition holds the same ones for its readers); a
+timer's target is the records of its partition (core/timers.py `TimerTarget`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ykbus.core.model import (
     full_path,
 )
 from ykbus.core.policies import NodePolicies
-from ykbus.core.readmodel import NodeUsage, PartitionSummary, PendingCodes
+from ykbus.core.readmodel import PartitionSummary, PendingCodes
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
 from ykbus.core.timers import Timer
@@ -70,7 +73,6 @@ class PartitionState:
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, Shape]] = {}
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
-        self.usage = NodeUsage()  # the nodes by tenth of usage (a read model), once a reader asked
         self.pending_codes = PendingCodes()  # pending asks by why they wait (a read model)
         self.preempted: dict[str, Node] = {}  # nodes with preempted allocations the RM has not released yet
         self.victims_indexed = False  # the leaves keep their allocations that may be preempted (Queue.victims)

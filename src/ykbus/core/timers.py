@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 
 class TimerTarget(Protocol):
-    """What a timer reads of its partition to know whether its target is still there."""
+    """What a timer reads of its partition (its records, core/state.py) to know whether its
+    target is still there; the core finds the partition of the records to fire it."""
 
     alive: bool
     apps: dict[str, App]

@@ -195,7 +195,7 @@ def allocation(a: Alloc) -> dict[str, Any]:
 def request(p: Partition, k: Ask, now: int) -> dict[str, Any]:
     """AllocationAskDAOInfo of a pending ask; `allocationLog` holds why it waits (one entry: the
     reason as it stands), and `whyPending` the typed reason (ykbus's own field)."""
-    why = p.why_pending(k)
+    why = p.records.why_pending(k)
     out = {
         "allocationKey": k.key,
         "allocationTags": dict(sorted(k.tags.items())),

@@ -121,7 +121,7 @@ class YunikornCollector(Collector):
             active += usage.schedulable
             for t in NODE_USAGE_TYPES:
                 ranges[t] = [a + b for a, b in zip(ranges[t], usage.counts(t), strict=True)]
-            for code, n in p.pending_codes.counts(p.apps.values(), p.paused).items():
+            for code, n in p.pending_codes.counts(p.apps.values(), p.records.paused).items():
                 codes[code.value] += n
         return active, ranges, codes
 
@@ -159,7 +159,7 @@ class YunikornCollector(Collector):
         counted: dict[tuple[str, str, str], int] = {}
         active, ranges, codes = self.read_model(parts)
         for _rm, p in parts:
-            for key, n in p.summary.counts.items():
+            for key, n in p.records.summary.counts.items():
                 counted[key] = counted.get(key, 0) + n
             for app in p.apps.values():
                 k = (app.queue.path, _state(app.state))
@@ -167,7 +167,7 @@ class YunikornCollector(Collector):
             for t in (*p.terminated.values(), *p.rejected.values()):
                 k = (t.queue, _state(t.state))
                 by_queue_state[k] = by_queue_state.get(k, 0) + 1
-            for state, n in p.summary.applications.items():
+            for state, n in p.records.summary.applications.items():
                 per_state[_state(state)] = per_state.get(_state(state), 0) + n
             for q in p.queues.values():
                 for state, r in (("guaranteed", q.guaranteed), ("max", q.max if q.parent else p.total),

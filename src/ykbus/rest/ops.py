@@ -123,7 +123,7 @@ def config_plain(rm: ResourceManager) -> dict[str, Any]:
     except (ValueError, yaml.YAMLError):
         plain = None
     if not isinstance(plain, dict) or not isinstance(plain.get("partitions"), list):  # parsed before: cannot be
-        plain = dump_config(SchedulerConfig([p.config for p in rm.partitions.values()]))
+        plain = dump_config(SchedulerConfig([p.records.config for p in rm.partitions.values()]))
     for part in plain["partitions"]:
         stack = list(part.get("queues") or [])
         for q in stack:
@@ -226,7 +226,7 @@ def _rule(r: PlacementRule) -> dict[str, Any]:
 
 def placement_rules(p: Partition) -> list[dict[str, Any]]:
     """RuleInfo per configured rule, then YuniKorn's own last rule, `recovery`."""
-    return [_rule(r) for r in p.config.placementrules] + [{"name": "recovery",
+    return [_rule(r) for r in p.records.config.placementrules] + [{"name": "recovery",
                                                            "parameters": {"queue": "root.@recovery@"}}]
 
 

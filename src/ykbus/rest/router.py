@@ -120,17 +120,17 @@ def clusters(st: RestState, req: Request, **_: str) -> Any:
 def partitions(st: RestState, req: Request, **_: str) -> Any:
     out = []
     for rm, p in st.partitions():
-        used = p.root.allocated  # what the allocations hold, summed as they are booked
-        summary = p.summary.dao()
+        used = p.records.root.allocated  # what the allocations hold, summed as they are booked
+        summary = p.records.summary.dao()
         out.append({
             "clusterId": rm.id,
             "name": st.partition_name(rm, p),
             "capacity": {"capacity": dao.res(p.total), "usedCapacity": dao.res(used),
                          "utilization": dao.percent(used, p.total)},
-            "nodeSortingPolicy": {"type": p.node_sort.value,
-                                  "resourceWeights": {k: _number(v) for k, v in sorted(p.weights.items())}},
-            "preemptionEnabled": preemption_enabled(p.config),
-            "quotaPreemptionEnabled": quota_preemption_enabled(p.config),
+            "nodeSortingPolicy": {"type": p.records.node_sort.value,
+                                  "resourceWeights": {k: _number(v) for k, v in sorted(p.records.weights.items())}},
+            "preemptionEnabled": preemption_enabled(p.records.config),
+            "quotaPreemptionEnabled": quota_preemption_enabled(p.records.config),
             "totalNodes": len(p.nodes),
             "applications": dict(sorted(summary["applications"].items())),
             "totalContainers": summary["totalContainers"],
@@ -147,7 +147,7 @@ def _number(value: float) -> int | float:
 
 def queues(st: RestState, req: Request, part: str) -> Any:
     rm, p = st.partition(part)
-    return dao.queue(p, p.root, top=st.partition_name(rm, p))
+    return dao.queue(p, p.records.root, top=st.partition_name(rm, p))
 
 
 def _queue(st: RestState, part: str, name: str) -> tuple[Partition, Any]:
@@ -287,7 +287,7 @@ def full_state_dump(st: RestState, req: Request) -> Any:
                   for rm, p in st.partitions()],
         "clusterInfo": clusters(st, req),
         "containerHistory": history(st, req, "containers"),
-        "queues": [dao.queue(p, p.root, top=st.partition_name(rm, p)) for rm, p in st.partitions()],
+        "queues": [dao.queue(p, p.records.root, top=st.partition_name(rm, p)) for rm, p in st.partitions()],
         "logLevel": "info",
         "config": ops.config_json(rms[0]) if rms else {},
         "placementRules": [{"partition": st.partition_name(rm, p), "rules": ops.placement_rules(p)}
