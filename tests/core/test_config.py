@@ -122,6 +122,38 @@ INVALID = [
       "partitions[0].topology.levels[2]: expected a node attribute name, got int",
       "partitions[0].topology.levels[3]: '/rack' is not a valid attribute name: its prefix must be a DNS subdomain "
       "(lower-case letters, digits, '-' and '.')"]),
+    ("runtime: bad durations", q("        properties: {ykbus.io/runtime.default: soon, ykbus.io/runtime.max: 1d,\n"
+                                 "                     preemption.minruntime: '5 minutes'}\n"),
+     ["partitions[0].queues[0].properties.ykbus.io/runtime.default: expected a duration (2s, 500ms, or seconds), got 'soon'",
+      "partitions[0].queues[0].properties.ykbus.io/runtime.max: expected a duration (2s, 500ms, or seconds), got '1d'",
+      "partitions[0].queues[0].properties.preemption.minruntime: expected a duration (2s, 500ms, or seconds), "
+      "got '5 minutes'"]),
+    ("runtime: negative", q("        properties: {ykbus.io/runtime.max: -2h, preemption.minruntime: -1}\n"),
+     ["partitions[0].queues[0].properties.ykbus.io/runtime.max: '-2h' is negative: expected a duration from 0 to "
+      "1000000000000 ms",
+      "partitions[0].queues[0].properties.preemption.minruntime: '-1' is negative: expected a duration from 0 to "
+      "1000000000000 ms"]),
+    ("runtime: a limit of 0", q("        properties: {ykbus.io/runtime.default: 0s}\n"),
+     ["partitions[0].queues[0].properties.ykbus.io/runtime.default: '0s': a runtime limit must be more than 0 "
+      "(leave it out for none)"]),
+    ("runtime: default above max on one queue", q("        properties: {ykbus.io/runtime.default: 3h, ykbus.io/runtime.max: 2h}\n"),
+     ["partitions[0].queues[0].properties.ykbus.io/runtime.default: '3h' is above the maximum runtime '2h' "
+      "(ykbus.io/runtime.max set here)"]),
+    ("runtime: default above an inherited max", q(
+        "        properties: {ykbus.io/runtime.max: 1h}\n        queues:\n          - name: a\n"
+        "            properties: {ykbus.io/runtime.default: 90m}\n"),
+     ["partitions[0].queues[0].queues[0].properties.ykbus.io/runtime.default: '90m' is above the maximum runtime '1h' "
+      "(ykbus.io/runtime.max set on root)"]),
+    ("runtime: max below an inherited default", q(
+        "        queues:\n          - name: p\n            properties: {ykbus.io/runtime.default: 30m}\n"
+        "            queues:\n              - name: c\n                properties: {ykbus.io/runtime.max: 20m}\n"),
+     ["partitions[0].queues[0].queues[0].queues[0].properties.ykbus.io/runtime.max: '20m' is below the default runtime "
+      "'30m' (ykbus.io/runtime.default set on root.p): set ykbus.io/runtime.default beside it"]),
+    ("runtime: a child template's max below the default", q(
+        "        properties: {ykbus.io/runtime.default: 1h}\n        queues:\n          - name: t\n"
+        "            parent: true\n            childtemplate: {properties: {ykbus.io/runtime.max: 10m}}\n"),
+     ["partitions[0].queues[0].queues[0].childtemplate.properties.ykbus.io/runtime.max: '10m' is below the default "
+      "runtime '1h' (ykbus.io/runtime.default set on root): set ykbus.io/runtime.default beside it"]),
 ]
 
 
@@ -234,3 +266,53 @@ def test_topology_levels_survive_a_dump_and_a_parse():
     dumped = dump_config(config)
     assert dumped["partitions"][0]["topology"] == {"levels": ["ykbus.io/block", "ykbus.io/rack"]}
     assert parse_config(dumped) == config
+
+
+RUNTIMES = q("        properties: {ykbus.io/runtime.default: 30m, preemption.minruntime: 5m}\n"
+             "        queues:\n"
+             "          - name: batch\n"
+             "            properties: {ykbus.io/runtime.max: 2h}\n"
+             "            queues:\n"
+             "              - name: short\n"
+             "                properties: {ykbus.io/runtime.default: 10m, ykbus.io/runtime.max: 1h, preemption.minruntime: 0}\n"
+             "          - name: open\n")
+
+
+def test_runtime_properties_are_inherited_from_the_nearest_queue_that_sets_them():
+    from ykbus.core.runtimeprops import RuntimeLimits, queue_runtime_limits, runtime_limits
+    part = parse_config(load_yaml(RUNTIMES)).partitions[0].root
+    m = 60_000
+    assert queue_runtime_limits(part, "root") == RuntimeLimits(30 * m, 0, 5 * m)
+    assert queue_runtime_limits(part, "root.batch") == RuntimeLimits(30 * m, 120 * m, 5 * m)
+    assert queue_runtime_limits(part, "root.batch.short") == RuntimeLimits(10 * m, 60 * m, 0)
+    assert queue_runtime_limits(part, "root.open") == RuntimeLimits(30 * m, 0, 5 * m)
+    assert runtime_limits([]) == RuntimeLimits()  # nothing set anywhere: no limits
+    # an unmanaged queue: its template's properties, then its parent's path
+    assert runtime_limits([{"ykbus.io/runtime.max": "45m"}, {"ykbus.io/runtime.default": "30m"}]) == \
+        RuntimeLimits(30 * m, 45 * m, 0)
+    with pytest.raises(KeyError):
+        queue_runtime_limits(part, "root.nothere")
+
+
+def test_runtime_properties_survive_a_dump_and_a_parse():
+    from ykbus.core.configdump import dump_config
+    config = parse_config(load_yaml(RUNTIMES))
+    dumped = dump_config(config)
+    props = dumped["partitions"][0]["queues"][0]["queues"][0]["queues"][0]["properties"]
+    assert props == {"ykbus.io/runtime.default": "10m", "ykbus.io/runtime.max": "1h", "preemption.minruntime": "0"}
+    assert parse_config(dumped) == config
+
+
+def test_yunikorns_dump_shows_the_runtime_properties_as_strings():
+    """Properties are strings in YuniKorn (map[string]string): a number or a boolean written
+    in queues.yaml is dumped as its text, as YuniKorn does; ykbus's keys are kept as any
+    property YuniKorn does not know."""
+    from types import SimpleNamespace
+
+    from ykbus.rest import ops
+    text = q("        properties: {ykbus.io/runtime.max: 2h, preemption.minruntime: 300, x: true, y: 1.5}\n")
+    parse_config(load_yaml(text))
+    rm = SimpleNamespace(config_text=text, partitions={}, extra_config={})
+    props = ops.config_json(rm)["Partitions"][0]["Queues"][0]["Properties"]
+    assert props == {"ykbus.io/runtime.max": "2h", "preemption.minruntime": "300", "x": "true", "y": "1.5"}
+    assert 'preemption.minruntime: "300"' in ops.config_yaml(rm).decode()  # quoted, as Go writes a string

@@ -22,8 +22,9 @@ ACL = st.one_of(
 QUANTITY = st.sampled_from([1, 2, "500m", "1500m"])
 MEMORY = st.sampled_from([1024, "1Gi", "2G", "10M"])
 PROPERTIES = st.dictionaries(
-    st.sampled_from(["application.sort.policy", "application.sort.priority", "priority.offset", "custom"]),
-    st.sampled_from(["fifo", "fair", "enabled", "disabled", "5", "x"]), max_size=2)
+    st.sampled_from(["application.sort.policy", "application.sort.priority", "priority.offset", "custom",
+                     "ykbus.io/runtime.default", "ykbus.io/runtime.max", "preemption.minruntime"]),
+    st.sampled_from(["fifo", "fair", "enabled", "disabled", "5", "x", "30m", "2h", "90s"]), max_size=2)
 
 
 def resources():

@@ -34,6 +34,7 @@ Rules, as YuniKorn applies them:
 5. Known properties with a fixed set of values (`application.sort.policy`,
    `application.sort.priority`, `priority.policy`) reject unknown values;
    `priority.offset` that does not parse as an int32 counts as 0 (YuniKorn's priority scheduling design).
+10. Runtime properties (`ykbus.io/runtime.*`, `preemption.minruntime`): core/runtimeprops.py.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import msgspec
 
 from ykbus import limits
 from ykbus.core.resources import fmt_quantity as fq
+from ykbus.core.runtimeprops import RUNTIME_PROPERTIES, check_runtimes, parse_duration_ms
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -131,7 +133,7 @@ _ENUM_PROPERTIES: dict[str, type[_Policy]] = {
     PROP_PREEMPTION_POLICY: PreemptionPolicy,
     PROP_WITHIN_QUEUE: WithinQueue,
 }
-_DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY, PROP_QUOTA_DELAY)
+_DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY, PROP_QUOTA_DELAY, *RUNTIME_PROPERTIES)
 _PREEMPTION_KEYS = {"enabled", "quotapreemptionenabled"}
 
 
@@ -287,8 +289,6 @@ _PARTITION_KEYS = {
     "name", "queues", "placementrules", "limits", "nodesortpolicy", "preemption",
     "statedumpfilepath", "reservationdelay", "topology",
 }
-_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
-MAX_DURATION_MS = 10**12
 _QUEUE_KEYS = {
     "name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
     "childtemplate", "queues", "limits",
@@ -701,6 +701,7 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
             errors.add(f"{path}.limits", f"limits are set on both the partition and {root_path}")
         root = msgspec.structs.replace(root, limits=_limits(raw.get("limits"), f"{path}.limits", errors))
     _check_tree(root, root_path, errors, {}, 0)
+    check_runtimes(root, root_path, errors.add)
     for i, child in enumerate(root.queues):
         if child.name == RECOVERY_NAME:
             errors.add(f"{root_path}.queues[{i}].name", f"root.{RECOVERY_NAME} is reserved for recovered applications")
@@ -742,26 +743,14 @@ def duration_ms(text: str) -> int:
 
 
 def _duration(obj: object, path: str, errors: _Errors, default: int) -> int:
-    """A duration in milliseconds: a number of seconds, or a string `500ms`, `2s`, `1m`, `1h`."""
+    """A duration in milliseconds (core/runtimeprops.py `parse_duration_ms`); `default` if absent."""
     if obj is None:
         return default
-    if isinstance(obj, bool):
-        errors.add(path, f"expected a duration (2s, 500ms, or seconds), got {obj!r}")
+    try:
+        return parse_duration_ms(obj)
+    except ValueError as exc:
+        errors.add(path, str(exc))
         return default
-    if isinstance(obj, (int, float)):
-        ms = obj * 1000
-    else:
-        text = str(obj).strip()
-        unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), None)
-        try:
-            ms = float(text[: -len(unit)]) * _DURATION_UNITS[unit] if unit else float(text) * 1000
-        except ValueError:
-            errors.add(path, f"expected a duration (2s, 500ms, or seconds), got {text[:40]!r}")
-            return default
-    if not 0 <= ms <= MAX_DURATION_MS:
-        errors.add(path, f"expected a duration from 0 to {MAX_DURATION_MS} ms, got {obj!r}")
-        return default
-    return int(ms)
 
 
 def parse_config(obj: object) -> SchedulerConfig:

@@ -33,7 +33,8 @@ def checksum(text: str) -> str:
 # YuniKorn's SchedulerConfig as it dumps it (yunikorn-core pkg/common/configs/config.go):
 # per kind of object, its fields in Go's order: (YAML key, JSON name, kind of value). A kind
 # in _KINDS is a struct, "[kind]" a list of them, "quantities" a map of quantities (strings
-# in Go: `vcore: "10"`), "map" a map written as is, "scalar" a value. `omitempty` leaves out
+# in Go: `vcore: "10"`), "strings" a map of strings (properties), "map" a map written as is,
+# "scalar" a value. `omitempty` leaves out
 # false, 0, "" and empty lists and maps in both dumps; a struct is left out of the YAML when
 # nothing of it is written, and is always in the JSON (Go's omitempty keeps structs).
 _KINDS: dict[str, list[tuple[str, str, str]]] = {
@@ -47,11 +48,11 @@ _KINDS: dict[str, list[tuple[str, str, str]]] = {
                   ("usergroupresolver", "UserGroupResolver", "usergroupresolver"),
                   ("reservationdelay", "ReservationDelay", "scalar")],  # ykbus's own (docs/configuration.md)
     "queue": [("name", "Name", "scalar"), ("parent", "Parent", "scalar"), ("resources", "Resources", "resources"),
-              ("maxapplications", "MaxApplications", "scalar"), ("properties", "Properties", "map"),
+              ("maxapplications", "MaxApplications", "scalar"), ("properties", "Properties", "strings"),
               ("adminacl", "AdminACL", "scalar"), ("submitacl", "SubmitACL", "scalar"),
               ("childtemplate", "ChildTemplate", "template"), ("queues", "Queues", "[queue]"),
               ("limits", "Limits", "[limit]")],
-    "template": [("maxapplications", "MaxApplications", "scalar"), ("properties", "Properties", "map"),
+    "template": [("maxapplications", "MaxApplications", "scalar"), ("properties", "Properties", "strings"),
                  ("resources", "Resources", "resources")],
     "resources": [("guaranteed", "Guaranteed", "quantities"), ("max", "Max", "quantities")],
     "rule": [("name", "Name", "scalar"), ("create", "Create", "scalar"), ("filter", "Filter", "filter"),
@@ -75,6 +76,15 @@ _YKBUS_ONLY = {("partition", "topology")}
 
 def _empty(v: Any) -> bool:
     return v is None or v is False or (v == 0 and not isinstance(v, bool)) or v == "" or v == {} or v == []
+
+
+def _go_string(v: Any) -> str:
+    """A YAML scalar as Go's YAML reads it into a string: `true`, `300`, `1.5`, "" for null."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
 
 def _go_number(v: Any) -> Any:
@@ -101,6 +111,9 @@ def _dump(obj: Any, kind: str, json_names: bool) -> dict[str, Any]:
         elif what == "quantities":
             if isinstance(v, dict) and v:
                 out[name] = {k: str(_go_number(q)) for k, q in v.items()}
+        elif what == "strings":  # Go's map[string]string (properties): every value as its text
+            if isinstance(v, dict) and v:
+                out[name] = {k: _go_string(x) for k, x in v.items()}
         elif what == "map":
             if isinstance(v, dict) and v:
                 out[name] = {k: _go_number(x) for k, x in v.items()}

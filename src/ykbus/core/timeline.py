@@ -1,0 +1,462 @@
+"""Time: runtime limits, end bounds, when an ask or a gang can start, and the backfill rule.
+
+Groundwork of issue 43 (docs/time.md): nothing of the scheduling pass calls this yet.
+Sans-IO, standard library only beside the core's resources; typed for mypyc (plain classes
+with slots, no msgspec Struct); deterministic: no set is iterated, nodes are taken by id,
+events by time, then node id, then allocation key; no clock is read (now is an argument).
+
+Theory of operation (log times in ns, as the log's entries give them; limits in ms)
+1. **Runtime limit.** An ask's limit is its `executionTimeoutMilliSeconds` when set (> 0),
+   else its queue's `ykbus.io/runtime.default`; the queue's `ykbus.io/runtime.max` caps
+   either, and is the limit of an ask that has neither. None of the three: no limit
+   (`runtime_limit_ms`; the queue's values come from core/config.py `runtime_limits`).
+2. **End bound.** An allocation's end bound is its start plus its limit; without a limit it
+   has none (`end_bound`). The core ends an allocation that outlives its limit, so the bound
+   holds unless the core is told otherwise.
+3. **Room over time.** A candidate node's room at log time t is its free room now plus the
+   resource of each of its allocations whose end bound is at or before t. A bound already
+   past counts at now (the allocation is about to be ended). Room only grows with t, and
+   changes only at end bounds.
+4. **Earliest start.** The first of now and the end bounds, in time order, at which the ask
+   fits: one ask on any candidate node; a gang (its members' shapes in order: count × shape
+   is `repeat`) when first fit places every member, in order, on the nodes by id, each on
+   the first node whose room, less what the members before it took, covers it (as
+   core/topology.py `pack` places a gang). Between two end bounds nothing changes, so no
+   earlier time fits (a brute-force test checks every time). For count × shape, and for one
+   ask, the estimate never moves later when an allocation goes or a limit comes earlier; a
+   gang of mixed shapes is judged as first fit would place it, which may not be monotone.
+5. **What it waits for.** The allocations on the nodes the members take at that time whose
+   end bounds were passed to reach it, by node id, then end bound, then key.
+6. **No estimate**, with the reason (`NoEstimateReason`): no candidate node; the ask does not
+   fit the nodes even empty; it would fit only once allocations without a runtime limit end
+   (`the allocations in the way have no runtime limit`); or room is held by other than
+   allocations (the node's occupied resources) and no end frees enough.
+7. **Backfill never delays a reservation.** An ask may take room now on a node reserved for
+   another ask (or in a reserved set of nodes) only if its end bound comes at or before the
+   reserved ask's estimated start: by then the room it took is back, so the estimate still
+   holds (a property test). An ask without a limit never backfills; nor does any ask beside
+   a reservation that has no estimate.
+8. **Minimum runtime.** An allocation that has run less than its queue's
+   `preemption.minruntime` is no victim (`old_enough`).
+9. **Text.** Quantities through core/resources.py `fmt_res`; times through `fmt_log_time`
+   (`2026-11-28 14:06 UTC, in 12 min`: rounded up to the minute, so never earlier than the
+   estimate), durations through `fmt_duration_ms`.
+
+Nothing here changes its inputs; every answer is a value.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+from ykbus.core.resources import Res, add_into, fits, fmt_res
+
+NS_PER_MS = 1_000_000
+NS_PER_MIN = 60_000_000_000
+
+
+# --- 1, 2, 8: limits and bounds ------------------------------------------------------------
+
+
+def runtime_limit_ms(timeout_ms: int, default_ms: int, max_ms: int) -> int | None:
+    """Rule 1: the runtime limit of an ask in ms, None for none. `timeout_ms`: its
+    `executionTimeoutMilliSeconds` (0 or less: not set); `default_ms`, `max_ms`: its
+    queue's (0: not set)."""
+    limit = timeout_ms if timeout_ms > 0 else default_ms
+    if max_ms > 0 and (limit <= 0 or limit > max_ms):
+        limit = max_ms
+    return limit if limit > 0 else None
+
+
+def end_bound(start_ns: int, limit_ms: int | None) -> int | None:
+    """Rule 2: the log time (ns) by which an allocation started at `start_ns` has ended."""
+    if limit_ms is None:
+        return None
+    return start_ns + limit_ms * NS_PER_MS
+
+
+def old_enough(start_ns: int, now_ns: int, min_runtime_ms: int) -> bool:
+    """Rule 8: whether an allocation started at `start_ns` may be a victim at `now_ns`."""
+    return min_runtime_ms <= 0 or now_ns - start_ns >= min_runtime_ms * NS_PER_MS
+
+
+# --- inputs -------------------------------------------------------------------------------
+
+
+class Holding:
+    """An allocation on a candidate node as the estimate sees it: its key, its end bound
+    (None: no runtime limit) and its resource."""
+
+    __slots__ = ("key", "end", "resource")
+
+    def __init__(self, key: str, end: int | None, resource: Res) -> None:
+        self.key, self.end, self.resource = key, end, resource
+
+    def __repr__(self) -> str:
+        return f"Holding({self.key!r}, {self.end}, {self.resource})"
+
+
+class Candidate:
+    """A node the ask could use: its capacity, its free room now and its allocations."""
+
+    __slots__ = ("id", "capacity", "free", "holdings")
+
+    def __init__(self, node_id: str, capacity: Res, free: Res, holdings: Sequence[Holding]) -> None:
+        self.id, self.capacity, self.free = node_id, capacity, free
+        self.holdings: list[Holding] = list(holdings)
+
+    def __repr__(self) -> str:
+        return f"Candidate({self.id!r}, {self.capacity}, {self.free}, {self.holdings})"
+
+
+def repeat(count: int, shape: Res) -> list[Res]:
+    """A gang of `count` members of one shape (the same dict, only read)."""
+    return [shape] * count
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+class Waited:
+    """One allocation whose end an estimate waits for."""
+
+    __slots__ = ("node", "key", "end")
+
+    def __init__(self, node: str, key: str, end: int) -> None:
+        self.node, self.key, self.end = node, key, end
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Waited) and (self.node, self.key, self.end) == (other.node, other.key, other.end)
+
+    def __hash__(self) -> int:
+        return hash((self.node, self.key, self.end))
+
+    def __repr__(self) -> str:
+        return f"Waited({self.node!r}, {self.key!r}, {self.end})"
+
+
+class Estimate:
+    """Rule 4: the ask (gang) fits at log time `at`; `nodes`: the node of each member then;
+    `waits_for`: rule 5."""
+
+    __slots__ = ("at", "nodes", "waits_for")
+
+    def __init__(self, at: int, nodes: list[str], waits_for: list[Waited]) -> None:
+        self.at, self.nodes, self.waits_for = at, nodes, waits_for
+
+    def text(self, now_ns: int) -> str:
+        """`estimated start 2026-11-28 14:06 UTC, in 12 min, when 3 allocations on node n7 end`."""
+        out = f"estimated start {fmt_log_time(self.at, now_ns)}"
+        if not self.waits_for:
+            return out
+        per_node: list[tuple[str, int]] = []
+        for w in self.waits_for:  # sorted by node: count runs
+            if per_node and per_node[-1][0] == w.node:
+                per_node[-1] = (w.node, per_node[-1][1] + 1)
+            else:
+                per_node.append((w.node, 1))
+        if len(per_node) > 3:
+            return f"{out}, when {_allocations(len(self.waits_for))} on {len(per_node)} nodes end"
+        parts = [f"{_allocations(n) if i == 0 else n} on node {node}" for i, (node, n) in enumerate(per_node)]
+        joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return f"{out}, when {joined} end"
+
+    def __repr__(self) -> str:
+        return f"Estimate({self.at}, {self.nodes}, {self.waits_for})"
+
+
+def _allocations(n: int) -> str:
+    return "1 allocation" if n == 1 else f"{n} allocations"
+
+
+class NoEstimateReason(enum.Enum):
+    NO_NODES = "no candidate node"
+    TOO_LARGE = "it does not fit the candidate nodes even when they are empty"
+    NO_LIMIT = "the allocations in the way have no runtime limit"
+    OCCUPIED = "room on the candidate nodes is held by other than allocations"
+
+
+class NoEstimate:
+    """Rule 6: no time can be given, and why. `blockers`: for `NO_LIMIT`, the allocations
+    without a limit on the candidate nodes, as (node id, key), by node then key."""
+
+    __slots__ = ("reason", "blockers", "members")
+
+    def __init__(self, reason: NoEstimateReason, blockers: list[tuple[str, str]], members: Sequence[Res]) -> None:
+        self.reason, self.blockers, self.members = reason, blockers, list(members)
+
+    def text(self) -> str:
+        """`no estimate: the allocations in the way have no runtime limit`."""
+        out = f"no estimate: {self.reason.value}"
+        if self.reason is NoEstimateReason.TOO_LARGE:
+            return f"{out} ({describe(self.members)})"
+        return out
+
+    def __repr__(self) -> str:
+        return f"NoEstimate({self.reason.name}, {self.blockers})"
+
+
+def describe(members: Sequence[Res]) -> str:
+    """`16 × {gpu: 8}` for count × shape, else each member's shape, by `fmt_res`."""
+    if not members:
+        return "nothing"
+    first = members[0]
+    if all(m == first for m in members):
+        return fmt_res(first) if len(members) == 1 else f"{len(members)} × {fmt_res(first)}"
+    return " + ".join(fmt_res(m) for m in members)
+
+
+# --- 3, 4, 5, 6: the estimate -------------------------------------------------------------
+
+
+def _slots(room: Res, shape: Res, cap: int) -> int:
+    """How many members of `shape` fit in `room`, at most `cap`."""
+    best = cap
+    for name, value in shape.items():
+        if value > 0:
+            n = room.get(name, 0) // value
+            if n < best:
+                best = n if n > 0 else 0
+    return best
+
+
+def _fits_beside(shape: Res, room: Res, used: Res) -> bool:
+    for name, value in shape.items():
+        if value > 0 and room.get(name, 0) - used.get(name, 0) < value:
+            return False
+    return True
+
+
+def pack(rooms: Sequence[Res], members: Sequence[Res]) -> list[int] | None:
+    """Rule 4's first fit: the index of the node each member takes, in order, or None when
+    one fits nowhere. Nothing is changed. A node that could not take a shape cannot later
+    (room only shrinks while packing), so each shape's search resumes where it stopped."""
+    taken: dict[int, Res] = {}
+    start: dict[tuple[tuple[str, int], ...], int] = {}
+    out: list[int] = []
+    n = len(rooms)
+    for shape in members:
+        key = tuple(sorted(shape.items()))
+        i = start.get(key, 0)
+        while i < n:
+            used = taken.get(i)
+            if used is None:
+                if fits(shape, rooms[i]):
+                    break
+            elif _fits_beside(shape, rooms[i], used):
+                break
+            i += 1
+        start[key] = i
+        if i == n:
+            return None
+        used = taken.get(i)
+        if used is None:
+            taken[i] = dict(shape)
+        else:
+            add_into(used, shape)
+        out.append(i)
+    return out
+
+
+class _Event:
+    __slots__ = ("at", "node", "key", "resource")
+
+    def __init__(self, at: int, node: int, key: str, resource: Res) -> None:
+        self.at, self.node, self.key, self.resource = at, node, key, resource
+
+
+def _event_key(e: _Event) -> tuple[int, int, str]:
+    return (e.at, e.node, e.key)
+
+
+def _candidate_id(c: Candidate) -> str:
+    return c.id
+
+
+def earliest_start(candidates: Sequence[Candidate], members: Sequence[Res], now_ns: int) -> Estimate | NoEstimate:
+    """Rules 3 to 6: when the ask (one member) or the gang (its members, in order) can start
+    on `candidates` at the earliest, from now on, if every allocation runs to its end bound
+    and nothing else changes. The order of the inputs does not matter.
+
+    Cost: O(H log H) for the H allocations' end bounds, plus, per distinct end bound, O(1)
+    for members of one shape (the count each node takes is kept) or one first fit,
+    O(nodes + members), for mixed shapes when the summed room covers them."""
+    nodes = sorted(candidates, key=_candidate_id)
+    if not nodes:
+        return NoEstimate(NoEstimateReason.NO_NODES, [], members)
+    rooms: list[Res] = [dict(c.free) for c in nodes]
+    if not members:
+        return Estimate(now_ns, [], [])
+    events: list[_Event] = []
+    for i, c in enumerate(nodes):
+        for h in c.holdings:
+            if h.end is not None:
+                events.append(_Event(h.end if h.end > now_ns else now_ns, i, h.key, h.resource))
+    events.sort(key=_event_key)
+    first = members[0]
+    uniform = all(m == first for m in members)
+    count = len(members)
+    wanted: Res = {}
+    for m in members:
+        add_into(wanted, m)
+    summed: Res = {}
+    for r in rooms:
+        add_into(summed, r)
+    slots = [_slots(r, first, count) for r in rooms] if uniform else []
+    held = sum(slots)
+    applied = 0
+    at = now_ns
+    while True:
+        placed: list[int] | None = None
+        if uniform:
+            if held >= count:
+                placed = pack(rooms, members)
+        elif fits(wanted, summed):
+            placed = pack(rooms, members)
+        if placed is not None:
+            return _estimate(nodes, members, placed, events[:applied], at)
+        if applied == len(events):
+            return _no_estimate(nodes, members)
+        at = events[applied].at
+        while applied < len(events) and events[applied].at == at:
+            e = events[applied]
+            add_into(rooms[e.node], e.resource)
+            add_into(summed, e.resource)
+            if uniform:
+                before = slots[e.node]
+                slots[e.node] = _slots(rooms[e.node], first, count)
+                held += slots[e.node] - before
+            applied += 1
+
+
+def _estimate(nodes: list[Candidate], members: Sequence[Res], placed: list[int], applied: list[_Event],
+              at: int) -> Estimate:
+    used: dict[int, bool] = dict.fromkeys(placed, True)
+    waits = [Waited(nodes[e.node].id, e.key, e.at) for e in applied if e.node in used]
+    waits.sort(key=_waited_key)
+    return Estimate(at, [nodes[i].id for i in placed], waits)
+
+
+def _waited_key(w: Waited) -> tuple[str, int, str]:
+    return (w.node, w.end, w.key)
+
+
+def _no_estimate(nodes: list[Candidate], members: Sequence[Res]) -> NoEstimate:
+    """Rule 6, once every end bound has passed and the members still do not fit."""
+    if pack([c.capacity for c in nodes], members) is None:
+        return NoEstimate(NoEstimateReason.TOO_LARGE, [], members)
+    everything: list[Res] = []
+    for c in nodes:
+        room = dict(c.free)
+        for h in c.holdings:
+            add_into(room, h.resource)
+        everything.append(room)
+    if pack(everything, members) is None:
+        return NoEstimate(NoEstimateReason.OCCUPIED, [], members)
+    blockers = [(c.id, h.key) for c in nodes for h in c.holdings if h.end is None]
+    blockers.sort()
+    return NoEstimate(NoEstimateReason.NO_LIMIT, blockers, members)
+
+
+# --- 7: backfill --------------------------------------------------------------------------
+
+
+def may_backfill(end: int | None, reserved_start: int | None) -> bool:
+    """Rule 7: whether an ask whose end bound is `end` may take room now where an ask is
+    reserved whose estimated start is `reserved_start` (None: it has no estimate)."""
+    return end is not None and reserved_start is not None and end <= reserved_start
+
+
+class Reservation:
+    """A reserved ask, the nodes it holds (one, or a gang's set) and its estimated start
+    (None: no estimate). `nodes` may repeat a node (an `Estimate`'s per member): kept once."""
+
+    __slots__ = ("key", "nodes", "start")
+
+    def __init__(self, key: str, nodes: Sequence[str], start: int | None) -> None:
+        self.key, self.nodes, self.start = key, tuple(sorted(dict.fromkeys(nodes))), start
+
+
+def backfill_refusal(end: int | None, node_id: str, reservations: Sequence[Reservation], now_ns: int) -> str:
+    """Rule 7 on one node: "" when an ask of end bound `end` may take room on `node_id` now
+    beside every reservation that holds it, else why not (the first refusing reservation by
+    key)."""
+    for r in sorted(reservations, key=_reservation_key):
+        if node_id not in r.nodes or may_backfill(end, r.start):
+            continue
+        if end is None:
+            return f"it has no runtime limit, and node {node_id} is reserved for {r.key}"
+        if r.start is None:
+            return f"node {node_id} is reserved for {r.key}, which has no estimated start"
+        return (f"it may run until {fmt_log_time(end, now_ns)}, after the estimated start of {r.key} "
+                f"on node {node_id} ({fmt_log_time(r.start, now_ns)})")
+    return ""
+
+
+def _reservation_key(r: Reservation) -> str:
+    return r.key
+
+
+# --- 9: text ------------------------------------------------------------------------------
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian (year, month, day) of `days` after 1970-01-01, by integer
+    arithmetic over 400-year eras (no clock, no calendar module)."""
+    z = days + 719_468  # days from 0000-03-01
+    era = z // 146_097
+    doe = z - era * 146_097  # day of the era, 0..146096
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)  # day of the year from March 1
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (1 if month <= 2 else 0), month, day
+
+
+def fmt_utc_minute(at_ns: int) -> str:
+    """`2026-11-28 14:06 UTC`: the log time rounded up to the minute."""
+    minutes = -(-at_ns // NS_PER_MIN)
+    days, rest = divmod(minutes, 1440)
+    year, month, day = _civil(days)
+    hour, minute = divmod(rest, 60)
+    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d} UTC"
+
+
+def fmt_in(delta_ns: int) -> str:
+    """`in 12 min`, `in 2 h 5 min`, `in 3 d 4 h`, rounded up; `now` for no time."""
+    if delta_ns <= 0:
+        return "now"
+    minutes = -(-delta_ns // NS_PER_MIN)
+    if minutes < 60:
+        return f"in {minutes} min"
+    if minutes < 48 * 60:
+        hours, mins = divmod(minutes, 60)
+        return f"in {hours} h" + (f" {mins} min" if mins else "")
+    days, mins = divmod(minutes, 1440)
+    hours = -(-mins // 60)
+    if hours == 24:
+        days, hours = days + 1, 0
+    return f"in {days} d" + (f" {hours} h" if hours else "")
+
+
+def fmt_log_time(at_ns: int, now_ns: int) -> str:
+    """`2026-11-28 14:06 UTC, in 12 min`: a log time, and how far it is from the log's now."""
+    return f"{fmt_utc_minute(at_ns)}, {fmt_in(at_ns - now_ns)}"
+
+
+def fmt_duration_ms(ms: int) -> str:
+    """`500 ms`, `45 s`, `30 min`, `1 h 30 min`, `2 d 1 h` (whole units, larger ones first;
+    what is below the second unit shown is dropped)."""
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds} s"
+    for unit, size, sub, sub_size in (("d", 86_400, "h", 3600), ("h", 3600, "min", 60), ("min", 60, "s", 1)):
+        if seconds >= size:
+            whole, rest = divmod(seconds, size)
+            part = rest // sub_size
+            return f"{whole} {unit}" + (f" {part} {sub}" if part else "")
+    return f"{seconds} s"
