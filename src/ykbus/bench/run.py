@@ -263,7 +263,7 @@ def bench_preemption(repeat: int, scale: float, progress: Callable[[str], None])
         searches, found = [], 0
         for i, ask in enumerate(asks):
             t0 = time.perf_counter()
-            decision = Preemptor(part, ask).search()
+            decision = Preemptor(part.records, ask).search()
             searches.append(time.perf_counter() - t0)
             found += isinstance(decision, Preempt)
             if i % 50 == 0:
