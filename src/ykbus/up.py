@@ -36,8 +36,8 @@ from ykbus.bus.service import CoreService, LogGap
 from ykbus.bus.settings import ServiceSettings, StartError, service_settings
 from ykbus.progress import Block
 from ykbus.sim.base import SimRM
-from ykbus.sim.batch import BatchSim
-from ykbus.sim.k8s import K8sSim
+from ykbus.sim.batch import BatchWorkload
+from ykbus.sim.k8s import K8sWorkload
 from ykbus.tyjob.service import ControllerService
 from ykbus.tyjob.store import BUCKET as TYJOB_BUCKET
 
@@ -213,11 +213,11 @@ def _queue_files(directory: str) -> str:
     """The demo RMs' queue files (policy groups `k8s` and `batch`), written once: after that
     they are the user's to edit, and the core watches them."""
     os.makedirs(directory, exist_ok=True)
-    for rm in (K8sSim("", "k8s"), BatchSim("", "batch")):
-        path = os.path.join(directory, f"{rm.rm_id}.yaml")
+    for rm_id, workload in (("k8s", K8sWorkload()), ("batch", BatchWorkload())):
+        path = os.path.join(directory, f"{rm_id}.yaml")
         if not os.path.exists(path):
             with open(path, "w", encoding="utf-8") as f:
-                f.write(rm.queues_yaml().lstrip())
+                f.write(workload.queues_yaml().lstrip())
     return directory
 
 
@@ -311,10 +311,10 @@ async def _run_until(stop: _StopSignal, settings: ServiceSettings, duration: flo
     service = CoreService(settings, notify=lambda text: print(f"ykbus up: {text}", flush=True))
     rm_options = rm_options or {}
     os.makedirs(rm_states, exist_ok=True)
-    rms: list = [K8sSim(settings.nats_url, "k8s", nats_options=rm_options.get("k8s"),
-                        state_path=os.path.join(rm_states, "k8s.json")),
-                 BatchSim(settings.nats_url, "batch", nats_options=rm_options.get("batch"),
-                          state_path=os.path.join(rm_states, "batch.json"))]
+    rms: list = [SimRM(settings.nats_url, "k8s", K8sWorkload(), nats_options=rm_options.get("k8s"),
+                       state_path=os.path.join(rm_states, "k8s.json")),
+                 SimRM(settings.nats_url, "batch", BatchWorkload(), nats_options=rm_options.get("batch"),
+                       state_path=os.path.join(rm_states, "batch.json"))]
     if tyjob_cluster:
         rms.append(ControllerService(settings.nats_url, tyjob_cluster, nats_options=rm_options.get("tyjob")))
     try:

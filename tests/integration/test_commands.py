@@ -267,8 +267,8 @@ def test_up_applies_a_queue_file_the_user_edits_while_it_runs(tmp_path):
 
 def test_compose_core_configuration_and_queue_files_are_valid_and_match_the_sims():
     from ykbus.bus.settings import load_service_config
-    from ykbus.sim.batch import BatchSim
-    from ykbus.sim.k8s import K8sSim
+    from ykbus.sim.batch import BatchWorkload
+    from ykbus.sim.k8s import K8sWorkload
     from ykbus.yamlload import load_config_file
 
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -277,9 +277,9 @@ def test_compose_core_configuration_and_queue_files_are_valid_and_match_the_sims
     assert "./services/config:/etc/ykbus:ro" in core["volumes"]
     service, _ = load_service_config(str(ROOT / "services" / "config" / "ykbus.yaml"))
     assert service.queues.dir == "/etc/ykbus/queues" and service.api.port == 9080
-    for sim in (K8sSim("", "k8s", nodes_count=20), BatchSim("", "batch", nodes_count=10)):
-        on_disk = load_config_file(str(ROOT / "services" / "config" / "queues" / f"{sim.rm_id}.yaml"))
-        assert on_disk == load_config_file_text(sim.queues_yaml())
+    for rm_id, workload in (("k8s", K8sWorkload(nodes_count=20)), ("batch", BatchWorkload(nodes_count=10))):
+        on_disk = load_config_file(str(ROOT / "services" / "config" / "queues" / f"{rm_id}.yaml"))
+        assert on_disk == load_config_file_text(workload.queues_yaml())
 
 
 def load_config_file_text(text):

@@ -117,9 +117,10 @@ async def test_the_batch_demo_backlog_stays_bounded(nats_server):
     """The batch generator offers more work than its cluster runs: with --max-waiting it
     submits no job to a queue while that many of its containers wait, so the backlog stops
     growing, and a queue held at its max (adhoc) does not starve the other (etl)."""
-    from ykbus.sim.batch import BatchSim
+    from ykbus.sim.base import SimRM
+    from ykbus.sim.batch import BatchWorkload
 
-    sim = BatchSim(nats_server.url, "batch", nodes_count=1, jobs_per_s=50.0, max_waiting=60)
+    sim = SimRM(nats_server.url, "batch", BatchWorkload(nodes_count=1, jobs_per_s=50.0, max_waiting=60))
     most = {"root.etl": 0, "root.adhoc": 0}
     async with running_core(nats_server.url, heartbeat_pause_s=600) as core:
         async with anyio.create_task_group() as tg:

@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from tests.integration.conftest import running_core
-from ykbus.sim.k8s import K8sSim
+from ykbus.sim.base import SimRM
+from ykbus.sim.k8s import K8sWorkload
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +38,8 @@ async def test_k8s_sim_replays_a_trace_and_recovers_its_pods_after_its_own_resta
             apps = core.core.dump()["rms"]["k8s"]["partitions"]["default"]["applications"]
             return sorted(u for a in apps.values() for u in a["allocations"])
 
-        sim = K8sSim(nats_server.url, "k8s", state_path=str(state), nodes_count=4, profile="mixed", trace=str(trace))
+        sim = SimRM(nats_server.url, "k8s", K8sWorkload(nodes_count=4, profile="mixed", trace=str(trace)),
+                    state_path=str(state))
         async with anyio.create_task_group() as tg:
             tg.start_soon(sim.run)
             # the short deployment ends and is removed; the long one and the gpu pod keep running
@@ -47,7 +49,7 @@ async def test_k8s_sim_replays_a_trace_and_recovers_its_pods_after_its_own_resta
         saved = json.loads(state.read_text())
         assert sorted(saved["running"]) == before and set(saved["apps"]) == {"long", "gpu"}
 
-        again = K8sSim(nats_server.url, "k8s", state_path=str(state), nodes_count=4, profile="mixed")
+        again = SimRM(nats_server.url, "k8s", K8sWorkload(nodes_count=4, profile="mixed"), state_path=str(state))
         async with anyio.create_task_group() as tg:
             tg.start_soon(again.run)
             await wait_for(lambda: again.client is not None and again.client.state.value == "Running")

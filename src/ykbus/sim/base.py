@@ -1,6 +1,12 @@
 """What both simulated RMs share: connect, register with recovery, run allocations for
 their duration, release them, remove finished applications, count what happened.
 
+`SimRM` is the one RM loop and holds the state; what differs between the simulated RMs is
+a `Workload` it holds (sim/k8s.py `K8sWorkload`, sim/batch.py `BatchWorkload`): plain
+settings, set when built and never changed, that say the queue configuration, the nodes
+and, through `arrivals(sim)`, what work is submitted when (through `sim.submit`, drawing
+from `sim.rng`).
+
 Restart and recovery (YuniKorn's resilience design). With a state file, the RM saves what it
 runs (its applications, the pods still waiting, the pods running with their node and end
 time) every second and when it stops. Started again with the same file, it registers (the
@@ -16,6 +22,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -77,20 +84,34 @@ class SimStats:
         return self.allocated - self.released
 
 
+class Workload(Protocol):
+    """What a simulated RM runs: its queues, its nodes, its arrivals. A value (settings
+    only): the state of the run is the `SimRM`'s."""
+
+    def queues_yaml(self) -> str:
+        """The RM's queue configuration (YAML)."""
+        ...
+
+    def nodes(self, rm_id: str) -> list[m.NodeInfo]:
+        """The nodes RM `rm_id` registers."""
+        ...
+
+    async def arrivals(self, sim: SimRM) -> None:
+        """Submit work through `sim.submit` until cancelled."""
+        ...
+
+
 @dataclass
 class SimRM(ResourceManagerCallback):
-    """Base of the simulated RMs. Subclasses give `queues_yaml()`, `nodes()` and `arrivals()`."""
+    """A simulated RM: the loop that runs `workload` (connect, recover, submit, end pods)."""
 
     url: str
     rm_id: str
+    workload: Workload
     seed: int = 1
     state_path: str | None = None
     stats: SimStats = field(default_factory=SimStats)
     nats_options: dict | None = None  # nats.connect keywords: this RM's NATS identity on a secured server
-    # A submitter backs off from a queue while this many of its pods wait unplaced (0:
-    # never): the generators offer more than the cluster runs, so without it the backlog
-    # would grow without end. Per queue, so one queue at its max does not starve the others.
-    max_waiting: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -102,29 +123,21 @@ class SimRM(ResourceManagerCallback):
         self.client: ResourceManagerClient | None = None
         self.started = anyio.Event()  # registered and recovered: new work flows
 
-    # subclass hooks
-    def queues_yaml(self) -> str:
-        raise NotImplementedError
-
-    def nodes(self) -> list[m.NodeInfo]:
-        raise NotImplementedError
-
-    async def arrivals(self) -> None:
-        raise NotImplementedError
-
     def waiting_pods(self, queue: str | None = None) -> int:
         """Pods submitted and not yet placed (in `queue` only, if given)."""
         apps = self.state.apps
         return sum(w.remaining for w in self.state.waiting.values()
                    if queue is None or (w.ask.applicationID in apps and apps[w.ask.applicationID].queueName == queue))
 
-    async def queue_with_room(self, leaves: list[str]) -> str:
+    async def queue_with_room(self, leaves: list[str], max_waiting: int) -> str:
         """A generator's next queue (`root.<leaf>`), drawn from `leaves` (a leaf named twice
-        is drawn twice as often) among those with fewer than `max_waiting` pods waiting;
-        while none has room, it waits."""
+        is drawn twice as often) among those with fewer than `max_waiting` pods waiting (0:
+        any); while none has room, it waits. A generator offers more than the cluster runs:
+        without the bound its backlog would grow without end; per queue, so one queue at
+        its max does not starve the others."""
         while True:
             open_leaves = [leaf for leaf in leaves
-                           if not self.max_waiting or self.waiting_pods(f"root.{leaf}") < self.max_waiting]
+                           if not max_waiting or self.waiting_pods(f"root.{leaf}") < max_waiting]
             if open_leaves:
                 return self.rng.choice(open_leaves)
             await anyio.sleep(0.05)
@@ -149,7 +162,7 @@ class SimRM(ResourceManagerCallback):
     async def run(self) -> None:
         recovering = self._load()
         st = self.state
-        nodes = self.nodes()
+        nodes = self.workload.nodes(self.rm_id)
         apps: list[m.AddApplicationRequest] = []
         if recovering:
             by_node: dict[str, list[m.Allocation]] = {}
@@ -170,15 +183,15 @@ class SimRM(ResourceManagerCallback):
             self.stats.recovered = len(st.running)
         try:
             async with NatsScheduler(self.url, nats_options=self.nats_options) as api:
-                self.client = ResourceManagerClient(api, self.rm_id, config=self.queues_yaml(), callback=self,
-                                                    policy_group=self.rm_id)
+                self.client = ResourceManagerClient(api, self.rm_id, config=self.workload.queues_yaml(),
+                                                    callback=self, policy_group=self.rm_id)
                 await self.client.start(apps=apps, nodes=nodes)  # apps first, then nodes with their pods
                 if st.waiting:
                     await self.client.add_asks([msgspec.structs.replace(w.ask, maxAllocations=w.remaining)
                                                 for w in st.waiting.values()])
                 self.started.set()
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self.arrivals)
+                    tg.start_soon(self.workload.arrivals, self)
                     tg.start_soon(self._finisher)
         finally:
             self.save()

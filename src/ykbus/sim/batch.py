@@ -12,8 +12,10 @@ from ykbus.si import messages as m
 from ykbus.sim.base import GiB, SimRM, nats_identity, resource, run_sim
 
 
-@dataclass
-class BatchSim(SimRM):
+@dataclass(frozen=True)
+class BatchWorkload:
+    """The batch RM's workload (a `sim.base.Workload`): its cluster and its job generator."""
+
     nodes_count: int = 10
     node_vcore: int = 32_000
     node_memory: int = 128 * GiB
@@ -37,28 +39,28 @@ partitions:
             maxapplications: 20
 """
 
-    def nodes(self) -> list[m.NodeInfo]:
-        return [m.NodeInfo(nodeID=f"{self.rm_id}-host-{i:03d}", action=m.ActionFromRM.CREATE,
+    def nodes(self, rm_id: str) -> list[m.NodeInfo]:
+        return [m.NodeInfo(nodeID=f"{rm_id}-host-{i:03d}", action=m.ActionFromRM.CREATE,
                            schedulableResource=resource(vcore=self.node_vcore, memory=self.node_memory))
                 for i in range(self.nodes_count)]
 
-    async def arrivals(self) -> None:
-        n = self.state.submitted
+    async def arrivals(self, sim: SimRM) -> None:
+        n = sim.state.submitted
         while True:
-            queue = await self.queue_with_room(["etl", "etl", "adhoc"])
+            queue = await sim.queue_with_room(["etl", "etl", "adhoc"], self.max_waiting)
             n += 1
-            containers = self.rng.randint(4, 40)
-            job = f"{self.rm_id}-{queue}-job-{n}"
+            containers = sim.rng.randint(4, 40)
+            job = f"{sim.rm_id}-{queue}-job-{n}"
             ask = m.AllocationAsk(allocationKey=f"{job}-container", applicationID=job, partitionName="default",
                                   resourceAsk=resource(vcore=1000, memory=2 * GiB), maxAllocations=containers,
-                                  priority=self.rng.choice([0, 10]))
+                                  priority=sim.rng.choice([0, 10]))
             am = m.AllocationAsk(allocationKey=f"{job}-am", applicationID=job, partitionName="default",
                                  resourceAsk=resource(vcore=1000, memory=GiB), maxAllocations=1, priority=100,
                                  Originator=True)
-            await self.submit(m.AddApplicationRequest(applicationID=job, queueName=f"root.{queue}",
-                                                      partitionName="default",
-                                                      ugi=m.UserGroupInformation(user="hadoop")),
-                              [am, ask], duration_s=self.rng.uniform(1.0, 6.0))
+            await sim.submit(m.AddApplicationRequest(applicationID=job, queueName=f"root.{queue}",
+                                                     partitionName="default",
+                                                     ugi=m.UserGroupInformation(user="hadoop")),
+                             [am, ask], duration_s=sim.rng.uniform(1.0, 6.0))
             await anyio.sleep(1 / self.jobs_per_s)
 
 
@@ -76,9 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--nats-secrets", metavar="FILE",
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     args = p.parse_args(argv)
-    run_sim(BatchSim(args.nats or default_url(args.data), args.rm_id, state_path=args.state, nodes_count=args.nodes,
-                     jobs_per_s=args.rate, max_waiting=args.max_waiting,
-                     nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim batch")
+    workload = BatchWorkload(nodes_count=args.nodes, jobs_per_s=args.rate, max_waiting=args.max_waiting)
+    run_sim(SimRM(args.nats or default_url(args.data), args.rm_id, workload, state_path=args.state,
+                  nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim batch")
 
 
 if __name__ == "__main__":

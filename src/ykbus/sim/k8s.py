@@ -39,8 +39,11 @@ class TraceLine(msgspec.Struct, forbid_unknown_fields=True):
     gpu: int = 0
 
 
-@dataclass
-class K8sSim(SimRM):
+@dataclass(frozen=True)
+class K8sWorkload:
+    """The k8s RM's workload (a `sim.base.Workload`): its nodes by profile, a namespace per
+    queue, deployments from the generator or a trace file."""
+
     nodes_count: int = 20
     node_vcore: int = 16_000
     node_memory: int = 64 * GiB
@@ -60,47 +63,48 @@ class K8sSim(SimRM):
         return ("partitions:\n  - name: default\n    nodesortpolicy: {type: fair}\n    queues:\n"
                 "      - name: root\n        submitacl: '*'\n        queues:\n" + leaves)
 
-    def nodes(self) -> list[m.NodeInfo]:
+    def nodes(self, rm_id: str) -> list[m.NodeInfo]:
         out, i = [], 0
         for share, vcore, memory, gpus in PROFILES[self.profile]:
             for _ in range(max(1, round(share * self.nodes_count))):
                 q = {"vcore": vcore, "memory": memory, **({"nvidia.com/gpu": gpus} if gpus else {})}
-                out.append(m.NodeInfo(nodeID=f"{self.rm_id}-node-{i:03d}", action=m.ActionFromRM.CREATE,
-                                      attributes={"si/hostname": f"{self.rm_id}-node-{i:03d}",
+                out.append(m.NodeInfo(nodeID=f"{rm_id}-node-{i:03d}", action=m.ActionFromRM.CREATE,
+                                      attributes={"si/hostname": f"{rm_id}-node-{i:03d}",
                                                   "si/instance-type": f"{vcore // 1000}c{memory // GiB}g"},
                                       schedulableResource=resource(**q)))
                 i += 1
         return out[: max(self.nodes_count, len(PROFILES[self.profile]))]
 
-    async def _deploy(self, app_id: str, ns: str, pods: int, vcore: int, memory: int, priority: int,
+    @staticmethod
+    async def _deploy(sim: SimRM, app_id: str, ns: str, pods: int, vcore: int, memory: int, priority: int,
                       duration: float, gpu: int = 0) -> None:
         q = {"vcore": vcore, "memory": memory, **({"nvidia.com/gpu": gpu} if gpu else {})}
         asks = [m.AllocationAsk(allocationKey=f"{app_id}-pod-{i}", applicationID=app_id, partitionName="default",
                                 resourceAsk=resource(**q), maxAllocations=1, priority=priority,
                                 tags={"kubernetes.io/meta/namespace": ns})
                 for i in range(pods)]
-        await self.submit(m.AddApplicationRequest(applicationID=app_id, queueName=f"root.{ns}",
-                                                  partitionName="default", ugi=m.UserGroupInformation(user=ns),
-                                                  tags={"namespace": ns}), asks, duration_s=duration)
+        await sim.submit(m.AddApplicationRequest(applicationID=app_id, queueName=f"root.{ns}",
+                                                 partitionName="default", ugi=m.UserGroupInformation(user=ns),
+                                                 tags={"namespace": ns}), asks, duration_s=duration)
 
-    async def arrivals(self) -> None:
+    async def arrivals(self, sim: SimRM) -> None:
         if self.trace:
-            await self._replay_trace()
+            await self._replay_trace(sim)
             await anyio.sleep_forever()
-        n = self.state.submitted
+        n = sim.state.submitted
         while True:
-            ns = await self.queue_with_room(list(self.namespaces))
+            ns = await sim.queue_with_room(list(self.namespaces), self.max_waiting)
             n += 1
-            pods = self.rng.randint(1, 8)
-            vcore = self.rng.choice([250, 500, 1000, 2000])
-            memory = self.rng.choice([256, 512, 1024, 4096]) * 1024**2
-            priority = self.rng.choice([0, 0, 0, 100])
-            gpu = 1 if ns == "ml" and self.profile == "mixed" and self.rng.random() < 0.3 else 0
-            await self._deploy(f"{self.rm_id}-{ns}-deploy-{n}", ns, pods, vcore, memory, priority,
-                               self.rng.uniform(0.5, 4.0), gpu)
+            pods = sim.rng.randint(1, 8)
+            vcore = sim.rng.choice([250, 500, 1000, 2000])
+            memory = sim.rng.choice([256, 512, 1024, 4096]) * 1024**2
+            priority = sim.rng.choice([0, 0, 0, 100])
+            gpu = 1 if ns == "ml" and self.profile == "mixed" and sim.rng.random() < 0.3 else 0
+            await self._deploy(sim, f"{sim.rm_id}-{ns}-deploy-{n}", ns, pods, vcore, memory, priority,
+                               sim.rng.uniform(0.5, 4.0), gpu)
             await anyio.sleep(pods / self.pods_per_s)
 
-    async def _replay_trace(self) -> None:
+    async def _replay_trace(self, sim: SimRM) -> None:
         """Deployments at their `at` offsets (seconds from the start) from a JSONL trace."""
         assert self.trace is not None
         decoder = msgspec.json.Decoder(TraceLine)
@@ -116,7 +120,7 @@ class K8sSim(SimRM):
                 wait = start + t.at - time.monotonic()
                 if wait > 0:
                     await anyio.sleep(wait)
-                await self._deploy(t.app or f"trace-{number}", t.namespace, t.pods, t.vcore, t.memory, t.priority,
+                await self._deploy(sim, t.app or f"trace-{number}", t.namespace, t.pods, t.vcore, t.memory, t.priority,
                                    t.duration, t.gpu)
 
 
@@ -137,10 +141,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
     p.add_argument("--namespaces", default="team-a,team-b,ml")
     args = p.parse_args(argv)
-    run_sim(K8sSim(args.nats or default_url(args.data), args.rm_id, state_path=args.state, nodes_count=args.nodes,
-                   pods_per_s=args.rate, max_waiting=args.max_waiting, profile=args.profile, trace=args.trace,
-                   namespaces=tuple(args.namespaces.split(",")),
-                   nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim k8s")
+    workload = K8sWorkload(nodes_count=args.nodes, pods_per_s=args.rate, max_waiting=args.max_waiting,
+                           profile=args.profile, trace=args.trace, namespaces=tuple(args.namespaces.split(",")))
+    run_sim(SimRM(args.nats or default_url(args.data), args.rm_id, workload, state_path=args.state,
+                  nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim k8s")
 
 
 if __name__ == "__main__":
