@@ -260,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
             anyio.run(_until_stopped, ControllerService(url, args.cluster, args.rm, nats.options))
         except ClusterError as exc:
             raise SystemExit(f"ykbus tyjob controller: {exc}") from None
-        except OSError as exc:  # the cluster file cannot be read
+        except OSError as exc:  # the cluster file cannot be read (not a timeout: also an OSError, with no file)
+            if exc.filename is None:
+                raise
             raise SystemExit(f"ykbus tyjob controller: --cluster {args.cluster}: {exc.strerror}") from None
         except KeyboardInterrupt:
             pass

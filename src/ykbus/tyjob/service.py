@@ -88,7 +88,10 @@ class ControllerService(ResourceManagerCallback):
                     tg.start_soon(self._watch_cluster)
         finally:  # stopped (cancelled) too: the runs' last states saved, within a bound (SIGTERM: 2 s)
             with anyio.move_on_after(SAVE_AT_STOP_S, shield=True):
-                await self._save()
+                try:
+                    await self._save()
+                except Exception as exc:  # NATS slow or gone at the stop: the saves before it stand (every SAVE_S)
+                    log.warning("tyjob controller: the last save at the stop failed: %s", exc or type(exc).__name__)
                 await nc.close()
 
     async def _watch_specs(self) -> None:
