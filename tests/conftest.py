@@ -1,6 +1,6 @@
 import pytest
 
-from ykbus.core import Core, nodefinder
+from ykbus.core import Core, nodefinder, partition
 from ykbus.log.build import LogBuilder
 from ykbus.yamlload import load_yaml
 
@@ -9,6 +9,9 @@ from ykbus.yamlload import load_yaml
 # reservation candidates kept across node moves are those built afresh (`reservable`)
 nodefinder.CHECK_OPENERS = True
 nodefinder.CHECK_RESERVABLE = True
+# ... and that every plan of every pass leaves the partition's whole object graph as it was
+# (the planner only reads: core/purity.py)
+partition.CHECK_PURE = True
 
 
 class Harness:

@@ -121,9 +121,16 @@ def test_modules_and_classes_stay_readable():
 
 # --- the planner reads the state and writes only its own scratch ---------------------------
 
-PLANNER = [CORE / "scheduling.py", CORE / "nodefinder.py", CORE / "gang.py", CORE / "decisions.py"]
+PLANNER = [CORE / "scheduling.py", CORE / "nodefinder.py", CORE / "gang.py", CORE / "decisions.py",
+           CORE / "preemption.py"]
+# container mutators, and the methods of the waits, the gates and the read models that change
+# them (the gates' `close` and `gates_for` among them: the walk returns the gates it judged,
+# `Learned`, and looks gates up without making them)
 MUTATORS = {"append", "add", "pop", "popitem", "remove", "discard", "clear", "update", "setdefault", "insert",
-            "extend", "sort", "reverse", "__setitem__", "__delitem__", "enter", "leave", "rekey", "let_through"}
+            "extend", "sort", "reverse", "__setitem__", "__delitem__", "enter", "leave", "rekey", "let_through",
+            "close", "gates_for", "open_fitting", "open_reserving", "settle", "learned", "reservation_taken",
+            "tally", "park", "wake", "wake_at", "activate", "unwait", "pend", "unpend", "unreserve", "book",
+            "unbook", "sync_app", "deactivate", "index_node"}
 
 
 # the planner's references to the state it reads (the partition's records, and the room gates
@@ -189,10 +196,12 @@ def test_the_write_finder_finds_writes(tmp_path):
     planner.write_text("class S:\n    def f(self, q, ask):\n        q.sort_key = 1\n        self.part.pool.leave(ask)\n"
                        "        ask.app.active.add(ask)\n        self.scratch[q] = 1\n        local = []\n"
                        "        local.append(q)\n        self.failed.add(q)\n        self.pool.leave(ask)\n"
-                       "        self.node_index.add(q)\n")
+                       "        self.node_index.add(q)\n        self.pool.close(q)\n"
+                       "        self.pool.gates_for(ask)\n")
     assert writes_outside_scratch(planner) == ["p.py:3: q.sort_key", "p.py:4: self.part.pool.leave()",
                                                "p.py:5: ask.app.active.add()", "p.py:10: self.pool.leave()",
-                                               "p.py:11: self.node_index.add()"]
+                                               "p.py:11: self.node_index.add()", "p.py:12: self.pool.close()",
+                                               "p.py:13: self.pool.gates_for()"]
 
 
 def test_a_partition_sends_and_sets_timers_only_through_its_effects():
@@ -296,12 +305,7 @@ VALUE_CLASSES = {
     "NodeScorer",  # core/scorers.py: a node's key from its weights, given when built; a class for the method table
 }
 # stateful subclasses of stateful classes still to be composed (each with why it is left)
-STATEFUL_SUBCLASSES_LEFT: dict[str, str] = {
-    # the simulated RMs (not the scheduler): a base that runs the loop, subclasses that give
-    # the workload (`queues_yaml`, `nodes`, `arrivals`): to become a workload the loop holds
-    "BatchSim(SimRM)": "sim/batch.py",
-    "K8sSim(SimRM)": "sim/k8s.py",
-}
+STATEFUL_SUBCLASSES_LEFT: dict[str, str] = {}
 
 
 def class_table() -> dict[str, list[tuple[Path, ast.ClassDef]]]:

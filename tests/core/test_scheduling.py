@@ -99,6 +99,12 @@ def test_cached_queue_keys_are_the_keys(monkeypatch):
     from ykbus.log.jsonl import encode_output
     from ykbus.yamlload import load_yaml
 
+    from ykbus.core import partition
+
+    # thousands of plans over a growing state: without the purity check, which fingerprints
+    # the partition around each (3 minutes with it; the traces and the machines run it)
+    monkeypatch.setattr(partition, "CHECK_PURE", False)
+
     def run(cache: bool) -> list[bytes]:
         monkeypatch.setattr(state, "CACHE_QUEUE_KEYS", cache)
         w = Mixed(nodes=40, apps=120, asks=2500, batch=50, seed=3)

@@ -19,6 +19,7 @@ from ykbus.core.decisions import (
     Defer,
     GangAllocate,
     Hold,
+    Learned,
     Park,
     Plan,
     Preempt,
@@ -68,7 +69,7 @@ from ykbus.core.outbox import Outbox
 from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
 from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.resources import add_into
-from ykbus.core.scheduling import RESERVED, SKIPPED, Scheduler
+from ykbus.core.scheduling import RESERVED, ROOM_FREED, SKIPPED, Scheduler
 from ykbus.core.state import PartitionState
 from ykbus.core.timers import (
     PreemptionTimer,
@@ -80,8 +81,9 @@ from ykbus.si import messages as m
 
 class Applier:
     """The plan's commit and the timers' handlers (the module's docstring), over the
-    partition's records, through its waits, its planner's scratch that a commit invalidates,
-    and the RM's changes for what both do (booking, releasing, an application's lifecycle)."""
+    partition's records, through its waits, the RM's changes for what both do (booking,
+    releasing, an application's lifecycle), and the planner, which it tells of room a
+    commit frees within a pass (`Scheduler.state_changed`)."""
 
     def __init__(self, records: PartitionState, waits: Waits, scheduler: Scheduler, ledger: Ledger,
                  changes: Changes) -> None:
@@ -122,11 +124,13 @@ class Applier:
                 self._place_gang(decision.app, decision.places, ctx)
             elif isinstance(decision, Replace):
                 self._replace(decision.ask, decision.placeholder, ctx)
+            elif isinstance(decision, Learned):  # first: what the walk learned, from the state it read
+                self.waits.learned(decision)
             else:  # CancelGroup: capacity of a TIMEOUT release is free at once
                 for ph in decision.placeholders:
                     self.changes.release(ph, m.TerminationType.TIMEOUT, decision.message, ctx)
                 if decision.placeholders:  # room grew within the pass: a shape that found none may now
-                    self.scheduler.failed_shapes.clear()
+                    self.scheduler.state_changed(ROOM_FREED)
 
     def _park(self, decision: Park, ctx: Outbox) -> None:
         ask = decision.ask
@@ -233,7 +237,7 @@ class Applier:
         self.waits.park(ask, where, RESERVED, reason, ctx)
         if not ask.app.active:
             self.waits.sync_app(ask.app)
-        self.scheduler.reservation_taken()
+        self.waits.reservation_taken()
 
     def _preempt(self, decision: Preempt, ctx: Outbox) -> None:
         """The RM is asked to release the victims; the node is the ask's until they are gone."""
@@ -250,7 +254,7 @@ class Applier:
                    why.preempting(node.id, [a.uuid for a in decision.victims]), ctx)
         if not ask.app.active:
             self.waits.sync_app(ask.app)
-        self.scheduler.reservation_taken()
+        self.waits.reservation_taken()
 
     def quota_reloaded(self, ctx: Outbox) -> None:
         """A reload: every queue now over its max that preempts for quota starts its delay."""

@@ -261,8 +261,11 @@ class Core:
             self.registered[entry.rm] = None
 
     def note(self, entry: Entry) -> None:
-        """What a core shard notes of an entry it uses up without applying it (one that failed,
-        core/guard.py): every shard keeps the same RMs registered and the same owners."""
+        """Entry `entry` used up without being applied (one that failed, core/guard.py): only
+        the cursor and the clock move, and what a core shard notes of every entry (every
+        shard keeps the same RMs registered and the same owners)."""
+        self.last_seq = max(self.last_seq, entry.seq)
+        self.now = max(self.now, entry.ts)
         self._seen(entry)
         if self.shard is not None and entry.kind == shards.ASSIGN and not entry.rm:
             try:

@@ -1,12 +1,17 @@
 """The decisions of a walk, as values: what the planner (core/scheduling.py) returns and
-the one applier (`Partition.commit`) applies, in order. Nothing here reads or changes the
-state; each decision names what it acts on.
+the one applier (`Applier.commit`) applies, in order. Nothing here reads or changes the
+state; each decision names what it acts on. What a walk learned on the way that the waits
+and records keep (`Learned`: the gates it judged, the queue keys it computed) comes first,
+as a value too: the planner writes none of it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from ykbus.core import why
 from ykbus.core.model import Alloc, App, Ask, Node, NodeRoom, Queue, RequiredNode, Tracker, Victims, Wait
+from ykbus.core.waits import Gate
 from ykbus.si import messages as m
 
 
@@ -138,7 +143,26 @@ class CancelGroup:
         return f"CancelGroup({self.ask.app.id}/{self.ask.key}: {len(self.placeholders)} placeholders)"
 
 
-Decision = Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
+class Learned:
+    """What a walk learned that the waits and the records keep, applied before its
+    decisions (as it was learned before them, from the state they start from): `closed`, the
+    gates it judged (core/waits.py `RoomWaits.close`: the first ask behind each found no
+    node, or none to reserve, so the others would park again as they are; the walk showed
+    their asks no more); `keys`, the queue keys it computed that were not memoized (each
+    queue's `sort_key`, until what it depends on changes). At most one per plan, first."""
+
+    __slots__ = ("closed", "keys")
+
+    def __init__(self, closed: list[Gate], keys: list[tuple[Queue, tuple[Any, ...]]]) -> None:
+        self.closed, self.keys = closed, keys
+
+    def __repr__(self) -> str:
+        return (f"Learned(closed {', '.join(repr(g) for g in self.closed)}; "
+                f"keys of {', '.join(q.path for q, _ in self.keys)})")
+
+
+Decision = (Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
+            | Learned)
 Plan = list[Decision]
 
 

@@ -131,5 +131,3 @@ class GuardedCore:
         """Entry `entry` is used up without being applied: only the cursor and the clock move
         (and, in a core shard, what every shard notes of every entry: core/shards.py)."""
         core.note(entry)
-        core.last_seq = max(core.last_seq, entry.seq)
-        core.now = max(core.now, entry.ts)

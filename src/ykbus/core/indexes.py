@@ -8,7 +8,9 @@ pending sums, active applications and their order, application and queue priorit
 It changes the records' objects only in what follows (an ask's place and reason, an
 application's place among the active, pending and priority caches), never what an RM asks
 for; the applier (core/changes.py, core/applier.py) calls it. It tells the planner's
-caches that follow the node index and the gates (`Scheduler`) of each change.
+caches that follow the node index and the gates (`Scheduler`) of each change through one
+call, `Scheduler.state_changed`, and applies what a walk learned (`learned`: the gates it
+judged, the queue keys it computed).
 core/partition.py's docstring has the theory.
 """
 
@@ -20,6 +22,7 @@ from ykbus.core import why
 from ykbus.core.config import (
     AppSortPolicy,
 )
+from ykbus.core.decisions import Learned
 from ykbus.core.effects import ReasonChanged, derive
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.lifecycle import (
@@ -45,10 +48,10 @@ from ykbus.core.model import (
 )
 from ykbus.core.outbox import Outbox
 from ykbus.core.resources import add_into, fits, scaled, sub_into
-from ykbus.core.scheduling import Scheduler
+from ykbus.core.scheduling import NODE_MOVED, NODES_REINDEXED, NONE_TO_RESERVE, RESERVABLE, ROOM_FREED, Scheduler
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import FAIR, PartitionState
-from ykbus.core.waits import POOLED_RESERVING, Gate, RoomWaits, WaitPlaces
+from ykbus.core.waits import POOLED_RESERVING, RESERVE, Gate, RoomWaits, WaitPlaces
 from ykbus.si import messages as m
 
 
@@ -68,11 +71,15 @@ class Waits:
         # asks past the reservation delay that found no node to reserve: judged again when a
         # node comes, comes back, grows, or is freed of its reservation
         self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+        # the nodes a reservation could newly take since the reservation gates opened: once
+        # all are reserved again, what reservations can take is as it was, and those gates
+        # close (`reservation_taken`); forgotten as the entry's gates settle
+        self.freed: dict[str, Node] = {}
         self.woken = 0  # asks and applications made active again: a pass goes on while a commit wakes some
 
     def index_node(self, node: Node) -> None:
-        """`node`'s free room or state changed: it moves in the index, and so do the planner's
-        caches and the node policies' orders that follow it."""
+        """`node`'s free room or state changed: it moves in the index, and the planner's
+        caches that follow it (its fit caches, the node policies' orders) are told."""
         old = node.key
         index = self.node_index
         records = self.records
@@ -82,12 +89,7 @@ class Waits:
         if node.state is NodeState.SCHEDULABLE:
             node.key = records.scorer.key(node)
             index.add(node.key)
-        finder = self.planner.finder
-        if finder.fit_cache or finder.reservable_cache:
-            finder.node_moved(node, old)
-        policies = records.policies
-        if policies.orderings:
-            policies.node_moved(node)
+        self.planner.state_changed(NODE_MOVED, node, old)
 
     def usage_moved(self, app: App) -> None:
         """The ledger moved `app`'s usage: under `fair` that moves it in its leaf."""
@@ -96,7 +98,7 @@ class Waits:
 
     def reindex_nodes(self) -> None:
         self.node_index.clear()
-        self.records.policies.clear()
+        self.planner.state_changed(NODES_REINDEXED)
         for node in self.records.nodes.values():
             node.key = None
             self.index_node(node)
@@ -305,7 +307,28 @@ class Waits:
             for ask in self.pool.let_through():
                 self.pool.leave(ask)
                 self.wake(ask)
-        self.planner.gates_settled()
+        if self.freed:
+            self.freed.clear()
+
+    def learned(self, learned: Learned) -> None:
+        """What a walk learned (core/decisions.py `Learned`), applied before its decisions:
+        the gates it judged close (it showed their asks no more), the queue keys it
+        computed are memoized."""
+        for gate in learned.closed:
+            self.pool.close(gate)
+        for q, key in learned.keys:
+            q.sort_key = key
+
+    def reservation_taken(self) -> None:
+        """A node was reserved: once every node a reservation could newly take is taken, the
+        asks behind the reservation gates would find none, as they found none before those
+        nodes came; the gates close and the planner is told their shapes find none."""
+        freed = self.freed
+        if freed and all(n.reserved is not None for n in freed.values()):
+            for gate in self.pool.open:
+                if gate.kind == RESERVE:
+                    self.pool.close(gate)
+                    self.planner.state_changed(NONE_TO_RESERVE, None, gate.shape)
 
     def activate(self, ask: Ask) -> None:
         """A waiting ask about to be placed (or placed by the next pass): active again, in
@@ -390,7 +413,7 @@ class Waits:
         ask.reserved = ""
         if node is not None and node.reserved is ask:
             node.reserved = None
-            self.planner.failed_shapes.clear()  # a shape that failed for want of this node may fit it now
+            self.planner.state_changed(ROOM_FREED)  # a shape that failed for want of this node may fit it now
             self.wake_reserve_waiters(node)
             self.wake_node(node)
         if wake and ask.waiting is not None:
@@ -401,7 +424,8 @@ class Waits:
         """What a reservation can take changed (`node` came, came back, grew, or lost its
         reservation): the asks past their reservation delay with no node reserved are judged
         again."""
-        self.planner.reservable(node)
+        self.freed[node.id] = node
+        self.planner.state_changed(RESERVABLE, node)
         if self.reserve_waiters:
             waiters, self.reserve_waiters = self.reserve_waiters, {}
             for ask in waiters.values():

@@ -236,7 +236,7 @@ class Intake:
             return f"node {node.id} is {node.state.value}: {action.value} does not apply"
         if event is NodeEvent.DECOMMISSION:
             part.changes.decommission(node, ctx)
-            del rm.node_partition[node.id]
+            rm.forget_node(node.id)
         else:
             part.changes.node_event(node, event)
         return ""
@@ -260,7 +260,7 @@ class Intake:
             uuids.add(alloc.UUID)
             recovered.append((alloc, part.apps[alloc.applicationID], resources_of(alloc.resourcePerAlloc)))
         node = part.changes.add_node(info, resources_of(info.schedulableResource), resources_of(info.occupiedResource))
-        rm.node_partition[node.id] = part
+        rm.place_node(node.id, part)
         if info.action is m.ActionFromRM.CREATE_DRAIN:  # SI 1.6: created draining, in the same item
             part.changes.node_event(node, NodeEvent.DRAIN)
         for alloc, app, res in recovered:

@@ -52,6 +52,7 @@ depend on changes; priorities follow that design's O(1) add / O(n) remove rule.
 
 from __future__ import annotations
 
+from ykbus.core import purity
 from ykbus.core.applier import Applier
 from ykbus.core.changes import Changes
 from ykbus.core.config import PartitionConfig
@@ -66,6 +67,10 @@ from ykbus.core.state import PartitionState
 from ykbus.core.timers import Timer
 from ykbus.core.waits import RoomWaits
 
+# tests: every plan is checked to change nothing of the partition (core/purity.py); read at
+# each plan, off in production
+CHECK_PURE = False
+
 
 class Partition:
     """A partition: its components, held by reference, each built over those it reads, in
@@ -75,9 +80,10 @@ class Partition:
     the plan's commit and the timers' handlers (`applier`). It composes them into the pass
     (`schedule`) and holds no state of its own: `rm`, `name` and `incarnation` are the
     records' (never changed), and `nodes`, `apps`, `queues`, `allocations`, `terminated`,
-    `rejected`, `trackers`, `preempted`, `total`, `pending_codes`, `policies` and `timers`
-    are the records' containers themselves (plain references for the many readers: the
-    records fill them in place, never replace them). What changes as a value (`paused`,
+    `rejected`, `trackers`, `preempted`, `total`, `pending_codes` and `timers` are the
+    records' containers themselves (plain references for the many readers: the records fill
+    them in place, never replace them); `policies`, the node policies' orders, the
+    planner's cache. What changes as a value (`paused`,
     `config`, `root`, `summary`, ...) is read as `records.<name>`."""
 
     def __init__(self, rm: str, config: PartitionConfig, timers: Timers[Timer], incarnation: int = 0) -> None:
@@ -86,11 +92,12 @@ class Partition:
         self.nodes, self.apps, self.queues = records.nodes, records.apps, records.queues
         self.allocations, self.terminated, self.rejected = records.allocations, records.terminated, records.rejected
         self.trackers, self.preempted, self.total = records.trackers, records.preempted, records.total
-        self.pending_codes, self.policies, self.timers = records.pending_codes, records.policies, records.timers
+        self.pending_codes, self.timers = records.pending_codes, records.timers
         # the planner reads the room gates and the node index the waits keep
         node_index = SortedSeq()
         pool = RoomWaits(records.app_key)
         self.scheduler = Scheduler(records, pool, node_index)
+        self.policies = self.scheduler.policies  # the node policies' orders: the planner's, read by tests
         self.waits = Waits(records, pool, node_index, self.scheduler)
         self.ledger = Ledger(records.allocations, self.waits.index_node, self.waits.usage_moved)
         self.changes = Changes(records, self.waits, self.ledger)
@@ -100,10 +107,7 @@ class Partition:
     def schedule(self, ctx: Outbox) -> None:
         """Plan and commit until a walk places nothing (or the entry's budget is spent)."""
         records = self.records
-        if records.rekey:  # the total or the configuration changed: every queue key may have
-            for q in records.queues.values():
-                q.sort_key = None
-            records.rekey = False
+        if records.forget_queue_keys():  # the total or the configuration changed: every queue key may have changed
             self.waits.rekey_all(only_fair=True)
         scheduler = self.scheduler
         applier = self.applier
@@ -111,7 +115,7 @@ class Partition:
         scheduler.start(ctx.ts)
         try:
             while scheduler.has_work() and ctx.budget_left:
-                plan = scheduler.plan()
+                plan = purity.planned(self) if CHECK_PURE else scheduler.plan()
                 if not plan:
                     break
                 woken = waits.woken

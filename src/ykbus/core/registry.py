@@ -99,6 +99,14 @@ class ResourceManager:
                 p.rejected[app_id] = ended
                 p.records.summary.app_entered(ended.state)
 
+    def place_node(self, node_id: str, part: Partition) -> None:
+        """Node `node_id` is in partition `part` (the intake, once the node is added)."""
+        self.node_partition[node_id] = part
+
+    def forget_node(self, node_id: str) -> None:
+        """Node `node_id` left (decommissioned)."""
+        del self.node_partition[node_id]
+
     def wipe(self) -> None:
         for p in self.partitions.values():
             p.records.alive = False

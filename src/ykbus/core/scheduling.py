@@ -6,9 +6,12 @@ applications in their leaf's order; asks by priority then submission) and return
 decisions of one walk as a `Plan`: every ask it parks on the way (`Park`, with its typed
 reason), every application a `maxapplications` holds (`Hold`) or a `stateaware` queue
 defers (`Defer`), and at most one `Allocate`, last. It reads the model and changes
-nothing in it: the only state it keeps is its own scratch for one pass (the shapes that
-found no node, and the nodes that fit a shape). `Partition.commit` is the one applier: it
-applies a plan in order, moving resources through the ledger.
+nothing in it: what it learns on the way that the waits and records keep (the gates it
+judged, the queue keys it computed) is a value too, `Learned`, first in the plan; the only
+state it keeps is its own caches (the shapes that found no node, the nodes that fit a
+shape, the node policies' orders, reasons formatted once), told of what changes under them
+through one call, `state_changed`. `Applier.commit` is the one applier: it applies a plan
+in order, moving resources through the ledger.
 
 A pass is `plan, commit, plan, commit, ...` until a plan places nothing. Committing a walk's
 parks before the next walk gives the same decisions as deciding and applying each in turn:
@@ -17,7 +20,9 @@ and priority, which parking leaves alone), so the next walk finds the same place
 
 Because `plan()` applies nothing, a what-if is a plan that is not committed: "where would
 the next ask go, and why would the others wait" is `plan()` read and dropped
-(tests/core/test_scheduling.py checks that planning leaves the state byte for byte as it was).
+(tests/core/test_scheduling.py checks that planning leaves the state byte for byte as it was;
+with `partition.CHECK_PURE` on, as in the tests, every plan of every pass is checked to
+leave the partition's whole object graph as it was, core/purity.py).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ykbus.core.decisions import (
     Defer,
     GangAllocate,
     Hold,
+    Learned,
     Park,
     Plan,
     Preempt,
@@ -57,11 +63,12 @@ from ykbus.core.model import (
     victims,
 )
 from ykbus.core.nodefinder import GangOverlay, NodeFinder
+from ykbus.core.policies import NodePolicies
 from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_for, required_node_victims
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
-from ykbus.core.waits import RESERVE, Gate, RoomWaits
+from ykbus.core.waits import Gate, RoomWaits
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
@@ -77,22 +84,32 @@ RESERVED: Final = m.SchedulingState.RESERVED
 STATEAWARE: Final = AppSortPolicy.STATEAWARE
 NEXT: Final = next  # (likewise a builtin mypyc does not specialise: found by name at every call)
 
+# what changed under the planner's caches (`Scheduler.state_changed`), as the waits and the
+# applier tell it
+NODE_MOVED: Final = 0  # a node's room or state moved (`node`; `detail`: its old index key)
+RESERVABLE: Final = 1  # a reservation may take `node` (it came, came back, grew, or lost its reservation)
+ROOM_FREED: Final = 2  # room grew within the pass (a reservation dropped, placeholders cancelled)
+NODES_REINDEXED: Final = 3  # every node is indexed again (a new node order)
+NONE_TO_RESERVE: Final = 4  # the asks of shape `detail` find no node to reserve (the waits closed its gate)
+
 
 class Scheduler:
-    __slots__ = ("part", "pool", "node_index", "finder", "failed_shapes", "none_to_reserve", "no_room", "later",
-                 "over", "freed", "claimed", "now", "tried")
+    __slots__ = ("part", "pool", "node_index", "finder", "policies", "failed_shapes", "none_to_reserve", "no_room",
+                 "later", "over", "claimed", "now", "tried", "showing", "closed", "keys")
 
     def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq) -> None:
         self.part = partition  # the records (read)
-        self.pool = pool  # the room gates the partition's waits keep (read; `close` is the walk's, core/waits.py)
+        self.pool = pool  # the room gates the partition's waits keep (read)
         self.node_index = node_index  # the node index the waits keep (read)
         self.finder = NodeFinder(partition, pool, node_index)  # which node an ask takes or reserves, and its caches
+        # the node policies' orders (core/policies.py): built on first use, kept as nodes move
+        self.policies = NodePolicies()
         # scratch of one pass: within a pass free capacity only shrinks, so a shape that
         # found no node finds none again
         self.failed_shapes: set[Shape] = set()
         # the shapes that found no node to reserve, until what a reservation can take changes
-        # (a node comes, comes back, grows, or loses its reservation: the partition's
-        # `Waits.wake_reserve_waiters` forgets them all); kept across passes
+        # (a node comes, comes back, grows, or loses its reservation: `RESERVABLE` forgets
+        # them all); kept across passes
         self.none_to_reserve: dict[Shape, None] = {}
         # shape -> its NoNodeRoom reason, the same value for every ask of that shape (reasons
         # are frozen): formatted once, not once per ask parked (kept across passes)
@@ -104,12 +121,15 @@ class Scheduler:
         # a max or limit holds. A release in a queue at its max wakes every ask waiting for it;
         # all but the one placed park again for the same reason: formatted once, not once each
         self.over: dict[tuple[Any, str, int, int], why.Why] = {}
-        # the nodes a reservation could newly take since the reservation gates opened: once
-        # all are reserved again, what reservations can take is as it was, and those gates close
-        self.freed: dict[str, Node] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
+        # scratch of one walk: the gates whose asks it shows (`pool.showing` as the walk
+        # starts, less those it judged), and what it learned for the applier (`Learned`: the
+        # gates it judged, the queue keys it computed), handed over with the plan
+        self.showing: dict[Gate, None] = {}
+        self.closed: list[Gate] = []
+        self.keys: list[tuple[Queue, tuple[Any, ...]]] = []
 
     def start(self, now: int) -> None:
         self.failed_shapes.clear()
@@ -129,52 +149,77 @@ class Scheduler:
         if self.has_work():
             if self.claimed:
                 self.claimed.clear()
+            showing = self.showing  # the walk's copy: it judges gates in it, not in the pool
+            if showing:
+                showing.clear()
+            if self.pool.showing:
+                showing.update(self.pool.showing)
             self._queue(self.part.root, plan)
+            if self.closed or self.keys:  # applied first: learned from the state the decisions start from
+                plan.insert(0, Learned(self.closed, self.keys))
+                self.closed = []
+                self.keys = []
         return plan
 
     def has_work(self) -> bool:
         """Whether a walk has anything to try: active asks, or asks behind a gate shown."""
         root = self.part.root
-        return root.active > 0 or bool(self.pool.open) and self.shows(root)
+        return root.active > 0 or bool(self.pool.open) and shows(root, self.pool.showing)
 
-    # --- the gates' scratch (core/waits.py): written by the partition's wake-ups, read here
+    def state_changed(self, change: int, node: Node | None = None, detail: Any = None) -> None:
+        """What changed under the planner's own caches, as the waits and the applier tell it
+        (the one way in: `change` is one of NODE_MOVED, RESERVABLE, ROOM_FREED,
+        NODES_REINDEXED, NONE_TO_RESERVE)."""
+        if change == NODE_MOVED:
+            assert node is not None
+            finder = self.finder
+            if finder.fit_cache or finder.reservable_cache:
+                finder.node_moved(node, detail)
+            policies = self.policies
+            if policies.orderings:
+                policies.node_moved(node)
+        elif change == RESERVABLE:
+            assert node is not None
+            self.none_to_reserve.clear()
+            self.finder.candidate_moved(node)
+        elif change == ROOM_FREED:  # within a pass: a shape that found no node may find one now
+            self.failed_shapes.clear()
+        elif change == NODES_REINDEXED:
+            self.policies.clear()
+        else:
+            assert change == NONE_TO_RESERVE
+            self.none_to_reserve[detail] = None
 
-    def reservable(self, node: Node) -> None:
-        """`node` came, came back, grew, or lost its reservation: a reservation may take it."""
-        self.none_to_reserve.clear()
-        self.freed[node.id] = node
-        self.finder.candidate_moved(node)
+    def _close(self, gate: Gate) -> None:
+        """The walk judged `gate`'s asks: it shows them no more, and the waits close it
+        (`Learned.closed`)."""
+        if gate in self.showing:
+            del self.showing[gate]
+            self.closed.append(gate)
 
-    def reservation_taken(self) -> None:
-        """A node was reserved: once every node a reservation could newly take is taken, the
-        asks behind the reservation gates would find none, as they found none before those
-        nodes came; the gates close and their shapes are known to find none."""
-        freed = self.freed
-        if freed and all(n.reserved is not None for n in freed.values()):
-            for gate in self.pool.open:
-                if gate.kind == RESERVE:
-                    self.pool.close(gate)
-                    self.none_to_reserve[gate.shape] = None
-
-    def gates_settled(self) -> None:
-        """The entry's gates are let through or closed (`Partition.settle`)."""
-        self.freed.clear()
+    def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
+        """`q`'s place among its siblings (`PartitionState.queue_key`); one not memoized is
+        learned, for the applier to memoize (`Learned.keys`)."""
+        key = self.part.queue_key(parent, q)
+        if q.sort_key is None:
+            self.keys.append((q, key))
+        return key
 
     def _queue(self, q: Queue, plan: Plan) -> bool:
         """Walk `q`; True once an allocation is planned."""
         if not q.leaf:
-            part = self.part
             if self.pool.open:
-                children = [c for c in q.children.values() if c.active or self.shows(c)]
+                showing = self.showing
+                children = [c for c in q.children.values() if c.active or shows(c, showing)]
             else:
                 children = [c for c in q.children.values() if c.active]
             n = len(children)
             if n == 2:
                 first, second = children
-                if part.queue_key(q, second) < part.queue_key(q, first):
+                if self._queue_key(q, second) < self._queue_key(q, first):
                     children = [second, first]
             elif n > 2:
-                _sort_by_key(children, [part.queue_key(q, c) for c in children])
+                _sort_by_key(children, [self._queue_key(q, c) for c in children])
             for child in children:
                 if self._queue(child, plan):
                     return True
@@ -234,25 +279,14 @@ class Scheduler:
     def _shown(self, here: dict[Gate, Any]) -> list[tuple[Gate, Any]]:
         """The (gate, value) pairs of `here` whose gate is open and not judged yet (walking
         the smaller of `here` and the open gates)."""
-        showing = self.pool.showing
+        showing = self.showing
         if len(showing) <= len(here):
             return [(gate, here[gate]) for gate in showing if gate in here]
         return [(gate, value) for gate, value in here.items() if gate in showing]
 
-    def shows(self, q: Queue) -> bool:
-        """Whether a gate open and not judged yet has asks in `q`'s subtree (`_shown`, but
-        stopping at the first: it is asked of every child a walk passes)."""
-        counts = q.pooled
-        if counts:
-            showing = self.pool.showing
-            for gate in showing if len(showing) <= len(counts) else counts:
-                if gate in counts and gate in showing:
-                    return True
-        return False
-
     def _in_order(self, active: SortedSeq, sources: list[tuple[Gate, Any]]) -> Iterator[Any]:
         """`active`'s entries and those behind the shown gates `sources`, in one order."""
-        showing = self.pool.showing
+        showing = self.showing
         if len(sources) == 1:  # mostly: one gate open
             gate, entries = sources[0]
             if not active:
@@ -356,12 +390,15 @@ class Scheduler:
                 return awaiting_victims(ask, own)
         if ask.shape not in self.failed_shapes:
             policy = app.policy
-            node: Node | None = self.finder.first_fit(ask) if policy is None else self.part.policies.choose(ask, policy, self.part.nodes)
+            node: Node | None = (self.finder.first_fit(ask) if policy is None
+                                 else self.policies.choose(ask, policy, self.part.nodes))
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
-        if self.pool.open:  # every other ask of its shape waiting for room would fail the same
-            self.pool.close(self.pool.gates_for(ask)[0])
+        if self.showing:  # every other ask of its shape waiting for room would fail the same
+            gates = self.pool.gates_of.get(ask.shape)  # (none: no ask of its shape ever waited)
+            if gates is not None:
+                self._close(gates[0])
         if ask.preempt_other and self.now >= ask.preempt_after:  # (in a retry interval: not again yet)
             if ask.since and self.part.preempts():
                 found = preemption_for(self.part, ask, self.now)
@@ -405,14 +442,27 @@ class Scheduler:
             if free_soonest is not None:
                 return Reserve(ask, free_soonest)
             self.none_to_reserve[ask.shape] = None
-            if self.pool.open:  # and none of them finds a node to reserve
-                self.pool.close(self.pool.gates_for(ask)[1])
+            if self.showing:  # and none of them finds a node to reserve
+                gates = self.pool.gates_of.get(ask.shape)
+                if gates is not None:
+                    self._close(gates[1])
         no_room = self.no_room.get(ask.shape)
         if no_room is None:
             if len(self.no_room) >= NO_ROOM_SHAPES:
                 self.no_room.clear()
             no_room = self.no_room[ask.shape] = why.no_node_room(res)
         return Park(ask, NODE_ROOM, FAILED, no_room)
+
+
+def shows(q: Queue, showing: dict[Gate, None]) -> bool:
+    """Whether a gate of `showing` (open and not judged yet) has asks in `q`'s subtree
+    (`_shown`, but stopping at the first: it is asked of every child a walk passes)."""
+    counts = q.pooled
+    if counts:
+        for gate in showing if len(showing) <= len(counts) else counts:
+            if gate in counts and gate in showing:
+                return True
+    return False
 
 
 def _sort_by_key(items: list[Any], keys: list[Any]) -> None:

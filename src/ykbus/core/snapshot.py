@@ -76,15 +76,16 @@ DERIVED: dict[str, frozenset[str]] = {
     "Partition": frozenset({"records",  # a component: its fields are checked as PartitionState's
                             "scheduler", "waits", "ledger", "changes", "applier",  # components (checked as theirs)
                             "rm", "timers", "trackers", "preempted", "total", "pending_codes",  # the records' own,
-                            "policies"}),  # held by reference (stored or derived as the records')
-    "PartitionState": frozenset({"_shapes", "policies",  # interned vectors; the node policies' caches
+                            # held by reference (stored or derived as the records'); the planner's
+                            "policies"}),  # node policies' orders, held by reference (caches, built on use)
+    "PartitionState": frozenset({"_shapes",  # interned vectors
                                  "paused",  # RM's state
                                  "summary", "pending_codes", "preempted", "victims_indexed",
                                  "alive", "node_sort", "rm", "root", "scorer", "timers", "total",
                                  "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
     "Waits": frozenset({"records", "planner",  # the partition's other components
                         "node_index", "pool", "parked", "reserve_waiters",  # from the asks' `waiting`, and nodes
-                        "woken"}),  # a counter within a pass
+                        "woken", "freed"}),  # a counter within a pass; nodes freed within an entry
     "Changes": frozenset({"records", "waits", "ledger"}),  # the partition's other components, no state of its own
     "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes"}),  # likewise
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)

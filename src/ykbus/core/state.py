@@ -33,7 +33,6 @@ from ykbus.core.model import (
     app_hold,
     full_path,
 )
-from ykbus.core.policies import NodePolicies
 from ykbus.core.readmodel import PartitionSummary, PendingCodes
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import scorer_for
@@ -68,7 +67,6 @@ class PartitionState:
         self.queues: dict[str, Queue] = {}
         self.root = Queue("root", None)
         self.seq = 0  # submission order of applications and asks
-        self.policies = NodePolicies()  # the node policies' indexes (core/policies.py)
         self.rekey = False  # the total or the configuration changed: every queue key is stale (the next pass)
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, Shape]] = {}
         self.trackers: dict[str, Tracker] = {}
@@ -84,10 +82,11 @@ class PartitionState:
     def queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
         """`q`'s place among its siblings (core/scheduling.py reads it): memoized in
         `q.sort_key`, which every change of what it depends on clears (its usage, pending,
-        priority, configuration; the partition's total)."""
+        priority, configuration; the partition's total). A read: the planner hands a key it
+        computed to the applier, which memoizes it (`Learned.keys`)."""
         key = q.sort_key
         if key is None or not CACHE_QUEUE_KEYS:
-            key = q.sort_key = self._queue_key(parent, q)
+            key = self._queue_key(parent, q)
         return key
 
     def _queue_key(self, parent: Queue, q: Queue) -> tuple[Any, ...]:
@@ -111,6 +110,16 @@ class PartitionState:
 
     def resolve_queue(self, name: str) -> Queue | None:
         return self.queues.get(full_path(name))
+
+    def forget_queue_keys(self) -> bool:
+        """Drop every memoized queue key if the total or the configuration changed since the
+        last pass (`rekey`); whether it did."""
+        if not self.rekey:
+            return False
+        for q in self.queues.values():
+            q.sort_key = None
+        self.rekey = False
+        return True
 
     def remove_if_empty(self, q: Queue) -> None:
         """Remove a draining or unmanaged queue once empty, then its parent likewise."""
