@@ -95,11 +95,9 @@ def test_cached_queue_keys_are_the_keys(monkeypatch):
     is the same as with every key computed afresh."""
     import ykbus.core.state as state
     from ykbus.bench.workloads import Mixed, mixed_config
-    from ykbus.core import Core
+    from ykbus.core import Core, partition
     from ykbus.log.jsonl import encode_output
     from ykbus.yamlload import load_yaml
-
-    from ykbus.core import partition
 
     # thousands of plans over a growing state: without the purity check, which fingerprints
     # the partition around each (3 minutes with it; the traces and the machines run it)

@@ -77,7 +77,7 @@ def _kind(kind: type) -> tuple[int, tuple[str, ...]]:
             how = SET
         elif issubclass(kind, type):
             how = CLASS
-        elif issubclass(kind, CALLABLES) or callable(kind) and hasattr(kind, "__call__") and \
+        elif issubclass(kind, CALLABLES) or callable(kind) and \
                 not kind.__module__.startswith("ykbus") and kind.__call__ is not object.__call__:
             how = CALLABLE
         elif kind.__module__.startswith(("ykbus", "msgspec")) or "__dict__" in dir(kind):
