@@ -378,12 +378,15 @@ def test_the_estimate_does_not_depend_on_input_order(nodes, members, now, rnd):
     assert answer(shuffled) == first == answer(nodes)
 
 
-def test_the_module_imports_only_the_standard_library_and_resources():
+@pytest.mark.parametrize("module", ["timeline", "packing"])
+def test_the_module_imports_only_the_standard_library_and_resources(module):
+    """timeline.py reads no core state: the standard library, resources, and the first fit
+    it shares with topology (packing.py, held to the same rule)."""
     import ast
     from pathlib import Path
 
-    source = Path(__file__).parents[2] / "src" / "ykbus" / "core" / "timeline.py"
+    source = Path(__file__).parents[2] / "src" / "ykbus" / "core" / f"{module}.py"
     tree = ast.parse(source.read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert names <= {"__future__", "enum", "collections.abc", "ykbus.core.resources"}
+    assert names <= {"__future__", "enum", "collections.abc", "ykbus.core.resources", "ykbus.core.packing"}

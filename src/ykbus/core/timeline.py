@@ -50,6 +50,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from ykbus.core.packing import first_fit
+from ykbus.core.packing import repeat as repeat  # (a gang of one shape: for callers of this module)
 from ykbus.core.resources import Res, add_into, fits, fmt_res
 
 NS_PER_MS = 1_000_000
@@ -108,11 +110,6 @@ class Candidate:
 
     def __repr__(self) -> str:
         return f"Candidate({self.id!r}, {self.capacity}, {self.free}, {self.holdings})"
-
-
-def repeat(count: int, shape: Res) -> list[Res]:
-    """A gang of `count` members of one shape (the same dict, only read)."""
-    return [shape] * count
 
 
 # --- results ------------------------------------------------------------------------------
@@ -221,42 +218,11 @@ def _slots(room: Res, shape: Res, cap: int) -> int:
     return best
 
 
-def _fits_beside(shape: Res, room: Res, used: Res) -> bool:
-    for name, value in shape.items():
-        if value > 0 and room.get(name, 0) - used.get(name, 0) < value:
-            return False
-    return True
-
-
 def pack(rooms: Sequence[Res], members: Sequence[Res]) -> list[int] | None:
-    """Rule 4's first fit: the index of the node each member takes, in order, or None when
-    one fits nowhere. Nothing is changed. A node that could not take a shape cannot later
-    (room only shrinks while packing), so each shape's search resumes where it stopped."""
-    taken: dict[int, Res] = {}
-    start: dict[tuple[tuple[str, int], ...], int] = {}
-    out: list[int] = []
-    n = len(rooms)
-    for shape in members:
-        key = tuple(sorted(shape.items()))
-        i = start.get(key, 0)
-        while i < n:
-            used = taken.get(i)
-            if used is None:
-                if fits(shape, rooms[i]):
-                    break
-            elif _fits_beside(shape, rooms[i], used):
-                break
-            i += 1
-        start[key] = i
-        if i == n:
-            return None
-        used = taken.get(i)
-        if used is None:
-            taken[i] = dict(shape)
-        else:
-            add_into(used, shape)
-        out.append(i)
-    return out
+    """Rule 4's first fit (core/packing.py): the index of the node each member takes, in
+    order, or None when one fits nowhere. Nothing is changed."""
+    placed = first_fit(rooms.__getitem__, len(rooms), members, stop_at_miss=True)
+    return placed if len(placed) == len(members) else None
 
 
 class _Event:

@@ -50,6 +50,8 @@ import enum
 from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping, Sequence
 
+from ykbus.core.packing import MISSED, first_fit
+from ykbus.core.packing import repeat as repeat  # (a gang of one shape: for callers of this module)
 from ykbus.core.resources import Res, add_into, fits, fmt_res, positive, sub_into
 
 REQUIRED_TAG = "ykbus.io/topology-required"
@@ -287,11 +289,6 @@ class DomainIndex:
 # --- choosing the domain ------------------------------------------------------------------
 
 
-def repeat(count: int, shape: Res) -> list[Res]:
-    """A gang of `count` members of one `shape`."""
-    return [shape] * count
-
-
 def describe(members: Sequence[Res]) -> str:
     """A gang as a reason names it: `16 × {gpu: 8}`, or runs of equal shapes in its order
     joined by ` + ` (`2 × {gpu: 8} + 1 × {vcore: 1 core}`)."""
@@ -362,49 +359,11 @@ def dominant(index: DomainIndex, total: Res) -> str:
 
 
 def pack(index: DomainIndex, node_ids: Sequence[str], members: Sequence[Res], stop_at_miss: bool) -> list[str]:
-    """Rule 4: first fit of `members`, in order, over `node_ids`, in order, beside what the
-    members before took: the node of each member ("" for one that fits nowhere; with
-    `stop_at_miss` the list ends at the first). Nothing in the index changes.
-
-    Cost: O(nodes + members) per distinct shape: a node that could not take a shape cannot
-    later (room only shrinks while packing), so each shape's search starts where its last
-    one ended."""
-    taken: dict[int, Res] = {}
-    start: dict[tuple[tuple[str, int], ...], int] = {}
-    out: list[str] = []
-    n = len(node_ids)
-    for shape in members:
-        key = tuple(sorted(shape.items()))
-        i = start.get(key, 0)
-        while i < n:
-            used = taken.get(i)
-            room = index.free(node_ids[i])
-            if used is None:
-                if fits(shape, room):
-                    break
-            elif _fits_beside(shape, room, used):
-                break
-            i += 1
-        start[key] = i
-        if i == n:
-            if stop_at_miss:
-                return out
-            out.append("")
-            continue
-        used = taken.get(i)
-        if used is None:
-            taken[i] = dict(shape)
-        else:
-            add_into(used, shape)
-        out.append(node_ids[i])
-    return out
-
-
-def _fits_beside(shape: Res, room: Res, used: Res) -> bool:
-    for name, value in shape.items():
-        if room.get(name, 0) - used.get(name, 0) < value:
-            return False
-    return True
+    """Rule 4: first fit of `members`, in order, over `node_ids`, in order (core/packing.py):
+    the node of each member ("" for one that fits nowhere; with `stop_at_miss` the list ends
+    at the first). Nothing in the index changes."""
+    placed = first_fit(lambda i: index.free(node_ids[i]), len(node_ids), members, stop_at_miss)
+    return [node_ids[i] if i != MISSED else "" for i in placed]
 
 
 def _total(members: Sequence[Res]) -> Res:
