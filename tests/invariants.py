@@ -451,6 +451,70 @@ def waits_are_consistent(p: Partition) -> None:
                 assert key in p.waits.pool.gates[p.waits.pool.gates_for(k)[0]], f"pooled ask {key} not behind its gate"
             else:
                 assert registered.get(key) is not None and k.key not in active, f"waiting ask {key} not registered"
+    places_are_the_table(p)
+
+
+# What each place of the place table (core/lifecycle.py ASK_PLACE) says of an ask, written out
+# here rather than read from the core: whether it waits (`waiting` set), its `pooled` (0: not
+# behind a gate; 1: behind its shape's room gate; 2: and its reservation gate), whether a node
+# is reserved for it, and the registry that holds it ("active": its application's active
+# list; "parked": WaitPlaces, at the place its `waiting` names; "reserving": and the waits'
+# reserve_waiters, a gang's ask waiting for room; "pool": the gates of its `pooled`).
+PLACE_SLOTS: dict[str, tuple[bool, int, bool, str | None]] = {
+    "NotPending": (False, 0, False, None),
+    "Active": (False, 0, False, "active"),
+    "Parked": (True, 0, False, "parked"),
+    "ParkedToReserve": (True, 0, False, "reserving"),
+    "Pooled": (True, 1, False, "pool"),
+    "PooledToReserve": (True, 2, False, "pool"),
+    "ReservedActive": (False, 0, True, "active"),
+    "ReservedParked": (True, 0, True, "parked"),
+    "ReservedPooled": (True, 1, True, "pool"),
+}
+
+
+def places_are_the_table(p: Partition) -> None:
+    """Each ask's `place` is what its slots and the registries say (`PLACE_SLOTS`): an ask
+    with nothing pending is nowhere, a pending one is in exactly the registry its place names,
+    with the `waiting`, `pooled` and `reserved` it names; a node reserved for an ask, and every
+    ask listed to reserve, is one whose place says so."""
+    from ykbus.core.lifecycle import AskPlace
+    from ykbus.core.model import NODE_ROOM
+    from ykbus.core.waits import WaitPlaces
+
+    assert {pl.value for pl in AskPlace} == set(PLACE_SLOTS), "a place of the table is not described here"
+    waits = p.waits
+    for app_ in p.apps.values():
+        active = {id(entry[-1]) for entry in app_.active}
+        for k in app_.asks.values():
+            key = (app_.id, k.key)
+            where = f"ask {key} in place {k.place.value}"
+            waiting, pooled, holds, registry = PLACE_SLOTS[k.place.value]
+            assert bool(k.pending) == (registry is not None), f"{where} with {k.pending} pending"
+            assert (k.waiting is not None) == waiting, f"{where} waits at {k.waiting}"
+            assert k.pooled == pooled, f"{where} is pooled {k.pooled}"
+            assert bool(k.reserved) == holds, f"{where} holds node {k.reserved!r}"
+            if holds:
+                assert p.nodes[k.reserved].reserved is k, f"{where}: node {k.reserved} is not reserved for it"
+            assert (id(k) in active) == (registry == "active"), f"{where}: in its application's list {id(k) in active}"
+            assert (key in waits.reserve_waiters) == (registry == "reserving"), f"{where}: listed to reserve"
+            if registry in ("parked", "reserving"):
+                kind, at = WaitPlaces.place_of(k, k.waiting)
+                assert waits.parked.at(kind, at).get(key) is k, f"{where} is not at {k.waiting.name}"
+            if registry == "reserving":
+                assert k.waiting is NODE_ROOM and app_.gang, f"{where}: a gang's ask waiting for room"
+            if registry == "pool":
+                room, reserve = waits.pool.gates_for(k)
+                assert k.waiting is NODE_ROOM and not app_.gang, f"{where}: an ordinary ask waiting for room"
+                assert waits.pool.gates.get(room, {}).get(key) is k, f"{where} is not behind its room gate"
+                assert (waits.pool.gates.get(reserve, {}).get(key) is k) == (pooled == 2), \
+                    f"{where}: behind its reservation gate {pooled == 2}"
+    for key, k in waits.reserve_waiters.items():
+        assert p.apps[key[0]].asks.get(key[1]) is k, f"ask {key} listed to reserve is gone"
+    for n in p.nodes.values():
+        if n.reserved is not None:
+            assert n.reserved.place.value.startswith("Reserved"), \
+                f"node {n.id} is reserved for {n.reserved.key}, in place {n.reserved.place.value}"
 
 
 def read_model_is_the_state(p: Partition) -> None:
@@ -501,6 +565,13 @@ def replay_is_identical(entries: Sequence[Entry], per_entry: Sequence[list[bytes
         assert got == per_entry[i], f"replay: entry {i} (seq {e.seq}) decided differently"
 
 
+def places(core: Core) -> dict[tuple[str, str, str, str], str]:
+    """Where each ask of `core` is (its place, core/lifecycle.py ASK_PLACE), by RM, partition,
+    application and key: a snapshot does not store it, a load derives it."""
+    return {(rm, p.name, a.id, k.key): k.place.value for rm, p in partitions(core)
+            for a in p.apps.values() for k in a.asks.values()}
+
+
 def snapshot_plus_tail_is_full_replay(entries: Sequence[Entry], per_entry: Sequence[list[bytes]],
                                       cuts: Iterable[int], final: dict) -> None:
     """A core restored from a snapshot taken after `cut` entries, fed the rest, makes the
@@ -512,6 +583,9 @@ def snapshot_plus_tail_is_full_replay(entries: Sequence[Entry], per_entry: Seque
         resumed = load_snapshot(dump_snapshot(head), load_yaml)
         assert resumed.dump() == head.dump(), \
             f"snapshot after entry {cut} restores another state: {first_diff(head.dump(), resumed.dump())}"
+        assert places(resumed) == places(head), f"snapshot after entry {cut} restores asks in other places"
+        for _, p in partitions(resumed):
+            waits_are_consistent(p)
         for i, e in enumerate(entries[cut:], cut):
             got = [encode_output(o) for o in resumed.apply(e)]
             assert got == per_entry[i], f"snapshot at {cut}: entry {i} decided differently"

@@ -1,6 +1,7 @@
 """Behaviour of the core through its only interface: log entries in, outputs out."""
 
 from tests.conftest import app_updates, events, msgs, new_allocs, rejected_asks, released, states
+from ykbus.core.step import Step
 from ykbus.log.build import GB, allocation, app, ask, node
 
 TWO_QUEUES = """
@@ -610,7 +611,7 @@ def test_an_ask_behind_a_gate_is_fitted_against_the_nodes_that_opened_it(h):
         finder.first_fit(k)
     assert p.waits.pool.open_fitting(n2) == [p.waits.pool.gates_for(k)[0]]  # the gate opens, n2 its opener
     assert finder.first_fit(k) is n2
-    p.waits.settle()
+    p.waits.settle(Step(h.core.last_seq + 1, h.core.now))
 
 
 # --- configuration update ----------------------------------------------------------------

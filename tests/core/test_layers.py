@@ -130,6 +130,7 @@ MUTATORS = {"append", "add", "pop", "popitem", "remove", "discard", "clear", "up
             "extend", "sort", "reverse", "__setitem__", "__delitem__", "enter", "leave", "rekey", "let_through",
             "close", "gates_for", "open_fitting", "open_reserving", "settle", "learned", "reservation_taken",
             "tally", "park", "wake", "wake_at", "activate", "unwait", "pend", "unpend", "unreserve", "book",
+            "move", "reserve", "placed",  # an ask's place (core/waits.py AskPlaces.move, and the waits' calls of it)
             "unbook", "sync_app", "deactivate", "index_node"}
 
 
@@ -202,20 +203,6 @@ def test_the_write_finder_finds_writes(tmp_path):
                                                "p.py:5: ask.app.active.add()", "p.py:10: self.pool.leave()",
                                                "p.py:11: self.node_index.add()", "p.py:12: self.pool.close()",
                                                "p.py:13: self.pool.gates_for()"]
-
-
-def test_a_partition_sends_and_sets_timers_only_through_its_effects():
-    """Every message a partition sends and every timer it sets is derived from a typed event
-    in core/effects.py: the layers that change the state put nothing in the outbox and
-    schedule nothing themselves."""
-    layers = ["state.py", "indexes.py", "changes.py", "applier.py", "partition.py"]
-    for name in layers:
-        tree = ast.parse((CORE / name).read_text())
-        calls = [ast.unparse(n.func) for n in ast.walk(tree)
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("put", "schedule")]
-        assert calls == [], f"{name} sends or schedules directly: {calls}"
-    effects = ast.parse((CORE / "effects.py").read_text())
-    assert any(isinstance(n, ast.Attribute) and n.attr == "put" for n in ast.walk(effects))
 
 
 def module_imports(path: Path) -> set[str]:

@@ -7,7 +7,8 @@ application's follows YuniKorn's application state machine (yunikorn-core pkg/sc
 New -> Accepted -> Running -> Completing -> Completed, Failing -> Failed, Rejected, and
 Expired after the terminated timer) with ykbus's additions drawn in docs/lifecycles.md
 (Resuming for a Soft gang whose placeholders timed out; REMOVE by the RM from any live
-state). The RM client's (recovery) is YuniKorn's resilience design, RM side. Each table is
+state). The RM client's (recovery) is YuniKorn's resilience design, RM side. The ask's place
+(where a pending ask is: core/waits.py `AskPlaces.move`) is ykbus's own. Each table is
 checked both ways: every expected move is legal and lands where expected, and every other
 pair of a state and an event raises `IllegalTransition`. A queue has no lifecycle table in
 core/lifecycle.py (its state is its configuration), so none is listed.
@@ -59,6 +60,45 @@ EXPECTED: dict[str, dict[tuple[str, str], str]] = {
         ("Allocated", "REPLACE"): "Pending",
         ("Released", "REPLACE"): "Pending",
     },
+    # where a pending ask is (core/waits.py `AskPlaces.move`): reserved or not, it is active,
+    # parked at a Wait, or pooled behind its shape's room gate; to reserve (past its delay,
+    # with no node) only while it holds none; a reservation is taken while it is judged (in
+    # its list, or behind an open gate) and given up before it is placed or dropped
+    "ask place": {
+        ("NotPending", "PEND"): "Active",
+        ("Active", "PARK"): "Parked",
+        ("Active", "PARK_TO_RESERVE"): "ParkedToReserve",  # a gang's ask: in reserve_waiters
+        ("Active", "POOL"): "Pooled",
+        ("Active", "POOL_TO_RESERVE"): "PooledToReserve",
+        ("Active", "RESERVE"): "ReservedActive",  # then parked, or pooled, holding it
+        ("Active", "PLACE_LAST"): "NotPending",
+        ("Active", "DROP"): "NotPending",
+        ("Parked", "WAKE"): "Active",
+        ("Parked", "DROP"): "NotPending",
+        ("ParkedToReserve", "WAKE"): "Active",
+        ("ParkedToReserve", "DROP"): "NotPending",
+        ("Pooled", "PARK"): "Parked",  # judged behind an open gate, and held by something else
+        ("Pooled", "POOL"): "Pooled",  # judged behind an open gate, and pooled again: nothing moves
+        ("Pooled", "POOL_TO_RESERVE"): "PooledToReserve",
+        ("Pooled", "WAKE"): "Active",
+        ("Pooled", "RESERVE"): "ReservedPooled",
+        ("Pooled", "DROP"): "NotPending",
+        ("PooledToReserve", "PARK"): "Parked",
+        ("PooledToReserve", "POOL"): "Pooled",
+        ("PooledToReserve", "POOL_TO_RESERVE"): "PooledToReserve",
+        ("PooledToReserve", "WAKE"): "Active",
+        ("PooledToReserve", "RESERVE"): "ReservedPooled",  # behind its room gate alone from then on
+        ("PooledToReserve", "DROP"): "NotPending",
+        ("ReservedActive", "PARK"): "ReservedParked",  # its required node, its victims, a gang's room
+        ("ReservedActive", "POOL"): "ReservedPooled",
+        ("ReservedActive", "UNRESERVE"): "Active",
+        ("ReservedParked", "WAKE"): "ReservedActive",
+        ("ReservedParked", "UNRESERVE"): "Parked",
+        ("ReservedPooled", "PARK"): "ReservedParked",  # its node preempts for it: it waits for its victims
+        ("ReservedPooled", "POOL"): "ReservedPooled",
+        ("ReservedPooled", "WAKE"): "ReservedActive",
+        ("ReservedPooled", "UNRESERVE"): "Pooled",
+    },
     "allocation": {
         ("Allocated", "STOP"): "Completed",
         ("Allocated", "PREEMPT"): "Preempted",
@@ -97,6 +137,8 @@ STATES: dict[str, set[str]] = {
     "application": {"New", "Accepted", "Resuming", "Running", "Completing", "Completed", "Rejected", "Failing",
                     "Failed", "Expired"},
     "ask": {"Pending", "Allocated", "Rejected", "Released"},
+    "ask place": {"NotPending", "Active", "Parked", "ParkedToReserve", "Pooled", "PooledToReserve", "ReservedActive",
+                  "ReservedParked", "ReservedPooled"},
     "allocation": {"Allocated", "Completed", "Preempted", "Expired"},
     "node": {"Schedulable", "Draining", "Removed"},
     "resource manager": {"Init", "Running", "Paused", "Stopped"},
@@ -106,6 +148,8 @@ EVENTS: dict[str, set[str]] = {
     "application": {"RUN", "ALLOCATE", "COMPLETE", "COMPLETING_TIMEOUT", "REJECT", "FAIL", "RESUME", "FAILED",
                     "REMOVE", "EXPIRE"},
     "ask": {"ALLOCATE_LAST", "REJECT", "RELEASE", "REPLACE"},
+    "ask place": {"PEND", "PARK", "PARK_TO_RESERVE", "POOL", "POOL_TO_RESERVE", "WAKE", "RESERVE", "UNRESERVE",
+                  "PLACE_LAST", "DROP"},
     "allocation": {"STOP", "PREEMPT", "TIMEOUT"},
     "node": {"DRAIN", "UNDRAIN", "DECOMMISSION"},
     "resource manager": {"REGISTER", "CONNECTION_LOST", "RECONNECT", "TIMEOUT", "SHUTDOWN"},

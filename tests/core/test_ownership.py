@@ -353,30 +353,6 @@ def owners_from_doc(text: str) -> dict[str, set[str]]:
 # writes from a module that does not own the class, known and left for now: (module, class)
 # -> (the attributes it writes, why it is left)
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {
-    ("core/snapshot.py", "Node"): ("state", "a load sets what the constructor does not take"),
-    ("core/snapshot.py", "Queue"): ("adminacl children draining draining_since guaranteed leaf limits managed max "
-                                    "maxapps properties raw_priority sort_priority submitacl template",
-                                    "a load rebuilds the tree field by field, not through configure()"),
-    ("core/snapshot.py", "App"): ("asks blocked_on gang_timer history state timer why",
-                                  "a load sets what the constructor does not take"),
-    ("core/snapshot.py", "Ask"): ("allocated pending preempt_after reported reserved since state waiting why",
-                                  "a load sets what the constructor does not take"),
-    ("core/snapshot.py", "Alloc"): ("preempt_self preempting replacing", "a load sets what the constructor does not take"),
-    ("core/snapshot.py", "PartitionState"): ("apps nodes paused queues rejected rekey root seq terminated trackers",
-                                             "a load fills the records' containers itself, not through Changes"),
-    ("core/snapshot.py", "PartitionSummary"): ("counts", "a load restores the counts the fold keeps"),
-    ("core/snapshot.py", "Core"): ("allocations_made history last_seq now owners registered shard",
-                                   "a load sets the core's cursor, clock and shard state: Core.restore to own it"),
-    ("core/snapshot.py", "ResourceManager"): ("encoding node_partition partitions state",
-                                              "a load fills the RM's unit: the registry's restore to own it"),
-    ("core/registry.py", "PartitionState"): ("alive paused rejected terminated uuid_taken",
-                                             "the RM's lifecycle (pause, wipe, drop, re-register) marks its records"),
-    ("core/registry.py", "Sequence"): ("n", "shards: a moved RM's deadlines take the core's sequence"),
-    ("core/registry.py", "Timers"): ("sequence", "shards: a moved RM's deadlines take the core's sequence"),
-    ("core/readmodel.py", "App"): ("unparked", "PendingCodes keeps its marks on the records (a read model writing them)"),
-    ("core/readmodel.py", "Ask"): ("tallied tallied_n", "PendingCodes keeps its marks on the records"),
-    ("core/placement.py", "Queue"): ("managed", "a rule's unmanaged queue, marked after the constructor"),
-    ("core/changes.py", "Ledger"): ("indexed", "a reload tells the ledger whether victims are indexed"),
     ("core/applier.py", "Waits"): ("reserve_waiters", "_register_waiting (restore) registers reserving asks in the waits directly"),
     ("core/applier.py", "Tracker"): ("app_waiters", "_register_waiting (restore) parks applications at a limit, not through the waits"),
 }

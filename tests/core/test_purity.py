@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import Harness
 from ykbus.core import compiled, partition, purity, scheduling
 from ykbus.core.decisions import Learned
-from ykbus.core.outbox import Outbox
+from ykbus.core.step import Step
 from ykbus.log.build import app, ask
 
 COMPILED = compiled.mode == "compiled"
@@ -59,10 +59,10 @@ def test_a_plan_returns_the_gates_it_judged_first_and_changes_nothing():
     assert isinstance(learned, Learned) and learned.closed == [gate]  # k2 found no node: the gate is judged
     assert [d.ask.key for d in plan[1:]] == ["k2"]  # and k3, behind it, is not tried
     assert purity.fingerprint(p, skip) == before and gate in pool.showing  # the plan closed nothing itself
-    p.applier.commit(plan, Outbox(h.core.last_seq + 1, h.core.now))
+    p.applier.commit(plan, Step(h.core.last_seq + 1, h.core.now))
     assert gate not in pool.showing  # the applier did
     p.scheduler.finish()
-    p.waits.settle()
+    p.waits.settle(Step(h.core.last_seq + 1, h.core.now))
 
 
 def test_the_check_catches_a_planner_writing_into_the_records():
@@ -121,4 +121,4 @@ def test_the_fingerprint_sees_a_gate_closed():
     before = purity.fingerprint(p, skip)
     p.waits.pool.close(gate)
     assert purity.fingerprint(p, skip) != before
-    p.waits.settle()
+    p.waits.settle(Step(h.core.last_seq + 1, h.core.now))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tests.conftest import Harness
 from tests.core.test_why import QUEUES
 from ykbus.core.decisions import Allocate, Defer, Hold, Park
-from ykbus.core.outbox import Outbox
 from ykbus.core.snapshot import dump_snapshot
+from ykbus.core.step import Step
 from ykbus.log.build import app, ask, node
 
 
@@ -52,7 +52,7 @@ def test_a_plan_names_every_kind_of_decision_with_its_reason():
         plan = p.scheduler.plan()
         for d in plan:
             seen.setdefault(d.__class__, []).append(d)
-        p.applier.commit(plan, Outbox(h.core.last_seq + 1, h.core.now))
+        p.applier.commit(plan, Step(h.core.last_seq + 1, h.core.now))
         if not plan or not isinstance(plan[-1], Allocate):
             break
     p.scheduler.finish()

@@ -11,7 +11,7 @@ theory.
 
 from __future__ import annotations
 
-from ykbus.core import why
+from ykbus.core import fold, why
 from ykbus.core.changes import Changes
 from ykbus.core.config import quota_preemption_enabled
 from ykbus.core.decisions import (
@@ -27,7 +27,7 @@ from ykbus.core.decisions import (
     Reserve,
     Unpreempted,
 )
-from ykbus.core.effects import (
+from ykbus.core.events import (
     AllocationPreempted,
     AskDropped,
     PreemptionRetry,
@@ -36,7 +36,6 @@ from ykbus.core.effects import (
     ReasonChanged,
     ReplacementAsked,
     RoomWaitStarted,
-    derive,
 )
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.indexes import Waits
@@ -65,12 +64,11 @@ from ykbus.core.model import (
     required_node,
     victims,
 )
-from ykbus.core.outbox import Outbox
-from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, quota_victims
-from ykbus.core.readmodel import PartitionSummary
+from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, delay_ms, may_search, quota_victims
 from ykbus.core.resources import add_into
 from ykbus.core.scheduling import RESERVED, ROOM_FREED, SKIPPED, Scheduler
 from ykbus.core.state import PartitionState
+from ykbus.core.step import Step
 from ykbus.core.timers import (
     PreemptionTimer,
     QuotaTimer,
@@ -93,21 +91,21 @@ class Applier:
         self.ledger = ledger
         self.changes = changes
 
-    def commit(self, plan: Plan, ctx: Outbox) -> None:
+    def commit(self, plan: Plan, ctx: Step) -> None:
         """Apply a plan's decisions in order."""
         for decision in plan:
             if isinstance(decision, Allocate):
                 ask = decision.ask
                 ask.app.why = None
                 if ask.waiting is not None:  # judged behind an open gate (core/waits.py): active again first
-                    self.waits.activate(ask)
+                    self.waits.activate(ask, ctx)
                 self.changes.allocate(ask, decision.node, ctx)
             elif isinstance(decision, Park):
                 self._park(decision, ctx)
             elif isinstance(decision, Unpreempted):  # its search found no victims: not again for a while
                 ask, then = decision.ask, decision.then
                 ask.preempt_after = ctx.ts + RETRY_NS
-                derive(self.records, PreemptionRetry(ask, ask.preempt_after), ctx)
+                ctx.emit(self.records, PreemptionRetry(ask, ask.preempt_after))
                 if isinstance(then, Park):
                     self._park(Park(ask, then.where, then.state, why.cannot_preempt(then.why, decision.reason)), ctx)
                 else:
@@ -132,16 +130,18 @@ class Applier:
                 if decision.placeholders:  # room grew within the pass: a shape that found none may now
                     self.scheduler.state_changed(ROOM_FREED)
 
-    def _park(self, decision: Park, ctx: Outbox) -> None:
+    def _park(self, decision: Park, ctx: Step) -> None:
         ask = decision.ask
         app = ask.app
         app.why = None
         where = decision.where
         if where is NODE_ROOM and not (ask.placeholder and app.gang):
             delay = self.records.reservation_delay_ns
-            if not ask.since:  # it starts waiting for room: it may reserve a node later
+            if not ask.since:  # it starts waiting for room: it may reserve a node later, and preempt
                 ask.since = ctx.ts
-                derive(self.records, RoomWaitStarted(ask, ctx.ts), ctx)
+                may_preempt = ask.preempt_other and self.records.preempts() and may_search(ask)
+                ctx.emit(self.records, RoomWaitStarted(
+                    ask, ctx.ts, ctx.ts + delay, ctx.ts + delay_ms(ask) * 1_000_000 if may_preempt else 0))
             elif not ask.reserved and ctx.ts - ask.since >= delay:  # past it: no node to reserve
                 self.waits.park(ask, where, decision.state, decision.why, ctx, reserving=True)
                 if not app.active:
@@ -149,13 +149,13 @@ class Applier:
                 return
         elif not isinstance(where, (RequiredNode, Victims)):  # held by a max, a limit, its gang: not by room
             if ask.reserved:
-                self.waits.unreserve(ask)
+                self.waits.unreserve(ask, ctx)
             ask.since = 0
         self.waits.park(ask, where, decision.state, decision.why, ctx)
         if not app.active:
             self.waits.sync_app(app)
 
-    def _hold(self, app: App, on: Queue | Tracker, reason: why.Why, ctx: Outbox) -> None:
+    def _hold(self, app: App, on: Queue | Tracker, reason: why.Why, ctx: Step) -> None:
         """`app` waits in `on`'s app_waiters until it runs fewer applications."""
         app.why = reason
         app.blocked_on = on
@@ -164,19 +164,19 @@ class Applier:
         for _, _, ask in list(app.active):
             if ask.reported != reason.message:
                 ask.reported = reason.message
-                derive(self.records, ReasonChanged(ask, SKIPPED, reason.message), ctx)
+                ctx.emit(self.records, ReasonChanged(ask, SKIPPED, reason.message))
 
-    def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Outbox) -> None:
+    def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Step) -> None:
         """Every pending placeholder of the gang at once; its placeholder timer starts."""
         for ask, node in places:
             if ask.waiting is not None:  # parked with the gang until now: back in its list first
-                self.waits.activate(ask)
+                self.waits.activate(ask, ctx)
             app.why = None
             self.changes.allocate(ask, node, ctx)
         self.changes.start_placeholder_timer(app, ctx)
-        self.waits.wake_gang(app)  # its real asks: they may take their places now
+        self.waits.wake_gang(app, ctx)  # its real asks: they may take their places now
 
-    def _replace(self, ask: Ask, ph: Alloc, ctx: Outbox) -> None:
+    def _replace(self, ask: Ask, ph: Alloc, ctx: Step) -> None:
         """Ask the RM to release placeholder `ph` for real `ask`; `ask` waits for that."""
         ph.replacing = ask.key
         app = ask.app
@@ -184,9 +184,9 @@ class Applier:
         self.waits.park(ask, replacement(ph.uuid), SKIPPED, why.replacing(ph.uuid, ph.node.id), ctx)
         if not app.active:
             self.waits.sync_app(app)
-        derive(self.records, ReplacementAsked(ph, ask), ctx)
+        ctx.emit(self.records, ReplacementAsked(ph, ask))
 
-    def confirm_replacement(self, ph: Alloc, ctx: Outbox) -> None:
+    def confirm_replacement(self, ph: Alloc, ctx: Step) -> None:
         """The RM released placeholder `ph` (`PLACEHOLDER_REPLACED`): the real ask it was
         released for is allocated on its node, counted with its own resources from now."""
         app, node = ph.app, ph.node
@@ -195,14 +195,14 @@ class Applier:
         ph.replacing = ""  # replaced, not abandoned: `release` must not wake the ask as an ordinary one
         self.changes.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
         if ask is not None and ask.pending:
-            self.waits.activate(ask)
+            self.waits.activate(ask, ctx)
             if node.state is NodeState.SCHEDULABLE and node.takes(ask):
                 self.changes.allocate(ask, node, ctx)
             else:  # the node drained or shrank meanwhile: an ordinary ask, placed by the next pass
                 self.waits.sync_app(app)
         self.changes.check_done(app, ctx)
 
-    def placeholder_timeout(self, app: App, ctx: Outbox) -> None:
+    def placeholder_timeout(self, app: App, ctx: Step) -> None:
         """The gang's placeholder timeout: unused placeholders go (TIMEOUT, free at once),
         pending ones are removed; an application not yet Running resumes as an ordinary
         one (Soft) or fails (Hard); a Running one only loses what it did not use."""
@@ -212,9 +212,9 @@ class Applier:
             if alloc.placeholder and not alloc.replacing:
                 self.changes.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
         for ask in pending_placeholders(app):
-            self.changes.drop_ask(ask)
-            derive(self.records, AskDropped(app, ask.key, m.TerminationType.TIMEOUT, message), ctx)
-        self.waits.wake_gang(app)  # real asks waiting for placeholders: ordinary asks now
+            self.changes.drop_ask(ask, ctx)
+            ctx.emit(self.records, AskDropped(app, ask.key, m.TerminationType.TIMEOUT, message))
+        self.waits.wake_gang(app, ctx)  # real asks waiting for placeholders: ordinary asks now
         if app.state is AppState.ACCEPTED:
             if app.gang_hard:
                 self.changes.fail_app(app, ctx, message)
@@ -223,9 +223,9 @@ class Applier:
         self.waits.sync_app(app)
         self.changes.check_done(app, ctx)
 
-    def _reserve(self, ask: Ask, node: Node, ctx: Outbox, unpreempted: str = "", note: str = "") -> None:
+    def _reserve(self, ask: Ask, node: Node, ctx: Step, unpreempted: str = "", note: str = "") -> None:
         """`unpreempted`: why its search for victims found none; `note`: why it has not searched."""
-        ask.reserved = node.id
+        self.waits.reserve(ask, node)  # (its place and node.reserved with it)
         node.reserved = ask
         ask.app.why = None
         where = required_node(node.id) if ask.required else NODE_ROOM
@@ -239,15 +239,15 @@ class Applier:
             self.waits.sync_app(ask.app)
         self.waits.reservation_taken()
 
-    def _preempt(self, decision: Preempt, ctx: Outbox) -> None:
+    def _preempt(self, decision: Preempt, ctx: Step) -> None:
         """The RM is asked to release the victims; the node is the ask's until they are gone."""
         ask, node = decision.ask, decision.node
         if ask.reserved and ask.reserved != node.id:
-            self.waits.unreserve(ask)
+            self.waits.unreserve(ask, ctx)
         for alloc in decision.victims:
             self._preempt_one(alloc, ask, decision.rule, ctx)
-        derive(self.records, PreemptionStarted(ask, node, decision.victims, decision.rule), ctx)
-        ask.reserved = node.id
+        ctx.emit(self.records, PreemptionStarted(ask, node, decision.victims, decision.rule))
+        self.waits.reserve(ask, node)  # (its place and node.reserved with it)
         node.reserved = ask
         ask.app.why = None
         self.waits.park(ask, victims(node.id), RESERVED,
@@ -256,14 +256,14 @@ class Applier:
             self.waits.sync_app(ask.app)
         self.waits.reservation_taken()
 
-    def quota_reloaded(self, ctx: Outbox) -> None:
+    def quota_reloaded(self, ctx: Step) -> None:
         """A reload: every queue now over its max that preempts for quota starts its delay."""
         if quota_preemption_enabled(self.records.config):
             for q in self.records.queues.values():
                 if q.quota_delay_ms > 0 and any(q.allocated.get(t, 0) > v for t, v in q.max.items()):
-                    derive(self.records, QuotaOverrun(q, ctx.ts + q.quota_delay_ms * 1_000_000), ctx)
+                    ctx.emit(self.records, QuotaOverrun(q, ctx.ts + q.quota_delay_ms * 1_000_000))
 
-    def quota_due(self, timer: QuotaTimer, ctx: Outbox) -> None:
+    def quota_due(self, timer: QuotaTimer, ctx: Step) -> None:
         """A queue's quota delay has passed: what it still holds over its max is preempted, at once."""
         q = self.records.queues[timer.queue]
         if not quota_preemption_enabled(self.records.config) or q.quota_delay_ms <= 0:
@@ -271,28 +271,28 @@ class Applier:
         for alloc in quota_victims(self.records, q):
             self._preempt_one(alloc, None, f"{QUOTA_RULE}: queue {q.path} is over its max", ctx)
 
-    def _preempt_one(self, alloc: Alloc, ask: Ask | None, rule: str, ctx: Outbox) -> None:
+    def _preempt_one(self, alloc: Alloc, ask: Ask | None, rule: str, ctx: Step) -> None:
         """`alloc` is preempted (for `ask`, or its queue's quota): the RM is asked to release it,
         and its node counts it until the RM has (changes.py `release` undoes this)."""
         alloc.preempting = True
         node = alloc.node
         node.preempting += 1
         self.records.preempted[node.id] = node
-        derive(self.records, AllocationPreempted(alloc, ask, rule), ctx)
+        ctx.emit(self.records, AllocationPreempted(alloc, ask, rule))
 
-    def preemption_due(self, timer: PreemptionTimer) -> None:
+    def preemption_due(self, timer: PreemptionTimer, ctx: Step) -> None:
         """An ask that may preempt has waited its delay (or the retry interval): judged again."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.pending and ask.waiting is NODE_ROOM:
-            self.waits.unwait(ask)
-            self.waits.wake(ask)
+            self.waits.unwait(ask, ctx)
+            self.waits.wake(ask, ctx)
 
-    def reservation_due(self, timer: ReservationTimer) -> None:
+    def reservation_due(self, timer: ReservationTimer, ctx: Step) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
-            self.waits.unwait(ask)
-            self.waits.wake(ask)
+            self.waits.unwait(ask, ctx)
+            self.waits.wake(ask, ctx)
 
     # --- a snapshot's load (core/snapshot.py) ----------------------------------------------
 
@@ -326,7 +326,6 @@ class Applier:
                     app.leaders_waiting += is_leader(ask)
                     if ask.waiting is None:
                         app.active.add(ask.entry)
-                    records.pending_codes.tally(ask)
             app.max_priority = max(app.priorities) if app.priorities else None
         for q in records.queues.values():
             if q.leaf:
@@ -337,7 +336,7 @@ class Applier:
         self._register_waiting(asks, queue_waiters, room_waiters, tracker_blocked, now)
         for app in records.apps.values():
             self.waits.sync_app(app)
-        records.summary = PartitionSummary.of(records.apps, records.terminated, records.rejected, len(records.allocations))
+        fold.rebuild(records)
         self.changes.index_victims()
 
     def _register_waiting(self, asks: dict[tuple[str, str], Ask], queue_waiters: dict[str, list[tuple[str, str]]],
@@ -367,7 +366,9 @@ class Applier:
             self.waits.parked.add(ask, NODE_ROOM)
             if reserving:
                 self.waits.reserve_waiters[key] = ask
-        self.changes.retrack()  # trackers and their counts are derived
+        # trackers and their counts are derived (a load tells nobody: its step's events are
+        # dropped, the read models rebuilt below)
+        self.changes.retrack(Step(0, now))
         for app_id, tracker_key in tracker_blocked.items():
             app = records.apps[app_id]
             tracker = records.trackers[tracker_key]

@@ -15,7 +15,7 @@ from ykbus.core.config import (
     PartitionConfig,
     QueueConfig,
 )
-from ykbus.core.effects import (
+from ykbus.core.events import (
     AllocationBooked,
     AllocationRecovered,
     AllocationReleased,
@@ -23,8 +23,8 @@ from ykbus.core.effects import (
     AppExpired,
     AppRejected,
     AppTransitioned,
+    PendingMoved,
     PlaceholderTimerStarted,
-    derive,
 )
 from ykbus.core.gang import gang_covered
 from ykbus.core.indexes import Waits
@@ -59,11 +59,11 @@ from ykbus.core.model import (
     ask_spec,
     tracker_key,
 )
-from ykbus.core.outbox import Outbox
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.core.scorers import scorer_for
 from ykbus.core.state import PartitionState
+from ykbus.core.step import Step
 from ykbus.si import messages as m
 
 # read once: compiled code looks a module it did not compile up at every use (23 M instructions
@@ -85,7 +85,7 @@ class Changes:
         self.waits = waits  # where pending asks wait, and what follows from the records (core/indexes.py)
         self.ledger = ledger  # the one place resources move
 
-    def apply_config(self, config: PartitionConfig, ts: int) -> list[str]:
+    def apply_config(self, config: PartitionConfig, ctx: Step) -> list[str]:
         """Install (or hot-swap) the queue tree; returns the paths that went draining."""
         records = self.records
         records.config = config
@@ -99,7 +99,7 @@ class Changes:
         for path, queue in list(records.queues.items()):
             if path not in seen and queue.managed and not queue.draining:
                 queue.draining = True
-                queue.draining_since = ts
+                queue.draining_since = ctx.ts
                 draining.append(path)
         records.queues.update(seen)
         for path in draining:
@@ -110,19 +110,19 @@ class Changes:
         self.waits.reindex_nodes()
         self.waits.recompute_priorities(records.root)
         self.waits.rekey_all(only_fair=False)
-        self.retrack()
+        self.retrack(ctx)
         for queue in list(records.queues.values()):
-            self.waits.wake_queue(queue)
+            self.waits.wake_queue(queue, ctx)
             self.waits.wake_app_waiters(queue)
         for tracker in list(records.trackers.values()):
-            self.waits.wake_limit(tracker)
+            self.waits.wake_limit(tracker, ctx)
             self.waits.wake_app_waiters(tracker)  # type: ignore[arg-type]
         self.index_victims()
         for node in records.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
             held = node.reserved
             if held is not None and held.waiting is not None:
-                self.waits.unwait(held)
-                self.waits.wake(held)
+                self.waits.unwait(held, ctx)
+                self.waits.wake(held, ctx)
         return draining
 
     def index_victims(self) -> None:
@@ -131,8 +131,9 @@ class Changes:
         by priority inside it. Rebuilt whole: a reload can move that either way."""
         records = self.records
         ledger = self.ledger
-        ledger.indexed = records.victims_indexed = records.preempts() and any(
+        records.victims_indexed = records.preempts() and any(
             q.guaranteed or q.preempt_within for q in records.queues.values())
+        ledger.index_victims(records.victims_indexed)
         for q in records.queues.values():
             q.victims = {}
         if ledger.indexed:
@@ -184,7 +185,7 @@ class Changes:
                 t.apps += 1
                 app.trackers.append(t)
 
-    def retrack(self) -> None:
+    def retrack(self, ctx: Step) -> None:
         """Rebuild every tracker from the live state (after a reload or a snapshot load):
         counts from the applications, waiters from the asks that wait for a limit."""
         records = self.records
@@ -199,7 +200,7 @@ class Changes:
                     t.running += 1
         for key in self.waits.parked.keys(LimitRoom):  # asks held by a limit that is gone: judged again
             if key not in records.trackers:
-                self.waits.wake_at(LimitRoom, key)
+                self.waits.wake_at(LimitRoom, key, ctx)
         for t in old.values():
             new = records.trackers.get(t.key)
             for app in t.app_waiters.values():
@@ -210,19 +211,19 @@ class Changes:
                     app.blocked_on = None
                     self.waits.sync_app(app)
 
-    def add_node(self, info: m.NodeInfo, capacity: Res, occupied: Res) -> Node:
+    def add_node(self, info: m.NodeInfo, capacity: Res, occupied: Res, ctx: Step) -> Node:
         records = self.records
         node = Node(info.nodeID, dict(info.attributes), capacity, occupied)
         records.nodes[node.id] = node
         add_into(records.total, capacity)
         records.rekey = True
         self.waits.index_node(node)
-        self.waits.wake_reserve_waiters(node)
-        self.waits.wake_node(node)
+        self.waits.wake_reserve_waiters(node, ctx)
+        self.waits.wake_node(node, ctx)
         return node
 
     def update_node(self, node: Node, attributes: dict[str, str] | None, capacity: Res | None,
-                    occupied: Res) -> None:
+                    occupied: Res, ctx: Step) -> None:
         records = self.records
         if attributes:
             node.attributes = dict(attributes)
@@ -236,30 +237,30 @@ class Changes:
         self.waits.index_node(node)
         held = node.reserved
         if held is not None and any(node.capacity.get(r, 0) - occupied.get(r, 0) < v for r, v in held.resource.items()):
-            self.waits.unreserve(held, wake=True)  # it shrank below the ask: the reservation cannot be honoured
+            self.waits.unreserve(held, ctx, wake=True)  # it shrank below the ask: the reservation cannot be honoured
         if capacity is not None or node.reserved is None:
-            self.waits.wake_reserve_waiters(node)
-        self.waits.wake_node(node)
+            self.waits.wake_reserve_waiters(node, ctx)
+        self.waits.wake_node(node, ctx)
 
-    def node_event(self, node: Node, event: NodeEvent) -> None:
+    def node_event(self, node: Node, event: NodeEvent, ctx: Step) -> None:
         node.state = NODE.advance(node.state, event)
         self.waits.index_node(node)
         if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
-            self.waits.unreserve(node.reserved, wake=True)
+            self.waits.unreserve(node.reserved, ctx, wake=True)
         if node.state is NodeState.SCHEDULABLE:
-            self.waits.wake_reserve_waiters(node)
-        self.waits.wake_node(node)
+            self.waits.wake_reserve_waiters(node, ctx)
+        self.waits.wake_node(node, ctx)
 
-    def decommission(self, node: Node, ctx: Outbox) -> None:
+    def decommission(self, node: Node, ctx: Step) -> None:
         records = self.records
         for alloc in list(node.allocations.values()):
             self.release(alloc, m.TerminationType.STOPPED_BY_RM, f"node {node.id} decommissioned", ctx)
-        self.node_event(node, NodeEvent.DECOMMISSION)
+        self.node_event(node, NodeEvent.DECOMMISSION, ctx)
         sub_into(records.total, node.capacity)
         records.rekey = True
         del records.nodes[node.id]
 
-    def add_app(self, msg: m.AddApplicationRequest, queue: Queue, ctx: Outbox) -> App:
+    def add_app(self, msg: m.AddApplicationRequest, queue: Queue, ctx: Step) -> App:
         records = self.records
         self._attach(queue)
         records.seq += 1
@@ -268,10 +269,10 @@ class Changes:
         ended = records.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
         queue.apps[app.id] = app
         self._track(app)
-        derive(self.records, AppAdded(app, ended.state if ended is not None else None), ctx)
+        ctx.emit(self.records, AppAdded(app, ended.state if ended is not None else None))
         return app
 
-    def app_event(self, app: App, event: AppEvent, ctx: Outbox, message: str = "") -> None:
+    def app_event(self, app: App, event: AppEvent, ctx: Step, message: str = "") -> None:
         old = app.state
         new = APP.advance(old, event)
         if new is old:
@@ -279,7 +280,7 @@ class Changes:
         app.state = new
         app.timer += 1  # a timer set before this transition is stale
         app.history.entered(ctx.ts, str(new))  # a StrEnum's str() is its value (no property lookup)
-        derive(self.records, AppTransitioned(app, old, new, message), ctx)
+        ctx.emit(self.records, AppTransitioned(app, old, new, message))
         if new is AppState.RUNNING:
             for q in app.path:
                 q.running += 1
@@ -302,7 +303,7 @@ class Changes:
             self.records.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path, app.history)
         self.waits.sync_app(app)
 
-    def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Outbox) -> None:
+    def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Step) -> None:
         """Remember that application `msg` was rejected (for readers; the newest
         limits.REJECTED_KEPT are kept, one per id)."""
         history = AppHistory(ctx.ts, msg.ugi.user, list(msg.ugi.groups), [(ctx.ts, AppState.REJECTED.value)])
@@ -312,12 +313,12 @@ class Changes:
         if len(rejected) > limits.REJECTED_KEPT:
             del rejected[next(iter(rejected))]
             dropped += 1
-        derive(self.records, AppRejected(msg.applicationID, queue, dropped), ctx)
+        ctx.emit(self.records, AppRejected(msg.applicationID, queue, dropped))
 
-    def expire(self, app_id: str, state: AppState, ctx: Outbox) -> None:
+    def expire(self, app_id: str, state: AppState, ctx: Step) -> None:
         """The terminated record of `app_id` (ended `state`) goes: the application is forgotten."""
         del self.records.terminated[app_id]
-        derive(self.records, AppExpired(app_id, state), ctx)
+        ctx.emit(self.records, AppExpired(app_id, state))
 
     def _forget_app(self, app: App) -> None:
         records = self.records
@@ -336,32 +337,32 @@ class Changes:
         app.asks.clear()  # no application <-> ask cycle left behind: refcounting frees both
         app.active.clear()
 
-    def remove_app(self, app: App, ctx: Outbox, termination: m.TerminationType, message: str) -> None:
+    def remove_app(self, app: App, ctx: Step, termination: m.TerminationType, message: str) -> None:
         """Release everything the application holds, then end it (Completed, or Failed)."""
         for alloc in list(app.allocations.values()):
             self.release(alloc, termination, message, ctx, check_done=False)
         for ask in list(app.asks.values()):
-            self.drop_ask(ask)
+            self.drop_ask(ask, ctx)
         self.app_event(app, AppEvent.REMOVE, ctx, message)
 
-    def fail_app(self, app: App, ctx: Outbox, message: str) -> None:
+    def fail_app(self, app: App, ctx: Step, message: str) -> None:
         self.app_event(app, AppEvent.FAIL, ctx, message)
         for alloc in list(app.allocations.values()):
             self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
         for ask in list(app.asks.values()):
-            self.drop_ask(ask)
+            self.drop_ask(ask, ctx)
         self.app_event(app, AppEvent.FAILED, ctx, message)
 
-    def check_done(self, app: App, ctx: Outbox) -> None:
+    def check_done(self, app: App, ctx: Step) -> None:
         if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RESUMING,
                                                                     AppState.RUNNING):
             self.app_event(app, AppEvent.COMPLETE, ctx, "no asks and no allocations left")
 
-    def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Outbox) -> None:
+    def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Step) -> None:
         records = self.records
         ask = app.asks.get(msg.allocationKey)
         if ask is not None:
-            self.waits.unpend(ask)
+            self.waits.unpend(ask, ctx)
             ask.update(ask_spec(msg), *records.intern(resource))
             ask.reported = ""
             if ask.pending and ask.state is not AskState.PENDING:
@@ -373,34 +374,34 @@ class Changes:
             if ask.placeholder:
                 app.history.placeholder_asked(ask.task_group, ask.resource, ask.pending)
         if ask.pending:
-            self.waits.pend(ask)
+            self.waits.pend(ask, ctx)
             if ask.placeholder and app.gang:  # the gang may be whole now
-                self.waits.rejudge_gang(app)
+                self.waits.rejudge_gang(app, ctx)
         if app.state in (AppState.NEW, AppState.COMPLETING):
             self.app_event(app, AppEvent.RUN, ctx, "ask added")
         self.waits.sync_app(app)
 
-    def release_ask(self, ask: Ask, ctx: Outbox) -> None:
-        self.drop_ask(ask)
+    def release_ask(self, ask: Ask, ctx: Step) -> None:
+        self.drop_ask(ask, ctx)
         app = ask.app
         self.waits.sync_app(app)
         self.check_done(app, ctx)
 
-    def drop_ask(self, ask: Ask) -> None:
-        self.waits.unpend(ask)
+    def drop_ask(self, ask: Ask, ctx: Step) -> None:
+        self.waits.unpend(ask, ctx)
         ask.state = ASK.advance(ask.state, AskEvent.RELEASE)
         if ask.allocated == 0:
             ask.app.asks.pop(ask.key, None)
 
-    def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Outbox) -> None:
+    def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Step) -> None:
         """Count an allocation the RM already runs (recovery), without issuing it again."""
         alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.records.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       alloc_msg.placeholder, ctx.seq, ctx.ts)
         policy = alloc_msg.preemptionPolicy
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
-        self.ledger.book(alloc)
-        derive(self.records, AllocationRecovered(alloc), ctx)
+        self._book(alloc, False)
+        ctx.emit(self.records, AllocationRecovered(alloc))
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
             self.start_placeholder_timer(app, ctx)
             if not gang_covered(app):
@@ -408,12 +409,17 @@ class Changes:
         if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.COMPLETING):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
 
-    def start_placeholder_timer(self, app: App, ctx: Outbox) -> None:
+    def start_placeholder_timer(self, app: App, ctx: Step) -> None:
         if app.gang and app.gang_timer == 0:
             app.gang_timer = 1
-            derive(self.records, PlaceholderTimerStarted(app), ctx)
+            ctx.emit(self.records, PlaceholderTimerStarted(app))
 
-    def allocate(self, ask: Ask, node: Node, ctx: Outbox) -> None:
+    def _book(self, alloc: Alloc, placed: bool) -> None:  # the node index and the application's order follow
+        self.ledger.book(alloc, placed)
+        self.waits.index_node(alloc.node)
+        self.waits.usage_moved(alloc.app)
+
+    def allocate(self, ask: Ask, node: Node, ctx: Step) -> None:
         if node.reserved is not None and node.reserved is not ask:
             raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
         app = ask.app
@@ -421,24 +427,24 @@ class Changes:
         alloc = Alloc(ctx.next_uuid(records.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
         alloc.preempt_self = ask.preempt_self
-        self.ledger.book(alloc, placed=True)
+        self._book(alloc, True)
         ask.pending -= 1
-        records.pending_codes.tally(ask)
+        ctx.emit(records, PendingMoved(ask))
         ask.allocated += 1
         ask.reported = ""
         if ask.pending == 0:
             app.active.remove(ask.entry)
             ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
-            self.waits.ask_not_pending(ask)
+            self.waits.ask_not_pending(ask, ctx)
         if app.state is not AppState.RUNNING and (not alloc.placeholder or not app.gang or gang_covered(app)):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.reserved:  # placed, on its node or another: the reservation has done its job
-            self.waits.unreserve(ask)
-        ask.since = 0
-        derive(records, AllocationBooked(alloc, ask.timeout_ms), ctx)
+            self.waits.unreserve(ask, ctx)
+        self.waits.placed(ask)  # since = 0; placed in full: no place (AskPlaces.move)
+        ctx.emit(records, AllocationBooked(alloc, ask.timeout_ms))
         self.waits.sync_app(app)
 
-    def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Outbox,
+    def release(self, alloc: Alloc, termination: m.TerminationType, message: str, ctx: Step,
                 check_done: bool = True, report: bool = True) -> None:
         """Release an allocation and report it to the RM with `termination` (not when the
         RM itself confirmed a release the core asked for: `report` False)."""
@@ -448,24 +454,26 @@ class Changes:
         replaced = termination is PLACEHOLDER_REPLACED
         app.history.released(alloc, replaced, not replaced, ctx.ts)
         self.ledger.unbook(alloc)
+        self.waits.index_node(node)  # (as in `_book`)
+        self.waits.usage_moved(app)
         ask = app.asks.get(alloc.key)
         if ask is not None:
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
-        derive(self.records, AllocationReleased(alloc, termination, message, report), ctx)
+        ctx.emit(self.records, AllocationReleased(alloc, termination, message, report))
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
-            self.waits.wake_at(Replacement, alloc.uuid)
+            self.waits.wake_at(Replacement, alloc.uuid, ctx)
         if alloc.preempting:  # a victim gone: the ask it was preempted for is judged again (placed once it fits)
             node.preempting -= 1
             if not node.preempting:
                 self.records.preempted.pop(node.id, None)
-            self.waits.wake_at(Victims, node.id)
+            self.waits.wake_at(Victims, node.id, ctx)
         for q in app.path:
-            self.waits.wake_queue(q)
+            self.waits.wake_queue(q, ctx)
         for t in app.trackers:
-            self.waits.wake_limit(t)
-        self.waits.wake_node(node)
+            self.waits.wake_limit(t, ctx)
+        self.waits.wake_node(node, ctx)
         if check_done:
             self.check_done(app, ctx)
 

@@ -31,21 +31,23 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ykbus import limits
-from ykbus.core import shards
+from ykbus.core import effects, fold, shards
 from ykbus.core.config import (
     SchedulerConfig,
 )
 from ykbus.core.deadlines import due
+from ykbus.core.events import Noted, Registered
 from ykbus.core.intake import Intake
 from ykbus.core.lifecycle import (
     AppEvent,
     AppState,
 )
-from ykbus.core.outbox import ENTRY_KINDS, Entry, Outbox, Output
+from ykbus.core.outbox import ENTRY_KINDS, Entry, Output
 from ykbus.core.projection import SECTIONS, project
 from ykbus.core.registry import ResourceManager, RMRegistry, YamlLoader
 from ykbus.core.shards import Arriving, MovedOut
 from ykbus.core.state import PartitionState
+from ykbus.core.step import Step
 from ykbus.core.timers import (
     AllocationTimeoutTimer,
     AppTimeoutTimer,
@@ -133,7 +135,7 @@ class Core:
         if self.shard is not None and not shards.applies(self.shard, self.owners, entry):
             return []  # another shard's: it changes nothing here
         self.now = max(self.now, entry.ts)
-        ctx = Outbox(entry.seq, self.now)
+        ctx = Step(entry.seq, self.now)
         self._fire_timers(ctx)
         if entry.kind == shards.ASSIGN:
             self._on_assign(entry, ctx)
@@ -145,7 +147,7 @@ class Core:
         for rm in self.registry.rms.values():
             for p in rm.partitions.values():
                 if p.records.paused:
-                    p.waits.settle()
+                    p.waits.settle(ctx)
                 elif p.records.root.active or p.waits.pool.open:
                     p.schedule(ctx)
                     backlog = backlog or p.records.root.active > 0
@@ -153,10 +155,12 @@ class Core:
         # on (the service appends a tick at once, so that it comes soon).
         self.backlog = backlog
         self.allocations_made += ctx.allocations
+        outputs = effects.derive(ctx)  # the messages and timers that follow from what the entry did
+        fold.fold(ctx)  # and the read models
         history = self.history
         if not history or history[-1][0] // MINUTE_NS != self.now // MINUTE_NS:
             self._sample()
-        return ctx.outputs()
+        return outputs
 
     def _sample(self) -> None:
         running = containers = 0
@@ -168,30 +172,30 @@ class Core:
         del self.history[:-HISTORY_KEPT]
 
     @staticmethod
-    def _decode(entry: Entry, ctx: Outbox) -> codec.Decoded | None:
+    def _decode(entry: Entry, ctx: Step) -> codec.Decoded | None:
         """The request `entry` carries, or None when there is none to apply: a record of a
         failed entry, an unknown kind, a body that does not decode (each told to the RM)."""
         if entry.kind == "failed":  # the service's record of a failed entry: see core/guard.py
             if entry.rm:
-                ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
-                          f"entry {entry.seq}: failed entries are recorded by the core service only; not applied")
+                ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
+                          f"entry {entry.seq}: failed entries are recorded by the core service only; not applied"))
             return None
         if entry.kind not in ENTRY_KINDS:
-            ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, entry.rm,
+            ctx.emit(None, Noted(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, entry.rm,
                       f"entry {entry.seq}: unknown kind {limits.quoted(entry.kind)}: expected one of "
-                      f"{', '.join(ENTRY_KINDS)}")
+                      f"{', '.join(ENTRY_KINDS)}"))
             return None
         try:
             return codec.decode_input(entry.kind, entry.msg, entry.encoding)
         except codec.DecodeError as exc:
             if entry.kind == "register":
-                ctx.register(entry.rm, f"invalid RegisterResourceManagerRequest: {exc}")
+                ctx.emit(None, Registered(entry.rm, f"invalid RegisterResourceManagerRequest: {exc}"))
             else:
-                ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
-                          f"entry {entry.seq}: invalid {entry.kind} message: {exc}; nothing applied")
+                ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
+                          f"entry {entry.seq}: invalid {entry.kind} message: {exc}; nothing applied"))
             return None
 
-    def _dispatch(self, entry: Entry, msg: codec.Decoded, ctx: Outbox) -> None:
+    def _dispatch(self, entry: Entry, msg: codec.Decoded, ctx: Step) -> None:
         """The request applied by the component that owns what it changes. The most frequent
         first: compiled, a case that does not match costs an isinstance through msgspec's
         metaclass (about 70 ns), one that does an exact type comparison (faster than a table's
@@ -214,12 +218,12 @@ class Core:
             case _:  # a request type added and not told here fails, not dropped
                 raise AssertionError(f"a request of no known type: {msg!r}")
 
-    def _fire_timers(self, ctx: Outbox) -> None:
+    def _fire_timers(self, ctx: Step) -> None:
         for timer in due([rm.timers for rm in self.registry.rms.values()], ctx.ts):
             if timer.live():
                 self._fire(timer, ctx)
 
-    def _fire(self, timer: Timer, ctx: Outbox) -> None:
+    def _fire(self, timer: Timer, ctx: Step) -> None:
         """A live timer's effect on its partition, by its kind (the most set first); the
         target must not have moved on since it was set (a newer timer of an application wins)."""
         records = timer.partition  # what it reads: the records of a live partition of its RM
@@ -228,7 +232,7 @@ class Core:
         assert part.records is records
         match timer:
             case ReservationTimer():
-                part.applier.reservation_due(timer)
+                part.applier.reservation_due(timer, ctx)
             case CompletingTimer():
                 app = timer.app
                 if app.timer == timer.generation and app.state is AppState.COMPLETING:
@@ -238,7 +242,7 @@ class Core:
                 if app.timer == timer.generation and app.state in (AppState.RUNNING, AppState.COMPLETING):
                     part.changes.fail_app(app, ctx, f"execution timeout of {app.timeout_ms} ms reached")
             case PreemptionTimer():
-                part.applier.preemption_due(timer)
+                part.applier.preemption_due(timer, ctx)
             case QuotaTimer():
                 part.applier.quota_due(timer, ctx)
             case PlaceholderTimer():
@@ -274,17 +278,17 @@ class Core:
                 return
             self.owners[body.rm] = body.shard
 
-    def _on_assign(self, entry: Entry, ctx: Outbox) -> None:
+    def _on_assign(self, entry: Entry, ctx: Step) -> None:
         """RM `rm` belongs to shard `shard` from this entry on; if it moves between two
         shards, its unit leaves the old one and arrives at the new one here (core/shards.py)."""
         if entry.rm:
-            ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
-                      f"entry {entry.seq}: assign entries are the core service's only; not applied")
+            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: assign entries are the core service's only; not applied"))
             return
         try:
             body = shards.decode_assign(entry)
         except ValueError as exc:
-            ctx.event("", m.EventType.REQUEST, "assign", f"entry {entry.seq}: {exc}; nothing applied")
+            ctx.emit(None, Noted("", m.EventType.REQUEST, "assign", f"entry {entry.seq}: {exc}; nothing applied"))
             return
         before = shards.owner_of(self.owners, body.rm)
         self.owners[body.rm] = body.shard
@@ -301,9 +305,9 @@ class Core:
             if arriving.unit is None:
                 return
             self.registry.take_in(body.rm, arriving.unit, arriving.policy_group_text)
-            ctx.event(body.rm, m.EventType.REQUEST, body.rm,
+            ctx.emit(None, Noted(body.rm, m.EventType.REQUEST, body.rm,
                       f"resource manager {body.rm!r} moved from core shard {before!r} to {body.shard!r} "
-                      f"at entry {entry.seq}")
+                      f"at entry {entry.seq}"))
 
     def dump(self, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
         """A plain, deterministic projection of the state (read API, tests). `sections`

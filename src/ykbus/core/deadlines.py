@@ -25,6 +25,10 @@ class Sequence:
     def __init__(self, n: int = 0) -> None:
         self.n = n
 
+    def reach(self, n: int) -> None:
+        """Deadlines set from now on come after insertion `n` (a restore; an RM's arriving)."""
+        self.n = max(self.n, n)
+
 
 class Timers(Generic[T]):
     """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic.
@@ -39,6 +43,12 @@ class Timers(Generic[T]):
         self._deadlines: list[int] = []  # a heap of the distinct deadlines held
         self._at: dict[int, list[tuple[int, int, T]]] = {}  # deadline -> its timers, in insertion order
         self.sequence = sequence
+
+    def adopt(self, sequence: Sequence) -> None:
+        """Take `sequence` (a core's, this RM's unit arriving there): the deadlines held keep
+        their order, new ones come after every one of them."""
+        self.sequence = sequence
+        sequence.reach(max([0, *(n for _, n, _ in self.entries())]))
 
     def schedule(self, deadline: int, timer: T) -> None:
         self.sequence.n += 1

@@ -27,7 +27,9 @@ from collections.abc import Callable
 import msgspec
 
 from ykbus.core.core import Core
-from ykbus.core.outbox import Entry, Outbox, Output
+from ykbus.core.effects import outputs_of
+from ykbus.core.events import Noted
+from ykbus.core.outbox import Entry, Output
 from ykbus.si import messages as m
 
 FAILED_KIND = "failed"  # the kind of the core service's record of a failed entry
@@ -46,11 +48,10 @@ _failed_decoder = msgspec.json.Decoder(FailedEntry)
 
 def failure_outputs(entry: Entry, error: str) -> list[Output]:
     """The answer to an entry that failed: one event to its RM naming the entry and error."""
-    ctx = Outbox(entry.seq, entry.ts)
-    ctx.event(entry.rm, m.EventType.REQUEST, entry.rm or entry.kind,
-              f"entry {entry.seq} ({entry.kind}) was not applied: internal error {error}; "
-              "nothing of it changed the state (this is a bug in ykbus and was logged)")
-    return ctx.outputs()
+    return outputs_of(entry.seq, entry.ts, [Noted(
+        entry.rm, m.EventType.REQUEST, entry.rm or entry.kind,
+        f"entry {entry.seq} ({entry.kind}) was not applied: internal error {error}; "
+        "nothing of it changed the state (this is a bug in ykbus and was logged)")])
 
 
 class GuardedCore:

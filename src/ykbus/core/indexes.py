@@ -2,7 +2,8 @@
 owns the node index (in the scorer's order), where each pending ask waits (`parked`: the
 one registry of `Wait` places, core/waits.py `WaitPlaces`; `pool`: the gates of asks waiting
 for room, `RoomWaits`; `reserve_waiters`: asks past their reservation delay with no node to
-reserve) and what wakes it, and keeps the sums and orders the records carry for the planner:
+reserve; all three kept, with each ask's place, by its one move, core/waits.py
+`AskPlaces.move`) and what wakes it, and keeps the sums and orders the records carry for the planner:
 pending sums, active applications and their order, application and queue priorities.
 
 It changes the records' objects only in what follows (an ask's place and reason, an
@@ -23,10 +24,11 @@ from ykbus.core.config import (
     AppSortPolicy,
 )
 from ykbus.core.decisions import Learned
-from ykbus.core.effects import ReasonChanged, derive
+from ykbus.core.events import PendingMoved, ReasonChanged
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.lifecycle import (
     SCHEDULABLE_APP_STATES,
+    AskPlaceEvent,
     NodeState,
 )
 from ykbus.core.model import (
@@ -46,12 +48,12 @@ from ykbus.core.model import (
     count_app_priorities,
     is_leader,
 )
-from ykbus.core.outbox import Outbox
 from ykbus.core.resources import add_into, fits, scaled, sub_into
 from ykbus.core.scheduling import NODE_MOVED, NODES_REINDEXED, NONE_TO_RESERVE, RESERVABLE, ROOM_FREED, Scheduler
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import FAIR, PartitionState
-from ykbus.core.waits import POOLED_RESERVING, RESERVE, Gate, RoomWaits, WaitPlaces
+from ykbus.core.step import Step
+from ykbus.core.waits import RESERVE, AskPlaces, Gate, RoomWaits, WaitPlaces
 from ykbus.si import messages as m
 
 
@@ -65,12 +67,14 @@ class Waits:
         self.planner = planner  # its caches follow the node index and the gates
         self.node_index = node_index  # the schedulable nodes by the scorer's key
         self.pool = pool  # asks (not of gangs) waiting for node room, by gate (core/waits.py)
+        # where each pending ask is (core/waits.py): its one move, and the registries it keeps
+        self.places = AskPlaces(pool)
         # where the other pending asks wait (core/waits.py): by place; gangs' asks that wait
         # for room are here by shape, and in reserve_waiters past the reservation delay
-        self.parked = WaitPlaces()
+        self.parked: WaitPlaces = self.places.parked
         # asks past the reservation delay that found no node to reserve: judged again when a
-        # node comes, comes back, grows, or is freed of its reservation
-        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+        # node comes, comes back, grows, or is freed of its reservation (the places' own dict)
+        self.reserve_waiters: dict[tuple[str, str], Ask] = self.places.reserve_waiters
         # the nodes a reservation could newly take since the reservation gates opened: once
         # all are reserved again, what reservations can take is as it was, and those gates
         # close (`reservation_taken`); forgotten as the entry's gates settle
@@ -165,11 +169,11 @@ class Waits:
             app.max_priority = ask.priority
             self._app_priority_changed(app, old)
 
-    def ask_not_pending(self, ask: Ask) -> None:
+    def ask_not_pending(self, ask: Ask, ctx: Step) -> None:
         app = ask.app
         if is_leader(ask):  # placed (or gone): its workers go on, or wait for the next leader (their reason names it)
             app.leaders_waiting -= 1
-            self._wake_leader_waiters(app)
+            self._wake_leader_waiters(app, ctx)
         counts = app.priorities
         left = counts[ask.priority] - 1
         if left:
@@ -214,11 +218,11 @@ class Waits:
             q.sort_key = None
             q = q.parent
 
-    def pend(self, ask: Ask) -> None:
+    def pend(self, ask: Ask, ctx: Step) -> None:
         """Count `ask`'s pending allocations and make it active."""
         self.add_pending(ask)
-        ask.app.active.add(ask.entry)
-        self.records.pending_codes.tally(ask)
+        self.places.move(ask, AskPlaceEvent.PEND)
+        ctx.emit(self.records, PendingMoved(ask))
         self.ask_pending(ask)
 
     def add_pending(self, ask: Ask) -> None:
@@ -229,84 +233,64 @@ class Waits:
             add_into(q.pending, total)
             q.sort_key = None
 
-    def unpend(self, ask: Ask) -> None:
+    def unpend(self, ask: Ask, ctx: Step) -> None:
         """Undo `pend` for what is still pending, wherever the ask waits."""
         if ask.reserved:
-            self.unreserve(ask)
+            self.unreserve(ask, ctx)
         ask.since = 0
         if not ask.pending:
             return
         if ask.placeholder and ask.app.gang:  # its gang, and the real asks waiting for it, are judged again
-            self.rejudge_gang(ask.app)  # (this ask too: it is active then, and leaves its list below)
+            self.rejudge_gang(ask.app, ctx)  # (this ask too: it is active then, and leaves its list below)
         total = scaled(ask.resource, ask.pending)
         sub_into(ask.app.pending, total)
         for q in ask.app.path:
             sub_into(q.pending, total)
             q.sort_key = None
-        self.unwait(ask)
-        if ask.waiting is None:
-            ask.app.active.remove(ask.entry)
-        ask.waiting = None
+        self.places.move(ask, AskPlaceEvent.DROP)
         ask.pending = 0
-        self.records.pending_codes.tally(ask)
-        self.ask_not_pending(ask)
+        ctx.emit(self.records, PendingMoved(ask))
+        self.ask_not_pending(ask, ctx)
 
-    def unwait(self, ask: Ask) -> None:
-        """`ask` leaves the registry of the place it waits (its `waiting` is left to the caller)."""
-        w = ask.waiting
-        if ask.pooled:
-            self.pool.leave(ask)
-        elif w is not None:
-            self.parked.remove(ask, w)
-            if w is NODE_ROOM and self.reserve_waiters:
-                self.reserve_waiters.pop((ask.app.id, ask.key), None)
+    def unwait(self, ask: Ask, ctx: Step) -> None:
+        """`ask` waits no more: it is judged again (`wake`, which takes it from the registry of
+        its place: a `wake` that follows finds it active, and does nothing)."""
+        self.wake(ask, ctx)
 
-    def park(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why, ctx: Outbox,
+    def park(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why, ctx: Step,
              reserving: bool = False) -> None:
         """Park `ask` at `where` with its reason (moving it there if it waits elsewhere); the
         RM hears the reason once per change. `reserving`: waiting for room, it is past its
         reservation delay with no node to reserve."""
-        pooled = where is NODE_ROOM and not ask.app.gang
-        if pooled and ask.pooled and (ask.pooled == POOLED_RESERVING) == reserving:
-            pass  # judged behind an open gate and parked again where it was: nothing moves
+        if where is not NODE_ROOM:
+            self.places.move(ask, AskPlaceEvent.PARK, where)
+        elif not ask.app.gang:  # behind its shape's gates (core/waits.py)
+            self.places.move(ask, AskPlaceEvent.POOL_TO_RESERVE if reserving else AskPlaceEvent.POOL)
         else:
-            if ask.waiting is None:
-                ask.app.active.remove(ask.entry)
-            else:
-                self.unwait(ask)
-            if pooled:
-                self.pool.enter(ask, reserving)
-        ask.waiting = where
+            self.places.move(ask, AskPlaceEvent.PARK_TO_RESERVE if reserving else AskPlaceEvent.PARK, where)
         ask.why = reason
-        self.records.pending_codes.tally(ask)
-        if not pooled:
-            self.parked.add(ask, where)
-            if reserving and where is NODE_ROOM:
-                self.reserve_waiters[(ask.app.id, ask.key)] = ask
+        ctx.emit(self.records, PendingMoved(ask))
         if reason.message != ask.reported:
             ask.reported = reason.message
-            derive(self.records, ReasonChanged(ask, state, reason.message), ctx)
+            ctx.emit(self.records, ReasonChanged(ask, state, reason.message))
 
-    def wake(self, ask: Ask) -> None:
-        """A waiting ask is active again (its waiting place already let it go)."""
+    def wake(self, ask: Ask, ctx: Step) -> None:
+        """A waiting ask is active again, out of the registry of its place (if its place has
+        not let it go already, `WaitPlaces.take`)."""
         if ask.waiting is None:  # woken once already by another of the places that knew it
             return
-        if self.reserve_waiters:  # it may also be listed as past its reservation delay
-            self.reserve_waiters.pop((ask.app.id, ask.key), None)
+        self.places.move(ask, AskPlaceEvent.WAKE)
         self.woken += 1
-        ask.waiting = None
         ask.why = None
-        self.records.pending_codes.tally(ask)
-        ask.app.active.add(ask.entry)
+        ctx.emit(self.records, PendingMoved(ask))
         self.sync_app(ask.app)
 
-    def settle(self) -> None:
+    def settle(self, ctx: Step) -> None:
         """After the entry's pass (or instead of it): the asks behind gates still open are made
         active, as an eager wake-up would have left them (core/waits.py)."""
         if self.pool.open:
             for ask in self.pool.let_through():
-                self.pool.leave(ask)
-                self.wake(ask)
+                self.wake(ask, ctx)
         if self.freed:
             self.freed.clear()
 
@@ -330,73 +314,67 @@ class Waits:
                     self.pool.close(gate)
                     self.planner.state_changed(NONE_TO_RESERVE, None, gate.shape)
 
-    def activate(self, ask: Ask) -> None:
+    def activate(self, ask: Ask, ctx: Step) -> None:
         """A waiting ask about to be placed (or placed by the next pass): active again, in
         its application's list, at once (not a wake-up: the pass goes on as it was)."""
-        self.unwait(ask)
-        ask.waiting = None
+        self.places.move(ask, AskPlaceEvent.WAKE)
         ask.why = None
-        self.records.pending_codes.tally(ask)
-        ask.app.active.add(ask.entry)
+        ctx.emit(self.records, PendingMoved(ask))
 
-    def wake_at(self, kind: type, key: Any) -> None:
+    def wake_at(self, kind: type, key: Any, ctx: Step) -> None:
         """Every ask waiting at one place (a `Wait` kind and its key) is judged again."""
         for ask in self.parked.take(kind, key):
-            self.wake(ask)
+            self.wake(ask, ctx)
 
-    def rejudge_gang(self, app: App) -> None:
+    def rejudge_gang(self, app: App, ctx: Step) -> None:
         """The gang changed (a placeholder came or went): every pending placeholder, wherever
         it waits, and every real ask waiting on the gang, are judged again (their reasons
         name the gang's total)."""
-        self.wake_gang(app)
+        self.wake_gang(app, ctx)
         for ask in pending_placeholders(app):
-            if ask.waiting is not None:
-                self.unwait(ask)
-                self.wake(ask)
+            self.wake(ask, ctx)
 
-    def wake_gang(self, app: App) -> None:
-        self.wake_at(GangWait, app.id)
+    def wake_gang(self, app: App, ctx: Step) -> None:
+        self.wake_at(GangWait, app.id, ctx)
 
-    def _wake_leader_waiters(self, app: App) -> None:
+    def _wake_leader_waiters(self, app: App, ctx: Step) -> None:
         """A leader of `app` no longer waits to be placed: its workers are judged again."""
-        self.wake_at(LeaderWait, app.id)
+        self.wake_at(LeaderWait, app.id, ctx)
 
-    def wake_node(self, node: Node) -> None:
+    def wake_node(self, node: Node, ctx: Step) -> None:
         """`node` changed (added, freed, resized, drained, back, going): wake the asks that
         must run on it, to be judged again, and the waiting shapes that now fit it; if it is
         reserved, its room serves the ask it is reserved for alone, and the gates of the
         shapes it fits open when the reservation goes (`unreserve` wakes the node again)."""
-        self.wake_at(RequiredNode, node.id)
+        self.wake_at(RequiredNode, node.id, ctx)
         if node.state is not NodeState.SCHEDULABLE:
             return
         held = node.reserved
         if held is not None and held.pooled and fits(held.resource, node.free):
-            self.pool.leave(held)  # its own node has room for it now: judged again at once
-            self.wake(held)
+            self.wake(held, ctx)  # its own node has room for it now: judged again at once
         room = self.parked.kinds.get(NodeRoom)  # gangs' asks waiting for room, by shape
         fitting = [s for s, waiters in room.items()
                    if fits(next(iter(waiters.values())).resource, node.free)] if room else []
         for shape in fitting:
             if held is None:
-                self.wake_at(NodeRoom, shape)
+                self.wake_at(NodeRoom, shape, ctx)
                 continue
             # reserved for `held`: it takes no other ask, so an ask reserved elsewhere
             # cannot gain by its room (its own node, or a node free of reservations, would
             # wake it when it changes); the others are judged again as ever
             for ask in list(self.parked.at(NodeRoom, shape).values()):
                 if not ask.reserved or ask is held:
-                    self.parked.remove(ask, NODE_ROOM)
-                    self.wake(ask)
+                    self.wake(ask, ctx)
         if self.pool.shapes and held is None:
             self._opened(self.pool.open_fitting(node))
 
-    def wake_queue(self, q: Queue) -> None:
+    def wake_queue(self, q: Queue, ctx: Step) -> None:
         """Usage in `q` fell (or its max rose): the asks its max held are judged again."""
-        self.wake_at(QueueRoom, q.path)
+        self.wake_at(QueueRoom, q.path, ctx)
 
-    def wake_limit(self, t: Tracker) -> None:
+    def wake_limit(self, t: Tracker, ctx: Step) -> None:
         """Usage under a user or group limit fell: the asks it held are judged again."""
-        self.wake_at(LimitRoom, t.key)
+        self.wake_at(LimitRoom, t.key, ctx)
 
     def wake_app_waiters(self, q: Queue | Tracker) -> None:
         if q.app_waiters:
@@ -406,31 +384,44 @@ class Waits:
                 app.blocked_on = None
                 self.sync_app(app)
 
-    def unreserve(self, ask: Ask, wake: bool = False) -> None:
+    def unreserve(self, ask: Ask, ctx: Step, wake: bool = False) -> None:
         """Drop `ask`'s reservation; its node takes other asks again. `wake`: the ask waits
         on, to be judged again (its reason would be stale)."""
         node = self.records.nodes.get(ask.reserved)
-        ask.reserved = ""
-        if node is not None and node.reserved is ask:
-            node.reserved = None
+        freed = node if node is not None and node.reserved is ask else None
+        self.places.move(ask, AskPlaceEvent.UNRESERVE, node=node)
+        if freed is not None:
             self.planner.state_changed(ROOM_FREED)  # a shape that failed for want of this node may fit it now
-            self.wake_reserve_waiters(node)
-            self.wake_node(node)
-        if wake and ask.waiting is not None:
-            self.unwait(ask)
-            self.wake(ask)
+            self.wake_reserve_waiters(freed, ctx)
+            self.wake_node(freed, ctx)
+        if wake:
+            self.wake(ask, ctx)
 
-    def wake_reserve_waiters(self, node: Node) -> None:
+    def reserve(self, ask: Ask, node: Node) -> None:
+        """`node` is reserved for `ask` (the applier: a reservation, or the node it preempts
+        on), unless it already is."""
+        if ask.reserved != node.id:
+            self.places.move(ask, AskPlaceEvent.RESERVE, node=node)
+
+    def placed(self, ask: Ask) -> None:
+        """An allocation of `ask` was booked (Changes.allocate, its reservation dropped): it no
+        longer waits for room; placed in full, it has no place (`allocate` took it off its
+        application's list)."""
+        ask.since = 0
+        if not ask.pending:
+            self.places.move(ask, AskPlaceEvent.PLACE_LAST)
+
+    def wake_reserve_waiters(self, node: Node, ctx: Step) -> None:
         """What a reservation can take changed (`node` came, came back, grew, or lost its
         reservation): the asks past their reservation delay with no node reserved are judged
         again."""
         self.freed[node.id] = node
         self.planner.state_changed(RESERVABLE, node)
         if self.reserve_waiters:
-            waiters, self.reserve_waiters = self.reserve_waiters, {}
-            for ask in waiters.values():
-                self.unwait(ask)
-                self.wake(ask)
+            waiters = list(self.reserve_waiters.values())
+            self.reserve_waiters.clear()  # (the places' own dict: it stays the same one)
+            for ask in waiters:
+                self.wake(ask, ctx)
         if self.pool.gates:
             self._opened(self.pool.open_reserving())
 

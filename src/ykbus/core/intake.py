@@ -19,16 +19,18 @@ from ykbus.core.config import (
     DEFAULT_PARTITION,
     AppSortPolicy,
 )
+from ykbus.core.events import Accepted, Noted, Refused
 from ykbus.core.lifecycle import (
     NODE,
     AppState,
     NodeEvent,
 )
 from ykbus.core.model import App, Queue
-from ykbus.core.outbox import Entry, Outbox
+from ykbus.core.outbox import Entry
 from ykbus.core.partition import Partition
 from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, resources_of
 from ykbus.core.resources import Res, first_over, fmt_quantity
+from ykbus.core.step import Step
 from ykbus.core.tags import policy_problem, role_problem
 from ykbus.si import codec
 from ykbus.si import messages as m
@@ -62,41 +64,41 @@ def _id(item: object, name: str) -> str:
     return str(getattr(item, name, ""))
 
 
-def _app_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.put(to, m.RejectedApplication(_id(item, "applicationID"), reason))
+def _app_refused(ctx: Step, to: str, item: object, reason: str) -> None:
+    ctx.emit(None, Refused(to, m.RejectedApplication(_id(item, "applicationID"), reason)))
 
 
-def _app_removal_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.event(to, m.EventType.APP, _id(item, "applicationID"), f"remove not applied: {reason}")
+def _app_removal_refused(ctx: Step, to: str, item: object, reason: str) -> None:
+    ctx.emit(None, Noted(to, m.EventType.APP, _id(item, "applicationID"), f"remove not applied: {reason}"))
 
 
-def _node_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.put(to, m.RejectedNode(_id(item, "nodeID"), reason))
+def _node_refused(ctx: Step, to: str, item: object, reason: str) -> None:
+    ctx.emit(None, Refused(to, m.RejectedNode(_id(item, "nodeID"), reason)))
 
 
-def _release_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.event(to, m.EventType.REQUEST, _id(item, "UUID") or _id(item, "applicationID"), f"release not applied: {reason}")
+def _release_refused(ctx: Step, to: str, item: object, reason: str) -> None:
+    ctx.emit(None, Noted(to, m.EventType.REQUEST, _id(item, "UUID") or _id(item, "applicationID"), f"release not applied: {reason}"))
 
 
-def _ask_release_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.event(to, m.EventType.REQUEST, _id(item, "allocationKey") or _id(item, "applicationID"),
-              f"ask release not applied: {reason}")
+def _ask_release_refused(ctx: Step, to: str, item: object, reason: str) -> None:
+    ctx.emit(None, Noted(to, m.EventType.REQUEST, _id(item, "allocationKey") or _id(item, "applicationID"),
+              f"ask release not applied: {reason}"))
 
 
-def _ask_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
-    ctx.put(to, m.RejectedAllocationAsk(_id(item, "allocationKey"), _id(item, "applicationID"), reason))
+def _ask_refused(ctx: Step, to: str, item: object, reason: str) -> None:
+    ctx.emit(None, Refused(to, m.RejectedAllocationAsk(_id(item, "allocationKey"), _id(item, "applicationID"), reason)))
 
 
-def _allocation_refused(ctx: Outbox, to: str, item: object, reason: str) -> None:
+def _allocation_refused(ctx: Step, to: str, item: object, reason: str) -> None:
     """SI 1.6 requests, already asks (ykbus.si.compat), are answered the 1.6 way."""
-    ctx.put(to, m.RejectedAllocation(_id(item, "allocationKey"), _id(item, "applicationID"), reason))
+    ctx.emit(None, Refused(to, m.RejectedAllocation(_id(item, "allocationKey"), _id(item, "applicationID"), reason)))
 
 
 class Intake:
     def __init__(self, registry: RMRegistry) -> None:
         self.registry = registry  # the RMs a request may apply to: read only
 
-    def applications(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Outbox) -> None:
+    def applications(self, entry: Entry, msg: codec.DecodedApplicationRequest, ctx: Step) -> None:
         """An `app` request: applications added, then applications removed."""
         rm, why = self.registry.rm_for(entry, msg.rmID)
         for new in msg.new:
@@ -114,7 +116,7 @@ class Intake:
             if reason:
                 _app_removal_refused(ctx, entry.rm, removal, reason)
 
-    def nodes(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Outbox) -> None:
+    def nodes(self, entry: Entry, msg: codec.DecodedNodeRequest, ctx: Step) -> None:
         """A `node` request: each node created, updated, drained, undrained or decommissioned."""
         rm, why = self.registry.rm_for(entry, msg.rmID)
         for info in msg.nodes:
@@ -125,7 +127,7 @@ class Intake:
             if reason:
                 _node_refused(ctx, entry.rm, info, reason)
 
-    def allocations(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Outbox) -> None:
+    def allocations(self, entry: Entry, msg: codec.DecodedAllocationRequest, ctx: Step) -> None:
         """An `alloc` request: releases of allocations, then of asks, then new asks (and SI
         1.6's allocations, asks already: ykbus.si.compat)."""
         rm, why = self.registry.rm_for(entry, msg.rmID)
@@ -162,7 +164,7 @@ class Intake:
     def _partition_name(name: str) -> str:
         return (name or DEFAULT_PARTITION).lower()
 
-    def _add_app(self, rm: ResourceManager, msg: m.AddApplicationRequest, ctx: Outbox) -> str:
+    def _add_app(self, rm: ResourceManager, msg: m.AddApplicationRequest, ctx: Step) -> str:
         part = rm.partitions.get(self._partition_name(msg.partitionName))
         if part is None:
             return f"partition {msg.partitionName!r} does not exist"
@@ -175,7 +177,7 @@ class Intake:
         part.changes.add_app(msg, queue, ctx)
         if APP_ADDED_FAULT is not None:
             APP_ADDED_FAULT(msg.applicationID)
-        ctx.put(rm.id, m.AcceptedApplication(msg.applicationID))
+        ctx.emit(None, Accepted(rm.id, m.AcceptedApplication(msg.applicationID)))
         return ""
 
     @staticmethod
@@ -200,7 +202,7 @@ class Intake:
                                "the gang could never run")
         return queue, ""
 
-    def _remove_app(self, rm: ResourceManager, msg: m.RemoveApplicationRequest, ctx: Outbox) -> str:
+    def _remove_app(self, rm: ResourceManager, msg: m.RemoveApplicationRequest, ctx: Step) -> str:
         part = rm.partitions.get(self._partition_name(msg.partitionName))
         if part is None:
             return f"partition {msg.partitionName!r} does not exist"
@@ -212,7 +214,7 @@ class Intake:
         part.changes.remove_app(app, ctx, m.TerminationType.STOPPED_BY_RM, "application removed by the RM")
         return ""
 
-    def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
+    def _node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Step) -> str:
         action = info.action
         A = m.ActionFromRM
         if action is A.CREATE or action is A.CREATE_DRAIN:
@@ -228,7 +230,7 @@ class Intake:
                 return "existingAllocations are only accepted with CREATE"
             capacity = None if info.schedulableResource is None else resources_of(info.schedulableResource)
             occupied = node.occupied if info.occupiedResource is None else resources_of(info.occupiedResource)
-            part.changes.update_node(node, info.attributes, capacity, occupied)
+            part.changes.update_node(node, info.attributes, capacity, occupied, ctx)
             return ""
         event = {A.DRAIN_NODE: NodeEvent.DRAIN, A.DRAIN_TO_SCHEDULABLE: NodeEvent.UNDRAIN,
                  A.DECOMISSION: NodeEvent.DECOMMISSION}[action]
@@ -238,10 +240,10 @@ class Intake:
             part.changes.decommission(node, ctx)
             rm.forget_node(node.id)
         else:
-            part.changes.node_event(node, event)
+            part.changes.node_event(node, event, ctx)
         return ""
 
-    def _create_node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Outbox) -> str:
+    def _create_node(self, rm: ResourceManager, info: m.NodeInfo, ctx: Step) -> str:
         if info.nodeID in rm.node_partition:
             return f"node {info.nodeID} already exists"
         pname = self._partition_name(info.attributes.get(NODE_PARTITION_ATTR, ""))
@@ -253,19 +255,19 @@ class Intake:
         for i, alloc in enumerate(info.existingAllocations):
             reason = self._check_recovered(rm, part, info, alloc, uuids)
             if reason:
-                ctx.put(rm.id, m.RejectedAllocationAsk(
+                ctx.emit(None, Refused(rm.id, m.RejectedAllocationAsk(
                     alloc.allocationKey, alloc.applicationID,
-                    f"existingAllocations[{i}] of node {info.nodeID}: {reason}"))
+                    f"existingAllocations[{i}] of node {info.nodeID}: {reason}")))
                 continue
             uuids.add(alloc.UUID)
             recovered.append((alloc, part.apps[alloc.applicationID], resources_of(alloc.resourcePerAlloc)))
-        node = part.changes.add_node(info, resources_of(info.schedulableResource), resources_of(info.occupiedResource))
+        node = part.changes.add_node(info, resources_of(info.schedulableResource), resources_of(info.occupiedResource), ctx)
         rm.place_node(node.id, part)
         if info.action is m.ActionFromRM.CREATE_DRAIN:  # SI 1.6: created draining, in the same item
-            part.changes.node_event(node, NodeEvent.DRAIN)
+            part.changes.node_event(node, NodeEvent.DRAIN, ctx)
         for alloc, app, res in recovered:
             part.changes.recover(alloc, app, node, res, ctx)
-        ctx.put(rm.id, m.AcceptedNode(info.nodeID))
+        ctx.emit(None, Accepted(rm.id, m.AcceptedNode(info.nodeID)))
         return ""
 
     def _check_recovered(self, rm: ResourceManager, part: Partition, info: m.NodeInfo, alloc: m.Allocation,
@@ -300,7 +302,7 @@ class Intake:
             return part, None, f"application {app_id!r} does not exist"
         return part, app, ""
 
-    def _add_ask(self, rm: ResourceManager, ask: m.AllocationAsk, ctx: Outbox) -> str:
+    def _add_ask(self, rm: ResourceManager, ask: m.AllocationAsk, ctx: Step) -> str:
         part, app, reason = self._app(rm, ask.partitionName, ask.applicationID)
         if reason:
             return reason
@@ -319,7 +321,7 @@ class Intake:
         part.changes.add_ask(ask, app, res, ctx)
         return ""
 
-    def _release(self, rm: ResourceManager, rel: m.AllocationRelease, ctx: Outbox) -> str:
+    def _release(self, rm: ResourceManager, rel: m.AllocationRelease, ctx: Step) -> str:
         part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)
         if reason:
             return reason
@@ -349,7 +351,7 @@ class Intake:
                 part.changes.release(alloc, STOPPED_BY_RM, rel.message or "released by the RM", ctx)
         return ""
 
-    def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Outbox) -> str:
+    def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Step) -> str:
         if not rel.applicationID:
             return "applicationID is empty"
         part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)

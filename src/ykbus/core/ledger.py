@@ -10,9 +10,9 @@ beyond its resources (its ask's counts, the outputs, who is woken) is the partit
 
 An ask placed moves its resources from pending to allocated in the same step.
 
-The ledger reports what moved through two callbacks, so that the partition keeps its
-orders current: a node whose free resources changed (the node index), and an application
-whose usage changed (its place under `fair`).
+Its caller (core/changes.py) then tells the waits what moved, so that the orders that
+follow usage stay current: the node (the node index) and the application (its place under
+`fair`).
 
 While `indexed` (the partition preempts and a rule could take victims: core/preemption.py),
 it also keeps each leaf's allocations that may be preempted by class, `Queue.victims`:
@@ -21,7 +21,7 @@ it also keeps each leaf's allocations that may be preempted by class, `Queue.vic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ykbus.core.resources import add_into, sub_into
@@ -32,14 +32,15 @@ if TYPE_CHECKING:
 
 
 class Ledger:
-    __slots__ = ("allocations", "_node_moved", "_app_moved", "indexed")
+    __slots__ = ("allocations", "indexed")
 
-    def __init__(self, allocations: ChunkedDict[Alloc], node_moved: Callable[[Node], None],
-                 app_moved: Callable[[App], None]) -> None:
+    def __init__(self, allocations: ChunkedDict[Alloc]) -> None:
         self.allocations = allocations  # the partition's index: uuid -> allocation
-        self._node_moved = node_moved
-        self._app_moved = app_moved
         self.indexed = False  # keeping Queue.victims
+
+    def index_victims(self, indexed: bool) -> None:
+        """Keep the leaves' victims by class from now on (`Queue.victims`), or not."""
+        self.indexed = indexed
 
     def book(self, alloc: Alloc, placed: bool = False) -> None:
         """Count `alloc` everywhere; `placed`: an ask's allocation, whose resources leave
@@ -48,7 +49,6 @@ class Ledger:
         node, app, res = alloc.node, alloc.app, alloc.resource
         sub_into(node.free, res)
         node.allocations[alloc.uuid] = alloc
-        self._node_moved(node)
         for q in app.path:
             add_into(q.allocated, res)
             if placed:
@@ -65,7 +65,6 @@ class Ledger:
         self.allocations[alloc.uuid] = alloc
         if self.indexed:
             index_victim(alloc)
-        self._app_moved(app)
 
     def recount(self, apps: Iterable[App], nodes: Iterable[Node]) -> None:
         """What `book` keeps, derived at once from the allocations the nodes and applications
@@ -88,7 +87,6 @@ class Ledger:
         node, app, res = alloc.node, alloc.app, alloc.resource
         add_into(node.free, res)
         del node.allocations[alloc.uuid]
-        self._node_moved(node)
         for q in app.path:
             sub_into(q.allocated, res)
             q.sort_key = None
@@ -109,7 +107,6 @@ class Ledger:
                     del same[alloc.uuid]
                 if not same:
                     del victims[key]
-        self._app_moved(app)
 
 
 def index_victim(alloc: Alloc) -> None:

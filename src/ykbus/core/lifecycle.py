@@ -136,6 +136,75 @@ ASK = Lifecycle[AskState, AskEvent]("ask", {
 })
 
 
+class AskPlace(enum.StrEnum):
+    """Where a pending ask is: the registries that hold it (core/waits.py `AskPlaces`, whose
+    `move` is the one change of `Ask.place`), and whether a node is reserved for it. A
+    reserved ask waits where an unreserved one would (for room, behind its shape's gate or
+    with its gang's; at its required node; for its victims), or is judged again; it is never
+    waiting to reserve another."""
+
+    NOT_PENDING = "NotPending"  # nothing of it is pending (not asked yet, placed in full, or dropped): nowhere
+    ACTIVE = "Active"  # in its application's active list
+    PARKED = "Parked"  # at a `Wait` in `WaitPlaces` (a max, a limit, its gang, its leader, its placeholder, ...)
+    PARKED_TO_RESERVE = "ParkedToReserve"  # a gang's ask waiting for room past its reservation delay: and in `reserve_waiters`
+    POOLED = "Pooled"  # waiting for room behind its shape's room gate (`RoomWaits`)
+    POOLED_TO_RESERVE = "PooledToReserve"  # past its reservation delay: behind the shape's reservation gate too
+    RESERVED_ACTIVE = "ReservedActive"  # ACTIVE, holding a node
+    RESERVED_PARKED = "ReservedParked"  # PARKED, holding a node (its required node, its victims' node, a gang's room)
+    RESERVED_POOLED = "ReservedPooled"  # POOLED, holding a node
+
+
+class AskPlaceEvent(Event):
+    PEND = "its pending allocations are counted (asked, or asked again): active"
+    PARK = "it waits at a place of WaitPlaces (core/waits.py): anything but room, or room with its gang"
+    PARK_TO_RESERVE = "a gang's ask waits for room past its reservation delay, with no node to reserve"
+    POOL = "it waits for room behind its shape's gate (again: nothing moves)"
+    POOL_TO_RESERVE = "it waits for room past its reservation delay, with no node to reserve: behind the reservation gate too"
+    WAKE = "it is judged again, or is about to be placed: active"
+    RESERVE = "a node is reserved for it (to wait for room there, or for its victims to go)"
+    UNRESERVE = "its reservation is dropped: placed, parked where it gives it up, or the node drained, shrank or went"
+    PLACE_LAST = "its last pending allocation was placed"
+    DROP = "the RM released it or sent it again, or its application went away"
+
+
+_P, _M = AskPlace, AskPlaceEvent
+ASK_PLACE = Lifecycle[AskPlace, AskPlaceEvent]("ask place", {
+    (_P.NOT_PENDING, _M.PEND): _P.ACTIVE,
+    (_P.ACTIVE, _M.PARK): _P.PARKED,
+    (_P.ACTIVE, _M.PARK_TO_RESERVE): _P.PARKED_TO_RESERVE,
+    (_P.ACTIVE, _M.POOL): _P.POOLED,
+    (_P.ACTIVE, _M.POOL_TO_RESERVE): _P.POOLED_TO_RESERVE,
+    (_P.ACTIVE, _M.RESERVE): _P.RESERVED_ACTIVE,
+    (_P.ACTIVE, _M.PLACE_LAST): _P.NOT_PENDING,
+    (_P.ACTIVE, _M.DROP): _P.NOT_PENDING,
+    (_P.PARKED, _M.WAKE): _P.ACTIVE,
+    (_P.PARKED, _M.DROP): _P.NOT_PENDING,
+    (_P.PARKED_TO_RESERVE, _M.WAKE): _P.ACTIVE,
+    (_P.PARKED_TO_RESERVE, _M.DROP): _P.NOT_PENDING,
+    (_P.POOLED, _M.PARK): _P.PARKED,
+    (_P.POOLED, _M.POOL): _P.POOLED,
+    (_P.POOLED, _M.POOL_TO_RESERVE): _P.POOLED_TO_RESERVE,
+    (_P.POOLED, _M.WAKE): _P.ACTIVE,
+    (_P.POOLED, _M.RESERVE): _P.RESERVED_POOLED,
+    (_P.POOLED, _M.DROP): _P.NOT_PENDING,
+    (_P.POOLED_TO_RESERVE, _M.PARK): _P.PARKED,
+    (_P.POOLED_TO_RESERVE, _M.POOL): _P.POOLED,
+    (_P.POOLED_TO_RESERVE, _M.POOL_TO_RESERVE): _P.POOLED_TO_RESERVE,
+    (_P.POOLED_TO_RESERVE, _M.WAKE): _P.ACTIVE,
+    (_P.POOLED_TO_RESERVE, _M.RESERVE): _P.RESERVED_POOLED,
+    (_P.POOLED_TO_RESERVE, _M.DROP): _P.NOT_PENDING,
+    (_P.RESERVED_ACTIVE, _M.PARK): _P.RESERVED_PARKED,
+    (_P.RESERVED_ACTIVE, _M.POOL): _P.RESERVED_POOLED,
+    (_P.RESERVED_ACTIVE, _M.UNRESERVE): _P.ACTIVE,
+    (_P.RESERVED_PARKED, _M.WAKE): _P.RESERVED_ACTIVE,
+    (_P.RESERVED_PARKED, _M.UNRESERVE): _P.PARKED,
+    (_P.RESERVED_POOLED, _M.PARK): _P.RESERVED_PARKED,
+    (_P.RESERVED_POOLED, _M.POOL): _P.RESERVED_POOLED,
+    (_P.RESERVED_POOLED, _M.WAKE): _P.RESERVED_ACTIVE,
+    (_P.RESERVED_POOLED, _M.UNRESERVE): _P.POOLED,
+})
+
+
 class AllocationState(enum.StrEnum):
     ALLOCATED = "Allocated"
     COMPLETED = "Completed"
@@ -229,7 +298,7 @@ SHIM = Lifecycle[ShimState, ShimEvent]("RM client (recovery)", {
     (ShimState.RECOVERING, ShimEvent.FAIL): ShimState.FAILED,
 })
 
-LIFECYCLES: tuple[Lifecycle, ...] = (APP, ASK, ALLOCATION, NODE, RM, SHIM)  # type: ignore[type-arg]
+LIFECYCLES: tuple[Lifecycle, ...] = (APP, ASK, ASK_PLACE, ALLOCATION, NODE, RM, SHIM)  # type: ignore[type-arg]
 
 
 def render_docs() -> str:

@@ -34,7 +34,7 @@ from ykbus.core.config import (
     duration_ms,
     parse_offset,
 )
-from ykbus.core.lifecycle import AllocationState, AppState, AskState, NodeState
+from ykbus.core.lifecycle import AllocationState, AppState, AskPlace, AskState, NodeState
 from ykbus.core.resources import Res, add_into, fits, max_into, sub_into
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
@@ -227,13 +227,13 @@ class Queue:
         "preempt_policy", "preempt_delay_ms", "preempt_within", "quota_delay_ms", "victims",
     )
 
-    def __init__(self, name: str, parent: Queue | None) -> None:
+    def __init__(self, name: str, parent: Queue | None, managed: bool = True) -> None:
         self.name = name
         self.parent = parent
         self.path: str = name if parent is None else f"{parent.path}.{name}"
         self.children: dict[str, Queue] = {}
         self.leaf = True
-        self.managed = True
+        self.managed = managed  # False: created by a placement rule, not configured
         self.draining = False
         self.draining_since = 0
         self.allocated: Res = {}
@@ -344,7 +344,7 @@ class Ask:
     __slots__ = ("key", "app", "resource", "shape", "max_allocations", "pending", "allocated",
                  "priority", "seq", "tags", "task_group", "placeholder", "originator",
                  "timeout_ms", "state", "waiting", "reported", "why", "required", "since", "reserved", "pooled",
-                 "preempt_self", "preempt_other", "preempt_after", "at", "tallied", "tallied_n")
+                 "preempt_self", "preempt_other", "preempt_after", "at", "tallied", "tallied_n", "place")
 
     def __init__(self, key: str, app: App, spec: AskSpec, resource: Res, shape: Shape, seq: int,
                  at: int = 0) -> None:
@@ -354,6 +354,9 @@ class Ask:
         self.at = at  # log time it was first asked (ns): the REST API's requestTime
         self.allocated = 0
         self.state = AskState.PENDING
+        # where it is, by the place table (core/lifecycle.py ASK_PLACE): moved only by core/waits.py
+        # `AskPlaces.move`, which keeps `waiting`, `pooled`, `reserved` and the registries with it
+        self.place = AskPlace.NOT_PENDING
         self.waiting: Wait | None = None  # where it waits (None: active)
         self.reported = ""  # last scheduling-state reason sent, so it is sent once
         self.why: why.Why | None = None  # why it waits, while it waits (`waiting` is set)

@@ -1,13 +1,12 @@
 """What one entry decided, on its way out: an `Outbox` collects the output items of one
 entry. Items are grouped into one message per (rm, kind), in the order each group was
-first used, and in decision order inside it. Compiled with the core (core/compiled.py):
-every decision reads the entry's time and puts its items here. The entries and outputs
+first used, and in decision order inside it. Compiled with the core (core/compiled.py).
+Only `derive` (core/effects.py) fills one, from the entry's events. The entries and outputs
 themselves are msgspec Structs, in core/entries.py (here too, for their readers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ykbus import limits
@@ -42,30 +41,12 @@ _BUILDERS: dict[str, type[m.Message]] = {
 
 
 class Outbox:
-    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "_groups")
+    __slots__ = ("seq", "ts", "_groups")
 
     def __init__(self, seq: int, ts: int) -> None:
         self.seq = seq
         self.ts = ts
-        self._uuid = 0
-        self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
-        self.budget = limits.MAX_ALLOCATIONS_PER_ENTRY  # read once an entry (tests lower it)
         self._groups: dict[tuple[str, str], Any] = {}
-
-    def next_uuid(self, taken: Callable[[str], bool]) -> str:
-        """A deterministic allocation UUID: `<input seq>-<n>`, n counting from 0 per entry,
-        skipping any that `taken` says is live (an RM may recover an allocation whose UUID
-        has this form)."""
-        while True:
-            uuid = f"{self.seq}-{self._uuid}"
-            self._uuid += 1
-            if not taken(uuid):
-                self.allocations += 1
-                return uuid
-
-    @property
-    def budget_left(self) -> bool:
-        return self.allocations < self.budget
 
     def put(self, rm: str, item: Any) -> None:
         """Add `item` to the answer to `rm`; its type says which message and list it goes in

@@ -60,10 +60,10 @@ from ykbus.core.deadlines import Timers
 from ykbus.core.decisions import Allocate, ends_walk
 from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger
-from ykbus.core.outbox import Outbox
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
+from ykbus.core.step import Step
 from ykbus.core.timers import Timer
 from ykbus.core.waits import RoomWaits
 
@@ -99,12 +99,12 @@ class Partition:
         self.scheduler = Scheduler(records, pool, node_index)
         self.policies = self.scheduler.policies  # the node policies' orders: the planner's, read by tests
         self.waits = Waits(records, pool, node_index, self.scheduler)
-        self.ledger = Ledger(records.allocations, self.waits.index_node, self.waits.usage_moved)
+        self.ledger = Ledger(records.allocations)
         self.changes = Changes(records, self.waits, self.ledger)
         self.applier = Applier(records, self.waits, self.scheduler, self.ledger, self.changes)
-        self.changes.apply_config(config, 0)
+        self.changes.apply_config(config, Step(0, 0))  # (an empty partition: nothing moves, nothing to tell)
 
-    def schedule(self, ctx: Outbox) -> None:
+    def schedule(self, ctx: Step) -> None:
         """Plan and commit until a walk places nothing (or the entry's budget is spent)."""
         records = self.records
         if records.forget_queue_keys():  # the total or the configuration changed: every queue key may have changed
@@ -125,4 +125,4 @@ class Partition:
                     break  # the walk saw everything active, and committing it woke nothing
         finally:
             scheduler.finish()
-            waits.settle()
+            waits.settle(ctx)

@@ -162,9 +162,8 @@ class AppPlacement:
         parent = self._queue(parent_path)
         if parent is None or parent.leaf or parent.draining or not QUEUE_NAME.match(name):
             return None
-        queue = Queue(name, parent)
+        queue = Queue(name, parent, managed=False)
         queue.configure(QueueConfig(name, not leaf, {}, {}, 0, {}, None, None, []), parent.sort_priority)
-        queue.managed = False
         if not recovery:
             apply_template(queue)
         self.planned[queue.path] = queue

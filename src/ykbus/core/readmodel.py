@@ -1,20 +1,21 @@
 """The read model: what readers ask of a partition that would walk many records. The
-partition summary and the pending asks by code are folded as the applier changes the state
-(so a reader does not walk the live state); the nodes' usage is built when read.
+partition summary and the pending asks by code are folded from the events an entry's
+application returned (core/events.py), after the entry, by core/fold.py: the one place that
+changes them (so a reader does not walk the live state); the nodes' usage is built when read.
 
 - `PartitionSummary` is the part of YuniKorn's `PartitionInfo` (the REST API's
-  `/ws/v1/partitions`) that follows from the applier's events (core/effects.py): the
-  applications per state, with their `total`, and `totalContainers`, the allocations held.
+  `/ws/v1/partitions`) that follows from the applier's events: the applications per state,
+  with their `total`, and `totalContainers`, the allocations held.
 - `NodeUsage` is what YuniKorn's node-utilizations and the metrics' node families read:
   the nodes in each tenth of usage, per resource type, and how many are schedulable. It is
   not folded: a reader builds it from the nodes when it asks (`NodeUsage.of`: rest/dao.py,
   rest/metrics.py), so the writer keeps nothing for it and a reader changes nothing.
 - `PendingCodes` is what the metrics' `ykbus_pending_asks` reads: the pending allocations
   of the partition's asks by the code of why they wait (core/why.py), as `why_pending` gives
-  it for each. A parked ask's code is its own, kept where it is parked and woken
-  (`Waits.park`, `wake`, `activate`), and where its pending count moves
-  (`pend`, `unpend`, an allocation); an active ask is counted with its application, whose
-  hold (`app_hold`) is read when asked: a hold never touches each of its asks.
+  it for each. A parked ask's code is its own, counted when the applier says it moved
+  (`PendingMoved`: parked, woken or made active, or its pending count moved); an active
+  ask is counted with its application, whose hold (`app_hold`) is read when asked: a hold
+  never touches each of its asks.
 
 The folded ones are derived data: a snapshot does not store them, a restore rebuilds them
 from the records (`of`), and the property test checks after every entry that each fold

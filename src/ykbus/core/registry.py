@@ -25,18 +25,17 @@ from ykbus.core.config import (
     parse_config,
 )
 from ykbus.core.deadlines import Sequence, Timers
+from ykbus.core.events import EndedKept, Noted, Registered
 from ykbus.core.lifecycle import (
     RM,
     RMEvent,
     RMState,
 )
-from ykbus.core.outbox import Entry, Outbox
+from ykbus.core.outbox import Entry
 from ykbus.core.partition import Partition
 from ykbus.core.resources import Res
-from ykbus.core.timers import (
-    ExpireTimer,
-    Timer,
-)
+from ykbus.core.step import Step
+from ykbus.core.timers import Timer
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
 
@@ -79,9 +78,9 @@ class ResourceManager:
         one that is): its own allocations when it is the RM's only partition (the fast path),
         else all of them. Called whenever the RM's partitions change."""
         for p in self.partitions.values():
-            p.records.uuid_taken = p.allocations.__contains__ if len(self.partitions) == 1 else self.uuid_live
+            p.records.link_uuids(p.allocations.__contains__ if len(self.partitions) == 1 else self.uuid_live)
 
-    def keep_ended(self, before: dict[str, Partition]) -> None:
+    def keep_ended(self, before: dict[str, Partition], ctx: Step) -> None:
         """After a registration again: the applications that had ended in `before` (the
         wiped partitions) are remembered by the partitions of the same name, counted, and
         forgotten at the deadline they had. A new registration starts the RM's live state
@@ -92,12 +91,11 @@ class ResourceManager:
             if p is None:
                 continue
             for app_id, ended in old.terminated.items():
-                p.terminated[app_id] = ended
-                p.records.summary.app_entered(ended.state)
-                p.timers.schedule(ended.ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(p.records, app_id, ended.state))
+                p.records.remember_ended(app_id, ended)
+                ctx.emit(p.records, EndedKept(app_id, ended, ended.ts + limits.TERMINATED_TIMEOUT_NS))
             for app_id, ended in old.rejected.items():  # at most limits.REJECTED_KEPT, as they were
-                p.rejected[app_id] = ended
-                p.records.summary.app_entered(ended.state)
+                p.records.remember_ended(app_id, ended)
+                ctx.emit(p.records, EndedKept(app_id, ended, 0))
 
     def place_node(self, node_id: str, part: Partition) -> None:
         """Node `node_id` is in partition `part` (the intake, once the node is added)."""
@@ -109,7 +107,7 @@ class ResourceManager:
 
     def wipe(self) -> None:
         for p in self.partitions.values():
-            p.records.alive = False
+            p.records.retire()
         self.partitions = {}
         self.node_partition = {}
 
@@ -147,7 +145,7 @@ class RMRegistry:
         self.operator_configs = dict(operator_configs)
         for rm in rms:
             self.rms[rm.id] = rm
-        self.timer_sequence.n = timers_n
+        self.timer_sequence.reach(timers_n)
 
     def take_out(self, rm_id: str) -> tuple[ResourceManager | None, str]:
         """RM `rm_id`'s unit leaving this core (None if it has none here) and the configuration
@@ -158,8 +156,7 @@ class RMRegistry:
     def take_in(self, rm_id: str, unit: ResourceManager, policy_group_text: str) -> None:
         """RM `rm_id`'s unit arriving from another core shard: its deadlines keep their order,
         new ones take ours, after them."""
-        unit.timers.sequence = self.timer_sequence
-        self.timer_sequence.n = max([self.timer_sequence.n, *(n for _, n, _ in unit.timers.entries())])
+        unit.timers.adopt(self.timer_sequence)
         self.rms[rm_id] = unit
         if policy_group_text:
             self.policy_groups.setdefault(unit.policy_group, policy_group_text)
@@ -192,28 +189,28 @@ class RMRegistry:
         _PARSED[key] = config
         return config
 
-    def register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Outbox) -> None:
+    def register(self, entry: Entry, msg: m.RegisterResourceManagerRequest, ctx: Step) -> None:
         """A registration: a new RM, or one registered again, whose state starts afresh."""
         to = entry.rm or msg.rmID
         if entry.rm and msg.rmID != entry.rm:
-            ctx.register(to, f"rmID {limits.quoted(msg.rmID)} does not match the subject's rm {entry.rm!r}")
+            ctx.emit(None, Registered(to, f"rmID {limits.quoted(msg.rmID)} does not match the subject's rm {entry.rm!r}"))
             return
         if not RM_ID.match(msg.rmID):
-            ctx.register(entry.rm, f"rmID {limits.quoted(msg.rmID)} is not a NATS token: no '.', '*', '>' or whitespace")
+            ctx.emit(None, Registered(entry.rm, f"rmID {limits.quoted(msg.rmID)} is not a NATS token: no '.', '*', '>' or whitespace"))
             return
         if msg.rmID == RESERVED_RM:
-            ctx.register(entry.rm, f"rmID {RESERVED_RM!r} is reserved for the core service")
+            ctx.emit(None, Registered(entry.rm, f"rmID {RESERVED_RM!r} is reserved for the core service"))
             return
         if not entry.rm:
-            ctx.register(entry.rm, f"rmID {limits.quoted(msg.rmID)}: a registration must come on the RM's own subject "
-                         f"(yk.v1.in.{msg.rmID}.register), not on the core service's")
+            ctx.emit(None, Registered(entry.rm, f"rmID {limits.quoted(msg.rmID)}: a registration must come on the RM's own subject "
+                         f"(yk.v1.in.{msg.rmID}.register), not on the core service's"))
             return
         encoding = msg.extraConfig.get("encoding", "json")
         if encoding not in codec.ENCODINGS:
-            ctx.register(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack")
+            ctx.emit(None, Registered(to, f"extraConfig.encoding {encoding!r}: expected json or msgpack"))
             return
         if reason := compat.extra_config_error(msg.extraConfig):
-            ctx.register(to, reason)
+            ctx.emit(None, Registered(to, reason))
             return
         own = msg.config or self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
         text = self._operator_text(msg.policyGroup) or own
@@ -222,7 +219,7 @@ class RMRegistry:
             if own != text:
                 self._load(own, msg.policyGroup)  # the RM's own configuration must be valid too: it comes back
         except ConfigError as exc:
-            ctx.register(to, "invalid configuration: " + "; ".join(exc.errors))
+            ctx.emit(None, Registered(to, "invalid configuration: " + "; ".join(exc.errors)))
             return
         old = self.rms.get(msg.rmID)
         before = dict(old.partitions) if old is not None else {}
@@ -231,16 +228,16 @@ class RMRegistry:
             old.wipe()
         rm = ResourceManager(msg.rmID, msg.version, msg.policyGroup, msg.buildInfo, msg.extraConfig,
                              config, text, own, self.timer_sequence, entry.seq)
-        rm.keep_ended(before)
+        rm.keep_ended(before, ctx)
         self.rms[msg.rmID] = rm
         if msg.config:
             self.policy_groups[msg.policyGroup] = msg.config
-        ctx.register(to)
+        ctx.emit(None, Registered(to))
 
     def _operator_text(self, policy_group: str) -> str:
         return self.operator_configs.get(policy_group) or self.operator_configs.get("*", "")
 
-    def unregister(self, entry: Entry, msg: m.UnregisterRequest, ctx: Outbox) -> None:
+    def unregister(self, entry: Entry, msg: m.UnregisterRequest, ctx: Step) -> None:
         """An RM leaves: its partitions are removed."""
         rm = self._running_rm(entry, ctx)
         if rm is None:
@@ -248,46 +245,46 @@ class RMRegistry:
         rm.state = RM.advance(rm.state, RMEvent.SHUTDOWN)
         self.dropped_partitions += len(rm.partitions)
         rm.wipe()
-        ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
+        ctx.emit(None, Noted(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
                   f"resource manager {rm.id} unregistered: its partitions were removed",
-                  m.ChangeType.REMOVE)
+                  m.ChangeType.REMOVE))
 
-    def rmstate(self, entry: Entry, msg: m.RMStateChange, ctx: Outbox) -> None:
+    def rmstate(self, entry: Entry, msg: m.RMStateChange, ctx: Step) -> None:
         """The service recorded a heartbeat change of an RM (spec: RM lifecycle)."""
         rm = self.rms.get(msg.rmID)
         event = {m.RMLifecycleEvent.CONNECTION_LOST: RMEvent.CONNECTION_LOST,
                  m.RMLifecycleEvent.RECONNECT: RMEvent.RECONNECT,
                  m.RMLifecycleEvent.TIMEOUT: RMEvent.TIMEOUT}[msg.event]
         if entry.rm:
-            ctx.event(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
-                      "rmstate entries are recorded by the core service only; not applied")
+            ctx.emit(None, Noted(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
+                      "rmstate entries are recorded by the core service only; not applied"))
             return
         if not RM_ID.match(msg.rmID):
-            ctx.event("", m.EventType.REQUEST, "rmstate",
-                      f"entry {entry.seq}: rmID {limits.quoted(msg.rmID)} is not a NATS subject token; not applied")
+            ctx.emit(None, Noted("", m.EventType.REQUEST, "rmstate",
+                      f"entry {entry.seq}: rmID {limits.quoted(msg.rmID)} is not a NATS subject token; not applied"))
             return
         if rm is None or not RM.allows(rm.state, event):
             state = rm.state.value if rm is not None else "not registered"
-            ctx.event(msg.rmID, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
-                      f"{msg.event.value} does not apply to resource manager {msg.rmID} ({state})")
+            ctx.emit(None, Noted(msg.rmID, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
+                      f"{msg.event.value} does not apply to resource manager {msg.rmID} ({state})"))
             return
         rm.state = RM.advance(rm.state, event)
         for p in rm.partitions.values():  # a Paused RM gets nothing placed until it is back
-            p.records.paused = rm.state is RMState.PAUSED
+            p.records.pause(rm.state is RMState.PAUSED)
         note = f": {msg.reason}" if msg.reason else ""
         if rm.state is RMState.STOPPED:
             self.dropped_partitions += len(rm.partitions)
             rm.wipe()
             note += "; its nodes, applications and allocations were removed"
-        ctx.event(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
-                  f"resource manager {rm.id} is {rm.state.value}{note}", m.ChangeType.SET)
+        ctx.emit(None, Noted(rm.id, m.EventType.UNKNOWN_EVENTRECORD_TYPE, rm.id,
+                  f"resource manager {rm.id} is {rm.state.value}{note}", m.ChangeType.SET))
 
-    def _running_rm(self, entry: Entry, ctx: Outbox) -> ResourceManager | None:
+    def _running_rm(self, entry: Entry, ctx: Step) -> ResourceManager | None:
         rm = self.rms.get(entry.rm)
         if rm is None or rm.state is RMState.STOPPED:
-            ctx.event(entry.rm, m.EventType.REQUEST, entry.rm,
+            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
                       f"entry {entry.seq}: resource manager {entry.rm!r} is not registered; "
-                      f"{entry.kind} message not applied")
+                      f"{entry.kind} message not applied"))
             return None
         return rm
 
@@ -301,7 +298,7 @@ class RMRegistry:
             return None, f"resource manager {entry.rm!r} is not registered"
         return rm, ""
 
-    def configure(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+    def configure(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Step) -> None:
         """A `config` entry: an RM's own queue configuration, or (rm "") the operator's queue file."""
         if not entry.rm:
             self._on_queue_file(entry, msg, ctx)
@@ -310,12 +307,12 @@ class RMRegistry:
         if rm is None:
             return
         if msg.rmID and msg.rmID != entry.rm:
-            ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration not applied: rmID {limits.quoted(msg.rmID)} "
-                      f"does not match the subject's rm {entry.rm!r}")
+            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, f"configuration not applied: rmID {limits.quoted(msg.rmID)} "
+                      f"does not match the subject's rm {entry.rm!r}"))
             return
         if self._operator_text(rm.policy_group):
-            ctx.event(rm.id, m.EventType.QUEUE, rm.id, "configuration not applied: the service's queue file "
-                      f"for policy group {rm.policy_group!r} is in force")
+            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, "configuration not applied: the service's queue file "
+                      f"for policy group {rm.policy_group!r} is in force"))
             return
         text = msg.config or rm.own_config_text
         try:
@@ -324,15 +321,15 @@ class RMRegistry:
         except ConfigError as exc:
             errors = exc.errors
         if errors:
-            ctx.event(rm.id, m.EventType.QUEUE, rm.id,
-                      "configuration rejected, the active one stays: " + "; ".join(errors))
+            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id,
+                      "configuration rejected, the active one stays: " + "; ".join(errors)))
             return
         self._install(rm, config, text, entry, ctx)
         rm.own_config_text = text
         if msg.config:
             self.policy_groups[rm.policy_group] = msg.config
 
-    def _on_queue_file(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Outbox) -> None:
+    def _on_queue_file(self, entry: Entry, msg: m.UpdateConfigurationRequest, ctx: Step) -> None:
         """The service's queue file for policy group `msg.policyGroup` ("*": every RM), or
         its withdrawal (`config: ""`). Atomic: the file must validate, and the configuration
         each live RM would then have must fit its live state; otherwise nothing changes and
@@ -344,8 +341,8 @@ class RMRegistry:
             if msg.config:
                 self._load(msg.config, None if group == "*" else group)
         except ConfigError as exc:
-            ctx.event("", m.EventType.QUEUE, group,
-                      f"{what} rejected, the active configuration stays: " + "; ".join(exc.errors))
+            ctx.emit(None, Noted("", m.EventType.QUEUE, group,
+                      f"{what} rejected, the active configuration stays: " + "; ".join(exc.errors)))
             return
         after = dict(self.operator_configs)
         if msg.config:
@@ -368,15 +365,15 @@ class RMRegistry:
             errors += [f"{rm.id}: {e}" for e in self._reload_errors(rm, config)]
             changes.append((rm, config, text))
         if errors:
-            ctx.event("", m.EventType.QUEUE, group,
-                      f"{what} rejected, the active configuration stays: " + "; ".join(dict.fromkeys(errors)))
+            ctx.emit(None, Noted("", m.EventType.QUEUE, group,
+                      f"{what} rejected, the active configuration stays: " + "; ".join(dict.fromkeys(errors))))
             return
         self.operator_configs = after
         for rm, config, text in changes:
             self._install(rm, config, text, entry, ctx)
         applied = ", ".join(rm.id for rm, _, _ in changes) or "no RM"
-        ctx.event("", m.EventType.QUEUE, group,
-                  f"{what} {'in force' if msg.config else 'withdrawn'}; reconfigured: {applied}", m.ChangeType.SET)
+        ctx.emit(None, Noted("", m.EventType.QUEUE, group,
+                  f"{what} {'in force' if msg.config else 'withdrawn'}; reconfigured: {applied}", m.ChangeType.SET))
 
     def _reload_errors(self, rm: ResourceManager, config: SchedulerConfig) -> list[str]:
         """Why `config` cannot replace `rm`'s configuration over its live state, if it cannot."""
@@ -390,21 +387,21 @@ class RMRegistry:
                 errors += check_reload(rm.partitions[pc.name].records, pc)
         return errors
 
-    def _install(self, rm: ResourceManager, config: SchedulerConfig, text: str, entry: Entry, ctx: Outbox) -> None:
+    def _install(self, rm: ResourceManager, config: SchedulerConfig, text: str, entry: Entry, ctx: Step) -> None:
         """Hot-swap `rm`'s configuration (checked by `_reload_errors` already)."""
         names = {p.name for p in config.partitions}
         for name in [n for n in rm.partitions if n not in names]:
             self.dropped_partitions += 1
-            rm.partitions.pop(name).records.alive = False
+            rm.partitions.pop(name).records.retire()
         draining = []
         for pc in config.partitions:
             part = rm.partitions.get(pc.name)
             if part is None:
                 rm.partitions[pc.name] = Partition(rm.id, pc, rm.timers, entry.seq)
             else:
-                draining += part.changes.apply_config(pc, ctx.ts)
+                draining += part.changes.apply_config(pc, ctx)
                 part.applier.quota_reloaded(ctx)  # a max lowered below usage: preempted down to it after a delay
         rm.config_text = text
         rm.link_partitions()
         note = f"; draining: {', '.join(draining)}" if draining else ""
-        ctx.event(rm.id, m.EventType.QUEUE, rm.id, f"configuration updated{note}", m.ChangeType.SET)
+        ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, f"configuration updated{note}", m.ChangeType.SET))

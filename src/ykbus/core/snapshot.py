@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ykbus.core import fold
 from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core
@@ -50,7 +51,7 @@ from ykbus.core.timers import (
     ReservationTimer,
     Timer,
 )
-from ykbus.core.waits import ROOM
+from ykbus.core.waits import ROOM, restore_place
 from ykbus.core.why import Why
 
 FORMAT = 4  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending; 4: gangs
@@ -68,7 +69,8 @@ DERIVED: dict[str, frozenset[str]] = {
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
                         "quota_delay_ms", "victims"}),  # tree, sums, config, cache, waiting asks by gate
-    "Ask": frozenset({"app", "required", "shape", "pooled", "tallied", "tallied_n"}),  # its owner; from its tags; the interned form of its resource; where it waits
+    "Ask": frozenset({"app", "required", "shape", "pooled", "tallied", "tallied_n",  # its owner; from its tags; the interned form of its resource; where it waits
+                      "place"}),  # from its pending count, `waiting`, `reserved` and `since` (waits.restore_place)
     "Alloc": frozenset({"state"}),  # a live allocation is Allocated
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
@@ -84,7 +86,7 @@ DERIVED: dict[str, frozenset[str]] = {
                                  "alive", "node_sort", "rm", "root", "scorer", "timers", "total",
                                  "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
     "Waits": frozenset({"records", "planner",  # the partition's other components
-                        "node_index", "pool", "parked", "reserve_waiters",  # from the asks' `waiting`, and nodes
+                        "node_index", "pool", "parked", "reserve_waiters", "places",  # from the asks' `waiting`, and nodes
                         "woken", "freed"}),  # a counter within a pass; nodes freed within an entry
     "Changes": frozenset({"records", "waits", "ledger"}),  # the partition's other components, no state of its own
     "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes"}),  # likewise
@@ -475,6 +477,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
             ask.since, ask.reserved = sk.since, sk.reserved
             ask.state, ask.reported, ask.why = _ASK_STATES[sk.state], sk.reported, sk.why
             ask.waiting = parse_wait(sk.waiting) if sk.waiting is not None else None
+            restore_place(ask, now, records.reservation_delay_ns)  # not stored: derived from the above
             app.asks[ask.key] = ask
 
     apps, nodes, allocs = p.apps, p.nodes, p.allocations
@@ -493,7 +496,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
 
     p.applier.restore({sq.path: sq.waiters for sq in s.queues if sq.waiters}, s.node_waiters,
               {sa.id: sa.blocked_on for sa in s.apps if sa.blocked_on is not None and "|" in sa.blocked_on}, now)
-    records.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in s.counts}
+    fold.restore_counts(records, s.counts)
     return p
 
 

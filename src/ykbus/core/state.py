@@ -11,6 +11,7 @@ timer's target is the records of its partition (core/timers.py `TimerTarget`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from ykbus.core import why
@@ -21,6 +22,7 @@ from ykbus.core.config import (
     preemption_enabled,
 )
 from ykbus.core.deadlines import Timers
+from ykbus.core.lifecycle import AppState
 from ykbus.core.model import (
     Alloc,
     App,
@@ -70,10 +72,26 @@ class PartitionState:
         self.rekey = False  # the total or the configuration changed: every queue key is stale (the next pass)
         self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, Shape]] = {}
         self.trackers: dict[str, Tracker] = {}
-        self.summary = PartitionSummary()  # the read model, folded from core/effects.py's events
+        self.summary = PartitionSummary()  # a read model, folded from the entries' events (core/fold.py)
         self.pending_codes = PendingCodes()  # pending asks by why they wait (a read model)
         self.preempted: dict[str, Node] = {}  # nodes with preempted allocations the RM has not released yet
         self.victims_indexed = False  # the leaves keep their allocations that may be preempted (Queue.victims)
+
+    def retire(self) -> None:
+        """Its RM went away, or a reload dropped it: a timer of it that fires finds it dead."""
+        self.alive = False
+
+    def pause(self, paused: bool) -> None:
+        """Its RM is Paused (nothing is placed until it is back), or no longer."""
+        self.paused = paused
+
+    def link_uuids(self, taken: Callable[[str], bool]) -> None:
+        """How to see whether a UUID is live in its RM (one partition: its own allocations)."""
+        self.uuid_taken = taken
+
+    def remember_ended(self, app_id: str, ended: Terminated) -> None:
+        """An application that ended before its RM registered again, kept as it was."""
+        (self.rejected if ended.state is AppState.REJECTED else self.terminated)[app_id] = ended
 
     def preempts(self) -> bool:
         """Whether the partition's configuration lets asks preempt (`preemption.enabled`)."""

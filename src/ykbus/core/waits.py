@@ -1,5 +1,7 @@
 """Where pending asks wait: the one registry (`WaitPlaces`, by kind and place) and the asks
-that wait for node room, woken by gate rather than one by one (`RoomWaits`).
+that wait for node room, woken by gate rather than one by one (`RoomWaits`); and where each
+pending ask is, by the place table (core/lifecycle.py `ASK_PLACE`: active, parked, pooled,
+to reserve, holding a node), changed only through `AskPlaces.move`, which keeps them.
 
 An ask that is not of a gang and found no node with room waits in `RoomWaits`, under its
 shape (reserved or not: one reserved whose own node gains room for it is woken at once by
@@ -39,8 +41,9 @@ no gate is open, so a snapshot holds only where each ask waits.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
+from ykbus.core.lifecycle import ASK_PLACE, AskPlace, AskPlaceEvent
 from ykbus.core.model import NODE_ROOM, App, Ask, Node, NodeRoom, Shape, Wait
 from ykbus.core.resources import Res, fits
 from ykbus.core.sortedseq import SortedSeq, bisect_left, insort
@@ -297,3 +300,111 @@ class WaitPlaces:
         """The places of one kind that have waiting asks, in the order they came."""
         places = self.kinds.get(kind)
         return list(places) if places else []
+
+
+# the place table's names, read once (compiled, an enum's member is looked up on its class at every use)
+_PEND: Final = AskPlaceEvent.PEND
+_PARK: Final = AskPlaceEvent.PARK
+_PARK_TO_RESERVE: Final = AskPlaceEvent.PARK_TO_RESERVE
+_POOL_TO_RESERVE: Final = AskPlaceEvent.POOL_TO_RESERVE
+_WAKE: Final = AskPlaceEvent.WAKE
+_RESERVE: Final = AskPlaceEvent.RESERVE
+_UNRESERVE: Final = AskPlaceEvent.UNRESERVE
+_PLACE_LAST: Final = AskPlaceEvent.PLACE_LAST
+_DROP: Final = AskPlaceEvent.DROP
+_POOLED_TO_RESERVE: Final = AskPlace.POOLED_TO_RESERVE
+_MOVES: Final = ASK_PLACE.table
+
+
+class AskPlaces:
+    """Where each pending ask is: `Ask.place`, by the place table (core/lifecycle.py
+    `ASK_PLACE`), and the registries that follow it: its application's active list, the
+    places of `WaitPlaces` (`parked`), the gates of `RoomWaits` (`pool`), the gangs' asks
+    past their reservation delay with no node to reserve (`reserve_waiters`), and the node
+    reserved for it. `move` is the one change of an ask's place (the waits, core/indexes.py,
+    call it): tests/invariants.py checks after every step that each ask's place agrees with
+    its `waiting`, `pooled` and `reserved` and with these registries."""
+
+    __slots__ = ("pool", "parked", "reserve_waiters")
+
+    def __init__(self, pool: RoomWaits) -> None:
+        self.pool = pool
+        self.parked = WaitPlaces()
+        # asks (of gangs) past the reservation delay that found no node to reserve: judged
+        # again when a node comes, comes back, grows, or is freed of its reservation
+        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+
+    def move(self, ask: Ask, event: AskPlaceEvent, where: Wait | None = None, node: Node | None = None) -> None:
+        """`event` moves `ask` (IllegalTransition if the table does not allow it where it is):
+        it leaves the registry of its place for the one of its new place. `where`: the place
+        it parks at (PARK); `node`: the node reserved for it (RESERVE), or that was (UNRESERVE,
+        None if gone)."""
+        old = ask.place
+        new = _MOVES.get((old, event))  # the table's one lookup
+        if new is None:
+            new = ASK_PLACE.advance(old, event)  # a move it does not list: IllegalTransition, naming it
+        ask.place = new
+        if event is _RESERVE:
+            assert node is not None
+            ask.reserved = node.id
+            node.reserved = ask
+            if old is _POOLED_TO_RESERVE:  # it waits to reserve a node no more: behind its room gate alone
+                self.pool.leave(ask)
+                self.pool.enter(ask, False)
+            return
+        if event is _UNRESERVE:
+            ask.reserved = ""
+            if node is not None and node.reserved is ask:
+                node.reserved = None
+            return
+        if event is _PLACE_LAST:  # Changes.allocate took it off its application's list as it booked it
+            return
+        if new is old and ask.pooled:  # judged behind an open gate and pooled again as it was: nothing moves
+            return
+        if event is not _PEND:
+            w = ask.waiting
+            if ask.pooled:
+                self.pool.leave(ask)
+            elif w is None:
+                ask.app.active.remove(ask.entry)
+            else:  # (already gone if its place let it go: `WaitPlaces.take`)
+                self.parked.remove(ask, w)
+                if w is NODE_ROOM and self.reserve_waiters:
+                    self.reserve_waiters.pop((ask.app.id, ask.key), None)
+        if event is _WAKE or event is _PEND:
+            ask.waiting = None
+            ask.app.active.add(ask.entry)
+        elif event is _PARK:
+            assert where is not None
+            ask.waiting = where
+            self.parked.add(ask, where)
+        elif event is _DROP:
+            ask.waiting = None
+        else:  # waiting for room
+            ask.waiting = NODE_ROOM
+            if event is _PARK_TO_RESERVE:
+                self.parked.add(ask, NODE_ROOM)
+                self.reserve_waiters[(ask.app.id, ask.key)] = ask
+            else:
+                self.pool.enter(ask, event is _POOL_TO_RESERVE)
+
+
+def restore_place(ask: Ask, now: int, delay: int) -> None:
+    """A loaded ask's place (core/snapshot.py), from what the snapshot holds: its pending
+    count, where it waits, the node reserved for it and, waiting for room, whether it is past
+    its reservation delay `delay` at `now` (as the restore registers it, core/applier.py)."""
+    w = ask.waiting
+    app = ask.app
+    to_reserve = bool(w is NODE_ROOM and not ask.reserved and ask.since and now - ask.since >= delay
+                      and not (ask.placeholder and app.gang))
+    if not ask.pending:
+        place = AskPlace.NOT_PENDING
+    elif w is None:
+        place = AskPlace.RESERVED_ACTIVE if ask.reserved else AskPlace.ACTIVE
+    elif w is NODE_ROOM and not app.gang:
+        place = (AskPlace.RESERVED_POOLED if ask.reserved else
+                 AskPlace.POOLED_TO_RESERVE if to_reserve else AskPlace.POOLED)
+    else:
+        place = (AskPlace.RESERVED_PARKED if ask.reserved else
+                 AskPlace.PARKED_TO_RESERVE if to_reserve else AskPlace.PARKED)
+    ask.place = place

@@ -1,0 +1,82 @@
+"""The one fold: every read model (core/readmodel.py) follows from the events an entry's
+application returned (core/events.py), folded here after the entry, in order; and is
+rebuilt here from the records when they are restored from a snapshot. Nothing else changes
+a read model (tests/core/test_one_way_out.py).
+"""
+
+from __future__ import annotations
+
+from ykbus.core.events import (
+    AllocationBooked,
+    AllocationRecovered,
+    AllocationReleased,
+    AppAdded,
+    AppExpired,
+    AppRejected,
+    AppTransitioned,
+    EndedKept,
+    PendingMoved,
+)
+from ykbus.core.lifecycle import AppState
+from ykbus.core.readmodel import PartitionSummary
+from ykbus.core.state import PartitionState
+from ykbus.core.step import Step
+
+ENDED = (AppState.COMPLETED, AppState.FAILED)
+
+
+def fold(step: Step) -> None:
+    """Every read model, after the entry `step` applied: each partition's summary and pending
+    asks by code, from the step's events, in order (an event of no partition counts nothing)."""
+    for part, event in step.events:
+        if part is None:
+            continue
+        if isinstance(event, PendingMoved):
+            part.pending_codes.tally(event.ask)
+            continue
+        summary = part.summary
+        if isinstance(event, AllocationBooked):
+            summary.containers += 1
+            summary.count("container", event.alloc.app.queue.path, "allocated")
+        elif isinstance(event, AllocationReleased):
+            summary.containers -= 1
+            summary.count("container", event.alloc.app.queue.path, "released")
+        elif isinstance(event, AppTransitioned):
+            summary.app_left(event.old)
+            summary.app_entered(event.new)
+            if event.new in ENDED:
+                summary.count("application", event.app.queue.path, str(event.new))
+        elif isinstance(event, AppAdded):
+            if event.replaced is not None:
+                summary.app_left(event.replaced)
+            summary.app_entered(event.state)
+            summary.count("application", event.app.queue.path, "Accepted")
+        elif isinstance(event, AppRejected):
+            summary.app_entered(AppState.REJECTED)
+            summary.count("application", event.queue, AppState.REJECTED.value)
+            for _ in range(event.dropped):
+                summary.app_left(AppState.REJECTED)
+        elif isinstance(event, AppExpired):
+            summary.app_left(event.state)
+        elif isinstance(event, AllocationRecovered):
+            summary.containers += 1
+        elif isinstance(event, EndedKept):
+            summary.app_entered(event.ended.state)
+
+
+def rebuild(records: PartitionState) -> None:
+    """The read models of `records` restored from a snapshot (which stores none of them but
+    the summary's counts), from the records as they are."""
+    summary = records.summary
+    fresh = PartitionSummary.of(records.apps, records.terminated, records.rejected, len(records.allocations))
+    summary.applications, summary.containers = fresh.applications, fresh.containers
+    tally = records.pending_codes.tally
+    for app in records.apps.values():
+        for ask in app.asks.values():
+            if ask.pending:
+                tally(ask)
+
+
+def restore_counts(records: PartitionState, counts: list[tuple[str, str, str, int]]) -> None:
+    """The summary's decisions counted, as a snapshot stored them (the one read model it keeps)."""
+    records.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in counts}

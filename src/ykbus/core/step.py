@@ -1,0 +1,52 @@
+"""One entry's application in progress: a `Step` is what the applier is handed for an
+entry (the `ctx` of its methods). It carries the entry's seq and log time, issues the
+allocation ids of the entry and counts them against the per-entry budget, and collects the
+typed events the application returns (core/events.py), in the order they happened, each
+with the partition it happened in (None: an RM's, not a partition's).
+
+A step sends nothing and sets no timer: after the entry, `derive` (core/effects.py) turns
+its events into the outputs and the timers, and `fold` (core/readmodel.py) into the read
+models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ykbus import limits
+
+if TYPE_CHECKING:
+    from ykbus.core.events import Event
+    from ykbus.core.state import PartitionState
+
+
+class Step:
+    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "events")
+
+    def __init__(self, seq: int, ts: int) -> None:
+        self.seq = seq
+        self.ts = ts
+        self._uuid = 0
+        self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
+        self.budget = limits.MAX_ALLOCATIONS_PER_ENTRY  # read once an entry (tests lower it)
+        self.events: list[tuple[PartitionState | None, Event]] = []  # what the entry's application did, in order
+
+    def next_uuid(self, taken: Callable[[str], bool]) -> str:
+        """A deterministic allocation UUID: `<input seq>-<n>`, n counting from 0 per entry,
+        skipping any that `taken` says is live (an RM may recover an allocation whose UUID
+        has this form)."""
+        while True:
+            uuid = f"{self.seq}-{self._uuid}"
+            self._uuid += 1
+            if not taken(uuid):
+                self.allocations += 1
+                return uuid
+
+    @property
+    def budget_left(self) -> bool:
+        return self.allocations < self.budget
+
+    def emit(self, part: PartitionState | None, event: Event) -> None:
+        """`event` happened in `part` (None: not in a partition), after every event before it."""
+        self.events.append((part, event))
