@@ -175,11 +175,6 @@ class PlaceholderTimerStarted:
         self.app, self.generation = app, app.gang_timer
 
 
-Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
-         | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppRejected | AppExpired | AllocationRecovered
-         | AllocationPreempted | PreemptionStarted | PreemptionRetry | QuotaOverrun)
-
-
 class PendingMoved:
     """`ask` was parked, woken or made active, or its pending count moved: the read model
     counts it where it is at the end of the entry (core/readmodel.py, `PendingCodes`)."""
