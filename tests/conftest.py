@@ -13,6 +13,7 @@ nodefinder.CHECK_RESERVABLE = True
 # every plan of every pass leaves the partition's whole object graph as it was (the planner
 # only reads: core/purity.py). Not elsewhere: a fingerprint of the whole graph per plan costs
 # minutes on the large states the REST and bench tests build (seen: CI past 20 min).
+# tests/test_demo_log.py switches it on itself, for its replay of a demo log only.
 PURITY_CHECKED = ("tests/core/", "tests/property/", "tests/test_traces.py")
 
 

@@ -27,7 +27,7 @@ from typing import Protocol
 import anyio
 import msgspec
 
-from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
+from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient, SchedulerAPI
 from ykbus.si import messages as m
 
 GiB = 1024**3
@@ -112,11 +112,13 @@ class SimRM(ResourceManagerCallback):
     state_path: str | None = None
     stats: SimStats = field(default_factory=SimStats)
     nats_options: dict | None = None  # nats.connect keywords: this RM's NATS identity on a secured server
+    scheduler: SchedulerAPI | None = None  # the core to talk to instead of NATS at `url` (sim/offline.py)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.state = SimState()
-        self._ends: list[tuple[float, str]] = []  # (monotonic end, uuid)
+        self._ends: list[tuple[float, str]] = []  # (end, uuid); times are the event loop's clock
+        # (anyio.current_time(): time.monotonic() on asyncio, virtual in sim/offline.py)
         self._open: dict[str, int] = {}  # app -> pods waiting or running
         self._finished: list[str] = []
         self._preempted: list[m.AllocationRelease] = []  # the core preempted them: deleted, confirmed next
@@ -176,13 +178,13 @@ class SimRM(ResourceManagerCallback):
                 self._open[app_id] = 0
             for w in st.waiting.values():
                 self._open[w.ask.applicationID] = self._open.get(w.ask.applicationID, 0) + w.remaining
-            now_wall, now = time.time(), time.monotonic()
+            now_wall, now = time.time(), anyio.current_time()
             for uuid, pod in st.running.items():
                 self._open[pod.app] = self._open.get(pod.app, 0) + 1
                 heapq.heappush(self._ends, (now + max(0.0, pod.end_wall - now_wall), uuid))
             self.stats.recovered = len(st.running)
         try:
-            async with NatsScheduler(self.url, nats_options=self.nats_options) as api:
+            async with (self.scheduler or NatsScheduler(self.url, nats_options=self.nats_options)) as api:
                 self.client = ResourceManagerClient(api, self.rm_id, config=self.workload.queues_yaml(),
                                                     callback=self, policy_group=self.rm_id)
                 await self.client.start(apps=apps, nodes=nodes)  # apps first, then nodes with their pods
@@ -213,10 +215,10 @@ class SimRM(ResourceManagerCallback):
 
     async def _finisher(self) -> None:
         assert self.client is not None
-        last_save = time.monotonic()
+        last_save = anyio.current_time()
         while True:
             await anyio.sleep(0.05)
-            now = time.monotonic()
+            now = anyio.current_time()
             due = []
             while self._ends and self._ends[0][0] <= now:
                 _, uuid = heapq.heappop(self._ends)
@@ -241,7 +243,7 @@ class SimRM(ResourceManagerCallback):
 
     # callback
     def update_allocation(self, response: m.AllocationResponse) -> None:
-        st, now, now_wall = self.state, time.monotonic(), time.time()
+        st, now, now_wall = self.state, anyio.current_time(), time.time()
         for a in response.new:
             self.stats.allocated += 1
             slot = f"{a.applicationID}/{a.allocationKey}"
