@@ -13,6 +13,7 @@ placeholders (`replacement_for`): docs/gang.md has the protocol.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from ykbus import limits
@@ -41,8 +42,17 @@ class Overlay(Protocol):
         ...
 
 
-def plan_gang(app: App, overlay: Overlay) -> list[Park] | list[GangAllocate]:
-    """All of `app`'s pending placeholders placed, or each parked with why the gang waits."""
+class DomainPlacer(Protocol):
+    """Where a gang that asks for a topology domain goes (core/topoplace.py): the node of
+    each member, in the members' order, or why no domain holds them."""
+
+    def place(self, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
+        ...
+
+
+def plan_gang(app: App, overlay: Overlay, domain: DomainPlacer | None = None) -> list[Park] | list[GangAllocate]:
+    """All of `app`'s pending placeholders placed, or each parked with why the gang waits.
+    `domain`: the gang asks for one topology domain (docs/topology.md), which places it."""
     members = pending_placeholders(app)
     total: Res = {}
     count = 0
@@ -82,6 +92,14 @@ def plan_gang(app: App, overlay: Overlay) -> list[Park] | list[GangAllocate]:
             return park_all(q.room, m.SchedulingState.SKIPPED,
                             why.queue_max(reason, q.path, over, used, q.max[over], total[over]))
     places: list[tuple[Ask, Node]] = []
+    if domain is not None:
+        sizes = [a.resource for a in members for _ in range(a.pending)]
+        found = domain.place(sizes)
+        if isinstance(found, tuple):
+            message, details = found
+            return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.topology_no_domain(message, app.id, details))
+        owners = [a for a in members for _ in range(a.pending)]
+        return [GangAllocate(app, list(zip(owners, found, strict=True)))]
     short: Res = {}
     for a in members:
         for placed in range(a.pending):

@@ -32,6 +32,7 @@ from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry
 from ykbus.core.resources import Res, first_over, fmt_quantity
 from ykbus.core.step import Step
 from ykbus.core.tags import policy_problem, role_problem
+from ykbus.core.topology import request_problem as topology_problem
 from ykbus.si import codec
 from ykbus.si import messages as m
 
@@ -184,7 +185,7 @@ class Intake:
     def _admit(part: Partition, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
         """The queue application `msg` goes to, and why it may not ("" when it may); the queue
         is None when none was found. Placement creates nothing: a refusal takes nothing back."""
-        problem = policy_problem(msg.tags)
+        problem = policy_problem(msg.tags) or topology_problem(msg.tags, part.records.config.topology.levels)
         if problem:
             return None, problem
         queue, reason = part.changes.place(msg)

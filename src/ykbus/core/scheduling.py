@@ -68,6 +68,7 @@ from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_fo
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
+from ykbus.core.topoplace import TopologyPlacer, request_for
 from ykbus.core.waits import Gate, RoomWaits
 from ykbus.si import messages as m
 
@@ -259,7 +260,9 @@ class Scheduler:
                 if gang_planned:
                     continue
                 gang_planned = True
-                decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache))
+                request = request_for(self.part, app.tags)  # one topology domain (docs/topology.md), or anywhere
+                decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache),
+                                      TopologyPlacer(self.part, self.node_index, request) if request is not None else None)
                 plan.extend(decisions)
                 if type(decisions[-1]) is GangAllocate:
                     return True

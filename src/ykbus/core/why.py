@@ -38,6 +38,7 @@ class PendingCode(enum.StrEnum):
     GANG_INCOMPLETE = "GangIncomplete"  # a placeholder: the gang's pending placeholders do not cover placeholderAsk
     GANG_NO_ROOM = "GangNoRoom"  # a placeholder: the whole gang does not fit the nodes yet
     GANG_TOO_LARGE = "GangTooLarge"  # a placeholder: the gang has more placeholders than one entry may place
+    TOPOLOGY_NO_DOMAIN = "TopologyNoDomain"  # a placeholder: no topology domain the gang asks for holds it whole
     GANG_PENDING = "GangPending"  # a real ask: its task group's placeholders are not placed yet
     REPLACING = "Replacing"  # a real ask: waiting for the RM to release the placeholder it replaces
     LEADER_PENDING = "LeaderPending"  # a worker: its application's leader is not placed yet
@@ -130,6 +131,11 @@ def gang_incomplete(app: str, wanted: dict[str, int], pending: dict[str, int], m
 
 def gang_no_room(message: str, app: str, total: dict[str, int], short: dict[str, int]) -> Why:
     return Why(PendingCode.GANG_NO_ROOM, message, {"application": app, "asked": dict(total), "missing": dict(short)})
+
+
+def topology_no_domain(message: str, app: str, details: dict[str, object]) -> Why:
+    """No domain at the level a topology gang asks for holds it (core/topology.py `NoDomain`)."""
+    return Why(PendingCode.TOPOLOGY_NO_DOMAIN, message, {"application": app, **details})
 
 
 def gang_too_large(app: str, placeholders: int, limit: int) -> Why:
