@@ -8,8 +8,8 @@ from __future__ import annotations
 from tests import invariants
 from tests.conftest import Harness, app_updates, new_allocs, states
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
-from ykbus.log.build import ask, node, resource
 from ykbus.log.build import app as app_msg
+from ykbus.log.build import ask, node, resource
 from ykbus.yamlload import load_yaml
 
 QUEUES = """
