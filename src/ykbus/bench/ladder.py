@@ -26,6 +26,9 @@ COLUMNS: dict[str, list[str]] = {
                      "max", "entry_p99_ms", "peak_rss_mib"],
     "core/gang": ["workload", "nodes", "gangs", "allocations", "entries", "seconds", "gangs_per_s",
                   "allocations_per_s", "min", "max", "peak_rss_mib"],
+    "core/topology": ["workload", "nodes", "gangs", "allocations", "seconds", "gangs_per_s", "placement_p99_ms",
+                      "preferred_in_one_rack", "ignored_preferred_in_one_rack", "racks", "racks_wholly_free",
+                      "ignored_racks_wholly_free", "peak_rss_mib"],
     "core/preemption": ["workload", "nodes", "allocations", "burst", "search_p50_ms", "search_p99_ms",
                         "search_max_ms", "preemptions", "seconds", "victims_per_s", "min", "max", "confirm_seconds",
                         "placed", "peak_rss_mib"],
@@ -79,6 +82,10 @@ def rows(name: str, args: argparse.Namespace, progress: Progress) -> Iterator[Ro
                 yield b.bench_backlog(args.repeat, pending, _ints(args.nodes)[-1], args.entries, progress)
         case "core/gang":
             yield b.bench_gang(args.repeat, args.scale, progress)
+        case "core/topology":
+            from ykbus.bench.topology import bench_topology
+
+            yield bench_topology(args.repeat, args.scale, progress)
         case "core/preemption":
             yield b.bench_preemption(args.repeat, args.scale, progress)
         case "core/mixed":

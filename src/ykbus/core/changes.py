@@ -23,7 +23,6 @@ from ykbus.core.events import (
     AppExpired,
     AppRejected,
     AppTransitioned,
-    PendingMoved,
     PlaceholderTimerStarted,
 )
 from ykbus.core.gang import gang_covered
@@ -429,7 +428,7 @@ class Changes:
         alloc.preempt_self = ask.preempt_self
         self._book(alloc, True)
         ask.pending -= 1
-        ctx.emit(records, PendingMoved(ask))
+        ctx.pending_moved(records, ask)
         ask.allocated += 1
         ask.reported = ""
         if ask.pending == 0:

@@ -31,7 +31,6 @@ from ykbus.core.events import (
     EndedKept,
     Event,
     Noted,
-    PendingMoved,
     PlaceholderTimerStarted,
     PreemptionRetry,
     PreemptionStarted,
@@ -69,7 +68,9 @@ def derive(step: Step) -> list[Output]:
     """The outputs of the entry `step` applied: the messages to the RMs, in the order of its
     events, with the timers that follow from them set on the way."""
     out = Outbox(step.seq, step.ts)
-    for part, event in step.events:
+    parts = step.parts
+    for i, event in enumerate(step.events):
+        part = parts[i]
         if part is None:
             _answer(event, out)
         else:
@@ -102,8 +103,6 @@ def _answer(event: Event, out: Outbox) -> None:
 
 def _derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
     """The messages to the RM and the timers that follow from `event` of partition `part`."""
-    if isinstance(event, PendingMoved):  # (the read model's only; the most frequent)
-        return
     rm, ts = part.rm, ctx.ts
     if isinstance(event, ReasonChanged):
         ask = event.ask

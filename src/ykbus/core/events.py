@@ -175,16 +175,6 @@ class PlaceholderTimerStarted:
         self.app, self.generation = app, app.gang_timer
 
 
-class PendingMoved:
-    """`ask` was parked, woken or made active, or its pending count moved: the read model
-    counts it where it is at the end of the entry (core/readmodel.py, `PendingCodes`)."""
-
-    __slots__ = ("ask",)
-
-    def __init__(self, ask: Ask) -> None:
-        self.ask = ask
-
-
 class EndedKept:
     """An application that had ended (`ended`) before its RM registered again is remembered
     by the new partition of the same name; a Completed or Failed one is forgotten at the
@@ -238,5 +228,5 @@ class Noted:
 
 Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
          | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppRejected | AppExpired | AllocationRecovered
-         | AllocationPreempted | PreemptionStarted | PreemptionRetry | QuotaOverrun | PendingMoved | EndedKept
+         | AllocationPreempted | PreemptionStarted | PreemptionRetry | QuotaOverrun | EndedKept
          | Accepted | Refused | Registered | Noted)

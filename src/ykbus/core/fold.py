@@ -15,7 +15,6 @@ from ykbus.core.events import (
     AppRejected,
     AppTransitioned,
     EndedKept,
-    PendingMoved,
 )
 from ykbus.core.lifecycle import AppState
 from ykbus.core.readmodel import PartitionSummary
@@ -28,11 +27,13 @@ ENDED = (AppState.COMPLETED, AppState.FAILED)
 def fold(step: Step) -> None:
     """Every read model, after the entry `step` applied: each partition's summary and pending
     asks by code, from the step's events, in order (an event of no partition counts nothing)."""
-    for part, event in step.events:
+    moved_in = step.moved_in
+    for i, ask in enumerate(step.moved):  # where each is now (a repeat counts nothing more)
+        moved_in[i].pending_codes.tally(ask)
+    parts = step.parts
+    for i, event in enumerate(step.events):
+        part = parts[i]
         if part is None:
-            continue
-        if isinstance(event, PendingMoved):
-            part.pending_codes.tally(event.ask)
             continue
         summary = part.summary
         if isinstance(event, AllocationBooked):

@@ -24,7 +24,7 @@ from ykbus.core.config import (
     AppSortPolicy,
 )
 from ykbus.core.decisions import Learned
-from ykbus.core.events import PendingMoved, ReasonChanged
+from ykbus.core.events import ReasonChanged
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.lifecycle import (
     SCHEDULABLE_APP_STATES,
@@ -222,7 +222,7 @@ class Waits:
         """Count `ask`'s pending allocations and make it active."""
         self.add_pending(ask)
         self.places.move(ask, AskPlaceEvent.PEND)
-        ctx.emit(self.records, PendingMoved(ask))
+        ctx.pending_moved(self.records, ask)
         self.ask_pending(ask)
 
     def add_pending(self, ask: Ask) -> None:
@@ -249,7 +249,7 @@ class Waits:
             q.sort_key = None
         self.places.move(ask, AskPlaceEvent.DROP)
         ask.pending = 0
-        ctx.emit(self.records, PendingMoved(ask))
+        ctx.pending_moved(self.records, ask)
         self.ask_not_pending(ask, ctx)
 
     def unwait(self, ask: Ask, ctx: Step) -> None:
@@ -269,7 +269,7 @@ class Waits:
         else:
             self.places.move(ask, AskPlaceEvent.PARK_TO_RESERVE if reserving else AskPlaceEvent.PARK, where)
         ask.why = reason
-        ctx.emit(self.records, PendingMoved(ask))
+        ctx.pending_moved(self.records, ask)
         if reason.message != ask.reported:
             ask.reported = reason.message
             ctx.emit(self.records, ReasonChanged(ask, state, reason.message))
@@ -282,7 +282,7 @@ class Waits:
         self.places.move(ask, AskPlaceEvent.WAKE)
         self.woken += 1
         ask.why = None
-        ctx.emit(self.records, PendingMoved(ask))
+        ctx.pending_moved(self.records, ask)
         self.sync_app(ask.app)
 
     def settle(self, ctx: Step) -> None:
@@ -319,7 +319,7 @@ class Waits:
         its application's list, at once (not a wake-up: the pass goes on as it was)."""
         self.places.move(ask, AskPlaceEvent.WAKE)
         ask.why = None
-        ctx.emit(self.records, PendingMoved(ask))
+        ctx.pending_moved(self.records, ask)
 
     def wake_at(self, kind: type, key: Any, ctx: Step) -> None:
         """Every ask waiting at one place (a `Wait` kind and its key) is judged again."""

@@ -13,7 +13,7 @@ changes them (so a reader does not walk the live state); the nodes' usage is bui
 - `PendingCodes` is what the metrics' `ykbus_pending_asks` reads: the pending allocations
   of the partition's asks by the code of why they wait (core/why.py), as `why_pending` gives
   it for each. A parked ask's code is its own, counted when the applier says it moved
-  (`PendingMoved`: parked, woken or made active, or its pending count moved); an active
+  (`Step.pending_moved`: parked, woken or made active, or its pending count moved); an active
   ask is counted with its application, whose hold (`app_hold`) is read when asked: a hold
   never touches each of its asks.
 

@@ -2,7 +2,15 @@
 entry (the `ctx` of its methods). It carries the entry's seq and log time, issues the
 allocation ids of the entry and counts them against the per-entry budget, and collects the
 typed events the application returns (core/events.py), in the order they happened, each
-with the partition it happened in (None: an RM's, not a partition's).
+with the partition it happened in (None: an RM's, not a partition's), and the asks whose
+place or pending count moved (`moved`: what the read model of pending asks by code counts
+again).
+
+Kept as parallel lists, and a moved ask as the ask itself, not as a tuple or an object per
+change: they live until the entry ends, and every container object alive then counts
+towards the garbage collector's next pass (a move is the most frequent change; an object per
+move, kept to the end of the entry, cost a third of `bench core --workload yunikorn-perf`'s
+speed in collections).
 
 A step sends nothing and sets no timer: after the entry, `derive` (core/effects.py) turns
 its events into the outputs and the timers, and `fold` (core/readmodel.py) into the read
@@ -18,11 +26,12 @@ from ykbus import limits
 
 if TYPE_CHECKING:
     from ykbus.core.events import Event
+    from ykbus.core.model import Ask
     from ykbus.core.state import PartitionState
 
 
 class Step:
-    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "events")
+    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "events", "parts", "moved", "moved_in")
 
     def __init__(self, seq: int, ts: int) -> None:
         self.seq = seq
@@ -30,7 +39,10 @@ class Step:
         self._uuid = 0
         self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
         self.budget = limits.MAX_ALLOCATIONS_PER_ENTRY  # read once an entry (tests lower it)
-        self.events: list[tuple[PartitionState | None, Event]] = []  # what the entry's application did, in order
+        self.events: list[Event] = []  # what the entry's application did, in order
+        self.parts: list[PartitionState | None] = []  # the partition each event happened in (None: not in one)
+        self.moved: list[Ask] = []  # asks whose place or pending count moved, in order (repeats allowed)
+        self.moved_in: list[PartitionState] = []  # the partition of each
 
     def next_uuid(self, taken: Callable[[str], bool]) -> str:
         """A deterministic allocation UUID: `<input seq>-<n>`, n counting from 0 per entry,
@@ -49,4 +61,10 @@ class Step:
 
     def emit(self, part: PartitionState | None, event: Event) -> None:
         """`event` happened in `part` (None: not in a partition), after every event before it."""
-        self.events.append((part, event))
+        self.events.append(event)
+        self.parts.append(part)
+
+    def pending_moved(self, part: PartitionState, ask: Ask) -> None:
+        """`ask` of `part` was parked, woken or made active, or its pending count moved."""
+        self.moved.append(ask)
+        self.moved_in.append(part)
