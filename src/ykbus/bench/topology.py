@@ -2,7 +2,7 @@
 block, against the same stream with topology ignored.
 
 The cluster: 10 blocks × 20 racks × 25 hosts (5,000 nodes at scale 1; `--scale` scales the
-hosts per rack), 8 GPUs each, attributes `ykbus.io/block` and `ykbus.io/rack`. The stream:
+blocks, at least one: 500 nodes), 8 GPUs each, attributes `ykbus.io/block` and `ykbus.io/rack`. The stream:
 one gang an entry, each entry 3.6 s of log time, so 1,000 gangs are an hour; a gang has 8 to
 256 members of one GPU: half `required` at rack (at most 128 members: a rack has 200 GPUs),
 a quarter `required` at block, a quarter `preferred` at rack. A placed gang runs for 100 to
@@ -35,8 +35,8 @@ HOUR_NS = 3_600_000_000_000
 
 
 class TopologyStream:
-    def __init__(self, hosts_per_rack: int = 25, gangs: int = 1000, topology: bool = True, seed: int = 42) -> None:
-        self.hosts, self.gangs, self.topology = hosts_per_rack, gangs, topology
+    def __init__(self, blocks: int = 10, gangs: int = 1000, topology: bool = True, seed: int = 42) -> None:
+        self.blocks, self.gangs, self.topology = blocks, gangs, topology
         self.log = LogBuilder("bench", step_ns=HOUR_NS // gangs)
         rng = random.Random(seed)
         self.plan: list[tuple[int, str, int]] = []  # per gang: members, its tag ("" none), entries it runs
@@ -54,7 +54,7 @@ class TopologyStream:
 
     def setup(self) -> list[Entry]:
         nodes = [node(f"b{b}.r{r}-h{h:02d}", attributes={BLOCK: f"b{b}", RACK: f"r{r}"}, gpu=GPUS, vcore=64_000)
-                 for b in range(10) for r in range(20) for h in range(self.hosts)]
+                 for b in range(self.blocks) for r in range(20) for h in range(25)]
         entries = [self.log.register(QUEUES), self.log.nodes(*nodes)]
         for start in range(0, self.gangs, 200):
             entries.append(self.log.apps(*[self._app(i) for i in range(start, min(self.gangs, start + 200))]))
@@ -133,10 +133,11 @@ def _run(stream: TopologyStream, progress: Callable[[str], None]) -> dict[str, A
 def bench_topology(repeat: int, scale: float, progress: Callable[[str], None]) -> dict[str, Any]:
     from ykbus.bench.run import peak_rss_mib
 
-    hosts = max(1, round(25 * scale))
-    runs = [_run(TopologyStream(hosts), progress) for _ in range(repeat)]
-    ignored = _run(TopologyStream(hosts, topology=False), progress)
-    return {"bench": "core", "workload": "topology", "nodes": 200 * hosts, "gangs": runs[0]["gangs_placed"],
+    blocks = max(1, round(10 * scale))
+    gangs = max(10, round(1000 * scale))
+    runs = [_run(TopologyStream(blocks, gangs), progress) for _ in range(repeat)]
+    ignored = _run(TopologyStream(blocks, gangs, topology=False), progress)
+    return {"bench": "core", "workload": "topology", "nodes": 500 * blocks, "gangs": runs[0]["gangs_placed"],
             "allocations": runs[0]["allocations"],
             "seconds": statistics.median(r["seconds"] for r in runs),
             "gangs_per_s": statistics.median(r["gangs_per_s"] for r in runs),

@@ -105,7 +105,7 @@ class Applier:
             elif isinstance(decision, Unpreempted):  # its search found no victims: not again for a while
                 ask, then = decision.ask, decision.then
                 ask.preempt_after = ctx.ts + RETRY_NS
-                ctx.emit(self.records, PreemptionRetry(ask, ask.preempt_after))
+                ctx.emit(self.records, PreemptionRetry(ask, ask.preempt_after, ask.since))
                 if isinstance(then, Park):
                     self._park(Park(ask, then.where, then.state, why.cannot_preempt(then.why, decision.reason)), ctx)
                 else:

@@ -268,7 +268,7 @@ class Changes:
         ended = records.terminated.pop(app.id, None)  # an ended application of the same id is forgotten
         queue.apps[app.id] = app
         self._track(app)
-        ctx.emit(self.records, AppAdded(app, ended.state if ended is not None else None))
+        ctx.emit(self.records, AppAdded(app, ended.state if ended is not None else None, app.state))
         return app
 
     def app_event(self, app: App, event: AppEvent, ctx: Step, message: str = "") -> None:
@@ -279,7 +279,7 @@ class Changes:
         app.state = new
         app.timer += 1  # a timer set before this transition is stale
         app.history.entered(ctx.ts, str(new))  # a StrEnum's str() is its value (no property lookup)
-        ctx.emit(self.records, AppTransitioned(app, old, new, message))
+        ctx.emit(self.records, AppTransitioned(app, old, new, message, app.timer))
         if new is AppState.RUNNING:
             for q in app.path:
                 q.running += 1
@@ -411,7 +411,7 @@ class Changes:
     def start_placeholder_timer(self, app: App, ctx: Step) -> None:
         if app.gang and app.gang_timer == 0:
             app.gang_timer = 1
-            ctx.emit(self.records, PlaceholderTimerStarted(app))
+            ctx.emit(self.records, PlaceholderTimerStarted(app, app.gang_timer))
 
     def _book(self, alloc: Alloc, placed: bool) -> None:  # the node index and the application's order follow
         self.ledger.book(alloc, placed)

@@ -14,7 +14,7 @@ events by core/readmodel.py's `fold`.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from ykbus import limits
 from ykbus.core.events import (
@@ -62,6 +62,29 @@ ENDED = (AppState.COMPLETED, AppState.FAILED)
 REASON_MESSAGE: Final = m.UpdateContainerSchedulingStateRequest
 RELEASE_MESSAGE: Final = m.AllocationRelease
 APP_MESSAGE: Final = m.UpdatedApplication
+# the events' types (Structs, not compiled), told apart by `type(event) is` (an isinstance of a
+# class mypyc did not compile is a generic call)
+_AppTransitioned: Final = AppTransitioned
+_ReasonChanged: Final = ReasonChanged
+_AllocationBooked: Final = AllocationBooked
+_AllocationReleased: Final = AllocationReleased
+_ReplacementAsked: Final = ReplacementAsked
+_AllocationPreempted: Final = AllocationPreempted
+_PreemptionStarted: Final = PreemptionStarted
+_QuotaOverrun: Final = QuotaOverrun
+_PreemptionRetry: Final = PreemptionRetry
+_AskDropped: Final = AskDropped
+_RoomWaitStarted: Final = RoomWaitStarted
+_AppAdded: Final = AppAdded
+_AppRejected: Final = AppRejected
+_AppExpired: Final = AppExpired
+_AllocationRecovered: Final = AllocationRecovered
+_PlaceholderTimerStarted: Final = PlaceholderTimerStarted
+_EndedKept: Final = EndedKept
+_Accepted: Final = Accepted
+_Refused: Final = Refused
+_Registered: Final = Registered
+_Noted: Final = Noted
 
 
 def derive(step: Step) -> list[Output]:
@@ -87,39 +110,41 @@ def outputs_of(seq: int, ts: int, events: list[Event]) -> list[Output]:
     return out.outputs()
 
 
-def _answer(event: Event, out: Outbox) -> None:
+def _answer(event: Any, out: Outbox) -> None:
     """What an RM hears of an event not of a partition: the answer to its request."""
-    if isinstance(event, Accepted):
+    t = type(event)
+    if t is _Accepted:
         out.put(event.rm, event.item)
-    elif isinstance(event, Refused):
+    elif t is _Refused:
         out.put(event.rm, event.item)
-    elif isinstance(event, Noted):
+    elif t is _Noted:
         out.event(event.rm, event.etype, event.object_id, event.message, event.change)
-    elif isinstance(event, Registered):
+    elif t is _Registered:
         out.register(event.rm, event.error)
     else:  # a kind added and not told here fails, not dropped
         raise AssertionError(f"an event of no partition of no known kind: {event!r}")
 
 
-def _derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
+def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
     """The messages to the RM and the timers that follow from `event` of partition `part`."""
     rm, ts = part.rm, ctx.ts
-    if isinstance(event, ReasonChanged):
+    t = type(event)
+    if t is _ReasonChanged:
         ask = event.ask
         ctx.put(rm, REASON_MESSAGE(
             applicartionID=ask.app.id, allocationKey=ask.key, state=event.state, reason=event.message))
-    elif isinstance(event, AllocationBooked):
+    elif t is _AllocationBooked:
         alloc = event.alloc
         if event.timeout_ms > 0:
             part.timers.schedule(ts + event.timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, event.timeout_ms))
         ctx.put(rm, alloc.message(part.name))
-    elif isinstance(event, AllocationReleased):
+    elif t is _AllocationReleased:
         if event.report:
             alloc = event.alloc
             ctx.put(rm, RELEASE_MESSAGE(
                 partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
                 terminationType=event.termination, message=event.message, allocationKey=alloc.key))
-    elif isinstance(event, AppTransitioned):
+    elif t is _AppTransitioned:
         app, old, new = event.app, event.old, event.new
         ctx.put(rm, APP_MESSAGE(
             applicationID=app.id, state=str(new), stateTransitionTimestamp=ts, message=event.message))
@@ -129,22 +154,22 @@ def _derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
             part.timers.schedule(ts + limits.COMPLETING_TIMEOUT_NS, CompletingTimer(part, app, event.generation))
         elif new in ENDED:
             part.timers.schedule(ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(part, app.id, new))
-    elif isinstance(event, ReplacementAsked):
+    elif t is _ReplacementAsked:
         ph, ask = event.placeholder, event.ask
         ctx.put(rm, m.AllocationRelease(
             partitionName=part.name, applicationID=ph.app.id, UUID=ph.uuid,
             terminationType=m.TerminationType.PLACEHOLDER_REPLACED, allocationKey=ph.key,
             message=f"placeholder {ph.uuid} is replaced by {ask.key}"))
-    elif isinstance(event, AskDropped):
+    elif t is _AskDropped:
         ctx.put(rm, m.AllocationAskRelease(
             partitionName=part.name, applicationID=event.app.id, allocationKey=event.key,
             terminationType=event.termination, message=event.message))
-    elif isinstance(event, RoomWaitStarted):
+    elif t is _RoomWaitStarted:
         ask = event.ask
         part.timers.schedule(event.reserve_at, ReservationTimer(part, ask.app, ask.key, event.since))
         if event.preempt_at:  # it may preempt after its delay
             part.timers.schedule(event.preempt_at, PreemptionTimer(part, ask.app, ask.key, event.since))
-    elif isinstance(event, AllocationPreempted):
+    elif t is _AllocationPreempted:
         alloc, preemptor = event.alloc, event.ask
         for_what = (f"for ask {preemptor.key} of application {preemptor.app.id} in queue {preemptor.app.queue.path}"
                     if preemptor is not None else "for its queue's quota")
@@ -155,26 +180,26 @@ def _derive(part: PartitionState, event: Event, ctx: Outbox) -> None:
         ctx.event(rm, m.EventType.APP, alloc.app.id,
                   f"allocation {alloc.uuid} ({alloc.key}) of queue {alloc.app.queue.path} on node {alloc.node.id} "
                   f"is preempted {for_what} ({event.rule})", m.ChangeType.REMOVE)
-    elif isinstance(event, QuotaOverrun):
+    elif t is _QuotaOverrun:
         part.timers.schedule(event.at, QuotaTimer(part, event.queue.path))
-    elif isinstance(event, PreemptionStarted):
+    elif t is _PreemptionStarted:
         ask = event.ask
         taken = ", ".join(f"{a.uuid} ({a.app.id}, queue {a.app.queue.path})" for a in event.victims)
         ctx.event(rm, m.EventType.APP, ask.app.id,
                   f"ask {ask.key} in queue {ask.app.queue.path} preempts {len(event.victims)} allocation(s) on "
                   f"node {event.node.id} ({event.rule}): {taken}", m.ChangeType.SET)
-    elif isinstance(event, PreemptionRetry):
+    elif t is _PreemptionRetry:
         ask = event.ask
         part.timers.schedule(event.at, PreemptionTimer(part, ask.app, ask.key, event.since))
-    elif isinstance(event, PlaceholderTimerStarted):
+    elif t is _PlaceholderTimerStarted:
         app = event.app
         part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(part, app, event.generation))
-    elif isinstance(event, AppExpired):
+    elif t is _AppExpired:
         ctx.put(rm, m.UpdatedApplication(
             applicationID=event.app_id, state=APP.advance(event.state, AppEvent.EXPIRE).value,
             stateTransitionTimestamp=ts, message="terminated timeout"))
-    elif isinstance(event, EndedKept):
+    elif t is _EndedKept:
         if event.expires:
             part.timers.schedule(event.expires, ExpireTimer(part, event.app_id, event.ended.state))
-    elif not isinstance(event, (AppAdded, AppRejected, AllocationRecovered)):  # (read models only)
+    elif t is not _AppAdded and t is not _AppRejected and t is not _AllocationRecovered:  # (read models only)
         raise AssertionError(f"an event of no known kind: {event!r}")

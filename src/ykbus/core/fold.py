@@ -6,6 +6,8 @@ a read model (tests/core/test_one_way_out.py).
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 from ykbus.core.events import (
     AllocationBooked,
     AllocationRecovered,
@@ -22,6 +24,15 @@ from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
 
 ENDED = (AppState.COMPLETED, AppState.FAILED)
+# the events' types (Structs, not compiled): told apart by `type(event) is`
+_AppTransitioned: Final = AppTransitioned
+_AllocationBooked: Final = AllocationBooked
+_AllocationReleased: Final = AllocationReleased
+_AppAdded: Final = AppAdded
+_AppRejected: Final = AppRejected
+_AppExpired: Final = AppExpired
+_AllocationRecovered: Final = AllocationRecovered
+_EndedKept: Final = EndedKept
 
 
 def fold(step: Step) -> None:
@@ -31,37 +42,39 @@ def fold(step: Step) -> None:
     for i, ask in enumerate(step.moved):  # where each is now (a repeat counts nothing more)
         moved_in[i].pending_codes.tally(ask)
     parts = step.parts
-    for i, event in enumerate(step.events):
+    events: list[Any] = step.events  # (Structs, not compiled: read as any object)
+    for i, event in enumerate(events):
         part = parts[i]
         if part is None:
             continue
         summary = part.summary
-        if isinstance(event, AllocationBooked):
+        t = type(event)
+        if t is _AllocationBooked:
             summary.containers += 1
             summary.count("container", event.alloc.app.queue.path, "allocated")
-        elif isinstance(event, AllocationReleased):
+        elif t is _AllocationReleased:
             summary.containers -= 1
             summary.count("container", event.alloc.app.queue.path, "released")
-        elif isinstance(event, AppTransitioned):
+        elif t is _AppTransitioned:
             summary.app_left(event.old)
             summary.app_entered(event.new)
             if event.new in ENDED:
                 summary.count("application", event.app.queue.path, str(event.new))
-        elif isinstance(event, AppAdded):
+        elif t is _AppAdded:
             if event.replaced is not None:
                 summary.app_left(event.replaced)
             summary.app_entered(event.state)
             summary.count("application", event.app.queue.path, "Accepted")
-        elif isinstance(event, AppRejected):
+        elif t is _AppRejected:
             summary.app_entered(AppState.REJECTED)
             summary.count("application", event.queue, AppState.REJECTED.value)
             for _ in range(event.dropped):
                 summary.app_left(AppState.REJECTED)
-        elif isinstance(event, AppExpired):
+        elif t is _AppExpired:
             summary.app_left(event.state)
-        elif isinstance(event, AllocationRecovered):
+        elif t is _AllocationRecovered:
             summary.containers += 1
-        elif isinstance(event, EndedKept):
+        elif t is _EndedKept:
             summary.app_entered(event.ended.state)
 
 
