@@ -95,7 +95,7 @@ NONE_TO_RESERVE: Final = 4  # the asks of shape `detail` find no node to reserve
 
 
 class Scheduler:
-    __slots__ = ("part", "pool", "node_index", "finder", "policies", "failed_shapes", "none_to_reserve", "no_room",
+    __slots__ = ("part", "pool", "node_index", "finder", "policies", "domains", "failed_shapes", "none_to_reserve", "no_room",
                  "later", "over", "claimed", "now", "tried", "showing", "closed", "keys")
 
     def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq) -> None:
@@ -123,6 +123,7 @@ class Scheduler:
         # all but the one placed park again for the same reason: formatted once, not once each
         self.over: dict[tuple[Any, str, int, int], why.Why] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
+        self.domains: TopologyPlacer | None = None  # the topology domains as this walk sees them (core/topoplace.py)
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
         # scratch of one walk: the gates whose asks it shows (`pool.showing` as the walk
@@ -150,6 +151,7 @@ class Scheduler:
         if self.has_work():
             if self.claimed:
                 self.claimed.clear()
+            self.domains = None
             showing = self.showing  # the walk's copy: it judges gates in it, not in the pool
             if showing:
                 showing.clear()
@@ -161,6 +163,12 @@ class Scheduler:
                 self.closed = []
                 self.keys = []
         return plan
+
+    def _domains(self) -> TopologyPlacer:
+        domains = self.domains
+        if domains is None:
+            domains = self.domains = TopologyPlacer(self.part, self.node_index)
+        return domains
 
     def has_work(self) -> bool:
         """Whether a walk has anything to try: active asks, or asks behind a gate shown."""
@@ -262,7 +270,7 @@ class Scheduler:
                 gang_planned = True
                 request = request_for(self.part, app.tags)  # one topology domain (docs/topology.md), or anywhere
                 decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache),
-                                      TopologyPlacer(self.part, self.node_index, request) if request is not None else None)
+                                      self._domains().for_gang(request) if request is not None else None)
                 plan.extend(decisions)
                 if type(decisions[-1]) is GangAllocate:
                     return True

@@ -10,8 +10,8 @@ finds is a value: the nodes, or the reason no domain holds the gang. It reads on
 planner calls it as a what-if (core/gang.py `plan_gang`), and nothing is booked until the
 whole gang is.
 
-Built for one gang's plan, from the nodes (O(nodes)): kept incrementally is the next step
-(docs/topology.md, "What is built").
+The domains are built once a walk (O(nodes)), at its first topology gang: kept
+incrementally across walks is the next step (docs/topology.md).
 """
 
 from __future__ import annotations
@@ -34,23 +34,59 @@ def request_for(part: PartitionState, app_tags: dict[str, str]) -> TopologyReque
 
 
 class TopologyPlacer:
-    """One gang's domain, over the nodes as they are (core/gang.py's `DomainPlacer`)."""
+    """The topology domains as one walk of the planner sees them (core/gang.py's
+    `DomainPlacer` for each gang that asks for a domain): built at the walk's first such
+    gang, from the nodes as they are, and kept for the walk (nothing is booked during a walk;
+    the planner drops it at the next). A gang that no domain holds gives the same reason as
+    an earlier one of the walk with the same request and members (a walk is judged against
+    one state): it is looked up, not packed again."""
 
-    __slots__ = ("part", "node_index", "request")
+    __slots__ = ("part", "node_index", "index", "order", "no_domain")
 
-    def __init__(self, part: PartitionState, node_index: SortedSeq, request: TopologyRequest) -> None:
-        self.part, self.node_index, self.request = part, node_index, request
+    def __init__(self, part: PartitionState, node_index: SortedSeq) -> None:
+        self.part, self.node_index = part, node_index
+        self.index: DomainIndex | None = None
+        self.order: list[str] = []
+        # (request, the members' shapes) -> why no domain holds them, in this walk
+        self.no_domain: dict[tuple[TopologyRequest, tuple[int, ...]], tuple[str, dict[str, object]]] = {}
+
+    def _domains(self) -> DomainIndex:
+        index = self.index
+        if index is None:
+            nodes = self.part.nodes
+            index = self.index = DomainIndex(self.part.config.topology.levels)
+            order = self.order
+            for key in self.node_index:  # the schedulable nodes, in the partition's node order
+                node = nodes[key[1]]
+                order.append(node.id)
+                # a node reserved for an ask takes nothing else: in its domain, with no room
+                index.set_node(node.id, node.attributes, True, node.free if node.reserved is None else {})
+        return index
+
+    def for_gang(self, request: TopologyRequest) -> GangDomain:
+        return GangDomain(self, request)
+
+    def place(self, request: TopologyRequest, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
+        key = (request, tuple([id(r) for r in members]))  # (members' vectors are interned: one object a shape)
+        known = self.no_domain.get(key)
+        if known is not None:
+            return known
+        found = choose(self._domains(), members, request, self.order)
+        if isinstance(found, Fit):
+            nodes = self.part.nodes
+            return [nodes[node_id] for node_id in found.nodes]
+        reason = f"{found.code}: {found.message}", found.details()
+        self.no_domain[key] = reason
+        return reason
+
+
+class GangDomain:
+    """One gang's request, placed by the walk's domains (core/gang.py's `DomainPlacer`)."""
+
+    __slots__ = ("domains", "request")
+
+    def __init__(self, domains: TopologyPlacer, request: TopologyRequest) -> None:
+        self.domains, self.request = domains, request
 
     def place(self, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
-        nodes = self.part.nodes
-        index = DomainIndex(self.part.config.topology.levels)
-        order: list[str] = []
-        for key in self.node_index:  # the schedulable nodes, in the partition's node order
-            node = nodes[key[1]]
-            order.append(node.id)
-            # a node reserved for an ask takes nothing else: in its domain, with no room
-            index.set_node(node.id, node.attributes, True, node.free if node.reserved is None else {})
-        found = choose(index, members, self.request, order)
-        if isinstance(found, Fit):
-            return [nodes[node_id] for node_id in found.nodes]
-        return f"{found.code}: {found.message}", found.details()
+        return self.domains.place(self.request, members)
