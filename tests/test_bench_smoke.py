@@ -83,6 +83,14 @@ def test_core_preemption_finds_victims_and_places_the_burst_on_the_confirmation(
         seconds=NUMBER, confirm_seconds=NUMBER, core=str)
     assert r["search_p50_ms"] <= r["search_p99_ms"] <= r["search_max_ms"]
 
+def test_core_topology_places_gangs_in_one_rack_more_often_than_topology_ignored():
+    (r,) = bench("core", "--workload", "topology", "--scale", "0.02", "--repeat", "1")
+    assert r["workload"] == "topology" and r["nodes"] == 500 and r["racks"] == 20 and r["gangs"] > 0
+    has(r, placement_p99_ms=NUMBER, gangs_per_s=NUMBER, racks_wholly_free=int, ignored_racks_wholly_free=int)
+    # every required gang is in one domain; preferred ones land in one rack far more often with it
+    assert r["preferred_in_one_rack"] > r["ignored_preferred_in_one_rack"]
+
+
 def test_restart():
     (r,) = bench("restart", "--nodes", "20", "--allocations", "500", "--tail", "5", "--repeat", "1")
     assert r["allocations"] == 500 and r["snapshot_bytes"] > 0
