@@ -68,7 +68,7 @@ from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_fo
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
-from ykbus.core.topoplace import TopologyPlacer, request_for
+from ykbus.core.topoplace import NodeDomains, TopologyPlacer, request_for
 from ykbus.core.waits import Gate, RoomWaits
 from ykbus.si import messages as m
 
@@ -95,7 +95,7 @@ NONE_TO_RESERVE: Final = 4  # the asks of shape `detail` find no node to reserve
 
 
 class Scheduler:
-    __slots__ = ("part", "pool", "node_index", "finder", "policies", "domains", "failed_shapes", "none_to_reserve", "no_room",
+    __slots__ = ("part", "pool", "node_index", "finder", "policies", "domains", "topology", "failed_shapes", "none_to_reserve", "no_room",
                  "later", "over", "claimed", "now", "tried", "showing", "closed", "keys")
 
     def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq) -> None:
@@ -124,6 +124,7 @@ class Scheduler:
         self.over: dict[tuple[Any, str, int, int], why.Why] = {}
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.domains: TopologyPlacer | None = None  # the topology domains as this walk sees them (core/topoplace.py)
+        self.topology = NodeDomains(partition, node_index)  # the domains of the nodes, kept as they move
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
         # scratch of one walk: the gates whose asks it shows (`pool.showing` as the walk
@@ -167,7 +168,7 @@ class Scheduler:
     def _domains(self) -> TopologyPlacer:
         domains = self.domains
         if domains is None:
-            domains = self.domains = TopologyPlacer(self.part, self.node_index)
+            domains = self.domains = TopologyPlacer(self.part, self.node_index, self.topology.current())
         return domains
 
     def has_work(self) -> bool:
@@ -187,6 +188,7 @@ class Scheduler:
             policies = self.policies
             if policies.orderings:
                 policies.node_moved(node)
+            self.topology.node_moved(node)
         elif change == RESERVABLE:
             assert node is not None
             self.none_to_reserve.clear()
@@ -195,6 +197,7 @@ class Scheduler:
             self.failed_shapes.clear()
         elif change == NODES_REINDEXED:
             self.policies.clear()
+            self.topology.reset()
         else:
             assert change == NONE_TO_RESERVE
             self.none_to_reserve[detail] = None

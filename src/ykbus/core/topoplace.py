@@ -3,15 +3,16 @@
 A gang whose application asks for a topology domain (`ykbus.io/topology-required` or
 `-preferred` on the application) is placed whole inside one domain of its partition's
 `topology.levels`: `TopologyPlacer.place` builds the domains from the nodes as they are
-(the schedulable nodes of the node index, less those reserved for an ask), chooses the one
+(the schedulable nodes of the node index, those reserved for an ask with no room), chooses the one
 that would have the least room left after the gang (best fit, core/topology.py `choose`)
 and puts each member on a node of it in the partition's node order (first fit). What it
 finds is a value: the nodes, or the reason no domain holds the gang. It reads only: the
 planner calls it as a what-if (core/gang.py `plan_gang`), and nothing is booked until the
 whole gang is.
 
-The domains are built once a walk (O(nodes)), at its first topology gang: kept
-incrementally across walks is the next step (docs/topology.md).
+The domains are the planner's `DomainIndex`, built at the first topology gang and kept as
+nodes move (`Scheduler.state_changed`: O(levels) a node moved), a node reserved for an ask
+counted with no room; a walk reads it as it is, with the node order of the moment.
 """
 
 from __future__ import annotations
@@ -33,6 +34,51 @@ def request_for(part: PartitionState, app_tags: dict[str, str]) -> TopologyReque
     return effective_request(app_tags, {})
 
 
+class NodeDomains:
+    """The planner's domains of the partition's nodes: built at the first topology gang
+    (again when the levels change), kept as nodes move (`node_moved`, from
+    `Scheduler.state_changed`: O(levels)), dropped when the nodes are reindexed. A node
+    reserved for an ask takes nothing else: it counts with no room while reserved (a
+    reservation moves no node: `current` looks, once a walk)."""
+
+    __slots__ = ("part", "node_index", "index", "zeroed")
+
+    def __init__(self, part: PartitionState, node_index: SortedSeq) -> None:
+        self.part, self.node_index = part, node_index
+        self.index: DomainIndex | None = None
+        self.zeroed: dict[str, None] = {}  # the nodes counted with no room: reserved for an ask
+
+    def reset(self) -> None:
+        self.index = None
+
+    def node_moved(self, node: Node) -> None:
+        index = self.index
+        if index is not None:
+            if node.key is None:  # not schedulable: in no domain
+                self.zeroed.pop(node.id, None)
+            index.set_node(node.id, node.attributes, node.key is not None, {} if node.id in self.zeroed else node.free)
+
+    def current(self) -> DomainIndex:
+        nodes, levels = self.part.nodes, self.part.config.topology.levels
+        index = self.index
+        if index is None or index.levels != levels:
+            index = self.index = DomainIndex(levels)
+            self.zeroed = {}
+            for node in nodes.values():
+                index.set_node(node.id, node.attributes, node.key is not None, node.free)
+        zeroed = self.zeroed
+        for key in self.node_index:
+            node = nodes[key[1]]
+            if (node.reserved is not None) != (node.id in zeroed):
+                if node.reserved is not None:
+                    zeroed[node.id] = None
+                    index.set_free(node.id, {})
+                else:
+                    del zeroed[node.id]
+                    index.set_free(node.id, node.free)
+        return index
+
+
 class TopologyPlacer:
     """The topology domains as one walk of the planner sees them (core/gang.py's
     `DomainPlacer` for each gang that asks for a domain): built at the walk's first such
@@ -43,25 +89,18 @@ class TopologyPlacer:
 
     __slots__ = ("part", "node_index", "index", "order", "no_domain")
 
-    def __init__(self, part: PartitionState, node_index: SortedSeq) -> None:
+    def __init__(self, part: PartitionState, node_index: SortedSeq, index: DomainIndex) -> None:
         self.part, self.node_index = part, node_index
-        self.index: DomainIndex | None = None
+        self.index = index  # the planner's, kept as nodes move (`Scheduler.state_changed`)
         self.order: list[str] = []
         # (request, the members' shapes) -> why no domain holds them, in this walk
         self.no_domain: dict[tuple[TopologyRequest, tuple[int, ...]], tuple[str, dict[str, object]]] = {}
 
-    def _domains(self) -> DomainIndex:
-        index = self.index
-        if index is None:
-            nodes = self.part.nodes
-            index = self.index = DomainIndex(self.part.config.topology.levels)
-            order = self.order
-            for key in self.node_index:  # the schedulable nodes, in the partition's node order
-                node = nodes[key[1]]
-                order.append(node.id)
-                # a node reserved for an ask takes nothing else: in its domain, with no room
-                index.set_node(node.id, node.attributes, True, node.free if node.reserved is None else {})
-        return index
+    def _in_order(self) -> list[str]:
+        order = self.order
+        if not order:
+            order.extend([key[1] for key in self.node_index])  # the schedulable nodes, in the partition's node order
+        return order
 
     def for_gang(self, request: TopologyRequest) -> GangDomain:
         return GangDomain(self, request)
@@ -71,7 +110,7 @@ class TopologyPlacer:
         known = self.no_domain.get(key)
         if known is not None:
             return known
-        found = choose(self._domains(), members, request, self.order)
+        found = choose(self.index, members, request, self._in_order())
         if isinstance(found, Fit):
             nodes = self.part.nodes
             return [nodes[node_id] for node_id in found.nodes]
