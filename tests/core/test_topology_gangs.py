@@ -77,7 +77,7 @@ def test_a_gang_no_rack_holds_waits_with_the_closest_rack_named():
     reasons = {s.reason for s in states(outs) if s.applicartionID == "big"}
     assert len(reasons) == 1
     reason = reasons.pop()
-    assert reason.startswith("TopologyNoDomain: no ykbus.io/rack domain has room for 4 × ")
+    assert reason.startswith("no ykbus.io/rack domain has room for 4 × ")
     assert "the fullest fit, rack b1/r2, has room for 3" in reason
     why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["big"]["asks"]["ph"]["why"]
     assert why["code"] == "TopologyNoDomain" and why["details"]["closest"] == "b1/r2"

@@ -612,6 +612,50 @@ def preemption_found(log: LogBuilder):
     yield log.config(plain.replace("          - name: under\n", "          - name: under\n            resources: {max: {vcore: 500m}}\n"))
 
 
+TOPOLOGY = """
+partitions:
+  - name: default
+    topology:
+      levels: [ykbus.io/block, ykbus.io/rack]
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: jobs
+"""
+
+
+def _gpu_gang(app_id: str, members: int, tags: dict[str, str]) -> dict:
+    return app(app_id, "root.jobs", placeholderAsk={"resources": {"gpu": {"value": members}}}, tags=tags)
+
+
+def topology(log: LogBuilder):
+    """docs/topology.md: a gang required in one rack takes the rack it fits best; one no rack
+    holds waits, naming the closest, and is placed once a rack frees; a preferred gang goes to
+    its block when no rack holds it; a level the partition lacks is refused."""
+    yield log.register(TOPOLOGY)
+    racks = {"r1": ("b1", 2), "r2": ("b1", 1), "r3": ("b2", 2)}  # 4-GPU hosts: racks of 8, 4 and 8 GPUs
+    yield log.nodes(*[node(f"{r}-{i}", attributes={"ykbus.io/block": b, "ykbus.io/rack": r}, gpu=4)
+                      for r, (b, n) in racks.items() for i in range(n)])
+    yield log.apps(_gpu_gang("small", 4, {"ykbus.io/topology-required": "ykbus.io/rack"}),
+                   _gpu_gang("wide", 8, {"ykbus.io/topology-required": "ykbus.io/rack"}),
+                   _gpu_gang("pref", 6, {"ykbus.io/topology-preferred": "ykbus.io/rack"}),
+                   _gpu_gang("late", 8, {"ykbus.io/topology-required": "ykbus.io/rack"}),
+                   _gpu_gang("big", 10, {"ykbus.io/topology-preferred": "ykbus.io/rack"}),
+                   _gpu_gang("zoned", 2, {"ykbus.io/topology-required": "zone"}))  # zoned: refused
+
+    def placeholders(app_id: str, n: int):
+        return log.asks({**ask("p", app_id, gpu=1, max_allocations=n), "taskGroupName": "w", "placeholder": True})
+
+    yield placeholders("small", 4)  # r2: the rack it fits best (none left)
+    yield placeholders("wide", 8)  # r1 (r1 and r3 tie: by key, b1/r1 first)
+    yield placeholders("pref", 6)  # r3
+    yield placeholders("late", 8)  # no rack holds 8: it waits, r3 the closest (2)
+    yield log.remove_apps("small")  # r2 frees 4: still no rack of 8 (r2 the closest now)
+    yield log.remove_apps("wide")  # r1 whole again: late is placed there
+    yield log.remove_apps("late", "pref")
+    yield placeholders("big", 10)  # no rack holds 10: block b1 does (r1 and r2, 2 left)
+
 TRACES = {
     "preemption-found": preemption_found,
     "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
@@ -624,7 +668,7 @@ TRACES = {
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
     "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,
-    "queue-files": queue_files,
+    "queue-files": queue_files, "topology": topology,
 }
 
 

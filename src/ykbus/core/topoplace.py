@@ -114,7 +114,7 @@ class TopologyPlacer:
         if isinstance(found, Fit):
             nodes = self.part.nodes
             return [nodes[node_id] for node_id in found.nodes]
-        reason = f"{found.code}: {found.message}", found.details()
+        reason = found.message, found.details()  # (the code is the reason's own: why.TOPOLOGY_NO_DOMAIN)
         self.no_domain[key] = reason
         return reason
 
