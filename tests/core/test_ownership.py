@@ -353,8 +353,6 @@ def owners_from_doc(text: str) -> dict[str, set[str]]:
 # writes from a module that does not own the class, known and left for now: (module, class)
 # -> (the attributes it writes, why it is left)
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {
-    ("core/applier.py", "Waits"): ("reserve_waiters", "_register_waiting (restore) registers reserving asks in the waits directly"),
-    ("core/applier.py", "Tracker"): ("app_waiters", "_register_waiting (restore) parks applications at a limit, not through the waits"),
 }
 
 

@@ -365,7 +365,7 @@ class Applier:
                 continue
             self.waits.parked.add(ask, NODE_ROOM)
             if reserving:
-                self.waits.reserve_waiters[key] = ask
+                self.waits.reserving_restored(ask)
         # trackers and their counts are derived (a load tells nobody: its step's events are
         # dropped, the read models rebuilt below)
         self.changes.retrack(Step(0, now))
@@ -373,6 +373,6 @@ class Applier:
             app = records.apps[app_id]
             tracker = records.trackers[tracker_key]
             app.blocked_on = tracker
-            tracker.app_waiters[app.id] = app
+            tracker.hold(app)
         for ask, reserving in pooled:  # once the applications' sort keys can be read
             self.waits.pool.enter(ask, reserving)

@@ -397,6 +397,10 @@ class Waits:
         if wake:
             self.wake(ask, ctx)
 
+    def reserving_restored(self, ask: Ask) -> None:
+        """A loaded gang's ask past its reservation delay with no node reserved (core/applier.py `restore`)."""
+        self.reserve_waiters[(ask.app.id, ask.key)] = ask
+
     def reserve(self, ask: Ask, node: Node) -> None:
         """`node` is reserved for `ask` (the applier: a reservation, or the node it preempts
         on), unless it already is."""

@@ -644,6 +644,10 @@ class Tracker:
     def path(self) -> str:
         return self.key
 
+    def hold(self, app: App) -> None:
+        """`app` waits until the limit runs fewer applications (a snapshot's load: the applier's `_hold` otherwise)."""
+        self.app_waiters[app.id] = app
+
     def describe(self) -> str:
         label = f" ({self.limit.limit})" if self.limit.limit else ""
         return f"{self.kind} {self.name} limit{label} in queue {self.queue.path}"
