@@ -241,11 +241,11 @@ def gang_incomplete(app_) -> bool:
     return any(have.get(r, 0) < v for r, v in app_.gang.items())
 
 
-def gang_fits(p: Partition, app_) -> bool:
+def gang_fits(p: Partition, app_, nodes: list | None = None) -> bool:
     """Whether first-fit decreasing over the schedulable nodes (in id order, an order of our
-    own) places every pending placeholder of a gang at once: a check of the reason, not the
-    core's own code."""
-    free = {n.id: dict(n.free) for n in sorted(p.nodes.values(), key=lambda n: n.id)
+    own; `nodes`: only those) places every pending placeholder of a gang at once: a check of
+    the reason, not the core's own code."""
+    free = {n.id: dict(n.free) for n in sorted(p.nodes.values() if nodes is None else nodes, key=lambda n: n.id)
             if n.state is NodeState.SCHEDULABLE and n.reserved is None}
     members = sorted(((a.resource, a.pending) for a in app_.asks.values() if a.placeholder and a.pending),
                      key=lambda rp: -sum(rp[0].values()))
@@ -328,6 +328,9 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert d["pending"] == gang_total(app_) and gang_incomplete(app_), where
             elif why.code is C.GANG_NO_ROOM:
                 assert k.placeholder and not gang_fits(p, app_), where
+            elif why.code is C.TOPOLOGY_NO_DOMAIN:
+                assert k.placeholder and d["application"] == app_.id, where
+                assert no_topology_domain_holds(p, app_, d["level"]), where
             elif why.code is C.GANG_TOO_LARGE:
                 assert k.placeholder and d["placeholders"] == gang_placeholders(app_) > d["max"], where
             elif why.code is C.GANG_PENDING:  # a member: its group's placeholders; a worker outside: any
@@ -379,6 +382,24 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert leader is not None and leader.pending and leader.tags.get("ykbus.io/role") == "leader", where
             else:
                 assert why.code is C.QUEUED, where
+
+
+def no_topology_domain_holds(p: Partition, app_, level: str) -> bool:
+    """Whether no domain at `level` holds the gang (each domain's nodes checked as `gang_fits`
+    does) and, for a `preferred` gang, none at a broader level and not the whole partition
+    either: a check of the TopologyNoDomain reason, not the core's own code."""
+    levels = list(p.records.config.topology.levels)
+    asked = levels.index(level)
+    preferred = "ykbus.io/topology-preferred" in app_.tags
+    for i in range(asked, -1 if preferred else asked - 1, -1):
+        domains: dict[tuple, list] = {}
+        for n in p.nodes.values():
+            values = tuple(n.attributes.get(name) for name in levels[:i + 1])
+            if None not in values:
+                domains.setdefault(values, []).append(n)
+        if any(gang_fits(p, app_, nodes) for nodes in domains.values()):
+            return False
+    return not (preferred and gang_fits(p, app_))
 
 
 def no_node_room_is_told_truly(p: Partition, k, schedulable: list, where: str) -> None:
