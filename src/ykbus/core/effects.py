@@ -9,7 +9,7 @@ started waiting for room, ... After the entry, `derive` turns them, in order, in
 RMs hear (the entry's outputs) and the deadlines they set (timers on the log's clock), so
 the order of outputs is the order of the changes. Every message the core sends and every
 timer it sets is written here and nowhere else; the read models are folded from the same
-events by core/readmodel.py's `fold`.
+events by core/fold.py's `fold`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ read model counts, is one of these values, in the order it happened: the applier
 (core/intake.py, core/registry.py) append them to the entry's `Step` (core/step.py), with
 the partition they happened in (None: the RM's, not a partition's). After the entry,
 `derive` (core/effects.py) turns them into the messages to the RMs and the timers, and
-`fold` (core/readmodel.py) into the read models: nothing else sends, sets a timer or
+`fold` (core/fold.py) into the read models: nothing else sends, sets a timer or
 counts.
 
 An event holds what its consequences read as it was when it happened (a timer generation,

@@ -13,7 +13,7 @@ move, kept to the end of the entry, cost a third of `bench core --workload yunik
 speed in collections).
 
 A step sends nothing and sets no timer: after the entry, `derive` (core/effects.py) turns
-its events into the outputs and the timers, and `fold` (core/readmodel.py) into the read
+its events into the outputs and the timers, and `fold` (core/fold.py) into the read
 models.
 """
 
