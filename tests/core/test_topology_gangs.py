@@ -99,3 +99,21 @@ def test_a_level_the_partition_does_not_have_is_refused_by_name():
     rejected = [r for o in outs if o.kind == "app" for r in o.msg.rejected]
     assert [r.applicationID for r in rejected] == ["x"]
     assert "tag ykbus.io/topology-required: 'zone' is not a topology level of the partition" in rejected[0].reason
+
+
+def test_the_metrics_count_per_level_the_domains_wholly_free_and_the_largest_free_room():
+    from tests.test_rest_steps import figures
+    from ykbus.rest import router
+    from ykbus.rest.metrics import Metrics
+
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0), "r3": ("b2", 1, 0)})  # racks of 8, 8 and 4 GPUs
+    metrics = Metrics(router.RestState(live=lambda: h.core, started=0), figures)
+    text = metrics.exposition().decode()
+    assert 'ykbus_topology_domains_free{level="ykbus.io/rack",partition="default"} 3.0' in text
+    assert 'ykbus_topology_largest_free{level="ykbus.io/block",partition="default",resource="gpu"} 16.0' in text
+    gang_job(h, "train", 6, 1, {"ykbus.io/topology-required": RACK})  # into r1 (best fit of 8 and 8: by key)
+    text = metrics.exposition().decode()
+    assert 'ykbus_topology_domains_free{level="ykbus.io/rack",partition="default"} 2.0' in text
+    assert 'ykbus_topology_domains_free{level="ykbus.io/block",partition="default"} 1.0' in text  # b2 only
+    assert 'ykbus_topology_largest_free{level="ykbus.io/rack",partition="default",resource="gpu"} 8.0' in text
+    assert 'ykbus_topology_largest_free{level="ykbus.io/block",partition="default",resource="gpu"} 10.0' in text

@@ -32,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from ykbus.core.lifecycle import AppState
+from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.partition import Partition
 from ykbus.core.readmodel import NodeUsage
 from ykbus.core.registry import ResourceManager
@@ -99,6 +99,40 @@ _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 def _state(s: AppState | str) -> str:
     return (s.value if isinstance(s, AppState) else s).lower()
+
+
+def topology_families(parts: list[tuple[ResourceManager, Partition]]) -> tuple[Metric, ...]:
+    """Per topology level of each partition that has levels (docs/topology.md): the domains
+    whose every node holds no allocation, and the largest free room of one domain per
+    resource, from the schedulable nodes as they are (built on read: nothing is kept). None
+    when no partition has levels."""
+    if not any(p.records.config.topology.levels for _rm, p in parts):
+        return ()
+    wholly = GaugeMetricFamily("ykbus_topology_domains_free", "Topology domains whose every schedulable node "
+                               "holds no allocation, per partition and level.", labels=["partition", "level"])
+    largest = GaugeMetricFamily("ykbus_topology_largest_free", "The largest free room of one topology domain, per "
+                                "partition, level and resource.", labels=["partition", "level", "resource"])
+    for _rm, p in parts:
+        levels = p.records.config.topology.levels
+        for i, level in enumerate(levels):
+            domains: dict[tuple[str | None, ...], list[Any]] = {}
+            for node in p.nodes.values():
+                if node.state is NodeState.SCHEDULABLE:
+                    values = tuple(node.attributes.get(name) for name in levels[:i + 1])
+                    if None not in values:
+                        domains.setdefault(values, []).append(node)
+            wholly.add_metric([p.name, level], sum(1 for ns in domains.values() if not any(n.allocations for n in ns)))
+            best: dict[str, int] = {}
+            for ns in domains.values():
+                room: dict[str, int] = {}
+                for n in ns:
+                    for r, v in n.free.items():
+                        room[r] = room.get(r, 0) + v
+                for r, v in room.items():
+                    best[r] = max(best.get(r, 0), v)
+            for r, v in sorted(best.items()):
+                largest.add_metric([p.name, level, r], v)
+    return wholly, largest
 
 
 class YunikornCollector(Collector):
@@ -205,7 +239,7 @@ class YunikornCollector(Collector):
         for code, n in sorted(codes.items()):
             pending.add_metric([code], n)
         yield from (queue_app, queue_total, queue_res, apps_total, submissions, attempts, nodes, *usage.values(),
-                    *containers.values(), pending)
+                    *containers.values(), pending, *topology_families(parts))
         yield from self._service()
 
     def _service(self) -> Iterator[Metric]:
