@@ -284,14 +284,12 @@ class Applier:
         """An ask that may preempt has waited its delay (or the retry interval): judged again."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.pending and ask.waiting is NODE_ROOM:
-            self.waits.unwait(ask, ctx)
             self.waits.wake(ask, ctx)
 
     def reservation_due(self, timer: ReservationTimer, ctx: Step) -> None:
         """An ask has waited for room the reservation delay: the next pass may reserve for it."""
         ask = timer.app.asks.get(timer.key)
         if ask is not None and ask.since == timer.since and ask.waiting is NODE_ROOM and not ask.reserved:
-            self.waits.unwait(ask, ctx)
             self.waits.wake(ask, ctx)
 
     # --- a snapshot's load (core/snapshot.py) ----------------------------------------------

@@ -120,7 +120,6 @@ class Changes:
         for node in records.nodes.values():  # a new max or limit may hold a reserved ask now: judged again
             held = node.reserved
             if held is not None and held.waiting is not None:
-                self.waits.unwait(held, ctx)
                 self.waits.wake(held, ctx)
         return draining
 

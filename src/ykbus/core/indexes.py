@@ -252,11 +252,6 @@ class Waits:
         ctx.pending_moved(self.records, ask)
         self.ask_not_pending(ask, ctx)
 
-    def unwait(self, ask: Ask, ctx: Step) -> None:
-        """`ask` waits no more: it is judged again (`wake`, which takes it from the registry of
-        its place: a `wake` that follows finds it active, and does nothing)."""
-        self.wake(ask, ctx)
-
     def park(self, ask: Ask, where: Wait, state: m.SchedulingState, reason: why.Why, ctx: Step,
              reserving: bool = False) -> None:
         """Park `ask` at `where` with its reason (moving it there if it waits elsewhere); the
