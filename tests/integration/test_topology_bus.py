@@ -6,23 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.core.test_topology_gangs import QUEUES
 from tests.integration.conftest import Recorder, rm_client, running_core
 from tests.integration.test_bus import res, start_rm
 from ykbus.si import messages as m
 
 pytestmark = pytest.mark.anyio
 
-QUEUES = """
-partitions:
-  - name: default
-    topology:
-      levels: [ykbus.io/block, ykbus.io/rack]
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: jobs
-"""
 
 
 def host(node_id: str, block: str, rack: str) -> m.NodeInfo:

@@ -19,6 +19,7 @@ sys.path.insert(0, str(HERE.parents[1]))  # the configurations the unit tests us
 from tests.core.test_access import ACLS, LIMITS, RULES_ACL, TEMPLATE  # noqa: E402
 from tests.core.test_gang import confirmation, gang, ph, real  # noqa: E402
 from tests.core.test_placement import RULES  # noqa: E402
+from tests.core.test_topology_gangs import QUEUES as TOPOLOGY  # noqa: E402
 
 BASIC = """
 partitions:
@@ -610,19 +611,6 @@ def preemption_found(log: LogBuilder):
     yield log.asks(ask("B", "bee", vcore=500))
     yield log.tick(3 * SECOND)
     yield log.config(plain.replace("          - name: under\n", "          - name: under\n            resources: {max: {vcore: 500m}}\n"))
-
-
-TOPOLOGY = """
-partitions:
-  - name: default
-    topology:
-      levels: [ykbus.io/block, ykbus.io/rack]
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: jobs
-"""
 
 
 def _gpu_gang(app_id: str, members: int, tags: dict[str, str]) -> dict:
