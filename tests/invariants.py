@@ -211,6 +211,9 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                 for t in app_.trackers)
             if headroom:
                 where = [p.nodes[k.required]] if k.required in p.nodes else [] if k.required else schedulable
+                kept = kept_domain(p, app_, k)
+                if kept is not None:  # a placed topology gang's lost member: only its gang's domain
+                    where = domain_nodes(p, *kept)
                 assert not any(n.state is NodeState.SCHEDULABLE and fits(k.resource, n.free)
                                and (n.reserved is None or n.reserved is k) for n in where), \
                     f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
@@ -329,8 +332,17 @@ def pending_reasons_are_true(p: Partition) -> None:
             elif why.code is C.GANG_NO_ROOM:
                 assert k.placeholder and not gang_fits(p, app_), where
             elif why.code is C.TOPOLOGY_NO_DOMAIN:
-                assert k.placeholder and d["application"] == app_.id, where
-                assert no_topology_domain_holds(p, app_, d["level"]), where
+                assert d["application"] == app_.id, where
+                if "domain" in d:  # its gang's remembered domain has no room for it
+                    assert kept_domain(p, app_, k) == (d["level"], tuple(d["domain"].split("/"))), where
+                    assert k.placeholder or not any(fits(k.resource, n.free) and n.reserved in (None, k)
+                                                    for n in domain_nodes(p, d["level"], tuple(d["domain"].split("/")))), where
+                elif "taskGroup" in d:  # one of its groups, beside the groups placed before it: none holds it
+                    assert any(a.placeholder and a.pending and a.task_group == d["taskGroup"]
+                               for a in app_.asks.values()), where
+                else:
+                    assert k.placeholder, where
+                    assert no_topology_domain_holds(p, app_, d["level"]), where
             elif why.code is C.GANG_TOO_LARGE:
                 assert k.placeholder and d["placeholders"] == gang_placeholders(app_) > d["max"], where
             elif why.code is C.GANG_PENDING:  # a member: its group's placeholders; a worker outside: any
@@ -384,13 +396,34 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert why.code is C.QUEUED, where
 
 
+def kept_domain(p: Partition, app_, k) -> tuple[str, tuple[str, ...]] | None:
+    """The remembered domain a placed topology gang's real ask must go back into, as the
+    docs say: its own task group's (when its tags ask for a domain), else its application's,
+    at a level the partition still has."""
+    if k.placeholder or not app_.domains:
+        return None
+    own = "ykbus.io/topology-required" in k.tags or "ykbus.io/topology-preferred" in k.tags
+    kept = app_.domains.get(k.task_group if own else "") or app_.domains.get("")
+    return kept if kept is not None and kept[0] in p.records.config.topology.levels else None
+
+
+def domain_nodes(p: Partition, level: str, values: tuple[str, ...]) -> list:
+    """The schedulable nodes of one domain, from their attributes."""
+    levels = list(p.records.config.topology.levels)
+    names = levels[:levels.index(level) + 1]
+    return [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE
+            and tuple(n.attributes.get(name) for name in names) == values]
+
+
 def no_topology_domain_holds(p: Partition, app_, level: str) -> bool:
     """Whether no domain at `level` holds the gang (each domain's nodes checked as `gang_fits`
     does) and, for a `preferred` gang, none at a broader level and not the whole partition
     either: a check of the TopologyNoDomain reason, not the core's own code."""
     levels = list(p.records.config.topology.levels)
-    asked = levels.index(level)
     preferred = "ykbus.io/topology-preferred" in app_.tags
+    if level not in levels:  # a reload dropped it: nothing at it holds the gang
+        return not (preferred and gang_fits(p, app_))
+    asked = levels.index(level)
     for i in range(asked, -1 if preferred else asked - 1, -1):
         domains: dict[tuple, list] = {}
         for n in p.nodes.values():

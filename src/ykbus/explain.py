@@ -96,6 +96,30 @@ def _ask_lines(asks: dict[str, Any], ask_key: str | None, each: bool) -> list[st
     return lines
 
 
+def _short(level: str) -> str:
+    return level.rpartition("/")[2] or level
+
+
+def _topology_lines(t: dict[str, Any] | None) -> list[str]:
+    """What an application asks of the topology and where it sits (docs/topology.md)."""
+    if t is None or (t["request"] is None and not t["taskGroups"] and not t["domains"]):
+        return []
+    asked = [f"{r['mode']} {r['level']}" for r in ([t["request"]] if t["request"] else [])]
+    asked += [f"task group {g}: {r['mode']} {r['level']}" for g, r in t["taskGroups"].items()]
+    line = f"  topology: {'; '.join(asked) if asked else 'none asked'}"
+    where = t.get("placedIn")
+    if where is not None:
+        line += f"; placed in {_short(where['level'])} {where['domain']}"
+    elif t["request"] is not None or t["taskGroups"]:
+        line += "; not placed yet"
+    out = [line]
+    for group, kept in t["domains"].items():
+        whose = "its" if group == "*" else f"task group {group}'s"
+        out.append(f"  {whose} {_short(kept['level'])} {kept['domain']} is kept: a member lost and asked again "
+                   "goes back into it")
+    return out
+
+
 def _ended(app_id: str, rm_id: str, pname: str, t: dict[str, Any]) -> str:
     when = datetime.fromtimestamp(t["endedAt"] / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     how = f": {t['message']}" if t.get("message") else ""
@@ -119,6 +143,7 @@ def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = Non
             if a is None:
                 continue
             lines.append(f"application {app_id} (rm {rm_id}, partition {pname}, queue {a['queue']}): {a['state']}")
+            lines += _topology_lines(a.get("topology"))
             lines += _ask_lines(a["asks"], ask_key, each)
             if ask_key is not None and ask_key not in a["asks"]:
                 lines.append(f"  ask {ask_key}: not known to this application")

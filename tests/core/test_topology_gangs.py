@@ -6,7 +6,7 @@ levels, then anywhere; a level the partition does not have is refused."""
 from __future__ import annotations
 
 from tests import invariants
-from tests.conftest import Harness, app_updates, new_allocs, states
+from tests.conftest import Harness, app_updates, new_allocs, rejected_asks, released, states
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import app as app_msg
 from ykbus.log.build import ask, node, resource
@@ -117,3 +117,145 @@ def test_the_metrics_count_per_level_the_domains_wholly_free_and_the_largest_fre
     assert 'ykbus_topology_domains_free{level="ykbus.io/block",partition="default"} 1.0' in text  # b2 only
     assert 'ykbus_topology_largest_free{level="ykbus.io/rack",partition="default",resource="gpu"} 8.0' in text
     assert 'ykbus_topology_largest_free{level="ykbus.io/block",partition="default",resource="gpu"} 10.0' in text
+
+
+# --- task groups: one role of a job in a domain of its own --------------------------------
+
+def two_roles(h: Harness, app_id: str, tags: dict[str, str], groups: dict[str, tuple[int, int, dict[str, str]]]):
+    """A gang of task groups: group -> (members, GPUs each, the group's own tags)."""
+    total = sum(n * g for n, g, _ in groups.values())
+    h.do(h.log.apps(app_msg(app_id, "root.jobs", placeholderAsk=resource(gpu=total), tags=tags)))
+    asks = [{**ask(f"ph-{g}", app_id, max_allocations=n, gpu=gpus, vcore=1000),
+             "taskGroupName": g, "placeholder": True, "tags": own} for g, (n, gpus, own) in groups.items()]
+    return h.do(h.log.asks(*asks))
+
+
+def racks_by_group(h: Harness, app_id: str) -> dict[str, set[str]]:
+    p = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]
+    out: dict[str, set[str]] = {}
+    for a in p["allocations"].values():
+        if a["applicationID"] == app_id:
+            out.setdefault(a["allocationKey"].removeprefix("ph-"), set()).add(a["nodeID"].rsplit("-", 1)[0])
+    return out
+
+
+def test_each_task_group_with_its_own_tag_takes_a_rack_of_its_own():
+    # three racks of 8 GPUs: two roles of 8 GPUs each cannot share one, each fills one
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0), "r3": ("b2", 2, 0)})
+    req = {"ykbus.io/topology-required": RACK}
+    outs = two_roles(h, "disagg", {}, {"prefill": (2, 4, req), "decode": (4, 2, req)})
+    assert len(new_allocs(outs)) == 6  # the whole gang in one entry
+    groups = racks_by_group(h, "disagg")
+    assert all(len(racks) == 1 for racks in groups.values()), groups
+    assert groups["prefill"] != groups["decode"]
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_task_groups_tag_wins_over_its_applications():
+    # the application asks for one block; its "ps" group for one rack. r3 of b2 holds ps (4
+    # GPUs); the workers (16) need block b1's two racks together
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0), "r3": ("b2", 1, 0)})
+    outs = two_roles(h, "job", {"ykbus.io/topology-required": BLOCK},
+                     {"workers": (4, 4, {}), "ps": (1, 4, {"ykbus.io/topology-required": RACK})})
+    assert len(new_allocs(outs)) == 5
+    groups = racks_by_group(h, "job")
+    assert groups["workers"] == {"r1", "r2"} and groups["ps"] == {"r3"}
+
+
+def test_a_gang_whose_second_group_finds_no_domain_places_nothing_and_names_the_group():
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 1, 0)})  # racks of 8 and 4 GPUs
+    req = {"ykbus.io/topology-required": RACK}
+    outs = two_roles(h, "job", {}, {"a": (2, 4, req), "b": (2, 4, req)})  # a takes r1; b (8) fits no rack left
+    assert new_allocs(outs) == []
+    p = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]
+    why = p["applications"]["job"]["asks"]["ph-b"]["why"]
+    assert why["code"] == "TopologyNoDomain" and why["details"]["taskGroup"] == "b"
+    assert why["message"].startswith("task group b: no ykbus.io/rack domain has room for 2 × ")
+    invariants.state_is_consistent(h.core)
+
+
+def test_an_asks_topology_tag_naming_a_level_the_partition_lacks_is_refused():
+    h = cluster({"r1": ("b1", 1, 0)})
+    h.do(h.log.apps(app_msg("x", "root.jobs")))
+    outs = h.do(h.log.asks({**ask("k", "x", gpu=1), "tags": {"ykbus.io/topology-preferred": "zone"}}))
+    rejected = rejected_asks(outs)
+    assert len(rejected) == 1 and "'zone' is not a topology level of the partition" in rejected[0].reason
+
+
+# --- a placed gang's domain is remembered: its lost members go back into it ----------------
+
+def placed_and_replaced(h: Harness, members: int = 4) -> dict[str, str]:
+    """`train` (members × 2 GPUs, required in a rack) placed, each placeholder replaced by a
+    real ask `w<i>` as an RM does it (it releases the placeholder the core names): real
+    allocation key -> node."""
+    gang_job(h, "train", members, 2, {"ykbus.io/topology-required": RACK})
+    for i in range(members):
+        outs = h.do(h.log.asks({**ask(f"w{i}", "train", gpu=2, vcore=1000), "taskGroupName": "workers"}))
+        for r in released(outs):
+            if r.terminationType == "PLACEHOLDER_REPLACED":
+                h.do(h.log.release("train", uuid=r.UUID, termination="PLACEHOLDER_REPLACED"))
+    return allocated(h, "train")
+
+
+def allocated(h: Harness, app_id: str) -> dict[str, str]:
+    p = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]
+    return {a["allocationKey"]: a["nodeID"] for a in p["allocations"].values() if a["applicationID"] == app_id}
+
+
+def test_a_lost_member_asked_again_goes_back_into_its_gangs_rack_or_waits_naming_it():
+    # r1: 2 nodes (8 GPUs), r2: 4 nodes (16): the gang of 8 GPUs fits r1 best
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 4, 0)})
+    placed = placed_and_replaced(h)
+    assert sorted(placed) == ["w0", "w1", "w2", "w3"] and {n.rsplit("-", 1)[0] for n in placed.values()} == {"r1"}
+    # the RM's pod w3 fails and is asked again (a new ask of the group): r1 has room only
+    # where w3 was, r2 has plenty; it goes back into r1
+    h.do(h.log.release("train", key="w3"))
+    outs = h.do(h.log.asks({**ask("w3b", "train", gpu=2, vcore=1000), "taskGroupName": "workers"}))
+    assert [a.nodeID.rsplit("-", 1)[0] for a in new_allocs(outs)] == ["r1"]
+    # a node of r1 is lost with its two members: their replacements find no room in r1 and
+    # wait, naming the rack, though r2 has room
+    lost = placed["w0"]
+    h.do(h.log.nodes(node(lost, action="DECOMISSION")))
+    outs = h.do(h.log.asks({**ask("w0b", "train", gpu=2, vcore=1000), "taskGroupName": "workers"}))
+    assert new_allocs(outs) == []
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["train"]["asks"]["w0b"]["why"]
+    assert why["code"] == "TopologyNoDomain" and why["details"]["domain"] == "b1/r1"
+    assert why["message"] == "the gang's rack b1/r1 has room for 0 of 1 × {gpu: 2, vcore: 1 core}"
+    invariants.state_is_consistent(h.core)
+    # the remembered rack is in snapshots: a restored core places the same way
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    assert restored.dump() == h.core.dump()
+    # room opens in r1 (the other gang member there ends): the waiting one takes it
+    other = next(k for k, n in allocated(h, "train").items() if n.startswith("r1-"))
+    outs = h.do(h.log.release("train", key=other))
+    assert [a.nodeID.rsplit("-", 1)[0] for a in new_allocs(outs)] == ["r1"]
+
+
+def test_a_gang_without_topology_remembers_nothing_and_its_lost_members_go_anywhere():
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 4, 0)})
+    gang_job(h, "free", 4, 2, {})
+    outs = h.do(h.log.asks({**ask("w0", "free", gpu=2, vcore=1000), "taskGroupName": "workers"}))
+    assert h.core.registry.rms["rm-1"].partitions["default"].apps["free"].domains == {}
+    assert released(outs)  # it replaces a placeholder as before
+
+
+def test_a_reload_that_drops_a_level_holds_required_gangs_and_lets_preferred_go_anywhere():
+    # regression: a gang naming a level a reload removed crashed the pass (found by the property test)
+    h = cluster({"r1": ("b1", 1, 0), "r2": ("b1", 1, 0)})  # two racks of 4 GPUs
+    h.do(h.log.config(QUEUES.replace("[ykbus.io/block, ykbus.io/rack]", "[ykbus.io/block]")))
+    outs = gang_job(h, "req", 2, 4, {})
+    assert len(new_allocs(outs)) == 2  # (a gang without tags: as before)
+    h = cluster({"r1": ("b1", 1, 0), "r2": ("b1", 1, 0)})
+    h.do(h.log.apps(app_msg("req", "root.jobs", placeholderAsk=resource(gpu=8),
+                            tags={"ykbus.io/topology-required": RACK}),
+                    app_msg("pref", "root.jobs", placeholderAsk=resource(gpu=4),
+                            tags={"ykbus.io/topology-preferred": RACK})))
+    h.do(h.log.config(QUEUES.replace("[ykbus.io/block, ykbus.io/rack]", "[ykbus.io/block]")))
+    outs = h.do(h.log.asks({**ask("ph", "req", max_allocations=2, gpu=4), "taskGroupName": "w", "placeholder": True},
+                           {**ask("ph", "pref", max_allocations=2, gpu=2), "taskGroupName": "w", "placeholder": True}))
+    assert {a.applicationID for a in new_allocs(outs)} == {"pref"}
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["req"]["asks"]["ph"]["why"]
+    assert why["code"] == "TopologyNoDomain"
+    assert why["message"] == ("ykbus.io/rack is no longer a topology level of the partition "
+                              "(its levels are ykbus.io/block)")
+    invariants.state_is_consistent(h.core)

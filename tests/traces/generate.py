@@ -644,6 +644,31 @@ def topology(log: LogBuilder):
     yield log.remove_apps("late", "pref")
     yield placeholders("big", 10)  # no rack holds 10: block b1 does (r1 and r2, 2 left)
 
+def topology_groups(log: LogBuilder):
+    """docs/topology.md: each task group with its own tag takes a rack of its own; a placed
+    gang's lost member, asked again, goes back into the gang's rack, or waits naming it."""
+    yield log.register(TOPOLOGY)
+    racks = {"r1": "b1", "r2": "b1", "r3": "b2", "r4": "b2"}  # each of two 4-GPU hosts: 8 GPUs a rack
+    yield log.nodes(*[node(f"{r}-{i}", attributes={"ykbus.io/block": b, "ykbus.io/rack": r}, gpu=4)
+                      for r, b in racks.items() for i in range(2)])
+    rack = {"ykbus.io/topology-required": "ykbus.io/rack"}
+    yield log.apps(_gpu_gang("disagg", 16, {}), _gpu_gang("train", 8, rack))
+    yield log.asks({**ask("ph-prefill", "disagg", gpu=4, max_allocations=2), "taskGroupName": "prefill",
+                    "placeholder": True, "tags": rack},
+                   {**ask("ph-decode", "disagg", gpu=2, max_allocations=4), "taskGroupName": "decode",
+                    "placeholder": True, "tags": rack})  # seq 4: prefill in r1, decode in r2
+    yield log.asks({**ask("p", "train", gpu=2, max_allocations=4), "taskGroupName": "w", "placeholder": True})
+    # seq 5: train in r3 (r3 and r4 tie: by key); its real asks replace the placeholders
+    yield log.asks(*[{**ask(f"w{i}", "train", gpu=2), "taskGroupName": "w"} for i in range(4)])
+    for i in range(4):  # seq 7-10: the RM releases each placeholder: the real ask takes its node
+        yield log.release("train", uuid=f"5-{i}", termination="PLACEHOLDER_REPLACED")
+    yield log.release("train", key="w3")  # w3's pod fails
+    yield log.asks({**ask("w3b", "train", gpu=2), "taskGroupName": "w"})  # back into r3, not r4
+    yield log.nodes(node("r3-0", action="DECOMISSION"))  # two members lost with their node
+    yield log.asks({**ask("w0b", "train", gpu=2), "taskGroupName": "w"})  # r3 is full: it waits, naming it
+    yield log.release("train", key="w2")  # room in r3 again: w0b takes it
+
+
 TRACES = {
     "preemption-found": preemption_found,
     "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
@@ -656,7 +681,7 @@ TRACES = {
     "registration": registration, "queues": queues, "nodes": nodes, "recovery": recovery,
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
     "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,
-    "queue-files": queue_files, "topology": topology,
+    "queue-files": queue_files, "topology": topology, "topology-groups": topology_groups,
 }
 
 

@@ -37,7 +37,8 @@ COOKIE = "ykbus_token"  # what a browser holds once it opened a page with ?token
 
 # verb -> the dump section it needs (None: counts only)
 SECTIONS: dict[str, str | None] = {"partitions": None, "queues": "queues", "applications": "applications",
-                                   "nodes": "nodes", "terminated": "terminated"}
+                                   "nodes": "nodes", "terminated": "terminated", "allocations": "allocations",
+                                   "topology": "topology"}
 
 
 def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
 # map under these keys, and these timestamps (Unix ns). Counts, priorities and sequences
 # stay numbers.
 HTTP_RESOURCE_KEYS = frozenset({"total", "capacity", "occupied", "allocated", "pending", "resource",
-                                "guaranteed", "max", "maxResources"})
+                                "guaranteed", "max", "maxResources", "free"})
 HTTP_TIMESTAMP_KEYS = frozenset({"now", "drainingSince"})
 
 

@@ -120,6 +120,8 @@ class Applier:
                 decision.app.why = decision.why
             elif isinstance(decision, GangAllocate):
                 self._place_gang(decision.app, decision.places, ctx)
+                for group, level, values in decision.domains:  # its lost members go back there
+                    decision.app.domains[group] = (level, values)
             elif isinstance(decision, Replace):
                 self._replace(decision.ask, decision.placeholder, ctx)
             elif isinstance(decision, Learned):  # first: what the walk learned, from the state it read

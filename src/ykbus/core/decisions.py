@@ -106,12 +106,16 @@ class Defer:
 
 
 class GangAllocate:
-    """Place every pending placeholder of `app` at once: one (ask, node) per allocation."""
+    """Place every pending placeholder of `app` at once: one (ask, node) per allocation;
+    `domains`: the topology domain of each of its groups placed `required` (group, level,
+    the domain's values), to remember (docs/topology.md)."""
 
-    __slots__ = ("app", "places")
+    __slots__ = ("app", "places", "domains")
 
-    def __init__(self, app: App, places: list[tuple[Ask, Node]]) -> None:
+    def __init__(self, app: App, places: list[tuple[Ask, Node]],
+                 domains: list[tuple[str, str, tuple[str, ...]]] | None = None) -> None:
         self.app, self.places = app, places
+        self.domains = domains if domains is not None else []
 
     def __repr__(self) -> str:
         return f"GangAllocate({self.app.id}: {', '.join(f'{a.key}->{n.id}' for a, n in self.places)})"

@@ -21,6 +21,7 @@ from ykbus.core import why
 from ykbus.core.decisions import GangAllocate, Park
 from ykbus.core.model import NODE_ROOM, Alloc, App, Ask, Node, Wait
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_quantity, fmt_res, scaled
+from ykbus.core.topoplace import GangPlaced
 from ykbus.si import messages as m
 
 
@@ -44,9 +45,10 @@ class Overlay(Protocol):
 
 class DomainPlacer(Protocol):
     """Where a gang that asks for a topology domain goes (core/topoplace.py): the node of
-    each member, in the members' order, or why no domain holds them."""
+    each allocation of its pending placeholders and the domains it is placed in, or why no
+    domain holds them."""
 
-    def place(self, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
+    def place(self, members: Sequence[Ask]) -> GangPlaced | tuple[str, dict[str, object]]:
         ...
 
 
@@ -93,13 +95,11 @@ def plan_gang(app: App, overlay: Overlay, domain: DomainPlacer | None = None) ->
                             why.queue_max(reason, q.path, over, used, q.max[over], total[over]))
     places: list[tuple[Ask, Node]] = []
     if domain is not None:
-        sizes = [a.resource for a in members for _ in range(a.pending)]
-        found = domain.place(sizes)
+        found = domain.place(members)
         if isinstance(found, tuple):
             message, details = found
             return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.topology_no_domain(message, app.id, details))
-        owners = [a for a in members for _ in range(a.pending)]
-        return [GangAllocate(app, list(zip(owners, found, strict=True)))]
+        return [GangAllocate(app, found.places, found.domains)]
     short: Res = {}
     for a in members:
         for placed in range(a.pending):

@@ -312,7 +312,7 @@ class Intake:
         if not res:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
         if ask.tags:
-            problem = role_problem(ask.tags)
+            problem = role_problem(ask.tags) or topology_problem(ask.tags, part.records.config.topology.levels)
             if problem:
                 return problem
         if app.state is AppState.FAILING:

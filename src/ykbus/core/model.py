@@ -430,7 +430,7 @@ class App:
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "leaders_waiting",
                  "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
-                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history", "unparked")
+                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history", "unparked", "domains")
 
     def __init__(self, app_id: str, queue: Queue, seq: int, user: str, groups: list[str], tags: dict[str, str],
                  timeout_ms: int = 0, gang: Res | None = None, gang_hard: bool = False, submitted: int = 0) -> None:
@@ -471,6 +471,9 @@ class App:
         self.gang: Res = gang if gang is not None else {}
         self.gang_hard = gang_hard
         self.gang_timer = 0  # generation of its placeholder timer (0: none set yet)
+        # the topology domain of each of its gang's groups placed `required` (core/topoplace.py
+        # `group_of` -> level, the domain's values): where its lost members go back
+        self.domains: dict[str, tuple[str, tuple[str, ...]]] = {}
         # its node policy (tag ykbus.io/node-policy, validated before it is added), None: the
         # partition's node order; allocations per node id, kept by the ledger for the affinities
         name = tags.get(POLICY_TAG)

@@ -14,7 +14,8 @@ from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
 from ykbus.core.why import PendingCode
 
-SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")
+SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")  # built unless told
+TOPOLOGY = "topology"  # a section built only when asked for (the read API's `topology`)
 
 
 def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mapping[str, ResourceManager],
@@ -43,16 +44,20 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                                             "why": _why(p, k, now)}
                                     for k in a.asks.values()},
                            "why": _app_why(p, a, now),
-                           "allocations": list(a.allocations)}
+                           "allocations": list(a.allocations),
+                           **({"topology": _app_topology(p, a)} if p.records.config.topology.levels else {})}
                     for a in p.apps.values()
                 },
                 "terminated": lambda p=p: {k: {"state": v.state.value, "queue": v.queue, "endedAt": v.ts,
                                                "message": v.message} for k, v in p.terminated.items()},
                 "allocations": lambda p=p: {
                     u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
-                        "resource": dict(a.resource)}
+                        "resource": dict(a.resource),
+                        **({"domains": _node_domains(p, a.node.attributes)} if p.records.config.topology.levels
+                           else {})}
                     for u, a in p.allocations.items()
                 },
+                "topology": lambda p=p: topology_tree(p),
             }
             parts[p.name] = {
                 "nodeSortPolicy": p.records.node_sort.value,
@@ -136,3 +141,99 @@ def _queues_dump(p: Partition) -> dict[str, Any]:
             "applications": list(q.apps), "limitUsage": usage.get(q.path, []),
         } for q in p.queues.values()
     }
+
+
+# --- topology (docs/topology.md) -----------------------------------------------------------
+
+
+def _node_domains(p: Partition, attributes: Mapping[str, str]) -> dict[str, str]:
+    """A node's domain at each level it has, by level: `{ykbus.io/block: b1, ykbus.io/rack:
+    b1/r3}` (a domain's name is its values joined by `/`)."""
+    out: dict[str, str] = {}
+    values: list[str] = []
+    for level in p.records.config.topology.levels:
+        value = attributes.get(level)
+        if value is None:
+            break
+        values.append(value)
+        out[level] = "/".join(values)
+    return out
+
+
+def _app_topology(p: Partition, app: Any) -> dict[str, Any]:
+    """What an application asks of the topology (its tags' request, its task groups' own)
+    and where it is: the domains kept for its groups placed `required`, and the narrowest
+    domain that holds all its allocations."""
+    from ykbus.core.topology import request_of
+
+    asked = request_of(app.tags)
+    groups = {}
+    for k in app.asks.values():
+        own = request_of(k.tags)
+        if own is not None and k.task_group:
+            groups[k.task_group] = {"mode": own.mode.value, "level": own.level}
+    return {
+        "request": {"mode": asked.mode.value, "level": asked.level} if asked is not None else None,
+        "taskGroups": groups,
+        "domains": {group or "*": {"level": level, "domain": "/".join(values)}
+                    for group, (level, values) in app.domains.items()},
+        "placedIn": _narrowest(p, [a.node.attributes for a in app.allocations.values()]),
+    }
+
+
+def _narrowest(p: Partition, attrs: list[Mapping[str, str]]) -> dict[str, str] | None:
+    """The narrowest domain every one of `attrs` (nodes' attributes) is in: `{level, domain}`,
+    None when there are none or they share no domain."""
+    if not attrs:
+        return None
+    found: dict[str, str] | None = None
+    values: list[str] = []
+    for level in p.records.config.topology.levels:
+        value = attrs[0].get(level)
+        if value is None or any(a.get(level) != value for a in attrs):
+            break
+        values.append(value)
+        found = {"level": level, "domain": "/".join(values)}
+    return found
+
+
+def topology_tree(p: Partition) -> dict[str, Any]:
+    """The partition's topology as a tree: its levels and each domain (schedulable nodes
+    sharing the values of a level and every broader one), broadest first, each followed by
+    its children, in key order: its nodes, capacity, used (allocated) and free room, and the
+    gangs (applications asking for a domain) whose allocations all sit in it and in no
+    narrower one."""
+    levels = p.records.config.topology.levels
+    domains: dict[tuple[str, ...], dict[str, Any]] = {}
+    for n in p.nodes.values():
+        if n.state is not NodeState.SCHEDULABLE:
+            continue
+        values: list[str] = []
+        for i, level in enumerate(levels):
+            value = n.attributes.get(level)
+            if value is None:
+                break
+            values.append(value)
+            key = tuple(values)
+            d = domains.get(key)
+            if d is None:
+                d = domains[key] = {"level": level, "depth": i, "name": "/".join(values), "nodes": 0,
+                                    "capacity": {}, "allocated": {}, "free": {}, "allocations": 0, "gangs": []}
+            d["nodes"] += 1
+            d["allocations"] += len(n.allocations)
+            for into, res in ((d["capacity"], n.capacity), (d["allocated"], n.allocated), (d["free"], n.free)):
+                for r, v in res.items():
+                    if v > 0:
+                        into[r] = into.get(r, 0) + v
+    from ykbus.core.topology import request_of
+
+    for app in p.apps.values():
+        if not app.domains and request_of(app.tags) is None and not any(
+                request_of(k.tags) is not None for k in app.asks.values()):
+            continue
+        where = _narrowest(p, [a.node.attributes for a in app.allocations.values()])
+        if where is not None:
+            key = tuple(where["domain"].split("/"))
+            if key in domains:
+                domains[key]["gangs"].append(app.id)
+    return {"levels": list(levels), "domains": [domains[key] for key in sorted(domains)]}

@@ -68,7 +68,8 @@ from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_fo
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
-from ykbus.core.topoplace import NodeDomains, TopologyPlacer, request_for
+from ykbus.core.topology import Fit, request_of, within
+from ykbus.core.topoplace import GangDomain, NodeDomains, TopologyPlacer, group_of, request_for
 from ykbus.core.waits import Gate, RoomWaits
 from ykbus.si import messages as m
 
@@ -171,6 +172,18 @@ class Scheduler:
             domains = self.domains = TopologyPlacer(self.part, self.node_index, self.topology.current())
         return domains
 
+    def _gang_domain(self, app: App) -> GangDomain | None:
+        """How a gang asks to be placed in topology domains (docs/topology.md): its
+        application's request, its task groups' own, its groups' remembered domains; None
+        when it asks for none, or its partition has no levels."""
+        if not self.part.config.topology.levels:
+            return None
+        request = request_for(self.part, app.tags)
+        if request is None and not app.domains and not any(request_of(a.tags) is not None for a in app.asks.values()
+                                                           if a.placeholder and a.pending):
+            return None
+        return self._domains().for_gang(request, app.domains)
+
     def has_work(self) -> bool:
         """Whether a walk has anything to try: active asks, or asks behind a gate shown."""
         root = self.part.root
@@ -271,9 +284,8 @@ class Scheduler:
                 if gang_planned:
                     continue
                 gang_planned = True
-                request = request_for(self.part, app.tags)  # one topology domain (docs/topology.md), or anywhere
                 decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache),
-                                      self._domains().for_gang(request) if request is not None else None)
+                                      self._gang_domain(app))
                 plan.extend(decisions)
                 if type(decisions[-1]) is GangAllocate:
                     return True
@@ -352,8 +364,8 @@ class Scheduler:
         if waits_for_gang(app, ask):
             return Park(ask, app.gang_room, SKIPPED, why.gang_pending(app.id, ask.task_group))
         found = replacement_for(app, ask, self.claimed)
-        if found is None:
-            return self._ask(ask)  # its group has no placeholder left: an ordinary ask
+        if found is None:  # its group has no placeholder left: an ordinary ask (in its gang's domain, if kept)
+            return self._ask(ask, self._kept_domain(app, ask) if app.domains else None)
         if isinstance(found, list):
             sizes = ", ".join(sorted({fmt_res(ph.resource) for ph in found}))
             return CancelGroup(ask, found, f"real ask {ask.key} ({fmt_res(ask.resource)}) is larger than the "
@@ -361,7 +373,22 @@ class Scheduler:
         self.claimed.add(found.uuid)
         return Replace(ask, found)
 
-    def _ask(self, ask: Ask) -> Decision:
+    def _kept_domain(self, app: App, ask: Ask) -> tuple[str, tuple[str, ...]] | None:
+        """The remembered topology domain a gang's real ask goes back into (its group's,
+        else its application's), None when none is kept at a level the partition has now."""
+        kept = app.domains.get(group_of(ask)) or app.domains.get("")
+        return kept if kept is not None and kept[0] in self.part.config.topology.levels else None
+
+    def _in_domain(self, ask: Ask, level: str, values: tuple[str, ...]) -> Decision:
+        """A lost member of a placed topology gang, asked again: the first node of its
+        gang's domain in the partition's node order with room, or why there is none."""
+        placer = self._domains()
+        fit = within(placer.index, [ask.resource], level, values, placer.in_order())
+        if isinstance(fit, Fit):
+            return Allocate(ask, self.part.nodes[fit.nodes[0]])
+        return Park(ask, NODE_ROOM, FAILED, why.topology_no_domain(fit.message, ask.app.id, fit.details()))
+
+    def _ask(self, ask: Ask, kept: tuple[str, tuple[str, ...]] | None = None) -> Decision:
         if self.tried is not None:
             self.tried.append(ask.key)
         res = ask.resource
@@ -394,6 +421,8 @@ class Scheduler:
                         held = self.over[(q, over, used, res[over])] = why.queue_max(
                             reason, q.path, over, used, q.max[over], res[over])
                     return Park(ask, q.room, SKIPPED, held)
+        if kept is not None:
+            return self._in_domain(ask, kept[0], kept[1])
         if ask.required:
             return required_node_decision(self.part, ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there

@@ -187,6 +187,7 @@ class SApp(_S):
     gang_hard: bool = False
     gang_timer: int = 0
     history: SHistory | None = None  # readers: submission time, state log, max used
+    domains: dict[str, list[str]] = {}  # a placed topology gang's remembered domains: group -> [level, *values]
 
 
 class SNode(_S):
@@ -327,7 +328,8 @@ def _partition(p: Partition) -> SPartition:
         apps=[SApp(a.id, a.queue.path, a.user, a.groups, a.tags, a.state.value, a.seq,
                    [_ask(k) for k in a.asks.values()], list(a.allocations),
                    a.blocked_on.path if a.blocked_on is not None else None, a.timeout_ms, a.timer, a.why,
-                   a.gang, a.gang_hard, a.gang_timer, _history(a.history))
+                   a.gang, a.gang_hard, a.gang_timer, _history(a.history),
+                   {group: [level, *values] for group, (level, values) in a.domains.items()})
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
                             x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting, x.at, x.asked)
@@ -462,6 +464,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         app = App(sa.id, p.queues[sa.queue], sa.seq, sa.user, list(sa.groups), sa.tags, timeout_ms=sa.timeout_ms,
                   gang=dict(sa.gang), gang_hard=sa.gang_hard)
         app.gang_timer = sa.gang_timer
+        app.domains = {group: (kept[0], tuple(kept[1:])) for group, kept in sa.domains.items()}
         app.history = _restore_history(sa.history)
         app.state, app.timer, app.why = _APP_STATES[sa.state], sa.timer, sa.why
         if sa.blocked_on is not None and "|" not in sa.blocked_on:  # a queue's maxapplications (a limit's: below)

@@ -319,16 +319,21 @@ class NoDomain:
     domain at the level has room for even one member, or there is none), holding `holds`
     of the gang's `wanted` members. `message` is the reason's text."""
 
-    __slots__ = ("code", "level", "closest", "holds", "wanted", "message")
+    __slots__ = ("code", "level", "closest", "holds", "wanted", "message", "remembered")
 
-    def __init__(self, level: str, closest: Domain | None, holds: int, wanted: int, message: str) -> None:
+    def __init__(self, level: str, closest: Domain | None, holds: int, wanted: int, message: str,
+                 remembered: str | None = None) -> None:
         self.code = NO_DOMAIN
         self.level, self.closest, self.holds, self.wanted, self.message = level, closest, holds, wanted, message
+        self.remembered = remembered  # the placed gang's domain its lost members must go back into
 
     def details(self) -> dict[str, object]:
         """The reason's figures, as the read API's `details` keep them."""
-        return {"level": self.level, "closest": self.closest.name if self.closest is not None else None,
-                "holds": self.holds, "wanted": self.wanted}
+        out: dict[str, object] = {"level": self.level, "closest": self.closest.name if self.closest is not None else None,
+                                  "holds": self.holds, "wanted": self.wanted}
+        if self.remembered is not None:
+            out["domain"] = self.remembered
+        return out
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -358,11 +363,54 @@ def dominant(index: DomainIndex, total: Res) -> str:
     return best
 
 
-def pack(index: DomainIndex, node_ids: Sequence[str], members: Sequence[Res], stop_at_miss: bool) -> list[str]:
+class Taken:
+    """What a gang's earlier task groups took in a what-if (each group in a domain of its
+    own, one after the other): the room on each node and its sum per domain, read as less
+    free room by the groups after them. Nothing in the index changes."""
+
+    __slots__ = ("index", "nodes", "domains", "all")
+
+    def __init__(self, index: DomainIndex) -> None:
+        self.index = index
+        self.nodes: dict[str, Res] = {}
+        self.domains: dict[tuple[str, ...], Res] = {}  # by domain key (keys of two levels differ in length)
+        self.all: Res = {}
+
+    def take(self, node_id: str, shape: Res) -> None:
+        used = self.nodes.get(node_id)
+        if used is None:
+            self.nodes[node_id] = dict(shape)
+        else:
+            add_into(used, shape)
+        add_into(self.all, shape)
+        path = self.index._nodes[node_id].path
+        for i in range(len(path)):
+            add_into(self.domains.setdefault(path[: i + 1], {}), shape)
+
+    def free(self, node_id: str) -> Res:
+        return _less(self.index.free(node_id), self.nodes.get(node_id))
+
+    def domain_free(self, d: Domain) -> Res:
+        return _less(d.free, self.all if d.level < 0 else self.domains.get(d.values))
+
+
+def _less(room: Res, used: Res | None) -> Res:
+    if not used:
+        return room
+    out = dict(room)
+    for name, value in used.items():
+        out[name] = out.get(name, 0) - value
+    return out
+
+
+def pack(index: DomainIndex, node_ids: Sequence[str], members: Sequence[Res], stop_at_miss: bool,
+         taken: Taken | None = None) -> list[str]:
     """Rule 4: first fit of `members`, in order, over `node_ids`, in order (core/packing.py):
     the node of each member ("" for one that fits nowhere; with `stop_at_miss` the list ends
-    at the first). Nothing in the index changes."""
-    placed = first_fit(lambda i: index.free(node_ids[i]), len(node_ids), members, stop_at_miss)
+    at the first), beside what earlier groups of the gang `taken`. Nothing in the index
+    changes."""
+    room_of = index.free if taken is None else taken.free
+    placed = first_fit(lambda i: room_of(node_ids[i]), len(node_ids), members, stop_at_miss)
     return [node_ids[i] if i != MISSED else "" for i in placed]
 
 
@@ -374,31 +422,43 @@ def _total(members: Sequence[Res]) -> Res:
 
 
 def best_fit(index: DomainIndex, members: Sequence[Res], level: str,
-             order: Sequence[str] | None = None) -> Fit | NoDomain:
+             order: Sequence[str] | None = None, taken: Taken | None = None) -> Fit | NoDomain:
     """Rules 4 to 6 and 8 at one level (`ANYWHERE`: the whole partition): the domain with
     the least room left among those that hold `members`, or why none does. `order`: the
-    partition's node order (None: by node id). ValueError for a level that is not one."""
-    scope = _Scope(index, members, level, order)
+    partition's node order (None: by node id); `taken`: what the gang's groups before these
+    members took. ValueError for a level that is not one."""
+    scope = _Scope(index, members, level, order, taken)
     fit = scope.best()
     return fit if fit is not None else scope.closest()
 
 
 class _Scope:
-    """One level's domains, sorted by room left after `members` (then key), with their
-    nodes in node order: what `best_fit` and `choose` search."""
+    """One level's domains (or the one domain `within`, a key at that level), sorted by room
+    left after `members` (then key), with their nodes in node order, their room less what
+    `taken` holds: what `best_fit` and `choose` search."""
 
-    def __init__(self, index: DomainIndex, members: Sequence[Res], level: str, order: Sequence[str] | None) -> None:
+    def __init__(self, index: DomainIndex, members: Sequence[Res], level: str, order: Sequence[str] | None,
+                 taken: Taken | None = None, within: tuple[str, ...] | None = None) -> None:
         i = -1 if level == ANYWHERE else index.level_index(level)
-        self.index, self.members, self.level = index, members, level
-        self.domains = [index.anywhere] if i < 0 else index.domains(level)
+        self.index, self.members, self.level, self.taken = index, members, level, taken
+        if i < 0:
+            self.domains = [index.anywhere]
+        elif within is None:
+            self.domains = index.domains(level)
+        else:
+            one = index._domains[i].get(within)
+            self.domains = [one] if one is not None else []
         self.total = _total(members)
         self.resource = dominant(index, self.total)
         self.need = self.total.get(self.resource, 0)
         self.nodes = index.in_order(i, order)
         self.by_fit = sorted(self.domains, key=self._rank)
 
+    def free(self, d: Domain) -> Res:
+        return d.free if self.taken is None else self.taken.domain_free(d)
+
     def left(self, d: Domain) -> int:
-        return d.free.get(self.resource, 0) - self.need if self.resource else 0
+        return self.free(d).get(self.resource, 0) - self.need if self.resource else 0
 
     def _rank(self, d: Domain) -> tuple[int, tuple[str, ...]]:
         return (self.left(d), d.values)
@@ -406,8 +466,8 @@ class _Scope:
     def best(self) -> Fit | None:
         """Rule 6: the first domain, by room left, that holds the gang."""
         for d in self.by_fit:
-            if fits(self.total, d.free):  # (summed room: only rules a domain out)
-                placed = pack(self.index, self.nodes(d), self.members, stop_at_miss=True)
+            if fits(self.total, self.free(d)):  # (summed room: only rules a domain out)
+                placed = pack(self.index, self.nodes(d), self.members, True, self.taken)
                 if len(placed) == len(self.members):
                     return Fit(self.level, d, placed, self.left(d))
         return None
@@ -417,7 +477,7 @@ class _Scope:
         closest: Domain | None = None
         holds = 0
         for d in self.by_fit:
-            count = len(self.members) - pack(self.index, self.nodes(d), self.members, stop_at_miss=False).count("")
+            count = len(self.members) - pack(self.index, self.nodes(d), self.members, False, self.taken).count("")
             if count > holds:
                 closest, holds = d, count
         text = _no_domain_text(self.level, self.domains, closest, holds, self.members)
@@ -443,19 +503,44 @@ def _no_domain_text(level: str, domains: list[Domain], closest: Domain | None, h
 
 
 def choose(index: DomainIndex, members: Sequence[Res], request: TopologyRequest,
-           order: Sequence[str] | None = None) -> Fit | NoDomain:
+           order: Sequence[str] | None = None, taken: Taken | None = None) -> Fit | NoDomain:
     """Rule 7: where a gang asking `request` goes. `required`: the best fit at its level,
     or why none holds it. `preferred`: the best fit at its level, else at each broader level,
     else anywhere; when nothing holds it, the reason of the level asked for (the fullest fit
-    is looked for only then)."""
-    asked = _Scope(index, members, request.level, order)
+    is looked for only then). `taken`: what the gang's groups before this one took. A level
+    the partition no longer has (a reload dropped it) holds nothing: `required` waits,
+    `preferred` goes anywhere."""
+    if request.level not in index.levels:
+        if request.mode is TopologyMode.PREFERRED:
+            fit = _Scope(index, members, ANYWHERE, order, taken).best()
+            if fit is not None:
+                return fit
+        known = f"its levels are {', '.join(index.levels)}" if index.levels else "it has no topology levels"
+        return NoDomain(request.level, None, 0, len(members),
+                        f"{request.level} is no longer a topology level of the partition ({known})")
+    asked = _Scope(index, members, request.level, order, taken)
     fit = asked.best()
     if fit is not None:
         return fit
     if request.mode is TopologyMode.PREFERRED:
         broader = [index.levels[i] for i in range(index.level_index(request.level) - 1, -1, -1)]
         for level in [*broader, ANYWHERE]:
-            fit = _Scope(index, members, level, order).best()
+            fit = _Scope(index, members, level, order, taken).best()
             if fit is not None:
                 return fit
     return asked.closest()
+
+
+def within(index: DomainIndex, members: Sequence[Res], level: str, values: tuple[str, ...],
+           order: Sequence[str] | None = None, taken: Taken | None = None) -> Fit | NoDomain:
+    """`members` in the one domain `values` at `level` (a placed gang's remembered domain:
+    its lost members go back into it), or why it does not hold them now."""
+    scope = _Scope(index, members, level, order, taken, values)
+    fit = scope.best()
+    if fit is not None:
+        return fit
+    name = "/".join(values)
+    closest = scope.closest()
+    text = (f"the gang's {_short(level)} {name} has room for {closest.holds} of {describe(members)}"
+            if scope.domains else f"the gang's {_short(level)} {name} has no schedulable node")
+    return NoDomain(level, scope.domains[0] if scope.domains else None, closest.holds, len(members), text, name)

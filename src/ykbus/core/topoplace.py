@@ -19,11 +19,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ykbus.core.model import Node
+from ykbus.core.model import Ask, Node
 from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
-from ykbus.core.topology import DomainIndex, Fit, TopologyRequest, choose, effective_request
+from ykbus.core.topology import (
+    ANYWHERE,
+    DomainIndex,
+    Fit,
+    NoDomain,
+    Taken,
+    TopologyMode,
+    TopologyRequest,
+    best_fit,
+    choose,
+    effective_request,
+    request_of,
+    within,
+)
 
 
 def request_for(part: PartitionState, app_tags: dict[str, str]) -> TopologyRequest | None:
@@ -96,21 +109,22 @@ class TopologyPlacer:
         # (request, the members' shapes) -> why no domain holds them, in this walk
         self.no_domain: dict[tuple[TopologyRequest, tuple[int, ...]], tuple[str, dict[str, object]]] = {}
 
-    def _in_order(self) -> list[str]:
+    def in_order(self) -> list[str]:
         order = self.order
         if not order:
             order.extend([key[1] for key in self.node_index])  # the schedulable nodes, in the partition's node order
         return order
 
-    def for_gang(self, request: TopologyRequest) -> GangDomain:
-        return GangDomain(self, request)
+    def for_gang(self, app_request: TopologyRequest | None,
+                 remembered: dict[str, tuple[str, tuple[str, ...]]]) -> GangDomain:
+        return GangDomain(self, app_request, remembered)
 
     def place(self, request: TopologyRequest, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
         key = (request, tuple([id(r) for r in members]))  # (members' vectors are interned: one object a shape)
         known = self.no_domain.get(key)
         if known is not None:
             return known
-        found = choose(self.index, members, request, self._in_order())
+        found = choose(self.index, members, request, self.in_order())
         if isinstance(found, Fit):
             nodes = self.part.nodes
             return [nodes[node_id] for node_id in found.nodes]
@@ -119,13 +133,80 @@ class TopologyPlacer:
         return reason
 
 
+class GangPlaced:
+    """Where a topology gang goes: one (placeholder ask, node) per allocation, and the
+    domain of each group placed `required` (group key, level, the domain's values): the
+    gang's domain, remembered for its lost members."""
+
+    __slots__ = ("places", "domains")
+
+    def __init__(self, places: list[tuple[Ask, Node]], domains: list[tuple[str, str, tuple[str, ...]]]) -> None:
+        self.places, self.domains = places, domains
+
+
+def group_of(ask: Ask) -> str:
+    """The topology group of a gang's ask: its task group when its own tags ask for a
+    domain (one role in a domain of its own), else "" (the application's request, shared by
+    every member without its own)."""
+    return ask.task_group if request_of(ask.tags) is not None else ""
+
+
 class GangDomain:
-    """One gang's request, placed by the walk's domains (core/gang.py's `DomainPlacer`)."""
+    """One gang's members, placed by the walk's domains (core/gang.py's `DomainPlacer`):
+    each group (`group_of`) in a domain of its own, in the order the groups' first members
+    came, each beside what the groups before it took; a group whose required domain is
+    remembered (placed before, some of it lost) goes back into it."""
 
-    __slots__ = ("domains", "request")
+    __slots__ = ("domains", "app_request", "remembered")
 
-    def __init__(self, domains: TopologyPlacer, request: TopologyRequest) -> None:
-        self.domains, self.request = domains, request
+    def __init__(self, domains: TopologyPlacer, app_request: TopologyRequest | None,
+                 remembered: dict[str, tuple[str, tuple[str, ...]]]) -> None:
+        self.domains, self.app_request, self.remembered = domains, app_request, remembered
 
-    def place(self, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
-        return self.domains.place(self.request, members)
+    def place(self, members: Sequence[Ask]) -> GangPlaced | tuple[str, dict[str, object]]:
+        groups: dict[str, list[Ask]] = {}
+        for ask in members:
+            groups.setdefault(group_of(ask), []).append(ask)
+        placer = self.domains
+        if len(groups) == 1 and "" in groups and not self.remembered and self.app_request is not None:
+            sizes = [a.resource for a in members for _ in range(a.pending)]
+            found = placer.place(self.app_request, sizes)  # the common case, looked up when it failed before
+            if isinstance(found, tuple):
+                return found
+            owners = [a for a in members for _ in range(a.pending)]
+            return GangPlaced(list(zip(owners, found, strict=True)), self._required("", self.app_request, found))
+        index, order = placer.index, placer.in_order()
+        taken = Taken(index)
+        places: list[tuple[Ask, Node]] = []
+        kept: list[tuple[str, str, tuple[str, ...]]] = []
+        nodes = placer.part.nodes
+        for key, asks in groups.items():
+            sizes = [a.resource for a in asks for _ in range(a.pending)]
+            request = request_of(asks[0].tags) if key else self.app_request
+            memory = self.remembered.get(key)
+            fit: Fit | NoDomain
+            if memory is not None and memory[0] in index.levels:
+                fit = within(index, sizes, memory[0], memory[1], order, taken)
+            elif request is None:
+                fit = best_fit(index, sizes, ANYWHERE, order, taken)
+            else:
+                fit = choose(index, sizes, request, order, taken)
+            if isinstance(fit, NoDomain):
+                message = fit.message if not key else f"task group {key}: {fit.message}"
+                return message, {**fit.details(), **({"taskGroup": key} if key else {})}
+            owners = [a for a in asks for _ in range(a.pending)]
+            for ask, node_id in zip(owners, fit.nodes, strict=True):
+                taken.take(node_id, ask.resource)
+                places.append((ask, nodes[node_id]))
+            if memory is not None:
+                kept.append((key, memory[0], memory[1]))
+            elif request is not None and request.mode is TopologyMode.REQUIRED and fit.level != ANYWHERE:
+                kept.append((key, fit.level, fit.domain.values))
+        return GangPlaced(places, kept)
+
+    def _required(self, key: str, request: TopologyRequest, nodes: list[Node]) -> list[tuple[str, str, tuple[str, ...]]]:
+        if request.mode is not TopologyMode.REQUIRED:
+            return []
+        domain = self.domains.index.domain_of(nodes[0].id, request.level)
+        assert domain is not None  # a required gang is placed inside one domain at its level
+        return [(key, request.level, domain.values)]
