@@ -1,15 +1,16 @@
 // ykbus's web UI: reads only the JSON API (YuniKorn's /ws/v1 and its events); plain JS, no build step.
 //
 // Pages are hash routes: #/overview, #/queues, #/applications?queue=&state=&user=&waiting=&sort=&page=,
-// #/nodes, #/events, #/timeline?w=<seconds>|all or ?from=<ms>&to=<ms>; an object's own page:
+// #/nodes, #/topology (topology.js), #/events, #/timeline?w=<seconds>|all or ?from=<ms>&to=<ms>; an object's own page:
 // #/app/<partition>/<queue>/<application> (queue `-`: look it up in the partition),
 // #/queue/<partition>/<queue>, #/node/<partition>/<node>.
 // A page is built once when it is opened; a refresh (every 3 s) patches it in place (`morph`): what
 // did not change is not touched, so scroll, selection and focus stay while the data moves.
 // Quantities are written by one function, `quantity`: memory in binary units, vcore in cores.
+import {topology} from "./topology.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
-const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
+export const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
 const enc = encodeURIComponent;
 // events the UI loads from /ws/v1/events/batch: at most what it answers (rest/events.py MAX_COUNT);
 // `?events=N` in the page's address loads fewer (a test lowers it to see the timeline go past them)
@@ -71,7 +72,7 @@ const since = (ns) => (ns > 0 ? `${when(ns)} <span class="meta">(${span(nowNs() 
 
 // --- reading the API -----------------------------------------------------------------------------------
 
-async function get(path) {
+export async function get(path) {
   const r = await fetch(path, {headers: {Accept: "application/json"}});
   if (!r.ok) { const err = new Error(`${path}: ${r.status}`); err.status = r.status; throw err; }
   return r.json();
@@ -95,7 +96,7 @@ async function recentEvents(maxAgeMs = 10000) {
 
 /** Make `el`'s content `html`, touching only what differs (children with `data-key` are matched
  * by key), so that an unchanged row keeps its selection and the page its scroll. */
-function morph(el, html) {
+export function morph(el, html) {
   const t = document.createElement("template");
   t.innerHTML = html;
   sync(el, t.content);
@@ -126,7 +127,7 @@ function sync(old, nu) {
 
 // --- links and shared pieces ---------------------------------------------------------------------------
 
-const appHref = (app, queue, part = partition) => `#/app/${enc(part)}/${enc(queue || "-")}/${enc(app)}`;
+export const appHref = (app, queue, part = partition) => `#/app/${enc(part)}/${enc(queue || "-")}/${enc(app)}`;
 const queueHref = (queue, part = partition) => `#/queue/${enc(part)}/${enc(queue)}`;
 const nodeHref = (node, part = partition) => `#/node/${enc(part)}/${enc(node)}`;
 const appLink = (app, queue) => `<a href="${appHref(app, queue)}">${esc(app)}</a>`;
@@ -715,7 +716,7 @@ async function timeline(el, r) {
 
 const PAGES = {
   overview: {render: overview}, queues: {render: queues}, applications: {frame: applicationsFrame, render: applications},
-  nodes: {render: nodes}, events: {render: events, live: true}, timeline: {frame: timelineFrame, render: timeline, slow: true},
+  nodes: {render: nodes}, topology: {render: topology}, events: {render: events, live: true}, timeline: {frame: timelineFrame, render: timeline, slow: true},
   app: {render: appPage, detail: "applications"}, queue: {render: queuePage, detail: "queues"}, node: {render: nodePage, detail: "nodes"},
 };
 
