@@ -215,7 +215,8 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
                 if kept is not None:  # a placed topology gang's lost member: only its gang's domain
                     where = domain_nodes(p, *kept)
                 assert not any(n.state is NodeState.SCHEDULABLE and fits(k.resource, n.free)
-                               and (n.reserved is None or n.reserved is k) for n in where), \
+                               and (n.reserved is None or n.reserved is k) and n.held in ("", app_.id)
+                               for n in where), \
                     f"ask {k.key} of {app_.id} could be placed but waits ({k.waiting})"
 
 
@@ -314,7 +315,8 @@ def pending_reasons_are_true(p: Partition) -> None:
             d = why.details
             where = f"ask {k.key} of {app_.id}: {why.code.value} ({why.message})"
             if why.code is C.NO_NODE_ROOM:  # a node reserved for another ask takes nothing else
-                assert not any(fits(k.resource, n.free) and n.reserved in (None, k) for n in schedulable), where
+                assert not any(fits(k.resource, n.free) and n.reserved in (None, k) and n.held in ("", app_.id)
+                               for n in schedulable), where
                 assert d["asked"] == dict(k.resource), where
                 no_node_room_is_told_truly(p, k, schedulable, where)
             elif why.code is C.QUEUE_MAX:  # what was asked: the ask's, or its whole gang's
@@ -444,7 +446,7 @@ def no_node_room_is_told_truly(p: Partition, k, schedulable: list, where: str) -
 
     shown = _why(p, k, 0)["details"]
     line = _details("NoNodeRoom", shown)
-    could_take = [n for n in schedulable if n.reserved in (None, k)]
+    could_take = [n for n in schedulable if n.reserved in (None, k) and n.held in ("", k.app.id)]
     for r in k.resource:  # no claim of more free room than a node it could take has
         assert shown["largestFree"][r] == max((n.free.get(r, 0) for n in could_take), default=0), where
     taken = [n for n in schedulable if n.reserved not in (None, k) and fits(k.resource, n.free)]
@@ -458,6 +460,37 @@ def no_node_room_is_told_truly(p: Partition, k, schedulable: list, where: str) -
     elif not schedulable:
         assert "schedulable" in line and all(f"{n.id} {n.state.value.lower()}" in line
                                              for n in list(p.nodes.values())[:NAMED_NODES]), where
+
+
+def domain_holds_are_consistent(p: Partition) -> None:
+    """Topology domains reserved by waiting gangs (docs/topology.md): each holder's
+    `holding` is its entry, no two overlap, a holder is a required gang with placeholders
+    pending; a node is held by the gang whose domain it is in, by its attributes, and a held
+    node is out of the node index."""
+    holds = p.records.domain_holds
+    levels = list(p.records.config.topology.levels)
+    for values, app_ in holds.items():
+        assert app_.holding is not None and app_.holding[1] == values, f"hold {values} of {app_.id}"
+        assert p.apps.get(app_.id) is app_ and any(a.placeholder and a.pending for a in app_.asks.values()), \
+            f"{app_.id} holds {values} but no placeholder of it waits"
+        assert app_.tags.get("ykbus.io/topology-required") == app_.holding[0], f"{app_.id} holds but is not required"
+        for other in holds:
+            if other != values:
+                n = min(len(other), len(values))
+                assert other[:n] != values[:n], f"holds {values} and {other} overlap"
+    assert all(a.holding is None or holds.get(a.holding[1]) is a for a in p.apps.values())
+    indexed = {key[1] for key in p.waits.node_index}
+    for n in p.nodes.values():
+        path = []
+        holder = ""
+        for level in levels:
+            if level not in n.attributes:
+                break
+            path.append(n.attributes[level])
+            if tuple(path) in holds:
+                holder = holds[tuple(path)].id
+        assert n.held == holder, f"node {n.id} held by {n.held!r}, its domain by {holder!r}"
+        assert (n.id in indexed) == (n.state is NodeState.SCHEDULABLE and not holder), f"node {n.id} in the index"
 
 
 def reservations_are_consistent(p: Partition) -> None:
@@ -597,6 +630,7 @@ def state_is_consistent(core: Core) -> None:
         read_model_is_the_state(p)
         waits_are_consistent(p)
         reservations_are_consistent(p)
+        domain_holds_are_consistent(p)
         victim_index_is_the_allocations(p)
         if not core.backlog:  # a pass stopped at the per-entry allocation budget goes on next entry
             no_placeable_ask_left_waiting(p)

@@ -35,6 +35,9 @@ def _figures(code: str, d: dict[str, Any]) -> str:
         free = d.get("largestFree", {})
         line = "; ".join(f"{r}: asked {q(r, v)}, the most free on a schedulable node not reserved for another ask "
                          f"{q(r, free.get(r, 0))}" for r, v in d.get("asked", {}).items())
+        held = d.get("heldWithRoom", {})
+        if held:
+            line += "; room on " + ", ".join(f"{n} (in the topology domain gang {a} reserved)" for n, a in held.items())
         taken = d.get("reservedWithRoom", {})
         if taken:
             more = d.get("reservedWithRoomMore", 0)
@@ -58,7 +61,7 @@ def _figures(code: str, d: dict[str, Any]) -> str:
         return "; ".join(f"{r}: asked {q(r, v)}, free on node {d['node']} {q(r, d.get('free', {}).get(r, 0))}"
                          for r, v in d.get("asked", {}).items())
     if code in ("RequiredNodeGone", "RequiredNodeDraining", "RMPaused", "GangIncomplete", "GangNoRoom",
-                "GangTooLarge", "GangPending", "Replacing", "LeaderPending"):
+                "GangTooLarge", "GangPending", "Replacing", "LeaderPending", "TopologyNoDomain"):
         return ""  # the message says it all
     return ", ".join(f"{k} {v}" for k, v in d.items())
 
@@ -102,7 +105,7 @@ def _short(level: str) -> str:
 
 def _topology_lines(t: dict[str, Any] | None) -> list[str]:
     """What an application asks of the topology and where it sits (docs/topology.md)."""
-    if t is None or (t["request"] is None and not t["taskGroups"] and not t["domains"]):
+    if t is None or (t["request"] is None and not t["taskGroups"] and not t["domains"] and not t.get("reserved")):
         return []
     asked = [f"{r['mode']} {r['level']}" for r in ([t["request"]] if t["request"] else [])]
     asked += [f"task group {g}: {r['mode']} {r['level']}" for g, r in t["taskGroups"].items()]
@@ -113,6 +116,10 @@ def _topology_lines(t: dict[str, Any] | None) -> list[str]:
     elif t["request"] is not None or t["taskGroups"]:
         line += "; not placed yet"
     out = [line]
+    held = t.get("reserved")
+    if held is not None:
+        out.append(f"  it reserved {_short(held['level'])} {held['domain']}: no other ask takes room there until it "
+                   "is placed")
     for group, kept in t["domains"].items():
         whose = "its" if group == "*" else f"task group {group}'s"
         out.append(f"  {whose} {_short(kept['level'])} {kept['domain']} is kept: a member lost and asked again "

@@ -38,6 +38,7 @@ from ykbus.progress import Block
 from ykbus.sim.base import SimRM
 from ykbus.sim.batch import BatchWorkload
 from ykbus.sim.k8s import K8sWorkload
+from ykbus.tyjob.controller import QUEUES as TYJOB_QUEUES
 from ykbus.tyjob.service import ControllerService
 from ykbus.tyjob.store import BUCKET as TYJOB_BUCKET
 
@@ -199,6 +200,8 @@ def _tyjob_cluster(directory: str) -> str:
     to edit: the controller reads it every second)."""
     from importlib.resources import files
 
+    from ykbus.tyjob.cluster import ClusterError, load_cluster
+
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "cluster.yaml")
     if not os.path.exists(path):
@@ -206,18 +209,27 @@ def _tyjob_cluster(directory: str) -> str:
             f.write(files("ykbus.examples").joinpath("tyjob/cluster.yaml").read_text(encoding="utf-8"))
     print(f"ykbus up: TYJob controller's cluster in {path}; jobs: ykbus tyjob apply -f FILE, ykbus tyjob get",
           flush=True)
+    try:
+        racks = any("ykbus.io/rack" in n.attributes for n in load_cluster(path).values())
+    except (OSError, ClusterError):
+        racks = True  # the controller says what is wrong with it
+    if not racks:  # a data directory from before the GPU pool: the topology jobs would wait for racks
+        print(f"ykbus up: {path} has no node in a rack (attribute ykbus.io/rack): the example jobs of namespace "
+              "train need racks; `ykbus up --fresh` starts with the example cluster's GPU pool", flush=True)
     return path
 
 
 def _queue_files(directory: str) -> str:
-    """The demo RMs' queue files (policy groups `k8s` and `batch`), written once: after that
+    """The demo RMs' queue files (policy groups `k8s`, `batch` and `tyjob`, the last with
+    the topology levels of the TYJob GPU pool), each written once when missing: after that
     they are the user's to edit, and the core watches them."""
     os.makedirs(directory, exist_ok=True)
-    for rm_id, workload in (("k8s", K8sWorkload()), ("batch", BatchWorkload())):
+    for rm_id, text in (("k8s", K8sWorkload().queues_yaml()), ("batch", BatchWorkload().queues_yaml()),
+                        ("tyjob", TYJOB_QUEUES)):
         path = os.path.join(directory, f"{rm_id}.yaml")
         if not os.path.exists(path):
             with open(path, "w", encoding="utf-8") as f:
-                f.write(workload.queues_yaml().lstrip())
+                f.write(text.lstrip())
     return directory
 
 

@@ -316,3 +316,20 @@ def test_a_gang_spreads_under_fair_node_sorting_as_its_members_fill_nodes():
     assert len(new(outs)) == 2
     assert sorted(p.nodes[n].capacity["memory"] - p.nodes[n].free["memory"] for n in p.nodes) == [20 * mb] * 3
     invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_of_two_shapes_woken_by_room_for_one_of_them_waits_again_whole(h):
+    # regression: a node with room for the small placeholder only woke it; the gang, judged
+    # whole, parked both, and parking the one still parked raised (the core failed the entry)
+    h.setup("")
+    h.do(h.log.nodes(node("n0", gpu=0, vcore=2000)))
+    h.do(h.log.apps(app("g", placeholderAsk=resource(gpu=5))))
+    h.do(h.log.asks({**ask("a", "g", gpu=1), "taskGroupName": "x", "placeholder": True},
+                    {**ask("b", "g", gpu=4), "taskGroupName": "y", "placeholder": True}))
+    outs = h.do(h.log.nodes(node("n1", gpu=2, vcore=2000)))
+    assert not any(o.msg.new for o in outs if o.kind == "alloc")
+    asks = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["g"]["asks"]
+    assert {k: v["why"]["code"] for k, v in asks.items()} == {"a": "GangNoRoom", "b": "GangNoRoom"}
+    outs = h.do(h.log.nodes(node("n2", gpu=4, vcore=2000)))  # now it fits: placed whole
+    assert sorted(a.allocationKey for o in outs if o.kind == "alloc" for a in o.msg.new) == ["a", "b"]
+    invariants.state_is_consistent(h.core)

@@ -259,3 +259,118 @@ def test_a_reload_that_drops_a_level_holds_required_gangs_and_lets_preferred_go_
     assert why["message"] == ("ykbus.io/rack is no longer a topology level of the partition "
                               "(its levels are ykbus.io/block)")
     invariants.state_is_consistent(h.core)
+
+
+# --- a waiting required gang reserves the domain closest to holding it --------------------
+
+def holding(h: Harness) -> dict[str, str]:
+    """Reserved domains: gang -> the domain's name."""
+    p = h.core.registry.rms["rm-1"].partitions["default"]
+    return {app.id: "/".join(values) for values, app in p.records.domain_holds.items()}
+
+
+def test_a_required_gang_past_the_delay_reserves_the_closest_rack_which_small_asks_then_leave_alone():
+    # racks of 8 GPUs (two 4-GPU hosts); fillers take 2 GPUs on each host but one
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0)})
+    h.do(h.log.apps(app_msg("fill", "root.jobs")))
+    h.do(h.log.asks(ask("f", "fill", gpu=2, max_allocations=7)))  # 14 of 16 GPUs: r1-0 keeps 2... (fair spreads)
+    outs = gang_job(h, "big", 2, 4, {"ykbus.io/topology-required": RACK})  # 8 GPUs in one rack: none now
+    assert new_allocs(outs) == [] and holding(h) == {}
+    h.do(h.log.tick(1_000_000_000))  # 1 s: before the delay (2 s)
+    assert holding(h) == {}
+    outs = h.do(h.log.tick(1_500_000_000))  # past it: it reserves the rack closest to holding it
+    p = h.core.registry.rms["rm-1"].partitions["default"]
+    free = {r: sum(n.free.get("gpu", 0) for n in p.nodes.values() if n.id.startswith(r)) for r in ("r1", "r2")}
+    assert sorted(free.values()) == [0, 2]  # no rack places a member now: the one with the most free room
+    rack = max(free, key=free.__getitem__)
+    assert holding(h) == {"big": f"b1/{rack}"}
+    reasons = {s.reason for s in states(outs) if s.applicartionID == "big"}
+    assert reasons == {"no ykbus.io/rack domain has room for 2 × {gpu: 4, vcore: 1 core}; none has room for even "
+                       f"one member; rack b1/{rack} is reserved for it"}
+    invariants.state_is_consistent(h.core)
+    # fillers end on that rack one by one: a small ask waiting meanwhile never takes its room
+    h.do(h.log.apps(app_msg("small", "root.jobs")))
+    h.do(h.log.asks(ask("s", "small", gpu=2, max_allocations=4)))
+    fill = p.apps["fill"]
+    on_rack = [a for a in fill.allocations.values() if a.node.id.startswith(rack)]
+    for alloc in on_rack[:-1]:
+        outs = h.do(h.log.release("fill", uuid=alloc.uuid))
+        assert not any(a.nodeID.startswith(rack) for a in new_allocs(outs)), "a small ask took the reserved rack"
+        invariants.state_is_consistent(h.core)
+    outs = h.do(h.log.release("fill", uuid=on_rack[-1].uuid))  # the rack holds the gang now: placed there
+    assert sorted(a.nodeID for a in new_allocs(outs) if a.applicationID == "big") == [f"{rack}-0", f"{rack}-1"]
+    assert holding(h) == {}  # the reservation ends when the gang is placed
+    invariants.state_is_consistent(h.core)
+
+
+def filled(racks: dict[str, tuple[str, int]]) -> Harness:
+    """One 4-GPU host per rack (`<rack>-0`), `used` GPUs of it taken by the application
+    `fill` (an allocation pinned to the host): rack -> (block, used)."""
+    h = cluster({rack: (block, 1, 0) for rack, (block, _) in racks.items()})
+    h.do(h.log.apps(app_msg("fill", "root.jobs")))
+    h.do(h.log.asks(*[{**ask(f"f-{rack}", "fill", gpu=used), "tags": {"yunikorn.apache.org/requiredNode": f"{rack}-0"}}
+                      for rack, (_, used) in racks.items() if used]))
+    return h
+
+
+def test_two_gangs_never_reserve_the_same_room_and_a_removed_gang_frees_its_rack():
+    h = filled({"r1": ("b1", 3), "r2": ("b1", 2), "r3": ("b2", 4)})  # free GPUs: 1, 2, 0
+    gang_job(h, "a", 1, 4, {"ykbus.io/topology-required": RACK})
+    gang_job(h, "b", 1, 4, {"ykbus.io/topology-required": RACK})
+    h.do(h.log.tick(3_000_000_000))
+    held = holding(h)
+    assert held == {"a": "b1/r2", "b": "b1/r1"}, held  # a first: the most free room (2); b the next, never r2
+    invariants.state_is_consistent(h.core)
+    # a snapshot keeps the reservations
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    assert restored.dump() == h.core.dump()
+    assert {a.id: "/".join(v) for v, a in restored.rms["rm-1"].partitions["default"].records.domain_holds.items()} \
+        == held
+    invariants.state_is_consistent(restored)
+    h.do(h.log.remove_apps("a"))
+    assert holding(h) == {"b": "b1/r1"}
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_block_overlapping_a_reserved_rack_is_not_reserved_by_another_gang():
+    h = filled({"r1": ("b1", 3), "r2": ("b1", 3), "r3": ("b2", 4), "r4": ("b2", 4)})
+    gang_job(h, "rackgang", 1, 4, {"ykbus.io/topology-required": RACK})
+    h.do(h.log.tick(3_000_000_000))
+    assert holding(h) == {"rackgang": "b1/r1"}  # r1 and r2 tie: by key
+    gang_job(h, "blockgang", 2, 4, {"ykbus.io/topology-required": BLOCK})
+    h.do(h.log.tick(3_000_000_000))
+    assert holding(h) == {"rackgang": "b1/r1", "blockgang": "b2"}  # b1 holds r1: b2, though b1 has more free
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_small_ask_that_only_fits_in_a_reserved_rack_waits_and_says_so():
+    h = filled({"r1": ("b1", 3), "r2": ("b1", 4)})
+    gang_job(h, "big", 1, 4, {"ykbus.io/topology-required": RACK})
+    h.do(h.log.tick(3_000_000_000))
+    assert holding(h) == {"big": "b1/r1"}
+    h.do(h.log.apps(app_msg("small", "root.jobs")))
+    outs = h.do(h.log.asks(ask("s", "small", gpu=1)))
+    assert new_allocs(outs) == []  # r1-0 has 1 GPU free, but the rack is reserved for big
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["small"]["asks"]["s"]["why"]
+    assert why["code"] == "NoNodeRoom" and why["details"]["heldWithRoom"] == {"r1-0": "big"}
+    assert why["details"]["largestFree"] == {"gpu": 0}
+    invariants.state_is_consistent(h.core)
+    outs = h.do(h.log.remove_apps("big"))  # the reservation goes with its gang: the small ask takes r1-0
+    assert [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "r1-0")]
+
+
+def test_explain_says_which_rack_a_waiting_gang_reserved_and_why_a_small_ask_may_not_use_it():
+    from ykbus.explain import explain
+
+    h = filled({"r1": ("b1", 3), "r2": ("b1", 4)})
+    gang_job(h, "big", 1, 4, {"ykbus.io/topology-required": RACK})
+    h.do(h.log.tick(3_000_000_000))
+    h.do(h.log.apps(app_msg("small", "root.jobs")))
+    h.do(h.log.asks(ask("s", "small", gpu=1)))
+    apps = {"rm-1": {"default": h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]}}
+    big = "\n".join(explain(apps, "big"))
+    assert "topology: required ykbus.io/rack; not placed yet" in big
+    assert "; rack b1/r1 is reserved for it" in big  # the reason the RM heard
+    assert "it reserved rack b1/r1: no other ask takes room there until it is placed" in big
+    small = "\n".join(explain(apps, "small"))
+    assert "room on r1-0 (in the topology domain gang big reserved)" in small

@@ -55,7 +55,7 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path):
     progress = [line for line in out.splitlines() if line.startswith("t=")]
     # in a pipe a line every 10 s (issue 40, item 7), and one at the stop: a 4 s run has that one
     assert len(progress) == 1 and "| k8s: nodes=20" in progress[-1] and "| batch: nodes=10" in progress[-1]
-    assert "| tyjob: nodes=6" in progress[-1] and "tyjob/gang-learner (rl) created" in out
+    assert "| tyjob: nodes=30" in progress[-1] and "tyjob/gang-learner (rl) created" in out
     assert "ykbus up: nats-server on nats://127.0.0.1:" in out
     assert not (tmp_path / "nats" / "nats.url").exists()  # its address file, removed at stop
     assert not list((home / ".ykbus" / "running").iterdir())  # and its entry among the running ones

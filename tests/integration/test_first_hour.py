@@ -315,7 +315,7 @@ def test_up_progress_is_one_block_redrawn_in_place_on_a_terminal_fitted_to_its_w
     assert all(len(line) <= 71 for line in block), block  # folded: the terminal wraps none of it
     assert any(line.startswith("      ") for line in block), block  # a continuation (72 columns is narrow)
     assert re.match(r"t= +\d+s  allocs/s= +\d+  allocations=\d+  entries=\d+$", block[0]), block
-    for rm, nodes in (("k8s", 20), ("batch", 10), ("tyjob", 6)):
+    for rm, nodes in (("k8s", 20), ("batch", 10), ("tyjob", 30)):
         assert any(line.startswith(f"  {rm}: nodes={nodes} apps=") for line in block), block
     assert block[-1] == "ykbus up: stopped"
     said = screen[:blocks[0]]  # the other lines stayed above it, in order

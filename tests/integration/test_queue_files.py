@@ -184,7 +184,8 @@ async def test_service_configuration_file_sets_credentials_and_the_http_read_api
         status, body = get("/api/health")
         assert body["status"] == "ok" and body["lastSeq"] >= 0
         assert get("/api/nope") == (404, {"error": "unknown verb 'nope': expected health, state, partitions, "
-                                                   "queues, applications, nodes, terminated"})
+                                                   "queues, applications, nodes, terminated, allocations, "
+                                                   "topology"})
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -669,6 +669,27 @@ def topology_groups(log: LogBuilder):
     yield log.release("train", key="w2")  # room in r3 again: w0b takes it
 
 
+def topology_reserve(log: LogBuilder):
+    """docs/topology.md: a required gang no rack holds reserves, past the reservation delay,
+    the rack closest to holding it; a small ask then leaves that rack alone, and the gang is
+    placed there when it frees; two gangs never reserve the same room."""
+    yield log.register(TOPOLOGY)
+    racks = {"r1": "b1", "r2": "b1", "r3": "b2"}  # a 4-GPU host each
+    yield log.nodes(*[node(f"{r}-0", attributes={"ykbus.io/block": b, "ykbus.io/rack": r}, gpu=4)
+                      for r, b in racks.items()])
+    yield log.apps(app("fill", "root.jobs"), app("small", "root.jobs"),
+                   _gpu_gang("big", 4, {"ykbus.io/topology-required": "ykbus.io/rack"}),
+                   _gpu_gang("other", 4, {"ykbus.io/topology-required": "ykbus.io/rack"}))
+    yield log.asks(*[{**ask(f"f-{r}", "fill", gpu=n), "tags": {"yunikorn.apache.org/requiredNode": f"{r}-0"}}
+                     for r, n in (("r1", 3), ("r2", 2), ("r3", 4))])  # free: 1, 2, 0
+    yield log.asks({**ask("p", "big", gpu=1, max_allocations=4), "taskGroupName": "w", "placeholder": True})
+    yield log.asks({**ask("p", "other", gpu=1, max_allocations=4), "taskGroupName": "w", "placeholder": True})
+    yield log.tick(3 * SECOND)  # past the delay: big reserves r2 (the most free), other r1 (never r2)
+    yield log.asks(ask("s", "small", gpu=1))  # room on r1 and r2, both reserved: it waits
+    yield log.release("fill", key="f-r2")  # r2 whole again: big is placed there, its reservation ends
+    yield log.remove_apps("other")  # other goes: its reservation with it, small takes r1's room
+
+
 TRACES = {
     "preemption-found": preemption_found,
     "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
@@ -682,6 +703,7 @@ TRACES = {
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
     "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,
     "queue-files": queue_files, "topology": topology, "topology-groups": topology_groups,
+    "topology-reserve": topology_reserve,
 }
 
 

@@ -11,6 +11,8 @@ theory.
 
 from __future__ import annotations
 
+from typing import Final
+
 from ykbus.core import fold, why
 from ykbus.core.changes import Changes
 from ykbus.core.config import quota_preemption_enabled
@@ -19,6 +21,7 @@ from ykbus.core.decisions import (
     Defer,
     GangAllocate,
     Hold,
+    HoldDomain,
     Learned,
     Park,
     Plan,
@@ -76,6 +79,8 @@ from ykbus.core.timers import (
 )
 from ykbus.si import messages as m
 
+TOPOLOGY_NO_DOMAIN: Final = why.PendingCode.TOPOLOGY_NO_DOMAIN
+
 
 class Applier:
     """The plan's commit and the timers' handlers (the module's docstring), over the
@@ -90,6 +95,7 @@ class Applier:
         self.scheduler = scheduler
         self.ledger = ledger
         self.changes = changes
+        self.holds = changes.holds  # topology domains reserved by waiting gangs (core/holds.py)
 
     def commit(self, plan: Plan, ctx: Step) -> None:
         """Apply a plan's decisions in order."""
@@ -126,6 +132,8 @@ class Applier:
                 self._replace(decision.ask, decision.placeholder, ctx)
             elif isinstance(decision, Learned):  # first: what the walk learned, from the state it read
                 self.waits.learned(decision)
+            elif isinstance(decision, HoldDomain):  # a waiting topology gang reserves a domain
+                self.holds.hold(decision.app, decision.level, decision.values, ctx)
             else:  # CancelGroup: capacity of a TIMEOUT release is free at once
                 for ph in decision.placeholders:
                     self.changes.release(ph, m.TerminationType.TIMEOUT, decision.message, ctx)
@@ -137,7 +145,15 @@ class Applier:
         app = ask.app
         app.why = None
         where = decision.where
-        if where is NODE_ROOM and not (ask.placeholder and app.gang):
+        if ask.waiting is not None and ask.placeholder and app.gang:
+            # a gang is judged whole when one of its placeholders woke (room for its shape): the
+            # others, still parked, are parked again with it (back in its list first)
+            self.waits.activate(ask, ctx)
+        if where is NODE_ROOM and ask.placeholder and app.gang and decision.why.code is TOPOLOGY_NO_DOMAIN:
+            if not ask.since:  # a topology gang starts waiting: past the reservation delay it may reserve a domain
+                ask.since = ctx.ts
+                ctx.emit(self.records, RoomWaitStarted(ask, ctx.ts, ctx.ts + self.records.reservation_delay_ns, 0))
+        elif where is NODE_ROOM and not (ask.placeholder and app.gang):
             delay = self.records.reservation_delay_ns
             if not ask.since:  # it starts waiting for room: it may reserve a node later, and preempt
                 ask.since = ctx.ts
@@ -169,7 +185,9 @@ class Applier:
                 ctx.emit(self.records, ReasonChanged(ask, SKIPPED, reason.message))
 
     def _place_gang(self, app: App, places: list[tuple[Ask, Node]], ctx: Step) -> None:
-        """Every pending placeholder of the gang at once; its placeholder timer starts."""
+        """Every pending placeholder of the gang at once; its placeholder timer starts; the
+        domain it reserved, if any, is free for others again."""
+        self.holds.release(app, ctx)
         for ask, node in places:
             if ask.waiting is not None:  # parked with the gang until now: back in its list first
                 self.waits.activate(ask, ctx)

@@ -26,6 +26,7 @@ from ykbus.core.events import (
     PlaceholderTimerStarted,
 )
 from ykbus.core.gang import gang_covered
+from ykbus.core.holds import DomainHolds
 from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger, index_victim
 from ykbus.core.lifecycle import (
@@ -79,10 +80,11 @@ class Changes:
     """What an RM changes (the module's docstring), over the partition's records, through
     its waits for what follows and its ledger for what is booked."""
 
-    def __init__(self, records: PartitionState, waits: Waits, ledger: Ledger) -> None:
+    def __init__(self, records: PartitionState, waits: Waits, ledger: Ledger, holds: DomainHolds) -> None:
         self.records = records
         self.waits = waits  # where pending asks wait, and what follows from the records (core/indexes.py)
         self.ledger = ledger  # the one place resources move
+        self.holds = holds  # topology domains reserved by waiting gangs (core/holds.py)
 
     def apply_config(self, config: PartitionConfig, ctx: Step) -> list[str]:
         """Install (or hot-swap) the queue tree; returns the paths that went draining."""
@@ -106,6 +108,7 @@ class Changes:
         for queue in records.queues.values():
             if not queue.managed:
                 apply_template(queue)
+        self.holds.levels_changed(ctx)
         self.waits.reindex_nodes()
         self.waits.recompute_priorities(records.root)
         self.waits.rekey_all(only_fair=False)
@@ -127,10 +130,8 @@ class Changes:
         """Keep the leaves' allocations that may be preempted by class (core/ledger.py) while a
         rule could take them: the partition preempts and a queue has a guarantee or preempts
         by priority inside it. Rebuilt whole: a reload can move that either way."""
-        records = self.records
-        ledger = self.ledger
-        records.victims_indexed = records.preempts() and any(
-            q.guaranteed or q.preempt_within for q in records.queues.values())
+        records, ledger = self.records, self.ledger
+        records.victims_indexed = records.preempts() and any(q.guaranteed or q.preempt_within for q in records.queues.values())
         ledger.index_victims(records.victims_indexed)
         for q in records.queues.values():
             q.victims = {}
@@ -352,8 +353,7 @@ class Changes:
         self.app_event(app, AppEvent.FAILED, ctx, message)
 
     def check_done(self, app: App, ctx: Step) -> None:
-        if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RESUMING,
-                                                                    AppState.RUNNING):
+        if not app.asks and not app.allocations and app.state in (AppState.ACCEPTED, AppState.RESUMING, AppState.RUNNING):
             self.app_event(app, AppEvent.COMPLETE, ctx, "no asks and no allocations left")
 
     def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Step) -> None:
@@ -390,6 +390,7 @@ class Changes:
         ask.state = ASK.advance(ask.state, AskEvent.RELEASE)
         if ask.allocated == 0:
             ask.app.asks.pop(ask.key, None)
+        self.holds.ask_left(ask.app, ask, ctx)
 
     def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Step) -> None:
         """Count an allocation the RM already runs (recovery), without issuing it again."""

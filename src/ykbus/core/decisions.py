@@ -121,6 +121,20 @@ class GangAllocate:
         return f"GangAllocate({self.app.id}: {', '.join(f'{a.key}->{n.id}' for a, n in self.places)})"
 
 
+class HoldDomain:
+    """A required topology gang waited past the reservation delay and no domain holds it:
+    it reserves `values` at `level`, the domain closest to holding it (docs/topology.md):
+    no other ask takes room there until it is placed."""
+
+    __slots__ = ("app", "level", "values")
+
+    def __init__(self, app: App, level: str, values: tuple[str, ...]) -> None:
+        self.app, self.level, self.values = app, level, values
+
+    def __repr__(self) -> str:
+        return f"HoldDomain({self.app.id}: {self.level} {'/'.join(self.values)})"
+
+
 class Replace:
     """Real `ask` takes `placeholder`'s place: the RM is asked to release the placeholder
     (`PLACEHOLDER_REPLACED`); on its confirmation the real allocation is made on that node."""
@@ -166,7 +180,7 @@ class Learned:
 
 
 Decision = (Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
-            | Learned)
+            | Learned | HoldDomain)
 Plan = list[Decision]
 
 
@@ -182,4 +196,4 @@ def ends_walk(decision: Decision) -> bool:
         decision = decision.then
     if isinstance(decision, Park):
         return bool(decision.ask.reserved) and not isinstance(decision.where, (NodeRoom, RequiredNode, Victims))
-    return isinstance(decision, (Allocate, Reserve, GangAllocate, CancelGroup, Preempt))
+    return isinstance(decision, (Allocate, Reserve, GangAllocate, CancelGroup, Preempt, HoldDomain))

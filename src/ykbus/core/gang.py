@@ -18,10 +18,10 @@ from typing import Protocol
 
 from ykbus import limits
 from ykbus.core import why
-from ykbus.core.decisions import GangAllocate, Park
+from ykbus.core.decisions import GangAllocate, HoldDomain, Park
 from ykbus.core.model import NODE_ROOM, Alloc, App, Ask, Node, Wait
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_quantity, fmt_res, scaled
-from ykbus.core.topoplace import GangPlaced
+from ykbus.core.topoplace import GangPlaced, NoPlace
 from ykbus.si import messages as m
 
 
@@ -48,11 +48,12 @@ class DomainPlacer(Protocol):
     each allocation of its pending placeholders and the domains it is placed in, or why no
     domain holds them."""
 
-    def place(self, members: Sequence[Ask]) -> GangPlaced | tuple[str, dict[str, object]]:
+    def place(self, members: Sequence[Ask]) -> GangPlaced | NoPlace:
         ...
 
 
-def plan_gang(app: App, overlay: Overlay, domain: DomainPlacer | None = None) -> list[Park] | list[GangAllocate]:
+def plan_gang(app: App, overlay: Overlay,
+              domain: DomainPlacer | None = None) -> list[Park] | list[Park | HoldDomain] | list[GangAllocate]:
     """All of `app`'s pending placeholders placed, or each parked with why the gang waits.
     `domain`: the gang asks for one topology domain (docs/topology.md), which places it."""
     members = pending_placeholders(app)
@@ -96,9 +97,13 @@ def plan_gang(app: App, overlay: Overlay, domain: DomainPlacer | None = None) ->
     places: list[tuple[Ask, Node]] = []
     if domain is not None:
         found = domain.place(members)
-        if isinstance(found, tuple):
-            message, details = found
-            return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.topology_no_domain(message, app.id, details))
+        if isinstance(found, NoPlace):
+            parks: list[Park | HoldDomain] = []
+            parks.extend(park_all(NODE_ROOM, m.SchedulingState.FAILED,
+                                  why.topology_no_domain(found.message, app.id, found.details)))
+            if found.hold is not None:  # it reserves the domain closest to holding it (last: the walk ends)
+                parks.append(HoldDomain(app, found.level, found.hold))
+            return parks
         return [GangAllocate(app, found.places, found.domains)]
     short: Res = {}
     for a in members:

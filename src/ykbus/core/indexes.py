@@ -26,6 +26,7 @@ from ykbus.core.config import (
 from ykbus.core.decisions import Learned
 from ykbus.core.events import ReasonChanged
 from ykbus.core.gang import pending_placeholders
+from ykbus.core.holds import holder_of
 from ykbus.core.lifecycle import (
     SCHEDULABLE_APP_STATES,
     AskPlaceEvent,
@@ -90,7 +91,11 @@ class Waits:
         if old is not None:
             index.remove(old)
             node.key = None
-        if node.state is NodeState.SCHEDULABLE:
+        if records.domain_holds:  # (a partition's topology domains reserved by waiting gangs: rare)
+            node.held = holder_of(records, node)
+        elif node.held:
+            node.held = ""
+        if node.state is NodeState.SCHEDULABLE and not node.held:
             node.key = records.scorer.key(node)
             index.add(node.key)
         self.planner.state_changed(NODE_MOVED, node, old)
@@ -360,7 +365,7 @@ class Waits:
             for ask in list(self.parked.at(NodeRoom, shape).values()):
                 if not ask.reserved or ask is held:
                     self.wake(ask, ctx)
-        if self.pool.shapes and held is None:
+        if self.pool.shapes and held is None and not node.held:
             self._opened(self.pool.open_fitting(node))
 
     def wake_queue(self, q: Queue, ctx: Step) -> None:

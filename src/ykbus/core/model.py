@@ -181,7 +181,7 @@ class Node:
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
     __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved",
-                 "preempting")
+                 "preempting", "held")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -194,6 +194,9 @@ class Node:
         self.key: tuple[float, str] | None = None
         self.reserved: Ask | None = None  # the one ask it is reserved for: it takes no other
         self.preempting = 0  # its allocations preempted whose release the RM has not confirmed yet
+        # the topology gang whose reserved domain it is in ("" none): it takes none of the
+        # others' asks, and is not in the node index (core/indexes.py `index_node`)
+        self.held = ""
         self.recompute_free()
 
     @property
@@ -207,7 +210,8 @@ class Node:
         """Whether `ask` fits the node's free room, and the node is reserved for no other ask."""
         # (the reservation first: one read, where a fit reads the free room per resource; with
         # a backlog most nodes are reserved)
-        return (self.reserved is None or self.reserved is ask) and fits(ask.resource, self.free)
+        return ((self.reserved is None or self.reserved is ask) and (not self.held or self.held == ask.app.id)
+                and fits(ask.resource, self.free))
 
     def recompute_free(self) -> None:
         free = dict(self.capacity)
@@ -430,7 +434,8 @@ class App:
                  "active", "allocations", "allocated", "pending", "max_priority", "priorities", "leaders_waiting",
                  "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
-                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history", "unparked", "domains")
+                 "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history", "unparked", "domains",
+                 "holding")
 
     def __init__(self, app_id: str, queue: Queue, seq: int, user: str, groups: list[str], tags: dict[str, str],
                  timeout_ms: int = 0, gang: Res | None = None, gang_hard: bool = False, submitted: int = 0) -> None:
@@ -474,6 +479,9 @@ class App:
         # the topology domain of each of its gang's groups placed `required` (core/topoplace.py
         # `group_of` -> level, the domain's values): where its lost members go back
         self.domains: dict[str, tuple[str, tuple[str, ...]]] = {}
+        # the topology domain its waiting required gang reserved (level, the domain's values;
+        # core/indexes.py `hold_domain`): no other ask takes room in it until the gang is placed
+        self.holding: tuple[str, tuple[str, ...]] | None = None
         # its node policy (tag ykbus.io/node-policy, validated before it is added), None: the
         # partition's node order; allocations per node id, kept by the ledger for the affinities
         name = tags.get(POLICY_TAG)

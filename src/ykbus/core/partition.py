@@ -58,6 +58,7 @@ from ykbus.core.changes import Changes
 from ykbus.core.config import PartitionConfig
 from ykbus.core.deadlines import Timers
 from ykbus.core.decisions import Allocate, ends_walk
+from ykbus.core.holds import DomainHolds
 from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger
 from ykbus.core.scheduling import Scheduler
@@ -76,7 +77,8 @@ class Partition:
     """A partition: its components, held by reference, each built over those it reads, in
     that order: the records (`records`, plain data: core/state.py); the planner
     (`scheduler`) over the records and, read-only, the room gates and the node index; the
-    waits (`waits`) that keep those; the ledger (`ledger`); what an RM changes (`changes`);
+    waits (`waits`) that keep those; the ledger (`ledger`); the topology domains reserved by
+    waiting gangs (`holds`); what an RM changes (`changes`);
     the plan's commit and the timers' handlers (`applier`). It composes them into the pass
     (`schedule`) and holds no state of its own: `rm`, `name` and `incarnation` are the
     records' (never changed), and `nodes`, `apps`, `queues`, `allocations`, `terminated`,
@@ -100,7 +102,8 @@ class Partition:
         self.policies = self.scheduler.policies  # the node policies' orders: the planner's, read by tests
         self.waits = Waits(records, pool, node_index, self.scheduler)
         self.ledger = Ledger(records.allocations)
-        self.changes = Changes(records, self.waits, self.ledger)
+        self.holds = DomainHolds(records, self.waits)
+        self.changes = Changes(records, self.waits, self.ledger, self.holds)
         self.applier = Applier(records, self.waits, self.scheduler, self.ledger, self.changes)
         self.changes.apply_config(config, Step(0, 0))  # (an empty partition: nothing moves, nothing to tell)
 

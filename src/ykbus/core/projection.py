@@ -80,7 +80,8 @@ def _why(p: Partition, ask: Any, now: int) -> dict[str, Any] | None:
     details gain figures of the moment, computed for the reader: `largestFree`, per
     resource asked the most any schedulable node not reserved for another ask has free;
     `reservedWithRoom`, the schedulable nodes that have room for it but are reserved for
-    another ask (node -> application/ask); `schedulableNodes`, how many there are; and when
+    another ask (node -> application/ask); `heldWithRoom`, those with room for it in a
+    topology domain another gang reserved (node -> the gang); `schedulableNodes`, how many there are; and when
     none is, `notSchedulable`, the nodes and their states (a drain, say)."""
     if not ask.pending:
         return None
@@ -98,8 +99,12 @@ def _why(p: Partition, ask: Any, now: int) -> dict[str, Any] | None:
     if reason.code is PendingCode.NO_NODE_ROOM:
         details = out["details"]
         schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
-        free = [n.free for n in schedulable if n.reserved is None or n.reserved is ask]
+        mine = ask.app.id
+        free = [n.free for n in schedulable if (n.reserved is None or n.reserved is ask) and n.held in ("", mine)]
         details["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+        held = {n.id: n.held for n in schedulable if n.held not in ("", mine) and fits(ask.resource, n.free)}
+        if held:  # in a topology domain a waiting gang reserved (docs/topology.md)
+            details["heldWithRoom"] = dict(list(held.items())[:NAMED_NODES])
         taken = {n.id: f"{n.reserved.app.id}/{n.reserved.key}" for n in schedulable
                  if n.reserved is not None and n.reserved is not ask and fits(ask.resource, n.free)}
         if taken:
@@ -178,6 +183,8 @@ def _app_topology(p: Partition, app: Any) -> dict[str, Any]:
         "domains": {group or "*": {"level": level, "domain": "/".join(values)}
                     for group, (level, values) in app.domains.items()},
         "placedIn": _narrowest(p, [a.node.attributes for a in app.allocations.values()]),
+        "reserved": ({"level": app.holding[0], "domain": "/".join(app.holding[1])} if app.holding is not None
+                     else None),
     }
 
 

@@ -39,6 +39,7 @@ from ykbus.core.decisions import (
     Defer,
     GangAllocate,
     Hold,
+    HoldDomain,
     Learned,
     Park,
     Plan,
@@ -68,8 +69,7 @@ from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_fo
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
-from ykbus.core.topology import Fit, request_of, within
-from ykbus.core.topoplace import GangDomain, NodeDomains, TopologyPlacer, group_of, request_for
+from ykbus.core.topoplace import GangDomain, NodeDomains, TopologyPlacer, gang_request, kept_domain
 from ykbus.core.waits import Gate, RoomWaits
 from ykbus.si import messages as m
 
@@ -176,13 +176,8 @@ class Scheduler:
         """How a gang asks to be placed in topology domains (docs/topology.md): its
         application's request, its task groups' own, its groups' remembered domains; None
         when it asks for none, or its partition has no levels."""
-        if not self.part.config.topology.levels:
-            return None
-        request = request_for(self.part, app.tags)
-        if request is None and not app.domains and not any(request_of(a.tags) is not None for a in app.asks.values()
-                                                           if a.placeholder and a.pending):
-            return None
-        return self._domains().for_gang(request, app.domains)
+        asked = gang_request(self.part, app, self.now)
+        return self._domains().for_gang(app, asked[0], asked[1]) if asked is not None else None
 
     def has_work(self) -> bool:
         """Whether a walk has anything to try: active asks, or asks behind a gate shown."""
@@ -287,7 +282,7 @@ class Scheduler:
                 decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache),
                                       self._gang_domain(app))
                 plan.extend(decisions)
-                if type(decisions[-1]) is GangAllocate:
+                if type(decisions[-1]) is GangAllocate or type(decisions[-1]) is HoldDomain:
                     return True
                 continue
             if ask.task_group:
@@ -365,28 +360,13 @@ class Scheduler:
             return Park(ask, app.gang_room, SKIPPED, why.gang_pending(app.id, ask.task_group))
         found = replacement_for(app, ask, self.claimed)
         if found is None:  # its group has no placeholder left: an ordinary ask (in its gang's domain, if kept)
-            return self._ask(ask, self._kept_domain(app, ask) if app.domains else None)
+            return self._ask(ask, kept_domain(self.part, app, ask) if app.domains else None)
         if isinstance(found, list):
             sizes = ", ".join(sorted({fmt_res(ph.resource) for ph in found}))
             return CancelGroup(ask, found, f"real ask {ask.key} ({fmt_res(ask.resource)}) is larger than the "
                                            f"placeholders of task group {ask.task_group} ({sizes})")
         self.claimed.add(found.uuid)
         return Replace(ask, found)
-
-    def _kept_domain(self, app: App, ask: Ask) -> tuple[str, tuple[str, ...]] | None:
-        """The remembered topology domain a gang's real ask goes back into (its group's,
-        else its application's), None when none is kept at a level the partition has now."""
-        kept = app.domains.get(group_of(ask)) or app.domains.get("")
-        return kept if kept is not None and kept[0] in self.part.config.topology.levels else None
-
-    def _in_domain(self, ask: Ask, level: str, values: tuple[str, ...]) -> Decision:
-        """A lost member of a placed topology gang, asked again: the first node of its
-        gang's domain in the partition's node order with room, or why there is none."""
-        placer = self._domains()
-        fit = within(placer.index, [ask.resource], level, values, placer.in_order())
-        if isinstance(fit, Fit):
-            return Allocate(ask, self.part.nodes[fit.nodes[0]])
-        return Park(ask, NODE_ROOM, FAILED, why.topology_no_domain(fit.message, ask.app.id, fit.details()))
 
     def _ask(self, ask: Ask, kept: tuple[str, tuple[str, ...]] | None = None) -> Decision:
         if self.tried is not None:
@@ -421,8 +401,10 @@ class Scheduler:
                         held = self.over[(q, over, used, res[over])] = why.queue_max(
                             reason, q.path, over, used, q.max[over], res[over])
                     return Park(ask, q.room, SKIPPED, held)
-        if kept is not None:
-            return self._in_domain(ask, kept[0], kept[1])
+        if kept is not None:  # a placed topology gang's lost member, asked again: back into its domain
+            into = self._domains().lost_member(ask, kept)
+            return (Allocate(ask, into) if isinstance(into, Node) else
+                    Park(ask, NODE_ROOM, FAILED, why.topology_no_domain(into[0], app.id, into[1])))
         if ask.required:
             return required_node_decision(self.part, ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there

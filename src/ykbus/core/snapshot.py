@@ -64,7 +64,8 @@ READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then sho
 # listed here fails tests/core/test_snapshot_fields.py: a field added to the model and
 # forgotten here would otherwise be lost on restart, silently.
 DERIVED: dict[str, frozenset[str]] = {
-    "Node": frozenset({"free", "key", "reserved", "preempting"}),  # from capacity, occupied, allocations; index key; asks
+    "Node": frozenset({"free", "key", "reserved", "preempting",  # from capacity, occupied, allocations; index key; asks
+                       "held"}),  # from the applications' `holding` and its attributes
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
@@ -76,20 +77,20 @@ DERIVED: dict[str, frozenset[str]] = {
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
                       "unparked"}),  # sorted lists, sums, caches, the limits that apply
     "Partition": frozenset({"records",  # a component: its fields are checked as PartitionState's
-                            "scheduler", "waits", "ledger", "changes", "applier",  # components (checked as theirs)
+                            "scheduler", "waits", "ledger", "holds", "changes", "applier",  # components
                             "rm", "timers", "trackers", "preempted", "total", "pending_codes",  # the records' own,
                             # held by reference (stored or derived as the records'); the planner's
                             "policies"}),  # node policies' orders, held by reference (caches, built on use)
     "PartitionState": frozenset({"_shapes",  # interned vectors
                                  "paused",  # RM's state
-                                 "summary", "pending_codes", "preempted", "victims_indexed",
+                                 "summary", "pending_codes", "preempted", "victims_indexed", "domain_holds",
                                  "alive", "node_sort", "rm", "root", "scorer", "timers", "total",
                                  "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
     "Waits": frozenset({"records", "planner",  # the partition's other components
                         "node_index", "pool", "parked", "reserve_waiters", "places",  # from the asks' `waiting`, and nodes
                         "woken", "freed"}),  # a counter within a pass; nodes freed within an entry
-    "Changes": frozenset({"records", "waits", "ledger"}),  # the partition's other components, no state of its own
-    "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes"}),  # likewise
+    "Changes": frozenset({"records", "waits", "ledger", "holds"}),  # the partition's other components, no state of its own
+    "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes", "holds"}),  # likewise
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
     "Core": frozenset({"registry",  # its components: the registry's fields are checked as RMRegistry's
                        "intake",  # (no state of its own)
@@ -188,6 +189,7 @@ class SApp(_S):
     gang_timer: int = 0
     history: SHistory | None = None  # readers: submission time, state log, max used
     domains: dict[str, list[str]] = {}  # a placed topology gang's remembered domains: group -> [level, *values]
+    holding: list[str] = []  # the domain its waiting topology gang reserved: [level, *values] ([]: none)
 
 
 class SNode(_S):
@@ -329,7 +331,8 @@ def _partition(p: Partition) -> SPartition:
                    [_ask(k) for k in a.asks.values()], list(a.allocations),
                    a.blocked_on.path if a.blocked_on is not None else None, a.timeout_ms, a.timer, a.why,
                    a.gang, a.gang_hard, a.gang_timer, _history(a.history),
-                   {group: [level, *values] for group, (level, values) in a.domains.items()})
+                   {group: [level, *values] for group, (level, values) in a.domains.items()},
+                   [a.holding[0], *a.holding[1]] if a.holding is not None else [])
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
                             x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting, x.at, x.asked)
@@ -465,6 +468,9 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
                   gang=dict(sa.gang), gang_hard=sa.gang_hard)
         app.gang_timer = sa.gang_timer
         app.domains = {group: (kept[0], tuple(kept[1:])) for group, kept in sa.domains.items()}
+        if sa.holding:  # the node index (built by the restore) leaves its domain's nodes out
+            app.holding = (sa.holding[0], tuple(sa.holding[1:]))
+            records.domain_holds[app.holding[1]] = app
         app.history = _restore_history(sa.history)
         app.state, app.timer, app.why = _APP_STATES[sa.state], sa.timer, sa.why
         if sa.blocked_on is not None and "|" not in sa.blocked_on:  # a queue's maxapplications (a limit's: below)

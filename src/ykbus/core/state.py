@@ -76,6 +76,9 @@ class PartitionState:
         self.pending_codes = PendingCodes()  # pending asks by why they wait (a read model)
         self.preempted: dict[str, Node] = {}  # nodes with preempted allocations the RM has not released yet
         self.victims_indexed = False  # the leaves keep their allocations that may be preempted (Queue.victims)
+        # the topology domains reserved by waiting required gangs (docs/topology.md): domain
+        # key -> the gang; no two overlap (a key is never a prefix of another's)
+        self.domain_holds: dict[tuple[str, ...], App] = {}
 
     def retire(self) -> None:
         """Its RM went away, or a reload dropped it: a timer of it that fires finds it dead."""

@@ -246,6 +246,10 @@ class DomainIndex:
         by_key = self._domains[self.level_index(level)]
         return [by_key[key] for key in sorted(by_key)]
 
+    def domain(self, level: int, values: tuple[str, ...]) -> Domain | None:
+        """The domain `values` at level index `level` (None: no schedulable node is in it)."""
+        return self._domains[level].get(values)
+
     def domain_of(self, node_id: str, level: str) -> Domain | None:
         """The domain at `level` of a schedulable node (None: it has none there)."""
         member = self._nodes.get(node_id)
@@ -414,7 +418,7 @@ def pack(index: DomainIndex, node_ids: Sequence[str], members: Sequence[Res], st
     return [node_ids[i] if i != MISSED else "" for i in placed]
 
 
-def _total(members: Sequence[Res]) -> Res:
+def total_of(members: Sequence[Res]) -> Res:
     total: Res = {}
     for shape in members:
         add_into(total, shape)
@@ -446,9 +450,9 @@ class _Scope:
         elif within is None:
             self.domains = index.domains(level)
         else:
-            one = index._domains[i].get(within)
+            one = index.domain(i, within)
             self.domains = [one] if one is not None else []
-        self.total = _total(members)
+        self.total = total_of(members)
         self.resource = dominant(index, self.total)
         self.need = self.total.get(self.resource, 0)
         self.nodes = index.in_order(i, order)
@@ -484,7 +488,7 @@ class _Scope:
         return NoDomain(self.level, closest, holds, len(self.members), text)
 
 
-def _short(level: str) -> str:
+def short(level: str) -> str:
     """A level as a reason names its domains: `ykbus.io/rack` -> `rack`."""
     return level.rpartition("/")[2] or level
 
@@ -499,7 +503,7 @@ def _no_domain_text(level: str, domains: list[Domain], closest: Domain | None, h
         return f"{head}; none has room for even one member"
     if level == ANYWHERE:
         return f"{head}; the nodes have room for {holds}"
-    return f"{head}; the fullest fit, {_short(level)} {closest.name}, has room for {holds}"
+    return f"{head}; the fullest fit, {short(level)} {closest.name}, has room for {holds}"
 
 
 def choose(index: DomainIndex, members: Sequence[Res], request: TopologyRequest,
@@ -541,6 +545,7 @@ def within(index: DomainIndex, members: Sequence[Res], level: str, values: tuple
         return fit
     name = "/".join(values)
     closest = scope.closest()
-    text = (f"the gang's {_short(level)} {name} has room for {closest.holds} of {describe(members)}"
-            if scope.domains else f"the gang's {_short(level)} {name} has no schedulable node")
+    text = (f"the gang's {short(level)} {name} has room for {closest.holds} of {describe(members)}"
+            if scope.domains else f"the gang's {short(level)} {name} has no schedulable node")
     return NoDomain(level, scope.domains[0] if scope.domains else None, closest.holds, len(members), text, name)
+

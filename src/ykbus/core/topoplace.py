@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ykbus.core.model import Ask, Node
-from ykbus.core.resources import Res
+from ykbus.core.lifecycle import NodeState
+from ykbus.core.model import App, Ask, Node
+from ykbus.core.packing import first_fit
+from ykbus.core.resources import Res, sub_into
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
 from ykbus.core.topology import (
     ANYWHERE,
+    Domain,
     DomainIndex,
     Fit,
     NoDomain,
@@ -33,10 +36,39 @@ from ykbus.core.topology import (
     TopologyRequest,
     best_fit,
     choose,
+    dominant,
     effective_request,
+    pack,
     request_of,
+    short,
+    total_of,
     within,
 )
+
+
+def gang_request(part: PartitionState, app: App, now: int) -> tuple[TopologyRequest | None, bool] | None:
+    """How a gang asks to be placed in topology domains (docs/topology.md): its
+    application's request (its task groups' own and its remembered domains are read by
+    `GangDomain`), and whether it may reserve a domain now (required, of one group, waiting
+    past the reservation delay); None when it asks for none, or its partition has no levels."""
+    if not part.config.topology.levels:
+        return None
+    request = request_for(part, app.tags)
+    placeholders = [a for a in app.asks.values() if a.placeholder and a.pending]
+    own = any(request_of(a.tags) is not None for a in placeholders)
+    if request is None and not app.domains and not own and app.holding is None:
+        return None
+    may_hold = (request is not None and request.mode is TopologyMode.REQUIRED and not own and not app.domains
+                and app.holding is None and any(a.since and now - a.since >= part.reservation_delay_ns
+                                                for a in placeholders))
+    return request, may_hold
+
+
+def kept_domain(part: PartitionState, app: App, ask: Ask) -> tuple[str, tuple[str, ...]] | None:
+    """The remembered domain a placed gang's real ask goes back into (its group's, else its
+    application's), None when none is kept at a level the partition has now."""
+    kept = app.domains.get(group_of(ask)) or app.domains.get("")
+    return kept if kept is not None and kept[0] in part.config.topology.levels else None
 
 
 def request_for(part: PartitionState, app_tags: dict[str, str]) -> TopologyRequest | None:
@@ -67,9 +99,10 @@ class NodeDomains:
     def node_moved(self, node: Node) -> None:
         index = self.index
         if index is not None:
-            if node.key is None:  # not schedulable: in no domain
+            schedulable = node.state is NodeState.SCHEDULABLE  # (a node of a reserved domain too: its gang sees it)
+            if not schedulable:  # in no domain
                 self.zeroed.pop(node.id, None)
-            index.set_node(node.id, node.attributes, node.key is not None, {} if node.id in self.zeroed else node.free)
+            index.set_node(node.id, node.attributes, schedulable, {} if node.id in self.zeroed else node.free)
 
     def current(self) -> DomainIndex:
         nodes, levels = self.part.nodes, self.part.config.topology.levels
@@ -78,18 +111,26 @@ class NodeDomains:
             index = self.index = DomainIndex(levels)
             self.zeroed = {}
             for node in nodes.values():
-                index.set_node(node.id, node.attributes, node.key is not None, node.free)
-        zeroed = self.zeroed
+                index.set_node(node.id, node.attributes, node.state is NodeState.SCHEDULABLE, node.free)
         for key in self.node_index:
-            node = nodes[key[1]]
-            if (node.reserved is not None) != (node.id in zeroed):
-                if node.reserved is not None:
-                    zeroed[node.id] = None
-                    index.set_free(node.id, {})
-                else:
-                    del zeroed[node.id]
-                    index.set_free(node.id, node.free)
+            self._zero(nodes[key[1]], index)
+        for values in self.part.domain_holds:  # (reserved domains' nodes are out of the node index)
+            held = index.domain(len(values) - 1, values) if len(values) <= len(levels) else None
+            if held is not None:
+                for node_id in held.node_ids:
+                    self._zero(nodes[node_id], index)
         return index
+
+    def _zero(self, node: Node, index: DomainIndex) -> None:
+        """A node reserved for an ask counts with no room; back with its room once not."""
+        zeroed = self.zeroed
+        if (node.reserved is not None) != (node.id in zeroed):
+            if node.reserved is not None:
+                zeroed[node.id] = None
+                index.set_free(node.id, {})
+            else:
+                del zeroed[node.id]
+                index.set_free(node.id, node.free)
 
 
 class TopologyPlacer:
@@ -115,9 +156,30 @@ class TopologyPlacer:
             order.extend([key[1] for key in self.node_index])  # the schedulable nodes, in the partition's node order
         return order
 
-    def for_gang(self, app_request: TopologyRequest | None,
-                 remembered: dict[str, tuple[str, tuple[str, ...]]]) -> GangDomain:
-        return GangDomain(self, app_request, remembered)
+    def for_gang(self, app: App, app_request: TopologyRequest | None, may_hold: bool) -> GangDomain:
+        return GangDomain(self, app, app_request, may_hold)
+
+    def lost_member(self, ask: Ask, kept: tuple[str, tuple[str, ...]]) -> Node | tuple[str, dict[str, object]]:
+        """A lost member of a placed gang, asked again: the first node of the gang's domain
+        `kept` in the partition's node order with room for it, or why there is none."""
+        fit = within(self.index, [ask.resource], kept[0], kept[1], self.in_order())
+        if isinstance(fit, Fit):
+            return self.part.nodes[fit.nodes[0]]
+        return fit.message, fit.details()
+
+    def in_order_with(self, holding: tuple[str, tuple[str, ...]]) -> list[str]:
+        """The node order with the nodes of a gang's reserved domain among them (they are
+        out of the node index: no one else sees them), for that gang's placement."""
+        part = self.part
+        scorer, nodes = part.scorer, part.nodes
+        level = self.index.level_index(holding[0]) if holding[0] in self.index.levels else -1
+        own = self.index.domain(level, holding[1]) if level >= 0 else None
+        if own is None:
+            return self.in_order()
+        keys = list(self.node_index)
+        keys.extend([scorer.key(nodes[node_id]) for node_id in own.node_ids])
+        keys.sort()
+        return [key[1] for key in keys]
 
     def place(self, request: TopologyRequest, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
         key = (request, tuple([id(r) for r in members]))  # (members' vectors are interned: one object a shape)
@@ -151,31 +213,105 @@ def group_of(ask: Ask) -> str:
     return ask.task_group if request_of(ask.tags) is not None else ""
 
 
+def room_when_empty(node: Node) -> Res:
+    """A node's room with none of the scheduler's allocations: capacity less what others occupy."""
+    room = dict(node.capacity)
+    sub_into(room, node.occupied)
+    return room
+
+
+def holds_when_empty(rooms: list[Res], members: list[Res]) -> bool:
+    return len(first_fit(rooms.__getitem__, len(rooms), members, True)) == len(members)
+
+
+class NoPlace:
+    """Why no domain holds a topology gang now (`message`, `details`: the reason), and the
+    domain it reserves (`hold`: its values at `level`; None: it reserves none now)."""
+
+    __slots__ = ("message", "details", "level", "hold")
+
+    def __init__(self, message: str, details: dict[str, object], level: str = "",
+                 hold: tuple[str, ...] | None = None) -> None:
+        self.message, self.details, self.level, self.hold = message, details, level, hold
+
+
 class GangDomain:
     """One gang's members, placed by the walk's domains (core/gang.py's `DomainPlacer`):
     each group (`group_of`) in a domain of its own, in the order the groups' first members
     came, each beside what the groups before it took; a group whose required domain is
-    remembered (placed before, some of it lost) goes back into it."""
+    remembered (placed before, some of it lost) goes back into it. A gang that reserved a
+    domain (`App.holding`) sees that domain's nodes, which no one else does; one that may
+    reserve (`may_hold`: required, of one group, past the reservation delay) and finds no
+    domain reserves the closest."""
 
-    __slots__ = ("domains", "app_request", "remembered")
+    __slots__ = ("domains", "app", "app_request", "remembered", "may_hold")
 
-    def __init__(self, domains: TopologyPlacer, app_request: TopologyRequest | None,
-                 remembered: dict[str, tuple[str, tuple[str, ...]]]) -> None:
-        self.domains, self.app_request, self.remembered = domains, app_request, remembered
+    def __init__(self, domains: TopologyPlacer, app: App, app_request: TopologyRequest | None,
+                 may_hold: bool) -> None:
+        self.domains, self.app, self.app_request, self.may_hold = domains, app, app_request, may_hold
+        self.remembered = app.domains
 
-    def place(self, members: Sequence[Ask]) -> GangPlaced | tuple[str, dict[str, object]]:
+    def place(self, members: Sequence[Ask]) -> GangPlaced | NoPlace:
         groups: dict[str, list[Ask]] = {}
         for ask in members:
             groups.setdefault(group_of(ask), []).append(ask)
         placer = self.domains
-        if len(groups) == 1 and "" in groups and not self.remembered and self.app_request is not None:
+        holding = self.app.holding
+        if (len(groups) == 1 and "" in groups and not self.remembered and self.app_request is not None
+                and holding is None and not self.may_hold):
             sizes = [a.resource for a in members for _ in range(a.pending)]
             found = placer.place(self.app_request, sizes)  # the common case, looked up when it failed before
             if isinstance(found, tuple):
-                return found
+                return NoPlace(found[0], found[1])
             owners = [a for a in members for _ in range(a.pending)]
             return GangPlaced(list(zip(owners, found, strict=True)), self._required("", self.app_request, found))
-        index, order = placer.index, placer.in_order()
+        index = placer.index
+        order = placer.in_order() if holding is None else placer.in_order_with(holding)
+        placed = self._groups(groups, order)
+        if isinstance(placed, GangPlaced):
+            return placed
+        request = self.app_request
+        if holding is not None:  # it waits on its reserved domain
+            name = "/".join(holding[1])
+            return NoPlace(f"{placed.message}; {short(holding[0])} {name} is reserved for it",
+                           {**placed.details, "reserved": name})
+        if self.may_hold and request is not None and request.level in index.levels:
+            sizes = [a.resource for a in members for _ in range(a.pending)]
+            domain = self._to_reserve(sizes, request.level, order)
+            if domain is not None:
+                return NoPlace(f"{placed.message}; {short(request.level)} {domain.name} is reserved for it",
+                               {**placed.details, "reserved": domain.name}, request.level, domain.values)
+        return placed
+
+    def _to_reserve(self, members: list[Res], level: str, order: list[str]) -> Domain | None:
+        """The domain at `level` the gang reserves: among those that overlap no domain
+        another gang reserved (neither key a prefix of the other) and could hold it once
+        empty (its members packed on the nodes' capacity less what others occupy), the one
+        where first fit places the most members now, then the most free room of the gang's
+        dominant resource, then by key; None when none could hold it."""
+        placer = self.domains
+        index, nodes = placer.index, placer.part.nodes
+        held = list(placer.part.domain_holds)
+        resource = dominant(index, total_of(members))
+        in_order = index.in_order(index.level_index(level), order)
+        best: Domain | None = None
+        best_rank: tuple[int, int, tuple[str, ...]] | None = None
+        for d in index.domains(level):
+            n = len(d.values)
+            if any(h[:n] == d.values or d.values[: len(h)] == h for h in held):
+                continue
+            ids = d.node_ids
+            if not holds_when_empty([room_when_empty(nodes[node_id]) for node_id in ids], members):
+                continue  # too small even empty
+            now = len(members) - pack(index, in_order(d), members, False).count("")
+            rank = (-now, -d.free.get(resource, 0), d.values)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = d, rank
+        return best
+
+    def _groups(self, groups: dict[str, list[Ask]], order: list[str]) -> GangPlaced | NoPlace:
+        placer = self.domains
+        index = placer.index
         taken = Taken(index)
         places: list[tuple[Ask, Node]] = []
         kept: list[tuple[str, str, tuple[str, ...]]] = []
@@ -193,7 +329,7 @@ class GangDomain:
                 fit = choose(index, sizes, request, order, taken)
             if isinstance(fit, NoDomain):
                 message = fit.message if not key else f"task group {key}: {fit.message}"
-                return message, {**fit.details(), **({"taskGroup": key} if key else {})}
+                return NoPlace(message, {**fit.details(), **({"taskGroup": key} if key else {})})
             owners = [a for a in asks for _ in range(a.pending)]
             for ask, node_id in zip(owners, fit.nodes, strict=True):
                 taken.take(node_id, ask.resource)

@@ -2,7 +2,8 @@
 
 `demo_log(seconds)` runs `ykbus up`'s demo RMs — `k8s` (sim/k8s.py) and `batch`
 (sim/batch.py), each a `SimRM`, and `tyjob`, the TYJob controller with the example cluster
-and jobs of ykbus/examples/tyjob/ (a gang among them) — against a core in this process.
+and jobs of ykbus/examples/tyjob/ (gangs among them, on a GPU pool of racks, each in one
+rack) — against a core in this process.
 They run on an asyncio loop whose clock is virtual: when nothing is ready, time jumps to
 the next timer. So `seconds` of demo take only what the core takes, and the same
 arguments give the same log, entry for entry. Each request an RM sends becomes the next

@@ -3,22 +3,29 @@
     nodes:
       - {name: gpu-1, cpu: 32, memory: 128Gi, nvidia.com/gpu: 8, labels: {zone: a}}
       - {name: cpu-1, cpu: "16", memory: 64Gi}
+      - {name: gpu-b1-r1-1, cpu: 64, memory: 512Gi, nvidia.com/gpu: 8,
+         attributes: {ykbus.io/block: b1, ykbus.io/rack: r1}}
 
-Quantities are Kubernetes quantities (`500m`, `4`, `64Gi`). The controller reads the file
-again every second: a node added is registered, a node gone is decommissioned (its pods
-are lost and placed again), a node whose size changed is updated.
+Quantities are Kubernetes quantities (`500m`, `4`, `64Gi`). Labels go to the core as node
+attributes `label/<name>`; `attributes` go as they are (the SI's `NodeInfo.attributes`):
+the topology levels of the controller's partition, `ykbus.io/block` and `ykbus.io/rack`,
+are such attributes. The controller reads the file again every second: a node added is
+registered, a node gone is decommissioned (its pods are lost and placed again), a node
+whose size, labels or attributes changed is updated.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ykbus.core.config import parse_quantity
+from ykbus.core.config import attribute_name_problem, parse_quantity
 from ykbus.si import messages as m
 from ykbus.tyjob.manifest import MAX_NAME, NAME, RESOURCES
 from ykbus.yamlload import load_yaml
 
 MAX_NODES = 100_000
+MAX_ATTRIBUTES = 64  # per node
+MAX_VALUE = 63  # characters of an attribute's value (a Kubernetes label value's bound)
 
 
 class ClusterError(ValueError):
@@ -26,21 +33,24 @@ class ClusterError(ValueError):
 
 
 class ClusterNode:
-    __slots__ = ("name", "capacity", "labels")
+    __slots__ = ("name", "capacity", "labels", "attributes")
 
-    def __init__(self, name: str, capacity: dict[str, int], labels: dict[str, str]) -> None:
+    def __init__(self, name: str, capacity: dict[str, int], labels: dict[str, str],
+                 attributes: dict[str, str] | None = None) -> None:
         self.name, self.capacity, self.labels = name, capacity, labels
+        self.attributes = attributes or {}
 
     def info(self, action: m.ActionFromRM = m.ActionFromRM.CREATE,
              existing: list[m.Allocation] | None = None) -> m.NodeInfo:
         return m.NodeInfo(nodeID=self.name, action=action,
-                          attributes={"si/hostname": self.name, **{f"label/{k}": v for k, v in self.labels.items()}},
+                          attributes={"si/hostname": self.name, **{f"label/{k}": v for k, v in self.labels.items()},
+                                      **self.attributes},
                           schedulableResource=m.Resource(resources={k: m.Quantity(v) for k, v in self.capacity.items()}),
                           existingAllocations=existing or [])
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ClusterNode) and (self.name, self.capacity, self.labels) == (
-            other.name, other.capacity, other.labels)
+        return isinstance(other, ClusterNode) and (self.name, self.capacity, self.labels, self.attributes) == (
+            other.name, other.capacity, other.labels, other.attributes)
 
 
 def parse_cluster(text: str, source: str = "cluster") -> dict[str, ClusterNode]:
@@ -68,11 +78,11 @@ def parse_cluster(text: str, source: str = "cluster") -> dict[str, ClusterNode]:
             errors.append(f"{path}.name: {name} is listed twice")
         capacity: dict[str, int] = {}
         for key, value in raw.items():
-            if key in ("name", "labels"):
+            if key in ("name", "labels", "attributes"):
                 continue
             si = RESOURCES.get(key)
             if si is None:
-                errors.append(f"{path}.{key}: unknown field (known: name, labels, {', '.join(RESOURCES)})")
+                errors.append(f"{path}.{key}: unknown field (known: name, labels, attributes, {', '.join(RESOURCES)})")
                 continue
             try:
                 q = parse_quantity(si, value)
@@ -90,10 +100,39 @@ def parse_cluster(text: str, source: str = "cluster") -> dict[str, ClusterNode]:
             labels = {}
         if not capacity:
             errors.append(f"{path}: a node needs some cpu, memory or nvidia.com/gpu")
-        nodes[name] = ClusterNode(name, capacity, {str(k): str(v) for k, v in labels.items()})
+        attributes = _attributes(raw.get("attributes"), f"{path}.attributes", errors)
+        nodes[name] = ClusterNode(name, capacity, {str(k): str(v) for k, v in labels.items()}, attributes)
     if errors:
         raise ClusterError("\n".join(errors))
     return nodes
+
+
+def _attributes(raw: Any, path: str, errors: list[str]) -> dict[str, str]:
+    """A node's `attributes`: node attribute names (`[prefix/]name`, as a Kubernetes label
+    key; not the SI's own `si/...`) to values of 1 to 63 characters (numbers as text)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        errors.append(f"{path}: must map node attribute names to values, e.g. {{ykbus.io/rack: r1}}")
+        return {}
+    if len(raw) > MAX_ATTRIBUTES:
+        errors.append(f"{path}: more than {MAX_ATTRIBUTES} attributes")
+        return {}
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        where = f"{path}.{key}"
+        problem = attribute_name_problem(key) if isinstance(key, str) else "it is not text"
+        if problem:
+            errors.append(f"{where}: {str(key)[:64]!r} is not a node attribute name: {problem}")
+            continue
+        if key.startswith("si/"):
+            errors.append(f"{where}: si/ attributes are the SI's own (si/hostname is the node's name)")
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int) or not 1 <= len(str(value)) <= MAX_VALUE:
+            errors.append(f"{where}: must be a value of 1 to {MAX_VALUE} characters (got {str(value)[:80]!r})")
+            continue
+        out[key] = str(value)
+    return out
 
 
 def load_cluster(path: str) -> dict[str, ClusterNode]:

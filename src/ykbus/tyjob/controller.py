@@ -4,7 +4,9 @@ The controller is an RM. Each TYJob becomes one SI application in queue `root.pr
 (`jobQueuePolicy: Priority`) or `root.drf` (`DRF`), with one ask per pod (leader and
 workers; `ykbus.io/role` tags; the job's priority as the asks' priority; the basic policy
 as `ykbus.io/node-policy`, or, for `Gang`, task groups with placeholders for the leader and
-the first `minWorkersNum` workers). It then follows the core's decisions:
+the first `minWorkersNum` workers; the job's `topology` as the application's
+`ykbus.io/topology-required|preferred` tag, a worker set's on its placeholders and pods).
+It then follows the core's decisions:
 
 - an allocation creates its pod on that node: the leader at once, a worker once the
   leader exists (Arranger's workers need the leader's address);
@@ -37,8 +39,12 @@ from ykbus.tyjob.manifest import PodSpec, TYJob, check_job, pod_names
 from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent
 
 PARTITION = "default"
+# The controller's queue configuration. Its topology levels are node attributes that a
+# cluster file gives its nodes (`attributes:`): docs/tyjob.md, "Topology".
 QUEUES = """partitions:
   - name: default
+    topology:
+      levels: [ykbus.io/block, ykbus.io/rack]
     queues:
       - name: root
         submitacl: '*'
@@ -260,6 +266,8 @@ class Controller:
         tags = {"ykbus.io/tyjob": f"{job.namespace}/{job.name}"}
         if job.basic_policy and job.basic_policy != "Gang":
             tags[POLICY_TAG] = job.basic_policy
+        if job.topology is not None:  # the whole gang in one domain
+            tags.update(job.topology.tags())
         gang: dict[str, int] = {}
         if job.basic_policy == "Gang":
             for pod in run.pods.values():
@@ -273,7 +281,8 @@ class Controller:
     def _ask(self, run: JobRun, pod: Pod) -> m.AllocationAsk:
         return m.AllocationAsk(allocationKey=pod.name, applicationID=run.app_id, partitionName=PARTITION,
                                resourceAsk=_resource(pod_spec(run.job, pod).resources), maxAllocations=1,
-                               priority=run.job.priority, tags={ROLE_TAG: pod.role}, taskGroupName=pod.group)
+                               priority=run.job.priority, tags={ROLE_TAG: pod.role, **_set_topology(run.job, pod)},
+                               taskGroupName=pod.group)
 
     def _asks(self, run: JobRun, only_pending: bool = False) -> list[m.AllocationAsk]:
         """The job in its order: placeholders first (one ask per task group), then one ask
@@ -293,7 +302,8 @@ class Controller:
                 asks.append(m.AllocationAsk(
                     allocationKey=f"{PLACEHOLDER_KEY}{group}", applicationID=run.app_id, partitionName=PARTITION,
                     resourceAsk=_resource(pod_spec(run.job, members[0]).resources), maxAllocations=wanted,
-                    priority=run.job.priority, taskGroupName=group, placeholder=True))
+                    priority=run.job.priority, taskGroupName=group, placeholder=True,
+                    tags=_set_topology(run.job, members[0])))
         waiting = [pod for pod in run.pods.values() if pod.phase == PENDING]
         asks.extend(self._ask(run, pod) for pod in sorted(waiting, key=lambda p: p.role != LEADER))
         return asks
@@ -547,6 +557,15 @@ class Controller:
         if not run.removed and not run.placeholders and not any(p.uuid for p in run.pods.values()):
             self.out.removes.append(run.app_id)
             run.removed = True
+
+
+def _set_topology(job: TYJob, pod: Pod) -> dict[str, str]:
+    """The topology tag of the pod's worker set ({} when it has none): its task group's own
+    domain, which wins over the job's."""
+    if pod.role != WORKER:
+        return {}
+    topology = next((ws.topology for ws in job.worker_sets if ws.name == pod.worker_set), None)
+    return topology.tags() if topology is not None else {}
 
 
 def _release(run: JobRun, uuid: str, key: str, message: str,

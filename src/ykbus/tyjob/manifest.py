@@ -14,6 +14,12 @@ containers) and three annotations of the simulated runtime, `ykbus.io/sim-durati
 (seconds, default 2), `ykbus.io/sim-exit-code` (default 0) and `ykbus.io/sim-failures`
 (failures before the pod succeeds, default 0). Other template fields are kept as given
 and not used.
+
+Topology (docs/tyjob.md, "Topology"): `spec.topology` and a worker set's `topology` are
+`{required: <level>}` or `{preferred: <level>}`, a level being a node attribute name
+(`ykbus.io/rack`); only a Gang job is placed in one domain, so only a Gang job may have
+one. Whether the level is one of the partition's is the core's to say (it refuses the
+application, or the asks, naming the tag).
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from typing import Any
 
 import msgspec
 
-from ykbus.core.config import parse_quantity
+from ykbus.core.config import attribute_name_problem, parse_quantity
 from ykbus.core.tags import NodePolicy
+from ykbus.core.topology import PREFERRED_TAG, REQUIRED_TAG
 from ykbus.yamlload import load_yaml_documents
 
 KIND = "TYJob"
@@ -43,6 +50,7 @@ BASIC_POLICIES = ("Gang", *(p.value for p in NodePolicy))
 SIM_DURATION = "ykbus.io/sim-duration"
 SIM_EXIT_CODE = "ykbus.io/sim-exit-code"
 SIM_FAILURES = "ykbus.io/sim-failures"
+TOPOLOGY_MODES = {"required": REQUIRED_TAG, "preferred": PREFERRED_TAG}  # manifest key -> the SI tag
 
 
 class ManifestError(Exception):
@@ -60,11 +68,24 @@ class PodSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     failures: int = 0
 
 
+class Topology(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One topology domain for a job or a worker set: `mode` required or preferred, at
+    `level` (a node attribute named in the partition's `topology.levels`)."""
+
+    mode: str
+    level: str
+
+    def tags(self) -> dict[str, str]:
+        """The SI tag that asks for it (`ykbus.io/topology-required: ykbus.io/rack`)."""
+        return {TOPOLOGY_MODES[self.mode]: self.level}
+
+
 class WorkerSet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     counts: int
     pod: PodSpec
     template: dict[str, Any] = {}
+    topology: Topology | None = None  # its task group's own domain (wins over the job's)
 
 
 class TYJob(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -85,6 +106,7 @@ class TYJob(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     api_version: str = ""
     leader_template: dict[str, Any] = {}
     volumes: list[Any] = []
+    topology: Topology | None = None  # the whole gang's domain
 
     @property
     def workers(self) -> int:
@@ -229,6 +251,60 @@ def _annotation_number(c: _Checker, annotations: dict[str, Any], name: str, path
     return number
 
 
+def _topology(c: _Checker, value: Any, path: str) -> Topology | None:
+    """`{required: <level>}` or `{preferred: <level>}` (None when absent or wrong)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        c.error(path, f"must be a mapping, {{required: <level>}} or {{preferred: <level>}} (got {_kind(value)})")
+        return None
+    c.only(value, path, set(TOPOLOGY_MODES))
+    given = [mode for mode in TOPOLOGY_MODES if mode in value]
+    if not given:
+        c.error(path, "names no level: give {required: <level>} or {preferred: <level>}, "
+                      "a level being a node attribute such as ykbus.io/rack")
+        return None
+    if len(given) > 1:
+        c.error(path, "has both required and preferred: give one of them")
+        return None
+    mode = given[0]
+    level = value[mode]
+    where = f"{path}.{mode}"
+    if level is None or level == "":
+        c.error(where, "is empty: name a topology level, a node attribute such as ykbus.io/rack")
+        return None
+    if not isinstance(level, str):
+        c.error(where, f"must be a string, a node attribute such as ykbus.io/rack (got {_kind(level)})")
+        return None
+    problem = attribute_name_problem(level)
+    if problem:
+        c.error(where, f"{level[:64]!r} is not a node attribute name: {problem}")
+        return None
+    return Topology(mode, level)
+
+
+def _topology_problems(basic_policy: str, min_workers: int, topology: Topology | None,
+                       worker_sets: list[WorkerSet]) -> list[tuple[str, str]]:
+    """(path, message) for topologies a job cannot honour: only a Gang job is placed in one
+    domain, and a worker set's domain is that of its workers in the gang (the first
+    minWorkersNum workers in worker-set order): a set with none there would use it for nothing."""
+    out: list[tuple[str, str]] = []
+    given = [("spec.topology", topology), *((f"spec.workerSets[{i}].topology", ws.topology)
+                                            for i, ws in enumerate(worker_sets))]
+    if basic_policy != "Gang":
+        return [(path, "only a Gang job is placed in one topology domain: set schedulerPolicy.basicPolicy: Gang "
+                       f"(this job's is {basic_policy or 'not set'})") for path, t in given if t is not None]
+    members = min_workers
+    for i, ws in enumerate(worker_sets):
+        if ws.topology is not None and members <= 0:
+            out.append((f"spec.workerSets[{i}].topology",
+                        f"no worker of worker set {ws.name} is in the gang (minWorkersNum {min_workers} takes the "
+                        "first workers in worker-set order), so none would be placed in its domain: raise "
+                        "minWorkersNum"))
+        members -= ws.counts
+    return out
+
+
 def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     """One manifest: the job, or None and every error."""
     c = _Checker(where)
@@ -245,7 +321,7 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     namespace = c.name(meta.get("namespace"), "metadata.namespace", default="default")
     spec = c.mapping(top.get("spec"), "spec")
     c.only(spec, "spec", {"restartLimit", "volumes", "leader", "workerSets", "cleanPodPolicy", "terminating",
-                          "minWorkersNum", "priority", "schedulerPolicy"})
+                          "minWorkersNum", "priority", "schedulerPolicy", "topology"})
     restart_limit = c.integer(spec.get("restartLimit"), "spec.restartLimit", 3, 0, MAX_RESTART_LIMIT)
     volumes = spec.get("volumes") or []
     if not isinstance(volumes, list):
@@ -275,14 +351,15 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
         for i, raw in enumerate(sets_raw):
             path = f"spec.workerSets[{i}]"
             ws = c.mapping(raw, path)
-            c.only(ws, path, {"name", "template", "counts"})
+            c.only(ws, path, {"name", "template", "counts", "topology"})
             ws_name = c.name(ws.get("name"), f"{path}.name")
             if ws_name in seen or (ws_name and ws_name == leader_name):
                 c.error(f"{path}.name", f"{ws_name!r} is used twice in this job")
             seen.add(ws_name)
             counts = c.integer(ws.get("counts"), f"{path}.counts", 1, 1, MAX_COUNTS)
             pod, tpl = _pod(c, ws.get("template"), f"{path}.template")
-            worker_sets.append(WorkerSet(ws_name, counts, pod, tpl))
+            worker_sets.append(WorkerSet(ws_name, counts, pod, tpl, _topology(c, ws.get("topology"),
+                                                                              f"{path}.topology")))
     clean = c.string(spec.get("cleanPodPolicy"), "spec.cleanPodPolicy", "All", CLEAN_POD_POLICIES)
     terminating = c.boolean(spec.get("terminating"), "spec.terminating", False)
     workers = sum(ws.counts for ws in worker_sets)
@@ -295,6 +372,10 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     queue_policy = c.string(policy.get("jobQueuePolicy"), "spec.schedulerPolicy.jobQueuePolicy", "Priority",
                             JOB_QUEUE_POLICIES)
     basic = c.string(policy.get("basicPolicy"), "spec.schedulerPolicy.basicPolicy", "", BASIC_POLICIES)
+    topology = _topology(c, spec.get("topology"), "spec.topology")
+    if policy.get("basicPolicy") in (None, *BASIC_POLICIES):  # else its own error says what is wrong
+        for path, problem in _topology_problems(basic, min_workers, topology, worker_sets):
+            c.error(path, problem)
     if name and leader_name and worker_sets:  # checked with the rest: every error at once
         for problem in _name_collisions(name, leader_name, [(ws.name, ws.counts) for ws in worker_sets]):
             c.error("spec", problem)
@@ -303,7 +384,7 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     job = TYJob(namespace=namespace, name=name, leader_name=leader_name, leader=leader, worker_sets=worker_sets,
                  restart_limit=restart_limit, clean_pod_policy=clean, terminating=terminating,
                  min_workers=min_workers, priority=priority, job_queue_policy=queue_policy, basic_policy=basic,
-                 api_version=api_version, leader_template=leader_tpl, volumes=volumes)
+                 api_version=api_version, leader_template=leader_tpl, volumes=volumes, topology=topology)
     problems = check_job(job)
     if problems:
         return None, [f"{where}{e}" for e in problems]
@@ -355,6 +436,13 @@ def check_job(job: TYJob) -> list[str]:
         if not (0 <= pod.duration_s <= MAX_DURATION_S and 0 <= pod.exit_code <= 255
                 and 0 <= pod.failures <= MAX_FAILURES):
             bad(f"{path}.template.metadata.annotations", "a runtime annotation is out of bounds")
+    for path, topology in (("spec.topology", job.topology), *((f"spec.workerSets[{i}].topology", ws.topology)
+                                                              for i, ws in enumerate(job.worker_sets))):
+        if topology is not None and (topology.mode not in TOPOLOGY_MODES or not topology.level
+                                     or attribute_name_problem(topology.level)):
+            bad(path, "must be required or preferred, at a node attribute name")
+    for path, problem in _topology_problems(job.basic_policy, job.min_workers, job.topology, job.worker_sets):
+        bad(path, problem)
     for problem in _name_collisions(job.name, job.leader_name, [(ws.name, ws.counts) for ws in job.worker_sets]):
         bad("spec", problem)
     return errors

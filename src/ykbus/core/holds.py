@@ -1,0 +1,93 @@
+"""Topology domains reserved by waiting gangs (docs/topology.md, "A waiting gang reserves a
+domain"): a component the partition holds (`part.holds`), over the records and the waits.
+
+A required topology gang that has waited past the reservation delay with no domain holding
+it reserves one (the planner chooses it: a `HoldDomain` decision). While it holds, the
+domain's nodes are out of the node index (`Waits.index_node` asks `holder_of` for each node
+it indexes), so no other ask, gang or reservation takes room there; the gang's own
+topology placement still sees them (core/topoplace.py). The records keep the holds
+(`PartitionState.domain_holds`: domain key -> the gang; `App.holding`; `Node.held`, derived);
+this component is the only one that changes them, and tells the waits which nodes moved.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ykbus.core.model import App, Ask, Node
+from ykbus.core.state import PartitionState
+from ykbus.core.step import Step
+
+
+class NodeIndex(Protocol):
+    """What the holds tell the waits (core/indexes.py `Waits`): a node to index again (in or
+    out, by `holder_of`), and its room to wake who it fits."""
+
+    def index_node(self, node: Node) -> None: ...
+
+    def wake_node(self, node: Node, ctx: Step) -> None: ...
+
+
+def holder_of(records: PartitionState, node: Node) -> str:
+    """The gang whose reserved domain `node` is in ("" none): by its attributes, level by
+    level (holds never overlap: at most one matches)."""
+    holds = records.domain_holds
+    values: list[str] = []
+    for level in records.config.topology.levels:
+        value = node.attributes.get(level)
+        if value is None:
+            break
+        values.append(value)
+        app = holds.get(tuple(values))
+        if app is not None:
+            return app.id
+    return ""
+
+
+class DomainHolds:
+    """Starts and ends the reservations of topology domains (the applier, `Changes`)."""
+
+    def __init__(self, records: PartitionState, waits: NodeIndex) -> None:
+        self.records, self.waits = records, waits
+
+    def hold(self, app: App, level: str, values: tuple[str, ...], ctx: Step) -> None:
+        """`app`'s waiting required gang reserves the domain `values` at `level`: its nodes
+        leave the node index."""
+        self.release(app, ctx)
+        self.records.domain_holds[values] = app
+        app.holding = (level, values)
+        self._reindex(values, ctx)
+
+    def release(self, app: App, ctx: Step) -> None:
+        """`app`'s reservation ends (it was placed, it went, a reload dropped its level): the
+        domain's nodes are back in the index, their room wakes who it fits."""
+        held = app.holding
+        if held is None:
+            return
+        app.holding = None
+        if self.records.domain_holds.get(held[1]) is app:
+            del self.records.domain_holds[held[1]]
+        self._reindex(held[1], ctx)
+
+    def ask_left(self, app: App, ask: Ask, ctx: Step) -> None:
+        """`ask` of `app` went: with no placeholder of its gang waiting, its reservation ends."""
+        if app.holding is not None and not any(a.placeholder and a.pending and a is not ask
+                                               for a in app.asks.values()):
+            self.release(app, ctx)
+
+    def levels_changed(self, ctx: Step) -> None:
+        """A reload: the reservations at a level the partition no longer has end (before the
+        nodes are indexed again)."""
+        levels = self.records.config.topology.levels
+        for app in list(self.records.domain_holds.values()):
+            held = app.holding
+            if held is not None and (held[0] not in levels or levels.index(held[0]) + 1 != len(held[1])):
+                self.release(app, ctx)
+
+    def _reindex(self, values: tuple[str, ...], ctx: Step) -> None:
+        levels = self.records.config.topology.levels[: len(values)]
+        waits = self.waits
+        for node in list(self.records.nodes.values()):  # O(nodes), once a hold starts or ends
+            if tuple([node.attributes.get(level, "") for level in levels]) == values:
+                waits.index_node(node)
+                waits.wake_node(node, ctx)
