@@ -203,6 +203,8 @@ def no_placeable_ask_left_waiting(p: Partition) -> None:
             if isinstance(k.waiting, LeaderWait):  # a worker waits only while its leader does
                 assert pending_leader(app_) is not None, f"worker {k.key} of {app_.id} waits for a leader placed"
                 continue
+            if topology_set(p, app_, k):  # placed with the asks sent with it, whole: its reason is checked
+                continue
             headroom = all(
                 all(q.allocated.get(r, 0) + v <= q.max[r] for r, v in k.resource.items() if r in q.max)
                 for q in app_.path) and all(
@@ -322,12 +324,14 @@ def pending_reasons_are_true(p: Partition) -> None:
             elif why.code is C.QUEUE_MAX:  # what was asked: the ask's, or its whole gang's
                 q = p.queues[d["queue"]]
                 r = d["resource"]
-                assert d["asked"] == (gang_total(app_)[r] if k.placeholder and app_.gang else k.resource[r]), where
+                assert d["asked"] == (gang_total(app_)[r] if k.placeholder and app_.gang else
+                                      set_total(app_, k)[r] if topology_set(p, app_, k) else k.resource[r]), where
                 assert q in app_.path and q.allocated.get(r, 0) + d["asked"] > q.max[r], where
             elif why.code in (C.USER_LIMIT, C.GROUP_LIMIT):
                 t = next(t for t in app_.trackers if t.queue.path == d["queue"] and t.name == d.get(t.kind))
                 r = d["resource"]
-                assert d["asked"] == (gang_total(app_)[r] if k.placeholder and app_.gang else k.resource[r]), where
+                assert d["asked"] == (gang_total(app_)[r] if k.placeholder and app_.gang else
+                                      set_total(app_, k)[r] if topology_set(p, app_, k) else k.resource[r]), where
                 assert t.allocated.get(r, 0) + d["asked"] > t.limit.maxresources[r], where
             elif why.code is C.GANG_INCOMPLETE:
                 assert d["pending"] == gang_total(app_) and gang_incomplete(app_), where
@@ -342,11 +346,17 @@ def pending_reasons_are_true(p: Partition) -> None:
                 elif "taskGroup" in d:  # one of its groups, beside the groups placed before it: none holds it
                     assert any(a.placeholder and a.pending and a.task_group == d["taskGroup"]
                                for a in app_.asks.values()), where
+                elif topology_set(p, app_, k):  # no domain at the level holds the asks sent with it
+                    assert no_domain_holds_set(p, app_, k, d["level"]), where
                 else:
                     assert k.placeholder, where
                     assert no_topology_domain_holds(p, app_, d["level"]), where
             elif why.code is C.GANG_TOO_LARGE:
-                assert k.placeholder and d["placeholders"] == gang_placeholders(app_) > d["max"], where
+                if "allocations" in d:  # a topology set of an application without placeholders
+                    assert topology_set(p, app_, k), where
+                    assert d["allocations"] == sum(a.pending for a in set_members(app_, k)) > d["max"], where
+                else:
+                    assert k.placeholder and d["placeholders"] == gang_placeholders(app_) > d["max"], where
             elif why.code is C.GANG_PENDING:  # a member: its group's placeholders; a worker outside: any
                 assert any(a.placeholder and a.pending and (a.task_group == k.task_group or not k.task_group)
                            for a in app_.asks.values()), where
@@ -396,6 +406,68 @@ def pending_reasons_are_true(p: Partition) -> None:
                 assert leader is not None and leader.pending and leader.tags.get("ykbus.io/role") == "leader", where
             else:
                 assert why.code is C.QUEUED, where
+
+
+def _asked_domain(app_, k) -> tuple[str, str] | None:
+    for tags in (k.tags, app_.tags):
+        for mode in ("required", "preferred"):
+            level = tags.get(f"ykbus.io/topology-{mode}")
+            if level is not None:
+                return mode, level
+    return None
+
+
+def topology_set(p: Partition, app_, k) -> bool:
+    """Whether `k` is placed with the asks sent with it, whole in one domain (docs/topology.md):
+    its application has no placeholders, its partition levels, it or its application a tag."""
+    return bool(not app_.gang and p.records.config.topology.levels and _asked_domain(app_, k) is not None)
+
+
+def set_members(app_, k) -> list:
+    asked = _asked_domain(app_, k)
+    return [a for a in app_.asks.values() if a.pending and a.at == k.at and _asked_domain(app_, a) == asked]
+
+
+def set_total(app_, k) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for a in set_members(app_, k):
+        for r, v in a.resource.items():
+            total[r] = total.get(r, 0) + v * a.pending
+    return total
+
+
+def no_domain_holds_set(p: Partition, app_, k, level: str) -> bool:
+    """Our own check of a set's TopologyNoDomain: first fit decreasing of its members over
+    each domain at `level` (for `preferred`, each broader one and anywhere too) places none
+    whole; a reserved node, or one a gang holds, takes none of it."""
+    mode, _ = _asked_domain(app_, k)
+    levels = list(p.records.config.topology.levels)
+    members = sorted(((a.resource, a.pending) for a in set_members(app_, k)), key=lambda rp: -sum(rp[0].values()))
+
+    def holds(nodes: list) -> bool:
+        free = {n.id: dict(n.free) for n in sorted(nodes, key=lambda n: n.id)
+                if n.state is NodeState.SCHEDULABLE and n.reserved is None and n.held in ("", app_.id)}
+        for res, count in members:
+            for _ in range(count):
+                room = next((f for f in free.values() if fits(res, f)), None)
+                if room is None:
+                    return False
+                for r, v in res.items():
+                    room[r] = room.get(r, 0) - v
+        return True
+
+    if level not in levels:
+        return not (mode == "preferred" and holds(list(p.nodes.values())))
+    asked = levels.index(level)
+    for i in range(asked, -1 if mode == "preferred" else asked - 1, -1):
+        domains: dict[tuple, list] = {}
+        for n in p.nodes.values():
+            values = tuple(n.attributes.get(name) for name in levels[:i + 1])
+            if None not in values:
+                domains.setdefault(values, []).append(n)
+        if any(holds(nodes) for nodes in domains.values()):
+            return False
+    return not (mode == "preferred" and holds(list(p.nodes.values())))
 
 
 def kept_domain(p: Partition, app_, k) -> tuple[str, tuple[str, ...]] | None:

@@ -103,7 +103,7 @@ def _short(level: str) -> str:
     return level.rpartition("/")[2] or level
 
 
-def _topology_lines(t: dict[str, Any] | None) -> list[str]:
+def _topology_lines(t: dict[str, Any] | None, placed: bool) -> list[str]:
     """What an application asks of the topology and where it sits (docs/topology.md)."""
     if t is None or (t["request"] is None and not t["taskGroups"] and not t["domains"] and not t.get("reserved")):
         return []
@@ -113,6 +113,8 @@ def _topology_lines(t: dict[str, Any] | None) -> list[str]:
     where = t.get("placedIn")
     if where is not None:
         line += f"; placed in {_short(where['level'])} {where['domain']}"
+    elif placed:
+        line += "; placed across domains (its task groups each in one of their own)"
     elif t["request"] is not None or t["taskGroups"]:
         line += "; not placed yet"
     out = [line]
@@ -150,7 +152,7 @@ def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = Non
             if a is None:
                 continue
             lines.append(f"application {app_id} (rm {rm_id}, partition {pname}, queue {a['queue']}): {a['state']}")
-            lines += _topology_lines(a.get("topology"))
+            lines += _topology_lines(a.get("topology"), bool(a["allocations"]))
             lines += _ask_lines(a["asks"], ask_key, each)
             if ask_key is not None and ask_key not in a["asks"]:
                 lines.append(f"  ask {ask_key}: not known to this application")

@@ -374,3 +374,86 @@ def test_explain_says_which_rack_a_waiting_gang_reserved_and_why_a_small_ask_may
     assert "it reserved rack b1/r1: no other ask takes room there until it is placed" in big
     small = "\n".join(explain(apps, "small"))
     assert "room on r1-0 (in the topology domain gang big reserved)" in small
+
+
+# --- an application without placeholders: each set of asks sent together, whole in a domain -
+
+def test_asks_sent_together_by_an_application_without_placeholders_land_in_one_rack():
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0), "r3": ("b2", 1, 0)})  # racks of 8, 8 and 4 GPUs
+    h.do(h.log.apps(app_msg("svc", "root.jobs", tags={"ykbus.io/topology-required": RACK})))
+    outs = h.do(h.log.asks(ask("a", "svc", gpu=2, max_allocations=2), ask("b", "svc", gpu=4)))  # 8 GPUs together
+    placed = {a.nodeID.rsplit("-", 1)[0] for a in new_allocs(outs)}
+    assert len(new_allocs(outs)) == 3 and len(placed) == 1  # one rack: r1 (r1 and r2 tie: by key)
+    # a second set, sent later, is a set of its own: it may take another rack
+    outs = h.do(h.log.asks(ask("c", "svc", gpu=4, max_allocations=2)))
+    assert {a.nodeID.rsplit("-", 1)[0] for a in new_allocs(outs)} == {"r2"}
+    # a third no rack holds (r3 has 4 GPUs): it waits, whole, naming the closest
+    outs = h.do(h.log.asks(ask("d", "svc", gpu=3, max_allocations=2)))
+    assert new_allocs(outs) == []
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["svc"]["asks"]["d"]["why"]
+    assert why["code"] == "TopologyNoDomain" and why["details"]["closest"] == "b2/r3"
+    invariants.state_is_consistent(h.core)
+    assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
+    h.do(h.log.release("svc", key="c"))  # r2 frees 4 + 4 GPUs: the set takes it, whole
+    p = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]
+    d_nodes = [a["nodeID"] for a in p["allocations"].values() if a["allocationKey"] == "d"]
+    assert len(d_nodes) == 2 and {n.rsplit("-", 1)[0] for n in d_nodes} == {"r2"}
+    invariants.state_is_consistent(h.core)
+
+
+def test_an_asks_own_tag_makes_a_set_of_it_beside_its_applications_untagged_asks():
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b2", 2, 0)})
+    h.do(h.log.apps(app_msg("mixed", "root.jobs")))  # no tag on the application
+    outs = h.do(h.log.asks({**ask("pair", "mixed", gpu=4, max_allocations=2),
+                            "tags": {"ykbus.io/topology-required": RACK}},
+                           ask("loose", "mixed", gpu=1, max_allocations=4)))
+    pair = {a.nodeID.rsplit("-", 1)[0] for a in new_allocs(outs) if a.allocationKey == "pair"}
+    assert len(pair) == 1  # the tagged ask's two allocations in one rack
+    assert len([a for a in new_allocs(outs) if a.allocationKey == "loose"]) == 4  # the others anywhere
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_set_over_its_queues_max_waits_whole():
+    queues = QUEUES.replace("          - name: jobs\n", "          - name: jobs\n            resources: {max: {gpu: 6}}\n")
+    h = Harness()
+    h.setup(queues)
+    h.do(h.log.nodes(*[node(f"r1-{i}", attributes={BLOCK: "b1", RACK: "r1"}, gpu=4, vcore=64000) for i in range(2)]))
+    h.do(h.log.apps(app_msg("svc", "root.jobs", tags={"ykbus.io/topology-preferred": RACK})))
+    outs = h.do(h.log.asks(ask("a", "svc", gpu=4, max_allocations=2)))  # 8 > max 6: none of it
+    assert new_allocs(outs) == []
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["svc"]["asks"]["a"]["why"]
+    assert why["code"] == "QueueMax" and "the asks of svc sent together" in why["message"]
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_lost_member_that_may_preempt_takes_its_victims_inside_its_gangs_rack():
+    queues = QUEUES.replace("          - name: jobs\n",
+                            "          - name: jobs\n            properties: {preemption.withinqueue: lowerpriority}\n")
+    h = Harness()
+    h.setup(queues)
+    h.do(h.log.nodes(*[node(f"{r}-{i}", attributes={BLOCK: "b1", RACK: r}, gpu=4, vcore=64000)
+                       for r, n in (("r1", 2), ("r2", 1)) for i in range(n)]))
+    h.do(h.log.apps(app_msg("train", "root.jobs", placeholderAsk=resource(gpu=8),
+                            tags={"ykbus.io/topology-required": RACK}), app_msg("low", "root.jobs")))
+    h.do(h.log.asks({**ask("ph", "train", max_allocations=2, gpu=4, vcore=1000),
+                     "taskGroupName": "w", "placeholder": True}))
+    for i in range(2):  # real pods replace the placeholders (r1: the rack the gang fits best)
+        outs = h.do(h.log.asks({**ask(f"w{i}", "train", gpu=4, vcore=1000, priority=9, preemption=(True, True)),
+                                "taskGroupName": "w"}))
+        for r in released(outs):
+            h.do(h.log.release("train", uuid=r.UUID, termination="PLACEHOLDER_REPLACED"))
+    placed = allocated(h, "train")
+    assert {n.rsplit("-", 1)[0] for n in placed.values()} == {"r1"}
+    h.do(h.log.release("train", key="w1"))  # w1's pod fails; before it is asked again, low fills the room
+    h.do(h.log.asks(ask("l1", "low", gpu=4, vcore=1000, priority=1)))  # on r1, where w1 was
+    h.do(h.log.asks(ask("l2", "low", gpu=4, vcore=1000, priority=1)))  # on r2 (newer: the victim anywhere)
+    assert {k: n.rsplit("-", 1)[0] for k, n in allocated(h, "low").items()} == {"l1": "r1", "l2": "r2"}
+    h.do(h.log.asks({**ask("w1b", "train", gpu=4, vcore=1000, priority=9, preemption=(True, True)),
+                     "taskGroupName": "w"}))
+    outs = h.do(h.log.tick(31 * 10**9))  # past its preemption delay: victims inside r1 only
+    assert [(r.applicationID, r.allocationKey) for r in released(outs)] == [("low", "l1")]
+    invariants.state_is_consistent(h.core)
+    victim = released(outs)[0]
+    outs = h.do(h.log.release("low", uuid=victim.UUID, termination="PREEMPTED_BY_SCHEDULER"))
+    assert [(a.allocationKey, a.nodeID.rsplit("-", 1)[0]) for a in new_allocs(outs)] == [("w1b", "r1")]
+    invariants.state_is_consistent(h.core)

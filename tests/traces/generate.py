@@ -690,6 +690,21 @@ def topology_reserve(log: LogBuilder):
     yield log.remove_apps("other")  # other goes: its reservation with it, small takes r1's room
 
 
+def topology_sets(log: LogBuilder):
+    """docs/topology.md: an application without placeholders that asks for a rack places each
+    set of asks it sends together whole in one rack; a set no rack holds waits, whole, and
+    takes a rack when one frees."""
+    yield log.register(TOPOLOGY)
+    racks = {"r1": ("b1", 2), "r2": ("b1", 2), "r3": ("b2", 1)}  # 4-GPU hosts: racks of 8, 8 and 4 GPUs
+    yield log.nodes(*[node(f"{r}-{i}", attributes={"ykbus.io/block": b, "ykbus.io/rack": r}, gpu=4)
+                      for r, (b, n) in racks.items() for i in range(n)])
+    yield log.apps(app("svc", "root.jobs", tags={"ykbus.io/topology-required": "ykbus.io/rack"}))
+    yield log.asks(ask("a", "svc", gpu=2, max_allocations=2), ask("b", "svc", gpu=4))  # 8 GPUs: r1, whole
+    yield log.asks(ask("c", "svc", gpu=4, max_allocations=2))  # a set of its own: r2
+    yield log.asks(ask("d", "svc", gpu=3, max_allocations=2))  # no rack holds 6: it waits, naming r3
+    yield log.release("svc", key="c")  # r2 frees: d takes it, whole
+
+
 TRACES = {
     "preemption-found": preemption_found,
     "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
@@ -703,7 +718,7 @@ TRACES = {
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
     "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,
     "queue-files": queue_files, "topology": topology, "topology-groups": topology_groups,
-    "topology-reserve": topology_reserve,
+    "topology-reserve": topology_reserve, "topology-sets": topology_sets,
 }
 
 

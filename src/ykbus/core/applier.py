@@ -77,6 +77,7 @@ from ykbus.core.timers import (
     QuotaTimer,
     ReservationTimer,
 )
+from ykbus.core.topoplace import in_set
 from ykbus.si import messages as m
 
 TOPOLOGY_NO_DOMAIN: Final = why.PendingCode.TOPOLOGY_NO_DOMAIN
@@ -145,15 +146,16 @@ class Applier:
         app = ask.app
         app.why = None
         where = decision.where
-        if ask.waiting is not None and ask.placeholder and app.gang:
-            # a gang is judged whole when one of its placeholders woke (room for its shape): the
-            # others, still parked, are parked again with it (back in its list first)
+        topology_set = not app.gang and self.records.config.topology.levels and in_set(app, ask)
+        if ask.waiting is not None and (ask.placeholder and app.gang or topology_set):
+            # a gang (or a topology set) is judged whole when one of its asks woke (room for its
+            # shape): the others, still parked, are parked again with it (back in its list first)
             self.waits.activate(ask, ctx)
         if where is NODE_ROOM and ask.placeholder and app.gang and decision.why.code is TOPOLOGY_NO_DOMAIN:
             if not ask.since:  # a topology gang starts waiting: past the reservation delay it may reserve a domain
                 ask.since = ctx.ts
                 ctx.emit(self.records, RoomWaitStarted(ask, ctx.ts, ctx.ts + self.records.reservation_delay_ns, 0))
-        elif where is NODE_ROOM and not (ask.placeholder and app.gang):
+        elif where is NODE_ROOM and not (ask.placeholder and app.gang) and not topology_set:
             delay = self.records.reservation_delay_ns
             if not ask.since:  # it starts waiting for room: it may reserve a node later, and preempt
                 ask.since = ctx.ts

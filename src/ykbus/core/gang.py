@@ -13,14 +13,15 @@ placeholders (`replacement_for`): docs/gang.md has the protocol.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ykbus import limits
 from ykbus.core import why
-from ykbus.core.decisions import GangAllocate, HoldDomain, Park
+from ykbus.core.decisions import Allocate, GangAllocate, HoldDomain, Park, Preempt
 from ykbus.core.model import NODE_ROOM, Alloc, App, Ask, Node, Wait
 from ykbus.core.resources import Res, add_into, first_over, fits, fmt_quantity, fmt_res, scaled
+from ykbus.core.topology import TopologyMode, TopologyRequest, request_of
 from ykbus.core.topoplace import GangPlaced, NoPlace
 from ykbus.si import messages as m
 
@@ -76,24 +77,9 @@ def plan_gang(app: App, overlay: Overlay,
     if missing:
         return park_all(app.gang_room, m.SchedulingState.SKIPPED,
                         why.gang_incomplete(app.id, app.gang, total, missing))
-    for t in app.trackers:
-        limit = t.limit.maxresources
-        over = first_over(t.allocated, total, limit) if limit else None
-        if over is not None:
-            used = t.allocated.get(over, 0)
-            reason = (f"{t.describe()}: maxresources {over} {fmt_quantity(over, limit[over])} would be exceeded by "
-                      f"gang {app.id}: {fmt_quantity(over, used)} used + {fmt_quantity(over, total[over])} asked by "
-                      "the gang")
-            return park_all(t.room, m.SchedulingState.SKIPPED, why.limit(
-                reason, t.kind, t.name, t.queue.path, over, used, limit[over], total[over]))
-    for q in app.path:
-        over = first_over(q.allocated, total, q.max) if q.max else None
-        if over is not None:
-            used = q.allocated.get(over, 0)
-            reason = (f"queue {q.path} max {over} {fmt_quantity(over, q.max[over])} would be exceeded by gang "
-                      f"{app.id}: {fmt_quantity(over, used)} used + {fmt_quantity(over, total[over])} asked by the gang")
-            return park_all(q.room, m.SchedulingState.SKIPPED,
-                            why.queue_max(reason, q.path, over, used, q.max[over], total[over]))
+    held_by = over_limits(app, members, total, f"gang {app.id}", "the gang")
+    if held_by:
+        return held_by
     places: list[tuple[Ask, Node]] = []
     if domain is not None:
         found = domain.place(members)
@@ -119,6 +105,88 @@ def plan_gang(app: App, overlay: Overlay,
                   f"{fmt_res(total)} once the rest is placed")
         return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
     return [GangAllocate(app, places)]
+
+
+def over_limits(app: App, members: list[Ask], total: Res, who: str, whose: str) -> list[Park]:
+    """Each of `members` parked where a user or group limit or a queue max holds `total`,
+    what they ask together (`who` would exceed it, `whose` asked it); [] when none does."""
+    for t in app.trackers:
+        limit = t.limit.maxresources
+        over = first_over(t.allocated, total, limit) if limit else None
+        if over is not None:
+            used = t.allocated.get(over, 0)
+            reason = (f"{t.describe()}: maxresources {over} {fmt_quantity(over, limit[over])} would be exceeded by "
+                      f"{who}: {fmt_quantity(over, used)} used + {fmt_quantity(over, total[over])} asked by {whose}")
+            held = why.limit(reason, t.kind, t.name, t.queue.path, over, used, limit[over], total[over])
+            return [Park(a, t.room, m.SchedulingState.SKIPPED, held) for a in members]
+    for q in app.path:
+        over = first_over(q.allocated, total, q.max) if q.max else None
+        if over is not None:
+            used = q.allocated.get(over, 0)
+            reason = (f"queue {q.path} max {over} {fmt_quantity(over, q.max[over])} would be exceeded by {who}: "
+                      f"{fmt_quantity(over, used)} used + {fmt_quantity(over, total[over])} asked by {whose}")
+            held = why.queue_max(reason, q.path, over, used, q.max[over], total[over])
+            return [Park(a, q.room, m.SchedulingState.SKIPPED, held) for a in members]
+    return []
+
+
+def plan_sets(app: App, asks: list[Ask], app_request: TopologyRequest | None,
+              place: Callable[[TopologyRequest, list[Res]], list[Node] | tuple[str, dict[str, object]]],
+              ) -> list[Park] | list[Park | GangAllocate]:
+    """An application without placeholders that asks for a topology domain
+    (docs/topology.md): each set of its pending `asks` sent together (in one entry: the same
+    `at`) with the same request (its own tags', else the application's) placed whole inside
+    one domain, in the order the sets came; the first that fits is the walk's last decision
+    (it ends the walk), each before it parked with why it waits."""
+    sets: dict[tuple[int, str, str], list[Ask]] = {}
+    for ask in asks:
+        request = request_of(ask.tags) or app_request
+        if request is not None:
+            key = (ask.at, request.mode.value, request.level)
+            if key in sets:
+                sets[key].append(ask)
+            else:
+                sets[key] = [ask]
+    out: list[Park | GangAllocate] = []
+    for (_, mode, level), members in sets.items():
+        total: Res = {}
+        count = 0
+        for a in members:
+            add_into(total, scaled(a.resource, a.pending))
+            count += a.pending
+        if count > limits.MAX_ALLOCATIONS_PER_ENTRY:  # the work of one entry stays bounded
+            reason = why.set_too_large(app.id, count, limits.MAX_ALLOCATIONS_PER_ENTRY)
+            out.extend([Park(a, app.queue.room, m.SchedulingState.SKIPPED, reason) for a in members])
+            continue
+        held_by = over_limits(app, members, total, f"the asks of {app.id} sent together", "them")
+        if held_by:
+            out.extend(held_by)
+            continue
+        sizes = [a.resource for a in members for _ in range(a.pending)]
+        found = place(TopologyRequest(TopologyMode(mode), level), sizes)
+        if isinstance(found, tuple):
+            reason = why.topology_no_domain(found[0], app.id, found[1])
+            out.extend([Park(a, NODE_ROOM, m.SchedulingState.FAILED, reason) for a in members])
+            continue
+        owners = [a for a in members for _ in range(a.pending)]
+        out.append(GangAllocate(app, list(zip(owners, found, strict=True))))
+        return out
+    return out
+
+
+def lost_member(ask: Ask, into: Node | tuple[str, dict[str, object]], domain: list[Node],
+                victims: Callable[[list[Node]], Preempt | str | None]) -> Allocate | Park | Preempt:
+    """A placed topology gang's member, lost and asked again (docs/topology.md): onto `into`,
+    the first node of its gang's `domain` with room; else, if it may preempt, victims inside
+    that domain (`victims`, the partition's search on those nodes only); else it waits, with
+    why (`into`'s reason)."""
+    if isinstance(into, Node):
+        return Allocate(ask, into)
+    if ask.preempt_other and ask.since:
+        found = victims(domain)
+        if isinstance(found, Preempt):
+            return found
+    return Park(ask, NODE_ROOM, m.SchedulingState.FAILED, why.topology_no_domain(into[0], ask.app.id, into[1]))
 
 
 def fits_beside(ask: Ask, node: Node, taken: dict[str, Res]) -> bool:

@@ -138,18 +138,21 @@ def why_not_yet(part: PartitionState, ask: Ask, now: int) -> str:
     return not_yet_text(not_yet(part, ask, now), part, ask, now, True)
 
 
-def preemption_for(part: PartitionState, ask: Ask, now: int) -> Preempt | str | None:
+def preemption_for(part: PartitionState, ask: Ask, now: int,
+                   nodes: list[Node] | None = None) -> Preempt | str | None:
     """Victims for `ask`, which found no room and may preempt others, or why there are none;
-    None: it may not look for them (yet: its delay; or no rule could let it)."""
+    None: it may not look for them (yet: its delay; or no rule could let it). `nodes`: only
+    on these (a placed topology gang's domain, for its lost member); else on any node but
+    those of a topology domain another gang reserved."""
     if now - ask.since < delay_ms(ask) * 1_000_000:
         return None
     found: Preempt | str | None = None
     if guaranteed_types(ask):
-        found = Preemptor(part, ask).search()
+        found = Preemptor(part, ask, GUARANTEE_RULE, nodes).search()
         if isinstance(found, Preempt):
             return found
     if ask.app.queue.preempt_within:
-        within = Preemptor(part, ask, WITHIN_RULE).search()
+        within = Preemptor(part, ask, WITHIN_RULE, nodes).search()
         if isinstance(within, Preempt) or found is None:
             return within
         return f"{found}; {WITHIN_RULE}: {within}"
@@ -279,10 +282,11 @@ class _Side:
 class Preemptor:
     """One search for one ask (read-only scratch)."""
 
-    __slots__ = ("part", "ask", "rule", "flows", "sides", "total")
+    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes")
 
-    def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE) -> None:
-        self.part, self.ask, self.rule = part, ask, rule
+    def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE,
+                 nodes: list[Node] | None = None) -> None:
+        self.part, self.ask, self.rule, self.nodes = part, ask, rule, nodes
         self.flows = _Flows([n for n in part.preempted.values()])
         self.sides: dict[str, _Side] = {}
         self.total = part.total
@@ -297,14 +301,14 @@ class Preemptor:
                 need = res.get(t, 0)
                 if need and flows.used(q, t) + need > g:
                     return f"queue {q.path} would go above its guarantee of {t} {fmt_quantity(t, g)}"
-        if self.part.victims_indexed:
+        if self.part.victims_indexed and self.nodes is None:
             single = self._single()
-            if single is not None:
+            if single is not None and (not single.node.held or single.node.held == ask.app.id):
                 return Preempt(ask, single.node, [single], self.rule)
         best: tuple[tuple[int, int, int, int, str, str], Node, list[Alloc]] | None = None
         allowed_any = False
-        for node in self.part.nodes.values():
-            if node.state is not NodeState.SCHEDULABLE or node.preempting:
+        for node in self.part.nodes.values() if self.nodes is None else self.nodes:
+            if node.state is not NodeState.SCHEDULABLE or node.preempting or node.held not in ("", ask.app.id):
                 continue
             if node.reserved is not None and node.reserved is not ask:
                 continue

@@ -49,7 +49,7 @@ from ykbus.core.decisions import (
     Unpreempted,
     ends_walk,
 )
-from ykbus.core.gang import pending_placeholders, plan_gang, replacement_for, waits_for_gang
+from ykbus.core.gang import lost_member, pending_placeholders, plan_gang, plan_sets, replacement_for, waits_for_gang
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, AppState, NodeState
 from ykbus.core.model import (
     NODE_ROOM,
@@ -69,7 +69,15 @@ from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_fo
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
-from ykbus.core.topoplace import GangDomain, NodeDomains, TopologyPlacer, gang_request, kept_domain
+from ykbus.core.topoplace import (
+    NodeDomains,
+    TopologyPlacer,
+    asks_for_domains,
+    gang_request,
+    in_set,
+    kept_domain,
+    request_for,
+)
 from ykbus.core.waits import Gate, RoomWaits
 from ykbus.si import messages as m
 
@@ -172,13 +180,6 @@ class Scheduler:
             domains = self.domains = TopologyPlacer(self.part, self.node_index, self.topology.current())
         return domains
 
-    def _gang_domain(self, app: App) -> GangDomain | None:
-        """How a gang asks to be placed in topology domains (docs/topology.md): its
-        application's request, its task groups' own, its groups' remembered domains; None
-        when it asks for none, or its partition has no levels."""
-        asked = gang_request(self.part, app, self.now)
-        return self._domains().for_gang(app, asked[0], asked[1]) if asked is not None else None
-
     def has_work(self) -> bool:
         """Whether a walk has anything to try: active asks, or asks behind a gate shown."""
         root = self.part.root
@@ -262,6 +263,8 @@ class Scheduler:
                 plan.append(held)
                 return False
         if not app.gang:  # the common case: every ask on its own
+            if self.part.config.topology.levels and asks_for_domains(app):  # sets placed whole in a domain
+                return self._sets(app, plan)
             leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
             for entry in self._asks_of(app) if app.pooled and self.pool.open else app.active:
                 ask: Ask = entry[-1]
@@ -279,8 +282,9 @@ class Scheduler:
                 if gang_planned:
                     continue
                 gang_planned = True
+                asked = gang_request(self.part, app, self.now)  # a topology domain (docs/topology.md), or anywhere
                 decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache),
-                                      self._gang_domain(app))
+                                      self._domains().for_gang(app, *asked) if asked is not None else None)
                 plan.extend(decisions)
                 if type(decisions[-1]) is GangAllocate or type(decisions[-1]) is HoldDomain:
                     return True
@@ -295,6 +299,23 @@ class Scheduler:
             plan.append(decision)
             if ends_walk(decision):
                 return True
+        return False
+
+    def _sets(self, app: App, plan: Plan) -> bool:
+        """An application without placeholders that asks for topology domains: the sets of
+        asks it sent together, each whole in one domain (core/gang.py `plan_sets`); its asks
+        that ask for none, on their own."""
+        pending = [a for a in app.asks.values() if a.pending]
+        decisions = plan_sets(app, pending, request_for(self.part, app.tags), self._domains().place)
+        plan.extend(decisions)
+        if decisions and type(decisions[-1]) is GangAllocate:
+            return True
+        for entry in list(app.active):
+            if not in_set(app, entry[-1]):
+                decision = self._ask(entry[-1])
+                plan.append(decision)
+                if ends_walk(decision):
+                    return True
         return False
 
     def _shown(self, here: dict[Gate, Any]) -> list[tuple[Gate, Any]]:
@@ -401,10 +422,6 @@ class Scheduler:
                         held = self.over[(q, over, used, res[over])] = why.queue_max(
                             reason, q.path, over, used, q.max[over], res[over])
                     return Park(ask, q.room, SKIPPED, held)
-        if kept is not None:  # a placed topology gang's lost member, asked again: back into its domain
-            into = self._domains().lost_member(ask, kept)
-            return (Allocate(ask, into) if isinstance(into, Node) else
-                    Park(ask, NODE_ROOM, FAILED, why.topology_no_domain(into[0], app.id, into[1])))
         if ask.required:
             return required_node_decision(self.part, ask)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there
@@ -413,6 +430,11 @@ class Scheduler:
                 return Allocate(ask, own)
             if own.preempting:
                 return awaiting_victims(ask, own)
+        if kept is not None:  # a placed topology gang's lost member, asked again: back into its domain
+            placer = self._domains()
+            return lost_member(ask, placer.lost_member(ask, kept), placer.nodes_of(kept),
+                               lambda nodes: preemption_for(self.part, ask, self.now, nodes)
+                               if self.now >= ask.preempt_after and self.part.preempts() else None)
         if ask.shape not in self.failed_shapes:
             policy = app.policy
             node: Node | None = (self.finder.first_fit(ask) if policy is None

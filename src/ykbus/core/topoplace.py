@@ -64,6 +64,19 @@ def gang_request(part: PartitionState, app: App, now: int) -> tuple[TopologyRequ
     return request, may_hold
 
 
+def asks_for_domains(app: App) -> bool:
+    """Whether an application without placeholders asks for topology domains: its tag, or
+    a pending ask's own (its sets are then placed whole, core/gang.py `plan_sets`)."""
+    return request_of(app.tags) is not None or any(request_of(a.tags) is not None for a in app.asks.values()
+                                                   if a.pending)
+
+
+def in_set(app: App, ask: Ask) -> bool:
+    """Whether `ask` of an application without placeholders is placed with the set it was
+    sent in (its tags or its application's ask for a domain)."""
+    return request_of(ask.tags) is not None or request_of(app.tags) is not None
+
+
 def kept_domain(part: PartitionState, app: App, ask: Ask) -> tuple[str, tuple[str, ...]] | None:
     """The remembered domain a placed gang's real ask goes back into (its group's, else its
     application's), None when none is kept at a level the partition has now."""
@@ -158,6 +171,12 @@ class TopologyPlacer:
 
     def for_gang(self, app: App, app_request: TopologyRequest | None, may_hold: bool) -> GangDomain:
         return GangDomain(self, app, app_request, may_hold)
+
+    def nodes_of(self, kept: tuple[str, tuple[str, ...]]) -> list[Node]:
+        """The schedulable nodes of a kept domain, by node id."""
+        domain = self.index.domain(self.index.level_index(kept[0]), kept[1])
+        nodes = self.part.nodes
+        return [nodes[node_id] for node_id in domain.node_ids] if domain is not None else []
 
     def lost_member(self, ask: Ask, kept: tuple[str, tuple[str, ...]]) -> Node | tuple[str, dict[str, object]]:
         """A lost member of a placed gang, asked again: the first node of the gang's domain

@@ -138,6 +138,13 @@ def topology_no_domain(message: str, app: str, details: dict[str, object]) -> Wh
     return Why(PendingCode.TOPOLOGY_NO_DOMAIN, message, {"application": app, **details})
 
 
+def set_too_large(app: str, allocations: int, limit: int) -> Why:
+    return Why(PendingCode.GANG_TOO_LARGE,
+               f"the asks of {app} sent together ask for {allocations} allocations in one topology domain: they are "
+               f"placed whole, in one entry, and an entry places at most {limit} (YKBUS_LIMIT_ALLOCATIONS_PER_ENTRY)",
+               {"application": app, "allocations": allocations, "max": limit})
+
+
 def gang_too_large(app: str, placeholders: int, limit: int) -> Why:
     return Why(PendingCode.GANG_TOO_LARGE,
                f"gang {app} has {placeholders} placeholders pending: a gang is placed whole, in one entry, "
