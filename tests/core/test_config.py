@@ -316,3 +316,13 @@ def test_yunikorns_dump_shows_the_runtime_properties_as_strings():
     props = ops.config_json(rm)["Partitions"][0]["Queues"][0]["Properties"]
     assert props == {"ykbus.io/runtime.max": "2h", "preemption.minruntime": "300", "x": "true", "y": "1.5"}
     assert 'preemption.minruntime: "300"' in ops.config_yaml(rm).decode()  # quoted, as Go writes a string
+
+
+@pytest.mark.parametrize("levels, name", [(["rack\n"], "rack\n"), (["ykbus.io/rack\n"], "ykbus.io/rack\n"),
+                                          (["ykbus.io\n/rack"], "ykbus.io\n/rack")])
+def test_a_topology_level_or_queue_name_with_a_trailing_newline_is_refused(levels, name):
+    # regression (the fuzz suite): `$` matched before a trailing newline, so these were accepted
+    with pytest.raises(ConfigError, match="topology.levels"):
+        parse_config({"partitions": [{"name": "default", "queues": [{"name": "root"}], "topology": {"levels": levels}}]})
+    with pytest.raises(ConfigError):
+        parse_config({"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [{"name": "a\n"}]}]}]})

@@ -457,3 +457,28 @@ def test_a_lost_member_that_may_preempt_takes_its_victims_inside_its_gangs_rack(
     outs = h.do(h.log.release("low", uuid=victim.UUID, termination="PREEMPTED_BY_SCHEDULER"))
     assert [(a.allocationKey, a.nodeID.rsplit("-", 1)[0]) for a in new_allocs(outs)] == [("w1b", "r1")]
     invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_of_roles_reserves_the_rack_its_first_role_without_one_needs():
+    # prefill (2 × 4 GPUs) and decode (2 × 4), each required in a rack of its own; each rack
+    # of two 4-GPU hosts has one taken (fillers), so no role fits anywhere now
+    h2 = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0), "r3": ("b2", 2, 0)})
+    h2.do(h2.log.apps(app_msg("fill", "root.jobs")))
+    h2.do(h2.log.asks(*[{**ask(f"f-{r}", "fill", gpu=4), "tags": {"yunikorn.apache.org/requiredNode": f"{r}-0"}}
+                        for r in ("r1", "r2", "r3")]))
+    req = {"ykbus.io/topology-required": RACK}
+    outs = two_roles(h2, "disagg", {}, {"prefill": (2, 4, req), "decode": (2, 4, req)})
+    assert new_allocs(outs) == []
+    h2.do(h2.log.tick(3_000_000_000))  # past the delay: it reserves a rack for prefill, its first role
+    held = holding(h2)
+    assert list(held) == ["disagg"] and held["disagg"] in {"b1/r1", "b1/r2", "b2/r3"}
+    rack = held["disagg"].split("/")[1]
+    invariants.state_is_consistent(h2.core)
+    h2.do(h2.log.release("fill", key=f"f-{rack}"))  # its rack frees: prefill fits there, decode nowhere yet
+    assert holding(h2) == held and allocated(h2, "disagg") == {}
+    other = next(r for r in ("r1", "r2", "r3") if r != rack)
+    outs = h2.do(h2.log.release("fill", key=f"f-{other}"))  # another frees: the whole gang is placed
+    groups = racks_by_group(h2, "disagg")
+    assert groups == {"prefill": {rack}, "decode": {other}}, groups
+    assert holding(h2) == {}
+    invariants.state_is_consistent(h2.core)

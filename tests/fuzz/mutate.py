@@ -10,7 +10,10 @@ non-UTF-8 bytes and lone surrogates inside strings, duplicate keys, invalid JSON
 object as MessagePack or MessagePack garbage), the entry itself (kind, rm, encoding), and
 entries made up whole: `_core` ticks, rmstate and queue-file entries (YAML alias bombs,
 rmIDs that are not subject tokens), nodes recovering duplicate, dangling and `<seq>-<n>`
-allocation UUIDs, releases of UUIDs that do not exist.
+allocation UUIDs, releases of UUIDs that do not exist. Queue configurations are mutated
+inside their YAML too: a registration's or a configuration's text, or a queue file, with a
+partition's `topology` made bad (`topology_case`: a repeated level, too many, names that are
+not attribute names, values of the wrong type, an unknown key).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import yaml
 
+from ykbus import limits
 from ykbus.core.outbox import Entry
 from ykbus.log.build import LogBuilder, allocation, app, ask, node
 from ykbus.log.jsonl import read_entries
@@ -53,7 +58,8 @@ PLACEHOLDER = "\u0001ykfuzz{}\u0001"
 # Mutation families a hunt may switch off (`campaign.py --exclude`) to look past failure
 # classes already known: names of `mutate_value` ops, "invalid" (invalid JSON and
 # MessagePack garbage), "bomb" (YAML bombs and deep YAML), "badrm" (rmIDs that are not
-# subject tokens), "uuid" (recovered `<seq>-<n>` UUIDs). The tests never switch any off.
+# subject tokens), "uuid" (recovered `<seq>-<n>` UUIDs), "topology" (bad `topology` keys in
+# queue configurations). The tests never switch any off.
 DISABLED: set[str] = set()
 
 
@@ -69,6 +75,67 @@ def yaml_bomb(levels: int, width: int = 9, where: str = "properties") -> str:
     else:
         tail = f"partitions: {top}\n"
     return "\n".join(lines) + "\n" + tail
+
+
+# --- a partition's topology (docs/topology.md), made bad ----------------------------------
+
+LEVELS = ["ykbus.io/block", "ykbus.io/rack", "topology.kubernetes.io/zone", "si/hostname", "rack"]
+BAD_LEVEL_NAMES = ["rack row", "-rack", "rack-", "/rack", "ykbus.io/", "Ykbus.IO/rack", "a/b/c", "", "r" * 64, "é",
+                   "x" * 300 + "/r", "rack\n", "ykbus.io/rack/", "*"]
+BAD_LEVEL_ITEMS: list[Any] = [1, -1, None, True, 1.5, ["rack"], {"a": 1}, {}, []]  # an item of `levels` not a string
+BAD_LEVELS: list[Any] = [5, "ykbus.io/rack", {"a": 1}, True, 1.5]  # `levels` not a list
+BAD_TOPOLOGIES: list[Any] = [["ykbus.io/rack"], 5, "levels", True, 1.5]  # `topology` not a mapping
+QUEUES = [{"name": "root", "submitacl": "*", "queues": [{"name": "jobs"}]}]
+
+
+def topology_case(rng: random.Random) -> tuple[Any, str, str]:
+    """A bad value of a partition's `topology` key: (the value, the path of the error it must
+    get below the partition (`.levels[2]`), a piece of the error's words)."""
+    kind = rng.choice(["repeated", "too many", "bad name", "wrong item", "wrong levels", "wrong topology",
+                       "unknown key"])
+    good = rng.sample(LEVELS, rng.randint(0, 3))
+    if kind == "repeated":
+        good = good or [rng.choice(LEVELS)]
+        at = rng.randint(1, len(good))
+        twice = rng.choice(good[:at])
+        return {"levels": good[:at] + [twice] + good[at:]}, f".levels[{at}]", f"level {twice!r} is repeated"
+    if kind == "too many":
+        n = limits.MAX_TOPOLOGY_LEVELS + rng.choice([1, 2, 100])
+        return {"levels": [f"ykbus.io/level-{i}" for i in range(n)]}, ".levels", f"{n} levels, at most"
+    if kind == "unknown key":
+        key = rng.choice(["zones", "Levels", "level", "domains"])
+        return {"levels": good, key: _pick(rng, [["rack"], 1, None])}, f".{key}", "unknown key"
+    if kind == "wrong levels":
+        return {"levels": _pick(rng, BAD_LEVELS)}, ".levels", "expected a list"
+    if kind == "wrong topology":
+        return _pick(rng, BAD_TOPOLOGIES), "", "expected a mapping"
+    at = rng.randint(0, len(good))
+    if kind == "bad name":
+        return ({"levels": good[:at] + [rng.choice(BAD_LEVEL_NAMES)] + good[at:]}, f".levels[{at}]",
+                "is not a valid attribute name")
+    return {"levels": good[:at] + [_pick(rng, BAD_LEVEL_ITEMS)] + good[at:]}, f".levels[{at}]", \
+        "expected a node attribute name"
+
+
+def bad_topology_config(rng: random.Random, text: str = "") -> tuple[str, str, str]:
+    """`text` (a queue configuration; none or one that does not load: a small one of our own)
+    with one partition's `topology` made bad by `topology_case`: (the YAML text, the path of
+    the error, a piece of its words)."""
+    try:
+        obj = yaml.safe_load(text) if text else None
+    except Exception:  # noqa: BLE001 - not YAML (or an earlier mutation's): a configuration of our own
+        obj = None
+    parts = obj.get("partitions") if isinstance(obj, dict) else None
+    if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
+        names = ["default"] + (["gpu"] if rng.random() < 0.3 else [])
+        obj = {"partitions": [{"name": name, "queues": copy.deepcopy(QUEUES)} for name in names]}
+        parts = obj["partitions"]
+        if rng.random() < 0.5:  # beside a valid topology of the other partition, or its own before
+            rng.choice(parts)["topology"] = {"levels": rng.sample(LEVELS, 2)}
+    i = rng.randrange(len(parts))
+    value, below, words = topology_case(rng)
+    parts[i]["topology"] = value
+    return yaml.safe_dump(obj, sort_keys=False, allow_unicode=True), f"partitions[{i}].topology{below}", words
 
 
 def trace_logs() -> dict[str, list[Entry]]:
@@ -275,8 +342,12 @@ def mutate_entry(rng: random.Random, entry: Entry) -> Entry:
     except Exception:  # noqa: BLE001 - an entry mutated before: start from an empty object
         obj = {}
     body = Body(obj)
-    for _ in range(rng.choice([1, 1, 1, 2, 3])):
-        mutate_value(rng, body)
+    if (isinstance(obj, dict) and isinstance(obj.get("config"), str) and obj["config"] and "topology" not in DISABLED
+            and rng.random() < 0.3):  # a queue configuration: its topology made bad, inside the YAML
+        obj["config"] = bad_topology_config(rng, obj["config"])[0]
+    else:
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            mutate_value(rng, body)
     r = rng.random()
     kind, rm, encoding = entry.kind, entry.rm, entry.encoding
     if r < 0.55:
@@ -338,9 +409,10 @@ def special_entry(rng: random.Random, base: list[Entry], n: int) -> Entry:
     if kind == "config":
         bombs = [] if "bomb" in DISABLED else [
             yaml_bomb(rng.choice([8, 9, 12]), where=rng.choice(["properties", "partitions"])), "a: " + "[" * 5000]
-        text = rng.choice(bombs + ["partitions: [", "{", "partitions: []", "", "x: " + "y" * 1_100_000,
-                           "partitions:\n  - name: default\n    queues: [{name: root, submitacl: '*'}]\n",
-                           "&a [*a]", "!!python/object:os.system []"])
+        topology = [] if "topology" in DISABLED else [bad_topology_config(rng)[0]]
+        text = rng.choice(bombs + topology + ["partitions: [", "{", "partitions: []", "", "x: " + "y" * 1_100_000,
+                                              "partitions:\n  - name: default\n    queues: [{name: root, submitacl: '*'}]\n",
+                                              "&a [*a]", "!!python/object:os.system []"])
         group = rng.choice(["*", "queues", "", "x" * 1000])
         return Entry(0, 0, rng.choice(["", "", rm]), "config", _json({"policyGroup": group, "config": text}))
     if kind == "recover":

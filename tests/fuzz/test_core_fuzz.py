@@ -18,7 +18,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.checks import Failure, Run
-from tests.fuzz.mutate import BAD_UTF8, DEPTHS, generated_log, mutated_log, trace_logs
+from tests.fuzz.mutate import (
+    BAD_LEVEL_ITEMS,
+    BAD_LEVEL_NAMES,
+    BAD_LEVELS,
+    BAD_TOPOLOGIES,
+    BAD_UTF8,
+    DEPTHS,
+    bad_topology_config,
+    generated_log,
+    mutated_log,
+    trace_logs,
+)
 from tests.fuzz.profile import FUZZ, READER
 from ykbus.core.outbox import Entry
 from ykbus.log.jsonl import LogError, encode_entry, read_entries
@@ -58,6 +69,90 @@ def test_mutated_logs_keep_the_core_safe(rnd, base, mutations, specials):
     run = Run()
     run.apply_all(entries)
     run.finish(cuts=sorted({rnd.randint(0, len(entries)) for _ in range(2)}))
+
+
+# --- queue configurations with a bad topology (docs/topology.md) ---------------------------
+
+TOPOLOGY_BASE = BASES["topology"][:7]  # levels block and rack, gangs placed in racks and one waiting
+ROUTES = ["register", "config", "queue file"]
+
+
+def _config_entry(route: str, text: str) -> Entry:
+    """`text` as the RM's registration again, the RM's own configuration, or the operator's
+    queue file, after TOPOLOGY_BASE."""
+    last = TOPOLOGY_BASE[-1]
+    rm, kind, body = {
+        "register": ("rm-1", "register", {"rmID": "rm-1", "version": "test", "policyGroup": "queues", "config": text,
+                                          "extraConfig": {}}),
+        "config": ("rm-1", "config", {"rmID": "rm-1", "policyGroup": "queues", "config": text}),
+        "queue file": ("", "config", {"policyGroup": "*", "config": text}),
+    }[route]
+    return Entry(last.seq + 1, last.ts + 1_000_000, rm, kind, json.dumps(body).encode())
+
+
+def _kept(core) -> dict:
+    state = core.dump()
+    state.pop("last_seq"), state.pop("now")
+    return state
+
+
+def refused_naming_the_field(route: str, text: str, field: str, words: str) -> None:
+    """The core does not crash (nor break any check of tests/fuzz/checks.py), answers with an
+    error naming `field` (the path, then `: `) in words containing `words`, and keeps the
+    configuration and state it had."""
+    run = Run()
+    run.apply_all(TOPOLOGY_BASE)
+    before = _kept(run.core)
+    outputs = run.apply(_config_entry(route, text))
+    said = [o.msg.error for o in outputs if o.kind == "register"] + \
+        [e.message for o in outputs if o.kind == "event" for e in o.msg.events]
+    assert any(f"{field}: " in line and words in line for line in said), \
+        f"{route}: no error names {field} ({words!r}):\n  {said}\n  config:\n{text}"
+    assert _kept(run.core) == before, f"{route}: a refused configuration changed the state"
+    run.finish(cuts=[len(TOPOLOGY_BASE)])
+
+
+def _bad_topologies() -> list[tuple[object, str, str]]:
+    """Every bad value of a partition's `topology` the fuzzer draws from, once: (value, the
+    error's path below `partitions[0].topology`, its words)."""
+    from ykbus import limits
+
+    cases: list[tuple[object, str, str]] = [
+        ({"levels": ["ykbus.io/block", "ykbus.io/rack", "ykbus.io/block"]}, ".levels[2]",
+         "level 'ykbus.io/block' is repeated (levels[0])"),
+        ({"levels": ["rack", "rack"]}, ".levels[1]", "level 'rack' is repeated"),
+        ({"levels": [f"l{i}" for i in range(limits.MAX_TOPOLOGY_LEVELS + 1)]}, ".levels",
+         f"{limits.MAX_TOPOLOGY_LEVELS + 1} levels, at most {limits.MAX_TOPOLOGY_LEVELS}"),
+        ({"levels": ["ykbus.io/block"], "zones": ["a"]}, ".zones", "unknown key"),
+    ]
+    cases += [({"levels": ["ykbus.io/block", name]}, ".levels[1]", "is not a valid attribute name")
+              for name in BAD_LEVEL_NAMES]
+    cases += [({"levels": [item, "ykbus.io/rack"]}, ".levels[0]", "expected a node attribute name")
+              for item in BAD_LEVEL_ITEMS]
+    cases += [({"levels": levels}, ".levels", "expected a list") for levels in BAD_LEVELS]
+    cases += [(topology, "", "expected a mapping") for topology in BAD_TOPOLOGIES]
+    return cases
+
+
+@pytest.mark.parametrize(("i", "value", "below", "words"),
+                         [pytest.param(i, *case, id=f"{ROUTES[i % len(ROUTES)]}-{i}")
+                          for i, case in enumerate(_bad_topologies())])
+def test_each_bad_topology_is_refused_naming_the_field(i, value, below, words):
+    import yaml
+
+    text = yaml.safe_dump({"partitions": [{"name": "default", "topology": value, "queues": [
+        {"name": "root", "submitacl": "*", "queues": [{"name": "jobs"}]}]}]}, allow_unicode=True)
+    refused_naming_the_field(ROUTES[i % len(ROUTES)], text, f"partitions[0].topology{below}", words)
+
+
+@FUZZ
+@given(rnd=st.randoms(use_true_random=False), route=st.sampled_from(ROUTES), own=st.booleans())
+def test_bad_topologies_are_refused_naming_the_field(rnd, route, own):
+    """A bad `topology` (mutate.py `topology_case`) in the trace's own configuration, or in a
+    small one with one or two partitions."""
+    base = json.loads(TOPOLOGY_BASE[0].msg)["config"] if own else ""
+    text, field, words = bad_topology_config(rnd, base)
+    refused_naming_the_field(route, text, field, words)
 
 
 # --- the JSONL reader ----------------------------------------------------------------------

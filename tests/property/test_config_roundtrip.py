@@ -1,5 +1,6 @@
 """Any valid queue configuration round-trips: parse -> dump -> parse gives it unchanged,
-and the dump survives YAML (what `ykbus config` writes is what it reads)."""
+and the dump survives YAML (what `ykbus config` writes is what it reads). That includes
+ykbus's own `topology.levels` (docs/topology.md)."""
 
 import os
 
@@ -70,13 +71,25 @@ RULE = st.recursive(
     max_leaves=2,
 )
 
+# a partition's topology levels: node attribute names, broadest first (now and then one not
+# valid, or repeated: such a configuration does not parse and is skipped)
+LEVEL = st.sampled_from(["ykbus.io/block", "ykbus.io/rack", "topology.kubernetes.io/zone", "si/hostname", "rack",
+                         "a.b_c-d", "Rack1"])
+TOPOLOGY = st.one_of(
+    st.just({}),
+    st.fixed_dictionaries({"levels": st.lists(LEVEL, max_size=4, unique=True)}),
+    st.fixed_dictionaries({"levels": st.lists(st.one_of(LEVEL, st.sampled_from(["rack row", "-rack", "/rack"])),
+                                              max_size=3)}),
+)
+
 CONFIG = st.fixed_dictionaries({"partitions": st.lists(st.fixed_dictionaries(
     {"name": st.sampled_from(["default", "gpu"]),
      "queues": st.builds(lambda kids, acl: [{"name": "root", "submitacl": acl, "queues": kids}],
                          st.lists(queue(1), max_size=3, unique_by=lambda q: q["name"].lower()), ACL)},
     optional={"placementrules": st.lists(RULE, max_size=2),
               "nodesortpolicy": st.fixed_dictionaries({"type": st.sampled_from(["fair", "binpacking"])}),
-              "limits": st.lists(limit(), max_size=2)}),
+              "limits": st.lists(limit(), max_size=2),
+              "topology": TOPOLOGY}),
     min_size=1, max_size=2, unique_by=lambda p: p["name"])})
 
 
@@ -90,5 +103,7 @@ def test_valid_configuration_round_trips(obj):
         assume(False)
         return
     dumped = dump_config(config)
+    for p, out in zip(config.partitions, dumped["partitions"], strict=True):  # levels written back, none: no key
+        assert out.get("topology") == ({"levels": list(p.topology.levels)} if p.topology.levels else None)
     assert parse_config(dumped) == config
     assert parse_config(yaml.safe_load(yaml.safe_dump(dumped))) == config

@@ -81,14 +81,13 @@ class Changes:
     its waits for what follows and its ledger for what is booked."""
 
     def __init__(self, records: PartitionState, waits: Waits, ledger: Ledger, holds: DomainHolds) -> None:
-        self.records = records
-        self.waits = waits  # where pending asks wait, and what follows from the records (core/indexes.py)
+        self.records, self.waits = records, waits  # where pending asks wait, what follows (core/indexes.py)
         self.ledger = ledger  # the one place resources move
         self.holds = holds  # topology domains reserved by waiting gangs (core/holds.py)
 
     def apply_config(self, config: PartitionConfig, ctx: Step) -> list[str]:
         """Install (or hot-swap) the queue tree; returns the paths that went draining."""
-        records = self.records
+        records, levels = self.records, self.records.config.topology.levels
         records.config = config
         records.reservation_delay_ns = config.reservationdelay_ms * 1_000_000
         records.node_sort = config.nodesortpolicy.type
@@ -108,7 +107,7 @@ class Changes:
         for queue in records.queues.values():
             if not queue.managed:
                 apply_template(queue)
-        self.holds.levels_changed(ctx)
+        self.holds.levels_changed(levels, ctx)
         self.waits.reindex_nodes()
         self.waits.recompute_priorities(records.root)
         self.waits.rekey_all(only_fair=False)

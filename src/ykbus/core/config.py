@@ -374,7 +374,7 @@ def parse_acl(text: str) -> Acl:
         for n in names:
             if n == WILDCARD and len(names) > 1:
                 raise ValueError(f"{text!r}: '*' must be the only entry of the {what} list")
-            if n != WILDCARD and not ACL_NAME.match(n):
+            if n != WILDCARD and not ACL_NAME.fullmatch(n):
                 raise ValueError(f"{text!r}: {what} name {n!r} must match {ACL_NAME.pattern}")
         lists.append(tuple(names))
     users, groups = lists
@@ -416,7 +416,7 @@ def _limit(obj: object, path: str, errors: _Errors) -> LimitConfig | None:
     for what in ("users", "groups"):
         names = [str(n) for n in _sequence(raw.get(what), f"{path}.{what}", errors)]
         for i, n in enumerate(names):
-            if n != WILDCARD and not ACL_NAME.match(n):
+            if n != WILDCARD and not ACL_NAME.fullmatch(n):
                 errors.add(f"{path}.{what}[{i}]", f"{n!r} must be * or match {ACL_NAME.pattern}")
             if names.index(n) != i:
                 errors.add(f"{path}.{what}[{i}]", f"{n!r} is listed twice")
@@ -481,7 +481,7 @@ def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
         name = "?"
     elif "." in name:
         errors.add(f"{path}.name", f"queue name {name!r} contains a dot")
-    elif not QUEUE_NAME.match(name):
+    elif not QUEUE_NAME.fullmatch(name):
         errors.add(f"{path}.name", f"queue name {name!r} must match {QUEUE_NAME.pattern}")
     parent = raw.get("parent", False)
     if not isinstance(parent, bool):
@@ -638,9 +638,9 @@ def attribute_name_problem(name: str) -> str:
     """Why `name` is not a valid node attribute name ("" when it is): `[prefix/]name` as a
     Kubernetes label key (`ykbus.io/rack`, `si/hostname`, `rack`)."""
     prefix, slash, local = name.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _ATTR_PREFIX.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not _ATTR_PREFIX.fullmatch(prefix)):
         return "its prefix must be a DNS subdomain (lower-case letters, digits, '-' and '.')"
-    if not local or len(local) > 63 or not _ATTR_NAME.match(local):
+    if not local or len(local) > 63 or not _ATTR_NAME.fullmatch(local):
         return ("its name must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with "
                 "a letter or digit")
     return ""

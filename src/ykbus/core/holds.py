@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ykbus.core.model import App, Ask, Node
+from ykbus.core.model import NODE_ROOM, App, Ask, Node
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
 
@@ -26,6 +26,8 @@ class NodeIndex(Protocol):
     def index_node(self, node: Node) -> None: ...
 
     def wake_node(self, node: Node, ctx: Step) -> None: ...
+
+    def wake(self, ask: Ask, ctx: Step) -> None: ...
 
 
 def holder_of(records: PartitionState, node: Node) -> str:
@@ -75,14 +77,21 @@ class DomainHolds:
                                                for a in app.asks.values()):
             self.release(app, ctx)
 
-    def levels_changed(self, ctx: Step) -> None:
-        """A reload: the reservations at a level the partition no longer has end (before the
-        nodes are indexed again)."""
-        levels = self.records.config.topology.levels
-        for app in list(self.records.domain_holds.values()):
+    def levels_changed(self, old: tuple[str, ...], ctx: Step) -> None:
+        """A reload (the levels were `old`): the reservations at a level the partition no
+        longer has end (before the nodes are indexed again); if the levels changed, every ask
+        waiting for room is judged again (a gang's domains, or none, are not what they were)."""
+        records = self.records
+        levels = records.config.topology.levels
+        for app in list(records.domain_holds.values()):
             held = app.holding
             if held is not None and (held[0] not in levels or levels.index(held[0]) + 1 != len(held[1])):
                 self.release(app, ctx)
+        if levels != old:
+            for app in records.apps.values():
+                for ask in app.asks.values():
+                    if ask.pending and ask.waiting is NODE_ROOM:
+                        self.waits.wake(ask, ctx)
 
     def _reindex(self, values: tuple[str, ...], ctx: Step) -> None:
         levels = self.records.config.topology.levels[: len(values)]

@@ -210,8 +210,7 @@ class Node:
         """Whether `ask` fits the node's free room, and the node is reserved for no other ask."""
         # (the reservation first: one read, where a fit reads the free room per resource; with
         # a backlog most nodes are reserved)
-        return ((self.reserved is None or self.reserved is ask) and (not self.held or self.held == ask.app.id)
-                and fits(ask.resource, self.free))
+        return (self.reserved is None or self.reserved is ask) and fits(ask.resource, self.free)
 
     def recompute_free(self) -> None:
         free = dict(self.capacity)

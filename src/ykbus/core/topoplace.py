@@ -49,8 +49,9 @@ from ykbus.core.topology import (
 def gang_request(part: PartitionState, app: App, now: int) -> tuple[TopologyRequest | None, bool] | None:
     """How a gang asks to be placed in topology domains (docs/topology.md): its
     application's request (its task groups' own and its remembered domains are read by
-    `GangDomain`), and whether it may reserve a domain now (required, of one group, waiting
-    past the reservation delay); None when it asks for none, or its partition has no levels."""
+    `GangDomain`), and whether it may reserve a domain now (waiting past the reservation
+    delay, nothing kept: `GangDomain` reserves for a `required` group); None when it asks for
+    none, or its partition has no levels."""
     if not part.config.topology.levels:
         return None
     request = request_for(part, app.tags)
@@ -58,9 +59,8 @@ def gang_request(part: PartitionState, app: App, now: int) -> tuple[TopologyRequ
     own = any(request_of(a.tags) is not None for a in placeholders)
     if request is None and not app.domains and not own and app.holding is None:
         return None
-    may_hold = (request is not None and request.mode is TopologyMode.REQUIRED and not own and not app.domains
-                and app.holding is None and any(a.since and now - a.since >= part.reservation_delay_ns
-                                                for a in placeholders))
+    may_hold = (not app.domains and app.holding is None
+                and any(a.since and now - a.since >= part.reservation_delay_ns for a in placeholders))
     return request, may_hold
 
 
@@ -247,11 +247,13 @@ class NoPlace:
     """Why no domain holds a topology gang now (`message`, `details`: the reason), and the
     domain it reserves (`hold`: its values at `level`; None: it reserves none now)."""
 
-    __slots__ = ("message", "details", "level", "hold")
+    __slots__ = ("message", "details", "level", "hold", "request", "members")
 
     def __init__(self, message: str, details: dict[str, object], level: str = "",
                  hold: tuple[str, ...] | None = None) -> None:
         self.message, self.details, self.level, self.hold = message, details, level, hold
+        self.request: TopologyRequest | None = None  # the request of the group that found no domain
+        self.members: list[Ask] = []  # its asks
 
 
 class GangDomain:
@@ -260,8 +262,9 @@ class GangDomain:
     came, each beside what the groups before it took; a group whose required domain is
     remembered (placed before, some of it lost) goes back into it. A gang that reserved a
     domain (`App.holding`) sees that domain's nodes, which no one else does; one that may
-    reserve (`may_hold`: required, of one group, past the reservation delay) and finds no
-    domain reserves the closest."""
+    reserve (`may_hold`: past the reservation delay, none kept) and finds no domain reserves
+    the one closest to holding the first of its groups that found none, if that group is
+    `required`."""
 
     __slots__ = ("domains", "app", "app_request", "remembered", "may_hold")
 
@@ -289,13 +292,15 @@ class GangDomain:
         placed = self._groups(groups, order)
         if isinstance(placed, GangPlaced):
             return placed
-        request = self.app_request
         if holding is not None:  # it waits on its reserved domain
             name = "/".join(holding[1])
             return NoPlace(f"{placed.message}; {short(holding[0])} {name} is reserved for it",
                            {**placed.details, "reserved": name})
-        if self.may_hold and request is not None and request.level in index.levels:
-            sizes = [a.resource for a in members for _ in range(a.pending)]
+        # it may reserve: the domain closest to holding the first of its groups that found none
+        request, failed = placed.request, placed.members
+        if (self.may_hold and request is not None and request.mode is TopologyMode.REQUIRED
+                and request.level in index.levels):
+            sizes = [a.resource for a in failed for _ in range(a.pending)]
             domain = self._to_reserve(sizes, request.level, order)
             if domain is not None:
                 return NoPlace(f"{placed.message}; {short(request.level)} {domain.name} is reserved for it",
@@ -348,7 +353,10 @@ class GangDomain:
                 fit = choose(index, sizes, request, order, taken)
             if isinstance(fit, NoDomain):
                 message = fit.message if not key else f"task group {key}: {fit.message}"
-                return NoPlace(message, {**fit.details(), **({"taskGroup": key} if key else {})})
+                found = NoPlace(message, {**fit.details(), **({"taskGroup": key} if key else {})})
+                if memory is None:  # (what it would reserve for: this group, by its request)
+                    found.request, found.members = request, asks
+                return found
             owners = [a for a in asks for _ in range(a.pending)]
             for ask, node_id in zip(owners, fit.nodes, strict=True):
                 taken.take(node_id, ask.resource)

@@ -71,7 +71,7 @@ def parse_cluster(text: str, source: str = "cluster") -> dict[str, ClusterNode]:
             errors.append(f"{path}: must be a mapping")
             continue
         name = raw.get("name")
-        if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.match(name):
+        if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.fullmatch(name):
             errors.append(f"{path}.name: must be a DNS-1123 label of at most {MAX_NAME} characters (got {name!r:.80})")
             continue
         if name in nodes:

@@ -156,7 +156,7 @@ class _Checker:
 
     def name(self, value: Any, path: str, default: str | None = None) -> str:
         text = self.string(value, path, default)
-        if text and (len(text) > MAX_NAME or not NAME.match(text)):
+        if text and (len(text) > MAX_NAME or not NAME.fullmatch(text)):
             self.error(path, f"must be a DNS-1123 label: lower-case letters, digits and '-', at most {MAX_NAME} "
                              f"characters, starting and ending with a letter or digit (got {text[:80]!r})")
         return text
@@ -409,7 +409,7 @@ def check_job(job: TYJob) -> list[str]:
     for path, name in (("metadata.name", job.name), ("metadata.namespace", job.namespace),
                        ("spec.leader.name", job.leader_name), *((f"spec.workerSets[{i}].name", ws.name)
                                                                for i, ws in enumerate(job.worker_sets))):
-        if not name or len(name) > MAX_NAME or not NAME.match(name):
+        if not name or len(name) > MAX_NAME or not NAME.fullmatch(name):
             bad(path, f"must be a DNS-1123 label (got {name[:80]!r})")
     if not 1 <= len(job.worker_sets) <= MAX_WORKER_SETS:
         bad("spec.workerSets", f"must have 1 to {MAX_WORKER_SETS} worker sets")
