@@ -118,6 +118,11 @@ def _topology_lines(t: dict[str, Any] | None, placed: bool) -> list[str]:
     elif t["request"] is not None or t["taskGroups"]:
         line += "; not placed yet"
     out = [line]
+    spread = t.get("allocationsIn") or {}
+    if spread:
+        parts = [f"{n} in {_short(where.split(' ')[0])} {where.split(' ', 1)[1]}" if where != "-" else
+                 f"{n} on nodes without the level" for where, n in spread.items()]
+        out.append(f"  its {sum(spread.values())} allocations: {', '.join(parts)}")
     held = t.get("reserved")
     if held is not None:
         out.append(f"  it reserved {_short(held['level'])} {held['domain']}: no other ask takes room there until it "

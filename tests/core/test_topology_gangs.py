@@ -149,6 +149,13 @@ def test_each_task_group_with_its_own_tag_takes_a_rack_of_its_own():
     assert all(len(racks) == 1 for racks in groups.values()), groups
     assert groups["prefill"] != groups["decode"]
     invariants.state_is_consistent(h.core)
+    from ykbus.explain import explain  # explain says where: per role and per rack
+
+    apps = {"rm-1": {"default": h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]}}
+    said = "\n".join(explain(apps, "disagg"))
+    assert groups == {"prefill": {"r1"}, "decode": {"r2"}}  # (ties by key: r1, then r2)
+    assert "placed in block b1" in said and "its 6 allocations: 2 in rack b1/r1, 4 in rack b1/r2" in said
+    assert "task group decode's rack b1/r2 is kept" in said
 
 
 def test_a_task_groups_tag_wins_over_its_applications():

@@ -119,6 +119,8 @@ class TopologyMachine(RuleBasedStateMachine):
         outs = self.h.do(entry)
         self.crashed = False
         self.per_entry.append([encode_output(o) for o in outs])
+        after = self.reserved()  # (a reservation that ended within the entry, its gang gone or timed out: free)
+        before = {app: held for app, held in before.items() if after.get(app) == held}
         self.placed_now = set()
         for o in outs:
             if o.kind != "alloc":

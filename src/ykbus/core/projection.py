@@ -183,9 +183,22 @@ def _app_topology(p: Partition, app: Any) -> dict[str, Any]:
         "domains": {group or "*": {"level": level, "domain": "/".join(values)}
                     for group, (level, values) in app.domains.items()},
         "placedIn": _narrowest(p, [a.node.attributes for a in app.allocations.values()]),
+        "allocationsIn": _per_domain(p, app),
         "reserved": ({"level": app.holding[0], "domain": "/".join(app.holding[1])} if app.holding is not None
                      else None),
     }
+
+
+def _per_domain(p: Partition, app: Any) -> dict[str, int]:
+    """How many of an application's allocations sit in each domain of the narrowest level
+    (`level domain`, by name; `-` for a node without that level's attribute)."""
+    levels = p.records.config.topology.levels
+    out: dict[str, int] = {}
+    for a in app.allocations.values():
+        where = _node_domains(p, a.node.attributes)
+        key = f"{levels[-1]} {where[levels[-1]]}" if levels[-1] in where else "-"
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _narrowest(p: Partition, attrs: list[Mapping[str, str]]) -> dict[str, str] | None:
