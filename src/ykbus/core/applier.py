@@ -146,16 +146,17 @@ class Applier:
         app = ask.app
         app.why = None
         where = decision.where
-        topology_set = not app.gang and self.records.config.topology.levels and in_set(app, ask)
-        if ask.waiting is not None and (ask.placeholder and app.gang or topology_set):
+        gang_member = ask.placeholder and bool(app.gang)
+        topology_set = not app.gang and bool(self.records.config.topology.levels) and in_set(app, ask)
+        if ask.waiting is not None and (gang_member or topology_set):
             # a gang (or a topology set) is judged whole when one of its asks woke (room for its
             # shape): the others, still parked, are parked again with it (back in its list first)
             self.waits.activate(ask, ctx)
-        if where is NODE_ROOM and ask.placeholder and app.gang and decision.why.code is TOPOLOGY_NO_DOMAIN:
+        if where is NODE_ROOM and gang_member and decision.why.code is TOPOLOGY_NO_DOMAIN:
             if not ask.since:  # a topology gang starts waiting: past the reservation delay it may reserve a domain
                 ask.since = ctx.ts
                 ctx.emit(self.records, RoomWaitStarted(ask, ctx.ts, ctx.ts + self.records.reservation_delay_ns, 0))
-        elif where is NODE_ROOM and not (ask.placeholder and app.gang) and not topology_set:
+        elif where is NODE_ROOM and not gang_member and not topology_set:
             delay = self.records.reservation_delay_ns
             if not ask.since:  # it starts waiting for room: it may reserve a node later, and preempt
                 ask.since = ctx.ts

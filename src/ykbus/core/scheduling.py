@@ -105,7 +105,7 @@ NONE_TO_RESERVE: Final = 4  # the asks of shape `detail` find no node to reserve
 
 class Scheduler:
     __slots__ = ("part", "pool", "node_index", "finder", "policies", "domains", "topology", "failed_shapes", "none_to_reserve", "no_room",
-                 "later", "over", "claimed", "now", "tried", "showing", "closed", "keys")
+                 "later", "over", "claimed", "now", "tried", "showing", "closed", "keys", "topo")
 
     def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq) -> None:
         self.part = partition  # the records (read)
@@ -135,6 +135,7 @@ class Scheduler:
         self.domains: TopologyPlacer | None = None  # the topology domains as this walk sees them (core/topoplace.py)
         self.topology = NodeDomains(partition, node_index)  # the domains of the nodes, kept as they move
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
+        self.topo = False  # its partition has topology levels (set at each walk)
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
         # scratch of one walk: the gates whose asks it shows (`pool.showing` as the walk
         # starts, less those it judged), and what it learned for the applier (`Learned`: the
@@ -162,6 +163,7 @@ class Scheduler:
             if self.claimed:
                 self.claimed.clear()
             self.domains = None
+            self.topo = bool(self.part.config.topology.levels)  # read once a walk (`_app` asks it per application)
             showing = self.showing  # the walk's copy: it judges gates in it, not in the pool
             if showing:
                 showing.clear()
@@ -263,7 +265,7 @@ class Scheduler:
                 plan.append(held)
                 return False
         if not app.gang:  # the common case: every ask on its own
-            if self.part.config.topology.levels and asks_for_domains(app):  # sets placed whole in a domain
+            if self.topo and asks_for_domains(app):  # sets placed whole in a domain
                 return self._sets(app, plan)
             leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
             for entry in self._asks_of(app) if app.pooled and self.pool.open else app.active:
