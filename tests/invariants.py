@@ -393,6 +393,8 @@ def pending_reasons_are_true(p: Partition) -> None:
                 if "reservedFor" in d:  # reserved for another ask
                     assert node_.reserved is not None and node_.reserved is not k, where
                     assert node_.reserved.key == d["reservedFor"], where
+                elif "heldFor" in d:  # in a topology domain another gang reserved
+                    assert node_.held == d["heldFor"] != app_.id, where
                 else:
                     assert not fits(k.resource, node_.free), where
             elif why.code is C.RESERVED:

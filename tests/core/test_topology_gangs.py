@@ -489,3 +489,19 @@ def test_a_gang_of_roles_reserves_the_rack_its_first_role_without_one_needs():
     assert groups == {"prefill": {rack}, "decode": {other}}, groups
     assert holding(h2) == {}
     invariants.state_is_consistent(h2.core)
+
+
+def test_an_ask_that_must_run_on_a_node_of_a_reserved_rack_waits_for_the_reservation_to_end():
+    h = filled({"r1": ("b1", 3), "r2": ("b1", 4)})
+    gang_job(h, "big", 1, 4, {"ykbus.io/topology-required": RACK})
+    h.do(h.log.tick(3_000_000_000))
+    assert holding(h) == {"big": "b1/r1"}
+    h.do(h.log.apps(app_msg("daemon", "root.jobs")))
+    outs = h.do(h.log.asks({**ask("d", "daemon", gpu=1), "tags": {"yunikorn.apache.org/requiredNode": "r1-0"}}))
+    assert new_allocs(outs) == []
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["daemon"]["asks"]["d"]["why"]
+    assert why["code"] == "RequiredNodeFull" and why["details"]["heldFor"] == "big"
+    assert why["message"] == "it must run on node r1-0, which is in the topology domain gang big reserved"
+    invariants.state_is_consistent(h.core)
+    outs = h.do(h.log.remove_apps("big"))
+    assert [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("daemon", "r1-0")]

@@ -652,6 +652,8 @@ def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
         return Park(ask, where, FAILED, why.required_node_draining(name, node.state.value))
     if node.reserved is not None and node.reserved is not ask:  # another ask's, until it is placed
         return Park(ask, where, FAILED, why.required_node_reserved(name, node.reserved.key))
+    if node.held and node.held != ask.app.id:  # in a topology domain a gang reserved, until it is placed
+        return Park(ask, where, FAILED, why.required_node_held(name, node.held))
     if fits(ask.resource, node.free):
         return Allocate(ask, node)
     if node.preempting and node.reserved is ask:

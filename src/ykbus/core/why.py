@@ -198,6 +198,11 @@ def preempting(node: str, victims: list[str]) -> Why:
                {"node": node, "victims": list(victims)})
 
 
+def required_node_held(node: str, gang: str) -> Why:
+    return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which is in the topology domain gang "
+               f"{gang} reserved", {"node": node, "heldFor": gang})
+
+
 def required_node_reserved(node: str, other: str) -> Why:
     return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which is reserved for ask {other}",
                {"node": node, "reservedFor": other})
