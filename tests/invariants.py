@@ -251,12 +251,17 @@ def gang_fits(p: Partition, app_, nodes: list | None = None) -> bool:
     """Whether first-fit decreasing over the schedulable nodes (in id order, an order of our
     own; `nodes`: only those) places every pending placeholder of a gang at once: a check of
     the reason, not the core's own code."""
-    free = {n.id: dict(n.free) for n in sorted(p.nodes.values() if nodes is None else nodes, key=lambda n: n.id)
-            if n.state is NodeState.SCHEDULABLE and n.reserved is None and n.held in ("", app_.id)}
-    members = sorted(((a.resource, a.pending) for a in app_.asks.values() if a.placeholder and a.pending),
-                     key=lambda rp: -sum(rp[0].values()))
-    for res, n in members:
-        for _ in range(n):
+    members = [(a.resource, a.pending) for a in app_.asks.values() if a.placeholder and a.pending]
+    return decreasing_fit(p.nodes.values() if nodes is None else nodes, members, app_.id)
+
+
+def decreasing_fit(nodes, members: list, app_id: str) -> bool:
+    """First fit decreasing of `members` ((shape, count) pairs) over `nodes` in id order: the
+    schedulable ones reserved for no ask and in no domain another gang reserved."""
+    free = {n.id: dict(n.free) for n in sorted(nodes, key=lambda n: n.id)
+            if n.state is NodeState.SCHEDULABLE and n.reserved is None and n.held in ("", app_id)}
+    for res, count in sorted(members, key=lambda rp: -sum(rp[0].values())):
+        for _ in range(count):
             room = next((f for f in free.values() if fits(res, f)), None)
             if room is None:
                 return False
@@ -453,19 +458,10 @@ def no_domain_holds_set(p: Partition, app_, k, level: str) -> bool:
     whole; a reserved node, or one a gang holds, takes none of it."""
     mode, _ = _asked_domain(app_, k)
     levels = list(p.records.config.topology.levels)
-    members = sorted(((a.resource, a.pending) for a in set_members(app_, k)), key=lambda rp: -sum(rp[0].values()))
+    members = [(a.resource, a.pending) for a in set_members(app_, k)]
 
     def holds(nodes: list) -> bool:
-        free = {n.id: dict(n.free) for n in sorted(nodes, key=lambda n: n.id)
-                if n.state is NodeState.SCHEDULABLE and n.reserved is None and n.held in ("", app_.id)}
-        for res, count in members:
-            for _ in range(count):
-                room = next((f for f in free.values() if fits(res, f)), None)
-                if room is None:
-                    return False
-                for r, v in res.items():
-                    room[r] = room.get(r, 0) - v
-        return True
+        return decreasing_fit(nodes, members, app_.id)
 
     if level not in levels:
         return not (mode == "preferred" and holds(list(p.nodes.values())))
