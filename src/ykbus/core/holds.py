@@ -17,6 +17,7 @@ from typing import Protocol
 from ykbus.core.model import NODE_ROOM, App, Ask, Node
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
+from ykbus.core.topology import path_of
 
 
 class NodeIndex(Protocol):
@@ -34,13 +35,9 @@ def holder_of(records: PartitionState, node: Node) -> str:
     """The gang whose reserved domain `node` is in ("" none): by its attributes, level by
     level (holds never overlap: at most one matches)."""
     holds = records.domain_holds
-    values: list[str] = []
-    for level in records.config.topology.levels:
-        value = node.attributes.get(level)
-        if value is None:
-            break
-        values.append(value)
-        app = holds.get(tuple(values))
+    path = path_of(records.config.topology.levels, node.attributes)
+    for i in range(len(path)):
+        app = holds.get(path[: i + 1])
         if app is not None:
             return app.id
     return ""
@@ -97,6 +94,6 @@ class DomainHolds:
         levels = self.records.config.topology.levels[: len(values)]
         waits = self.waits
         for node in list(self.records.nodes.values()):  # O(nodes), once a hold starts or ends
-            if tuple([node.attributes.get(level, "") for level in levels]) == values:
+            if path_of(levels, node.attributes) == values:
                 waits.index_node(node)
                 waits.wake_node(node, ctx)

@@ -212,9 +212,14 @@ class Node:
         # a backlog most nodes are reserved)
         return (self.reserved is None or self.reserved is ask) and fits(ask.resource, self.free)
 
+    def empty_room(self) -> Res:
+        """Its room with none of the scheduler's allocations: capacity less what others occupy."""
+        room = dict(self.capacity)
+        sub_into(room, self.occupied)
+        return room
+
     def recompute_free(self) -> None:
-        free = dict(self.capacity)
-        sub_into(free, self.occupied)
+        free = self.empty_room()
         for alloc in self.allocations.values():
             sub_into(free, alloc.resource)
         self.free = free

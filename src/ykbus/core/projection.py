@@ -12,6 +12,7 @@ from ykbus.core.partition import Partition
 from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
+from ykbus.core.topology import path_of
 from ykbus.core.why import PendingCode
 
 SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")  # built unless told
@@ -154,15 +155,9 @@ def _queues_dump(p: Partition) -> dict[str, Any]:
 def _node_domains(p: Partition, attributes: Mapping[str, str]) -> dict[str, str]:
     """A node's domain at each level it has, by level: `{ykbus.io/block: b1, ykbus.io/rack:
     b1/r3}` (a domain's name is its values joined by `/`)."""
-    out: dict[str, str] = {}
-    values: list[str] = []
-    for level in p.records.config.topology.levels:
-        value = attributes.get(level)
-        if value is None:
-            break
-        values.append(value)
-        out[level] = "/".join(values)
-    return out
+    levels = p.records.config.topology.levels
+    path = path_of(levels, attributes)
+    return {levels[i]: "/".join(path[: i + 1]) for i in range(len(path))}
 
 
 def _app_topology(p: Partition, app: Any) -> dict[str, Any]:
@@ -206,15 +201,15 @@ def _narrowest(p: Partition, attrs: list[Mapping[str, str]]) -> dict[str, str] |
     None when there are none or they share no domain."""
     if not attrs:
         return None
-    found: dict[str, str] | None = None
-    values: list[str] = []
-    for level in p.records.config.topology.levels:
-        value = attrs[0].get(level)
-        if value is None or any(a.get(level) != value for a in attrs):
-            break
-        values.append(value)
-        found = {"level": level, "domain": "/".join(values)}
-    return found
+    levels = p.records.config.topology.levels
+    shared = path_of(levels, attrs[0])
+    for a in attrs[1:]:
+        path = path_of(levels, a)
+        n = 0
+        while n < len(shared) and n < len(path) and shared[n] == path[n]:
+            n += 1
+        shared = shared[:n]
+    return {"level": levels[len(shared) - 1], "domain": "/".join(shared)} if shared else None
 
 
 def topology_tree(p: Partition) -> dict[str, Any]:
@@ -228,16 +223,12 @@ def topology_tree(p: Partition) -> dict[str, Any]:
     for n in p.nodes.values():
         if n.state is not NodeState.SCHEDULABLE:
             continue
-        values: list[str] = []
-        for i, level in enumerate(levels):
-            value = n.attributes.get(level)
-            if value is None:
-                break
-            values.append(value)
-            key = tuple(values)
+        path = path_of(levels, n.attributes)
+        for i in range(len(path)):
+            key = path[: i + 1]
             d = domains.get(key)
             if d is None:
-                d = domains[key] = {"level": level, "depth": i, "name": "/".join(values), "nodes": 0,
+                d = domains[key] = {"level": levels[i], "depth": i, "name": "/".join(key), "nodes": 0,
                                     "capacity": {}, "allocated": {}, "free": {}, "allocations": 0, "gangs": []}
             d["nodes"] += 1
             d["allocations"] += len(n.allocations)

@@ -126,6 +126,18 @@ def effective_request(app_tags: Mapping[str, str], ask_tags: Mapping[str, str]) 
 # --- the index of domains -----------------------------------------------------------------
 
 
+def path_of(levels: Sequence[str], attributes: Mapping[str, str]) -> tuple[str, ...]:
+    """A node's path (rule 2): its values of `levels`, broadest first, up to the first level
+    it lacks; its domain at level i is `path[: i + 1]` when the path is longer than i."""
+    values: list[str] = []
+    for level in levels:
+        value = attributes.get(level)
+        if value is None:
+            break
+        values.append(value)
+    return tuple(values)
+
+
 class Domain:
     """The schedulable nodes sharing `values` (one per level, broadest first) at level
     `level` (an index into the levels): their ids in order, the sum of their free room."""
@@ -171,7 +183,7 @@ class DomainIndex:
 
     def set_node(self, node_id: str, attributes: Mapping[str, str], schedulable: bool, free: Res) -> None:
         """A node added, or changed (attributes, schedulability, free room)."""
-        path = self._path(attributes)
+        path = path_of(self.levels, attributes)
         old = self._nodes.get(node_id)
         if old is not None and old.path == path and old.schedulable == schedulable:
             self.set_free(node_id, free)
@@ -210,15 +222,6 @@ class DomainIndex:
             sub_into(domain.free, member.free)
             if not ids and domain.level >= 0:
                 del self._domains[domain.level][domain.values]
-
-    def _path(self, attributes: Mapping[str, str]) -> tuple[str, ...]:
-        values: list[str] = []
-        for level in self.levels:
-            value = attributes.get(level)
-            if value is None:
-                break
-            values.append(value)
-        return tuple(values)
 
     def _chain(self, member: _Member, create: bool) -> list[Domain]:
         """`anywhere`, then the member's domain at each level it has, broadest first."""

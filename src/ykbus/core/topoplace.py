@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node
 from ykbus.core.packing import first_fit
-from ykbus.core.resources import Res, sub_into
+from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
 from ykbus.core.topology import (
@@ -232,13 +232,6 @@ def group_of(ask: Ask) -> str:
     return ask.task_group if request_of(ask.tags) is not None else ""
 
 
-def room_when_empty(node: Node) -> Res:
-    """A node's room with none of the scheduler's allocations: capacity less what others occupy."""
-    room = dict(node.capacity)
-    sub_into(room, node.occupied)
-    return room
-
-
 def holds_when_empty(rooms: list[Res], members: list[Res]) -> bool:
     return len(first_fit(rooms.__getitem__, len(rooms), members, True)) == len(members)
 
@@ -325,7 +318,7 @@ class GangDomain:
             if any(h[:n] == d.values or d.values[: len(h)] == h for h in held):
                 continue
             ids = d.node_ids
-            if not holds_when_empty([room_when_empty(nodes[node_id]) for node_id in ids], members):
+            if not holds_when_empty([nodes[node_id].empty_room() for node_id in ids], members):
                 continue  # too small even empty
             now = len(members) - pack(index, in_order(d), members, False).count("")
             rank = (-now, -d.free.get(resource, 0), d.values)

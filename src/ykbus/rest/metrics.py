@@ -36,6 +36,7 @@ from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.partition import Partition
 from ykbus.core.readmodel import NodeUsage
 from ykbus.core.registry import ResourceManager
+from ykbus.core.topology import path_of
 from ykbus.core.why import PendingCode
 from ykbus.rest.router import RestState
 
@@ -115,12 +116,12 @@ def topology_families(parts: list[tuple[ResourceManager, Partition]]) -> tuple[M
     for _rm, p in parts:
         levels = p.records.config.topology.levels
         for i, level in enumerate(levels):
-            domains: dict[tuple[str | None, ...], list[Any]] = {}
+            domains: dict[tuple[str, ...], list[Any]] = {}
             for node in p.nodes.values():
                 if node.state is NodeState.SCHEDULABLE:
-                    values = tuple(node.attributes.get(name) for name in levels[:i + 1])
-                    if None not in values:
-                        domains.setdefault(values, []).append(node)
+                    path = path_of(levels, node.attributes)
+                    if len(path) > i:
+                        domains.setdefault(path[: i + 1], []).append(node)
             wholly.add_metric([p.name, level], sum(1 for ns in domains.values() if not any(n.allocations for n in ns)))
             best: dict[str, int] = {}
             for ns in domains.values():
