@@ -405,8 +405,7 @@ def _less(room: Res, used: Res | None) -> Res:
     if not used:
         return room
     out = dict(room)
-    for name, value in used.items():
-        out[name] = out.get(name, 0) - value
+    sub_into(out, used)
     return out
 
 
