@@ -351,3 +351,19 @@ def test_a_bound_is_a_setting_read_from_the_environment(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "ykbus.cli", "replay", str(path)], capture_output=True, text=True,
                          env={**os.environ, "YKBUS_LIMIT_ID_CHARS": "ten"})
     assert bad.returncode != 0 and "YKBUS_LIMIT_ID_CHARS='ten': expected a whole number" in bad.stderr
+
+
+def test_an_applications_history_past_int64_still_snapshots():
+    # found by the fuzzer: an allocation of int64 max held for seconds tracks resource times
+    # seconds past int64 (YuniKorn's resourceHistory), and a snapshot could not be written
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 2**63 - 1})
+    h.do(h.log.apps(app("a1", "root.a")))
+    (alloc,) = new_allocs(h.do(h.log.asks(ask("k", "a1", vcore=2**63 - 1))))
+    h.do(h.log.tick(advance_ns=5 * 10**9))
+    h.do(h.log.release("a1", alloc.UUID))
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    assert restored.dump() == h.core.dump()
+    history = restored.registry.rms["rm-1"].partitions["default"].apps["a1"].history
+    assert history.tracked["resourceUsage"]["UNKNOWN"] == {"vcore": limits.INT64_MAX}  # saturated, as int64 is
+    assert history.max_used == {"vcore": limits.INT64_MAX}

@@ -38,6 +38,7 @@ from ykbus.core.lifecycle import AllocationState, AppState, AskPlace, AskState, 
 from ykbus.core.resources import Res, add_into, fits, max_into, sub_into
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
+from ykbus.limits import INT64_MAX
 from ykbus.si import messages as m
 
 INT32_MIN = -(2**31)
@@ -601,8 +602,8 @@ class AppHistory:
         used = by_type.get(itype)
         if used is None:
             used = by_type[itype] = {}
-        for k, v in alloc.resource.items():
-            used[k] = used.get(k, 0) + v * seconds
+        for k, v in alloc.resource.items():  # saturated at int64, as YuniKorn's int64 figures are bounded
+            used[k] = min(used.get(k, 0) + v * seconds, INT64_MAX)
         if alloc.placeholder and (replaced or timed_out):
             group = self.placeholders.get(alloc.task_group)
             if group is not None:
@@ -615,8 +616,12 @@ class AppHistory:
             del states[0]
 
     def used(self, allocated: Res) -> None:
-        """It holds `allocated` (about to release some of it)."""
-        max_into(self.max_used, allocated)
+        """It holds `allocated` (about to release some of it): the most of each, saturated at
+        int64 (recovered allocations may add up past it)."""
+        most = self.max_used
+        for name, value in allocated.items():
+            if value > most.get(name, 0):
+                most[name] = min(value, INT64_MAX)
 
 
 class Terminated:
