@@ -14,10 +14,12 @@ from __future__ import annotations
 from typing import Final
 
 from ykbus.core import fold, why
+from ykbus.core.backfill import reserved_why
 from ykbus.core.changes import Changes
 from ykbus.core.config import quota_preemption_enabled
 from ykbus.core.decisions import (
     Allocate,
+    Backfilled,
     Defer,
     GangAllocate,
     Hold,
@@ -107,6 +109,12 @@ class Applier:
                 if ask.waiting is not None:  # judged behind an open gate (core/waits.py): active again first
                     self.waits.activate(ask, ctx)
                 self.changes.allocate(ask, decision.node, ctx)
+            elif isinstance(decision, Backfilled):  # on room a reservation holds, back before it starts
+                ask = decision.ask
+                ask.app.why = None
+                if ask.waiting is not None:
+                    self.waits.activate(ask, ctx)
+                self.changes.allocate(ask, decision.node, ctx, backfill=True)
             elif isinstance(decision, Park):
                 self._park(decision, ctx)
             elif isinstance(decision, Unpreempted):  # its search found no victims: not again for a while
@@ -252,7 +260,7 @@ class Applier:
         node.reserved = ask
         ask.app.why = None
         where = required_node(node.id) if ask.required else NODE_ROOM
-        reason = why.reserved(node.id, ask.resource)
+        reason = reserved_why(ask, node, ctx.ts)
         if unpreempted:
             reason = why.cannot_preempt(reason, unpreempted)
         elif note:
@@ -374,7 +382,7 @@ class Applier:
             if w is not None and w is not NODE_ROOM and not isinstance(w, QueueRoom):
                 self.waits.parked.add(ask, w)
             if ask.reserved:
-                records.nodes[ask.reserved].reserved = ask
+                self.waits.reserved_restored(ask, records.nodes[ask.reserved])
         delay = records.reservation_delay_ns
         pooled: list[tuple[Ask, bool]] = []
         for key in room_waiters:  # by gate if ordinary (core/waits.py), else one by one

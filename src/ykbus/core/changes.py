@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from ykbus import limits
+from ykbus.core.backfill import ask_limit_ms
 from ykbus.core.config import (
     PartitionConfig,
     QueueConfig,
@@ -47,10 +48,12 @@ from ykbus.core.model import (
     App,
     AppHistory,
     Ask,
+    AskSpec,
     LimitRoom,
     Node,
     Queue,
     Replacement,
+    Shape,
     Terminated,
     Tracker,
     Victims,
@@ -358,15 +361,16 @@ class Changes:
     def add_ask(self, msg: m.AllocationAsk, app: App, resource: Res, ctx: Step) -> None:
         records = self.records
         ask = app.asks.get(msg.allocationKey)
+        spec, resource, shape = limited_spec(msg, app, resource, records)
         if ask is not None:
             self.waits.unpend(ask, ctx)
-            ask.update(ask_spec(msg), *records.intern(resource))
+            ask.update(spec, resource, shape)
             ask.reported = ""
             if ask.pending and ask.state is not AskState.PENDING:
                 ask.state = ASK.advance(ask.state, AskEvent.REPLACE)
         else:
             records.seq += 1
-            ask = Ask(msg.allocationKey, app, ask_spec(msg), *records.intern(resource), records.seq, ctx.ts)
+            ask = Ask(msg.allocationKey, app, spec, resource, shape, records.seq, ctx.ts)
             app.asks[ask.key] = ask
             if ask.placeholder:
                 app.history.placeholder_asked(ask.task_group, ask.resource, ask.pending)
@@ -417,14 +421,15 @@ class Changes:
         self.waits.index_node(alloc.node)
         self.waits.usage_moved(alloc.app)
 
-    def allocate(self, ask: Ask, node: Node, ctx: Step) -> None:
-        if node.reserved is not None and node.reserved is not ask:
+    def allocate(self, ask: Ask, node: Node, ctx: Step, backfill: bool = False) -> None:
+        if node.reserved is not None and node.reserved is not ask and not backfill:  # (backfill: core/backfill.py)
             raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
         app = ask.app
         records = self.records
         alloc = Alloc(ctx.next_uuid(records.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
         alloc.preempt_self = ask.preempt_self
+        alloc.limit_ms = 0 if ask.placeholder else ask.timeout_ms  # its runtime limit (core/backfill.py)
         self._book(alloc, True)
         ask.pending -= 1
         ctx.pending_moved(records, ask)
@@ -493,3 +498,14 @@ def check_reload(records: PartitionState, config: PartitionConfig) -> list[str]:
 
     walk(config.root, "root")
     return errors
+
+
+def limited_spec(msg: m.AllocationAsk, app: App, resource: Res,
+                 records: PartitionState) -> tuple[AskSpec, Res, Shape]:
+    """What `msg` asks for, its timeout the runtime limit in force in `app`'s queue
+    (core/backfill.py `ask_limit_ms`: its own, else the queue's default, capped by the
+    queue's maximum), and its interned resource and shape (which name the limit)."""
+    spec = ask_spec(msg)
+    spec.timeout_ms = ask_limit_ms(spec.timeout_ms, spec.placeholder, app.path)
+    interned, shape = records.intern(resource, 0 if spec.placeholder else spec.timeout_ms)
+    return spec, interned, shape

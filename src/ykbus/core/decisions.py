@@ -27,6 +27,20 @@ class Allocate:
         return f"Allocate({self.ask.app.id}/{self.ask.key} -> {self.node.id})"
 
 
+class Backfilled:
+    """Place one allocation of `ask`, which has a runtime limit, on `node`, reserved for
+    another ask or in a gang's reserved domain: it ends before that reservation's estimated
+    start (core/backfill.py)."""
+
+    __slots__ = ("ask", "node")
+
+    def __init__(self, ask: Ask, node: Node) -> None:
+        self.ask, self.node = ask, node
+
+    def __repr__(self) -> str:
+        return f"Backfilled({self.ask.app.id}/{self.ask.key} -> {self.node.id})"
+
+
 class Park:
     """`ask` waits at `where` (a `Wait`: room on a node, a queue, a limit, its gang, ...) for `why`; the RM
     hears `state` and the reason when it changed."""
@@ -179,7 +193,7 @@ class Learned:
                 f"keys of {', '.join(q.path for q, _ in self.keys)})")
 
 
-Decision = (Allocate | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
+Decision = (Allocate | Backfilled | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
             | Learned | HoldDomain)
 Plan = list[Decision]
 
@@ -196,4 +210,4 @@ def ends_walk(decision: Decision) -> bool:
         decision = decision.then
     if isinstance(decision, Park):
         return bool(decision.ask.reserved) and not isinstance(decision.where, (NodeRoom, RequiredNode, Victims))
-    return isinstance(decision, (Allocate, Reserve, GangAllocate, CancelGroup, Preempt, HoldDomain))
+    return isinstance(decision, (Allocate, Backfilled, Reserve, GangAllocate, CancelGroup, Preempt, HoldDomain))

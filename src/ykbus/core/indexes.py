@@ -63,13 +63,14 @@ class Waits:
     docstring). Built over the partition's records, with the room gates and the node index
     its planner reads (the partition builds those first, and the planner over them)."""
 
-    def __init__(self, records: PartitionState, pool: RoomWaits, node_index: SortedSeq, planner: Scheduler) -> None:
+    def __init__(self, records: PartitionState, pool: RoomWaits, node_index: SortedSeq, planner: Scheduler,
+                 reserved_nodes: dict[str, Node]) -> None:
         self.records = records
         self.planner = planner  # its caches follow the node index and the gates
         self.node_index = node_index  # the schedulable nodes by the scorer's key
         self.pool = pool  # asks (not of gangs) waiting for node room, by gate (core/waits.py)
         # where each pending ask is (core/waits.py): its one move, and the registries it keeps
-        self.places = AskPlaces(pool)
+        self.places = AskPlaces(pool, reserved_nodes)
         # where the other pending asks wait (core/waits.py): by place; gangs' asks that wait
         # for room are here by shape, and in reserve_waiters past the reservation delay
         self.parked: WaitPlaces = self.places.parked
@@ -365,8 +366,11 @@ class Waits:
             for ask in list(self.parked.at(NodeRoom, shape).values()):
                 if not ask.reserved or ask is held:
                     self.wake(ask, ctx)
-        if self.pool.shapes and held is None and not node.held:
-            self._opened(self.pool.open_fitting(node))
+        if self.pool.shapes:
+            if held is None and not node.held:
+                self._opened(self.pool.open_fitting(node))
+            else:  # reserved: its room may be lent to asks with a runtime limit (core/backfill.py)
+                self._opened(self.pool.open_fitting(node, limited=True))
 
     def wake_queue(self, q: Queue, ctx: Step) -> None:
         """Usage in `q` fell (or its max rose): the asks its max held are judged again."""
@@ -396,6 +400,10 @@ class Waits:
             self.wake_node(freed, ctx)
         if wake:
             self.wake(ask, ctx)
+
+    def reserved_restored(self, ask: Ask, node: Node) -> None:
+        """A loaded ask's reserved node (core/applier.py `restore`)."""
+        self.places.reservation_restored(ask, node)
 
     def reserving_restored(self, ask: Ask) -> None:
         """A loaded gang's ask past its reservation delay with no node reserved (core/applier.py `restore`)."""

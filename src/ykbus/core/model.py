@@ -36,6 +36,7 @@ from ykbus.core.config import (
 )
 from ykbus.core.lifecycle import AllocationState, AppState, AskPlace, AskState, NodeState
 from ykbus.core.resources import Res, add_into, fits, max_into, sub_into
+from ykbus.core.runtimeprops import RUNTIME_PROPERTIES
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import AFFINITIES, LEADER_ROLE, POLICY_TAG, ROLE_TAG, NodePolicy
 from ykbus.limits import INT64_MAX
@@ -234,6 +235,7 @@ class Queue:
         "active", "active_apps", "app_waiters", "raw_priority", "draining_since",
         "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps", "room",
         "preempt_policy", "preempt_delay_ms", "preempt_within", "quota_delay_ms", "victims",
+        "runtime_default_ms", "runtime_max_ms", "min_runtime_ms",
     )
 
     def __init__(self, name: str, parent: Queue | None, managed: bool = True) -> None:
@@ -299,6 +301,9 @@ class Queue:
         self.quota_delay_ms = duration_ms(quota) if quota is not None else 0  # 0: never
         self.preempt_within = (WithinQueue.from_str(props.get(PROP_WITHIN_QUEUE, "disabled"))
                                is WithinQueue.LOWER_PRIORITY)
+        # its runtime properties (docs/time.md; core/backfill.py reads them up the path), -1: its parent's
+        runtime = [duration_ms(v) if v is not None else -1 for v in (props.get(k) for k in RUNTIME_PROPERTIES)]
+        self.runtime_default_ms, self.runtime_max_ms, self.min_runtime_ms = runtime[0], runtime[1], runtime[2]
 
     def exposed_priority(self) -> int | None:
         """The priority this queue shows its parent (YuniKorn's priority scheduling design: offset, fence)."""
@@ -403,7 +408,8 @@ class Ask:
 
 class Alloc:
     __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
-                 "placeholder", "state", "born", "replacing", "preempt_self", "preempting", "at", "asked")
+                 "placeholder", "state", "born", "replacing", "preempt_self", "preempting", "at", "asked",
+                 "limit_ms")
 
     def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
                  tags: dict[str, str], task_group: str, placeholder: bool, born: int, at: int = 0,
@@ -424,6 +430,7 @@ class Alloc:
         self.replacing = ""  # a placeholder: the key of the real ask taking its place, once released
         self.preempt_self = True  # it may be preempted (its ask's allowPreemptSelf)
         self.preempting = False  # preempted: the RM is to release it (core/preemption.py)
+        self.limit_ms = 0  # its runtime limit (its ask's, docs/time.md): the core ends it then; 0: none
 
     def message(self, partition: str) -> m.Allocation:
         return ALLOCATION_MESSAGE(

@@ -61,6 +61,7 @@ from ykbus.core.decisions import Allocate, ends_walk
 from ykbus.core.holds import DomainHolds
 from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger
+from ykbus.core.model import Node
 from ykbus.core.scheduling import Scheduler
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
@@ -98,9 +99,10 @@ class Partition:
         # the planner reads the room gates and the node index the waits keep
         node_index = SortedSeq()
         pool = RoomWaits(records.app_key)
-        self.scheduler = Scheduler(records, pool, node_index)
+        reserved_nodes: dict[str, Node] = {}  # the nodes reserved for asks: the waits keep it, backfill reads it
+        self.scheduler = Scheduler(records, pool, node_index, reserved_nodes)
         self.policies = self.scheduler.policies  # the node policies' orders: the planner's, read by tests
-        self.waits = Waits(records, pool, node_index, self.scheduler)
+        self.waits = Waits(records, pool, node_index, self.scheduler, reserved_nodes)
         self.ledger = Ledger(records.allocations)
         self.holds = DomainHolds(records, self.waits)
         self.changes = Changes(records, self.waits, self.ledger, self.holds)

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ykbus.core.backfill import young
 from ykbus.core.config import PreemptionPolicy
 from ykbus.core.decisions import Preempt
 from ykbus.core.lifecycle import NodeState
@@ -148,25 +149,25 @@ def preemption_for(part: PartitionState, ask: Ask, now: int,
         return None
     found: Preempt | str | None = None
     if guaranteed_types(ask):
-        found = Preemptor(part, ask, GUARANTEE_RULE, nodes).search()
+        found = Preemptor(part, ask, GUARANTEE_RULE, nodes, now).search()
         if isinstance(found, Preempt):
             return found
     if ask.app.queue.preempt_within:
-        within = Preemptor(part, ask, WITHIN_RULE, nodes).search()
+        within = Preemptor(part, ask, WITHIN_RULE, nodes, now).search()
         if isinstance(within, Preempt) or found is None:
             return within
         return f"{found}; {WITHIN_RULE}: {within}"
     return found
 
 
-def required_node_victims(part: PartitionState, ask: Ask, node: Node) -> Preempt | str:
+def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int = 0) -> Preempt | str:
     """Victims on `node` for `ask`, which must run there (`yunikorn.apache.org/requiredNode`)
     and does not fit: at once, whatever its policy, queue or delay; allocations of lower or
     equal priority that allow it and are not pinned to the node themselves, placeholders
     first, then the lowest priority, the newest. Or why there are none."""
     candidates = [a for a in node.allocations.values()
                   if a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
-                  and a.tags.get(REQUIRED_NODE_TAG) != node.id]
+                  and a.tags.get(REQUIRED_NODE_TAG) != node.id and not young(a, now)]
     candidates.sort(key=lambda a: (not a.placeholder, a.priority, -a.born, a.uuid))
     taken = _cover(_short(ask.resource, node.free), candidates)
     if taken is None:
@@ -282,11 +283,12 @@ class _Side:
 class Preemptor:
     """One search for one ask (read-only scratch)."""
 
-    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes")
+    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now")
 
     def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE,
-                 nodes: list[Node] | None = None) -> None:
+                 nodes: list[Node] | None = None, now: int = 0) -> None:
         self.part, self.ask, self.rule, self.nodes = part, ask, rule, nodes
+        self.now = now  # the log's time: an allocation younger than its queue's preemption.minruntime is no victim
         self.flows = _Flows([n for n in part.preempted.values()])
         self.sides: dict[str, _Side] = {}
         self.total = part.total
@@ -370,7 +372,7 @@ class Preemptor:
         ask = self.ask
         res = ask.resource
         for alloc in reversed(same.values()):
-            if alloc.preempting or alloc.replacing or alloc.app is ask.app:
+            if alloc.preempting or alloc.replacing or alloc.app is ask.app or young(alloc, self.now):
                 continue
             node = alloc.node
             if node.state is not NodeState.SCHEDULABLE or node.preempting or (
@@ -424,7 +426,7 @@ class Preemptor:
     def _candidates(self, node: Node) -> list[Alloc]:
         out = []
         for alloc in node.allocations.values():
-            if not alloc.preempt_self or alloc.preempting or alloc.replacing:
+            if not alloc.preempt_self or alloc.preempting or alloc.replacing or young(alloc, self.now):
                 continue
             side = self._side(alloc.app.queue)
             if side.allowed and self._priority(alloc) <= side.ask_priority and alloc.app is not self.ask.app:

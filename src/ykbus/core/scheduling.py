@@ -31,9 +31,11 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from ykbus.core import why
+from ykbus.core.backfill import Backfill, reserved_why
 from ykbus.core.config import AppSortPolicy
 from ykbus.core.decisions import (
     Allocate,
+    Backfilled,
     CancelGroup,
     Decision,
     Defer,
@@ -105,9 +107,10 @@ NONE_TO_RESERVE: Final = 4  # the asks of shape `detail` find no node to reserve
 
 class Scheduler:
     __slots__ = ("part", "pool", "node_index", "finder", "policies", "domains", "topology", "failed_shapes", "none_to_reserve", "no_room",
-                 "later", "over", "claimed", "now", "tried", "showing", "closed", "keys", "topo")
+                 "later", "over", "claimed", "now", "tried", "showing", "closed", "keys", "topo", "backfill")
 
-    def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq) -> None:
+    def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq,
+                 reserved_nodes: dict[str, Node]) -> None:
         self.part = partition  # the records (read)
         self.pool = pool  # the room gates the partition's waits keep (read)
         self.node_index = node_index  # the node index the waits keep (read)
@@ -134,6 +137,8 @@ class Scheduler:
         self.claimed: set[str] = set()  # placeholders this walk's Replace decisions take
         self.domains: TopologyPlacer | None = None  # the topology domains as this walk sees them (core/topoplace.py)
         self.topology = NodeDomains(partition, node_index)  # the domains of the nodes, kept as they move
+        # reservations' estimated starts, for asks with a runtime limit (core/backfill.py): one plan's
+        self.backfill = Backfill(partition, reserved_nodes)
         self.now = 0  # the entry's log time: whether an ask has waited long enough to reserve
         self.topo = False  # its partition has topology levels (set at each walk)
         self.tried: list[str] | None = None  # a list: the key of every ask judged is appended (tests)
@@ -160,6 +165,7 @@ class Scheduler:
         """The decisions of one walk from root (empty when nothing is active)."""
         plan: Plan = []
         if self.has_work():
+            self.backfill.forget()
             if self.claimed:
                 self.claimed.clear()
             self.domains = None
@@ -399,33 +405,11 @@ class Scheduler:
         if app.queue.path == RECOVERY_QUEUE:
             reason = f"queue {RECOVERY_QUEUE} keeps recovered applications running and schedules nothing new"
             return Park(ask, app.queue.room, SKIPPED, why.recovery_queue(reason, RECOVERY_QUEUE))
-        for t in app.trackers:
-            limit = t.limit.maxresources
-            if limit:
-                over = first_over(t.allocated, res, limit)
-                if over is not None:
-                    used = t.allocated.get(over, 0)
-                    held = self.over.get((t, over, used, res[over]))
-                    if held is None:
-                        reason = (f"{t.describe()}: maxresources {over} {fmt_quantity(over, limit[over])} would be "
-                                  f"exceeded: {fmt_quantity(over, used)} used + {fmt_quantity(over, res[over])} asked")
-                        held = self.over[(t, over, used, res[over])] = why.limit(
-                            reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over])
-                    return Park(ask, t.room, SKIPPED, held)
-        for q in app.path:
-            if q.max:
-                over = first_over(q.allocated, res, q.max)
-                if over is not None:
-                    used = q.allocated.get(over, 0)
-                    held = self.over.get((q, over, used, res[over]))
-                    if held is None:
-                        reason = (f"queue {q.path} max {over} {fmt_quantity(over, q.max[over])} would be exceeded: "
-                                  f"{fmt_quantity(over, used)} used + {fmt_quantity(over, res[over])} asked")
-                        held = self.over[(q, over, used, res[over])] = why.queue_max(
-                            reason, q.path, over, used, q.max[over], res[over])
-                    return Park(ask, q.room, SKIPPED, held)
+        capped = held_by_max(ask, self.over)
+        if capped is not None:
+            return capped
         if ask.required:
-            return required_node_decision(self.part, ask)
+            return required_node_decision(self.part, ask, self.now)
         if ask.reserved:  # its own node first: a shape that failed for others may fit there
             own = self.part.nodes[ask.reserved]
             if fits(res, own.free):
@@ -444,6 +428,10 @@ class Scheduler:
             if node is not None:
                 return Allocate(ask, node)
             self.failed_shapes.add(ask.shape)
+        if ask.timeout_ms > 0 and self.backfill.any():  # room a reservation holds, given back before it starts
+            lent = self.backfill.node_for(ask, self.now)
+            if lent is not None:
+                return Backfilled(ask, lent)
         if self.showing:  # every other ask of its shape waiting for room would fail the same
             gates = self.pool.gates_of.get(ask.shape)  # (none: no ask of its shape ever waited)
             if gates is not None:
@@ -484,7 +472,7 @@ class Scheduler:
         """`ask` found no node with room: it keeps or takes a reservation, or waits for room."""
         res = ask.resource
         if ask.reserved:
-            return Park(ask, NODE_ROOM, RESERVED, why.reserved(ask.reserved, res))
+            return Park(ask, NODE_ROOM, RESERVED, reserved_why(ask, self.part.nodes[ask.reserved], self.now))
         if (ask.since and ask.shape not in self.none_to_reserve
                 and self.now - ask.since >= self.part.reservation_delay_ns):
             free_soonest = self.finder.reservable(ask)
@@ -641,7 +629,7 @@ def maxapplications(app: App) -> Hold | None:
     return None
 
 
-def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
+def required_node_decision(part: PartitionState, ask: Ask, now: int) -> Decision:
     """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
     name = ask.required
     node = part.nodes.get(name)
@@ -660,7 +648,7 @@ def required_node_decision(part: PartitionState, ask: Ask) -> Decision:
         return awaiting_victims(ask, node)
     cap, occ = node.capacity, node.occupied
     if all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
-        found = required_node_victims(part, ask, node) if part.preempts() and not node.preempting else None
+        found = required_node_victims(part, ask, node, now) if part.preempts() and not node.preempting else None
         if isinstance(found, Preempt):
             return found  # preempts on its node at once
         if node.reserved is None:
@@ -675,3 +663,37 @@ def awaiting_victims(ask: Ask, node: Node) -> Park:
     """`ask` preempted on `node`, its reserved node: it waits for the RM to release its victims."""
     return Park(ask, victims(node.id), RESERVED,
                 why.preempting(node.id, [a.uuid for a in node.allocations.values() if a.preempting]))
+
+
+def held_by_max(ask: Ask, reasons: dict[tuple[Any, str, int, int], why.Why]) -> Park | None:
+    """`ask` parked where a user or group limit's maxresources, or a queue's max on its path,
+    holds it, or None; `reasons`: the pass's reasons, formatted once per (limit, resource, used,
+    asked)."""
+    res = ask.resource
+    app = ask.app
+    for t in app.trackers:
+        limit = t.limit.maxresources
+        if limit:
+            over = first_over(t.allocated, res, limit)
+            if over is not None:
+                used = t.allocated.get(over, 0)
+                held = reasons.get((t, over, used, res[over]))
+                if held is None:
+                    reason = (f"{t.describe()}: maxresources {over} {fmt_quantity(over, limit[over])} would be "
+                              f"exceeded: {fmt_quantity(over, used)} used + {fmt_quantity(over, res[over])} asked")
+                    held = reasons[(t, over, used, res[over])] = why.limit(
+                        reason, t.kind, t.name, t.queue.path, over, used, limit[over], res[over])
+                return Park(ask, t.room, SKIPPED, held)
+    for q in app.path:
+        if q.max:
+            over = first_over(q.allocated, res, q.max)
+            if over is not None:
+                used = q.allocated.get(over, 0)
+                held = reasons.get((q, over, used, res[over]))
+                if held is None:
+                    reason = (f"queue {q.path} max {over} {fmt_quantity(over, q.max[over])} would be exceeded: "
+                              f"{fmt_quantity(over, used)} used + {fmt_quantity(over, res[over])} asked")
+                    held = reasons[(q, over, used, res[over])] = why.queue_max(
+                        reason, q.path, over, used, q.max[over], res[over])
+                return Park(ask, q.room, SKIPPED, held)
+    return None

@@ -69,10 +69,10 @@ DERIVED: dict[str, frozenset[str]] = {
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
-                        "quota_delay_ms", "victims"}),  # tree, sums, config, cache, waiting asks by gate
+                        "quota_delay_ms", "victims", "runtime_default_ms", "runtime_max_ms", "min_runtime_ms"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled", "tallied", "tallied_n",  # its owner; from its tags; the interned form of its resource; where it waits
                       "place"}),  # from its pending count, `waiting`, `reserved` and `since` (waits.restore_place)
-    "Alloc": frozenset({"state"}),  # a live allocation is Allocated
+    "Alloc": frozenset({"state", "limit_ms"}),  # a live allocation is Allocated; its limit: its timeout timer's
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
                       "unparked"}),  # sorted lists, sums, caches, the limits that apply
@@ -480,7 +480,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
             spec = AskSpec(max_allocations=sk.max_allocations, priority=sk.priority, tags=sk.tags,
                            task_group=sk.task_group, placeholder=sk.placeholder, originator=sk.originator,
                            timeout_ms=sk.timeout_ms, preempt_self=sk.preempt_self, preempt_other=sk.preempt_other)
-            ask = Ask(sk.key, app, spec, *records.intern(sk.resource), sk.seq, sk.at)
+            ask = Ask(sk.key, app, spec, *records.intern(sk.resource, sk.timeout_ms if not sk.placeholder else 0),
+                      sk.seq, sk.at)
             ask.preempt_after = sk.preempt_after
             ask.pending, ask.allocated = sk.pending, sk.allocated
             ask.since, ask.reserved = sk.since, sk.reserved
@@ -580,7 +581,10 @@ def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STi
         elif t.kind == PlaceholderTimer.kind:
             timer = PlaceholderTimer(target, target.apps[t.ref], t.gen)
         elif t.kind == AllocationTimeoutTimer.kind:
-            timer = AllocationTimeoutTimer(target, target.allocations[t.ref], t.gen)
+            timed = target.allocations[t.ref]
+            timer = AllocationTimeoutTimer(target, timed, t.gen)
+            if not timed.placeholder:
+                timed.limit_ms = t.gen  # its runtime limit, as its ask gave it (core/backfill.py)
         else:
             timer = ExpireTimer(target, t.ref, target.terminated[t.ref].state)
         held[t.rm].append((t.deadline, t.n, timer))

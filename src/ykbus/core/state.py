@@ -70,7 +70,7 @@ class PartitionState:
         self.root = Queue("root", None)
         self.seq = 0  # submission order of applications and asks
         self.rekey = False  # the total or the configuration changed: every queue key is stale (the next pass)
-        self._shapes: dict[tuple[tuple[str, int], ...], tuple[Res, Shape]] = {}
+        self._shapes: dict[tuple[tuple[tuple[str, int], ...], int], tuple[Res, Shape]] = {}
         self.trackers: dict[str, Tracker] = {}
         self.summary = PartitionSummary()  # a read model, folded from the entries' events (core/fold.py)
         self.pending_codes = PendingCodes()  # pending asks by why they wait (a read model)
@@ -118,15 +118,17 @@ class PartitionState:
         total = self.total
         return (prio, share(q.allocated, q.guaranteed, total), -share(q.pending, q.guaranteed, total), q.name)
 
-    def intern(self, resource: Res) -> tuple[Res, Shape]:
-        """One shared (resource dict, shape) per distinct resource vector: asks and
-        allocations of the same size share it (never mutated: every change copies). The
-        shape names the vector whatever the order of its items (the repr of its sorted items:
-        distinct vectors, distinct shapes)."""
-        key = tuple(resource.items())
+    def intern(self, resource: Res, limit_ms: int = 0) -> tuple[Res, Shape]:
+        """One shared (resource dict, shape) per distinct resource vector and runtime limit:
+        asks and allocations of the same size share it (never mutated: every change copies).
+        The shape names the vector whatever the order of its items (the repr of its sorted
+        items: distinct vectors, distinct shapes), and an ask's runtime limit (`limit_ms`,
+        above 0), since asks of one size and limit wait and backfill alike (core/backfill.py)."""
+        key = (tuple(resource.items()), limit_ms)
         found = self._shapes.get(key)
         if found is None:
-            found = self._shapes[key] = (resource, repr(tuple(sorted(key))))
+            shape = repr(tuple(sorted(key[0])))
+            found = self._shapes[key] = (resource, f"{shape} <={limit_ms}ms" if limit_ms > 0 else shape)
         return found
 
     def resolve_queue(self, name: str) -> Queue | None:

@@ -142,9 +142,11 @@ class Estimate:
     def __init__(self, at: int, nodes: list[str], waits_for: list[Waited]) -> None:
         self.at, self.nodes, self.waits_for = at, nodes, waits_for
 
-    def text(self, now_ns: int) -> str:
-        """`estimated start 2026-11-28 14:06 UTC, in 12 min, when 3 allocations on node n7 end`."""
-        out = f"estimated start {fmt_log_time(self.at, now_ns)}"
+    def text(self, now_ns: int | None) -> str:
+        """`estimated start 2026-11-28 14:06 UTC, in 12 min, when 3 allocations on node n7 end`
+        (`now_ns` None: without `in 12 min`, as the RM's reason says it, once)."""
+        when = fmt_utc_minute(self.at) if now_ns is None else fmt_log_time(self.at, now_ns)
+        out = f"estimated start {when}"
         if not self.waits_for:
             return out
         per_node: list[tuple[str, int]] = []
@@ -157,7 +159,7 @@ class Estimate:
             return f"{out}, when {_allocations(len(self.waits_for))} on {len(per_node)} nodes end"
         parts = [f"{_allocations(n) if i == 0 else n} on node {node}" for i, (node, n) in enumerate(per_node)]
         joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-        return f"{out}, when {joined} end"
+        return f"{out}, when {joined} {'ends' if len(self.waits_for) == 1 else 'end'}"
 
     def __repr__(self) -> str:
         return f"Estimate({self.at}, {self.nodes}, {self.waits_for})"

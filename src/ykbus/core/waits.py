@@ -58,12 +58,13 @@ class Gate:
     dictionaries keyed by gates, read many times per walk, hash a gate by its identity
     instead of hashing a (kind, shape) tuple at every lookup."""
 
-    __slots__ = ("kind", "shape", "resource")
+    __slots__ = ("kind", "shape", "resource", "limited")
 
-    def __init__(self, kind: int, shape: Shape, resource: Res) -> None:
+    def __init__(self, kind: int, shape: Shape, resource: Res, limited: bool = False) -> None:
         self.kind = kind
         self.shape = shape
         self.resource = resource  # the shape's vector, to test against a node's free room
+        self.limited = limited  # its asks have a runtime limit: room a reservation holds may take them (backfill)
 
     def __repr__(self) -> str:
         return f"Gate({'ROOM' if self.kind == ROOM else 'RESERVE'}, {self.shape})"
@@ -101,8 +102,9 @@ class RoomWaits:
         """The (room, reservation) gates of `ask`'s shape."""
         found = self.gates_of.get(ask.shape)
         if found is None:
-            found = self.gates_of[ask.shape] = (Gate(ROOM, ask.shape, ask.resource),
-                                                Gate(RESERVE, ask.shape, ask.resource))
+            limited = ask.timeout_ms > 0 and not ask.placeholder
+            found = self.gates_of[ask.shape] = (Gate(ROOM, ask.shape, ask.resource, limited),
+                                                Gate(RESERVE, ask.shape, ask.resource, limited))
         return found
 
     # --- membership --------------------------------------------------------------------
@@ -192,15 +194,16 @@ class RoomWaits:
 
     # --- gates ---------------------------------------------------------------------------
 
-    def open_fitting(self, node: Node) -> list[Gate]:
+    def open_fitting(self, node: Node, limited: bool = False) -> list[Gate]:
         """Room came on `node`, schedulable: open the room gates of the shapes its free room
         takes, and remember it as a node that may take them (their asks past the reservation
         delay are behind those gates too: what they may reserve has not changed, so the
-        reservation gates stay as they are)."""
+        reservation gates stay as they are). `limited`: the node is reserved, and only asks
+        with a runtime limit may take its room (backfill, core/backfill.py)."""
         opened = []
         free = node.free
         for shape, gate in self.shapes.items():
-            if fits(gate.resource, free) and gate in self.gates:
+            if (not limited or gate.limited) and fits(gate.resource, free) and gate in self.gates:
                 self.open[gate] = None
                 self.showing[gate] = None
                 opened.append(gate)
@@ -325,14 +328,22 @@ class AskPlaces:
     call it): tests/invariants.py checks after every step that each ask's place agrees with
     its `waiting`, `pooled` and `reserved` and with these registries."""
 
-    __slots__ = ("pool", "parked", "reserve_waiters")
+    __slots__ = ("pool", "parked", "reserve_waiters", "reserved_nodes")
 
-    def __init__(self, pool: RoomWaits) -> None:
+    def __init__(self, pool: RoomWaits, reserved_nodes: dict[str, Node]) -> None:
         self.pool = pool
         self.parked = WaitPlaces()
+        # the nodes reserved for asks, by id (in no decision's order: readers sort them), read
+        # by the planner's backfill (core/backfill.py)
+        self.reserved_nodes = reserved_nodes
         # asks (of gangs) past the reservation delay that found no node to reserve: judged
         # again when a node comes, comes back, grows, or is freed of its reservation
         self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+
+    def reservation_restored(self, ask: Ask, node: Node) -> None:
+        """A loaded ask's reserved node (its place is derived: `restore_place`)."""
+        node.reserved = ask
+        self.reserved_nodes[node.id] = node
 
     def move(self, ask: Ask, event: AskPlaceEvent, where: Wait | None = None, node: Node | None = None) -> None:
         """`event` moves `ask` (IllegalTransition if the table does not allow it where it is):
@@ -348,11 +359,14 @@ class AskPlaces:
             assert node is not None
             ask.reserved = node.id
             node.reserved = ask
+            self.reserved_nodes[node.id] = node
             if old is _POOLED_TO_RESERVE:  # it waits to reserve a node no more: behind its room gate alone
                 self.pool.leave(ask)
                 self.pool.enter(ask, False)
             return
         if event is _UNRESERVE:
+            if self.reserved_nodes.get(ask.reserved) is node or node is None:
+                self.reserved_nodes.pop(ask.reserved, None)
             ask.reserved = ""
             if node is not None and node.reserved is ask:
                 node.reserved = None

@@ -173,10 +173,17 @@ def replacing(uuid: str, node: str) -> Why:
                "whose place it takes", {"placeholder": uuid, "node": node})
 
 
-def reserved(node: str, asked: dict[str, int]) -> Why:
-    """(The read API adds what is `missing` on the node now.)"""
-    return Why(PendingCode.RESERVED, f"node {node} is reserved for it: the node takes nothing else until it has "
-               "room for it (or another node has room first)", {"node": node, "asked": dict(asked)})
+def reserved(node: str, asked: dict[str, int], estimate: str = "", start: int = 0) -> Why:
+    """(The read API adds what is `missing` on the node now.) `estimate`: when it will start,
+    or why that cannot be said (core/backfill.py); `start`: that log time (ns), 0 for none."""
+    message = (f"node {node} is reserved for it: the node takes nothing else until it has room for it "
+               "(or another node has room first)")
+    if not estimate:
+        return Why(PendingCode.RESERVED, message, {"node": node, "asked": dict(asked)})
+    details: dict[str, Any] = {"node": node, "asked": dict(asked), "estimate": estimate}
+    if start:
+        details["estimatedStart"] = start
+    return Why(PendingCode.RESERVED, f"{message}; {estimate}", details)
 
 
 def cannot_preempt(w: Why, reason: str) -> Why:

@@ -1,0 +1,188 @@
+"""Time in force: runtime limits of asks and allocations, reservations' estimated starts,
+and the backfill of asks with a limit into reserved room (docs/time.md).
+
+Reads the records and returns values; `core/timeline.py` computes (the estimate, the rule),
+this module feeds it from the live state. Deterministic: nodes by id, allocations by uuid,
+no clock (now is the entry's log time).
+
+1. **An ask's limit** (`ask_limit_ms`): its `executionTimeoutMilliSeconds`, else its queue's
+   `ykbus.io/runtime.default`, capped by `ykbus.io/runtime.max` (each from the nearest queue
+   on its path that sets it); fixed when the ask comes (as Slurm fixes a job's time limit at
+   submission), kept as the ask's timeout, so the core ends its allocations at it. A
+   placeholder keeps its own timeout (a gang's placeholders are replaced, not run).
+2. **An allocation's end bound**: its start plus its limit (`end_of`); none without one.
+3. **A reservation's estimated start**: for a node reserved for an ask, the first log time
+   the ask fits the node if its allocations end at their bounds (`node_estimate`); for a
+   topology domain a gang reserved, when its waiting placeholders fit the domain's nodes
+   (`domain_estimate`).
+4. **Backfill** (`Backfill.node_for`): an ask with a limit that found no free node may take
+   room on a reserved node, or in a reserved domain, if it ends (now + its limit) by the
+   reservation's estimated start: by then the room is back, and a reservation's estimate
+   does not move later for it (the room at the estimate is the same). Never without a
+   limit, never beside a reservation without an estimate.
+5. **Minimum runtime** (`young`): an allocation that has run less than its queue's
+   `preemption.minruntime` is no victim.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ykbus.core import why
+from ykbus.core.lifecycle import NodeState
+from ykbus.core.resources import fits
+from ykbus.core.timeline import Candidate, Estimate, Holding, NoEstimate, earliest_start, runtime_limit_ms
+
+if TYPE_CHECKING:
+    from ykbus.core.model import Alloc, App, Ask, Node, Queue
+    from ykbus.core.state import PartitionState
+
+NS_PER_MS = 1_000_000
+
+
+def _nearest(path: list[Queue], which: int) -> int:
+    """The runtime property `which` (0 default, 1 max, 2 minimum) of the nearest queue on
+    `path` (leaf first) that sets it; 0 for none."""
+    for q in path:
+        value = q.runtime_default_ms if which == 0 else q.runtime_max_ms if which == 1 else q.min_runtime_ms
+        if value >= 0:
+            return value
+    return 0
+
+
+def ask_limit_ms(timeout_ms: int, placeholder: bool, path: list[Queue]) -> int:
+    """Rule 1: the runtime limit of an ask coming to the leaf at the end of `path` (root
+    first, as `App.path`), in ms; 0 for none."""
+    if placeholder:
+        return timeout_ms
+    leaf_first = path[::-1]
+    limit = runtime_limit_ms(timeout_ms, _nearest(leaf_first, 0), _nearest(leaf_first, 1))
+    return limit if limit is not None else 0
+
+
+def end_of(alloc: Alloc) -> int | None:
+    """Rule 2: the log time (ns) by which `alloc` has ended; None without a limit."""
+    return alloc.at + alloc.limit_ms * NS_PER_MS if alloc.limit_ms > 0 else None
+
+
+def young(alloc: Alloc, now: int) -> bool:
+    """Rule 5: `alloc` has run less than its queue's minimum runtime."""
+    least = _nearest(alloc.app.path[::-1], 2)
+    return least > 0 and now - alloc.at < least * NS_PER_MS
+
+
+def candidate(node: Node) -> Candidate:
+    """`node` as the estimate reads it: its room when empty, free now, and its allocations
+    with their end bounds."""
+    allocs = sorted(node.allocations.values(), key=_uuid)
+    return Candidate(node.id, node.empty_room(), node.free, [Holding(a.uuid, end_of(a), a.resource) for a in allocs])
+
+
+def _uuid(alloc: Alloc) -> str:
+    return alloc.uuid
+
+
+def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
+    """Rule 3: when `ask` fits `node`, reserved for it."""
+    return earliest_start([candidate(node)], [ask.resource], now)
+
+
+def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
+    """`ask`'s reason while `node` is reserved for it, with its estimated start when an
+    allocation there has a runtime limit (none has: the reason as without limits)."""
+    if not any(a.limit_ms > 0 for a in node.allocations.values()):
+        return why.reserved(node.id, ask.resource)
+    est = node_estimate(ask, node, now)
+    if isinstance(est, Estimate):
+        return why.reserved(node.id, ask.resource, est.text(None), est.at)
+    return why.reserved(node.id, ask.resource, est.text())
+
+
+def gang_members(app: App) -> list[Ask]:
+    """The waiting placeholders of `app`'s gang, one per pending allocation, largest first
+    then by key (as its placement packs them)."""
+    asks = sorted((a for a in app.asks.values() if a.placeholder and a.pending), key=_member_key)
+    return [a for a in asks for _ in range(a.pending)]
+
+
+def _member_key(ask: Ask) -> tuple[tuple[int, ...], str]:
+    return (tuple(-v for _, v in sorted(ask.resource.items())), ask.key)
+
+
+def domain_estimate(app: App, nodes: list[Node], now: int) -> Estimate | NoEstimate:
+    """Rule 3: when the waiting members of `app`'s gang fit `nodes`, its reserved domain."""
+    return earliest_start([candidate(n) for n in nodes], [a.resource for a in gang_members(app)], now)
+
+
+class ReservedRoom:
+    """One reservation as backfill reads it: its nodes and its estimated start (None: no
+    estimate, so nothing backfills beside it)."""
+
+    __slots__ = ("nodes", "start")
+
+    def __init__(self, nodes: list[Node], start: int | None) -> None:
+        self.nodes, self.start = nodes, start
+
+
+class Backfill:
+    """The planner's view of the reservations for backfill: computed when first needed in a
+    plan and dropped when the plan ends (`forget`): its own cache, never the state's."""
+
+    __slots__ = ("records", "reserved_nodes", "_known")
+
+    def __init__(self, records: PartitionState, reserved_nodes: dict[str, Node]) -> None:
+        self.records = records
+        self.reserved_nodes = reserved_nodes  # the waits' registry (read, never written here)
+        self._known: list[ReservedRoom] | None = None
+
+    def forget(self) -> None:
+        self._known = None
+
+    def any(self) -> bool:
+        return bool(self.reserved_nodes) or bool(self.records.domain_holds)
+
+    def _reservations(self, now: int) -> list[ReservedRoom]:
+        known = self._known
+        if known is None:
+            known = []
+            for node_id in sorted(self.reserved_nodes):
+                node = self.reserved_nodes[node_id]
+                holder = node.reserved
+                if holder is None:
+                    continue
+                est = node_estimate(holder, node, now)
+                known.append(ReservedRoom([node], est.at if isinstance(est, Estimate) else None))
+            holds = self.records.domain_holds
+            if holds:
+                members: dict[str, list[Node]] = {}
+                for node in self.records.nodes.values():
+                    if node.held:
+                        members.setdefault(node.held, []).append(node)
+                for values in sorted(holds):
+                    app = holds[values]
+                    nodes = sorted(members.get(app.id, []), key=_node_id)
+                    est = domain_estimate(app, nodes, now)
+                    known.append(ReservedRoom(nodes, est.at if isinstance(est, Estimate) else None))
+            self._known = known
+        return known
+
+    def node_for(self, ask: Ask, now: int) -> Node | None:
+        """Rule 4: a reserved node `ask` may take now, or None: the first, by reservation
+        (nodes by id, then domains by key) and node id, with room for it, of a reservation
+        whose estimated start is at or after the ask's end bound."""
+        limit = ask.timeout_ms
+        if limit <= 0 or ask.placeholder:
+            return None
+        ends = now + limit * NS_PER_MS
+        res = ask.resource
+        for r in self._reservations(now):
+            if r.start is None or ends > r.start:
+                continue
+            for node in r.nodes:
+                if node.state is NodeState.SCHEDULABLE and not node.preempting and fits(res, node.free):
+                    return node
+        return None
+
+
+def _node_id(node: Node) -> str:
+    return node.id

@@ -1,0 +1,116 @@
+"""Runtime limits in force, reservations' estimated starts and backfill (docs/time.md): an
+ask with a runtime limit takes room a reservation holds only if it ends by the reservation's
+estimated start, and the reserved ask starts no later than estimated."""
+
+from __future__ import annotations
+
+from tests import invariants
+from tests.conftest import Harness, released
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.build import app, ask, node
+from ykbus.yamlload import load_yaml
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: batch
+            properties: {ykbus.io/runtime.default: 10m, ykbus.io/runtime.max: 30m}
+          - name: open
+"""
+SECOND = 10**9
+MINUTE = 60 * SECOND
+
+
+def new(outs: list) -> list[tuple[str, str]]:
+    return [(a.allocationKey, a.nodeID) for o in outs if o.kind == "alloc" for a in o.msg.new]
+
+
+def why(h: Harness, app_id: str, key: str) -> dict:
+    return h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"][app_id]["asks"][key]["why"]
+
+
+def timed(key: str, app_id: str, ms: int, **quantities: int) -> dict:
+    return {**ask(key, app_id, **quantities), "executionTimeoutMilliSeconds": ms}
+
+
+def checked(h: Harness) -> None:
+    invariants.state_is_consistent(h.core)
+    assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
+
+
+def reserved_cluster() -> tuple[Harness, int]:
+    """n1 (5 vcore) runs `l` (3 vcore, the batch queue's default limit of 10 min); `B` (5
+    vcore) has waited past the reservation delay and reserved n1. Returns the time `l` started."""
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(node("n1", vcore=5000)))
+    h.do(h.log.apps(app("long", "root.batch"), app("big", "root.open"), app("short", "root.batch"),
+                    app("free", "root.open")))
+    outs = h.do(h.log.asks(ask("l", "long", vcore=3000)))
+    assert new(outs) == [("l", "n1")]
+    started = h.log.ts
+    h.do(h.log.asks(ask("B", "big", vcore=5000)))
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+    assert why(h, "big", "B")["code"] == "Reserved"
+    return h, started
+
+
+def test_a_reserved_ask_is_told_when_it_will_start():
+    h, started = reserved_cluster()
+    reason = why(h, "big", "B")
+    assert reason["details"]["estimatedStart"] == started + 10 * MINUTE
+    assert "estimated start" in reason["message"] and "when 1 allocation on node n1 ends" in reason["message"]
+    checked(h)
+
+
+def test_an_ask_that_ends_before_the_estimated_start_takes_the_reserved_room():
+    h, started = reserved_cluster()
+    outs = h.do(h.log.asks(timed("s", "short", 60_000, vcore=1000)))  # 1 min: ends long before B starts
+    assert new(outs) == [("s", "n1")]
+    checked(h)
+    # no limit, or a limit that outlasts the estimate (40 min, capped to the queue's 30): they wait
+    outs = h.do(h.log.asks(ask("u", "free", vcore=1000), timed("s30", "short", 40 * 60_000, vcore=1000)))
+    assert new(outs) == []
+    assert why(h, "free", "u")["code"] == "NoNodeRoom" and why(h, "short", "s30")["code"] == "NoNodeRoom"
+    # `s` ends at its limit (the core ends it); `u` still may not take the reserved room
+    outs = h.do(h.log.tick(advance_ns=61 * SECOND))
+    assert [r.allocationKey for r in released(outs)] == ["s"]
+    assert new(outs) == []
+    checked(h)
+    # `l` ends at the queue's default limit: `B` starts, no later than it was told
+    outs = h.do(h.log.tick(advance_ns=started + 10 * MINUTE - h.log.ts))
+    assert [r.allocationKey for r in released(outs)] == ["l"]
+    assert ("B", "n1") in new(outs)
+    assert h.log.ts <= started + 10 * MINUTE
+    checked(h)
+
+
+def test_room_freed_on_a_reserved_node_is_lent_to_an_ask_with_a_limit_waiting_for_it():
+    h, started = reserved_cluster()
+    h.do(h.log.asks(timed("s", "short", 60_000, vcore=2000), timed("t", "short", 60_000, vcore=2000)))
+    # n1 has 2 vcore free: `s` backfills, `t` waits for room
+    assert why(h, "short", "t")["code"] == "NoNodeRoom"
+    outs = h.do(h.log.tick(advance_ns=61 * SECOND))  # `s` ends at its limit: `t` takes its room
+    assert [r.allocationKey for r in released(outs)] == ["s"]
+    assert new(outs) == [("t", "n1")]
+    checked(h)
+
+
+def test_without_limits_nothing_changes():
+    h = Harness()
+    h.setup(QUEUES.replace("properties: {ykbus.io/runtime.default: 10m, ykbus.io/runtime.max: 30m}", ""))
+    h.do(h.log.nodes(node("n1", vcore=5000)))
+    h.do(h.log.apps(app("long", "root.batch"), app("big", "root.open"), app("short", "root.batch")))
+    h.do(h.log.asks(ask("l", "long", vcore=3000)))
+    h.do(h.log.asks(ask("B", "big", vcore=5000)))
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+    reason = why(h, "big", "B")
+    assert reason["code"] == "Reserved" and "estimate" not in reason["message"]
+    outs = h.do(h.log.asks(ask("s", "short", vcore=1000)))
+    assert new(outs) == []  # a reserved node takes no other ask
+    outs = h.do(h.log.tick(advance_ns=20 * MINUTE))
+    assert released(outs) == []  # no limit: nothing is ended
