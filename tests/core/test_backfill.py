@@ -114,3 +114,85 @@ def test_without_limits_nothing_changes():
     assert new(outs) == []  # a reserved node takes no other ask
     outs = h.do(h.log.tick(advance_ns=20 * MINUTE))
     assert released(outs) == []  # no limit: nothing is ended
+
+
+# --- preemption.minruntime ---------------------------------------------------------------
+
+PREEMPTION = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources: {guaranteed: {vcore: 2000m}}
+          - name: b
+            properties: {preemption.minruntime: 5m}
+"""
+
+
+def test_an_allocation_younger_than_its_queues_minimum_runtime_is_no_victim():
+    h = Harness()
+    h.setup(PREEMPTION, n1={"vcore": 2000}, n2={"vcore": 2000})
+    h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
+    for i in range(4):
+        h.do(h.log.asks(ask(f"b{i}", "batch", vcore=1000)))
+        h.do(h.log.tick(advance_ns=60 * SECOND))  # b0 is the oldest: 4 min when the ask comes
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=(True, True))))
+    outs = h.do(h.log.tick(advance_ns=31 * SECOND))  # past preemption.delay: b0 is 4.5 min old, none is 5
+    assert released(outs) == []
+    assert "cannot preempt" in why(h, "urgent", "u")["message"]
+    outs = h.do(h.log.tick(advance_ns=40 * SECOND))  # b0 is past 5 min: the one victim it may take
+    assert [r.allocationKey for r in released(outs)] == ["b0"]
+    checked(h)
+
+
+# --- a topology gang's reserved domain ---------------------------------------------------
+
+TOPOLOGY = """
+partitions:
+  - name: default
+    topology:
+      levels: [ykbus.io/rack]
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: jobs
+"""
+
+
+def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_before_the_gang_starts():
+    from ykbus.log.build import resource
+    rack = "ykbus.io/rack"
+    h = Harness()
+    h.setup(TOPOLOGY)
+    h.do(h.log.nodes(*[node(f"{r}-{i}", attributes={rack: r}, gpu=4) for r in ("r1", "r2") for i in range(2)]))
+    h.do(h.log.apps(app("fill", "root.jobs")))
+    hosts = [f"{r}-{i}" for r in ("r1", "r2") for i in range(2)]
+    h.do(h.log.asks(*[{**timed(f"f-{n}", "fill", 10 * 60_000, gpu=2), "tags": {"yunikorn.apache.org/requiredNode": n}}
+                      for n in hosts]))  # 2 GPUs of each host for 10 min
+    started = h.log.ts
+    h.do(h.log.apps(app("big", "root.jobs", placeholderAsk=resource(gpu=8), tags={"ykbus.io/topology-required": rack})))
+    h.do(h.log.asks({**ask("ph", "big", max_allocations=2, gpu=4), "taskGroupName": "w", "placeholder": True}))
+    h.do(h.log.tick(advance_ns=3 * SECOND))  # past the reservation delay: it reserves a rack
+    p = h.core.registry.rms["rm-1"].partitions["default"]
+    held = sorted(n.id for n in p.nodes.values() if n.held == "big")
+    assert len(held) == 2
+    reason = why(h, "big", "ph")
+    assert reason["details"]["estimatedStart"] == started + 10 * MINUTE
+    assert "is reserved for it; estimated start" in reason["message"]
+    # asks without a limit take the other rack's free room, and not the reserved rack's
+    h.do(h.log.apps(app("short", "root.jobs"), app("open", "root.jobs")))
+    outs = h.do(h.log.asks(ask("u", "open", gpu=2, max_allocations=3)))
+    assert sorted(n for _, n in new(outs)) == sorted(set(hosts) - set(held))
+    # a 1-minute ask takes room in the reserved rack
+    outs = h.do(h.log.asks(timed("s", "short", 60_000, gpu=2)))
+    assert [k for k, n in new(outs)] == ["s"] and new(outs)[0][1] in held
+    assert why(h, "open", "u")["code"] == "NoNodeRoom"
+    checked(h)
+    # the fillers end at their limit: the gang is placed in its rack, no later than estimated
+    outs = h.do(h.log.tick(advance_ns=started + 10 * MINUTE - h.log.ts))
+    assert sorted(n for k, n in new(outs) if k == "ph") == held
+    checked(h)

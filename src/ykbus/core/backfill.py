@@ -26,6 +26,7 @@ no clock (now is the entry's log time).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ykbus.core import why
@@ -112,6 +113,19 @@ def _member_key(ask: Ask) -> tuple[tuple[int, ...], str]:
 def domain_estimate(app: App, nodes: list[Node], now: int) -> Estimate | NoEstimate:
     """Rule 3: when the waiting members of `app`'s gang fit `nodes`, its reserved domain."""
     return earliest_start([candidate(n) for n in nodes], [a.resource for a in gang_members(app)], now)
+
+
+def held_estimate(app: App, nodes: Iterable[Node], now: int) -> tuple[str, dict[str, object]]:
+    """For a gang waiting on a domain it reserves (its nodes, `nodes`): `; estimated start
+    ...` (or `; no estimate: ...`) and the details, when an allocation there has a runtime
+    limit; else nothing (the reason as without limits)."""
+    held = sorted(nodes, key=_node_id)
+    if not any(a.limit_ms > 0 for n in held for a in n.allocations.values()):
+        return "", {}
+    est = domain_estimate(app, held, now)
+    if isinstance(est, Estimate):
+        return f"; {est.text(None)}", {"estimate": est.text(None), "estimatedStart": est.at}
+    return f"; {est.text()}", {"estimate": est.text()}
 
 
 class ReservedRoom:

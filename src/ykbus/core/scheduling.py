@@ -292,7 +292,7 @@ class Scheduler:
                 gang_planned = True
                 asked = gang_request(self.part, app, self.now)  # a topology domain (docs/topology.md), or anywhere
                 decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache),
-                                      self._domains().for_gang(app, *asked) if asked is not None else None)
+                                      self._domains().for_gang(app, *asked, self.now) if asked is not None else None)
                 plan.extend(decisions)
                 if type(decisions[-1]) is GangAllocate or type(decisions[-1]) is HoldDomain:
                     return True

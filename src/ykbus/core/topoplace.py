@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ykbus.core.backfill import held_estimate
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node
 from ykbus.core.packing import first_fit
@@ -169,8 +170,8 @@ class TopologyPlacer:
             order.extend([key[1] for key in self.node_index])  # the schedulable nodes, in the partition's node order
         return order
 
-    def for_gang(self, app: App, app_request: TopologyRequest | None, may_hold: bool) -> GangDomain:
-        return GangDomain(self, app, app_request, may_hold)
+    def for_gang(self, app: App, app_request: TopologyRequest | None, may_hold: bool, now: int = 0) -> GangDomain:
+        return GangDomain(self, app, app_request, may_hold, now)
 
     def nodes_of(self, kept: tuple[str, tuple[str, ...]]) -> list[Node]:
         """The schedulable nodes of a kept domain, by node id."""
@@ -259,12 +260,13 @@ class GangDomain:
     the one closest to holding the first of its groups that found none, if that group is
     `required`."""
 
-    __slots__ = ("domains", "app", "app_request", "remembered", "may_hold")
+    __slots__ = ("domains", "app", "app_request", "remembered", "may_hold", "now")
 
     def __init__(self, domains: TopologyPlacer, app: App, app_request: TopologyRequest | None,
-                 may_hold: bool) -> None:
+                 may_hold: bool, now: int = 0) -> None:
         self.domains, self.app, self.app_request, self.may_hold = domains, app, app_request, may_hold
         self.remembered = app.domains
+        self.now = now  # the log's time: when the domain it reserved will hold it (core/backfill.py)
 
     def place(self, members: Sequence[Ask]) -> GangPlaced | NoPlace:
         groups: dict[str, list[Ask]] = {}
@@ -285,10 +287,12 @@ class GangDomain:
         placed = self._groups(groups, order)
         if isinstance(placed, GangPlaced):
             return placed
-        if holding is not None:  # it waits on its reserved domain
+        if holding is not None:  # it waits on its reserved domain (and when it will hold it, with limits in use)
             name = "/".join(holding[1])
-            return NoPlace(f"{placed.message}; {short(holding[0])} {name} is reserved for it",
-                           {**placed.details, "reserved": name})
+            estimate, details = held_estimate(self.app, [n for n in self.domains.part.nodes.values()
+                                                         if n.held == self.app.id], self.now)
+            return NoPlace(f"{placed.message}; {short(holding[0])} {name} is reserved for it{estimate}",
+                           {**placed.details, "reserved": name, **details})
         # it may reserve: the domain closest to holding the first of its groups that found none
         request, failed = placed.request, placed.members
         if (self.may_hold and request is not None and request.mode is TopologyMode.REQUIRED
@@ -296,8 +300,10 @@ class GangDomain:
             sizes = [a.resource for a in failed for _ in range(a.pending)]
             domain = self._to_reserve(sizes, request.level, order)
             if domain is not None:
-                return NoPlace(f"{placed.message}; {short(request.level)} {domain.name} is reserved for it",
-                               {**placed.details, "reserved": domain.name}, request.level, domain.values)
+                nodes = self.domains.part.nodes
+                estimate, details = held_estimate(self.app, [nodes[i] for i in domain.node_ids], self.now)
+                return NoPlace(f"{placed.message}; {short(request.level)} {domain.name} is reserved for it{estimate}",
+                               {**placed.details, "reserved": domain.name, **details}, request.level, domain.values)
         return placed
 
     def _to_reserve(self, members: list[Res], level: str, order: list[str]) -> Domain | None:
