@@ -43,6 +43,8 @@ def _figures(code: str, d: dict[str, Any]) -> str:
             more = d.get("reservedWithRoomMore", 0)
             line += ("; room on " + ", ".join(f"{n} (reserved for {a})" for n, a in taken.items())
                      + (f" and {more} more reserved nodes" if more else ""))
+        if "estimate" in d:  # when room for it will be free, by the runtime limits (docs/time.md)
+            line += f"; {d['estimate']}"
         return line
     if code in ("QueueMax", "UserLimit", "GroupLimit"):
         who = f"user {d['user']}, " if "user" in d else f"group {d['group']}, " if "group" in d else ""
@@ -56,7 +58,10 @@ def _figures(code: str, d: dict[str, Any]) -> str:
         return f"queue {d['queue']} starts {d['first']} first"
     if code == "Reserved":
         missing = d.get("missing", {})
-        return f"node {d['node']} misses " + ", ".join(f"{r} {q(r, v)}" for r, v in missing.items()) if missing else ""
+        line = f"node {d['node']} misses " + ", ".join(f"{r} {q(r, v)}" for r, v in missing.items()) if missing else ""
+        if "startsIn" in d:  # its estimated start (in the message), how far off now
+            line = "; ".join(part for part in (line, f"it starts {d['startsIn']} at the latest") if part)
+        return line
     if code == "RequiredNodeFull":
         return "; ".join(f"{r}: asked {q(r, v)}, free on node {d['node']} {q(r, d.get('free', {}).get(r, 0))}"
                          for r, v in d.get("asked", {}).items())

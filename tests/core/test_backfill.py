@@ -196,3 +196,38 @@ def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_before_the_gang_s
     outs = h.do(h.log.tick(advance_ns=started + 10 * MINUTE - h.log.ts))
     assert sorted(n for k, n in new(outs) if k == "ph") == held
     checked(h)
+
+
+# --- seen by readers ----------------------------------------------------------------------
+
+
+def test_explain_says_when_a_waiting_ask_will_start():
+    from ykbus.core.projection import project
+    from ykbus.explain import explain
+    h, started = reserved_cluster()
+    h.do(h.log.apps(app("other", "root.batch")))
+    h.do(h.log.asks(ask("o", "other", vcore=3000)))  # waits: n1 is reserved for B
+    core = h.core
+    apps = {rm: {p: d["applications"] for p, d in v["partitions"].items()}
+            for rm, v in project(core.last_seq, core.now, {}, core.rms, ("applications",))["rms"].items()}
+    text = "\n".join(explain(apps, "big"))
+    assert "estimated start 2023-11-14 22:24 UTC, when 1 allocation on node n1 ends" in text
+    assert "it starts in 10 min at the latest" in text
+    text = "\n".join(explain(apps, "other"))
+    # n1 is its only node and reserved for another ask: no free node, so no estimate of its own
+    assert "NoNodeRoom" in text and "estimated start" not in text
+
+
+def test_an_ask_waiting_for_room_is_told_by_the_read_api_when_room_frees():
+    from ykbus.core.projection import project
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000}, n2={"vcore": 4000})
+    h.do(h.log.apps(app("fill", "root.batch"), app("next", "root.open")))
+    h.do(h.log.asks(timed("a", "fill", 20 * 60_000, vcore=3000), timed("b", "fill", 5 * 60_000, vcore=3000)))
+    first = h.log.ts
+    h.do(h.log.asks(ask("n", "next", vcore=2000)))
+    core = h.core
+    view = project(core.last_seq, core.now, {}, core.rms, ("applications",))
+    d = view["rms"]["rm-1"]["partitions"]["default"]["applications"]["next"]["asks"]["n"]["why"]["details"]
+    assert d["estimatedStart"] == first + 5 * MINUTE  # when `b` ends
+    assert d["estimate"].startswith("estimated start 2023-11-14 22:19 UTC, in 5 min, when 1 allocation on node")

@@ -99,6 +99,16 @@ def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
     return why.reserved(node.id, ask.resource, est.text())
 
 
+def free_candidates(nodes: Iterable[Node]) -> list[Candidate]:
+    """The schedulable nodes reserved for no ask and in no reserved domain, as the estimate
+    reads them, or [] when none of their allocations has a runtime limit (no estimate to
+    give: the reason stays as without limits)."""
+    free = [n for n in nodes if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held]
+    if not any(a.limit_ms > 0 for n in free for a in n.allocations.values()):
+        return []
+    return [candidate(n) for n in free]
+
+
 def gang_members(app: App) -> list[Ask]:
     """The waiting placeholders of `app`'s gang, one per pending allocation, largest first
     then by key (as its placement packs them)."""

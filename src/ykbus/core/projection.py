@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ykbus.core.backfill import free_candidates
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.partition import Partition
 from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
+from ykbus.core.timeline import Candidate, Estimate, NoEstimate, earliest_start, fmt_in
 from ykbus.core.topology import path_of
 from ykbus.core.why import PendingCode
 
@@ -35,16 +37,16 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                            "attributes": dict(n.attributes), "allocations": list(n.allocations)}
                     for n in p.nodes.values()
                 },
-                "applications": lambda p=p: {
+                "applications": lambda p=p, estimates=Estimates(p, now): {
                     a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
                            "allocated": dict(a.allocated), "pending": dict(a.pending),
                            "maxPriority": a.max_priority,
                            "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
                                             "priority": k.priority, "resource": dict(k.resource),
                                             "waiting": k.waiting.name if k.waiting is not None else None, "reason": k.reported,
-                                            "why": _why(p, k, now)}
+                                            "why": _why(p, k, now, estimates)}
                                     for k in a.asks.values()},
-                           "why": _app_why(p, a, now),
+                           "why": _app_why(p, a, now, estimates),
                            "allocations": list(a.allocations),
                            **({"topology": _app_topology(p, a)} if p.records.config.topology.levels else {})}
                     for a in p.apps.values()
@@ -76,7 +78,27 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
 NAMED_NODES = 10  # nodes named in a NoNodeRoom reason's details (then a count of the others)
 
 
-def _why(p: Partition, ask: Any, now: int) -> dict[str, Any] | None:
+class Estimates:
+    """When the asks waiting for room would start (core/backfill.py), for one projection:
+    the candidate nodes read once, one estimate per shape."""
+
+    def __init__(self, p: Partition, now: int) -> None:
+        self.p, self.now = p, now
+        self.candidates: list[Candidate] | None = None
+        self.by_shape: dict[str, Estimate | NoEstimate | None] = {}
+
+    def of(self, ask: Any) -> Estimate | NoEstimate | None:
+        """None: no allocation on the free nodes has a runtime limit."""
+        if ask.shape in self.by_shape:
+            return self.by_shape[ask.shape]
+        if self.candidates is None:
+            self.candidates = free_candidates(self.p.nodes.values())
+        found = earliest_start(self.candidates, [ask.resource], self.now) if self.candidates else None
+        self.by_shape[ask.shape] = found
+        return found
+
+
+def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -> dict[str, Any] | None:
     """Why a pending ask waits (None once nothing of it is pending). For `NoNodeRoom` the
     details gain figures of the moment, computed for the reader: `largestFree`, per
     resource asked the most any schedulable node not reserved for another ask has free;
@@ -97,6 +119,9 @@ def _why(p: Partition, ask: Any, now: int) -> dict[str, Any] | None:
         node = p.nodes.get(reason.details["node"])
         free = node.free if node is not None else {}
         out["details"]["missing"] = {r: v - free.get(r, 0) for r, v in ask.resource.items() if free.get(r, 0) < v}
+        start = reason.details.get("estimatedStart")
+        if start is not None:  # how far off, as of the moment it is read
+            out["details"]["startsIn"] = fmt_in(start - now)
     if reason.code is PendingCode.NO_NODE_ROOM:
         details = out["details"]
         schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
@@ -113,18 +138,23 @@ def _why(p: Partition, ask: Any, now: int) -> dict[str, Any] | None:
             if len(taken) > NAMED_NODES:
                 details["reservedWithRoomMore"] = len(taken) - NAMED_NODES
         details["schedulableNodes"] = len(schedulable)
+        est = estimates.of(ask) if estimates is not None else None
+        if isinstance(est, Estimate):  # when room for it will be free, as the allocations' limits say
+            details["estimate"], details["estimatedStart"] = est.text(now), est.at
+        elif est is not None:
+            details["estimate"] = est.text()
         if not schedulable:
             details["notSchedulable"] = {n.id: n.state.value for n in list(p.nodes.values())[:NAMED_NODES]}
     return out
 
 
-def _app_why(p: Partition, app: Any, now: int) -> dict[str, Any] | None:
+def _app_why(p: Partition, app: Any, now: int, estimates: Estimates | None = None) -> dict[str, Any] | None:
     """An application's reason: that of the pending ask the pass would try first."""
     pending = [k for k in app.asks.values() if k.pending]
     if not pending:
         return None
     first = min(pending, key=lambda k: (-k.priority, k.seq))
-    return {"allocationKey": first.key, **(_why(p, first, now) or {})}
+    return {"allocationKey": first.key, **(_why(p, first, now, estimates) or {})}
 
 
 def _queues_dump(p: Partition) -> dict[str, Any]:
