@@ -37,20 +37,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                            "attributes": dict(n.attributes), "allocations": list(n.allocations)}
                     for n in p.nodes.values()
                 },
-                "applications": lambda p=p, estimates=Estimates(p, now): {
-                    a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
-                           "allocated": dict(a.allocated), "pending": dict(a.pending),
-                           "maxPriority": a.max_priority,
-                           "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
-                                            "priority": k.priority, "resource": dict(k.resource),
-                                            "waiting": k.waiting.name if k.waiting is not None else None, "reason": k.reported,
-                                            "why": _why(p, k, now, estimates)}
-                                    for k in a.asks.values()},
-                           "why": _app_why(p, a, now, estimates),
-                           "allocations": list(a.allocations),
-                           **({"topology": _app_topology(p, a)} if p.records.config.topology.levels else {})}
-                    for a in p.apps.values()
-                },
+                "applications": lambda p=p: _applications(p, now),
                 "terminated": lambda p=p: {k: {"state": v.state.value, "queue": v.queue, "endedAt": v.ts,
                                                "message": v.message} for k, v in p.terminated.items()},
                 "allocations": lambda p=p: {
@@ -73,6 +60,24 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
         out["rms"][rm.id] = {"state": rm.state.value, "policyGroup": rm.policy_group,
                              "encoding": rm.encoding, "partitions": parts}
     return out
+
+
+def _applications(p: Partition, now: int) -> dict[str, Any]:
+    estimates = Estimates(p, now)  # one per read: the candidate nodes read once, one estimate per shape
+    return {
+        a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
+               "allocated": dict(a.allocated), "pending": dict(a.pending),
+               "maxPriority": a.max_priority,
+               "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
+                                "priority": k.priority, "resource": dict(k.resource),
+                                "waiting": k.waiting.name if k.waiting is not None else None, "reason": k.reported,
+                                "why": _why(p, k, now, estimates)}
+                        for k in a.asks.values()},
+               "why": _app_why(p, a, now, estimates),
+               "allocations": list(a.allocations),
+               **({"topology": _app_topology(p, a)} if p.records.config.topology.levels else {})}
+        for a in p.apps.values()
+    }
 
 
 NAMED_NODES = 10  # nodes named in a NoNodeRoom reason's details (then a count of the others)
