@@ -155,9 +155,76 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace) ->
     return answer
 
 
+def _would_fit(args: argparse.Namespace) -> int:
+    """`ykbus explain --would-fit FILE`: a dry run of the application in FILE (JSON or YAML)
+    on a live core (read API `wouldfit`) or on the state a log file ends in."""
+    import json
+
+    from ykbus.core.dryrun import MAX_REQUEST_BYTES, lines, would_fit
+    from ykbus.yamlload import load_yaml
+
+    try:
+        with open(args.would_fit, "rb") as f:
+            raw = f.read(MAX_REQUEST_BYTES + 1)
+        if len(raw) > MAX_REQUEST_BYTES:
+            raise ValueError(f"over {MAX_REQUEST_BYTES} bytes")
+        request = load_yaml(raw.decode())  # JSON is YAML
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        print(f"ykbus explain --would-fit: {args.would_fit}: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(request, dict) and args.rm:
+        request = {**request, "rm": args.rm}
+    if args.log:
+        from ykbus.log.jsonl import LogError, read_entries
+        from ykbus.log.replay import guarded_core
+
+        guard = guarded_core()
+        try:
+            with open(args.log, "rb") as f:
+                for entry in read_entries(f, args.log):
+                    guard.apply(entry)
+            answer = {"wouldfit": would_fit(guard.core, request)}
+        except (LogError, OSError, ValueError) as exc:
+            print(f"ykbus explain --would-fit: {exc}", file=sys.stderr)
+            return 2
+    else:
+        import anyio
+
+        from ykbus.bus.local import connect, default_url
+
+        url = args.nats or default_url(args.data)
+
+        async def ask_core() -> dict:
+            nc = await connect(url, allow_reconnect=False)
+            try:
+                reply = await nc.request(f"{args.prefix}.api.wouldfit", json.dumps(request).encode(), timeout=10)
+            finally:
+                await nc.close()
+            return json.loads(reply.data)
+
+        try:
+            answer = anyio.run(ask_core)
+        except NatsUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a core that does not answer is reported, not raised
+            print(f"ykbus explain --would-fit: could not ask the core at {url}: {exc!r}", file=sys.stderr)
+            return 2
+        if "error" in answer:
+            print(f"ykbus explain --would-fit: {answer['error']}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(answer["wouldfit"], indent=2))
+    else:
+        print("\n".join(lines(answer["wouldfit"])))
+    return 0
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     """Why APP's asks are pending: from a log file (replayed here) or a live core over NATS."""
     from ykbus.explain import explain, overview
+
+    if args.would_fit:
+        return _would_fit(args)
 
     answer = _read_api("explain", ("applications", "terminated"), args)
     if answer is None:
@@ -497,7 +564,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ask", nargs="?", help="only this ask (allocationKey)")
     p.add_argument("--all", action="store_true",
                    help="a line for every ask (by default, asks that wait for the same reason are one line with a count)")
-    p.add_argument("--rm", help="only this RM's application of that id")
+    p.add_argument("--rm", help="only this RM's application of that id (--would-fit: the RM it is for)")
+    p.add_argument("--would-fit", metavar="FILE", help="a dry run: where the application in FILE (JSON or YAML: "
+                   '{"application": <AddApplicationRequest>, "asks": [<AllocationAsk>, ...]}) would go now, or why '
+                   "not, when it would start, and what a smaller request would get (writes nothing)")
+    p.add_argument("--json", action="store_true", help="--would-fit: the answer as JSON")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--log", help="replay this JSON Lines log and explain its final state")
     where.add_argument("--nats", metavar="URL", help="ask a live core over NATS (read API yk.v1.api.applications); "

@@ -27,14 +27,17 @@ from aiohttp import web
 from ykbus import web as web_ui
 from ykbus.bus.eventfeed import EventFeed
 from ykbus.core import Core
+from ykbus.core.dryrun import would_fit
 from ykbus.rest import events, metrics, router
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
 
 log = logging.getLogger("ykbus.core")
+MAX_DRY_RUN_BYTES = 1 << 20  # a dry run's request body
 COOKIE = "ykbus_token"  # what a browser holds once it opened a page with ?token= (HttpReadApi._let_in)
 
+WOULD_FIT = "wouldfit"  # the dry run: over NATS, and POST /api/wouldfit (its request is a body)
 # verb -> the dump section it needs (None: counts only)
 SECTIONS: dict[str, str | None] = {"partitions": None, "queues": "queues", "applications": "applications",
                                    "nodes": "nodes", "terminated": "terminated", "allocations": "allocations",
@@ -50,8 +53,10 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
                 "rms": {r.id: r.state.value for r in core.rms.values()}}
     if verb == "state":
         return core.dump()
+    if verb == WOULD_FIT:  # a dry run of a job on the state as it is (core/dryrun.py): DryRunError is a ValueError
+        return {WOULD_FIT: would_fit(core, request)}
     if verb not in SECTIONS:
-        raise ValueError(f"unknown verb {verb!r}: expected health, state, {', '.join(SECTIONS)}")
+        raise ValueError(f"unknown verb {verb!r}: expected health, state, {WOULD_FIT}, {', '.join(SECTIONS)}")
     wanted = SECTIONS[verb]
     dump = core.dump(sections=(wanted,) if wanted else ())
     want_rm, want_part = request.get("rm"), request.get("partition")
@@ -152,8 +157,11 @@ class HttpReadApi:
             if self.rest is None:
                 return _json(404, {"error": "expected /api/<verb>"})
             return await self._yunikorn(request, self.rest)
+        if request.path == f"/api/{WOULD_FIT}" and request.method == "POST":  # a dry run: reads, writes nothing
+            return await self._would_fit(request)
         if request.method != "GET":
-            return _json(405, {"error": "only GET: the HTTP API is read-only"}, {"Allow": "GET"})
+            return _json(405, {"error": "only GET (and POST /api/wouldfit, a dry run): the HTTP API is read-only"},
+                         {"Allow": "GET"})
         query = _query(request)
         if request.path == "/api/timeline":
             return self._timeline(query)
@@ -163,6 +171,21 @@ class HttpReadApi:
             body = self._read(request.path[len("/api/"):], query)
         except (ValueError, KeyError) as exc:
             return _json(404, {"error": str(exc)})
+        return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
+
+    async def _would_fit(self, request: web.Request) -> web.Response:
+        """POST /api/wouldfit: the dry run of the JSON body (core/dryrun.py), 400 naming the
+        field for a bad one."""
+        if request.content_length is not None and request.content_length > MAX_DRY_RUN_BYTES:
+            return _json(413, {"error": f"the request body is over {MAX_DRY_RUN_BYTES} bytes"})
+        raw = await request.content.read(MAX_DRY_RUN_BYTES + 1)
+        if len(raw) > MAX_DRY_RUN_BYTES:
+            return _json(413, {"error": f"the request body is over {MAX_DRY_RUN_BYTES} bytes"})
+        try:
+            body = self._read(WOULD_FIT, json.loads(raw or b"{}"))
+        except (ValueError, KeyError, RecursionError) as exc:
+            return _json(400, {"error": str(exc)})
+        query = _query(request)
         return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
 
     def _timeline(self, query: dict[str, str]) -> web.Response:

@@ -1,0 +1,299 @@
+"""A dry run of a job against the live state (`ykbus explain --would-fit`, the read API's
+`wouldfit`, `POST /api/wouldfit`; docs/time.md): where an application, as its RM would send
+it, would go now, or why not and when it would start, and what a smaller request would get
+now. Computed on the state as it is, writing nothing (no log entry, no cache of the core):
+a function of the state and the request, so the same log gives the same answer.
+
+The request: `{"application": <AddApplicationRequest>, "asks": [<AllocationAsk>, ...]}`
+(the SI's messages, as JSON or YAML), with an optional `rm` (default: the only RM). Checked
+before anything is read: sizes bounded (`MAX_ASKS`, `MAX_MEMBERS`), every field by the SI's
+types, each error naming its field.
+
+How it answers, in the partition's terms:
+1. **The members**: each ask's `maxAllocations` (at least 1) allocations of its resource,
+   by priority then the order given; a gang (the application's `placeholderAsk`, or
+   placeholders among the asks) is placed whole or not at all, as any set of asks sent
+   together is judged here.
+2. **Room**: the queue (by name, as given: placement rules are not run) must exist and be a
+   leaf; each queue on its path with a max must have room for the members' total. Nodes:
+   the schedulable ones reserved for no ask and in no reserved topology domain, in the
+   partition's node order; first fit, members in order (core/topology.py `best_fit` over
+   the whole partition), or, with a topology tag on the application, the domain a gang of
+   those members would get (`choose`, as core/topoplace.py chooses it).
+3. **When**: if it does not fit, the earliest log time the members fit the nodes if every
+   allocation ends at its runtime limit (core/timeline.py `earliest_start`; in one domain of
+   the level a `required` tag names), or why there is no estimate.
+4. **Smaller**: the most members that fit now (first fit stops at the first that does not;
+   a domain: the most that one domain holds); for a single allocation, the largest part of
+   its shape (every quantity scaled alike) that one node has free.
+Not judged (the answer says it is a dry run): user and group limits, `maxapplications`, node
+policies and required nodes, and the asks already waiting ahead of it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ykbus.core.backfill import free_candidates
+from ykbus.core.registry import resources_of
+from ykbus.core.resources import Res, add_into, fmt_quantity, fmt_res
+from ykbus.core.timeline import Candidate, Estimate, NoEstimate, earliest_start
+from ykbus.core.topology import (
+    ANYWHERE,
+    DomainIndex,
+    Fit,
+    NoDomain,
+    TopologyMode,
+    TopologyRequest,
+    best_fit,
+    choose,
+    path_of,
+    request_of,
+)
+from ykbus.si import messages as m
+
+if TYPE_CHECKING:
+    from ykbus.core.core import Core
+    from ykbus.core.partition import Partition
+
+MAX_REQUEST_BYTES = 1 << 20  # a request file or body
+MAX_ASKS = 1000  # asks in one request
+MAX_MEMBERS = 10_000  # allocations asked in all
+
+
+class DryRunError(ValueError):
+    """A request the dry run cannot answer: the field and the reason."""
+
+
+class Request(msgspec.Struct):
+    application: m.AddApplicationRequest
+    asks: list[m.AllocationAsk] = []
+    rm: str = ""
+
+
+def parse(obj: Any) -> Request:
+    """The request, checked: DryRunError naming the field and the reason."""
+    if not isinstance(obj, dict):
+        raise DryRunError("the request must be an object: {\"application\": {...}, \"asks\": [...]}")
+    asks = obj.get("asks", [])
+    if isinstance(asks, list) and len(asks) > MAX_ASKS:
+        raise DryRunError(f"asks: {len(asks)} asks, at most {MAX_ASKS}")
+    try:
+        request = msgspec.convert(obj, Request, strict=False)
+    except msgspec.ValidationError as exc:  # `Expected int, got str - at $.asks[0].maxAllocations`: field first
+        text = str(exc)
+        what, _, where = text.rpartition(" - at `")
+        if not what:  # at the top: `Object missing required field application`
+            missing = text.partition("field `")[2].rstrip("`")
+            raise DryRunError(f"{missing}: required" if missing else f"request: {text}") from None
+        raise DryRunError(f"{where.rstrip('`').removeprefix('$.')}: {what}") from None
+    total = 0
+    for i, ask in enumerate(request.asks):
+        if not resources_of(ask.resourceAsk):
+            raise DryRunError(f"asks[{i}].resourceAsk: empty: an ask needs at least one quantity above zero")
+        total += max(1, ask.maxAllocations)
+        if total > MAX_MEMBERS:
+            raise DryRunError(f"asks[{i}].maxAllocations: {total} allocations asked in all, at most {MAX_MEMBERS}")
+    if not request.asks and request.application.placeholderAsk is None:
+        raise DryRunError("asks: none, and the application has no placeholderAsk: nothing to place")
+    return request
+
+
+def would_fit(core: Core, obj: Any) -> dict[str, Any]:
+    """The dry run's answer to `obj` (a decoded request) on `core`'s state, as it is."""
+    request = parse(obj)
+    part, rm_id = _partition(core, request)
+    application = request.application
+    queue = part.records.resolve_queue(application.queueName or "root.default")
+    if queue is None:
+        raise DryRunError(f"application.queueName: queue {application.queueName!r} does not exist in partition "
+                          f"{part.name} (a dry run does not run placement rules)")
+    if not queue.leaf:
+        raise DryRunError(f"application.queueName: queue {queue.path} is a parent queue: applications go to leaves")
+    members, keys = _members(request)
+    now = core.now
+    out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
+                           "queue": queue.path, "now": now, "members": len(members),
+                           "asked": _total(members), "judged": "a dry run: user and group limits, maxapplications, "
+                           "node policies, required nodes and the asks waiting ahead of it are not judged"}
+    over = _queue_over(queue, _total(members))
+    index, order = _room(part)
+    topology = request_of(application.tags) if part.records.config.topology.levels else None
+    fit = _place(index, order, members, topology)
+    if over is None and isinstance(fit, Fit):
+        out["fits"] = True
+        out["placement"] = [{"allocationKey": k, "nodeID": n} for k, n in zip(keys, fit.nodes, strict=True)]
+        if fit.level != ANYWHERE:
+            out["domain"] = {"level": fit.level, "domain": fit.domain.name}
+        return out
+    out["fits"] = False
+    out["reason"] = over if over is not None else _why_not(fit, members)
+    out["estimate"] = _estimate(part, members, topology, now)
+    out["smaller"] = _smaller(index, order, members, topology)
+    return out
+
+
+def _partition(core: Core, request: Request) -> tuple[Partition, str]:
+    rms = core.rms
+    if request.rm:
+        rm = rms.get(request.rm)
+        if rm is None:
+            raise DryRunError(f"rm: {request.rm!r} is not registered (registered: {', '.join(sorted(rms)) or 'none'})")
+    elif len(rms) == 1:
+        rm = next(iter(rms.values()))
+    else:
+        raise DryRunError(f"rm: {len(rms)} RMs are registered ({', '.join(sorted(rms))}): say which one (--rm)"
+                          if rms else "rm: no RM is registered")
+    name = request.application.partitionName or "default"
+    part = rm.partitions.get(name)
+    if part is None:
+        raise DryRunError(f"application.partitionName: partition {name!r} does not exist for rm {rm.id}")
+    return part, rm.id
+
+
+def _members(request: Request) -> tuple[list[Res], list[str]]:
+    """Rule 1: one resource per allocation asked, by priority then as given, and its ask key."""
+    asks = sorted(enumerate(request.asks), key=lambda e: (-e[1].priority, e[0]))
+    members: list[Res] = []
+    keys: list[str] = []
+    for _, ask in asks:
+        res = resources_of(ask.resourceAsk)
+        for _ in range(max(1, ask.maxAllocations)):
+            members.append(res)
+            keys.append(ask.allocationKey)
+    if not members:  # a gang that sent only its placeholderAsk: one member of it
+        members.append(resources_of(request.application.placeholderAsk))
+        keys.append("placeholder")
+    return members, keys
+
+
+def _total(members: list[Res]) -> Res:
+    total: Res = {}
+    for res in members:
+        add_into(total, res)
+    return total
+
+
+def _queue_over(queue: Any, total: Res) -> str | None:
+    """Rule 2: why a max on the queue's path holds the members, or None."""
+    q = queue
+    while q is not None:
+        for name, limit in q.max.items():
+            used = q.allocated.get(name, 0)
+            if name in total and used + total[name] > limit:
+                return (f"queue {q.path} max {name} {fmt_quantity(name, limit)} would be exceeded: "
+                        f"{fmt_quantity(name, used)} used + {fmt_quantity(name, total[name])} asked")
+        q = q.parent
+    return None
+
+
+def _room(part: Partition) -> tuple[DomainIndex, list[str]]:
+    """Rule 2: the nodes it may take, in the partition's node order, in a domain index of
+    their free room (a copy: the planner's is not touched)."""
+    records = part.records
+    index = DomainIndex(records.config.topology.levels)
+    order: list[str] = []
+    nodes = records.nodes
+    for _, node_id in part.waits.node_index:  # the schedulable nodes out of reserved domains, in node order
+        node = nodes[node_id]
+        if node.reserved is None:
+            index.set_node(node_id, node.attributes, True, node.free)
+            order.append(node_id)
+    return index, order
+
+
+def _place(index: DomainIndex, order: list[str], members: list[Res], topology: TopologyRequest | None) -> Fit | NoDomain:
+    if topology is None:
+        return best_fit(index, members, ANYWHERE, order)
+    return choose(index, members, topology, order)
+
+
+def _why_not(found: Fit | NoDomain, members: list[Res]) -> str:
+    if isinstance(found, NoDomain) and found.level != ANYWHERE:  # a topology domain's reason
+        return found.message
+    total = _total(members)
+    if len(members) == 1:
+        return f"no schedulable node has {fmt_res(members[0])} free, other than nodes reserved for other asks"
+    return (f"the {len(members)} allocations ({fmt_res(total)} in all) do not fit the free room of the nodes "
+            "together, placed first fit in the partition's node order")
+
+
+def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None, now: int) -> dict[str, Any]:
+    """Rule 3."""
+    candidates = free_candidates(part.nodes.values())
+    if not candidates:
+        return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
+    groups: list[list[Candidate]] = [candidates]
+    if topology is not None and topology.mode is TopologyMode.REQUIRED:
+        levels = part.records.config.topology.levels
+        if topology.level in levels:
+            depth = levels.index(topology.level) + 1
+            by_domain: dict[tuple[str, ...], list[Candidate]] = {}
+            for c in candidates:
+                path = path_of(levels, part.nodes[c.id].attributes)
+                if len(path) >= depth:
+                    by_domain.setdefault(path[:depth], []).append(c)
+            groups = [by_domain[k] for k in sorted(by_domain)]
+    best: Estimate | NoEstimate | None = None
+    for group in groups:
+        found = earliest_start(group, members, now)
+        if isinstance(found, Estimate) and (not isinstance(best, Estimate) or found.at < best.at):
+            best = found
+        elif best is None:
+            best = found
+    if isinstance(best, Estimate):
+        return {"start": best.at, "text": best.text(now), "nodes": sorted(set(best.nodes)),
+                "waitsFor": [{"nodeID": w.node, "allocation": w.key, "end": w.end} for w in best.waits_for]}
+    assert best is not None
+    return {"text": best.text()}
+
+
+def _smaller(index: DomainIndex, order: list[str], members: list[Res], topology: TopologyRequest | None) -> dict[str, Any]:
+    """Rule 4."""
+    if len(members) == 1:
+        return _largest_shape(index, order, members[0])
+    lo, hi = 0, len(members)  # the most members that fit now: fitting is monotone in the count
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if isinstance(_place(index, order, members[:mid], topology), Fit):
+            lo = mid
+        else:
+            hi = mid - 1
+    return {"members": lo, "text": f"{lo} of the {len(members)} allocations would fit now"}
+
+
+def _largest_shape(index: DomainIndex, order: list[str], shape: Res) -> dict[str, Any]:
+    best = 0.0
+    best_node = ""
+    for node_id in order:
+        free = index.free(node_id)
+        scale = min((free.get(name, 0) / value for name, value in shape.items() if value > 0), default=0.0)
+        if scale > best:
+            best, best_node = min(scale, 1.0), node_id
+    if not best_node:
+        return {"resource": {}, "text": "no node has any of it free"}
+    largest = {name: int(value * best) for name, value in shape.items()}
+    return {"resource": largest, "nodeID": best_node,
+            "text": f"{fmt_res(largest)} would fit now, on node {best_node}"}
+
+
+def lines(answer: dict[str, Any]) -> list[str]:
+    """The answer in words (`ykbus explain --would-fit`)."""
+    head = (f"application {answer['application']} (rm {answer['rm']}, partition {answer['partition']}, "
+            f"queue {answer['queue']}): {answer['members']} allocation(s), {fmt_res(answer['asked'])} in all")
+    out = [head]
+    if answer["fits"]:
+        where = answer.get("domain")
+        nodes: dict[str, int] = {}
+        for p in answer["placement"]:
+            nodes[p["nodeID"]] = nodes.get(p["nodeID"], 0) + 1
+        on = ", ".join(f"{n} ({c})" if c > 1 else n for n, c in nodes.items())
+        out.append("  would fit now" + (f", in {where['level']} {where['domain']}" if where else "") + f": on {on}")
+    else:
+        out.append(f"  would not fit now: {answer['reason']}")
+        out.append(f"  {answer['estimate']['text']}")
+        out.append(f"  smaller: {answer['smaller']['text']}")
+    out.append(f"  ({answer['judged']})")
+    return out

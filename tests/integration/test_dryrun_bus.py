@@ -1,0 +1,75 @@
+"""The dry run over the wire (issue 43): `yk.v1.api.wouldfit` over NATS and `POST
+/api/wouldfit` over HTTP give the same answer from a running core, and append nothing to
+its log; a bad request is answered with the field that is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import nats
+import pytest
+
+from tests.integration.conftest import Recorder, rm_client, running_core
+from tests.integration.test_bus import node, res, start_rm
+from tests.integration.test_rest_api import fetch
+from ykbus.bus.server import free_port
+from ykbus.si import messages as m
+
+pytestmark = pytest.mark.anyio
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: jobs
+"""
+
+
+def request(members: int, vcore: int) -> dict:
+    return {"application": {"applicationID": "try", "queueName": "root.jobs", "ugi": {"user": "me"}},
+            "asks": [{"allocationKey": "w", "applicationID": "try",
+                      "resourceAsk": {"resources": {"vcore": {"value": vcore}}}, "maxAllocations": members}]}
+
+
+async def test_a_dry_run_over_nats_and_http_answers_alike_and_writes_nothing(nats_server):
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        rec = Recorder()
+        client = await start_rm(api, "rm-1", rec, nodes=[node("n1", vcore=4000), node("n2", vcore=4000)],
+                                config=QUEUES)
+        await client.add_applications([m.AddApplicationRequest(applicationID="busy", queueName="root.jobs",
+                                                               ugi=m.UserGroupInformation(user="u"))])
+        await api.update_allocation(m.AllocationRequest(rmID="rm-1", asks=[m.AllocationAsk(
+            allocationKey="b", applicationID="busy", resourceAsk=res(vcore=3000), maxAllocations=2,
+            executionTimeoutMilliSeconds=600_000)]))
+        await rec.wait_for(lambda: len(rec.allocations) == 2)
+        nc = await nats.connect(nats_server.url)
+        try:
+            before = json.loads((await nc.request("yk.v1.api.health", b"{}", timeout=5)).data)["lastSeq"]
+            over_nats = json.loads((await nc.request("yk.v1.api.wouldfit", json.dumps(request(2, 1000)).encode(),
+                                                     timeout=5)).data)["wouldfit"]
+            status, _, body = await anyio.to_thread.run_sync(lambda: fetch(
+                port, "/api/wouldfit?int64=number", "POST", {"Content-Type": "application/json"},
+                json.dumps(request(2, 1000)).encode()))
+            assert status == 200
+            assert json.loads(body)["wouldfit"] == over_nats
+            assert over_nats["fits"] is True and sorted(p["nodeID"] for p in over_nats["placement"]) == ["n1", "n2"]
+            big = json.loads((await nc.request("yk.v1.api.wouldfit", json.dumps(request(1, 2000)).encode(),
+                                                timeout=5)).data)["wouldfit"]
+            assert big["fits"] is False and big["estimate"]["text"].startswith("estimated start ")
+            assert big["smaller"]["resource"] == {"vcore": 1000}
+            bad = json.loads((await nc.request("yk.v1.api.wouldfit", b'{"application": {"applicationID": 7}}',
+                                                timeout=5)).data)
+            assert bad["error"].startswith("application.applicationID: Expected `str`")
+            status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit", "POST", {}, b"[1"))
+            assert status == 400 and "error" in json.loads(body)
+            after = json.loads((await nc.request("yk.v1.api.health", b"{}", timeout=5)).data)["lastSeq"]
+            assert after == before  # a dry run appends nothing to the log
+        finally:
+            await nc.close()

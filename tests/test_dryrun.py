@@ -1,0 +1,127 @@
+"""A dry run of a job against the live state (issue 43, docs/time.md): where it would go now,
+or why not, when it would start and what a smaller request would get; nothing written. In
+process, from a log file (`ykbus explain --would-fit FILE --log LOG`), and over NATS and
+HTTP (tests/integration/test_dryrun_bus.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import Harness
+from ykbus.core.dryrun import DryRunError, would_fit
+from ykbus.core.snapshot import dump_snapshot
+from ykbus.log.build import app, ask, node
+from ykbus.log.jsonl import encode_entry
+
+QUEUES = """
+partitions:
+  - name: default
+    topology: {levels: [ykbus.io/rack]}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: jobs
+          - name: capped
+            resources: {max: {gpu: 4}}
+"""
+MINUTE = 60 * 10**9
+
+
+class Recording(Harness):
+    """A harness that keeps the entries it applied: the log a file replays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries = []
+
+    def do(self, entry):
+        self.entries.append(entry)
+        return super().do(entry)
+
+
+def cluster() -> Recording:
+    """Two racks of two 8-GPU hosts; 6 GPUs taken on each host of r2 for 10 min, and 4 on r1-1."""
+    h = Recording()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(*[node(f"{r}-{i}", attributes={"ykbus.io/rack": r}, gpu=8) for r in ("r1", "r2") for i in range(2)]))
+    h.do(h.log.apps(app("busy", "root.jobs")))
+    pinned = [("r2-0", 6), ("r2-1", 6), ("r1-1", 4)]
+    h.do(h.log.asks(*[{**ask(f"b-{n}", "busy", gpu=g), "executionTimeoutMilliSeconds": 10 * 60_000,
+                       "tags": {"yunikorn.apache.org/requiredNode": n}} for n, g in pinned]))
+    return h
+
+
+def job(members: int, gpus: int, queue: str = "root.jobs", **tags: str) -> dict:
+    return {"application": {"applicationID": "try", "queueName": queue, "partitionName": "default",
+                            "ugi": {"user": "me"}, "tags": dict(tags)},
+            "asks": [{"allocationKey": "w", "applicationID": "try", "resourceAsk": {"resources": {"gpu": {"value": gpus}}},
+                      "maxAllocations": members}]}
+
+
+def test_it_says_where_a_job_would_go_and_changes_nothing():
+    h = cluster()
+    before = dump_snapshot(h.core)
+    answer = would_fit(h.core, job(2, 4, **{"ykbus.io/topology-required": "ykbus.io/rack"}))
+    assert answer["fits"] is True
+    assert answer["domain"] == {"level": "ykbus.io/rack", "domain": "r1"}  # only r1 holds 2 × 4 GPUs
+    assert [p["nodeID"] for p in answer["placement"]] == ["r1-0", "r1-0"]  # first fit: 8 GPUs free there
+    assert dump_snapshot(h.core) == before  # a dry run writes nothing
+
+
+def test_a_job_that_does_not_fit_gets_its_reason_its_estimate_and_what_fits_now():
+    h = cluster()
+    start = h.log.ts
+    answer = would_fit(h.core, job(4, 4, **{"ykbus.io/topology-required": "ykbus.io/rack"}))
+    assert answer["fits"] is False
+    assert answer["reason"].startswith("no ykbus.io/rack domain has room for 4 × {gpu: 4}")
+    # r1 holds 4 × 4 GPUs once r1-1's allocation ends at its 10-minute limit
+    assert answer["estimate"]["start"] == start + 10 * MINUTE
+    assert answer["estimate"]["text"].startswith("estimated start ")
+    assert answer["smaller"]["members"] == 3  # r1: two on r1-0, one on r1-1
+    one = would_fit(h.core, job(1, 12))
+    assert one["fits"] is False and one["smaller"]["resource"] == {"gpu": 8}  # an empty host's 8 GPUs
+
+
+def test_a_queue_max_and_bad_requests_are_named():
+    h = cluster()
+    capped = would_fit(h.core, job(2, 4, "root.capped"))
+    assert capped["fits"] is False and capped["reason"].startswith("queue root.capped max gpu")
+    bad = [({"application": {"applicationID": "x"}, "asks": [{"allocationKey": "k", "applicationID": "x",
+                                                                "maxAllocations": "many"}]}, "asks[0].maxAllocations"),
+           ({"asks": []}, "application"),
+           (job(1, 1, "root.nope"), "application.queueName"),
+           (job(1, 1, "root"), "application.queueName"),
+           ({**job(1, 1), "rm": "other"}, "rm"),
+           ({"application": job(1, 1)["application"], "asks": [job(1, 1)["asks"][0]] * 1001}, "asks"),
+           (job(20_000, 1), "asks[0].maxAllocations")]
+    for request, field in bad:
+        with pytest.raises(DryRunError, match=rf"^{field.replace('[', '.').replace(']', '.')}"):
+            would_fit(h.core, request)
+
+
+def test_ykbus_explain_would_fit_from_a_log_file(tmp_path):
+    h = cluster()
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b"".join(encode_entry(e).rstrip(b"\n") + b"\n" for e in h.entries))
+    request = tmp_path / "job.yaml"
+    request.write_text(json.dumps(job(4, 4, **{"ykbus.io/topology-required": "ykbus.io/rack"})))
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", "--would-fit", str(request), "--log", str(log)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    text = run.stdout
+    assert "application try (rm rm-1, partition default, queue root.jobs): 4 allocation(s), {gpu: 16} in all" in text
+    assert "would not fit now: no ykbus.io/rack domain has room for 4 × {gpu: 4}" in text
+    assert "estimated start 2023-11-14 22:24 UTC, in 10 min, when 1 allocation on node r1-1 ends" in text
+    assert "smaller: 3 of the 4 allocations would fit now" in text
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", "--would-fit", str(request), "--log", str(log),
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert json.loads(run.stdout)["smaller"]["members"] == 3
+    request.write_text("application: {applicationID: x}\nasks: [{allocationKey: k, applicationID: x, maxAllocations: -1}]\n")
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", "--would-fit", str(request), "--log", str(log)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "asks[0].maxAllocations" in run.stderr
