@@ -705,7 +705,47 @@ def topology_sets(log: LogBuilder):
     yield log.release("svc", key="c")  # r2 frees: d takes it, whole
 
 
+TIMED = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: batch
+            properties: {ykbus.io/runtime.default: 10m, ykbus.io/runtime.max: 30m}
+          - name: open
+"""
+MINUTE = 60 * SECOND
+
+
+def _timed(key: str, app_id: str, ms: int, **quantities: int) -> dict:
+    return {**ask(key, app_id, **quantities), "executionTimeoutMilliSeconds": ms}
+
+
+def backfill(log: LogBuilder):
+    """docs/time.md: runtime limits (an ask's own, the queue's default, capped by its max) end
+    allocations; a reserved ask is told its estimated start; an ask that ends before it takes
+    the reserved room, one without a limit or one that would run past it waits; room freed on
+    the reserved node goes to an ask with a limit waiting for it; the reserved ask starts by
+    its estimate."""
+    yield log.register(TIMED)
+    yield log.nodes(node("n1", vcore=5000))
+    yield log.apps(app("long", "root.batch"), app("big", "root.open"), app("short", "root.batch"),
+                   app("free", "root.open"))
+    yield log.asks(ask("l", "long", vcore=3000))  # the queue's default: 10 min
+    yield log.asks(ask("B", "big", vcore=5000))  # waits for l
+    yield log.tick(3 * SECOND)  # past the delay: B reserves n1, told it starts in 10 min
+    yield log.asks(_timed("s", "short", 60_000, vcore=1000))  # 1 min: it takes the reserved room
+    yield log.asks(ask("u", "free", vcore=1000), _timed("s40", "short", 40 * 60_000, vcore=1000))  # both wait
+    yield log.asks(_timed("t", "short", 2 * 60_000, vcore=1000))  # 2 min: backfills too (n1 is full then)
+    yield log.tick(61 * SECOND)  # s ends at its limit; its room is lent again, to a 1-min ask
+    yield log.asks(_timed("r", "short", 60_000, vcore=1000))
+    yield log.tick(10 * MINUTE)  # l ends at the queue's limit: B starts, before its estimate
+
+
 TRACES = {
+    "backfill": backfill,
     "preemption-found": preemption_found,
     "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
     "preemption-required-node": preemption_required_node, "preemption-quota": preemption_quota,
