@@ -13,6 +13,8 @@ publish of an ask to the arrival of its allocation at the RM.
 polls (YuniKorn's web UI overview: POLLED) from the core's HTTP API.
 `reader`: a reader process (`ykbus core --reader`) runs beside the core, which answers no
 reads (`--no-reads`, HTTP off), and the polls go to the reader.
+`dry_run`: every `dry_run` seconds, from the warm-up's end, a process of its own asks the core
+for a dry run of a job (`POST /api/wouldfit`, core/dryrun.py) and times the answer.
 """
 
 from __future__ import annotations
@@ -85,6 +87,49 @@ while True:
 """
 
 
+# The dry runs (`dry_run`): a process of its own, standard library only, as a person or an
+# agent asking "would this job fit, and when" every `every` seconds: POST /api/wouldfit with
+# a job of 16 allocations that fits, then one too large for any node (its estimate and the
+# largest shape that fits are computed), in turn, each timed from the request to the last
+# byte of the answer; it prints the milliseconds, a line each.
+DRY_RUNNER = """
+import http.client, json, sys, time
+port, every = int(sys.argv[1]), float(sys.argv[2])
+def job(members, vcore):
+    return json.dumps({"application": {"applicationID": "dry", "queueName": "root.a", "ugi": {"user": "me"}},
+                       "asks": [{"allocationKey": "w", "applicationID": "dry", "maxAllocations": members,
+                                 "resourceAsk": {"resources": {"vcore": {"value": vcore}}}}]}).encode()
+bodies = [job(16, 100000), job(1, 2000000)]
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+n = 0
+while True:
+    time.sleep(every)
+    try:
+        t = time.perf_counter()
+        conn.request("POST", "/api/wouldfit", body=bodies[n % 2], headers={"Content-Type": "application/json"})
+        with conn.getresponse() as r:
+            r.read()
+            ok = r.status == 200
+        n += 1
+        if ok:
+            print(f"{(time.perf_counter() - t) * 1000:.3f}", flush=True)
+    except (ConnectionError, http.client.HTTPException):
+        conn.close()
+"""
+
+
+async def _dry_runner(port: int, every: float, times: list[float]) -> None:
+    """Dry runs from another process (`DRY_RUNNER`), their times collected when it stops."""
+    proc = spawn([sys.executable, "-I", "-S", "-c", DRY_RUNNER, str(port), repr(every)],
+                 stdout=subprocess.PIPE, text=True)
+    try:
+        await anyio.sleep_forever()
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+        times.extend(float(line) for line in out.split() if line.replace(".", "", 1).isdigit())
+
+
 async def _poller(port: int, every: float, polls: list[int]) -> None:
     """Poll from another process, as a dashboard does: a thread here would take the GIL from
     the RM whose latency is measured (up to the 5 ms switch interval at each turn)."""
@@ -99,15 +144,24 @@ async def _poller(port: int, every: float, polls: list[int]) -> None:
 
 
 async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-               latency_batch: int = 100, window: int = WINDOW, poll: float = 0, api_port: int = 0) -> dict[str, Any]:
+               latency_batch: int = 100, window: int = WINDOW, poll: float = 0, api_port: int = 0,
+               dry_run: float = 0) -> dict[str, Any]:
     polls: list[int] = []
+    dry: list[float] = []
     async with anyio.create_task_group() as tg:
         if poll:
             tg.start_soon(_poller, api_port, poll, polls)
         tg.start_soon(_quiet_collector)
-        out = await _phases(url, seconds, batch, nodes, progress, latency_batch, window)
+        out = await _phases(url, seconds, batch, nodes, progress, latency_batch, window,
+                            (lambda: tg.start_soon(_dry_runner, api_port, dry_run, dry)) if dry_run else None)
         tg.cancel_scope.cancel()
-    return {**out, "polls": len(polls), "polled_bytes": sum(polls)}
+    extra: dict[str, Any] = {}
+    if dry_run:
+        dry.sort()
+        extra = {"dry_runs": len(dry), "dry_run_p50_ms": dry[len(dry) // 2] if dry else None,
+                 "dry_run_p99_ms": dry[min(len(dry) - 1, int(len(dry) * 0.99))] if dry else None,
+                 "dry_run_max_ms": dry[-1] if dry else None}
+    return {**out, "polls": len(polls), "polled_bytes": sum(polls), **extra}
 
 
 async def _quiet_collector() -> None:
@@ -126,7 +180,8 @@ async def _quiet_collector() -> None:
 
 
 async def _phases(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-                  latency_batch: int, window: int) -> dict[str, Any]:
+                  latency_batch: int, window: int, measured: Callable[[], None] | None = None) -> dict[str, Any]:
+    """The two phases; `measured`, called once the warm-up is placed (the dry runs start then)."""
     cb = _Counter()
     async with NatsScheduler(url) as api:
         client = ResourceManagerClient(api, "bench", config=QUEUES, callback=cb)
@@ -155,6 +210,8 @@ async def _phases(url: str, seconds: float, batch: int, nodes: int, progress: Ca
         while cb.allocated < batch:
             await cb.changed.wait()
         submitted, start_alloc = batch, cb.allocated
+        if measured is not None:
+            measured()
         t0 = time.perf_counter()
         deadline = t0 + seconds
 
@@ -213,11 +270,11 @@ async def _phases(url: str, seconds: float, batch: int, nodes: int, progress: Ca
 
 def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
               latency_batch: int = 100, window: int = WINDOW, poll: float = 0,
-              snapshot_every: int = SNAPSHOT_EVERY, reader: bool = False) -> dict[str, Any]:
+              snapshot_every: int = SNAPSHOT_EVERY, reader: bool = False, dry_run: float = 0) -> dict[str, Any]:
     from ykbus.bus.service import asyncio_loop_policy
 
     asyncio_loop_policy()
-    api_port = free_port() if poll or reader else 0
+    api_port = free_port() if poll or reader or dry_run else 0
     with NatsServer() as server:
         core_log = os.environ.get("YKBUS_BENCH_CORE_LOG")  # keep the core's log (info) there, to find stalls
         err = open(core_log, "ab") if core_log else subprocess.DEVNULL  # noqa: SIM115 - closed below
@@ -232,8 +289,8 @@ def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], 
             start("--api-port", str(api_port))]
         try:
             return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window, poll,
-                                api_port), "window": window, "poll_s": poll, "snapshot_every": snapshot_every,
-                    "reader": reader}
+                                api_port, dry_run), "window": window, "poll_s": poll, "snapshot_every": snapshot_every,
+                    "reader": reader, "dry_run_s": dry_run}
         finally:
             for core in cores:
                 core.send_signal(signal.SIGTERM)

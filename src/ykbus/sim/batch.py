@@ -37,6 +37,9 @@ partitions:
           - name: adhoc
             resources: {max: {vcore: 100}}
             maxapplications: 20
+            # runtime limits (docs/time.md): a container that sets none gets 30 s, none may
+            # run past 1 min; the core ends them there, and tells waiting asks when they start
+            properties: {ykbus.io/runtime.default: 30s, ykbus.io/runtime.max: 1m}
 """
 
     def nodes(self, rm_id: str) -> list[m.NodeInfo]:
@@ -53,7 +56,9 @@ partitions:
             job = f"{sim.rm_id}-{queue}-job-{n}"
             ask = m.AllocationAsk(allocationKey=f"{job}-container", applicationID=job, partitionName="default",
                                   resourceAsk=resource(vcore=1000, memory=2 * GiB), maxAllocations=containers,
-                                  priority=sim.rng.choice([0, 10]))
+                                  priority=sim.rng.choice([0, 10]),
+                                  # etl's containers say how long they may run (they run 1 to 6 s)
+                                  executionTimeoutMilliSeconds=20_000 if queue == "etl" else 0)
             am = m.AllocationAsk(allocationKey=f"{job}-am", applicationID=job, partitionName="default",
                                  resourceAsk=resource(vcore=1000, memory=GiB), maxAllocations=1, priority=100,
                                  Originator=True)
