@@ -14,8 +14,11 @@ from ykbus.core.config import PreemptionPolicy
 from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import INT32_MIN, Alloc, App, Ask, Node, Queue, Terminated, most_held
 from ykbus.core.partition import Partition
+from ykbus.core.projection import Estimates
 from ykbus.core.readmodel import NodeUsage
 from ykbus.core.resources import Res
+from ykbus.core.timeline import Estimate
+from ykbus.core.why import PendingCode
 
 GO_ZERO_TIME_MS = -62135596800000  # Go's zero time.Time in Unix ms: a startTime never set
 HOSTNAME_ATTR, RACK_ATTR, NODE_PARTITION_ATTR = "si/hostname", "si/rackname", "si/node-partition"
@@ -192,9 +195,11 @@ def allocation(a: Alloc) -> dict[str, Any]:
                 "nodeId", "applicationId", "placeholder", "placeholderUsed", "taskGroupName", "preempted")
 
 
-def request(p: Partition, k: Ask, now: int) -> dict[str, Any]:
+def request(p: Partition, k: Ask, now: int, estimates: Estimates | None = None) -> dict[str, Any]:
     """AllocationAskDAOInfo of a pending ask; `allocationLog` holds why it waits (one entry: the
-    reason as it stands), and `whyPending` the typed reason (ykbus's own field)."""
+    reason as it stands), and `whyPending` the typed reason (ykbus's own field); with
+    `estimates` (one application's page), an ask waiting for room gains when it would start
+    (`details.estimate`, `details.estimatedStart`: docs/time.md)."""
     why = p.records.why_pending(k)
     out = {
         "allocationKey": k.key,
@@ -211,6 +216,13 @@ def request(p: Partition, k: Ask, now: int) -> dict[str, Any]:
         "schedulingAttempted": k.waiting is not None or bool(k.reported),
         "whyPending": {"code": why.code.value, "message": why.message, "details": dict(why.details)},
     }
+    if estimates is not None and why.code is PendingCode.NO_NODE_ROOM:
+        found = estimates.of(k)
+        if found is not None:
+            details = out["whyPending"]["details"]
+            details["estimate"] = found.text(now) if isinstance(found, Estimate) else found.text()
+            if isinstance(found, Estimate):
+                details["estimatedStart"] = found.at
     return omit(out, "allocationTags", "requestTime", "resource", "pendingCount", "requiredNodeId",
                 "applicationId", "placeholder", "taskGroupName")
 
@@ -224,8 +236,9 @@ def _start_ms(history: Any) -> int:
     return next((t // 1_000_000 for t, s in history.states if s == AppState.RUNNING.value), GO_ZERO_TIME_MS)
 
 
-def application(p: Partition, app: App, now: int) -> dict[str, Any]:
-    """ApplicationDAOInfo of an application the partition holds (not ended)."""
+def application(p: Partition, app: App, now: int, estimates: Estimates | None = None) -> dict[str, Any]:
+    """ApplicationDAOInfo of an application the partition holds (not ended); `estimates`: its
+    asks waiting for room say when they would start (`request`)."""
     h = app.history
     pending = [k for k in app.asks.values() if k.pending]
     out = {
@@ -236,7 +249,7 @@ def application(p: Partition, app: App, now: int) -> dict[str, Any]:
         "partition": p.name,
         "queueName": app.queue.path,
         "submissionTime": h.submitted,
-        "requests": [request(p, k, now) for k in sorted(pending, key=lambda k: (-k.priority, k.seq))],
+        "requests": [request(p, k, now, estimates) for k in sorted(pending, key=lambda k: (-k.priority, k.seq))],
         "allocations": [allocation(a) for a in app.allocations.values()],
         "applicationState": app.state.value,
         "user": h.user,

@@ -31,6 +31,7 @@ from ykbus.core import Core
 from ykbus.core.config import preemption_enabled, quota_preemption_enabled
 from ykbus.core.lifecycle import AppState
 from ykbus.core.partition import Partition
+from ykbus.core.projection import Estimates
 from ykbus.core.registry import ResourceManager
 from ykbus.rest import dao, ops
 
@@ -218,7 +219,8 @@ def application(st: RestState, req: Request, part: str, app_id: str, name: str =
         app = p.apps.get(app_id)
     if app is None:
         raise RestError(404, "Application not found")
-    return dao.application(p, app, st.core.now)
+    now = st.core.now
+    return dao.application(p, app, now, Estimates(p, now))  # one application: when its asks would start
 
 
 def placement_rules(st: RestState, req: Request, part: str) -> Any:

@@ -191,7 +191,7 @@ function askRows(list, withApp) {
     <td>${esc(k.allocationKey)}${k.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
     ${withApp ? `<td>${appLink(k.applicationId, withApp)}</td>` : ""}
     <td>${esc(resources(k.resource))}</td><td class="num">${k.pendingCount ?? 1}</td><td>${since(k.requestTime)}</td>
-    <td class="why">${k.whyPending ? `<b>${esc(k.whyPending.code)}</b>: ${esc(k.whyPending.message)}` : esc((k.allocationLog || [])[0]?.message || "")}</td></tr>`);
+    <td class="why">${k.whyPending ? `<b>${esc(k.whyPending.code)}</b>: ${esc(k.whyPending.message)}` : esc((k.allocationLog || [])[0]?.message || "")}${k.whyPending?.code === "NoNodeRoom" && k.whyPending.details?.estimate ? `<br><span class="estimate">${esc(k.whyPending.details.estimate)}</span>` : ""}</td></tr>`);
 }
 
 // --- events in words --------------------------------------------------------------------------------------
