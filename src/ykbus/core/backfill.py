@@ -52,12 +52,11 @@ def _nearest(path: list[Queue], which: int) -> int:
 
 
 def ask_limit_ms(timeout_ms: int, placeholder: bool, path: list[Queue]) -> int:
-    """Rule 1: the runtime limit of an ask coming to the leaf at the end of `path` (root
-    first, as `App.path`), in ms; 0 for none."""
+    """Rule 1: the runtime limit of an ask coming to the leaf that starts `path` (leaf first,
+    up to root, as `App.path`), in ms; 0 for none."""
     if placeholder:
         return timeout_ms
-    leaf_first = path[::-1]
-    limit = runtime_limit_ms(timeout_ms, _nearest(leaf_first, 0), _nearest(leaf_first, 1))
+    limit = runtime_limit_ms(timeout_ms, _nearest(path, 0), _nearest(path, 1))
     return limit if limit is not None else 0
 
 
@@ -68,7 +67,7 @@ def end_of(alloc: Alloc) -> int | None:
 
 def young(alloc: Alloc, now: int) -> bool:
     """Rule 5: `alloc` has run less than its queue's minimum runtime."""
-    least = _nearest(alloc.app.path[::-1], 2)
+    least = _nearest(alloc.app.path, 2)
     return least > 0 and now - alloc.at < least * NS_PER_MS
 
 

@@ -351,8 +351,11 @@ class Waits:
         if node.state is not NodeState.SCHEDULABLE:
             return
         held = node.reserved
-        if held is not None and held.pooled and fits(held.resource, node.free):
-            self.wake(held, ctx)  # its own node has room for it now: judged again at once
+        if held is not None and held.pooled and (fits(held.resource, node.free) or (
+                held.why is not None and "estimate" in held.why.details)):
+            # its own node has room for it now, or room that brings its estimated start
+            # nearer (docs/time.md): judged again at once
+            self.wake(held, ctx)
         room = self.parked.kinds.get(NodeRoom)  # gangs' asks waiting for room, by shape
         fitting = [s for s, waiters in room.items()
                    if fits(next(iter(waiters.values())).resource, node.free)] if room else []
