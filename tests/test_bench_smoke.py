@@ -91,6 +91,20 @@ def test_core_topology_places_gangs_in_one_rack_more_often_than_topology_ignored
     assert r["preferred_in_one_rack"] > r["ignored_preferred_in_one_rack"]
 
 
+def test_core_backfill_with_backfill_and_reservations_alone_side_by_side():
+    (r,) = bench("core", "--workload", "backfill", "--scale", "0.025", "--repeat", "1")
+    assert r["workload"] == "backfill" and r["nodes"] == 25 and r["racks"] == 1 and r["gangs"] > 0 and r["small"] > 0
+    has(r, utilization=NUMBER, without_utilization=NUMBER, gang_wait_p50_min=NUMBER, gang_wait_p95_min=NUMBER,
+        without_gang_wait_p50_min=NUMBER, without_gang_wait_p95_min=NUMBER, gangs_placed=int,
+        without_gangs_placed=int, small_placed=int, without_small_placed=int, estimate_error_p50_min=NUMBER,
+        estimate_error_p95_min=NUMBER, later_than_estimated=int, entry_p99_ms=NUMBER)
+    assert r["domain_reservations"] > 0 and r["without_domain_reservations"] > 0  # the gangs reserve their rack
+    assert r["backfilled"] > 0 and r["without_backfilled"] == 0  # only asks with a limit backfill
+    assert r["estimates"] > 0 and r["estimate_error_p50_min"] <= r["estimate_error_p95_min"]
+    assert r["gang_wait_p50_min"] <= r["gang_wait_p95_min"]
+    assert r["utilization"] >= r["without_utilization"]
+
+
 def test_restart():
     (r,) = bench("restart", "--nodes", "20", "--allocations", "500", "--tail", "5", "--repeat", "1")
     assert r["allocations"] == 500 and r["snapshot_bytes"] > 0

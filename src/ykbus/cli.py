@@ -656,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e, failover (see BENCHMARKS.md)")
     bench = p.add_subparsers(dest="what", required=True)
     b = bench.add_parser("core", help="in-process scheduling speed")
-    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption", "topology"],
+    b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption", "topology",
+                                          "backfill"],
                    default="yunikorn-perf")
     b.add_argument("--pending", default="1000,10000,100000",
                    help="backlog: asks that cannot be placed, one run per count")
@@ -664,7 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--nodes", default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
     b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
     b.add_argument("--asks-per-app", type=int, default=5000)
-    b.add_argument("--scale", type=float, default=1.0, help="mixed, gang, preemption, topology: scale nodes, apps (gangs) and asks (the burst)")
+    b.add_argument("--scale", type=float, default=1.0, help="mixed, gang, preemption, topology, backfill: scale nodes, apps (gangs) and asks (the burst)")
     b = bench.add_parser("replay", help="log entries per second replaying a long log")
     b.add_argument("--entries", type=int, default=1_000_000, help="entries of the generated log")
     b.add_argument("--log", metavar="LOG.jsonl",

@@ -29,6 +29,11 @@ COLUMNS: dict[str, list[str]] = {
     "core/topology": ["workload", "nodes", "gangs", "allocations", "seconds", "gangs_per_s", "placement_p99_ms",
                       "preferred_in_one_rack", "ignored_preferred_in_one_rack", "racks", "racks_wholly_free",
                       "ignored_racks_wholly_free", "peak_rss_mib"],
+    "core/backfill": ["workload", "nodes", "gangs", "small", "utilization", "without_utilization", "gangs_placed",
+                      "without_gangs_placed", "gang_wait_p50_min", "without_gang_wait_p50_min", "gang_wait_p95_min",
+                      "without_gang_wait_p95_min", "domain_reservations", "node_reservations", "backfilled",
+                      "estimate_error_p50_min", "estimate_error_p95_min", "later_than_estimated", "entry_p99_ms",
+                      "peak_rss_mib"],
     "core/preemption": ["workload", "nodes", "allocations", "burst", "search_p50_ms", "search_p99_ms",
                         "search_max_ms", "preemptions", "seconds", "victims_per_s", "min", "max", "confirm_seconds",
                         "placed", "peak_rss_mib"],
@@ -86,6 +91,10 @@ def rows(name: str, args: argparse.Namespace, progress: Progress) -> Iterator[Ro
             from ykbus.bench.topology import bench_topology
 
             yield bench_topology(args.repeat, args.scale, progress)
+        case "core/backfill":
+            from ykbus.bench.backfill import bench_backfill
+
+            yield bench_backfill(args.repeat, args.scale, progress)
         case "core/preemption":
             yield b.bench_preemption(args.repeat, args.scale, progress)
         case "core/mixed":
