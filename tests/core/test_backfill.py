@@ -163,38 +163,43 @@ partitions:
 """
 
 
-def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_before_the_gang_starts():
+def test_a_gangs_reserved_rack_lends_the_room_it_will_not_start_on_until_it_starts():
     from ykbus.log.build import resource
     rack = "ykbus.io/rack"
     h = Harness()
     h.setup(TOPOLOGY)
-    h.do(h.log.nodes(*[node(f"{r}-{i}", attributes={rack: r}, gpu=4) for r in ("r1", "r2") for i in range(2)]))
+    hosts = [f"{r}-{i}" for r in ("r1", "r2") for i in range(3)]
+    h.do(h.log.nodes(*[node(n, attributes={rack: n[:2]}, gpu=4) for n in hosts]))
     h.do(h.log.apps(app("fill", "root.jobs")))
-    hosts = [f"{r}-{i}" for r in ("r1", "r2") for i in range(2)]
-    h.do(h.log.asks(*[{**timed(f"f-{n}", "fill", 10 * 60_000, gpu=2), "tags": {"yunikorn.apache.org/requiredNode": n}}
-                      for n in hosts]))  # 2 GPUs of each host for 10 min
+    # 2 GPUs of each host, for 10 min; 20 min on the third host of each rack
+    h.do(h.log.asks(*[{**timed(f"f-{n}", "fill", (20 if n.endswith("2") else 10) * 60_000, gpu=2),
+                       "tags": {"yunikorn.apache.org/requiredNode": n}} for n in hosts]))
     started = h.log.ts
     h.do(h.log.apps(app("big", "root.jobs", placeholderAsk=resource(gpu=8), tags={"ykbus.io/topology-required": rack})))
     h.do(h.log.asks({**ask("ph", "big", max_allocations=2, gpu=4), "taskGroupName": "w", "placeholder": True}))
     h.do(h.log.tick(advance_ns=3 * SECOND))  # past the reservation delay: it reserves a rack
     p = h.core.registry.rms["rm-1"].partitions["default"]
     held = sorted(n.id for n in p.nodes.values() if n.held == "big")
-    assert len(held) == 2
+    assert len(held) == 3
     reason = why(h, "big", "ph")
-    assert reason["details"]["estimatedStart"] == started + 10 * MINUTE
+    assert reason["details"]["estimatedStart"] == started + 10 * MINUTE  # two of its hosts are empty then
     assert "is reserved for it; estimated start" in reason["message"]
     # asks without a limit take the other rack's free room, and not the reserved rack's
     h.do(h.log.apps(app("short", "root.jobs"), app("open", "root.jobs")))
-    outs = h.do(h.log.asks(ask("u", "open", gpu=2, max_allocations=3)))
+    outs = h.do(h.log.asks(ask("u", "open", gpu=2, max_allocations=4)))
     assert sorted(n for _, n in new(outs)) == sorted(set(hosts) - set(held))
-    # a 1-minute ask takes room in the reserved rack
-    outs = h.do(h.log.asks(timed("s", "short", 60_000, gpu=2)))
-    assert [k for k, n in new(outs)] == ["s"] and new(outs)[0][1] in held
     assert why(h, "open", "u")["code"] == "NoNodeRoom"
+    # a 1-minute ask takes room in the reserved rack: on the host the gang will not start on
+    spare = held[2]
+    outs = h.do(h.log.asks(timed("s", "short", 60_000, gpu=2)))
+    assert new(outs) == [("s", spare)]
+    # one that would run past the gang's start (15 min) does not; nor one on a host it needs
+    outs = h.do(h.log.asks(timed("late", "short", 15 * 60_000, gpu=1), timed("s2", "short", 60_000, gpu=2)))
+    assert new(outs) == []
     checked(h)
-    # the fillers end at their limit: the gang is placed in its rack, no later than estimated
+    # the fillers of the two hosts it needs end at their limit: the gang is placed there, as estimated
     outs = h.do(h.log.tick(advance_ns=started + 10 * MINUTE - h.log.ts))
-    assert sorted(n for k, n in new(outs) if k == "ph") == held
+    assert sorted(n for k, n in new(outs) if k == "ph") == held[:2]
     checked(h)
 
 
@@ -231,3 +236,54 @@ def test_an_ask_waiting_for_room_is_told_by_the_read_api_when_room_frees():
     d = view["rms"]["rm-1"]["partitions"]["default"]["applications"]["next"]["asks"]["n"]["why"]["details"]
     assert d["estimatedStart"] == first + 5 * MINUTE  # when `b` ends
     assert d["estimate"].startswith("estimated start 2023-11-14 22:19 UTC, in 5 min, when 1 allocation on node")
+
+
+def _rack_of_two(fills: list[tuple[str, int, str, int]]) -> tuple[Harness, int]:
+    """Two 4-GPU hosts in rack r1, `fills` (key, minutes, host, GPUs) on them; applications
+    x and s ready."""
+    rack = "ykbus.io/rack"
+    h = Harness()
+    h.setup(TOPOLOGY)
+    h.do(h.log.nodes(*[node(f"r1-{i}", attributes={rack: "r1"}, gpu=4) for i in range(2)]))
+    h.do(h.log.apps(app("fill", "root.jobs"), app("x", "root.jobs"), app("s", "root.jobs")))
+    h.do(h.log.asks(*[{**timed(k, "fill", m * 60_000, gpu=g), "tags": {"yunikorn.apache.org/requiredNode": n}}
+                      for k, m, n, g in fills]))
+    return h, h.log.ts
+
+
+def _gang_reserves_the_rack(h: Harness) -> None:
+    from ykbus.log.build import resource
+    h.do(h.log.apps(app("big", "root.jobs", placeholderAsk=resource(gpu=8),
+                        tags={"ykbus.io/topology-required": "ykbus.io/rack"})))
+    h.do(h.log.asks({**ask("ph", "big", max_allocations=2, gpu=4), "taskGroupName": "w", "placeholder": True}))
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+
+
+def test_a_node_reserved_for_an_ask_in_a_gangs_rack_counts_for_the_ask_first():
+    # regression: the gang was told it starts when the fillers end (10 min); x, reserved on
+    # r1-0 before, takes it then for its 60 minutes, and the gang starts at 70 min
+    h, started = _rack_of_two([("f0", 10, "r1-0", 4), ("f1", 10, "r1-1", 4)])
+    h.do(h.log.asks(timed("x", "x", 60 * 60_000, gpu=4)))
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+    assert why(h, "x", "x")["details"]["estimatedStart"] == started + 10 * MINUTE
+    _gang_reserves_the_rack(h)
+    assert why(h, "big", "ph")["details"]["estimatedStart"] == started + 70 * MINUTE
+    outs = h.do(h.log.tick(advance_ns=started + 10 * MINUTE - h.log.ts))
+    assert new(outs) == [("x", "r1-0")]
+    assert why(h, "big", "ph")["details"]["estimatedStart"] == started + 70 * MINUTE  # as first told
+    checked(h)
+
+
+def test_a_node_two_reservations_hold_lends_its_room_until_the_earlier_estimate():
+    # regression: r1-0, reserved for x (starts at 10 min) and in big's rack (60 min), lent a
+    # 30-minute ask its room: x could not start before 31 min
+    h, started = _rack_of_two([("f0a", 5, "r1-0", 2), ("f0b", 10, "r1-0", 2), ("f1", 60, "r1-1", 4)])
+    h.do(h.log.asks(timed("x", "x", 30 * 60_000, gpu=4)))
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+    _gang_reserves_the_rack(h)
+    assert why(h, "x", "x")["details"]["estimatedStart"] == started + 10 * MINUTE
+    h.do(h.log.release("fill", key="f0a"))  # 2 GPUs free on r1-0 early
+    outs = h.do(h.log.asks(timed("s", "s", 30 * 60_000, gpu=2)))
+    assert new(outs) == []  # it would end after x's start
+    assert why(h, "x", "x")["details"]["estimatedStart"] == started + 10 * MINUTE
+    checked(h)

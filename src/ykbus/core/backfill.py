@@ -17,9 +17,12 @@ no clock (now is the entry's log time).
    (`domain_estimate`).
 4. **Backfill** (`Backfill.node_for`): an ask with a limit that found no free node may take
    room on a reserved node, or in a reserved domain, if it ends (now + its limit) by the
-   reservation's estimated start: by then the room is back, and a reservation's estimate
-   does not move later for it (the room at the estimate is the same). Never without a
-   limit, never beside a reservation without an estimate.
+   reservation's estimated start (by the earlier one, where two reservations hold the node):
+   by then the room is back, and a reservation's estimate does not move later for it (the
+   room at the estimate is the same). Never without a limit, never beside a reservation
+   without an estimate. In a gang's domain, never on the nodes the gang will start on (those
+   that empty first, `needed_nodes`): their room coming back before the estimate (runtimes
+   are mostly shorter than their limits) lets the gang start early, as without backfill.
 5. **Minimum runtime** (`young`): an allocation that has run less than its queue's
    `preemption.minruntime` is no victim.
 """
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from ykbus.core import why
 from ykbus.core.lifecycle import NodeState
-from ykbus.core.resources import fits
+from ykbus.core.resources import fits, sub_into
 from ykbus.core.timeline import Candidate, Estimate, Holding, NoEstimate, earliest_start, runtime_limit_ms
 
 if TYPE_CHECKING:
@@ -120,8 +123,22 @@ def _member_key(ask: Ask) -> tuple[tuple[int, ...], str]:
 
 
 def domain_estimate(app: App, nodes: list[Node], now: int) -> Estimate | NoEstimate:
-    """Rule 3: when the waiting members of `app`'s gang fit `nodes`, its reserved domain."""
-    return earliest_start([candidate(n) for n in nodes], [a.resource for a in gang_members(app)], now)
+    """Rule 3: when the waiting members of `app`'s gang fit `nodes`, its reserved domain. A
+    node reserved for an ask there goes to that ask first: its room counts as held by the ask
+    from now until the ask's own estimated start plus its limit (none: without a limit)."""
+    candidates = []
+    for node in nodes:
+        c = candidate(node)
+        first = node.reserved
+        if first is not None:
+            est = node_estimate(first, node, now)
+            ends = est.at + first.timeout_ms * NS_PER_MS if isinstance(est, Estimate) and first.timeout_ms > 0 else None
+            free = dict(c.free)
+            sub_into(free, first.resource)  # (below zero where the room is not free yet: it comes back first)
+            c = Candidate(node.id, c.capacity, free, [*c.holdings, Holding(f"{first.app.id}/{first.key}", ends,
+                                                                           first.resource)])
+        candidates.append(c)
+    return earliest_start(candidates, [a.resource for a in gang_members(app)], now)
 
 
 def held_estimate(app: App, nodes: Iterable[Node], now: int) -> tuple[str, dict[str, object]]:
@@ -137,73 +154,94 @@ def held_estimate(app: App, nodes: Iterable[Node], now: int) -> tuple[str, dict[
     return f"; {est.text()}", {"estimate": est.text()}
 
 
-class ReservedRoom:
-    """One reservation as backfill reads it: its nodes and its estimated start (None: no
-    estimate, so nothing backfills beside it)."""
+def _drains(node: Node) -> tuple[int, str]:
+    """When `node` is empty of the scheduler's allocations if each ends at its end bound (a
+    very large time if one has no limit), and its id: the order a gang's members free."""
+    last = 0
+    for a in node.allocations.values():
+        end = end_of(a)
+        last = max(last, end if end is not None else 1 << 62)
+    return (last, node.id)
 
-    __slots__ = ("nodes", "start")
 
-    def __init__(self, nodes: list[Node], start: int | None) -> None:
-        self.nodes, self.start = nodes, start
+def needed_nodes(est: Estimate, nodes: list[Node]) -> dict[str, None]:
+    """The nodes of a reserved domain its gang will start on, as far as the end bounds say: as
+    many as its estimate places members on, those that empty first. Backfill lends them
+    nothing (their room, when it comes back early, lets the gang start early); the others'
+    room it lends until the estimate."""
+    count = len(dict.fromkeys(est.nodes))
+    return dict.fromkeys(node.id for node in sorted(nodes, key=_drains)[:count])
 
 
 class Backfill:
-    """The planner's view of the reservations for backfill: computed when first needed in a
-    plan and dropped when the plan ends (`forget`): its own cache, never the state's."""
+    """The planner's view of the reservations for backfill: the room each reserved node may
+    lend, until when (`lendable`: the earliest estimated start of the reservations that hold
+    it, a node reserved for an ask first, then a gang's domain, by node id), computed when
+    first needed in a plan and dropped when the plan ends (`forget`): its own cache, never
+    the state's."""
 
-    __slots__ = ("records", "reserved_nodes", "_known")
+    __slots__ = ("records", "reserved_nodes", "_lendable")
 
     def __init__(self, records: PartitionState, reserved_nodes: dict[str, Node]) -> None:
         self.records = records
         self.reserved_nodes = reserved_nodes  # the waits' registry (read, never written here)
-        self._known: list[ReservedRoom] | None = None
+        self._lendable: list[tuple[Node, int]] | None = None
 
     def forget(self) -> None:
-        self._known = None
+        self._lendable = None
 
     def any(self) -> bool:
         return bool(self.reserved_nodes) or bool(self.records.domain_holds)
 
-    def _reservations(self, now: int) -> list[ReservedRoom]:
-        known = self._known
-        if known is None:
-            known = []
-            for node_id in sorted(self.reserved_nodes):
-                node = self.reserved_nodes[node_id]
-                holder = node.reserved
-                if holder is None:
-                    continue
+    def lendable(self, now: int) -> list[tuple[Node, int]]:
+        """Each node whose room may be lent now, and until when: nodes reserved for an ask
+        (their estimate), then the nodes of the domains gangs reserved that their gang will
+        not start on (their gang's estimate), each by node id; a node that two reservations
+        hold, until the earlier estimate; none beside a reservation without an estimate."""
+        found = self._lendable
+        if found is not None:
+            return found
+        bound: dict[str, int | None] = {}  # node id -> until when (None: not to lend)
+        nodes: dict[str, Node] = {}
+        for node_id in sorted(self.reserved_nodes):
+            node = self.reserved_nodes[node_id]
+            holder = node.reserved
+            if holder is not None:
                 est = node_estimate(holder, node, now)
-                known.append(ReservedRoom([node], est.at if isinstance(est, Estimate) else None))
-            holds = self.records.domain_holds
-            if holds:
-                members: dict[str, list[Node]] = {}
-                for node in self.records.nodes.values():
-                    if node.held:
-                        members.setdefault(node.held, []).append(node)
-                for values in sorted(holds):
-                    app = holds[values]
-                    nodes = sorted(members.get(app.id, []), key=_node_id)
-                    est = domain_estimate(app, nodes, now)
-                    known.append(ReservedRoom(nodes, est.at if isinstance(est, Estimate) else None))
-            self._known = known
-        return known
+                bound[node_id] = est.at if isinstance(est, Estimate) else None
+                nodes[node_id] = node
+        holds = self.records.domain_holds
+        if holds:
+            members: dict[str, list[Node]] = {}
+            for node in self.records.nodes.values():
+                if node.held:
+                    members.setdefault(node.held, []).append(node)
+            for values in sorted(holds):
+                app = holds[values]
+                held = sorted(members.get(app.id, []), key=_node_id)
+                est = domain_estimate(app, held, now)
+                needed = needed_nodes(est, held) if isinstance(est, Estimate) else {}
+                for node in held:
+                    until = est.at if isinstance(est, Estimate) and node.id not in needed else None
+                    if node.id in bound:  # reserved for an ask too: the earlier of the two
+                        kept = bound[node.id]
+                        until = None if kept is None or until is None else min(kept, until)
+                    bound[node.id] = until
+                    nodes[node.id] = node
+        found = self._lendable = [(nodes[i], until) for i, until in sorted(bound.items()) if until is not None]
+        return found
 
     def node_for(self, ask: Ask, now: int) -> Node | None:
-        """Rule 4: a reserved node `ask` may take now, or None: the first, by reservation
-        (nodes by id, then domains by key) and node id, with room for it, of a reservation
-        whose estimated start is at or after the ask's end bound."""
+        """Rule 4: a reserved node `ask` may take now, or None: the first by node id with room
+        for it that may lend its room until the ask's end bound or later."""
         limit = ask.timeout_ms
         if limit <= 0 or ask.placeholder:
             return None
         ends = now + limit * NS_PER_MS
         res = ask.resource
-        for r in self._reservations(now):
-            if r.start is None or ends > r.start:
-                continue
-            for node in r.nodes:
-                if node.state is NodeState.SCHEDULABLE and not node.preempting and fits(res, node.free):
-                    return node
+        for node, until in self.lendable(now):
+            if ends <= until and node.state is NodeState.SCHEDULABLE and not node.preempting and fits(res, node.free):
+                return node
         return None
 
 
