@@ -123,6 +123,12 @@ def test_e2e():
     assert r["allocations"] > 0
 
 
+def test_e2e_with_dry_runs_times_each_answer_while_the_core_works():
+    (r,) = bench("e2e", "--seconds", "1", "--nodes", "10", "--batch", "50", "--repeat", "1", "--dry-run", "0.2")
+    assert r["dry_runs"] >= 3, r  # answered (status 200), one every 0.2 s through both phases
+    assert 0 < r["dry_run_p50_ms"] <= r["dry_run_p99_ms"] <= r["dry_run_max_ms"]
+
+
 def test_e2e_polled_fetches_what_a_dashboard_polls_from_the_core_while_it_works():
     (r,) = bench("e2e", "--seconds", "1", "--nodes", "10", "--batch", "50", "--repeat", "1", "--poll", "0.2")
     assert r["allocations"] > 0

@@ -694,6 +694,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: as `ykbus core` runs)")
     b.add_argument("--reader", action="store_true", help="run a reader process (`ykbus core --reader`) beside the "
                    "core, which answers no reads; --poll polls the reader")
+    b.add_argument("--dry-run", type=float, default=0, metavar="SECONDS", help="every SECONDS, from another process, "
+                   "ask the core for a dry run of a job (POST /api/wouldfit, docs/time.md) and time it (0: none)")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
     b = bench.add_parser("failover", help="kill -9 the leader core under load: time to the next decision")
     b.add_argument("--kills", type=int, default=10)

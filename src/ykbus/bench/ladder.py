@@ -45,7 +45,8 @@ COLUMNS: dict[str, list[str]] = {
     "restart": ["nodes", "allocations", "tail_entries", "snapshot_bytes", "load_seconds", "seconds", "min", "max"],
     "memory": ["nodes", "pending_asks", "bytes_per_node", "bytes_per_pending_ask"],
     "e2e": ["sustained_allocations_per_s", "min", "max", "half_rate", "latency_p50_ms", "latency_p99_ms",
-            "latency_p999_ms", "latency_max_ms", "p99_min", "p99_max", "allocations"],
+            "latency_p999_ms", "latency_max_ms", "p99_min", "p99_max", "allocations", "dry_runs", "dry_run_p50_ms",
+            "dry_run_p99_ms", "dry_run_max_ms"],
     "failover": ["kills", "lease_ttl_s", "rate", "asks", "allocations", "lost", "duplicated", "failover_p50_ms",
                  "failover_min_ms", "failover_max_ms", "failover_ms"],
 }
@@ -63,7 +64,7 @@ def _e2e(args: argparse.Namespace, progress: Progress) -> Row:
     from ykbus.bench.e2e import bench_e2e
 
     runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, progress, args.latency_batch, args.window,
-                      args.poll, args.snapshot_every, args.reader) for _ in range(args.repeat)]
+                      args.poll, args.snapshot_every, args.reader, args.dry_run) for _ in range(args.repeat)]
     row = dict(runs[0])
     for key in E2E_MEDIANS:
         row[key] = statistics.median(r[key] for r in runs)
