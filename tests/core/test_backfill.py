@@ -163,7 +163,7 @@ partitions:
 """
 
 
-def test_a_gangs_reserved_rack_lends_the_room_it_will_not_start_on_until_it_starts():
+def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_well_before_the_gang_starts():
     from ykbus.log.build import resource
     rack = "ykbus.io/rack"
     h = Harness()
@@ -189,53 +189,18 @@ def test_a_gangs_reserved_rack_lends_the_room_it_will_not_start_on_until_it_star
     outs = h.do(h.log.asks(ask("u", "open", gpu=2, max_allocations=4)))
     assert sorted(n for _, n in new(outs)) == sorted(set(hosts) - set(held))
     assert why(h, "open", "u")["code"] == "NoNodeRoom"
-    # a 1-minute ask takes room in the reserved rack: on the host the gang will not start on
-    spare = held[2]
+    # a 1-minute ask takes room in the reserved rack
     outs = h.do(h.log.asks(timed("s", "short", 60_000, gpu=2)))
-    assert new(outs) == [("s", spare)]
-    # one that would run past the gang's start (15 min) does not; nor one on a host it needs
-    outs = h.do(h.log.asks(timed("late", "short", 15 * 60_000, gpu=1), timed("s2", "short", 60_000, gpu=2)))
+    assert [k for k, _ in new(outs)] == ["s"] and new(outs)[0][1] in held
+    # one of 6 minutes would end before the gang starts, but in the second half of its wait:
+    # that room is left for the gang, whose fillers may end early (core/backfill.py LEND_DIVISOR)
+    outs = h.do(h.log.asks(timed("late", "short", 6 * 60_000, gpu=1)))
     assert new(outs) == []
     checked(h)
-    # the fillers of the two hosts it needs end at their limit: the gang is placed there, as estimated
+    # the fillers of two of its hosts end at their limit: the gang is placed, as estimated
     outs = h.do(h.log.tick(advance_ns=started + 10 * MINUTE - h.log.ts))
-    assert sorted(n for k, n in new(outs) if k == "ph") == held[:2]
+    assert len([n for k, n in new(outs) if k == "ph"]) == 2
     checked(h)
-
-
-# --- seen by readers ----------------------------------------------------------------------
-
-
-def test_explain_says_when_a_waiting_ask_will_start():
-    from ykbus.core.projection import project
-    from ykbus.explain import explain
-    h, started = reserved_cluster()
-    h.do(h.log.apps(app("other", "root.batch")))
-    h.do(h.log.asks(ask("o", "other", vcore=3000)))  # waits: n1 is reserved for B
-    core = h.core
-    apps = {rm: {p: d["applications"] for p, d in v["partitions"].items()}
-            for rm, v in project(core.last_seq, core.now, {}, core.rms, ("applications",))["rms"].items()}
-    text = "\n".join(explain(apps, "big"))
-    assert "estimated start 2023-11-14 22:24 UTC, when 1 allocation on node n1 ends" in text
-    assert "it starts in 10 min at the latest" in text
-    text = "\n".join(explain(apps, "other"))
-    # n1 is its only node and reserved for another ask: no free node, so no estimate of its own
-    assert "NoNodeRoom" in text and "estimated start" not in text
-
-
-def test_an_ask_waiting_for_room_is_told_by_the_read_api_when_room_frees():
-    from ykbus.core.projection import project
-    h = Harness()
-    h.setup(QUEUES, n1={"vcore": 4000}, n2={"vcore": 4000})
-    h.do(h.log.apps(app("fill", "root.batch"), app("next", "root.open")))
-    h.do(h.log.asks(timed("a", "fill", 20 * 60_000, vcore=3000), timed("b", "fill", 5 * 60_000, vcore=3000)))
-    first = h.log.ts
-    h.do(h.log.asks(ask("n", "next", vcore=2000)))
-    core = h.core
-    view = project(core.last_seq, core.now, {}, core.rms, ("applications",))
-    d = view["rms"]["rm-1"]["partitions"]["default"]["applications"]["next"]["asks"]["n"]["why"]["details"]
-    assert d["estimatedStart"] == first + 5 * MINUTE  # when `b` ends
-    assert d["estimate"].startswith("estimated start 2023-11-14 22:19 UTC, in 5 min, when 1 allocation on node")
 
 
 def _rack_of_two(fills: list[tuple[str, int, str, int]]) -> tuple[Harness, int]:

@@ -20,9 +20,9 @@ no clock (now is the entry's log time).
    reservation's estimated start (by the earlier one, where two reservations hold the node):
    by then the room is back, and a reservation's estimate does not move later for it (the
    room at the estimate is the same). Never without a limit, never beside a reservation
-   without an estimate. In a gang's domain, never on the nodes the gang will start on (those
-   that empty first, `needed_nodes`): their room coming back before the estimate (runtimes
-   are mostly shorter than their limits) lets the gang start early, as without backfill.
+   without an estimate. And only if its limit is at most half the time left to the
+   estimate (`LEND_DIVISOR`): runtimes are mostly shorter than their limits, and room that
+   comes back in the second half of the wait, left free, lets the reservation start early.
 5. **Minimum runtime** (`young`): an allocation that has run less than its queue's
    `preemption.minruntime` is no victim.
 """
@@ -42,6 +42,13 @@ if TYPE_CHECKING:
     from ykbus.core.state import PartitionState
 
 NS_PER_MS = 1_000_000
+# Backfill lends reserved room only to an ask whose limit is at most 1/LEND_DIVISOR of the
+# time left to the reservation's estimated start: limits overstate runtimes (most jobs end
+# well before theirs), so the room that comes back in the second half of the wait is left
+# free, and a reservation whose allocations end early starts early, about as without
+# backfill (BENCHMARKS.md, the backfill workload: 1 lends until the estimate, and the gangs
+# waited 27% longer)
+LEND_DIVISOR = 2
 
 
 def _nearest(path: list[Queue], which: int) -> int:
@@ -154,25 +161,6 @@ def held_estimate(app: App, nodes: Iterable[Node], now: int) -> tuple[str, dict[
     return f"; {est.text()}", {"estimate": est.text()}
 
 
-def _drains(node: Node) -> tuple[int, str]:
-    """When `node` is empty of the scheduler's allocations if each ends at its end bound (a
-    very large time if one has no limit), and its id: the order a gang's members free."""
-    last = 0
-    for a in node.allocations.values():
-        end = end_of(a)
-        last = max(last, end if end is not None else 1 << 62)
-    return (last, node.id)
-
-
-def needed_nodes(est: Estimate, nodes: list[Node]) -> dict[str, None]:
-    """The nodes of a reserved domain its gang will start on, as far as the end bounds say: as
-    many as its estimate places members on, those that empty first. Backfill lends them
-    nothing (their room, when it comes back early, lets the gang start early); the others'
-    room it lends until the estimate."""
-    count = len(dict.fromkeys(est.nodes))
-    return dict.fromkeys(node.id for node in sorted(nodes, key=_drains)[:count])
-
-
 class Backfill:
     """The planner's view of the reservations for backfill: the room each reserved node may
     lend, until when (`lendable`: the earliest estimated start of the reservations that hold
@@ -194,10 +182,9 @@ class Backfill:
         return bool(self.reserved_nodes) or bool(self.records.domain_holds)
 
     def lendable(self, now: int) -> list[tuple[Node, int]]:
-        """Each node whose room may be lent now, and until when: nodes reserved for an ask
-        (their estimate), then the nodes of the domains gangs reserved that their gang will
-        not start on (their gang's estimate), each by node id; a node that two reservations
-        hold, until the earlier estimate; none beside a reservation without an estimate."""
+        """Each node whose room may be lent now, and the estimated start of the reservation
+        that holds it: of the ask it is reserved for, or of the gang whose domain it is in;
+        the earlier, if both; none beside a reservation without an estimate. By node id."""
         found = self._lendable
         if found is not None:
             return found
@@ -220,9 +207,8 @@ class Backfill:
                 app = holds[values]
                 held = sorted(members.get(app.id, []), key=_node_id)
                 est = domain_estimate(app, held, now)
-                needed = needed_nodes(est, held) if isinstance(est, Estimate) else {}
                 for node in held:
-                    until = est.at if isinstance(est, Estimate) and node.id not in needed else None
+                    until = est.at if isinstance(est, Estimate) else None
                     if node.id in bound:  # reserved for an ask too: the earlier of the two
                         kept = bound[node.id]
                         until = None if kept is None or until is None else min(kept, until)
@@ -233,14 +219,16 @@ class Backfill:
 
     def node_for(self, ask: Ask, now: int) -> Node | None:
         """Rule 4: a reserved node `ask` may take now, or None: the first by node id with room
-        for it that may lend its room until the ask's end bound or later."""
+        for it whose reservation starts late enough: the ask's limit is at most half the
+        time from now to the estimated start (`LEND_DIVISOR`)."""
         limit = ask.timeout_ms
         if limit <= 0 or ask.placeholder:
             return None
-        ends = now + limit * NS_PER_MS
+        runs = limit * NS_PER_MS
         res = ask.resource
-        for node, until in self.lendable(now):
-            if ends <= until and node.state is NodeState.SCHEDULABLE and not node.preempting and fits(res, node.free):
+        for node, start in self.lendable(now):
+            if runs * LEND_DIVISOR <= start - now and node.state is NodeState.SCHEDULABLE and not node.preempting \
+                    and fits(res, node.free):
                 return node
         return None
 
