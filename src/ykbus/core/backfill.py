@@ -36,6 +36,7 @@ from ykbus.core import why
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.resources import fits, sub_into
 from ykbus.core.timeline import Candidate, Estimate, Holding, NoEstimate, earliest_start, runtime_limit_ms
+from ykbus.core.timers import AllocationTimeoutTimer
 
 if TYPE_CHECKING:
     from ykbus.core.model import Alloc, App, Ask, Node, Queue
@@ -108,11 +109,19 @@ def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
     return why.reserved(node.id, ask.resource, est.text())
 
 
-def free_candidates(nodes: Iterable[Node]) -> list[Candidate]:
+def limits_in_use(records: PartitionState) -> bool:
+    """Whether an allocation of the partition's RM may have a runtime limit: the core ends
+    each at its limit by a timer, so one is held (O(timers), not O(allocations))."""
+    return any(isinstance(entry[2], AllocationTimeoutTimer) for entry in records.timers.entries())
+
+
+def free_candidates(records: PartitionState) -> list[Candidate]:
     """The schedulable nodes reserved for no ask and in no reserved domain, as the estimate
     reads them, or [] when none of their allocations has a runtime limit (no estimate to
     give: the reason stays as without limits)."""
-    free = [n for n in nodes if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held]
+    if not limits_in_use(records):
+        return []
+    free = [n for n in records.nodes.values() if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held]
     if not any(a.limit_ms > 0 for n in free for a in n.allocations.values()):
         return []
     return [candidate(n) for n in free]

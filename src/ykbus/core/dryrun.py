@@ -222,7 +222,7 @@ def _why_not(found: Fit | NoDomain, members: list[Res]) -> str:
 
 def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None, now: int) -> dict[str, Any]:
     """Rule 3."""
-    candidates = free_candidates(part.nodes.values())
+    candidates = free_candidates(part.records)
     if not candidates:
         return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
     groups: list[list[Candidate]] = [candidates]

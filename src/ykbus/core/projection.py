@@ -97,7 +97,7 @@ class Estimates:
         if ask.shape in self.by_shape:
             return self.by_shape[ask.shape]
         if self.candidates is None:
-            self.candidates = free_candidates(self.p.nodes.values())
+            self.candidates = free_candidates(self.p.records)
         found = earliest_start(self.candidates, [ask.resource], self.now) if self.candidates else None
         self.by_shape[ask.shape] = found
         return found
