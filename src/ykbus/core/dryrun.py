@@ -32,6 +32,7 @@ policies and required nodes, and the asks already waiting ahead of it.
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -102,7 +103,20 @@ def parse(obj: Any) -> Request:
 
 
 def would_fit(core: Core, obj: Any) -> dict[str, Any]:
-    """The dry run's answer to `obj` (a decoded request) on `core`'s state, as it is."""
+    """The dry run's answer to `obj` (a decoded request) on `core`'s state, as it is. Without
+    the cyclic garbage collector meanwhile (as a snapshot is written): it makes tens of
+    thousands of acyclic objects, whose count would start collections that walk the core's
+    young objects while the writer waits."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _would_fit(core, obj)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _would_fit(core: Core, obj: Any) -> dict[str, Any]:
     request = parse(obj)
     part, rm_id = _partition(core, request)
     application = request.application
