@@ -183,7 +183,7 @@ async def test_service_configuration_file_sets_credentials_and_the_http_read_api
                 await anyio.sleep(0.1)
         status, body = get("/api/health")
         assert body["status"] == "ok" and body["lastSeq"] >= 0
-        assert get("/api/nope") == (404, {"error": "unknown verb 'nope': expected health, state, partitions, "
+        assert get("/api/nope") == (404, {"error": "unknown verb 'nope': expected health, state, wouldfit, partitions, "
                                                    "queues, applications, nodes, terminated, allocations, "
                                                    "topology"})
     finally:
