@@ -103,18 +103,12 @@ class Applier:
     def commit(self, plan: Plan, ctx: Step) -> None:
         """Apply a plan's decisions in order."""
         for decision in plan:
-            if isinstance(decision, Allocate):
+            if isinstance(decision, (Allocate, Backfilled)):  # (Backfilled: on room a reservation holds)
                 ask = decision.ask
                 ask.app.why = None
                 if ask.waiting is not None:  # judged behind an open gate (core/waits.py): active again first
                     self.waits.activate(ask, ctx)
-                self.changes.allocate(ask, decision.node, ctx)
-            elif isinstance(decision, Backfilled):  # on room a reservation holds, back before it starts
-                ask = decision.ask
-                ask.app.why = None
-                if ask.waiting is not None:
-                    self.waits.activate(ask, ctx)
-                self.changes.allocate(ask, decision.node, ctx, backfill=True)
+                self.changes.allocate(ask, decision.node, ctx, backfill=isinstance(decision, Backfilled))
             elif isinstance(decision, Park):
                 self._park(decision, ctx)
             elif isinstance(decision, Unpreempted):  # its search found no victims: not again for a while

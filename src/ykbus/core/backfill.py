@@ -98,10 +98,15 @@ def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
     return earliest_start([candidate(node)], [ask.resource], now)
 
 
+def _any_limited(nodes: Iterable[Node]) -> bool:
+    """Whether an allocation on `nodes` has a runtime limit (else no estimate is told)."""
+    return any(a.limit_ms > 0 for n in nodes for a in n.allocations.values())
+
+
 def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
     """`ask`'s reason while `node` is reserved for it, with its estimated start when an
     allocation there has a runtime limit (none has: the reason as without limits)."""
-    if not any(a.limit_ms > 0 for a in node.allocations.values()):
+    if not _any_limited((node,)):
         return why.reserved(node.id, ask.resource)
     est = node_estimate(ask, node, now)
     if isinstance(est, Estimate):
@@ -122,7 +127,7 @@ def free_candidates(records: PartitionState) -> list[Candidate]:
     if not limits_in_use(records):
         return []
     free = [n for n in records.nodes.values() if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held]
-    if not any(a.limit_ms > 0 for n in free for a in n.allocations.values()):
+    if not _any_limited(free):
         return []
     return [candidate(n) for n in free]
 
@@ -162,7 +167,7 @@ def held_estimate(app: App, nodes: Iterable[Node], now: int) -> tuple[str, dict[
     ...` (or `; no estimate: ...`) and the details, when an allocation there has a runtime
     limit; else nothing (the reason as without limits)."""
     held = sorted(nodes, key=_node_id)
-    if not any(a.limit_ms > 0 for n in held for a in n.allocations.values()):
+    if not _any_limited(held):
         return "", {}
     est = domain_estimate(app, held, now)
     if isinstance(est, Estimate):

@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ykbus.core import why
 from ykbus.core.backfill import free_candidates
 from ykbus.core.registry import resources_of
-from ykbus.core.resources import Res, add_into, fmt_quantity, fmt_res
+from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res
 from ykbus.core.timeline import Candidate, Estimate, NoEstimate, earliest_start
 from ykbus.core.topology import (
     ANYWHERE,
@@ -52,11 +53,13 @@ from ykbus.core.topology import (
     choose,
     path_of,
     request_of,
+    total_of,
 )
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
     from ykbus.core.core import Core
+    from ykbus.core.model import Queue
     from ykbus.core.partition import Partition
 
 MAX_REQUEST_BYTES = 1 << 20  # a request file or body
@@ -130,9 +133,9 @@ def _would_fit(core: Core, obj: Any) -> dict[str, Any]:
     now = core.now
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
                            "queue": queue.path, "now": now, "members": len(members),
-                           "asked": _total(members), "judged": "a dry run: user and group limits, maxapplications, "
+                           "asked": total_of(members), "judged": "a dry run: user and group limits, maxapplications, "
                            "node policies, required nodes and the asks waiting ahead of it are not judged"}
-    over = _queue_over(queue, _total(members))
+    over = _queue_over(queue, total_of(members))
     index, order = _room(part)
     topology = request_of(application.tags) if part.records.config.topology.levels else None
     fit = _place(index, order, members, topology)
@@ -183,23 +186,15 @@ def _members(request: Request) -> tuple[list[Res], list[str]]:
     return members, keys
 
 
-def _total(members: list[Res]) -> Res:
-    total: Res = {}
-    for res in members:
-        add_into(total, res)
-    return total
-
-
-def _queue_over(queue: Any, total: Res) -> str | None:
-    """Rule 2: why a max on the queue's path holds the members, or None."""
-    q = queue
-    while q is not None:
-        for name, limit in q.max.items():
-            used = q.allocated.get(name, 0)
-            if name in total and used + total[name] > limit:
-                return (f"queue {q.path} max {name} {fmt_quantity(name, limit)} would be exceeded: "
-                        f"{fmt_quantity(name, used)} used + {fmt_quantity(name, total[name])} asked")
-        q = q.parent
+def _queue_over(queue: Queue, total: Res) -> str | None:
+    """Rule 2: why a max on the queue's path holds the members, or None (the scheduler's check,
+    core/scheduling.py `held_by_max`, on their total)."""
+    for q in queue.ancestry():
+        over = first_over(q.allocated, total, q.max) if q.max else None
+        if over is not None:
+            used = q.allocated.get(over, 0)
+            return (f"queue {q.path} max {over} {fmt_quantity(over, q.max[over])} would be exceeded: "
+                    f"{fmt_quantity(over, used)} used + {fmt_quantity(over, total[over])} asked")
     return None
 
 
@@ -227,10 +222,9 @@ def _place(index: DomainIndex, order: list[str], members: list[Res], topology: T
 def _why_not(found: Fit | NoDomain, members: list[Res]) -> str:
     if isinstance(found, NoDomain) and found.level != ANYWHERE:  # a topology domain's reason
         return found.message
-    total = _total(members)
     if len(members) == 1:
-        return f"no schedulable node has {fmt_res(members[0])} free, other than nodes reserved for other asks"
-    return (f"the {len(members)} allocations ({fmt_res(total)} in all) do not fit the free room of the nodes "
+        return why.no_node_room(members[0]).message  # as the scheduler says it
+    return (f"the {len(members)} allocations ({fmt_res(total_of(members))} in all) do not fit the free room of the nodes "
             "together, placed first fit in the partition's node order")
 
 

@@ -102,6 +102,15 @@ class Estimates:
         self.by_shape[ask.shape] = found
         return found
 
+    def details(self, ask: Any) -> dict[str, Any]:
+        """What a waiting ask's reason gains: `estimate` (its text, how far off as of the read)
+        and `estimatedStart`, or `estimate` alone saying why there is none; nothing without
+        limits in use."""
+        found = self.of(ask)
+        if isinstance(found, Estimate):
+            return {"estimate": found.text(self.now), "estimatedStart": found.at}
+        return {"estimate": found.text()} if found is not None else {}
+
 
 def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -> dict[str, Any] | None:
     """Why a pending ask waits (None once nothing of it is pending). For `NoNodeRoom` the
@@ -143,11 +152,8 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
             if len(taken) > NAMED_NODES:
                 details["reservedWithRoomMore"] = len(taken) - NAMED_NODES
         details["schedulableNodes"] = len(schedulable)
-        est = estimates.of(ask) if estimates is not None else None
-        if isinstance(est, Estimate):  # when room for it will be free, as the allocations' limits say
-            details["estimate"], details["estimatedStart"] = est.text(now), est.at
-        elif est is not None:
-            details["estimate"] = est.text()
+        if estimates is not None:  # when room for it will be free, as the allocations' limits say
+            details.update(estimates.details(ask))
         if not schedulable:
             details["notSchedulable"] = {n.id: n.state.value for n in list(p.nodes.values())[:NAMED_NODES]}
     return out

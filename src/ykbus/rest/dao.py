@@ -17,7 +17,6 @@ from ykbus.core.partition import Partition
 from ykbus.core.projection import Estimates
 from ykbus.core.readmodel import NodeUsage
 from ykbus.core.resources import Res
-from ykbus.core.timeline import Estimate
 from ykbus.core.why import PendingCode
 
 GO_ZERO_TIME_MS = -62135596800000  # Go's zero time.Time in Unix ms: a startTime never set
@@ -217,12 +216,7 @@ def request(p: Partition, k: Ask, now: int, estimates: Estimates | None = None) 
         "whyPending": {"code": why.code.value, "message": why.message, "details": dict(why.details)},
     }
     if estimates is not None and why.code is PendingCode.NO_NODE_ROOM:
-        found = estimates.of(k)
-        if found is not None:
-            details = out["whyPending"]["details"]
-            details["estimate"] = found.text(now) if isinstance(found, Estimate) else found.text()
-            if isinstance(found, Estimate):
-                details["estimatedStart"] = found.at
+        out["whyPending"]["details"].update(estimates.details(k))
     return omit(out, "allocationTags", "requestTime", "resource", "pendingCount", "requiredNodeId",
                 "applicationId", "placeholder", "taskGroupName")
 
