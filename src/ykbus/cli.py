@@ -102,12 +102,17 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     return 0 if comparison.same else 1
 
 
-def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace) -> dict | None:
-    """The read API's answers to `verbs` (`{verb: {rm: {partition: ...}}}`): from `args.log`,
-    replayed here, or from a live core over NATS (`args.nats`, `args.prefix`, `args.rm`).
-    None, said on stderr, when neither answers."""
+def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
+              body: dict | None = None) -> dict | None:
+    """The read API's answers to `verbs` (`{verb: {rm: {partition: ...}}}`; bus/readapi.py
+    `read`), asked with `body` (by default `{"rm": args.rm}`): from `args.log`, replayed here,
+    or from a live core over NATS (`args.nats`, `args.prefix`). None, said on stderr, when
+    neither answers."""
+    import json
+
+    request = body if body is not None else ({"rm": args.rm} if args.rm else {})
     if args.log:
-        from ykbus.bus.readapi import SECTIONS
+        from ykbus.bus.readapi import read
         from ykbus.log.jsonl import LogError, read_entries
         from ykbus.log.replay import guarded_core
 
@@ -116,13 +121,13 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace) ->
             with open(args.log, "rb") as f:
                 for entry in read_entries(f, args.log):
                     guard.apply(entry)
-        except (LogError, OSError) as exc:
+            answers: dict = {}
+            for verb in verbs:
+                answers.update(read(guard.core, {}, verb, request))
+        except (LogError, OSError, ValueError) as exc:
             print(f"ykbus {command}: {exc}", file=sys.stderr)
             return None
-        dump = guard.core.dump(sections=tuple(SECTIONS[v] or "" for v in verbs))
-        return {verb: {rm: {name: p[SECTIONS[verb]] for name, p in r["partitions"].items()}
-                       for rm, r in dump["rms"].items() if not args.rm or rm == args.rm} for verb in verbs}
-    import json
+        return answers
 
     import anyio
 
@@ -132,11 +137,11 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace) ->
 
     async def ask_core() -> dict:
         nc = await connect(url, allow_reconnect=False)
-        body = json.dumps({"rm": args.rm} if args.rm else {}).encode()
+        data = json.dumps(request).encode()
         try:
             answers = {}
             for verb in verbs:
-                reply = await nc.request(f"{args.prefix}.api.{verb}", body, timeout=10)
+                reply = await nc.request(f"{args.prefix}.api.{verb}", data, timeout=10)
                 answers.update(json.loads(reply.data))
         finally:
             await nc.close()
@@ -160,7 +165,7 @@ def _would_fit(args: argparse.Namespace) -> int:
     on a live core (read API `wouldfit`) or on the state a log file ends in."""
     import json
 
-    from ykbus.core.dryrun import MAX_REQUEST_BYTES, lines, would_fit
+    from ykbus.core.dryrun import MAX_REQUEST_BYTES, lines
     from ykbus.yamlload import load_yaml
 
     try:
@@ -174,44 +179,9 @@ def _would_fit(args: argparse.Namespace) -> int:
         return 2
     if isinstance(request, dict) and args.rm:
         request = {**request, "rm": args.rm}
-    if args.log:
-        from ykbus.log.jsonl import LogError, read_entries
-        from ykbus.log.replay import guarded_core
-
-        guard = guarded_core()
-        try:
-            with open(args.log, "rb") as f:
-                for entry in read_entries(f, args.log):
-                    guard.apply(entry)
-            answer = {"wouldfit": would_fit(guard.core, request)}
-        except (LogError, OSError, ValueError) as exc:
-            print(f"ykbus explain --would-fit: {exc}", file=sys.stderr)
-            return 2
-    else:
-        import anyio
-
-        from ykbus.bus.local import connect, default_url
-
-        url = args.nats or default_url(args.data)
-
-        async def ask_core() -> dict:
-            nc = await connect(url, allow_reconnect=False)
-            try:
-                reply = await nc.request(f"{args.prefix}.api.wouldfit", json.dumps(request).encode(), timeout=10)
-            finally:
-                await nc.close()
-            return json.loads(reply.data)
-
-        try:
-            answer = anyio.run(ask_core)
-        except NatsUnreachable:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a core that does not answer is reported, not raised
-            print(f"ykbus explain --would-fit: could not ask the core at {url}: {exc!r}", file=sys.stderr)
-            return 2
-        if "error" in answer:
-            print(f"ykbus explain --would-fit: {answer['error']}", file=sys.stderr)
-            return 2
+    answer = _read_api("explain --would-fit", ("wouldfit",), args, request)
+    if answer is None:
+        return 2
     if args.json:
         print(json.dumps(answer["wouldfit"], indent=2))
     else:
