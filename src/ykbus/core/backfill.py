@@ -35,7 +35,16 @@ from typing import TYPE_CHECKING
 from ykbus.core import why
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.resources import fits, sub_into
-from ykbus.core.timeline import Candidate, Estimate, Holding, NoEstimate, earliest_start, runtime_limit_ms
+from ykbus.core.timeline import (
+    Candidate,
+    Estimate,
+    Holding,
+    NoEstimate,
+    earliest_start,
+    end_bound,
+    old_enough,
+    runtime_limit_ms,
+)
 from ykbus.core.timers import AllocationTimeoutTimer
 
 if TYPE_CHECKING:
@@ -73,13 +82,12 @@ def ask_limit_ms(timeout_ms: int, placeholder: bool, path: list[Queue]) -> int:
 
 def end_of(alloc: Alloc) -> int | None:
     """Rule 2: the log time (ns) by which `alloc` has ended; None without a limit."""
-    return alloc.at + alloc.limit_ms * NS_PER_MS if alloc.limit_ms > 0 else None
+    return end_bound(alloc.at, alloc.limit_ms if alloc.limit_ms > 0 else None)
 
 
 def young(alloc: Alloc, now: int) -> bool:
     """Rule 5: `alloc` has run less than its queue's minimum runtime."""
-    least = _nearest(alloc.app.path, 2)
-    return least > 0 and now - alloc.at < least * NS_PER_MS
+    return not old_enough(alloc.at, now, _nearest(alloc.app.path, 2))
 
 
 def candidate(node: Node) -> Candidate:
