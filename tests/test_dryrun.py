@@ -125,3 +125,41 @@ def test_ykbus_explain_would_fit_from_a_log_file(tmp_path):
     run = subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", "--would-fit", str(request), "--log", str(log)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "asks[0].maxAllocations" in run.stderr
+
+
+def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices():
+    """Over NATS and HTTP the dry run runs in slices (`would_fit_in_slices`): a core of 2,500
+    nodes is read 1,000 at a time, and an RM's entries applied meanwhile are applied, not held
+    until it ends; a node removed between two slices is not counted, and nothing breaks."""
+    import anyio
+
+    from ykbus.bus.readapi import would_fit_in_slices
+
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(*[node(f"h{i:04d}", gpu=8) for i in range(2500)]))
+    applied: list[int] = []
+
+    async def main() -> dict:
+        answer: dict = {}
+
+        async def dry_run() -> None:
+            answer.update(await would_fit_in_slices(h.core, job(1, 16)))
+
+        async def rm() -> None:  # an RM's entries, as the writer applies them when they come
+            for i in range(2):
+                await anyio.sleep(0)
+                if not answer:
+                    h.do(h.log.nodes(node(f"h{2499 - i:04d}", action="DECOMISSION")))
+                    applied.append(i)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(dry_run)
+            tg.start_soon(rm)
+        return answer["wouldfit"]
+
+    answer = anyio.run(main)
+    assert applied == [0, 1], "the writer waited for the dry run"
+    assert answer["fits"] is False and answer["members"] == 1
+    assert answer["smaller"]["text"] == "{gpu: 8} would fit now, on node h0000"
+    assert len(h.core.rms["rm-1"].partitions["default"].nodes) == 2498

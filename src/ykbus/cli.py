@@ -666,6 +666,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "core, which answers no reads; --poll polls the reader")
     b.add_argument("--dry-run", type=float, default=0, metavar="SECONDS", help="every SECONDS, from another process, "
                    "ask the core for a dry run of a job (POST /api/wouldfit, docs/time.md) and time it (0: none)")
+    b.add_argument("--live", type=int, default=0, metavar="N", help="the RM keeps at most N allocations, releasing "
+                   "its oldest as new ones arrive (churn at a steady size; 0: none is released)")
+    b.add_argument("--limit-ms", type=int, default=0, help="every ask carries this runtime limit "
+                   "(executionTimeoutMilliSeconds; 0: none), so the core keeps end bounds to estimate from")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
     b = bench.add_parser("failover", help="kill -9 the leader core under load: time to the next decision")
     b.add_argument("--kills", type=int, default=10)

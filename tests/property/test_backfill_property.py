@@ -59,9 +59,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from tests import invariants
 from tests.conftest import Harness, released
 from ykbus.core import partition, purity
-from ykbus.core.backfill import end_of
+from ykbus.core.backfill import FreeNodes, candidate, end_of
 from ykbus.core.decisions import Backfilled
-from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES
+from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
+from ykbus.core.timeline import NoEstimate, earliest_start
 from ykbus.core.why import PendingCode
 from ykbus.log.build import app, ask
 from ykbus.log.build import node as node_info
@@ -373,6 +374,7 @@ class BackfillRun(RuleBasedStateMachine):
             held[node_id] = h
             self.reservation(node, h, now)
         self.held = held
+        self.free_estimates_are_full_ones(part, now)
         if self.TO_LIMITS:  # property 2: a reserved ask starts by the first estimate it was told
             for o in outs:
                 for a in o.msg.new if o.kind == "alloc" else ():
@@ -381,6 +383,28 @@ class BackfillRun(RuleBasedStateMachine):
                         self.stats["asks placed after an estimate"] += 1
                         assert now <= told, (f"{a.applicationID}/{a.allocationKey} placed at {now}, "
                                              f"{(now - told) / SECOND:g} s after the first estimate it was told, {told}")
+
+    # what is asked (members), for the estimates compared: one shape, count x shape, mixed, too large
+    ASKED = ([{"vcore": 1000}], [{"vcore": 3000}], [{"vcore": 5000}], [{"vcore": 2000}] * 3,
+             [{"vcore": 3000}, {"vcore": 1000}, {"vcore": 2000}], [{"vcore": 8000, "memory": 8}])
+
+    def free_estimates_are_full_ones(self, part, now: int) -> None:
+        """The read API's and the dry run's estimates (`FreeNodes`: end bounds read from the
+        timers, in time order, as far as needed) are `earliest_start`'s over every holding."""
+        free = FreeNodes(part.records)
+        nodes = [n for n in part.nodes.values()
+                 if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held]
+        full = [candidate(n) for n in nodes]
+        if not any(h.end is not None for c in full for h in c.holdings):
+            assert free.candidates == [], "FreeNodes has candidates, but no allocation on them has a limit"
+            return
+        for members in self.ASKED:
+            want = earliest_start(full, members, now)
+            got = free.estimate(members, now)
+            assert repr(got) == repr(want), f"{members} at {now}: {got!r}, not {want!r}"
+            if isinstance(got, NoEstimate):
+                assert got.text() == want.text()
+        self.stats["free estimates compared"] += 1
 
     def reservation(self, node, h: Held, now: int) -> None:
         """Properties 1 and 2 on `node`, reserved for `h.ask` since `h.since`."""
@@ -520,6 +544,7 @@ def test_the_runs_reserve_and_backfill():
         assert totals[f"{kind} backfills"] >= 10, totals
         assert totals[f"{kind} runs that backfill"] >= 3, totals
     assert totals["ToLimits asks placed after an estimate"] >= 10, totals
+    assert totals["FreeRun free estimates compared"] >= 100, totals
 
 
 # --- found by the machines above: each fails until the core is fixed ------------------------

@@ -15,6 +15,10 @@ polls (YuniKorn's web UI overview: POLLED) from the core's HTTP API.
 reads (`--no-reads`, HTTP off), and the polls go to the reader.
 `dry_run`: every `dry_run` seconds, from the warm-up's end, a process of its own asks the core
 for a dry run of a job (`POST /api/wouldfit`, core/dryrun.py) and times the answer.
+`live`: the RM keeps at most `live` allocations, releasing its oldest as new ones arrive (a
+cluster where work ends as it comes: the state stays that size, with churn); 0: none ends.
+`limit_ms`: every ask carries that runtime limit (`executionTimeoutMilliSeconds`), so the
+core keeps end bounds and the dry runs' estimates have them to read (docs/time.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -47,8 +52,10 @@ def _res(**q: int) -> m.Resource:
 
 
 class _Counter(ResourceManagerCallback):
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = False) -> None:
         self.allocated = 0
+        self.keep = keep  # keep (application, uuid) of each allocation in `held`, to release it (`live`)
+        self.held: deque[tuple[str, str]] = deque()
         self.arrived: dict[str, float] = {}
         self.track = False
         self.changed = anyio.Event()
@@ -56,6 +63,8 @@ class _Counter(ResourceManagerCallback):
     def update_allocation(self, response: m.AllocationResponse) -> None:
         now = time.perf_counter()
         self.allocated += len(response.new)
+        if self.keep:
+            self.held.extend((a.applicationID, a.UUID) for a in response.new)
         if self.track:
             for a in response.new:
                 self.arrived[a.allocationKey] = now
@@ -89,9 +98,10 @@ while True:
 
 # The dry runs (`dry_run`): a process of its own, standard library only, as a person or an
 # agent asking "would this job fit, and when" every `every` seconds: POST /api/wouldfit with
-# a job of 16 allocations that fits, then one too large for any node (its estimate and the
-# largest shape that fits are computed), in turn, each timed from the request to the last
-# byte of the answer; it prints the milliseconds, a line each.
+# a job of 16 allocations that fits, one too large for any node (the largest shape that fits
+# is computed), and one of a whole node (none is empty: its estimate is computed, from the
+# end bounds with `limit_ms`), in turn, each timed from the request to the last byte of the
+# answer; it prints the milliseconds, a line each.
 DRY_RUNNER = """
 import http.client, json, sys, time
 port, every = int(sys.argv[1]), float(sys.argv[2])
@@ -99,14 +109,14 @@ def job(members, vcore):
     return json.dumps({"application": {"applicationID": "dry", "queueName": "root.a", "ugi": {"user": "me"}},
                        "asks": [{"allocationKey": "w", "applicationID": "dry", "maxAllocations": members,
                                  "resourceAsk": {"resources": {"vcore": {"value": vcore}}}}]}).encode()
-bodies = [job(16, 100000), job(1, 2000000)]
+bodies = [job(16, 100000), job(1, 2000000), job(1, 1000000)]
 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 n = 0
 while True:
     time.sleep(every)
     try:
         t = time.perf_counter()
-        conn.request("POST", "/api/wouldfit", body=bodies[n % 2], headers={"Content-Type": "application/json"})
+        conn.request("POST", "/api/wouldfit", body=bodies[n % len(bodies)], headers={"Content-Type": "application/json"})
         with conn.getresponse() as r:
             r.read()
             ok = r.status == 200
@@ -145,7 +155,7 @@ async def _poller(port: int, every: float, polls: list[int]) -> None:
 
 async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
                latency_batch: int = 100, window: int = WINDOW, poll: float = 0, api_port: int = 0,
-               dry_run: float = 0) -> dict[str, Any]:
+               dry_run: float = 0, live: int = 0, limit_ms: int = 0) -> dict[str, Any]:
     polls: list[int] = []
     dry: list[float] = []
     async with anyio.create_task_group() as tg:
@@ -153,7 +163,8 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
             tg.start_soon(_poller, api_port, poll, polls)
         tg.start_soon(_quiet_collector)
         out = await _phases(url, seconds, batch, nodes, progress, latency_batch, window,
-                            (lambda: tg.start_soon(_dry_runner, api_port, dry_run, dry)) if dry_run else None)
+                            (lambda: tg.start_soon(_dry_runner, api_port, dry_run, dry)) if dry_run else None,
+                            live, limit_ms)
         tg.cancel_scope.cancel()
     extra: dict[str, Any] = {}
     if dry_run:
@@ -179,98 +190,122 @@ async def _quiet_collector() -> None:
         gc.unfreeze()
 
 
+async def _churn(client: ResourceManagerClient, cb: _Counter, live: int) -> None:
+    """`live`: release the oldest allocations beyond `live`, at most a batch of 1,000 a message."""
+    while True:
+        await cb.changed.wait()
+        while len(cb.held) > live:
+            oldest = [cb.held.popleft() for _ in range(min(1000, len(cb.held) - live))]
+            await client.release([m.AllocationRelease(partitionName="default", applicationID=app_id, UUID=uuid,
+                                                      terminationType=m.TerminationType.STOPPED_BY_RM)
+                                  for app_id, uuid in oldest])
+
+
 async def _phases(url: str, seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
-                  latency_batch: int, window: int, measured: Callable[[], None] | None = None) -> dict[str, Any]:
+                  latency_batch: int, window: int, measured: Callable[[], None] | None = None,
+                  live: int = 0, limit_ms: int = 0) -> dict[str, Any]:
     """The two phases; `measured`, called once the warm-up is placed (the dry runs start then)."""
-    cb = _Counter()
-    async with NatsScheduler(url) as api:
-        client = ResourceManagerClient(api, "bench", config=QUEUES, callback=cb)
-        per_node = 1_000_000
-        await client.start(nodes=[m.NodeInfo(nodeID=f"n{i:05d}", action=m.ActionFromRM.CREATE,
-                                             schedulableResource=_res(vcore=per_node, memory=10 * per_node))
-                                  for i in range(nodes)])
-        await client.add_applications([m.AddApplicationRequest(applicationID=q, queueName=f"root.{q}",
-                                                               partitionName="default",
-                                                               ugi=m.UserGroupInformation(user="bench"))
-                                       for q in ("a", "b")])
-        k = 0
+    cb = _Counter(keep=live > 0)
+    async with NatsScheduler(url) as api, anyio.create_task_group() as churn:
+        out = await _measure(api, cb, churn, seconds, batch, nodes, progress, latency_batch, window, measured,
+                             live, limit_ms)
+        churn.cancel_scope.cancel()
+        return out
 
-        def asks(n: int) -> list[m.AllocationAsk]:
-            nonlocal k
-            out = []
-            for _ in range(n):
-                k += 1
-                out.append(m.AllocationAsk(allocationKey=f"k{k}", applicationID="a" if k % 2 else "b",
-                                           partitionName="default", resourceAsk=_res(vcore=1, memory=10),
-                                           maxAllocations=1))
-            return out
 
-        # warm-up, then phase 1: throughput
-        await client.add_asks(asks(batch))
-        while cb.allocated < batch:
-            await cb.changed.wait()
-        submitted, start_alloc = batch, cb.allocated
-        if measured is not None:
-            measured()
-        t0 = time.perf_counter()
-        deadline = t0 + seconds
+async def _measure(api: NatsScheduler, cb: _Counter, churn: Any, seconds: float, batch: int, nodes: int,
+                   progress: Callable[[str], None], latency_batch: int, window: int,
+                   measured: Callable[[], None] | None, live: int, limit_ms: int) -> dict[str, Any]:
+    client = ResourceManagerClient(api, "bench", config=QUEUES, callback=cb)
+    per_node = 1_000_000
+    await client.start(nodes=[m.NodeInfo(nodeID=f"n{i:05d}", action=m.ActionFromRM.CREATE,
+                                         schedulableResource=_res(vcore=per_node, memory=10 * per_node))
+                              for i in range(nodes)])
+    await client.add_applications([m.AddApplicationRequest(applicationID=q, queueName=f"root.{q}",
+                                                           partitionName="default",
+                                                           ugi=m.UserGroupInformation(user="bench"))
+                                   for q in ("a", "b")])
+    k = 0
 
-        async def feed() -> None:  # one of WINDOW publishers: each publish is awaited for its ack
-            nonlocal submitted
-            while True:
-                while submitted - cb.allocated > window * batch:
-                    await cb.changed.wait()
-                if time.perf_counter() >= deadline:
-                    return
-                submitted += batch
-                await client.add_asks(asks(batch))
-                progress(f"e2e throughput: {cb.allocated - start_alloc:,} allocations in "
-                         f"{time.perf_counter() - t0:4.1f}s")
+    def asks(n: int) -> list[m.AllocationAsk]:
+        nonlocal k
+        out = []
+        for _ in range(n):
+            k += 1
+            out.append(m.AllocationAsk(allocationKey=f"k{k}", applicationID="a" if k % 2 else "b",
+                                       partitionName="default", resourceAsk=_res(vcore=1, memory=10),
+                                       maxAllocations=1, executionTimeoutMilliSeconds=limit_ms))
+        return out
 
-        async with anyio.create_task_group() as tg:  # so up to WINDOW publishes are in flight
-            for _ in range(window):
-                tg.start_soon(feed)
-        while cb.allocated < submitted:
-            await cb.changed.wait()
-        elapsed = time.perf_counter() - t0
-        rate = (cb.allocated - start_alloc) / elapsed
+    if live:
+        churn.start_soon(_churn, client, cb, live)
+    # warm-up, then phase 1: throughput
+    await client.add_asks(asks(batch))
+    while cb.allocated < batch:
+        await cb.changed.wait()
+    submitted, start_alloc = batch, cb.allocated
+    if measured is not None:
+        measured()
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
 
-        # phase 2: latency at half the rate
-        half = rate / 2
-        per = latency_batch
-        interval = per / half
-        cb.track = True
-        sent: dict[str, float] = {}
-        t1 = time.perf_counter()
-        n = 0
-        async with anyio.create_task_group() as tg:  # on schedule: a publish does not wait for the previous ack
-            while time.perf_counter() - t1 < seconds:
-                target = t1 + n * interval
-                now = time.perf_counter()
-                if target > now:
-                    await anyio.sleep(target - now)
-                batch_asks = asks(per)
-                stamp = time.perf_counter()
-                for a in batch_asks:
-                    sent[a.allocationKey] = stamp
-                tg.start_soon(client.add_asks, batch_asks)
-                n += 1
-                if n % 50 == 0:
-                    progress(f"e2e latency at {half:,.0f}/s: {len(cb.arrived):,} allocations")
-        with anyio.fail_after(60):
-            while not all(key in cb.arrived for key in sent):
+    async def feed() -> None:  # one of WINDOW publishers: each publish is awaited for its ack
+        nonlocal submitted
+        while True:
+            while submitted - cb.allocated > window * batch:
                 await cb.changed.wait()
-        lat = sorted((cb.arrived[key] - t) * 1000 for key, t in sent.items())
-        return {"bench": "e2e", "nodes": nodes, "batch": batch, "latency_batch": per, "seconds": round(elapsed, 2),
-                "allocations": cb.allocated - start_alloc, "sustained_allocations_per_s": rate,
-                "half_rate": half, "latency_p50_ms": lat[len(lat) // 2], "latency_p99_ms": lat[int(len(lat) * 0.99)],
-                "latency_p999_ms": lat[int(len(lat) * 0.999)], "latency_max_ms": lat[-1],
-                "latency_samples": len(lat)}
+            if time.perf_counter() >= deadline:
+                return
+            submitted += batch
+            await client.add_asks(asks(batch))
+            progress(f"e2e throughput: {cb.allocated - start_alloc:,} allocations in "
+                     f"{time.perf_counter() - t0:4.1f}s")
+
+    async with anyio.create_task_group() as tg:  # so up to WINDOW publishes are in flight
+        for _ in range(window):
+            tg.start_soon(feed)
+    while cb.allocated < submitted:
+        await cb.changed.wait()
+    elapsed = time.perf_counter() - t0
+    rate = (cb.allocated - start_alloc) / elapsed
+
+    # phase 2: latency at half the rate
+    half = rate / 2
+    per = latency_batch
+    interval = per / half
+    cb.track = True
+    sent: dict[str, float] = {}
+    t1 = time.perf_counter()
+    n = 0
+    async with anyio.create_task_group() as tg:  # on schedule: a publish does not wait for the previous ack
+        while time.perf_counter() - t1 < seconds:
+            target = t1 + n * interval
+            now = time.perf_counter()
+            if target > now:
+                await anyio.sleep(target - now)
+            batch_asks = asks(per)
+            stamp = time.perf_counter()
+            for a in batch_asks:
+                sent[a.allocationKey] = stamp
+            tg.start_soon(client.add_asks, batch_asks)
+            n += 1
+            if n % 50 == 0:
+                progress(f"e2e latency at {half:,.0f}/s: {len(cb.arrived):,} allocations")
+    with anyio.fail_after(60):
+        while not all(key in cb.arrived for key in sent):
+            await cb.changed.wait()
+    lat = sorted((cb.arrived[key] - t) * 1000 for key, t in sent.items())
+    return {"bench": "e2e", "nodes": nodes, "batch": batch, "latency_batch": per, "seconds": round(elapsed, 2),
+            "allocations": cb.allocated - start_alloc, "sustained_allocations_per_s": rate,
+            "half_rate": half, "latency_p50_ms": lat[len(lat) // 2], "latency_p99_ms": lat[int(len(lat) * 0.99)],
+            "latency_p999_ms": lat[int(len(lat) * 0.999)], "latency_max_ms": lat[-1],
+            "latency_samples": len(lat)}
 
 
 def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
               latency_batch: int = 100, window: int = WINDOW, poll: float = 0,
-              snapshot_every: int = SNAPSHOT_EVERY, reader: bool = False, dry_run: float = 0) -> dict[str, Any]:
+              snapshot_every: int = SNAPSHOT_EVERY, reader: bool = False, dry_run: float = 0,
+              live: int = 0, limit_ms: int = 0) -> dict[str, Any]:
     from ykbus.bus.service import asyncio_loop_policy
 
     asyncio_loop_policy()
@@ -289,8 +324,9 @@ def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], 
             start("--api-port", str(api_port))]
         try:
             return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window, poll,
-                                api_port, dry_run), "window": window, "poll_s": poll, "snapshot_every": snapshot_every,
-                    "reader": reader, "dry_run_s": dry_run}
+                                api_port, dry_run, live, limit_ms), "window": window, "poll_s": poll,
+                    "snapshot_every": snapshot_every, "reader": reader, "dry_run_s": dry_run, "live": live,
+                    "limit_ms": limit_ms}
         finally:
             for core in cores:
                 core.send_signal(signal.SIGTERM)

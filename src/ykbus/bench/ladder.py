@@ -64,7 +64,8 @@ def _e2e(args: argparse.Namespace, progress: Progress) -> Row:
     from ykbus.bench.e2e import bench_e2e
 
     runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, progress, args.latency_batch, args.window,
-                      args.poll, args.snapshot_every, args.reader, args.dry_run) for _ in range(args.repeat)]
+                      args.poll, args.snapshot_every, args.reader, args.dry_run, args.live, args.limit_ms)
+            for _ in range(args.repeat)]
     row = dict(runs[0])
     for key in E2E_MEDIANS:
         row[key] = statistics.median(r[key] for r in runs)

@@ -27,7 +27,7 @@ from aiohttp import web
 from ykbus import web as web_ui
 from ykbus.bus.eventfeed import EventFeed
 from ykbus.core import Core
-from ykbus.core.dryrun import would_fit
+from ykbus.core.dryrun import answer_steps, step, would_fit
 from ykbus.rest import events, metrics, router
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
@@ -76,6 +76,18 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
     return {verb: out}
 
 
+async def would_fit_in_slices(core: Core, request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to `wouldfit` on the live core: the dry run in slices of bounded work
+    (core/dryrun.py `answer_steps`), the writer applying entries between them, as a metrics
+    scrape is made. DryRunError (a ValueError) for a bad request."""
+    steps = answer_steps(core, request)
+    while True:
+        answer = step(steps)
+        if answer is not None:
+            return {WOULD_FIT: answer}
+        await anyio.sleep(0)
+
+
 # The read projection's int64 values that the HTTP API writes as decimal strings (the
 # protobuf JSON mapping; `?int64=number` for plain numbers): every quantity of a resource
 # map under these keys, and these timestamps (Unix ns). Counts, priorities and sequences
@@ -106,9 +118,11 @@ class HttpReadApi:
     """GET /api/<verb>[?rm=..&partition=..&int64=..]: the read API over HTTP, for tools that do
     not speak NATS, served by aiohttp (docs/operations.md, "HTTP": why that library)."""
 
-    def __init__(self, read: Callable[[str, dict[str, Any]], dict[str, Any]], host: str, port: int,
+    def __init__(self, read: Callable[[str, dict[str, Any]], dict[str, Any]],
+                 core: Callable[[], Core], host: str, port: int,
                  token: str | None, rest: RestState | None = None, metrics: Metrics | None = None) -> None:
         self._read = read
+        self._core = core  # the live core, for POST /api/wouldfit (`would_fit_in_slices`)
         self.rest = rest  # YuniKorn's /ws/v1 (ykbus/rest/), None: not served
         self.metrics = metrics  # /ws/v1/metrics and /metrics (rest/metrics.py), None: not served
         self.events: EventFeed | None = None  # /ws/v1/events/* (bus/eventfeed.py), once the service has its streams
@@ -182,7 +196,7 @@ class HttpReadApi:
         if len(raw) > MAX_DRY_RUN_BYTES:
             return _json(413, {"error": f"the request body is over {MAX_DRY_RUN_BYTES} bytes"})
         try:
-            body = self._read(WOULD_FIT, json.loads(raw or b"{}"))
+            body = await would_fit_in_slices(self._core(), json.loads(raw or b"{}"))
         except (ValueError, KeyError, RecursionError) as exc:
             return _json(400, {"error": str(exc)})
         query = _query(request)

@@ -143,8 +143,8 @@ class CoreService:
         self.clock = LogClock(settings, self.live, self.leadership.append, self.subjects.naming_shard)
         self.rest = RestState(self.live.current, self.started_ns, check_every=HEALTH_CHECK_EVERY_S)
         self.metrics = Metrics(self.rest, self._figures)
-        self.http = readapi.HttpReadApi(self.read, settings.api_host, settings.api_port, settings.api_token, self.rest,
-                                        self.metrics)
+        self.http = readapi.HttpReadApi(self.read, self.live.current, settings.api_host, settings.api_port,
+                                        settings.api_token, self.rest, self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
         self._dropped_seen = 0
@@ -491,8 +491,9 @@ class CoreService:
             request = json.loads(msg.data) if msg.data.strip() else {}
             if not isinstance(request, dict):
                 raise ValueError("the request body must be a JSON object")
-            body = self.read(verb, request)
-        except (ValueError, KeyError) as exc:
+            body = (await readapi.would_fit_in_slices(self.core, request) if verb == readapi.WOULD_FIT  # a dry run
+                    else self.read(verb, request))
+        except (ValueError, KeyError, RecursionError) as exc:
             body = {"error": str(exc)}
         if msg.reply:
             await msg.respond(json.dumps(body, default=str).encode())

@@ -7,6 +7,7 @@ so the core fires the due timers of all its RMs in one (deadline, insertion) ord
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from heapq import heappop, heappush
 from typing import Final, Generic, TypeVar
 
@@ -72,6 +73,17 @@ class Timers(Generic[T]):
         while deadlines and deadlines[0] <= now:
             out.extend(self._at.pop(heappop(deadlines)))
         return out
+
+    def in_order(self) -> Iterator[list[tuple[int, int, T]]]:
+        """The timers held, a list per deadline, in deadline order, read as far as the caller
+        goes (a copy of the heap is popped: nothing held changes). Timers set after the call
+        at a deadline not held then are not read; a deadline fired meanwhile is skipped."""
+        heap = list(self._deadlines)
+        at = self._at
+        while heap:
+            found = at.get(heappop(heap))
+            if found is not None:
+                yield found
 
     def entries(self) -> list[tuple[int, int, T]]:
         """Every deadline held, with its order (a snapshot)."""

@@ -33,15 +33,17 @@ policies and required nodes, and the asks already waiting ahead of it.
 from __future__ import annotations
 
 import gc
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ykbus.core import why
-from ykbus.core.backfill import free_candidates
+from ykbus.core.backfill import FreeNodes
+from ykbus.core.lifecycle import NodeState
 from ykbus.core.registry import resources_of
 from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res
-from ykbus.core.timeline import Candidate, Estimate, NoEstimate, earliest_start
+from ykbus.core.timeline import Estimate, NoEstimate
 from ykbus.core.topology import (
     ANYWHERE,
     DomainIndex,
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 MAX_REQUEST_BYTES = 1 << 20  # a request file or body
 MAX_ASKS = 1000  # asks in one request
 MAX_MEMBERS = 10_000  # allocations asked in all
+SLICE_NODES = 1000  # nodes read in one slice of a dry run (about 1 ms; `answer_steps`)
 
 
 class DryRunError(ValueError):
@@ -106,20 +109,38 @@ def parse(obj: Any) -> Request:
 
 
 def would_fit(core: Core, obj: Any) -> dict[str, Any]:
-    """The dry run's answer to `obj` (a decoded request) on `core`'s state, as it is. Without
-    the cyclic garbage collector meanwhile (as a snapshot is written): it makes tens of
-    thousands of acyclic objects, whose count would start collections that walk the core's
-    young objects while the writer waits."""
+    """The dry run's answer to `obj` (a decoded request) on `core`'s state, as it is, at once
+    (`--log`, the read API over NATS' answer is `sliced`)."""
+    steps = answer_steps(core, obj)
+    while True:
+        answer = step(steps)
+        if answer is not None:
+            return answer
+
+
+def step(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | None:
+    """One slice of a dry run (`answer_steps`): the answer once it is done, else None (the
+    writer may apply entries before the next). Without the cyclic garbage collector
+    meanwhile (as a snapshot is written): a dry run makes thousands of acyclic objects,
+    whose count would start collections that walk the core's young objects."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _would_fit(core, obj)
+        next(steps)
+    except StopIteration as done:
+        answer: dict[str, Any] = done.value
+        return answer
     finally:
         if enabled:
             gc.enable()
+    return None
 
 
-def _would_fit(core: Core, obj: Any) -> dict[str, Any]:
+def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
+    """The dry run in slices of bounded work (at most `SLICE_NODES` nodes read, or one
+    placement of the members on the copy of the room): the state may change between two
+    (the writer applies entries then), so each slice copies what it reads, and what the
+    answer says is of the state at the slice that read it."""
     request = parse(obj)
     part, rm_id = _partition(core, request)
     application = request.application
@@ -130,14 +151,13 @@ def _would_fit(core: Core, obj: Any) -> dict[str, Any]:
     if not queue.leaf:
         raise DryRunError(f"application.queueName: queue {queue.path} is a parent queue: applications go to leaves")
     members, keys = _members(request)
-    now = core.now
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
-                           "queue": queue.path, "now": now, "members": len(members),
+                           "queue": queue.path, "now": core.now, "members": len(members),
                            "asked": total_of(members), "judged": "a dry run: user and group limits, maxapplications, "
                            "node policies, required nodes and the asks waiting ahead of it are not judged"}
     over = _queue_over(queue, total_of(members))
-    index, order = _room(part)
     topology = request_of(application.tags) if part.records.config.topology.levels else None
+    index, order = yield from _room(part)
     fit = _place(index, order, members, topology)
     if over is None and isinstance(fit, Fit):
         out["fits"] = True
@@ -147,9 +167,17 @@ def _would_fit(core: Core, obj: Any) -> dict[str, Any]:
         return out
     out["fits"] = False
     out["reason"] = over if over is not None else _why_not(fit, members)
-    out["estimate"] = _estimate(part, members, topology, now)
-    out["smaller"] = _smaller(index, order, members, topology)
+    yield
+    _still(part)
+    out["estimate"] = _estimate(part, members, topology, core.now)
+    out["smaller"] = yield from _smaller(index, order, members, topology)
     return out
+
+
+def _still(part: Partition) -> None:
+    """After a slice: DryRunError if the partition went meanwhile (its RM unregistered)."""
+    if not part.records.alive:
+        raise DryRunError(f"partition {part.name} was removed during the dry run (its RM unregistered)")
 
 
 def _partition(core: Core, request: Request) -> tuple[Partition, str]:
@@ -198,18 +226,23 @@ def _queue_over(queue: Queue, total: Res) -> str | None:
     return None
 
 
-def _room(part: Partition) -> tuple[DomainIndex, list[str]]:
+def _room(part: Partition) -> Generator[None, None, tuple[DomainIndex, list[str]]]:
     """Rule 2: the nodes it may take, in the partition's node order, in a domain index of
-    their free room (a copy: the planner's is not touched)."""
+    their free room (a copy: the planner's is not touched), `SLICE_NODES` at a time."""
     records = part.records
     index = DomainIndex(records.config.topology.levels)
     order: list[str] = []
-    nodes = records.nodes
-    for _, node_id in part.waits.node_index:  # the schedulable nodes out of reserved domains, in node order
-        node = nodes[node_id]
-        if node.reserved is None:
-            index.set_node(node_id, node.attributes, True, node.free)
-            order.append(node_id)
+    wanted = [node_id for _, node_id in part.waits.node_index]  # the schedulable nodes out of reserved domains
+    for start in range(0, len(wanted), SLICE_NODES):
+        if start:
+            yield
+            _still(part)
+        nodes = records.nodes
+        for node_id in wanted[start:start + SLICE_NODES]:
+            node = nodes.get(node_id)
+            if node is not None and node.reserved is None and node.state is NodeState.SCHEDULABLE and not node.held:
+                index.set_node(node_id, node.attributes, True, node.free)  # (copied: positive(free))
+                order.append(node_id)
     return index, order
 
 
@@ -229,24 +262,24 @@ def _why_not(found: Fit | NoDomain, members: list[Res]) -> str:
 
 
 def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None, now: int) -> dict[str, Any]:
-    """Rule 3."""
-    candidates = free_candidates(part.records)
-    if not candidates:
+    """Rule 3 (one slice: the end bounds are read from the timers in one go)."""
+    free = FreeNodes(part.records)
+    if not free.candidates:
         return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
-    groups: list[list[Candidate]] = [candidates]
+    groups: list[list[str] | None] = [None]  # None: every free node
     if topology is not None and topology.mode is TopologyMode.REQUIRED:
         levels = part.records.config.topology.levels
         if topology.level in levels:
             depth = levels.index(topology.level) + 1
-            by_domain: dict[tuple[str, ...], list[Candidate]] = {}
-            for c in candidates:
+            by_domain: dict[tuple[str, ...], list[str]] = {}
+            for c in free.candidates:
                 path = path_of(levels, part.nodes[c.id].attributes)
                 if len(path) >= depth:
-                    by_domain.setdefault(path[:depth], []).append(c)
+                    by_domain.setdefault(path[:depth], []).append(c.id)
             groups = [by_domain[k] for k in sorted(by_domain)]
     best: Estimate | NoEstimate | None = None
     for group in groups:
-        found = earliest_start(group, members, now)
+        found = free.estimate(members, now, group)
         if isinstance(found, Estimate) and (not isinstance(best, Estimate) or found.at < best.at):
             best = found
         elif best is None:
@@ -258,12 +291,14 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
     return {"text": best.text()}
 
 
-def _smaller(index: DomainIndex, order: list[str], members: list[Res], topology: TopologyRequest | None) -> dict[str, Any]:
-    """Rule 4."""
+def _smaller(index: DomainIndex, order: list[str], members: list[Res],
+             topology: TopologyRequest | None) -> Generator[None, None, dict[str, Any]]:
+    """Rule 4, on the copy of the room `_room` read (one placement a slice)."""
     if len(members) == 1:
-        return _largest_shape(index, order, members[0])
+        return (yield from _largest_shape(index, order, members[0]))
     lo, hi = 0, len(members)  # the most members that fit now: fitting is monotone in the count
     while lo < hi:
+        yield
         mid = (lo + hi + 1) // 2
         if isinstance(_place(index, order, members[:mid], topology), Fit):
             lo = mid
@@ -272,14 +307,16 @@ def _smaller(index: DomainIndex, order: list[str], members: list[Res], topology:
     return {"members": lo, "text": f"{lo} of the {len(members)} allocations would fit now"}
 
 
-def _largest_shape(index: DomainIndex, order: list[str], shape: Res) -> dict[str, Any]:
+def _largest_shape(index: DomainIndex, order: list[str], shape: Res) -> Generator[None, None, dict[str, Any]]:
     best = 0.0
     best_node = ""
-    for node_id in order:
-        free = index.free(node_id)
-        scale = min((free.get(name, 0) / value for name, value in shape.items() if value > 0), default=0.0)
-        if scale > best:
-            best, best_node = min(scale, 1.0), node_id
+    for start in range(0, len(order), SLICE_NODES):
+        yield
+        for node_id in order[start:start + SLICE_NODES]:
+            free = index.free(node_id)
+            scale = min((free.get(name, 0) / value for name, value in shape.items() if value > 0), default=0.0)
+            if scale > best:
+                best, best_node = min(scale, 1.0), node_id
     if not best_node:
         return {"resource": {}, "text": "no node has any of it free"}
     largest = {name: int(value * best) for name, value in shape.items()}

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ykbus.core.backfill import free_candidates
+from ykbus.core.backfill import FreeNodes
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.partition import Partition
 from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
-from ykbus.core.timeline import Candidate, Estimate, NoEstimate, earliest_start, fmt_in
+from ykbus.core.timeline import Estimate, NoEstimate, fmt_in
 from ykbus.core.topology import path_of
 from ykbus.core.why import PendingCode
 
@@ -89,16 +89,16 @@ class Estimates:
 
     def __init__(self, p: Partition, now: int) -> None:
         self.p, self.now = p, now
-        self.candidates: list[Candidate] | None = None
+        self.free: FreeNodes | None = None
         self.by_shape: dict[str, Estimate | NoEstimate | None] = {}
 
     def of(self, ask: Any) -> Estimate | NoEstimate | None:
         """None: no allocation on the free nodes has a runtime limit."""
         if ask.shape in self.by_shape:
             return self.by_shape[ask.shape]
-        if self.candidates is None:
-            self.candidates = free_candidates(self.p.records)
-        found = earliest_start(self.candidates, [ask.resource], self.now) if self.candidates else None
+        if self.free is None:
+            self.free = FreeNodes(self.p.records)
+        found = self.free.estimate([ask.resource], self.now) if self.free.candidates else None
         self.by_shape[ask.shape] = found
         return found
 

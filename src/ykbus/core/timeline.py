@@ -48,7 +48,7 @@ Nothing here changes its inputs; every answer is a value.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ykbus.core.packing import first_fit
 from ykbus.core.packing import repeat as repeat  # (a gang of one shape: for callers of this module)
@@ -227,14 +227,17 @@ def pack(rooms: Sequence[Res], members: Sequence[Res]) -> list[int] | None:
     return placed if len(placed) == len(members) else None
 
 
-class _Event:
+class EndEvent:
+    """Room coming back: at log time `at`, `resource` on the candidate node of index `node`,
+    the end bound of allocation `key`."""
+
     __slots__ = ("at", "node", "key", "resource")
 
     def __init__(self, at: int, node: int, key: str, resource: Res) -> None:
         self.at, self.node, self.key, self.resource = at, node, key, resource
 
 
-def _event_key(e: _Event) -> tuple[int, int, str]:
+def event_key(e: EndEvent) -> tuple[int, int, str]:
     return (e.at, e.node, e.key)
 
 
@@ -247,71 +250,117 @@ def earliest_start(candidates: Sequence[Candidate], members: Sequence[Res], now_
     on `candidates` at the earliest, from now on, if every allocation runs to its end bound
     and nothing else changes. The order of the inputs does not matter.
 
-    Cost: O(H log H) for the H allocations' end bounds, plus, per distinct end bound, O(1)
-    for members of one shape (the count each node takes is kept) or one first fit,
-    O(nodes + members), for mixed shapes when the summed room covers them."""
+    Cost: O(H log H) for the H allocations' end bounds, plus `sweep`'s."""
     nodes = sorted(candidates, key=_candidate_id)
-    if not nodes:
-        return NoEstimate(NoEstimateReason.NO_NODES, [], members)
-    rooms: list[Res] = [dict(c.free) for c in nodes]
-    if not members:
-        return Estimate(now_ns, [], [])
-    events: list[_Event] = []
+    early = at_once(nodes, members, now_ns)
+    if early is not None:
+        return early
+    events: list[EndEvent] = []
     for i, c in enumerate(nodes):
         for h in c.holdings:
             if h.end is not None:
-                events.append(_Event(h.end if h.end > now_ns else now_ns, i, h.key, h.resource))
-    events.sort(key=_event_key)
-    first = members[0]
-    uniform = all(m == first for m in members)
-    count = len(members)
-    wanted: Res = {}
-    for m in members:
-        add_into(wanted, m)
-    summed: Res = {}
-    for r in rooms:
-        add_into(summed, r)
-    slots = [_slots(r, first, count) for r in rooms] if uniform else []
-    held = sum(slots)
-    applied = 0
+                events.append(EndEvent(h.end if h.end > now_ns else now_ns, i, h.key, h.resource))
+    events.sort(key=event_key)
+    found = sweep(nodes, members, now_ns, iter(events))
+    return found if found is not None else no_estimate(nodes, members)
+
+
+def at_once(nodes: list[Candidate], members: Sequence[Res], now_ns: int) -> Estimate | NoEstimate | None:
+    """What needs no end bound: no node, nothing to place (now), or members that do not fit
+    the nodes even empty (as `no_estimate` would say once every bound had passed)."""
+    if not nodes:
+        return NoEstimate(NoEstimateReason.NO_NODES, [], members)
+    if not members:
+        return Estimate(now_ns, [], [])
+    if pack([c.capacity for c in nodes], members) is None:
+        return NoEstimate(NoEstimateReason.TOO_LARGE, [], members)
+    return None
+
+
+def sweep(nodes: list[Candidate], members: Sequence[Res], now_ns: int,
+          events: Iterator[EndEvent]) -> Estimate | None:
+    """Rule 4 over `nodes` (by id; their holdings are not read) whose room comes back at
+    `events`: the end bounds of their allocations in time order (each at now at the
+    earliest; `node` an index into `nodes`), read only as far as needed. None when the
+    members fit at none of them (`no_estimate` says why)."""
+    room = Sweep(nodes, members, now_ns)
+    applied: list[EndEvent] = []
+    upcoming = next(events, None)
     at = now_ns
     while True:
-        placed: list[int] | None = None
-        if uniform:
-            if held >= count:
-                placed = pack(rooms, members)
-        elif fits(wanted, summed):
-            placed = pack(rooms, members)
+        placed = room.placement()
         if placed is not None:
-            return _estimate(nodes, members, placed, events[:applied], at)
-        if applied == len(events):
-            return _no_estimate(nodes, members)
-        at = events[applied].at
-        while applied < len(events) and events[applied].at == at:
-            e = events[applied]
-            add_into(rooms[e.node], e.resource)
-            add_into(summed, e.resource)
-            if uniform:
-                before = slots[e.node]
-                slots[e.node] = _slots(rooms[e.node], first, count)
-                held += slots[e.node] - before
-            applied += 1
+            return _estimate(nodes, members, placed, applied, at)
+        if upcoming is None:
+            return None
+        at = upcoming.at
+        while upcoming is not None and upcoming.at == at:
+            room.back(upcoming.node, upcoming.resource)
+            applied.append(upcoming)
+            upcoming = next(events, None)
 
 
-def _estimate(nodes: list[Candidate], members: Sequence[Res], placed: list[int], applied: list[_Event],
+class Sweep:
+    """Rule 4's room over time, fed as it goes: the room of `nodes` (by id), and of the
+    members, how many each node takes (one shape) or their sum (mixed). Its caller gives the
+    room that comes back (`back`), all of one end bound at a time, in time order, and asks
+    whether the members fit (`placement`) between two end bounds.
+
+    Cost: O(1) a room given back; `placement`, for members of one shape O(1) until the
+    nodes hold them all, else one first fit, O(nodes + members), once the summed room
+    covers them."""
+
+    __slots__ = ("members", "rooms", "first", "uniform", "count", "wanted", "summed", "slots", "held")
+
+    def __init__(self, nodes: list[Candidate], members: Sequence[Res], now_ns: int) -> None:
+        self.members = members
+        self.rooms: list[Res] = [dict(c.free) for c in nodes]
+        self.first = members[0]
+        self.uniform = all(m == self.first for m in members)
+        self.count = len(members)
+        self.wanted: Res = {}
+        for m in members:
+            add_into(self.wanted, m)
+        self.summed: Res = {}
+        for r in self.rooms:
+            add_into(self.summed, r)
+        self.slots = [_slots(r, self.first, self.count) for r in self.rooms] if self.uniform else []
+        self.held = sum(self.slots)
+
+    def back(self, node: int, resource: Res) -> None:
+        """`resource` is back on the node of index `node`."""
+        room = self.rooms[node]
+        add_into(room, resource)
+        if self.uniform:
+            before = self.slots[node]
+            if before < self.count:
+                after = self.slots[node] = _slots(room, self.first, self.count)
+                self.held += after - before
+        else:
+            add_into(self.summed, resource)
+
+    def placement(self) -> list[int] | None:
+        """The node index of each member if they fit the room now (first fit), else None."""
+        if self.uniform:
+            return pack(self.rooms, self.members) if self.held >= self.count else None
+        return pack(self.rooms, self.members) if fits(self.wanted, self.summed) else None
+
+
+def _estimate(nodes: list[Candidate], members: Sequence[Res], placed: list[int], applied: list[EndEvent],
               at: int) -> Estimate:
     used: dict[int, bool] = dict.fromkeys(placed, True)
     waits = [Waited(nodes[e.node].id, e.key, e.at) for e in applied if e.node in used]
-    waits.sort(key=_waited_key)
+    waits.sort(key=waited_key)
     return Estimate(at, [nodes[i].id for i in placed], waits)
 
 
-def _waited_key(w: Waited) -> tuple[str, int, str]:
+def waited_key(w: Waited) -> tuple[str, int, str]:
     return (w.node, w.end, w.key)
 
 
-def _no_estimate(nodes: list[Candidate], members: Sequence[Res]) -> NoEstimate:
-    """Rule 6, once every end bound has passed and the members still do not fit."""
+def no_estimate(nodes: list[Candidate], members: Sequence[Res]) -> NoEstimate:
+    """Rule 6, once every end bound of `nodes`' holdings has passed and the members still do
+    not fit."""
     if pack([c.capacity for c in nodes], members) is None:
         return NoEstimate(NoEstimateReason.TOO_LARGE, [], members)
     everything: list[Res] = []
