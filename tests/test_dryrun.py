@@ -128,16 +128,17 @@ def test_ykbus_explain_would_fit_from_a_log_file(tmp_path):
 
 
 def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices():
-    """Over NATS and HTTP the dry run runs in slices (`would_fit_in_slices`): a core of 2,500
-    nodes is read 1,000 at a time, and an RM's entries applied meanwhile are applied, not held
-    until it ends; a node removed between two slices is not counted, and nothing breaks."""
+    """Over NATS and HTTP the dry run runs in slices (`would_fit_in_slices`): the largest
+    shape that fits is looked for on 5,000 nodes, 2,000 at a time, and an RM's entries are
+    applied meanwhile, not held until it ends; nodes removed between two slices break
+    nothing."""
     import anyio
 
     from ykbus.bus.readapi import would_fit_in_slices
 
     h = Harness()
     h.setup(QUEUES)
-    h.do(h.log.nodes(*[node(f"h{i:04d}", gpu=8) for i in range(2500)]))
+    h.do(h.log.nodes(*[node(f"h{i:04d}", gpu=8) for i in range(5000)]))
     applied: list[int] = []
 
     async def main() -> dict:
@@ -150,7 +151,7 @@ def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices
             for i in range(2):
                 await anyio.sleep(0)
                 if not answer:
-                    h.do(h.log.nodes(node(f"h{2499 - i:04d}", action="DECOMISSION")))
+                    h.do(h.log.nodes(node(f"h{4999 - i:04d}", action="DECOMISSION")))
                     applied.append(i)
 
         async with anyio.create_task_group() as tg:
@@ -162,4 +163,4 @@ def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices
     assert applied == [0, 1], "the writer waited for the dry run"
     assert answer["fits"] is False and answer["members"] == 1
     assert answer["smaller"]["text"] == "{gpu: 8} would fit now, on node h0000"
-    assert len(h.core.rms["rm-1"].partitions["default"].nodes) == 2498
+    assert len(h.core.rms["rm-1"].partitions["default"].nodes) == 4998

@@ -17,15 +17,20 @@ How it answers, in the partition's terms:
 2. **Room**: the queue (by name, as given: placement rules are not run) must exist and be a
    leaf; each queue on its path with a max must have room for the members' total. Nodes:
    the schedulable ones reserved for no ask and in no reserved topology domain, in the
-   partition's node order; first fit, members in order (core/topology.py `best_fit` over
-   the whole partition), or, with a topology tag on the application, the domain a gang of
-   those members would get (`choose`, as core/topoplace.py chooses it).
+   partition's node order; first fit, members in order (core/packing.py `first_fit` on the
+   nodes' free room, read in one slice), or, with a topology tag on the application, the
+   domain a gang of those members would get (`choose`, as core/topoplace.py chooses it, on
+   a copy of the room read in slices).
 3. **When**: if it does not fit, the earliest log time the members fit the nodes if every
-   allocation ends at its runtime limit (core/timeline.py `earliest_start`; in one domain of
-   the level a `required` tag names), or why there is no estimate.
+   allocation ends at its runtime limit (core/backfill.py `FreeNodes`, as core/timeline.py
+   `earliest_start` says it; in one domain of the level a `required` tag names), or why
+   there is no estimate.
 4. **Smaller**: the most members that fit now (first fit stops at the first that does not;
    a domain: the most that one domain holds); for a single allocation, the largest part of
    its shape (every quantity scaled alike) that one node has free.
+Over NATS and HTTP it runs in slices of bounded work (`answer_steps`: at most `SLICE_NODES`
+nodes or `SLICE_ENDS` end bounds read, or one placement), the writer applying entries
+between them; `--log` and tests run it at once (`would_fit`).
 Not judged (the answer says it is a dry run): user and group limits, `maxapplications`, node
 policies and required nodes, and the asks already waiting ahead of it.
 """
@@ -41,6 +46,7 @@ import msgspec
 from ykbus.core import why
 from ykbus.core.backfill import FreeNodes
 from ykbus.core.lifecycle import NodeState
+from ykbus.core.packing import first_fit
 from ykbus.core.registry import resources_of
 from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res
 from ykbus.core.timeline import Estimate, NoEstimate
@@ -61,13 +67,13 @@ from ykbus.si import messages as m
 
 if TYPE_CHECKING:
     from ykbus.core.core import Core
-    from ykbus.core.model import Queue
+    from ykbus.core.model import Node, Queue
     from ykbus.core.partition import Partition
 
 MAX_REQUEST_BYTES = 1 << 20  # a request file or body
 MAX_ASKS = 1000  # asks in one request
 MAX_MEMBERS = 10_000  # allocations asked in all
-SLICE_NODES = 1000  # nodes read in one slice of a dry run (about 1 ms; `answer_steps`)
+SLICE_NODES = 2000  # nodes read in one slice of a dry run (about 2 ms; `answer_steps`)
 
 
 class DryRunError(ValueError):
@@ -157,20 +163,55 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
                            "node policies, required nodes and the asks waiting ahead of it are not judged"}
     over = _queue_over(queue, total_of(members))
     topology = request_of(application.tags) if part.records.config.topology.levels else None
-    index, order = yield from _room(part)
-    fit = _place(index, order, members, topology)
-    if over is None and isinstance(fit, Fit):
+    fit: Fit | NoDomain | None = None  # a topology request's placement, or why none
+    if topology is None:  # first fit on the live nodes, in one slice: no copy of their room
+        nodes = _free_nodes(part)
+        placed = first_fit(_Rooms(nodes).of, len(nodes), members, stop_at_miss=True)
+        where = [nodes[i].id for i in placed] if len(placed) == len(members) else None
+    else:  # a domain, as core/topoplace.py chooses it, on a copy of the room, read in slices
+        index, order = yield from _room(part)
+        fit = _place(index, order, members, topology)
+        where = fit.nodes if isinstance(fit, Fit) else None
+    if over is None and where is not None:
         out["fits"] = True
-        out["placement"] = [{"allocationKey": k, "nodeID": n} for k, n in zip(keys, fit.nodes, strict=True)]
-        if fit.level != ANYWHERE:
+        out["placement"] = [{"allocationKey": k, "nodeID": n} for k, n in zip(keys, where, strict=True)]
+        if isinstance(fit, Fit) and fit.level != ANYWHERE:
             out["domain"] = {"level": fit.level, "domain": fit.domain.name}
         return out
     out["fits"] = False
     out["reason"] = over if over is not None else _why_not(fit, members)
     yield
     _still(part)
-    out["estimate"] = _estimate(part, members, topology, core.now)
-    out["smaller"] = yield from _smaller(index, order, members, topology)
+    out["estimate"] = yield from _estimate(part, members, topology, core.now)
+    if len(members) == 1:
+        out["smaller"] = yield from _largest_shape(nodes if topology is None else _free_nodes(part), members[0])
+    elif topology is not None:
+        out["smaller"] = yield from _smaller(index, order, members, topology)
+    else:  # first fit placed the members in order up to the first that fits nowhere: the most that fit
+        out["smaller"] = {"members": len(placed),
+                          "text": f"{len(placed)} of the {len(members)} allocations would fit now"}
+    return out
+
+
+class _Rooms:
+    """The free room of the nodes, by their index (packing.py `first_fit` reads it)."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+
+    def of(self, i: int) -> Res:
+        return self.nodes[i].free
+
+
+def _free_nodes(part: Partition) -> list[Node]:
+    """Rule 2: the nodes it may take, in the partition's node order (schedulable, reserved
+    for no ask, in no reserved domain)."""
+    nodes = part.records.nodes
+    out = []
+    for _, node_id in part.waits.node_index:
+        node = nodes[node_id]
+        if node.reserved is None:
+            out.append(node)
     return out
 
 
@@ -252,7 +293,7 @@ def _place(index: DomainIndex, order: list[str], members: list[Res], topology: T
     return choose(index, members, topology, order)
 
 
-def _why_not(found: Fit | NoDomain, members: list[Res]) -> str:
+def _why_not(found: Fit | NoDomain | None, members: list[Res]) -> str:
     if isinstance(found, NoDomain) and found.level != ANYWHERE:  # a topology domain's reason
         return found.message
     if len(members) == 1:
@@ -261,8 +302,9 @@ def _why_not(found: Fit | NoDomain, members: list[Res]) -> str:
             "together, placed first fit in the partition's node order")
 
 
-def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None, now: int) -> dict[str, Any]:
-    """Rule 3 (one slice: the end bounds are read from the timers in one go)."""
+def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None,
+              now: int) -> Generator[None, None, dict[str, Any]]:
+    """Rule 3, `SLICE_ENDS` end bounds read a slice (core/backfill.py `FreeNodes`)."""
     free = FreeNodes(part.records)
     if not free.candidates:
         return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
@@ -279,7 +321,8 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
             groups = [by_domain[k] for k in sorted(by_domain)]
     best: Estimate | NoEstimate | None = None
     for group in groups:
-        found = free.estimate(members, now, group)
+        found = yield from free.estimate_steps(members, now, group)
+        _still(part)
         if isinstance(found, Estimate) and (not isinstance(best, Estimate) or found.at < best.at):
             best = found
         elif best is None:
@@ -292,10 +335,9 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
 
 
 def _smaller(index: DomainIndex, order: list[str], members: list[Res],
-             topology: TopologyRequest | None) -> Generator[None, None, dict[str, Any]]:
-    """Rule 4, on the copy of the room `_room` read (one placement a slice)."""
-    if len(members) == 1:
-        return (yield from _largest_shape(index, order, members[0]))
+             topology: TopologyRequest) -> Generator[None, None, dict[str, Any]]:
+    """Rule 4 for a topology request, on the copy of the room `_room` read (one placement a
+    slice): the most members one domain holds (of two or more)."""
     lo, hi = 0, len(members)  # the most members that fit now: fitting is monotone in the count
     while lo < hi:
         yield
@@ -307,13 +349,15 @@ def _smaller(index: DomainIndex, order: list[str], members: list[Res],
     return {"members": lo, "text": f"{lo} of the {len(members)} allocations would fit now"}
 
 
-def _largest_shape(index: DomainIndex, order: list[str], shape: Res) -> Generator[None, None, dict[str, Any]]:
+def _largest_shape(nodes: list[Node], shape: Res) -> Generator[None, None, dict[str, Any]]:
+    """Rule 4 for one allocation: the largest part of its shape one node has free, reading
+    the live nodes, `SLICE_NODES` a slice."""
     best = 0.0
     best_node = ""
-    for start in range(0, len(order), SLICE_NODES):
+    for start in range(0, len(nodes), SLICE_NODES):
         yield
-        for node_id in order[start:start + SLICE_NODES]:
-            free = index.free(node_id)
+        for node in nodes[start:start + SLICE_NODES]:
+            node_id, free = node.id, node.free
             scale = min((free.get(name, 0) / value for name, value in shape.items() if value > 0), default=0.0)
             if scale > best:
                 best, best_node = min(scale, 1.0), node_id
