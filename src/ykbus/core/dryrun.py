@@ -180,8 +180,6 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
         return out
     out["fits"] = False
     out["reason"] = over if over is not None else _why_not(fit, members)
-    yield
-    _still(part)
     out["estimate"] = yield from _estimate(part, members, topology, core.now)
     if len(members) == 1:
         out["smaller"] = yield from _largest_shape(nodes if topology is None else _free_nodes(part), members[0])
@@ -355,7 +353,8 @@ def _largest_shape(nodes: list[Node], shape: Res) -> Generator[None, None, dict[
     best = 0.0
     best_node = ""
     for start in range(0, len(nodes), SLICE_NODES):
-        yield
+        if start:
+            yield
         for node in nodes[start:start + SLICE_NODES]:
             node_id, free = node.id, node.free
             scale = min((free.get(name, 0) / value for name, value in shape.items() if value > 0), default=0.0)
