@@ -129,6 +129,17 @@ def test_e2e_with_dry_runs_times_each_answer_while_the_core_works():
     assert 0 < r["dry_run_p50_ms"] <= r["dry_run_p99_ms"] <= r["dry_run_max_ms"]
 
 
+def test_e2e_with_churn_and_limits_keeps_the_state_at_its_size_and_times_each_dry_run_job():
+    """`--live N`: the RM releases its oldest allocations beyond N; `--limit-ms`: every ask
+    has a runtime limit, so a dry run of a whole node gets an estimate to compute."""
+    (r,) = bench("e2e", "--seconds", "1", "--nodes", "10", "--batch", "50", "--repeat", "1", "--dry-run", "0.1",
+                 "--live", "200", "--limit-ms", "3600000")
+    assert r["live"] == 200 and r["limit_ms"] == 3600000
+    assert r["allocations"] > 400, r  # more than twice the live size went through
+    for job in ("fits", "too_large", "whole_node"):
+        assert r[f"dry_run_{job}_max_ms"] is not None and r[f"dry_run_{job}_max_ms"] > 0, r
+
+
 def test_e2e_polled_fetches_what_a_dashboard_polls_from_the_core_while_it_works():
     (r,) = bench("e2e", "--seconds", "1", "--nodes", "10", "--batch", "50", "--repeat", "1", "--poll", "0.2")
     assert r["allocations"] > 0

@@ -44,6 +44,7 @@ POLLED = ("/ws/v1/clusters", "/ws/v1/partitions", "/ws/v1/partition/default/queu
           "/ws/v1/metrics")
 SNAPSHOT_EVERY = 10_000  # as `ykbus core` runs (ServiceSettings.snapshot_every)
 WINDOW = 8  # batches waiting for their allocations (throughput phase), unless told
+RELEASE_BATCH = 100  # `live`: allocations released a message (a shim reports pods ending as they do)
 QUEUES = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}, {name: b}]}]}]"
 
 
@@ -101,7 +102,7 @@ while True:
 # a job of 16 allocations that fits, one too large for any node (the largest shape that fits
 # is computed), and one of a whole node (none is empty: its estimate is computed, from the
 # end bounds with `limit_ms`), in turn, each timed from the request to the last byte of the
-# answer; it prints the milliseconds, a line each.
+# answer; it prints the job (0, 1, 2) and the milliseconds, a line each.
 DRY_RUNNER = """
 import http.client, json, sys, time
 port, every = int(sys.argv[1]), float(sys.argv[2])
@@ -120,15 +121,18 @@ while True:
         with conn.getresponse() as r:
             r.read()
             ok = r.status == 200
-        n += 1
         if ok:
-            print(f"{(time.perf_counter() - t) * 1000:.3f}", flush=True)
+            print(n % len(bodies), f"{(time.perf_counter() - t) * 1000:.3f}", flush=True)
+        n += 1
     except (ConnectionError, http.client.HTTPException):
         conn.close()
 """
 
 
-async def _dry_runner(port: int, every: float, times: list[float]) -> None:
+DRY_RUN_JOBS = ("fits", "too_large", "whole_node")  # DRY_RUNNER's jobs, in turn
+
+
+async def _dry_runner(port: int, every: float, times: list[tuple[int, float]]) -> None:
     """Dry runs from another process (`DRY_RUNNER`), their times collected when it stops."""
     proc = spawn([sys.executable, "-I", "-S", "-c", DRY_RUNNER, str(port), repr(every)],
                  stdout=subprocess.PIPE, text=True)
@@ -137,7 +141,10 @@ async def _dry_runner(port: int, every: float, times: list[float]) -> None:
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-        times.extend(float(line) for line in out.split() if line.replace(".", "", 1).isdigit())
+        for line in out.splitlines():
+            job, _, ms = line.partition(" ")
+            if job.isdigit() and ms.replace(".", "", 1).isdigit():
+                times.append((int(job), float(ms)))
 
 
 async def _poller(port: int, every: float, polls: list[int]) -> None:
@@ -157,7 +164,7 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
                latency_batch: int = 100, window: int = WINDOW, poll: float = 0, api_port: int = 0,
                dry_run: float = 0, live: int = 0, limit_ms: int = 0) -> dict[str, Any]:
     polls: list[int] = []
-    dry: list[float] = []
+    dry: list[tuple[int, float]] = []
     async with anyio.create_task_group() as tg:
         if poll:
             tg.start_soon(_poller, api_port, poll, polls)
@@ -168,10 +175,13 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
         tg.cancel_scope.cancel()
     extra: dict[str, Any] = {}
     if dry_run:
-        dry.sort()
-        extra = {"dry_runs": len(dry), "dry_run_p50_ms": dry[len(dry) // 2] if dry else None,
-                 "dry_run_p99_ms": dry[min(len(dry) - 1, int(len(dry) * 0.99))] if dry else None,
-                 "dry_run_max_ms": dry[-1] if dry else None}
+        every = sorted(ms for _, ms in dry)
+        extra = {"dry_runs": len(every), "dry_run_p50_ms": every[len(every) // 2] if every else None,
+                 "dry_run_p99_ms": every[min(len(every) - 1, int(len(every) * 0.99))] if every else None,
+                 "dry_run_max_ms": every[-1] if every else None}
+        for i, name in enumerate(DRY_RUN_JOBS):  # each job's slowest
+            mine = [ms for job, ms in dry if job == i]
+            extra[f"dry_run_{name}_max_ms"] = max(mine) if mine else None
     return {**out, "polls": len(polls), "polled_bytes": sum(polls), **extra}
 
 
@@ -191,11 +201,11 @@ async def _quiet_collector() -> None:
 
 
 async def _churn(client: ResourceManagerClient, cb: _Counter, live: int) -> None:
-    """`live`: release the oldest allocations beyond `live`, at most a batch of 1,000 a message."""
+    """`live`: release the oldest allocations beyond `live`, at most `RELEASE_BATCH` a message."""
     while True:
         await cb.changed.wait()
         while len(cb.held) > live:
-            oldest = [cb.held.popleft() for _ in range(min(1000, len(cb.held) - live))]
+            oldest = [cb.held.popleft() for _ in range(min(RELEASE_BATCH, len(cb.held) - live))]
             await client.release([m.AllocationRelease(partitionName="default", applicationID=app_id, UUID=uuid,
                                                       terminationType=m.TerminationType.STOPPED_BY_RM)
                                   for app_id, uuid in oldest])

@@ -130,8 +130,12 @@ def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
 
 def limits_in_use(records: PartitionState) -> bool:
     """Whether an allocation of the partition's RM may have a runtime limit: the core ends
-    each at its limit by a timer, so one is held (O(timers), not O(allocations))."""
-    return any(isinstance(entry[2], AllocationTimeoutTimer) for entry in records.timers.entries())
+    each at its limit by a timer, so one is held (the first found, deadline by deadline)."""
+    for held in records.timers.in_order():
+        for entry in held:
+            if type(entry[2]) is AllocationTimeoutTimer:
+                return True
+    return False
 
 
 class FreeNodes:
@@ -160,15 +164,17 @@ class FreeNodes:
             self.candidates, self._index = [], {}
 
     def _any_limited(self) -> bool:
-        records = self.records
-        allocations = records.allocations
-        for held in records.timers.in_order():
-            for entry in held:
-                timer = entry[2]
-                if type(timer) is AllocationTimeoutTimer and timer.partition is records:
-                    alloc = timer.alloc  # (a released allocation's timer stays until due)
-                    if alloc.limit_ms > 0 and alloc.node.id in self._index and allocations.get(alloc.uuid) is alloc:
-                        return True
+        """Whether an allocation on these nodes has a runtime limit: none where no timer of
+        one is held (O(distinct deadlines) at most), else the first found on the nodes (a
+        released allocation's timer stays until due: the timers alone would read all of
+        those first)."""
+        if not limits_in_use(self.records):
+            return False
+        known = self.records.nodes
+        for c in self.candidates:
+            for alloc in known[c.id].allocations.values():
+                if alloc.limit_ms > 0:
+                    return True
         return False
 
     def estimate(self, members: list[Res], now: int, node_ids: list[str] | None = None) -> Estimate | NoEstimate:
