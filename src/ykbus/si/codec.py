@@ -214,12 +214,18 @@ _STRING = re.compile(rb'"[^"]*"')
 _PAIR = re.compile(rb"\(\)")
 
 
+_NOT_UTF8 = "Invalid UTF-8 encoded string"  # msgspec 0.23 and later (before: a UnicodeDecodeError)
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
         return f"nested deeper than the limit of {limits.MAX_DEPTH}"
     if isinstance(exc, UnicodeDecodeError):
         return "a string is not UTF-8"
-    return str(exc)
+    text = str(exc)
+    if text.startswith(_NOT_UTF8):  # `Invalid UTF-8 encoded string - at `$.asks[0]``: the same words
+        return "a string is not UTF-8" + text[len(_NOT_UTF8):]
+    return text
 
 
 def check_size(data: bytes, encoding: str) -> None:

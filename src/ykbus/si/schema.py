@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+from typing import Any
 
 import msgspec
 
@@ -13,7 +15,7 @@ def schemas() -> dict[str, str]:
     """File name -> schema text, one per message type, plus the input and output indexes."""
     out = {}
     for t in m.ALL_MESSAGES:
-        schema = msgspec.json.schema(t)
+        schema = _dedented(msgspec.json.schema(t))
         out[f"{t.__name__}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     index = {
         "inputs": {kind: f"{t.__name__}.json" for kind, t in m.INPUT_TYPES.items()},
@@ -21,3 +23,14 @@ def schemas() -> dict[str, str]:
     }
     out["index.json"] = json.dumps(index, indent=2, sort_keys=True) + "\n"
     return out
+
+
+def _dedented(schema: Any) -> Any:
+    """`schema` with each description (a type's docstring) dedented, as msgspec 0.23 and later
+    write it, so that every supported msgspec writes the same schemas."""
+    if isinstance(schema, dict):
+        return {k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else _dedented(v)
+                for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_dedented(v) for v in schema]
+    return schema
