@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
+import nats.errors
 from nats.js import api
 
 from ykbus.bus.local import connect
@@ -22,8 +26,7 @@ async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progr
         with open(out_path, "wb") as f:
             if not info.state.messages:
                 return 0
-            sub = await js.subscribe(subjects.inputs, stream=IN_STREAM, ordered_consumer=True,
-                                     deliver_policy=api.DeliverPolicy.ALL)
+            sub = await _ordered_consumer(js, subjects.inputs)
             async for msg in sub.messages:
                 seq, ts = js_reply_meta(msg.reply)
                 rm, kind = subjects.parse(msg.subject)
@@ -38,3 +41,21 @@ async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progr
         return n
     finally:
         await nc.close()
+
+
+API_TRIES = 6  # JetStream API requests tried before `record` gives up (5 s each, 1 s apart)
+
+
+async def _ordered_consumer(js: Any, subject: str) -> Any:
+    """An ordered consumer of the input stream from its first entry. Its creation is a
+    JetStream API request, which times out while a cluster that just lost or regained a
+    server elects the stream's leader again: tried `API_TRIES` times before giving up."""
+    for attempt in range(API_TRIES):
+        try:
+            return await js.subscribe(subject, stream=IN_STREAM, ordered_consumer=True,
+                                      deliver_policy=api.DeliverPolicy.ALL)
+        except nats.errors.TimeoutError:
+            if attempt == API_TRIES - 1:
+                raise
+            await anyio.sleep(1)
+    raise AssertionError("unreachable")
