@@ -1,6 +1,6 @@
 """Time: runtime limits, end bounds, when an ask or a gang can start, and the backfill rule.
 
-Groundwork of issue 43 (docs/time.md): nothing of the scheduling pass calls this yet.
+The rules of issue 43 (docs/time.md); core/backfill.py feeds them from the live state.
 Sans-IO, standard library only beside the core's resources; typed for mypyc (plain classes
 with slots, no msgspec Struct); deterministic: no set is iterated, nodes are taken by id,
 events by time, then node id, then allocation key; no clock is read (now is an argument).
