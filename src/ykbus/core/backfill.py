@@ -168,14 +168,8 @@ class FreeNodes:
         one is held (O(distinct deadlines) at most), else the first found on the nodes (a
         released allocation's timer stays until due: the timers alone would read all of
         those first)."""
-        if not limits_in_use(self.records):
-            return False
         known = self.records.nodes
-        for c in self.candidates:
-            for alloc in known[c.id].allocations.values():
-                if alloc.limit_ms > 0:
-                    return True
-        return False
+        return limits_in_use(self.records) and _any_limited(known[c.id] for c in self.candidates)
 
     def estimate(self, members: list[Res], now: int, node_ids: list[str] | None = None) -> Estimate | NoEstimate:
         """When `members` fit these nodes (or those of them named, `node_ids`) at the earliest."""

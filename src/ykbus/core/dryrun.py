@@ -116,7 +116,7 @@ def parse(obj: Any) -> Request:
 
 def would_fit(core: Core, obj: Any) -> dict[str, Any]:
     """The dry run's answer to `obj` (a decoded request) on `core`'s state, as it is, at once
-    (`--log`, the read API over NATS' answer is `sliced`)."""
+    (`--log`, tests; the live core answers through bus/readapi.py `would_fit_in_slices`)."""
     steps = answer_steps(core, obj)
     while True:
         answer = step(steps)
@@ -143,9 +143,10 @@ def step(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
-    """The dry run in slices of bounded work (at most `SLICE_NODES` nodes read, or one
-    placement of the members on the copy of the room): the state may change between two
-    (the writer applies entries then), so each slice copies what it reads, and what the
+    """The dry run in slices of bounded work (a first fit on the live nodes, at most
+    `SLICE_NODES` nodes or `SLICE_ENDS` end bounds read, or one placement on the copy of a
+    topology request's room): the state may change between two (the writer applies entries
+    then), so nothing read live is kept across a slice but the nodes themselves, and what the
     answer says is of the state at the slice that read it."""
     request = parse(obj)
     part, rm_id = _partition(core, request)
@@ -166,7 +167,8 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
     fit: Fit | NoDomain | None = None  # a topology request's placement, or why none
     if topology is None:  # first fit on the live nodes, in one slice: no copy of their room
         nodes = _free_nodes(part)
-        placed = first_fit(_Rooms(nodes).of, len(nodes), members, stop_at_miss=True)
+        rooms = [n.free for n in nodes]
+        placed = first_fit(rooms.__getitem__, len(rooms), members, stop_at_miss=True)
         where = [nodes[i].id for i in placed] if len(placed) == len(members) else None
     else:  # a domain, as core/topoplace.py chooses it, on a copy of the room, read in slices
         index, order = yield from _room(part)
@@ -189,16 +191,6 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
         out["smaller"] = {"members": len(placed),
                           "text": f"{len(placed)} of the {len(members)} allocations would fit now"}
     return out
-
-
-class _Rooms:
-    """The free room of the nodes, by their index (packing.py `first_fit` reads it)."""
-
-    def __init__(self, nodes: list[Node]) -> None:
-        self.nodes = nodes
-
-    def of(self, i: int) -> Res:
-        return self.nodes[i].free
 
 
 def _free_nodes(part: Partition) -> list[Node]:
