@@ -139,8 +139,10 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
             part.timers.schedule(ts + event.timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, event.timeout_ms))
         ctx.put(rm, alloc.message(part.name))
     elif t is _AllocationReleased:
+        alloc = event.alloc
+        if alloc.limit_ms > 0:  # its timeout can do nothing now: taken out (estimates read the live ones)
+            part.timers.cancel(alloc.at + alloc.limit_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, alloc.limit_ms))
         if event.report:
-            alloc = event.alloc
             ctx.put(rm, RELEASE_MESSAGE(
                 partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
                 terminationType=event.termination, message=event.message, allocationKey=alloc.key))
