@@ -35,8 +35,8 @@ class Timers(Generic[T]):
     """Deadlines on the log's clock, fired in (deadline, insertion) order: deterministic.
     Deadlines are clamped to int64 (a snapshot stores them as such).
 
-    Kept per deadline: a heap of the distinct deadlines, and for each the timers set for it
-    in insertion order. Timers come in crowds of one deadline (the asks parked by one entry
+    Kept per deadline: a heap of the deadlines, and for each the timers set for it in
+    insertion order. Timers come in crowds of one deadline (the asks parked by one entry
     reach their reservation delay together), so setting or firing one is an append or a pop
     of a list, not a step of a heap of (deadline, insertion, timer) tuples compared two deep.
 
