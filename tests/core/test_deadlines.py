@@ -51,6 +51,7 @@ def test_timers_fire_in_deadline_then_insertion_order(steps):
             owner[f"t{n}"] = which
         for which in (0, 1):
             assert _in_order(timers[which]) == sorted(e for e in held if owner[e[2]] == which)
+            assert sorted(timers[which].held()) == _in_order(timers[which])
     assert sorted(timers[0].entries() + timers[1].entries()) == sorted(held)
     assert due(timers, INT64_MAX) == [name for _, _, name in sorted(held)]
 

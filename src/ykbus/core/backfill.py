@@ -130,12 +130,8 @@ def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
 
 def limits_in_use(records: PartitionState) -> bool:
     """Whether an allocation of the partition's RM may have a runtime limit: the core ends
-    each at its limit by a timer, so one is held (the first found, deadline by deadline)."""
-    for held in records.timers.in_order():
-        for entry in held:
-            if type(entry[2]) is AllocationTimeoutTimer:
-                return True
-    return False
+    each at its limit by a timer, so one is held (the first found)."""
+    return any(type(entry[2]) is AllocationTimeoutTimer for entry in records.timers.held())
 
 
 class FreeNodes:
@@ -165,9 +161,8 @@ class FreeNodes:
 
     def _any_limited(self) -> bool:
         """Whether an allocation on these nodes has a runtime limit: none where no timer of
-        one is held (O(distinct deadlines) at most), else the first found on the nodes (a
-        released allocation's timer stays until due: the timers alone would read all of
-        those first)."""
+        one is held, else the first found on the nodes (a timer of the partition may be a
+        placeholder's, which has no runtime limit, or on a node not free)."""
         known = self.records.nodes
         return limits_in_use(self.records) and _any_limited(known[c.id] for c in self.candidates)
 

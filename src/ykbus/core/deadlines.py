@@ -111,6 +111,12 @@ class Timers(Generic[T]):
             if found:
                 yield found
 
+    def held(self) -> Iterator[tuple[int, int, T]]:
+        """The timers held, in no order that means anything (deadlines as first set), read
+        as far as the caller goes: for a question of whether one is held, not of when."""
+        for found in self._at.values():
+            yield from found
+
     def entries(self) -> list[tuple[int, int, T]]:
         """Every deadline held, with its order (a snapshot)."""
         return [entry for held in self._at.values() for entry in held]
