@@ -252,3 +252,41 @@ def test_a_node_two_reservations_hold_lends_its_room_until_the_earlier_estimate(
     assert new(outs) == []  # it would end after x's start
     assert why(h, "x", "x")["details"]["estimatedStart"] == started + 10 * MINUTE
     checked(h)
+
+
+def _two_racks(limited: bool) -> tuple[Harness, int]:
+    """Racks r1 and r2 of two 4-GPU hosts. r1 has the more room free now (2 GPUs a host
+    taken, for 60 min), r2 the less (3 GPUs a host, for 10 min); with `limited` False the
+    fillers have no runtime limit. A gang of two whole hosts, required in one rack, has
+    waited past the reservation delay. Returns when the fillers started."""
+    from ykbus.log.build import resource
+    rack = "ykbus.io/rack"
+    h = Harness()
+    h.setup(TOPOLOGY)
+    hosts = [f"{r}-{i}" for r in ("r1", "r2") for i in range(2)]
+    h.do(h.log.nodes(*[node(n, attributes={rack: n[:2]}, gpu=4) for n in hosts]))
+    h.do(h.log.apps(app("fill", "root.jobs")))
+    fills = []
+    for n in hosts:
+        minutes, gpus = (60, 2) if n.startswith("r1") else (10, 3)
+        filler = timed(f"f-{n}", "fill", minutes * 60_000, gpu=gpus) if limited else ask(f"f-{n}", "fill", gpu=gpus)
+        fills.append({**filler, "tags": {"yunikorn.apache.org/requiredNode": n}})
+    h.do(h.log.asks(*fills))
+    started = h.log.ts
+    h.do(h.log.apps(app("big", "root.jobs", placeholderAsk=resource(gpu=8), tags={"ykbus.io/topology-required": rack})))
+    h.do(h.log.asks({**ask("ph", "big", max_allocations=2, gpu=4), "taskGroupName": "w", "placeholder": True}))
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+    return h, started
+
+
+def test_with_runtime_limits_a_gang_reserves_the_rack_where_it_starts_first():
+    h, _ = _two_racks(limited=False)  # no estimates: the rack with the more room now
+    assert why(h, "big", "ph")["details"]["reserved"] == "r1"
+    h, started = _two_racks(limited=True)
+    reason = why(h, "big", "ph")
+    assert reason["details"]["reserved"] == "r2", reason["message"]
+    assert reason["details"]["estimatedStart"] == started + 10 * MINUTE  # r1 would have been 60 min
+    checked(h)
+    outs = h.do(h.log.tick(advance_ns=started + 10 * MINUTE - h.log.ts))  # r2's fillers end at their limit
+    assert sorted(n for k, n in new(outs) if k == "ph") == ["r2-0", "r2-1"]
+    checked(h)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ykbus.core.backfill import held_estimate
+from ykbus.core.backfill import domain_estimate, held_estimate, limits_in_use
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node
 from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
+from ykbus.core.timeline import Estimate
 from ykbus.core.topology import (
     ANYWHERE,
     Domain,
@@ -310,15 +311,18 @@ class GangDomain:
         """The domain at `level` the gang reserves: among those that overlap no domain
         another gang reserved (neither key a prefix of the other) and could hold it once
         empty (its members packed on the nodes' capacity less what others occupy), the one
-        where first fit places the most members now, then the most free room of the gang's
-        dominant resource, then by key; None when none could hold it."""
+        where the gang's estimated start is earliest when runtime limits are in use (one
+        without an estimate after every one with one: core/backfill.py `domain_estimate`),
+        then where first fit places the most members now, then the most free room of the
+        gang's dominant resource, then by key; None when none could hold it."""
         placer = self.domains
         index, nodes = placer.index, placer.part.nodes
         held = list(placer.part.domain_holds)
         resource = dominant(index, total_of(members))
         in_order = index.in_order(index.level_index(level), order)
+        timed = limits_in_use(placer.part)  # estimates to compare: the one where it starts first
         best: Domain | None = None
-        best_rank: tuple[int, int, tuple[str, ...]] | None = None
+        best_rank: tuple[int, int, int, tuple[str, ...]] | None = None
         for d in index.domains(level):
             n = len(d.values)
             if any(h[:n] == d.values or d.values[: len(h)] == h for h in held):
@@ -326,8 +330,13 @@ class GangDomain:
             ids = d.node_ids
             if not holds_when_empty([nodes[node_id].empty_room() for node_id in ids], members):
                 continue  # too small even empty
+            starts = NEVER
+            if timed:
+                est = domain_estimate(self.app, sorted((nodes[i] for i in ids), key=_node_id), self.now)
+                if isinstance(est, Estimate):
+                    starts = est.at
             now = len(members) - pack(index, in_order(d), members, False).count("")
-            rank = (-now, -d.free.get(resource, 0), d.values)
+            rank = (starts, -now, -d.free.get(resource, 0), d.values)
             if best_rank is None or rank < best_rank:
                 best, best_rank = d, rank
         return best
@@ -372,3 +381,10 @@ class GangDomain:
         domain = self.domains.index.domain_of(nodes[0].id, request.level)
         assert domain is not None  # a required gang is placed inside one domain at its level
         return [(key, request.level, domain.values)]
+
+
+NEVER = 1 << 62  # a domain without an estimate ranks after every one with one
+
+
+def _node_id(node: Node) -> str:
+    return node.id
