@@ -89,6 +89,17 @@ def test_an_ask_that_ends_before_the_estimated_start_takes_the_reserved_room():
     checked(h)
 
 
+def test_a_node_reserved_for_one_ask_lends_for_half_the_wait():
+    h, started = reserved_cluster()  # B starts at `started` + 10 min
+    assert h.log.ts - started < MINUTE
+    # 4 min: twice that is within the wait (a gang's domain would keep it: a sixth)
+    outs = h.do(h.log.asks(timed("s4", "short", 4 * 60_000, vcore=1000)))
+    assert new(outs) == [("s4", "n1")]
+    outs = h.do(h.log.asks(timed("s5", "short", 5 * 60_000, vcore=1000)))  # twice 5 min is past it
+    assert new(outs) == []
+    checked(h)
+
+
 def test_room_freed_on_a_reserved_node_is_lent_to_an_ask_with_a_limit_waiting_for_it():
     h, started = reserved_cluster()
     h.do(h.log.asks(timed("s", "short", 60_000, vcore=2000), timed("t", "short", 60_000, vcore=2000)))
@@ -192,9 +203,11 @@ def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_well_before_the_g
     # a 1-minute ask takes room in the reserved rack
     outs = h.do(h.log.asks(timed("s", "short", 60_000, gpu=2)))
     assert [k for k, _ in new(outs)] == ["s"] and new(outs)[0][1] in held
-    # one of 6 minutes would end before the gang starts, but in the second half of its wait:
-    # that room is left for the gang, whose fillers may end early (core/backfill.py LEND_DIVISOR)
-    outs = h.do(h.log.asks(timed("late", "short", 6 * 60_000, gpu=1)))
+    # one of 2 minutes would end before the gang starts, but after the first sixth of its
+    # wait: a gang's domain keeps that room free, as its fillers may end early and the gang
+    # then start early (core/backfill.py DOMAIN_LEND_DIVISOR; a node reserved for one ask
+    # lends for half the wait: test_an_ask_that_ends_before_the_estimated_start_...)
+    outs = h.do(h.log.asks(timed("late", "short", 2 * 60_000, gpu=1)))
     assert new(outs) == []
     checked(h)
     # the fillers of two of its hosts end at their limit: the gang is placed, as estimated

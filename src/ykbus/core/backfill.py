@@ -21,8 +21,9 @@ no clock (now is the entry's log time).
    by then the room is back, and a reservation's estimate does not move later for it (the
    room at the estimate is the same). Never without a limit, never beside a reservation
    without an estimate. And only if its limit is at most half the time left to the
-   estimate (`LEND_DIVISOR`): runtimes are mostly shorter than their limits, and room that
-   comes back in the second half of the wait, left free, lets the reservation start early.
+   estimate (`LEND_DIVISOR`), a sixth in a gang's reserved domain (`DOMAIN_LEND_DIVISOR`):
+   runtimes are mostly shorter than their limits, and room that comes back later in the
+   wait, left free, lets the reservation start early.
 5. **Minimum runtime** (`young`): an allocation that has run less than its queue's
    `preemption.minruntime` is no victim.
 """
@@ -64,6 +65,14 @@ NS_PER_MS = 1_000_000
 # backfill (BENCHMARKS.md, the backfill workload: 1 lends until the estimate, and the gangs
 # waited 27% longer)
 LEND_DIVISOR = 2
+# In a domain a gang reserved, 1/DOMAIN_LEND_DIVISOR: a gang starts when enough of the
+# domain's hosts are empty together, so room lent on any of them that runs into the real
+# drain holds the whole gang back, and the gang's estimate overstates its wait the most
+# (its first estimate was 19-34 min after its start at the median in the backfill bench).
+# The backfill workload, side by side with reservations alone: 2 here gave the gangs a
+# median wait 9% longer (30.2 min against 27.7); 6 gave 25.5 min and +13 points of
+# utilization (BENCHMARKS.md, and seeds 44 and 45 in docs/benchmarks-history.md)
+DOMAIN_LEND_DIVISOR = 6
 SLICE_ENDS = 15_000  # end bounds an estimate reads in one slice of a dry run (about 5 ms; `FreeNodes.estimate_steps`)
 
 
@@ -344,14 +353,16 @@ class Backfill:
     def node_for(self, ask: Ask, now: int) -> Node | None:
         """Rule 4: a reserved node `ask` may take now, or None: the first by node id with room
         for it whose reservation starts late enough: the ask's limit is at most half the
-        time from now to the estimated start (`LEND_DIVISOR`)."""
+        time from now to the estimated start (`LEND_DIVISOR`), at most a sixth in a domain a
+        gang reserved (`DOMAIN_LEND_DIVISOR`: the stricter, where both hold the node)."""
         limit = ask.timeout_ms
         if limit <= 0 or ask.placeholder:
             return None
         runs = limit * NS_PER_MS
         res = ask.resource
         for node, start in self.lendable(now):
-            if runs * LEND_DIVISOR <= start - now and node.state is NodeState.SCHEDULABLE and not node.preempting \
+            divisor = DOMAIN_LEND_DIVISOR if node.held else LEND_DIVISOR
+            if runs * divisor <= start - now and node.state is NodeState.SCHEDULABLE and not node.preempting \
                     and fits(res, node.free):
                 return node
         return None
