@@ -263,11 +263,12 @@ def _member_key(ask: Ask) -> tuple[tuple[int, ...], str]:
 
 
 def domain_estimate(app: App, nodes: list[Node], now: int) -> Estimate | NoEstimate:
-    """Rule 3: when the waiting members of `app`'s gang fit `nodes`, its reserved domain. A
-    node reserved for an ask there goes to that ask first: its room counts as held by the ask
-    from now until the ask's own estimated start plus its limit (none: without a limit)."""
+    """Rule 3: when the waiting members of `app`'s gang fit `nodes` (in any order: read by
+    node id), its reserved domain. A node reserved for an ask there goes to that ask first:
+    its room counts as held by the ask from now until the ask's own estimated start plus its
+    limit (none: without a limit)."""
     candidates = []
-    for node in nodes:
+    for node in sorted(nodes, key=_node_id):
         c = candidate(node)
         first = node.reserved
         if first is not None:
@@ -285,7 +286,7 @@ def held_estimate(app: App, nodes: Iterable[Node], now: int) -> tuple[str, dict[
     """For a gang waiting on a domain it reserves (its nodes, `nodes`): `; estimated start
     ...` (or `; no estimate: ...`) and the details, when an allocation there has a runtime
     limit; else nothing (the reason as without limits)."""
-    held = sorted(nodes, key=_node_id)
+    held = list(nodes)
     if not _any_limited(held):
         return "", {}
     est = domain_estimate(app, held, now)
@@ -338,7 +339,7 @@ class Backfill:
                     members.setdefault(node.held, []).append(node)
             for values in sorted(holds):
                 app = holds[values]
-                held = sorted(members.get(app.id, []), key=_node_id)
+                held = members.get(app.id, [])
                 est = domain_estimate(app, held, now)
                 for node in held:
                     until = est.at if isinstance(est, Estimate) else None

@@ -332,7 +332,7 @@ class GangDomain:
                 continue  # too small even empty
             starts = NEVER
             if timed:
-                est = domain_estimate(self.app, sorted((nodes[i] for i in ids), key=_node_id), self.now)
+                est = domain_estimate(self.app, [nodes[i] for i in ids], self.now)
                 if isinstance(est, Estimate):
                     starts = est.at
             now = len(members) - pack(index, in_order(d), members, False).count("")
@@ -384,7 +384,3 @@ class GangDomain:
 
 
 NEVER = 1 << 62  # a domain without an estimate ranks after every one with one
-
-
-def _node_id(node: Node) -> str:
-    return node.id
