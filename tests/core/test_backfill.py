@@ -174,21 +174,24 @@ partitions:
 """
 
 
-def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_well_before_the_gang_starts():
-    from ykbus.log.build import resource
-    rack = "ykbus.io/rack"
+def _racks(racks: tuple[str, ...], per_rack: int, *apps: str) -> tuple[Harness, list[str]]:
+    """Racks of `per_rack` 4-GPU hosts each (`r1-0`, ...) and applications `apps` in
+    root.jobs; the hosts' ids."""
     h = Harness()
     h.setup(TOPOLOGY)
-    hosts = [f"{r}-{i}" for r in ("r1", "r2") for i in range(3)]
-    h.do(h.log.nodes(*[node(n, attributes={rack: n[:2]}, gpu=4) for n in hosts]))
-    h.do(h.log.apps(app("fill", "root.jobs")))
+    hosts = [f"{r}-{i}" for r in racks for i in range(per_rack)]
+    h.do(h.log.nodes(*[node(n, attributes={"ykbus.io/rack": n[:2]}, gpu=4) for n in hosts]))
+    h.do(h.log.apps(*[app(a, "root.jobs") for a in apps]))
+    return h, hosts
+
+
+def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_well_before_the_gang_starts():
+    h, hosts = _racks(("r1", "r2"), 3, "fill")
     # 2 GPUs of each host, for 10 min; 20 min on the third host of each rack
     h.do(h.log.asks(*[{**timed(f"f-{n}", "fill", (20 if n.endswith("2") else 10) * 60_000, gpu=2),
                        "tags": {"yunikorn.apache.org/requiredNode": n}} for n in hosts]))
     started = h.log.ts
-    h.do(h.log.apps(app("big", "root.jobs", placeholderAsk=resource(gpu=8), tags={"ykbus.io/topology-required": rack})))
-    h.do(h.log.asks({**ask("ph", "big", max_allocations=2, gpu=4), "taskGroupName": "w", "placeholder": True}))
-    h.do(h.log.tick(advance_ns=3 * SECOND))  # past the reservation delay: it reserves a rack
+    _gang_reserves_the_rack(h)  # past the reservation delay: it reserves a rack
     p = h.core.registry.rms["rm-1"].partitions["default"]
     held = sorted(n.id for n in p.nodes.values() if n.held == "big")
     assert len(held) == 3
@@ -219,11 +222,7 @@ def test_a_gangs_reserved_rack_lends_its_room_to_asks_that_end_well_before_the_g
 def _rack_of_two(fills: list[tuple[str, int, str, int]]) -> tuple[Harness, int]:
     """Two 4-GPU hosts in rack r1, `fills` (key, minutes, host, GPUs) on them; applications
     x and s ready."""
-    rack = "ykbus.io/rack"
-    h = Harness()
-    h.setup(TOPOLOGY)
-    h.do(h.log.nodes(*[node(f"r1-{i}", attributes={rack: "r1"}, gpu=4) for i in range(2)]))
-    h.do(h.log.apps(app("fill", "root.jobs"), app("x", "root.jobs"), app("s", "root.jobs")))
+    h, _ = _racks(("r1",), 2, "fill", "x", "s")
     h.do(h.log.asks(*[{**timed(k, "fill", m * 60_000, gpu=g), "tags": {"yunikorn.apache.org/requiredNode": n}}
                       for k, m, n, g in fills]))
     return h, h.log.ts
@@ -272,13 +271,7 @@ def _two_racks(limited: bool) -> tuple[Harness, int]:
     taken, for 60 min), r2 the less (3 GPUs a host, for 10 min); with `limited` False the
     fillers have no runtime limit. A gang of two whole hosts, required in one rack, has
     waited past the reservation delay. Returns when the fillers started."""
-    from ykbus.log.build import resource
-    rack = "ykbus.io/rack"
-    h = Harness()
-    h.setup(TOPOLOGY)
-    hosts = [f"{r}-{i}" for r in ("r1", "r2") for i in range(2)]
-    h.do(h.log.nodes(*[node(n, attributes={rack: n[:2]}, gpu=4) for n in hosts]))
-    h.do(h.log.apps(app("fill", "root.jobs")))
+    h, hosts = _racks(("r1", "r2"), 2, "fill")
     fills = []
     for n in hosts:
         minutes, gpus = (60, 2) if n.startswith("r1") else (10, 3)
@@ -286,9 +279,7 @@ def _two_racks(limited: bool) -> tuple[Harness, int]:
         fills.append({**filler, "tags": {"yunikorn.apache.org/requiredNode": n}})
     h.do(h.log.asks(*fills))
     started = h.log.ts
-    h.do(h.log.apps(app("big", "root.jobs", placeholderAsk=resource(gpu=8), tags={"ykbus.io/topology-required": rack})))
-    h.do(h.log.asks({**ask("ph", "big", max_allocations=2, gpu=4), "taskGroupName": "w", "placeholder": True}))
-    h.do(h.log.tick(advance_ns=3 * SECOND))
+    _gang_reserves_the_rack(h)
     return h, started
 
 
