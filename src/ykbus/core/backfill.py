@@ -300,14 +300,29 @@ class Backfill:
     lend, until when (`lendable`: the earliest estimated start of the reservations that hold
     it, a node reserved for an ask first, then a gang's domain, by node id), computed when
     first needed in a plan and dropped when the plan ends (`forget`): its own cache, never
-    the state's."""
+    the state's. The estimates it is made of are kept for the pass (`start` drops them): a
+    plan reuses one while what it read is as it was (the node's ask and its `bookings`; a
+    domain's nodes, theirs, and the gang's members waiting), so a pass that books on free
+    nodes computes each reservation's estimate once, not once a plan."""
 
-    __slots__ = ("records", "reserved_nodes", "_lendable")
+    __slots__ = ("records", "reserved_nodes", "_lendable", "_now", "_node_starts", "_domain_starts")
 
     def __init__(self, records: PartitionState, reserved_nodes: dict[str, Node]) -> None:
         self.records = records
         self.reserved_nodes = reserved_nodes  # the waits' registry (read, never written here)
         self._lendable: list[tuple[Node, int]] | None = None
+        self._now = -1  # the log time the estimates kept are of
+        # node id -> (the ask it is reserved for, its bookings then, the ask's estimated start)
+        self._node_starts: dict[str, tuple[Ask, int, int | None]] = {}
+        # gang id -> (its domain's nodes with their bookings and reservations then, its members
+        # waiting then, its estimated start)
+        self._domain_starts: dict[str, tuple[list[tuple[Node, int, Ask | None]], int, int | None]] = {}
+
+    def start(self) -> None:
+        """A pass begins (the log time and the records may have moved): nothing kept."""
+        self._lendable = None
+        self._node_starts.clear()
+        self._domain_starts.clear()
 
     def forget(self) -> None:
         self._lendable = None
@@ -322,14 +337,16 @@ class Backfill:
         found = self._lendable
         if found is not None:
             return found
+        if now != self._now:
+            self.start()
+            self._now = now
         bound: dict[str, int | None] = {}  # node id -> until when (None: not to lend)
         nodes: dict[str, Node] = {}
         for node_id in sorted(self.reserved_nodes):
             node = self.reserved_nodes[node_id]
             holder = node.reserved
             if holder is not None:
-                est = node_estimate(holder, node, now)
-                bound[node_id] = est.at if isinstance(est, Estimate) else None
+                bound[node_id] = self._node_start(holder, node, now)
                 nodes[node_id] = node
         holds = self.records.domain_holds
         if holds:
@@ -340,16 +357,40 @@ class Backfill:
             for values in sorted(holds):
                 app = holds[values]
                 held = members.get(app.id, [])
-                est = domain_estimate(app, held, now)
+                until = self._domain_start(app, held, now)
                 for node in held:
-                    until = est.at if isinstance(est, Estimate) else None
                     if node.id in bound:  # reserved for an ask too: the earlier of the two
                         kept = bound[node.id]
-                        until = None if kept is None or until is None else min(kept, until)
-                    bound[node.id] = until
+                        bound[node.id] = None if kept is None or until is None else min(kept, until)
+                    else:
+                        bound[node.id] = until
                     nodes[node.id] = node
         found = self._lendable = [(nodes[i], until) for i, until in sorted(bound.items()) if until is not None]
         return found
+
+    def _node_start(self, holder: Ask, node: Node, now: int) -> int | None:
+        """`node_estimate`'s start for the ask `node` is reserved for, kept while the node's
+        ask and allocations stay."""
+        kept = self._node_starts.get(node.id)
+        if kept is not None and kept[0] is holder and kept[1] == node.bookings:
+            return kept[2]
+        est = node_estimate(holder, node, now)
+        start = est.at if isinstance(est, Estimate) else None
+        self._node_starts[node.id] = (holder, node.bookings, start)
+        return start
+
+    def _domain_start(self, app: App, held: list[Node], now: int) -> int | None:
+        """`domain_estimate`'s start for the gang `app` on its domain `held`, kept while the
+        domain's nodes, their allocations and reservations, and the gang's waiting members
+        stay."""
+        waiting = sum(a.pending for a in app.asks.values() if a.placeholder)
+        kept = self._domain_starts.get(app.id)
+        if kept is not None and kept[1] == waiting and _same_nodes(kept[0], held):
+            return kept[2]
+        est = domain_estimate(app, held, now)
+        start = est.at if isinstance(est, Estimate) else None
+        self._domain_starts[app.id] = ([(n, n.bookings, n.reserved) for n in held], waiting, start)
+        return start
 
     def node_for(self, ask: Ask, now: int) -> Node | None:
         """Rule 4: a reserved node `ask` may take now, or None: the first by node id with room
@@ -371,3 +412,14 @@ class Backfill:
 
 def _node_id(node: Node) -> str:
     return node.id
+
+
+def _same_nodes(kept: list[tuple[Node, int, Ask | None]], nodes: list[Node]) -> bool:
+    """Whether `nodes` are the nodes `kept` read, in the same order, each with the same
+    bookings and reservation."""
+    if len(kept) != len(nodes):
+        return False
+    for (was, bookings, reserved), node in zip(kept, nodes, strict=True):
+        if was is not node or bookings != node.bookings or reserved is not node.reserved:
+            return False
+    return True

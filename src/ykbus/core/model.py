@@ -183,7 +183,7 @@ class Node:
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
     __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved",
-                 "preempting", "held")
+                 "preempting", "held", "bookings")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -199,6 +199,9 @@ class Node:
         # the topology gang whose reserved domain it is in ("" none): it takes none of the
         # others' asks, and is not in the node index (core/indexes.py `index_node`)
         self.held = ""
+        # allocations booked on it or unbooked from it so far (the ledger's count, not stored):
+        # an estimate the planner keeps for the node is of its allocations while this stays
+        self.bookings = 0
         self.recompute_free()
 
     @property

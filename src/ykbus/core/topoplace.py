@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from ykbus.core.backfill import domain_estimate, held_estimate, limits_in_use
 from ykbus.core.lifecycle import NodeState
-from ykbus.core.model import App, Ask, Node
+from ykbus.core.model import App, Ask, Node, Shape
 from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
@@ -156,7 +156,7 @@ class TopologyPlacer:
     an earlier one of the walk with the same request and members (a walk is judged against
     one state): it is looked up, not packed again."""
 
-    __slots__ = ("part", "node_index", "index", "order", "no_domain")
+    __slots__ = ("part", "node_index", "index", "order", "no_domain", "no_room")
 
     def __init__(self, part: PartitionState, node_index: SortedSeq, index: DomainIndex) -> None:
         self.part, self.node_index = part, node_index
@@ -164,6 +164,9 @@ class TopologyPlacer:
         self.order: list[str] = []
         # (request, the members' shapes) -> why no domain holds them, in this walk
         self.no_domain: dict[tuple[TopologyRequest, tuple[int, ...]], tuple[str, dict[str, object]]] = {}
+        # (a placed gang's kept domain, a lost member's shape) -> why the domain has no room
+        # for it, in this walk: its other lost members of that shape wait for the same reason
+        self.no_room: dict[tuple[tuple[str, tuple[str, ...]], Shape], tuple[str, dict[str, object]]] = {}
 
     def in_order(self) -> list[str]:
         order = self.order
@@ -182,11 +185,17 @@ class TopologyPlacer:
 
     def lost_member(self, ask: Ask, kept: tuple[str, tuple[str, ...]]) -> Node | tuple[str, dict[str, object]]:
         """A lost member of a placed gang, asked again: the first node of the gang's domain
-        `kept` in the partition's node order with room for it, or why there is none."""
+        `kept` in the partition's node order with room for it, or why there is none (looked
+        up for another lost member of that shape and domain earlier in the walk)."""
+        key = (kept, ask.shape)
+        known = self.no_room.get(key)
+        if known is not None:
+            return known
         fit = within(self.index, [ask.resource], kept[0], kept[1], self.in_order())
         if isinstance(fit, Fit):
             return self.part.nodes[fit.nodes[0]]
-        return fit.message, fit.details()
+        reason = self.no_room[key] = (fit.message, fit.details())
+        return reason
 
     def in_order_with(self, holding: tuple[str, tuple[str, ...]]) -> list[str]:
         """The node order with the nodes of a gang's reserved domain among them (they are
