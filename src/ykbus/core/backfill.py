@@ -300,29 +300,27 @@ class Backfill:
     lend, until when (`lendable`: the earliest estimated start of the reservations that hold
     it, a node reserved for an ask first, then a gang's domain, by node id), computed when
     first needed in a plan and dropped when the plan ends (`forget`): its own cache, never
-    the state's. The estimates it is made of are kept for the pass (`start` drops them): a
-    plan reuses one while what it read is as it was (the node's ask and its `bookings`; a
-    domain's nodes, theirs, and the gang's members waiting), so a pass that books on free
-    nodes computes each reservation's estimate once, not once a plan."""
+    the state's.
 
-    __slots__ = ("records", "reserved_nodes", "_lendable", "_now", "_node_starts", "_domain_starts")
+    The estimates it is made of are kept from plan to plan, and entry to entry, while what
+    they read stays: a node's while its reserved ask and its `room_changes` stay; a gang's
+    while its domain's nodes, their room and reservations, and its waiting members stay; and
+    either only while the start is still ahead (room that came back before the start gave no
+    fit before it, and gives none now: the same start), as are those of the nodes reserved
+    in the domain (each holds its room until its own start). So a reservation's estimate is
+    computed again when its room moves, not at every plan (a plan per allocation)."""
+
+    __slots__ = ("records", "reserved_nodes", "_lendable", "_node_starts", "_domain_starts")
 
     def __init__(self, records: PartitionState, reserved_nodes: dict[str, Node]) -> None:
         self.records = records
         self.reserved_nodes = reserved_nodes  # the waits' registry (read, never written here)
         self._lendable: list[tuple[Node, int]] | None = None
-        self._now = -1  # the log time the estimates kept are of
-        # node id -> (the ask it is reserved for, its bookings then, the ask's estimated start)
+        # node id -> (the ask it is reserved for, the node's room_changes then, the ask's
+        # estimated start): of the nodes reserved at the last plan that read them
         self._node_starts: dict[str, tuple[Ask, int, int | None]] = {}
-        # gang id -> (its domain's nodes with their bookings and reservations then, its members
-        # waiting then, its estimated start)
-        self._domain_starts: dict[str, tuple[list[tuple[Node, int, Ask | None]], int, int | None]] = {}
-
-    def start(self) -> None:
-        """A pass begins (the log time and the records may have moved): nothing kept."""
-        self._lendable = None
-        self._node_starts.clear()
-        self._domain_starts.clear()
+        # gang id -> what its estimated start read, and the start: of the gangs holding a domain then
+        self._domain_starts: dict[str, DomainStart] = {}
 
     def forget(self) -> None:
         self._lendable = None
@@ -337,18 +335,17 @@ class Backfill:
         found = self._lendable
         if found is not None:
             return found
-        if now != self._now:
-            self.start()
-            self._now = now
         bound: dict[str, int | None] = {}  # node id -> until when (None: not to lend)
         nodes: dict[str, Node] = {}
+        known, self._node_starts = self._node_starts, {}  # (those no longer reserved are dropped)
         for node_id in sorted(self.reserved_nodes):
             node = self.reserved_nodes[node_id]
             holder = node.reserved
             if holder is not None:
-                bound[node_id] = self._node_start(holder, node, now)
+                bound[node_id] = self._node_start(holder, node, now, known.get(node_id))
                 nodes[node_id] = node
         holds = self.records.domain_holds
+        known_domains, self._domain_starts = self._domain_starts, {}
         if holds:
             members: dict[str, list[Node]] = {}
             for node in self.records.nodes.values():
@@ -357,7 +354,7 @@ class Backfill:
             for values in sorted(holds):
                 app = holds[values]
                 held = members.get(app.id, [])
-                until = self._domain_start(app, held, now)
+                until = self._domain_start(app, held, now, known_domains.get(app.id))
                 for node in held:
                     if node.id in bound:  # reserved for an ask too: the earlier of the two
                         kept = bound[node.id]
@@ -368,28 +365,41 @@ class Backfill:
         found = self._lendable = [(nodes[i], until) for i, until in sorted(bound.items()) if until is not None]
         return found
 
-    def _node_start(self, holder: Ask, node: Node, now: int) -> int | None:
-        """`node_estimate`'s start for the ask `node` is reserved for, kept while the node's
-        ask and allocations stay."""
-        kept = self._node_starts.get(node.id)
-        if kept is not None and kept[0] is holder and kept[1] == node.bookings:
+    def _node_start(self, holder: Ask, node: Node, now: int,
+                    kept: tuple[Ask, int, int | None] | None) -> int | None:
+        """`node_estimate`'s start for the ask `node` is reserved for: `kept` while the node's
+        ask and room stay and the start is ahead (or there is none: too large for the node, or
+        an allocation in the way without a limit, which its room changing would tell)."""
+        if kept is not None and kept[0] is holder and kept[1] == node.room_changes and _ahead(kept[2], now):
+            self._node_starts[node.id] = kept
             return kept[2]
         est = node_estimate(holder, node, now)
         start = est.at if isinstance(est, Estimate) else None
-        self._node_starts[node.id] = (holder, node.bookings, start)
+        self._node_starts[node.id] = (holder, node.room_changes, start)
         return start
 
-    def _domain_start(self, app: App, held: list[Node], now: int) -> int | None:
-        """`domain_estimate`'s start for the gang `app` on its domain `held`, kept while the
-        domain's nodes, their allocations and reservations, and the gang's waiting members
-        stay."""
-        waiting = sum(a.pending for a in app.asks.values() if a.placeholder)
-        kept = self._domain_starts.get(app.id)
-        if kept is not None and kept[1] == waiting and _same_nodes(kept[0], held):
-            return kept[2]
+    def _reserved_ahead(self, held: list[Node], now: int) -> bool:
+        """Whether every node reserved for an ask in `held` has its start (as `lendable` read
+        it first) ahead of `now`."""
+        for node in held:
+            if node.reserved is not None:
+                kept = self._node_starts.get(node.id)
+                if kept is None or not _ahead(kept[2], now):
+                    return False
+        return True
+
+    def _domain_start(self, app: App, held: list[Node], now: int, kept: DomainStart | None) -> int | None:
+        """`domain_estimate`'s start for the gang `app` on its domain `held`: `kept` while
+        what it read stays (`DomainStart.holds`) and its start and those of the nodes reserved
+        in the domain (`lendable` read them first) are ahead."""
+        waiting = [(a, a.pending, a.shape) for a in app.asks.values() if a.placeholder and a.pending]
+        if kept is not None and kept.holds(app, held, waiting, now) and self._reserved_ahead(held, now):
+            self._domain_starts[app.id] = kept
+            return kept.start
         est = domain_estimate(app, held, now)
         start = est.at if isinstance(est, Estimate) else None
-        self._domain_starts[app.id] = ([(n, n.bookings, n.reserved) for n in held], waiting, start)
+        self._domain_starts[app.id] = DomainStart(app, [(n, n.room_changes, n.reserved) for n in held], waiting,
+                                                  start)
         return start
 
     def node_for(self, ask: Ask, now: int) -> Node | None:
@@ -414,12 +424,33 @@ def _node_id(node: Node) -> str:
     return node.id
 
 
-def _same_nodes(kept: list[tuple[Node, int, Ask | None]], nodes: list[Node]) -> bool:
-    """Whether `nodes` are the nodes `kept` read, in the same order, each with the same
-    bookings and reservation."""
-    if len(kept) != len(nodes):
-        return False
-    for (was, bookings, reserved), node in zip(kept, nodes, strict=True):
-        if was is not node or bookings != node.bookings or reserved is not node.reserved:
+def _ahead(start: int | None, now: int) -> bool:
+    """A kept estimated start still holds at `now` (its room unchanged): none, or one ahead."""
+    return start is None or start > now
+
+
+class DomainStart:
+    """A gang's estimated start on its domain (`Backfill`), with what it read: the gang, the
+    domain's nodes with their `room_changes` and reserved asks, its waiting members (ask,
+    count, shape)."""
+
+    __slots__ = ("app", "nodes", "waiting", "start")
+
+    def __init__(self, app: App, nodes: list[tuple[Node, int, Ask | None]], waiting: list[tuple[Ask, int, str]],
+                 start: int | None) -> None:
+        self.app, self.nodes, self.waiting, self.start = app, nodes, waiting, start
+
+    def holds(self, app: App, nodes: list[Node], waiting: list[tuple[Ask, int, str]], now: int) -> bool:
+        """Whether it holds for `app` on `nodes` with `waiting` at `now`: the same gang, nodes
+        (in the same order, each with the same room and reservation) and members, the start
+        ahead."""
+        if app is not self.app or not _ahead(self.start, now) or len(nodes) != len(self.nodes) \
+                or len(waiting) != len(self.waiting):
             return False
-    return True
+        for (was, changes, reserved), node in zip(self.nodes, nodes, strict=True):
+            if was is not node or changes != node.room_changes or reserved is not node.reserved:
+                return False
+        for (ask, pending, shape), now_ask in zip(self.waiting, waiting, strict=True):
+            if ask is not now_ask[0] or pending != now_ask[1] or shape != now_ask[2]:
+                return False
+        return True

@@ -49,7 +49,7 @@ class Ledger:
         node, app, res = alloc.node, alloc.app, alloc.resource
         sub_into(node.free, res)
         node.allocations[alloc.uuid] = alloc
-        node.bookings += 1
+        node.room_changes += 1
         for q in app.path:
             add_into(q.allocated, res)
             if placed:
@@ -88,7 +88,7 @@ class Ledger:
         node, app, res = alloc.node, alloc.app, alloc.resource
         add_into(node.free, res)
         del node.allocations[alloc.uuid]
-        node.bookings += 1
+        node.room_changes += 1
         for q in app.path:
             sub_into(q.allocated, res)
             q.sort_key = None

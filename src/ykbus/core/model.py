@@ -183,7 +183,7 @@ class Node:
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
     __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved",
-                 "preempting", "held", "bookings")
+                 "preempting", "held", "room_changes")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -199,9 +199,10 @@ class Node:
         # the topology gang whose reserved domain it is in ("" none): it takes none of the
         # others' asks, and is not in the node index (core/indexes.py `index_node`)
         self.held = ""
-        # allocations booked on it or unbooked from it so far (the ledger's count, not stored):
-        # an estimate the planner keeps for the node is of its allocations while this stays
-        self.bookings = 0
+        # times its room changed (an allocation booked or unbooked, by the ledger; its room
+        # recomputed, as when its capacity or occupied resources are updated), not stored: an estimate the planner keeps for the node
+        # is of its room and allocations while this stays
+        self.room_changes = 0
         self.recompute_free()
 
     @property
@@ -228,6 +229,7 @@ class Node:
         for alloc in self.allocations.values():
             sub_into(free, alloc.resource)
         self.free = free
+        self.room_changes += 1
 
 
 class Queue:

@@ -151,7 +151,6 @@ class Scheduler:
 
     def start(self, now: int) -> None:
         self.failed_shapes.clear()
-        self.backfill.start()
         if self.over:
             self.over.clear()
         self.finder.start()
