@@ -282,14 +282,16 @@ def domain_estimate(app: App, nodes: list[Node], now: int) -> Estimate | NoEstim
     return earliest_start(candidates, [a.resource for a in gang_members(app)], now)
 
 
-def held_estimate(app: App, nodes: Iterable[Node], now: int) -> tuple[str, dict[str, object]]:
+def held_estimate(app: App, nodes: Iterable[Node], now: int,
+                  kept: Backfill | None = None) -> tuple[str, dict[str, object]]:
     """For a gang waiting on a domain it reserves (its nodes, `nodes`): `; estimated start
     ...` (or `; no estimate: ...`) and the details, when an allocation there has a runtime
-    limit; else nothing (the reason as without limits)."""
+    limit; else nothing (the reason as without limits). `kept`: the planner's estimates,
+    where the gang holds the domain (`Backfill.domain_estimate`)."""
     held = list(nodes)
     if not _any_limited(held):
         return "", {}
-    est = domain_estimate(app, held, now)
+    est = kept.domain_estimate(app, held, now) if kept is not None else domain_estimate(app, held, now)
     if isinstance(est, Estimate):
         return f"; {est.text(None)}", {"estimate": est.text(None), "estimatedStart": est.at}
     return f"; {est.text()}", {"estimate": est.text()}
@@ -310,20 +312,26 @@ class Backfill:
     in the domain (each holds its room until its own start). So a reservation's estimate is
     computed again when its room moves, not at every plan (a plan per allocation)."""
 
-    __slots__ = ("records", "reserved_nodes", "_lendable", "_node_starts", "_domain_starts")
+    __slots__ = ("records", "reserved_nodes", "_lendable", "_lent", "_node_starts", "_domain_starts")
 
     def __init__(self, records: PartitionState, reserved_nodes: dict[str, Node]) -> None:
         self.records = records
         self.reserved_nodes = reserved_nodes  # the waits' registry (read, never written here)
         self._lendable: list[tuple[Node, int]] | None = None
+        # (an ask's limit, its shape) -> the node `node_for` found for it, in this plan (a walk
+        # reads one state: the next ask of that limit and shape finds the same)
+        self._lent: dict[tuple[int, str], Node | None] = {}
         # node id -> (the ask it is reserved for, the node's room_changes then, the ask's
         # estimated start): of the nodes reserved at the last plan that read them
         self._node_starts: dict[str, tuple[Ask, int, int | None]] = {}
-        # gang id -> what its estimated start read, and the start: of the gangs holding a domain then
+        # gang id -> what its estimate read, and the estimate: of the gangs holding a domain
+        # at the last plan that read them
         self._domain_starts: dict[str, DomainStart] = {}
 
     def forget(self) -> None:
         self._lendable = None
+        if self._lent:
+            self._lent.clear()
 
     def any(self) -> bool:
         return bool(self.reserved_nodes) or bool(self.records.domain_holds)
@@ -345,7 +353,9 @@ class Backfill:
                 bound[node_id] = self._node_start(holder, node, now, known.get(node_id))
                 nodes[node_id] = node
         holds = self.records.domain_holds
-        known_domains, self._domain_starts = self._domain_starts, {}
+        if len(self._domain_starts) > len(holds):  # (those that hold no domain now are dropped)
+            self._domain_starts = {app.id: start for app in holds.values()
+                                   if (start := self._domain_starts.get(app.id)) is not None}
         if holds:
             members: dict[str, list[Node]] = {}
             for node in self.records.nodes.values():
@@ -354,7 +364,8 @@ class Backfill:
             for values in sorted(holds):
                 app = holds[values]
                 held = members.get(app.id, [])
-                until = self._domain_start(app, held, now, known_domains.get(app.id))
+                est = self.domain_estimate(app, held, now)
+                until = est.at if isinstance(est, Estimate) else None
                 for node in held:
                     if node.id in bound:  # reserved for an ask too: the earlier of the two
                         kept = bound[node.id]
@@ -379,28 +390,28 @@ class Backfill:
         return start
 
     def _reserved_ahead(self, held: list[Node], now: int) -> bool:
-        """Whether every node reserved for an ask in `held` has its start (as `lendable` read
-        it first) ahead of `now`."""
+        """Whether every node reserved for an ask in `held` has its start kept (for its ask
+        and room now) and ahead of `now`."""
         for node in held:
-            if node.reserved is not None:
+            holder = node.reserved
+            if holder is not None:
                 kept = self._node_starts.get(node.id)
-                if kept is None or not _ahead(kept[2], now):
+                if kept is None or kept[0] is not holder or kept[1] != node.room_changes or not _ahead(kept[2], now):
                     return False
         return True
 
-    def _domain_start(self, app: App, held: list[Node], now: int, kept: DomainStart | None) -> int | None:
-        """`domain_estimate`'s start for the gang `app` on its domain `held`: `kept` while
-        what it read stays (`DomainStart.holds`) and its start and those of the nodes reserved
-        in the domain (`lendable` read them first) are ahead."""
+    def domain_estimate(self, app: App, held: list[Node], now: int) -> Estimate | NoEstimate:
+        """`domain_estimate` for the gang `app` on the domain it holds, `held` (the nodes it
+        holds, in the partition's order): the one kept while what it read stays
+        (`DomainStart.holds`) and its start and those of the nodes reserved in the domain are
+        ahead."""
         waiting = [(a, a.pending, a.shape) for a in app.asks.values() if a.placeholder and a.pending]
+        kept = self._domain_starts.get(app.id)
         if kept is not None and kept.holds(app, held, waiting, now) and self._reserved_ahead(held, now):
-            self._domain_starts[app.id] = kept
-            return kept.start
+            return kept.estimate
         est = domain_estimate(app, held, now)
-        start = est.at if isinstance(est, Estimate) else None
-        self._domain_starts[app.id] = DomainStart(app, [(n, n.room_changes, n.reserved) for n in held], waiting,
-                                                  start)
-        return start
+        self._domain_starts[app.id] = DomainStart(app, [(n, n.room_changes, n.reserved) for n in held], waiting, est)
+        return est
 
     def node_for(self, ask: Ask, now: int) -> Node | None:
         """Rule 4: a reserved node `ask` may take now, or None: the first by node id with room
@@ -410,14 +421,20 @@ class Backfill:
         limit = ask.timeout_ms
         if limit <= 0 or ask.placeholder:
             return None
+        key = (limit, ask.shape)
+        if key in self._lent:
+            return self._lent[key]
         runs = limit * NS_PER_MS
         res = ask.resource
+        found: Node | None = None
         for node, start in self.lendable(now):
             divisor = DOMAIN_LEND_DIVISOR if node.held else LEND_DIVISOR
             if runs * divisor <= start - now and node.state is NodeState.SCHEDULABLE and not node.preempting \
                     and fits(res, node.free):
-                return node
-        return None
+                found = node
+                break
+        self._lent[key] = found
+        return found
 
 
 def _node_id(node: Node) -> str:
@@ -430,15 +447,16 @@ def _ahead(start: int | None, now: int) -> bool:
 
 
 class DomainStart:
-    """A gang's estimated start on its domain (`Backfill`), with what it read: the gang, the
-    domain's nodes with their `room_changes` and reserved asks, its waiting members (ask,
+    """A gang's estimate on the domain it holds (`Backfill`), with what it read: the gang,
+    the domain's nodes with their `room_changes` and reserved asks, its waiting members (ask,
     count, shape)."""
 
-    __slots__ = ("app", "nodes", "waiting", "start")
+    __slots__ = ("app", "nodes", "waiting", "estimate", "start")
 
     def __init__(self, app: App, nodes: list[tuple[Node, int, Ask | None]], waiting: list[tuple[Ask, int, str]],
-                 start: int | None) -> None:
-        self.app, self.nodes, self.waiting, self.start = app, nodes, waiting, start
+                 estimate: Estimate | NoEstimate) -> None:
+        self.app, self.nodes, self.waiting, self.estimate = app, nodes, waiting, estimate
+        self.start = estimate.at if isinstance(estimate, Estimate) else None
 
     def holds(self, app: App, nodes: list[Node], waiting: list[tuple[Ask, int, str]], now: int) -> bool:
         """Whether it holds for `app` on `nodes` with `waiting` at `now`: the same gang, nodes

@@ -185,7 +185,7 @@ class Scheduler:
     def _domains(self) -> TopologyPlacer:
         domains = self.domains
         if domains is None:
-            domains = self.domains = TopologyPlacer(self.part, self.node_index, self.topology.current())
+            domains = self.domains = TopologyPlacer(self.part, self.node_index, self.topology.current(), self.backfill)
         return domains
 
     def has_work(self) -> bool:

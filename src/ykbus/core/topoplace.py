@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ykbus.core.backfill import domain_estimate, held_estimate, limits_in_use
+from ykbus.core.backfill import Backfill, domain_estimate, held_estimate, limits_in_use
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node, Shape
 from ykbus.core.packing import first_fit
@@ -156,11 +156,12 @@ class TopologyPlacer:
     an earlier one of the walk with the same request and members (a walk is judged against
     one state): it is looked up, not packed again."""
 
-    __slots__ = ("part", "node_index", "index", "order", "no_domain", "no_room")
+    __slots__ = ("part", "node_index", "index", "backfill", "order", "no_domain", "no_room")
 
-    def __init__(self, part: PartitionState, node_index: SortedSeq, index: DomainIndex) -> None:
+    def __init__(self, part: PartitionState, node_index: SortedSeq, index: DomainIndex, backfill: Backfill) -> None:
         self.part, self.node_index = part, node_index
         self.index = index  # the planner's, kept as nodes move (`Scheduler.state_changed`)
+        self.backfill = backfill  # the planner's estimates of the reservations (a held gang's is read there)
         self.order: list[str] = []
         # (request, the members' shapes) -> why no domain holds them, in this walk
         self.no_domain: dict[tuple[TopologyRequest, tuple[int, ...]], tuple[str, dict[str, object]]] = {}
@@ -300,7 +301,7 @@ class GangDomain:
         if holding is not None:  # it waits on its reserved domain (and when it will hold it, with limits in use)
             name = "/".join(holding[1])
             estimate, details = held_estimate(self.app, [n for n in self.domains.part.nodes.values()
-                                                         if n.held == self.app.id], self.now)
+                                                         if n.held == self.app.id], self.now, self.domains.backfill)
             return NoPlace(f"{placed.message}; {short(holding[0])} {name} is reserved for it{estimate}",
                            {**placed.details, "reserved": name, **details})
         # it may reserve: the domain closest to holding the first of its groups that found none
