@@ -15,7 +15,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import select
 import time
 from collections.abc import Callable
 from typing import Any
@@ -115,63 +114,6 @@ def http_int64_strings(obj: Any) -> Any:
     return out
 
 
-TURNS = 4  # loop turns the writer gives a read that waits for the loop, at most, after an entry
-POLL_EVERY_S = 0.001  # the HTTP sockets are polled at most this often (a poll is a few µs)
-
-
-class ReadTurns:
-    """When the writer lets the event loop run between two entries. nats-py hands it the
-    entries already delivered without a pause, so a read (HTTP or the NATS read API) would
-    wait for the whole burst; after each entry it asks `waiting` (a request being answered,
-    one parsed and not yet handled, or one on a socket not read yet: a poll that does not
-    block, at most every `POLL_EVERY_S`) and, if so, gives the loop turns (`give`) until the
-    read is being answered. While one is (a dry run in slices, a scrape a family at a time),
-    that is one turn an entry: a read waits for one entry, not for a burst, and without a
-    read the writer never yields (its outputs of a burst leave in one flush)."""
-
-    __slots__ = ("http", "api", "answering", "_polled")
-
-    def __init__(self, http: HttpReadApi) -> None:
-        self.http = http
-        self.api: Any = None  # the read API's NATS subscription, once subscribed
-        self.answering = 0  # NATS read requests being answered now
-        self._polled = 0.0  # when the HTTP sockets were last polled (time.perf_counter)
-
-    async def answer_nats(self, core: Core, read: Callable[[str, dict[str, Any]], dict[str, Any]], verb: str,
-                          data: bytes) -> dict[str, Any]:
-        """The answer to a request of the NATS read API (`verb`, its body `data`): `read`'s,
-        or the dry run's, in slices (the writer gives it a turn after each entry meanwhile);
-        `{"error": ...}` for a bad one."""
-        self.answering += 1
-        try:
-            request = json.loads(data) if data.strip() else {}
-            if not isinstance(request, dict):
-                raise ValueError("the request body must be a JSON object")
-            return await would_fit_in_slices(core, request) if verb == WOULD_FIT else read(verb, request)
-        except (ValueError, KeyError, RecursionError) as exc:
-            return {"error": str(exc)}
-        finally:
-            self.answering -= 1
-
-    def waiting(self) -> bool:
-        if self.answering or self.http.answering:
-            return True
-        api = self.api
-        if api is not None and api.pending_msgs > 0:
-            return True
-        now = time.perf_counter()
-        if now - self._polled < POLL_EVERY_S:
-            return False
-        self._polled = now
-        return self.http.waiting()
-
-    async def give(self) -> None:
-        for _ in range(TURNS):
-            await anyio.sleep(0)
-            if self.answering or self.http.answering or not self.http.waiting():
-                return
-
-
 class HttpReadApi:
     """GET /api/<verb>[?rm=..&partition=..&int64=..]: the read API over HTTP, for tools that do
     not speak NATS, served by aiohttp (docs/operations.md, "HTTP": why that library)."""
@@ -188,36 +130,6 @@ class HttpReadApi:
         self.host, self._port, self._token = host, port, token
         self.port = 0  # the port once listening
         self.started = anyio.Event()
-        self.answering = 0  # requests being answered now (`waiting`)
-        self._runner: web.AppRunner | None = None
-        self._listening: list[int] = []  # the listening sockets' descriptors
-
-    def waiting(self) -> bool:
-        """Whether a request is being answered, or waits for the event loop (a connection to
-        accept, bytes to read): the writer, which applies the entries already delivered
-        without a pause, lets the loop run after each entry then, so that a read waits for
-        one entry, not for a burst (bus/service.py `_on_input`). A poll of the sockets that
-        does not block."""
-        if self.answering:
-            return True
-        runner = self._runner
-        if runner is None:
-            return False
-        fds = list(self._listening)
-        server = runner.server
-        if server is not None:
-            for handler in server.connections:
-                transport = handler.transport
-                sock = transport.get_extra_info("socket") if transport is not None else None
-                if sock is not None:
-                    fds.append(sock.fileno())
-        if not fds:
-            return False
-        try:
-            readable, _, _ = select.select(fds, [], [], 0)
-        except (OSError, ValueError):  # a socket closed meanwhile: the loop's to see
-            return True
-        return bool(readable)
 
     async def serve(self, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         app = web.Application()
@@ -229,9 +141,6 @@ class HttpReadApi:
             site = web.TCPSite(runner, self.host, self._port)
             await site.start()
             self.port = runner.addresses[0][1]
-            listening = getattr(site, "_server", None)  # (aiohttp keeps the asyncio server there)
-            self._listening = [s.fileno() for s in getattr(listening, "sockets", ())]
-            self._runner = runner
             log.info("http read api listening", extra={"fields": {"host": self.host, "port": self.port}})
             task_status.started()
             self.started.set()
@@ -242,18 +151,10 @@ class HttpReadApi:
                     log.warning("the timeline's history stopped counting", extra={"fields": {"error": repr(exc)}})
             await anyio.sleep_forever()
         finally:
-            self._runner, self._listening = None, []
             with anyio.CancelScope(shield=True):
                 await runner.cleanup()
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.answering += 1
-        try:
-            return await self._answer(request)
-        finally:
-            self.answering -= 1
-
-    async def _answer(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.Request) -> web.Response:
         if not self._authorized(request.headers.get("Authorization", ""), request.cookies.get(COOKIE, "")):
             if self._token and _same(request.query.get("token", ""), self._token):
                 return self._let_in(request)

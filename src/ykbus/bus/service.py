@@ -145,7 +145,6 @@ class CoreService:
         self.metrics = Metrics(self.rest, self._figures)
         self.http = readapi.HttpReadApi(self.read, self.live.current, settings.api_host, settings.api_port,
                                         settings.api_token, self.rest, self.metrics)
-        self.turns = readapi.ReadTurns(self.http)  # when the writer lets a waiting read have the loop
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
         self._dropped_seen = 0
@@ -227,7 +226,7 @@ class CoreService:
             start = self.core.last_seq + 1
             await self.nc.subscribe(self.subjects.heartbeats, cb=self.clock.on_heartbeat)
             if s.reads:  # one process of the queue group answers each request
-                self.turns.api = await self.nc.subscribe(self.subjects.apis, queue="ykbus-api", cb=self._on_api)
+                await self.nc.subscribe(self.subjects.apis, queue="ykbus-api", cb=self._on_api)
             await self.leadership.begin()
             now = time.monotonic()
             for rm in self.core.rms:
@@ -372,8 +371,6 @@ class CoreService:
                 await kept.room()
             async with self.live.lock:
                 await self._apply_input(entry, lag, msg.subject)
-            if self.turns.waiting():  # a read waits: it has the loop now, not after the burst
-                await self.turns.give()
         except StoppedWaiting:
             return  # its entry is not applied: the next start applies it (and nothing after it now)
         except Exception as exc:  # noqa: BLE001 - the service stops with it (run raises it)
@@ -489,7 +486,15 @@ class CoreService:
     # --- read API ----------------------------------------------------------------------
 
     async def _on_api(self, msg: Any) -> None:
-        body = await self.turns.answer_nats(self.core, self.read, msg.subject.rsplit(".", 1)[-1], msg.data)
+        verb = msg.subject.rsplit(".", 1)[-1]
+        try:
+            request = json.loads(msg.data) if msg.data.strip() else {}
+            if not isinstance(request, dict):
+                raise ValueError("the request body must be a JSON object")
+            body = (await readapi.would_fit_in_slices(self.core, request) if verb == readapi.WOULD_FIT  # a dry run
+                    else self.read(verb, request))
+        except (ValueError, KeyError, RecursionError) as exc:
+            body = {"error": str(exc)}
         if msg.reply:
             await msg.respond(json.dumps(body, default=str).encode())
 
