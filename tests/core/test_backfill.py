@@ -329,11 +329,20 @@ def node_for(self, ask, now):  # the node found for an ask, and found afresh (th
     lent.append(got is fresh)
     return got
 
+kept_domain = backfill.Backfill.domain_estimate
+domains = []
+
+def domain_estimate(self, app, held, now):  # a gang's kept estimate (its reason's too), and a fresh one
+    got = kept_domain(self, app, held, now)
+    domains.append(repr(got) == repr(backfill.domain_estimate(app, held, now)))
+    return got
+
 backfill.Backfill.lendable = lendable
 backfill.Backfill.node_for = node_for
+backfill.Backfill.domain_estimate = domain_estimate
 figures = BackfillRun(3, True, 44).run(lambda s: None)
 print(json.dumps({"calls": len(calls), "differ": calls.count(False), "finds": len(lent), "finds_differ": lent.count(False),
-                  "backfilled": figures["backfilled"]}))
+                  "domains": len(domains), "domains_differ": domains.count(False), "backfilled": figures["backfilled"]}))
 """
 
 
@@ -356,3 +365,5 @@ def test_estimates_kept_are_what_a_fresh_computation_gives():
     assert found["differ"] == 0, f"{found['differ']} of {found['calls']} plans read an estimate out of date"
     assert found["finds"] > found["calls"]  # asks of a shape and limit found again in a plan
     assert found["finds_differ"] == 0, f"{found['finds_differ']} of {found['finds']} asks were lent another node"
+    assert found["domains"] > 100  # gangs' estimates, for lending and for their reasons
+    assert found["domains_differ"] == 0, f"{found['domains_differ']} of {found['domains']} gangs' estimates out of date"
