@@ -296,7 +296,6 @@ def test_with_runtime_limits_a_gang_reserves_the_rack_where_it_starts_first():
     checked(h)
 
 
-
 KEPT_AGAINST_FRESH = """
 import json
 from ykbus.bench.backfill import BackfillRun

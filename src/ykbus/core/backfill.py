@@ -381,7 +381,7 @@ class Backfill:
         """`node_estimate`'s start for the ask `node` is reserved for: `kept` while the node's
         ask and room stay and the start is ahead (or there is none: too large for the node, or
         an allocation in the way without a limit, which its room changing would tell)."""
-        if kept is not None and kept[0] is holder and kept[1] == node.room_changes and _ahead(kept[2], now):
+        if kept is not None and _node_start_holds(kept, node, now):
             self._node_starts[node.id] = kept
             return kept[2]
         est = node_estimate(holder, node, now)
@@ -392,13 +392,8 @@ class Backfill:
     def _reserved_ahead(self, held: list[Node], now: int) -> bool:
         """Whether every node reserved for an ask in `held` has its start kept (for its ask
         and room now) and ahead of `now`."""
-        for node in held:
-            holder = node.reserved
-            if holder is not None:
-                kept = self._node_starts.get(node.id)
-                if kept is None or kept[0] is not holder or kept[1] != node.room_changes or not _ahead(kept[2], now):
-                    return False
-        return True
+        starts = self._node_starts
+        return all(_node_start_holds(starts.get(node.id), node, now) for node in held if node.reserved is not None)
 
     def domain_estimate(self, app: App, held: list[Node], now: int) -> Estimate | NoEstimate:
         """`domain_estimate` for the gang `app` on the domain it holds, `held` (the nodes it
@@ -446,23 +441,30 @@ def _ahead(start: int | None, now: int) -> bool:
     return start is None or start > now
 
 
+def _node_start_holds(kept: tuple[Ask, int, int | None] | None, node: Node, now: int) -> bool:
+    """Whether `kept` (ask, room_changes, start) is still the start of the ask `node` is
+    reserved for: the same ask, its room unchanged, the start ahead."""
+    return (kept is not None and kept[0] is node.reserved and kept[1] == node.room_changes
+            and _ahead(kept[2], now))
+
+
 class DomainStart:
     """A gang's estimate on the domain it holds (`Backfill`), with what it read: the gang,
     the domain's nodes with their `room_changes` and reserved asks, its waiting members (ask,
     count, shape)."""
 
-    __slots__ = ("app", "nodes", "waiting", "estimate", "start")
+    __slots__ = ("app", "nodes", "waiting", "estimate")
 
     def __init__(self, app: App, nodes: list[tuple[Node, int, Ask | None]], waiting: list[tuple[Ask, int, str]],
                  estimate: Estimate | NoEstimate) -> None:
         self.app, self.nodes, self.waiting, self.estimate = app, nodes, waiting, estimate
-        self.start = estimate.at if isinstance(estimate, Estimate) else None
 
     def holds(self, app: App, nodes: list[Node], waiting: list[tuple[Ask, int, str]], now: int) -> bool:
         """Whether it holds for `app` on `nodes` with `waiting` at `now`: the same gang, nodes
         (in the same order, each with the same room and reservation) and members, the start
         ahead."""
-        if app is not self.app or not _ahead(self.start, now) or len(nodes) != len(self.nodes) \
+        start = self.estimate.at if isinstance(self.estimate, Estimate) else None
+        if app is not self.app or not _ahead(start, now) or len(nodes) != len(self.nodes) \
                 or len(waiting) != len(self.waiting):
             return False
         for (was, changes, reserved), node in zip(self.nodes, nodes, strict=True):

@@ -200,8 +200,8 @@ class Node:
         # others' asks, and is not in the node index (core/indexes.py `index_node`)
         self.held = ""
         # times its room changed (an allocation booked or unbooked, by the ledger; its room
-        # recomputed, as when its capacity or occupied resources are updated), not stored: an estimate the planner keeps for the node
-        # is of its room and allocations while this stays
+        # recomputed, as when its capacity or occupied resources are updated), not stored: an
+        # estimate the planner keeps for the node is of its room and allocations while this stays
         self.room_changes = 0
         self.recompute_free()
 

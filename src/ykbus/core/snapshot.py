@@ -66,7 +66,7 @@ READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then sho
 DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"free", "key", "reserved", "preempting",  # from capacity, occupied, allocations; index key; asks
                        "held",  # from the applications' `holding` and its attributes
-                       "room_changes"}),  # a count the planner's estimates of one pass read (starts again at a load)
+                       "room_changes"}),  # a count the planner's kept estimates read (starts again at a load)
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
