@@ -148,7 +148,7 @@ def bench_backlog(repeat: int, pending: int, nodes: int, entries: int, progress:
     """Entries/s of steady churn on a full cluster with a backlog of `pending` asks that
     cannot be placed (workloads.Backlog); the entries are timed one by one, the set-up not."""
     from ykbus.bench.workloads import Backlog
-    from ykbus.bus.service import FREEZE_EVERY  # the service's garbage-collector settings, as users run it
+    from ykbus.collector import FREEZE_EVERY  # the service's garbage-collector settings, as users run it
 
     runs = []
     for r in range(repeat):
@@ -162,7 +162,7 @@ def bench_backlog(repeat: int, pending: int, nodes: int, entries: int, progress:
         waiting = sum(k.pending for rm in core.rms.values() for p in rm.partitions.values()
                       for a in p.apps.values() for k in a.asks.values())
         gc.collect()
-        gc.freeze()  # as the service keeps it (bus/service.py `_tame_gc`): the backlog is long-lived
+        gc.freeze()  # as the service keeps it (ykbus/collector.py): the backlog is long-lived
         total, allocations, times = 0.0, 0, []
         for i, entry in enumerate(w.entries()):
             if i and i % FREEZE_EVERY == 0:

@@ -82,6 +82,7 @@ from ykbus.bus.subjects import (
     Subjects,
     js_reply_delivery,
 )
+from ykbus.collector import CollectorPolicy
 from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.shards import DEFAULT_SHARD
@@ -92,8 +93,6 @@ from ykbus.si import compat
 from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
-FREEZE_EVERY = 1000  # entries between gc.freeze() calls
-FREEZE_EVERY_ALLOCATIONS = 10_000  # ... or allocations, whichever comes first
 
 
 HEALTH_CHECK_EVERY_S = 30  # as YuniKorn: /ws/v1/scheduler/healthcheck answers the last check
@@ -147,8 +146,7 @@ class CoreService:
                                         settings.api_token, self.rest, self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
-        self._dropped_seen = 0
-        self._frozen_at = 0
+        self.collector = CollectorPolicy()  # when what lives is frozen (ykbus/collector.py)
         self._input_sub: Any = None
         self._scope: anyio.CancelScope | None = None  # the running service's: an input that fails cancels it
         self._failure: Exception | None = None  # why the writer stopped (run raises it)
@@ -419,10 +417,7 @@ class CoreService:
         if moved:  # RMs that left: their state for the shard they go to, after this entry's outputs
             await self.connected.sharding.after()
         self.stats["entries"] += 1
-        if (self.stats["entries"] % FREEZE_EVERY == 0
-                or self.stats["allocations"] - self._frozen_at >= FREEZE_EVERY_ALLOCATIONS):
-            self._frozen_at = self.stats["allocations"]
-            self._tame_gc()
+        self.collector.applied(self.stats["allocations"], self.core.dropped_partitions)
         self.snapshots.applied()  # off the writer's path: bus/snapshots.py
 
     async def _record_failure(self, entry: Entry, exc: BaseException) -> None:
@@ -433,17 +428,6 @@ class CoreService:
                   exc_info=exc, extra={"fields": {"seq": entry.seq, "rm": entry.rm, "kind": entry.kind}})
         error = self.live.guard.known_failed[entry.seq]
         await self.leadership.append(FAILED_KIND, {"seq": entry.seq, "error": error, **self.subjects.naming_shard})
-
-    def _tame_gc(self) -> None:
-        """Keep full GC collections short: move what lives now out of the collector's sight
-        (asks, applications and allocations are freed by reference counting: the core makes
-        no cycles on its hot path, tests/core prove it). Dropped partitions do hold cycles:
-        after one, collect everything once."""
-        if self.core.dropped_partitions != self._dropped_seen:
-            self._dropped_seen = self.core.dropped_partitions
-            gc.unfreeze()
-            gc.collect()
-        gc.freeze()
 
     def _output_format(self, rm_id: str) -> tuple[str, str]:
         """How outputs to `rm_id` are encoded: its registered encoding and int64 mode."""

@@ -123,13 +123,26 @@ def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
 
 def _any_limited(nodes: Iterable[Node]) -> bool:
     """Whether an allocation on `nodes` has a runtime limit (else no estimate is told)."""
-    return any(a.limit_ms > 0 for n in nodes for a in n.allocations.values())
+    for node in nodes:
+        if _node_limited(node):
+            return True
+    return False
+
+
+def _node_limited(node: Node) -> bool:
+    """Whether an allocation on `node` has a runtime limit. A loop, not `any` over a
+    generator: asked for each reserved ask at every walk, where most nodes hold no limited
+    allocation and each is read to its end."""
+    for alloc in node.allocations.values():
+        if alloc.limit_ms > 0:
+            return True
+    return False
 
 
 def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
     """`ask`'s reason while `node` is reserved for it, with its estimated start when an
     allocation there has a runtime limit (none has: the reason as without limits)."""
-    if not _any_limited((node,)):
+    if not _node_limited(node):
         return why.reserved(node.id, ask.resource)
     est = node_estimate(ask, node, now)
     if isinstance(est, Estimate):

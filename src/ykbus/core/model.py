@@ -606,7 +606,8 @@ class AppHistory:
         """`alloc` was released at `ts` (log time): what it used is tracked, and a placeholder
         counted as replaced or timed out."""
         kind = PREEMPTED_USED if alloc.preempting else PLACEHOLDER_USED if alloc.placeholder else USED
-        seconds = max(0, ts - alloc.at) // 1_000_000_000
+        held = ts - alloc.at
+        seconds = held // 1_000_000_000 if held > 0 else 0
         by_type = self.tracked.get(kind)
         if by_type is None:
             by_type = self.tracked[kind] = {}
@@ -615,7 +616,8 @@ class AppHistory:
         if used is None:
             used = by_type[itype] = {}
         for k, v in alloc.resource.items():  # saturated at int64, as YuniKorn's int64 figures are bounded
-            used[k] = min(used.get(k, 0) + v * seconds, INT64_MAX)
+            total = used.get(k, 0) + v * seconds
+            used[k] = total if total < INT64_MAX else INT64_MAX
         if alloc.placeholder and (replaced or timed_out):
             group = self.placeholders.get(alloc.task_group)
             if group is not None:

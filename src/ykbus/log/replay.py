@@ -7,9 +7,11 @@ answered as failed and skipped, as the live service would.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ykbus.collector import CollectorPolicy
 from ykbus.core import Core
 from ykbus.core.config import SchedulerConfig
 from ykbus.core.fleet import Fleet, shard_names
@@ -51,7 +53,9 @@ def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None,
            progress: Callable[[int, int], None] | None = None, shard: str | None = None) -> Iterator[Output]:
     """The outputs of applying `entries` to a fresh core; `progress(done, total)`, if given,
     hears each entry applied. `shard`: the outputs of that core shard of a sharded deployment
-    (every shard the log names is run: core/fleet.py); None: one core applies everything."""
+    (every shard the log names is run: core/fleet.py); None: one core applies everything.
+    The garbage collector is kept as the service keeps it (ykbus/collector.py); what was
+    frozen is handed back to it when the replay ends."""
     entries = list(entries)
     if shard is None:
         guards = {"": guarded_core(queues)}
@@ -64,10 +68,17 @@ def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None,
             for guard in guards.values():
                 guard.apply_record(entry)
     total = len(entries)
-    for i, entry in enumerate(entries, 1):
-        yield from apply(entry)[shard or ""]
-        if progress is not None:
-            progress(i, total)
+    collector = CollectorPolicy()
+    try:
+        for i, entry in enumerate(entries, 1):
+            yield from apply(entry)[shard or ""]
+            collector.applied(sum(g.core.allocations_made for g in guards.values()),
+                              sum(g.core.dropped_partitions for g in guards.values()))
+            if progress is not None:
+                progress(i, total)
+    finally:
+        if collector.freezes:  # the replayed state may go now
+            gc.unfreeze()
 
 
 def replay_file(path: str, queues: SchedulerConfig | None = None,
