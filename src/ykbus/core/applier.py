@@ -149,7 +149,7 @@ class Applier:
         app.why = None
         where = decision.where
         gang_member = ask.placeholder and bool(app.gang)
-        topology_set = not app.gang and bool(self.records.config.topology.levels) and in_set(app, ask)
+        topology_set = not app.gang and bool(self.records.topology_levels) and in_set(app, ask)
         if ask.waiting is not None and (gang_member or topology_set):
             # a gang (or a topology set) is judged whole when one of its asks woke (room for its
             # shape): the others, still parked, are parked again with it (back in its list first)

@@ -64,7 +64,6 @@ from ykbus.core.model import (
 )
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, sub_into
-from ykbus.core.scorers import scorer_for
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
 from ykbus.si import messages as m
@@ -90,12 +89,8 @@ class Changes:
 
     def apply_config(self, config: PartitionConfig, ctx: Step) -> list[str]:
         """Install (or hot-swap) the queue tree; returns the paths that went draining."""
-        records, levels = self.records, self.records.config.topology.levels
-        records.config = config
-        records.reservation_delay_ns = config.reservationdelay_ms * 1_000_000
-        records.node_sort = config.nodesortpolicy.type
-        records.weights = config.nodesortpolicy.resourceweights
-        records.scorer = scorer_for(records.node_sort, records.weights)
+        records, levels = self.records, self.records.topology_levels
+        records.configured(config)
         seen: dict[str, Queue] = {}
         self._configure(records.root, config.root, True, seen)
         draining = []

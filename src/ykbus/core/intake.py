@@ -185,7 +185,7 @@ class Intake:
     def _admit(part: Partition, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
         """The queue application `msg` goes to, and why it may not ("" when it may); the queue
         is None when none was found. Placement creates nothing: a refusal takes nothing back."""
-        problem = policy_problem(msg.tags) or topology_problem(msg.tags, part.records.config.topology.levels)
+        problem = policy_problem(msg.tags) or topology_problem(msg.tags, part.records.topology_levels)
         if problem:
             return None, problem
         queue, reason = part.changes.place(msg)
@@ -312,7 +312,7 @@ class Intake:
         if not res:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
         if ask.tags:
-            problem = role_problem(ask.tags) or topology_problem(ask.tags, part.records.config.topology.levels)
+            problem = role_problem(ask.tags) or topology_problem(ask.tags, part.records.topology_levels)
             if problem:
                 return problem
         if app.state is AppState.FAILING:

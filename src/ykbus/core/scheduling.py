@@ -169,7 +169,7 @@ class Scheduler:
             if self.claimed:
                 self.claimed.clear()
             self.domains = None
-            self.topo = bool(self.part.config.topology.levels)  # read once a walk (`_app` asks it per application)
+            self.topo = bool(self.part.topology_levels)  # read once a walk (`_app` asks it per application)
             showing = self.showing  # the walk's copy: it judges gates in it, not in the pool
             if showing:
                 showing.clear()

@@ -86,7 +86,7 @@ DERIVED: dict[str, frozenset[str]] = {
                                  "paused",  # RM's state
                                  "summary", "pending_codes", "preempted", "victims_indexed", "domain_holds",
                                  "alive", "node_sort", "rm", "root", "scorer", "timers", "total",
-                                 "trackers", "uuid_taken", "weights", "reservation_delay_ns"}),  # rebuilt, configuration, shared
+                                 "trackers", "uuid_taken", "weights", "reservation_delay_ns", "topology_levels"}),  # rebuilt, configuration, shared
     "Waits": frozenset({"records", "planner",  # the partition's other components
                         "node_index", "pool", "parked", "reserve_waiters", "places",  # from the asks' `waiting`, and nodes
                         "woken", "freed"}),  # a counter within a pass; nodes freed within an entry

@@ -18,6 +18,7 @@ from ykbus.core import why
 from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import (
     AppSortPolicy,
+    NodeSortPolicy,
     PartitionConfig,
     preemption_enabled,
 )
@@ -37,7 +38,7 @@ from ykbus.core.model import (
 )
 from ykbus.core.readmodel import PartitionSummary, PendingCodes
 from ykbus.core.resources import Res, share
-from ykbus.core.scorers import scorer_for
+from ykbus.core.scorers import NodeScorer, scorer_for
 from ykbus.core.timers import Timer
 
 CACHE_QUEUE_KEYS = True  # tests switch it off to prove the memoized queue keys are the keys
@@ -47,17 +48,21 @@ CACHE_QUEUE_KEYS = True  # tests switch it off to prove the memoized queue keys 
 FAIR: Final = AppSortPolicy.FAIR  # read once (compiled code reads an uncompiled enum's members by name)
 
 class PartitionState:
+    # set by `configured` (from __init__ and at every reconfiguration)
+    config: PartitionConfig
+    reservation_delay_ns: int
+    topology_levels: tuple[str, ...]
+    node_sort: NodeSortPolicy
+    weights: dict[str, float]
+    scorer: NodeScorer
+
     def __init__(self, rm: str, config: PartitionConfig, timers: Timers[Timer], incarnation: int = 0) -> None:
         self.rm = rm
         self.incarnation = incarnation  # the input seq that created it
         self.timers = timers
         self.alive = True
         self.name = config.name
-        self.config = config
-        self.reservation_delay_ns = config.reservationdelay_ms * 1_000_000  # the config's, read at every park
-        self.node_sort = config.nodesortpolicy.type
-        self.weights = config.nodesortpolicy.resourceweights
-        self.scorer = scorer_for(self.node_sort, self.weights)
+        self.configured(config)
         self.nodes: dict[str, Node] = {}
         self.apps: dict[str, App] = {}
         self.terminated: dict[str, Terminated] = {}
@@ -117,6 +122,16 @@ class PartitionState:
             prio = -(exposed if exposed is not None else 0)
         total = self.total
         return (prio, share(q.allocated, q.guaranteed, total), -share(q.pending, q.guaranteed, total), q.name)
+
+    def configured(self, config: PartitionConfig) -> None:
+        """`config` is in force: it, and what the hot path reads of it as native attributes
+        (compiled code reads the config's fields, msgspec Structs, by name)."""
+        self.config = config
+        self.reservation_delay_ns = config.reservationdelay_ms * 1_000_000  # read at every park
+        self.topology_levels = config.topology.levels  # read for every ask and park
+        self.node_sort = config.nodesortpolicy.type
+        self.weights = config.nodesortpolicy.resourceweights
+        self.scorer = scorer_for(self.node_sort, self.weights)
 
     def intern(self, resource: Res, limit_ms: int = 0) -> tuple[Res, Shape]:
         """One shared (resource dict, shape) per distinct resource vector and runtime limit:
