@@ -42,6 +42,7 @@ from ykbus.core.events import (
     RoomWaitStarted,
 )
 from ykbus.core.lifecycle import APP, AppEvent, AppState
+from ykbus.core.model import Alloc, App, Ask
 from ykbus.core.outbox import Outbox, Output
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
@@ -130,13 +131,14 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
     rm, ts = part.rm, ctx.ts
     t = type(event)
     if t is _ReasonChanged:
-        ask = event.ask
+        ask: Ask = event.ask  # (typed: what is read of it is read natively, not by name)
         ctx.put(rm, REASON_MESSAGE(
             applicartionID=ask.app.id, allocationKey=ask.key, state=event.state, reason=event.message))
     elif t is _AllocationBooked:
-        alloc = event.alloc
-        if event.timeout_ms > 0:
-            part.timers.schedule(ts + event.timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, event.timeout_ms))
+        alloc: Alloc = event.alloc
+        timeout_ms: int = event.timeout_ms
+        if timeout_ms > 0:
+            part.timers.schedule(ts + timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, timeout_ms))
         ctx.put(rm, alloc.message(part.name))
     elif t is _AllocationReleased:
         alloc = event.alloc
@@ -147,7 +149,9 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
                 partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
                 terminationType=event.termination, message=event.message, allocationKey=alloc.key))
     elif t is _AppTransitioned:
-        app, old, new = event.app, event.old, event.new
+        app: App = event.app
+        old: AppState = event.old
+        new: AppState = event.new
         ctx.put(rm, APP_MESSAGE(
             applicationID=app.id, state=str(new), stateTransitionTimestamp=ts, message=event.message))
         if new is AppState.RUNNING and app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:
@@ -157,7 +161,8 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
         elif new in ENDED:
             part.timers.schedule(ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(part, app.id, new))
     elif t is _ReplacementAsked:
-        ph, ask = event.placeholder, event.ask
+        ph: Alloc = event.placeholder
+        ask = event.ask
         ctx.put(rm, m.AllocationRelease(
             partitionName=part.name, applicationID=ph.app.id, UUID=ph.uuid,
             terminationType=m.TerminationType.PLACEHOLDER_REPLACED, allocationKey=ph.key,

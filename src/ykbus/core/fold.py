@@ -19,6 +19,7 @@ from ykbus.core.events import (
     EndedKept,
 )
 from ykbus.core.lifecycle import AppState
+from ykbus.core.model import Alloc, App
 from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
@@ -50,21 +51,26 @@ def fold(step: Step) -> None:
         summary = part.summary
         t = type(event)
         if t is _AllocationBooked:
+            alloc: Alloc = event.alloc  # (typed: what is read of it is read natively, not by name)
             summary.containers += 1
-            summary.count("container", event.alloc.app.queue.path, "allocated")
+            summary.count("container", alloc.app.queue.path, "allocated")
         elif t is _AllocationReleased:
+            alloc = event.alloc
             summary.containers -= 1
-            summary.count("container", event.alloc.app.queue.path, "released")
+            summary.count("container", alloc.app.queue.path, "released")
         elif t is _AppTransitioned:
+            new: AppState = event.new
             summary.app_left(event.old)
-            summary.app_entered(event.new)
-            if event.new in ENDED:
-                summary.count("application", event.app.queue.path, str(event.new))
+            summary.app_entered(new)
+            if new in ENDED:
+                app: App = event.app
+                summary.count("application", app.queue.path, str(new))
         elif t is _AppAdded:
             if event.replaced is not None:
                 summary.app_left(event.replaced)
             summary.app_entered(event.state)
-            summary.count("application", event.app.queue.path, "Accepted")
+            app = event.app
+            summary.count("application", app.queue.path, "Accepted")
         elif t is _AppRejected:
             summary.app_entered(AppState.REJECTED)
             summary.count("application", event.queue, AppState.REJECTED.value)
