@@ -188,8 +188,9 @@ class Reservable:
 
     def place(self, node: Node) -> None:
         """`node`'s room or state moved (or it left): its place follows."""
-        old = self.keys.pop(node.id, None)
+        old = self.keys.get(node.id)
         if old is not None:
+            del self.keys[node.id]  # (not `pop`: compiled, a call by name)
             self.keyed.pop(bisect_left(self.keyed, old))
         entry = self._entry(node)
         if entry is not None:

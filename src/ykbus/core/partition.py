@@ -57,7 +57,7 @@ from ykbus.core.applier import Applier
 from ykbus.core.changes import Changes
 from ykbus.core.config import PartitionConfig
 from ykbus.core.deadlines import Timers
-from ykbus.core.decisions import Allocate, ends_walk
+from ykbus.core.decisions import Allocate, Plan, ends_walk
 from ykbus.core.holds import DomainHolds
 from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger
@@ -120,7 +120,7 @@ class Partition:
         scheduler.start(ctx.ts)
         try:
             while scheduler.has_work() and ctx.budget_left:
-                plan = purity.planned(self) if CHECK_PURE else scheduler.plan()
+                plan: Plan = purity.planned(self) if CHECK_PURE else scheduler.plan()  # (typed: the check's is Any)
                 if not plan:
                     break
                 woken = waits.woken

@@ -97,10 +97,11 @@ def request_of(tags: Mapping[str, str]) -> TopologyRequest | None:
     return None
 
 
-def request_problem(tags: Mapping[str, str], levels: Sequence[str]) -> str:
+def request_problem(tags: dict[str, str], levels: Sequence[str]) -> str:
     """Why the topology tags of an application or an ask are not valid for a partition of
     `levels` ("" when absent or valid): both keys set, an empty value, or a level that is
-    not one of the partition's."""
+    not one of the partition's. (A dict, as the wire's tags are, not a Mapping: compiled, a
+    Mapping's `get` is a call by name, for every ask.)"""
     required, preferred = tags.get(REQUIRED_TAG), tags.get(PREFERRED_TAG)
     if required is not None and preferred is not None:
         return f"tags {REQUIRED_TAG} and {PREFERRED_TAG}: only one of them may be set"

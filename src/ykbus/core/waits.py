@@ -155,8 +155,10 @@ class RoomWaits:
             del self.gates[gate]
             if gate.kind == RESERVE:
                 del self.reserving[gate]
-            self.open.pop(gate, None)
-            self.showing.pop(gate, None)
+            if gate in self.open:  # (`in` and `del`, not `pop`: compiled, `pop` is a call by name)
+                del self.open[gate]
+            if gate in self.showing:
+                del self.showing[gate]
             room, reserve = self.gates_of[gate.shape]
             if room not in self.gates and reserve not in self.gates:
                 del self.shapes[gate.shape]
@@ -225,7 +227,9 @@ class RoomWaits:
     def close(self, gate: Gate) -> None:
         """The walk judged `gate`'s asks for this pass: it shows them no more (it stays open
         until a wake-up opens it again or the pass is over)."""
-        self.showing.pop(gate, None)
+        showing = self.showing
+        if gate in showing:  # (not `pop`: compiled, a call by name)
+            del showing[gate]
 
     def let_through(self) -> list[Ask]:
         """Close every gate; the asks behind those the walk has not closed, to be made
@@ -282,7 +286,9 @@ class WaitPlaces:
         if places is not None:
             waiters = places.get(key)
             if waiters is not None:
-                waiters.pop((ask.app.id, ask.key), None)
+                who = (ask.app.id, ask.key)
+                if who in waiters:  # (not `pop`: compiled, a call by name)
+                    del waiters[who]
                 if not waiters:
                     del places[key]
 
@@ -291,8 +297,11 @@ class WaitPlaces:
         places = self.kinds.get(kind)
         if not places:
             return []
-        waiters = places.pop(key, None)
-        return list(waiters.values()) if waiters else []
+        waiters = places.get(key)
+        if waiters is None:
+            return []
+        del places[key]  # (not `pop`: compiled, a call by name)
+        return list(waiters.values())
 
     def at(self, kind: type, key: Any) -> dict[tuple[str, str], Ask]:
         """The asks waiting at a place (read only)."""
@@ -365,8 +374,8 @@ class AskPlaces:
                 self.pool.enter(ask, False)
             return
         if event is _UNRESERVE:
-            if self.reserved_nodes.get(ask.reserved) is node or node is None:
-                self.reserved_nodes.pop(ask.reserved, None)
+            if (self.reserved_nodes.get(ask.reserved) is node or node is None) and ask.reserved in self.reserved_nodes:
+                del self.reserved_nodes[ask.reserved]
             ask.reserved = ""
             if node is not None and node.reserved is ask:
                 node.reserved = None
@@ -384,7 +393,9 @@ class AskPlaces:
             else:  # (already gone if its place let it go: `WaitPlaces.take`)
                 self.parked.remove(ask, w)
                 if w is NODE_ROOM and self.reserve_waiters:
-                    self.reserve_waiters.pop((ask.app.id, ask.key), None)
+                    who = (ask.app.id, ask.key)
+                    if who in self.reserve_waiters:
+                        del self.reserve_waiters[who]
         if event is _WAKE or event is _PEND:
             ask.waiting = None
             ask.app.active.add(ask.entry)
