@@ -165,3 +165,34 @@ def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices
     assert answer["fits"] is False and answer["members"] == 1
     assert answer["smaller"]["text"] == "{gpu: 8} would fit now, on node h0000"
     assert len(h.core.rms["rm-1"].partitions["default"].nodes) == 5000 - len(applied)
+
+
+def test_the_readmes_example_job_gets_an_estimate_on_the_batch_demos_cluster():
+    """README, "The first hour": `ykbus explain --would-fit examples/would-fit.yaml --rm batch`
+    asks "would this job fit now? if not, when?" of `ykbus up`'s batch RM. On its cluster
+    (10 hosts of 32 cores) kept full by etl containers with their 20 s limit, and a host
+    reserved for an ask waiting past the reservation delay (the demo's backlog), the answer
+    has a when."""
+    from pathlib import Path
+
+    from ykbus.sim.batch import BatchWorkload
+    from ykbus.yamlload import load_yaml
+
+    demo = BatchWorkload()
+    h = Harness()
+    h.setup(demo.queues_yaml())
+    h.do(h.log.nodes(*[node(n.nodeID, vcore=demo.node_vcore, memory=demo.node_memory)
+                       for n in demo.nodes("batch")]))
+    h.do(h.log.apps(app("etl-1", "root.etl"), app("etl-2", "root.etl")))
+    full = demo.nodes_count * demo.node_vcore // 1000
+    h.do(h.log.asks({**ask("c", "etl-1", max_allocations=full, vcore=1000, memory=2 * 2**30),
+                     "executionTimeoutMilliSeconds": 20_000}))
+    h.do(h.log.asks({**ask("c", "etl-2", vcore=4000, memory=2**30), "executionTimeoutMilliSeconds": 20_000}))
+    for _ in range(8):  # past the reservation delay: etl-2's ask reserves a host
+        h.do(h.log.tick())
+    assert sum(1 for n in h.core.rms["rm-1"].partitions["default"].nodes.values() if n.reserved) == 1
+
+    example = load_yaml((Path(__file__).parent.parent / "examples" / "would-fit.yaml").read_text())
+    answer = would_fit(h.core, example)
+    assert answer["fits"] is False
+    assert answer["estimate"]["text"].startswith("estimated start "), answer["estimate"]["text"]
