@@ -35,15 +35,14 @@ PORTS_FROM = 10_000  # free_port's ports: from here up to the kernel's range for
 _given: set[int] = set()  # the ports this process was given (each once)
 
 
-def _outgoing_ports() -> tuple[int, int]:
-    """The range the kernel takes outgoing connections' local ports from (Linux's default
-    if it cannot be read)."""
+def _outgoing_from() -> int:
+    """Where the range the kernel takes outgoing connections' local ports from begins
+    (Linux's default if it cannot be read)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = (int(v) for v in f.read().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return 32_768, 60_999
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def free_port() -> int:
@@ -51,8 +50,7 @@ def free_port() -> int:
     a process. Taken below the range of outgoing connections' ports: a port from inside it
     may be given to one of them (a route between two nats-servers, a client's connection)
     before the server binds it. Where processes start looking is spread by their pid."""
-    lo, _hi = _outgoing_ports()
-    span = lo - PORTS_FROM
+    span = _outgoing_from() - PORTS_FROM
     if span > 0:
         start = (os.getpid() * 7_919) % span
         for i in range(span):

@@ -374,7 +374,8 @@ class AskPlaces:
                 self.pool.enter(ask, False)
             return
         if event is _UNRESERVE:
-            if (self.reserved_nodes.get(ask.reserved) is node or node is None) and ask.reserved in self.reserved_nodes:
+            found = self.reserved_nodes.get(ask.reserved)
+            if found is not None and (found is node or node is None):
                 del self.reserved_nodes[ask.reserved]
             ask.reserved = ""
             if node is not None and node.reserved is ask:

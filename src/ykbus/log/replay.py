@@ -69,15 +69,14 @@ def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None,
                 guard.apply_record(entry)
     total = len(entries)
     collector = CollectorPolicy()
-    one = guards[""] if shard is None else None
     try:
         for i, entry in enumerate(entries, 1):
             yield from apply(entry)[shard or ""]
-            if one is not None:
-                collector.applied(one.core.allocations_made, one.core.dropped_partitions)
-            else:
-                collector.applied(sum(g.core.allocations_made for g in guards.values()),
-                                  sum(g.core.dropped_partitions for g in guards.values()))
+            allocations = dropped = 0
+            for guard in guards.values():  # (a guard's core is read again: a failure restores another)
+                allocations += guard.core.allocations_made
+                dropped += guard.core.dropped_partitions
+            collector.applied(allocations, dropped)
             if progress is not None:
                 progress(i, total)
     finally:
