@@ -389,4 +389,4 @@ def test_the_module_imports_only_the_standard_library_and_resources(module):
     tree = ast.parse(source.read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert names <= {"__future__", "enum", "collections.abc", "ykbus.core.resources", "ykbus.core.packing"}
+    assert names <= {"__future__", "enum", "collections.abc", "typing", "ykbus.core.resources", "ykbus.core.packing"}

@@ -31,7 +31,7 @@ no clock (now is the entry's log time).
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ykbus.core import why
 from ykbus.core.lifecycle import AllocationState, NodeState
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from ykbus.core.model import Alloc, App, Ask, Node, Queue
     from ykbus.core.state import PartitionState
 
-NS_PER_MS = 1_000_000
+NS_PER_MS: Final = 1_000_000
 # Backfill lends reserved room only to an ask whose limit is at most 1/LEND_DIVISOR of the
 # time left to the reservation's estimated start: limits overstate runtimes (most jobs end
 # well before theirs), so the room that comes back in the second half of the wait is left

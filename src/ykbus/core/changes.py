@@ -72,7 +72,7 @@ from ykbus.si import messages as m
 # over the demo's log, when read through `m` on every release)
 PLACEHOLDER_REPLACED: Final = m.TerminationType.PLACEHOLDER_REPLACED
 
-_RELEASE_EVENTS = {
+_RELEASE_EVENTS: Final = {
     m.TerminationType.TIMEOUT: AllocationEvent.TIMEOUT,
     m.TerminationType.PREEMPTED_BY_SCHEDULER: AllocationEvent.PREEMPT,
 }

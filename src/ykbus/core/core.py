@@ -315,5 +315,5 @@ class Core:
         return project(self.last_seq, self.now, self.registry.operator_configs, self.registry.rms, sections)
 
 
-MINUTE_NS = 60_000_000_000
+MINUTE_NS: Final = 60_000_000_000
 HISTORY_KEPT = 1440  # a day of samples, one a minute

@@ -58,7 +58,7 @@ from ykbus.core.timers import (
 )
 from ykbus.si import messages as m
 
-ENDED = (AppState.COMPLETED, AppState.FAILED)
+ENDED: Final = (AppState.COMPLETED, AppState.FAILED)
 # read once: compiled code looks up the attributes of modules it did not compile at every use
 REASON_MESSAGE: Final = m.UpdateContainerSchedulingStateRequest
 RELEASE_MESSAGE: Final = m.AllocationRelease
@@ -86,6 +86,15 @@ _Accepted: Final = Accepted
 _Refused: Final = Refused
 _Registered: Final = Registered
 _Noted: Final = Noted
+# the timers' types (Structs, not compiled), read once
+_AllocationTimeoutTimer: Final = AllocationTimeoutTimer
+_AppTimeoutTimer: Final = AppTimeoutTimer
+_CompletingTimer: Final = CompletingTimer
+_ExpireTimer: Final = ExpireTimer
+_PlaceholderTimer: Final = PlaceholderTimer
+_PreemptionTimer: Final = PreemptionTimer
+_QuotaTimer: Final = QuotaTimer
+_ReservationTimer: Final = ReservationTimer
 
 
 def derive(step: Step) -> list[Output]:
@@ -138,12 +147,12 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
         alloc: Alloc = event.alloc
         timeout_ms: int = event.timeout_ms
         if timeout_ms > 0:
-            part.timers.schedule(ts + timeout_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, timeout_ms))
+            part.timers.schedule(ts + timeout_ms * 1_000_000, _AllocationTimeoutTimer(part, alloc, timeout_ms))
         ctx.put(rm, alloc.message(part.name))
     elif t is _AllocationReleased:
         alloc = event.alloc
         if alloc.limit_ms > 0:  # its timeout can do nothing now: taken out (estimates read the live ones)
-            part.timers.cancel(alloc.at + alloc.limit_ms * 1_000_000, AllocationTimeoutTimer(part, alloc, alloc.limit_ms))
+            part.timers.cancel(alloc.at + alloc.limit_ms * 1_000_000, _AllocationTimeoutTimer(part, alloc, alloc.limit_ms))
         if event.report:
             ctx.put(rm, RELEASE_MESSAGE(
                 partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
@@ -155,11 +164,11 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
         ctx.put(rm, APP_MESSAGE(
             applicationID=app.id, state=str(new), stateTransitionTimestamp=ts, message=event.message))
         if new is AppState.RUNNING and app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:
-            part.timers.schedule(ts + app.timeout_ms * 1_000_000, AppTimeoutTimer(part, app, event.generation))
+            part.timers.schedule(ts + app.timeout_ms * 1_000_000, _AppTimeoutTimer(part, app, event.generation))
         elif new is AppState.COMPLETING:
-            part.timers.schedule(ts + limits.COMPLETING_TIMEOUT_NS, CompletingTimer(part, app, event.generation))
+            part.timers.schedule(ts + limits.COMPLETING_TIMEOUT_NS, _CompletingTimer(part, app, event.generation))
         elif new in ENDED:
-            part.timers.schedule(ts + limits.TERMINATED_TIMEOUT_NS, ExpireTimer(part, app.id, new))
+            part.timers.schedule(ts + limits.TERMINATED_TIMEOUT_NS, _ExpireTimer(part, app.id, new))
     elif t is _ReplacementAsked:
         ph: Alloc = event.placeholder
         ask = event.ask
@@ -173,9 +182,9 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
             terminationType=event.termination, message=event.message))
     elif t is _RoomWaitStarted:
         ask = event.ask
-        part.timers.schedule(event.reserve_at, ReservationTimer(part, ask.app, ask.key, event.since))
+        part.timers.schedule(event.reserve_at, _ReservationTimer(part, ask.app, ask.key, event.since))
         if event.preempt_at:  # it may preempt after its delay
-            part.timers.schedule(event.preempt_at, PreemptionTimer(part, ask.app, ask.key, event.since))
+            part.timers.schedule(event.preempt_at, _PreemptionTimer(part, ask.app, ask.key, event.since))
     elif t is _AllocationPreempted:
         alloc, preemptor = event.alloc, event.ask
         for_what = (f"for ask {preemptor.key} of application {preemptor.app.id} in queue {preemptor.app.queue.path}"
@@ -188,7 +197,7 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
                   f"allocation {alloc.uuid} ({alloc.key}) of queue {alloc.app.queue.path} on node {alloc.node.id} "
                   f"is preempted {for_what} ({event.rule})", m.ChangeType.REMOVE)
     elif t is _QuotaOverrun:
-        part.timers.schedule(event.at, QuotaTimer(part, event.queue.path))
+        part.timers.schedule(event.at, _QuotaTimer(part, event.queue.path))
     elif t is _PreemptionStarted:
         ask = event.ask
         taken = ", ".join(f"{a.uuid} ({a.app.id}, queue {a.app.queue.path})" for a in event.victims)
@@ -197,16 +206,16 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
                   f"node {event.node.id} ({event.rule}): {taken}", m.ChangeType.SET)
     elif t is _PreemptionRetry:
         ask = event.ask
-        part.timers.schedule(event.at, PreemptionTimer(part, ask.app, ask.key, event.since))
+        part.timers.schedule(event.at, _PreemptionTimer(part, ask.app, ask.key, event.since))
     elif t is _PlaceholderTimerStarted:
         app = event.app
-        part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, PlaceholderTimer(part, app, event.generation))
+        part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, _PlaceholderTimer(part, app, event.generation))
     elif t is _AppExpired:
         ctx.put(rm, m.UpdatedApplication(
             applicationID=event.app_id, state=APP.advance(event.state, AppEvent.EXPIRE).value,
             stateTransitionTimestamp=ts, message="terminated timeout"))
     elif t is _EndedKept:
         if event.expires:
-            part.timers.schedule(event.expires, ExpireTimer(part, event.app_id, event.ended.state))
+            part.timers.schedule(event.expires, _ExpireTimer(part, event.app_id, event.ended.state))
     elif t is not _AppAdded and t is not _AppRejected and t is not _AllocationRecovered:  # (read models only)
         raise AssertionError(f"an event of no known kind: {event!r}")

@@ -17,6 +17,7 @@ from ykbus.core.events import (
     AppRejected,
     AppTransitioned,
     EndedKept,
+    ReasonChanged,
 )
 from ykbus.core.lifecycle import AppState
 from ykbus.core.model import Alloc, App
@@ -24,7 +25,7 @@ from ykbus.core.readmodel import PartitionSummary
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
 
-ENDED = (AppState.COMPLETED, AppState.FAILED)
+ENDED: Final = (AppState.COMPLETED, AppState.FAILED)
 # the events' types (Structs, not compiled): told apart by `type(event) is`
 _AppTransitioned: Final = AppTransitioned
 _AllocationBooked: Final = AllocationBooked
@@ -34,6 +35,7 @@ _AppRejected: Final = AppRejected
 _AppExpired: Final = AppExpired
 _AllocationRecovered: Final = AllocationRecovered
 _EndedKept: Final = EndedKept
+_ReasonChanged: Final = ReasonChanged
 
 
 def fold(step: Step) -> None:
@@ -48,8 +50,10 @@ def fold(step: Step) -> None:
         part = parts[i]
         if part is None:
             continue
-        summary = part.summary
         t = type(event)
+        if t is _ReasonChanged:  # the most frequent, and no read model counts it
+            continue
+        summary = part.summary
         if t is _AllocationBooked:
             alloc: Alloc = event.alloc  # (typed: what is read of it is read natively, not by name)
             summary.containers += 1

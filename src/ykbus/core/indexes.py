@@ -372,7 +372,7 @@ class Waits:
         if self.pool.shapes:
             if held is None and not node.held:
                 self._opened(self.pool.open_fitting(node))
-            else:  # reserved: its room may be lent to asks with a runtime limit (core/backfill.py)
+            elif self.pool.limited_shapes:  # reserved: its room may be lent to asks with a runtime limit (core/backfill.py)
                 self._opened(self.pool.open_fitting(node, limited=True))
 
     def wake_queue(self, q: Queue, ctx: Step) -> None:

@@ -45,7 +45,7 @@ from ykbus.si import messages as m
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
-REQUIRED_NODE_TAG = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKorn + KeyRequiredNode
+REQUIRED_NODE_TAG: Final = "yunikorn.apache.org/requiredNode"  # the SI's DomainYuniKorn + KeyRequiredNode
 PLACEHOLDER_TIMEOUT_MS = 15 * 60 * 1000  # a gang's default placeholder timeout (YuniKorn's)
 NO_TAGS: dict[str, str] = {}  # shared by every ask without tags; never mutated
 ALLOCATION_MESSAGE: Final = m.Allocation  # read once (an attribute of a module not compiled)
@@ -136,7 +136,7 @@ class LimitRoom(Wait):
     __slots__ = ()
 
 
-NODE_ROOM = NodeRoom("", "node")
+NODE_ROOM: Final = NodeRoom("", "node")
 
 
 def required_node(node_id: str) -> RequiredNode:
@@ -553,7 +553,7 @@ def pending_leader(app: App) -> Ask | None:
     return None
 
 
-STATE_LOG_KEPT = 32  # an application's last state changes kept for readers (it can cycle Running <-> Completing)
+STATE_LOG_KEPT: Final = 32  # an application's last state changes kept for readers (it can cycle Running <-> Completing)
 
 
 def most_held(history: AppHistory, allocated: Res) -> Res:
@@ -563,9 +563,15 @@ def most_held(history: AppHistory, allocated: Res) -> Res:
     return out
 
 
-INSTANCE_TYPE_ATTR = "node.kubernetes.io/instance-type"  # a node's instance type (YuniKorn's; UNKNOWN without it)
-UNKNOWN_INSTANCE_TYPE = "UNKNOWN"
-USED, PLACEHOLDER_USED, PREEMPTED_USED = "resourceUsage", "placeholderResource", "preemptedResource"
+INSTANCE_TYPE_ATTR: Final = "node.kubernetes.io/instance-type"  # a node's instance type (YuniKorn's; UNKNOWN without it)
+UNKNOWN_INSTANCE_TYPE: Final = "UNKNOWN"
+# read once (compiled, an imported name is looked up at every use); below the second, a sum
+# is compared in machine integers (INT64_MAX is past them: a comparison with it is a call)
+_INT64_MAX: Final = INT64_MAX
+_SMALL_INT_MAX: Final = 4_611_686_018_427_387_903  # 2**62 - 1
+USED: Final = "resourceUsage"
+PLACEHOLDER_USED: Final = "placeholderResource"
+PREEMPTED_USED: Final = "preemptedResource"
 
 
 class AppHistory:
@@ -617,7 +623,7 @@ class AppHistory:
             used = by_type[itype] = {}
         for k, v in alloc.resource.items():  # saturated at int64, as YuniKorn's int64 figures are bounded
             total = used.get(k, 0) + v * seconds
-            used[k] = total if total < INT64_MAX else INT64_MAX
+            used[k] = total if total <= _SMALL_INT_MAX else min(total, _INT64_MAX)
         if alloc.placeholder and (replaced or timed_out):
             group = self.placeholders.get(alloc.task_group)
             if group is not None:
@@ -635,7 +641,7 @@ class AppHistory:
         most = self.max_used
         for name, value in allocated.items():
             if value > most.get(name, 0):
-                most[name] = min(value, INT64_MAX)
+                most[name] = value if value <= _SMALL_INT_MAX else min(value, _INT64_MAX)
 
 
 class Terminated:
@@ -722,7 +728,7 @@ def applicable_limits(queue: Queue, user: str, groups: list[str]) -> list[tuple[
     return out
 
 
-_RESOURCE_MSGS: dict[int, tuple[Res, m.Resource]] = {}
+_RESOURCE_MSGS: Final[dict[int, tuple[Res, m.Resource]]] = {}
 
 
 def resource_msg(res: Res) -> m.Resource:

@@ -7,7 +7,7 @@ themselves are msgspec Structs, in core/entries.py (here too, for their readers)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ykbus import limits
 from ykbus.core.entries import ENTRY_KINDS, Entry, Output
@@ -16,7 +16,7 @@ from ykbus.si import messages as m
 __all__ = ["ENTRY_KINDS", "PLACES", "Entry", "Outbox", "Output"]
 
 # Each output item's type -> (output kind, list field of that kind's message)
-PLACES: dict[type, tuple[str, str]] = {
+PLACES: Final[dict[type, tuple[str, str]]] = {
     m.Allocation: ("alloc", "new"),
     m.AllocationRelease: ("alloc", "released"),
     m.AllocationAskRelease: ("alloc", "releasedAsks"),
@@ -31,7 +31,7 @@ PLACES: dict[type, tuple[str, str]] = {
     m.UpdateContainerSchedulingStateRequest: ("state", "states"),
 }
 
-_BUILDERS: dict[str, type[m.Message]] = {
+_BUILDERS: Final[dict[str, type[m.Message]]] = {
     "alloc": m.AllocationResponse,
     "app": m.ApplicationResponse,
     "node": m.NodeResponse,

@@ -6,9 +6,10 @@ in its job (`ykbus.io/role`), with how each is validated.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 POLICY_TAG = "ykbus.io/node-policy"
-ROLE_TAG = "ykbus.io/role"
+ROLE_TAG: Final = "ykbus.io/role"
 LEADER_ROLE, WORKER_ROLE = "leader", "worker"
 ROLES = (LEADER_ROLE, WORKER_ROLE)
 

@@ -49,12 +49,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 from ykbus.core.packing import first_fit
 from ykbus.core.packing import repeat as repeat  # (a gang of one shape: for callers of this module)
 from ykbus.core.resources import Res, add_into, fits, fmt_res
 
-NS_PER_MS = 1_000_000
+NS_PER_MS: Final = 1_000_000
 NS_PER_MIN = 60_000_000_000
 
 

@@ -49,12 +49,13 @@ from __future__ import annotations
 import enum
 from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
 from ykbus.core.packing import MISSED, first_fit
 from ykbus.core.packing import repeat as repeat  # (a gang of one shape: for callers of this module)
 from ykbus.core.resources import Res, add_into, fits, fmt_res, positive, sub_into
 
-REQUIRED_TAG = "ykbus.io/topology-required"
+REQUIRED_TAG: Final = "ykbus.io/topology-required"
 PREFERRED_TAG = "ykbus.io/topology-preferred"
 NO_DOMAIN = "TopologyNoDomain"  # the code of the reason a topology gang waits
 ANYWHERE = ""  # the level of a `Fit` that is the whole partition (a `preferred` gang's last resort)

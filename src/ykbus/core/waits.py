@@ -70,15 +70,15 @@ class Gate:
         return f"Gate({'ROOM' if self.kind == ROOM else 'RESERVE'}, {self.shape})"
 
 # ask.pooled: where in the pool an ask is
-NOT_POOLED = 0
-POOLED = 1  # behind its ROOM gate
-POOLED_RESERVING = 2  # behind its ROOM gate and its RESERVE gate
+NOT_POOLED: Final = 0
+POOLED: Final = 1  # behind its ROOM gate
+POOLED_RESERVING: Final = 2  # behind its ROOM gate and its RESERVE gate
 
 
 class RoomWaits:
     """Every ask waiting for node room that is not of a gang, by gate."""
 
-    __slots__ = ("gates", "reserving", "open", "showing", "openers", "shapes", "gates_of", "app_key")
+    __slots__ = ("gates", "reserving", "open", "showing", "openers", "shapes", "limited_shapes", "gates_of", "app_key")
 
     def __init__(self, app_key: Callable[[App], tuple[Any, ...]]) -> None:
         self.gates: dict[Gate, dict[tuple[str, str], Ask]] = {}  # the gates with asks behind them
@@ -93,6 +93,9 @@ class RoomWaits:
         # these are the only nodes that may take it now (the planner looks at them alone)
         self.openers: dict[Shape, list[Node]] = {}
         self.shapes: dict[Shape, Gate] = {}  # the room gate of each shape waiting, in the order they came
+        # those of them whose asks have a runtime limit, in the same order: all that a reserved
+        # node's room may open (backfill), read without a walk of every shape
+        self.limited_shapes: dict[Shape, Gate] = {}
         # shape -> its (room, reservation) gates, made the first time a shape needs one and kept,
         # as the partition keeps its shapes (`PartitionState.intern`)
         self.gates_of: dict[Shape, tuple[Gate, Gate]] = {}
@@ -132,7 +135,9 @@ class RoomWaits:
             if gate.kind == RESERVE:
                 self.reserving[gate] = None
             if gate.shape not in self.shapes:
-                self.shapes[gate.shape] = self.gates_of[gate.shape][0]
+                room = self.shapes[gate.shape] = self.gates_of[gate.shape][0]
+                if room.limited:
+                    self.limited_shapes[gate.shape] = room
         waiters[(app.id, ask.key)] = ask
         entries = app.pooled.get(gate)
         if entries is None:
@@ -162,6 +167,8 @@ class RoomWaits:
             room, reserve = self.gates_of[gate.shape]
             if room not in self.gates and reserve not in self.gates:
                 del self.shapes[gate.shape]
+                if room.limited:
+                    del self.limited_shapes[gate.shape]
         entries = app.pooled[gate]
         entry = ask.entry
         entries.pop(bisect_left(entries, entry))
@@ -204,8 +211,8 @@ class RoomWaits:
         with a runtime limit may take its room (backfill, core/backfill.py)."""
         opened = []
         free = node.free
-        for shape, gate in self.shapes.items():
-            if (not limited or gate.limited) and fits(gate.resource, free) and gate in self.gates:
+        for shape, gate in (self.limited_shapes if limited else self.shapes).items():
+            if fits(gate.resource, free) and gate in self.gates:
                 self.open[gate] = None
                 self.showing[gate] = None
                 opened.append(gate)
@@ -325,7 +332,16 @@ _UNRESERVE: Final = AskPlaceEvent.UNRESERVE
 _PLACE_LAST: Final = AskPlaceEvent.PLACE_LAST
 _DROP: Final = AskPlaceEvent.DROP
 _POOLED_TO_RESERVE: Final = AskPlace.POOLED_TO_RESERVE
-_MOVES: Final = ASK_PLACE.table
+# the place table by place, then event: two lookups of one enum member each (a member hashes
+# in C), where a lookup by the (place, event) pair builds, hashes and compares a tuple
+def _by_place(table: dict[tuple[AskPlace, AskPlaceEvent], AskPlace]) -> dict[AskPlace, dict[AskPlaceEvent, AskPlace]]:
+    moves: dict[AskPlace, dict[AskPlaceEvent, AskPlace]] = {}
+    for (place, event), to in table.items():
+        moves.setdefault(place, {})[event] = to
+    return moves
+
+
+_MOVES: Final = _by_place(ASK_PLACE.table)
 
 
 class AskPlaces:
@@ -360,7 +376,8 @@ class AskPlaces:
         it parks at (PARK); `node`: the node reserved for it (RESERVE), or that was (UNRESERVE,
         None if gone)."""
         old = ask.place
-        new = _MOVES.get((old, event))  # the table's one lookup
+        moves = _MOVES.get(old)
+        new = moves.get(event) if moves is not None else None
         if new is None:
             new = ASK_PLACE.advance(old, event)  # a move it does not list: IllegalTransition, naming it
         ask.place = new
