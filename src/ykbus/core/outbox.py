@@ -41,17 +41,26 @@ _BUILDERS: Final[dict[str, type[m.Message]]] = {
 
 
 class Outbox:
-    __slots__ = ("seq", "ts", "_groups")
+    __slots__ = ("seq", "ts", "_groups", "_last_rm", "_last_type", "_last_items")
 
     def __init__(self, seq: int, ts: int) -> None:
         self.seq = seq
         self.ts = ts
         self._groups: dict[tuple[str, str], Any] = {}
+        # the list the last item went to, with its RM and type: items come in runs of one kind
+        # for one RM (the reasons of a pass), each of them then an append
+        self._last_rm = ""
+        self._last_type: type | None = None
+        self._last_items: list[Any] = []
 
     def put(self, rm: str, item: Any) -> None:
         """Add `item` to the answer to `rm`; its type says which message and list it goes in
         (`PLACES`), so an item cannot land in the wrong one."""
-        kind, field = PLACES[type(item)]
+        t = type(item)
+        if t is self._last_type and rm == self._last_rm:
+            self._last_items.append(item)
+            return
+        kind, field = PLACES[t]
         found = self._groups.get((rm, kind))
         group: dict[str, list[Any]]
         if found is None:
@@ -62,6 +71,7 @@ class Outbox:
         if items is None:
             items = group[field] = []
         items.append(item)
+        self._last_rm, self._last_type, self._last_items = rm, t, items
 
     def register(self, rm: str, error: str = "") -> None:
         self._groups[(rm, "register")] = m.RegisterResourceManagerResponse(error=limits.shorten(error))
