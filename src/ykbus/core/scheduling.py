@@ -417,10 +417,7 @@ class Scheduler:
             if own.preempting:
                 return awaiting_victims(ask, own)
         if kept is not None:  # a placed topology gang's lost member, asked again: back into its domain
-            placer = self._domains()
-            return lost_member(ask, placer.lost_member(ask, kept), placer.nodes_of(kept),
-                               lambda nodes: preemption_for(self.part, ask, self.now, nodes)
-                               if self.now >= ask.preempt_after and self.part.preempts() else None)
+            return self._lost_member(ask, kept)
         if ask.shape not in self.failed_shapes:
             policy = app.policy
             node: Node | None = (self.finder.first_fit(ask) if policy is None
@@ -449,6 +446,14 @@ class Scheduler:
             if kind:
                 return self._preempts_later(ask, kind)
         return self._no_room(ask)
+
+    def _lost_member(self, ask: Ask, kept: tuple[str, tuple[str, ...]]) -> Decision:
+        """A placed topology gang's lost member, asked again: back into its domain `kept`. (Its
+        own method: a function holding a closure builds the closure's frame at every call.)"""
+        placer = self._domains()
+        return lost_member(ask, placer.lost_member(ask, kept), placer.nodes_of(kept),
+                           lambda nodes: preemption_for(self.part, ask, self.now, nodes)
+                           if self.now >= ask.preempt_after and self.part.preempts() else None)
 
     def _preempts_later(self, ask: Ask, kind: int) -> Decision:
         """`_no_room`, for an ask that may preempt others but has not looked for victims: its
