@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from msgspec.structs import astuple
+
 from ykbus import limits
 from ykbus.core.events import (
     Accepted,
@@ -58,6 +60,8 @@ from ykbus.core.timers import (
 )
 from ykbus.si import messages as m
 
+_RUNNING: Final = AppState.RUNNING  # (an enum's member, read once: compiled, each use is a lookup on its class)
+_COMPLETING: Final = AppState.COMPLETING
 ENDED: Final = (AppState.COMPLETED, AppState.FAILED)
 # read once: compiled code looks up the attributes of modules it did not compile at every use
 REASON_MESSAGE: Final = m.UpdateContainerSchedulingStateRequest
@@ -86,6 +90,9 @@ _Accepted: Final = Accepted
 _Refused: Final = Refused
 _Registered: Final = Registered
 _Noted: Final = Noted
+# an event's fields in their order, read in one call (compiled, each field read by name is a
+# lookup on its type: the kinds derived most often read them this way)
+_fields: Final = astuple
 # the timers' types (Structs, not compiled), read once
 _AllocationTimeoutTimer: Final = AllocationTimeoutTimer
 _AppTimeoutTimer: Final = AppTimeoutTimer
@@ -140,9 +147,9 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
     rm, ts = part.rm, ctx.ts
     t = type(event)
     if t is _ReasonChanged:
-        ask: Ask = event.ask  # (typed: what is read of it is read natively, not by name)
-        ctx.put(rm, REASON_MESSAGE(
-            applicartionID=ask.app.id, allocationKey=ask.key, state=event.state, reason=event.message))
+        fields = _fields(event)  # (ask, state, message): one call, where each read by name is a lookup
+        ask: Ask = fields[0]  # (typed: what is read of it is read natively, not by name)
+        ctx.put(rm, REASON_MESSAGE(applicartionID=ask.app.id, allocationKey=ask.key, state=fields[1], reason=fields[2]))
     elif t is _AllocationBooked:
         alloc: Alloc = event.alloc
         timeout_ms: int = event.timeout_ms
@@ -150,22 +157,23 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
             part.timers.schedule(ts + timeout_ms * 1_000_000, _AllocationTimeoutTimer(part, alloc, timeout_ms))
         ctx.put(rm, alloc.message(part.name))
     elif t is _AllocationReleased:
-        alloc = event.alloc
+        fields = _fields(event)  # (alloc, termination, message, report)
+        alloc = fields[0]
         if alloc.limit_ms > 0:  # its timeout can do nothing now: taken out (estimates read the live ones)
             part.timers.cancel(alloc.at + alloc.limit_ms * 1_000_000, _AllocationTimeoutTimer(part, alloc, alloc.limit_ms))
-        if event.report:
+        if fields[3]:
             ctx.put(rm, RELEASE_MESSAGE(
                 partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
-                terminationType=event.termination, message=event.message, allocationKey=alloc.key))
+                terminationType=fields[1], message=fields[2], allocationKey=alloc.key))
     elif t is _AppTransitioned:
         app: App = event.app
         old: AppState = event.old
         new: AppState = event.new
         ctx.put(rm, APP_MESSAGE(
             applicationID=app.id, state=str(new), stateTransitionTimestamp=ts, message=event.message))
-        if new is AppState.RUNNING and app.timeout_ms > 0 and not app.gang and old is not AppState.COMPLETING:
+        if new is _RUNNING and app.timeout_ms > 0 and not app.gang and old is not _COMPLETING:
             part.timers.schedule(ts + app.timeout_ms * 1_000_000, _AppTimeoutTimer(part, app, event.generation))
-        elif new is AppState.COMPLETING:
+        elif new is _COMPLETING:
             part.timers.schedule(ts + limits.COMPLETING_TIMEOUT_NS, _CompletingTimer(part, app, event.generation))
         elif new in ENDED:
             part.timers.schedule(ts + limits.TERMINATED_TIMEOUT_NS, _ExpireTimer(part, app.id, new))
