@@ -619,6 +619,12 @@ def waits_are_consistent(p: Partition) -> None:
                 assert key in p.waits.pool.gates[p.waits.pool.gates_for(k)[0]], f"pooled ask {key} not behind its gate"
             else:
                 assert registered.get(key) is not None and k.key not in active, f"waiting ask {key} not registered"
+    pool = p.waits.pool  # the shapes waiting: those with a gate holding asks; the limited ones among them, in order
+    waiting = {g.shape for g in pool.gates}
+    assert set(pool.shapes) == waiting, f"waiting shapes {sorted(pool.shapes)}, gates of {sorted(waiting)}"
+    assert all(pool.shapes[s] is pool.gates_of[s][0] for s in pool.shapes), "a shape's room gate is not its own"
+    assert list(pool.limited_shapes) == [s for s, gate in pool.shapes.items() if gate.limited], \
+        f"limited shapes {list(pool.limited_shapes)}, of {[(s, g.limited) for s, g in pool.shapes.items()]}"
     places_are_the_table(p)
 
 
