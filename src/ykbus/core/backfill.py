@@ -108,12 +108,12 @@ def young(alloc: Alloc, now: int) -> bool:
 def candidate(node: Node) -> Candidate:
     """`node` as the estimate reads it: its room when empty, free now, and its allocations
     with their end bounds."""
-    allocs = sorted(node.allocations.values(), key=_uuid)
-    return Candidate(node.id, node.empty_room(), node.free, [Holding(a.uuid, end_of(a), a.resource) for a in allocs])
-
-
-def _uuid(alloc: Alloc) -> str:
-    return alloc.uuid
+    allocations = node.allocations
+    holdings = []
+    for uuid in sorted(allocations):  # by uuid: its keys sorted, with no key function called per comparison
+        alloc = allocations[uuid]
+        holdings.append(Holding(uuid, end_of(alloc), alloc.resource))
+    return Candidate(node.id, node.empty_room(), node.free, holdings)
 
 
 def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:

@@ -238,10 +238,6 @@ class EndEvent:
         self.at, self.node, self.key, self.resource = at, node, key, resource
 
 
-def event_key(e: EndEvent) -> tuple[int, int, str]:
-    return (e.at, e.node, e.key)
-
-
 def _candidate_id(c: Candidate) -> str:
     return c.id
 
@@ -256,14 +252,24 @@ def earliest_start(candidates: Sequence[Candidate], members: Sequence[Res], now_
     early = at_once(nodes, members, now_ns)
     if early is not None:
         return early
-    events: list[EndEvent] = []
+    # (at, node, key, index of its resource), sorted as they are: a node's holdings have
+    # distinct keys, so no two compare past the key, and no key function is called per
+    # comparison; an EndEvent is made only for the bounds the sweep reads
+    order: list[tuple[int, int, str, int]] = []
+    resources: list[Res] = []
     for i, c in enumerate(nodes):
         for h in c.holdings:
             if h.end is not None:
-                events.append(EndEvent(h.end if h.end > now_ns else now_ns, i, h.key, h.resource))
-    events.sort(key=event_key)
-    found = sweep(nodes, members, now_ns, iter(events))
+                order.append((h.end if h.end > now_ns else now_ns, i, h.key, len(resources)))
+                resources.append(h.resource)
+    order.sort()
+    found = sweep(nodes, members, now_ns, _end_events(order, resources))
     return found if found is not None else no_estimate(nodes, members)
+
+
+def _end_events(order: list[tuple[int, int, str, int]], resources: list[Res]) -> Iterator[EndEvent]:
+    for at, node, key, r in order:
+        yield EndEvent(at, node, key, resources[r])
 
 
 def at_once(nodes: list[Candidate], members: Sequence[Res], now_ns: int) -> Estimate | NoEstimate | None:
