@@ -60,6 +60,7 @@ from ykbus.core.model import (
     QueueRoom,
     Replacement,
     RequiredNode,
+    Shape,
     Tracker,
     Victims,
     count_app_priorities,
@@ -99,6 +100,9 @@ class Applier:
         self.ledger = ledger
         self.changes = changes
         self.holds = changes.holds  # topology domains reserved by waiting gangs (core/holds.py)
+        # (node, shape) -> the Reserved reason where no allocation has a runtime limit, made
+        # once (core/backfill.py `reserved_why`; the planner keeps its own)
+        self.reserved_reasons: dict[tuple[str, Shape], why.Why] = {}
 
     def commit(self, plan: Plan, ctx: Step) -> None:
         """Apply a plan's decisions in order."""
@@ -254,7 +258,7 @@ class Applier:
         node.reserved = ask
         ask.app.why = None
         where = required_node(node.id) if ask.required else NODE_ROOM
-        reason = reserved_why(ask, node, ctx.ts)
+        reason = reserved_why(ask, node, ctx.ts, self.reserved_reasons)
         if unpreempted:
             reason = why.cannot_preempt(reason, unpreempted)
         elif note:

@@ -54,7 +54,7 @@ from ykbus.core.timeline import (
 from ykbus.core.timers import AllocationTimeoutTimer, Timer
 
 if TYPE_CHECKING:
-    from ykbus.core.model import Alloc, App, Ask, Node, Queue
+    from ykbus.core.model import Alloc, App, Ask, Node, Queue, Shape
     from ykbus.core.state import PartitionState
 
 NS_PER_MS: Final = 1_000_000
@@ -73,6 +73,7 @@ LEND_DIVISOR = 2
 # median wait 9% longer (30.2 min against 27.7); 6 gave 25.5 min and +13 points of
 # utilization (BENCHMARKS.md, and seeds 44 and 45 in docs/benchmarks-history.md)
 DOMAIN_LEND_DIVISOR = 6
+PLAIN_REASONS = 4096  # reserved reasons kept by a `reserved_why` caller, one per node and shape (then it starts over)
 SLICE_ENDS = 15_000  # end bounds an estimate reads in one slice of a dry run (about 5 ms; `FreeNodes.estimate_steps`)
 
 
@@ -108,10 +109,8 @@ def young(alloc: Alloc, now: int) -> bool:
 def candidate(node: Node) -> Candidate:
     """`node` as the estimate reads it: its room when empty, free now, and its allocations
     with their end bounds."""
-    allocations = node.allocations
     holdings = []
-    for uuid in sorted(allocations):  # by uuid: its keys sorted, with no key function called per comparison
-        alloc = allocations[uuid]
+    for uuid, alloc in node.allocations.items():  # (in any order: what reads them sorts what it needs)
         holdings.append(Holding(uuid, end_of(alloc), alloc.resource))
     return Candidate(node.id, node.empty_room(), node.free, holdings)
 
@@ -130,20 +129,22 @@ def _any_limited(nodes: Iterable[Node]) -> bool:
 
 
 def _node_limited(node: Node) -> bool:
-    """Whether an allocation on `node` has a runtime limit. A loop, not `any` over a
-    generator: asked for each reserved ask at every walk, where most nodes hold no limited
-    allocation and each is read to its end."""
-    for alloc in node.allocations.values():
-        if alloc.limit_ms > 0:
-            return True
-    return False
+    """Whether an allocation on `node` has a runtime limit (the ledger counts them)."""
+    return node.limited > 0
 
 
-def reserved_why(ask: Ask, node: Node, now: int) -> why.Why:
+def reserved_why(ask: Ask, node: Node, now: int, plain: dict[tuple[str, Shape], why.Why]) -> why.Why:
     """`ask`'s reason while `node` is reserved for it, with its estimated start when an
-    allocation there has a runtime limit (none has: the reason as without limits)."""
-    if not _node_limited(node):
-        return why.reserved(node.id, ask.resource)
+    allocation there has a runtime limit (none has: the reason as without limits, the same
+    for every ask of its shape there: kept in the caller's `plain`, by node and shape)."""
+    if node.limited <= 0:
+        key = (node.id, ask.shape)
+        found = plain.get(key)
+        if found is None:
+            if len(plain) >= PLAIN_REASONS:
+                plain.clear()
+            found = plain[key] = why.reserved(node.id, ask.resource)
+        return found
     est = node_estimate(ask, node, now)
     if isinstance(est, Estimate):
         return why.reserved(node.id, ask.resource, est.text(None), est.at)
@@ -397,8 +398,10 @@ class Backfill:
         if kept is not None and _node_start_holds(kept, node, now):
             self._node_starts[node.id] = kept
             return kept[2]
-        est = node_estimate(holder, node, now)
-        start = est.at if isinstance(est, Estimate) else None
+        start: int | None = None
+        if node.limited > 0 or fits(holder.resource, node.free):  # (else no room ever comes back: none)
+            est = node_estimate(holder, node, now)
+            start = est.at if isinstance(est, Estimate) else None
         self._node_starts[node.id] = (holder, node.room_changes, start)
         return start
 

@@ -50,6 +50,8 @@ class Ledger:
         sub_into(node.free, res)
         node.allocations[alloc.uuid] = alloc
         node.room_changes += 1
+        if alloc.limit_ms > 0:
+            node.limited += 1
         for q in app.path:
             add_into(q.allocated, res)
             if placed:
@@ -75,6 +77,7 @@ class Ledger:
         usage (the node index, the applications' keys) are the partition's to build."""
         for node in nodes:
             node.recompute_free()
+            node.limited = sum(1 for alloc in node.allocations.values() if alloc.limit_ms > 0)
         for app in apps:
             allocated = app.allocated
             for alloc in app.allocations.values():
@@ -89,6 +92,8 @@ class Ledger:
         add_into(node.free, res)
         del node.allocations[alloc.uuid]
         node.room_changes += 1
+        if alloc.limit_ms > 0:
+            node.limited -= 1
         for q in app.path:
             sub_into(q.allocated, res)
             q.sort_key = None

@@ -183,7 +183,7 @@ class Node:
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
     __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved",
-                 "preempting", "held", "room_changes")
+                 "preempting", "held", "room_changes", "limited")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -203,6 +203,9 @@ class Node:
         # recomputed, as when its capacity or occupied resources are updated), not stored: an
         # estimate the planner keeps for the node is of its room and allocations while this stays
         self.room_changes = 0
+        # its allocations with a runtime limit (the ledger's count, not stored): a reserved
+        # ask's reason tells an estimated start only where one has (core/backfill.py)
+        self.limited = 0
         self.recompute_free()
 
     @property

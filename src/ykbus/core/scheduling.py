@@ -107,7 +107,7 @@ NONE_TO_RESERVE: Final = 4  # the asks of shape `detail` find no node to reserve
 
 class Scheduler:
     __slots__ = ("part", "pool", "node_index", "finder", "policies", "domains", "topology", "failed_shapes", "none_to_reserve", "no_room",
-                 "later", "over", "claimed", "now", "tried", "showing", "closed", "keys", "topo", "backfill")
+                 "later", "reserved_reasons", "over", "claimed", "now", "tried", "showing", "closed", "keys", "topo", "backfill")
 
     def __init__(self, partition: PartitionState, pool: RoomWaits, node_index: SortedSeq,
                  reserved_nodes: dict[str, Node]) -> None:
@@ -130,6 +130,9 @@ class Scheduler:
         # (why not yet, shape, leaf, delay) -> the NoNodeRoom reason of an ask that may preempt
         # but has not looked for victims, saying why (`_preempts_later`): likewise shared
         self.later: dict[tuple[int, Shape, str, int], why.Why] = {}
+        # (node, shape) -> the Reserved reason of an ask of that shape reserving the node,
+        # where no allocation has a runtime limit (core/backfill.py `reserved_why`): likewise
+        self.reserved_reasons: dict[tuple[str, Shape], why.Why] = {}
         # scratch of one pass: (queue or tracker, resource, used, asked) -> the reason of an ask
         # a max or limit holds. A release in a queue at its max wakes every ask waiting for it;
         # all but the one placed park again for the same reason: formatted once, not once each
@@ -477,7 +480,8 @@ class Scheduler:
         """`ask` found no node with room: it keeps or takes a reservation, or waits for room."""
         res = ask.resource
         if ask.reserved:
-            return Park(ask, NODE_ROOM, RESERVED, reserved_why(ask, self.part.nodes[ask.reserved], self.now))
+            return Park(ask, NODE_ROOM, RESERVED, reserved_why(ask, self.part.nodes[ask.reserved], self.now,
+                                                                 self.reserved_reasons))
         if (ask.since and ask.shape not in self.none_to_reserve
                 and self.now - ask.since >= self.part.reservation_delay_ns):
             free_soonest = self.finder.reservable(ask)

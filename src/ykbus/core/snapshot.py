@@ -66,7 +66,8 @@ READABLE = (2, 3, 4)  # a format-2 snapshot has no reasons: asks parked then sho
 DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"free", "key", "reserved", "preempting",  # from capacity, occupied, allocations; index key; asks
                        "held",  # from the applications' `holding` and its attributes
-                       "room_changes"}),  # a count the planner's kept estimates read (starts again at a load)
+                       "room_changes",  # a count the planner's kept estimates read (starts again at a load)
+                       "limited"}),  # its allocations with a runtime limit: counted as their timers load
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
@@ -91,7 +92,8 @@ DERIVED: dict[str, frozenset[str]] = {
                         "node_index", "pool", "parked", "reserve_waiters", "places",  # from the asks' `waiting`, and nodes
                         "woken", "freed"}),  # a counter within a pass; nodes freed within an entry
     "Changes": frozenset({"records", "waits", "ledger", "holds"}),  # the partition's other components, no state of its own
-    "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes", "holds"}),  # likewise
+    "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes", "holds",  # likewise
+                          "reserved_reasons"}),  # a cache of reasons (made again as asked)
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)
     "Core": frozenset({"registry",  # its components: the registry's fields are checked as RMRegistry's
                        "intake",  # (no state of its own)
@@ -584,8 +586,10 @@ def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STi
         elif t.kind == AllocationTimeoutTimer.kind:
             timed = target.allocations[t.ref]
             timer = AllocationTimeoutTimer(target, timed, t.gen)
-            if not timed.placeholder:
+            if not timed.placeholder and timed.limit_ms != t.gen:
                 timed.limit_ms = t.gen  # its runtime limit, as its ask gave it (core/backfill.py)
+                if t.gen > 0 and timed.uuid in timed.node.allocations:
+                    timed.node.limited += 1  # (the ledger counted it without: the partition loads first)
         else:
             timer = ExpireTimer(target, t.ref, target.terminated[t.ref].state)
         held[t.rm].append((t.deadline, t.n, timer))
