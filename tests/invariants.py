@@ -763,6 +763,7 @@ def snapshot_plus_tail_is_full_replay(entries: Sequence[Entry], per_entry: Seque
         assert places(resumed) == places(head), f"snapshot after entry {cut} restores asks in other places"
         for _, p in partitions(resumed):
             waits_are_consistent(p)
+            accounting_is_consistent(p)  # (what the ledger counts is recounted at the load)
         for i, e in enumerate(entries[cut:], cut):
             got = [encode_output(o) for o in resumed.apply(e)]
             assert got == per_entry[i], f"snapshot at {cut}: entry {i} decided differently"
