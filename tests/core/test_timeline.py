@@ -29,6 +29,7 @@ from ykbus.core.timeline import (
     fmt_utc_minute,
     may_backfill,
     old_enough,
+    one_node_start,
     pack,
     repeat,
     runtime_limit_ms,
@@ -306,6 +307,23 @@ def test_the_estimate_is_the_true_earliest_start(nodes, members, now):
         assert est.waits_for == sorted(est.waits_for, key=lambda w: (w.node, w.end, w.key))
     else:
         assert est.reason is not NoEstimateReason.NO_NODES
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(cluster(max_nodes=1), SHAPES, NOW)
+def test_a_reserved_nodes_estimate_is_the_general_ones(nodes, member, now):
+    """A reserved node's estimate (one member, one node: `one_node_start`, asked at each
+    change of the node's room) is `earliest_start`'s, to the allocations it waits for, and
+    none exactly where that gives none."""
+    c = nodes[0]
+    ends = [(max(h.end, now), h.key, h.resource) for h in reversed(c.holdings) if h.end is not None]
+    fast = one_node_start(c.id, c.capacity, c.free, ends, member, now)
+    est = earliest_start(nodes, [member], now)
+    if isinstance(est, NoEstimate):
+        assert fast is None
+    else:
+        assert fast is not None
+        assert (fast.at, fast.nodes, fast.waits_for) == (est.at, est.nodes, est.waits_for)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

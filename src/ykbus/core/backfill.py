@@ -48,6 +48,7 @@ from ykbus.core.timeline import (
     end_bound,
     no_estimate,
     old_enough,
+    one_node_start,
     runtime_limit_ms,
     waited_key,
 )
@@ -116,7 +117,16 @@ def candidate(node: Node) -> Candidate:
 
 
 def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
-    """Rule 3: when `ask` fits `node`, reserved for it."""
+    """Rule 3: when `ask` fits `node`, reserved for it (`one_node_start`; where it gives
+    none, `earliest_start` says why)."""
+    ends: list[tuple[int, str, Res]] = []
+    for uuid, alloc in node.allocations.items():
+        end = end_of(alloc)
+        if end is not None:
+            ends.append((end if end > now else now, uuid, alloc.resource))
+    found = one_node_start(node.id, node.empty_room(), node.free, ends, ask.resource, now)
+    if found is not None:
+        return found
     return earliest_start([candidate(node)], [ask.resource], now)
 
 

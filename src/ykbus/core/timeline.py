@@ -267,6 +267,32 @@ def earliest_start(candidates: Sequence[Candidate], members: Sequence[Res], now_
     return found if found is not None else no_estimate(nodes, members)
 
 
+def one_node_start(node_id: str, capacity: Res, free: Res, ends: list[tuple[int, str, Res]], member: Res,
+                   now_ns: int) -> Estimate | None:
+    """`earliest_start` of one member on one node, as a reserved node's estimate asks it at
+    each change of its room: the same `Estimate`, without the general sweep. `ends`: the
+    end bounds of the node's allocations with a runtime limit, as (end bound, at now at the
+    earliest; key; resource), in any order. None where `earliest_start` gives a
+    `NoEstimate` (the caller asks it why). (tests/core/test_timeline.py compares the two.)"""
+    if not fits(member, capacity):  # (too large: one member's first fit is its fit)
+        return None
+    room = dict(free)
+    if fits(member, room):
+        return Estimate(now_ns, [node_id], [])
+    ends.sort()  # by end bound, then key (distinct: the resources are never compared)
+    waits: list[Waited] = []
+    i, n = 0, len(ends)
+    while i < n:
+        at = ends[i][0]
+        while i < n and ends[i][0] == at:  # every bound of one time, then the fit
+            add_into(room, ends[i][2])
+            waits.append(Waited(node_id, ends[i][1], at))
+            i += 1
+        if fits(member, room):
+            return Estimate(at, [node_id], waits)  # (one node: by end then key, as `waited_key` sorts)
+    return None
+
+
 def _end_events(order: list[tuple[int, int, str, int]], resources: list[Res]) -> Iterator[EndEvent]:
     for at, node, key, r in order:
         yield EndEvent(at, node, key, resources[r])
