@@ -80,7 +80,7 @@ class Timers(Generic[T]):
             return
         for i, entry in enumerate(held):
             if entry[2] == timer:
-                del held[i]
+                held.pop(i)  # (a native call where `del held[i]` is a generic one)
                 if not held:
                     del self._at[deadline]
                 return
