@@ -131,16 +131,12 @@ def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
 
 
 def _any_limited(nodes: Iterable[Node]) -> bool:
-    """Whether an allocation on `nodes` has a runtime limit (else no estimate is told)."""
+    """Whether an allocation on `nodes` has a runtime limit (else no estimate is told): the
+    ledger counts each node's (`Node.limited`)."""
     for node in nodes:
-        if _node_limited(node):
+        if node.limited > 0:
             return True
     return False
-
-
-def _node_limited(node: Node) -> bool:
-    """Whether an allocation on `node` has a runtime limit (the ledger counts them)."""
-    return node.limited > 0
 
 
 def reserved_why(ask: Ask, node: Node, now: int, plain: dict[tuple[str, Shape], why.Why]) -> why.Why:
@@ -189,15 +185,8 @@ class FreeNodes:
                        if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held), key=_node_id)
         self.candidates: list[Candidate] = [Candidate(n.id, n.empty_room(), n.free, []) for n in free]
         self._index: dict[str, int] = {c.id: i for i, c in enumerate(self.candidates)}
-        if not self._any_limited():  # none of theirs has a limit
+        if not _any_limited(free):  # none of theirs has a limit
             self.candidates, self._index = [], {}
-
-    def _any_limited(self) -> bool:
-        """Whether an allocation on these nodes has a runtime limit: none where no timer of
-        one is held, else the first found on the nodes (a timer of the partition may be a
-        placeholder's, which has no runtime limit, or on a node not free)."""
-        known = self.records.nodes
-        return limits_in_use(self.records) and _any_limited(known[c.id] for c in self.candidates)
 
     def estimate(self, members: list[Res], now: int, node_ids: list[str] | None = None) -> Estimate | NoEstimate:
         """When `members` fit these nodes (or those of them named, `node_ids`) at the earliest."""

@@ -586,10 +586,10 @@ def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STi
         elif t.kind == AllocationTimeoutTimer.kind:
             timed = target.allocations[t.ref]
             timer = AllocationTimeoutTimer(target, timed, t.gen)
-            if not timed.placeholder and timed.limit_ms != t.gen:
+            if not timed.placeholder:
                 timed.limit_ms = t.gen  # its runtime limit, as its ask gave it (core/backfill.py)
-                if t.gen > 0 and timed.uuid in timed.node.allocations:
-                    timed.node.limited += 1  # (the ledger counted it without: the partition loads first)
+                if timed.limit_ms > 0:  # counted as the ledger's `book` counts it (the partition, loaded first, had none)
+                    timed.node.limited += 1
         else:
             timer = ExpireTimer(target, t.ref, target.terminated[t.ref].state)
         held[t.rm].append((t.deadline, t.n, timer))

@@ -272,7 +272,7 @@ def one_node_start(node_id: str, capacity: Res, free: Res, ends: list[tuple[int,
     """`earliest_start` of one member on one node, as a reserved node's estimate asks it at
     each change of its room: the same `Estimate`, without the general sweep. `ends`: the
     end bounds of the node's allocations with a runtime limit, as (end bound, at now at the
-    earliest; key; resource), in any order. None where `earliest_start` gives a
+    earliest; key; resource), in any order (sorted here, in place). None where `earliest_start` gives a
     `NoEstimate` (the caller asks it why). (tests/core/test_timeline.py compares the two.)"""
     if not fits(member, capacity):  # (too large: one member's first fit is its fit)
         return None
