@@ -80,7 +80,7 @@ from ykbus.core.timers import (
     QuotaTimer,
     ReservationTimer,
 )
-from ykbus.core.topoplace import in_set
+from ykbus.core.topoplace import in_set, waits_whole
 from ykbus.si import messages as m
 
 TOPOLOGY_NO_DOMAIN: Final = why.PendingCode.TOPOLOGY_NO_DOMAIN
@@ -387,7 +387,7 @@ class Applier:
             ask = asks[key]
             reserving = bool(not ask.reserved and ask.since and now - ask.since >= delay
                              and not (ask.placeholder and ask.app.gang))
-            if not ask.app.gang:
+            if not waits_whole(ask.app, ask, records.topology_levels):
                 pooled.append((ask, reserving))
                 continue
             self.waits.parked.add(ask, NODE_ROOM)

@@ -54,6 +54,7 @@ from ykbus.core.scheduling import NODE_MOVED, NODES_REINDEXED, NONE_TO_RESERVE, 
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import FAIR, PartitionState
 from ykbus.core.step import Step
+from ykbus.core.topoplace import waits_whole
 from ykbus.core.waits import RESERVE, AskPlaces, Gate, RoomWaits, WaitPlaces
 from ykbus.si import messages as m
 
@@ -265,7 +266,7 @@ class Waits:
         reservation delay with no node to reserve."""
         if where is not NODE_ROOM:
             self.places.move(ask, AskPlaceEvent.PARK, where)
-        elif not ask.app.gang:  # behind its shape's gates (core/waits.py)
+        elif not waits_whole(ask.app, ask, self.records.topology_levels):  # behind its shape's gates (core/waits.py)
             self.places.move(ask, AskPlaceEvent.POOL_TO_RESERVE if reserving else AskPlaceEvent.POOL)
         else:
             self.places.move(ask, AskPlaceEvent.PARK_TO_RESERVE if reserving else AskPlaceEvent.PARK, where)

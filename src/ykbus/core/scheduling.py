@@ -321,7 +321,7 @@ class Scheduler:
         plan.extend(decisions)
         if decisions and type(decisions[-1]) is GangAllocate:
             return True
-        for entry in list(app.active):
+        for entry in list(self._asks_of(app)):  # (those behind open gates too, as in `_app`)
             if not in_set(app, entry[-1]):
                 decision = self._ask(entry[-1])
                 plan.append(decision)

@@ -51,6 +51,7 @@ from ykbus.core.timers import (
     ReservationTimer,
     Timer,
 )
+from ykbus.core.topoplace import waits_whole
 from ykbus.core.waits import ROOM, restore_place
 from ykbus.core.why import Why
 
@@ -490,7 +491,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
             ask.since, ask.reserved = sk.since, sk.reserved
             ask.state, ask.reported, ask.why = _ASK_STATES[sk.state], sk.reported, sk.why
             ask.waiting = parse_wait(sk.waiting) if sk.waiting is not None else None
-            restore_place(ask, now, records.reservation_delay_ns)  # not stored: derived from the above
+            restore_place(ask, now, records.reservation_delay_ns,  # not stored: derived from the above
+                          waits_whole(app, ask, records.topology_levels))
             app.asks[ask.key] = ask
 
     apps, nodes, allocs = p.apps, p.nodes, p.allocations

@@ -79,6 +79,15 @@ def in_set(app: App, ask: Ask) -> bool:
     return request_of(ask.tags) is not None or request_of(app.tags) is not None
 
 
+def waits_whole(app: App, ask: Ask, levels: tuple[str, ...]) -> bool:
+    """Whether `ask`, waiting for node room, waits with the asks it is judged with: those of
+    a gang, or of a topology set (the partition has `levels`). It waits at its shape in
+    `WaitPlaces`, woken by any node whose room fits the shape, never behind the shape's room
+    gate: what is behind a gate found no node for its shape (core/waits.py), which a set
+    that no domain holds says nothing of."""
+    return bool(app.gang) or (bool(levels) and in_set(app, ask))
+
+
 def kept_domain(part: PartitionState, app: App, ask: Ask) -> tuple[str, tuple[str, ...]] | None:
     """The remembered domain a placed gang's real ask goes back into (its group's, else its
     application's), None when none is kept at a level the partition has now."""

@@ -3,8 +3,8 @@ that wait for node room, woken by gate rather than one by one (`RoomWaits`); and
 pending ask is, by the place table (core/lifecycle.py `ASK_PLACE`: active, parked, pooled,
 to reserve, holding a node), changed only through `AskPlaces.move`, which keeps them.
 
-An ask that is not of a gang and found no node with room waits in `RoomWaits`, under its
-shape (reserved or not: one reserved whose own node gains room for it is woken at once by
+An ask that is not of a gang or a topology set and found no node with room waits in
+`RoomWaits`, under its shape (reserved or not: one reserved whose own node gains room for it is woken at once by
 that node, core/indexes.py `_wake_node`). Room freed on a node used to wake every waiting
 ask of every shape that now fits it: each went back to its application's active list, was
 tried by the next walk, and, all but the few the room served, parked again. With a backlog
@@ -76,7 +76,8 @@ POOLED_RESERVING: Final = 2  # behind its ROOM gate and its RESERVE gate
 
 
 class RoomWaits:
-    """Every ask waiting for node room that is not of a gang, by gate."""
+    """Every ask waiting for node room that is not of a gang or a topology set, by gate
+    (core/topoplace.py `waits_whole`)."""
 
     __slots__ = ("gates", "reserving", "open", "showing", "openers", "shapes", "limited_shapes", "gates_of", "app_key")
 
@@ -258,10 +259,10 @@ Place = tuple[type, Any]  # (the kind of Wait, the place's key: a node id, an ap
 class WaitPlaces:
     """Every pending ask that waits somewhere other than behind a room gate (RoomWaits), by
     the place it waits: kind -> place -> {(application id, ask key): ask}, where kind is the
-    `Wait` subclass and place its key (asks of gangs waiting for room are kept by their
-    shape, the room a node's change may offer them). With RoomWaits it is the one registry of
-    where pending asks wait: an ask is in exactly the place its `waiting` names
-    (tests/invariants.py checks it after every step)."""
+    `Wait` subclass and place its key (asks of gangs and topology sets waiting for room are
+    kept by their shape, the room a node's change may offer them). With RoomWaits it is the
+    one registry of where pending asks wait: an ask is in exactly the place its `waiting`
+    names (tests/invariants.py checks it after every step)."""
 
     __slots__ = ("kinds",)
 
@@ -432,10 +433,11 @@ class AskPlaces:
                 self.pool.enter(ask, event is _POOL_TO_RESERVE)
 
 
-def restore_place(ask: Ask, now: int, delay: int) -> None:
+def restore_place(ask: Ask, now: int, delay: int, whole: bool) -> None:
     """A loaded ask's place (core/snapshot.py), from what the snapshot holds: its pending
     count, where it waits, the node reserved for it and, waiting for room, whether it is past
-    its reservation delay `delay` at `now` (as the restore registers it, core/applier.py)."""
+    its reservation delay `delay` at `now` (as the restore registers it, core/applier.py).
+    `whole`: it waits with a gang or a topology set (core/topoplace.py `waits_whole`)."""
     w = ask.waiting
     app = ask.app
     to_reserve = bool(w is NODE_ROOM and not ask.reserved and ask.since and now - ask.since >= delay
@@ -444,7 +446,7 @@ def restore_place(ask: Ask, now: int, delay: int) -> None:
         place = AskPlace.NOT_PENDING
     elif w is None:
         place = AskPlace.RESERVED_ACTIVE if ask.reserved else AskPlace.ACTIVE
-    elif w is NODE_ROOM and not app.gang:
+    elif w is NODE_ROOM and not whole:
         place = (AskPlace.RESERVED_POOLED if ask.reserved else
                  AskPlace.POOLED_TO_RESERVE if to_reserve else AskPlace.POOLED)
     else:
