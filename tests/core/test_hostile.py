@@ -367,3 +367,21 @@ def test_an_applications_history_past_int64_still_snapshots():
     history = restored.registry.rms["rm-1"].partitions["default"].apps["a1"].history
     assert history.tracked["resourceUsage"]["UNKNOWN"] == {"vcore": limits.INT64_MAX}  # saturated, as int64 is
     assert history.max_used == {"vcore": limits.INT64_MAX}
+
+
+def test_a_reason_naming_usage_past_int64_still_snapshots():
+    # found by the fuzzer: recovered allocations of int64 max each put a queue's usage past
+    # int64; the reason of an ask its max held named that usage, and no snapshot could be written
+    h = Harness()
+    h.setup(QUEUES.replace("    - name: a\n", "    - name: a\n      resources: {max: {vcore: 4000m}}\n"),
+            n1={"vcore": 8000})
+    h.do(h.log.apps(app("a1", "root.a")))
+    big = limits.INT64_MAX
+    h.do(h.log.nodes(node("n2", vcore=10, existing=[allocation("r1", "k1", "a1", "n2", vcore=big),
+                                                   allocation("r2", "k2", "a1", "n2", vcore=big)])))
+    h.do(h.log.asks(ask("k", "a1", vcore=1000)))
+    why = state(h)["rm-1"]["partitions"]["default"]["applications"]["a1"]["asks"]["k"]["why"]
+    assert why["code"] == "QueueMax" and "18446744073709551.614 cores used" in why["message"]  # exact: 2 × int64 max
+    assert why["details"]["used"] == big  # the details are int64, as the SI's quantities: saturated
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)
+    assert restored.dump() == h.core.dump()

@@ -18,6 +18,9 @@ from typing import Any
 import msgspec
 
 from ykbus.core.resources import fmt_res
+from ykbus.limits import INT64_MAX
+
+INT64_MIN = -INT64_MAX - 1
 
 
 class PendingCode(enum.StrEnum):
@@ -60,6 +63,20 @@ _LIMIT = {"user": PendingCode.USER_LIMIT, "group": PendingCode.GROUP_LIMIT}
 _MAX_APPS = {"user": PendingCode.USER_MAX_APPLICATIONS, "group": PendingCode.GROUP_MAX_APPLICATIONS}
 
 
+def int64s(value: Any) -> Any:
+    """`value` (a number, or dicts and lists of them) with each int saturated at int64, as the
+    SI's quantities (and YuniKorn's sums of them) are: the figures of a reason's details that
+    are sums (a queue's usage, a gang's total, a node's free room) may pass it where recovered
+    allocations add up past it, and a snapshot stores them. The message keeps the exact text."""
+    if type(value) is int:
+        return INT64_MAX if value > INT64_MAX else INT64_MIN if value < INT64_MIN else value
+    if type(value) is dict:
+        return {k: int64s(v) for k, v in value.items()}
+    if type(value) is list:
+        return [int64s(v) for v in value]
+    return value
+
+
 def no_node_room(asked: dict[str, int]) -> Why:
     """No node can take the ask now: each schedulable node lacks room for it, or is reserved
     for another ask (it takes nothing else). What the nodes have free, which reserved nodes
@@ -72,13 +89,13 @@ def no_node_room(asked: dict[str, int]) -> Why:
 
 def queue_max(message: str, queue: str, resource: str, used: int, maximum: int, asked: int) -> Why:
     return Why(PendingCode.QUEUE_MAX, message,
-               {"queue": queue, "resource": resource, "used": used, "max": maximum, "asked": asked})
+               {"queue": queue, "resource": resource, "used": int64s(used), "max": maximum, "asked": int64s(asked)})
 
 
 def limit(message: str, kind: str, name: str, queue: str, resource: str, used: int, maximum: int,
           asked: int) -> Why:
-    return Why(_LIMIT[kind], message, {kind: name, "queue": queue, "resource": resource, "used": used,
-                                       "max": maximum, "asked": asked})
+    return Why(_LIMIT[kind], message, {kind: name, "queue": queue, "resource": resource, "used": int64s(used),
+                                       "max": maximum, "asked": int64s(asked)})
 
 
 def queue_max_applications(message: str, queue: str, running: int, maximum: int) -> Why:
@@ -114,7 +131,7 @@ def required_node_full(node: str, asked: dict[str, int], free: dict[str, int]) -
     # its history (and a restored node's that of its capacity), a reason must not
     free = {r: free.get(r, 0) for r in asked}
     return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which has {fmt_res(free)} free of "
-               f"the {fmt_res(asked)} it asks", {"node": node, "asked": dict(asked), "free": dict(free)})
+               f"the {fmt_res(asked)} it asks", {"node": node, "asked": dict(asked), "free": int64s(free)})
 
 
 def rm_paused(rm: str) -> Why:
@@ -126,16 +143,16 @@ def gang_incomplete(app: str, wanted: dict[str, int], pending: dict[str, int], m
     return Why(PendingCode.GANG_INCOMPLETE,
                f"gang {app} waits for its placeholders: they ask {fmt_res(pending)} of the {fmt_res(wanted)} "
                f"its placeholderAsk needs; {fmt_res(missing)} missing",
-               {"application": app, "placeholderAsk": dict(wanted), "pending": dict(pending), "missing": dict(missing)})
+               {"application": app, "placeholderAsk": dict(wanted), "pending": int64s(pending), "missing": int64s(missing)})
 
 
 def gang_no_room(message: str, app: str, total: dict[str, int], short: dict[str, int]) -> Why:
-    return Why(PendingCode.GANG_NO_ROOM, message, {"application": app, "asked": dict(total), "missing": dict(short)})
+    return Why(PendingCode.GANG_NO_ROOM, message, {"application": app, "asked": int64s(total), "missing": int64s(short)})
 
 
 def topology_no_domain(message: str, app: str, details: dict[str, object]) -> Why:
     """No domain at the level a topology gang asks for holds it (core/topology.py `NoDomain`)."""
-    return Why(PendingCode.TOPOLOGY_NO_DOMAIN, message, {"application": app, **details})
+    return Why(PendingCode.TOPOLOGY_NO_DOMAIN, message, {"application": app, **int64s(details)})
 
 
 def set_too_large(app: str, allocations: int, limit: int) -> Why:
