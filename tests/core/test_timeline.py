@@ -29,6 +29,7 @@ from ykbus.core.timeline import (
     fmt_utc_minute,
     may_backfill,
     old_enough,
+    one_node_at,
     one_node_start,
     pack,
     repeat,
@@ -313,17 +314,45 @@ def test_the_estimate_is_the_true_earliest_start(nodes, members, now):
 @given(cluster(max_nodes=1), SHAPES, NOW)
 def test_a_reserved_nodes_estimate_is_the_general_ones(nodes, member, now):
     """A reserved node's estimate (one member, one node: `one_node_start`, asked at each
-    change of the node's room) is `earliest_start`'s, to the allocations it waits for, and
-    none exactly where that gives none."""
+    change of the node's room, and for the free nodes one by one) is `earliest_start`'s, to
+    the allocations it waits for, and none exactly where that gives none."""
     c = nodes[0]
-    ends = [(max(h.end, now), h.key, h.resource) for h in reversed(c.holdings) if h.end is not None]
-    fast = one_node_start(c.id, c.capacity, c.free, ends, member, now)
+    ends = sorted((h.end, h.key, h.resource) for h in c.holdings if h.end is not None)
+    ending: Res = {}
+    for _, _, r in ends:
+        add_into(ending, r)
+    fast = one_node_start(c.id, c.capacity, c.free, ends, ending, member, now)
     est = earliest_start(nodes, [member], now)
     if isinstance(est, NoEstimate):
         assert fast is None
     else:
         assert fast is not None
         assert (fast.at, fast.nodes, fast.waits_for) == (est.at, est.nodes, est.waits_for)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(cluster(), SHAPES, NOW)
+def test_one_allocations_estimate_node_by_node_is_the_sweeps(nodes, member, now):
+    """One allocation over many nodes, as the free nodes' estimate makes it (each node's own
+    time, `one_node_at`, the first node by id of the soonest): `earliest_start`'s answer."""
+    best = None
+    for c in sorted(nodes, key=lambda c: c.id):
+        if fits(member, c.free) and fits(member, c.capacity):  # now, waiting for nothing: none is sooner
+            best = (now, one_node_start(c.id, c.capacity, c.free, [], {}, member, now))
+            break
+        ends = sorted((h.end, h.key, h.resource) for h in c.holdings if h.end is not None)
+        ending: Res = {}
+        for _, _, r in ends:
+            add_into(ending, r)
+        at = one_node_at(c.capacity, c.free, ends, ending, member, now)
+        if at is not None and (best is None or at < best[0]):
+            best = (at, one_node_start(c.id, c.capacity, c.free, ends, ending, member, now))
+    est = earliest_start(nodes, [member], now)
+    if isinstance(est, NoEstimate):
+        assert best is None
+    else:
+        assert best is not None and best[1] is not None
+        assert (best[1].at, best[1].nodes, best[1].waits_for) == (est.at, est.nodes, est.waits_for)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

@@ -48,6 +48,7 @@ from ykbus.core.timeline import (
     end_bound,
     no_estimate,
     old_enough,
+    one_node_at,
     one_node_start,
     runtime_limit_ms,
     waited_key,
@@ -76,6 +77,7 @@ LEND_DIVISOR = 2
 DOMAIN_LEND_DIVISOR = 6
 PLAIN_REASONS = 4096  # reserved reasons kept by a `reserved_why` caller, one per node and shape (then it starts over)
 SLICE_ENDS = 15_000  # end bounds an estimate reads in one slice of a dry run (about 5 ms; `FreeNodes.estimate_steps`)
+SLICE_ONE = 2_500  # nodes an estimate of one allocation reads in one slice (its own walk of each, `one_node_at`)
 
 
 def _nearest(path: list[Queue], which: int) -> int:
@@ -119,12 +121,7 @@ def candidate(node: Node) -> Candidate:
 def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
     """Rule 3: when `ask` fits `node`, reserved for it (`one_node_start`; where it gives
     none, `earliest_start` says why)."""
-    ends: list[tuple[int, str, Res]] = []
-    for uuid, alloc in node.allocations.items():
-        end = end_of(alloc)
-        if end is not None:
-            ends.append((end if end > now else now, uuid, alloc.resource))
-    found = one_node_start(node.id, node.empty_room(), node.free, ends, ask.resource, now)
+    found = one_node_start(node.id, node.empty_room(), node.free, node.ends, node.ending, ask.resource, now)
     if found is not None:
         return found
     return earliest_start([candidate(node)], [ask.resource], now)
@@ -132,9 +129,9 @@ def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
 
 def _any_limited(nodes: Iterable[Node]) -> bool:
     """Whether an allocation on `nodes` has a runtime limit (else no estimate is told): the
-    ledger counts each node's (`Node.limited`)."""
+    ledger keeps each node's (`Node.ends`)."""
     for node in nodes:
-        if node.limited > 0:
+        if node.ends:
             return True
     return False
 
@@ -143,7 +140,7 @@ def reserved_why(ask: Ask, node: Node, now: int, plain: dict[tuple[str, Shape], 
     """`ask`'s reason while `node` is reserved for it, with its estimated start when an
     allocation there has a runtime limit (none has: the reason as without limits, the same
     for every ask of its shape there: kept in the caller's `plain`, by node and shape)."""
-    if node.limited <= 0:
+    if not node.ends:
         key = (node.id, ask.shape)
         found = plain.get(key)
         if found is None:
@@ -211,6 +208,10 @@ class FreeNodes:
         early = at_once(nodes, members, now)
         if early is not None:
             return early
+        if len(members) == 1:
+            one = yield from self._one_steps(nodes, members[0], now)
+            if one is not None:
+                return one
         room = Sweep(nodes, members, now)
         placed = room.placement()
         if placed is not None:
@@ -230,6 +231,35 @@ class FreeNodes:
                 yield
         known = records.nodes
         return no_estimate([candidate(known[c.id]) for c in nodes if c.id in known], members)
+
+    def _one_steps(self, nodes: list[Candidate], member: Res,
+                   now: int) -> Generator[None, None, Estimate | NoEstimate | None]:
+        """One allocation's estimate: the first node (by id) of those where it fits soonest,
+        each asked on its own from the ledger's end bounds of its allocations (`Node.ends`:
+        `one_node_at` reads few of them), `SLICE_ONE` nodes a slice. The same answer as the
+        sweep over every node's end bounds in time order, which reads nearly all of them when
+        the member needs a whole node. None: the node it chose changed in a later slice (the
+        caller sweeps then)."""
+        known = self.records.nodes
+        best_at: int | None = None
+        best: Node | None = None
+        for k, c in enumerate(nodes):
+            if k and k % SLICE_ONE == 0:
+                yield
+            node = known.get(c.id)
+            if node is None:  # removed during a sliced dry run
+                continue
+            at = one_node_at(c.capacity, node.free, node.ends, node.ending, member, now)
+            if at is None:
+                continue
+            if at <= now and fits(member, node.free):  # now, waiting for nothing: none is sooner
+                best = node
+                break
+            if best_at is None or at < best_at:  # (now also where end bounds passed count as ending now)
+                best_at, best = at, node
+        if best is None:
+            return no_estimate([candidate(known[c.id]) for c in nodes if c.id in known], [member])
+        return one_node_start(best.id, best.empty_room(), best.free, best.ends, best.ending, member, now)
 
     def _give_back(self, held: list[tuple[int, int, Timer]], room: Sweep, index: dict[str, int]) -> bool:
         """The room of the allocations whose timers are `held` (one deadline: their end
@@ -398,7 +428,7 @@ class Backfill:
             self._node_starts[node.id] = kept
             return kept[2]
         start: int | None = None
-        if node.limited > 0 or fits(holder.resource, node.free):  # (else no room ever comes back: none)
+        if node.ends or fits(holder.resource, node.free):  # (else no room ever comes back: none)
             est = node_estimate(holder, node, now)
             start = est.at if isinstance(est, Estimate) else None
         self._node_starts[node.id] = (holder, node.room_changes, start)

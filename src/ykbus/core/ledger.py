@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ykbus.core.resources import add_into, sub_into
+from ykbus.core.sortedseq import bisect_left, insort
+from ykbus.core.timeline import NS_PER_MS
 
 if TYPE_CHECKING:
     from ykbus.core.chunked import ChunkedDict
@@ -51,7 +53,7 @@ class Ledger:
         node.allocations[alloc.uuid] = alloc
         node.room_changes += 1
         if alloc.limit_ms > 0:
-            node.limited += 1
+            limit_booked(alloc)
         for q in app.path:
             add_into(q.allocated, res)
             if placed:
@@ -77,7 +79,10 @@ class Ledger:
         usage (the node index, the applications' keys) are the partition's to build."""
         for node in nodes:
             node.recompute_free()
-            node.limited = sum(1 for alloc in node.allocations.values() if alloc.limit_ms > 0)
+            node.ends, node.ending = [], {}
+            for alloc in node.allocations.values():
+                if alloc.limit_ms > 0:
+                    limit_booked(alloc)
         for app in apps:
             allocated = app.allocated
             for alloc in app.allocations.values():
@@ -93,7 +98,10 @@ class Ledger:
         del node.allocations[alloc.uuid]
         node.room_changes += 1
         if alloc.limit_ms > 0:
-            node.limited -= 1
+            ends = node.ends
+            ends.pop(bisect_left(ends, (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid)))  # (uuids differ: no
+            # resources are compared, and the pair sorts just before its entry)
+            sub_into(node.ending, res)
         for q in app.path:
             sub_into(q.allocated, res)
             q.sort_key = None
@@ -125,3 +133,12 @@ def index_victim(alloc: Alloc) -> None:
         if same is None:
             same = victims[key] = {}
         same[alloc.uuid] = alloc
+
+
+def limit_booked(alloc: Alloc) -> None:
+    """`alloc`, booked with a runtime limit, among its node's allocations that end by one
+    (`Node.ends`, `Node.ending`; its end bound is its start plus its limit, core/backfill.py
+    `end_of`)."""
+    node = alloc.node
+    insort(node.ends, (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid, alloc.resource))
+    add_into(node.ending, alloc.resource)

@@ -183,7 +183,7 @@ class Node:
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
     __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved",
-                 "preempting", "held", "room_changes", "limited")
+                 "preempting", "held", "room_changes", "ends", "ending")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -203,9 +203,12 @@ class Node:
         # recomputed, as when its capacity or occupied resources are updated), not stored: an
         # estimate the planner keeps for the node is of its room and allocations while this stays
         self.room_changes = 0
-        # its allocations with a runtime limit (the ledger's count, not stored): a reserved
-        # ask's reason tells an estimated start only where one has (core/backfill.py)
-        self.limited = 0
+        # its allocations with a runtime limit, by end bound (the ledger's, not stored):
+        # (end bound, uuid, resource) in order, and the sum of their resources. An estimate
+        # reads when room comes back here without a walk of every allocation, and a reserved
+        # ask's reason tells an estimated start only where there is one (core/backfill.py)
+        self.ends: list[tuple[int, str, Res]] = []
+        self.ending: Res = {}
         self.recompute_free()
 
     @property

@@ -23,6 +23,7 @@ from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core
 from ykbus.core.deadlines import Sequence, Timers
+from ykbus.core.ledger import limit_booked
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
     Alloc,
@@ -68,7 +69,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"free", "key", "reserved", "preempting",  # from capacity, occupied, allocations; index key; asks
                        "held",  # from the applications' `holding` and its attributes
                        "room_changes",  # a count the planner's kept estimates read (starts again at a load)
-                       "limited"}),  # its allocations with a runtime limit: counted as their timers load
+                       "ends", "ending"}),  # its allocations with a runtime limit: kept as their timers load
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
@@ -590,8 +591,8 @@ def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STi
             timer = AllocationTimeoutTimer(target, timed, t.gen)
             if not timed.placeholder:
                 timed.limit_ms = t.gen  # its runtime limit, as its ask gave it (core/backfill.py)
-                if timed.limit_ms > 0:  # counted as the ledger's `book` counts it (the partition, loaded first, had none)
-                    timed.node.limited += 1
+                if timed.limit_ms > 0:  # kept as the ledger's `book` keeps it (the partition, loaded first, had none)
+                    limit_booked(timed)
         else:
             timer = ExpireTimer(target, t.ref, target.terminated[t.ref].state)
         held[t.rm].append((t.deadline, t.n, timer))

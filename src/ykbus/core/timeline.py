@@ -267,30 +267,76 @@ def earliest_start(candidates: Sequence[Candidate], members: Sequence[Res], now_
     return found if found is not None else no_estimate(nodes, members)
 
 
-def one_node_start(node_id: str, capacity: Res, free: Res, ends: list[tuple[int, str, Res]], member: Res,
-                   now_ns: int) -> Estimate | None:
-    """`earliest_start` of one member on one node, as a reserved node's estimate asks it at
-    each change of its room: the same `Estimate`, without the general sweep. `ends`: the
-    end bounds of the node's allocations with a runtime limit, as (end bound, at now at the
-    earliest; key; resource), in any order (sorted here, in place). None where `earliest_start` gives a
-    `NoEstimate` (the caller asks it why). (tests/core/test_timeline.py compares the two.)"""
-    if not fits(member, capacity):  # (too large: one member's first fit is its fit)
-        return None
-    room = dict(free)
-    if fits(member, room):
+def one_node_start(node_id: str, capacity: Res, free: Res, ends: list[tuple[int, str, Res]], ending: Res,
+                   member: Res, now_ns: int) -> Estimate | None:
+    """`earliest_start` of one member on one node (a reserved node's estimate, asked at each
+    change of its room; the free nodes' for one allocation, node by node): the same
+    `Estimate`, without the general sweep. `ends`: the node's allocations with a runtime
+    limit as (end bound, key, resource), sorted (the ledger keeps them so, `Node.ends`);
+    `ending`: the sum of their resources. None where `earliest_start` gives a `NoEstimate`
+    (the caller asks it why). (tests/core/test_timeline.py compares the two.)"""
+    if fits(member, free) and fits(member, capacity):  # now, waiting for nothing
         return Estimate(now_ns, [node_id], [])
-    ends.sort()  # by end bound, then key (distinct: the resources are never compared)
+    at = one_node_at(capacity, free, ends, ending, member, now_ns)
+    if at is None:
+        return None
     waits: list[Waited] = []
-    i, n = 0, len(ends)
-    while i < n:
+    for end, key, _ in ends:  # what it waits for: every allocation ended by then
+        if end > at:
+            break
+        waits.append(Waited(node_id, key, end if end > now_ns else now_ns))
+    if ends and ends[0][0] < now_ns:  # (bounds passed count as ending now: by key among them)
+        waits.sort(key=waited_key)
+    return Estimate(at, [node_id], waits)
+
+
+def one_node_at(capacity: Res, free: Res, ends: list[tuple[int, str, Res]], ending: Res, member: Res,
+                now_ns: int) -> int | None:
+    """`one_node_start`'s time alone. The sorted end bounds are walked from both sides, a
+    step of each in turn, until either finds it: from the latest, counting what may still
+    run until it is more than the node can spare beside the member (`free + ending -
+    member`); from the earliest, giving room back until the member fits. So it reads the
+    fewer of the allocations that run past the start and those that end by it: one for a
+    whole node."""
+    spare: Res = {}  # per resource the member asks: what may still run beside it (less as the back walk counts)
+    short: Res = {}  # per resource the member lacks now (less as the front walk gives room back)
+    for r, v in member.items():
+        if v > capacity.get(r, 0):  # too large: one member's first fit is its fit
+            return None
+        f = free.get(r, 0)
+        left = f + ending.get(r, 0) - v
+        if left < 0:  # not even once every allocation with a limit has ended
+            return None
+        spare[r] = left
+        if f < v:
+            short[r] = v - f
+    if not short:
+        return now_ns
+    i, j, n = 0, len(ends), len(ends)
+    while i < n and j > 0:
+        j -= 1
+        end = ends[j][0]
+        for r, v in ends[j][2].items():  # back: it runs up to the start, or it is what the member waits for
+            if r in spare:
+                left = spare[r] - v
+                if left < 0:
+                    return end if end > now_ns else now_ns
+                spare[r] = left
         at = ends[i][0]
-        while i < n and ends[i][0] == at:  # every bound of one time, then the fit
-            add_into(room, ends[i][2])
-            waits.append(Waited(node_id, ends[i][1], at))
+        if at < now_ns:
+            at = now_ns
+        while i < n and ends[i][0] <= at:  # front: every bound of one time (passed ones: now), then the fit
+            for r, v in ends[i][2].items():
+                if r in short:
+                    left = short[r] - v
+                    if left > 0:
+                        short[r] = left
+                    else:
+                        del short[r]
             i += 1
-        if fits(member, room):
-            return Estimate(at, [node_id], waits)  # (one node: by end then key, as `waited_key` sorts)
-    return None
+        if not short:
+            return at
+    return None  # (not reached: `spare` says the member fits once every bound has passed)
 
 
 def _end_events(order: list[tuple[int, int, str, int]], resources: list[Res]) -> Iterator[EndEvent]:
