@@ -138,7 +138,7 @@ def accounting_is_consistent(p: Partition) -> None:
         assert {r: v for r, v in n.free.items() if v} == {r: v for r, v in free.items() if v}, \
             f"node {n.id}: free is not capacity - occupied - allocated"
         limited = [a for a in n.allocations.values() if a.limit_ms > 0]
-        assert n.ends == sorted((a.at + a.limit_ms * 1_000_000, a.uuid, a.resource) for a in limited), \
+        assert n.ends == sorted((a.at + a.limit_ms * 1_000_000, a.uuid) for a in limited), \
             f"node {n.id}: ends are not its allocations with a runtime limit by end bound"
         ending: dict[str, int] = {}
         for a in limited:

@@ -317,11 +317,12 @@ def test_a_reserved_nodes_estimate_is_the_general_ones(nodes, member, now):
     change of the node's room, and for the free nodes one by one) is `earliest_start`'s, to
     the allocations it waits for, and none exactly where that gives none."""
     c = nodes[0]
-    ends = sorted((h.end, h.key, h.resource) for h in c.holdings if h.end is not None)
+    ends = sorted((h.end, h.key) for h in c.holdings if h.end is not None)
+    held = {h.key: h for h in c.holdings}
     ending: Res = {}
-    for _, _, r in ends:
-        add_into(ending, r)
-    fast = one_node_start(c.id, c.capacity, c.free, ends, ending, member, now)
+    for _, key in ends:
+        add_into(ending, held[key].resource)
+    fast = one_node_start(c.id, c.capacity, c.free, ends, held, ending, member, now)
     est = earliest_start(nodes, [member], now)
     if isinstance(est, NoEstimate):
         assert fast is None
@@ -338,15 +339,16 @@ def test_one_allocations_estimate_node_by_node_is_the_sweeps(nodes, member, now)
     best = None
     for c in sorted(nodes, key=lambda c: c.id):
         if fits(member, c.free) and fits(member, c.capacity):  # now, waiting for nothing: none is sooner
-            best = (now, one_node_start(c.id, c.capacity, c.free, [], {}, member, now))
+            best = (now, one_node_start(c.id, c.capacity, c.free, [], {}, {}, member, now))
             break
-        ends = sorted((h.end, h.key, h.resource) for h in c.holdings if h.end is not None)
+        ends = sorted((h.end, h.key) for h in c.holdings if h.end is not None)
+        held = {h.key: h for h in c.holdings}
         ending: Res = {}
-        for _, _, r in ends:
-            add_into(ending, r)
-        at = one_node_at(c.capacity, c.free, ends, ending, member, now)
+        for _, key in ends:
+            add_into(ending, held[key].resource)
+        at = one_node_at(c.capacity, c.free, ends, held, ending, member, now)
         if at is not None and (best is None or at < best[0]):
-            best = (at, one_node_start(c.id, c.capacity, c.free, ends, ending, member, now))
+            best = (at, one_node_start(c.id, c.capacity, c.free, ends, held, ending, member, now))
     est = earliest_start(nodes, [member], now)
     if isinstance(est, NoEstimate):
         assert best is None

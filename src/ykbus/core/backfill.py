@@ -121,7 +121,8 @@ def candidate(node: Node) -> Candidate:
 def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
     """Rule 3: when `ask` fits `node`, reserved for it (`one_node_start`; where it gives
     none, `earliest_start` says why)."""
-    found = one_node_start(node.id, node.empty_room(), node.free, node.ends, node.ending, ask.resource, now)
+    found = one_node_start(node.id, node.empty_room(), node.free, node.ends, node.allocations, node.ending,
+                           ask.resource, now)
     if found is not None:
         return found
     return earliest_start([candidate(node)], [ask.resource], now)
@@ -249,7 +250,7 @@ class FreeNodes:
             node = known.get(c.id)
             if node is None:  # removed during a sliced dry run
                 continue
-            at = one_node_at(c.capacity, node.free, node.ends, node.ending, member, now)
+            at = one_node_at(c.capacity, node.free, node.ends, node.allocations, node.ending, member, now)
             if at is None:
                 continue
             if at <= now and fits(member, node.free):  # now, waiting for nothing: none is sooner
@@ -259,7 +260,8 @@ class FreeNodes:
                 best_at, best = at, node
         if best is None:
             return no_estimate([candidate(known[c.id]) for c in nodes if c.id in known], [member])
-        return one_node_start(best.id, best.empty_room(), best.free, best.ends, best.ending, member, now)
+        return one_node_start(best.id, best.empty_room(), best.free, best.ends, best.allocations, best.ending,
+                              member, now)
 
     def _give_back(self, held: list[tuple[int, int, Timer]], room: Sweep, index: dict[str, int]) -> bool:
         """The room of the allocations whose timers are `held` (one deadline: their end

@@ -29,8 +29,8 @@ How it answers, in the partition's terms:
    a domain: the most that one domain holds); for a single allocation, the largest part of
    its shape (every quantity scaled alike) that one node has free.
 Over NATS and HTTP it runs in slices of bounded work (`answer_steps`: at most `SLICE_NODES`
-nodes or `SLICE_ENDS` end bounds read, or one placement), the writer applying entries
-between them; `--log` and tests run it at once (`would_fit`).
+nodes, `SLICE_ONE` nodes' own estimates or `SLICE_ENDS` end bounds read, or one placement),
+the writer applying entries between them; `--log` and tests run it at once (`would_fit`).
 Not judged (the answer says it is a dry run): user and group limits, `maxapplications`, node
 policies and required nodes, and the asks already waiting ahead of it.
 """

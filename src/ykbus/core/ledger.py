@@ -99,8 +99,11 @@ class Ledger:
         node.room_changes += 1
         if alloc.limit_ms > 0:
             ends = node.ends
-            ends.pop(bisect_left(ends, (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid)))  # (uuids differ: no
-            # resources are compared, and the pair sorts just before its entry)
+            entry = (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid)
+            if ends[0] == entry:  # mostly: the oldest ends first
+                del ends[0]
+            else:
+                del ends[bisect_left(ends, entry)]
             sub_into(node.ending, res)
         for q in app.path:
             sub_into(q.allocated, res)
@@ -140,5 +143,10 @@ def limit_booked(alloc: Alloc) -> None:
     (`Node.ends`, `Node.ending`; its end bound is its start plus its limit, core/backfill.py
     `end_of`)."""
     node = alloc.node
-    insort(node.ends, (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid, alloc.resource))
+    ends = node.ends
+    entry = (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid)
+    if not ends or ends[-1] < entry:  # mostly: the newest ends last
+        ends.append(entry)
+    else:
+        insort(ends, entry)
     add_into(node.ending, alloc.resource)

@@ -204,10 +204,10 @@ class Node:
         # estimate the planner keeps for the node is of its room and allocations while this stays
         self.room_changes = 0
         # its allocations with a runtime limit, by end bound (the ledger's, not stored):
-        # (end bound, uuid, resource) in order, and the sum of their resources. An estimate
+        # (end bound, uuid) in order, and the sum of their resources. An estimate
         # reads when room comes back here without a walk of every allocation, and a reserved
         # ask's reason tells an estimated start only where there is one (core/backfill.py)
-        self.ends: list[tuple[int, str, Res]] = []
+        self.ends: list[tuple[int, str]] = []
         self.ending: Res = {}
         self.recompute_free()
 
