@@ -310,6 +310,23 @@ def test_the_estimate_is_the_true_earliest_start(nodes, members, now):
         assert est.reason is not NoEstimateReason.NO_NODES
 
 
+class Bounded:
+    """An allocation with an end bound, as the ledger keeps them (`Node.ends`)."""
+
+    def __init__(self, end: int, uuid: str, resource: Res) -> None:
+        self.end, self.uuid, self.resource = end, uuid, resource
+
+
+def bounds(c: Candidate) -> tuple[list[Bounded], Res]:
+    """`c`'s holdings with an end bound, by end bound then key, and what they hold together."""
+    ends = sorted((Bounded(h.end, h.key, h.resource) for h in c.holdings if h.end is not None),
+                  key=lambda b: (b.end, b.uuid))
+    ending: Res = {}
+    for b in ends:
+        add_into(ending, b.resource)
+    return ends, ending
+
+
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(cluster(max_nodes=1), SHAPES, NOW)
 def test_a_reserved_nodes_estimate_is_the_general_ones(nodes, member, now):
@@ -317,12 +334,8 @@ def test_a_reserved_nodes_estimate_is_the_general_ones(nodes, member, now):
     change of the node's room, and for the free nodes one by one) is `earliest_start`'s, to
     the allocations it waits for, and none exactly where that gives none."""
     c = nodes[0]
-    ends = sorted((h.end, h.key) for h in c.holdings if h.end is not None)
-    held = {h.key: h for h in c.holdings}
-    ending: Res = {}
-    for _, key in ends:
-        add_into(ending, held[key].resource)
-    fast = one_node_start(c.id, c.capacity, c.free, ends, held, ending, member, now)
+    ends, ending = bounds(c)
+    fast = one_node_start(c.id, c.capacity, c.free, ends, ending, member, now)
     est = earliest_start(nodes, [member], now)
     if isinstance(est, NoEstimate):
         assert fast is None
@@ -339,16 +352,12 @@ def test_one_allocations_estimate_node_by_node_is_the_sweeps(nodes, member, now)
     best = None
     for c in sorted(nodes, key=lambda c: c.id):
         if fits(member, c.free) and fits(member, c.capacity):  # now, waiting for nothing: none is sooner
-            best = (now, one_node_start(c.id, c.capacity, c.free, [], {}, {}, member, now))
+            best = (now, one_node_start(c.id, c.capacity, c.free, [], {}, member, now))
             break
-        ends = sorted((h.end, h.key) for h in c.holdings if h.end is not None)
-        held = {h.key: h for h in c.holdings}
-        ending: Res = {}
-        for _, key in ends:
-            add_into(ending, held[key].resource)
-        at = one_node_at(c.capacity, c.free, ends, held, ending, member, now)
+        ends, ending = bounds(c)
+        at = one_node_at(c.capacity, c.free, ends, ending, member, now)
         if at is not None and (best is None or at < best[0]):
-            best = (at, one_node_start(c.id, c.capacity, c.free, ends, held, ending, member, now))
+            best = (at, one_node_start(c.id, c.capacity, c.free, ends, ending, member, now))
     est = earliest_start(nodes, [member], now)
     if isinstance(est, NoEstimate):
         assert best is None

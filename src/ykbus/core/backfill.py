@@ -121,11 +121,28 @@ def candidate(node: Node) -> Candidate:
 def node_estimate(ask: Ask, node: Node, now: int) -> Estimate | NoEstimate:
     """Rule 3: when `ask` fits `node`, reserved for it (`one_node_start`; where it gives
     none, `earliest_start` says why)."""
-    found = one_node_start(node.id, node.empty_room(), node.free, node.ends, node.allocations, node.ending,
+    found = one_node_start(node.id, node.empty_room(), node.free, node.ends, ending_of(node, ask.resource),
                            ask.resource, now)
     if found is not None:
         return found
     return earliest_start([candidate(node)], [ask.resource], now)
+
+
+def ending_of(node: Node, member: Res) -> Res:
+    """What `node`'s allocations with a runtime limit hold together, of each resource
+    `member` asks: where every allocation there has one, all it holds (its capacity less
+    what others occupy and its free room), else their sum."""
+    out: Res = {}
+    if len(node.ends) == len(node.allocations):
+        capacity, occupied, free = node.capacity, node.occupied, node.free
+        for r in member:
+            out[r] = capacity.get(r, 0) - occupied.get(r, 0) - free.get(r, 0)
+        return out
+    for alloc in node.ends:
+        for r, v in alloc.resource.items():
+            if r in member:
+                out[r] = out.get(r, 0) + v
+    return out
 
 
 def _any_limited(nodes: Iterable[Node]) -> bool:
@@ -250,7 +267,7 @@ class FreeNodes:
             node = known.get(c.id)
             if node is None:  # removed during a sliced dry run
                 continue
-            at = one_node_at(c.capacity, node.free, node.ends, node.allocations, node.ending, member, now)
+            at = one_node_at(c.capacity, node.free, node.ends, ending_of(node, member), member, now)
             if at is None:
                 continue
             if at <= now and fits(member, node.free):  # now, waiting for nothing: none is sooner
@@ -260,8 +277,7 @@ class FreeNodes:
                 best_at, best = at, node
         if best is None:
             return no_estimate([candidate(known[c.id]) for c in nodes if c.id in known], [member])
-        return one_node_start(best.id, best.empty_room(), best.free, best.ends, best.allocations, best.ending,
-                              member, now)
+        return one_node_start(best.id, best.empty_room(), best.free, best.ends, ending_of(best, member), member, now)
 
     def _give_back(self, held: list[tuple[int, int, Timer]], room: Sweep, index: dict[str, int]) -> bool:
         """The room of the allocations whose timers are `held` (one deadline: their end

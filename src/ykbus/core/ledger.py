@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ykbus.core.resources import add_into, sub_into
-from ykbus.core.sortedseq import bisect_left, insort
 from ykbus.core.timeline import NS_PER_MS
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ class Ledger:
         usage (the node index, the applications' keys) are the partition's to build."""
         for node in nodes:
             node.recompute_free()
-            node.ends, node.ending = [], {}
+            node.ends = []
             for alloc in node.allocations.values():
                 if alloc.limit_ms > 0:
                     limit_booked(alloc)
@@ -99,12 +98,10 @@ class Ledger:
         node.room_changes += 1
         if alloc.limit_ms > 0:
             ends = node.ends
-            entry = (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid)
-            if ends[0] == entry:  # mostly: the oldest ends first
+            if ends[0] is alloc:  # mostly: the oldest ends first
                 del ends[0]
             else:
-                del ends[bisect_left(ends, entry)]
-            sub_into(node.ending, res)
+                del ends[_place(ends, alloc)]
         for q in app.path:
             sub_into(q.allocated, res)
             q.sort_key = None
@@ -142,11 +139,24 @@ def limit_booked(alloc: Alloc) -> None:
     """`alloc`, booked with a runtime limit, among its node's allocations that end by one
     (`Node.ends`, `Node.ending`; its end bound is its start plus its limit, core/backfill.py
     `end_of`)."""
-    node = alloc.node
-    ends = node.ends
-    entry = (alloc.at + alloc.limit_ms * NS_PER_MS, alloc.uuid)
-    if not ends or ends[-1] < entry:  # mostly: the newest ends last
-        ends.append(entry)
+    alloc.end = end = alloc.at + alloc.limit_ms * NS_PER_MS
+    ends = alloc.node.ends
+    last = ends[-1] if ends else None
+    if last is None or last.end < end or last.end == end and last.uuid < alloc.uuid:  # mostly: the newest ends last
+        ends.append(alloc)
     else:
-        insort(ends, entry)
-    add_into(node.ending, alloc.resource)
+        ends.insert(_place(ends, alloc), alloc)
+
+
+def _place(ends: list[Alloc], alloc: Alloc) -> int:
+    """Where `alloc` is (or goes) in `ends`, by end bound then uuid."""
+    end, uuid = alloc.end, alloc.uuid
+    lo, hi = 0, len(ends)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        other = ends[mid]
+        if other.end < end or other.end == end and other.uuid < uuid:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

@@ -183,7 +183,7 @@ class Node:
     ledger); what is allocated is the sum of `allocations`, read when asked, not kept."""
 
     __slots__ = ("id", "attributes", "capacity", "occupied", "free", "state", "allocations", "key", "reserved",
-                 "preempting", "held", "room_changes", "ends", "ending")
+                 "preempting", "held", "room_changes", "ends")
 
     def __init__(self, node_id: str, attributes: dict[str, str], capacity: Res, occupied: Res) -> None:
         self.id = node_id
@@ -203,12 +203,11 @@ class Node:
         # recomputed, as when its capacity or occupied resources are updated), not stored: an
         # estimate the planner keeps for the node is of its room and allocations while this stays
         self.room_changes = 0
-        # its allocations with a runtime limit, by end bound (the ledger's, not stored):
-        # (end bound, uuid) in order, and the sum of their resources. An estimate
-        # reads when room comes back here without a walk of every allocation, and a reserved
-        # ask's reason tells an estimated start only where there is one (core/backfill.py)
-        self.ends: list[tuple[int, str]] = []
-        self.ending: Res = {}
+        # its allocations with a runtime limit, by end bound then uuid (the ledger's, not
+        # stored): an estimate reads when room comes back here without a walk of every
+        # allocation, and a reserved ask's reason tells an estimated start only where there
+        # is one (core/backfill.py)
+        self.ends: list[Alloc] = []
         self.recompute_free()
 
     @property
@@ -420,7 +419,7 @@ class Ask:
 class Alloc:
     __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
                  "placeholder", "state", "born", "replacing", "preempt_self", "preempting", "at", "asked",
-                 "limit_ms")
+                 "limit_ms", "end")
 
     def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
                  tags: dict[str, str], task_group: str, placeholder: bool, born: int, at: int = 0,
@@ -442,6 +441,7 @@ class Alloc:
         self.preempt_self = True  # it may be preempted (its ask's allowPreemptSelf)
         self.preempting = False  # preempted: the RM is to release it (core/preemption.py)
         self.limit_ms = 0  # its runtime limit (its ask's, docs/time.md): the core ends it then; 0: none
+        self.end = 0  # with a limit, its end bound: its start plus its limit (the ledger's, `limit_booked`)
 
     def message(self, partition: str) -> m.Allocation:
         return ALLOCATION_MESSAGE(

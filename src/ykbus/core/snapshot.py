@@ -69,14 +69,14 @@ DERIVED: dict[str, frozenset[str]] = {
     "Node": frozenset({"free", "key", "reserved", "preempting",  # from capacity, occupied, allocations; index key; asks
                        "held",  # from the applications' `holding` and its attributes
                        "room_changes",  # a count the planner's kept estimates read (starts again at a load)
-                       "ends", "ending"}),  # its allocations with a runtime limit: kept as their timers load
+                       "ends"}),  # its allocations with a runtime limit: kept as their timers load
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
                         "quota_delay_ms", "victims", "runtime_default_ms", "runtime_max_ms", "min_runtime_ms"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled", "tallied", "tallied_n",  # its owner; from its tags; the interned form of its resource; where it waits
                       "place"}),  # from its pending count, `waiting`, `reserved` and `since` (waits.restore_place)
-    "Alloc": frozenset({"state", "limit_ms"}),  # a live allocation is Allocated; its limit: its timeout timer's
+    "Alloc": frozenset({"state", "limit_ms", "end"}),  # a live allocation is Allocated; its limit: its timeout timer's
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
                       "unparked"}),  # sorted lists, sums, caches, the limits that apply

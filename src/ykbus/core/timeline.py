@@ -48,7 +48,7 @@ Nothing here changes its inputs; every answer is a value.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final, Protocol
 
 from ykbus.core.packing import first_fit
@@ -100,9 +100,11 @@ class Holding:
         return f"Holding({self.key!r}, {self.end}, {self.resource})"
 
 
-class Holds(Protocol):
-    """What an allocation holds, as `one_node_start` reads it (a core `Alloc`, a `Holding`)."""
+class Bound(Protocol):
+    """An allocation with an end bound, as `one_node_start` reads it (a core `Alloc`)."""
 
+    end: int
+    uuid: str
     resource: Res
 
 
@@ -273,31 +275,32 @@ def earliest_start(candidates: Sequence[Candidate], members: Sequence[Res], now_
     return found if found is not None else no_estimate(nodes, members)
 
 
-def one_node_start(node_id: str, capacity: Res, free: Res, ends: list[tuple[int, str]], held: Mapping[str, Holds],
-                   ending: Res, member: Res, now_ns: int) -> Estimate | None:
+def one_node_start(node_id: str, capacity: Res, free: Res, ends: Sequence[Bound], ending: Res, member: Res,
+                   now_ns: int) -> Estimate | None:
     """`earliest_start` of one member on one node (a reserved node's estimate, asked at each
     change of its room; the free nodes' for one allocation, node by node): the same
     `Estimate`, without the general sweep. `ends`: the node's allocations with a runtime
-    limit as (end bound, key), sorted (the ledger keeps them so, `Node.ends`); `held`: what
-    each key holds (its `resource`); `ending`: the sum of their resources. None where `earliest_start` gives a `NoEstimate`
+    limit, sorted by end bound then key (the ledger keeps them so, `Node.ends`); `ending`:
+    the sum of their resources (of those the member asks, at least). None where `earliest_start` gives a `NoEstimate`
     (the caller asks it why). (tests/core/test_timeline.py compares the two.)"""
     if fits(member, free) and fits(member, capacity):  # now, waiting for nothing
         return Estimate(now_ns, [node_id], [])
-    at = one_node_at(capacity, free, ends, held, ending, member, now_ns)
+    at = one_node_at(capacity, free, ends, ending, member, now_ns)
     if at is None:
         return None
     waits: list[Waited] = []
-    for end, key in ends:  # what it waits for: every allocation ended by then
+    for b in ends:  # what it waits for: every allocation ended by then
+        end = b.end
         if end > at:
             break
-        waits.append(Waited(node_id, key, end if end > now_ns else now_ns))
-    if ends and ends[0][0] < now_ns:  # (bounds passed count as ending now: by key among them)
+        waits.append(Waited(node_id, b.uuid, end if end > now_ns else now_ns))
+    if ends and ends[0].end < now_ns:  # (bounds passed count as ending now: by key among them)
         waits.sort(key=waited_key)
     return Estimate(at, [node_id], waits)
 
 
-def one_node_at(capacity: Res, free: Res, ends: list[tuple[int, str]], held: Mapping[str, Holds], ending: Res,
-                member: Res, now_ns: int) -> int | None:
+def one_node_at(capacity: Res, free: Res, ends: Sequence[Bound], ending: Res, member: Res,
+                now_ns: int) -> int | None:
     """`one_node_start`'s time alone. The sorted end bounds are walked from both sides, a
     step of each in turn, until either finds it: from the latest, counting what may still
     run until it is more than the node can spare beside the member (`free + ending -
@@ -321,18 +324,18 @@ def one_node_at(capacity: Res, free: Res, ends: list[tuple[int, str]], held: Map
     i, j, n = 0, len(ends), len(ends)
     while i < n and j > 0:
         j -= 1
-        end = ends[j][0]
-        for r, v in held[ends[j][1]].resource.items():  # back: it runs up to the start, or it is what the member waits for
+        end = ends[j].end
+        for r, v in ends[j].resource.items():  # back: it runs up to the start, or it is what the member waits for
             if r in spare:
                 left = spare[r] - v
                 if left < 0:
                     return end if end > now_ns else now_ns
                 spare[r] = left
-        at = ends[i][0]
+        at = ends[i].end
         if at < now_ns:
             at = now_ns
-        while i < n and ends[i][0] <= at:  # front: every bound of one time (passed ones: now), then the fit
-            for r, v in held[ends[i][1]].resource.items():
+        while i < n and ends[i].end <= at:  # front: every bound of one time (passed ones: now), then the fit
+            for r, v in ends[i].resource.items():
                 if r in short:
                     left = short[r] - v
                     if left > 0:
