@@ -45,7 +45,6 @@ from ykbus.core.timeline import (
     Waited,
     at_once,
     earliest_start,
-    end_bound,
     no_estimate,
     old_enough,
     one_node_at,
@@ -100,8 +99,9 @@ def ask_limit_ms(timeout_ms: int, placeholder: bool, path: list[Queue]) -> int:
 
 
 def end_of(alloc: Alloc) -> int | None:
-    """Rule 2: the log time (ns) by which `alloc` has ended; None without a limit."""
-    return end_bound(alloc.at, alloc.limit_ms if alloc.limit_ms > 0 else None)
+    """Rule 2: the log time (ns) by which `alloc` has ended; None without a limit (the
+    ledger sets it as it books the allocation, `limit_booked`)."""
+    return alloc.end if alloc.limit_ms > 0 else None
 
 
 def young(alloc: Alloc, now: int) -> bool:

@@ -136,26 +136,28 @@ def index_victim(alloc: Alloc) -> None:
 
 
 def limit_booked(alloc: Alloc) -> None:
-    """`alloc`, booked with a runtime limit, among its node's allocations that end by one
-    (`Node.ends`, `Node.ending`; its end bound is its start plus its limit, core/backfill.py
-    `end_of`)."""
-    alloc.end = end = alloc.at + alloc.limit_ms * NS_PER_MS
+    """`alloc`, booked with a runtime limit, gets its end bound (its start plus its limit:
+    rule 2, core/backfill.py `end_of`) and its place among its node's allocations that end
+    by one (`Node.ends`)."""
+    alloc.end = alloc.at + alloc.limit_ms * NS_PER_MS
     ends = alloc.node.ends
-    last = ends[-1] if ends else None
-    if last is None or last.end < end or last.end == end and last.uuid < alloc.uuid:  # mostly: the newest ends last
+    if not ends or _before(ends[-1], alloc):  # mostly: the newest ends last
         ends.append(alloc)
     else:
         ends.insert(_place(ends, alloc), alloc)
 
 
+def _before(a: Alloc, b: Alloc) -> bool:
+    """Whether `a` comes before `b` in `Node.ends`: by end bound, then uuid."""
+    return a.end < b.end or a.end == b.end and a.uuid < b.uuid
+
+
 def _place(ends: list[Alloc], alloc: Alloc) -> int:
-    """Where `alloc` is (or goes) in `ends`, by end bound then uuid."""
-    end, uuid = alloc.end, alloc.uuid
+    """Where `alloc` is (or goes) in `ends`."""
     lo, hi = 0, len(ends)
     while lo < hi:
         mid = (lo + hi) >> 1
-        other = ends[mid]
-        if other.end < end or other.end == end and other.uuid < uuid:
+        if _before(ends[mid], alloc):
             lo = mid + 1
         else:
             hi = mid

@@ -281,8 +281,9 @@ def one_node_start(node_id: str, capacity: Res, free: Res, ends: Sequence[Bound]
     change of its room; the free nodes' for one allocation, node by node): the same
     `Estimate`, without the general sweep. `ends`: the node's allocations with a runtime
     limit, sorted by end bound then key (the ledger keeps them so, `Node.ends`); `ending`:
-    the sum of their resources (of those the member asks, at least). None where `earliest_start` gives a `NoEstimate`
-    (the caller asks it why). (tests/core/test_timeline.py compares the two.)"""
+    the sum of their resources (of those the member asks, at least). None where
+    `earliest_start` gives a `NoEstimate` (the caller asks it why). (tests/core/test_timeline.py
+    compares the two.)"""
     if fits(member, free) and fits(member, capacity):  # now, waiting for nothing
         return Estimate(now_ns, [node_id], [])
     at = one_node_at(capacity, free, ends, ending, member, now_ns)

@@ -4,11 +4,12 @@ pending ask is, by the place table (core/lifecycle.py `ASK_PLACE`: active, parke
 to reserve, holding a node), changed only through `AskPlaces.move`, which keeps them.
 
 An ask that is not of a gang or a topology set and found no node with room waits in
-`RoomWaits`, under its shape (reserved or not: one reserved whose own node gains room for it is woken at once by
-that node, core/indexes.py `_wake_node`). Room freed on a node used to wake every waiting
-ask of every shape that now fits it: each went back to its application's active list, was
-tried by the next walk, and, all but the few the room served, parked again. With a backlog
-that is most of an entry's cost (a release woke ~140 asks to place one).
+`RoomWaits`, under its shape (reserved or not: one reserved whose own node gains room for
+it is woken at once by that node, core/indexes.py `_wake_node`). Room freed on a node used
+to wake every waiting ask of every shape that now fits it: each went back to its
+application's active list, was tried by the next walk, and, all but the few the room
+served, parked again. With a backlog that is most of an entry's cost (a release woke ~140
+asks to place one).
 
 Here a wake-up opens a *gate* instead, and the asks stay where they are:
 
