@@ -127,14 +127,15 @@ def test_ykbus_explain_would_fit_from_a_log_file(tmp_path):
     assert run.returncode == 2 and "asks[0].maxAllocations" in run.stderr
 
 
-def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices():
-    """Over NATS and HTTP the dry run runs in slices (`would_fit_in_slices`): the largest
-    shape that fits is looked for on 5,000 nodes, 2,000 at a time, and an RM's entries are
-    applied meanwhile, not held until it ends; nodes removed between two slices break
-    nothing."""
+def _dry_run_beside_an_rm(reads_first: bool) -> tuple[dict, list[int], Harness]:
+    """A dry run on the live core (`would_fit_live`) looking for the largest shape that fits
+    on 5,000 nodes, while an RM's entries (nodes leaving) are applied whenever the writer
+    gets a turn: the answer, the entries applied before it came, the harness."""
     import anyio
 
-    from ykbus.bus.readapi import would_fit_in_slices
+    from ykbus.bus.live import LiveCore
+    from ykbus.bus.readapi import would_fit_live
+    from ykbus.core.guard import GuardedCore
 
     h = Harness()
     h.setup(QUEUES)
@@ -145,7 +146,7 @@ def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices
         answer: dict = {}
 
         async def dry_run() -> None:
-            answer.update(await would_fit_in_slices(h.core, job(1, 16)))
+            answer.update(await would_fit_live(live, job(1, 16)))
 
         async def rm() -> None:  # an RM's entries, applied as the writer applies them whenever it gets a turn
             while True:
@@ -160,11 +161,30 @@ def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices
             tg.start_soon(rm)
         return answer["wouldfit"]
 
-    answer = anyio.run(main)
+    live = LiveCore(GuardedCore(h.core, lambda _data: h.core), reads_first=reads_first)
+    return anyio.run(main), applied, h
+
+
+def test_on_the_live_core_the_writer_applies_entries_between_the_dry_runs_slices():
+    """On the writer the dry run runs in slices: the largest shape that fits is looked for on
+    5,000 nodes, 2,000 at a time, and an RM's entries are applied meanwhile, not held until
+    it ends; nodes removed between two slices break nothing, and the answer says how many
+    entries came between its slices."""
+    answer, applied, h = _dry_run_beside_an_rm(reads_first=False)
     assert applied, "the writer waited for the dry run"
+    assert answer["entriesBetween"] == len(applied) > 0
     assert answer["fits"] is False and answer["members"] == 1
     assert answer["smaller"]["text"] == "{gpu: 8} would fit now, on node h0000"
     assert len(h.core.rms["rm-1"].partitions["default"].nodes) == 5000 - len(applied)
+
+
+def test_in_a_reader_a_dry_run_is_answered_at_once_on_one_state():
+    """A reader (`ykbus core --reader`) answers reads and nobody waits for its entries: the
+    dry run is not sliced, the entries that arrived wait for it, and the whole answer is of
+    the state at `lastSeq`."""
+    answer, applied, h = _dry_run_beside_an_rm(reads_first=True)
+    assert answer["entriesBetween"] == 0 and answer["lastSeq"] == h.core.last_seq - len(applied)
+    assert answer["smaller"]["text"] == "{gpu: 8} would fit now, on node h0000"
 
 
 def test_the_readmes_example_job_gets_an_estimate_on_the_batch_demos_cluster():

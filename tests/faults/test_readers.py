@@ -28,6 +28,13 @@ def get_json(port: int, path: str) -> object:
         return json.loads(r.read())
 
 
+def post_json(port: int, path: str, body: dict) -> object:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read())
+
+
 async def nats_health(url: str) -> dict:
     nc = await nats.connect(url)
     try:
@@ -70,6 +77,12 @@ async def test_a_reader_answers_every_read_and_the_writer_none(nats_server):
             assert h["role"] == "reader" and h["leader"]["pid"] == leader.proc.pid
         apps = get_json(reader.port, "/ws/v1/partition/default/applications/active")  # YuniKorn's REST, read there
         assert [(a["applicationID"], len(a["allocations"])) for a in apps] == [("a1", 5)]
+        job = {"application": {"applicationID": "dry", "queueName": "root.prod"},
+               "asks": [{"allocationKey": "w", "applicationID": "dry", "maxAllocations": 4,
+                         "resourceAsk": {"resources": {"vcore": {"value": 1000}}}}]}
+        answer = post_json(reader.port, "/api/wouldfit", job)["wouldfit"]  # a dry run, at once, on one state
+        assert answer["fits"] is False and answer["smaller"]["members"] == 3  # 500 of 4,000 vcore used
+        assert answer["entriesBetween"] == 0 and answer["lastSeq"] == reader.health()["lastSeq"]
         assert "ykbus_core_leader 0.0" in reader.metrics()
         assert reader.health()["stats"]["outputs"] == 0  # it publishes nothing
 

@@ -60,6 +60,7 @@ async def test_a_dry_run_over_nats_and_http_answers_alike_and_writes_nothing(nat
             assert status == 200
             assert json.loads(body)["wouldfit"] == over_nats
             assert over_nats["fits"] is True and sorted(p["nodeID"] for p in over_nats["placement"]) == ["n1", "n2"]
+            assert (over_nats["lastSeq"], over_nats["entriesBetween"]) == (before, 0)  # the state it read
             big = json.loads((await nc.request("yk.v1.api.wouldfit", json.dumps(request(1, 2000)).encode(),
                                                 timeout=5)).data)["wouldfit"]
             assert big["fits"] is False and big["estimate"]["text"].startswith("estimated start ")

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from ykbus import web as web_ui
 from ykbus.bus.eventfeed import EventFeed
+from ykbus.bus.live import LiveCore
 from ykbus.core import Core
 from ykbus.core.dryrun import answer_steps, step, would_fit
 from ykbus.rest import events, metrics, router
@@ -76,16 +77,20 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
     return {verb: out}
 
 
-async def would_fit_in_slices(core: Core, request: dict[str, Any]) -> dict[str, Any]:
-    """The answer to `wouldfit` on the live core: the dry run in slices of bounded work
-    (core/dryrun.py `answer_steps`), the writer applying entries between them, as a metrics
-    scrape is made. DryRunError (a ValueError) for a bad request."""
-    steps = answer_steps(core, request)
+async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to `wouldfit` on the live core. On the writer, the dry run goes in slices of
+    bounded work (core/dryrun.py `answer_steps`), the writer applying entries between them,
+    as a metrics scrape is made; in a reader (`live.reads_first`), at once, on one state.
+    `entriesBetween`: the entries applied between its slices (each part of the answer is of
+    the state at the slice that read it). DryRunError (a ValueError) for a bad request."""
+    steps = answer_steps(live.core, request)
     while True:
         answer = step(steps)
         if answer is not None:
+            answer["entriesBetween"] = live.core.last_seq - answer["lastSeq"]
             return {WOULD_FIT: answer}
-        await anyio.sleep(0)
+        if not live.reads_first:
+            await anyio.sleep(0)
 
 
 # The read projection's int64 values that the HTTP API writes as decimal strings (the
@@ -119,10 +124,10 @@ class HttpReadApi:
     not speak NATS, served by aiohttp (docs/operations.md, "HTTP": why that library)."""
 
     def __init__(self, read: Callable[[str, dict[str, Any]], dict[str, Any]],
-                 core: Callable[[], Core], host: str, port: int,
+                 live: LiveCore, host: str, port: int,
                  token: str | None, rest: RestState | None = None, metrics: Metrics | None = None) -> None:
         self._read = read
-        self._core = core  # the live core, for POST /api/wouldfit (`would_fit_in_slices`)
+        self._live = live  # the live core, for POST /api/wouldfit (`would_fit_live`)
         self.rest = rest  # YuniKorn's /ws/v1 (ykbus/rest/), None: not served
         self.metrics = metrics  # /ws/v1/metrics and /metrics (rest/metrics.py), None: not served
         self.events: EventFeed | None = None  # /ws/v1/events/* (bus/eventfeed.py), once the service has its streams
@@ -196,7 +201,7 @@ class HttpReadApi:
         if len(raw) > MAX_DRY_RUN_BYTES:
             return _json(413, {"error": f"the request body is over {MAX_DRY_RUN_BYTES} bytes"})
         try:
-            body = await would_fit_in_slices(self._core(), json.loads(raw or b"{}"))
+            body = await would_fit_live(self._live, json.loads(raw or b"{}"))
         except (ValueError, KeyError, RecursionError) as exc:
             return _json(400, {"error": str(exc)})
         query = _query(request)

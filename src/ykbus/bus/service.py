@@ -136,13 +136,14 @@ class CoreService:
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
         self.arrivals = Arrivals(self.subjects.shard)
         # the core and the writer's lock, one owner (bus/live.py): a snapshot loaded replaces its guard
-        self.live = LiveCore(GuardedCore(self.arrivals.restore(None), self.arrivals.restore))
+        self.live = LiveCore(GuardedCore(self.arrivals.restore(None), self.arrivals.restore),
+                             reads_first=settings.reader)
         self.leadership = Leadership(self.subjects, self.live, settings.reader)
         self.operator = OperatorConfig(settings, self.subjects, self.live, self.leadership.append, notify)
         self.clock = LogClock(settings, self.live, self.leadership.append, self.subjects.naming_shard)
         self.rest = RestState(self.live.current, self.started_ns, check_every=HEALTH_CHECK_EVERY_S)
         self.metrics = Metrics(self.rest, self._figures)
-        self.http = readapi.HttpReadApi(self.read, self.live.current, settings.api_host, settings.api_port,
+        self.http = readapi.HttpReadApi(self.read, self.live, settings.api_host, settings.api_port,
                                         settings.api_token, self.rest, self.metrics)
         self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
@@ -367,6 +368,7 @@ class CoreService:
             if kept.full:  # a standby far ahead of its leader: it waits, outside the writer (a takeover needs it)
                 log.warning("standby waits: its leader is far behind", extra={"fields": {"kept": len(kept)}})
                 await kept.room()
+            await self.live.turn_for_reads()  # a reader: what reads arrived go first
             async with self.live.lock:
                 await self._apply_input(entry, lag, msg.subject)
         except StoppedWaiting:
@@ -475,7 +477,7 @@ class CoreService:
             request = json.loads(msg.data) if msg.data.strip() else {}
             if not isinstance(request, dict):
                 raise ValueError("the request body must be a JSON object")
-            body = (await readapi.would_fit_in_slices(self.core, request) if verb == readapi.WOULD_FIT  # a dry run
+            body = (await readapi.would_fit_live(self.live, request) if verb == readapi.WOULD_FIT  # a dry run
                     else self.read(verb, request))
         except (ValueError, KeyError, RecursionError) as exc:
             body = {"error": str(exc)}

@@ -116,7 +116,7 @@ def parse(obj: Any) -> Request:
 
 def would_fit(core: Core, obj: Any) -> dict[str, Any]:
     """The dry run's answer to `obj` (a decoded request) on `core`'s state, as it is, at once
-    (`--log`, tests; the live core answers through bus/readapi.py `would_fit_in_slices`)."""
+    (`--log`, tests; the live core answers through bus/readapi.py `would_fit_live`)."""
     steps = answer_steps(core, obj)
     while True:
         answer = step(steps)
@@ -159,7 +159,7 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
         raise DryRunError(f"application.queueName: queue {queue.path} is a parent queue: applications go to leaves")
     members, keys = _members(request)
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
-                           "queue": queue.path, "now": core.now, "members": len(members),
+                           "queue": queue.path, "now": core.now, "lastSeq": core.last_seq, "members": len(members),
                            "asked": total_of(members), "judged": "a dry run: user and group limits, maxapplications, "
                            "node policies, required nodes and the asks waiting ahead of it are not judged"}
     over = _queue_over(queue, total_of(members))
