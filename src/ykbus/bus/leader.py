@@ -142,9 +142,7 @@ class Leadership:
 
     async def deliver(self, seq: int, parts: list[Part]) -> bool:
         """The outputs of entry `seq`: published (True) by the leader, else kept."""
-        assert self._publisher is not None
-        if self.reader:
-            return False  # never published by this process: nothing to keep
+        assert self._publisher is not None and not self.reader  # a reader encodes and keeps nothing
         if self.publishing():
             if self._kept_back():  # while the lease had lapsed: they go first
                 parts = self._take_kept() + parts

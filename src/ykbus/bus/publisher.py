@@ -222,19 +222,25 @@ class OutputPublisher:
             await sub.unsubscribe()
         return ids, floor
 
-    def encode(self, seq: int, outputs: list[Output]) -> list[Part]:
-        """The messages that carry the outputs of entry `seq` (split so each fits NATS's max
-        payload), under their ids `<seq>-<index>`; counts them in `stats` and `rejections`."""
-        parts: list[Part] = []
-        shard = self._subjects.shard
+    def count(self, outputs: list[Output]) -> None:
+        """Counts an entry's outputs in `stats` and `rejections` (a reader, which publishes
+        nothing, only counts them)."""
         for out in outputs:
-            notice: list[str] = []
             if out.kind == "alloc":
                 self._stats["allocations"] += len(out.msg.new)
                 self.rejections[out.rm] += len(out.msg.rejected) + len(out.msg.rejectedAllocations)
             elif out.kind in ("app", "node"):
                 self.rejections[out.rm] += len(out.msg.rejected)
-            elif out.kind == "event" and not out.rm:  # the core's verdicts on queue files: for the operator
+
+    def encode(self, seq: int, outputs: list[Output]) -> list[Part]:
+        """The messages that carry the outputs of entry `seq` (split so each fits NATS's max
+        payload), under their ids `<seq>-<index>`; counts them (`count`)."""
+        self.count(outputs)
+        parts: list[Part] = []
+        shard = self._subjects.shard
+        for out in outputs:
+            notice: list[str] = []
+            if out.kind == "event" and not out.rm:  # the core's verdicts on queue files: for the operator
                 for event in out.msg.events:
                     log.info("core event", extra={"fields": {"seq": seq, "object": event.objectID,
                                                              "message": event.message}})

@@ -414,7 +414,9 @@ class CoreService:
             self.clock.heard(rm)
         if kind == "rmstate":
             self.clock.rmstate_applied()
-        if await self.leadership.deliver(seq, self.publisher.encode(seq, outputs)):  # else a standby kept them
+        if self.leadership.reader:  # it publishes nothing: its outputs are counted, not encoded
+            self.publisher.count(outputs)
+        elif await self.leadership.deliver(seq, self.publisher.encode(seq, outputs)):  # else a standby kept them
             self.metrics.publish.observe(time.perf_counter() - t1)
         if moved:  # RMs that left: their state for the shard they go to, after this entry's outputs
             await self.connected.sharding.after()
