@@ -12,7 +12,8 @@ Who goes first between an entry and a read is decided here too. The writer goes 
 RMs wait for its entries, so a read gets the loop only when the writer waits for input,
 and long reads go in slices between entries. A reader (`ykbus core --reader`) answers reads
 and nobody waits for its entries, so reads go first there: before an entry it lets the loop
-run what arrived (`turn_for_reads`), and a dry run is answered at once, on one state.
+run what arrived (`turn_for_reads`), and a dry run or a metrics scrape is answered at once,
+on one state.
 """
 
 from __future__ import annotations

@@ -223,7 +223,8 @@ class HttpReadApi:
         if request.path.startswith("/ws/v1/events/") and request.method == "GET" and self.events is not None:
             return await self._events(request, self.events)
         if request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
-            exposition = await self.metrics.scrape()  # in slices, the writer applying entries between them
+            # in slices on the writer, entries applied between them; at once in a reader (reads go first there)
+            exposition = self.metrics.exposition() if self._live.reads_first else await self.metrics.scrape()
             return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
         body = await request.read() if request.can_read_body else b""
         req = router.Request(request.method, request.path, _query(request), request.headers.get("Accept", ""), body)
