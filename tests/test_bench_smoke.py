@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 NUMBER = (int, float)
 
@@ -138,6 +141,20 @@ def test_e2e_with_churn_and_limits_keeps_the_state_at_its_size_and_times_each_dr
     assert r["allocations"] > 400, r  # more than twice the live size went through
     for job in ("fits", "too_large", "whole_node"):
         assert r[f"dry_run_{job}_max_ms"] is not None and r[f"dry_run_{job}_max_ms"] > 0, r
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a CPU for the reader and one for the rest")
+def test_e2e_with_a_reader_on_a_cpu_of_its_own_times_the_dry_runs_it_answers():
+    """`--reader --reader-cpu N`: the reader alone on CPU N answers the dry runs (as a
+    deployment gives a reader a core of its own); every answer timed, in order."""
+    cpu = max(os.sched_getaffinity(0))
+    (r,) = bench("e2e", "--seconds", "1", "--nodes", "10", "--batch", "50", "--repeat", "1", "--dry-run", "0.2",
+                 "--reader", "--reader-cpu", str(cpu))
+    assert r["reader"] is True and r["reader_cpu"] == cpu
+    assert r["dry_runs"] >= 3 and len(r["dry_run_ms"]) == r["dry_runs"] and r["dry_run_ms"] == sorted(r["dry_run_ms"])
+    proc = subprocess.run([sys.executable, "-m", "ykbus.cli", "bench", "e2e", "--reader-cpu", str(cpu)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and f"--reader-cpu {cpu}: only with --reader" in proc.stderr
 
 
 def test_e2e_polled_fetches_what_a_dashboard_polls_from_the_core_while_it_works():

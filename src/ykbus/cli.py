@@ -670,6 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "its oldest as new ones arrive (churn at a steady size; 0: none is released)")
     b.add_argument("--limit-ms", type=int, default=0, help="every ask carries this runtime limit "
                    "(executionTimeoutMilliSeconds; 0: none), so the core keeps end bounds to estimate from")
+    b.add_argument("--reader-cpu", type=int, default=None, metavar="CPU", help="with --reader: the reader on CPU "
+                   "alone, everything else on the other CPUs (a reader with a core of its own, as deployed)")
     b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
     b = bench.add_parser("failover", help="kill -9 the leader core under load: time to the next decision")
     b.add_argument("--kills", type=int, default=10)

@@ -19,6 +19,9 @@ for a dry run of a job (`POST /api/wouldfit`, core/dryrun.py) and times the answ
 cluster where work ends as it comes: the state stays that size, with churn); 0: none ends.
 `limit_ms`: every ask carries that runtime limit (`executionTimeoutMilliSeconds`), so the
 core keeps end bounds and the dry runs' estimates have them to read (docs/time.md).
+`reader_cpu`: the reader on that CPU alone and everything else (nats-server, the core, this RM,
+the dry runs and polls) on the others, as a deployment gives a reader a core (or a machine)
+of its own; otherwise the operating system shares every CPU among them all.
 """
 
 from __future__ import annotations
@@ -178,7 +181,8 @@ async def _run(url: str, seconds: float, batch: int, nodes: int, progress: Calla
         every = sorted(ms for _, ms in dry)
         extra = {"dry_runs": len(every), "dry_run_p50_ms": every[len(every) // 2] if every else None,
                  "dry_run_p99_ms": every[min(len(every) - 1, int(len(every) * 0.99))] if every else None,
-                 "dry_run_max_ms": every[-1] if every else None}
+                 "dry_run_max_ms": every[-1] if every else None,
+                 "dry_run_ms": [round(ms, 1) for ms in every]}  # every one, in order of its time
         for i, name in enumerate(DRY_RUN_JOBS):  # each job's slowest
             mine = [ms for job, ms in dry if job == i]
             extra[f"dry_run_{name}_max_ms"] = max(mine) if mine else None
@@ -312,14 +316,43 @@ async def _measure(api: NatsScheduler, cb: _Counter, churn: Any, seconds: float,
             "latency_samples": len(lat)}
 
 
+def reader_cpu_problem(reader: bool, reader_cpu: int | None) -> str | None:
+    """What is wrong with `--reader-cpu`, naming it, or None."""
+    cpus = os.sched_getaffinity(0)
+    if reader_cpu is None:
+        return None
+    if not reader:
+        return f"--reader-cpu {reader_cpu}: only with --reader"
+    if reader_cpu not in cpus or len(cpus) < 2:
+        return (f"--reader-cpu {reader_cpu}: not one of this process's CPUs ({', '.join(map(str, sorted(cpus)))}) "
+                "with another left for the rest")
+    return None
+
+
 def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None],
               latency_batch: int = 100, window: int = WINDOW, poll: float = 0,
               snapshot_every: int = SNAPSHOT_EVERY, reader: bool = False, dry_run: float = 0,
-              live: int = 0, limit_ms: int = 0) -> dict[str, Any]:
+              live: int = 0, limit_ms: int = 0, reader_cpu: int | None = None) -> dict[str, Any]:
     from ykbus.bus.service import asyncio_loop_policy
 
     asyncio_loop_policy()
     api_port = free_port() if poll or reader or dry_run else 0
+    problem = reader_cpu_problem(reader, reader_cpu)
+    if problem:
+        raise ValueError(problem)
+    cpus = os.sched_getaffinity(0)
+    others = cpus - {reader_cpu} if reader_cpu is not None else cpus
+    os.sched_setaffinity(0, others)  # what starts from here (nats-server, the core, the dry runs) inherits it
+    try:
+        return _bench_e2e(seconds, batch, nodes, progress, latency_batch, window, poll, snapshot_every, reader,
+                          dry_run, live, limit_ms, reader_cpu, api_port)
+    finally:
+        os.sched_setaffinity(0, cpus)
+
+
+def _bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], None], latency_batch: int,
+               window: int, poll: float, snapshot_every: int, reader: bool, dry_run: float, live: int,
+               limit_ms: int, reader_cpu: int | None, api_port: int) -> dict[str, Any]:
     with NatsServer() as server:
         core_log = os.environ.get("YKBUS_BENCH_CORE_LOG")  # keep the core's log (info) there, to find stalls
         err = open(core_log, "ab") if core_log else subprocess.DEVNULL  # noqa: SIM115 - closed below
@@ -332,11 +365,13 @@ def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], 
 
         cores = [start("--no-reads"), start("--reader", "--api-port", str(api_port))] if reader else [
             start("--api-port", str(api_port))]
+        if reader_cpu is not None:  # before it makes a thread: they all inherit it
+            os.sched_setaffinity(cores[1].pid, {reader_cpu})
         try:
             return {**anyio.run(_run, server.url, seconds, batch, nodes, progress, latency_batch, window, poll,
                                 api_port, dry_run, live, limit_ms), "window": window, "poll_s": poll,
                     "snapshot_every": snapshot_every, "reader": reader, "dry_run_s": dry_run, "live": live,
-                    "limit_ms": limit_ms}
+                    "limit_ms": limit_ms, "reader_cpu": reader_cpu}
         finally:
             for core in cores:
                 core.send_signal(signal.SIGTERM)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -64,7 +65,8 @@ def _e2e(args: argparse.Namespace, progress: Progress) -> Row:
     from ykbus.bench.e2e import bench_e2e
 
     runs = [bench_e2e(args.seconds, args.batch, args.nodes_n, progress, args.latency_batch, args.window,
-                      args.poll, args.snapshot_every, args.reader, args.dry_run, args.live, args.limit_ms)
+                      args.poll, args.snapshot_every, args.reader, args.dry_run, args.live, args.limit_ms,
+                      args.reader_cpu)
             for _ in range(args.repeat)]
     row = dict(runs[0])
     for key in E2E_MEDIANS:
@@ -133,6 +135,13 @@ def bench(args: argparse.Namespace) -> int:
     name = measurement(args)
     if name is None:
         return 0
+    if name == "e2e":
+        from ykbus.bench.e2e import reader_cpu_problem
+
+        problem = reader_cpu_problem(args.reader, args.reader_cpu)
+        if problem:
+            print(f"ykbus bench e2e: {problem}", file=sys.stderr)
+            return 2
     for row in rows(name, args, rep.progress):
         rep.row(row)
     rep.table(COLUMNS[name])
