@@ -318,9 +318,9 @@ async def _measure(api: NatsScheduler, cb: _Counter, churn: Any, seconds: float,
 
 def reader_cpu_problem(reader: bool, reader_cpu: int | None) -> str | None:
     """What is wrong with `--reader-cpu`, naming it, or None."""
-    cpus = os.sched_getaffinity(0)
     if reader_cpu is None:
         return None
+    cpus = os.sched_getaffinity(0)
     if not reader:
         return f"--reader-cpu {reader_cpu}: only with --reader"
     if reader_cpu not in cpus or len(cpus) < 2:
@@ -340,9 +340,11 @@ def bench_e2e(seconds: float, batch: int, nodes: int, progress: Callable[[str], 
     problem = reader_cpu_problem(reader, reader_cpu)
     if problem:
         raise ValueError(problem)
+    if reader_cpu is None:
+        return _bench_e2e(seconds, batch, nodes, progress, latency_batch, window, poll, snapshot_every, reader,
+                          dry_run, live, limit_ms, reader_cpu, api_port)
     cpus = os.sched_getaffinity(0)
-    others = cpus - {reader_cpu} if reader_cpu is not None else cpus
-    os.sched_setaffinity(0, others)  # what starts from here (nats-server, the core, the dry runs) inherits it
+    os.sched_setaffinity(0, cpus - {reader_cpu})  # what starts from here (nats-server, the core, the dry runs) inherits it
     try:
         return _bench_e2e(seconds, batch, nodes, progress, latency_batch, window, poll, snapshot_every, reader,
                           dry_run, live, limit_ms, reader_cpu, api_port)

@@ -43,8 +43,8 @@ class LiveCore:
         arrived is read, parsed and answered; a dry run at once), at most once every
         `READ_TURN_EVERY_S`, so a read waits for no more than the entry in progress and a
         reader working through tiny entries spends at most 6% of its time on turns. The
-        writer takes none: a turn would delay the outputs the RMs wait for (benchmarks-
-        history.md, "a turn for readers during a burst")."""
+        writer takes none: a turn would delay the outputs the RMs wait for
+        (docs/benchmarks-history.md, "A writer's turn, tried again, dropped")."""
         if not self.reads_first or time.perf_counter() - self._turn_ended < READ_TURN_EVERY_S:
             return
         await anyio.sleep(READ_TURN_S)
