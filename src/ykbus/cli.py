@@ -165,7 +165,8 @@ def _would_fit(args: argparse.Namespace) -> int:
     on a live core (read API `wouldfit`) or on the state a log file ends in."""
     import json
 
-    from ykbus.core.dryrun import MAX_REQUEST_BYTES, lines
+    from ykbus.core.dryrequest import MAX_REQUEST_BYTES
+    from ykbus.core.dryrun import lines
     from ykbus.yamlload import load_yaml
 
     try:

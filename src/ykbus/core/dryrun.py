@@ -41,10 +41,9 @@ import gc
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from ykbus.core import why
 from ykbus.core.backfill import FreeNodes
+from ykbus.core.dryrequest import DryRunError, Request, parse
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.packing import first_fit
 from ykbus.core.registry import resources_of
@@ -63,55 +62,13 @@ from ykbus.core.topology import (
     request_of,
     total_of,
 )
-from ykbus.si import messages as m
 
 if TYPE_CHECKING:
     from ykbus.core.core import Core
     from ykbus.core.model import Node, Queue
     from ykbus.core.partition import Partition
 
-MAX_REQUEST_BYTES = 1 << 20  # a request file or body
-MAX_ASKS = 1000  # asks in one request
-MAX_MEMBERS = 10_000  # allocations asked in all
 SLICE_NODES = 2000  # nodes read in one slice of a dry run (about 2 ms; `answer_steps`)
-
-
-class DryRunError(ValueError):
-    """A request the dry run cannot answer: the field and the reason."""
-
-
-class Request(msgspec.Struct):
-    application: m.AddApplicationRequest
-    asks: list[m.AllocationAsk] = []
-    rm: str = ""
-
-
-def parse(obj: Any) -> Request:
-    """The request, checked: DryRunError naming the field and the reason."""
-    if not isinstance(obj, dict):
-        raise DryRunError("the request must be an object: {\"application\": {...}, \"asks\": [...]}")
-    asks = obj.get("asks", [])
-    if isinstance(asks, list) and len(asks) > MAX_ASKS:
-        raise DryRunError(f"asks: {len(asks)} asks, at most {MAX_ASKS}")
-    try:
-        request = msgspec.convert(obj, Request, strict=False)
-    except msgspec.ValidationError as exc:  # `Expected int, got str - at $.asks[0].maxAllocations`: field first
-        text = str(exc)
-        what, _, where = text.rpartition(" - at `")
-        if not what:  # at the top: `Object missing required field application`
-            missing = text.partition("field `")[2].rstrip("`")
-            raise DryRunError(f"{missing}: required" if missing else f"request: {text}") from None
-        raise DryRunError(f"{where.rstrip('`').removeprefix('$.')}: {what}") from None
-    total = 0
-    for i, ask in enumerate(request.asks):
-        if not resources_of(ask.resourceAsk):
-            raise DryRunError(f"asks[{i}].resourceAsk: empty: an ask needs at least one quantity above zero")
-        total += max(1, ask.maxAllocations)
-        if total > MAX_MEMBERS:
-            raise DryRunError(f"asks[{i}].maxAllocations: {total} allocations asked in all, at most {MAX_MEMBERS}")
-    if not request.asks and request.application.placeholderAsk is None:
-        raise DryRunError("asks: none, and the application has no placeholderAsk: nothing to place")
-    return request
 
 
 def would_fit(core: Core, obj: Any) -> dict[str, Any]:
