@@ -160,7 +160,7 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
         fields = _fields(event)  # (alloc, termination, message, report)
         alloc = fields[0]
         if alloc.limit_ms > 0:  # its timeout can do nothing now: taken out (estimates read the live ones)
-            part.timers.cancel(alloc.at + alloc.limit_ms * 1_000_000, _AllocationTimeoutTimer(part, alloc, alloc.limit_ms))
+            part.timers.cancel(alloc.end, _AllocationTimeoutTimer(part, alloc, alloc.limit_ms))  # (its deadline)
         if fields[3]:
             ctx.put(rm, RELEASE_MESSAGE(
                 partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,

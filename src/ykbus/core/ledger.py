@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ykbus.core.resources import add_into, sub_into
-from ykbus.core.timeline import NS_PER_MS
+from ykbus.core.timeline import end_bound
 
 if TYPE_CHECKING:
     from ykbus.core.chunked import ChunkedDict
@@ -137,9 +137,10 @@ def index_victim(alloc: Alloc) -> None:
 
 def limit_booked(alloc: Alloc) -> None:
     """`alloc`, booked with a runtime limit, gets its end bound (its start plus its limit:
-    rule 2, core/backfill.py `end_of`) and its place among its node's allocations that end
+    rule 2, core/timeline.py `end_bound`) and its place among its node's allocations that end
     by one (`Node.ends`)."""
-    alloc.end = alloc.at + alloc.limit_ms * NS_PER_MS
+    end = end_bound(alloc.at, alloc.limit_ms)
+    alloc.end = end if end is not None else 0  # (never None: it has a limit)
     ends = alloc.node.ends
     if not ends or _before(ends[-1], alloc):  # mostly: the newest ends last
         ends.append(alloc)
