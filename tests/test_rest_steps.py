@@ -8,7 +8,9 @@ import anyio
 import pytest
 
 from ykbus.bench.run import fresh_core
+from ykbus.bus.live import LiveCore
 from ykbus.core import Core
+from ykbus.core.guard import GuardedCore
 from ykbus.log.build import LogBuilder, app, ask, node
 from ykbus.rest import ops, router, steps
 from ykbus.rest.metrics import Metrics
@@ -77,12 +79,26 @@ async def test_a_scrape_lets_the_writer_run_between_its_families_and_exposes_the
     st = router.RestState(live=lambda: core, started=0)
     metrics = Metrics(st, figures)
     at_once = metrics.exposition()
-    sliced, turns = await _while_counting(metrics.scrape)
+    writer = LiveCore(GuardedCore(core, lambda _data: core))  # the pause the service's writer gives it
+    sliced, turns = await _while_counting(lambda: metrics.scrape(writer.between_slices))
     families = [line for line in at_once.splitlines() if line.startswith(b"# TYPE ")]
     assert len(families) > 20 and turns >= len(families)  # no slice formats two families
     assert [line for line in sliced.splitlines() if line.startswith(b"# ")] == [
         line for line in at_once.splitlines() if line.startswith(b"# ")]  # every family, in the same order
     assert scheduling(sliced) == scheduling(at_once)
+
+
+async def test_in_a_reader_a_scrape_is_made_at_once_and_exposes_the_same() -> None:
+    """A reader answers reads first (bus/live.py): nothing runs between a scrape's families."""
+    core = big_core()
+    metrics = Metrics(router.RestState(live=lambda: core, started=0), figures)
+    at_once = metrics.exposition()
+    reader = LiveCore(GuardedCore(core, lambda _data: core), reads_first=True)
+    whole, turns = await _while_counting(lambda: metrics.scrape(reader.between_slices))
+    assert turns == 0
+    assert [line for line in whole.splitlines() if line.startswith(b"# ")] == [
+        line for line in at_once.splitlines() if line.startswith(b"# ")]
+    assert scheduling(whole) == scheduling(at_once)
 
 
 @pytest.mark.parametrize("sliced", [False, True])

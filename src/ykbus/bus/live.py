@@ -13,7 +13,7 @@ RMs wait for its entries, so a read gets the loop only when the writer waits for
 and long reads go in slices between entries. A reader (`ykbus core --reader`) answers reads
 and nobody waits for its entries, so reads go first there: before an entry it lets the loop
 run what arrived (`turn_for_reads`), and a dry run or a metrics scrape is answered at once,
-on one state.
+on one state (`between_slices`).
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ class LiveCore:
             return
         await anyio.sleep(READ_TURN_S)
         self._turn_ended = time.perf_counter()
+
+    async def between_slices(self) -> None:
+        """Between two slices of a long read (a dry run, a metrics scrape): on the writer the
+        loop runs, so the entries that arrived are applied before the next slice; in a reader
+        nothing does, and the read goes on, on one state."""
+        if not self.reads_first:
+            await anyio.sleep(0)
 
     @property
     def core(self) -> Core:

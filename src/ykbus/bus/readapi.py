@@ -89,8 +89,7 @@ async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, A
         if answer is not None:
             answer["entriesBetween"] = live.core.last_seq - answer["lastSeq"]
             return {WOULD_FIT: answer}
-        if not live.reads_first:
-            await anyio.sleep(0)
+        await live.between_slices()
 
 
 # The read projection's int64 values that the HTTP API writes as decimal strings (the
@@ -223,8 +222,7 @@ class HttpReadApi:
         if request.path.startswith("/ws/v1/events/") and request.method == "GET" and self.events is not None:
             return await self._events(request, self.events)
         if request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
-            # in slices on the writer, entries applied between them; at once in a reader (reads go first there)
-            exposition = self.metrics.exposition() if self._live.reads_first else await self.metrics.scrape()
+            exposition = await self.metrics.scrape(self._live.between_slices)
             return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
         body = await request.read() if request.can_read_body else b""
         req = router.Request(request.method, request.path, _query(request), request.headers.get("Accept", ""), body)

@@ -13,10 +13,9 @@ clock, so YuniKorn's per-node and per-sort timings (`trynode_*`, `node_sorting_*
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -311,16 +310,17 @@ class Metrics:
         """The whole exposition at once."""
         return b"".join(text(family) for collector in self.collectors for family in collector.collect())
 
-    async def scrape(self) -> bytes:
-        """The exposition as the HTTP server makes it, the writer applying entries between
-        its slices: each collector's families, formatted one family at a time (a whole
-        exposition is about 1 ms of formatting, which once a second held every entry that
-        arrived meanwhile). The families of one collector are read together, so each is
-        consistent within itself, as in an exposition at once."""
+    async def scrape(self, between: Callable[[], Awaitable[None]]) -> bytes:
+        """The exposition as the HTTP server makes it: each collector's families, formatted
+        one family at a time, `between()` awaited before each (on the writer it applies the
+        entries that arrived: a whole exposition is about 1 ms of formatting, which once a
+        second held every entry that arrived meanwhile; bus/live.py `between_slices`). The
+        families of one collector are read together, so each is consistent within itself, as
+        in an exposition at once."""
         parts = []
         for collector in self.collectors:
             for family in list(collector.collect()):
-                await asyncio.sleep(0)
+                await between()
                 parts.append(text(family))
         return b"".join(parts)
 
