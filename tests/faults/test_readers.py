@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import urllib.request
 from contextlib import asynccontextmanager
 
@@ -112,6 +113,40 @@ async def test_reads_go_on_while_the_writer_is_paused_and_the_writer_never_waits
             finally:
                 os.kill(reader.proc.pid, signal.SIGCONT)
         await until(lambda: (reader.health() or {}).get("stats", {}).get("allocations") == 11)  # and it catches up
+
+
+async def test_a_reader_answers_a_dry_run_in_the_middle_of_a_long_entry(nats_server):
+    """A person asks "would this fit" over and over while an RM sends 3,000 asks in one
+    message: the reader pauses that entry where its records are whole and answers in the
+    pause (`entryInProgress`), and the entry goes on to place all 3,000."""
+    asks = 3000
+    async with writer_and_reader(nats_server.url) as (_leader, reader):
+        async with rm_client(nats_server.url) as rm:
+            rec = Recorder()
+            client = await start_rm(rm, "k8s", rec, nodes=[node(f"n{i}", vcore=100_000) for i in range(40)])
+            await client.add_applications([app("a1")])
+            await until(lambda: (reader.health() or {}).get("lastSeq", 0) > 0)
+            job = {"application": {"applicationID": "dry", "queueName": "root.prod"},
+                   "asks": [{"allocationKey": "w", "applicationID": "dry",
+                             "resourceAsk": {"resources": {"vcore": {"value": 1000}}}}]}
+            answers: list[dict] = []
+            stop = threading.Event()
+
+            def ask_again_and_again() -> None:  # as a person's script does, one after the other
+                while not stop.is_set():
+                    answers.append(post_json(reader.port, "/api/wouldfit", job)["wouldfit"])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, ask_again_and_again)
+                await anyio.sleep(0.2)
+                await client.add_asks([ask(f"p{i}", "a1", vcore=10) for i in range(asks)])
+                await rec.wait_for(lambda: len(rec.allocations) == asks)
+                await until(lambda: (reader.health() or {}).get("stats", {}).get("allocations") == asks)
+                stop.set()
+    paused = [a for a in answers if "entryInProgress" in a]
+    assert paused, f"no dry run was answered in the middle of the entry ({len(answers)} answered)"
+    assert all(a["lastSeq"] == a["entryInProgress"] - 1 and a["entriesBetween"] == 0 for a in paused)
+    assert all(a["fits"] for a in answers)
 
 
 async def test_a_reader_never_leads(nats_server):

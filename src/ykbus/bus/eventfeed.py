@@ -49,6 +49,8 @@ class EventFeed:
     async def _read(self, start_seq: int, until: int | None) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
         """(stream sequence, its events) from `start_seq`, up to `until` (None: forever)."""
         async for seq, ts, rm, kind, body in self._messages(start_seq, until):
+            if self.live is not None:
+                await self.live.at_rest()  # not in a reader's turn in the middle of an entry
             core = self.live.core if self.live is not None else None  # as it is now: the guard may replace it
             yield seq, events_of(kind, body, ts, self.placed, core, rm)
 

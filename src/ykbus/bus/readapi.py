@@ -82,12 +82,19 @@ async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, A
     bounded work (core/dryrun.py `answer_steps`), the writer applying entries between them,
     as a metrics scrape is made; in a reader (`live.reads_first`), at once, on one state.
     `entriesBetween`: the entries applied between its slices (each part of the answer is of
-    the state at the slice that read it). DryRunError (a ValueError) for a bad request."""
+    the state at the slice that read it). In a reader's turn in the middle of an entry
+    (bus/live.py), the answer is of the state between two rounds of that entry's pass:
+    `entryInProgress` is its seq, `lastSeq` the entry before it. DryRunError (a ValueError)
+    for a bad request."""
+    during = live.applying
     steps = answer_steps(live.core, request)
     while True:
         answer = step(steps)
         if answer is not None:
-            answer["entriesBetween"] = live.core.last_seq - answer["lastSeq"]
+            if during is not None:  # in a reader's turn, between two rounds of the pass of entry `during`
+                answer["lastSeq"] = during - 1
+                answer["entryInProgress"] = during
+            answer["entriesBetween"] = live.applied() - answer["lastSeq"]
             return {WOULD_FIT: answer}
         await live.between_slices()
 
@@ -176,7 +183,8 @@ class HttpReadApi:
                 return _json(404, {"error": "expected /api/<verb>"})
             return await self._yunikorn(request, self.rest)
         if request.path == f"/api/{WOULD_FIT}" and request.method == "POST":  # a dry run: reads, writes nothing
-            return await self._would_fit(request)
+            return await self._would_fit(request)  # (also in a reader's turn in the middle of an entry)
+        await self._live.at_rest()  # every other answer: between entries (bus/live.py)
         if request.method != "GET":
             return _json(405, {"error": "only GET (and POST /api/wouldfit, a dry run): the HTTP API is read-only"},
                          {"Allow": "GET"})

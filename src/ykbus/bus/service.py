@@ -141,7 +141,8 @@ class CoreService:
         self.leadership = Leadership(self.subjects, self.live, settings.reader)
         self.operator = OperatorConfig(settings, self.subjects, self.live, self.leadership.append, notify)
         self.clock = LogClock(settings, self.live, self.leadership.append, self.subjects.naming_shard)
-        self.rest = RestState(self.live.current, self.started_ns, check_every=HEALTH_CHECK_EVERY_S)
+        self.rest = RestState(self.live.current, self.started_ns, check_every=HEALTH_CHECK_EVERY_S,
+                              at_rest=self.live.at_rest)
         self.metrics = Metrics(self.rest, self._figures)
         self.http = readapi.HttpReadApi(self.read, self.live, settings.api_host, settings.api_port,
                                         settings.api_token, self.rest, self.metrics)
@@ -402,7 +403,7 @@ class CoreService:
         if not rm and self.subjects.own_core_entry(subject):
             self.leadership.saw_core_entry(seq)
         t0 = time.perf_counter()
-        outputs = self.live.guard.apply(entry)
+        outputs = await self.live.apply(entry)  # a reader: with turns for dry runs in it
         t1 = time.perf_counter()
         moved = bool(self.core.moved_out)
         self.metrics.applied(t1 - t0)
@@ -479,8 +480,11 @@ class CoreService:
             request = json.loads(msg.data) if msg.data.strip() else {}
             if not isinstance(request, dict):
                 raise ValueError("the request body must be a JSON object")
-            body = (await readapi.would_fit_live(self.live, request) if verb == readapi.WOULD_FIT  # a dry run
-                    else self.read(verb, request))
+            if verb == readapi.WOULD_FIT:  # a dry run: also in a reader's turn in the middle of an entry
+                body = await readapi.would_fit_live(self.live, request)
+            else:
+                await self.live.at_rest()  # any other read: between entries
+                body = self.read(verb, request)
         except (ValueError, KeyError, RecursionError) as exc:
             body = {"error": str(exc)}
         if msg.reply:

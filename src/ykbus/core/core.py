@@ -124,9 +124,12 @@ class Core:
         the service's queue files are checked before they are appended."""
         return self.registry.load_config(text)
 
-    def apply(self, entry: Entry, decoded: codec.Decoded | None = None) -> list[Output]:
+    def apply(self, entry: Entry, decoded: codec.Decoded | None = None,
+              between: Callable[[], None] | None = None) -> list[Output]:
         """Apply one log entry. `decoded`, when given, is the entry's body already decoded
-        (the in-process API); `entry.msg` is then not read."""
+        (the in-process API); `entry.msg` is then not read. `between`, when given, is called
+        where the records are whole in the middle of the entry (`Step.between`): a reader's
+        service lets a dry run in there (bus/live.py)."""
         if entry.seq <= self.last_seq:
             raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
@@ -135,7 +138,7 @@ class Core:
         if self.shard is not None and not shards.applies(self.shard, self.owners, entry):
             return []  # another shard's: it changes nothing here
         self.now = max(self.now, entry.ts)
-        ctx = Step(entry.seq, self.now)
+        ctx = Step(entry.seq, self.now, between)
         self._fire_timers(ctx)
         if entry.kind == shards.ASSIGN:
             self._on_assign(entry, ctx)

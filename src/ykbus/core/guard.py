@@ -80,14 +80,16 @@ class GuardedCore:
         else:
             self._journal = [e for e in self._journal if e.seq > seq]
 
-    def apply(self, entry: Entry) -> list[Output]:
+    def apply(self, entry: Entry, between: Callable[[], None] | None = None) -> list[Output]:
+        """Apply `entry` to the core (`between`: see `Core.apply`), or, if it fails, rebuild
+        the state before it and answer the RM that it failed."""
         self.last_failure = None
         if entry.kind == FAILED_KIND and not entry.rm:
             self.apply_record(entry)
         error = self.known_failed.get(entry.seq)
         if error is None:
             try:
-                outputs = self.core.apply(entry)
+                outputs = self.core.apply(entry, None, between)
             except Exception as exc:  # noqa: BLE001 - the point of this class; see the module doc
                 self.failures += 1
                 self.last_failure = (entry, exc)

@@ -48,6 +48,8 @@ BAD_ITEM: Final = codec.BadItem
 STOPPED_BY_RM: Final = m.TerminationType.STOPPED_BY_RM
 PLACEHOLDER_REPLACED: Final = m.TerminationType.PLACEHOLDER_REPLACED
 PREEMPTED_BY_SCHEDULER: Final = m.TerminationType.PREEMPTED_BY_SCHEDULER
+PAUSE_EVERY: Final = 64  # items of a request between two calls of `Step.between` (a reader's pause point)
+
 
 def _unread(item: object, why: str) -> str:
     """Why an item is refused before it is read: its decoding error, else `why` (the whole
@@ -132,7 +134,12 @@ class Intake:
         """An `alloc` request: releases of allocations, then of asks, then new asks (and SI
         1.6's allocations, asks already: ykbus.si.compat)."""
         rm, why = self.registry.rm_for(entry, msg.rmID)
+        between = ctx.between
+        done = 0  # items applied: every PAUSE_EVERY, `between` (Step.between)
         for release in msg.releases:
+            done += 1
+            if between is not None and done % PAUSE_EVERY == 0:
+                between()
             if rm is None or type(release) is BAD_ITEM:
                 reason = _unread(release, why)
             else:
@@ -147,6 +154,9 @@ class Intake:
             if reason:
                 _ask_release_refused(ctx, entry.rm, ask_release, reason)
         for ask in msg.asks:
+            done += 1
+            if between is not None and done % PAUSE_EVERY == 0:
+                between()
             if rm is None or type(ask) is BAD_ITEM:
                 reason = _unread(ask, why)
             else:

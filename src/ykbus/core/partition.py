@@ -110,13 +110,16 @@ class Partition:
         self.changes.apply_config(config, Step(0, 0))  # (an empty partition: nothing moves, nothing to tell)
 
     def schedule(self, ctx: Step) -> None:
-        """Plan and commit until a walk places nothing (or the entry's budget is spent)."""
+        """Plan and commit until a walk places nothing (or the entry's budget is spent).
+        Between two rounds (a plan committed, the next not begun) the records and the node
+        index are whole: `ctx.between` is called there."""
         records = self.records
         if records.forget_queue_keys():  # the total or the configuration changed: every queue key may have changed
             self.waits.rekey_all(only_fair=True)
         scheduler = self.scheduler
         applier = self.applier
         waits = self.waits
+        between = ctx.between
         scheduler.start(ctx.ts)
         try:
             while scheduler.has_work() and ctx.budget_left:
@@ -128,6 +131,8 @@ class Partition:
                 applier.commit(plan, ctx)
                 if not ended and waits.woken == woken:
                     break  # the walk saw everything active, and committing it woke nothing
+                if between is not None:
+                    between()
         finally:
             scheduler.finish()
             waits.settle(ctx)

@@ -31,11 +31,15 @@ if TYPE_CHECKING:
 
 
 class Step:
-    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "events", "parts", "moved", "moved_in")
+    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "events", "parts", "moved", "moved_in", "between")
 
-    def __init__(self, seq: int, ts: int) -> None:
+    def __init__(self, seq: int, ts: int, between: Callable[[], None] | None = None) -> None:
         self.seq = seq
         self.ts = ts
+        # called where the records are whole in the middle of the entry (between two asks or
+        # releases of a request, two rounds of a pass): a reader pauses there for a dry run
+        # (bus/live.py). It changes nothing, so it changes no decision.
+        self.between = between
         self._uuid = 0
         self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
         self.budget = limits.MAX_ALLOCATIONS_PER_ENTRY  # read once an entry (tests lower it)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 import yaml
@@ -318,10 +318,12 @@ def healthcheck(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
     return steps.run(health_steps(parts))
 
 
-async def healthcheck_sliced(parts: list[tuple[str, Partition]]) -> dict[str, Any]:
+async def healthcheck_sliced(parts: list[tuple[str, Partition]],
+                             pause: Callable[[], Awaitable[None]] | None = None) -> dict[str, Any]:
     """The same checks, letting the event loop run between slices of HEALTH_STEP units of
-    work (the service runs it in the background, as YuniKorn does every 30 s)."""
-    return await steps.run_sliced(health_steps(parts))
+    work (the service runs it in the background, as YuniKorn does every 30 s); `pause`:
+    awaited before each slice (`steps.run_sliced`)."""
+    return await steps.run_sliced(health_steps(parts), pause)
 
 
 def health_steps(parts: list[tuple[str, Partition]]) -> Generator[None, None, dict[str, Any]]:

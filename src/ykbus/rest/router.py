@@ -20,7 +20,7 @@ import platform
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,12 +72,15 @@ class RestState:
     live: Callable[[], Core]  # the core as it is now (the service's guard may replace it)
     started: int
     check_every: float = 0  # seconds between the service's health checks (0: checked when asked)
+    at_rest: Callable[[], Awaitable[None]] | None = None  # a reader's: returns between entries (bus/live.py)
     health: dict[str, Any] | None = None  # the last health check's result (the service runs it every 30 s)
 
     async def check_health(self) -> None:
         """Run the health check in slices between entries, every `check_every` seconds."""
         while True:
-            self.health = await ops.healthcheck_sliced([(rm.id, p) for rm, p in self.partitions()])
+            if self.at_rest is not None:
+                await self.at_rest()  # its partitions as they are between entries
+            self.health = await ops.healthcheck_sliced([(rm.id, p) for rm, p in self.partitions()], self.at_rest)
             await asyncio.sleep(self.check_every)
 
     @property

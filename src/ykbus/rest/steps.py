@@ -10,7 +10,7 @@ one object at a time). What a dashboard polls reads the read model instead
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -28,9 +28,12 @@ def run(steps: Steps[T]) -> T:
             return finished.value  # type: ignore[no-any-return]
 
 
-async def run_sliced(steps: Steps[T]) -> T:
-    """The steps with the event loop running between them: the answer."""
+async def run_sliced(steps: Steps[T], pause: Callable[[], Awaitable[None]] | None = None) -> T:
+    """The steps with the event loop running between them: the answer. `pause`, when given,
+    is awaited before each step as well (a reader's: the end of an entry it paused)."""
     while True:
+        if pause is not None:
+            await pause()
         try:
             next(steps)
         except StopIteration as finished:
