@@ -83,7 +83,7 @@ async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, A
     as a metrics scrape is made; in a reader (`live.reads_first`), at once, on one state.
     `entriesBetween`: the entries applied between its slices (each part of the answer is of
     the state at the slice that read it). In a reader's turn in the middle of an entry
-    (bus/live.py), the answer is of the state between two rounds of that entry's pass:
+    (bus/live.py), the answer is of the state at that entry's pause point (`Step.between`):
     `entryInProgress` is its seq, `lastSeq` the entry before it. DryRunError (a ValueError)
     for a bad request."""
     during = live.applying
@@ -91,7 +91,7 @@ async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, A
     while True:
         answer = step(steps)
         if answer is not None:
-            if during is not None:  # in a reader's turn, between two rounds of the pass of entry `during`
+            if during is not None:  # in a reader's turn, at a pause point of entry `during`
                 answer["lastSeq"] = during - 1
                 answer["entryInProgress"] = during
             answer["entriesBetween"] = live.applied() - answer["lastSeq"]
