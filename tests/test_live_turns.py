@@ -92,6 +92,7 @@ def test_a_reader_answers_a_dry_run_in_the_middle_of_a_long_entry_and_other_read
     assert seen["allocated at rest"] == ASKS, "a read that is not a dry run ran in the middle of the entry"
     assert _wire(seen["outputs"]) == expected, "a pause changed what the entry decided"
     assert live.applying is None and live.applied() == entry.seq
+    assert live.paused_s > 0, "the time in turns is not told apart from the entry's (its latency metric)"
 
 
 def test_a_long_request_is_paused_between_its_items_too(every_round):
@@ -176,4 +177,4 @@ def test_the_writer_never_pauses_an_entry(every_round):
             tg.cancel_scope.cancel()
 
     anyio.run(main)
-    assert _allocated(h) == ASKS
+    assert _allocated(h) == ASKS and live.paused_s == 0

@@ -50,6 +50,7 @@ class LiveCore:
         self._rest = asyncio.Event()  # set unless a turn is in the middle of an entry
         self._rest.set()
         self._turns = True  # False while a stop finishes the entry in progress
+        self.paused_s = 0.0  # the last entry's time in turns (its own time is the rest)
 
     async def apply(self, entry: Entry) -> list[Output]:
         """Apply `entry` (the caller holds `lock`). On the writer, at once. In a reader, in a
@@ -57,6 +58,7 @@ class LiveCore:
         `READ_TURN_EVERY_S` went by since the last turn: the loop runs for `READ_TURN_S` (a dry
         run that arrived is answered, on the state as it is there), then the entry goes on. If
         the turn is cancelled (a stop), the entry is finished before the cancellation goes on."""
+        self.paused_s = 0.0
         if not self.reads_first:
             return self.guard.apply(entry)
         run = greenlet(self.guard.apply)
@@ -68,6 +70,7 @@ class LiveCore:
         try:
             while not run.dead:
                 try:
+                    began = time.perf_counter()
                     await _turn()
                 except BaseException:  # a stop: first the entry goes on to its end, without turns
                     self._turns = False
@@ -75,6 +78,7 @@ class LiveCore:
                         result = run.switch()
                     raise
                 self._turn_ended = time.perf_counter()
+                self.paused_s += self._turn_ended - began
                 result = run.switch()
         finally:
             self._turns = True

@@ -406,7 +406,7 @@ class CoreService:
         outputs = await self.live.apply(entry)  # a reader: with turns for dry runs in it
         t1 = time.perf_counter()
         moved = bool(self.core.moved_out)
-        self.metrics.applied(t1 - t0)
+        self.metrics.applied(t1 - t0 - self.live.paused_s)  # a reader's turns in it are not its time
         if self.live.guard.last_failure is not None:
             await self._record_failure(*self.live.guard.last_failure)
         if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
