@@ -116,10 +116,10 @@ async def test_reads_go_on_while_the_writer_is_paused_and_the_writer_never_waits
 
 
 async def test_a_reader_answers_a_dry_run_in_the_middle_of_a_long_entry(nats_server):
-    """A person asks "would this fit" over and over while an RM sends 3,000 asks in one
-    message: the reader pauses that entry where its records are whole and answers in the
-    pause (`entryInProgress`), and the entry goes on to place all 3,000."""
-    asks = 3000
+    """A person asks "would this fit" over and over while an RM sends two messages of 3,000
+    asks: the reader pauses those entries where their records are whole and answers in a
+    pause (`entryInProgress`), and the entries go on to place all 6,000."""
+    asks = 6000
     async with writer_and_reader(nats_server.url) as (_leader, reader):
         async with rm_client(nats_server.url) as rm:
             rec = Recorder()
@@ -139,7 +139,8 @@ async def test_a_reader_answers_a_dry_run_in_the_middle_of_a_long_entry(nats_ser
             async with anyio.create_task_group() as tg:
                 tg.start_soon(anyio.to_thread.run_sync, ask_again_and_again)
                 await anyio.sleep(0.2)
-                await client.add_asks([ask(f"p{i}", "a1", vcore=10) for i in range(asks)])
+                for half in range(2):  # two long entries (a message stays well under NATS's 1 MiB)
+                    await client.add_asks([ask(f"p{half}-{i}", "a1", vcore=10) for i in range(asks // 2)])
                 await rec.wait_for(lambda: len(rec.allocations) == asks)
                 await until(lambda: (reader.health() or {}).get("stats", {}).get("allocations") == asks)
                 stop.set()
