@@ -88,10 +88,14 @@ class LiveCore:
 
     def _pause_point(self) -> None:
         """In the entry's greenlet, at a pause point: back to `apply` for a turn if one is due."""
-        if self._turns and time.perf_counter() - self._turn_ended >= READ_TURN_EVERY_S:
+        if self._turns and self._turn_due():
             parent = greenlet.getcurrent().parent
             assert parent is not None
             parent.switch()
+
+    def _turn_due(self) -> bool:
+        """`READ_TURN_EVERY_S` of applying went by since the last turn (before an entry or in one)."""
+        return time.perf_counter() - self._turn_ended >= READ_TURN_EVERY_S
 
     async def at_rest(self) -> None:
         """Returns between two entries: a read that is not a dry run waits here for the end of
@@ -106,7 +110,7 @@ class LiveCore:
         reader working through tiny entries spends at most 6% of its time on turns. The
         writer takes none: a turn would delay the outputs the RMs wait for
         (docs/benchmarks-history.md, "A writer's turn, tried again, dropped")."""
-        if not self.reads_first or time.perf_counter() - self._turn_ended < READ_TURN_EVERY_S:
+        if not self.reads_first or not self._turn_due():
             return
         await _turn()
         self._turn_ended = time.perf_counter()

@@ -77,9 +77,7 @@ class RestState:
 
     async def check_health(self) -> None:
         """Run the health check in slices between entries, every `check_every` seconds."""
-        while True:
-            if self.at_rest is not None:
-                await self.at_rest()  # its partitions as they are between entries
+        while True:  # (a reader's slices, the first too, wait for the end of an entry it paused: `at_rest`)
             self.health = await ops.healthcheck_sliced([(rm.id, p) for rm, p in self.partitions()], self.at_rest)
             await asyncio.sleep(self.check_every)
 
