@@ -12,6 +12,13 @@ Rules:
    `__post_init__` turns the number into the named member, so the core only ever sees
    members.
 4. Everything else has its proto3 default, so an omitted field decodes.
+5. Messages are never tracked by the garbage collector (`gc=False`, on `Message` and
+   `Quantity`): a message is a tree (structs, lists, maps of strings), decoded from JSON or
+   built from the core's values, and nothing in it ever refers back to it, so it can be in
+   no reference cycle. An entry of 5,000 asks decodes into some 20,000 structs that live
+   until the entry ends, as do the allocations it sends: tracked, they made the collector
+   run twice as often, a tenth of `bench core --workload yunikorn-perf`'s time
+   (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -122,14 +129,14 @@ EventTypeField = EventType | _enum_number(EventType)  # type: ignore[valid-type]
 ChangeTypeField = ChangeType | _enum_number(ChangeType)  # type: ignore[valid-type]
 
 
-class Message(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False):
+class Message(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False, gc=False):
     """Base of every wire message: immutable, proto3 defaults left out when encoding."""
 
 
 # --- common -------------------------------------------------------------------------
 
 
-class Quantity(msgspec.Struct, frozen=True):
+class Quantity(msgspec.Struct, frozen=True, gc=False):
     """A single int64 value; written even when zero so that a quantity is never `{}`."""
 
     value: NonNegInt64 = 0
