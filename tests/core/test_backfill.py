@@ -147,13 +147,18 @@ def test_an_allocation_younger_than_its_queues_minimum_runtime_is_no_victim():
     h = Harness()
     h.setup(PREEMPTION, n1={"vcore": 2000}, n2={"vcore": 2000})
     h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
+    uuids = {}
     for i in range(4):
-        h.do(h.log.asks(ask(f"b{i}", "batch", vcore=1000)))
+        outs = h.do(h.log.asks(ask(f"b{i}", "batch", vcore=1000)))
+        uuids.update({a.allocationKey: a.UUID for o in outs if o.kind == "alloc" for a in o.msg.new})
         h.do(h.log.tick(advance_ns=60 * SECOND))  # b0 is the oldest: 4 min when the ask comes
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=(True, True))))
     outs = h.do(h.log.tick(advance_ns=31 * SECOND))  # past preemption.delay: b0 is 4.5 min old, none is 5
     assert released(outs) == []
-    assert "cannot preempt" in why(h, "urgent", "u")["message"]
+    message = why(h, "urgent", "u")["message"]
+    assert "cannot preempt: every allocation it may preempt has run less than its queue's preemption.minruntime" \
+        in message
+    assert f"(allocation {uuids['b0']} in root.b, minimum 5 min)" in message  # the first to be old enough
     outs = h.do(h.log.tick(advance_ns=40 * SECOND))  # b0 is past 5 min: the one victim it may take
     assert [r.allocationKey for r in released(outs)] == ["b0"]
     checked(h)

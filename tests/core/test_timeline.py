@@ -27,6 +27,7 @@ from ykbus.core.timeline import (
     fmt_in,
     fmt_log_time,
     fmt_utc_minute,
+    fmt_utc_second,
     may_backfill,
     old_enough,
     one_node_at,
@@ -180,6 +181,17 @@ def test_the_calendar_matches_pythons_for_any_minute(minutes):
     at = minutes * MIN
     assert fmt_utc_minute(at) == utc_text(minutes * 60)
     assert fmt_utc_minute(at + 1) == utc_text(minutes * 60 + 60)  # rounded up
+
+
+@given(st.integers(-62_135_596_800, 253_402_300_799))  # datetime's years 1..9999
+def test_the_calendar_matches_pythons_for_any_second(seconds):
+    """`fmt_utc_second`, the same by the second, rounded up: never before the moment."""
+    dt = datetime.fromtimestamp(seconds, tz=UTC)
+    text = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d} {dt.hour:02d}:{dt.minute:02d}:{dt.second:02d} UTC"
+    assert fmt_utc_second(seconds * 10**9) == text
+    if seconds < 253_402_300_799:
+        later = datetime.fromtimestamp(seconds + 1, tz=UTC)
+        assert fmt_utc_second(seconds * 10**9 + 1).endswith(f"{later.minute:02d}:{later.second:02d} UTC")
 
 
 def test_fmt_log_time_rounds_up_and_says_how_far():

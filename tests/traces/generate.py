@@ -17,6 +17,7 @@ from ykbus.log.replay import replay_file
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1]))  # the configurations the unit tests use, written once
 from tests.core.test_access import ACLS, LIMITS, RULES_ACL, TEMPLATE  # noqa: E402
+from tests.core.test_backfill import PREEMPTION as MINRUNTIME  # noqa: E402
 from tests.core.test_gang import confirmation, gang, ph, real  # noqa: E402
 from tests.core.test_placement import RULES  # noqa: E402
 from tests.core.test_topology_gangs import QUEUES as TOPOLOGY  # noqa: E402
@@ -744,8 +745,28 @@ def backfill(log: LogBuilder):
     yield log.tick(10 * MINUTE)  # l ends at the queue's limit: B starts, before its estimate
 
 
+def minruntime(log: LogBuilder):
+    """docs/time.md: `preemption.minruntime` (root.b, 5 min): an allocation younger than its
+    queue's minimum runtime is no victim. An ask of root.a under its guarantee may preempt;
+    past `preemption.delay` every allocation of root.b is younger than 5 min, so it waits,
+    told it cannot preempt; once the oldest passes 5 min it is the one victim, and the ask
+    takes its node when the RM confirms."""
+    yield log.register(MINRUNTIME)
+    yield log.nodes(node("n1", vcore=2000), node("n2", vcore=2000))
+    yield log.apps(app("batch", "root.b"), app("urgent", "root.a"))
+    for i in range(4):  # a minute apart: b0 is 4 min old when the ask comes
+        yield log.asks(ask(f"b{i}", "batch", vcore=1000))
+        yield log.tick(60 * SECOND)
+    yield log.asks(ask("u", "urgent", vcore=1000, preemption=PREEMPT))
+    yield log.tick(31 * SECOND)  # past the delay: b0 is 4.5 min old, none is a victim yet
+    yield log.tick(40 * SECOND)  # b0 is past 5 min: preempted, and only b0
+    yield _confirm(log, "batch", "4-0")
+    yield log.tick(1 * SECOND)
+
+
 TRACES = {
     "backfill": backfill,
+    "minruntime": minruntime,
     "preemption-found": preemption_found,
     "preemption-guarantee": preemption_guarantee, "preemption-fence": preemption_fence,
     "preemption-required-node": preemption_required_node, "preemption-quota": preemption_quota,

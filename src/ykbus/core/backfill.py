@@ -109,6 +109,13 @@ def young(alloc: Alloc, now: int) -> bool:
     return not old_enough(alloc.at, now, _nearest(alloc.app.path, 2))
 
 
+def old_at(alloc: Alloc) -> tuple[int, int]:
+    """Rule 5, for a reason: the log time (ns) from which `alloc` may be a victim, and its
+    queue's minimum runtime (ms) that sets it."""
+    minimum = _nearest(alloc.app.path, 2)
+    return alloc.at + max(0, minimum) * NS_PER_MS, minimum
+
+
 def candidate(node: Node) -> Candidate:
     """`node` as the estimate reads it: its room when empty, free now, and its allocations
     with their end bounds."""

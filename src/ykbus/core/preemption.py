@@ -40,12 +40,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ykbus.core.backfill import young
+from ykbus.core.backfill import old_at, young
 from ykbus.core.config import PreemptionPolicy
 from ykbus.core.decisions import Preempt
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import INT32_MAX, INT32_MIN, REQUIRED_NODE_TAG, Alloc, App, Ask, Node, Queue
 from ykbus.core.resources import Res, fmt_quantity
+from ykbus.core.timeline import fmt_duration_ms, fmt_utc_second
 
 if TYPE_CHECKING:
     from ykbus.core.state import PartitionState
@@ -131,6 +132,15 @@ def not_yet_text(kind: int, part: PartitionState, ask: Ask, now: int, live: bool
                     f"{delay_ms(ask) // 1000} s")
         return f"it waits until its queue's preemption.delay ({fmt_delay(delay_ms(ask))}) has passed"
     return ""
+
+
+def young_text(alloc: Alloc) -> str:
+    """Why no victim: every allocation it may preempt has run less than its queue's
+    `preemption.minruntime`; `alloc` is the first to be old enough (core/backfill.py rule 5)."""
+    at, minimum = old_at(alloc)
+    return (f"every allocation it may preempt has run less than its queue's preemption.minruntime; "
+            f"the first may be preempted from {fmt_utc_second(at)} (allocation {alloc.uuid} in {alloc.app.queue.path}, "
+            f"minimum {fmt_duration_ms(minimum)})")
 
 
 def why_not_yet(part: PartitionState, ask: Ask, now: int) -> str:
@@ -283,12 +293,15 @@ class _Side:
 class Preemptor:
     """One search for one ask (read-only scratch)."""
 
-    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now")
+    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now", "young")
 
     def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE,
                  nodes: list[Node] | None = None, now: int = 0) -> None:
         self.part, self.ask, self.rule, self.nodes = part, ask, rule, nodes
         self.now = now  # the log's time: an allocation younger than its queue's preemption.minruntime is no victim
+        # of the allocations that would be candidates but for their age, the first to be old
+        # enough: (from when, its uuid, it); named in the reason when no other is a candidate
+        self.young: tuple[int, str, Alloc] | None = None
         self.flows = _Flows([n for n in part.preempted.values()])
         self.sides: dict[str, _Side] = {}
         self.total = part.total
@@ -330,8 +343,11 @@ class Preemptor:
             if best is None or key < best[0]:
                 best = (key, node, chosen)
         if best is None:
-            return ("no allocation it may preempt would make room on any node" if allowed_any
-                    else "no running allocation may be preempted for it")
+            if allowed_any:
+                return "no allocation it may preempt would make room on any node"
+            if self.young is not None:
+                return young_text(self.young[2])
+            return "no running allocation may be preempted for it"
         return Preempt(ask, best[1], best[2], self.rule)
 
     # --- victims -----------------------------------------------------------------------
@@ -426,11 +442,17 @@ class Preemptor:
     def _candidates(self, node: Node) -> list[Alloc]:
         out = []
         for alloc in node.allocations.values():
-            if not alloc.preempt_self or alloc.preempting or alloc.replacing or young(alloc, self.now):
+            if not alloc.preempt_self or alloc.preempting or alloc.replacing:
                 continue
             side = self._side(alloc.app.queue)
             if side.allowed and self._priority(alloc) <= side.ask_priority and alloc.app is not self.ask.app:
-                out.append(alloc)
+                if not young(alloc, self.now):
+                    out.append(alloc)
+                else:
+                    at = old_at(alloc)[0]
+                    first = self.young
+                    if first is None or (at, alloc.uuid) < (first[0], first[1]):
+                        self.young = (at, alloc.uuid, alloc)
         return out
 
     def _keeps_guarantees(self, taken: list[Alloc], alloc: Alloc) -> bool:

@@ -57,6 +57,7 @@ from ykbus.core.resources import Res, add_into, fits, fmt_res
 
 NS_PER_MS: Final = 1_000_000
 NS_PER_MIN = 60_000_000_000
+NS_PER_S: Final = 1_000_000_000
 
 
 # --- 1, 2, 8: limits and bounds ------------------------------------------------------------
@@ -528,6 +529,17 @@ def fmt_utc_minute(at_ns: int) -> str:
     year, month, day = _civil(days)
     hour, minute = divmod(rest, 60)
     return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d} UTC"
+
+
+def fmt_utc_second(at_ns: int) -> str:
+    """`2026-11-28 14:05:20 UTC`: the log time rounded up to the second (a moment from which
+    something holds, as a minimum runtime's end: never before the time said)."""
+    seconds = -(-at_ns // NS_PER_S)
+    days, rest = divmod(seconds, 86_400)
+    year, month, day = _civil(days)
+    hour, rest = divmod(rest, 3600)
+    minute, second = divmod(rest, 60)
+    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d} UTC"
 
 
 def fmt_in(delta_ns: int) -> str:
