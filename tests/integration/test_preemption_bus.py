@@ -92,3 +92,46 @@ async def test_an_ask_that_may_preempt_but_waits_tells_the_rm_why_in_its_reason(
             "more": "no schedulable node has {vcore: 1 core} free, other than nodes reserved for other asks; "
                     "preemption: no queue on its path (root.batch and above) guarantees what it asks for"}
         assert not rec.released  # nothing preempted
+
+
+YOUNG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: prod
+            resources: {guaranteed: {vcore: 1000m}}
+            properties: {preemption.delay: 0s}
+          - name: batch
+            properties: {preemption.minruntime: 1h}
+"""
+
+
+async def test_an_ask_that_would_preempt_only_young_work_waits_and_the_rm_hears_why(nats_server):
+    """Issue 43: `preemption.minruntime`: an allocation younger than it is no victim. The
+    ask that may preempt waits, nothing is preempted, and the RM's scheduling state says why,
+    naming the first allocation to be old enough and when."""
+    may_preempt = m.PreemptionPolicy(allowPreemptSelf=True, allowPreemptOther=True)
+    async with running_core(nats_server.url, tick_interval_s=0.2), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=2000)], config=YOUNG)
+        await client.add_applications([app("batch", "root.batch"), app("web", "root.prod")])
+        await api.update_allocation(m.AllocationRequest(asks=[m.AllocationAsk(
+            allocationKey="b", applicationID="batch", resourceAsk=res(vcore=1000), maxAllocations=2)], rmID="k8s"))
+        await rec.wait_for(lambda: len(rec.allocations) == 2)
+        first = min(a.UUID for a in rec.allocations)  # both placed by one entry: <seq>-0 and <seq>-1
+        await api.update_allocation(m.AllocationRequest(asks=[m.AllocationAsk(
+            allocationKey="w", applicationID="web", resourceAsk=res(vcore=1000), preemptionPolicy=may_preempt)],
+            rmID="k8s"))
+        await rec.wait_for(lambda: any("preemption.minruntime" in s.reason for s in rec.states
+                                       if s.allocationKey == "w"))
+        reason = next(s.reason for s in rec.states if s.allocationKey == "w" and "preemption.minruntime" in s.reason)
+        assert ("it cannot preempt: every allocation it may preempt has run less than its queue's "
+                "preemption.minruntime; the first may be preempted from ") in reason
+        assert reason.endswith(f" UTC (allocation {first} in root.batch, minimum 1 h)")
+        await client.add_applications([app("later", "root.batch")])  # one more entry, and a tick or two
+        await rec.wait_for(lambda: any(a.accepted for a in rec.app[-1:]) if rec.app else False)
+        assert not rec.released  # nothing preempted
+        assert not any(a.allocationKey == "w" for a in rec.allocations)
