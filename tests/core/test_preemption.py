@@ -462,3 +462,16 @@ def test_a_reserved_ask_held_by_a_new_max_frees_its_node_for_the_asks_after_it_i
     outs = h.do(h.log.config(queues(a="resources: {max: {vcore: 500m}}", b="", extra="          - name: c")))
     assert [(a.allocationKey, a.nodeID) for a in new_allocs(outs)] == [("B", "n1")]
     checked(h)
+
+
+def test_a_required_node_ask_blocked_by_young_allocations_is_told_when_the_first_is_old_enough():
+    h = Harness()
+    h.setup(queues(a="", b="properties: {preemption.minruntime: 10m}"), n1={"vcore": 1000})
+    h.do(h.log.apps(app("batch", "root.b"), app("daemon", "root.a")))
+    placed = new_allocs(h.do(h.log.asks(ask("b", "batch", vcore=1000))))
+    outs = h.do(h.log.asks({**ask("ds", "daemon", vcore=1000), "tags": {PINNED: "n1"}}))
+    assert released(outs) == []  # b is younger than 10 min: no victim
+    said = why(h, "daemon", "ds")["details"]["preemption"]
+    assert said.startswith("the allocations it may preempt on node n1 would not make room for it; those younger "
+                           "than their queue's preemption.minruntime are no victims: the first may be preempted from ")
+    assert said.endswith(f" UTC (allocation {placed[0].UUID} in root.b, minimum 10 min)")

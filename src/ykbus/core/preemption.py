@@ -137,10 +137,13 @@ def not_yet_text(kind: int, part: PartitionState, ask: Ask, now: int, live: bool
 def young_text(alloc: Alloc) -> str:
     """Why no victim: every allocation it may preempt has run less than its queue's
     `preemption.minruntime`; `alloc` is the first to be old enough (core/backfill.py rule 5)."""
+    return f"every allocation it may preempt has run less than its queue's preemption.minruntime; {_first_old(alloc)}"
+
+
+def _first_old(alloc: Alloc) -> str:
     at, minimum = old_at(alloc)
-    return (f"every allocation it may preempt has run less than its queue's preemption.minruntime; "
-            f"the first may be preempted from {fmt_utc_second(at)} (allocation {alloc.uuid} in {alloc.app.queue.path}, "
-            f"minimum {fmt_duration_ms(minimum)})")
+    return (f"the first may be preempted from {fmt_utc_second(at)} (allocation {alloc.uuid} in "
+            f"{alloc.app.queue.path}, minimum {fmt_duration_ms(minimum)})")
 
 
 def why_not_yet(part: PartitionState, ask: Ask, now: int) -> str:
@@ -175,13 +178,18 @@ def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int =
     and does not fit: at once, whatever its policy, queue or delay; allocations of lower or
     equal priority that allow it and are not pinned to the node themselves, placeholders
     first, then the lowest priority, the newest. Or why there are none."""
-    candidates = [a for a in node.allocations.values()
-                  if a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
-                  and a.tags.get(REQUIRED_NODE_TAG) != node.id and not young(a, now)]
+    allowed = [a for a in node.allocations.values()
+               if a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
+               and a.tags.get(REQUIRED_NODE_TAG) != node.id]
+    candidates = [a for a in allowed if not young(a, now)]
     candidates.sort(key=lambda a: (not a.placeholder, a.priority, -a.born, a.uuid))
     taken = _cover(_short(ask.resource, node.free), candidates)
     if taken is None:
-        return f"the allocations it may preempt on node {node.id} would not make room for it"
+        text = f"the allocations it may preempt on node {node.id} would not make room for it"
+        if len(candidates) < len(allowed):  # some are too young yet: when the first is not
+            first = min((a for a in allowed if young(a, now)), key=lambda a: (old_at(a)[0], a.uuid))
+            text += f"; those younger than their queue's preemption.minruntime are no victims: {_first_old(first)}"
+        return text
     return Preempt(ask, node, taken, REQUIRED_RULE)
 
 
