@@ -464,7 +464,10 @@ def test_a_reserved_ask_held_by_a_new_max_frees_its_node_for_the_asks_after_it_i
     checked(h)
 
 
-def test_a_required_node_ask_blocked_by_young_allocations_is_told_when_the_first_is_old_enough():
+def test_a_required_node_ask_blocked_by_young_allocations_is_told_when_and_preempts_then():
+    """An ask that must run on one node, full of allocations younger than their queue's
+    preemption.minruntime: it is told when the first is old enough, and is judged again by
+    the retry interval (nothing on its node changes as they age), so it preempts then."""
     h = Harness()
     h.setup(queues(a="", b="properties: {preemption.minruntime: 10m}"), n1={"vcore": 1000})
     h.do(h.log.apps(app("batch", "root.b"), app("daemon", "root.a")))
@@ -473,5 +476,15 @@ def test_a_required_node_ask_blocked_by_young_allocations_is_told_when_the_first
     assert released(outs) == []  # b is younger than 10 min: no victim
     said = why(h, "daemon", "ds")["details"]["preemption"]
     assert said.startswith("the allocations it may preempt on node n1 would not make room for it; those younger "
-                           "than their queue's preemption.minruntime are no victims: the first may be preempted from ")
+                           "than their queue's preemption.minruntime are no victims yet: the first is old enough at ")
     assert said.endswith(f" UTC (allocation {placed[0].UUID} in root.b, minimum 10 min)")
+    gone = []
+    for _ in range(9):  # 9 min: b is still young
+        gone += released(h.do(h.log.tick(60 * SECOND)))
+    assert gone == []
+    for _ in range(2):  # past 10 min, and within a retry interval of it
+        gone += released(h.do(h.log.tick(60 * SECOND)))
+    assert [r.allocationKey for r in gone] == ["b"]
+    outs = confirm(h, gone[0])
+    assert [(a.allocationKey, a.nodeID) for a in new_allocs(outs)] == [("ds", "n1")]
+    checked(h)

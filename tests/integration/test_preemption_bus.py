@@ -129,7 +129,7 @@ async def test_an_ask_that_would_preempt_only_young_work_waits_and_the_rm_hears_
                                        if s.allocationKey == "w"))
         reason = next(s.reason for s in rec.states if s.allocationKey == "w" and "preemption.minruntime" in s.reason)
         assert ("it cannot preempt: every allocation it may preempt has run less than its queue's "
-                "preemption.minruntime; the first may be preempted from ") in reason
+                "preemption.minruntime; the first is old enough at ") in reason
         assert reason.endswith(f" UTC (allocation {first} in root.batch, minimum 1 h)")
         await client.add_applications([app("later", "root.batch")])  # one more entry, and a tick or two
         await rec.wait_for(lambda: any(a.accepted for a in rec.app[-1:]) if rec.app else False)

@@ -310,9 +310,12 @@ class Applier:
         ctx.emit(self.records, AllocationPreempted(alloc, ask, rule))
 
     def preemption_due(self, timer: PreemptionTimer, ctx: Step) -> None:
-        """An ask that may preempt has waited its delay (or the retry interval): judged again."""
+        """An ask that may preempt has waited its delay (or the retry interval): judged again.
+        So is one that must run on one node and found no victims there (its node woke it only
+        when it changed: allocations growing older than their minimum runtime change nothing)."""
         ask = timer.app.asks.get(timer.key)
-        if ask is not None and ask.since == timer.since and ask.pending and ask.waiting is NODE_ROOM:
+        if ask is not None and ask.since == timer.since and ask.pending and (
+                ask.waiting is NODE_ROOM or isinstance(ask.waiting, RequiredNode)):
             self.waits.wake(ask, ctx)
 
     def reservation_due(self, timer: ReservationTimer, ctx: Step) -> None:

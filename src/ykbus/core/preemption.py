@@ -38,7 +38,7 @@ it on random trees).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ykbus.core.backfill import old_at, young
 from ykbus.core.config import PreemptionPolicy
@@ -134,6 +134,9 @@ def not_yet_text(kind: int, part: PartitionState, ask: Ask, now: int, live: bool
     return ""
 
 
+YOUNG_NOTE: Final = "those younger than their queue's preemption.minruntime are no victims yet"
+
+
 def young_text(alloc: Alloc) -> str:
     """Why no victim: every allocation it may preempt has run less than its queue's
     `preemption.minruntime`; `alloc` is the first to be old enough (core/backfill.py rule 5)."""
@@ -141,8 +144,10 @@ def young_text(alloc: Alloc) -> str:
 
 
 def _first_old(alloc: Alloc) -> str:
+    """When the first young allocation is old enough to be a victim (it is a candidate like any
+    other then: whether taking it makes room is judged at the next search)."""
     at, minimum = old_at(alloc)
-    return (f"the first may be preempted from {fmt_utc_second(at)} (allocation {alloc.uuid} in "
+    return (f"the first is old enough at {fmt_utc_second(at)} (allocation {alloc.uuid} in "
             f"{alloc.app.queue.path}, minimum {fmt_duration_ms(minimum)})")
 
 
@@ -188,7 +193,7 @@ def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int =
         text = f"the allocations it may preempt on node {node.id} would not make room for it"
         if len(candidates) < len(allowed):  # some are too young yet: when the first is not
             first = min((a for a in allowed if young(a, now)), key=lambda a: (old_at(a)[0], a.uuid))
-            text += f"; those younger than their queue's preemption.minruntime are no victims: {_first_old(first)}"
+            text += f"; {YOUNG_NOTE}: {_first_old(first)}"
         return text
     return Preempt(ask, node, taken, REQUIRED_RULE)
 
@@ -352,7 +357,8 @@ class Preemptor:
                 best = (key, node, chosen)
         if best is None:
             if allowed_any:
-                return "no allocation it may preempt would make room on any node"
+                text = "no allocation it may preempt would make room on any node"
+                return text if self.young is None else f"{text}; {YOUNG_NOTE}: {_first_old(self.young[2])}"
             if self.young is not None:
                 return young_text(self.young[2])
             return "no running allocation may be preempted for it"

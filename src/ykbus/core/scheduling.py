@@ -663,6 +663,8 @@ def required_node_decision(part: PartitionState, ask: Ask, now: int) -> Decision
         if node.reserved is None:
             then = Reserve(ask, node)  # full for now: it reserves its node at once
             return Unpreempted(ask, then, found) if found else then
+        if found:  # its node is reserved for it: it waits there, judged again by the retry interval
+            return Unpreempted(ask, Park(ask, where, RESERVED, why.reserved(name, ask.resource)), found)
     if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
         return Park(ask, where, FAILED, why.required_node_full(name, ask.resource, node.free))
     return Park(ask, where, RESERVED, why.reserved(name, ask.resource))

@@ -18,7 +18,7 @@ Rules:
    no reference cycle. An entry of 5,000 asks decodes into some 20,000 structs that live
    until the entry ends, as do the allocations it sends: tracked, they made the collector
    run twice as often, a tenth of `bench core --workload yunikorn-perf`'s time
-   (BENCHMARKS.md).
+   (docs/benchmarks-history.md, tenth session).
 """
 
 from __future__ import annotations
