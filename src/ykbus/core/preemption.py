@@ -137,15 +137,16 @@ def not_yet_text(kind: int, part: PartitionState, ask: Ask, now: int, live: bool
 YOUNG_NOTE: Final = "those younger than their queue's preemption.minruntime are no victims yet"
 
 
-def young_text(alloc: Alloc) -> str:
-    """Why no victim: every allocation it may preempt has run less than its queue's
-    `preemption.minruntime`; `alloc` is the first to be old enough (core/backfill.py rule 5)."""
-    return f"every allocation it may preempt has run less than its queue's preemption.minruntime; {_first_old(alloc)}"
+def young_text(too_young: list[Alloc]) -> str:
+    """Why no victim: every allocation it may preempt (`too_young`) has run less than its
+    queue's `preemption.minruntime` (core/backfill.py rule 5)."""
+    return f"every allocation it may preempt has run less than its queue's preemption.minruntime; {_first_old(too_young)}"
 
 
-def _first_old(alloc: Alloc) -> str:
-    """When the first young allocation is old enough to be a victim (it is a candidate like any
+def _first_old(too_young: list[Alloc]) -> str:
+    """When the first of `too_young` is old enough to be a victim (it is a candidate like any
     other then: whether taking it makes room is judged at the next search)."""
+    alloc = min(too_young, key=lambda a: (old_at(a)[0], a.uuid))
     at, minimum = old_at(alloc)
     return (f"the first is old enough at {fmt_utc_second(at)} (allocation {alloc.uuid} in "
             f"{alloc.app.queue.path}, minimum {fmt_duration_ms(minimum)})")
@@ -183,18 +184,20 @@ def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int =
     and does not fit: at once, whatever its policy, queue or delay; allocations of lower or
     equal priority that allow it and are not pinned to the node themselves, placeholders
     first, then the lowest priority, the newest. Or why there are none."""
-    allowed = [a for a in node.allocations.values()
-               if a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
-               and a.tags.get(REQUIRED_NODE_TAG) != node.id]
-    candidates = [a for a in allowed if not young(a, now)]
+    candidates: list[Alloc] = []
+    too_young: list[Alloc] = []
+    for a in node.allocations.values():
+        if (a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
+                and a.tags.get(REQUIRED_NODE_TAG) != node.id):
+            if young(a, now):
+                too_young.append(a)
+            else:
+                candidates.append(a)
     candidates.sort(key=lambda a: (not a.placeholder, a.priority, -a.born, a.uuid))
     taken = _cover(_short(ask.resource, node.free), candidates)
     if taken is None:
         text = f"the allocations it may preempt on node {node.id} would not make room for it"
-        if len(candidates) < len(allowed):  # some are too young yet: when the first is not
-            first = min((a for a in allowed if young(a, now)), key=lambda a: (old_at(a)[0], a.uuid))
-            text += f"; {YOUNG_NOTE}: {_first_old(first)}"
-        return text
+        return f"{text}; {YOUNG_NOTE}: {_first_old(too_young)}" if too_young else text
     return Preempt(ask, node, taken, REQUIRED_RULE)
 
 
@@ -312,9 +315,9 @@ class Preemptor:
                  nodes: list[Node] | None = None, now: int = 0) -> None:
         self.part, self.ask, self.rule, self.nodes = part, ask, rule, nodes
         self.now = now  # the log's time: an allocation younger than its queue's preemption.minruntime is no victim
-        # of the allocations that would be candidates but for their age, the first to be old
-        # enough: (from when, its uuid, it); named in the reason when no other is a candidate
-        self.young: tuple[int, str, Alloc] | None = None
+        # the allocations that would be candidates but for their age: the first to be old
+        # enough is named in the reason when no victims are found
+        self.young: list[Alloc] = []
         self.flows = _Flows([n for n in part.preempted.values()])
         self.sides: dict[str, _Side] = {}
         self.total = part.total
@@ -358,9 +361,9 @@ class Preemptor:
         if best is None:
             if allowed_any:
                 text = "no allocation it may preempt would make room on any node"
-                return text if self.young is None else f"{text}; {YOUNG_NOTE}: {_first_old(self.young[2])}"
-            if self.young is not None:
-                return young_text(self.young[2])
+                return f"{text}; {YOUNG_NOTE}: {_first_old(self.young)}" if self.young else text
+            if self.young:
+                return young_text(self.young)
             return "no running allocation may be preempted for it"
         return Preempt(ask, best[1], best[2], self.rule)
 
@@ -454,19 +457,16 @@ class Preemptor:
         return seen_from(alloc.priority, alloc.app.path, side.common) if side.common is not None else alloc.priority
 
     def _candidates(self, node: Node) -> list[Alloc]:
-        out = []
+        out: list[Alloc] = []
         for alloc in node.allocations.values():
             if not alloc.preempt_self or alloc.preempting or alloc.replacing:
                 continue
             side = self._side(alloc.app.queue)
             if side.allowed and self._priority(alloc) <= side.ask_priority and alloc.app is not self.ask.app:
-                if not young(alloc, self.now):
-                    out.append(alloc)
+                if young(alloc, self.now):
+                    self.young.append(alloc)
                 else:
-                    at = old_at(alloc)[0]
-                    first = self.young
-                    if first is None or (at, alloc.uuid) < (first[0], first[1]):
-                        self.young = (at, alloc.uuid, alloc)
+                    out.append(alloc)
         return out
 
     def _keeps_guarantees(self, taken: list[Alloc], alloc: Alloc) -> bool:

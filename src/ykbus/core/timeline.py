@@ -524,22 +524,23 @@ def _civil(days: int) -> tuple[int, int, int]:
 
 def fmt_utc_minute(at_ns: int) -> str:
     """`2026-11-28 14:06 UTC`: the log time rounded up to the minute."""
-    minutes = -(-at_ns // NS_PER_MIN)
-    days, rest = divmod(minutes, 1440)
-    year, month, day = _civil(days)
-    hour, minute = divmod(rest, 60)
-    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d} UTC"
+    return _utc_text(-(-at_ns // NS_PER_MIN) * 60, False)
 
 
 def fmt_utc_second(at_ns: int) -> str:
     """`2026-11-28 14:05:20 UTC`: the log time rounded up to the second (a moment from which
     something holds, as a minimum runtime's end: never before the time said)."""
-    seconds = -(-at_ns // NS_PER_S)
+    return _utc_text(-(-at_ns // NS_PER_S), True)
+
+
+def _utc_text(seconds: int, with_seconds: bool) -> str:
+    """The civil UTC date and time of `seconds` since the epoch."""
     days, rest = divmod(seconds, 86_400)
     year, month, day = _civil(days)
     hour, rest = divmod(rest, 3600)
     minute, second = divmod(rest, 60)
-    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d} UTC"
+    text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}"
+    return f"{text}:{second:02d} UTC" if with_seconds else f"{text} UTC"
 
 
 def fmt_in(delta_ns: int) -> str:
