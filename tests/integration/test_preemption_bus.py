@@ -12,7 +12,11 @@ from ykbus.si import messages as m
 
 pytestmark = pytest.mark.anyio
 
-QUEUES = """
+
+def queues(delay: str, batch: str = "") -> str:
+    """root.prod guarantees 1 core and may preempt after `delay`; root.batch borrows
+    (`batch`: its properties line, if any)."""
+    return f"""
 partitions:
   - name: default
     queues:
@@ -20,10 +24,13 @@ partitions:
         submitacl: '*'
         queues:
           - name: prod
-            resources: {guaranteed: {vcore: 1000m}}
-            properties: {preemption.delay: 0s}
+            resources: {{guaranteed: {{vcore: 1000m}}}}
+            properties: {{preemption.delay: {delay}}}
           - name: batch
-"""
+{batch}"""
+
+
+QUEUES = queues("0s")
 
 
 def app(app_id: str, queue: str) -> m.AddApplicationRequest:
@@ -54,18 +61,7 @@ async def test_a_guaranteed_queue_preempts_a_borrowing_one_over_nats(nats_server
         assert [r.UUID for r in rec.released] == [victim.UUID]  # the confirmation is not echoed back
 
 
-PATIENT = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: prod
-            resources: {guaranteed: {vcore: 1000m}}
-            properties: {preemption.delay: 90s}
-          - name: batch
-"""
+PATIENT = queues("90s")
 
 
 async def test_an_ask_that_may_preempt_but_waits_tells_the_rm_why_in_its_reason(nats_server):
@@ -94,19 +90,7 @@ async def test_an_ask_that_may_preempt_but_waits_tells_the_rm_why_in_its_reason(
         assert not rec.released  # nothing preempted
 
 
-YOUNG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: prod
-            resources: {guaranteed: {vcore: 1000m}}
-            properties: {preemption.delay: 0s}
-          - name: batch
-            properties: {preemption.minruntime: 1h}
-"""
+YOUNG = queues("0s", "            properties: {preemption.minruntime: 1h}\n")
 
 
 async def test_an_ask_that_would_preempt_only_young_work_waits_and_the_rm_hears_why(nats_server):
