@@ -5,6 +5,7 @@ the same JSON types) and the state's values, over HTTP from a running core."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import urllib.error
 import urllib.request
@@ -138,3 +139,48 @@ async def test_several_rms_with_the_same_partition_name_are_named_rm_and_partiti
         assert sorted(u["partition"] for u in json.loads(body)) == ["[rm-a]default", "[rm-b]default"]
         status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partition/default/nodes")
         assert status == 404 and json.loads(body)["message"] == "Partition not found"
+
+
+async def test_gzip_query_parameters_and_redirects_over_http_as_yunikorns_server(nats_server):
+    """What YuniKorn's server does around its routes (pkg/webservice/gzip.go, Go's
+    `Query().Get`, httprouter's redirects): gzip for a body of 1,400 bytes or more when the
+    client takes it (any case, not `q=0`), with `Vary`; the first of repeated parameters; a
+    redirect that keeps the query; `?count=` and `?start=` read as Go's ParseUint reads them."""
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        await start_rm(api, "rm-1", Recorder(), nodes=[node(f"n{i}", vcore=1000, memory=10) for i in range(4)],
+                       config=QUEUES)
+
+        def get(path: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
+            return fetch(port, path, headers=headers)
+
+        status, headers, body = await anyio.to_thread.run_sync(
+            lambda: get("/debug/fullstatedump", **{"Accept-Encoding": "deflate, GZIP"}))
+        assert status == 200 and headers["Content-Encoding"] == "gzip" and headers["Vary"] == "Accept-Encoding"
+        assert len(gzip.decompress(body)) >= 1400 and json.loads(gzip.decompress(body))["partitions"]
+        status, headers, body = await anyio.to_thread.run_sync(
+            lambda: get("/debug/fullstatedump", **{"Accept-Encoding": "gzip;q=0"}))
+        assert "Content-Encoding" not in headers and json.loads(body)["partitions"]
+        status, headers, body = await anyio.to_thread.run_sync(
+            lambda: get("/ws/v1/clusters", **{"Accept-Encoding": "gzip"}))
+        assert len(body) < 1400 and "Content-Encoding" not in headers and json.loads(body)[0]["partition"] == "default"
+
+        status, _, _ = await anyio.to_thread.run_sync(
+            get, "/ws/v1/partition/default/applications/active?status=running&status=bogus")
+        assert status == 200  # the first value counts
+        status, headers, _ = await anyio.to_thread.run_sync(
+            get, "/ws/v1/partition/default/applications/active/?status=running")
+        assert (status, headers["Location"]) == (301, "/ws/v1/partition/default/applications/active?status=running")
+
+        status, _, body = await anyio.to_thread.run_sync(get, "/ws/v1/events/batch?count=")
+        assert status == 200 and json.loads(body)["EventRecords"]
+        for query, message in (("start=-5", 'strconv.ParseUint: parsing "-5": invalid syntax'),
+                               ("count=abc", 'strconv.ParseUint: parsing "abc": invalid syntax'),
+                               ("count=99999999999999999999", 'strconv.ParseUint: parsing "99999999999999999999": '
+                                                              "value out of range")):
+            status, _, body = await anyio.to_thread.run_sync(get, f"/ws/v1/events/batch?{query}")
+            assert (status, json.loads(body)["message"]) == (400, message), query
+        status, _, body = await anyio.to_thread.run_sync(get, "/ws/v1/events/foo?count=0")
+        assert (status, body) == (404, b"404 page not found\n")

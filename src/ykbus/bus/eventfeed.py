@@ -114,7 +114,7 @@ class EventFeed:
     async def follow(self, count: int) -> AsyncIterator[dict[str, Any]]:
         """The last `count` events, then each new one as the core publishes it."""
         _, last = await self._bounds()
-        for _, event in await self.last(count):
+        for _, event in await self.last(count) if count else []:
             yield event
         async for _, events in self._read(last + 1, None):
             for event in events:

@@ -12,6 +12,7 @@ the event feed's history (bus/eventfeed.py, rest/events.py `Histogram`), not the
 
 from __future__ import annotations
 
+import gzip
 import hmac
 import json
 import logging
@@ -227,31 +228,34 @@ class HttpReadApi:
         return _json(200, self.events.histogram.counts(start, end, bins))
 
     async def _yunikorn(self, request: web.Request, rest: RestState) -> web.StreamResponse:
-        if request.path.startswith("/ws/v1/events/") and request.method == "GET" and self.events is not None:
-            return await self._events(request, self.events)
-        if request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
-            exposition = await self.metrics.scrape(self._live.between_slices)
-            return web.Response(status=200, body=exposition, headers={"Content-Type": metrics.CONTENT_TYPE})
-        body = await request.read() if request.can_read_body else b""
-        req = router.Request(request.method, request.path, _query(request), request.headers.get("Accept", ""), body)
-        answer = router.answer(rest, req)
-        response = _answer(answer)
-        if answer[1] == router.JSON_TYPE and "gzip" in request.headers.get("Accept-Encoding", ""):
-            response.enable_compression(web.ContentCoding.gzip)  # as YuniKorn: gzip when asked
-        return response
+        """YuniKorn's routes: the event feed's and the metrics', then the router's; gzipped as
+        YuniKorn's server gzips (`_gzipped`), but the event stream."""
+        if request.path in ("/ws/v1/events/batch", "/ws/v1/events/stream") and request.method == "GET" \
+                and self.events is not None:
+            if request.path == "/ws/v1/events/stream":
+                return await self._stream(request, self.events)
+            answer = await self._batch(request, self.events)
+        elif request.path in ("/ws/v1/metrics", "/metrics") and self.metrics is not None and request.method == "GET":
+            answer = (200, metrics.CONTENT_TYPE, await self.metrics.scrape(self._live.between_slices), {})
+        else:
+            body = await request.read() if request.can_read_body else b""
+            answer = router.answer(rest, router.Request(request.method, request.path, _first_query(request),
+                                                        request.headers.get("Accept", ""), body, request.query_string))
+        return _answer(_gzipped(answer, request.headers.get("Accept-Encoding", "")))
 
-    async def _events(self, request: web.Request, feed: EventFeed) -> web.StreamResponse:
-        query = _query(request)
+    async def _batch(self, request: web.Request, feed: EventFeed) -> router.Answer:
+        query = _first_query(request)
         try:
-            count = events.count_of(query)
-            start = int(query["start"]) if "start" in query else None
-        except ValueError as exc:
-            return _answer(router.error(400, str(exc) if isinstance(exc, events.BadCount)
-                                        else f'{query.get("start")} is not a valid value for "start"'))
-        if request.path == "/ws/v1/events/batch":
-            return _answer((200, router.JSON_TYPE, router.go_json(await feed.batch(count, start)), dict(router.CORS)))
-        if request.path != "/ws/v1/events/stream":
-            return _answer(router.NOT_FOUND)
+            count, start = events.count_of(query), events.start_of(query)
+        except events.BadCount as exc:
+            return router.error(400, str(exc))
+        return 200, router.JSON_TYPE, router.go_json(await feed.batch(count, start)), dict(router.CORS)
+
+    async def _stream(self, request: web.Request, feed: EventFeed) -> web.StreamResponse:
+        try:
+            count = events.stream_count_of(_first_query(request))
+        except events.BadCount as exc:
+            return _answer(router.error(400, str(exc)))
         if self.streams >= events.MAX_STREAMS:
             return _answer(router.error(503, f"too many event streams open ({events.MAX_STREAMS})"))
         response = web.StreamResponse(status=200, headers={**router.CORS, "Content-Type": router.JSON_TYPE})
@@ -298,8 +302,38 @@ def _same(given: str, expected: str) -> bool:
 
 
 def _query(request: web.Request) -> dict[str, str]:
-    """The query's parameters, the last value of each."""
+    """The query's parameters, the last value of each (ykbus's /api)."""
     return {k: request.query.getall(k)[-1] for k in request.query}
+
+
+def _first_query(request: web.Request) -> dict[str, str]:
+    """The query's parameters, the first value of each (Go's `Query().Get`: YuniKorn's routes)."""
+    out: dict[str, str] = {}
+    for k, v in request.query.items():
+        out.setdefault(k, v)
+    return out
+
+
+GZIP_MIN = 1400  # YuniKorn's minCompressionSize: a smaller body goes as it is
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """YuniKorn's clientAcceptsGzip: the first `gzip` token (any case) and not `;q=0`."""
+    for token in accept_encoding.split(","):
+        coding, _, params = token.strip().partition(";")
+        if coding.strip().lower() == "gzip":
+            return not params or params.strip() != "q=0"
+    return False
+
+
+def _gzipped(answer: router.Answer, accept_encoding: str) -> router.Answer:
+    """`answer` gzipped (fastest level, `Vary: Accept-Encoding`) when the client takes gzip and
+    the body is at least GZIP_MIN bytes, as YuniKorn's server does with every answer."""
+    status, content_type, body, headers = answer
+    if len(body) < GZIP_MIN or not accepts_gzip(accept_encoding):
+        return answer
+    return (status, content_type, gzip.compress(body, compresslevel=1, mtime=0),
+            {**headers, "Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
 
 
 def _answer(answer: router.Answer, extra: dict[str, str] | None = None) -> web.Response:

@@ -119,18 +119,42 @@ class BadCount(ValueError):
     pass
 
 
+UINT64_MAX = 2**64 - 1
+
+
+def parse_uint(text: str) -> int:
+    """Go's `strconv.ParseUint(text, 10, 64)`: ASCII digits only (no sign, space or `_`),
+    its error's text as YuniKorn answers it."""
+    if not text or len(text) > 64 or not all("0" <= c <= "9" for c in text):
+        raise BadCount(f'strconv.ParseUint: parsing "{text}": invalid syntax')
+    n = int(text)
+    if n > UINT64_MAX:
+        raise BadCount(f'strconv.ParseUint: parsing "{text}": value out of range')
+    return n
+
+
 def count_of(query: dict[str, str]) -> int:
-    """`?count=` (YuniKorn's check and message), at most MAX_COUNT."""
-    text = query.get("count")
-    if text is None:
+    """`?count=` (YuniKorn's checks and messages; empty or absent: MAX_COUNT), at most MAX_COUNT."""
+    text = query.get("count", "")
+    if not text:
         return MAX_COUNT
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise BadCount(f'{text} is not a valid value for "count"')
+    n = parse_uint(text)
+    if n == 0:
+        raise BadCount('0 is not a valid value for "count"')
     return min(n, MAX_COUNT)
+
+
+def stream_count_of(query: dict[str, str]) -> int:
+    """`?count=` of the stream: the events before it to send first (YuniKorn's: empty, absent
+    or 0 none), at most MAX_COUNT."""
+    text = query.get("count", "")
+    return min(parse_uint(text), MAX_COUNT) if text else 0
+
+
+def start_of(query: dict[str, str]) -> int | None:
+    """`?start=` (YuniKorn's check and message; empty or absent: None, from the first kept)."""
+    text = query.get("start", "")
+    return parse_uint(text) if text else None
 
 
 def _res(r: m.Resource | dict[str, int] | None) -> dict[str, Any]:

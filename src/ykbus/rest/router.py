@@ -16,6 +16,7 @@ form YuniKorn uses inside) for each when several RMs do; `[rm]name` is always un
 from __future__ import annotations
 
 import asyncio
+import logging
 import platform
 import re
 import sys
@@ -62,6 +63,7 @@ class Request:
     query: dict[str, str] = field(default_factory=dict)
     accept: str = ""
     body: bytes = b""
+    raw_query: str = ""  # the query as sent, kept by a redirect
 
 
 @dataclass
@@ -152,11 +154,17 @@ def queues(st: RestState, req: Request, part: str) -> Any:
     return dao.queue(p, p.records.root, top=st.partition_name(rm, p))
 
 
-def _queue(st: RestState, part: str, name: str) -> tuple[Partition, Any]:
-    _, p = st.partition(part)
+def _check_queue_name(name: str) -> None:
     if not all(QUEUE_PART.match(x) for x in name.split(".")):
         raise RestError(400, BAD_QUEUE)
-    q = p.queues.get(name if name.startswith("root") else f"root.{name}") or p.queues.get(name)
+
+
+def _queue(st: RestState, part: str, name: str) -> tuple[Partition, Any]:
+    """The queue of the full name `name` (from root, in any case: YuniKorn's `GetQueue`);
+    the partition is checked first, then the name."""
+    _, p = st.partition(part)
+    _check_queue_name(name)
+    q = p.queues.get(name.lower())
     if q is None:
         raise RestError(404, "Queue not found")
     return p, q
@@ -185,16 +193,18 @@ ACTIVE_NAMES = {s.value.lower(): s for s in dao.ACTIVE_STATES}
 
 
 def _active(st: RestState, req: Request, p: Partition, apps: Any) -> list[Any]:
-    wanted = req.query.get("status")
-    if wanted is not None and wanted.lower() not in ACTIVE_NAMES:
+    """The applications of `apps` in the state `?status=` names (any case; empty or absent:
+    every one)."""
+    wanted = req.query.get("status", "").lower()
+    if wanted and wanted not in ACTIVE_NAMES:
         raise RestError(400, f"Only following active statuses are allowed: {','.join(ACTIVE_NAMES)}")
     now = st.core.now
-    return [dao.application(p, a, now) for a in apps
-            if wanted is None or a.state is ACTIVE_NAMES[wanted.lower()]]
+    return [dao.application(p, a, now) for a in apps if not wanted or a.state is ACTIVE_NAMES[wanted]]
 
 
 def applications(st: RestState, req: Request, part: str, state: str) -> Any:
     _, p = st.partition(part)
+    state = state.lower()
     if state == "active":
         return _active(st, req, p, p.apps.values())
     if state == "rejected":
@@ -204,9 +214,17 @@ def applications(st: RestState, req: Request, part: str, state: str) -> Any:
     raise RestError(400, "Only following application states are allowed: active, rejected, completed")
 
 
-def queue_applications(st: RestState, req: Request, part: str, name: str, state: str = "active") -> Any:
+def queue_applications(st: RestState, req: Request, part: str, name: str, state: str = "") -> Any:
+    """`/queue/{q}/applications/{state}`: the active ones, `?status=` read; without a state
+    every application of the queue, the name checked before the partition and no status read
+    (YuniKorn's getQueueApplications)."""
+    if not state:
+        _check_queue_name(name)
+        p, q = _queue(st, part, name)
+        now = st.core.now
+        return [dao.application(p, a, now) for a in q.apps.values()]
     p, q = _queue(st, part, name)
-    if state != "active":
+    if state.lower() != "active":
         raise RestError(400, "Only following application states are allowed: active")
     return _active(st, req, p, q.apps.values())
 
@@ -228,7 +246,15 @@ def placement_rules(st: RestState, req: Request, part: str) -> Any:
     return ops.placement_rules(st.partition(part)[1])
 
 
+USER_NAME = re.compile(r"[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?")  # YuniKorn's UserRegExp and GroupRegExp
+GROUP_NAME = re.compile(r"[_a-zA-Z][a-zA-Z0-9:_.-]*")
+
+
 def usage(st: RestState, req: Request, part: str, kind: str, name: str = "") -> Any:
+    if kind == "user" and not USER_NAME.fullmatch(name):
+        raise RestError(400, "Invalid user name")
+    if kind == "group" and not GROUP_NAME.fullmatch(name):
+        raise RestError(400, "Invalid group name")
     _, p = st.partition(part)
     found = ops.users(p) if kind.startswith("user") else ops.groups(p)
     if kind in ("users", "groups"):
@@ -249,8 +275,8 @@ def _rm(st: RestState) -> ResourceManager:
 
 def config(st: RestState, req: Request) -> Any:
     rm = _rm(st)
-    if "application/json" in req.accept:
-        return ops.config_json(rm)
+    if req.accept == "application/json":  # exactly that, as YuniKorn; Go's json.Marshal: no newline
+        return Raw(JSON_TYPE, go_json(ops.config_json(rm))[:-1])
     return Raw(YAML_TYPE, ops.config_yaml(rm))
 
 
@@ -291,11 +317,20 @@ def full_state_dump(st: RestState, req: Request) -> Any:
         "clusterInfo": clusters(st, req),
         "containerHistory": history(st, req, "containers"),
         "queues": [dao.queue(p, p.records.root, top=st.partition_name(rm, p)) for rm, p in st.partitions()],
-        "logLevel": "info",
+        "logLevel": log_level(),
         "config": ops.config_json(rms[0]) if rms else {},
         "placementRules": [{"partition": st.partition_name(rm, p), "rules": ops.placement_rules(p)}
                            for rm, p in st.partitions()],
     }
+
+
+ZAP_LEVELS = ((logging.DEBUG, "debug"), (logging.INFO, "info"), (logging.WARNING, "warn"), (logging.ERROR, "error"))
+
+
+def log_level() -> str:
+    """The level ykbus logs at, as zap names it (YuniKorn's `logLevel`)."""
+    level = logging.getLogger("ykbus").getEffectiveLevel()
+    return next((name for at, name in ZAP_LEVELS if level <= at), "fatal")
 
 
 def _all_applications(p: Partition, now: int) -> list[Any]:
@@ -366,6 +401,14 @@ def known(path: str) -> bool:
     return path in MOVED or path in EXTERNAL or find(path) is not None
 
 
+def routed(method: str, path: str) -> bool:
+    """Whether a route takes `method` at `path` (the deprecated and the server's paths: GET)."""
+    if path in MOVED or path in EXTERNAL:
+        return method == "GET"
+    found = find(path)
+    return found is not None and found[0][1] == method
+
+
 def methods(path: str) -> str:
     """The methods `path` takes, as YuniKorn's router lists them (sorted: `GET, OPTIONS`,
     `OPTIONS, POST`), in `Allow` and in its CORS `Access-Control-Allow-Methods`."""
@@ -379,17 +422,69 @@ def cors(path: str) -> dict[str, str]:
     return {**CORS, "Access-Control-Allow-Methods": methods(path)}
 
 
-def redirect(path: str) -> Answer | None:
-    """The router's own answers before a route runs: 301 for a deprecated path or a known
-    path with a trailing slash; 404 for an unknown path."""
-    to = MOVED.get(path)
-    if to is None and len(path) > 1 and path.endswith("/") and known(path.rstrip("/")):
-        to = path.rstrip("/")
-    if to is not None:
-        return 301, "text/html; charset=utf-8", f'<a href="{to}">Moved Permanently</a>.\n\n'.encode(), {"Location": to}
-    if not known(path):
-        return NOT_FOUND
+def clean_path(path: str) -> str:
+    """Go's path.Clean as httprouter's CleanPath uses it: `//` and `.` and `..` resolved, a
+    trailing slash kept."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    cleaned = "/" + "/".join(parts)
+    return cleaned + "/" if path.endswith("/") and cleaned != "/" else cleaned
+
+
+def _fixed(method: str, path: str) -> str | None:
+    """The route's own path for `path` cleaned and read in any case, a trailing slash taken
+    away (httprouter's findCaseInsensitivePath): the route's fixed parts in its case, the
+    parameters as given; None if no route of `method` matches it so."""
+    cleaned = clean_path(path)
+    for candidate in (cleaned, cleaned[:-1]) if len(cleaned) > 1 and cleaned.endswith("/") else (cleaned,):
+        for fixed in (*MOVED, *EXTERNAL):
+            if method == "GET" and candidate.lower() == fixed:
+                return fixed
+        for pattern, route_method, _fn, _ in ROUTES:
+            if route_method != method:
+                continue
+            m = re.fullmatch(pattern.pattern, candidate, re.IGNORECASE)
+            if m is not None:
+                out, at = [], 0
+                for group in m.re.groupindex:
+                    start, end = m.span(group)
+                    out += [candidate[at:start].lower(), candidate[start:end]]
+                    at = end
+                return "".join([*out, candidate[at:].lower()])
     return None
+
+
+def redirect(method: str, path: str, raw_query: str = "") -> Answer | None:
+    """The router's own answers before a route runs, as httprouter gives them: from a path
+    no route of `method` takes, a redirect (301 for GET, 307 for any other method, so a POST
+    stays a POST; the query kept) to the path without its trailing slash, or cleaned and in
+    the route's case; from a deprecated path, a 301 to its new place; None for a path a
+    route takes, or none redirects (then 404, 405 or OPTIONS: `answer`)."""
+    to = MOVED.get(path) if method == "GET" else None
+    if to is None and not routed(method, path) and method in ("GET", "POST") and path != "/":
+        if len(path) > 1 and path.endswith("/") and routed(method, path[:-1]):
+            to = path[:-1]
+        else:
+            to = _fixed(method, path)
+    if to is None:
+        return None
+    location = f"{to}?{raw_query}" if raw_query else to
+    if method != "GET":  # Go's http.Redirect writes a body for GET only
+        return 307, "", b"", {"Location": location}
+    shown = location if path in MOVED else _go_html(location)  # YuniKorn's redirectDebug writes it as it is
+    return 301, "text/html; charset=utf-8", f'<a href="{shown}">Moved Permanently</a>.\n\n'.encode(), {"Location": location}
+
+
+def _go_html(text: str) -> str:
+    """Go's html escaping, as http.Redirect writes the address in its body."""
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&#34;"), ("'", "&#39;")):
+        text = text.replace(raw, escaped)
+    return text
 
 
 _ENCODER = msgspec.json.Encoder()
@@ -411,9 +506,11 @@ def error(status: int, message: str, path: str = "") -> Answer:
 
 def answer(st: RestState, req: Request) -> Answer:
     """YuniKorn's answer to `req` (the routes served here; EXTERNAL ones by the server)."""
-    early = redirect(req.path)
+    early = redirect(req.method, req.path, req.raw_query)
     if early is not None:
         return early
+    if not known(req.path):
+        return NOT_FOUND
     allow = methods(req.path)
     if req.method == "OPTIONS":
         return 200, "", b"", {"Allow": allow}

@@ -1,0 +1,145 @@
+"""YuniKorn's router and handlers on the edges a script meets (docs/operations.md, "YuniKorn's
+REST API"): what Apache YuniKorn answers (yunikorn-core `be3bb48`, pkg/webservice/handlers.go
+and its router, julienschmidt/httprouter v1.3.0) for a trailing slash with a query, a method
+other than GET, a path in the wrong case, a state or queue name in capitals, an empty
+`?status=`, a bad user or group name. Over the preemption example's state (queues
+root.under, root.over, root.plain; applications batch Running, urgent, polite, other Accepted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ykbus.log.jsonl import read_entries
+from ykbus.log.replay import guarded_core
+from ykbus.rest import router
+from ykbus.rest.router import Request, RestState
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def state() -> RestState:
+    guard = guarded_core(None)
+    for entry in read_entries((ROOT / "examples" / "preemption.jsonl").read_bytes().splitlines(), "preemption.jsonl"):
+        list(guard.apply(entry))
+    return RestState(lambda: guard.core, 1)
+
+
+def ask(state: RestState, path: str, method: str = "GET", query: str = "", accept: str = ""):
+    params: dict[str, str] = {}
+    for pair in query.split("&") if query else []:
+        k, _, v = pair.partition("=")
+        params.setdefault(k, v)
+    return router.answer(state, Request(method, path, params, accept, b"", query))
+
+
+def body(answer) -> object:
+    return json.loads(answer[2])
+
+
+def test_a_trailing_slash_redirects_with_the_query_kept(state):
+    status, _, _, headers = ask(state, "/ws/v1/partition/default/applications/active/", query="status=running")
+    assert (status, headers["Location"]) == (301, "/ws/v1/partition/default/applications/active?status=running")
+    status, _, _, headers = ask(state, "/ws/v1/fullstatedump", query="x=1")
+    assert (status, headers["Location"]) == (301, "/debug/fullstatedump?x=1")
+
+
+def test_a_post_with_a_trailing_slash_is_redirected_307_so_it_stays_a_post(state):
+    status, _, _, headers = ask(state, "/ws/v1/validate-conf/", "POST")
+    assert (status, headers["Location"]) == (307, "/ws/v1/validate-conf")
+
+
+def test_a_method_without_a_route_there_gets_404_not_a_redirect(state):
+    for method, path in (("POST", "/ws/v1/clusters/"), ("OPTIONS", "/ws/v1/clusters/"),
+                         ("HEAD", "/ws/v1/clusters/"), ("GET", "/ws/v1/validate-conf/")):
+        status, _, payload, _ = ask(state, path, method)
+        assert (status, payload) == (404, b"404 page not found\n"), (method, path)
+    status, _, _, headers = ask(state, "/ws/v1/clusters", "HEAD")
+    assert (status, headers["Allow"]) == (405, "GET, OPTIONS")
+
+
+def test_a_path_in_the_wrong_case_or_with_doubled_slashes_is_redirected_to_the_route(state):
+    for given, fixed in (("/ws/v1/Clusters", "/ws/v1/clusters"), ("/ws/v1//clusters", "/ws/v1/clusters"),
+                         ("/WS/V1/PARTITION/default/queues", "/ws/v1/partition/default/queues"),
+                         ("/ws/v1/partition/default/Queue/root.under/", "/ws/v1/partition/default/queue/root.under")):
+        status, _, _, headers = ask(state, given)
+        assert (status, headers["Location"]) == (301, fixed), given
+    assert ask(state, "/ws/v1/Nope")[0] == 404
+
+
+def test_states_and_queue_names_are_read_in_any_case(state):
+    active = ask(state, "/ws/v1/partition/default/applications/ACTIVE")
+    assert active[0] == 200 and sorted(a["applicationID"] for a in body(active)) == ["batch", "other", "polite", "urgent"]
+    assert ask(state, "/ws/v1/partition/default/applications/Rejected")[0] == 200
+    under = ask(state, "/ws/v1/partition/default/queue/ROOT.Under")
+    assert under[0] == 200 and body(under)["queuename"] == "root.under"
+    apps = ask(state, "/ws/v1/partition/default/queue/root.UNDER/applications/Active")
+    assert sorted(a["applicationID"] for a in body(apps)) == ["polite", "urgent"]
+
+
+def test_a_queue_is_named_from_root(state):
+    for path in ("/ws/v1/partition/default/queue/under", "/ws/v1/partition/default/queue/under/applications",
+                 "/ws/v1/partition/default/queue/under/application/urgent"):
+        status, _, payload, _ = ask(state, path)
+        assert (status, json.loads(payload)["message"]) == (404, "Queue not found"), path
+
+
+def test_status_filters_only_the_state_route_and_an_empty_one_filters_nothing(state):
+    everything = ["batch", "other", "polite", "urgent"]
+    running = ask(state, "/ws/v1/partition/default/applications/active", query="status=RUNNING")
+    assert [a["applicationID"] for a in body(running)] == ["batch"]
+    empty = ask(state, "/ws/v1/partition/default/applications/active", query="status=")
+    assert empty[0] == 200 and sorted(a["applicationID"] for a in body(empty)) == everything
+    # /queue/{q}/applications (no state) reads no status, as YuniKorn's getQueueApplications
+    over = ask(state, "/ws/v1/partition/default/queue/root.over/applications", query="status=bogus")
+    assert over[0] == 200 and [a["applicationID"] for a in body(over)] == ["batch"]
+    under = ask(state, "/ws/v1/partition/default/queue/root.under/applications/active", query="status=running")
+    assert under[0] == 200 and body(under) == []
+
+
+
+def test_the_queue_name_is_checked_before_the_partition_where_yunikorn_checks_it_first(state):
+    status, _, payload, _ = ask(state, "/ws/v1/partition/nope/queue/root.a b/applications")
+    assert status == 400 and json.loads(payload)["message"].startswith("invalid queue name")
+    status, _, payload, _ = ask(state, "/ws/v1/partition/nope/queue/root.a b")
+    assert (status, json.loads(payload)["message"]) == (404, "Partition not found")
+
+
+def test_user_and_group_names_are_checked(state):
+    for path, message in (("/ws/v1/partition/default/usage/user/bad name", "Invalid user name"),
+                          ("/ws/v1/partition/default/usage/user/1abc", "Invalid user name"),
+                          ("/ws/v1/partition/default/usage/group/bad name", "Invalid group name")):
+        status, _, payload, _ = ask(state, path)
+        assert (status, json.loads(payload)["message"]) == (400, message), path
+    assert ask(state, "/ws/v1/partition/default/usage/user/user")[0] == 200
+    assert ask(state, "/ws/v1/partition/default/usage/user/someone")[0] == 404
+
+
+def test_config_is_json_only_for_exactly_application_json_and_then_ends_without_a_newline(state):
+    status, content_type, payload, _ = ask(state, "/ws/v1/config", accept="application/json")
+    assert status == 200 and content_type.startswith("application/json") and not payload.endswith(b"\n")
+    assert "Partitions" in json.loads(payload)
+    status, content_type, _, _ = ask(state, "/ws/v1/config", accept="application/json, text/plain")
+    assert content_type.startswith("application/x-yaml")
+
+
+def test_the_state_dump_gives_the_cores_log_level(state):
+    import logging
+    logger = logging.getLogger("ykbus")
+    before = logger.level
+    try:
+        logger.setLevel(logging.WARNING)
+        assert body(ask(state, "/debug/fullstatedump"))["logLevel"] == "warn"
+        logger.setLevel(logging.DEBUG)
+        assert body(ask(state, "/debug/fullstatedump"))["logLevel"] == "debug"
+    finally:
+        logger.setLevel(before)
+
+
+def test_a_redirects_body_names_the_address_html_escaped_as_go_writes_it(state):
+    status, content_type, payload, headers = ask(state, "/ws/v1/partition/default/nodes/", query="a=1&b=2")
+    assert (status, headers["Location"]) == (301, "/ws/v1/partition/default/nodes?a=1&b=2")
+    assert payload == b'<a href="/ws/v1/partition/default/nodes?a=1&amp;b=2">Moved Permanently</a>.\n\n'
