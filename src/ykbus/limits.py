@@ -35,6 +35,9 @@ MAX_TEXT_CHARS = _setting("TEXT_CHARS", 64 * 1024)  # other strings: tag and att
 MAX_MAP_ENTRIES = _setting("MAP_ENTRIES", 1024)  # tags, attributes, resources, extraConfig
 MAX_ITEMS = _setting("ITEMS", 100_000)  # items of one list (asks, nodes, releases, ...)
 MAX_TIMEOUT_MS = _setting("TIMEOUT_MS", 10**12)  # executionTimeoutMilliSeconds (about 31 years)
+# an ask as JSON: its allocation, which echoes its strings, must fit in one message (NATS's
+# max_payload is 1 MiB by default; `ykbus up`'s 8 MiB)
+MAX_ITEM_BYTES = _setting("ITEM_BYTES", 512 * 1024)
 
 # --- queue configuration text (YAML) ------------------------------------------------------
 MAX_CONFIG_BYTES = _setting("CONFIG_BYTES", 1024 * 1024)  # a queues.yaml text

@@ -385,3 +385,59 @@ def test_a_reason_naming_usage_past_int64_still_snapshots():
     assert why["details"]["used"] == big  # the details are int64, as the SI's quantities: saturated
     restored = load_snapshot(dump_snapshot(h.core), load_yaml)
     assert restored.dump() == h.core.dump()
+
+
+@pytest.mark.parametrize("where", ["tag", "quantity"])
+def test_a_msgpack_extension_value_in_a_map_is_one_bad_item_naming_its_key(where):
+    """A MessagePack `Ext` where a string or a quantity goes: the item is rejected naming the
+    key, and the good items of the same message are applied (it was an internal error that
+    lost the whole entry)."""
+    h = ready()
+    ext = msgspec.msgpack.Ext(5, b"xx")
+    bad = {"allocationKey": "bad", "applicationID": "a1", "resourceAsk": {"resources": {"vcore": {"value": 1}}},
+           "tags": {"k": ext}} if where == "tag" else {
+        "allocationKey": "bad", "applicationID": "a1", "resourceAsk": {"resources": {"vcore": ext}}}
+    good = {"allocationKey": "good", "applicationID": "a1", "resourceAsk": {"resources": {"vcore": {"value": 100}}}}
+    body = msgspec.msgpack.encode({"asks": [bad, good]})
+    outs = h.do(Entry(h.log.seq + 1, h.log.ts + 1, "rm-1", "alloc", body, "msgpack"))
+    h.log.seq += 1
+    rejected = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert [r.allocationKey for r in rejected] == ["bad"]
+    key = "tags.k" if where == "tag" else "resources.vcore"
+    assert f"$.asks[0].{'resourceAsk.' if where == 'quantity' else ''}{key}" in rejected[0].reason
+    assert [a.allocationKey for a in new_allocs(outs)] == ["good"]
+
+
+def test_an_ask_whose_allocation_could_not_be_sent_is_rejected_before_anything_is_booked():
+    """An ask of 1,023 resources with names of 1,010 characters (each within its bound) would
+    make an allocation of over 1 MiB, one item the publisher cannot split: the RM would never
+    hear of an allocation the core made. It is rejected, naming the bound; an ask of large tags
+    under it is placed and its answer fits."""
+    h = Harness()
+    names = [f"{i:04d}" + "r" * 1006 for i in range(1023)]
+    h.setup(QUEUES, n1={**{n: 10 for n in names}, "vcore": 8000})
+    h.do(h.log.apps(app("a1", "root.a")))
+    outs = h.do(h.log.asks(ask("huge", "a1", **{n: 1 for n in names})))
+    rejected = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert [r.allocationKey for r in rejected] == ["huge"] and not new_allocs(outs)
+    assert f"over the limit of {limits.MAX_ITEM_BYTES} for one item" in rejected[0].reason
+    assert_fits(outs)
+    tags = {f"t{i}": "v" * 60_000 for i in range(6)}  # 360,000 characters
+    outs = h.do(h.log.asks({**ask("tagged", "a1", vcore=100), "tags": tags}))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["tagged"]
+    assert_fits(outs)
+
+
+def test_a_reason_naming_a_thousand_long_resource_names_is_shortened_where_the_rm_reads_it():
+    """An ask of 800 resources named in 500 characters each that no node has: its reason
+    names them all, 400,000 characters; the RM's state message gets it shortened to
+    MAX_REASON_CHARS (it was sent whole, and the read API's answers passed NATS's payload),
+    and every answer fits."""
+    h = ready()
+    names = [f"{i:03d}" + "q" * 497 for i in range(800)]
+    outs = h.do(h.log.asks(ask("wide", "a1", **{n: 1 for n in names})))
+    outs += h.do(h.log.tick())
+    reasons = [s.reason for msg in msgs(outs, "state") for s in msg.states if s.allocationKey == "wide"]
+    assert reasons and all(len(r) <= limits.MAX_REASON_CHARS for r in reasons)
+    assert "characters cut" in reasons[-1]
+    assert_fits(outs)

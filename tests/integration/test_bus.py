@@ -241,3 +241,31 @@ async def test_the_service_counts_rejections_per_rm_for_the_operator(nats_server
         await client.add_asks([ask("pod-1", "ghost", vcore=1000)])  # an ask of an application that does not exist
         await rec.wait_for(lambda: rec.rejected_asks and any(r.rejected for r in rec.app))
         assert service.publisher.rejections["k8s"] == 2 and service.publisher.rejections["other"] == 0
+
+
+async def test_a_read_answer_too_large_for_nats_is_an_error_saying_so_not_a_timeout(tmp_path):
+    """With a server's max_payload of 256 KiB, a state of nodes with long attributes does not
+    fit in one reply: the asker gets an error naming the size and what to do (it timed out)."""
+    from ykbus.bus.server import NatsServer
+    small = NatsServer(store_dir=str(tmp_path / "nats"), max_payload=256 * 1024)
+    small.start()
+    try:
+        async with running_core(small.url), rm_client(small.url) as api:
+            rec = Recorder()
+            await start_rm(api, "k8s", rec)
+            for i in range(12):  # one node a message: each fits
+                await api.update_node(m.NodeRequest(rmID="k8s", nodes=[m.NodeInfo(
+                    nodeID=f"n{i}", action=m.ActionFromRM.CREATE, schedulableResource=res(vcore=1000),
+                    attributes={"note": "x" * 30_000})]))
+            await rec.wait_for(lambda: sum(len(r.accepted) for r in rec.node) == 12)
+            nc = await nats.connect(small.url)
+            try:
+                body = json.loads((await nc.request("yk.v1.api.state", b"", timeout=5)).data)
+                assert "over what the NATS server takes in one message" in body["error"]
+                assert "GET /api/state" in body["error"]
+                health = json.loads((await nc.request("yk.v1.api.health", b"", timeout=5)).data)
+                assert health["status"] == "ok"
+            finally:
+                await nc.close()
+    finally:
+        small.cleanup()

@@ -488,7 +488,13 @@ class CoreService:
         except (ValueError, KeyError, RecursionError) as exc:
             body = {"error": str(exc)}
         if msg.reply:
-            await msg.respond(json.dumps(body, default=str).encode())
+            data = json.dumps(body, default=str).encode()
+            room = self.nc.max_payload - 4096  # the reply's headers aside
+            if len(data) > room:  # NATS would refuse it, and the asker would only time out
+                data = json.dumps({"error": f"the answer is {len(data)} bytes, over what the NATS server takes in one "
+                                            f"message ({room} of its max_payload {self.nc.max_payload}): ask for less "
+                                            f"(`rm`, `partition`) or read it over HTTP (GET /api/{verb})"}).encode()
+            await msg.respond(data)
 
     def read(self, verb: str, request: dict[str, Any]) -> dict[str, Any]:
         """The read API: a projection of the state (never live objects); see bus/readapi.py."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, cast
 
+from ykbus import limits
 from ykbus.core.config import (
     DEFAULT_PARTITION,
     AppSortPolicy,
@@ -95,6 +96,25 @@ def _ask_refused(ctx: Step, to: str, item: object, reason: str) -> None:
 def _allocation_refused(ctx: Step, to: str, item: object, reason: str) -> None:
     """SI 1.6 requests, already asks (ykbus.si.compat), are answered the 1.6 way."""
     ctx.emit(None, Refused(to, m.RejectedAllocation(_id(item, "allocationKey"), _id(item, "applicationID"), reason)))
+
+
+def ask_size_problem(ask: m.AllocationAsk) -> str:
+    """Why `ask` is too large to be answered: its allocation echoes its key, tags and
+    resources in one item, which the publisher cannot split; bounded by MAX_ITEM_BYTES as
+    JSON. A bound on its characters (JSON writes one in at most 6 bytes) spares encoding the
+    usual ask."""
+    chars = len(ask.allocationKey) + len(ask.applicationID) + len(ask.partitionName) + len(ask.taskGroupName)
+    for name in ask.resourceAsk.resources if ask.resourceAsk is not None else ():
+        chars += len(name) + 32
+    for key, value in ask.tags.items():
+        chars += len(key) + len(value) + 8
+    if chars * 6 + 4096 <= limits.MAX_ITEM_BYTES:
+        return ""
+    size = len(codec.encode(ask, "json"))
+    if size <= limits.MAX_ITEM_BYTES:
+        return ""
+    return (f"the ask is {size} bytes as JSON, over the limit of {limits.MAX_ITEM_BYTES} for one item "
+            f"(YKBUS_LIMIT_ITEM_BYTES): its allocation, which repeats its key, tags and resources, must fit in one message")
 
 
 class Intake:
@@ -321,6 +341,9 @@ class Intake:
         res = resources_of(ask.resourceAsk)
         if not res:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
+        too_big = ask_size_problem(ask)
+        if too_big:
+            return too_big
         if ask.tags:
             problem = role_problem(ask.tags) or topology_problem(ask.tags, part.records.topology_levels)
             if problem:

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from ykbus.core.resources import fmt_res
-from ykbus.limits import INT64_MAX
+from ykbus.limits import INT64_MAX, MAX_REASON_CHARS, shorten
 
 INT64_MIN = -INT64_MAX - 1
 
@@ -55,6 +55,12 @@ class Why(msgspec.Struct, frozen=True):
     code: PendingCode
     message: str
     details: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """A message past MAX_REASON_CHARS (an ask of a thousand long resource names) is
+        shortened: the RM's state message, the read API and a snapshot stay bounded."""
+        if len(self.message) > MAX_REASON_CHARS:
+            msgspec.structs.force_setattr(self, "message", shorten(self.message))
 
 
 QUEUED = Why(PendingCode.QUEUED, "waiting for the next scheduling pass")

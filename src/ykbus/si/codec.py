@@ -142,9 +142,11 @@ def _name_keys(error: str, obj: Any) -> str:
 
 
 def _decodes(decoder: Any, value: Any) -> bool:
+    """Whether `value` (loosely decoded) decodes as `decoder`'s type; a value JSON cannot
+    hold (a MessagePack extension, bytes) does not."""
     try:
         decoder.decode(_enc.encode(value))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, TypeError, ValueError):
         return False
     return True
 
