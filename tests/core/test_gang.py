@@ -333,3 +333,21 @@ def test_a_gang_of_two_shapes_woken_by_room_for_one_of_them_waits_again_whole(h)
     outs = h.do(h.log.nodes(node("n2", gpu=4, vcore=2000)))  # now it fits: placed whole
     assert sorted(a.allocationKey for o in outs if o.kind == "alloc" for a in o.msg.new) == ["a", "b"]
     invariants.state_is_consistent(h.core)
+
+
+def test_an_ask_sent_again_cannot_turn_from_a_placeholder_into_a_real_one():
+    """Sending an ask again replaces its request (docs/protocol.md), not what it is: a
+    placeholder ask sent again with `placeholder: false`, or another task group, is rejected
+    naming both, and the gang's placeholders still wait as they did."""
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(gang("g", vcore=4000)))
+    h.do(h.log.asks(ph("p", "g", n=4)))
+    for changed in ({**ph("p", "g", n=4), "placeholder": False}, ph("p", "g", n=4, group="other")):
+        outs = h.do(h.log.asks(changed))
+        [rejected] = [r for o in outs if o.kind == "alloc" for r in o.msg.rejected]
+        assert rejected.allocationKey == "p"
+        assert "was sent with placeholder true and taskGroupName 'workers'" in rejected.reason
+        assert "ask again under another allocationKey" in rejected.reason
+    assert app_of(h, "g")["asks"]["p"]["why"]["code"] == "GangNoRoom"  # still the gang's placeholders
+    checked(h)

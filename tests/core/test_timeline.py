@@ -103,6 +103,17 @@ def test_a_gang_waits_until_all_its_members_fit_at_once():
                              Waited("n2", "c", 40 * MIN), Waited("n3", "d", 30 * MIN)]
 
 
+def test_a_gang_that_fits_now_starts_now_though_first_fit_misses_it_on_empty_nodes():
+    """Members of mixed shapes that fit the nodes' room now (3 GPUs on n1, 1 GPU and 2 of
+    memory on n0): first fit on the nodes empty puts the first on n0 and finds no room for
+    the second, which once made the estimate `TOO_LARGE` (found by the property test below)."""
+    nodes = [Candidate("n1", {"gpu": 3, "memory": 1}, {"gpu": 3, "memory": 1}, []),
+             Candidate("n0", {"gpu": 3, "memory": 2}, {"gpu": 2, "memory": 2}, []),
+             Candidate("n2", {"gpu": 1, "memory": 1}, {"gpu": 1, "memory": 1}, [])]
+    est = earliest_start(nodes, [{"gpu": 3}, {"gpu": 1, "memory": 2}], now_ns=0)
+    assert isinstance(est, Estimate) and (est.at, est.nodes) == (0, ["n1", "n0"])
+
+
 def test_a_gang_is_packed_not_summed():
     """Two nodes with 4 GPUs free each are no room for one member of 8."""
     n1 = node("n1", GPU8, {"gpu": 4}, ("a", 10 * MIN, {"gpu": 4}))

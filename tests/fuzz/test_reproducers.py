@@ -83,10 +83,58 @@ def recovered_uuid_collides_with_an_issued_one():
             log.asks(ask("k", "a1", vcore=1))]
 
 
+TOPOLOGY = """
+partitions:
+  - name: default
+    topology:
+      levels: [ykbus.io/block, ykbus.io/rack]
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: jobs
+"""
+
+
+def placeholder_ask_updated_into_a_real_one():
+    """A gang that must run in one rack reserved the closest (b1/r1) while its placeholders
+    waited; its placeholder ask is then sent again with `placeholder: false`: the rack stayed
+    reserved with no placeholder of the gang waiting (found by the fuzz campaign, seed 777313)."""
+    log = LogBuilder("rm-1")
+    racks = {"r1": ("b1", 3), "r2": ("b1", 2), "r3": ("b2", 4)}  # rack -> (block, GPUs taken of 4 by `fill`)
+    gang = {"placeholderAsk": {"resources": {"gpu": {"value": 4}}}, "tags": {"ykbus.io/topology-required": "ykbus.io/rack"}}
+    placeholders = {**ask("p", "other", max_allocations=4, gpu=1), "taskGroupName": "w", "placeholder": True}
+    return [log.register(TOPOLOGY),
+            log.nodes(*[node(f"{r}-0", attributes={"ykbus.io/block": b, "ykbus.io/rack": r}, gpu=4)
+                        for r, (b, _) in racks.items()]),
+            log.apps(app("fill", "root.jobs"), app("other", "root.jobs", **gang)),
+            log.asks(*[{**ask(f"f-{r}", "fill", gpu=taken), "tags": {"yunikorn.apache.org/requiredNode": f"{r}-0"}}
+                       for r, (_, taken) in racks.items()]),
+            log.asks(placeholders),
+            log.tick(3_000_000_000),
+            log.asks({**placeholders, "placeholder": False})]
+
+
+def recovered_placeholder_completes_a_gang():
+    """Gang `soft` (placeholderAsk 2 cores) asked one placeholder of 1 core: incomplete. A
+    node then comes with the gang's other placeholder running on it (recovery): the gang is
+    whole, yet its ask kept `GangIncomplete` (found by the fuzz campaign, seed 777313)."""
+    log = LogBuilder("rm-1")
+    return [log.register(),
+            log.nodes(node("n1", vcore=500)),
+            log.apps(app("soft", "root.default", placeholderAsk={"resources": {"vcore": {"value": 2000}}},
+                         gangSchedulingStyle="Soft")),
+            log.asks({**ask("q", "soft", vcore=1000), "taskGroupName": "workers", "placeholder": True}),
+            log.tick(),
+            log.nodes(node("n2", vcore=1000, existing=[{**allocation("u-soft", "p", "soft", "n2", vcore=1000),
+                                                         "taskGroupName": "workers", "placeholder": True}]))]
+
+
 CORE_CASES = [non_utf8_in_a_json_string, json_nested_1000_deep, yaml_alias_bomb, yaml_nested_deep,
               identifier_repeated_in_its_rejection, execution_timeout_int64_max,
               ask_execution_timeout_int64_max, max_allocations_int32_max, rmstate_rm_id_not_a_subject_token,
-              recovered_uuid_collides_with_an_issued_one]
+              recovered_uuid_collides_with_an_issued_one, placeholder_ask_updated_into_a_real_one,
+              recovered_placeholder_completes_a_gang]
 
 
 @pytest.mark.parametrize("case", CORE_CASES, ids=[c.__name__ for c in CORE_CASES])

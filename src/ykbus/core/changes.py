@@ -401,6 +401,7 @@ class Changes:
         ctx.emit(self.records, AllocationRecovered(alloc))
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
             self.start_placeholder_timer(app, ctx)
+            self.waits.rejudge_gang(app, ctx)  # its waiting placeholders' reasons name the gang's total
             if not gang_covered(app):
                 return  # a gang runs once its placeholders cover placeholderAsk
         if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.COMPLETING):

@@ -350,6 +350,11 @@ class Intake:
                 return problem
         if app.state is AppState.FAILING:
             return f"application {ask.applicationID} is Failing"
+        before = app.asks.get(ask.allocationKey)
+        if before is not None and (before.placeholder != ask.placeholder or before.task_group != ask.taskGroupName):
+            return (f"ask {limits.quoted(ask.allocationKey)} of application {ask.applicationID} was sent with "
+                    f"placeholder {str(before.placeholder).lower()} and taskGroupName {limits.quoted(before.task_group)}: "
+                    "sending it again replaces its request, not what it is (ask again under another allocationKey)")
         if ask.placeholder and app.gang and app.gang_timer < 0:
             return f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more placeholders"
         part.changes.add_ask(ask, app, res, ctx)

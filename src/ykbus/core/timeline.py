@@ -362,9 +362,29 @@ def at_once(nodes: list[Candidate], members: Sequence[Res], now_ns: int) -> Esti
         return NoEstimate(NoEstimateReason.NO_NODES, [], members)
     if not members:
         return Estimate(now_ns, [], [])
-    if pack([c.capacity for c in nodes], members) is None:
+    if too_large([c.capacity for c in nodes], members):
         return NoEstimate(NoEstimateReason.TOO_LARGE, [], members)
     return None
+
+
+def too_large(capacities: list[Res], members: Sequence[Res]) -> bool:
+    """Whether the members fit the nodes at no time, by what holds for any placement: for
+    one shape, first fit on the empty nodes (exact there: each node takes what it can); for
+    mixed shapes, a member that no node holds empty, or a sum past the nodes' sum. First fit
+    of mixed shapes on the empty nodes is no proof: it can miss a placement that fits the
+    nodes' room now (a bigger room leads it elsewhere)."""
+    first = members[0]
+    if all(m == first for m in members):
+        return pack(capacities, members) is None
+    if any(not any(fits(m, c) for c in capacities) for m in members):
+        return True
+    wanted: Res = {}
+    total: Res = {}
+    for m in members:
+        add_into(wanted, m)
+    for c in capacities:
+        add_into(total, c)
+    return not fits(wanted, total)
 
 
 def sweep(nodes: list[Candidate], members: Sequence[Res], now_ns: int,
