@@ -74,3 +74,22 @@ async def test_a_dry_run_over_nats_and_http_answers_alike_and_writes_nothing(nat
             assert after == before  # a dry run appends nothing to the log
         finally:
             await nc.close()
+
+
+async def test_with_several_rms_a_dry_run_over_http_names_its_rm_by_query(nats_server):
+    """As in `ykbus up`'s demo: with two RMs the request must say which cluster it asks about;
+    `?rm=` does, as the read verbs take it, and the error says how (it named only `--rm`)."""
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        await start_rm(api, "rm-1", Recorder(), nodes=[node("n1", vcore=4000)], config=QUEUES)
+        await start_rm(api, "rm-2", Recorder(), nodes=[node("m1", vcore=1000)], config=QUEUES)
+        job = json.dumps(request(1, 2000)).encode()
+        status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit", "POST", {}, job))
+        assert status == 400 and "`?rm=` over HTTP" in json.loads(body)["error"]
+        status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit?rm=rm-1", "POST", {}, job))
+        assert status == 200 and json.loads(body)["wouldfit"]["rm"] == "rm-1"
+        assert json.loads(body)["wouldfit"]["fits"] is True
+        status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit?rm=rm-2", "POST", {}, job))
+        assert status == 200 and json.loads(body)["wouldfit"]["fits"] is False

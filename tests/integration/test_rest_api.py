@@ -138,7 +138,9 @@ async def test_several_rms_with_the_same_partition_name_are_named_rm_and_partiti
         status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/scheduler/node-utilizations")
         assert sorted(u["partition"] for u in json.loads(body)) == ["[rm-a]default", "[rm-b]default"]
         status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partition/default/nodes")
-        assert status == 404 and json.loads(body)["message"] == "Partition not found"
+        assert status == 404 and json.loads(body)["message"] == "Partition not found"  # YuniKorn's, for scripts
+        assert json.loads(body)["description"] == ("Partition not found: 2 RMs have a partition named 'default'; "
+                                                   "a path names each as [rm]name: [rm-a]default, [rm-b]default")
 
 
 async def test_gzip_query_parameters_and_redirects_over_http_as_yunikorns_server(nats_server):

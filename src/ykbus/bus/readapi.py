@@ -208,11 +208,14 @@ class HttpReadApi:
         raw = await request.content.read(MAX_DRY_RUN_BYTES + 1)
         if len(raw) > MAX_DRY_RUN_BYTES:
             return _json(413, {"error": f"the request body is over {MAX_DRY_RUN_BYTES} bytes"})
+        query = _query(request)
         try:
-            body = await would_fit_live(self._live, json.loads(raw or b"{}"))
+            asked = json.loads(raw or b"{}")
+            if isinstance(asked, dict) and "rm" in query and "rm" not in asked:  # `?rm=`, as the read verbs take it
+                asked["rm"] = query["rm"]
+            body = await would_fit_live(self._live, asked)
         except (ValueError, KeyError, RecursionError) as exc:
             return _json(400, {"error": str(exc)})
-        query = _query(request)
         return _json(200, http_int64_strings(body) if query.get("int64", "string") == "string" else body)
 
     def _timeline(self, query: dict[str, str]) -> web.Response:

@@ -177,7 +177,7 @@ def _partition(core: Core, request: Request) -> tuple[Partition, str]:
     elif len(rms) == 1:
         rm = next(iter(rms.values()))
     else:
-        raise DryRunError(f"rm: {len(rms)} RMs are registered ({', '.join(sorted(rms))}): say which one (--rm)"
+        raise DryRunError(f"rm: {len(rms)} RMs are registered ({', '.join(sorted(rms))}): say which one (the request's 'rm': `ykbus explain --rm`, `?rm=` over HTTP)"
                           if rms else "rm: no RM is registered")
     name = request.application.partitionName or "default"
     part = rm.partitions.get(name)

@@ -51,9 +51,11 @@ Answer = tuple[int, str, bytes, dict[str, str]]  # status, content type, body, h
 
 
 class RestError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """An error answer: YuniKorn's `message`, and a `description` that may say more."""
+
+    def __init__(self, status: int, message: str, description: str = "") -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.description = status, message, description or message
 
 
 @dataclass
@@ -99,7 +101,9 @@ class RestState:
         for rm, p in self.partitions():
             if name == f"[{rm.id}]{p.name}" or name == self.partition_name(rm, p):
                 return rm, p
-        raise RestError(404, "Partition not found")
+        shared = sorted(f"[{rm.id}]{p.name}" for rm, p in self.partitions() if p.name == name)
+        raise RestError(404, "Partition not found", f"Partition not found: {len(shared)} RMs have a partition "
+                        f"named {name!r}; a path names each as [rm]name: {', '.join(shared)}" if shared else "")
 
 
 # --- the routes ---------------------------------------------------------------------------------
@@ -499,8 +503,9 @@ def go_json(obj: Any) -> bytes:
     return out.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026") + b"\n"
 
 
-def error(status: int, message: str, path: str = "") -> Answer:
-    return (status, JSON_TYPE, go_json({"status_code": status, "message": message, "description": message}),
+def error(status: int, message: str, path: str = "", description: str = "") -> Answer:
+    return (status, JSON_TYPE, go_json({"status_code": status, "message": message,
+                                        "description": description or message}),
             cors(path) if path else dict(CORS))
 
 
@@ -521,7 +526,7 @@ def answer(st: RestState, req: Request) -> Answer:
     try:
         out = fn(st, req, **params, **fixed)
     except RestError as exc:
-        return error(exc.status, exc.message, req.path)
+        return error(exc.status, exc.message, req.path, exc.description)
     if isinstance(out, Raw):
         return 200, out.content_type, out.body, cors(req.path)
     return 200, JSON_TYPE, go_json(out), cors(req.path)
