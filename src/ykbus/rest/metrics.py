@@ -75,6 +75,17 @@ class TallyCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         for name, help_text, tally in self.tallies:
             yield tally.family(name, help_text)
+def _shared_paths(parts: list[tuple[ResourceManager, Partition]]) -> set[str]:
+    """The queue paths (of queues, and of ended applications' queues) found in more than one
+    partition."""
+    seen: dict[str, int] = {}
+    for _rm, p in parts:
+        paths = {*p.queues, *(t.queue for t in p.terminated.values()), *(t.queue for t in p.rejected.values())}
+        for path in paths:
+            seen[path] = seen.get(path, 0) + 1
+    return {path for path, n in seen.items() if n > 1}
+
+
 class GoNamedCounter(CounterMetricFamily):
     """A counter whose name YuniKorn's Go client writes as registered, without `_total` (its
     per-queue `yunikorn_<queue>_queue_container`): the Python client's exposition adds
@@ -160,6 +171,8 @@ class YunikornCollector(Collector):
         return active, ranges, codes
 
     def collect(self) -> Iterator[Metric]:
+        """YuniKorn's families; a queue held by several partitions (the root of each RM) is
+        labelled `<partition as the REST paths name it>/<path>`, each series its own."""
         parts = self.rest.partitions()
         queue_app = GaugeMetricFamily("yunikorn_queue_app", "Queue application metrics. State of the application "
                                       "includes `new`, `accepted`, `rejected`, `running`, `failing`, `failed`, "
@@ -192,23 +205,28 @@ class YunikornCollector(Collector):
         per_state: dict[str, int] = {}
         counted: dict[tuple[str, str, str], int] = {}
         active, ranges, codes = self.read_model(parts)
-        for _rm, p in parts:
-            for key, n in p.records.summary.counts.items():
+        shared = _shared_paths(parts)
+        for rm, p in parts:
+            prefix = f"{self.rest.partition_name(rm, p)}/"
+            label = {path: prefix + path for path in shared}  # a queue's label: its path, unless shared
+            for (what, queue, outcome), n in p.records.summary.counts.items():
+                key = (what, label.get(queue, queue), outcome)
                 counted[key] = counted.get(key, 0) + n
             for app in p.apps.values():
-                k = (app.queue.path, _state(app.state))
+                k = (label.get(app.queue.path, app.queue.path), _state(app.state))
                 by_queue_state[k] = by_queue_state.get(k, 0) + 1
             for t in (*p.terminated.values(), *p.rejected.values()):
-                k = (t.queue, _state(t.state))
+                k = (label.get(t.queue, t.queue), _state(t.state))
                 by_queue_state[k] = by_queue_state.get(k, 0) + 1
             for state, n in p.records.summary.applications.items():
                 per_state[_state(state)] = per_state.get(_state(state), 0) + n
             for q in p.queues.values():
+                path = label.get(q.path, q.path)
                 for state, r in (("guaranteed", q.guaranteed), ("max", q.max if q.parent else p.total),
                                  ("allocated", q.allocated), ("pending", q.pending)):
                     for name, v in sorted(r.items()):
-                        queue_res.add_metric([q.path, name, state], v)
-                queue_res.add_metric([q.path, "apps", "maxRunningApps"], q.maxapps)
+                        queue_res.add_metric([path, name, state], v)
+                queue_res.add_metric([path, "apps", "maxRunningApps"], q.maxapps)
         for (queue, state), n in sorted(by_queue_state.items()):
             queue_app.add_metric([queue, state], n)
         for state, n in sorted(per_state.items()):
