@@ -103,16 +103,22 @@ export function morph(el, html) {
 }
 function sync(old, nu) {
   const want = [...nu.childNodes];
-  const keyed = new Map();
-  for (const c of old.childNodes) if (c.nodeType === 1 && c.dataset && c.dataset.key) keyed.set(c.dataset.key, c);
+  const keyed = new Map();  // key -> the old children of that key not matched yet, in order (keys may repeat)
+  for (const c of old.childNodes) {
+    if (c.nodeType !== 1 || !c.dataset || !c.dataset.key) continue;
+    const same = keyed.get(c.dataset.key);
+    if (same) same.push(c); else keyed.set(c.dataset.key, [c]);
+  }
   want.forEach((n, i) => {
     let o = old.childNodes[i];
     const key = n.nodeType === 1 && n.dataset ? n.dataset.key : undefined;
-    if (key && (!o || o.nodeType !== 1 || o.dataset.key !== key) && keyed.has(key)) {
-      const found = keyed.get(key);
+    const unmatched = key ? keyed.get(key) : undefined;
+    if (unmatched && unmatched.length && (!o || o.nodeType !== 1 || o.dataset.key !== key || !unmatched.includes(o))) {
+      const found = unmatched[0];
       old.insertBefore(found, o || null);
       o = found;
     }
+    if (unmatched && unmatched.includes(o)) unmatched.splice(unmatched.indexOf(o), 1);  // each old child matched once
     if (!o) { old.appendChild(n); return; }
     if (o.nodeType !== n.nodeType || o.nodeName !== n.nodeName || (key !== undefined && o.dataset.key !== key)) {
       old.replaceChild(n, o); return;
@@ -181,7 +187,7 @@ function appRow(a) {
 }
 
 function allocationRows(list, withApp, withNode = true) {
-  return list.map((a) => `<tr data-key="${esc(a.allocationKey)}"><td>${esc(a.allocationKey)}${a.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
+  return list.map((a) => `<tr data-key="${esc(a.applicationId)}/${esc(a.allocationKey)}"><td>${esc(a.allocationKey)}${a.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
     ${withApp ? `<td>${appLink(a.applicationId, withApp === true ? "-" : withApp)}</td>` : ""}
     ${withNode ? `<td>${nodeLink(a.nodeId)}</td>` : ""}<td>${esc(resources(a.resource))}</td><td>${since(a.allocationTime)}</td></tr>`);
 }
