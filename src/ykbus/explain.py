@@ -200,5 +200,6 @@ def overview(applications: dict[str, Any], rm: str | None = None, limit: int = O
     lines = [f"  {app_id} (rm {rm_id}, queue {text})" for _, app_id, rm_id, text in waiting[:limit]]
     if len(waiting) > limit:
         lines.append(f"  and {len(waiting) - limit} more")
-    head = f"{len(waiting)} applications have pending asks" + (":" if waiting else "")
+    head = (f"{len(waiting)} application{' has' if len(waiting) == 1 else 's have'} pending asks"
+            + (":" if waiting else ""))
     return [head, *lines, "ykbus explain APP tells why each of its asks waits."] if waiting else [head]

@@ -93,8 +93,10 @@ def up(args: argparse.Namespace) -> int:
     store = os.path.abspath(os.path.expanduser(args.data or DEFAULT_DATA))
     with claimed(store):
         resuming = data_directory(store, args.fresh)
+        fresh = ("`ykbus up --fresh` or `make run ARGS=--fresh`" if not args.data
+                 else f"`ykbus up --data {args.data} --fresh`")  # (the same directory, not the default one)
         print(f"ykbus up: data in {store} " + ("(resuming the run kept there" if resuming else "(new")
-              + "; `ykbus up --fresh` or `make run ARGS=--fresh` starts clean)", flush=True)
+              + f"; {fresh} starts clean)", flush=True)
         rm_options, auth, secrets = {}, "", None
         if getattr(args, "secure", False):
             secrets = os.path.join(store, "secrets.yaml")
@@ -109,7 +111,8 @@ def up(args: argparse.Namespace) -> int:
         except* LogGap as group:
             gaps += leaves(group)
         print(f"ykbus up: the input log in {store} has a gap ({gaps[0]}): the store is damaged and "
-              "cannot be resumed; `ykbus up --fresh` starts clean", file=sys.stderr, flush=True)
+              f"cannot be resumed; `ykbus up{f' --data {args.data}' if args.data else ''} --fresh` starts clean",
+              file=sys.stderr, flush=True)
         return 3
 
 
@@ -398,16 +401,32 @@ async def _say_resumed(sim: SimRM) -> None:
               flush=True)
 
 
+ROUND_CHECK_S = 10.0  # how often `ykbus up` looks whether its example TYJobs have all ended
+ROUND_MAX_S = 600.0  # past this, those that ended run again without waiting for the rest ($YKBUS_DEMO_ROUND_MAX_S)
+
+
 async def _example_jobs(url: str, controller: ControllerService, admin: dict | None) -> None:
     """The example TYJobs, applied once the controller is ready (again on every start:
-    unchanged ones stay as they are)."""
+    unchanged ones stay as they are); then in rounds, so that the demo keeps having gangs
+    that wait for a rack: once every one has ended (or ROUND_MAX_S passed), those that ended
+    are deleted and applied again, together, as at the start."""
     from importlib.resources import files
 
-    from ykbus.tyjob.cli import Nats, apply_text
+    from ykbus.tyjob.cli import Nats, apply_text, rerun_ended
 
     await controller.ready.wait()
     text = files("ykbus.examples").joinpath("tyjob/jobs.yaml").read_text(encoding="utf-8")
-    await apply_text(Nats(url, admin or {}), text, "examples/tyjob/jobs.yaml")
+    nats = Nats(url, admin or {})
+    await apply_text(nats, text, "examples/tyjob/jobs.yaml")
+    longest = float(os.environ.get("YKBUS_DEMO_ROUND_MAX_S", ROUND_MAX_S))
+    began = anyio.current_time()
+    while True:
+        await anyio.sleep(ROUND_CHECK_S)
+        overdue = anyio.current_time() - began > longest
+        again = await rerun_ended(nats, text, "examples/tyjob/jobs.yaml", whole=not overdue)
+        if again:
+            began = anyio.current_time()
+            print(f"ykbus up: the example TYJobs run again ({len(again)} that ended, applied anew)", flush=True)
 
 
 async def _run_rm(rm, stopping: anyio.Event) -> None:

@@ -209,7 +209,9 @@ def test_commands_report_a_server_that_does_not_answer_at_once(tmp_path):
         # it gave up after its own wait; the rest of the time is the interpreters' start, seven
         # at once, which a loaded machine slows: only a bound far from it (a retry forever, the
         # regression, never ends)
-        assert err.endswith(f"(no answer within {CONNECT_WITHIN_S:g} s)"), err
+        assert f"(no answer within {CONNECT_WITHIN_S:g} s)" in err, err
+        assert err.endswith("nothing listens there, `make run` (ykbus up) starts one, --nats URL or --data DIR "
+                            "names another"), err
         assert time.monotonic() - start < 25, args
 
 

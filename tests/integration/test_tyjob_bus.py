@@ -209,3 +209,23 @@ async def test_a_controller_restarted_mid_job_goes_on_where_it_was(nats_server, 
             assert tyjob_allocations(core) == 3
             st = await wait_for(url, lambda s: s["long"]["stage"] == "Succeeded")
             assert st["long"]["restarts"] == 0
+
+
+async def test_jobs_that_ended_run_again_as_ykbus_ups_example_rounds_do(nats_server, tmp_path):
+    """`ykbus up` runs its example jobs in rounds (its README's walkthrough finds a gang
+    waiting only while one runs): the jobs of the file that ended are deleted and applied
+    again, and run again; one still running is left alone."""
+    url = nats_server.url
+    text = "---\n".join([job("quick", leader="0.2", worker="0.2"), job("slow", leader="60", worker="60")])
+    async with running_core(url) as core, controller(url, cluster_file(tmp_path)):
+        assert await cli.apply_text(cli.Nats(url), text, "jobs.yaml") == 0
+        await wait_for(url, lambda s: s.get("quick", {}).get("stage") == "Succeeded"
+                       and s.get("slow", {}).get("stage") == "Running")
+        decided = core.read("health", {})["stats"]["allocations"]
+        assert await cli.rerun_ended(cli.Nats(url), text, "jobs.yaml", settle_s=0.5) == ["default/quick"]
+        st = await wait_for(url, lambda s: s.get("quick", {}).get("stage") == "Succeeded"
+                            and core.read("health", {})["stats"]["allocations"] >= decided + 3)
+        assert st["slow"]["stage"] == "Running"  # not ended: left as it was
+        assert await cli.rerun_ended(cli.Nats(url), text, "jobs.yaml", settle_s=0.5) == ["default/quick"]
+        # a whole round waits for every job of the file to end
+        assert await cli.rerun_ended(cli.Nats(url), text, "jobs.yaml", settle_s=0.5, whole=True) == []

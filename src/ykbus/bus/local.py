@@ -188,6 +188,8 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
             text = f"{text} (no answer within {within:g} s)" if last else f"no answer within {within:g} s"
         if "authorization" in text.lower():
             text += " (a secured server: this connection needs an identity, e.g. --nats-secrets FILE)"
+        elif isinstance(reason, ConnectionRefusedError) or "connect call failed" in text.lower():
+            text += "; nothing listens there, `make run` (ykbus up) starts one, --nats URL or --data DIR names another"
         raise NatsUnreachable(f"cannot reach NATS at {url}: {text}") from None
     connected = True
     return nc

@@ -371,7 +371,7 @@ class RMRegistry:
         self.operator_configs = after
         for rm, config, text in changes:
             self._install(rm, config, text, entry, ctx)
-        applied = ", ".join(rm.id for rm, _, _ in changes) or "no RM"
+        applied = ", ".join(rm.id for rm, _, _ in changes) or "no RM yet (an RM of the group takes it as it registers)"
         ctx.emit(None, Noted("", m.EventType.QUEUE, group,
                   f"{what} {'in force' if msg.config else 'withdrawn'}; reconfigured: {applied}", m.ChangeType.SET))
 

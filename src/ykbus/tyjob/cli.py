@@ -7,6 +7,8 @@ Every command takes `--nats URL`; without it: $YKBUS_NATS, else the URL a runnin
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 from typing import Any, NamedTuple
@@ -72,8 +74,36 @@ async def apply(nats: Nats, files: list[str]) -> int:
     return await _apply(nats, texts, errors)
 
 
-async def apply_text(nats: Nats, text: str, source: str) -> int:
+async def apply_text(nats: Nats, text: str, source: str, quiet: bool = False) -> int:
+    if quiet:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return await _apply(nats, [(text, source)], [])
     return await _apply(nats, [(text, source)], [])
+
+
+ENDED = ("Succeeded", "Failed")
+
+
+async def rerun_ended(nats: Nats, text: str, source: str, settle_s: float = 5.0, whole: bool = False) -> list[str]:
+    """The jobs of `text` that have ended, deleted and applied again (`ykbus up`'s example
+    jobs run in rounds); the others stay as they are. With `whole`, only once every one of
+    them has ended (a round like the first). Returns `namespace/name` of each run again.
+    `settle_s`: the controller's time to take the deletions before the jobs come back."""
+    wanted = {(j.namespace, j.name) for j in parse_manifests(text, source)}
+    ended = sorted((s["namespace"], s["name"]) for s in await read_statuses(nats, None, None)
+                   if (s["namespace"], s["name"]) in wanted and s["stage"] in ENDED)
+    if not ended or (whole and len(ended) < len(wanted)):
+        return []
+    nc = await _open(nats)
+    try:
+        kv = await store.bucket(nc)
+        for namespace, name in ended:
+            await kv.delete(store.spec_key(namespace, name))
+    finally:
+        await nc.close()
+    await anyio.sleep(settle_s)
+    await apply_text(nats, text, source, quiet=True)
+    return [f"{namespace}/{name}" for namespace, name in ended]
 
 
 def _refuse(errors: list[str]) -> int:
