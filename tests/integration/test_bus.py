@@ -122,6 +122,10 @@ async def test_read_api_answers_with_queue_usage(nats_server):
             assert "error" not in body
         bad = json.loads((await nc.request("yk.v1.api.bogus", b"", timeout=5)).data)
         assert "unknown verb" in bad["error"]
+        bad = json.loads((await nc.request("yk.v1.api.queues", b'{"rm": 5}', timeout=5)).data)
+        assert bad == {"error": "rm: expected a string (an id), got int"}  # (it answered {"queues": {}})
+        bad = json.loads((await nc.request("yk.v1.api.queues", b"[" * 100_000, timeout=5)).data)
+        assert bad == {"error": "the request is nested too deep to read"}
         await nc.close()
 
 

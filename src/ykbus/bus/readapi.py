@@ -60,8 +60,11 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
     if verb not in SECTIONS:
         raise ValueError(f"unknown verb {verb!r}: expected health, state, {WOULD_FIT}, {', '.join(SECTIONS)}")
     wanted = SECTIONS[verb]
-    dump = core.dump(sections=(wanted,) if wanted else ())
     want_rm, want_part = request.get("rm"), request.get("partition")
+    for field, value in (("rm", want_rm), ("partition", want_part)):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{field}: expected a string (an id), got {type(value).__name__}")
+    dump = core.dump(sections=(wanted,) if wanted else ())
     out: dict[str, Any] = {}
     for rm_id, rm in dump["rms"].items():
         if want_rm and rm_id != want_rm:

@@ -485,7 +485,9 @@ class CoreService:
             else:
                 await self.live.at_rest()  # any other read: between entries
                 body = self.read(verb, request)
-        except (ValueError, KeyError, RecursionError) as exc:
+        except RecursionError:
+            body = {"error": "the request is nested too deep to read"}
+        except (ValueError, KeyError) as exc:
             body = {"error": str(exc)}
         if msg.reply:
             data = json.dumps(body, default=str).encode()
