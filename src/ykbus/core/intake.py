@@ -98,6 +98,11 @@ def _allocation_refused(ctx: Step, to: str, item: object, reason: str) -> None:
     ctx.emit(None, Refused(to, m.RejectedAllocation(_id(item, "allocationKey"), _id(item, "applicationID"), reason)))
 
 
+# An ask without tags and with at most this many resources cannot pass MAX_ITEM_BYTES (each
+# identifier within MAX_ID_CHARS, JSON's at most 6 bytes a character): it is not counted
+SAFE_RESOURCES: Final = ((limits.MAX_ITEM_BYTES - 4096) // 6 - 4 * limits.MAX_ID_CHARS) // (limits.MAX_ID_CHARS + 32)
+
+
 def ask_size_problem(ask: m.AllocationAsk) -> str:
     """Why `ask` is too large to be answered: its allocation echoes its key, tags and
     resources in one item, which the publisher cannot split; bounded by MAX_ITEM_BYTES as
@@ -341,11 +346,13 @@ class Intake:
         res = resources_of(ask.resourceAsk)
         if not res:
             return "resourceAsk is empty: an ask needs at least one quantity above zero"
-        too_big = ask_size_problem(ask)
-        if too_big:
-            return too_big
-        if ask.tags:
-            problem = role_problem(ask.tags) or topology_problem(ask.tags, part.records.topology_levels)
+        tags = ask.tags
+        if tags or len(res) > SAFE_RESOURCES:
+            too_big = ask_size_problem(ask)
+            if too_big:
+                return too_big
+        if tags:
+            problem = role_problem(tags) or topology_problem(tags, part.records.topology_levels)
             if problem:
                 return problem
         if app.state is AppState.FAILING:
