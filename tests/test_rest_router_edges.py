@@ -143,3 +143,17 @@ def test_a_redirects_body_names_the_address_html_escaped_as_go_writes_it(state):
     status, content_type, payload, headers = ask(state, "/ws/v1/partition/default/nodes/", query="a=1&b=2")
     assert (status, headers["Location"]) == (301, "/ws/v1/partition/default/nodes?a=1&b=2")
     assert payload == b'<a href="/ws/v1/partition/default/nodes?a=1&amp;b=2">Moved Permanently</a>.\n\n'
+
+
+def test_a_sum_past_int64_is_answered_at_int64s_largest_as_yunikorn_saturates():
+    from ykbus.bench.run import fresh_core
+    from ykbus.limits import INT64_MAX
+    from ykbus.log.build import LogBuilder, node
+
+    core = fresh_core()
+    log = LogBuilder("rm-1")
+    core.apply(log.register())
+    core.apply(log.nodes(*[node(f"n{i}", vcore=INT64_MAX) for i in range(3)]))
+    answer = router.answer(RestState(lambda: core, 1), Request("GET", "/ws/v1/partitions"))
+    [partition] = json.loads(answer[2])
+    assert partition["capacity"]["capacity"]["vcore"] == INT64_MAX
