@@ -130,17 +130,38 @@ def recovered_placeholder_completes_a_gang():
                                                          "taskGroupName": "workers", "placeholder": True}]))]
 
 
+def reload_changes_the_reservation_delay():
+    """Ask M has waited the reservation delay of 1 s (marked to reserve a node); the
+    operator's queue file then brings the default delay: live, M kept its mark, while a
+    snapshot's load derives it from the delay in force, so the restored core had it
+    elsewhere and a restarted core could decide otherwise (found by the fuzz campaign, seed
+    1201)."""
+    log = LogBuilder("rm-1")
+    queues = ("partitions:\n  - name: default\n    reservationdelay: 1s\n    queues:\n      - name: root\n"
+              "        submitacl: '*'\n        queues:\n          - name: jobs\n          - name: small\n"
+              "            resources: {max: {vcore: 3}}\n")
+    return [log.register(queues),
+            log.nodes(node("n2", vcore=4000)),
+            log.apps(app("smalls", "root.jobs"), app("large", "root.jobs")),
+            log.asks(ask("s", "smalls", vcore=1000, max_allocations=8)),
+            log.asks(ask("L", "large", vcore=3000), ask("M", "large", vcore=2500)),
+            log.tick(1_000_000_000),
+            log.entry("config", {"policyGroup": "queues",  # the operator's queue file (`ykbus up`)
+                                 "config": "partitions:\n  - name: default\n    queues: [{name: root, submitacl: '*'}]\n"},
+                      rm="")]
+
+
 CORE_CASES = [non_utf8_in_a_json_string, json_nested_1000_deep, yaml_alias_bomb, yaml_nested_deep,
               identifier_repeated_in_its_rejection, execution_timeout_int64_max,
               ask_execution_timeout_int64_max, max_allocations_int32_max, rmstate_rm_id_not_a_subject_token,
               recovered_uuid_collides_with_an_issued_one, placeholder_ask_updated_into_a_real_one,
-              recovered_placeholder_completes_a_gang]
+              recovered_placeholder_completes_a_gang, reload_changes_the_reservation_delay]
 
 
 @pytest.mark.parametrize("case", CORE_CASES, ids=[c.__name__ for c in CORE_CASES])
 def test_core_class(case):
     entries = case()
-    check_log(entries, cuts=[len(entries) - 1, len(entries)])
+    check_log(entries, cuts=[len(entries) - 2, len(entries) - 1, len(entries)])
 
 
 # --- the log file layer (encode_entry / read_entries) ------------------------------------------

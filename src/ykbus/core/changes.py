@@ -25,6 +25,7 @@ from ykbus.core.events import (
     AppRejected,
     AppTransitioned,
     PlaceholderTimerStarted,
+    RoomWaitStarted,
 )
 from ykbus.core.gang import gang_covered
 from ykbus.core.holds import DomainHolds
@@ -39,11 +40,13 @@ from ykbus.core.lifecycle import (
     AppEvent,
     AppState,
     AskEvent,
+    AskPlace,
     AskState,
     NodeEvent,
     NodeState,
 )
 from ykbus.core.model import (
+    NODE_ROOM,
     Alloc,
     App,
     AppHistory,
@@ -89,7 +92,7 @@ class Changes:
 
     def apply_config(self, config: PartitionConfig, ctx: Step) -> list[str]:
         """Install (or hot-swap) the queue tree; returns the paths that went draining."""
-        records, levels = self.records, self.records.topology_levels
+        records, levels, delay = self.records, self.records.topology_levels, self.records.reservation_delay_ns
         records.configured(config)
         seen: dict[str, Queue] = {}
         self._configure(records.root, config.root, True, seen)
@@ -121,6 +124,8 @@ class Changes:
             held = node.reserved
             if held is not None and held.waiting is not None:
                 self.waits.wake(held, ctx)
+        if records.reservation_delay_ns != delay and records.apps:
+            delay_changed(self.records, self.waits, ctx)
         return draining
 
     def index_victims(self) -> None:
@@ -505,3 +510,21 @@ def limited_spec(msg: m.AllocationAsk, app: App, resource: Res,
     spec.timeout_ms = ask_limit_ms(spec.timeout_ms, spec.placeholder, app.path)
     interned, shape = records.intern(resource, 0 if spec.placeholder else spec.timeout_ms)
     return spec, interned, shape
+
+
+def delay_changed(records: PartitionState, waits: Waits, ctx: Step) -> None:
+    """The reservation delay changed (a reload). An ask waiting for room whose mark (past
+    its delay: it may reserve a node) the new delay turns is woken, and the pass parks it
+    again as the new delay says, as a snapshot's load derives it; one not past the new delay
+    gets its reservation timer there."""
+    delay, now = records.reservation_delay_ns, ctx.ts
+    for app in records.apps.values():
+        gang = bool(app.gang)
+        for ask in app.asks.values():
+            if ask.waiting is not NODE_ROOM or ask.reserved or not ask.since or (ask.placeholder and gang):
+                continue
+            due = now - ask.since >= delay
+            if (ask.place is AskPlace.POOLED_TO_RESERVE or ask.place is AskPlace.PARKED_TO_RESERVE) != due:
+                waits.wake(ask, ctx)
+            if not due:
+                ctx.emit(records, RoomWaitStarted(ask, ask.since, ask.since + delay, 0))
