@@ -441,3 +441,15 @@ def test_a_reason_naming_a_thousand_long_resource_names_is_shortened_where_the_r
     assert reasons and all(len(r) <= limits.MAX_REASON_CHARS for r in reasons)
     assert "characters cut" in reasons[-1]
     assert_fits(outs)
+
+
+def test_the_read_apis_sums_past_int64_are_written_at_int64s_largest():
+    """Three nodes of 2^63-1: the partition's total and the nodes are read back as int64,
+    the total at its largest (it was 27670116110564327421, no int64 a client reads)."""
+    h = Harness()
+    h.setup(QUEUES, **{f"n{i}": {"vcore": limits.INT64_MAX} for i in range(3)})
+    from ykbus.bus.readapi import read
+    [partition] = [p for rm in read(h.core, {}, "partitions", {})["partitions"].values() for p in rm.values()]
+    assert partition["total"] == {"vcore": limits.INT64_MAX}
+    assert all(n["capacity"] == {"vcore": limits.INT64_MAX}
+               for rm in read(h.core, {}, "nodes", {})["nodes"].values() for p in rm.values() for n in p.values())
