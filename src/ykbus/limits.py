@@ -9,6 +9,8 @@ with the same values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ykbus import LIMIT_OVERRIDES
 
 
@@ -65,6 +67,12 @@ def shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:
     keep = max(limit - 40, 16)
     head, tail = text[: keep * 3 // 4], text[-(keep // 4):]
     return f"{head}…[{len(text) - len(head) - len(tail)} characters cut]…{tail}"
+
+
+def saturated(quantities: Mapping[str, int]) -> dict[str, int]:
+    """A sum of quantities as the wire writes it: int64, each at most its largest (a sum of
+    huge nodes or recovered allocations may pass it; YuniKorn's sums saturate there)."""
+    return {k: v if v <= INT64_MAX else INT64_MAX for k, v in quantities.items()}
 
 
 def quoted(ident: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.core.test_topology_gangs import QUEUES as TOPOLOGY  # a partition of blocks and racks
 from tests.fuzz.checks import check_log, safe_line
 from tests.fuzz.mutate import yaml_bomb
 from ykbus.core.outbox import Entry
@@ -81,19 +82,6 @@ def recovered_uuid_collides_with_an_issued_one():
             log.nodes(node("n1", vcore=8000, existing=[allocation("5-0", "r", "a1", "n1", vcore=1)])),
             log.tick(),
             log.asks(ask("k", "a1", vcore=1))]
-
-
-TOPOLOGY = """
-partitions:
-  - name: default
-    topology:
-      levels: [ykbus.io/block, ykbus.io/rack]
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: jobs
-"""
 
 
 def placeholder_ask_updated_into_a_real_one():

@@ -16,16 +16,10 @@ from ykbus.core.resources import fits
 from ykbus.core.timeline import Estimate, NoEstimate, fmt_in
 from ykbus.core.topology import path_of
 from ykbus.core.why import PendingCode
-from ykbus.limits import INT64_MAX
+from ykbus.limits import saturated
 
 SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")  # built unless told
 TOPOLOGY = "topology"  # a section built only when asked for (the read API's `topology`)
-
-
-def summed(r: Mapping[str, int]) -> dict[str, int]:
-    """A sum of quantities as the contract writes it: int64, each at most its largest (a sum
-    of recovered allocations or of huge nodes may pass it; YuniKorn's sums saturate there)."""
-    return {k: v if v <= INT64_MAX else INT64_MAX for k, v in r.items()}
 
 
 def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mapping[str, ResourceManager],
@@ -40,7 +34,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                 "queues": lambda p=p: _queues_dump(p),
                 "nodes": lambda p=p: {
                     n.id: {"state": n.state.value, "capacity": dict(n.capacity),
-                           "occupied": dict(n.occupied), "allocated": summed(n.allocated),
+                           "occupied": dict(n.occupied), "allocated": saturated(n.allocated),
                            "attributes": dict(n.attributes), "allocations": list(n.allocations)}
                     for n in p.nodes.values()
                 },
@@ -58,7 +52,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
             }
             parts[p.name] = {
                 "nodeSortPolicy": p.records.node_sort.value,
-                "total": summed(p.total),
+                "total": saturated(p.total),
                 "counts": {"queues": len(p.queues), "nodes": len(p.nodes), "applications": len(p.apps),
                            "allocations": len(p.allocations)},
                 "summary": p.records.summary.dao(),  # the read model (core/readmodel.py), not a walk of the state
@@ -73,7 +67,7 @@ def _applications(p: Partition, now: int) -> dict[str, Any]:
     estimates = Estimates(p, now)  # one per read: the candidate nodes read once, one estimate per shape
     return {
         a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
-               "allocated": summed(a.allocated), "pending": summed(a.pending),
+               "allocated": saturated(a.allocated), "pending": saturated(a.pending),
                "maxPriority": a.max_priority,
                "asks": {k.key: {"pending": k.pending, "allocated": k.allocated,
                                 "priority": k.priority, "resource": dict(k.resource),
@@ -179,7 +173,7 @@ def _queues_dump(p: Partition) -> dict[str, Any]:
     usage: dict[str, list[dict[str, Any]]] = {}
     for _, t in sorted(p.trackers.items()):
         usage.setdefault(t.queue.path, []).append({
-            t.kind: t.name, "limit": t.limit.limit, "allocated": summed(t.allocated),
+            t.kind: t.name, "limit": t.limit.limit, "allocated": saturated(t.allocated),
             "runningApplications": t.running, "maxResources": t.limit.maxresources,
             "maxApplications": t.limit.maxapplications,
         })
@@ -190,7 +184,7 @@ def _queues_dump(p: Partition) -> dict[str, Any]:
             "properties": q.properties,
             "submitACL": q.submitacl.text if q.submitacl is not None else None,
             "adminACL": q.adminacl.text if q.adminacl is not None else None,
-            "allocated": summed(q.allocated), "pending": summed(q.pending),
+            "allocated": saturated(q.allocated), "pending": saturated(q.pending),
             "runningApplications": q.running, "priority": q.exposed_priority(),
             "applications": list(q.apps), "limitUsage": usage.get(q.path, []),
         } for q in p.queues.values()

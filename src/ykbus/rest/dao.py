@@ -18,7 +18,7 @@ from ykbus.core.projection import Estimates
 from ykbus.core.readmodel import NodeUsage
 from ykbus.core.resources import Res
 from ykbus.core.why import PendingCode
-from ykbus.limits import INT64_MAX
+from ykbus.limits import saturated
 
 GO_ZERO_TIME_MS = -62135596800000  # Go's zero time.Time in Unix ms: a startTime never set
 HOSTNAME_ATTR, RACK_ATTR, NODE_PARTITION_ATTR = "si/hostname", "si/rackname", "si/node-partition"
@@ -40,7 +40,7 @@ def res(r: Res) -> dict[str, int]:
     zero quantities left out, each at most int64's largest (YuniKorn's sums saturate there:
     a partition of three nodes of 2^63-1 has that capacity, not a number a Go client cannot
     read)."""
-    return {k: v if v <= INT64_MAX else INT64_MAX for k, v in sorted(r.items()) if v}
+    return saturated({k: v for k, v in sorted(r.items()) if v})
 
 
 def percent(used: Res, of: Res) -> dict[str, int]:
