@@ -445,7 +445,8 @@ PIPE_EVERY_S = 10.0  # a progress line this often when stdout is not a terminal 
 
 
 async def _progress(service: CoreService, rms: list) -> None:
-    """The core's rate and totals, then per RM its nodes, applications, running allocations,
+    """The core's rate and totals (allocations and log entries since the log began, so a
+    restart goes on counting), then per RM its nodes, applications, running allocations,
     pending vcores, the rejections it got since this start, and each top-level queue's usage
     as a share of the partition's total vcores. On a terminal: a block redrawn in place every
     second (a line per RM, folded to the width). Elsewhere (a pipe, a log file): one line
@@ -488,7 +489,7 @@ def _progress_shown(service: CoreService, rms: list, block: Block | None, start:
     parts = service.read("partitions", {})["partitions"]
     queues = service.read("queues", {})["queues"]
     head = [f"t={now - start:5.0f}s", f"allocs/s={rate:7.0f}", f"allocations={allocs}",
-            f"entries={service.stats['entries']}"]
+            f"entries={service.core.last_seq}"]  # both since the log began, whatever restarts
     per_rm = []
     for rm in rms:
         p = parts.get(rm.rm_id, {}).get("default")

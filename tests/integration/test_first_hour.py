@@ -97,6 +97,9 @@ def test_a_second_up_resumes_the_first_and_fresh_starts_clean(tmp_path):
         assert said and int(said.group(1)) > 0, out[-3000:]
     progress = [line for line in out.splitlines() if line.startswith("t=")]
     assert int(progress[-1].split("allocations=")[1].split()[0]) > ran  # the count goes on from the first run
+    read = int(progress[-1].split("entries=")[1].split()[0])
+    again = _up(env, duration="1")  # a short run reads fewer entries than the log holds: the count is the log's
+    assert int(re.findall(r"entries=(\d+)", again.stdout)[-1]) > read, again.stdout[-3000:]
     third = _up(env, "--fresh", duration="3")
     assert "(new;" in third.stdout.splitlines()[0] and " resumed: " not in third.stdout
 
