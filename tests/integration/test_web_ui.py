@@ -202,6 +202,12 @@ def work_in_it(page, port: int, seen: dict[str, object]) -> None:
     page.click("#timeline button[data-apply]")
     page.wait_for_selector("#timeline .window-text:has-text('(5 min 0 s)')", timeout=15000)
     seen["timeline-past"] = page.inner_text("#timeline .plot")
+    shot(page, "timeline-past")
+    seen["timeline-ticks"] = page.evaluate("""() => {  // each time label, and whether all of it is in the plot
+      const plot = document.querySelector('#timeline-svg').getBoundingClientRect();
+      return [...document.querySelectorAll('#timeline-svg text.tick')].map((t) => {
+        const b = t.getBoundingClientRect(); return [t.textContent, b.left >= plot.left && b.right <= plot.right]; });
+    }""")
     page.goto(base + "#/queues")
     page.wait_for_selector("body[data-ready='queues'] [data-queue='root.a']", timeout=15000)
     seen["queues-busy"] = page.inner_text("[data-queue='root.a']")
@@ -323,5 +329,7 @@ async def test_every_page_shows_the_state_and_draws_it(nats_server, monkeypatch)
     assert "last 1 min" in window and re.search(r"allocations \([1-9]", plot), (window, plot)
     assert "(30 s)" in seen["timeline-zoomed"]
     assert "allocations (0)" in seen["timeline-past"] and "why asks wait (0)" in seen["timeline-past"]
+    ticks = seen["timeline-ticks"]  # the window's last time label (10:05:00 at its right end) is read whole
+    assert ticks and ticks[-1][0] == "10:05:00" and all(whole for _, whole in ticks), ticks
     # root.a: 60 applications beside app-1, its big ask beyond the max shown as such
     assert "beyond the max" in seen["queues-busy"], seen["queues-busy"]

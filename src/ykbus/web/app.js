@@ -709,8 +709,9 @@ async function timeline(el, r) {
   let grid = "";  // drawn first, under the dots
   for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
     const d = new Date(t / 1e6), label = d.toLocaleTimeString("en-GB", step < 60e9 ? {hour12: false} : {hour12: false, hour: "2-digit", minute: "2-digit"});
+    const anchor = x(t) + 3.5 * label.length > W ? "end" : "middle";  // the last label ends at the plot's edge, whole
     grid += `<line x1="${x(t).toFixed(1)}" x2="${x(t).toFixed(1)}" y1="${top - 6}" y2="${axisY}" stroke="#eef1f5"/>
-      <text class="tick" x="${x(t).toFixed(1)}" y="${axisY + 14}" text-anchor="middle">${label}</text>`;
+      <text class="tick" x="${x(t).toFixed(1)}" y="${axisY + 14}" text-anchor="${anchor}">${label}</text>`;
   }
   morph($(".plot", el), `<svg id="timeline-svg" width="${W}" height="${H}" data-left="${left}" data-right="${right}"
     data-source="${hist ? "history" : "loaded"}" data-bin-ms="${hist ? hist.binMs : ""}">
