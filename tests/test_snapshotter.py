@@ -21,7 +21,7 @@ class Store:
     def __init__(self) -> None:
         self.put_sizes: list[int] = []
 
-    async def put(self, name: str, data: bytes) -> None:
+    async def put(self, name: str, data: bytes, meta: object = None) -> None:
         self.put_sizes.append(len(data))
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 
+import anyio
 import nats
 import pytest
 
@@ -271,5 +273,40 @@ async def test_a_read_answer_too_large_for_nats_is_an_error_saying_so_not_a_time
                 assert health["status"] == "ok"
             finally:
                 await nc.close()
+    finally:
+        small.cleanup()
+
+
+async def test_snapshots_are_stored_on_a_server_taking_messages_smaller_than_a_chunk(tmp_path, caplog):
+    """A nats-server whose max_payload is below the object store's chunk (128 KiB) refused
+    every snapshot upload: each failed and was tried again, and a restarted core replayed the
+    whole log. The chunks now fit the server's max_payload, and a new core loads the state."""
+    from ykbus.bus.server import NatsServer
+    from ykbus.bus.streams import SNAPSHOT_BUCKET
+    small = NatsServer(store_dir=str(tmp_path / "nats"), max_payload=64 * 1024)
+    small.start()
+    try:
+        async with running_core(small.url, snapshot_every=5) as service, rm_client(small.url) as api:
+            rec = Recorder()
+            await start_rm(api, "k8s", rec)
+            for i in range(12):  # one node a message, each within the max_payload; the state is well over 128 KiB
+                await api.update_node(m.NodeRequest(rmID="k8s", nodes=[m.NodeInfo(
+                    nodeID=f"n{i}", action=m.ActionFromRM.CREATE, schedulableResource=res(vcore=1000),
+                    attributes={"note": "x" * 20_000})]))
+            await rec.wait_for(lambda: sum(len(r.accepted) for r in rec.node) == 12)
+            with anyio.fail_after(20):
+                while service.snapshots.taken < 2 and not service.snapshots.failed:
+                    await anyio.sleep(0.05)
+            assert service.snapshots.failed == 0
+        nc = await nats.connect(small.url)
+        try:
+            info = await (await nc.jetstream().object_store(SNAPSHOT_BUCKET)).get_info(service.snapshots.name)
+            assert info.size > 240_000 and info.chunks >= 4, info  # each within the max_payload
+        finally:
+            await nc.close()
+        caplog.set_level(logging.INFO)
+        async with running_core(small.url):
+            loaded = [r.fields for r in caplog.records if r.getMessage() == "snapshot loaded"]
+        assert loaded and loaded[0]["from"] == "object store" and loaded[0]["bytes"] == info.size, loaded
     finally:
         small.cleanup()

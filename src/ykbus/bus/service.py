@@ -65,7 +65,7 @@ from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
 from ykbus.bus.sharding import Arrivals, Sharding, StoppedWaiting, shards_bucket
-from ykbus.bus.snapshots import Snapshotter, fetch_snapshot
+from ykbus.bus.snapshots import Snapshotter, chunk_bytes, fetch_snapshot
 from ykbus.bus.streams import (
     answer_attach,
     ensure_streams,
@@ -299,9 +299,11 @@ class CoreService:
                                                identity(self.instance, s.lease_ttl_s), s.lease_ttl_s,
                                                ready=self._caught_up, key=self.subjects.lease_key)
         self.leadership.connected(self.js, self.nc, publisher, lease)
-        sharding = Sharding(self.subjects, self.live, self.arrivals, store, self.leadership, self._stop, s.reader)
+        chunk = chunk_bytes(self.nc.max_payload)  # the messages snapshots and moving RMs' units are stored in
+        sharding = Sharding(self.subjects, self.live, self.arrivals, store, self.leadership, self._stop, s.reader,
+                            chunk)
         snapshots = Snapshotter(s.snapshot_every, self.live, self.leadership.settle, store, self._local_snapshot(),
-                                upload=self._stores_snapshots, name=self.subjects.snapshot_object)
+                                upload=self._stores_snapshots, name=self.subjects.snapshot_object, chunk=chunk)
         self._connected = Connected(store, publisher, sharding, snapshots)
         if s.reader:
             await lease.observe()

@@ -26,6 +26,7 @@ from nats.js import api
 from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError, ObjectNotFoundError
 
 from ykbus.bus.live import LiveCore
+from ykbus.bus.snapshots import CHUNK_BYTES, store_object
 from ykbus.bus.streams import NOT_ANSWERING
 from ykbus.bus.subjects import LEASE_BUCKET, SHARDS_BUCKET, Subjects, lease_key
 from ykbus.core import Core
@@ -102,11 +103,13 @@ class Leader(Protocol):
 
 class Sharding:
     def __init__(self, subjects: Subjects, live: LiveCore, arrivals: Arrivals, store: Any, leader: Leader,
-                 stopping: anyio.Event, reader: bool = False) -> None:
-        """`store`: the snapshot object store; `leader.publishing()`: this process publishes
-        now; `leader.settle()`: until every output it sent is stored; `stopping`: set when the
-        service stops; `live.lock`: held by the service while it applies an entry."""
+                 stopping: anyio.Event, reader: bool = False, chunk: int = CHUNK_BYTES) -> None:
+        """`store`: the snapshot object store (objects in messages of `chunk` bytes);
+        `leader.publishing()`: this process publishes now; `leader.settle()`: until every output
+        it sent is stored; `stopping`: set when the service stops; `live.lock`: held by the
+        service while it applies an entry."""
         self.shard = subjects.shard
+        self._chunk = chunk
         self._subjects = subjects
         self._live, self._store, self._leader, self._reader = live, store, leader, reader
         self._stopping = stopping
@@ -169,7 +172,7 @@ class Sharding:
             try:
                 await self._store.get_info(name)
             except (NotFoundError, ObjectNotFoundError):
-                await self._store.put(name, data)
+                await store_object(self._store, name, data, self._chunk)
             del self.pending[name]
 
     async def follow(self, kv: Any, leases: Any) -> None:

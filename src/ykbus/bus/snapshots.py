@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import api
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ykbus.bus.live import LiveCore
@@ -147,7 +148,21 @@ def _write(path: str, data: bytes) -> None:
         f.write(data)
 
 
+CHUNK_BYTES = 128 * 1024  # the object store's own chunk: a snapshot is stored in messages of at most this
+CHUNK_HEADROOM = 4096  # ... and this much under the server's max_payload (a message's subject and headers count)
 SNAPSHOT_GET_TIMEOUT_S = 60  # reading the snapshot while another core stores one can wait forever: read again
+
+
+def chunk_bytes(max_payload: int) -> int:
+    """The size of a snapshot's chunks on a server taking messages of up to `max_payload`
+    bytes: the object store's 128 KiB, less when the server takes less (else every upload
+    fails)."""
+    return max(1024, min(CHUNK_BYTES, max_payload - CHUNK_HEADROOM))
+
+
+async def store_object(store: Any, name: str, data: bytes, chunk: int) -> None:
+    """`data` stored as object `name` of `store`, in messages of `chunk` bytes."""
+    await store.put(name, data, api.ObjectMeta(name=name, options=api.ObjectMetaOptions(max_chunk_size=chunk)))
 
 
 def snapshot_digest(data: bytes) -> str:
@@ -179,13 +194,15 @@ class Snapshotter:
 
     def __init__(self, every: int, live: LiveCore, settle: Callable[[], Awaitable[None]], store: Any,
                  local_path: str | None, fork: bool | None = None, upload: Callable[[], bool] = lambda: True,
-                 name: str = SNAPSHOT_OBJECT) -> None:
+                 name: str = SNAPSHOT_OBJECT, chunk: int = CHUNK_BYTES) -> None:
         """`live`: the core, its guard (a snapshot becomes its checkpoint) and the writer's
         lock (held by the service while it applies an entry and hands over its outputs: the
         state is taken between entries); `settle()`: until every output sent is stored;
         `store`: the object store; `upload()`: store this one there (the leader does; a
-        standby's snapshot only becomes its guard's checkpoint)."""
+        standby's snapshot only becomes its guard's checkpoint); `chunk`: the size of the
+        messages it is stored in (`chunk_bytes`)."""
         self._live = live
+        self._chunk = chunk
         self.name = name  # the object it is stored as (a shard's own: Subjects.snapshot_object)
         self.every = every
         self._upload = upload
@@ -283,7 +300,7 @@ class Snapshotter:
                 dumped = time.perf_counter()
                 self._live.guard.checkpoint(data, seq)
                 if upload:
-                    await self._store.put(self.name, data)
+                    await store_object(self._store, self.name, data, self._chunk)
             except BaseException:
                 self.since += since  # not stored: those entries still count
                 if upload:
