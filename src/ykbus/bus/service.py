@@ -136,8 +136,7 @@ class CoreService:
         self.stats = {"entries": 0, "outputs": 0, "allocations": 0, "failedEntries": 0}
         self.arrivals = Arrivals(self.subjects.shard)
         # the core and the writer's lock, one owner (bus/live.py): a snapshot loaded replaces its guard
-        self.live = LiveCore(GuardedCore(self.arrivals.restore(None), self.arrivals.restore),
-                             reads_first=settings.reader)
+        self.live = LiveCore(GuardedCore(self.arrivals.restore(None), self.arrivals.restore), reads_first=settings.reader)
         self.leadership = Leadership(self.subjects, self.live, settings.reader)
         self.operator = OperatorConfig(settings, self.subjects, self.live, self.leadership.append, notify)
         self.clock = LogClock(settings, self.live, self.leadership.append, self.subjects.naming_shard)
@@ -299,9 +298,8 @@ class CoreService:
                                                identity(self.instance, s.lease_ttl_s), s.lease_ttl_s,
                                                ready=self._caught_up, key=self.subjects.lease_key)
         self.leadership.connected(self.js, self.nc, publisher, lease)
-        chunk = chunk_bytes(self.nc.max_payload)  # the messages snapshots and moving RMs' units are stored in
-        sharding = Sharding(self.subjects, self.live, self.arrivals, store, self.leadership, self._stop, s.reader,
-                            chunk)
+        chunk = chunk_bytes(self.nc.max_payload)  # of the objects stored: snapshots, moving RMs' units
+        sharding = Sharding(self.subjects, self.live, self.arrivals, store, self.leadership, self._stop, s.reader, chunk)
         snapshots = Snapshotter(s.snapshot_every, self.live, self.leadership.settle, store, self._local_snapshot(),
                                 upload=self._stores_snapshots, name=self.subjects.snapshot_object, chunk=chunk)
         self._connected = Connected(store, publisher, sharding, snapshots)
