@@ -208,7 +208,9 @@ class Scheduler:
             policies = self.policies
             if policies.orderings:
                 policies.node_moved(node)
-            self.topology.node_moved(node)
+            topology = self.topology
+            if topology.index is not None:  # (built at the first topology gang: else nothing to keep)
+                topology.node_moved(node)
         elif change == RESERVABLE:
             assert node is not None
             self.none_to_reserve.clear()
