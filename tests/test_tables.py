@@ -50,3 +50,44 @@ def test_nodes_and_json():
 def test_a_missing_log_is_one_line_and_exit_2(tmp_path):
     run = ykbus("queues", "--log", tmp_path / "nope.jsonl")
     assert run.returncode == 2 and run.stderr.startswith("ykbus queues:") and len(run.stderr.splitlines()) == 1
+
+
+def said(run) -> str:
+    """What a command said on stderr, past the note of a stale compiled build."""
+    return "".join(line for line in run.stderr.splitlines(keepends=True)
+                   if not line.startswith("ykbus: the compiled core is not used"))
+
+
+def test_a_filter_naming_nothing_there_says_so_instead_of_an_empty_table():
+    """A newcomer's typo (`--rm yarn`, `--queue root.teama`, `--state Runing`) printed only
+    the header and exit 0: the cluster looked empty. Each now names what is there."""
+    for command in ("queues", "apps", "nodes", "explain"):
+        run = ykbus(command, "--log", TRACE, "--rm", "yarn")
+        assert run.returncode == 2 and run.stdout == "", (command, run)
+        assert said(run) == f"ykbus {command}: rm: 'yarn' is not registered (registered: rm-1)\n", run.stderr
+    run = ykbus("apps", "--log", TRACE, "--queue", "root.undr")
+    assert run.returncode == 2 and run.stdout == ""
+    assert said(run).startswith("ykbus apps: no queue root.undr (did you mean root.under?") and "root.over" in said(run)
+    run = ykbus("apps", "--log", TRACE, "--state", "Runing")
+    assert run.returncode == 2 and run.stdout == ""
+    assert said(run).startswith("ykbus apps: --state Runing is not an application state (New, Accepted, Resuming, Running,")
+    run = ykbus("apps", "--log", TRACE, "--queue", "root.under", "--state", "new")  # there, with none in that state
+    assert run.returncode == 0 and run.stdout.splitlines()[0].startswith("RM") and len(run.stdout.splitlines()) == 1
+
+
+def test_explain_of_an_application_under_another_rm_names_that_rm(tmp_path):
+    from ykbus.log.build import LogBuilder, app
+    from ykbus.log.jsonl import encode_entry
+
+    log = LogBuilder("k8s")
+    queues = 'partitions: [{name: default, queues: [{name: root, submitacl: "*", queues: [{name: default}]}]}]'
+    entries = [log.register(queues), log.register(queues, rm="batch"), log.apps(app("job-1"), rm="batch")]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = ykbus("explain", "job-1", "--log", path, "--rm", "k8s")
+    assert run.returncode == 1 and run.stdout == ""
+    assert said(run) == "ykbus explain: application job-1 is not known to RM k8s (it is under RM batch: --rm batch)\n"
+    run = ykbus("explain", "job-1", "--log", path, "--rm", "batch")
+    assert run.returncode == 0 and "job-1" in run.stdout, run.stderr
+    run = ykbus("explain", "nosuch", "--log", path)
+    assert run.returncode == 1 and said(run) == "ykbus explain: application nosuch is not known\n"

@@ -107,10 +107,13 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
     """The read API's answers to `verbs` (`{verb: {rm: {partition: ...}}}`; bus/readapi.py
     `read`), asked with `body` (by default `{"rm": args.rm}`): from `args.log`, replayed here,
     or from a live core over NATS (`args.nats`, `args.prefix`). None, said on stderr, when
-    neither answers."""
+    neither answers, or when `args.rm` names an RM not registered there (a filter matching
+    nothing would look like an empty cluster)."""
     import json
 
     request = body if body is not None else ({"rm": args.rm} if args.rm else {})
+    if args.rm:
+        verbs = (*verbs, "health")  # its `rms`: those registered
     if args.log:
         from ykbus.bus.readapi import read
         from ykbus.log.jsonl import LogError, read_entries
@@ -127,7 +130,7 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
         except (LogError, OSError, ValueError) as exc:
             print(f"ykbus {command}: {exc}", file=sys.stderr)
             return None
-        return answers
+        return _registered(command, args.rm, answers)
 
     import anyio
 
@@ -156,6 +159,16 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
         return None
     if "error" in answer:
         print(f"ykbus {command}: {answer['error']}", file=sys.stderr)
+        return None
+    return _registered(command, args.rm, answer)
+
+
+def _registered(command: str, rm: str | None, answer: dict) -> dict | None:
+    """`answer`, unless `rm` is not among the RMs its `health` part names (then None, said on
+    stderr with those that are)."""
+    if rm and rm not in answer.get("rms", {rm: None}):
+        print(f"ykbus {command}: rm: {rm!r} is not registered (registered: {', '.join(sorted(answer['rms'])) or 'none'})",
+              file=sys.stderr)
         return None
     return answer
 
@@ -197,7 +210,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.would_fit:
         return _would_fit(args)
 
-    answer = _read_api("explain", ("applications", "terminated"), args)
+    answer = _read_api("explain", ("applications", "terminated"), args, {})  # every RM's: explain picks
     if answer is None:
         return 2
     applications, terminated = answer["applications"], answer.get("terminated", {})
@@ -206,7 +219,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return 0
     lines = explain(applications, args.app, args.ask, args.rm, terminated, args.all)
     if not lines:
-        print(f"ykbus explain: application {args.app} is not known", file=sys.stderr)
+        elsewhere = sorted(rm for section in (applications, terminated) for rm, parts in section.items()
+                           if any(args.app in apps for apps in parts.values()))
+        under = f" to RM {args.rm} (it is under RM {elsewhere[0]}: --rm {elsewhere[0]})" if elsewhere else ""
+        print(f"ykbus explain: application {args.app} is not known{under}", file=sys.stderr)
         return 1
     print("\n".join(lines))
     return 0
@@ -219,15 +235,45 @@ def cmd_table(args: argparse.Namespace) -> int:
     from ykbus.tables import TABLES
 
     verb, table = TABLES[args.command]
-    answer = _read_api(args.command, (verb,), args)
+    filters = {"queue": args.queue, "state": args.state} if args.command == "apps" else {}
+    if filters and (problem := _app_filter_problem(args.state)):
+        print(f"ykbus apps: {problem}", file=sys.stderr)
+        return 2
+    queue = filters.get("queue")
+    answer = _read_api(args.command, (verb, "queues") if queue else (verb,), args)
     if answer is None:
         return 2
     if args.json:
         print(json.dumps(answer[verb], sort_keys=True))
         return 0
-    filters = {"queue": args.queue, "state": args.state} if args.command == "apps" else {}
+    if queue and (problem := queue_missing(queue, answer["queues"])):
+        print(f"ykbus apps: {problem}", file=sys.stderr)
+        return 2
     print("\n".join(table(answer[verb], **filters)))
     return 0
+
+
+def _app_filter_problem(state: str | None) -> str:
+    """Why `--state` names no application state ("" if it names one, in any case)."""
+    from ykbus.core.lifecycle import AppState
+
+    names = [s.value for s in AppState]
+    if state is None or state.lower() in (n.lower() for n in names):
+        return ""
+    return f"--state {state} is not an application state ({', '.join(names)})"
+
+
+def queue_missing(queue: str, queues: dict) -> str:
+    """Why `--queue` names no queue of a `queues` answer ("" if some RM's partition has it),
+    with the nearest names."""
+    import difflib
+
+    paths = sorted({path for parts in queues.values() for section in parts.values() for path in section})
+    if queue in paths:
+        return ""
+    near = difflib.get_close_matches(queue, paths, n=1, cutoff=0.6)
+    return (f"no queue {queue} (" + (f"did you mean {near[0]}? " if near else "")
+            + f"the queues: {', '.join(paths[:20])}{', ...' if len(paths) > 20 else ''})")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
