@@ -99,9 +99,16 @@ def test_a_queue_max_and_bad_requests_are_named():
            ({**job(1, 1), "rm": "other"}, "rm"),
            ({"application": job(1, 1)["application"], "asks": [job(1, 1)["asks"][0]] * 1001}, "asks"),
            (job(20_000, 1), "asks[0].maxAllocations")]
+    ask = job(1, 1)["asks"][0]
+    for key, quantity, field in (("gpu", {"value": -1}, "asks[0].resourceAsk.resources.gpu.value"),  # a key named
+                                 ("g" * 1025, {"value": 1}, "asks[0].resourceAsk.resources")):  # (was `[...]`)
+        resources = {"resources": {**ask["resourceAsk"]["resources"], key: quantity}}
+        bad.append(({**job(1, 1), "asks": [{**ask, "resourceAsk": resources}]}, field))
     for request, field in bad:
-        with pytest.raises(DryRunError, match=rf"^{field.replace('[', '.').replace(']', '.')}"):
+        with pytest.raises(DryRunError, match=rf"^{field.replace('[', '.').replace(']', '.')}: "):
             would_fit(h.core, request)
+    with pytest.raises(DryRunError, match=r", for the key 'ggg.*characters cut"):
+        would_fit(h.core, bad[-1][0])
 
 
 def test_ykbus_explain_would_fit_from_a_log_file(tmp_path):

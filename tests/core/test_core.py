@@ -525,7 +525,21 @@ def test_undecodable_message_becomes_an_event_and_the_next_one_applies(h):
 
 def test_unknown_kind_is_reported(h):
     ev = events(h.do(h.log.entry("bogus", {})))
-    assert "unknown kind 'bogus'" in ev[0].message
+    assert "unknown kind 'bogus'" in ev[0].message and ev[0].type == "REQUEST"  # (was untyped)
+
+
+def test_the_core_services_own_kinds_sent_by_an_rm_are_each_answered_as_requests_not_applied(h):
+    """An RM publishing on a subject only the core service uses: each is answered, with
+    `type: REQUEST` as every entry not applied (a tick was not answered at all, an rmstate's
+    event had no type)."""
+    h.setup(TWO_QUEUES)
+    bodies = {"tick": {}, "rmstate": {"rmID": "rm-1", "event": "TIMEOUT"}, "failed": {"seq": 2, "error": "x"},
+              "assign": {"rm": "rm-1", "shard": "s1"}}
+    for kind, body in bodies.items():
+        ev = events(h.do(h.log.entry(kind, body)))
+        assert len(ev) == 1 and ev[0].type == "REQUEST" and ev[0].objectID == "rm-1", (kind, ev)
+        assert f"{kind} entries are the core service's only; not applied" in ev[0].message, ev[0].message
+    assert h.core.dump()["rms"]["rm-1"]["state"] == "Running"  # the rmstate changed nothing
 
 
 def test_protobuf_json_encoding_is_accepted(h):

@@ -318,7 +318,7 @@ def test_replay_makes_the_recorded_choice_even_once_the_bug_is_fixed(buggy_add_a
 def test_a_failed_record_from_an_rm_is_refused():
     h = ready()
     outs = h.do(h.log.entry("failed", {"seq": 2, "error": "x"}))
-    assert "recorded by the core service only" in event_text(outs)
+    assert "failed entries are the core service's only; not applied" in event_text(outs)
     guard = GuardedCore(Core(load_yaml=load_yaml), lambda data: Core(load_yaml=load_yaml))
     guard.apply(Entry(1, 1, "rm-1", "failed", b'{"seq": 2, "error": "x"}'))
     assert guard.known_failed == {}
@@ -405,6 +405,35 @@ def test_a_msgpack_extension_value_in_a_map_is_one_bad_item_naming_its_key(where
     assert [r.allocationKey for r in rejected] == ["bad"]
     key = "tags.k" if where == "tag" else "resources.vcore"
     assert f"$.asks[0].{'resourceAsk.' if where == 'quantity' else ''}{key}" in rejected[0].reason
+    assert [a.allocationKey for a in new_allocs(outs)] == ["good"]
+
+
+@pytest.mark.parametrize("where", ["tag value", "resource name", "tag key"])
+def test_a_map_entry_past_its_bound_is_named_by_its_key(where):
+    """docs/protocol.md: "a map key is named in the path". A tag value over 64 Ki characters
+    was named `$.asks[0].tags[...]`; a resource name over 1,024 characters gave a garbled
+    `at `key` in `$.resourceAsk.resources` - at `$.asks[0]``."""
+    h = ready()
+    long_key = "m" * (limits.MAX_ID_CHARS + 1)
+    quantity = {"value": 100}
+    bad = {"allocationKey": "bad", "applicationID": "a1", "resourceAsk": {"resources": {"vcore": quantity}}}
+    if where == "tag value":
+        bad["tags"] = {"ok": "v", "mykey": "v" * (limits.MAX_TEXT_CHARS + 1)}
+    elif where == "resource name":
+        bad["resourceAsk"] = {"resources": {"vcore": quantity, long_key: quantity}}
+    else:
+        bad["tags"] = {"ok": "v", long_key: "v"}
+    good = {"allocationKey": "good", "applicationID": "a1", "resourceAsk": {"resources": {"vcore": quantity}}}
+    outs = h.do(h.log.entry("alloc", json.dumps({"asks": [bad, good]}).encode()))
+    rejected = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert [r.allocationKey for r in rejected] == ["bad"]
+    reason = rejected[0].reason
+    if where == "tag value":
+        assert reason == f"Expected `str` of length <= {limits.MAX_TEXT_CHARS} - at `$.asks[0].tags.mykey`"
+    else:
+        map_path = "$.asks[0].resourceAsk.resources" if where == "resource name" else "$.asks[0].tags"
+        assert reason == (f"Expected `str` of length <= {limits.MAX_ID_CHARS} - at a key of `{map_path}`: "
+                          f"{limits.quoted(long_key)}"), reason
     assert [a.allocationKey for a in new_allocs(outs)] == ["good"]
 
 

@@ -69,6 +69,7 @@ from ykbus.si.messages import (
     UpdateConfigurationRequest,
 )
 
+SERVICE_KINDS: Final = ("tick", "rmstate", "failed", shards.ASSIGN)  # kinds only the core service appends (rm "")
 TIMEOUT: Final = m.TerminationType.TIMEOUT  # read once: compiled code looks up modules it did not compile at every use
 
 
@@ -140,7 +141,10 @@ class Core:
         self.now = max(self.now, entry.ts)
         ctx = Step(entry.seq, self.now, between)
         self._fire_timers(ctx)
-        if entry.kind == shards.ASSIGN:
+        if entry.rm and entry.kind in SERVICE_KINDS:  # an RM on a subject of the core service's
+            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: {entry.kind} entries are the core service's only; not applied"))
+        elif entry.kind == shards.ASSIGN:
             self._on_assign(entry, ctx)
         elif entry.kind != "tick":  # a tick has no body: only its timers and the pass
             msg = decoded if decoded is not None else self._decode(entry, ctx)
@@ -179,12 +183,9 @@ class Core:
         """The request `entry` carries, or None when there is none to apply: a record of a
         failed entry, an unknown kind, a body that does not decode (each told to the RM)."""
         if entry.kind == "failed":  # the service's record of a failed entry: see core/guard.py
-            if entry.rm:
-                ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
-                          f"entry {entry.seq}: failed entries are recorded by the core service only; not applied"))
             return None
         if entry.kind not in ENTRY_KINDS:
-            ctx.emit(None, Noted(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, entry.rm,
+            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
                       f"entry {entry.seq}: unknown kind {limits.quoted(entry.kind)}: expected one of "
                       f"{', '.join(ENTRY_KINDS)}"))
             return None
@@ -284,10 +285,6 @@ class Core:
     def _on_assign(self, entry: Entry, ctx: Step) -> None:
         """RM `rm` belongs to shard `shard` from this entry on; if it moves between two
         shards, its unit leaves the old one and arrives at the new one here (core/shards.py)."""
-        if entry.rm:
-            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
-                      f"entry {entry.seq}: assign entries are the core service's only; not applied"))
-            return
         try:
             body = shards.decode_assign(entry)
         except ValueError as exc:

@@ -11,6 +11,7 @@ import msgspec
 
 from ykbus.core.registry import resources_of
 from ykbus.si import messages as m
+from ykbus.si.codec import name_keys
 
 MAX_REQUEST_BYTES = 1 << 20  # a request file or body
 MAX_ASKS = 1000  # asks in one request
@@ -37,8 +38,15 @@ def parse(obj: Any) -> Request:
     try:
         request = msgspec.convert(obj, Request, strict=False)
     except msgspec.ValidationError as exc:  # `Expected int, got str - at $.asks[0].maxAllocations`: field first
-        text = str(exc)
+        try:
+            text = name_keys(str(exc), obj)  # a map's key named, not `[...]`
+        except RecursionError:
+            text = str(exc)
         what, _, where = text.rpartition(" - at `")
+        if " - at a key of `" in text:  # `... - at a key of `$.asks[0].tags`: 'the key'`
+            what, _, where = text.rpartition(" - at a key of `")
+            where, _, key = where.partition("`: ")
+            raise DryRunError(f"{where.removeprefix('$.')}: {what}, for the key {key}") from None
         if not what:  # at the top: `Object missing required field application`
             missing = text.partition("field `")[2].rstrip("`")
             raise DryRunError(f"{missing}: required" if missing else f"request: {text}") from None

@@ -255,10 +255,6 @@ class RMRegistry:
         event = {m.RMLifecycleEvent.CONNECTION_LOST: RMEvent.CONNECTION_LOST,
                  m.RMLifecycleEvent.RECONNECT: RMEvent.RECONNECT,
                  m.RMLifecycleEvent.TIMEOUT: RMEvent.TIMEOUT}[msg.event]
-        if entry.rm:
-            ctx.emit(None, Noted(entry.rm, m.EventType.UNKNOWN_EVENTRECORD_TYPE, msg.rmID,
-                      "rmstate entries are recorded by the core service only; not applied"))
-            return
         if not RM_ID.match(msg.rmID):
             ctx.emit(None, Noted("", m.EventType.REQUEST, "rmstate",
                       f"entry {entry.seq}: rmID {limits.quoted(msg.rmID)} is not a NATS subject token; not applied"))

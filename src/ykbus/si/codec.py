@@ -106,18 +106,28 @@ Decoded = (
 )
 
 _ID_FIELDS = ("allocationKey", "applicationID", "nodeID", "UUID", "partitionName")
-_AT = re.compile(r" - at `\$")
+_AT = re.compile(r" - at (a key of )?`\$")
 
 
 _PATH = re.compile(r"`(\$[^`]*)`")
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+|\.\.\.)\]")
+_KEY_AT = re.compile(r" - at `key` in `(\$[^`]*)`")
 _quantity = msgspec.json.Decoder(m.Quantity, strict=False)
-_text = msgspec.json.Decoder(str)
+_text = msgspec.json.Decoder(m.Text)  # a map's value: a tag's, an attribute's (bounded as they are)
+_key = msgspec.json.Decoder(m.Id)  # a map's key
 _enc = msgspec.json.Encoder()
 
 
-def _name_keys(error: str, obj: Any) -> str:
-    """Replace msgspec's `[...]` (a map key it does not name) by the key that is wrong."""
+def name_keys(error: str, obj: Any) -> str:
+    """Replace msgspec's `[...]` (a map key it does not name) by the key that is wrong, and
+    its `` at `key` in `$.path` `` (a key that is wrong) by `` at a key of `$.path`: 'key' ``."""
+    key_at = _KEY_AT.search(error)
+    if key_at is not None:
+        node = _at(obj, key_at.group(1))
+        bad = next((k for k in node if not _decodes(_key, k)), None) if isinstance(node, dict) else None
+        if bad is None:
+            return error
+        return error.replace(key_at.group(0), f" - at a key of `{key_at.group(1)}`: {limits.quoted(bad)}")
     match = _PATH.search(error)
     if match is None or "[...]" not in match.group(1):
         return error
@@ -141,6 +151,20 @@ def _name_keys(error: str, obj: Any) -> str:
     return error.replace(f"`{path}`", f"`{out}`")
 
 
+def _at(obj: Any, path: str) -> Any:
+    """What `path` (`$.resourceAsk.resources`, names and indexes) leads to in `obj`, None if
+    nothing."""
+    node = obj
+    for name, index in _SEGMENT.findall(path[1:]):
+        if name:
+            node = node.get(name) if isinstance(node, dict) else None
+        elif index != "..." and isinstance(node, list) and int(index) < len(node):
+            node = node[int(index)]
+        else:
+            return None
+    return node
+
+
 def _decodes(decoder: Any, value: Any) -> bool:
     """Whether `value` (loosely decoded) decodes as `decoder`'s type; a value JSON cannot
     hold (a MessagePack extension, bytes) does not."""
@@ -154,7 +178,7 @@ def _decodes(decoder: Any, value: Any) -> bool:
 def _with_path(error: str, prefix: str) -> str:
     """Rewrite a msgspec error so that its path starts at `prefix` (e.g. `$.asks[3]`)."""
     if _AT.search(error):
-        return _AT.sub(lambda _: f" - at `{prefix}", error, count=1)
+        return _AT.sub(lambda at: f" - at {at.group(1) or ''}`{prefix}", error, count=1)
     return f"{error} - at `{prefix}`"
 
 
@@ -189,7 +213,7 @@ class _Format:
             except _UNDECODABLE as exc:
                 obj = self._loose(raw)
                 try:
-                    error = _name_keys(_reason(exc), obj)
+                    error = name_keys(_reason(exc), obj)
                 except RecursionError:
                     error = _reason(exc)
                 ids = {k: limits.shorten(obj[k], limits.MAX_QUOTED_CHARS)
