@@ -149,6 +149,9 @@ async def test_admin_api_takes_a_queue_configuration_from_users_in_the_scheduler
             assert moved == {"error": "the admin API moved to yk.v1.admin.<user>.<verb>: the user is the caller's "
                                       "NATS user, in the subject (not the body); got yk.v1.admin.queues"}
             assert await api(nc, "admin.ops.nope", {}) == {"error": "unknown admin verb 'nope': expected queues"}
+            for group in (5, ["g"], {"g": 1}):  # was taken as the policy group "5"
+                typed = await api(nc, "admin.ops.queues", {"policyGroup": group, "config": QUEUES.format(max=1)})
+                assert typed == {"error": "policyGroup: expected the policy group's name as a string"}, typed
             bad = await api(nc, "admin.ops.queues", {"config": "partitions: []"})
             assert bad == {"accepted": False, "errors": ["partitions: at least one partition is required"]}
             ok = await api(nc, f"admin.{getpass.getuser()}.queues", {"policyGroup": "g",

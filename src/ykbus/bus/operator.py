@@ -157,7 +157,9 @@ class OperatorConfig:
             if not isinstance(config, str):
                 raise ValueError("config: expected the queue configuration as a YAML string")
             group = request.get("policyGroup") or "*"
-            errors = await self.set_queues(str(group), config, source=f"admin API ({user})")
+            if not isinstance(group, str):
+                raise ValueError("policyGroup: expected the policy group's name as a string")
+            errors = await self.set_queues(group, config, source=f"admin API ({user})")
             body: dict[str, Any] = {"accepted": not errors, "errors": errors}
         except (ValueError, PermissionError) as exc:
             body = {"error": str(exc)}
