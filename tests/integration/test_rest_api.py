@@ -140,7 +140,9 @@ async def test_several_rms_with_the_same_partition_name_are_named_rm_and_partiti
         status, _, body = await anyio.to_thread.run_sync(fetch, port, "/ws/v1/partition/default/nodes")
         assert status == 404 and json.loads(body)["message"] == "Partition not found"  # YuniKorn's, for scripts
         assert json.loads(body)["description"] == ("Partition not found: 2 RMs have a partition named 'default'; "
-                                                   "a path names each as [rm]name: [rm-a]default, [rm-b]default")
+                                                   "a path names each as [rm]name: [rm-a]default, [rm-b]default "
+                                                   "(with curl, `curl -g` or %5Brm-a%5Ddefault: curl reads "
+                                                   "brackets in a URL as a range)")
 
 
 async def test_gzip_query_parameters_and_redirects_over_http_as_yunikorns_server(nats_server):

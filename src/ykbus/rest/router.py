@@ -102,8 +102,12 @@ class RestState:
             if name == f"[{rm.id}]{p.name}" or name == self.partition_name(rm, p):
                 return rm, p
         shared = sorted(f"[{rm.id}]{p.name}" for rm, p in self.partitions() if p.name == name)
+        if not shared:
+            raise RestError(404, "Partition not found", "")
+        encoded = shared[0].replace("[", "%5B").replace("]", "%5D")
         raise RestError(404, "Partition not found", f"Partition not found: {len(shared)} RMs have a partition "
-                        f"named {name!r}; a path names each as [rm]name: {', '.join(shared)}" if shared else "")
+                        f"named {name!r}; a path names each as [rm]name: {', '.join(shared)} (with curl, `curl -g` "
+                        f"or {encoded}: curl reads brackets in a URL as a range)")
 
 
 # --- the routes ---------------------------------------------------------------------------------
