@@ -122,6 +122,14 @@ def _choices(instances: list[Instance]) -> str:
             + "; pick one with --data DIR, or YKBUS_NATS=URL (or --nats URL)")
 
 
+def _where_up_is() -> str:
+    """Where the NATS of the `ykbus up` running is, for a command given another URL."""
+    instances = running()
+    if len(instances) == 1:
+        return f"The `ykbus up` running on {instances[0].data} has its NATS at {instances[0].url}"
+    return "Its NATS URL is on its first lines (--nats URL), or --data DIR finds it"
+
+
 CONNECT_WITHIN_S = 3.5  # a command says the server does not answer within 5 s of its start
 
 
@@ -155,6 +163,8 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
     given_error_cb = options.pop("error_cb", None)
     connected = False
     last: list[BaseException] = []
+    refusals: list[BaseException] = []
+    refused: Any = None
 
     async def error_cb(exc: Exception) -> None:
         if connected:
@@ -162,6 +172,9 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
                 await given_error_cb(exc)
         else:
             last[:] = [exc]
+            refusals.append(exc)
+            if once and sum(isinstance(e, ConnectionRefusedError) for e in refusals) >= len(servers):
+                refused.cancel()
 
     given_disconnected_cb = options.pop("disconnected_cb", None)
 
@@ -171,9 +184,14 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
 
     nc = Client()
     options.setdefault("connect_timeout", min(2.0, within))
+    servers = server_urls(url)
+    once = options.get("allow_reconnect") is False  # a command asking once: a refusal by each server is the answer
     try:
-        with anyio.fail_after(within):
-            await nc.connect(servers=server_urls(url), error_cb=error_cb, disconnected_cb=disconnected_cb, **options)
+        with anyio.fail_after(within), anyio.CancelScope() as scope:
+            refused = scope  # cancelled by error_cb once every server has refused
+            await nc.connect(servers=servers, error_cb=error_cb, disconnected_cb=disconnected_cb, **options)
+        if scope.cancelled_caught:
+            raise ConnectionRefusedError(str(last[0]) if last else "connection refused")
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
             try:
@@ -184,7 +202,10 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
             raise
         reason = last[0] if last and isinstance(exc, TimeoutError) else exc
         text = str(reason) or type(reason).__name__
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, TimeoutError) and all(isinstance(e, TimeoutError) for e in last):  # no greeting
+            text = (f"no answer within {within:g} s; something listens there but does not speak NATS (a NATS server "
+                    "greets first): an HTTP port, such as `ykbus up`'s web UI? " + _where_up_is())
+        elif isinstance(exc, TimeoutError):
             text = f"{text} (no answer within {within:g} s)" if last else f"no answer within {within:g} s"
         if "authorization" in text.lower():
             text += " (a secured server: this connection needs an identity, e.g. --nats-secrets FILE)"
