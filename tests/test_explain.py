@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,24 @@ def test_explain_without_an_application_lists_those_that_wait():
         "  w3 (rm rm-1, queue root.a, Accepted: 1 pending, GroupMaxApplications)",
         "ykbus explain APP tells why each of its asks waits."]
 
+
+
+def test_the_list_names_why_a_gang_waits_not_that_its_members_wait_for_it(tmp_path):
+    """`ykbus explain --rm tyjob` in the README: rack-late's gang waits for a rack, but the
+    list said `GangPending`, its 8 real asks waiting for its placeholders outnumbering them.
+    An ask that only waits for another of its application (GangPending, LeaderPending) does
+    not name the application's reason while another does."""
+    log = Path(__file__).parent / "traces" / "topology.in.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)[:8]
+    real = {"allocationKey": "w", "applicationID": "late", "partitionName": "default", "taskGroupName": "w",
+            "resourceAsk": {"resources": {"gpu": {"value": 1}}}, "maxAllocations": 16}  # more than the placeholders
+    lines.append(json.dumps({"seq": 9, "ts": 1700000000009000000, "rm": "rm-1", "kind": "alloc",
+                             "msg": {"rmID": "rm-1", "asks": [real]}}).encode() + b"\n")
+    prefix = tmp_path / "gang.jsonl"
+    prefix.write_bytes(b"".join(lines))
+    assert "GangPending" in explain("late", "--log", str(prefix)).stdout  # the members wait for the gang
+    assert explain("--log", str(prefix)).stdout.splitlines()[1] == (
+        "  late (rm rm-1, queue root.jobs, Accepted: 24 pending, TopologyNoDomain)")
 
 
 def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):

@@ -178,9 +178,15 @@ def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = Non
 OVERVIEW_LINES = 20  # applications listed by `ykbus explain` without an application id
 
 
+# The codes of an ask that waits for another of its application (its gang's placeholders, its
+# leader): the application's reason is that ask's, which the list names instead
+WAITS_FOR_ANOTHER = frozenset({"GangPending", "LeaderPending"})
+
+
 def overview(applications: dict[str, Any], rm: str | None = None, limit: int = OVERVIEW_LINES) -> list[str]:
     """`ykbus explain` without an application: the applications that have pending asks,
-    most pending first (ties by id), each with its asks' most common reason."""
+    most pending first (ties by id), each with its asks' most common reason, not counting asks
+    that wait for another ask of it while another reason holds (WAITS_FOR_ANOTHER)."""
     waiting: list[tuple[int, str, str, str]] = []
     for rm_id, parts in applications.items():
         if rm and rm_id != rm:
@@ -194,7 +200,8 @@ def overview(applications: dict[str, Any], rm: str | None = None, limit: int = O
                 for k in a["asks"].values():
                     if k.get("why"):
                         codes[k["why"]["code"]] = codes.get(k["why"]["code"], 0) + k["pending"]
-                code = max(sorted(codes), key=lambda c: codes[c]) if codes else "Queued"
+                causes = [c for c in sorted(codes) if c not in WAITS_FOR_ANOTHER] or sorted(codes)
+                code = max(causes, key=lambda c: codes[c]) if codes else "Queued"
                 waiting.append((-pending, app_id, rm_id, f"{a['queue']}, {a['state']}: {pending} pending, {code}"))
     waiting.sort()
     lines = [f"  {app_id} (rm {rm_id}, queue {text})" for _, app_id, rm_id, text in waiting[:limit]]
