@@ -323,7 +323,7 @@ class _StopSignal:
 
 async def _run_until(stop: _StopSignal, settings: ServiceSettings, duration: float, rm_states: str,
                      rm_options: dict[str, dict] | None, tyjob_cluster: str | None, reader: Reader | None) -> None:
-    service = CoreService(settings, notify=lambda text: print(f"ykbus up: {text}", flush=True))
+    service = CoreService(settings, notify=_say)
     rm_options = rm_options or {}
     os.makedirs(rm_states, exist_ok=True)
     rms: list = [SimRM(settings.nats_url, "k8s", K8sWorkload(), nats_options=rm_options.get("k8s"),
@@ -331,7 +331,8 @@ async def _run_until(stop: _StopSignal, settings: ServiceSettings, duration: flo
                  SimRM(settings.nats_url, "batch", BatchWorkload(), nats_options=rm_options.get("batch"),
                        state_path=os.path.join(rm_states, "batch.json"))]
     if tyjob_cluster:
-        rms.append(ControllerService(settings.nats_url, tyjob_cluster, nats_options=rm_options.get("tyjob")))
+        rms.append(ControllerService(settings.nats_url, tyjob_cluster, nats_options=rm_options.get("tyjob"),
+                                     notify=_say))
     try:
         async with anyio.create_task_group() as outer:
             outer.start_soon(service.run)  # ends after its final snapshot, once stopped
@@ -442,6 +443,11 @@ async def _run_rm(rm, stopping: anyio.Event) -> None:
 
 
 PIPE_EVERY_S = 10.0  # a progress line this often when stdout is not a terminal ($YKBUS_PROGRESS_EVERY)
+
+
+def _say(text: str) -> None:
+    """A verdict the user should see (a queue or cluster file's edit): a line of its own."""
+    print(f"ykbus up: {text}", flush=True)
 
 
 async def _progress(service: CoreService, rms: list) -> None:

@@ -56,8 +56,8 @@ def job(name: str, policy: str = "", workers: int = 2, leader: str = "0.3", work
 
 
 @asynccontextmanager
-async def controller(url: str, cluster: Path):
-    service = ControllerService(url, str(cluster))
+async def controller(url: str, cluster: Path, notify=None):
+    service = ControllerService(url, str(cluster), notify=notify)
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.run)
         with anyio.fail_after(15):
@@ -229,3 +229,29 @@ async def test_jobs_that_ended_run_again_as_ykbus_ups_example_rounds_do(nats_ser
         assert await cli.rerun_ended(cli.Nats(url), text, "jobs.yaml", settle_s=0.5) == ["default/quick"]
         # a whole round waits for every job of the file to end
         assert await cli.rerun_ended(cli.Nats(url), text, "jobs.yaml", settle_s=0.5, whole=True) == []
+
+
+async def test_an_edit_of_the_cluster_file_gets_a_verdict_in_words_and_again_once_undone(nats_server, tmp_path):
+    """`ykbus up` prints the verdict on each edit of its TYJob cluster file, as on a queue
+    file's: a typo was a JSON log line, and undoing it said nothing."""
+    said: list[str] = []
+    path = cluster_file(tmp_path)
+    async with running_core(nats_server.url) as core, controller(nats_server.url, path, said.append):
+        path.write_text(CLUSTER.replace("{name: cpu-2, cpu: 8", "{name: cpu-2, cpus: 8"))
+        with anyio.fail_after(10):
+            while not said:
+                await anyio.sleep(0.1)
+        assert said[0].startswith(f"cluster file {path} not applied, its nodes stay as they were: {path}: "
+                                  "nodes[1].cpus: unknown field"), said
+        path.write_text(CLUSTER + "  - {name: cpu-3, cpu: 8, memory: 32Gi}\n")
+        with anyio.fail_after(10):
+            while len(said) < 2:
+                await anyio.sleep(0.1)
+        assert said[1] == f"cluster file {path} back in force: 1 node added", said
+        path.write_text(CLUSTER)
+        with anyio.fail_after(10):
+            while len(said) < 3:
+                await anyio.sleep(0.1)
+        assert said[2] == f"cluster file {path} applied: 1 node decommissioned", said
+        nodes = core.read("nodes", {"rm": "tyjob"})["nodes"]["tyjob"]["default"]
+        assert sorted(nodes) == ["cpu-1", "cpu-2", "gpu-1"]

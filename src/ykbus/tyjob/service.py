@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -33,8 +34,13 @@ SAVE_AT_STOP_S = 1.5  # the last save when stopped; a container's stop (SIGTERM)
 
 
 class ControllerService(ResourceManagerCallback):
-    def __init__(self, url: str, cluster_path: str, rm_id: str = "tyjob", nats_options: dict | None = None) -> None:
+    def __init__(self, url: str, cluster_path: str, rm_id: str = "tyjob", nats_options: dict | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
+        """`notify`: told each verdict on an edit of the cluster file, in words (`ykbus up`
+        prints them); they are logged either way."""
         self.url, self.cluster_path, self.rm_id = url, cluster_path, rm_id
+        self.notify = notify
+        self._cluster_refused = ""  # why the cluster file in its last form was not applied
         self.nats_options = nats_options or {}
         self.nodes: dict[str, ClusterNode] = {}
         self.ctl = Controller()
@@ -163,6 +169,11 @@ class ControllerService(ResourceManagerCallback):
             else:
                 await self.kv.put(store.status_key(key), store.encode_saved(run))
 
+    def _say(self, text: str, warning: bool = False) -> None:
+        (log.warning if warning else log.info)(text, extra={"fields": {"file": self.cluster_path}})
+        if self.notify is not None:
+            self.notify(text)
+
     async def _watch_cluster(self) -> None:
         """CLUSTER.yaml read again when it changes: nodes added, decommissioned, resized."""
         assert self.client is not None
@@ -175,14 +186,23 @@ class ControllerService(ResourceManagerCallback):
                 self._cluster_mtime = mtime
                 nodes = load_cluster(self.cluster_path)
             except (OSError, ClusterError) as exc:
-                log.warning("cluster file not applied", extra={"fields": {"error": str(exc)[:500]}})
+                if str(exc) != self._cluster_refused:
+                    self._cluster_refused = str(exc)
+                    self._say(f"cluster file {self.cluster_path} not applied, its nodes stay as they were: "
+                              f"{str(exc)[:500]}", warning=True)
                 continue
-            changes = [n.info() for name, n in nodes.items() if name not in self.nodes]
-            changes += [m.NodeInfo(nodeID=name, action=m.ActionFromRM.DECOMISSION)
-                        for name in self.nodes if name not in nodes]
-            changes += [n.info(m.ActionFromRM.UPDATE) for name, n in nodes.items()
-                        if name in self.nodes and n != self.nodes[name]]
+            added = [n.info() for name, n in nodes.items() if name not in self.nodes]
+            gone = [m.NodeInfo(nodeID=name, action=m.ActionFromRM.DECOMISSION)
+                    for name in self.nodes if name not in nodes]
+            resized = [n.info(m.ActionFromRM.UPDATE) for name, n in nodes.items()
+                       if name in self.nodes and n != self.nodes[name]]
             self.nodes = nodes
-            if changes:
-                await self.client.add_nodes(changes)
+            if added or gone or resized:
+                await self.client.add_nodes(added + gone + resized)
+            counts = [f"{len(c)} node{'s' if len(c) != 1 else ''} {what}" for c, what in
+                      ((added, "added"), (gone, "decommissioned"), (resized, "resized")) if c]
+            if self._cluster_refused or counts:
+                verdict = "back in force" if self._cluster_refused else "applied"
+                self._cluster_refused = ""
+                self._say(f"cluster file {self.cluster_path} {verdict}" + (f": {', '.join(counts)}" if counts else ""))
             self.ctl.set_capacities({n.name: n.capacity for n in nodes.values()}, time.time())
