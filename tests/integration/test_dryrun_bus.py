@@ -70,6 +70,11 @@ async def test_a_dry_run_over_nats_and_http_answers_alike_and_writes_nothing(nat
             assert bad["error"].startswith("application.applicationID: Expected `str`")
             status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit", "POST", {}, b"[1"))
             assert status == 400 and "error" in json.loads(body)
+            yaml_body = b"application: {applicationID: a, queueName: root.a}\n"  # the CLI's file, posted as it is
+            status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit", "POST", {}, yaml_body))
+            assert status == 400 and json.loads(body)["error"] == (
+                "the body is not JSON (Expecting value: line 1 column 1 (char 0)): POST the request as JSON; "
+                "`ykbus explain --would-fit FILE` reads YAML too")
             after = json.loads((await nc.request("yk.v1.api.health", b"{}", timeout=5)).data)["lastSeq"]
             assert after == before  # a dry run appends nothing to the log
         finally:

@@ -213,7 +213,11 @@ class HttpReadApi:
             return _json(413, {"error": f"the request body is over {MAX_DRY_RUN_BYTES} bytes"})
         query = _query(request)
         try:
-            asked = json.loads(raw or b"{}")
+            try:
+                asked = json.loads(raw or b"{}")
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"the body is not JSON ({exc}): POST the request as JSON; "
+                                 "`ykbus explain --would-fit FILE` reads YAML too") from None
             if isinstance(asked, dict) and "rm" in query and "rm" not in asked:  # `?rm=`, as the read verbs take it
                 asked["rm"] = query["rm"]
             body = await would_fit_live(self._live, asked)
