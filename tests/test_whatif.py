@@ -130,3 +130,17 @@ def test_a_queue_file_changes_only_the_policy_group_or_rm_it_is_for(tmp_path):
                                         "policy group 'one'") in unknown.stderr
     wrong = ykbus("whatif", log, "--queues", new, "--policy-group", "three")
     assert wrong.returncode == 2 and "--policy-group three: no RM of the log registered with it" in wrong.stderr
+
+
+def test_a_queue_file_with_none_of_the_queues_the_applications_ran_in_is_warned_of(tmp_path):
+    """A newcomer tried batch.yaml on the k8s RM: every application was lost, and nothing
+    said the file was likely not that RM's."""
+    other = tmp_path / "other.yaml"
+    other.write_text(QUEUES.replace("web", "etl").replace("batch", "adhoc") % "4")
+    run = ykbus("whatif", recorded(tmp_path), "--queues", other)
+    assert run.returncode == 1
+    warned = [line for line in run.stderr.splitlines() if "none of the queues" in line]
+    assert warned == [f"ykbus whatif: warning: {other} has none of the queues the applications of RM rm-1 ran in "
+                      "(root.batch, root.web): is it that policy group's file?"], run.stderr
+    same = ykbus("whatif", recorded(tmp_path), "--queues", queue_file(tmp_path, "2"))
+    assert "none of the queues" not in same.stderr

@@ -80,7 +80,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     import json
 
     from ykbus.log.jsonl import LogError, read_entries
-    from ykbus.whatif import as_json, compare, outcome, policy_group, policy_groups, report
+    from ykbus.whatif import as_json, compare, outcome, policy_group, policy_groups, queues_missing, report
 
     queues = _queues(args.queues)
     try:
@@ -90,11 +90,17 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     except (LogError, OSError, ValueError) as exc:
         print(f"ykbus whatif: {exc}", file=sys.stderr)
         return 2
+    rms = [rm for rm, g in policy_groups(entries).items() if group is None or g == group]
     if group is not None:  # stdout is the report (or the JSON) alone
-        rms = [rm for rm, g in policy_groups(entries).items() if g == group]
         print(f"ykbus whatif: {args.queues} in place of the queue configuration of policy group {group!r} "
               f"(RM {', '.join(rms)}); the other RMs' stay as recorded", file=sys.stderr)
-    comparison = compare(outcome(entries, None), outcome(entries, queues, group))
+    recorded = outcome(entries, None)
+    missing = queues_missing(recorded, rms, queues)
+    if missing:
+        print(f"ykbus whatif: warning: {args.queues} has none of the queues the applications of RM {', '.join(rms)} "
+              f"ran in ({', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}): is it that policy group's "
+              "file?", file=sys.stderr)
+    comparison = compare(recorded, outcome(entries, queues, group))
     if args.json:
         print(json.dumps(as_json(comparison), sort_keys=True))
     else:

@@ -111,6 +111,20 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
     return result
 
 
+def queues_missing(old: Outcome, rms: list[str], config: SchedulerConfig) -> list[str]:
+    """The queues the applications of `rms` ran in under the recorded configuration, when
+    `config` has none of them (else []): a file likely meant for another policy group."""
+    paths: set[str] = set()
+    for part in config.partitions:
+        stack = [(part.root, part.root.name)]
+        while stack:
+            q, path = stack.pop()
+            paths.add(path)
+            stack += [(c, f"{path}.{c.name}") for c in q.queues]
+    ran = sorted({queue for (rm, _app), queue in old.queues.items() if rm in rms and queue != "root"})
+    return [] if not ran or any(q in paths for q in ran) else ran
+
+
 @dataclass
 class Row:
     """Counts of one group (a queue or an application)."""
