@@ -46,13 +46,16 @@ class EventFeed:
         info = await self.js.stream_info(OUT_STREAM)
         return info.state.first_seq, info.state.last_seq
 
-    async def _read(self, start_seq: int, until: int | None) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
-        """(stream sequence, its events) from `start_seq`, up to `until` (None: forever)."""
-        async for seq, ts, rm, kind, body in self._messages(start_seq, until):
+    async def _read(self, start_seq: int, until: int | None,
+                    rm: str | None = None) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
+        """(stream sequence, its events) from `start_seq`, up to `until` (None: forever); of
+        RM `rm`'s outputs only, when given (others: no events)."""
+        async for seq, ts, of_rm, kind, body in self._messages(start_seq, until):
             if self.live is not None:
                 await self.live.at_rest()  # not in a reader's turn in the middle of an entry
             core = self.live.core if self.live is not None else None  # as it is now: the guard may replace it
-            yield seq, events_of(kind, body, ts, self.placed, core, rm)
+            events = events_of(kind, body, ts, self.placed, core, of_rm)  # (each read: `placed` follows them all)
+            yield seq, events if rm is None or of_rm == rm else []
 
     async def count(self) -> None:
         """Count every event of the stream in `histogram`, from its first message on, as the
@@ -94,14 +97,16 @@ class EventFeed:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()
 
-    async def last(self, count: int, start: int | None = None) -> list[tuple[int, dict[str, Any]]]:
-        """The last `count` events (from id `start` on, when given), oldest first, with their ids."""
+    async def last(self, count: int, start: int | None = None,
+                   rm: str | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """The last `count` events (from id `start` on, when given), oldest first, with their
+        ids; of RM `rm` only, when given (among the last `count` messages)."""
         first, last = await self._bounds()
         if last == 0 or last < first:
             return []
         begin = max(first, (start >> ID_SHIFT) if start is not None else last - count + 1)
         out: list[tuple[int, dict[str, Any]]] = []
-        async for seq, events in self._read(begin, last):
+        async for seq, events in self._read(begin, last, rm):
             out += [((seq << ID_SHIFT) | i, e) for i, e in enumerate(events)
                     if start is None or (seq << ID_SHIFT) | i >= start]
         return out[-count:] if start is None else out[:count]
@@ -111,11 +116,12 @@ class EventFeed:
         return {"InstanceUUID": self.instance, "LowestID": found[0][0] if found else 0,
                 "HighestID": found[-1][0] if found else 0, "EventRecords": [e for _, e in found]}
 
-    async def follow(self, count: int) -> AsyncIterator[dict[str, Any]]:
-        """The last `count` events, then each new one as the core publishes it."""
+    async def follow(self, count: int, rm: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """The last `count` events, then each new one as the core publishes it; of RM `rm`
+        only, when given (the web UI's feed of one RM's partition: ykbus's own parameter)."""
         _, last = await self._bounds()
-        for _, event in await self.last(count) if count else []:
+        for _, event in await self.last(count, None, rm) if count else []:
             yield event
-        async for _, events in self._read(last + 1, None):
+        async for _, events in self._read(last + 1, None, rm):
             for event in events:
                 yield event

@@ -262,8 +262,9 @@ class HttpReadApi:
         return 200, router.JSON_TYPE, router.go_json(await feed.batch(count, start)), dict(router.CORS)
 
     async def _stream(self, request: web.Request, feed: EventFeed) -> web.StreamResponse:
+        query = _first_query(request)
         try:
-            count = events.stream_count_of(_first_query(request))
+            count = events.stream_count_of(query)
         except events.BadCount as exc:
             return _answer(router.error(400, str(exc)))
         if self.streams >= events.MAX_STREAMS:
@@ -273,7 +274,7 @@ class HttpReadApi:
         try:
             await response.prepare(request)
             await response.write(router.go_json({"InstanceUUID": feed.instance}))
-            async for event in feed.follow(count):
+            async for event in feed.follow(count, query.get("rm") or None):  # `rm`: ykbus's, not YuniKorn's
                 await response.write(router.go_json(event))
         except ConnectionResetError:  # the reader went away
             pass

@@ -514,9 +514,14 @@ let live = null;
 async function startFeed(feed) {
   if (live) return;
   const mine = live = new AbortController();
-  const belongs = await partitionFilter().catch(() => () => true);
+  // with several partitions, the core sends only their RM's events (`rm`, ykbus's own parameter);
+  // an RM of several partitions: its events are sorted by the objects the partition had as the
+  // feed opened
+  const rm = partitionNames.length > 1 ? partitionRms[partition] || "" : "";
+  const shared = rm && Object.values(partitionRms).filter((r) => r === rm).length > 1;
+  const belongs = shared ? await partitionFilter().catch(() => () => true) : () => true;
   try {
-    const r = await fetch("/ws/v1/events/stream?count=100", {signal: mine.signal});
+    const r = await fetch(`/ws/v1/events/stream?count=100${rm ? `&rm=${encodeURIComponent(rm)}` : ""}`, {signal: mine.signal});
     const reader = r.body.getReader();
     const dec = new TextDecoder();
     let buf = "";
@@ -736,11 +741,12 @@ function route() {
   return {page, args: parts.slice(1), params: new URLSearchParams(qs || ""), key: page + "/" + parts.slice(1).join("/")};
 }
 
-let partition = "", partitionNames = [];
+let partition = "", partitionNames = [], partitionRms = {};
 async function partitions() {
   const parts = await get("/ws/v1/partitions");
   const sel = $("#partition");
   partitionNames = parts.map((p) => p.name);
+  partitionRms = Object.fromEntries(parts.map((p) => [p.name, p.clusterId]));  // YuniKorn's clusterId: the RM
   if (sel.dataset.names !== partitionNames.join("|")) {
     sel.innerHTML = partitionNames.map((n) => `<option>${esc(n)}</option>`).join("");
     sel.dataset.names = partitionNames.join("|");
