@@ -9,6 +9,7 @@ partition without levels told how to name them."""
 
 from __future__ import annotations
 
+import re
 import anyio
 import pytest
 
@@ -121,6 +122,19 @@ def browse(port: int) -> dict[str, object]:
             page.wait_for_selector("body[data-ready='app'] #app h2:has-text('Application train')", timeout=15000)
             seen["app-hash"] = page.evaluate("location.hash")
             seen["app-page"] = page.inner_text("#app")
+            # the nodes' heat maps: the GPUs too, and a node's page says none are left
+            page.click("nav a[data-page='nodes']")
+            page.wait_for_selector("body[data-ready='nodes'] .heat", timeout=15000)
+            seen["heat"] = page.eval_on_selector_all(".heat", "els => els.map(e => e.dataset.resource)")
+            seen["full"] = page.get_attribute(".heat[data-resource='gpu'] a[title^='r3-1:']", "title")
+            page.click(".heat[data-resource='gpu'] a[title^='r3-1:']")
+            page.wait_for_selector("body[data-ready='node'] #node h2", timeout=15000)
+            seen["node-page"] = page.inner_text("#node")
+            # a node or queue that is not there (a link kept from before, a typo) says so on the page
+            for kind, what in (("node", "no-such-node"), ("queue", "root.nope")):
+                page.goto(f"http://127.0.0.1:{port}/#/{kind}/default/{what}")
+                page.wait_for_selector(f"body[data-ready='{kind}'] #{kind} .empty", timeout=15000)
+                seen[f"missing-{kind}"] = page.inner_text(f"#{kind}")
             seen["errors"] = errors
         finally:
             browser.close()
@@ -177,3 +191,11 @@ async def test_the_topology_view_draws_the_domains_as_a_tree_with_their_room_and
     # the gang's link opens its application's page
     assert seen["app-hash"] == "#/app/default/root.jobs/train"
     assert "Application train Running" in seen["app-page"] and "queue root.jobs" in seen["app-page"]
+    # GPUs are what is used up here: the heat maps draw them, a node's page says none are left
+    assert seen["heat"] == ["vcore", "memory", "gpu"], seen["heat"]
+    assert seen["full"] == "r3-1: 100%", seen["full"]
+    assert re.search(r"available\t.*\b0 gpu\b", seen["node-page"]), seen["node-page"]
+    assert seen["missing-node"] == ("Node no-such-node\n\nnot known to partition default: it is not registered "
+                                    "(removed, or never added)"), seen["missing-node"]
+    assert seen["missing-queue"] == ("Queue root.nope\n\nnot known to partition default: no such queue "
+                                     "(removed by a reload, or never configured)"), seen["missing-queue"]

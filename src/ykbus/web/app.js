@@ -414,12 +414,16 @@ async function applications(el, r) {
 
 async function nodes(el) {
   const list = await get(`${P()}/nodes?allocations=0`);
-  const kinds = ["vcore", "memory"].filter((k) => list.some((n) => (n.capacity || {})[k]));
+  // a map each for vcore, memory and the GPUs (`nvidia.com/gpu`, ...: where ML clusters run out)
+  const names = [...new Set(list.flatMap((n) => Object.keys(n.capacity || {})))];
+  const kinds = ["vcore", "memory", ...names.filter((k) => /gpu/i.test(k)).sort()]
+    .filter((k) => list.some((n) => (n.capacity || {})[k]));
   const maps = kinds.map((k) => `<h2>${esc(k)} utilisation, ${list.length} nodes</h2>
     <p class="legend"><span><i style="background:${heatColor(0)}"></i>0 %</span><span><i style="background:${heatColor(50)}"></i>50 %</span>
     <span><i style="background:${heatColor(100)}"></i>100 %</span><span><i style="outline:2px solid var(--bad)"></i>not schedulable</span></p>
     <div class="heat" data-resource="${k}">${
-    list.map((n) => { const u = (n.utilized || {})[k] || 0;
+    list.map((n) => { const cap = (n.capacity || {})[k] || 0;
+      const u = k in (n.utilized || {}) ? n.utilized[k] : cap ? Math.round(100 * ((n.allocated || {})[k] || 0) / cap) : 0;
       return `<a href="${nodeHref(n.nodeID)}" title="${esc(n.nodeID)}: ${u}%${n.schedulable ? "" : " (not schedulable)"}" style="background:${heatColor(u)}${n.schedulable ? "" : ";outline:2px solid var(--bad)"}"></a>`; }).join("")}</div>`).join("");
   const rows = list.slice(0, 200).map((n) => `<tr data-key="${esc(n.nodeID)}"><td>${nodeLink(n.nodeID)}</td><td>${n.schedulable ? "yes" : "no"}${n.isReserved ? ", reserved" : ""}</td>
     <td>${esc(resources(n.capacity))}</td><td>${esc(resources(n.allocated))}</td><td>${esc(Object.entries(n.utilized || {}).sort(byResource).map(([k, v]) => `${k}: ${v}%`).join(", "))}</td></tr>`);
@@ -435,6 +439,12 @@ function heatColor(pct) {  // 0 %: pale; 100 %: deep
 // The pages of one application, queue or node: lists longer than LISTED show their first LISTED.
 const LISTED = 50;
 const more = (list) => (list.length > LISTED ? `<p class="meta">the first ${LISTED} of ${list.length.toLocaleString("en-US")}</p>` : "");
+
+/** null for an object the core answers 404 for (the page says it is not known); other errors as they are. */
+function missing(err) {
+  if (err.status === 404) return null;
+  throw err;
+}
 
 // An application's own page.
 async function findApp(part, queue, id) {
@@ -469,8 +479,9 @@ async function appPage(el, r) {
 
 async function queuePage(el, r) {
   const name = r.args[1];
-  const [q, apps, evs, parts] = await Promise.all([get(`${P()}/queue/${enc(name)}`), get(`${P()}/queue/${enc(name)}/applications`).catch(() => []),
+  const [q, apps, evs, parts] = await Promise.all([get(`${P()}/queue/${enc(name)}`).catch(missing), get(`${P()}/queue/${enc(name)}/applications`).catch(() => []),
     recentEvents(), get("/ws/v1/partitions")]);
+  if (!q) return morph(el, `<h2>Queue ${esc(name)}</h2><p class="empty">not known to partition ${esc(partition)}: no such queue (removed by a reload, or never configured)</p>`);
   const scale = ((parts.find((p) => p.name === partition) || {}).capacity || {}).capacity || {};  // bars without a max: the partition's
   const allocs = apps.flatMap((a) => (a.allocations || []).map((x) => ({...x, queue: a.queueName})));
   const asks = apps.flatMap((a) => a.requests || []);
@@ -493,7 +504,8 @@ async function queuePage(el, r) {
 
 async function nodePage(el, r) {
   const id = r.args[1];
-  const [n, evs] = await Promise.all([get(`${P()}/node/${enc(id)}`), recentEvents()]);
+  const [n, evs] = await Promise.all([get(`${P()}/node/${enc(id)}`).catch(missing), recentEvents()]);
+  if (!n) return morph(el, `<h2>Node ${esc(id)}</h2><p class="empty">not known to partition ${esc(partition)}: it is not registered (removed, or never added)</p>`);
   const cap = n.capacity || {}, used = n.allocated || {};
   const bars = Object.keys(cap).map((k) => [k]).sort(byResource).map(([k]) => bar(k, used[k] || 0, 0, 0, cap[k])).join("");
   const allocs = n.allocations || [];
@@ -502,7 +514,7 @@ async function nodePage(el, r) {
       ${n.isReserved ? ` · reserved for ${esc((n.reservations || []).join(", "))}` : ""}</p>
     <div class="bars wide">${bars}</div>
     <table class="kv"><tr><th>capacity</th><td>${esc(resources(n.capacity))}</td></tr><tr><th>allocated</th><td>${esc(resources(n.allocated))}</td></tr>
-      <tr><th>available</th><td>${esc(resources(n.available))}</td></tr>${Object.keys(n.occupied || {}).length ? `<tr><th>occupied by others</th><td>${esc(resources(n.occupied))}</td></tr>` : ""}
+      <tr><th>available</th><td>${esc(resources(Object.fromEntries(Object.keys(n.capacity || {}).map((k) => [k, (n.available || {})[k] || 0]))))}</td></tr>${Object.keys(n.occupied || {}).length ? `<tr><th>occupied by others</th><td>${esc(resources(n.occupied))}</td></tr>` : ""}
       <tr><th>attributes</th><td>${esc(Object.entries(n.attributes || {}).map(([k, v]) => `${k}=${v}`).join(", "))}</td></tr></table>
     <h3>Allocations (${allocs.length})</h3>${table(["allocation", "application", "resources", "since"], allocationRows(allocs.slice(0, LISTED), true, false))}
     ${allocs.length > LISTED ? `<p class="meta">the first ${LISTED} of ${allocs.length}</p>` : ""}
