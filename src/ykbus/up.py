@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import anyio
 
-from ykbus.bus.local import leaves, register, unregister
+from ykbus.bus.local import LOCK_SUFFIX, leaves, register, unregister
 from ykbus.bus.permissions import (
     CoreIdentity,
     RmIdentity,
@@ -53,7 +53,7 @@ def claimed(path: str) -> Iterator[None]:
     `ykbus up` on the same directory is refused, because two nats-servers on one JetStream
     store corrupt it (seen: an entry lost from the input log)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".lock", "a+", encoding="utf-8") as lock:
+    with open(path + LOCK_SUFFIX, "a+", encoding="utf-8") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -134,6 +134,21 @@ def test_an_up_killed_hard_is_not_offered(tmp_path):
     assert run.returncode == 2 and "no `ykbus up` runs on" in run.stderr, run
 
 
+def test_data_finds_an_up_started_under_another_home(tmp_path):
+    """`--data DIR` names the `ykbus up` to talk to; it found it only from the same HOME (its
+    list of running ones), and said "no `ykbus up` runs on DIR" from another shell's."""
+    (tmp_path / "other").mkdir()
+    up = Up(tmp_path / "a", home_env(tmp_path))
+    try:
+        up.wait_for(r"core ready")
+        run = ykbus("queues", "--data", str(tmp_path / "a"), env=home_env(tmp_path / "other"))
+        assert run.returncode == 0 and run.stdout.startswith("RM "), run
+    finally:
+        up.stop()
+    run = ykbus("queues", "--data", str(tmp_path / "a"), env=home_env(tmp_path / "other"))
+    assert run.returncode == 2 and "no `ykbus up` runs on" in run.stderr, run  # stopped: its lock is free
+
+
 def _state(pid: str) -> str:
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:

@@ -10,6 +10,7 @@ partition without levels told how to name them."""
 from __future__ import annotations
 
 import re
+
 import anyio
 import pytest
 

@@ -9,6 +9,7 @@ nothing said, a command does not guess: it names them and how to pick one."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ FIND_URL = ("$YKBUS_NATS, else the URL of the one `ykbus up` running (several: -
 DATA_HELP = "talk to the `ykbus up` running on this data directory (when several run; before $YKBUS_NATS)"
 ADDRESS_FILE = "nats.url"  # in a data directory: the URL of its `ykbus up`'s nats-server, while it runs
 RUNNING_DIR = os.path.join("~", ".ykbus", "running")  # one file per running `ykbus up`
+LOCK_SUFFIX = ".lock"  # `<data dir>.lock`: held (flock) by the `ykbus up` running on the directory
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def default_url(data: str | None = None) -> str:
                 url = f.read().strip()
         except OSError:
             url = ""
-        if url and any(i.data == path for i in running()):
+        if url and (any(i.data == path for i in running()) or held(path)):  # (held: started under another HOME)
             return url
         others = running()
         raise NatsNotChosen(f"no `ykbus up` runs on {path}" + (f"; running: {_choices(others)}" if others else ""))
@@ -115,6 +117,21 @@ def default_url(data: str | None = None) -> str:
     if instances:
         raise NatsNotChosen(f"{len(instances)} `ykbus up` run: {_choices(instances)}")
     return DEFAULT_URL
+
+
+def held(data: str) -> bool:
+    """Whether a `ykbus up` runs on data directory `data` now: its lock is held (a killed
+    one's is not: the kernel lets go of it)."""
+    try:
+        with open(data + LOCK_SUFFIX, encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except OSError:
+        pass
+    return False
 
 
 def _choices(instances: list[Instance]) -> str:
