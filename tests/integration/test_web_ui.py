@@ -138,6 +138,9 @@ def work_in_it(page, port: int, seen: dict[str, object]) -> None:
     page.wait_for_selector(f"body[data-ready='node'] #node h2:has-text('{node}')", timeout=15000)
     seen["node-page"] = (node, page.inner_text("#node"))
     shot(page, "node")
+    page.goto(base + "#/app/default/-/app-4")  # an application that ended
+    page.wait_for_selector("body[data-ready='app'] #app .states tbody tr", timeout=15000)
+    seen["ended-states"] = page.inner_text("#app .states")
     # the list: every state, then filtered by the selects, sorted by a column, paged
     page.goto(base + "#/applications?state=all&sort=id")
     page.wait_for_selector("tr[data-app='app-6']", timeout=15000)
@@ -304,6 +307,10 @@ async def test_every_page_shows_the_state_and_draws_it(nats_server, monkeypatch)
     assert "Pending asks (2)" in seen["app-page"]
     assert all(s in seen["app-states"] for s in ("Accepted", "Running")), seen["app-states"]
     assert "application state set: Running" in seen["app-events"] and "allocation added" in seen["app-events"]
+    # what the events cover is said (the last events of the whole log: seconds of them when busy)
+    assert re.match(r"of the last [\d,]+ events of the log, since \d\d:\d\d:\d\d", seen["app-events"]), seen["app-events"]
+    assert re.search(r"Running\t[\d.]+ (ms|s|min) so far$", seen["app-states"].strip()), seen["app-states"]
+    assert seen["ended-states"].strip().endswith("Completed\tfinal"), seen["ended-states"]  # (was "for 0 s")
     hash_, text = seen["queue-page"]
     assert hash_ == "#/queue/default/root.b" and "Queue root.b" in text and "app-9-huge" in text
     node, text = seen["node-page"]

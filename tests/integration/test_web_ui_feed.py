@@ -17,14 +17,18 @@ from ykbus.bus.server import free_port
 pytestmark = pytest.mark.anyio
 
 
-def open_feed(port: int, partition: str, opened: anyio.Event, token: object, done: list) -> None:
-    """The events page of `partition`, open until an event of `late-b` shows (then its text)."""
+def open_feed(port: int, partition: str, opened: anyio.Event, paused: anyio.Event, token: object,
+              done: list) -> None:
+    """The events page of `partition`, open until an event of `late-b` shows (then what each
+    event says); then paused while `paused-b` comes, and resumed."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
+            console: list[str] = []
+            page.on("console", lambda msg: console.append(msg.text) if msg.type == "error" else None)
             page.goto(f"http://127.0.0.1:{port}/#/overview")
             page.wait_for_selector("body[data-ready='overview']", timeout=15000)
             page.select_option("#partition", partition)
@@ -36,6 +40,16 @@ def open_feed(port: int, partition: str, opened: anyio.Event, token: object, don
             page.wait_for_timeout(3000)  # what else comes meanwhile
             done.append(page.eval_on_selector_all(  # each event: what happened, to which object
                 "#feed .ev", "els => els.map((e) => [e.querySelector('.what').innerText, e.querySelector('.who').innerText])"))
+            # paused, the lines stay where they are to be read; what comes meanwhile is counted
+            page.click("#events button.pause")
+            lines = page.inner_text("#feed")
+            anyio.from_thread.run_sync(paused.set, token=token)
+            page.wait_for_selector("#events button.pause:has-text('new')", timeout=20000)
+            page.wait_for_timeout(1000)
+            done.append((lines == page.inner_text("#feed"), page.inner_text("#events button.pause")))
+            page.click("#events button.pause")
+            page.wait_for_selector("#feed .ev:has-text('paused-b')", timeout=20000)
+            done.append((page.inner_text("#events button.pause"), console))
         finally:
             browser.close()
 
@@ -49,17 +63,22 @@ async def test_the_feed_shows_the_events_of_applications_that_came_after_it_open
         clients = {}
         for rm_id, api, n in (("rm-a", api_a, "a1"), ("rm-b", api_b, "b1")):  # each RM its own connection
             clients[rm_id] = await start_rm(api, rm_id, Recorder(), nodes=[node(n, vcore=8000, memory=8000)])
-        opened, done = anyio.Event(), []
+        opened, paused, done = anyio.Event(), anyio.Event(), []
         async with anyio.create_task_group() as tg:
             token = anyio.lowlevel.current_token()
-            tg.start_soon(anyio.to_thread.run_sync, open_feed, port, "[rm-b]default", opened, token, done)
+            tg.start_soon(anyio.to_thread.run_sync, open_feed, port, "[rm-b]default", opened, paused, token, done)
             with anyio.fail_after(60):
                 await opened.wait()
             for rm_id in ("rm-a", "rm-b"):  # submitted after the feed opened
                 late = f"late-{rm_id[-1]}"
                 await clients[rm_id].add_applications([app(late)])
                 await clients[rm_id].add_asks([ask(f"{late}-pod", late, vcore=1000, memory=10)])
-        feed = done[0]
+            with anyio.fail_after(60):
+                await paused.wait()
+            await clients["rm-b"].add_applications([app("paused-b")])
+        feed, (kept, button), (resumed, console) = done
+        assert kept and button.startswith("resume (") and button.endswith(" new)"), button
+        assert resumed == "pause" and console == [], (resumed, console)  # (a missing favicon was a console error)
         about = {what for what, who in feed if "late-b" in who}
         # the application's own events, not only its pod's on the node (all there was before)
         assert any(what.startswith("application") for what in about), feed

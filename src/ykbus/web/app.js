@@ -273,8 +273,10 @@ async function partitionFilter() {
 
 function eventsOf(records, test, limit = 100) {
   const mine = records.filter(test).slice(-limit).reverse();
-  return mine.length ? `<div class="feed">${mine.map(eventLine).join("")}</div>`
-    : `<p class="empty">none in the last ${records.length.toLocaleString("en-US")} events of the log</p>`;
+  // what the list covers: the last events of the whole log (seconds of them, on a busy cluster)
+  const covers = `the last ${records.length.toLocaleString("en-US")} events of the log${records.length ? `, since ${when(records[0].timestampNano)}` : ""}`;
+  return mine.length ? `<p class="meta">of ${covers}</p><div class="feed">${mine.map(eventLine).join("")}</div>`
+    : `<p class="empty">none in ${covers}</p>`;
 }
 
 // --- the pages --------------------------------------------------------------------------------------------
@@ -464,7 +466,8 @@ async function appPage(el, r) {
   const asks = a.requests || [], allocs = a.allocations || [];
   const states = a.stateLog || [];
   const stateRows = states.map((s, i) => `<tr data-key="${i}"><td>${when(s.time)}</td><td class="state-${esc(s.applicationState)}">${esc(s.applicationState)}</td>
-    <td>${span((states[i + 1] ? states[i + 1].time : (a.finishedTime || nowNs())) - s.time)}${states[i + 1] || a.finishedTime ? "" : " so far"}</td></tr>`);
+    <td>${states[i + 1] ? span(states[i + 1].time - s.time) : !a.finishedTime ? `${span(nowNs() - s.time)} so far`
+      : a.finishedTime > s.time ? span(a.finishedTime - s.time) : "final"}</td></tr>`);
   morph(el, `<h2>Application ${esc(a.applicationID)} <span class="state-${esc(a.applicationState)}">${esc(a.applicationState)}</span></h2>
     <p class="facts">queue ${queueLink(a.queueName)} · user ${esc(a.user)}${(a.groups || []).length ? ` (${esc(a.groups.join(", "))})` : ""}
       · submitted ${since(a.submissionTime)}${a.finishedTime ? ` · ended ${since(a.finishedTime)}` : ""}</p>
@@ -521,8 +524,24 @@ async function nodePage(el, r) {
     <h3>Events</h3>${eventsOf(evs.records, (e) => e.type === 3 && e.objectID === n.nodeID, 50)}`);
 }
 
-// The live event feed.
-let live = null;
+// The live event feed: the last FEED_LINES events, newest first. Paused, it keeps the lines it
+// shows (to be read) and holds what comes, shown at the resume.
+const FEED_LINES = 500;
+let live = null, feedPaused = false, held = [], heldCount = 0;
+function showPause() {
+  const b = $("#events button.pause");
+  if (b) b.textContent = feedPaused ? `resume (${heldCount.toLocaleString("en-US")} new)` : "pause";
+}
+function togglePause() {
+  feedPaused = !feedPaused;
+  const feed = $("#feed");
+  if (!feedPaused && feed) {
+    for (const e of held) feed.insertAdjacentHTML("afterbegin", eventLine(e));
+    while (feed.childElementCount > FEED_LINES) feed.lastElementChild.remove();
+    held = []; heldCount = 0;
+  }
+  showPause();
+}
 async function startFeed(feed) {
   if (live) return;
   const mine = live = new AbortController();
@@ -547,17 +566,22 @@ async function startFeed(feed) {
         if (!line) continue;
         const e = JSON.parse(line);
         if (e.InstanceUUID || !belongs(e)) continue;
+        if (feedPaused) { held.push(e); held.splice(0, held.length - FEED_LINES); heldCount++; showPause(); continue; }
         feed.insertAdjacentHTML("afterbegin", eventLine(e));
-        while (feed.childElementCount > 500) feed.lastElementChild.remove();
+        while (feed.childElementCount > FEED_LINES) feed.lastElementChild.remove();
       }
     }
   } catch (err) { /* aborted or the core went away: the next visit reconnects */ }
   if (live === mine) live = null;
 }
-function stopFeed() { if (live) { live.abort(); live = null; } }
+function stopFeed() { if (live) { live.abort(); live = null; } feedPaused = false; held = []; heldCount = 0; showPause(); }
 
 async function events(el) {
-  if (!$("#feed", el)) el.innerHTML = `<h2>Live events</h2><p class="meta">newest first; the events of partition <b class="part"></b></p><div id="feed" class="feed"></div>`;
+  if (!$("#feed", el)) {
+    el.innerHTML = `<h2>Live events</h2><p class="meta">newest first; the events of partition <b class="part"></b>
+      <button class="pause" type="button">pause</button></p><div id="feed" class="feed" data-empty="no event of this partition yet"></div>`;
+    $("button.pause", el).addEventListener("click", togglePause);
+  }
   $(".part", el).textContent = partition;
   startFeed($("#feed", el));
 }
