@@ -214,6 +214,7 @@ def work_in_it(page, port: int, seen: dict[str, object]) -> None:
     page.goto(base + "#/queues")
     page.wait_for_selector("body[data-ready='queues'] [data-queue='root.a']", timeout=15000)
     seen["queues-busy"] = page.inner_text("[data-queue='root.a']")
+    seen["b-busy"] = page.inner_text("[data-queue='root.b'] .bar-row[data-resource='vcore'] .bar-label")
     shot(page, "queues-busy")
 
 
@@ -340,3 +341,5 @@ async def test_every_page_shows_the_state_and_draws_it(nats_server, monkeypatch)
     assert ticks and ticks[-1][0] == "10:05:00" and all(whole for _, whole in ticks), ticks
     # root.a: 60 applications beside app-1, its big ask beyond the max shown as such
     assert "beyond the max" in seen["queues-busy"], seen["queues-busy"]
+    # root.b has no max: what it asks past the partition's capacity is said so (it read "the max")
+    assert "beyond the partition's capacity" in seen["b-busy"], seen["b-busy"]

@@ -154,7 +154,8 @@ function bar(name, allocated, pending, guaranteed, max, scale) {
   const marks = (guaranteed ? `<div class="mark guaranteed" style="left:calc(${pct(guaranteed).toFixed(2)}% - 1px)" title="guaranteed ${esc(quantity(name, guaranteed))}"></div>` : "")
     + (over ? `<div class="mark max" style="left:calc(${pct(limit).toFixed(2)}% - 1px)" title="max ${esc(quantity(name, limit))}"></div>` : "");
   const words = `<b>${esc(name)}</b> ${esc(quantity(name, allocated))}${limit ? ` of ${esc(quantity(name, limit))}${max ? "" : " (partition)"}` : ""}`
-    + (pending ? ` <span class="pending-text">+${esc(quantity(name, pending))} pending${over ? ", beyond the max" : ""}</span>` : "")
+    + (pending ? ` <span class="pending-text">+${esc(quantity(name, pending))} pending${
+      over ? (max ? ", beyond the max" : ", beyond the partition's capacity") : ""}</span>` : "")
     + (guaranteed ? ` <span class="meta">guaranteed ${esc(quantity(name, guaranteed))}</span>` : "");
   return `<div class="bar-row" data-resource="${esc(name)}"><div class="bar-label">${words}</div><div class="bar">
     <div class="fill allocated" style="width:${pct(allocated).toFixed(2)}%"></div>
