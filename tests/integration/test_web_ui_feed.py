@@ -50,6 +50,15 @@ def open_feed(port: int, partition: str, opened: anyio.Event, paused: anyio.Even
             page.click("#events button.pause")
             page.wait_for_selector("#feed .ev:has-text('paused-b')", timeout=20000)
             done.append((page.inner_text("#events button.pause"), console))
+            # every application, ended ones too: those it reads again only every 15 s (all of them
+            # came every 3 s: megabytes a refresh once thousands have ended)
+            reads: list[str] = []
+            page.on("request", lambda r: reads.append(r.url) if "/applications/" in r.url else None)
+            page.goto(f"http://127.0.0.1:{port}/#/applications?state=all")
+            page.wait_for_selector("body[data-ready='applications'] tr[data-app='late-b']", timeout=15000)
+            page.wait_for_timeout(10_000)
+            done.append(({kind: sum(u.endswith(f"/applications/{kind}") for u in reads)
+                          for kind in ("active", "completed", "rejected")}, page.inner_text("#applications .pager")))
         finally:
             browser.close()
 
@@ -76,7 +85,9 @@ async def test_the_feed_shows_the_events_of_applications_that_came_after_it_open
             with anyio.fail_after(60):
                 await paused.wait()
             await clients["rm-b"].add_applications([app("paused-b")])
-        feed, (kept, button), (resumed, console) = done
+        feed, (kept, button), (resumed, console), (reads, pager) = done
+        assert reads["active"] >= 4 and reads["completed"] <= 2 and reads["rejected"] <= 2, reads
+        assert "ended ones read again every 15 s" in pager, pager
         assert kept and button.startswith("resume (") and button.endswith(" new)"), button
         assert resumed == "pause" and console == [], (resumed, console)  # (a missing favicon was a console error)
         about = {what for what, who in feed if "late-b" in who}

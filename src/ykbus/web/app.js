@@ -370,12 +370,24 @@ function applicationsFrame(el) {
   });
 }
 
+// The ended applications (completed, rejected: thousands, megabytes, on a busy cluster), read
+// again by a refresh only every ENDED_EVERY_MS; the active ones at every refresh.
+const ENDED_EVERY_MS = 15000;
+let endedRead = {};
+async function endedApps(kind, refreshing) {
+  const key = `${partition}|${kind}`, kept = endedRead[key];
+  if (refreshing && kept && Date.now() - kept.at < ENDED_EVERY_MS) return kept.list;
+  const list = await get(`${P()}/applications/${kind}`);
+  endedRead = {...endedRead, [key]: {at: Date.now(), list}};
+  return list;
+}
+
 async function applications(el, r) {
   const prm = r.params, state = prm.get("state") || "";
   const base = `${P()}/applications`;
   const lists = [get(`${base}/active`)];
-  if (state === "all" || state === "Completed") lists.push(get(`${base}/completed`));
-  if (state === "all" || state === "Rejected") lists.push(get(`${base}/rejected`));
+  if (state === "all" || state === "Completed") lists.push(endedApps("completed", r.refreshing));
+  if (state === "all" || state === "Rejected") lists.push(endedApps("rejected", r.refreshing));
   const all = (await Promise.all(lists)).flat();
   const form = $("form", el);
   const queueNames = [...new Set(all.map((a) => a.queueName))].sort();
@@ -411,7 +423,8 @@ async function applications(el, r) {
     ${page > 1 ? `<a class="prev" href="${appsHash(prm, {page: page - 1})}">‹ previous</a>` : '<span class="meta">‹ previous</span>'}
     <span>page ${page} of ${pages}</span>
     ${page < pages ? `<a class="next" href="${appsHash(prm, {page: page + 1})}">next ›</a>` : '<span class="meta">next ›</span>'}
-    ${state ? "" : `<span class="meta">completed and rejected applications hidden: choose state "all" to see them</span>`}</p>`;
+    ${state ? "" : `<span class="meta">completed and rejected applications hidden: choose state "all" to see them</span>`}
+    ${["all", "Completed", "Rejected"].includes(state) ? `<span class="meta">ended ones read again every ${ENDED_EVERY_MS / 1000} s</span>` : ""}</p>`;
   morph($(".data", el), `${pager}${table(head, rows.map(appRow), "no application matches")}`);
 }
 
