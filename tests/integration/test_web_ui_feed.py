@@ -59,6 +59,9 @@ def open_feed(port: int, partition: str, opened: anyio.Event, paused: anyio.Even
             page.wait_for_timeout(10_000)
             done.append(({kind: sum(u.endswith(f"/applications/{kind}") for u in reads)
                           for kind in ("active", "completed", "rejected")}, page.inner_text("#applications .pager")))
+            page.reload()  # the partition picked stays picked (a reload went back to the first)
+            page.wait_for_selector("body[data-ready='applications']", timeout=15000)
+            done.append(page.eval_on_selector("#partition", "s => s.value"))
         finally:
             browser.close()
 
@@ -85,7 +88,8 @@ async def test_the_feed_shows_the_events_of_applications_that_came_after_it_open
             with anyio.fail_after(60):
                 await paused.wait()
             await clients["rm-b"].add_applications([app("paused-b")])
-        feed, (kept, button), (resumed, console), (reads, pager) = done
+        feed, (kept, button), (resumed, console), (reads, pager), reloaded = done
+        assert reloaded == "[rm-b]default", reloaded
         assert reads["active"] >= 4 and reads["completed"] <= 2 and reads["rejected"] <= 2, reads
         assert "ended ones read again every 15 s" in pager, pager
         assert kept and button.startswith("resume (") and button.endswith(" new)"), button

@@ -791,7 +791,8 @@ function route() {
   return {page, args: parts.slice(1), params: new URLSearchParams(qs || ""), key: page + "/" + parts.slice(1).join("/")};
 }
 
-let partition = "", partitionNames = [], partitionRms = {};
+// the partition picked, kept across reloads (this browser's, as long as the core has it)
+let partition = localStorage.getItem("ykbus.partition") || "", partitionNames = [], partitionRms = {};
 async function partitions() {
   const parts = await get("/ws/v1/partitions");
   const sel = $("#partition");
@@ -842,6 +843,7 @@ async function show(refreshing = false) {
 
 $("#partition").addEventListener("change", (e) => {
   partition = e.target.value;
+  localStorage.setItem("ykbus.partition", partition);
   stopFeed();
   const feed = $("#feed");
   if (feed) feed.innerHTML = "";
