@@ -252,7 +252,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer[verb], sort_keys=True))
         return 0
-    if queue and (problem := queue_missing(queue, answer["queues"])):
+    if queue and (problem := _queue_missing(queue, answer["queues"])):
         print(f"ykbus apps: {problem}", file=sys.stderr)
         return 2
     print("\n".join(table(answer[verb], **filters)))
@@ -269,7 +269,7 @@ def _app_filter_problem(state: str | None) -> str:
     return f"--state {state} is not an application state ({', '.join(names)})"
 
 
-def queue_missing(queue: str, queues: dict) -> str:
+def _queue_missing(queue: str, queues: dict) -> str:
     """Why `--queue` names no queue of a `queues` answer ("" if some RM's partition has it),
     with the nearest names."""
     import difflib

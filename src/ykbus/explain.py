@@ -12,6 +12,7 @@ from typing import Any
 
 from ykbus import limits
 from ykbus.core.resources import fmt_quantity
+from ykbus.core.why import PendingCode
 
 
 def q(resource: str, value: Any) -> str:
@@ -180,7 +181,7 @@ OVERVIEW_LINES = 20  # applications listed by `ykbus explain` without an applica
 
 # The codes of an ask that waits for another of its application (its gang's placeholders, its
 # leader): the application's reason is that ask's, which the list names instead
-WAITS_FOR_ANOTHER = frozenset({"GangPending", "LeaderPending"})
+WAITS_FOR_ANOTHER = frozenset({PendingCode.GANG_PENDING.value, PendingCode.LEADER_PENDING.value})
 
 
 def overview(applications: dict[str, Any], rm: str | None = None, limit: int = OVERVIEW_LINES) -> list[str]:

@@ -42,11 +42,11 @@ def parse(obj: Any) -> Request:
             text = name_keys(str(exc), obj)  # a map's key named, not `[...]`
         except RecursionError:
             text = str(exc)
-        what, _, where = text.rpartition(" - at `")
         if " - at a key of `" in text:  # `... - at a key of `$.asks[0].tags`: 'the key'`
             what, _, where = text.rpartition(" - at a key of `")
             where, _, key = where.partition("`: ")
             raise DryRunError(f"{where.removeprefix('$.')}: {what}, for the key {key}") from None
+        what, _, where = text.rpartition(" - at `")
         if not what:  # at the top: `Object missing required field application`
             missing = text.partition("field `")[2].rstrip("`")
             raise DryRunError(f"{missing}: required" if missing else f"request: {text}") from None

@@ -133,12 +133,9 @@ def name_keys(error: str, obj: Any) -> str:
         return error
     path, node, out = match.group(1), obj, "$"
     for name, index in _SEGMENT.findall(path[1:]):
-        if name:
-            node = node.get(name) if isinstance(node, dict) else None
-            out += f".{name}"
-        elif index != "...":
-            node = node[int(index)] if isinstance(node, list) and int(index) < len(node) else None
-            out += f"[{index}]"
+        if name or index != "...":
+            node = _step(node, name, index)
+            out += f".{name}" if name else f"[{index}]"
         elif isinstance(node, dict):
             check = _quantity if out.endswith(".resources") else _text
             bad = next((k for k, v in node.items() if not _decodes(check, v)), None)
@@ -156,13 +153,18 @@ def _at(obj: Any, path: str) -> Any:
     nothing."""
     node = obj
     for name, index in _SEGMENT.findall(path[1:]):
-        if name:
-            node = node.get(name) if isinstance(node, dict) else None
-        elif index != "..." and isinstance(node, list) and int(index) < len(node):
-            node = node[int(index)]
-        else:
+        if not name and index == "...":
             return None
+        node = _step(node, name, index)
     return node
+
+
+def _step(node: Any, name: str, index: str) -> Any:
+    """One segment of a path into a loosely decoded object: field `name`, or list `index`;
+    None where there is none."""
+    if name:
+        return node.get(name) if isinstance(node, dict) else None
+    return node[int(index)] if isinstance(node, list) and int(index) < len(node) else None
 
 
 def _decodes(decoder: Any, value: Any) -> bool:
