@@ -15,8 +15,10 @@ import json
 import os
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
+DEFAULT_PORT = 4222  # NATS's, when a URL names none
+DEFAULT_URL = f"nats://127.0.0.1:{DEFAULT_PORT}"
 FIND_URL = ("$YKBUS_NATS, else the URL of the one `ykbus up` running (several: --data DIR picks one), else "
             + DEFAULT_URL)
 DATA_HELP = "talk to the `ykbus up` running on this data directory (when several run; before $YKBUS_NATS)"
@@ -147,6 +149,22 @@ def _where_up_is() -> str:
     return "Its NATS URL is on its first lines (--nats URL), or --data DIR finds it"
 
 
+async def _listens(servers: list[str]) -> bool:
+    """Whether one of `servers` takes a TCP connection within a second."""
+    import anyio
+
+    for server in servers:
+        where = urlsplit(server if "://" in server else f"nats://{server}")
+        try:
+            with anyio.fail_after(1):
+                stream = await anyio.connect_tcp(where.hostname or "127.0.0.1", where.port or DEFAULT_PORT)
+        except (OSError, TimeoutError, ValueError):
+            continue
+        await stream.aclose()
+        return True
+    return False
+
+
 CONNECT_WITHIN_S = 3.5  # a command says the server does not answer within 5 s of its start
 
 
@@ -180,18 +198,21 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
     given_error_cb = options.pop("error_cb", None)
     connected = False
     last: list[BaseException] = []
-    refusals: list[BaseException] = []
-    refused: Any = None
+    servers = server_urls(url)
+    once = options.get("allow_reconnect") is False  # a command asking once: a refusal by each server is the answer
+    refusing = anyio.CancelScope()  # cancelled once every server has refused such a command
+    refusals = 0
 
     async def error_cb(exc: Exception) -> None:
+        nonlocal refusals
         if connected:
             if given_error_cb is not None:
                 await given_error_cb(exc)
         else:
             last[:] = [exc]
-            refusals.append(exc)
-            if once and sum(isinstance(e, ConnectionRefusedError) for e in refusals) >= len(servers):
-                refused.cancel()
+            refusals += isinstance(exc, ConnectionRefusedError)
+            if once and refusals >= len(servers):
+                refusing.cancel()
 
     given_disconnected_cb = options.pop("disconnected_cb", None)
 
@@ -201,13 +222,10 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
 
     nc = Client()
     options.setdefault("connect_timeout", min(2.0, within))
-    servers = server_urls(url)
-    once = options.get("allow_reconnect") is False  # a command asking once: a refusal by each server is the answer
     try:
-        with anyio.fail_after(within), anyio.CancelScope() as scope:
-            refused = scope  # cancelled by error_cb once every server has refused
+        with anyio.fail_after(within), refusing:
             await nc.connect(servers=servers, error_cb=error_cb, disconnected_cb=disconnected_cb, **options)
-        if scope.cancelled_caught:
+        if refusing.cancelled_caught:
             raise ConnectionRefusedError(str(last[0]) if last else "connection refused")
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
@@ -219,7 +237,8 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
             raise
         reason = last[0] if last and isinstance(exc, TimeoutError) else exc
         text = str(reason) or type(reason).__name__
-        if isinstance(exc, TimeoutError) and all(isinstance(e, TimeoutError) for e in last):  # no greeting
+        if isinstance(exc, TimeoutError) and all(isinstance(e, TimeoutError) for e in last) \
+                and await _listens(servers):  # a connection taken, no greeting (not a host that never answers)
             text = (f"no answer within {within:g} s; something listens there but does not speak NATS (a NATS server "
                     "greets first): an HTTP port, such as `ykbus up`'s web UI? " + _where_up_is())
         elif isinstance(exc, TimeoutError):
