@@ -550,11 +550,14 @@ function togglePause() {
   feedPaused = !feedPaused;
   const feed = $("#feed");
   if (!feedPaused && feed) {
-    for (const e of held) feed.insertAdjacentHTML("afterbegin", eventLine(e));
-    while (feed.childElementCount > FEED_LINES) feed.lastElementChild.remove();
+    feedAdd(feed, held);
     held = []; heldCount = 0;
   }
   showPause();
+}
+function feedAdd(feed, events) {  // newest first, the last FEED_LINES kept
+  for (const e of events) feed.insertAdjacentHTML("afterbegin", eventLine(e));
+  while (feed.childElementCount > FEED_LINES) feed.lastElementChild.remove();
 }
 async function startFeed(feed) {
   if (live) return;
@@ -581,8 +584,7 @@ async function startFeed(feed) {
         const e = JSON.parse(line);
         if (e.InstanceUUID || !belongs(e)) continue;
         if (feedPaused) { held.push(e); held.splice(0, held.length - FEED_LINES); heldCount++; showPause(); continue; }
-        feed.insertAdjacentHTML("afterbegin", eventLine(e));
-        while (feed.childElementCount > FEED_LINES) feed.lastElementChild.remove();
+        feedAdd(feed, [e]);
       }
     }
   } catch (err) { /* aborted or the core went away: the next visit reconnects */ }
