@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from ykbus.core import Core
+from ykbus.core.entries import Entry, Output
 from ykbus.core.lifecycle import SCHEDULABLE_APP_STATES, NodeState
 from ykbus.core.model import RECOVERY_QUEUE, GangWait, LeaderWait, Replacement, Victims, pending_leader
-from ykbus.core.outbox import Entry, Output
 from ykbus.core.partition import Partition
 from ykbus.core.resources import fits
 from ykbus.core.snapshot import dump_snapshot, load_snapshot

@@ -87,7 +87,7 @@ def test_broken_log_line_is_named(tmp_path):
 
 
 def test_raw_bodies_round_trip_through_the_log_format():
-    from ykbus.core.outbox import Entry
+    from ykbus.core.entries import Entry
     from ykbus.log.jsonl import encode_entry, read_entries
 
     entries = [Entry(1, 10, "rm", "app", b"{not json"), Entry(2, 11, "rm", "node", b"\xff\x00"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ykbus.core.outbox import Output
+from ykbus.core.entries import Output
 from ykbus.core.resources import fmt_quantity
 from ykbus.si import messages as m
 

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from ykbus.core.config import SchedulerConfig
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.log.replay import guarded_core
 from ykbus.tables import align
 

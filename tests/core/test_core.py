@@ -557,7 +557,7 @@ def test_protobuf_json_encoding_is_accepted(h):
 def test_msgpack_bodies_decode(h):
     import msgspec
 
-    from ykbus.core.outbox import Entry
+    from ykbus.core.entries import Entry
     h.setup(TWO_QUEUES)
     body = msgspec.msgpack.encode({"nodes": [{"nodeID": "n1", "action": "CREATE"}]})
     outs = h.do(Entry(seq=h.log.seq + 1, ts=h.log.ts + 1, rm="rm-1", kind="node", msg=body, encoding="msgpack"))

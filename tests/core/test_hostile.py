@@ -16,8 +16,8 @@ from tests.conftest import Harness, events, msgs, new_allocs
 from ykbus import limits
 from ykbus.bus.publisher import split_output
 from ykbus.core import Core, intake
+from ykbus.core.entries import Entry
 from ykbus.core.guard import GuardedCore
-from ykbus.core.outbox import Entry
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import allocation, app, ask, node
 from ykbus.log.jsonl import LogError, encode_entry, encode_output, read_entries

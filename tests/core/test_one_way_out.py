@@ -4,8 +4,8 @@ turns them into outputs and timers, and the fold (core/fold.py) alone into the r
 
 Checked over every module of src/ykbus/core and src/ykbus/rest (and the rest of src/ykbus
 for the outbox), not a list of files:
-- an `Outbox` is named (built, annotated, imported) only by core/effects.py, which fills it,
-  and core/outbox.py, which defines it: nobody else can put a message;
+- an `Outbox` is named (built, annotated, imported) only by core/effects.py, which defines
+  and fills it: nobody else can put a message;
 - a timer is built only by core/effects.py (core/timers.py defines them; a snapshot's load,
   core/snapshot.py, restores the ones a snapshot stored): nobody else can set one;
 - a read model (the partition summary, the pending asks by code and the counts they keep on
@@ -19,7 +19,7 @@ import ast
 
 from tests.core.test_layers import SRC
 
-OUTBOX_NAMERS = {"core/outbox.py", "core/effects.py"}
+OUTBOX_NAMERS = {"core/effects.py"}
 TIMER_BUILDERS = {"core/effects.py", "core/timers.py", "core/snapshot.py"}
 READ_MODEL_WRITERS = {"core/fold.py", "core/readmodel.py"}
 TIMER_KINDS = {"AllocationTimeoutTimer", "AppTimeoutTimer", "CompletingTimer", "ExpireTimer", "PlaceholderTimer",
@@ -104,7 +104,7 @@ def test_only_derive_sends_or_sets_timers_and_only_the_fold_changes_a_read_model
 
 def test_the_check_catches_each_way_out():
     """A module that sends, sets a timer or changes a read model on its own is named."""
-    src = ("from ykbus.core.outbox import Outbox\n"
+    src = ("from ykbus.core.effects import Outbox\n"
            "def f(part, ask, ctx):\n"
            "    ctx.put('rm', x)\n"
            "    part.timers.schedule(5, ExpireTimer(part, 'a', s))\n"

@@ -41,7 +41,7 @@ from tests.fuzz.mutate import mutate_entry, special_entry
 from ykbus.bus.publisher import ACK_TIMEOUT_S, WATCH_EVERY_S
 from ykbus.bus.server import stop_process
 from ykbus.bus.subjects import HDR_CONTENT_TYPE, HDR_IN_SEQ, MSGPACK, OUT_STREAM
-from ykbus.core.outbox import Entry, Output
+from ykbus.core.entries import Entry, Output
 from ykbus.core.registry import RM_ID
 from ykbus.log.build import LogBuilder, app, ask, node
 from ykbus.si import codec

@@ -37,7 +37,7 @@ from tests import invariants
 from ykbus import limits
 from ykbus.bus.publisher import split_output
 from ykbus.core import Core
-from ykbus.core.outbox import ENTRY_KINDS, Entry, Output
+from ykbus.core.entries import ENTRY_KINDS, Entry, Output
 from ykbus.core.registry import RM_ID
 from ykbus.log.jsonl import LogError, encode_entry, encode_output, read_entries
 from ykbus.si import codec

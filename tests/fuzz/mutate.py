@@ -30,7 +30,7 @@ import msgspec
 import yaml
 
 from ykbus import limits
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.log.build import LogBuilder, allocation, app, ask, node
 from ykbus.log.jsonl import read_entries
 

@@ -31,7 +31,7 @@ from tests.fuzz.mutate import (
     trace_logs,
 )
 from tests.fuzz.profile import FUZZ, READER
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.log.jsonl import LogError, encode_entry, read_entries
 
 BASES = {**trace_logs(), "generated": generated_log()}
@@ -47,7 +47,7 @@ def test_valid_logs_pass_every_check(name):
 
 def test_the_checker_notices_an_unanswered_entry_and_an_oversized_output(monkeypatch):
     from ykbus.core import Core
-    from ykbus.core.outbox import Output
+    from ykbus.core.entries import Output
     from ykbus.si import messages as m
 
     run = Run()

@@ -13,7 +13,7 @@ import pytest
 from tests.core.test_topology_gangs import QUEUES as TOPOLOGY  # a partition of blocks and racks
 from tests.fuzz.checks import check_log, safe_line
 from tests.fuzz.mutate import yaml_bomb
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.log.build import LogBuilder, allocation, app, ask, node
 from ykbus.log.jsonl import LogError, encode_entry, read_entries
 

@@ -62,7 +62,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.log.build import LogBuilder, app, ask, node
 
 RACK = "ykbus.io/rack"

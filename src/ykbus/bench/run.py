@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ykbus.core import Core, compiled
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.yamlload import load_yaml
 
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.log.build import LogBuilder, app, ask, node
 
 BLOCK, RACK = "ykbus.io/block", "ykbus.io/rack"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.log.build import LogBuilder, app, ask, node
 
 YUNIKORN_PERF = """

@@ -33,8 +33,8 @@ import anyio
 from greenlet import greenlet
 
 from ykbus.core import Core
+from ykbus.core.entries import Entry, Output
 from ykbus.core.guard import GuardedCore
-from ykbus.core.outbox import Entry, Output
 
 READ_TURN_S: Final = 0.0003  # how long a reader lets the loop run reads (before an entry, or in one)
 READ_TURN_EVERY_S: Final = 0.005  # at most one turn per this much time applying

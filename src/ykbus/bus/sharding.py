@@ -30,7 +30,7 @@ from ykbus.bus.snapshots import CHUNK_BYTES, store_object
 from ykbus.bus.streams import NOT_ANSWERING
 from ykbus.bus.subjects import LEASE_BUCKET, SHARDS_BUCKET, Subjects, lease_key
 from ykbus.core import Core
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 from ykbus.core.shards import ASSIGN, RM_NAME, SHARD_NAME, Arriving, decode_assign, owner_of
 from ykbus.core.snapshot import SnapshotError, dump_moved, load_moved
 from ykbus.log.replay import restorer

@@ -17,8 +17,8 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 
 from ykbus.bus.subjects import CORE_TOKEN, IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects, js_reply_meta
+from ykbus.core.entries import Entry
 from ykbus.core.guard import FAILED_KIND
-from ykbus.core.outbox import Entry
 
 log = logging.getLogger("ykbus.core")
 T = TypeVar("T")

@@ -11,6 +11,6 @@ from ykbus.core import compiled
 compiled.select()
 
 from ykbus.core.core import Core, OutOfOrder  # noqa: E402  (after select: it chooses what these import)
-from ykbus.core.outbox import Entry, Output  # noqa: E402
+from ykbus.core.entries import Entry, Output  # noqa: E402
 
 __all__ = ["Core", "Entry", "Output", "OutOfOrder"]

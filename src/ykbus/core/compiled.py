@@ -37,7 +37,7 @@ from pathlib import Path
 
 # the scheduling pass, the model it reads and the outbox it writes: everything a pass runs,
 # bar the reasons it records (why.py), msgspec Structs (mypyc compiles no Struct)
-MODULES = ("resources", "chunked", "sortedseq", "lifecycle", "outbox", "step", "tags", "model", "readmodel", "fold", "packing", "timeline", "backfill", "topology", "topoplace", "dryrun", "policies", "ledger", "scorers", "waits", "decisions", "gang", "preemption",
+MODULES = ("resources", "chunked", "sortedseq", "lifecycle", "step", "tags", "model", "readmodel", "fold", "packing", "timeline", "backfill", "topology", "topoplace", "dryrun", "policies", "ledger", "scorers", "waits", "decisions", "gang", "preemption",
            "state", "nodefinder", "scheduling", "effects", "indexes", "changes", "applier", "partition", "deadlines", "registry", "intake", "core")
 PACKAGE = "ykbus.core"
 GROUP = "ykbus_core"  # mypyc's group: the shared library `ykbus_core__mypyc.<suffix>` beside the package

@@ -36,13 +36,13 @@ from ykbus.core.config import (
     SchedulerConfig,
 )
 from ykbus.core.deadlines import due
+from ykbus.core.entries import ENTRY_KINDS, Entry, Output
 from ykbus.core.events import Noted, Registered
 from ykbus.core.intake import Intake
 from ykbus.core.lifecycle import (
     AppEvent,
     AppState,
 )
-from ykbus.core.outbox import ENTRY_KINDS, Entry, Output
 from ykbus.core.projection import SECTIONS, project
 from ykbus.core.registry import ResourceManager, RMRegistry, YamlLoader
 from ykbus.core.shards import Arriving, MovedOut

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from ykbus.core.registry import resources_of
+from ykbus.core.resources import resources_of
 from ykbus.si import messages as m
 from ykbus.si.codec import name_keys
 

@@ -46,8 +46,7 @@ from ykbus.core.backfill import FreeNodes
 from ykbus.core.dryrequest import DryRunError, Request, parse
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.packing import first_fit
-from ykbus.core.registry import resources_of
-from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res
+from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res, resources_of
 from ykbus.core.timeline import Estimate, NoEstimate
 from ykbus.core.topology import (
     ANYWHERE,

@@ -1,5 +1,6 @@
 """Log entries in, outputs out: the values that cross the core's boundary (msgspec
-Structs, which mypyc does not compile: core/outbox.py, which is compiled, collects them)."""
+Structs, which mypyc does not compile: the `Outbox` of core/effects.py, which is compiled,
+collects them)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ykbus.core.entries import Entry, Output
 from ykbus.core.guard import GuardedCore
-from ykbus.core.outbox import Entry, Output
 from ykbus.core.registry import YamlLoader
 from ykbus.core.shards import ASSIGN, DEFAULT_SHARD, decode_assign, named_in, owner_of
 from ykbus.core.snapshot import dump_moved, load_moved

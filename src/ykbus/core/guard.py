@@ -28,8 +28,8 @@ import msgspec
 
 from ykbus.core.core import Core
 from ykbus.core.effects import outputs_of
+from ykbus.core.entries import Entry, Output
 from ykbus.core.events import Noted
-from ykbus.core.outbox import Entry, Output
 from ykbus.si import messages as m
 
 FAILED_KIND = "failed"  # the kind of the core service's record of a failed entry

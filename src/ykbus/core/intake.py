@@ -20,6 +20,7 @@ from ykbus.core.config import (
     DEFAULT_PARTITION,
     AppSortPolicy,
 )
+from ykbus.core.entries import Entry
 from ykbus.core.events import Accepted, Noted, Refused
 from ykbus.core.lifecycle import (
     NODE,
@@ -27,10 +28,9 @@ from ykbus.core.lifecycle import (
     NodeEvent,
 )
 from ykbus.core.model import App, Queue
-from ykbus.core.outbox import Entry
 from ykbus.core.partition import Partition
-from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry, resources_of
-from ykbus.core.resources import Res, first_over, fmt_quantity
+from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry
+from ykbus.core.resources import Res, first_over, fmt_quantity, resources_of
 from ykbus.core.step import Step
 from ykbus.core.tags import policy_problem, role_problem
 from ykbus.core.topology import request_problem as topology_problem

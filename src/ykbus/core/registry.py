@@ -25,15 +25,14 @@ from ykbus.core.config import (
     parse_config,
 )
 from ykbus.core.deadlines import Sequence, Timers
+from ykbus.core.entries import Entry
 from ykbus.core.events import EndedKept, Noted, Registered
 from ykbus.core.lifecycle import (
     RM,
     RMEvent,
     RMState,
 )
-from ykbus.core.outbox import Entry
 from ykbus.core.partition import Partition
-from ykbus.core.resources import Res
 from ykbus.core.step import Step
 from ykbus.core.timers import Timer
 from ykbus.si import codec, compat
@@ -110,13 +109,6 @@ class ResourceManager:
             p.records.retire()
         self.partitions = {}
         self.node_partition = {}
-
-
-def resources_of(msg: m.Resource | None) -> Res:
-    """The quantities of a wire `Resource` above zero (an empty dict for None)."""
-    if msg is None:
-        return {}
-    return {k: q.value for k, q in msg.resources.items() if q.value}
 
 
 class RMRegistry:

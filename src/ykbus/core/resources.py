@@ -10,7 +10,19 @@ the JSON read API keep the integers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ykbus.si import messages as m
+
 Res = dict[str, int]
+
+
+def resources_of(msg: m.Resource | None) -> Res:
+    """The quantities of a wire `Resource` above zero (an empty dict for None)."""
+    if msg is None:
+        return {}
+    return {k: q.value for k, q in msg.resources.items() if q.value}
 
 
 def add_into(target: Res, delta: Res) -> None:

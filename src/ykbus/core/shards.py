@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ykbus import limits
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 
 if TYPE_CHECKING:
     from ykbus.core.registry import ResourceManager

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from ykbus.core.outbox import Entry
+from ykbus.core.entries import Entry
 
 GB = 1_000_000_000
 START_TS = 1_700_000_000_000_000_000

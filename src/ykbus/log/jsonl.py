@@ -19,7 +19,7 @@ from typing import IO, Annotated, Any
 import msgspec
 
 from ykbus import limits
-from ykbus.core.outbox import Entry, Output
+from ykbus.core.entries import Entry, Output
 from ykbus.si.codec import DecodeError, check_bounds
 
 Seq = Annotated[int, msgspec.Meta(ge=1, le=limits.INT64_MAX)]

@@ -14,9 +14,9 @@ from typing import Any
 from ykbus.collector import CollectorPolicy
 from ykbus.core import Core
 from ykbus.core.config import SchedulerConfig
+from ykbus.core.entries import Entry, Output
 from ykbus.core.fleet import Fleet, shard_names
 from ykbus.core.guard import FAILED_KIND, GuardedCore
-from ykbus.core.outbox import Entry, Output
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.jsonl import encode_output, read_entries
 from ykbus.yamlload import load_yaml
