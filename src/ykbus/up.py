@@ -396,9 +396,10 @@ async def _keep_reading(reader: Reader) -> None:
 async def _say_resumed(sim: SimRM) -> None:
     """One line once a simulated RM that had run before has recovered."""
     await sim.started.wait()
-    if sim.stats.recovered or sim.state.apps:
-        print(f"ykbus up: {sim.rm_id} resumed: {len(sim.state.apps)} applications recovered, {sim.stats.recovered} "
-              f"running pods reported as existing allocations, {sim.waiting_pods()} waiting pods asked again",
+    stats = sim.stats  # (as saved: new work may already have moved the state on)
+    if stats.recovered or stats.recovered_apps:
+        print(f"ykbus up: {sim.rm_id} resumed: {stats.recovered_apps} applications recovered, {stats.recovered} "
+              f"running pods reported as existing allocations, {stats.recovered_waiting} waiting pods asked again",
               flush=True)
 
 

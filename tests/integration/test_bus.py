@@ -310,3 +310,27 @@ async def test_snapshots_are_stored_on_a_server_taking_messages_smaller_than_a_c
         assert loaded and loaded[0]["from"] == "object store" and loaded[0]["bytes"] == info.size, loaded
     finally:
         small.cleanup()
+
+
+async def test_a_registration_hands_the_rm_no_decision_of_the_session_it_ends(nats_server):
+    """An RM that registers again (YuniKorn's recovery) starts from the state it reports: an
+    allocation decided after its last session stopped reading, which it never processed, is
+    not handed to its new session (the registration wiped it from the core: an RM that took it
+    would run a pod the core does not know)."""
+    async with running_core(nats_server.url):
+        async with rm_client(nats_server.url) as api:
+            rec = Recorder()
+            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000, memory=4000)])
+            await client.add_applications([app("a1")])
+            await rec.wait_for(lambda: rec.app)
+        async with rm_client(nats_server.url) as late:  # the ask the RM published as it went away
+            decided = await late.nc.subscribe("yk.v1.out.k8s.alloc", max_msgs=1)
+            await late.publish("alloc", m.AllocationRequest(asks=[ask("pod-1", "a1", vcore=1000, memory=100)],
+                                                            rmID="k8s"), rm="k8s")
+            await decided.next_msg(timeout=10)  # allocated, and stored in the RM's outputs
+        async with rm_client(nats_server.url) as api:
+            rec = Recorder()
+            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000, memory=4000)], apps=[app("a1")])
+            await client.add_asks([ask("pod-2", "a1", vcore=1000, memory=100)])
+            await rec.wait_for(lambda: any(a.allocationKey == "pod-2" for a in rec.allocations))
+            assert [a.allocationKey for a in rec.allocations] == ["pod-2"]

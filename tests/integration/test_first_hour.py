@@ -88,6 +88,10 @@ def test_a_second_up_resumes_the_first_and_fresh_starts_clean(tmp_path):
                                             "`make run ARGS=--fresh` starts clean)")
     ran = int(re.findall(r"allocations=(\d+)", first.stdout)[-1])
     assert ran > 0 and (data / "rms" / "k8s.json").exists()
+    saved = {}  # what each demo RM kept as it stopped: what its resume reports (not what it does next)
+    for rm in ("k8s", "batch"):
+        state = json.loads((data / "rms" / f"{rm}.json").read_text())
+        saved[rm] = (len(state["apps"]), len(state["running"]), sum(w["remaining"] for w in state["waiting"].values()))
     second = _up(env)
     out = second.stdout
     assert out.splitlines()[0].startswith(f"ykbus up: data in {data} (resuming the run kept there;")
@@ -95,6 +99,7 @@ def test_a_second_up_resumes_the_first_and_fresh_starts_clean(tmp_path):
         said = re.search(rf"ykbus up: {rm} resumed: (\d+) applications recovered, (\d+) running pods reported "
                          r"as existing allocations, (\d+) waiting pods asked again", out)
         assert said and int(said.group(1)) > 0, out[-3000:]
+        assert tuple(int(g) for g in said.groups()) == saved[rm]
     progress = [line for line in out.splitlines() if line.startswith("t=")]
     assert int(progress[-1].split("allocations=")[1].split()[0]) > ran  # the count goes on from the first run
     read = int(progress[-1].split("entries=")[1].split()[0])

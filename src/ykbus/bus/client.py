@@ -203,6 +203,12 @@ class NatsScheduler(SchedulerAPI):
         self._counter = itertools.count(1)
         self._registers: dict[int, m.RegisterResourceManagerResponse] = {}
         self._register_seen = anyio.Event()
+        # registering: the outputs before this session's register answer are decisions of the
+        # session the registration ends (docs/protocol.md, "Registering again"): not handed over
+        self._registering = False
+        self._register_seq = 0  # the input seq of this session's register entry, once published
+        self._register_published = anyio.Event()
+        self._last_register_seq = 0  # the input seq of the last register answer read
         self._tg: anyio.abc.TaskGroup | None = None
         self._denied: set[str] = set()  # subjects the server refused us (lowercase, as nats-py reports them)
         self.nc: Any = None
@@ -262,8 +268,10 @@ class NatsScheduler(SchedulerAPI):
         self.encoding = request.extraConfig.get("encoding", "json")
         assert self._tg is not None, "use NatsScheduler as an async context manager"
         with anyio.fail_after(timeout):  # covers waiting for the core to create its streams
+            self._registering = True
             await self._tg.start(self._consume)
-            seq = await self.publish("register", request)
+            seq = self._register_seq = await self.publish("register", request)
+            self._register_published.set()
             while seq not in self._registers:
                 self._register_seen = anyio.Event()
                 await self._register_seen.wait()
@@ -414,9 +422,16 @@ class NatsScheduler(SchedulerAPI):
         body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding)
         self.last_output_seq = seq
         if kind == "register":
-            self._registers[header_seq(headers, HDR_IN_SEQ)] = body
+            self._last_register_seq = header_seq(headers, HDR_IN_SEQ)
+            self._registers[self._last_register_seq] = body
             self._register_seen.set()
-        elif self.callback is not None:
+            return
+        if self._registering:
+            await self._register_published.wait()  # (the answer may be read before the publish's ack)
+            if self._last_register_seq != self._register_seq:
+                return  # decided before this session's registration, which wiped what it was about
+            self._registering = False
+        if self.callback is not None:
             await deliver(self.callback, kind, body)
 
 

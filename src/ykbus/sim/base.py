@@ -77,7 +77,9 @@ class SimStats:
     released: int = 0
     rejected: int = 0
     apps_done: int = 0
-    recovered: int = 0
+    recovered: int = 0  # running pods reported as existing allocations on a resume
+    recovered_apps: int = 0  # applications, and waiting pods asked again, on a resume (as saved)
+    recovered_waiting: int = 0
 
     @property
     def running(self) -> int:
@@ -183,6 +185,7 @@ class SimRM(ResourceManagerCallback):
                 self._open[pod.app] = self._open.get(pod.app, 0) + 1
                 heapq.heappush(self._ends, (now + max(0.0, pod.end_wall - now_wall), uuid))
             self.stats.recovered = len(st.running)
+            self.stats.recovered_apps, self.stats.recovered_waiting = len(st.apps), self.waiting_pods()
         try:
             async with (self.scheduler or NatsScheduler(self.url, nats_options=self.nats_options)) as api:
                 self.client = ResourceManagerClient(api, self.rm_id, config=self.workload.queues_yaml(),
