@@ -223,3 +223,70 @@ def test_the_readmes_example_job_gets_an_estimate_on_the_batch_demos_cluster():
     answer = would_fit(h.core, example)
     assert answer["fits"] is False
     assert answer["estimate"]["text"].startswith("estimated start "), answer["estimate"]["text"]
+
+
+def test_a_job_the_core_would_reject_is_answered_so_not_as_a_fit():
+    """The dry run runs the core's own checks of an application's and its asks' tags and of
+    a gang against its queue (core/intake.py): a job the core would refuse on submission is
+    not told it would fit."""
+    h = cluster()
+    assert would_fit(h.core, job(1, 1, **{"ykbus.io/topology-required": "ykbus.io/rack"}))["fits"] is True
+    refused = [({"ykbus.io/topology-required": "ykbus.io/rack", "ykbus.io/topology-preferred": "ykbus.io/rack"},
+                "application.tags: the core would reject the application: tags ykbus.io/topology-required and "
+                "ykbus.io/topology-preferred: only one of them may be set"),
+               ({"ykbus.io/topology-required": "ykbus.io/zone"},
+                "application.tags: the core would reject the application: tag ykbus.io/topology-required: "
+                "'ykbus.io/zone' is not a topology level of the partition (its levels are ykbus.io/rack)"),
+               ({"ykbus.io/node-policy": "Binpak"}, "application.tags: the core would reject the application: "
+                "tag ykbus.io/node-policy: unknown node policy 'Binpak'")]
+    for tags, said in refused:
+        with pytest.raises(DryRunError) as caught:
+            would_fit(h.core, job(1, 1, **tags))
+        assert str(caught.value).startswith(said)
+    gang = job(1, 1)
+    gang["application"]["placeholderAsk"] = {"resources": {"gpu": {"value": 8}}}
+    gang["application"]["queueName"] = "root.capped"
+    with pytest.raises(DryRunError, match=r"^application.placeholderAsk: the core would reject the application: "
+                                          r"placeholderAsk gpu 8 exceeds queue root.capped max 4"):
+        would_fit(h.core, gang)
+    other = job(1, 1)
+    other["asks"][0]["applicationID"] = "other"
+    with pytest.raises(DryRunError, match=r"^asks.0..applicationID: 'other', while the application is 'try'"):
+        would_fit(h.core, other)
+
+
+def test_a_misspelt_field_is_named_not_ignored():
+    """A dry run is written by hand: a field its messages do not have changes the question
+    (`maxAllocation: 8` asked one allocation), so it is an error naming the field."""
+    h = cluster()
+    typo = job(8, 1)
+    typo["asks"][0]["maxAllocation"] = typo["asks"][0].pop("maxAllocations")
+    for request, said in ((typo, "asks[0].maxAllocation: unknown field (did you mean maxAllocations?)"),
+                          ({"application": {**job(1, 1)["application"], "queueNme": "root.jobs"}, "asks": []},
+                           "application.queueNme: unknown field (did you mean queueName?)"),
+                          ({"application": job(1, 1)["application"], "ask": job(1, 1)["asks"]},
+                           "ask: unknown field (did you mean asks?)")):
+        with pytest.raises(DryRunError) as caught:
+            would_fit(h.core, request)
+        assert str(caught.value) == said
+
+
+def test_a_job_no_domain_holds_even_empty_is_told_so_without_runtime_limits():
+    """Where no allocation has a runtime limit there is no start to estimate; a job that no
+    rack holds even empty is told it never fits as asked, not that limits are missing."""
+    h = Recording()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(*[node(f"{r}-{i}", attributes={"ykbus.io/rack": r}, gpu=8) for r in ("r1", "r2") for i in range(2)],
+                     node("loose", gpu=8)))
+    h.do(h.log.apps(app("busy", "root.jobs")))
+    h.do(h.log.asks(*[{**ask(f"b-{n}", "busy", gpu=8), "tags": {"yunikorn.apache.org/requiredNode": n}}
+                      for n in ("r1-0", "r2-0")]))  # no limit: each holds a whole host of a rack for good
+    rack = {"ykbus.io/topology-required": "ykbus.io/rack"}
+    never = would_fit(h.core, job(3, 8, **rack))  # a rack holds 2 hosts of 8
+    assert never["fits"] is False
+    assert never["estimate"]["text"] == ("no estimate: it does not fit the candidate nodes even when they are empty "
+                                         "(3 × {gpu: 8})")
+    later = would_fit(h.core, job(2, 8, **rack))  # a rack would hold it, but nothing has a limit to end by
+    assert later["estimate"]["text"] == "no estimate: no allocation on the nodes it could use has a runtime limit"
+    whole = would_fit(h.core, job(1, 16, **rack))
+    assert whole["smaller"]["resource"] == {"gpu": 8} and whole["smaller"]["nodeID"] != "loose"

@@ -190,7 +190,7 @@ class FreeNodes:
     estimates over many of them (the read API's, the dry run's): their room now, by node id,
     and the end bounds of their allocations, read in time order from the partition's timers
     and only as far as an estimate needs (the core ends an allocation at its runtime limit
-    by a timer whose deadline is its end bound). `candidates` is empty when no allocation on
+    by a timer whose deadline is its end bound). `limited` is False when no allocation on
     them has a runtime limit: no estimate to give, the reason stays as without limits.
 
     The answer is core/timeline.py `earliest_start`'s over the same nodes (a property test
@@ -199,7 +199,7 @@ class FreeNodes:
     every node has 20: about 95,000). Only a search that runs out of bounds reads every
     allocation of the nodes, to say why there is no estimate."""
 
-    __slots__ = ("records", "candidates", "_index")
+    __slots__ = ("records", "candidates", "limited", "_index")
 
     def __init__(self, records: PartitionState) -> None:
         self.records = records
@@ -207,8 +207,7 @@ class FreeNodes:
                        if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held), key=_node_id)
         self.candidates: list[Candidate] = [Candidate(n.id, n.empty_room(), n.free, []) for n in free]
         self._index: dict[str, int] = {c.id: i for i, c in enumerate(self.candidates)}
-        if not _any_limited(free):  # none of theirs has a limit
-            self.candidates, self._index = [], {}
+        self.limited = _any_limited(free)  # else none of theirs has a limit
 
     def estimate(self, members: list[Res], now: int, node_ids: list[str] | None = None) -> Estimate | NoEstimate:
         """When `members` fit these nodes (or those of them named, `node_ids`) at the earliest."""

@@ -44,10 +44,12 @@ from typing import TYPE_CHECKING, Any
 from ykbus.core import why
 from ykbus.core.backfill import FreeNodes
 from ykbus.core.dryrequest import DryRunError, Request, parse
+from ykbus.core.intake import queue_problem, tags_problem
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res, resources_of
-from ykbus.core.timeline import Estimate, NoEstimate
+from ykbus.core.tags import role_problem
+from ykbus.core.timeline import Estimate, NoEstimate, NoEstimateReason, too_large
 from ykbus.core.topology import (
     ANYWHERE,
     DomainIndex,
@@ -61,6 +63,7 @@ from ykbus.core.topology import (
     request_of,
     total_of,
 )
+from ykbus.core.topology import request_problem as topology_problem
 
 if TYPE_CHECKING:
     from ykbus.core.core import Core
@@ -113,6 +116,17 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
                           f"{part.name} (a dry run does not run placement rules)")
     if not queue.leaf:
         raise DryRunError(f"application.queueName: queue {queue.path} is a parent queue: applications go to leaves")
+    refused = tags_problem(application.tags, part.records.topology_levels)  # the core's own checks (core/intake.py)
+    if refused:
+        raise DryRunError(f"application.tags: the core would reject the application: {refused}")
+    refused = queue_problem(queue, application)
+    if refused:
+        raise DryRunError(f"application.placeholderAsk: the core would reject the application: {refused}")
+    levels = part.records.topology_levels
+    for i, ask in enumerate(request.asks):
+        refused = (role_problem(ask.tags) or topology_problem(ask.tags, levels)) if ask.tags else ""
+        if refused:
+            raise DryRunError(f"asks[{i}].tags: the core would reject the ask: {refused}")
     members, keys = _members(request)
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
                            "queue": queue.path, "now": core.now, "lastSeq": core.last_seq, "members": len(members),
@@ -140,7 +154,8 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
     out["reason"] = over if over is not None else _why_not(fit, members)
     out["estimate"] = yield from _estimate(part, members, topology, core.now)
     if len(members) == 1:
-        out["smaller"] = yield from _largest_shape(nodes if topology is None else _free_nodes(part), members[0])
+        out["smaller"] = yield from _largest_shape(nodes if topology is None else _in_a_domain(part, topology),
+                                                   members[0])
     elif topology is not None:
         out["smaller"] = yield from _smaller(index, order, members, topology)
     else:  # first fit placed the members in order up to the first that fits nowhere: the most that fit
@@ -159,6 +174,17 @@ def _free_nodes(part: Partition) -> list[Node]:
         if node.reserved is None:
             out.append(node)
     return out
+
+
+def _in_a_domain(part: Partition, topology: TopologyRequest) -> list[Node]:
+    """`_free_nodes`, of those in a domain of the level a `required` tag names (a node
+    without it cannot take the ask)."""
+    nodes = _free_nodes(part)
+    levels = part.records.config.topology.levels
+    if topology.mode is not TopologyMode.REQUIRED or topology.level not in levels:
+        return nodes
+    depth = levels.index(topology.level) + 1
+    return [n for n in nodes if len(path_of(levels, n.attributes)) >= depth]
 
 
 def _still(part: Partition) -> None:
@@ -252,8 +278,6 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
               now: int) -> Generator[None, None, dict[str, Any]]:
     """Rule 3, `SLICE_ENDS` end bounds read a slice (core/backfill.py `FreeNodes`)."""
     free = FreeNodes(part.records)
-    if not free.candidates:
-        return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
     groups: list[list[str] | None] = [None]  # None: every free node
     if topology is not None and topology.mode is TopologyMode.REQUIRED:
         levels = part.records.config.topology.levels
@@ -265,6 +289,12 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
                 if len(path) >= depth:
                     by_domain.setdefault(path[:depth], []).append(c.id)
             groups = [by_domain[k] for k in sorted(by_domain)]
+    if not free.limited:  # no time to give; but a job that fits no group of nodes even empty is told so
+        rooms = {c.id: c.capacity for c in free.candidates}
+        if free.candidates and all(too_large([rooms[i] for i in group] if group is not None else list(rooms.values()),
+                                             members) for group in groups if group is None or group):
+            return {"text": NoEstimate(NoEstimateReason.TOO_LARGE, [], members).text()}
+        return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
     best: Estimate | NoEstimate | None = None
     for group in groups:
         found = yield from free.estimate_steps(members, now, group)

@@ -103,6 +103,27 @@ def _allocation_refused(ctx: Step, to: str, item: object, reason: str) -> None:
 SAFE_RESOURCES: Final = ((limits.MAX_ITEM_BYTES - 4096) // 6 - 4 * limits.MAX_ID_CHARS) // (limits.MAX_ID_CHARS + 32)
 
 
+def tags_problem(tags: dict[str, str], levels: tuple[str, ...]) -> str:
+    """Why an application's tags refuse it in a partition of topology `levels` ("" when they
+    do not): a node policy it does not know, topology tags it cannot honour."""
+    return policy_problem(tags) or topology_problem(tags, levels)
+
+
+def queue_problem(queue: Queue, msg: m.AddApplicationRequest) -> str:
+    """Why application `msg` may not run in `queue` whatever the queue holds ("" when it
+    may): a gang needs its order kept, and must fit every max on the queue's path."""
+    gang = resources_of(msg.placeholderAsk)
+    if gang and queue.sort_policy is AppSortPolicy.FAIR:  # as YuniKorn: a gang needs its order kept
+        return (f"queue {queue.path} cannot run application {msg.applicationID} with task group "
+                "request: unsupported sort type")
+    for q in queue.ancestry():
+        over = first_over({}, gang, q.max) if q.max else None
+        if over is not None:
+            return (f"placeholderAsk {over} {fmt_quantity(over, gang[over])} exceeds queue {q.path} max "
+                    f"{fmt_quantity(over, q.max[over])}: the gang could never run")
+    return ""
+
+
 def ask_size_problem(ask: m.AllocationAsk) -> str:
     """Why `ask` is too large to be answered: its allocation echoes its key, tags and
     resources in one item, which the publisher cannot split; bounded by MAX_ITEM_BYTES as
@@ -220,23 +241,13 @@ class Intake:
     def _admit(part: Partition, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
         """The queue application `msg` goes to, and why it may not ("" when it may); the queue
         is None when none was found. Placement creates nothing: a refusal takes nothing back."""
-        problem = policy_problem(msg.tags) or topology_problem(msg.tags, part.records.topology_levels)
+        problem = tags_problem(msg.tags, part.records.topology_levels)
         if problem:
             return None, problem
         queue, reason = part.changes.place(msg)
         if queue is None:
             return None, reason
-        gang = resources_of(msg.placeholderAsk)
-        if gang and queue.sort_policy is AppSortPolicy.FAIR:  # as YuniKorn: a gang needs its order kept
-            return queue, (f"queue {queue.path} cannot run application {msg.applicationID} with task group "
-                           "request: unsupported sort type")
-        for q in queue.ancestry():
-            over = first_over({}, gang, q.max) if q.max else None
-            if over is not None:
-                return queue, (f"placeholderAsk {over} {fmt_quantity(over, gang[over])} exceeds queue {q.path} max "
-                               f"{fmt_quantity(over, q.max[over])}: "
-                               "the gang could never run")
-        return queue, ""
+        return queue, queue_problem(queue, msg)
 
     def _remove_app(self, rm: ResourceManager, msg: m.RemoveApplicationRequest, ctx: Step) -> str:
         part = rm.partitions.get(self._partition_name(msg.partitionName))

@@ -99,7 +99,7 @@ class Estimates:
             return self.by_shape[ask.shape]
         if self.free is None:
             self.free = FreeNodes(self.p.records)
-        found = self.free.estimate([ask.resource], self.now) if self.free.candidates else None
+        found = self.free.estimate([ask.resource], self.now) if self.free.limited else None
         self.by_shape[ask.shape] = found
         return found
 
