@@ -119,6 +119,27 @@ def test_the_metrics_count_per_level_the_domains_wholly_free_and_the_largest_fre
     assert 'ykbus_topology_largest_free{level="ykbus.io/block",partition="default",resource="gpu"} 10.0' in text
 
 
+
+def test_the_topology_metrics_of_two_rms_partitions_named_alike_are_series_of_their_own():
+    """Two RMs each with a partition `default` with levels: each its own series, labelled
+    as the REST paths name a shared partition (`[rm]default`); one label for both was
+    duplicate samples, which Prometheus refuses."""
+    from tests.test_rest_steps import figures
+    from ykbus.rest import router
+    from ykbus.rest.metrics import Metrics
+
+    h = cluster({"r1": ("b1", 2, 0)})  # RM rm-1: one rack of 8 GPUs
+    h.do(h.log.register(QUEUES, rm="rm-2"))
+    h.do(h.log.nodes(*[node(f"o{i}", attributes={BLOCK: "b9", RACK: f"q{i}"}, gpu=4) for i in range(3)], rm="rm-2"))
+    text = Metrics(router.RestState(live=lambda: h.core, started=0), figures).exposition().decode()
+    series = [line for line in text.splitlines() if line.startswith("ykbus_topology_domains_free{")]
+    assert sorted(series) == [
+        'ykbus_topology_domains_free{level="ykbus.io/block",partition="[rm-1]default"} 1.0',
+        'ykbus_topology_domains_free{level="ykbus.io/block",partition="[rm-2]default"} 1.0',
+        'ykbus_topology_domains_free{level="ykbus.io/rack",partition="[rm-1]default"} 1.0',
+        'ykbus_topology_domains_free{level="ykbus.io/rack",partition="[rm-2]default"} 3.0']
+
+
 # --- task groups: one role of a job in a domain of its own --------------------------------
 
 def two_roles(h: Harness, app_id: str, tags: dict[str, str], groups: dict[str, tuple[int, int, dict[str, str]]]):

@@ -112,19 +112,22 @@ def _state(s: AppState | str) -> str:
     return (s.value if isinstance(s, AppState) else s).lower()
 
 
-def topology_families(parts: list[tuple[ResourceManager, Partition]]) -> tuple[Metric, ...]:
+def topology_families(parts: list[tuple[ResourceManager, Partition]],
+                      name_of: Callable[[ResourceManager, Partition], str]) -> tuple[Metric, ...]:
     """Per topology level of each partition that has levels (docs/topology.md): the domains
     whose every node holds no allocation, and the largest free room of one domain per
     resource, from the schedulable nodes as they are (built on read: nothing is kept). None
-    when no partition has levels."""
+    when no partition has levels. A partition is labelled as the REST paths name it
+    (`name_of`: `[rm]default` where two RMs have a `default`)."""
     if not any(p.records.config.topology.levels for _rm, p in parts):
         return ()
     wholly = GaugeMetricFamily("ykbus_topology_domains_free", "Topology domains whose every schedulable node "
                                "holds no allocation, per partition and level.", labels=["partition", "level"])
     largest = GaugeMetricFamily("ykbus_topology_largest_free", "The largest free room of one topology domain, per "
                                 "partition, level and resource.", labels=["partition", "level", "resource"])
-    for _rm, p in parts:
+    for rm, p in parts:
         levels = p.records.config.topology.levels
+        name = name_of(rm, p)
         for i, level in enumerate(levels):
             domains: dict[tuple[str, ...], list[Any]] = {}
             for node in p.nodes.values():
@@ -132,7 +135,7 @@ def topology_families(parts: list[tuple[ResourceManager, Partition]]) -> tuple[M
                     path = path_of(levels, node.attributes)
                     if len(path) > i:
                         domains.setdefault(path[: i + 1], []).append(node)
-            wholly.add_metric([p.name, level], sum(1 for ns in domains.values() if not any(n.allocations for n in ns)))
+            wholly.add_metric([name, level], sum(1 for ns in domains.values() if not any(n.allocations for n in ns)))
             best: dict[str, int] = {}
             for ns in domains.values():
                 room: dict[str, int] = {}
@@ -142,7 +145,7 @@ def topology_families(parts: list[tuple[ResourceManager, Partition]]) -> tuple[M
                 for r, v in room.items():
                     best[r] = max(best.get(r, 0), v)
             for r, v in sorted(best.items()):
-                largest.add_metric([p.name, level, r], v)
+                largest.add_metric([name, level, r], v)
     return wholly, largest
 
 
@@ -257,7 +260,7 @@ class YunikornCollector(Collector):
         for code, n in sorted(codes.items()):
             pending.add_metric([code], n)
         yield from (queue_app, queue_total, queue_res, apps_total, submissions, attempts, nodes, *usage.values(),
-                    *containers.values(), pending, *topology_families(parts))
+                    *containers.values(), pending, *topology_families(parts, self.rest.partition_name))
         yield from self._service()
 
     def _service(self) -> Iterator[Metric]:
