@@ -91,8 +91,21 @@ def up(args: argparse.Namespace) -> int:
     except StartError as exc:
         sys.exit(f"ykbus: {exc}")
     store = os.path.abspath(os.path.expanduser(args.data or DEFAULT_DATA))
-    with claimed(store):
+    if args.api_port and not _port_free(settings.api_host, args.api_port):  # before anything starts
+        print(f"ykbus up: --api-port {args.api_port}: the port is in use on {settings.api_host} (another `ykbus up`'s "
+              "web UI?): choose another, or leave --api-port out for a free one", file=sys.stderr, flush=True)
+        return 2
+    held = contextlib.ExitStack()
+    try:
+        held.enter_context(claimed(store))
         resuming = data_directory(store, args.fresh)
+    except OSError as exc:
+        held.close()
+        what = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
+        print(f"ykbus up: --data {args.data or DEFAULT_DATA}: cannot use it as the data directory: {what}",
+              file=sys.stderr, flush=True)
+        return 2
+    with held:
         fresh = ("`ykbus up --fresh` or `make run ARGS=--fresh`" if not args.data
                  else f"`ykbus up --data {args.data} --fresh`")  # (the same directory, not the default one)
         print(f"ykbus up: data in {store} " + ("(resuming the run kept there" if resuming else "(new")
@@ -139,6 +152,16 @@ def _secure(store: str) -> RmsConfig:
 
 
 HTTP_PORT = 9080  # YuniKorn's REST port
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether nothing listens on `port` of `host` (a bind would succeed)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _http_port(host: str) -> int:

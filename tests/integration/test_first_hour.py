@@ -372,6 +372,32 @@ def test_a_second_up_on_the_same_data_directory_is_refused(tmp_path):
     assert (data / "js").is_dir()  # --fresh did not empty it under the running one
 
 
+def test_up_refuses_in_one_line_a_port_it_was_given_that_is_taken_and_a_data_directory_it_cannot_make(tmp_path):
+    """Regression (an outside review): `--api-port` on a port another `ykbus up` serves
+    printed that one's address as its own web UI and exited 0 (its reader failing to bind,
+    unseen); a port held by another server was 126 lines of traceback. A data directory that
+    cannot be made or written was a traceback too. Each is one line naming what to do, exit 2,
+    before anything starts."""
+    env = home_env(tmp_path)
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        taken = ykbus("up", "--duration", "5", "--api-port", str(port), env=env)
+    assert taken.returncode == 2 and taken.stderr.strip() == (
+        f"ykbus up: --api-port {port}: the port is in use on 127.0.0.1 (another `ykbus up`'s web UI?): "
+        "choose another, or leave --api-port out for a free one")
+    assert "nats-server" not in taken.stdout  # refused before anything started
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    for data, why in ((afile, f"File exists: {afile}"), (afile / "sub", f"File exists: {afile}")):  # a file in the way
+        bad = ykbus("up", "--duration", "5", "--data", str(data), env=env)
+        assert bad.returncode == 2 and bad.stderr.startswith(f"ykbus up: --data {data}: cannot use it as the data "
+                                                             "directory: ") and why in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+
 
 def test_up_serves_the_web_ui_and_http_apis_on_loopback_and_prints_their_urls(tmp_path):
     env = home_env(tmp_path)
