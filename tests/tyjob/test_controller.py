@@ -369,6 +369,28 @@ def test_a_rescheduled_job_runs_again_with_its_message_cleared():
     assert st["application"] == d.ctl.runs["default.g"].app_id
 
 
+def test_a_waiting_jobs_message_names_a_pod_still_waiting_not_one_placed_since():
+    """Regression (an outside review): two workers lost with their node waited; once the first
+    was placed again the job's message still said `<first> waits: ...` (it changed only when a
+    new reason came) while the other was the one waiting."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 1, memory: 8Gi}\n  - {name: n2, cpu: 6, memory: 8Gi}\n")
+    d.start()
+    d.ctl.apply(simple("j", "1", 2, "3", "600"), 1, d.now)
+    d.flush()
+    assert {p["name"]: p["node"] for p in d.status("default.j")["pods"]} == {"j-l": "n1", "j-w-0": "n2", "j-w-1": "n2"}
+    d.feed(d.log.nodes(msgspec.to_builtins(m.NodeInfo(nodeID="n2", action=m.ActionFromRM.DECOMISSION))))
+    d.flush()
+    assert d.status("default.j")["message"].startswith("j-w-0 waits: ")
+    room = m.NodeInfo(nodeID="n3", action=m.ActionFromRM.CREATE,
+                      schedulableResource=m.Resource(resources={"vcore": m.Quantity(3000), "memory": m.Quantity(8 << 30)}))
+    d.feed(d.log.nodes(msgspec.to_builtins(room)))  # room for one of them
+    d.flush()
+    st = d.status("default.j")
+    phases = {p["name"]: p["phase"] for p in st["pods"]}
+    assert phases["j-w-0"] == "Running" and phases["j-w-1"] == "Pending" and st["stage"] == "Rescheduling"
+    assert st["message"].startswith("j-w-1 waits: "), st["message"]
+
+
 def test_a_leader_lost_with_its_worker_gets_the_room_first():
     """Both lost with their node: the leader (allocated first, asked again first) takes the
     room left; its worker waits for more."""

@@ -95,6 +95,7 @@ class JobRun(msgspec.Struct):
     restarts: int = 0
     message: str = ""
     never_fits: str = ""  # why it can never be scheduled
+    waits: dict[str, str] = {}  # ask key -> why the core keeps it waiting, until it is placed
     lost: list[str] = []  # pods lost with their node, not placed again yet
     placeholders: dict[str, Placeholder] = {}  # uuid -> placeholder held
     cleaned: bool = False
@@ -360,6 +361,8 @@ class Controller:
             if run is None:
                 continue
             touched[run.job.key] = run
+            if run.waits.pop(a.allocationKey, None) is not None:
+                self._show_wait(run)
             if a.placeholder:
                 run.placeholders[a.UUID] = Placeholder(a.allocationKey, a.taskGroupName, a.nodeID,
                                                        {k: q.value for k, q in a.resourcePerAlloc.resources.items()})
@@ -405,16 +408,30 @@ class Controller:
         """Why the core keeps a pod waiting (its why-pending reason), shown as the job's
         message while the job waits for it (Pending or Rescheduling). A placeholder's reason
         (the gang's) says more than its members' (they wait for the placeholders)."""
-        chosen: dict[str, m.UpdateContainerSchedulingStateRequest] = {}
+        told: dict[str, JobRun] = {}
         for s in states:
             run = self.by_app.get(s.applicartionID)
             if run is None or run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value) or not s.reason:
                 continue
-            if run.app_id not in chosen or s.allocationKey.startswith(PLACEHOLDER_KEY):
-                chosen[run.app_id] = s
-        for app_id, s in chosen.items():
-            run = self.by_app[app_id]
-            run.message = f"{s.allocationKey} waits: {s.reason}"[:1024]
+            run.waits[s.allocationKey] = s.reason
+            told[run.app_id] = run
+        for run in told.values():
+            self._show_wait(run)
+
+    def _show_wait(self, run: JobRun) -> None:
+        """The job's message while it waits: the reason of a pod still waiting (the gang's
+        placeholders' first), none once none waits."""
+        if run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value):
+            return
+        key = next((k for k in run.waits if k.startswith(PLACEHOLDER_KEY)), next(iter(run.waits), None))
+        if key is not None:
+            message = f"{key} waits: {run.waits[key]}"[:1024]
+        elif " waits: " in run.message:
+            message = ""  # what it said it waited for is placed
+        else:
+            return
+        if message != run.message:
+            run.message = message
             self.changed.add(run.job.key)
 
     # --- time --------------------------------------------------------------------------
