@@ -1,5 +1,6 @@
 """Golden traces and the `ykbus replay` command, as an outside user runs it."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,21 @@ def test_replay_says_what_it_did_on_stderr_and_stdout_stays_the_outputs(tmp_path
             if not line.startswith("ykbus: the compiled core is not used")]  # a stale build says so first
     assert len(said) == 1 and re.fullmatch(rf"ykbus replay: {entries:,} entries, {outputs:,} outputs in \d+\.\d s",
                                            said[0]), said
+
+
+def test_check_alone_prints_only_the_verdict_and_a_gap_in_seq_is_warned(tmp_path):
+    """Regression (an outside review): `--check` without `--out` printed every output before
+    the verdict; a log with an entry cut out replayed without a word, where a live core stops."""
+    inp = TRACES / "two-queues.in.jsonl"
+    recorded = TRACES / "two-queues.out.jsonl"
+    checked = ykbus("replay", inp, "--check", recorded)
+    assert checked.returncode == 0 and checked.stdout == b""
+    assert b"outputs match" in checked.stderr and b"warning" not in checked.stderr
+    lines = inp.read_bytes().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b"\n".join(lines[:4] + lines[5:]) + b"\n")
+    seqs = [json.loads(line)["seq"] for line in lines[3:6]]
+    proc = ykbus("replay", cut, "--out", tmp_path / "o.jsonl")
+    assert proc.returncode == 0
+    assert (f"ykbus replay: warning: {cut}:5: seq {seqs[2]} follows {seqs[0]}: 1 entry missing: a recorded log "
+            "has none; a live core stops at one").encode() in proc.stderr

@@ -48,8 +48,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         progress.update(done, total)
 
     started = time.monotonic()
+    gaps: list[str] = []
     try:
-        lines = list(replay_file(args.log, queues, applied, shard))
+        lines = list(replay_file(args.log, queues, applied, shard, gaps))
     except (LogError, OSError) as exc:
         progress.close()
         print(f"ykbus replay: {exc}", file=sys.stderr)
@@ -58,10 +59,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     # what it did, on stderr: stdout is the outputs alone (`--out -`, compared byte for byte)
     print(f"ykbus replay: {entries:,} entries, {len(lines):,} outputs in {time.monotonic() - started:.1f} s",
           file=sys.stderr)
-    if args.out == "-":
+    if gaps:  # replayed as it is; a live core would have stopped there
+        more = f" (and {len(gaps) - 1} more gaps)" if len(gaps) > 1 else ""
+        print(f"ykbus replay: warning: {gaps[0]}{more}: a recorded log has none; a live core stops at one",
+              file=sys.stderr)
+    out = args.out if args.out is not None else (None if args.check else "-")  # --check alone: the verdict only
+    if out == "-":
         sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
-    elif args.out:
-        with open(args.out, "wb") as f:
+    elif out:
+        with open(out, "wb") as f:
             f.write(b"".join(line + b"\n" for line in lines))
     if args.check:
         with open(args.check, "rb") as f:
@@ -561,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("replay", help="apply a JSONL log to a fresh core and write every output")
     p.add_argument("log", help="input log, JSON Lines")
-    p.add_argument("--out", default="-", help="output file (default: standard output)")
+    p.add_argument("--out", help="output file, - for standard output (default: standard output, none with --check)")
     p.add_argument("--check", metavar="RECORDED", help="exit 1 at the first difference from a recorded output file")
     p.add_argument("--queues", metavar="FILE.yaml", help="replace the queue configuration of every registration")
     p.add_argument("--shard", metavar="NAME", help="the outputs of this core shard of a sharded deployment "

@@ -85,10 +85,12 @@ def replay(entries: Iterable[Entry], queues: SchedulerConfig | None = None,
 
 
 def replay_file(path: str, queues: SchedulerConfig | None = None,
-                progress: Callable[[int, int], None] | None = None, shard: str | None = None) -> Iterator[bytes]:
-    """Output lines (without newline) of replaying the log at `path`."""
+                progress: Callable[[int, int], None] | None = None, shard: str | None = None,
+                gaps: list[str] | None = None) -> Iterator[bytes]:
+    """Output lines (without newline) of replaying the log at `path`; where its seqs skip,
+    a line in `gaps` (log/jsonl.py `read_entries`)."""
     with open(path, "rb") as f:
-        for out in replay(read_entries(f, path), queues, progress, shard):
+        for out in replay(read_entries(f, path, gaps), queues, progress, shard):
             yield encode_output(out)
 
 
