@@ -98,3 +98,17 @@ async def test_with_several_rms_a_dry_run_over_http_names_its_rm_by_query(nats_s
         assert json.loads(body)["wouldfit"]["fits"] is True
         status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit?rm=rm-2", "POST", {}, job))
         assert status == 200 and json.loads(body)["wouldfit"]["fits"] is False
+        named = json.dumps({**request(1, 2000), "rm": "rm-2"}).encode()  # `?rm=` over the body's, as `--rm` is
+        status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit?rm=rm-1", "POST", {}, named))
+        assert status == 200 and json.loads(body)["wouldfit"]["rm"] == "rm-1"
+
+
+def test_a_dry_runs_estimate_and_a_reasons_estimated_start_are_int64_strings_over_http():
+    """Regression (an outside review): `now` was a decimal string and the estimate's times
+    raw numbers (about 1.8e18: past what a JavaScript number holds exactly)."""
+    from ykbus.bus.readapi import http_int64_strings
+
+    answer = {"now": 1, "estimate": {"start": 2, "text": "t", "waitsFor": [{"nodeID": "n", "end": 3}]},
+              "why": {"details": {"estimatedStart": 4}}}
+    assert http_int64_strings(answer) == {"now": "1", "estimate": {"start": "2", "text": "t", "waitsFor": [
+        {"nodeID": "n", "end": "3"}]}, "why": {"details": {"estimatedStart": "4"}}}

@@ -109,7 +109,7 @@ async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, A
 # stay numbers.
 HTTP_RESOURCE_KEYS = frozenset({"total", "capacity", "occupied", "allocated", "pending", "resource",
                                 "guaranteed", "max", "maxResources", "free"})
-HTTP_TIMESTAMP_KEYS = frozenset({"now", "drainingSince"})
+HTTP_TIMESTAMP_KEYS = frozenset({"now", "drainingSince", "estimatedStart", "start", "end"})  # (the last two: a dry run's estimate)
 
 
 def http_int64_strings(obj: Any) -> Any:
@@ -218,8 +218,8 @@ class HttpReadApi:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"the body is not JSON ({exc}): POST the request as JSON; "
                                  "`ykbus explain --would-fit FILE` reads YAML too") from None
-            if isinstance(asked, dict) and "rm" in query and "rm" not in asked:  # `?rm=`, as the read verbs take it
-                asked["rm"] = query["rm"]
+            if isinstance(asked, dict) and "rm" in query:  # `?rm=`, as the read verbs take it; over the body's,
+                asked["rm"] = query["rm"]  # as `ykbus explain --rm` is over the file's
             body = await would_fit_live(self._live, asked)
         except (ValueError, KeyError, RecursionError) as exc:
             return _json(400, {"error": str(exc)})

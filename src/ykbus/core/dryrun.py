@@ -113,7 +113,7 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
     queue = part.records.resolve_queue(application.queueName or "root.default")
     if queue is None:
         raise DryRunError(f"application.queueName: queue {application.queueName!r} does not exist in partition "
-                          f"{part.name} (a dry run does not run placement rules)")
+                          f"{part.name} of rm {rm_id} (a dry run does not run placement rules)")
     if not queue.leaf:
         raise DryRunError(f"application.queueName: queue {queue.path} is a parent queue: applications go to leaves")
     refused = tags_problem(application.tags, part.records.topology_levels)  # the core's own checks (core/intake.py)
