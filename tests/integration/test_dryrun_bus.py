@@ -98,6 +98,8 @@ async def test_with_several_rms_a_dry_run_over_http_names_its_rm_by_query(nats_s
         assert json.loads(body)["wouldfit"]["fits"] is True
         status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit?rm=rm-2", "POST", {}, job))
         assert status == 200 and json.loads(body)["wouldfit"]["fits"] is False
+        status, headers, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit?rm=rm-1", "GET", {}))
+        assert status == 405 and "is a POST of the job as JSON" in json.loads(body)["error"]  # (was 404 `application`)
         named = json.dumps({**request(1, 2000), "rm": "rm-2"}).encode()  # `?rm=` over the body's, as `--rm` is
         status, _, body = await anyio.to_thread.run_sync(lambda: fetch(port, "/api/wouldfit?rm=rm-1", "POST", {}, named))
         assert status == 200 and json.loads(body)["wouldfit"]["rm"] == "rm-1"

@@ -186,7 +186,10 @@ class HttpReadApi:
             if self.rest is None:
                 return _json(404, {"error": "expected /api/<verb>"})
             return await self._yunikorn(request, self.rest)
-        if request.path == f"/api/{WOULD_FIT}" and request.method == "POST":  # a dry run: reads, writes nothing
+        if request.path == f"/api/{WOULD_FIT}":  # a dry run: reads, writes nothing
+            if request.method != "POST":
+                return _json(405, {"error": f"/api/{WOULD_FIT} is a POST of the job as JSON (docs/time.md, "
+                                            "\"A dry run\")"}, {"Allow": "POST"})
             return await self._would_fit(request)  # (also in a reader's turn in the middle of an entry)
         await self._live.at_rest()  # every other answer: between entries (bus/live.py)
         if request.method != "GET":
