@@ -274,10 +274,14 @@ def topology_tree(p: Partition) -> dict[str, Any]:
                                     "capacity": {}, "allocated": {}, "free": {}, "allocations": 0, "gangs": []}
             d["nodes"] += 1
             d["allocations"] += len(n.allocations)
-            for into, res in ((d["capacity"], n.capacity), (d["allocated"], n.allocated), (d["free"], n.free)):
+            for into, res in ((d["capacity"], n.capacity), (d["allocated"], n.allocated)):
                 for r, v in res.items():
                     if v > 0:
                         into[r] = into.get(r, 0) + v
+            free = d["free"]
+            for r, v in n.capacity.items():  # every resource it has, none free too (`gpu: 0`: full)
+                if v > 0:
+                    free[r] = free.get(r, 0) + max(0, n.free.get(r, 0))
     from ykbus.core.topology import request_of
 
     for app in p.apps.values():
