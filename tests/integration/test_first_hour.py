@@ -251,6 +251,9 @@ def test_tyjob_get_names_the_namespace_a_job_is_in(nats_server, tmp_path):
     assert nowhere.stderr.strip().endswith("not found in namespace default; no namespace has a job of that name")
     assert json.loads(ykbus("tyjob", "get", "learner", "-n", "rl", "-o", "json", "--nats",
                             nats_server.url).stdout)["namespace"] == "rl"
+    misspelt = ykbus("tyjob", "get", "-n", "rls", "--nats", nats_server.url)  # was an empty table, exit 0
+    assert misspelt.returncode == 1 and misspelt.stderr.strip() == (
+        "ykbus tyjob get: no job in namespace rls; did you mean -n rl? the namespaces with jobs: rl")
 
 
 # --- 12. long work shows progress on a terminal, nothing in a pipe --------------------------

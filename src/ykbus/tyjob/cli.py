@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import io
 import json
 import sys
@@ -200,6 +201,13 @@ async def get(nats: Nats, name: str | None, namespace: str | None, output: str) 
     statuses = await read_statuses(nats, namespace if name is None else (namespace or "default"), name)
     if name is not None and not statuses:
         return await _not_found(nats, "get", name, namespace or "default")
+    if name is None and namespace is not None and not statuses:  # a misspelt namespace: not an empty table
+        known = sorted({s["namespace"] for s in await read_statuses(nats, None, None)})
+        near = difflib.get_close_matches(namespace, known, n=1)
+        hint = (f"did you mean -n {near[0]}? " if near else "") + (
+            f"the namespaces with jobs: {', '.join(known)}" if known else "no namespace has a job")
+        print(f"ykbus tyjob get: no job in namespace {namespace}; {hint}", file=sys.stderr)
+        return 1
     if output == "json":
         print(json.dumps(statuses[0] if name is not None else statuses, indent=2))
     else:
