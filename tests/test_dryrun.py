@@ -132,6 +132,12 @@ def test_ykbus_explain_would_fit_from_a_log_file(tmp_path):
     run = subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", "--would-fit", str(request), "--log", str(log)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "asks[0].maxAllocations" in run.stderr
+    request.write_text(json.dumps(job(1, 1)) + "\n---\n" + json.dumps(job(1, 2)))  # two jobs in one file
+    for path, said in ((request, "more than one YAML document (a `---` line): a dry run asks about one job, one "
+                                 "document"), (tmp_path / "nope.yaml", "No such file or directory")):
+        run = subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", "--would-fit", str(path), "--log",
+                              str(log)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and run.stderr.strip() == f"ykbus explain --would-fit: {path}: {said}"
 
 
 def _dry_run_beside_an_rm(reads_first: bool) -> tuple[dict, list[int], Harness]:

@@ -201,7 +201,10 @@ def _would_fit(args: argparse.Namespace) -> int:
             raise ValueError(f"over {MAX_REQUEST_BYTES} bytes")
         request = load_yaml(raw.decode())  # JSON is YAML
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        print(f"ykbus explain --would-fit: {args.would_fit}: {exc}", file=sys.stderr)
+        said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if "expected a single document" in said:  # PyYAML's words for a `---` between two
+            said = "more than one YAML document (a `---` line): a dry run asks about one job, one document"
+        print(f"ykbus explain --would-fit: {args.would_fit}: {said}", file=sys.stderr)
         return 2
     if isinstance(request, dict) and args.rm:
         request = {**request, "rm": args.rm}
