@@ -253,5 +253,13 @@ async def test_an_edit_of_the_cluster_file_gets_a_verdict_in_words_and_again_onc
             while len(said) < 3:
                 await anyio.sleep(0.1)
         assert said[2] == f"cluster file {path} applied: 1 node decommissioned", said
+        racks = CLUSTER.replace("memory: 32Gi}", "memory: 32Gi, attributes: {ykbus.io/rack: r1}}")
+        path.write_text(racks.replace("{name: gpu-1, cpu: 16, memory: 64Gi,",  # a misspelt attribute: no rack
+                                      "{name: gpu-1, cpu: 16, memory: 64Gi, attributes: {ykbus.io/rakc: r1},"))
+        with anyio.fail_after(10):
+            while len(said) < 4:
+                await anyio.sleep(0.1)
+        assert said[3] == (f"cluster file {path} applied: 3 nodes resized; node gpu-1: attribute ykbus.io/rakc, where "
+                           "2 other nodes have ykbus.io/rack (misspelt? the node is in no domain of it)"), said
         nodes = core.read("nodes", {"rm": "tyjob"})["nodes"]["tyjob"]["default"]
         assert sorted(nodes) == ["cpu-1", "cpu-2", "gpu-1"]

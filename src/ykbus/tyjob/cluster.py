@@ -16,6 +16,7 @@ whose size, labels or attributes changed is updated.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from ykbus.core.config import attribute_name_problem, parse_quantity
@@ -105,6 +106,25 @@ def parse_cluster(text: str, source: str = "cluster") -> dict[str, ClusterNode]:
     if errors:
         raise ClusterError("\n".join(errors))
     return nodes
+
+
+def attribute_doubts(nodes: dict[str, ClusterNode]) -> list[str]:
+    """Attribute names that look misspelt: on fewer nodes than a name of the other nodes it
+    is close to and that this node lacks (`ykbus.io/blok` where the others have
+    `ykbus.io/block`: the node would silently leave its block). One line each, by node."""
+    counts: dict[str, int] = {}
+    for n in nodes.values():
+        for key in n.attributes:
+            counts[key] = counts.get(key, 0) + 1
+    out = []
+    for n in nodes.values():
+        for key in n.attributes:
+            near = [k for k in difflib.get_close_matches(key, list(counts), n=3, cutoff=0.8)
+                    if k != key and k not in n.attributes and counts[k] > counts[key]]
+            if near:
+                out.append(f"node {n.name}: attribute {key}, where {counts[near[0]]} other nodes have {near[0]} "
+                           "(misspelt? the node is in no domain of it)")
+    return out
 
 
 def _attributes(raw: Any, path: str, errors: list[str]) -> dict[str, str]:

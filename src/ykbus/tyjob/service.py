@@ -23,7 +23,7 @@ from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceMan
 from ykbus.bus.local import connect
 from ykbus.si import messages as m
 from ykbus.tyjob import store
-from ykbus.tyjob.cluster import ClusterError, ClusterNode, load_cluster
+from ykbus.tyjob.cluster import ClusterError, ClusterNode, attribute_doubts, load_cluster
 from ykbus.tyjob.controller import QUEUES, Controller
 from ykbus.tyjob.manifest import check_job
 
@@ -204,5 +204,7 @@ class ControllerService(ResourceManagerCallback):
             if self._cluster_refused or counts:
                 verdict = "back in force" if self._cluster_refused else "applied"
                 self._cluster_refused = ""
-                self._say(f"cluster file {self.cluster_path} {verdict}" + (f": {', '.join(counts)}" if counts else ""))
+                doubts = attribute_doubts(nodes)
+                self._say(f"cluster file {self.cluster_path} {verdict}" + (f": {', '.join(counts)}" if counts else "")
+                          + (f"; {'; '.join(doubts[:5])}" if doubts else ""), warning=bool(doubts))
             self.ctl.set_capacities({n.name: n.capacity for n in nodes.values()}, time.time())
