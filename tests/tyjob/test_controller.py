@@ -45,7 +45,8 @@ class Driver:
         self.core = Core(load_yaml=load_yaml)
         self.log = LogBuilder("tyjob")
         self.nodes = parse_cluster(cluster)
-        self.ctl = Controller({n.name: n.capacity for n in self.nodes.values()})
+        self.ctl = Controller({n.name: n.capacity for n in self.nodes.values()},
+                              {n.name: n.attributes for n in self.nodes.values()})  # as the service gives them
         self.now = 1000.0
         self.sent: list[tuple[str, dict]] = []
 

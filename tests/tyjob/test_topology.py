@@ -214,21 +214,32 @@ def test_a_required_job_runs_whole_in_the_one_rack_that_holds_it():
     assert racks(st) == {"r2"} and len(st["pods"]) == 3
 
 
-def test_a_job_no_rack_holds_waits_naming_the_closest_then_a_preferred_one_takes_a_block():
+def test_a_job_no_rack_holds_even_empty_fails_one_no_rack_holds_now_waits_naming_the_closest():
+    """A gang required in a rack that no rack holds even empty (16 GPUs, the largest rack 12)
+    fails at once, ScheduledFailed, saying so (it waited for good, its message that of a
+    gang waiting for room: an outside review); a preferred one takes a block; one that a
+    rack holds when empty waits naming the closest."""
     d = Driver(RACKS)
     d.start()
-    [big] = parse_manifests(manifest("big", sets=(("worker", 3, 4, ""),)))  # 16 GPUs: no rack has them
-    d.ctl.apply(big, 1, d.now)
+    [never] = parse_manifests(manifest("never", sets=(("worker", 3, 4, ""),)))  # 16 GPUs: no rack has them
+    d.ctl.apply(never, 1, d.now)
     d.flush()
-    st = d.status("default.big")
-    assert st["stage"] == "Pending" and st["scheduleState"] == "Unscheduled" and racks(st) == set()
-    assert "no ykbus.io/rack domain has room for 4 × {vcore: 1 core, nvidia.com/gpu: 4}; the fullest fit, " \
-           "rack b1/r2, has room for 3" in st["message"], st["message"]
+    st = d.status("default.never")
+    assert st["stage"] == "Failed" and st["scheduleState"] == "ScheduledFailed" and racks(st) == set()
+    assert st["message"].startswith("its gang (4 pods, {vcore: 4 cores, nvidia.com/gpu: 16}) fits in no rack of the "
+                                    "cluster even when it is empty (the largest for it, rack b1/r2, has "), st
     [wide] = parse_manifests(manifest("wide", topology="{preferred: ykbus.io/rack}", sets=(("worker", 3, 4, ""),)))
     d.ctl.apply(wide, 2, d.now)
     d.flush()
     st = d.status("default.wide")
     assert st["stage"] == "Running" and racks(st) == {"r1", "r2"}  # block b1: its two racks, 20 GPUs
+    [big] = parse_manifests(manifest("big", sets=(("worker", 2, 4, ""),)))  # 12 GPUs: r2 when empty
+    d.ctl.apply(big, 3, d.now)
+    d.flush()
+    st = d.status("default.big")
+    assert st["stage"] == "Pending" and st["scheduleState"] == "Unscheduled" and racks(st) == set()
+    assert "no ykbus.io/rack domain has room for 3 × {vcore: 1 core, nvidia.com/gpu: 4}; the fullest fit, " \
+           "rack b2/r3, has room for 2" in st["message"], st["message"]
 
 
 def test_a_level_the_partition_lacks_fails_the_job_with_the_cores_reason():

@@ -28,12 +28,15 @@ passed in; `drain()` hands the requests to send, in order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import msgspec
 
 from ykbus.core.resources import add_into, fmt_res
 from ykbus.core.tags import POLICY_TAG, ROLE_TAG
+from ykbus.core.timeline import too_large
+from ykbus.core.topology import path_of
 from ykbus.si import messages as m
 from ykbus.tyjob.manifest import PodSpec, TYJob, check_job, pod_names
 from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent
@@ -54,6 +57,7 @@ QUEUES = """partitions:
           - name: drf
             properties: {application.sort.policy: fair}
 """
+LEVELS = ("ykbus.io/block", "ykbus.io/rack")  # QUEUES' topology levels, broadest first
 LEADER, WORKER = "leader", "worker"
 PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED = "Pending", "Scheduled", "Running", "Succeeded", "Failed"
 HOLDING = (SCHEDULED, RUNNING)  # phases in which a pod holds its allocation
@@ -160,10 +164,12 @@ class Requests:
 
 
 class Controller:
-    def __init__(self, node_capacities: dict[str, dict[str, int]] | None = None) -> None:
+    def __init__(self, node_capacities: dict[str, dict[str, int]] | None = None,
+                 node_attributes: dict[str, dict[str, str]] | None = None) -> None:
         self.runs: dict[str, JobRun] = {}  # job key (namespace.name) -> run
         self.by_app: dict[str, JobRun] = {}
         self.capacities = node_capacities or {}  # the cluster's nodes: what can ever fit
+        self.attributes = node_attributes or {}  # their attributes: the topology domains they are in
         self.out = Requests()
         self.changed: set[str] = set()  # job keys whose status changed since `take_changed`
 
@@ -229,9 +235,12 @@ class Controller:
                     priority=run.job.priority))
         return apps, held
 
-    def set_capacities(self, capacities: dict[str, dict[str, int]], now: float) -> None:
+    def set_capacities(self, capacities: dict[str, dict[str, int]], now: float,
+                       attributes: dict[str, dict[str, str]] | None = None) -> None:
         """The cluster changed: a job it can no longer ever hold fails (ScheduledFailed)."""
         self.capacities = capacities
+        if attributes is not None:
+            self.attributes = attributes
         for run in list(self.runs.values()):
             if run.stage in FINAL or run.never_fits:
                 continue
@@ -337,7 +346,41 @@ class Controller:
         over = [r for r, v in need.items() if v > total.get(r, 0)]
         if over:
             return f"its gang ({fmt_res(need)}) is larger than the whole cluster ({fmt_res(total)})"
-        return ""
+        return self._no_domain_ever(run)
+
+    def _no_domain_ever(self, run: JobRun) -> str:
+        """Why no domain of the level the job requires holds its gang even empty ("" when one
+        does, or it requires none): the core would keep it waiting for good."""
+        topology = run.job.topology
+        if topology is None or topology.mode != "required" or topology.level not in LEVELS or not self.attributes:
+            return ""
+        members = [pod_spec(run.job, pod).resources for pod in run.pods.values()
+                   if pod.group and not _set_topology(run.job, pod)]  # the gang, but task groups with their own
+        if not members:
+            return ""
+        depth = LEVELS.index(topology.level) + 1
+        domains: dict[tuple[str, ...], list[dict[str, int]]] = {}
+        for name, cap in sorted(self.capacities.items()):
+            path = path_of(LEVELS, self.attributes.get(name, {}))
+            if len(path) >= depth:
+                domains.setdefault(path[:depth], []).append(cap)
+        if any(not too_large(caps, members) for caps in domains.values()):
+            return ""
+        level = topology.level.rpartition("/")[2]
+        need: dict[str, int] = {}
+        for r in members:
+            add_into(need, r)
+        rooms: dict[tuple[str, ...], dict[str, int]] = {}
+        for key, caps in domains.items():
+            room = rooms[key] = {}
+            for c in caps:
+                add_into(room, c)
+        # the largest for it: the most of the gang its room holds, by the scarcest resource
+        largest = max(rooms, key=lambda k: (min(Fraction(rooms[k].get(r, 0), v) for r, v in need.items()), k),
+                      default=None)
+        where = f" (the largest for it, {level} {'/'.join(largest)}, has {fmt_res(rooms[largest])})" if largest else ""
+        return (f"its gang ({len(members)} pods, {fmt_res(need)}) fits in no {level} of the cluster even when it is "
+                f"empty{where}")
 
     # --- the core's decisions in -------------------------------------------------------
 

@@ -66,6 +66,7 @@ class ControllerService(ResourceManagerCallback):
         self.nodes = load_cluster(self.cluster_path)
         self._cluster_mtime = os.path.getmtime(self.cluster_path)
         self.ctl.capacities = {n.name: n.capacity for n in self.nodes.values()}
+        self.ctl.attributes = {n.name: n.attributes for n in self.nodes.values()}
         nc = await connect(self.url, **self.nats_options)
         try:
             self.kv = await store.bucket(nc)
@@ -207,4 +208,5 @@ class ControllerService(ResourceManagerCallback):
                 doubts = attribute_doubts(nodes)
                 self._say(f"cluster file {self.cluster_path} {verdict}" + (f": {', '.join(counts)}" if counts else "")
                           + (f"; {'; '.join(doubts[:5])}" if doubts else ""), warning=bool(doubts))
-            self.ctl.set_capacities({n.name: n.capacity for n in nodes.values()}, time.time())
+            self.ctl.set_capacities({n.name: n.capacity for n in nodes.values()}, time.time(),
+                                    {n.name: n.attributes for n in nodes.values()})
