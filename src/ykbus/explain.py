@@ -140,6 +140,19 @@ def _topology_lines(t: dict[str, Any] | None, placed: bool) -> list[str]:
     return out
 
 
+def _backfilled_lines(backfilled: list[dict[str, Any]], ask_key: str | None) -> list[str]:
+    """An allocation placed on room a reservation holds, ahead of it: whose, and by when its
+    runtime limit ends it (before the reservation's estimated start: docs/time.md)."""
+    out = []
+    for b in backfilled:
+        if ask_key is not None and b["allocationKey"] != ask_key:
+            continue
+        by = datetime.fromtimestamp(b["endsBy"] / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        out.append(f"  allocation {b['allocationKey']} on node {b['nodeID']}: backfilled, on room held for "
+                   f"{b['lentBy']}; its runtime limit ends it by {by}, before that one's estimated start")
+    return out
+
+
 def _ended(app_id: str, rm_id: str, pname: str, t: dict[str, Any]) -> str:
     when = datetime.fromtimestamp(t["endedAt"] / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     how = f": {t['message']}" if t.get("message") else ""
@@ -165,6 +178,7 @@ def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = Non
             lines.append(f"application {app_id} (rm {rm_id}, partition {pname}, queue {a['queue']}): {a['state']}")
             lines += _topology_lines(a.get("topology"), bool(a["allocations"]))
             lines += _ask_lines(a["asks"], ask_key, each)
+            lines += _backfilled_lines(a.get("backfilled", []), ask_key)
             if ask_key is not None and ask_key not in a["asks"]:
                 lines.append(f"  ask {ask_key}: not known to this application")
     for rm_id, parts in (terminated or {}).items():

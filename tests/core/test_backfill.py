@@ -89,6 +89,26 @@ def test_an_ask_that_ends_before_the_estimated_start_takes_the_reserved_room():
     checked(h)
 
 
+def test_a_backfilled_allocation_says_whose_reserved_room_it_took_and_until_when():
+    """Regression (an outside review: backfill could be seen nowhere): the read API lists an
+    application's backfilled allocations, with the reservation that lent the room and the end
+    bound its limit sets, kept across a snapshot; `ykbus explain` says it in words."""
+    from ykbus.explain import explain
+
+    h, started = reserved_cluster()
+    outs = h.do(h.log.asks(timed("s", "short", 60_000, vcore=1000), ask("plain", "free", vcore=1000)))
+    assert new(outs) == [("s", "n1")]
+    apps = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]
+    [lent] = apps["short"]["backfilled"]
+    assert (lent["allocationKey"], lent["nodeID"], lent["lentBy"]) == ("s", "n1", "ask big/B")
+    assert lent["endsBy"] == h.log.ts + MINUTE and lent["endsBy"] < started + 10 * MINUTE
+    assert "backfilled" not in apps["long"] and "backfilled" not in apps["free"]
+    checked(h)  # (a snapshot keeps it)
+    said = explain({"rm-1": {"default": apps}}, "short")
+    assert any(line.startswith("  allocation s on node n1: backfilled, on room held for ask big/B; its runtime limit "
+                               "ends it by ") and line.endswith(", before that one's estimated start") for line in said)
+
+
 def test_a_node_reserved_for_one_ask_lends_for_half_the_wait():
     h, started = reserved_cluster()  # B starts at `started` + 10 min
     assert h.log.ts - started < MINUTE

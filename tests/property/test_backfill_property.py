@@ -396,7 +396,7 @@ class BackfillRun(RuleBasedStateMachine):
                  if n.state is NodeState.SCHEDULABLE and n.reserved is None and not n.held]
         full = [candidate(n) for n in nodes]
         if not any(h.end is not None for c in full for h in c.holdings):
-            assert free.candidates == [], "FreeNodes has candidates, but no allocation on them has a limit"
+            assert not free.limited, "FreeNodes says a limit holds, but no allocation on them has one"
             return
         for members in self.ASKED:
             want = earliest_start(full, members, now)

@@ -431,6 +431,7 @@ class Changes:
                       ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
         alloc.preempt_self = ask.preempt_self
         alloc.limit_ms = 0 if ask.placeholder else ask.timeout_ms  # its runtime limit (core/backfill.py)
+        alloc.lent = lent_by(node) if backfill else ""  # whose reserved room it took (the read API, explain)
         self._book(alloc, True)
         ask.pending -= 1
         ctx.pending_moved(records, ask)
@@ -499,6 +500,12 @@ def check_reload(records: PartitionState, config: PartitionConfig) -> list[str]:
 
     walk(config.root, "root")
     return errors
+
+
+def lent_by(node: Node) -> str:
+    """Whose reservation holds `node`'s room, as an allocation backfilled there says it."""
+    holder = node.reserved
+    return f"ask {holder.app.id}/{holder.key}" if holder is not None else f"gang {node.held}"
 
 
 def limited_spec(msg: m.AllocationAsk, app: App, resource: Res,

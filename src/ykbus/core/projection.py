@@ -9,6 +9,7 @@ from typing import Any
 
 from ykbus.core.backfill import FreeNodes
 from ykbus.core.lifecycle import NodeState
+from ykbus.core.model import App
 from ykbus.core.partition import Partition
 from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
@@ -76,9 +77,19 @@ def _applications(p: Partition, now: int) -> dict[str, Any]:
                         for k in a.asks.values()},
                "why": _app_why(p, a, now, estimates),
                "allocations": list(a.allocations),
+               **_backfilled(a),
                **({"topology": _app_topology(p, a)} if p.records.config.topology.levels else {})}
         for a in p.apps.values()
     }
+
+
+def _backfilled(a: App) -> dict[str, Any]:
+    """`backfilled`: the application's allocations placed on room a reservation holds (docs/
+    time.md, backfill), each with whose reservation lent it and the end bound its runtime limit
+    sets, by which the core ends it; nothing when none is."""
+    lent = [{"allocationKey": x.key, "UUID": x.uuid, "nodeID": x.node.id, "lentBy": x.lent, "endsBy": x.end}
+            for x in a.allocations.values() if x.lent]
+    return {"backfilled": lent} if lent else {}
 
 
 NAMED_NODES = 10  # nodes named in a NoNodeRoom reason's details (then a count of the others)

@@ -329,58 +329,7 @@ class Controller:
 
     def _never_fits(self, run: JobRun) -> str:
         """Why the job can never be scheduled on this cluster ("" when it can)."""
-        caps = self.capacities
-        if not caps:
-            return ""
-        for pod in run.pods.values():
-            res = pod_spec(run.job, pod).resources
-            if not any(all(c.get(r, 0) >= v for r, v in res.items()) for c in caps.values()):
-                return f"pod {pod.name} ({fmt_res(res)}) fits no node of the cluster"
-        total: dict[str, int] = {}
-        for c in caps.values():
-            add_into(total, c)
-        need: dict[str, int] = {}
-        for pod in run.pods.values():
-            if pod.group or run.job.basic_policy != "Gang" and pod.role == LEADER:
-                add_into(need, pod_spec(run.job, pod).resources)
-        over = [r for r, v in need.items() if v > total.get(r, 0)]
-        if over:
-            return f"its gang ({fmt_res(need)}) is larger than the whole cluster ({fmt_res(total)})"
-        return self._no_domain_ever(run)
-
-    def _no_domain_ever(self, run: JobRun) -> str:
-        """Why no domain of the level the job requires holds its gang even empty ("" when one
-        does, or it requires none): the core would keep it waiting for good."""
-        topology = run.job.topology
-        if topology is None or topology.mode != "required" or topology.level not in LEVELS or not self.attributes:
-            return ""
-        members = [pod_spec(run.job, pod).resources for pod in run.pods.values()
-                   if pod.group and not _set_topology(run.job, pod)]  # the gang, but task groups with their own
-        if not members:
-            return ""
-        depth = LEVELS.index(topology.level) + 1
-        domains: dict[tuple[str, ...], list[dict[str, int]]] = {}
-        for name, cap in sorted(self.capacities.items()):
-            path = path_of(LEVELS, self.attributes.get(name, {}))
-            if len(path) >= depth:
-                domains.setdefault(path[:depth], []).append(cap)
-        if any(not too_large(caps, members) for caps in domains.values()):
-            return ""
-        level = topology.level.rpartition("/")[2]
-        need: dict[str, int] = {}
-        for r in members:
-            add_into(need, r)
-        rooms: dict[tuple[str, ...], dict[str, int]] = {}
-        for key, caps in domains.items():
-            room = rooms[key] = {}
-            for c in caps:
-                add_into(room, c)
-        # the largest for it: the most of the gang its room holds, by the scarcest resource
-        largest = max(rooms, key=lambda k: (min(Fraction(rooms[k].get(r, 0), v) for r, v in need.items()), k),
-                      default=None)
-        where = f" (the largest for it, {level} {'/'.join(largest)}, has {fmt_res(rooms[largest])})" if largest else ""
-        return (f"its gang ({len(members)} pods, {fmt_res(need)}) fits in no {level} of the cluster even when it is "
-                f"empty{where}")
+        return never_fits(run, self.capacities, self.attributes)
 
     # --- the core's decisions in -------------------------------------------------------
 
@@ -462,18 +411,8 @@ class Controller:
             self._show_wait(run)
 
     def _show_wait(self, run: JobRun) -> None:
-        """The job's message while it waits: the reason of a pod still waiting (the gang's
-        placeholders' first), none once none waits."""
-        if run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value):
-            return
-        key = next((k for k in run.waits if k.startswith(PLACEHOLDER_KEY)), next(iter(run.waits), None))
-        if key is not None:
-            message = f"{key} waits: {run.waits[key]}"[:1024]
-        elif " waits: " in run.message:
-            message = ""  # what it said it waited for is placed
-        else:
-            return
-        if message != run.message:
+        message = wait_message(run)
+        if message is not None and message != run.message:
             run.message = message
             self.changed.add(run.job.key)
 
@@ -617,6 +556,77 @@ class Controller:
         if not run.removed and not run.placeholders and not any(p.uuid for p in run.pods.values()):
             self.out.removes.append(run.app_id)
             run.removed = True
+
+
+def never_fits(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[str, dict[str, str]]) -> str:
+    """Why the job can never be scheduled on a cluster of nodes of `caps` (capacities by
+    name) with `attributes` ("" when it can, or the cluster is not known yet): a pod no node
+    holds, a gang larger than the cluster, or one required in a domain that no domain of its
+    level holds even empty."""
+    if not caps:
+        return ""
+    for pod in run.pods.values():
+        res = pod_spec(run.job, pod).resources
+        if not any(all(c.get(r, 0) >= v for r, v in res.items()) for c in caps.values()):
+            return f"pod {pod.name} ({fmt_res(res)}) fits no node of the cluster"
+    total: dict[str, int] = {}
+    for c in caps.values():
+        add_into(total, c)
+    need: dict[str, int] = {}
+    for pod in run.pods.values():
+        if pod.group or run.job.basic_policy != "Gang" and pod.role == LEADER:
+            add_into(need, pod_spec(run.job, pod).resources)
+    over = [r for r, v in need.items() if v > total.get(r, 0)]
+    if over:
+        return f"its gang ({fmt_res(need)}) is larger than the whole cluster ({fmt_res(total)})"
+    return _no_domain_ever(run, caps, attributes)
+
+
+def _no_domain_ever(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[str, dict[str, str]]) -> str:
+    """Why no domain of the level the job requires holds its gang even empty ("" when one
+    does, or it requires none): the core would keep it waiting for good."""
+    topology = run.job.topology
+    if topology is None or topology.mode != "required" or topology.level not in LEVELS or not attributes:
+        return ""
+    members = [pod_spec(run.job, pod).resources for pod in run.pods.values()
+               if pod.group and not _set_topology(run.job, pod)]  # the gang, but task groups with their own
+    if not members:
+        return ""
+    depth = LEVELS.index(topology.level) + 1
+    domains: dict[tuple[str, ...], list[dict[str, int]]] = {}
+    for name, cap in sorted(caps.items()):
+        path = path_of(LEVELS, attributes.get(name, {}))
+        if len(path) >= depth:
+            domains.setdefault(path[:depth], []).append(cap)
+    if any(not too_large(held, members) for held in domains.values()):
+        return ""
+    level = topology.level.rpartition("/")[2]
+    need: dict[str, int] = {}
+    for r in members:
+        add_into(need, r)
+    rooms: dict[tuple[str, ...], dict[str, int]] = {}
+    for key, held in domains.items():
+        room = rooms[key] = {}
+        for c in held:
+            add_into(room, c)
+    # the largest for it: the most of the gang its room holds, by the scarcest resource
+    largest = max(rooms, key=lambda k: (min(Fraction(rooms[k].get(r, 0), v) for r, v in need.items()), k),
+                  default=None)
+    where = f" (the largest for it, {level} {'/'.join(largest)}, has {fmt_res(rooms[largest])})" if largest else ""
+    return (f"its gang ({len(members)} pods, {fmt_res(need)}) fits in no {level} of the cluster even when it is "
+            f"empty{where}")
+
+
+def wait_message(run: JobRun) -> str | None:
+    """A waiting job's message: the reason of a pod still waiting (the gang's placeholders'
+    first), "" once none waits of what it said; None to leave it (not waiting, or not a
+    wait it said)."""
+    if run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value):
+        return None
+    key = next((k for k in run.waits if k.startswith(PLACEHOLDER_KEY)), next(iter(run.waits), None))
+    if key is not None:
+        return f"{key} waits: {run.waits[key]}"[:1024]
+    return "" if " waits: " in run.message else None
 
 
 def _set_topology(job: TYJob, pod: Pod) -> dict[str, str]:
