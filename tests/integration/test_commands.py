@@ -162,6 +162,7 @@ async def test_tyjob_commands_run_a_job_and_refuse_a_broken_manifest(nats_server
         (tmp_path / "job.yaml").write_text(JOB.replace("counts: 2", "counts: 3"))
         changed = ykbus("tyjob", "apply", "--nats", url, "-f", str(tmp_path / "job.yaml"))
         assert changed.returncode == 1 and "only spec.terminating may change" in changed.stderr.decode()
+        assert "(changed: spec.workerSets); delete it first" in changed.stderr.decode()  # (was `worker_sets`)
 
         deleted = ykbus("tyjob", "delete", "--nats", url, "demo", "-n", "team")
         assert deleted.returncode == 0 and "deleted" in deleted.stdout.decode()

@@ -154,3 +154,17 @@ def test_a_stored_job_is_checked_again():
                    msgspec.structs.replace(job, leader=msgspec.structs.replace(job.leader, resources={"vcore": 2**64})),
                    msgspec.structs.replace(job, name="Not A Name")):
         assert check_job(broken), broken
+
+
+def test_every_field_of_a_stored_job_has_the_manifest_path_a_refused_change_names():
+    """`ykbus tyjob apply` of a changed job names what changed as the manifest does
+    (`spec.minWorkersNum`), not the stored job's field (`min_workers`)."""
+    import msgspec
+
+    from ykbus.tyjob.cli import MANIFEST_PATHS
+    from ykbus.tyjob.manifest import TYJob
+
+    fields = {f.name for f in msgspec.structs.fields(TYJob)} - {"terminating"}
+    assert fields == set(MANIFEST_PATHS)
+    assert all(p == "apiVersion" or p.startswith(("metadata.", "spec.")) for p in MANIFEST_PATHS.values())
+

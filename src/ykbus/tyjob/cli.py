@@ -54,10 +54,21 @@ def _identity(secrets_path: str, rm: str | None = None) -> dict[str, Any]:
     return connect_options(secret.user, secret.password)
 
 
+# A stored job's fields as the manifest names them
+MANIFEST_PATHS = {"namespace": "metadata.namespace", "name": "metadata.name", "leader_name": "spec.leader.name",
+                  "leader": "spec.leader.template", "leader_template": "spec.leader.template",
+                  "worker_sets": "spec.workerSets", "restart_limit": "spec.restartLimit",
+                  "clean_pod_policy": "spec.cleanPodPolicy", "min_workers": "spec.minWorkersNum",
+                  "priority": "spec.priority", "job_queue_policy": "spec.schedulerPolicy.jobQueuePolicy",
+                  "basic_policy": "spec.schedulerPolicy.basicPolicy", "api_version": "apiVersion",
+                  "volumes": "spec.volumes", "topology": "spec.topology"}
+
+
 def _immutable_changes(old: TYJob, new: TYJob) -> list[str]:
-    """Fields of a stored job that a new manifest changes, besides spec.terminating."""
+    """Fields of a stored job that a new manifest changes, besides spec.terminating, as the
+    manifest names them."""
     a, b = msgspec.to_builtins(old), msgspec.to_builtins(new)
-    return sorted(k for k in a if k not in ("terminating",) and a[k] != b.get(k))
+    return sorted({MANIFEST_PATHS.get(k, k) for k in a if k not in ("terminating",) and a[k] != b.get(k)})
 
 
 async def apply(nats: Nats, files: list[str]) -> int:
