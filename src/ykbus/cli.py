@@ -570,7 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("replay", help="apply a JSONL log to a fresh core and write every output")
     p.add_argument("log", help="input log, JSON Lines")
-    p.add_argument("--out", help="output file, - for standard output (default: standard output, none with --check)")
+    p.add_argument("--out", help="output file, - for standard output; none with --check (default: standard output)")
     p.add_argument("--check", metavar="RECORDED", help="exit 1 at the first difference from a recorded output file")
     p.add_argument("--queues", metavar="FILE.yaml", help="replace the queue configuration of every registration")
     p.add_argument("--shard", metavar="NAME", help="the outputs of this core shard of a sharded deployment "

@@ -214,20 +214,23 @@ def test_a_required_job_runs_whole_in_the_one_rack_that_holds_it():
     assert racks(st) == {"r2"} and len(st["pods"]) == 3
 
 
-def test_a_job_no_rack_holds_even_empty_fails_one_no_rack_holds_now_waits_naming_the_closest():
+def test_a_job_no_rack_holds_even_empty_says_so_one_no_rack_holds_now_waits_naming_the_closest():
     """A gang required in a rack that no rack holds even empty (16 GPUs, the largest rack 12)
-    fails at once, ScheduledFailed, saying so (it waited for good, its message that of a
-    gang waiting for room: an outside review); a preferred one takes a block; one that a
-    rack holds when empty waits naming the closest."""
+    waits (the cluster file may grow a rack) saying so: its message was that of a gang
+    waiting for room (an outside review). A preferred one takes a block; one that a rack
+    holds when empty waits naming the closest."""
     d = Driver(RACKS)
     d.start()
     [never] = parse_manifests(manifest("never", sets=(("worker", 3, 4, ""),)))  # 16 GPUs: no rack has them
     d.ctl.apply(never, 1, d.now)
     d.flush()
     st = d.status("default.never")
-    assert st["stage"] == "Failed" and st["scheduleState"] == "ScheduledFailed" and racks(st) == set()
+    assert st["stage"] == "Pending" and st["scheduleState"] == "Unscheduled" and racks(st) == set()
     assert st["message"].startswith("its gang (4 pods, {vcore: 4 cores, nvidia.com/gpu: 16}) fits in no rack of the "
                                     "cluster even when it is empty (the largest for it, rack b1/r2, has "), st
+    assert st["message"].endswith("): it waits until the cluster has a rack that holds it"), st
+    d.ctl.delete("default.never", d.now)
+    d.flush()
     [wide] = parse_manifests(manifest("wide", topology="{preferred: ykbus.io/rack}", sets=(("worker", 3, 4, ""),)))
     d.ctl.apply(wide, 2, d.now)
     d.flush()

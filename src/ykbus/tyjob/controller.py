@@ -100,6 +100,7 @@ class JobRun(msgspec.Struct):
     message: str = ""
     never_fits: str = ""  # why it can never be scheduled
     waits: dict[str, str] = {}  # ask key -> why the core keeps it waiting, until it is placed
+    outgrown: str = ""  # why no domain of the level it requires holds its gang, as the cluster stands
     lost: list[str] = []  # pods lost with their node, not placed again yet
     placeholders: dict[str, Placeholder] = {}  # uuid -> placeholder held
     cleaned: bool = False
@@ -248,6 +249,8 @@ class Controller:
             if problem:
                 run.never_fits = problem
                 self._advance(run, now)
+            else:
+                self._outgrown(run)
 
     def resend(self) -> None:
         """After recovery: the asks of every pod (and placeholder) still waiting."""
@@ -326,10 +329,19 @@ class Controller:
             return
         self.out.apps.append(self._app_request(run))
         self.out.asks.extend(self._asks(run))
+        self._outgrown(run)
 
     def _never_fits(self, run: JobRun) -> str:
         """Why the job can never be scheduled on this cluster ("" when it can)."""
         return never_fits(run, self.capacities, self.attributes)
+
+    def _outgrown(self, run: JobRun) -> None:
+        """Whether its gang is larger than every domain of the level it requires, as the
+        cluster stands: it waits (the cluster file may grow), saying so."""
+        outgrown = no_domain_ever(run, self.capacities, self.attributes)
+        if outgrown != run.outgrown:
+            run.outgrown = outgrown
+            self._show_wait(run)
 
     # --- the core's decisions in -------------------------------------------------------
 
@@ -579,12 +591,12 @@ def never_fits(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[st
     over = [r for r, v in need.items() if v > total.get(r, 0)]
     if over:
         return f"its gang ({fmt_res(need)}) is larger than the whole cluster ({fmt_res(total)})"
-    return _no_domain_ever(run, caps, attributes)
+    return ""
 
 
-def _no_domain_ever(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[str, dict[str, str]]) -> str:
+def no_domain_ever(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[str, dict[str, str]]) -> str:
     """Why no domain of the level the job requires holds its gang even empty ("" when one
-    does, or it requires none): the core would keep it waiting for good."""
+    does, or it requires none): the core keeps it waiting until the cluster file grows one."""
     topology = run.job.topology
     if topology is None or topology.mode != "required" or topology.level not in LEVELS or not attributes:
         return ""
@@ -614,7 +626,7 @@ def _no_domain_ever(run: JobRun, caps: dict[str, dict[str, int]], attributes: di
                   default=None)
     where = f" (the largest for it, {level} {'/'.join(largest)}, has {fmt_res(rooms[largest])})" if largest else ""
     return (f"its gang ({len(members)} pods, {fmt_res(need)}) fits in no {level} of the cluster even when it is "
-            f"empty{where}")
+            f"empty{where}: it waits until the cluster has a {level} that holds it")
 
 
 def wait_message(run: JobRun) -> str | None:
@@ -623,10 +635,12 @@ def wait_message(run: JobRun) -> str | None:
     wait it said)."""
     if run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value):
         return None
+    if run.outgrown:  # the core's reason (no domain has room now) says less
+        return run.outgrown[:1024]
     key = next((k for k in run.waits if k.startswith(PLACEHOLDER_KEY)), next(iter(run.waits), None))
     if key is not None:
         return f"{key} waits: {run.waits[key]}"[:1024]
-    return "" if " waits: " in run.message else None
+    return "" if " waits: " in run.message or " it waits until " in run.message else None
 
 
 def _set_topology(job: TYJob, pod: Pod) -> dict[str, str]:
