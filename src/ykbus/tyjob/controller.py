@@ -245,7 +245,7 @@ class Controller:
         for run in list(self.runs.values()):
             if run.stage in FINAL or run.never_fits:
                 continue
-            problem = self._never_fits(run)
+            problem = never_fits(run, self.capacities, self.attributes)
             if problem:
                 run.never_fits = problem
                 self._advance(run, now)
@@ -322,7 +322,7 @@ class Controller:
         return asks
 
     def _submit(self, run: JobRun) -> None:
-        problem = self._never_fits(run)
+        problem = never_fits(run, self.capacities, self.attributes)
         if problem:
             run.never_fits = problem
             run.removed = True  # nothing is sent for a job that can never run
@@ -330,10 +330,6 @@ class Controller:
         self.out.apps.append(self._app_request(run))
         self.out.asks.extend(self._asks(run))
         self._outgrown(run)
-
-    def _never_fits(self, run: JobRun) -> str:
-        """Why the job can never be scheduled on this cluster ("" when it can)."""
-        return never_fits(run, self.capacities, self.attributes)
 
     def _outgrown(self, run: JobRun) -> None:
         """Whether its gang is larger than every domain of the level it requires, as the
