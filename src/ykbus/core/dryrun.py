@@ -31,8 +31,9 @@ How it answers, in the partition's terms:
 Over NATS and HTTP it runs in slices of bounded work (`answer_steps`: at most `SLICE_NODES`
 nodes, `SLICE_ONE` nodes' own estimates or `SLICE_ENDS` end bounds read, or one placement),
 the writer applying entries between them; `--log` and tests run it at once (`would_fit`).
-Not judged (the answer says it is a dry run): user and group limits, `maxapplications`, node
-policies and required nodes, and the asks already waiting ahead of it.
+Not judged (the answer says it is a dry run): user and group limits, `maxapplications`, where
+a node policy would put it (its name is checked, as the core's checks on submission run
+first), required nodes, and the asks already waiting ahead of it.
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
                            "queue": queue.path, "now": core.now, "lastSeq": core.last_seq, "members": len(members),
                            "asked": total_of(members), "judged": "a dry run: user and group limits, maxapplications, "
-                           "node policies, required nodes and the asks waiting ahead of it are not judged"}
+                           "where a node policy would put it, required nodes and the asks waiting ahead of it are "
+                           "not judged"}
     over = _queue_over(queue, total_of(members))
     topology = request_of(application.tags) if part.records.config.topology.levels else None
     fit: Fit | NoDomain | None = None  # a topology request's placement, or why none
