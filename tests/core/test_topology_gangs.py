@@ -120,6 +120,23 @@ def test_the_metrics_count_per_level_the_domains_wholly_free_and_the_largest_fre
 
 
 
+def test_an_ask_released_from_a_topology_set_has_the_others_judged_again():
+    """Regression (fuzz campaign, seed 5252): of two asks sent together for one rack, one
+    asking more allocations than an entry may place, the other kept the set's GangTooLarge
+    (naming the old total) after the first was released, and never ran: nothing woke it
+    (it waits at its queue's room). Now the set's other asks are judged again."""
+    h = cluster({"r1": ("b1", 2, 0)})  # one rack: two hosts of 4 GPUs
+    h.do(h.log.apps(app_msg("svc", "root.jobs", tags={"ykbus.io/topology-required": RACK})))
+    outs = h.do(h.log.asks(ask("c", "svc", max_allocations=2**31 - 1, gpu=4), ask("d", "svc", max_allocations=2, gpu=3)))
+    assert new_allocs(outs) == []
+    part = h.core.rms["rm-1"].partitions["default"]
+    assert part.apps["svc"].asks["d"].why.code.value == "GangTooLarge"
+    outs = h.do(h.log.release_ask("svc", "c"))
+    assert sorted(a.nodeID for a in new_allocs(outs)) == ["r1-0", "r1-1"]  # d's two, in its rack
+    invariants.state_is_consistent(h.core)
+    assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
+
+
 def test_the_topology_metrics_of_two_rms_partitions_named_alike_are_series_of_their_own():
     """Two RMs each with a partition `default` with levels: each its own series, labelled
     as the REST paths name a shared partition (`[rm]default`); one label for both was

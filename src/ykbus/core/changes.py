@@ -384,9 +384,9 @@ class Changes:
 
     def release_ask(self, ask: Ask, ctx: Step) -> None:
         self.drop_ask(ask, ctx)
-        app = ask.app
-        self.waits.sync_app(app)
-        self.check_done(app, ctx)
+        self.waits.rejudge_set(ask, ctx)  # the asks sent with it: their set's total changed
+        self.waits.sync_app(ask.app)
+        self.check_done(ask.app, ctx)
 
     def drop_ask(self, ask: Ask, ctx: Step) -> None:
         self.waits.unpend(ask, ctx)

@@ -54,7 +54,7 @@ from ykbus.core.scheduling import NODE_MOVED, NODES_REINDEXED, NONE_TO_RESERVE, 
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import FAIR, PartitionState
 from ykbus.core.step import Step
-from ykbus.core.topoplace import waits_whole
+from ykbus.core.topoplace import in_set, waits_whole
 from ykbus.core.waits import RESERVE, AskPlaces, Gate, RoomWaits, WaitPlaces
 from ykbus.si import messages as m
 
@@ -335,6 +335,15 @@ class Waits:
         self.wake_gang(app, ctx)
         for ask in pending_placeholders(app):
             self.wake(ask, ctx)
+
+    def rejudge_set(self, ask: Ask, ctx: Step) -> None:
+        """`ask` of a topology set (core/topoplace.py `in_set`) was released: the set's other
+        pending asks are judged again (their reason, why the set waits, named its total)."""
+        app = ask.app
+        if self.records.topology_levels and not app.gang and in_set(app, ask):
+            for other in app.asks.values():
+                if other.pending and other.at == ask.at and other is not ask:
+                    self.wake(other, ctx)
 
     def wake_gang(self, app: App, ctx: Step) -> None:
         self.wake_at(GangWait, app.id, ctx)
