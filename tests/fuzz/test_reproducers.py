@@ -8,6 +8,8 @@ because they say in one line what is wrong.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.core.test_topology_gangs import QUEUES as TOPOLOGY  # a partition of blocks and racks
@@ -139,11 +141,22 @@ def reload_changes_the_reservation_delay():
                       rm="")]
 
 
+def domain_hold_ends_beside_an_ask_with_none_to_reserve():
+    """The log the fuzz campaign (seed 5252) found, as it wrote it: gangs `big` and `other`
+    (4 × 1 GPU, one rack each) wait, holding racks; `s` (1 GPU) is past the reservation
+    delay with no node to reserve, which the planner remembers for its shape; then `big` is
+    placed and its hold ends. Live, the memo stayed and `s` reserved nothing; a core loaded
+    from a snapshot has no memo and reserved r2-0: a restarted core decided otherwise. A
+    hold's end now tells the planner, as a reservation's end does (core/holds.py)."""
+    path = Path(__file__).parent / "cases" / "hold-ends-beside-none-to-reserve.in.jsonl"
+    return list(read_entries(path.read_bytes().splitlines(), path.name))
+
 CORE_CASES = [non_utf8_in_a_json_string, json_nested_1000_deep, yaml_alias_bomb, yaml_nested_deep,
               identifier_repeated_in_its_rejection, execution_timeout_int64_max,
               ask_execution_timeout_int64_max, max_allocations_int32_max, rmstate_rm_id_not_a_subject_token,
               recovered_uuid_collides_with_an_issued_one, placeholder_ask_updated_into_a_real_one,
-              recovered_placeholder_completes_a_gang, reload_changes_the_reservation_delay]
+              recovered_placeholder_completes_a_gang, reload_changes_the_reservation_delay,
+              domain_hold_ends_beside_an_ask_with_none_to_reserve]
 
 
 @pytest.mark.parametrize("case", CORE_CASES, ids=[c.__name__ for c in CORE_CASES])

@@ -66,7 +66,7 @@ class DomainHolds:
         app.holding = None
         if self.records.domain_holds.get(held[1]) is app:
             del self.records.domain_holds[held[1]]
-        self._reindex(held[1], ctx)
+        self._reindex(held[1], ctx, True)
 
     def ask_left(self, app: App, ask: Ask, ctx: Step) -> None:
         """`ask` of `app` went: with no placeholder of its gang waiting, its reservation ends."""
@@ -90,10 +90,12 @@ class DomainHolds:
                     if ask.pending and ask.waiting is NODE_ROOM:
                         self.waits.wake(ask, ctx)
 
-    def _reindex(self, values: tuple[str, ...], ctx: Step) -> None:
+    def _reindex(self, values: tuple[str, ...], ctx: Step, ended: bool = False) -> None:
         levels = self.records.config.topology.levels[: len(values)]
         waits = self.waits
         for node in list(self.records.nodes.values()):  # O(nodes), once a hold starts or ends
             if path_of(levels, node.attributes) == values:
                 waits.index_node(node)
                 waits.wake_node(node, ctx)
+                if ended and node.reserved is None:  # a reservation may take it again (the planner's
+                    waits.wake_reserve_waiters(node, ctx)  # memo of shapes with none to reserve is stale)
