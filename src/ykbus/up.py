@@ -154,26 +154,24 @@ def _secure(store: str) -> RmsConfig:
 HTTP_PORT = 9080  # YuniKorn's REST port
 
 
-def _port_free(host: str, port: int) -> bool:
-    """Whether nothing listens on `port` of `host` (a bind would succeed)."""
+def _bound_port(host: str, port: int) -> int:
+    """The port a bind of `port` (0: any free one) on `host` gets, 0 if it is taken."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         try:
             s.bind((host, port))
         except OSError:
-            return False
-    return True
+            return 0
+        return int(s.getsockname()[1])
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether nothing listens on `port` of `host` (a bind would succeed)."""
+    return _bound_port(host, port) != 0
 
 
 def _http_port(host: str) -> int:
     """HTTP_PORT if nothing listens there, else a free port (the URL is printed either way)."""
-    for port in (HTTP_PORT, 0):
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
-    return 0
+    return _bound_port(host, HTTP_PORT) or _bound_port(host, 0)
 
 
 def _up(args: argparse.Namespace, settings: ServiceSettings, store: str, rm_options: dict[str, dict],

@@ -45,11 +45,10 @@ from typing import TYPE_CHECKING, Any
 from ykbus.core import why
 from ykbus.core.backfill import FreeNodes
 from ykbus.core.dryrequest import DryRunError, Request, parse
-from ykbus.core.intake import queue_problem, tags_problem
+from ykbus.core.intake import ask_tags_problem, queue_problem, tags_problem
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res, resources_of
-from ykbus.core.tags import role_problem
 from ykbus.core.timeline import Estimate, NoEstimate, NoEstimateReason, too_large
 from ykbus.core.topology import (
     ANYWHERE,
@@ -64,7 +63,6 @@ from ykbus.core.topology import (
     request_of,
     total_of,
 )
-from ykbus.core.topology import request_problem as topology_problem
 
 if TYPE_CHECKING:
     from ykbus.core.core import Core
@@ -125,7 +123,7 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
         raise DryRunError(f"application.placeholderAsk: the core would reject the application: {refused}")
     levels = part.records.topology_levels
     for i, ask in enumerate(request.asks):
-        refused = (role_problem(ask.tags) or topology_problem(ask.tags, levels)) if ask.tags else ""
+        refused = ask_tags_problem(ask.tags, levels) if ask.tags else ""
         if refused:
             raise DryRunError(f"asks[{i}].tags: the core would reject the ask: {refused}")
     members, keys = _members(request)

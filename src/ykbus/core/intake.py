@@ -109,6 +109,12 @@ def tags_problem(tags: dict[str, str], levels: tuple[str, ...]) -> str:
     return policy_problem(tags) or topology_problem(tags, levels)
 
 
+def ask_tags_problem(tags: dict[str, str], levels: tuple[str, ...]) -> str:
+    """Why an ask's tags refuse it in a partition of topology `levels` ("" when they do not):
+    a role it does not know, topology tags it cannot honour."""
+    return role_problem(tags) or topology_problem(tags, levels)
+
+
 def queue_problem(queue: Queue, msg: m.AddApplicationRequest) -> str:
     """Why application `msg` may not run in `queue` whatever the queue holds ("" when it
     may): a gang needs its order kept, and must fit every max on the queue's path."""
@@ -363,7 +369,7 @@ class Intake:
             if too_big:
                 return too_big
         if tags:
-            problem = role_problem(tags) or topology_problem(tags, part.records.topology_levels)
+            problem = ask_tags_problem(tags, part.records.topology_levels)
             if problem:
                 return problem
         if app.state is AppState.FAILING:

@@ -36,18 +36,19 @@ import msgspec
 from ykbus.core.resources import add_into, fmt_res
 from ykbus.core.tags import POLICY_TAG, ROLE_TAG
 from ykbus.core.timeline import too_large
-from ykbus.core.topology import path_of
+from ykbus.core.topology import path_of, short
 from ykbus.si import messages as m
 from ykbus.tyjob.manifest import PodSpec, TYJob, check_job, pod_names
 from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent
 
 PARTITION = "default"
+LEVELS = ("ykbus.io/block", "ykbus.io/rack")  # QUEUES' topology levels, broadest first
 # The controller's queue configuration. Its topology levels are node attributes that a
 # cluster file gives its nodes (`attributes:`): docs/tyjob.md, "Topology".
 QUEUES = """partitions:
   - name: default
     topology:
-      levels: [ykbus.io/block, ykbus.io/rack]
+      levels: [""" + ", ".join(LEVELS) + """]
     queues:
       - name: root
         submitacl: '*'
@@ -57,7 +58,6 @@ QUEUES = """partitions:
           - name: drf
             properties: {application.sort.policy: fair}
 """
-LEVELS = ("ykbus.io/block", "ykbus.io/rack")  # QUEUES' topology levels, broadest first
 LEADER, WORKER = "leader", "worker"
 PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED = "Pending", "Scheduled", "Running", "Succeeded", "Failed"
 HOLDING = (SCHEDULED, RUNNING)  # phases in which a pod holds its allocation
@@ -608,7 +608,7 @@ def no_domain_ever(run: JobRun, caps: dict[str, dict[str, int]], attributes: dic
             domains.setdefault(path[:depth], []).append(cap)
     if any(not too_large(held, members) for held in domains.values()):
         return ""
-    level = topology.level.rpartition("/")[2]
+    level = short(topology.level)
     need: dict[str, int] = {}
     for r in members:
         add_into(need, r)
