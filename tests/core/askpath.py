@@ -5,6 +5,14 @@ functions make no Python frames); tests/core/test_ask_path.py runs it in a child
 
     YKBUS_PURE_PYTHON=1 python -m tests.core.askpath        # the counts, as the doc gives them
     YKBUS_PURE_PYTHON=1 python -m tests.core.askpath --json # every call: depth, module, function
+    YKBUS_PURE_PYTHON=1 python -m tests.core.askpath --bus  # the frames, from the NATS message
+
+`--bus` counts what the issue that asked for a short way (41) counted: the frames one ask
+crosses from the NATS message to its published allocation. A real nats-server, the core
+service and an RM client (bus/client.py, the RM's side: not counted); the frames of
+src/ykbus on the stack at each moment the ask is handled (`MOMENTS`: its message read, its
+body decoded, the ask built and placed, its node found, the decision, the allocation built
+and booked, the outputs derived and folded, encoded, delivered and sent), each frame once.
 """
 
 from __future__ import annotations
@@ -61,6 +69,80 @@ def trace() -> dict[str, Any]:
     return {"allocated": allocated, "calls": calls}
 
 
+# The moments of the ask's way (functions of src/ykbus): the stack at each is on the way
+MOMENTS = frozenset({"entry_of", "decode_input", "Ask.__init__", "AskPlaces.move", "NodeFinder.first_fit",
+                     "Allocate.__init__", "Alloc.__init__", "Ledger.book", "Outbox.put", "fold",
+                     "OutputPublisher.encode", "Leadership.deliver", "OutputPublisher.send"})
+
+
+def bus_trace() -> dict[str, Any]:
+    """The frames of src/ykbus (the RM's client left out) on the stack at each of the ask's
+    `MOMENTS`, from the NATS message on the core's input to its allocation's publish, in the
+    order first seen: one ask on a live core over a real nats-server on loopback."""
+    import tempfile
+
+    import anyio
+
+    from tests.integration.conftest import Recorder, rm_client, running_core
+    from ykbus.bus.client import ResourceManagerClient
+    from ykbus.bus.server import NatsServer
+    from ykbus.si import messages as m
+
+    root = os.path.dirname(ykbus.__file__) + os.sep
+    client_file = os.path.join(root, "bus", "client.py")
+    frames: dict[tuple[str, str], None] = {}
+
+    def hook(frame: Any, event: str, _arg: Any) -> None:
+        code = frame.f_code
+        if event != "call" or code.co_qualname not in MOMENTS or not code.co_filename.startswith(root):
+            return
+        chain = []
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if path.startswith(root) and path != client_file and "<" not in frame.f_code.co_qualname:
+                chain.append((os.path.relpath(path, root).replace(os.sep, "/"), frame.f_code.co_qualname))
+            frame = frame.f_back
+        for key in reversed(chain):
+            frames.setdefault(key, None)
+
+    def res(**q: int) -> m.Resource:
+        return m.Resource(resources={k: m.Quantity(v) for k, v in q.items()})
+
+    async def run(url: str) -> list[str]:
+        async with running_core(url), rm_client(url) as api:
+            rec = Recorder()
+            client = ResourceManagerClient(api, "rm-1", config="", callback=rec)
+            await client.start(nodes=[m.NodeInfo(nodeID="n0", action=m.ActionFromRM.CREATE,
+                                                 schedulableResource=res(memory=8 * 2**30, vcore=8000))])
+            await client.add_applications([m.AddApplicationRequest(
+                applicationID="a1", queueName="root.default", partitionName="default",
+                ugi=m.UserGroupInformation(user="u"))])
+            await rec.wait_for(lambda: rec.app)  # its application accepted: only the ask is traced
+            sys.setprofile(hook)
+            try:
+                await client.add_asks([m.AllocationAsk(allocationKey="k1", applicationID="a1", maxAllocations=1,
+                                                       resourceAsk=res(memory=2**30, vcore=1000))])
+                await rec.wait_for(lambda: rec.allocations)
+            finally:
+                sys.setprofile(None)
+            return [a.nodeID for a in rec.allocations]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = NatsServer(store_dir=os.path.join(tmp, "nats"))
+        server.start()
+        try:
+            allocated = anyio.run(run, server.url)
+        finally:
+            server.cleanup()
+    return {"allocated": allocated, "frames": [list(f) for f in frames]}
+
+
+def frame_counts(frames: list[list[str]], helpers: bool) -> tuple[int, int]:
+    """(frames, modules) of a `bus_trace`, the helper modules left out unless `helpers`."""
+    kept = [(m, f) for m, f in frames if helpers or m not in HELPERS]
+    return len(kept), len({m for m, _ in kept})
+
+
 def steps_back(calls: list[tuple[int, str, str, list[str]]]) -> list[str]:
     """The chains of modules on the stack that enter a module again after leaving it (a call
     back into a module below on the stack), each once."""
@@ -84,6 +166,17 @@ def counts(calls: list[tuple[int, str, str, list[str]]], helpers: bool) -> tuple
 
 
 def main() -> None:
+    if "--bus" in sys.argv:
+        way = bus_trace()
+        if "--json" in sys.argv:
+            print(json.dumps(way))
+            return
+        every, every_modules = frame_counts(way["frames"], True)
+        work, work_modules = frame_counts(way["frames"], False)
+        print(f"allocated on {way['allocated']}: the ask crosses {every} frames of src/ykbus in {every_modules} "
+              f"modules from the NATS message to its published allocation; {work} in {work_modules} "
+              f"without the helpers")
+        return
     found = trace()
     if "--json" in sys.argv:
         print(json.dumps(found))

@@ -18,16 +18,18 @@ from tests.core.askpath import steps_back
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def traced() -> dict:
+def traced(*flags: str) -> dict:
     env = {**os.environ, "YKBUS_PURE_PYTHON": "1"}
-    done = subprocess.run([sys.executable, "-m", "tests.core.askpath", "--json"], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "tests.core.askpath", "--json", *flags], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120, check=True)
     return json.loads(done.stdout)
 
 
-def walk_rows() -> list[tuple[str, list[str]]]:
+def walk_rows(bus: bool = False) -> list[tuple[str, list[str]]]:
     """(module, the functions its row names) for each row of the walk's table outside bus/
-    (the service's part runs around the core, not in it); names in parentheses are asides."""
+    (the service's part runs around the core, not in it), or, with `bus`, for each row in
+    bus/ (its asides in parentheses included: they are frames on the way); names in
+    parentheses are asides."""
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text.split("## One ask, from the NATS message to its allocation", 1)[1].split("\n## ", 1)[0]
     rows = []
@@ -35,11 +37,11 @@ def walk_rows() -> list[tuple[str, list[str]]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 4 or not cells[0].isdigit():
             continue
-        module = cells[1].strip("`")
-        if module.startswith("bus/"):
+        modules = re.findall(r"`([\w/]+\.py)`", cells[1])
+        if modules[0].startswith("bus/") != bus:
             continue
-        names = re.findall(r"`([A-Za-z_][\w.]*)`", re.sub(r"\([^)]*\)", "", cells[2]))
-        rows.append((module, names))
+        names = re.findall(r"`([A-Za-z_][\w.]*)`", cells[2] if bus else re.sub(r"\([^)]*\)", "", cells[2]))
+        rows.extend((module, names) for module in modules)
     return rows
 
 
@@ -56,6 +58,25 @@ def test_the_documented_walk_is_the_path_one_ask_takes_and_it_never_steps_back()
         for name in names:
             assert any(m == module and (q == name or q.endswith("." + name)) for m, q in called), (
                 f"docs/architecture.md: {module} {name} is not called on the ask's path")
+
+
+def test_the_service_rows_of_the_walk_are_on_the_way_of_an_ask_sent_over_nats():
+    """The rows in bus/ name frames the ask crosses on a live core (a real nats-server): its
+    message read, applied, its allocation encoded, delivered and sent."""
+    way = traced("--bus")
+    assert way["allocated"] == ["n0"], "the ask sent over NATS is allocated"
+    frames = [tuple(f) for f in way["frames"]]
+    rows = walk_rows(bus=True)
+    assert {m for m, _ in rows} >= {"bus/service.py", "bus/publisher.py"}, "the walk's bus rows were not found"
+    row_modules: dict[tuple[str, ...], set[str]] = {}
+    for module, names in rows:  # a row of two modules gives each the row's names: one of them has each
+        row_modules.setdefault(tuple(names), set()).add(module)
+    for names, modules in row_modules.items():
+        for name in names:
+            assert any(m in modules and (q == name or q.endswith("." + name)) for m, q in frames), (
+                f"docs/architecture.md: {name} ({', '.join(sorted(modules))}) is not on the way of the ask sent over NATS")
+    assert frames[0][0] == "bus/service.py" and frames[-1] == ("bus/publisher.py", "OutputPublisher.send"), (
+        "the way starts at the message the service reads and ends at the publish")
 
 
 def test_the_check_sees_a_step_back():
