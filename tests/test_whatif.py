@@ -144,3 +144,28 @@ def test_a_queue_file_with_none_of_the_queues_the_applications_ran_in_is_warned_
                       "(root.batch, root.web): is it that policy group's file?"], run.stderr
     same = ykbus("whatif", recorded(tmp_path), "--queues", queue_file(tmp_path, "2"))
     assert "none of the queues" not in same.stderr
+
+
+def test_a_body_nested_past_the_limit_in_the_log_is_skipped_as_the_core_skips_it(tmp_path):
+    """Regression: one RM's message nested 5,000 deep (the core answered it: "nested deeper
+    than the limit of 64") made whatif die with a RecursionError, exit 1 ("something
+    changes"). Such a body is read as the core reads it, and the rest of the log counts."""
+    from ykbus.core.entries import Entry
+
+    path = recorded(tmp_path)
+    lines = path.read_bytes().splitlines()
+    for i, encoding in ((1, "json"), (2, "msgpack")):  # after the register entry
+        deep = b"[" * 5000 + b"]" * 5000
+        body = (b'{"rmID":"rm-1","asks":[{"allocationKey":"k","applicationID":"b","junk":' + deep + b"}]}"
+                if encoding == "json" else b"\x91" * 5000 + b"\xc0")
+        entry = Entry(seq=0, rm="rm-1", kind="alloc", ts=0, msg=body, encoding=encoding)
+        lines.insert(i, encode_entry(entry))
+    renumbered = []  # in order again: the two bad entries among the rest
+    for n, line in enumerate(lines, 1):
+        record = json.loads(line)
+        record["seq"], record["ts"] = n, record["ts"] or json.loads(lines[0])["ts"]
+        renumbered.append(json.dumps(record).encode())
+    path.write_bytes(b"\n".join(renumbered) + b"\n")
+    done = ykbus("whatif", path, "--queues", queue_file(tmp_path, "4"))
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -24,6 +24,7 @@ import msgspec
 from ykbus.core.config import SchedulerConfig
 from ykbus.core.entries import Entry
 from ykbus.log.replay import guarded_core
+from ykbus.si import codec
 from ykbus.tables import align
 
 AskId = tuple[str, str, str]  # (rm, application, allocationKey)
@@ -44,10 +45,12 @@ class Outcome:
 
 
 def _body(entry: Entry) -> dict[str, Any]:
-    """An entry's message as plain objects ({} for a bad body: the core rejects it anyway)."""
+    """An entry's message as plain objects ({} for a bad body: the core rejects it anyway),
+    within the core's bounds (a body nested past them is bad, not a RecursionError)."""
     try:
+        codec.check_bounds(entry.msg, entry.encoding)
         body = (msgspec.json.decode(entry.msg) if entry.encoding == "json" else msgspec.msgpack.decode(entry.msg))
-    except (msgspec.DecodeError, ValueError):
+    except (codec.DecodeError, msgspec.DecodeError, ValueError, RecursionError):
         return {}
     return body if isinstance(body, dict) else {}
 

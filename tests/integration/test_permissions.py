@@ -254,6 +254,9 @@ async def test_only_an_admin_calls_the_admin_api_and_only_as_itself(secured):
         answer = json.loads((await ops.request("yk.v1.admin.ops.queues", json.dumps(
             {"policyGroup": "g", "config": QUEUES}).encode(), timeout=5)).data)
         assert answer == {"accepted": True, "errors": []}
+        deep = b"[" * 100_000 + b"]" * 100_000  # regression: the answer was never sent (a RecursionError)
+        answer = json.loads((await ops.request("yk.v1.admin.ops.queues", deep, timeout=5)).data)
+        assert answer == {"error": "the request is nested too deep to read"}
         health = json.loads((await ops.request("yk.v1.api.health", b"{}", timeout=5)).data)
         assert health["status"] == "ok"
         for subject in ("yk.v1.admin.root.queues", "yk.v1.admin.queues", "yk.v1.in.a.alloc"):

@@ -188,3 +188,34 @@ async def test_gzip_query_parameters_and_redirects_over_http_as_yunikorns_server
             assert (status, json.loads(body)["message"]) == (400, message), query
         status, _, body = await anyio.to_thread.run_sync(get, "/ws/v1/events/foo?count=0")
         assert (status, body) == (404, b"404 page not found\n")
+
+
+async def test_a_long_path_or_header_is_answered_by_the_route_and_a_malformed_request_writes_no_traceback(
+        nats_server, caplog):
+    """As Go's server (1 MB of request line and headers): a 9,000-byte application name is the
+    route's 404, a browser's 20 KB cookie does not make every answer a 400; a request that is
+    not HTTP is a 400 with no traceback in the operator's log (a client's mistake, not ours)."""
+    import socket
+
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        await start_rm(api, "rm-1", Recorder(), nodes=[node("n0", vcore=1000, memory=10)], config=QUEUES)
+        status, _, body = await anyio.to_thread.run_sync(
+            fetch, port, "/ws/v1/partition/default/application/" + "a" * 9000)
+        assert (status, json.loads(body)["message"]) == (404, "Application not found")
+        status, _, body = await anyio.to_thread.run_sync(
+            lambda: fetch(port, "/ws/v1/partitions", headers={"Cookie": "c=" + "x" * 20_000}))
+        assert status == 200 and json.loads(body)[0]["name"] == "default"
+
+        def garbage() -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(b"GET /ws/v1/partitions HTTP/1.1\r\nno colon here\r\n\r\n")
+                return s.recv(200)
+
+        caplog.clear()
+        answer = await anyio.to_thread.run_sync(garbage)
+        assert answer.startswith(b"HTTP/1.") and b" 400 " in answer.split(b"\r\n", 1)[0]
+        tracebacks = [r for r in caplog.records if r.exc_info]
+        assert tracebacks == [], [r.getMessage() for r in tracebacks]

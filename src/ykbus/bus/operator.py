@@ -161,6 +161,8 @@ class OperatorConfig:
                 raise ValueError("policyGroup: expected the policy group's name as a string")
             errors = await self.set_queues(group, config, source=f"admin API ({user})")
             body: dict[str, Any] = {"accepted": not errors, "errors": errors}
+        except RecursionError:
+            body = {"error": "the request is nested too deep to read"}
         except (ValueError, PermissionError) as exc:
             body = {"error": str(exc)}
         if msg.reply:

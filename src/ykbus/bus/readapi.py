@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 import anyio
 import nats.errors
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ykbus import web as web_ui
 from ykbus.bus.eventfeed import EventFeed
@@ -36,7 +37,29 @@ from ykbus.rest.router import RestState
 from ykbus.si import compat
 
 log = logging.getLogger("ykbus.core")
+
+
+class _ClientMistakes(logging.Filter):
+    """A request that is not HTTP (a bad line, a header without a colon, one too long) is
+    answered 400 by aiohttp and, as Go's server, not written to the operator's log as an
+    error with a traceback: one line at debug. A failure of ours keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.exc_info, record.exc_text = None, None
+            record.msg, record.args = "bad HTTP request: %s", (str(exc)[:200],)
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return log.isEnabledFor(logging.DEBUG)
+        return True
+
+
+_HTTP_LOG = logging.getLogger("ykbus.http")  # the HTTP server's own errors
+_HTTP_LOG.addFilter(_ClientMistakes())
 MAX_DRY_RUN_BYTES = 1 << 20  # a dry run's request body
+# A request's line and each header line: at most Go's net/http's whole header (DefaultMaxHeaderBytes,
+# 1 MB), as YuniKorn's server takes them (aiohttp's own bound, 8,190 bytes, refused a browser's cookies)
+MAX_HEADER_LINE = 1 << 20
 COOKIE = "ykbus_token"  # what a browser holds once it opened a page with ?token= (HttpReadApi._let_in)
 
 WOULD_FIT = "wouldfit"  # the dry run: over NATS, and POST /api/wouldfit (its request is a body)
@@ -150,7 +173,8 @@ class HttpReadApi:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # at a stop, open answers (an event stream) get a second to finish, not aiohttp's 60
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
+                               max_line_size=MAX_HEADER_LINE, max_field_size=MAX_HEADER_LINE, logger=_HTTP_LOG)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self._port)

@@ -261,7 +261,7 @@ def application(p: Partition, app: App, now: int, estimates: Estimates | None = 
     }
     if app.why is not None:
         out["whyPending"] = {"code": app.why.code.value, "message": app.why.message}
-    return omit(out, "usedResource", "maxUsedResource", "pendingResource", "requests", "allocations",
+    return omit(out, "usedResource", "maxUsedResource", "pendingResource", "requests", "allocations", "groups",
                 "placeholderData", "hasReserved", "reservations", "maxRequestPriority")
 
 
@@ -294,7 +294,7 @@ def ended(p: Partition, app_id: str, t: Terminated) -> dict[str, Any]:
         "startTime": _start_ms(h),
         "resourceHistory": {},
     }
-    return omit(out, "maxUsedResource", "rejectedMessage")
+    return omit(out, "maxUsedResource", "rejectedMessage", "groups")
 
 
 def _placeholders(app: App) -> list[dict[str, Any]]:
@@ -302,7 +302,7 @@ def _placeholders(app: App) -> list[dict[str, Any]]:
     (`count`, not those left), each one's resource, how many were replaced and timed out
     (released otherwise than replaced), from its history (model.AppHistory)."""
     return [omit({"taskGroupName": group, "count": n, "minResource": res(r), "replaced": replaced,
-                  "timedout": timed_out}, "timedout")
+                  "timedout": timed_out}, "replaced", "timedout")
             for group, (n, r, replaced, timed_out) in app.history.placeholders.items()]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -237,10 +237,15 @@ def _rule(r: PlacementRule) -> dict[str, Any]:
     return out
 
 
+PROVIDED: Final = {"name": "provided", "parameters": {"create": "false"}}  # the rule in force when none is configured
+RECOVERY: Final = {"name": "recovery", "parameters": {"queue": "root.@recovery@"}}  # YuniKorn's own, always last
+
+
 def placement_rules(p: Partition) -> list[dict[str, Any]]:
-    """RuleInfo per configured rule, then YuniKorn's own last rule, `recovery`."""
-    return [_rule(r) for r in p.records.config.placementrules] + [{"name": "recovery",
-                                                           "parameters": {"queue": "root.@recovery@"}}]
+    """RuleInfo per configured rule (none configured: `provided`, which does what a
+    partition without rules does: docs/configuration.md), then YuniKorn's own `recovery`."""
+    rules = p.records.config.placementrules
+    return ([_rule(r) for r in rules] if rules else [dict(PROVIDED)]) + [dict(RECOVERY)]
 
 
 # --- users and groups -------------------------------------------------------------------------------
