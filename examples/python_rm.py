@@ -27,7 +27,7 @@ partitions:
         submitacl: '*'
         queues:
           - name: web
-            resources: {max: {vcore: 8000, memory: 16000000000}}
+            resources: {max: {vcore: 8, memory: 16G}}  # cores and bytes (docs/configuration.md); the wire counts vcore in millicores
 """
 
 PODS = 3

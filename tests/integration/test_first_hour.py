@@ -60,6 +60,24 @@ def test_the_example_program_runs_against_a_real_core(nats_server):
     assert lines[-1] == "released 3 pods; done"
 
 
+def test_the_example_programs_queue_limit_is_in_the_units_the_configuration_reads():
+    """Regression: the example set `max: {vcore: 8000}`, 8,000 cores in a queue file (vcore in
+    cores there, millicores on the wire), and a reader who copied it got no limit at all. Its
+    queue's max is what its two nodes hold, read as the core reads it."""
+    import importlib.util
+
+    import yaml
+
+    from ykbus.core.config import parse_config
+
+    spec = importlib.util.spec_from_file_location("python_rm", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    config = parse_config(yaml.safe_load(example.QUEUES))
+    web = next(q for q in config.partitions[0].root.queues if q.name == "web")
+    assert web.max == {"vcore": 2 * 4000, "memory": 2 * 8_000_000_000}
+
+
 def test_the_python_api_takes_enum_names_as_the_wire_does():
     node = m.NodeInfo(nodeID="n1", action="CREATE")
     assert node.action is m.ActionFromRM.CREATE
