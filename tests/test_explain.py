@@ -51,9 +51,29 @@ def test_explain_says_quantities_in_cores_and_binary_units(tmp_path):
     assert run.stdout.splitlines()[1:] == [
         "  ask big: 1 pending, 0 allocated: NoNodeRoom: no schedulable node has {vcore: 1.5 cores, memory: 128 Gi} "
         "free, other than nodes reserved for other asks",
-        "    vcore: asked 1.5 cores, the most free on a schedulable node not reserved for another ask 8 cores; "
-        "memory: asked 128 Gi, the most free on a schedulable node not reserved for another ask 64 Gi",
+        "    it fits no schedulable node even empty, and waits until a larger one joins: memory: asked 128 Gi, "
+        "the most a node has when empty 64 Gi",
     ]
+
+
+def test_an_ask_larger_than_every_node_is_said_to_fit_none_even_empty_not_to_wait_for_room(tmp_path):
+    """Regression: an ask of 16 cores on nodes of 4 read "the most free on a schedulable node
+    ... 2 cores", as if it waited for room to free; it can never be placed as the nodes are.
+    One that fits an empty node still reads what is free now."""
+    log = LogBuilder("k8s")
+    entries = [log.register(QUEUES), log.nodes(*[node(f"n{i}", vcore=4000, memory=8 * 2**30) for i in range(3)]),
+               log.apps(app("a", "root.gated"), app("b", "root.gated")),
+               log.asks(ask("busy", "b", vcore=2000, max_allocations=3)),
+               log.asks(ask("huge", "a", vcore=16000, memory=2**30), ask("wide", "a", vcore=3000))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    lines = explain("a", "--log", str(path), "--all").stdout.splitlines()
+    huge = lines.index(next(line for line in lines if line.startswith("  ask huge")))
+    assert lines[huge + 1] == ("    it fits no schedulable node even empty, and waits until a larger one joins: "
+                               "vcore: asked 16 cores, the most a node has when empty 4 cores")
+    wide = lines.index(next(line for line in lines if line.startswith("  ask wide")))
+    assert lines[wide + 1].startswith("    vcore: asked 3 cores, the most free on a schedulable node not reserved "
+                                      "for another ask 2 cores"), lines
 
 
 def test_explain_on_a_broken_log_exits_2(tmp_path):

@@ -33,6 +33,12 @@ def _figures(code: str, d: dict[str, Any]) -> str:
         if d.get("schedulableNodes") == 0:
             states = ", ".join(f"{n} {s.lower()}" for n, s in d.get("notSchedulable", {}).items())
             return f"no node is schedulable ({states})" if states else "the partition has no node"
+        if d.get("fitsNoNodeEmpty"):  # not a wait for room: no node as large as it
+            empty = d.get("largestEmpty", {})
+            short = {r: v for r, v in d.get("asked", {}).items() if v > empty.get(r, 0)}
+            return "it fits no schedulable node even empty, and waits until a larger one joins: " + (
+                "; ".join(f"{r}: asked {q(r, v)}, the most a node has when empty {q(r, empty.get(r, 0))}"
+                          for r, v in short.items()) or "no one node has all of it")
         free = d.get("largestFree", {})
         line = "; ".join(f"{r}: asked {q(r, v)}, the most free on a schedulable node not reserved for another ask "
                          f"{q(r, free.get(r, 0))}" for r, v in d.get("asked", {}).items())

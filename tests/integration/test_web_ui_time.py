@@ -52,7 +52,7 @@ def browse(port: int) -> dict[str, str]:
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_selector("body[data-ready='overview']", timeout=15000)
-            for app_id in ("big", "small"):  # from the list of applications, as a person finds them
+            for app_id in ("big", "small", "huge"):  # from the list of applications, as a person finds them
                 page.click("nav a[data-page='applications']")
                 page.wait_for_selector(f"body[data-ready='applications'] a:text-is('{app_id}')", timeout=15000)
                 page.click(f"a:text-is('{app_id}')")
@@ -84,6 +84,9 @@ async def test_an_applications_page_says_when_its_waiting_asks_will_start(nats_s
         await rec.wait_for(lambda: any(s.applicartionID == "big" and s.state == "RESERVED" for s in rec.states))
         await api.update_allocation(m.AllocationRequest(rmID="rm-1", asks=[pod("s", "small", 2000)]))
         await rec.wait_for(lambda: any(s.applicartionID == "small" for s in rec.states))
+        await client.add_applications([application("huge")])  # 16 cores: no node holds it even empty
+        await api.update_allocation(m.AllocationRequest(rmID="rm-1", asks=[pod("h", "huge", 16000)]))
+        await rec.wait_for(lambda: any(s.applicartionID == "huge" for s in rec.states))
         seen = await anyio.to_thread.run_sync(browse, port)
 
     assert seen["errors"] == ""
@@ -93,3 +96,6 @@ async def test_an_applications_page_says_when_its_waiting_asks_will_start(nats_s
     # the ask waiting for room: the node not reserved frees in 40 min
     assert "NoNodeRoom" in seen["small"], seen["small"]
     assert "in 40 min, when 1 allocation on node n2 ends" in seen["small"], seen["small"]
+    # an ask larger than every node: not a wait for room (regression: it read as one)
+    assert "fits no schedulable node even empty (too little vcore on every node): it waits until a larger node " \
+           "joins" in seen["huge"], seen["huge"]

@@ -124,12 +124,26 @@ class Estimates:
         return {"estimate": found.text()} if found is not None else {}
 
 
+def fits_no_node_empty(p: Partition, asked: dict[str, int]) -> dict[str, Any]:
+    """`fitsNoNodeEmpty` (true) and `largestEmpty` (per resource asked, the most a node has
+    when empty) when no schedulable node would hold `asked` even empty, its capacity less
+    what the RM occupies: an ask that waits for a larger node to join, not for room; {} else
+    (or with no schedulable node: `notSchedulable` says that)."""
+    empty = [{r: n.capacity.get(r, 0) - n.occupied.get(r, 0) for r in asked}
+             for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+    if not empty or any(fits(asked, e) for e in empty):
+        return {}
+    return {"fitsNoNodeEmpty": True, "largestEmpty": {r: max(e[r] for e in empty) for r in asked}}
+
+
 def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -> dict[str, Any] | None:
     """Why a pending ask waits (None once nothing of it is pending). For `NoNodeRoom` the
     details gain figures of the moment, computed for the reader: `largestFree`, per
     resource asked the most any schedulable node not reserved for another ask has free;
     `reservedWithRoom`, the schedulable nodes that have room for it but are reserved for
-    another ask (node -> application/ask); `heldWithRoom`, those with room for it in a
+    another ask (node -> application/ask); `fitsNoNodeEmpty` (true) when no schedulable node
+    would hold it even empty (its capacity less what the RM occupies), with `largestEmpty`,
+    per resource asked the most any has when empty; `heldWithRoom`, those with room for it in a
     topology domain another gang reserved (node -> the gang); `schedulableNodes`, how many there are; and when
     none is, `notSchedulable`, the nodes and their states (a drain, say)."""
     if not ask.pending:
@@ -154,6 +168,7 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
         mine = ask.app.id
         free = [n.free for n in schedulable if (n.reserved is None or n.reserved is ask) and n.held in ("", mine)]
         details["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+        details.update(fits_no_node_empty(p, ask.resource))
         held = {n.id: n.held for n in schedulable if n.held not in ("", mine) and fits(ask.resource, n.free)}
         if held:  # in a topology domain a waiting gang reserved (docs/topology.md)
             details["heldWithRoom"] = dict(list(held.items())[:NAMED_NODES])

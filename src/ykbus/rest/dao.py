@@ -14,7 +14,7 @@ from ykbus.core.config import PreemptionPolicy
 from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import INT32_MIN, Alloc, App, Ask, Node, Queue, Terminated, most_held
 from ykbus.core.partition import Partition
-from ykbus.core.projection import Estimates
+from ykbus.core.projection import Estimates, fits_no_node_empty
 from ykbus.core.readmodel import NodeUsage
 from ykbus.core.resources import Res
 from ykbus.core.why import PendingCode
@@ -201,7 +201,8 @@ def request(p: Partition, k: Ask, now: int, estimates: Estimates | None = None) 
     """AllocationAskDAOInfo of a pending ask; `allocationLog` holds why it waits (one entry: the
     reason as it stands), and `whyPending` the typed reason (ykbus's own field); with
     `estimates` (one application's page), an ask waiting for room gains when it would start
-    (`details.estimate`, `details.estimatedStart`: docs/time.md)."""
+    (`details.estimate`, `details.estimatedStart`: docs/time.md), or that no node would hold
+    it even empty (`details.fitsNoNodeEmpty`, `largestEmpty`)."""
     why = p.records.why_pending(k)
     out = {
         "allocationKey": k.key,
@@ -218,7 +219,9 @@ def request(p: Partition, k: Ask, now: int, estimates: Estimates | None = None) 
         "schedulingAttempted": k.waiting is not None or bool(k.reported),
         "whyPending": {"code": why.code.value, "message": why.message, "details": dict(why.details)},
     }
-    if estimates is not None and why.code is PendingCode.NO_NODE_ROOM:
+    if estimates is not None and why.code is PendingCode.NO_NODE_ROOM:  # (one application's page: a walk
+        # of the nodes per ask is affordable there, not in a list of every application)
+        out["whyPending"]["details"].update(fits_no_node_empty(p, k.resource))  # a wait for a larger node?
         out["whyPending"]["details"].update(estimates.details(k))
     return omit(out, "allocationTags", "requestTime", "resource", "pendingCount", "requiredNodeId",
                 "applicationId", "placeholder", "taskGroupName")

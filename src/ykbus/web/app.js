@@ -193,12 +193,24 @@ function allocationRows(list, withApp, withNode = true) {
     ${withNode ? `<td>${nodeLink(a.nodeId)}</td>` : ""}<td>${esc(resources(a.resource))}</td><td>${since(a.allocationTime)}</td></tr>`);
 }
 
+
+// Beside a NoNodeRoom reason: that no node would hold the ask even empty (it waits for a larger
+// node, not for room), else when room for it frees, as the runtime limits say (docs/time.md)
+function noRoomNote(d) {
+  if (d.fitsNoNodeEmpty) {
+    const empty = d.largestEmpty || {};
+    const short = Object.entries(d.asked || {}).filter(([r, v]) => v > (empty[r] || 0)).map(([r]) => r);
+    return `<br><span class="estimate">fits no schedulable node even empty${short.length ? ` (too little ${esc(short.join(", "))} on every node)` : ""}: it waits until a larger node joins</span>`;
+  }
+  return d.estimate ? `<br><span class="estimate">${esc(d.estimate)}</span>` : "";
+}
+
 function askRows(list, withApp) {
   return list.map((k) => `<tr data-key="${esc(k.applicationId)}/${esc(k.allocationKey)}" data-ask="${esc(k.allocationKey)}">
     <td>${esc(k.allocationKey)}${k.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
     ${withApp ? `<td>${appLink(k.applicationId, withApp)}</td>` : ""}
     <td>${esc(resources(k.resource))}</td><td class="num">${k.pendingCount ?? 1}</td><td>${since(k.requestTime)}</td>
-    <td class="why">${k.whyPending ? `<b>${esc(k.whyPending.code)}</b>: ${esc(k.whyPending.message)}` : esc((k.allocationLog || [])[0]?.message || "")}${k.whyPending?.code === "NoNodeRoom" && k.whyPending.details?.estimate ? `<br><span class="estimate">${esc(k.whyPending.details.estimate)}</span>` : ""}</td></tr>`);
+    <td class="why">${k.whyPending ? `<b>${esc(k.whyPending.code)}</b>: ${esc(k.whyPending.message)}` : esc((k.allocationLog || [])[0]?.message || "")}${k.whyPending?.code === "NoNodeRoom" ? noRoomNote(k.whyPending.details || {}) : ""}</td></tr>`);
 }
 
 // --- events in words --------------------------------------------------------------------------------------
