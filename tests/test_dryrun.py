@@ -277,6 +277,18 @@ def test_a_misspelt_field_is_named_not_ignored():
         assert str(caught.value) == said
 
 
+def test_an_ask_may_leave_out_the_application_the_request_names():
+    """Regression: an ask without `applicationID` was refused ("Object missing required field
+    `applicationID`") though the request's application names it and the error for another
+    one says "leave it out, or the same"."""
+    h = cluster()
+    request = job(2, 1)
+    named = would_fit(h.core, request)
+    for ask in request["asks"]:
+        del ask["applicationID"]
+    assert would_fit(h.core, request) == named
+
+
 def test_a_job_no_domain_holds_even_empty_is_told_so_without_runtime_limits():
     """Where no allocation has a runtime limit there is no start to estimate; a job that no
     rack holds even empty is told it never fits as asked, not that limits are missing."""

@@ -323,6 +323,21 @@ def test_invalid_asks_are_rejected_with_reason_and_others_applied(h):
     assert [a.allocationKey for a in new_allocs(outs)] == ["good"]
 
 
+def test_a_quantity_that_is_a_string_but_not_of_digits_is_told_that_digits_would_do(h):
+    """The wire takes a quantity as a number or as a string of its digits (protobuf's JSON
+    form of int64): a reason that said only "Expected `int`, got `str`" sent RMs looking
+    for a bug in strings that the core reads."""
+    h.setup(TWO_QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.asks({"allocationKey": "x", "applicationID": "a1", "resourceAsk": {
+        "resources": {"vcore": {"value": "1.5"}}}}, {**ask("digits", "a1"), "resourceAsk": {
+            "resources": {"vcore": {"value": "1000"}}}}))
+    assert {r.allocationKey: r.reason for r in rejected_asks(outs)} == {"x": (
+        "Expected `int` (a number, or a string of its decimal digits), got `str` - at "
+        "`$.asks[0].resourceAsk.resources.vcore.value`")}
+    assert [a.allocationKey for a in new_allocs(outs)] == ["digits"]
+
+
 def test_max_allocations_places_several_and_replacing_an_ask_updates_it(h):
     h.setup(TWO_QUEUES, n1={"vcore": 3000})
     h.do(h.log.apps(app("a1", "root.prod")))
@@ -562,6 +577,18 @@ def test_msgpack_bodies_decode(h):
     body = msgspec.msgpack.encode({"nodes": [{"nodeID": "n1", "action": "CREATE"}]})
     outs = h.do(Entry(seq=h.log.seq + 1, ts=h.log.ts + 1, rm="rm-1", kind="node", msg=body, encoding="msgpack"))
     assert msgs(outs, "node")[0].accepted[0].nodeID == "n1"
+
+
+def test_a_json_body_sent_as_msgpack_is_told_it_was_read_as_msgpack(h):
+    """A JSON body under a MessagePack Content-Type header read "Expected `object`, got
+    `int`" (`{` is a small int in MessagePack): the reason says how it was read and why."""
+    from ykbus.core.entries import Entry
+    h.setup(TWO_QUEUES)
+    body = b'{"new": [{"applicationID": "a1", "queueName": "root.prod"}]}'
+    outs = h.do(Entry(seq=h.log.seq + 1, ts=h.log.ts + 1, rm="rm-1", kind="app", msg=body, encoding="msgpack"))
+    [event] = [e for e in events(outs) if "invalid app message" in e.message]
+    assert event.message.endswith("(read as MessagePack, as its Content-Type header said: the body looks like "
+                                  "JSON, which is read when the header is left out); nothing applied"), event.message
 
 
 def test_out_of_order_entry_is_a_caller_bug():

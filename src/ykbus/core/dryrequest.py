@@ -44,6 +44,10 @@ def parse(obj: Any) -> Request:
     unknown = _unknown_field(obj, _REQUEST, "")
     if unknown:
         raise DryRunError(unknown)
+    application = obj.get("application")
+    if isinstance(asks, list) and isinstance(application, dict) and isinstance(application.get("applicationID"), str):
+        obj = {**obj, "asks": [{"applicationID": application["applicationID"], **a} if isinstance(a, dict) else a
+                               for a in asks]}  # an ask may leave out the application the request names
     try:
         request = msgspec.convert(obj, Request, strict=False)
     except msgspec.ValidationError as exc:  # `Expected int, got str - at $.asks[0].maxAllocations`: field first

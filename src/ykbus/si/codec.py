@@ -242,6 +242,7 @@ _STRING = re.compile(rb'"[^"]*"')
 _PAIR = re.compile(rb"\(\)")
 
 
+_LAX_INT = "Expected `int`, got `str`"  # a string that is not an integer's digits (those decode)
 _NOT_UTF8 = "Invalid UTF-8 encoded string"  # msgspec 0.23 and later (before: a UnicodeDecodeError)
 
 
@@ -251,6 +252,8 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "a string is not UTF-8"
     text = str(exc)
+    if text.startswith(_LAX_INT):  # the wire takes an int64 as a string of its digits too (protobuf's JSON form)
+        return "Expected `int` (a number, or a string of its decimal digits), got `str`" + text[len(_LAX_INT):]
     if text.startswith(_NOT_UTF8):  # `Invalid UTF-8 encoded string - at `$.asks[0]``: the same words
         return "a string is not UTF-8" + text[len(_NOT_UTF8):]
     return text
@@ -344,7 +347,11 @@ def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
                                                                  "$.nodes", compat.node_with_uuids))
         return fmt.whole[kind].decode(data)
     except _UNDECODABLE as exc:
-        raise DecodeError(_reason(exc)) from None
+        hint = ""
+        if encoding == "msgpack" and data.lstrip()[:1] in (b"{", b"["):  # (in MessagePack, a small int)
+            hint = (" (read as MessagePack, as its Content-Type header said: the body looks like JSON, "
+                    "which is read when the header is left out)")
+        raise DecodeError(_reason(exc) + hint) from None
 
 
 def as_decoded(kind: str, msg: Any) -> Decoded:
