@@ -284,8 +284,8 @@ def test_an_ask_may_leave_out_the_application_the_request_names():
     h = cluster()
     request = job(2, 1)
     named = would_fit(h.core, request)
-    for ask in request["asks"]:
-        del ask["applicationID"]
+    for each in request["asks"]:
+        del each["applicationID"]
     assert would_fit(h.core, request) == named
 
 
