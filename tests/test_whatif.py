@@ -169,3 +169,17 @@ def test_a_body_nested_past_the_limit_in_the_log_is_skipped_as_the_core_skips_it
     done = ykbus("whatif", path, "--queues", queue_file(tmp_path, "4"))
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_asks_of_an_application_that_never_existed_are_counted_in_a_row_that_says_so(tmp_path):
+    """Regression: their row read `?  0 0 0 ...`, which nothing explained."""
+    path = recorded(tmp_path)
+    log = LogBuilder("rm-1")
+    lines = path.read_bytes().splitlines()
+    last = json.loads(lines[-1])
+    log.seq, log.ts = last["seq"], last["ts"]
+    lines.append(encode_entry(log.asks(ask("x", "ghost", vcore=1000))))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "2"))
+    rows = [line.split()[0] for line in run.stdout.splitlines() if line.strip()]
+    assert "(no" in rows and "?" not in rows, run.stdout

@@ -157,12 +157,16 @@ class Comparison:
         return not self.total.changed
 
 
+NO_QUEUE = "(no application)"  # the row of asks whose application neither replay knows at the end
+# (it never existed, was rejected, or ended longer ago than the core remembers ended ones)
+
+
 def compare(old: Outcome, new: Outcome) -> Comparison:
     total, queues, apps = Row(), {}, {}
     for ask in sorted(set(old.placed) | set(new.placed) | set(old.asked) | set(new.asked)):
         rm_id, app_id, _ = ask
         was, now = old.placed.get(ask, []), new.placed.get(ask, [])
-        queue = new.queues.get((rm_id, app_id)) or old.queues.get((rm_id, app_id)) or "?"
+        queue = new.queues.get((rm_id, app_id)) or old.queues.get((rm_id, app_id)) or NO_QUEUE
         rows = (total, queues.setdefault(queue, Row()), apps.setdefault((rm_id, app_id), Row()))
         both = min(len(was), len(now))
         moved = sum(1 for i in range(both) if was[i][0] != now[i][0])
