@@ -171,6 +171,10 @@ def accounting_is_consistent(p: Partition) -> None:
                     counts[a.max_priority] = counts.get(a.max_priority, 0) + 1
             assert q.app_prios == counts, q.path
             assert q.raw_priority == (max(counts) if counts else None), q.path
+    for q in p.queues.values():  # a parent's: the most its children with something pending show it
+        if not q.leaf:
+            shown = [c.exposed_priority() for c in q.children.values() if c.raw_priority is not None]
+            assert q.raw_priority == max((s for s in shown if s is not None), default=None), q.path
     tracked, running = {}, {}
     for app_ in p.apps.values():
         for t in app_.trackers:

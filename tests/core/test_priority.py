@@ -114,3 +114,35 @@ def test_the_k8s_demos_namespaces_keep_their_guarantees_whatever_priorities_the_
         outs = h.do(h.log.release(alloc.applicationID, alloc.UUID))
         placed += [a.allocationKey for a in new_allocs(outs)]
     assert placed == ["a"] * 4, placed  # team-a, at 0 of its guarantee of 4 cores, takes each
+
+
+FENCED_CHILD = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: x
+            queues:
+              - {name: l1, properties: {priority.policy: fence}}
+              - {name: l2}
+          - name: y
+          - name: z
+"""
+
+
+def test_a_parent_forgets_a_fenced_childs_priority_once_the_child_has_nothing_pending():
+    """Regression: a fenced leaf shows its parent its offset (0) whatever its asks' priority;
+    once its only ask was placed in the entry that brought it, root.x kept 0 (it dropped no
+    child that was active when the priority changed), so l2's ask of priority -10 went
+    before y's of -5."""
+    h = Harness()
+    h.setup(FENCED_CHILD, n1={"vcore": 3000})
+    h.do(h.log.apps(app("Z", "root.z"), app("L1", "root.x.l1"), app("L2", "root.x.l2"), app("Y", "root.y")))
+    (z,) = new_allocs(h.do(h.log.asks(ask("z", "Z", vcore=2000))))
+    h.do(h.log.asks(ask("b", "L2", vcore=2000, priority=-10), ask("c", "Y", vcore=2000, priority=-5)))
+    assert [a.allocationKey for a in new_allocs(h.do(h.log.asks(ask("a", "L1", vcore=1000))))] == ["a"]
+    assert h.core.rms["rm-1"].partitions["default"].queues["root.x"].raw_priority == -10
+    outs = h.do(h.log.release("Z", uuid=z.UUID))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["c"]  # y's -5 before l2's -10

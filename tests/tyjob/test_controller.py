@@ -456,3 +456,62 @@ def test_a_worker_waits_in_the_core_for_its_leader_and_says_so():
         "b-l waits: no schedulable node has {vcore: 2 cores} free, other than nodes reserved for other asks")
     d.advance(6)
     assert all(p["phase"] == "Running" for p in d.status("default.b")["pods"])
+
+
+def test_a_worker_that_fails_past_restart_limit_fails_the_job():
+    """Regression: both workers failed for good (restartLimit 1) and the job stayed Running
+    with no message, then ended Succeeded when its leader did. Arranger's design: "JobFailed
+    means some pods failed, job is also considered failed"; the limit is "for Leader and
+    WorkerSet"."""
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG.replace("basicPolicy: Gang", "basicPolicy: BinPack")
+                            .replace('ykbus.io/sim-duration: "10"}', 'ykbus.io/sim-duration: "60"}', 1)
+                            .replace('ykbus.io/sim-duration: "10"}', 'ykbus.io/sim-duration: "1", '
+                                     'ykbus.io/sim-exit-code: "1"}', 1)
+                            .replace("  minWorkersNum: 2\n", "  minWorkersNum: 2\n  restartLimit: 1\n"))
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    assert d.status()["stage"] == "Running"
+    d.advance(1.0)  # each worker failed once: restarted in place
+    assert d.status()["stage"] == "Running"
+    d.advance(1.0)  # twice: past restartLimit 1
+    st = d.status()
+    assert st["stage"] == "Failed", st
+    assert st["message"] == "worker g-actor-0 failed 2 times, more than restartLimit 1", st["message"]
+    assert st["restarts"] == 0  # the job's restarts are its leader's
+    assert d.core_allocations() == []  # cleaned (cleanPodPolicy All): the leader too
+
+
+def test_a_job_starting_says_why_its_workers_wait():
+    """Regression: a job whose workers could not all be placed sat in Starting with an empty
+    message; only `ykbus explain` said why. The core's reason for a waiting worker is its
+    message, as in Pending."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n  - {name: n2, cpu: 4, memory: 8Gi}\n")
+    d.start()
+    d.ctl.apply(simple("busy", "3", 1, "3", "60"), 1, d.now)  # 6 of the 8 cpu for 60 s
+    d.flush()
+    [job] = parse_manifests("""kind: TYJob
+apiVersion: v1
+metadata: {name: s}
+spec:
+  minWorkersNum: 2
+  leader:
+    name: l
+    template: {metadata: {annotations: {ykbus.io/sim-duration: "600"}},
+               spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+  workerSets:
+    - name: w
+      counts: 2
+      template: {metadata: {annotations: {ykbus.io/sim-duration: "600"}},
+                 spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+""")
+    d.ctl.apply(job, 2, d.now)
+    d.flush()
+    st = d.status("default.s")
+    assert st["stage"] == "Starting", st
+    assert st["message"].startswith("s-w-") and "waits: no schedulable node has {vcore: 1 core} free" in st["message"], \
+        st["message"]
+    d.advance(61)  # the busy job ends: its workers are placed, the message goes
+    st = d.status("default.s")
+    assert st["stage"] == "Running" and st["message"] == ""

@@ -168,3 +168,32 @@ def test_every_field_of_a_stored_job_has_the_manifest_path_a_refused_change_name
     assert fields == set(MANIFEST_PATHS)
     assert all(p == "apiVersion" or p.startswith(("metadata.", "spec.")) for p in MANIFEST_PATHS.values())
 
+
+
+def test_a_pod_asks_what_kubernetes_would_request_for_it():
+    """Regression: a limits-only container was refused ("no container requests any cpu"),
+    a memory limit beside a cpu request asked no memory, and an init container larger than
+    the pod's containers was not counted. Kubernetes: a request left out is its limit; the
+    pod's request is the most of its containers' sum and each init container's."""
+    def leader(containers: str, init: str = "") -> dict[str, int]:
+        text = MINIMAL.replace(
+            "spec: {containers: [{name: l, resources: {requests: {cpu: 500m, memory: 1Gi, nvidia.com/gpu: 1}}}]}",
+            "spec: {containers: [" + containers + "]" + (", initContainers: [" + init + "]" if init else "") + "}")
+        [job] = parse_manifests(text)
+        return job.leader.resources
+
+    assert leader("{name: l, resources: {limits: {cpu: '1', memory: 1Gi}}}") == {"vcore": 1000, "memory": 2**30}
+    assert leader("{name: l, resources: {requests: {cpu: '1'}, limits: {cpu: '2', memory: 32Gi}}}") == {
+        "vcore": 1000, "memory": 32 * 2**30}
+    assert leader("{name: l, resources: {requests: {cpu: '1', memory: 1Gi}}}",
+                  "{name: fetch, resources: {requests: {cpu: '8', memory: 8Gi}}}") == {"vcore": 8000, "memory": 8 * 2**30}
+    assert leader("{name: l, resources: {requests: {cpu: '1', memory: 1Gi}}}, "
+                  "{name: s, resources: {requests: {cpu: '1'}}}",
+                  "{name: fetch, resources: {requests: {cpu: 1500m}}}") == {"vcore": 2000, "memory": 2**30}
+
+
+def test_a_worker_set_of_no_workers_is_the_one_error_not_also_min_workers():
+    """Regression: `counts: 0` also read "spec.minWorkersNum: must be at most the number of
+    workers, 0 (got 1)", a field the user never wrote."""
+    text = MINIMAL.replace("    - name: actor\n", "    - name: actor\n      counts: 0\n")
+    assert errors(text) == ["jobs.yaml: spec.workerSets[0].counts: must be at least 1 (got 0)"]

@@ -63,7 +63,6 @@ from ykbus.core.model import (
     Shape,
     Tracker,
     Victims,
-    count_app_priorities,
     is_leader,
     queue_room,
     replacement,
@@ -357,9 +356,8 @@ class Applier:
                     if ask.waiting is None:
                         app.active.add(ask.entry)
             app.max_priority = max(app.priorities) if app.priorities else None
-        for q in records.queues.values():
-            if q.leaf:
-                count_app_priorities(q)
+        self.waits.recompute_priorities(records.root)  # (derived, not read from the snapshot: one
+        # written while a parent kept a priority it should not have is loaded right)
         self.ledger.recount(records.apps.values(), records.nodes.values())
         for node in records.nodes.values():
             self.waits.index_node(node)

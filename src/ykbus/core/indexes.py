@@ -132,7 +132,7 @@ class Waits:
             for child in q.children.values():
                 self.recompute_priorities(child)
             prios = [
-                p for c in q.children.values() if c.active or c.pending
+                p for c in q.children.values() if c.raw_priority is not None  # (as `_app_priority_changed`)
                 for p in (c.exposed_priority(),) if p is not None
             ]
         q.raw_priority = max(prios) if prios else None
@@ -217,7 +217,9 @@ class Waits:
         leaf.sort_key = None
         q = leaf.parent
         while q is not None:
-            exposed = [c.exposed_priority() for c in q.children.values() if c.active or c.pending]
+            # (a child with nothing pending shows nothing: a fenced one's exposed priority, its
+            # offset, is not None even then, and whether it is still active is not settled yet)
+            exposed = [c.exposed_priority() for c in q.children.values() if c.raw_priority is not None]
             value = max((p for p in exposed if p is not None), default=None)
             if value == q.raw_priority:
                 break

@@ -13,7 +13,7 @@ It then follows the core's decisions:
 - a pod runs for its template's `ykbus.io/sim-duration` seconds, then exits: it fails
   `ykbus.io/sim-failures` times (restarted in place each time) and then exits with
   `ykbus.io/sim-exit-code`; a pod that exited releases its allocation; one that failed
-  more than `restartLimit` times is Failed (and the job with it, for the leader);
+  more than `restartLimit` times is Failed, and the job with it (leader or worker);
 - an allocation the core releases on its own (its node went) loses the pod: its ask is
   sent again and the job is Rescheduling until every lost pod is placed again;
 - a placeholder the core releases with `PLACEHOLDER_REPLACED` is confirmed at once (the
@@ -40,6 +40,9 @@ from ykbus.core.topology import path_of, short
 from ykbus.si import messages as m
 from ykbus.tyjob.manifest import PodSpec, TYJob, check_job, pod_names
 from ykbus.tyjob.stages import FINAL, SCHEDULE, STAGE, ScheduleEvent, ScheduleState, Stage, StageEvent
+
+# the stages in which a job waits for pods the core has not placed: its message says why
+WAITING = (Stage.PENDING.value, Stage.STARTING.value, Stage.RESCHEDULING.value)
 
 PARTITION = "default"
 LEVELS = ("ykbus.io/block", "ykbus.io/rack")  # QUEUES' topology levels, broadest first
@@ -406,12 +409,12 @@ class Controller:
 
     def on_states(self, states: list[m.UpdateContainerSchedulingStateRequest]) -> None:
         """Why the core keeps a pod waiting (its why-pending reason), shown as the job's
-        message while the job waits for it (Pending or Rescheduling). A placeholder's reason
+        message while the job waits for it (Pending, Starting or Rescheduling). A placeholder's reason
         (the gang's) says more than its members' (they wait for the placeholders)."""
         told: dict[str, JobRun] = {}
         for s in states:
             run = self.by_app.get(s.applicartionID)
-            if run is None or run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value) or not s.reason:
+            if run is None or run.stage not in WAITING or not s.reason:
                 continue
             run.waits[s.allocationKey] = s.reason
             told[run.app_id] = run
@@ -494,7 +497,7 @@ class Controller:
             return StageEvent.TERMINATING
         if leader.phase == SUCCEEDED:
             return StageEvent.LEADER_SUCCEEDED
-        if leader.phase == FAILED:
+        if leader.phase == FAILED or _failed_worker(run) is not None:
             return StageEvent.RESTARTS_EXCEEDED
         if stage is Stage.PENDING:
             return StageEvent.LEADER_CREATED if self._leader_created(run) else None
@@ -524,13 +527,18 @@ class Controller:
             if stage_event in (StageEvent.LEADER_CREATED, StageEvent.WORKERS_READY, StageEvent.PODS_BACK):
                 run.message = ""  # what it waited for is there
             elif stage_event is StageEvent.RESTARTS_EXCEEDED:
-                run.message = f"the leader failed {run.restarts} times, more than restartLimit {run.job.restart_limit}"
+                worker = _failed_worker(run)
+                run.message = (f"the leader failed {run.restarts} times, more than restartLimit {run.job.restart_limit}"
+                               if worker is None else f"worker {worker.name} failed {worker.restarts} times, more than "
+                               f"restartLimit {run.job.restart_limit}")
             elif stage_event is StageEvent.LEADER_SUCCEEDED:
                 run.message = "the leader succeeded"
             elif stage_event is StageEvent.TERMINATING:
                 run.message = "spec.terminating is set"
             elif stage_event is StageEvent.PODS_LOST:
                 run.message = f"pods lost with their node: {', '.join(run.lost)}"
+        if run.stage in WAITING:  # what it waits for now, as the core said it (a stage move cleared it)
+            self._show_wait(run)
         if Stage(run.stage) in FINAL:
             if not run.cleaned:
                 self._clean(run, run.job.clean_pod_policy)
@@ -625,11 +633,18 @@ def no_domain_ever(run: JobRun, caps: dict[str, dict[str, int]], attributes: dic
             f"empty{where}: it waits until the cluster has a {level} that holds it")
 
 
+def _failed_worker(run: JobRun) -> Pod | None:
+    """A worker that failed more than restartLimit times (the first by name): the job fails
+    with it, as with its leader (Arranger: "some pods failed, job is also considered
+    failed")."""
+    return next((p for _, p in sorted(run.pods.items()) if p.role == WORKER and p.phase == FAILED), None)
+
+
 def wait_message(run: JobRun) -> str | None:
     """A waiting job's message: the reason of a pod still waiting (the gang's placeholders'
     first), "" once none waits of what it said; None to leave it (not waiting, or not a
     wait it said)."""
-    if run.stage not in (Stage.PENDING.value, Stage.RESCHEDULING.value):
+    if run.stage not in WAITING:
         return None
     if run.outgrown:  # the core's reason (no domain has room now) says less
         return run.outgrown[:1024]

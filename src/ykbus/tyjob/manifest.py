@@ -8,9 +8,10 @@ markers (restartLimit 3, cleanPodPolicy All, terminating false, minWorkersNum 1,
 5 within 1..10, counts 1 and at least 1; leader and workerSets required), plus bounds that
 keep a hostile manifest small (names, counts, durations).
 
-A pod template is a Kubernetes PodTemplateSpec; what ykbus reads of it: the containers'
-`resources.requests` (cpu, memory, nvidia.com/gpu, Kubernetes quantities; summed over the
-containers) and three annotations of the simulated runtime, `ykbus.io/sim-duration`
+A pod template is a Kubernetes PodTemplateSpec; what ykbus reads of it: what Kubernetes
+would request for the pod (cpu, memory, nvidia.com/gpu, Kubernetes quantities: the
+containers' `resources.requests` summed, a limit standing for a request left out, at least
+what each of `initContainers` requests) and three annotations of the simulated runtime, `ykbus.io/sim-duration`
 (seconds, default 2), `ykbus.io/sim-exit-code` (default 0) and `ykbus.io/sim-failures`
 (failures before the pod succeeds, default 0). Other template fields are kept as given
 and not used.
@@ -30,6 +31,7 @@ from typing import Any
 import msgspec
 
 from ykbus.core.config import attribute_name_problem, parse_quantity
+from ykbus.core.resources import add_into
 from ykbus.core.tags import NodePolicy
 from ykbus.core.topology import PREFERRED_TAG, REQUIRED_TAG
 from ykbus.yamlload import load_yaml_documents
@@ -186,8 +188,35 @@ def _kind(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
 
 
+def _requests(c: _Checker, container: Any, cpath: str) -> dict[str, int]:
+    """What one container requests, as Kubernetes reads it: its `resources.requests`, and
+    for a resource it limits without requesting, the limit."""
+    cont = c.mapping(container, cpath)
+    res = c.mapping(cont.get("resources"), f"{cpath}.resources", required=False)
+    out: dict[str, int] = {}
+    for part in ("requests", "limits"):
+        for name, value in c.mapping(res.get(part), f"{cpath}.resources.{part}", required=False).items():
+            where = f"{cpath}.resources.{part}.{name}"
+            si = RESOURCES.get(name)
+            if si is None:
+                c.error(where, f"unknown resource (known: {', '.join(RESOURCES)})")
+                continue
+            try:
+                q = parse_quantity(si, value)
+            except ValueError as exc:
+                c.error(where, str(exc))
+                continue
+            if q < 0:
+                c.error(where, f"must not be negative (got {value!r})")
+            elif q and si not in out:  # (a request is read first: a limit does not raise it)
+                out[si] = q
+    return out
+
+
 def _pod(c: _Checker, template: Any, path: str) -> tuple[PodSpec, dict[str, Any]]:
-    """The pod of a template: requests summed over containers, and the runtime annotations."""
+    """The pod of a template: what Kubernetes would request for it (its containers' requests
+    summed, a limit standing for a request left out, at least each init container's), and
+    the runtime annotations."""
     if template is None:
         c.error(path, "is required")
         return PodSpec({}), {}
@@ -201,30 +230,17 @@ def _pod(c: _Checker, template: Any, path: str) -> tuple[PodSpec, dict[str, Any]
         c.error(f"{path}.spec.containers", "must be a non-empty list of containers")
         containers = []
     for i, container in enumerate(containers[:MAX_WORKER_SETS]):
-        cpath = f"{path}.spec.containers[{i}]"
-        cont = c.mapping(container, cpath)
-        res = c.mapping(cont.get("resources"), f"{cpath}.resources", required=False)
-        requests = c.mapping(res.get("requests"), f"{cpath}.resources.requests", required=False)
-        for name, value in requests.items():
-            si = RESOURCES.get(name)
-            if si is None:
-                c.error(f"{cpath}.resources.requests.{name}",
-                        f"unknown resource (known: {', '.join(RESOURCES)})")
-                continue
-            try:
-                q = parse_quantity(si, value)
-            except ValueError as exc:
-                c.error(f"{cpath}.resources.requests.{name}", str(exc))
-                continue
-            if q < 0:
-                c.error(f"{cpath}.resources.requests.{name}", f"must not be negative (got {value!r})")
-                continue
-            if q:
-                total[si] = total.get(si, 0) + q
+        add_into(total, _requests(c, container, f"{path}.spec.containers[{i}]"))
+    inits = spec.get("initContainers")
+    if inits is not None and not isinstance(inits, list):
+        c.error(f"{path}.spec.initContainers", f"must be a list of containers (got {_kind(inits)})")
+    for i, container in enumerate(inits[:MAX_WORKER_SETS] if isinstance(inits, list) else []):
+        for name, q in _requests(c, container, f"{path}.spec.initContainers[{i}]").items():
+            total[name] = max(total.get(name, 0), q)  # init containers run one at a time, before the rest
     if len(containers) > MAX_WORKER_SETS:
         c.error(f"{path}.spec.containers", f"more than {MAX_WORKER_SETS} containers")
     if containers and not total:
-        c.error(f"{path}.spec.containers", "no container requests any cpu, memory or nvidia.com/gpu: "
+        c.error(f"{path}.spec.containers", "no container requests or limits any cpu, memory or nvidia.com/gpu: "
                                            "a pod must ask for something")
     duration = _annotation_number(c, annotations, SIM_DURATION, f"{path}.metadata.annotations", 2.0, MAX_DURATION_S)
     exit_code = int(_annotation_number(c, annotations, SIM_EXIT_CODE, f"{path}.metadata.annotations", 0, 255,
@@ -364,7 +380,7 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     terminating = c.boolean(spec.get("terminating"), "spec.terminating", False)
     workers = sum(ws.counts for ws in worker_sets)
     min_workers = c.integer(spec.get("minWorkersNum"), "spec.minWorkersNum", 1, 0, MAX_COUNTS * MAX_WORKER_SETS)
-    if worker_sets and min_workers > workers:
+    if worker_sets and min_workers > workers and all(ws.counts >= 1 for ws in worker_sets):  # (else: counts' error)
         c.error("spec.minWorkersNum", f"must be at most the number of workers, {workers} (got {min_workers})")
     priority = c.integer(spec.get("priority"), "spec.priority", 5, 1, 10)
     policy = c.mapping(spec.get("schedulerPolicy"), "spec.schedulerPolicy", required=False)

@@ -29,7 +29,7 @@ class StageEvent(enum.Enum):
     LEADER_SUCCEEDED = "the leader exited 0"
     TERMINATING = "spec.terminating was set"
     SCHEDULE_FAILED = "the job can never be scheduled (ScheduledFailed)"
-    RESTARTS_EXCEEDED = "the leader failed more than restartLimit times"
+    RESTARTS_EXCEEDED = "a pod, the leader or a worker, failed more than restartLimit times"
 
 
 _S, _E = Stage, StageEvent
