@@ -143,3 +143,28 @@ def test_invalid_rules_are_reported_with_their_path(rule, error):
         parse_config(load_yaml(text))
     assert any(e.startswith("partitions[0].placementrules[0]") and error in e for e in info.value.errors), \
         info.value.errors
+
+
+QUALIFIED = """
+partitions:
+  - name: default
+    placementrules:
+      - {name: provided, create: true, parent: {name: fixed, value: root.p}}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - {name: p, parent: true}
+          - {name: a}
+"""
+
+
+def test_a_fully_qualified_provided_name_skips_the_parent_rule():
+    """Regression: with a parent rule, `root.a` went to a new queue `root.p.root_dot_a`. As
+    YuniKorn's provided rule: a name from root is the queue itself (the parent rule is not
+    run); a partial one goes under the parent, its dots replaced."""
+    h = Harness()
+    h.setup(QUALIFIED, n1={"vcore": 4000})
+    ok, rejected = placed(h, app("x", "root.a"), app("y", "team.one"), app("z", "ROOT.A"))
+    assert (ok, rejected) == ({"x": "root.a", "y": "root.p.team_dot_one", "z": "root.a"}, {})
+    assert not any("root_dot_" in q for q in queues(h))

@@ -120,7 +120,8 @@ class AppPlacement:
         if not _filter_allows(rule.filter, msg.ugi.user, list(msg.ugi.groups)):
             return None
         for name in self._rule_names(rule, msg):
-            if rule.parent is not None:
+            qualified = name.strip().lower().startswith("root.")  # a queue from root: no parent rule runs
+            if rule.parent is not None and not qualified:
                 parent = self._place_by(rule.parent, msg, leaf=False)
                 if parent is None:
                     return None

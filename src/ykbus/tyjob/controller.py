@@ -380,7 +380,7 @@ class Controller:
             if run.stage in FINAL:
                 self._end_pod(run, pod, "the job has ended")
                 continue
-            if pod.role == LEADER or self._leader_created(run):
+            if pod.role == LEADER or _leader_created(run):
                 self._start(run, pod, now)
         for r in response.released:
             run = self.by_app.get(r.applicationID)
@@ -470,72 +470,31 @@ class Controller:
         else:
             pod.unplace()
 
-    @staticmethod
-    def _leader_created(run: JobRun) -> bool:
-        return any(p.role == LEADER and p.phase in (RUNNING, SUCCEEDED, FAILED) for p in run.pods.values())
-
-    # --- stage and schedule state ---------------------------------------------------------
-
-    def _schedule_event(self, run: JobRun) -> ScheduleEvent | None:
-        if run.never_fits:
-            return ScheduleEvent.NEVER_FITS
-        if run.lost:
-            return ScheduleEvent.LOST
-        placed = sum(1 for p in run.pods.values() if p.placed)
-        if placed == len(run.pods):
-            return ScheduleEvent.PLACED_ALL
-        return ScheduleEvent.PLACED_SOME if placed else None
-
-    def _stage_event(self, run: JobRun) -> StageEvent | None:
-        stage = Stage(run.stage)
-        leader = next((p for p in run.pods.values() if p.role == LEADER), None)
-        if leader is None:  # cleaned away (cleanPodPolicy): the job has ended
-            return None
-        if run.schedule == ScheduleState.SCHEDULED_FAILED:
-            return StageEvent.SCHEDULE_FAILED
-        if run.job.terminating:
-            return StageEvent.TERMINATING
-        if leader.phase == SUCCEEDED:
-            return StageEvent.LEADER_SUCCEEDED
-        if leader.phase == FAILED or _failed_worker(run) is not None:
-            return StageEvent.RESTARTS_EXCEEDED
-        if stage is Stage.PENDING:
-            return StageEvent.LEADER_CREATED if self._leader_created(run) else None
-        if stage is Stage.RESCHEDULING:
-            return None if run.lost else StageEvent.PODS_BACK
-        if run.lost:
-            return StageEvent.PODS_LOST
-        if stage is Stage.STARTING and leader.phase == RUNNING:
-            ready = sum(1 for p in run.pods.values() if p.role == WORKER and p.phase in (RUNNING, SUCCEEDED))
-            if ready >= run.job.min_workers:
-                return StageEvent.WORKERS_READY
-        return None
-
     def _advance(self, run: JobRun, now: float) -> None:
         self.changed.add(run.job.key)
-        event = self._schedule_event(run)
+        event = schedule_event(run)
         state = ScheduleState(run.schedule)
         if event is not None and SCHEDULE.allows(state, event):
             run.schedule = SCHEDULE.advance(state, event).value
             if event is ScheduleEvent.NEVER_FITS:
                 run.message = run.never_fits
         while Stage(run.stage) not in FINAL:
-            stage_event = self._stage_event(run)
-            if stage_event is None or not STAGE.allows(Stage(run.stage), stage_event):
+            step = stage_event(run)
+            if step is None or not STAGE.allows(Stage(run.stage), step):
                 break
-            run.stage = STAGE.advance(Stage(run.stage), stage_event).value
-            if stage_event in (StageEvent.LEADER_CREATED, StageEvent.WORKERS_READY, StageEvent.PODS_BACK):
+            run.stage = STAGE.advance(Stage(run.stage), step).value
+            if step in (StageEvent.LEADER_CREATED, StageEvent.WORKERS_READY, StageEvent.PODS_BACK):
                 run.message = ""  # what it waited for is there
-            elif stage_event is StageEvent.RESTARTS_EXCEEDED:
+            elif step is StageEvent.RESTARTS_EXCEEDED:
                 worker = _failed_worker(run)
                 run.message = (f"the leader failed {run.restarts} times, more than restartLimit {run.job.restart_limit}"
                                if worker is None else f"worker {worker.name} failed {worker.restarts} times, more than "
                                f"restartLimit {run.job.restart_limit}")
-            elif stage_event is StageEvent.LEADER_SUCCEEDED:
+            elif step is StageEvent.LEADER_SUCCEEDED:
                 run.message = "the leader succeeded"
-            elif stage_event is StageEvent.TERMINATING:
+            elif step is StageEvent.TERMINATING:
                 run.message = "spec.terminating is set"
-            elif stage_event is StageEvent.PODS_LOST:
+            elif step is StageEvent.PODS_LOST:
                 run.message = f"pods lost with their node: {', '.join(run.lost)}"
         if run.stage in WAITING:  # what it waits for now, as the core said it (a stage move cleared it)
             self._show_wait(run)
@@ -572,6 +531,50 @@ class Controller:
         if not run.removed and not run.placeholders and not any(p.uuid for p in run.pods.values()):
             self.out.removes.append(run.app_id)
             run.removed = True
+
+
+def _leader_created(run: JobRun) -> bool:
+    """Its leader's pod was created (it runs or ran)."""
+    return any(p.role == LEADER and p.phase in (RUNNING, SUCCEEDED, FAILED) for p in run.pods.values())
+
+
+def schedule_event(run: JobRun) -> ScheduleEvent | None:
+    """What the core's decisions, as the run holds them, say of its schedule state."""
+    if run.never_fits:
+        return ScheduleEvent.NEVER_FITS
+    if run.lost:
+        return ScheduleEvent.LOST
+    placed = sum(1 for p in run.pods.values() if p.placed)
+    if placed == len(run.pods):
+        return ScheduleEvent.PLACED_ALL
+    return ScheduleEvent.PLACED_SOME if placed else None
+
+
+def stage_event(run: JobRun) -> StageEvent | None:
+    """What the run's pods say of its stage (its schedule state read first)."""
+    stage = Stage(run.stage)
+    leader = next((p for p in run.pods.values() if p.role == LEADER), None)
+    if leader is None:  # cleaned away (cleanPodPolicy): the job has ended
+        return None
+    if run.schedule == ScheduleState.SCHEDULED_FAILED:
+        return StageEvent.SCHEDULE_FAILED
+    if run.job.terminating:
+        return StageEvent.TERMINATING
+    if leader.phase == SUCCEEDED:
+        return StageEvent.LEADER_SUCCEEDED
+    if leader.phase == FAILED or _failed_worker(run) is not None:
+        return StageEvent.RESTARTS_EXCEEDED
+    if stage is Stage.PENDING:
+        return StageEvent.LEADER_CREATED if _leader_created(run) else None
+    if stage is Stage.RESCHEDULING:
+        return None if run.lost else StageEvent.PODS_BACK
+    if run.lost:
+        return StageEvent.PODS_LOST
+    if stage is Stage.STARTING and leader.phase == RUNNING:
+        ready = sum(1 for p in run.pods.values() if p.role == WORKER and p.phase in (RUNNING, SUCCEEDED))
+        if ready >= run.job.min_workers:
+            return StageEvent.WORKERS_READY
+    return None
 
 
 def never_fits(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[str, dict[str, str]]) -> str:
