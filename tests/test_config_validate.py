@@ -99,3 +99,57 @@ def test_a_reader_is_chosen_in_the_file_or_by_flag_and_must_answer_reads(tmp_pat
     f.write_text("role: standby\n")
     out = json.loads(validate(f, "--service", "--json").stdout)
     assert out["valid"] is False and "$.role" in out["errors"][0]
+
+
+def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path):
+    """Regression: a second `properties:` in one queue replaced the first (its fence was gone)
+    and the file read as valid. YAML says a mapping's keys are unique; a merge (`<<:`) may
+    still be overridden by a key of its own."""
+    f = tmp_path / "queues.yaml"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+                 "        queues:\n          - name: tenant\n            properties: {priority.policy: fence}\n"
+                 "            maxapplications: 5\n            properties: {application.sort.policy: fair}\n")
+    proc = validate(f)
+    assert proc.returncode == 1 and "key 'properties' is given twice (lines 8 and 10)" in proc.stderr, proc.stderr
+    f.write_text("base: &b {name: a, maxapplications: 2}\npartitions:\n  - name: default\n    queues:\n"
+                 "      - name: root\n        submitacl: '*'\n        queues:\n          - <<: *b\n"
+                 "            maxapplications: 3\n")
+    proc = validate(f)
+    assert "given twice" not in proc.stderr, proc.stderr
+
+
+def test_a_name_that_yaml_reads_as_a_number_or_a_boolean_is_told_to_be_quoted(tmp_path):
+    """Regression: `name: 2024` and `name: off` read "missing queue name"."""
+    f = tmp_path / "queues.yaml"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+                 "        queues:\n          - name: 2024\n          - name: off\n")
+    proc = validate(f)
+    assert proc.returncode == 1
+    assert "partitions[0].queues[0].queues[0].name: 2024 is a number in YAML: quote it ('2024') to name a queue" \
+        in proc.stderr, proc.stderr
+    assert "partitions[0].queues[0].queues[1].name: False is a boolean in YAML: quote the name ('off', say)" \
+        in proc.stderr, proc.stderr
+    assert "missing" not in proc.stderr and "duplicate" not in proc.stderr, proc.stderr
+
+
+def test_an_empty_policy_is_its_default_and_an_offset_is_read_as_go_reads_an_int32():
+    """The priority scheduling design: "If no policy is set the value `default` is used";
+    `priority.offset` is `strconv.ParseInt(s, 10, 32)`, 0 when that fails (regression:
+    `1_000` and Arabic-Indic digits read as 1000 and 100)."""
+    from ykbus.core.config import parse_offset
+
+    assert [parse_offset(t) for t in ("100", "-5", "+7", "1_000", "١٠٠", "abc", "", "2147483648")] == [
+        100, -5, 7, 0, 0, 0, 0, 0]
+
+
+def test_a_policy_left_empty_validates(tmp_path):
+    f = tmp_path / "queues.yaml"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+                 "        queues:\n          - name: a\n            properties: {priority.policy: '', "
+                 "application.sort.policy: ''}\n          - name: b\n"
+                 "            properties: {application.sort.priority: yes}\n")
+    proc = validate(f)
+    assert "queues[0].properties" not in proc.stderr, proc.stderr
+    assert ("partitions[0].queues[0].queues[1].properties.application.sort.priority: unknown value 'true': "
+            "expected one of enabled, disabled (YAML reads an unquoted yes, no, on, off, true or false as a "
+            "boolean)") in proc.stderr, proc.stderr

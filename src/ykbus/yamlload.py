@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ykbus import limits
 from ykbus.core.config import SchedulerConfig, parse_config
@@ -45,6 +45,20 @@ class _BoundedLoader(yaml.SafeLoader):
             raise yaml.YAMLError(f"more than {limits.MAX_YAML_NODES} nodes once aliases are expanded "
                                  "(limit YAML_NODES)")
         return node
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping whose keys are unique, as YAML says they are (PyYAML keeps the last of
+        two silently: a second `properties:` replaced the first). A merge (`<<: *base`) is
+        not a key given twice: a key of the mapping's own overrides what it merges."""
+        seen: dict[str, int] = {}
+        for key, _ in node.value:
+            if isinstance(key, ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                line = key.start_mark.line + 1
+                if key.value in seen:
+                    raise yaml.YAMLError(f"key {limits.quoted(key.value)} is given twice (lines {seen[key.value]} "
+                                         f"and {line}): the second would silently replace the first")
+                seen[key.value] = line
+        return super().construct_mapping(node, deep=deep)
 
     def _size(self, node: Node) -> int:
         known = self._sizes.get(id(node))

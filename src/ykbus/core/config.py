@@ -351,10 +351,14 @@ def _properties(obj: object, path: str, errors: _Errors) -> dict[str, str]:
         text = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         policy = _ENUM_PROPERTIES.get(str(key))
         if policy is not None:
+            if not text.strip():
+                continue  # no policy set: its default (YuniKorn's priority scheduling design)
             try:
                 text = policy.from_str(text).value
             except ValueError as exc:
-                errors.add(f"{path}.{key}", str(exc))
+                hint = " (YAML reads an unquoted yes, no, on, off, true or false as a boolean)" \
+                    if isinstance(value, bool) else ""
+                errors.add(f"{path}.{key}", f"{exc}{hint}")
         elif key in _DURATION_PROPERTIES:
             _duration(text, f"{path}.{key}", errors, 0)
         out[str(key)] = text
@@ -470,6 +474,16 @@ def _template(obj: object, path: str, errors: _Errors) -> ChildTemplate | None:
     )
 
 
+def _not_a_name(value: object, what: str) -> str:
+    """Why `value` names nothing: missing, or a scalar YAML read as a number or a boolean
+    (`name: 2024`, `name: off`) where YuniKorn's loader would have read the text."""
+    if isinstance(value, bool):
+        return f"{value} is a boolean in YAML: quote the name ('off', say) to name {what}"
+    if isinstance(value, (int, float)):
+        return f"{value} is a number in YAML: quote it ('{value}') to name {what}"
+    return f"missing {what.split()[-1]} name"
+
+
 def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
     raw = _mapping(obj, path, errors)
     if raw is None:
@@ -477,7 +491,7 @@ def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
     errors.keys(raw, _QUEUE_KEYS, path)
     name = raw.get("name")
     if not isinstance(name, str) or not name:
-        errors.add(f"{path}.name", "missing queue name")
+        errors.add(f"{path}.name", _not_a_name(name, "a queue"))
         name = "?"
     elif "." in name:
         errors.add(f"{path}.name", f"queue name {name!r} contains a dot")
@@ -556,7 +570,7 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
     seen: dict[str, int] = {}
     totals: dict[str, int] = {}
     for i, child in enumerate(q.queues):
-        if child.name in seen:
+        if child.name in seen and child.name != "?":  # ("?": no name, an error of its own)
             errors.add(f"{path}.queues[{i}].name", f"duplicate queue name {child.name!r} under {path}")
         seen.setdefault(child.name, i)
         for res, value in child.guaranteed.items():
@@ -676,7 +690,7 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
     errors.keys(raw, _PARTITION_KEYS, path)
     name = raw.get("name")
     if not isinstance(name, str) or not name:
-        errors.add(f"{path}.name", "missing partition name")
+        errors.add(f"{path}.name", _not_a_name(name, "a partition"))
         name = "?"
     elif "." in name:
         errors.add(f"{path}.name", f"partition name {name!r} contains a dot")
@@ -779,10 +793,13 @@ def parse_config(obj: object) -> SchedulerConfig:
     return SchedulerConfig(partitions=partitions)
 
 
+_OFFSET = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_offset(text: str) -> int:
     """`priority.offset` as YuniKorn's priority scheduling design defines it: an int32, 0 when empty or unparsable."""
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
+    text = text.strip()
+    if not _OFFSET.fullmatch(text):  # Go's strconv.ParseInt(s, 10, 32): a sign and ASCII digits only
         return 0
+    value = int(text, 10)
     return value if INT32_MIN <= value <= INT32_MAX else 0
