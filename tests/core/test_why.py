@@ -48,7 +48,8 @@ def test_no_node_has_room_names_the_largest_free_amount():
     assert w["message"] == ("no schedulable node has {vcore: 1.6 cores, memory: 100 B} free, other than nodes "
                             "reserved for other asks")
     assert w["details"] == {"asked": {"vcore": 1600, "memory": 100}, "largestFree": {"vcore": 1500, "memory": 8000},
-                            "schedulableNodes": 2}
+                            "schedulableNodes": 2,  # and it fits neither node even empty: it waits for a larger one
+                            "fitsNoNodeEmpty": True, "largestEmpty": {"vcore": 1500, "memory": 8000}}
     assert why(h, "a") == {"allocationKey": "big", **w}
     true_and_kept(h)
 
