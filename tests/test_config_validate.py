@@ -153,3 +153,16 @@ def test_a_policy_left_empty_validates(tmp_path):
     assert ("partitions[0].queues[0].queues[1].properties.application.sort.priority: unknown value 'true': "
             "expected one of enabled, disabled (YAML reads an unquoted yes, no, on, off, true or false as a "
             "boolean)") in proc.stderr, proc.stderr
+
+
+def test_a_limit_of_applications_with_empty_maxresources_is_valid(tmp_path):
+    """As YuniKorn reads it (an empty map: no resource limit) and as docs/configuration.md
+    says (maxresources or maxapplications); regression: "maxresources: sets no resource above zero"."""
+    f = tmp_path / "queues.yaml"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+                 "        queues:\n          - name: a\n            limits:\n"
+                 "              - {limit: one, users: [bob], maxapplications: 1, maxresources: {}}\n"
+                 "              - {limit: none, users: [eve], maxresources: {}}\n")
+    proc = validate(f)
+    assert proc.returncode == 1 and "1 error" in proc.stderr, proc.stderr
+    assert "limits[1]: a limit needs maxresources or maxapplications" in proc.stderr, proc.stderr

@@ -432,9 +432,9 @@ def _limit(obj: object, path: str, errors: _Errors) -> LimitConfig | None:
     if "maxapplications" in raw and raw["maxapplications"] == 0:
         errors.add(f"{path}.maxapplications", "must be greater than 0")
     maxapps = _maxapps(raw, path, errors)
-    if "maxresources" in raw and not any(maxres.values()):
+    if raw.get("maxresources") and not any(maxres.values()):  # (empty: not set, as YuniKorn reads it)
         errors.add(f"{path}.maxresources", "sets no resource above zero")
-    if "maxresources" not in raw and "maxapplications" not in raw:
+    if not raw.get("maxresources") and "maxapplications" not in raw:
         errors.add(path, "a limit needs maxresources or maxapplications")
     text = raw.get("limit")
     return LimitConfig(limit="" if text is None else str(text), users=users, groups=groups,
