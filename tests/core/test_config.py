@@ -2,7 +2,8 @@
 
 import pytest
 
-from ykbus.core.config import ConfigError, parse_config, parse_quantity
+from ykbus.core.config import ConfigError, parse_config
+from ykbus.core.resources import parse_quantity
 from ykbus.yamlload import load_yaml
 
 

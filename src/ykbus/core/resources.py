@@ -10,6 +10,8 @@ the JSON read API keep the integers.
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -140,3 +142,36 @@ def scaled(res: Res, n: int) -> Res:
 def positive(res: Res) -> Res:
     """The entries of `res` that are not zero, in their order."""
     return {k: v for k, v in res.items() if v}
+
+
+# --- quantities as a configuration writes them -------------------------------------------
+
+_SUFFIX: dict[str, int] = {
+    "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|[kMGTPE]i?|Ki)?\s*$")
+INT64_MAX = 2**63 - 1
+
+
+def parse_quantity(resource: str, value: object) -> int:
+    """Parse one configured quantity as YuniKorn does; ValueError says why it is invalid."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a quantity, got {type(value).__name__}")
+    text = repr(value) if isinstance(value, float) else str(value)
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f"invalid quantity {value!r}")
+    number, suffix = Fraction(match.group(1)), match.group(2) or ""
+    if suffix == "m":
+        if resource != "vcore":
+            raise ValueError(f"invalid quantity {value!r}: the milli suffix is only for vcore")
+        result = number
+    else:
+        result = number * _SUFFIX[suffix] * (1000 if resource == "vcore" else 1)
+    if result.denominator != 1:
+        raise ValueError(f"invalid quantity {value!r}: not a whole number")
+    if result > INT64_MAX:
+        raise ValueError(f"invalid quantity {value!r}: larger than int64")
+    return int(result)

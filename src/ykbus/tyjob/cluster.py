@@ -19,7 +19,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from ykbus.core.config import attribute_name_problem, parse_quantity
+from ykbus.core.config import attribute_name_problem
+from ykbus.core.resources import parse_quantity
 from ykbus.si import messages as m
 from ykbus.tyjob.manifest import MAX_NAME, NAME, RESOURCES
 from ykbus.yamlload import load_yaml

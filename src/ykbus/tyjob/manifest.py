@@ -30,8 +30,8 @@ from typing import Any
 
 import msgspec
 
-from ykbus.core.config import attribute_name_problem, parse_quantity
-from ykbus.core.resources import add_into
+from ykbus.core.config import attribute_name_problem
+from ykbus.core.resources import add_into, parse_quantity
 from ykbus.core.tags import NodePolicy
 from ykbus.core.topology import PREFERRED_TAG, REQUIRED_TAG
 from ykbus.yamlload import load_yaml_documents
