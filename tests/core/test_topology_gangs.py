@@ -81,9 +81,24 @@ def test_a_gang_no_rack_holds_waits_with_the_closest_rack_named():
     assert "the fullest fit, rack b1/r2, has room for 3" in reason
     why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["big"]["asks"]["ph"]["why"]
     assert why["code"] == "TopologyNoDomain" and why["details"]["closest"] == "b1/r2"
+    # and it says it waits for a larger rack, not for room: none would hold it even empty
+    assert reason.endswith("; no rack would hold it even empty (at most 3)") and why["details"]["holdsEmpty"] == 3
     # a block holds it (r1 + r2 are both in b1): required at the block level places it
     outs = gang_job(h, "blocky", 4, 4, {"ykbus.io/topology-required": BLOCK})
     assert len(new_allocs(outs)) == 4 and set(racks_of(outs, "blocky")) <= {"r1", "r2"}
+
+
+def test_a_gang_a_rack_would_hold_when_empty_waits_for_room_without_saying_never():
+    """Regression: a reason could not tell a gang that waits for room from one that no rack
+    holds at all; only the latter says "even empty"."""
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 3, 0)})  # 8 and 12 GPUs
+    h.do(h.log.apps(app_msg("busy", "root.jobs")))
+    h.do(h.log.asks(ask("b", "busy", max_allocations=5, gpu=2, vcore=1000)))  # 2 GPUs of each node taken
+    outs = gang_job(h, "big", 3, 4, {"ykbus.io/topology-required": RACK})  # 3 whole nodes: r2 holds it empty
+    (reason,) = {s.reason for s in states(outs) if s.applicartionID == "big"}
+    assert reason.startswith("no ykbus.io/rack domain has room for 3 × ") and "even empty" not in reason, reason
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["big"]["asks"]["ph"]["why"]
+    assert "holdsEmpty" not in why["details"]
 
 
 def test_a_preferred_gang_goes_to_a_broader_level_when_no_rack_holds_it():

@@ -48,7 +48,7 @@ async def test_a_gang_is_placed_in_one_rack_and_one_no_rack_holds_is_told_why(na
         await rec.wait_for(lambda: any(s.applicartionID == "huge" for s in rec.states))
         [why] = [s.reason for s in rec.states if s.applicartionID == "huge"]
         assert why == ("no ykbus.io/rack domain has room for 12 × {gpu: 1}; "
-                       "the fullest fit, rack b2/rd, has room for 8")
+                       "the fullest fit, rack b2/rd, has room for 8; no rack would hold it even empty (at most 8)")
         assert not any(a.applicationID == "huge" for a in rec.allocations)
 
 

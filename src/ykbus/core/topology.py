@@ -328,13 +328,15 @@ class NoDomain:
     domain at the level has room for even one member, or there is none), holding `holds`
     of the gang's `wanted` members. `message` is the reason's text."""
 
-    __slots__ = ("code", "level", "closest", "holds", "wanted", "message", "remembered")
+    __slots__ = ("code", "level", "closest", "holds", "wanted", "message", "remembered", "never")
 
     def __init__(self, level: str, closest: Domain | None, holds: int, wanted: int, message: str,
-                 remembered: str | None = None) -> None:
+                 remembered: str | None = None, never: int | None = None) -> None:
         self.code = NO_DOMAIN
         self.level, self.closest, self.holds, self.wanted, self.message = level, closest, holds, wanted, message
         self.remembered = remembered  # the placed gang's domain its lost members must go back into
+        # the most members a domain would hold with its nodes empty (None: not asked), when fewer than `wanted`
+        self.never = never if never is not None and never < wanted else None
 
     def details(self) -> dict[str, object]:
         """The reason's figures, as the read API's `details` keep them."""
@@ -342,6 +344,8 @@ class NoDomain:
                                   "holds": self.holds, "wanted": self.wanted}
         if self.remembered is not None:
             out["domain"] = self.remembered
+        if self.never is not None:
+            out["holdsEmpty"] = self.never  # no domain would hold it even empty: at most this many
         return out
 
     def __str__(self) -> str:
@@ -480,8 +484,10 @@ class _Scope:
                     return Fit(self.level, d, placed, self.left(d))
         return None
 
-    def closest(self) -> NoDomain:
-        """Rule 8: the fullest fit, and the reason."""
+    def closest(self, empty: Callable[[str], Res] | None = None) -> NoDomain:
+        """Rule 8: the fullest fit, and the reason; with `empty` (a node's room when nothing
+        of the scheduler's runs on it), whether any domain would hold the gang even empty:
+        when none would, the reason says so (it waits for the cluster to grow, not for room)."""
         closest: Domain | None = None
         holds = 0
         for d in self.by_fit:
@@ -489,7 +495,19 @@ class _Scope:
             if count > holds:
                 closest, holds = d, count
         text = _no_domain_text(self.level, self.domains, closest, holds, self.members)
-        return NoDomain(self.level, closest, holds, len(self.members), text)
+        ever = None
+        if empty is not None and self.domains:
+            ever = max(self._holds_empty(d, empty) for d in self.domains)
+            if ever < len(self.members):
+                where = f"no {short(self.level)}" if self.level != ANYWHERE else "the nodes together"
+                text += f"; {where} would hold it even empty (at most {ever})"
+        return NoDomain(self.level, closest, holds, len(self.members), text, never=ever)
+
+    def _holds_empty(self, d: Domain, empty: Callable[[str], Res]) -> int:
+        """How many of the members domain `d`'s nodes would hold with nothing running on them."""
+        ids = self.nodes(d)
+        placed = first_fit(lambda i: empty(ids[i]), len(ids), self.members, False)
+        return len(placed) - placed.count(MISSED)
 
 
 def short(level: str) -> str:
@@ -511,13 +529,16 @@ def _no_domain_text(level: str, domains: list[Domain], closest: Domain | None, h
 
 
 def choose(index: DomainIndex, members: Sequence[Res], request: TopologyRequest,
-           order: Sequence[str] | None = None, taken: Taken | None = None) -> Fit | NoDomain:
+           order: Sequence[str] | None = None, taken: Taken | None = None,
+           empty: Callable[[str], Res] | None = None) -> Fit | NoDomain:
     """Rule 7: where a gang asking `request` goes. `required`: the best fit at its level,
     or why none holds it. `preferred`: the best fit at its level, else at each broader level,
     else anywhere; when nothing holds it, the reason of the level asked for (the fullest fit
-    is looked for only then). `taken`: what the gang's groups before this one took. A level
-    the partition no longer has (a reload dropped it) holds nothing: `required` waits,
-    `preferred` goes anywhere."""
+    is looked for only then). `taken`: what the gang's groups before this one took; `empty`:
+    a node's room with nothing running on it, for the reason to say whether any domain of
+    the level would hold the gang even so (`_Scope.closest`). A level the partition no
+    longer has (a reload dropped it) holds nothing: `required` waits, `preferred` goes
+    anywhere."""
     if request.level not in index.levels:
         if request.mode is TopologyMode.PREFERRED:
             fit = _Scope(index, members, ANYWHERE, order, taken).best()
@@ -536,7 +557,7 @@ def choose(index: DomainIndex, members: Sequence[Res], request: TopologyRequest,
             fit = _Scope(index, members, level, order, taken).best()
             if fit is not None:
                 return fit
-    return asked.closest()
+    return asked.closest(empty)
 
 
 def within(index: DomainIndex, members: Sequence[Res], level: str, values: tuple[str, ...],

@@ -23,7 +23,7 @@ from ykbus.core.backfill import Backfill, domain_estimate, held_estimate, limits
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node, Shape
 from ykbus.core.packing import first_fit
-from ykbus.core.resources import Res
+from ykbus.core.resources import Res, sub_into
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
 from ykbus.core.timeline import Estimate
@@ -221,12 +221,20 @@ class TopologyPlacer:
         keys.sort()
         return [key[1] for key in keys]
 
+    def empty_room(self, node_id: str) -> Res:
+        """A node's room with nothing of the scheduler's on it: its capacity less what the RM
+        occupies (a reason says whether a domain would hold a gang even so)."""
+        node = self.part.nodes[node_id]
+        room = dict(node.capacity)
+        sub_into(room, node.occupied)
+        return room
+
     def place(self, request: TopologyRequest, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
         key = (request, tuple([id(r) for r in members]))  # (members' vectors are interned: one object a shape)
         known = self.no_domain.get(key)
         if known is not None:
             return known
-        found = choose(self.index, members, request, self.in_order())
+        found = choose(self.index, members, request, self.in_order(), empty=self.empty_room)
         if isinstance(found, Fit):
             nodes = self.part.nodes
             return [nodes[node_id] for node_id in found.nodes]
@@ -377,7 +385,7 @@ class GangDomain:
             elif request is None:
                 fit = best_fit(index, sizes, ANYWHERE, order, taken)
             else:
-                fit = choose(index, sizes, request, order, taken)
+                fit = choose(index, sizes, request, order, taken, placer.empty_room)
             if isinstance(fit, NoDomain):
                 message = fit.message if not key else f"task group {key}: {fit.message}"
                 found = NoPlace(message, {**fit.details(), **({"taskGroup": key} if key else {})})
