@@ -166,3 +166,17 @@ def test_a_limit_of_applications_with_empty_maxresources_is_valid(tmp_path):
     proc = validate(f)
     assert proc.returncode == 1 and "1 error" in proc.stderr, proc.stderr
     assert "limits[1]: a limit needs maxresources or maxapplications" in proc.stderr, proc.stderr
+
+
+def test_keys_are_compared_as_values_and_an_anchor_merged_elsewhere_is_no_duplicate():
+    """Review of the duplicate-key check: a mapping merged elsewhere (`<<: *x`) was flattened
+    before its own check and read as a key given twice; `1` and `'1'` are two keys, `true`
+    and `yes` one."""
+    import pytest
+
+    from ykbus.yamlload import load_yaml
+
+    assert load_yaml("a:\n  b:\n    x: &x\n      <<: {k: 1}\n      k: 2\nc:\n  <<: *x\n")["a"]["b"]["x"] == {"k": 2}
+    assert load_yaml("{1: a, '1': b}") == {1: "a", "1": "b"}
+    with pytest.raises(ValueError, match="key 'yes' is given twice"):
+        load_yaml("{true: a, yes: b}")

@@ -41,24 +41,30 @@ class _BoundedLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
+        if isinstance(node, MappingNode):
+            self._unique_keys(node)
         if self._size(node) > limits.MAX_YAML_NODES:
             raise yaml.YAMLError(f"more than {limits.MAX_YAML_NODES} nodes once aliases are expanded "
                                  "(limit YAML_NODES)")
         return node
 
-    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """A mapping whose keys are unique, as YAML says they are (PyYAML keeps the last of
-        two silently: a second `properties:` replaced the first). A merge (`<<: *base`) is
-        not a key given twice: a key of the mapping's own overrides what it merges."""
-        seen: dict[str, int] = {}
+    def _unique_keys(self, node: MappingNode) -> None:
+        """A mapping's keys are unique, as YAML says (PyYAML keeps the last of two silently:
+        a second `properties:` replaced the first). Checked as composed, before a merge
+        (`<<: *base`) is flattened into the mapping (a key of its own overrides a merged one),
+        keys compared as values (`1` and `'1'` differ; `yes` and `true` do not)."""
+        seen: dict[tuple[str, Any], int] = {}
         for key, _ in node.value:
-            if isinstance(key, ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                line = key.start_mark.line + 1
-                if key.value in seen:
-                    raise yaml.YAMLError(f"key {limits.quoted(key.value)} is given twice (lines {seen[key.value]} "
-                                         f"and {line}): the second would silently replace the first")
-                seen[key.value] = line
-        return super().construct_mapping(node, deep=deep)
+            if not isinstance(key, ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            value = self.construct_scalar(key) if key.tag == "tag:yaml.org,2002:str" else \
+                self.yaml_constructors[key.tag](self, key) if key.tag in self.yaml_constructors else key.value
+            line = key.start_mark.line + 1
+            first = seen.get((key.tag, value))
+            if first is not None:
+                raise yaml.YAMLError(f"key {limits.quoted(key.value)} is given twice (lines {first} and {line}): "
+                                     "the second would silently replace the first")
+            seen[(key.tag, value)] = line
 
     def _size(self, node: Node) -> int:
         known = self._sizes.get(id(node))

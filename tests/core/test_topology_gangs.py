@@ -590,3 +590,14 @@ def test_an_untagged_ask_of_an_application_with_a_waiting_set_takes_room_the_mom
     assert [a.allocationKey for a in new_allocs(outs)] == ["loose"]
     invariants.state_is_consistent(h.core)
     assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
+
+
+def test_a_preferred_gang_never_reads_that_no_rack_would_hold_it_even_empty():
+    """Review: a preferred gang goes broader, then anywhere: that no rack would hold it empty
+    does not mean it waits for the cluster to grow, so its reason does not say so."""
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b2", 2, 0)})  # two racks of 8 GPUs in two blocks
+    h.do(h.log.apps(app_msg("busy", "root.jobs")))
+    h.do(h.log.asks(ask("b", "busy", max_allocations=3, gpu=2, vcore=1000)))  # 6 of the 16 GPUs
+    outs = gang_job(h, "pref", 3, 4, {"ykbus.io/topology-preferred": RACK})  # 3 whole nodes: none free
+    (reason,) = {s.reason for s in states(outs) if s.applicartionID == "pref"}
+    assert "even empty" not in reason, reason

@@ -515,3 +515,23 @@ spec:
     d.advance(61)  # the busy job ends: its workers are placed, the message goes
     st = d.status("default.s")
     assert st["stage"] == "Running" and st["message"] == ""
+
+
+def test_pods_lost_from_a_starting_job_are_its_message_not_a_waiting_workers_reason():
+    """Review: once Starting showed its waiting workers' reasons, a node lost in Starting had
+    its "pods lost with their node" replaced, in the same step, by another pod's reason."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n  - {name: n2, cpu: 4, memory: 8Gi}\n")
+    d.start()
+    d.ctl.apply(simple("busy", "3", 1, "3", "600"), 1, d.now)  # 6 of the 8 cpu
+    d.flush()
+    job = simple("s", "1", 2, "1", "600")
+    d.ctl.apply(msgspec.structs.replace(job, min_workers=2), 2, d.now)  # the second worker waits
+    d.flush()
+    st = d.status("default.s")
+    assert st["stage"] == "Starting" and " waits: " in st["message"], st
+    leader_node = next(p["node"] for p in st["pods"] if p["name"] == "s-l")
+    d.feed(d.log.nodes({"nodeID": leader_node, "action": "DECOMISSION"}))
+    st = d.status("default.s")
+    assert st["stage"] == "Rescheduling" and st["message"] == "pods lost with their node: s-l", st
+    d.flush()  # the lost leader asked again: now why it waits, not why a worker waits
+    assert d.status("default.s")["message"].startswith("s-l waits: "), d.status("default.s")

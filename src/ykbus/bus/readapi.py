@@ -26,6 +26,7 @@ import nats.errors
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from ykbus import limits
 from ykbus import web as web_ui
 from ykbus.bus.eventfeed import EventFeed
 from ykbus.bus.live import LiveCore
@@ -50,16 +51,13 @@ class _ClientMistakes(logging.Filter):
             record.exc_info, record.exc_text = None, None
             record.msg, record.args = "bad HTTP request: %s", (str(exc)[:200],)
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            return log.isEnabledFor(logging.DEBUG)
+            return _HTTP_LOG.isEnabledFor(logging.DEBUG)
         return True
 
 
 _HTTP_LOG = logging.getLogger("ykbus.http")  # the HTTP server's own errors
 _HTTP_LOG.addFilter(_ClientMistakes())
 MAX_DRY_RUN_BYTES = 1 << 20  # a dry run's request body
-# A request's line and each header line: at most Go's net/http's whole header (DefaultMaxHeaderBytes,
-# 1 MB), as YuniKorn's server takes them (aiohttp's own bound, 8,190 bytes, refused a browser's cookies)
-MAX_HEADER_LINE = 1 << 20
 COOKIE = "ykbus_token"  # what a browser holds once it opened a page with ?token= (HttpReadApi._let_in)
 
 WOULD_FIT = "wouldfit"  # the dry run: over NATS, and POST /api/wouldfit (its request is a body)
@@ -174,7 +172,10 @@ class HttpReadApi:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # at a stop, open answers (an event stream) get a second to finish, not aiohttp's 60
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
-                               max_line_size=MAX_HEADER_LINE, max_field_size=MAX_HEADER_LINE, logger=_HTTP_LOG)
+                               # (aiohttp's own 8,190 bytes a line refused a browser's cookies; its 128
+                               # lines of that much are no bound a reader should rely on: ykbus.limits)
+                               max_line_size=limits.MAX_HTTP_LINE_BYTES, max_field_size=limits.MAX_HTTP_LINE_BYTES,
+                               max_headers=limits.MAX_HTTP_HEADERS, logger=_HTTP_LOG)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self._port)

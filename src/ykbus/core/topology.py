@@ -496,11 +496,15 @@ class _Scope:
                 closest, holds = d, count
         text = _no_domain_text(self.level, self.domains, closest, holds, self.members)
         ever = None
-        if empty is not None and self.domains:
-            ever = max(self._holds_empty(d, empty) for d in self.domains)
-            if ever < len(self.members):
-                where = f"no {short(self.level)}" if self.level != ANYWHERE else "the nodes together"
-                text += f"; {where} would hold it even empty (at most {ever})"
+        if empty is not None and self.domains and self.level != ANYWHERE:
+            wanted = len(self.members)
+            ever = 0
+            for d in self.domains:  # (stops at the first that would hold it all: the usual case)
+                ever = max(ever, self._holds_empty(d, empty))
+                if ever == wanted:
+                    break
+            if ever < wanted:
+                text += f"; no {short(self.level)} would hold it even empty (at most {ever})"
         return NoDomain(self.level, closest, holds, len(self.members), text, never=ever)
 
     def _holds_empty(self, d: Domain, empty: Callable[[str], Res]) -> int:
@@ -535,8 +539,8 @@ def choose(index: DomainIndex, members: Sequence[Res], request: TopologyRequest,
     or why none holds it. `preferred`: the best fit at its level, else at each broader level,
     else anywhere; when nothing holds it, the reason of the level asked for (the fullest fit
     is looked for only then). `taken`: what the gang's groups before this one took; `empty`:
-    a node's room with nothing running on it, for the reason to say whether any domain of
-    the level would hold the gang even so (`_Scope.closest`). A level the partition no
+    a node's room with nothing running on it, for the reason of a `required` gang to say
+    whether any domain of the level would hold it even so (`_Scope.closest`). A level the partition no
     longer has (a reload dropped it) holds nothing: `required` waits, `preferred` goes
     anywhere."""
     if request.level not in index.levels:
@@ -557,6 +561,7 @@ def choose(index: DomainIndex, members: Sequence[Res], request: TopologyRequest,
             fit = _Scope(index, members, level, order, taken).best()
             if fit is not None:
                 return fit
+        return asked.closest()  # (it would go broader, then anywhere: "no rack even empty" says nothing)
     return asked.closest(empty)
 
 

@@ -223,8 +223,11 @@ class TopologyPlacer:
 
     def empty_room(self, node_id: str) -> Res:
         """A node's room with nothing of the scheduler's on it: its capacity less what the RM
-        occupies (a reason says whether a domain would hold a gang even so)."""
+        occupies (a reason says whether a domain would hold a gang even so); its capacity
+        itself, the one vector, when the RM occupies nothing."""
         node = self.part.nodes[node_id]
+        if not node.occupied:
+            return node.capacity
         room = dict(node.capacity)
         sub_into(room, node.occupied)
         return room

@@ -478,12 +478,14 @@ class Controller:
             run.schedule = SCHEDULE.advance(state, event).value
             if event is ScheduleEvent.NEVER_FITS:
                 run.message = run.never_fits
+        cleared = False
         while Stage(run.stage) not in FINAL:
             step = stage_event(run)
             if step is None or not STAGE.allows(Stage(run.stage), step):
                 break
             run.stage = STAGE.advance(Stage(run.stage), step).value
-            if step in (StageEvent.LEADER_CREATED, StageEvent.WORKERS_READY, StageEvent.PODS_BACK):
+            cleared = step in (StageEvent.LEADER_CREATED, StageEvent.WORKERS_READY, StageEvent.PODS_BACK)
+            if cleared:
                 run.message = ""  # what it waited for is there
             elif step is StageEvent.RESTARTS_EXCEEDED:
                 worker = _failed_worker(run)
@@ -496,7 +498,7 @@ class Controller:
                 run.message = "spec.terminating is set"
             elif step is StageEvent.PODS_LOST:
                 run.message = f"pods lost with their node: {', '.join(run.lost)}"
-        if run.stage in WAITING:  # what it waits for now, as the core said it (a stage move cleared it)
+        if cleared and run.stage in WAITING:  # what it waits for now, as the core said it (pods lost: that says more)
             self._show_wait(run)
         if Stage(run.stage) in FINAL:
             if not run.cleaned:
@@ -645,13 +647,14 @@ def _failed_worker(run: JobRun) -> Pod | None:
 
 def wait_message(run: JobRun) -> str | None:
     """A waiting job's message: the reason of a pod still waiting (the gang's placeholders'
-    first), "" once none waits of what it said; None to leave it (not waiting, or not a
-    wait it said)."""
+    first, then a pod lost with its node), "" once none waits of what it said; None to
+    leave it (not waiting, or not a wait it said)."""
     if run.stage not in WAITING:
         return None
     if run.outgrown:  # the core's reason (no domain has room now) says less
         return run.outgrown[:1024]
-    key = next((k for k in run.waits if k.startswith(PLACEHOLDER_KEY)), next(iter(run.waits), None))
+    key = next((k for k in run.waits if k.startswith(PLACEHOLDER_KEY)),  # the gang's first,
+               next((k for k in run.waits if k in run.lost), next(iter(run.waits), None)))  # then a lost pod's
     if key is not None:
         return f"{key} waits: {run.waits[key]}"[:1024]
     return "" if " waits: " in run.message or " it waits until " in run.message else None
