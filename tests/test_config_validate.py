@@ -138,8 +138,8 @@ def test_an_empty_policy_is_its_default_and_an_offset_is_read_as_go_reads_an_int
     `1_000` and Arabic-Indic digits read as 1000 and 100)."""
     from ykbus.core.config import parse_offset
 
-    assert [parse_offset(t) for t in ("100", "-5", "+7", "1_000", "١٠٠", "abc", "", "2147483648")] == [
-        100, -5, 7, 0, 0, 0, 0, 0]
+    assert [parse_offset(t) for t in ("100", "-5", "+7", "1_000", "١٠٠", "abc", "", "2147483648", " 5")] == [
+        100, -5, 7, 0, 0, 0, 0, 0, 0]
 
 
 def test_a_policy_left_empty_validates(tmp_path):

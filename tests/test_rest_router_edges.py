@@ -159,11 +159,11 @@ def test_a_sum_past_int64_is_answered_at_int64s_largest_as_yunikorn_saturates():
     assert partition["capacity"]["capacity"]["vcore"] == INT64_MAX
 
 
-def test_empty_groups_and_no_placeholders_replaced_are_left_out_and_the_implicit_rule_is_listed(state):
-    """As yunikorn-core be3bb48 writes them (dao/application_info.go `groups,omitempty`,
-    `replaced,omitempty`; placement.go's rules when none are configured: `provided`, then
-    `recovery`). The preemption example's applications send no groups and its queue
-    configuration has no placement rules."""
+def test_empty_groups_are_left_out_and_the_implicit_rule_is_listed(state):
+    """As yunikorn-core be3bb48 writes them (dao/application_info.go `groups,omitempty`;
+    placement.go's rules when none are configured: `provided`, then `recovery`). The
+    preemption example's applications send no groups and its queue configuration has no
+    placement rules."""
     apps = body(ask(state, "/ws/v1/partition/default/applications/active"))
     assert apps and all("groups" not in a for a in apps), [a.get("groups") for a in apps]
     one = body(ask(state, f"/ws/v1/partition/default/application/{apps[0]['applicationID']}"))
@@ -171,3 +171,25 @@ def test_empty_groups_and_no_placeholders_replaced_are_left_out_and_the_implicit
     rules = body(ask(state, "/ws/v1/partition/default/placementrules"))
     assert rules == [{"name": "provided", "parameters": {"create": "false"}},
                      {"name": "recovery", "parameters": {"queue": "root.@recovery@"}}]
+
+
+def test_placeholders_none_replaced_leave_out_replaced_as_yunikorn_writes_it():
+    """dao/application_info.go `replaced,omitempty` (review: nothing checked it)."""
+    from tests.conftest import Harness
+    from ykbus.log.build import app, ask
+
+    h = Harness()
+    h.setup("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+            "        queues:\n          - name: default\n", n1={"vcore": 8000})
+    h.do(h.log.apps({**app("g", "root.default"), "placeholderAsk": {"resources": {"vcore": {"value": 2000}}}}))
+    h.do(h.log.asks({**ask("ph", "g", vcore=1000, max_allocations=2), "taskGroupName": "w", "placeholder": True}))
+    rest = RestState(lambda: h.core, 1)
+    [data] = body(router.answer(rest, Request("GET", "/ws/v1/partition/default/application/g", {}, "", b"", "")))[
+        "placeholderData"]
+    assert data["count"] == 2 and "replaced" not in data and "timedout" not in data, data
+    outs = h.do(h.log.asks({**ask("real", "g", vcore=1000), "taskGroupName": "w"}))
+    [swapped] = [r for o in outs if o.kind == "alloc" for r in o.msg.released]  # the placeholder it replaces
+    h.do(h.log.release("g", uuid=swapped.UUID, termination="PLACEHOLDER_REPLACED"))  # the RM confirms: replaced
+    [data] = body(router.answer(rest, Request("GET", "/ws/v1/partition/default/application/g", {}, "", b"", "")))[
+        "placeholderData"]
+    assert data["replaced"] == 1, data

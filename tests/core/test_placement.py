@@ -168,3 +168,19 @@ def test_a_fully_qualified_provided_name_skips_the_parent_rule():
     ok, rejected = placed(h, app("x", "root.a"), app("y", "team.one"), app("z", "ROOT.A"))
     assert (ok, rejected) == ({"x": "root.a", "y": "root.p.team_dot_one", "z": "root.a"}, {})
     assert not any("root_dot_" in q for q in queues(h))
+
+
+def test_a_tag_from_root_skips_the_parent_rule_and_a_fixed_one_may_not_have_one():
+    """Review: YuniKorn's tag rule takes a value from root as the queue; a fixed rule naming a
+    queue from root with a parent rule is refused at load."""
+    h = Harness()
+    h.setup(QUALIFIED.replace("{name: provided, create: true, parent: {name: fixed, value: root.p}}",
+                              "{name: tag, value: namespace, create: true, parent: {name: fixed, value: root.p}}"),
+            n1={"vcore": 4000})
+    ok, rejected = placed(h, app("x", "", tags={"namespace": "root.a"}), app("y", "", tags={"namespace": "etl.b"}))
+    assert (ok, rejected) == ({"x": "root.a", "y": "root.p.etl_dot_b"}, {})
+    with pytest.raises(ConfigError) as info:
+        parse_config(load_yaml(QUALIFIED.replace("{name: provided, create: true, parent: {name: fixed, value: root.p}}",
+                                                 "{name: fixed, value: root.a, parent: {name: fixed, value: root.p}}")))
+    assert info.value.errors == ["partitions[0].placementrules[0].parent: a fixed rule naming a queue from root "
+                                 "('root.a') has no parent rule (YuniKorn refuses it too)"]

@@ -5,6 +5,7 @@ placeholders), stages step by step, and hostile saved state."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from ykbus.core import Core
 from ykbus.log.build import LogBuilder
@@ -210,8 +211,12 @@ def test_terminating_ends_a_running_job_as_succeeded():
 
 
 def test_a_saved_value_that_is_not_ours_reads_as_no_status():
-    for junk in (b"", b"[]", b'{"status": 1, "run": 2}', b'{"status": {}, "run": {"job": 1}}', b"\xff\xfe"):
+    deep = b'{"status": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b'}, "run": {}}'  # (review: a RecursionError)
+    for junk in (b"", b"[]", b'{"status": 1, "run": 2}', b'{"status": {}, "run": {"job": 1}}', b"\xff\xfe", deep):
         assert store.read_status(junk) is None
+        with pytest.raises(msgspec.DecodeError if junk in (b"", b"\xff\xfe", deep) else (
+                msgspec.DecodeError, msgspec.ValidationError)):
+            store.decode_saved(junk)  # what the controller's recovery skips, with a warning
     d = Driver()
     d.start()
     [job] = parse_manifests(GANG)

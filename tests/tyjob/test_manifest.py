@@ -190,6 +190,11 @@ def test_a_pod_asks_what_kubernetes_would_request_for_it():
     assert leader("{name: l, resources: {requests: {cpu: '1', memory: 1Gi}}}, "
                   "{name: s, resources: {requests: {cpu: '1'}}}",
                   "{name: fetch, resources: {requests: {cpu: 1500m}}}") == {"vcore": 2000, "memory": 2**30}
+    # an explicit request of 0 stays 0, whatever the limit (review); past 64 init containers: an error
+    assert leader("{name: l, resources: {requests: {cpu: '0', memory: 1Gi}, limits: {cpu: '2'}}}") == {
+        "memory": 2**30}
+    with pytest.raises(ManifestError, match="initContainers: more than 64 containers"):
+        leader("{name: l, resources: {requests: {cpu: '1'}}}", ", ".join(["{name: i, resources: {}}"] * 65))
 
 
 def test_a_worker_set_of_no_workers_is_the_one_error_not_also_min_workers():

@@ -146,7 +146,7 @@ class OperatorConfig:
                 raise ValueError(f"the admin API moved to {self._subjects.admin('<user>', '<verb>')}: the user is "
                                  f"the caller's NATS user, in the subject (not the body); got {msg.subject}")
             user, verb = tokens
-            request = json.loads(msg.data) if msg.data.strip() else {}
+            request = _request(msg.data)
             if not isinstance(request, dict):
                 raise ValueError("the request body must be a JSON object")
             if not self.may_administer(user):
@@ -161,9 +161,16 @@ class OperatorConfig:
                 raise ValueError("policyGroup: expected the policy group's name as a string")
             errors = await self.set_queues(group, config, source=f"admin API ({user})")
             body: dict[str, Any] = {"accepted": not errors, "errors": errors}
-        except RecursionError:
-            body = {"error": "the request is nested too deep to read"}
         except (ValueError, PermissionError) as exc:
             body = {"error": str(exc)}
         if msg.reply:
             await msg.respond(json.dumps(body).encode())
+
+
+def _request(data: bytes) -> object:
+    """An admin request's body as JSON objects (ValueError for one nested too deep to read:
+    only the parse is guarded, not what is done with it)."""
+    try:
+        return json.loads(data) if data.strip() else {}
+    except RecursionError:
+        raise ValueError("the request is nested too deep to read") from None

@@ -584,6 +584,9 @@ def _rule(obj: object, path: str, errors: _Errors) -> PlacementRule | None:
     if name in ("fixed", "tag") and not value:
         errors.add(f"{path}.value", f"the {name} rule needs a value")
     parent = _rule(raw["parent"], f"{path}.parent", errors) if raw.get("parent") is not None else None
+    if name == "fixed" and parent is not None and value.strip().lower().startswith(ROOT + "."):
+        errors.add(f"{path}.parent", f"a fixed rule naming a queue from root ({value!r}) has no parent rule "
+                                     "(YuniKorn refuses it too)")
     flt = _mapping(raw.get("filter"), f"{path}.filter", errors) or {}
     errors.keys(flt, _FILTER_KEYS, f"{path}.filter")
     ftype = str(flt.get("type") or "allow").strip().lower()
@@ -765,8 +768,7 @@ _OFFSET = re.compile(r"[+-]?[0-9]+")
 
 def parse_offset(text: str) -> int:
     """`priority.offset` as YuniKorn's priority scheduling design defines it: an int32, 0 when empty or unparsable."""
-    text = text.strip()
-    if not _OFFSET.fullmatch(text):  # Go's strconv.ParseInt(s, 10, 32): a sign and ASCII digits only
+    if not _OFFSET.fullmatch(text):  # Go's strconv.ParseInt(s, 10, 32): a sign and ASCII digits, nothing else
         return 0
     value = int(text, 10)
     return value if INT32_MIN <= value <= INT32_MAX else 0

@@ -150,9 +150,9 @@ class AppPlacement:
             return [rule.value]
         if rule.name == "user":
             return [msg.ugi.user.replace(".", DOT)] if msg.ugi.user else []
-        if rule.name == "tag":
+        if rule.name == "tag":  # (a value from root is the queue itself, as YuniKorn's tag rule reads it)
             tag = msg.tags.get(rule.value, "")
-            return [tag.replace(".", DOT)] if tag else []
+            return [tag if tag.strip().lower().startswith("root.") else tag.replace(".", DOT)] if tag else []
         if rule.name == "primarygroup":
             return [groups[0].replace(".", DOT)] if groups else []
         return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places

@@ -5,7 +5,9 @@ A missing name means zero. A `max` that does not name a resource does not limit 
 Every quantity a person reads (a reason, an event, `ykbus explain`, the CLI's tables) is
 written by `fmt_quantity` / `fmt_res` here, one way: vcore (millicores) in cores, memory
 and ephemeral-storage (bytes) in binary units, any other resource as a count. The wire and
-the JSON read API keep the integers.
+the JSON read API keep the integers. A quantity as a configuration writes it (`vcore: 1.5`,
+`memory: 8Gi`: the queue files, the TYJob manifests and cluster files) is read by
+`parse_quantity`, as YuniKorn reads it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from typing import TYPE_CHECKING
+
+from ykbus import limits
 
 if TYPE_CHECKING:
     from ykbus.si import messages as m
@@ -152,7 +156,6 @@ _SUFFIX: dict[str, int] = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }
 _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|[kMGTPE]i?|Ki)?\s*$")
-INT64_MAX = 2**63 - 1
 
 
 def parse_quantity(resource: str, value: object) -> int:
@@ -172,6 +175,6 @@ def parse_quantity(resource: str, value: object) -> int:
         result = number * _SUFFIX[suffix] * (1000 if resource == "vcore" else 1)
     if result.denominator != 1:
         raise ValueError(f"invalid quantity {value!r}: not a whole number")
-    if result > INT64_MAX:
+    if result > limits.INT64_MAX:
         raise ValueError(f"invalid quantity {value!r}: larger than int64")
     return int(result)

@@ -194,6 +194,7 @@ def _requests(c: _Checker, container: Any, cpath: str) -> dict[str, int]:
     cont = c.mapping(container, cpath)
     res = c.mapping(cont.get("resources"), f"{cpath}.resources", required=False)
     out: dict[str, int] = {}
+    requested: set[str] = set()  # (an explicit request, 0 included, is not replaced by the limit)
     for part in ("requests", "limits"):
         for name, value in c.mapping(res.get(part), f"{cpath}.resources.{part}", required=False).items():
             where = f"{cpath}.resources.{part}.{name}"
@@ -208,8 +209,10 @@ def _requests(c: _Checker, container: Any, cpath: str) -> dict[str, int]:
                 continue
             if q < 0:
                 c.error(where, f"must not be negative (got {value!r})")
-            elif q and si not in out:  # (a request is read first: a limit does not raise it)
-                out[si] = q
+            elif part == "requests" or si not in requested:  # (requests are read first)
+                requested.add(si)
+                if q:
+                    out[si] = q
     return out
 
 
@@ -234,6 +237,8 @@ def _pod(c: _Checker, template: Any, path: str) -> tuple[PodSpec, dict[str, Any]
     inits = spec.get("initContainers")
     if inits is not None and not isinstance(inits, list):
         c.error(f"{path}.spec.initContainers", f"must be a list of containers (got {_kind(inits)})")
+    if isinstance(inits, list) and len(inits) > MAX_WORKER_SETS:
+        c.error(f"{path}.spec.initContainers", f"more than {MAX_WORKER_SETS} containers")
     for i, container in enumerate(inits[:MAX_WORKER_SETS] if isinstance(inits, list) else []):
         for name, q in _requests(c, container, f"{path}.spec.initContainers[{i}]").items():
             total[name] = max(total.get(name, 0), q)  # init containers run one at a time, before the rest

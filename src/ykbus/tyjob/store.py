@@ -75,8 +75,12 @@ _saved_decoder = msgspec.json.Decoder(_Saved)
 
 
 def decode_saved(data: bytes) -> tuple[dict[str, Any], JobRun]:
-    """A saved value; msgspec.DecodeError or ValidationError when it is not one."""
-    saved = _saved_decoder.decode(data)
+    """A saved value; msgspec.DecodeError or ValidationError when it is not one (nested past
+    the interpreter's stack included: a DecodeError, not a RecursionError)."""
+    try:
+        saved = _saved_decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("nested too deep to read") from None
     return saved.status, saved.run
 
 
