@@ -180,3 +180,20 @@ def test_keys_are_compared_as_values_and_an_anchor_merged_elsewhere_is_no_duplic
     assert load_yaml("{1: a, '1': b}") == {1: "a", "1": "b"}
     with pytest.raises(ValueError, match="key 'yes' is given twice"):
         load_yaml("{true: a, yes: b}")
+    with pytest.raises(ValueError, match="key '1' is given twice"):  # (one key of the loaded dict)
+        load_yaml("{true: a, 1: b}")
+
+
+def test_a_second_document_cannot_slip_an_alias_bomb_past_the_node_bound():
+    """Review: the bound counted nodes by id(); a document's nodes freed, the next document's
+    reused their ids and counted as single nodes: a second document of nested aliases (47 MB
+    from 1 KB) was taken where it alone is refused."""
+    import pytest
+
+    from ykbus.yamlload import load_yaml_documents
+
+    bomb = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]\n" for i in range(1, 7))
+    for text in (bomb, "a: 1\n---\n" + bomb, "a: [1, 2, 3]\n---\nb: {c: 1}\n---\n" + bomb):
+        with pytest.raises(ValueError, match="YAML_NODES"):
+            load_yaml_documents(text)

@@ -46,10 +46,11 @@ MAX_CONFIG_BYTES = _setting("CONFIG_BYTES", 1024 * 1024)  # a queues.yaml text
 MAX_YAML_ALIASES = _setting("YAML_ALIASES", 100)  # `*alias` references in one document
 MAX_YAML_NODES = _setting("YAML_NODES", 200_000)  # scalars, lists and maps, aliases expanded
 MAX_TOPOLOGY_LEVELS = _setting("TOPOLOGY_LEVELS", 8)  # a partition's `topology.levels` (docs/topology.md)
-# An HTTP request's line and each of its header lines, and how many header lines: together
-# about 1 MiB, as Go's server takes 1 MB of request line and headers (YuniKorn's REST API)
+# An HTTP request's line and each of its header lines (a browser's cookies, a 9,000-byte
+# application id), and how many header lines (a browser's and those proxies add: aiohttp's
+# own count): at most 4 MiB together, where Go's server (YuniKorn's REST API) takes 1 MB
 MAX_HTTP_LINE_BYTES = _setting("HTTP_LINE_BYTES", 32 * 1024)
-MAX_HTTP_HEADERS = _setting("HTTP_HEADERS", 32)
+MAX_HTTP_HEADERS = _setting("HTTP_HEADERS", 128)
 
 # --- work and answers ---------------------------------------------------------------------
 MAX_ALLOCATIONS_PER_ENTRY = _setting("ALLOCATIONS_PER_ENTRY", 10_000)  # a pass stops there; the next entry goes on

@@ -25,6 +25,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._aliases = 0
         self._depth = 0
         self._sizes: dict[int, int] = {}  # id(node) -> nodes in it, aliases expanded
+        self._counted: list[Node] = []  # the nodes `_sizes` names, kept alive: a freed node's id is reused
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         if self.check_event(yaml.AliasEvent):
@@ -41,30 +42,34 @@ class _BoundedLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
-        if isinstance(node, MappingNode):
-            self._unique_keys(node)
         if self._size(node) > limits.MAX_YAML_NODES:
             raise yaml.YAMLError(f"more than {limits.MAX_YAML_NODES} nodes once aliases are expanded "
                                  "(limit YAML_NODES)")
+        return node
+
+    def compose_mapping_node(self, anchor: str | None) -> MappingNode:
+        node = super().compose_mapping_node(anchor)
+        self._unique_keys(node)  # (once, as composed: an alias returns the node, not through here)
         return node
 
     def _unique_keys(self, node: MappingNode) -> None:
         """A mapping's keys are unique, as YAML says (PyYAML keeps the last of two silently:
         a second `properties:` replaced the first). Checked as composed, before a merge
         (`<<: *base`) is flattened into the mapping (a key of its own overrides a merged one),
-        keys compared as values (`1` and `'1'` differ; `yes` and `true` do not)."""
-        seen: dict[tuple[str, Any], int] = {}
+        keys compared as the loaded dict compares them (`1` and `'1'` differ; `yes`, `true`
+        and `1` do not)."""
+        seen: dict[Any, int] = {}
         for key, _ in node.value:
             if not isinstance(key, ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
                 continue
             value = self.construct_scalar(key) if key.tag == "tag:yaml.org,2002:str" else \
                 self.yaml_constructors[key.tag](self, key) if key.tag in self.yaml_constructors else key.value
             line = key.start_mark.line + 1
-            first = seen.get((key.tag, value))
+            first = seen.get(value)  # (as the loaded dict keys it: `true`, `1` and `1.0` are one key)
             if first is not None:
                 raise yaml.YAMLError(f"key {limits.quoted(key.value)} is given twice (lines {first} and {line}): "
                                      "the second would silently replace the first")
-            seen[(key.tag, value)] = line
+            seen[value] = line
 
     def _size(self, node: Node) -> int:
         known = self._sizes.get(id(node))
@@ -77,6 +82,7 @@ class _BoundedLoader(yaml.SafeLoader):
         else:
             size = 1
         self._sizes[id(node)] = size
+        self._counted.append(node)
         return size
 
 

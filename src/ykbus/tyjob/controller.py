@@ -653,8 +653,11 @@ def wait_message(run: JobRun) -> str | None:
         return None
     if run.outgrown:  # the core's reason (no domain has room now) says less
         return run.outgrown[:1024]
+    lost = next((k for k in run.waits if k in run.lost), None)
+    if run.lost and lost is None:
+        return None  # "pods lost with their node" says more until the core says why a lost pod waits
     key = next((k for k in run.waits if k.startswith(PLACEHOLDER_KEY)),  # the gang's first,
-               next((k for k in run.waits if k in run.lost), next(iter(run.waits), None)))  # then a lost pod's
+               lost if lost is not None else next(iter(run.waits), None))  # then a lost pod's
     if key is not None:
         return f"{key} waits: {run.waits[key]}"[:1024]
     return "" if " waits: " in run.message or " it waits until " in run.message else None

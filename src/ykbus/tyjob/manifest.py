@@ -245,8 +245,8 @@ def _pod(c: _Checker, template: Any, path: str) -> tuple[PodSpec, dict[str, Any]
     if len(containers) > MAX_WORKER_SETS:
         c.error(f"{path}.spec.containers", f"more than {MAX_WORKER_SETS} containers")
     if containers and not total:
-        c.error(f"{path}.spec.containers", "no container requests or limits any cpu, memory or nvidia.com/gpu: "
-                                           "a pod must ask for something")
+        c.error(f"{path}.spec.containers", "the pod requests no cpu, memory or nvidia.com/gpu above zero "
+                                           "(nor limits one it leaves unrequested): a pod must ask for something")
     duration = _annotation_number(c, annotations, SIM_DURATION, f"{path}.metadata.annotations", 2.0, MAX_DURATION_S)
     exit_code = int(_annotation_number(c, annotations, SIM_EXIT_CODE, f"{path}.metadata.annotations", 0, 255,
                                        whole=True))
