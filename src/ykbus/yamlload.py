@@ -24,8 +24,9 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._aliases = 0
         self._depth = 0
-        self._sizes: dict[int, int] = {}  # id(node) -> nodes in it, aliases expanded
-        self._counted: list[Node] = []  # the nodes `_sizes` names, kept alive: a freed node's id is reused
+        # node -> nodes in it, aliases expanded (keyed by the node itself, so kept alive for the
+        # whole text: keyed by its id, a freed document's ids were reused by the next one's nodes)
+        self._sizes: dict[Node, int] = {}
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         if self.check_event(yaml.AliasEvent):
@@ -33,7 +34,7 @@ class _BoundedLoader(yaml.SafeLoader):
             if self._aliases > limits.MAX_YAML_ALIASES:
                 raise yaml.YAMLError(f"more than {limits.MAX_YAML_ALIASES} aliases (limit YAML_ALIASES)")
             target = self.anchors.get(self.peek_event().anchor)
-            if target is not None and id(target) not in self._sizes:
+            if target is not None and target not in self._sizes:
                 raise yaml.YAMLError(f"alias *{self.peek_event().anchor} refers to a node that contains it")
         self._depth += 1
         try:
@@ -62,8 +63,8 @@ class _BoundedLoader(yaml.SafeLoader):
         for key, _ in node.value:
             if not isinstance(key, ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
                 continue
-            value = self.construct_scalar(key) if key.tag == "tag:yaml.org,2002:str" else \
-                self.yaml_constructors[key.tag](self, key) if key.tag in self.yaml_constructors else key.value
+            construct = self.yaml_constructors.get(key.tag)
+            value = construct(self, key) if construct is not None else key.value
             line = key.start_mark.line + 1
             first = seen.get(value)  # (as the loaded dict keys it: `true`, `1` and `1.0` are one key)
             if first is not None:
@@ -72,17 +73,16 @@ class _BoundedLoader(yaml.SafeLoader):
             seen[value] = line
 
     def _size(self, node: Node) -> int:
-        known = self._sizes.get(id(node))
+        known = self._sizes.get(node)
         if known is not None:
             return known  # an alias, or a node already counted: its whole expanded size
         if isinstance(node, SequenceNode):
-            size = 1 + sum(self._sizes.get(id(c), 1) for c in node.value)
+            size = 1 + sum(self._sizes.get(c, 1) for c in node.value)
         elif isinstance(node, MappingNode):
-            size = 1 + sum(self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value)
+            size = 1 + sum(self._sizes.get(k, 1) + self._sizes.get(v, 1) for k, v in node.value)
         else:
             size = 1
-        self._sizes[id(node)] = size
-        self._counted.append(node)
+        self._sizes[node] = size
         return size
 
 

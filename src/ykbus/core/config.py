@@ -568,6 +568,12 @@ def _names(obj: object, path: str, errors: _Errors) -> list[str]:
     return out
 
 
+def from_root(name: str) -> bool:
+    """Whether a queue name a placement rule gives is a path from root (`root.a`, any case):
+    the queue itself, with no parent rule run for it (YuniKorn's rules)."""
+    return name.strip().lower().startswith(ROOT + ".")
+
+
 def _rule(obj: object, path: str, errors: _Errors) -> PlacementRule | None:
     raw = _mapping(obj, path, errors)
     if raw is None:
@@ -584,7 +590,7 @@ def _rule(obj: object, path: str, errors: _Errors) -> PlacementRule | None:
     if name in ("fixed", "tag") and not value:
         errors.add(f"{path}.value", f"the {name} rule needs a value")
     parent = _rule(raw["parent"], f"{path}.parent", errors) if raw.get("parent") is not None else None
-    if name == "fixed" and parent is not None and value.strip().lower().startswith(ROOT + "."):
+    if name == "fixed" and parent is not None and from_root(value):
         errors.add(f"{path}.parent", f"a fixed rule naming a queue from root ({value!r}) has no parent rule "
                                      "(YuniKorn refuses it too)")
     flt = _mapping(raw.get("filter"), f"{path}.filter", errors) or {}

@@ -124,18 +124,15 @@ class Waits:
                     self.pool.rekey(app)
 
     def recompute_priorities(self, q: Queue) -> None:
-        """Rebuild the priority caches of `q`'s subtree from scratch (after a reload)."""
+        """Rebuild the priority caches of `q`'s subtree from scratch (after a reload, and at a
+        snapshot's load)."""
         if q.leaf:
             count_app_priorities(q)
-            prios = list(q.app_prios)
+            q.raw_priority = max(q.app_prios) if q.app_prios else None
         else:
             for child in q.children.values():
                 self.recompute_priorities(child)
-            prios = [
-                p for c in q.children.values() if c.raw_priority is not None  # (as `_app_priority_changed`)
-                for p in (c.exposed_priority(),) if p is not None
-            ]
-        q.raw_priority = max(prios) if prios else None
+            q.raw_priority = q.children_priority()
         q.sort_key = None
 
     def sync_app(self, app: App) -> None:
@@ -217,10 +214,7 @@ class Waits:
         leaf.sort_key = None
         q = leaf.parent
         while q is not None:
-            # (a child with nothing pending shows nothing: a fenced one's exposed priority, its
-            # offset, is not None even then, and whether it is still active is not settled yet)
-            exposed = [c.exposed_priority() for c in q.children.values() if c.raw_priority is not None]
-            value = max((p for p in exposed if p is not None), default=None)
+            value = q.children_priority()
             if value == q.raw_priority:
                 break
             q.raw_priority = value

@@ -315,6 +315,13 @@ class Queue:
         runtime = [duration_ms(v) if v is not None else -1 for v in (props.get(k) for k in RUNTIME_PROPERTIES)]
         self.runtime_default_ms, self.runtime_max_ms, self.min_runtime_ms = runtime[0], runtime[1], runtime[2]
 
+    def children_priority(self) -> int | None:
+        """A parent's own priority (before its offset or fence): the most its children with
+        something pending show it (a fenced child's offset is not None even with nothing
+        pending: it shows nothing then)."""
+        shown = [c.exposed_priority() for c in self.children.values() if c.raw_priority is not None]
+        return max((p for p in shown if p is not None), default=None)
+
     def exposed_priority(self) -> int | None:
         """The priority this queue shows its parent (YuniKorn's priority scheduling design: offset, fence)."""
         if self.priority_fence:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ykbus.core.config import QUEUE_NAME, ChildTemplate, PlacementRule, QueueConfig, RuleFilter
+from ykbus.core.config import QUEUE_NAME, ChildTemplate, PlacementRule, QueueConfig, RuleFilter, from_root
 from ykbus.core.model import DOT, FORCE_TAG, RECOVERY_QUEUE, Queue, full_path
 from ykbus.si import messages as m
 
@@ -120,8 +120,7 @@ class AppPlacement:
         if not _filter_allows(rule.filter, msg.ugi.user, list(msg.ugi.groups)):
             return None
         for name in self._rule_names(rule, msg):
-            qualified = name.strip().lower().startswith("root.")  # a queue from root: no parent rule runs
-            if rule.parent is not None and not qualified:
+            if rule.parent is not None and not from_root(name):  # (a queue from root: no parent rule runs)
                 parent = self._place_by(rule.parent, msg, leaf=False)
                 if parent is None:
                     return None
@@ -152,7 +151,7 @@ class AppPlacement:
             return [msg.ugi.user.replace(".", DOT)] if msg.ugi.user else []
         if rule.name == "tag":  # (a value from root is the queue itself, as YuniKorn's tag rule reads it)
             tag = msg.tags.get(rule.value, "")
-            return [tag if tag.strip().lower().startswith("root.") else tag.replace(".", DOT)] if tag else []
+            return [tag if from_root(tag) else tag.replace(".", DOT)] if tag else []
         if rule.name == "primarygroup":
             return [groups[0].replace(".", DOT)] if groups else []
         return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places

@@ -130,12 +130,10 @@ def fits_no_node_empty(p: Partition, asked: dict[str, int]) -> dict[str, Any]:
     what the RM occupies: an ask that waits for a larger node to join, not for room; {} else
     (or with no schedulable node: `notSchedulable` says that)."""
     schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
-    def empty(n: Any) -> dict[str, int]:
-        return {r: n.capacity.get(r, 0) - n.occupied.get(r, 0) for r in asked}
-    if not schedulable or any(fits(asked, empty(n)) for n in schedulable):  # (stops at the first that would)
+    if not schedulable or any(fits(asked, n.empty_room()) for n in schedulable):  # (stops at the first that would)
         return {}
-    rooms = [empty(n) for n in schedulable]
-    return {"fitsNoNodeEmpty": True, "largestEmpty": {r: max(e[r] for e in rooms) for r in asked}}
+    rooms = [n.empty_room() for n in schedulable]
+    return {"fitsNoNodeEmpty": True, "largestEmpty": {r: max(e.get(r, 0) for e in rooms) for r in asked}}
 
 
 def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from ykbus.core.backfill import Backfill, domain_estimate, held_estimate, limits
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node, Shape
 from ykbus.core.packing import first_fit
-from ykbus.core.resources import Res, sub_into
+from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
 from ykbus.core.timeline import Estimate
@@ -222,15 +222,9 @@ class TopologyPlacer:
         return [key[1] for key in keys]
 
     def empty_room(self, node_id: str) -> Res:
-        """A node's room with nothing of the scheduler's on it: its capacity less what the RM
-        occupies (a reason says whether a domain would hold a gang even so); its capacity
-        itself, the one vector, when the RM occupies nothing."""
-        node = self.part.nodes[node_id]
-        if not node.occupied:
-            return node.capacity
-        room = dict(node.capacity)
-        sub_into(room, node.occupied)
-        return room
+        """A node's room with nothing of the scheduler's on it (`Node.empty_room`): a reason
+        says whether a domain would hold a gang even so."""
+        return self.part.nodes[node_id].empty_room()
 
     def place(self, request: TopologyRequest, members: Sequence[Res]) -> list[Node] | tuple[str, dict[str, object]]:
         key = (request, tuple([id(r) for r in members]))  # (members' vectors are interned: one object a shape)
