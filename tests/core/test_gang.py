@@ -351,3 +351,22 @@ def test_an_ask_sent_again_cannot_turn_from_a_placeholder_into_a_real_one():
         assert "ask again under another allocationKey" in rejected.reason
     assert app_of(h, "g")["asks"]["p"]["why"]["code"] == "GangNoRoom"  # still the gang's placeholders
     checked(h)
+
+
+def test_a_confirmed_replacement_takes_its_placeholders_room_on_a_node_reserved_for_another_ask():
+    """The placeholder's room is the gang member's: a reservation of its node by another ask
+    (which waited past the reservation delay meanwhile) does not take it, or the RM, which
+    already stopped the placeholder, would be left with a partial gang."""
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 8000})
+    h.do(h.log.apps(gang("g", 6000), app("big", "root.small")))
+    [(_, _, uuid)] = new(h.do(h.log.asks(ph("p", "g", vcore=6000))))
+    h.do(h.log.asks(ask("B", "big", vcore=3000)))
+    h.do(h.log.tick(3_000_000_000))
+    assert h.core.registry.rms["rm-1"].partitions["default"].nodes["n1"].reserved.key == "B"
+    outs = h.do(h.log.asks(real("r", "g", vcore=6000)))
+    assert [(u, k) for u, k, _ in released(outs)] == [(uuid, "p")]
+    outs = confirm(h, "g", uuid)
+    assert [(k, n) for k, n, _ in new(outs)] == [("r", "n1")]  # not B, which waits on
+    assert app_of(h, "g")["allocated"] == {"vcore": 6000}
+    checked(h)

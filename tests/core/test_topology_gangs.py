@@ -601,3 +601,32 @@ def test_a_preferred_gang_never_reads_that_no_rack_would_hold_it_even_empty():
     outs = gang_job(h, "pref", 3, 4, {"ykbus.io/topology-preferred": RACK})  # 3 whole nodes: none free
     (reason,) = {s.reason for s in states(outs) if s.applicartionID == "pref"}
     assert "even empty" not in reason, reason
+
+
+def reserved_rack_then(change) -> tuple[Harness, str, list]:
+    """A required gang of 2 × 4 GPUs reserves the rack (of two 4-GPU hosts) closest to
+    holding it; then `change(h, rack)` drains, removes or shrinks a host of that rack."""
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0)})
+    h.do(h.log.apps(app_msg("fill", "root.jobs")))
+    h.do(h.log.asks(ask("f", "fill", gpu=2, max_allocations=7)))
+    gang_job(h, "big", 2, 4, {"ykbus.io/topology-required": RACK})
+    h.do(h.log.tick(3_000_000_000))
+    [rack] = [v.rsplit("/", 1)[1] for v in holding(h).values()]
+    return h, rack, change(h, rack)
+
+
+def test_a_reserved_rack_that_loses_a_host_is_given_up_and_the_gang_reserves_again():
+    """Like a node's reservation when its node drains or goes: a rack that can no longer
+    hold the gang is not kept for it, and its reason names the rack it reserves now."""
+    for change in (lambda h, rack: h.do(h.log.nodes(node(f"{rack}-0", action="DRAIN_NODE"))),
+                   lambda h, rack: h.do(h.log.nodes(node(f"{rack}-0", action="DECOMISSION"),
+                                                    node(f"{rack}-1", action="DECOMISSION"))),
+                   lambda h, rack: h.do(h.log.nodes(node(f"{rack}-0", action="UPDATE", gpu=2, vcore=64000,
+                                                         attributes={BLOCK: "b1", RACK: rack})))):
+        h, rack, outs = reserved_rack_then(change)
+        other = "r2" if rack == "r1" else "r1"
+        assert holding(h) == {"big": f"b1/{other}"}, holding(h)
+        reasons = {s.reason for s in states(outs) if s.applicartionID == "big"}
+        assert reasons and all(r.endswith(f"rack b1/{other} is reserved for it") for r in reasons), reasons
+        invariants.state_is_consistent(h.core)
+        assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()

@@ -70,7 +70,7 @@ from ykbus.core.model import (
     victims,
 )
 from ykbus.core.preemption import QUOTA_RULE, RETRY_NS, delay_ms, may_search, quota_victims
-from ykbus.core.resources import add_into
+from ykbus.core.resources import add_into, fits
 from ykbus.core.scheduling import RESERVED, ROOM_FREED, SKIPPED, Scheduler
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
@@ -224,8 +224,10 @@ class Applier:
         self.changes.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
         if ask is not None and ask.pending:
             self.waits.activate(ask, ctx)
-            if node.state is NodeState.SCHEDULABLE and node.takes(ask):
-                self.changes.allocate(ask, node, ctx)
+            # the placeholder's room is the member's, even on a node reserved meanwhile for
+            # another ask (that ask waits on: the RM has already stopped the placeholder)
+            if node.state is NodeState.SCHEDULABLE and fits(ask.resource, node.free):
+                self.changes.allocate(ask, node, ctx, replaces=True)
             else:  # the node drained or shrank meanwhile: an ordinary ask, placed by the next pass
                 self.waits.sync_app(app)
         self.changes.check_done(app, ctx)

@@ -28,7 +28,7 @@ from ykbus.core.events import (
     RoomWaitStarted,
 )
 from ykbus.core.gang import gang_covered
-from ykbus.core.holds import DomainHolds
+from ykbus.core.holds import DomainHolds, loses_room
 from ykbus.core.indexes import Waits
 from ykbus.core.ledger import Ledger, index_victim
 from ykbus.core.lifecycle import (
@@ -95,7 +95,7 @@ class Changes:
         records, levels, delay = self.records, self.records.topology_levels, self.records.reservation_delay_ns
         records.configured(config)
         seen: dict[str, Queue] = {}
-        self._configure(records.root, config.root, True, seen)
+        configure_tree(records.root, config.root, True, seen)
         draining = []
         for path, queue in list(records.queues.items()):
             if path not in seen and queue.managed and not queue.draining:
@@ -140,25 +140,6 @@ class Changes:
         if ledger.indexed:
             for alloc in records.allocations.values():
                 index_victim(alloc)
-
-    def _configure(self, q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
-        q.configure(qc, inherited)
-        q.managed = True  # configured now, even if a placement rule had created it
-        if q.draining:
-            q.draining = False
-            q.draining_since = 0
-        seen[q.path] = q
-        for child_cfg in qc.queues:
-            child = q.children.get(child_cfg.name)
-            if child is None:
-                child = Queue(child_cfg.name, q)
-                q.children[child.name] = child
-            self._configure(child, child_cfg, q.sort_priority, seen)
-        # keep the configured order of children; draining ones stay after them
-        order = [c.name for c in qc.queues]
-        q.children = {n: q.children[n] for n in order} | {
-            n: c for n, c in q.children.items() if n not in order
-        }
 
     def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
         """The leaf queue for a new application, or None and why; decided, nothing changed
@@ -226,6 +207,8 @@ class Changes:
     def update_node(self, node: Node, attributes: dict[str, str] | None, capacity: Res | None,
                     occupied: Res, ctx: Step) -> None:
         records = self.records
+        if node.held and loses_room(node, attributes, capacity, occupied):
+            self.holds.host_lost(node, ctx)  # (before it moves: its domain is read from its attributes)
         if attributes:
             node.attributes = dict(attributes)
         if capacity is not None:
@@ -245,6 +228,8 @@ class Changes:
 
     def node_event(self, node: Node, event: NodeEvent, ctx: Step) -> None:
         node.state = NODE.advance(node.state, event)
+        if node.held and node.state is not NodeState.SCHEDULABLE:  # drained or going
+            self.holds.host_lost(node, ctx)
         self.waits.index_node(node)
         if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
             self.waits.unreserve(node.reserved, ctx, wake=True)
@@ -422,8 +407,10 @@ class Changes:
         self.waits.index_node(alloc.node)
         self.waits.usage_moved(alloc.app)
 
-    def allocate(self, ask: Ask, node: Node, ctx: Step, backfill: bool = False) -> None:
-        if node.reserved is not None and node.reserved is not ask and not backfill:  # (backfill: core/backfill.py)
+    def allocate(self, ask: Ask, node: Node, ctx: Step, backfill: bool = False, replaces: bool = False) -> None:
+        """`backfill`: it takes room reserved for another ask (core/backfill.py); `replaces`:
+        the room of the placeholder it replaces, whoever reserved the node since."""
+        if node.reserved is not None and node.reserved is not ask and not (backfill or replaces):
             raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
         app = ask.app
         records = self.records
@@ -481,6 +468,28 @@ class Changes:
         self.waits.wake_node(node, ctx)
         if check_done:
             self.check_done(app, ctx)
+
+
+def configure_tree(q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:
+    """Configure `q` and its subtree from `qc`, creating the queues it names (`seen`: the
+    paths configured)."""
+    q.configure(qc, inherited)
+    q.managed = True  # configured now, even if a placement rule had created it
+    if q.draining:
+        q.draining = False
+        q.draining_since = 0
+    seen[q.path] = q
+    for child_cfg in qc.queues:
+        child = q.children.get(child_cfg.name)
+        if child is None:
+            child = Queue(child_cfg.name, q)
+            q.children[child.name] = child
+        configure_tree(child, child_cfg, q.sort_priority, seen)
+    # keep the configured order of children; draining ones stay after them
+    order = [c.name for c in qc.queues]
+    q.children = {n: q.children[n] for n in order} | {
+        n: c for n, c in q.children.items() if n not in order
+    }
 
 
 def check_reload(records: PartitionState, config: PartitionConfig) -> list[str]:

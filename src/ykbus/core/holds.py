@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ykbus.core.model import NODE_ROOM, App, Ask, Node
+from ykbus.core.resources import Res
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
 from ykbus.core.topology import path_of
@@ -30,6 +31,8 @@ class NodeIndex(Protocol):
 
     def wake(self, ask: Ask, ctx: Step) -> None: ...
 
+    def rejudge_gang(self, app: App, ctx: Step) -> None: ...
+
 
 def holder_of(records: PartitionState, node: Node) -> str:
     """The gang whose reserved domain `node` is in ("" none): by its attributes, level by
@@ -41,6 +44,14 @@ def holder_of(records: PartitionState, node: Node) -> str:
         if app is not None:
             return app.id
     return ""
+
+
+def loses_room(node: Node, attributes: dict[str, str] | None, capacity: Res | None, occupied: Res) -> bool:
+    """Whether an update of `node` takes room from its domain: it moves (new attributes),
+    shrinks, or more of it is occupied by what the scheduler did not place."""
+    return bool(attributes and attributes != node.attributes
+                or capacity is not None and any(capacity.get(r, 0) < v for r, v in node.capacity.items())
+                or any(v > node.occupied.get(r, 0) for r, v in occupied.items()))
 
 
 class DomainHolds:
@@ -67,6 +78,16 @@ class DomainHolds:
         if self.records.domain_holds.get(held[1]) is app:
             del self.records.domain_holds[held[1]]
         self._reindex(held[1], ctx, True)
+
+    def host_lost(self, node: Node, ctx: Step) -> None:
+        """`node`, of the domain a gang reserved, drained, goes, shrank or moves out: as a
+        node's reservation, the domain's ends (it may no longer hold the gang), and the gang is
+        judged again: past its delay already, it reserves at once the domain now closest to
+        holding it (maybe the same)."""
+        app = self.records.apps.get(node.held)
+        if app is not None and app.holding is not None:
+            self.release(app, ctx)
+            self.waits.rejudge_gang(app, ctx)
 
     def ask_left(self, app: App, ask: Ask, ctx: Step) -> None:
         """`ask` of `app` went: with no placeholder of its gang waiting, its reservation ends."""
