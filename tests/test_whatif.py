@@ -183,3 +183,39 @@ def test_asks_of_an_application_that_never_existed_are_counted_in_a_row_that_say
     run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "2"))
     rows = [line.split()[0] for line in run.stdout.splitlines() if line.strip()]
     assert "(no" in rows and "?" not in rows, run.stdout
+
+
+def test_another_groups_change_leaves_an_rms_decisions_alone_though_its_allocations_are_numbered_otherwise(tmp_path):
+    """An allocation's UUID numbers it within its entry, across RMs (`<seq>-<n>`): when the
+    changed group's RM makes fewer allocations in an entry, the other RM's there are numbered
+    otherwise, and its recorded releases (which name the recorded UUIDs) must still release
+    them. They were refused instead: the allocations never ended, and the RM the file was not
+    for lost its next placements (the demo's k8s lost 2,212 under a file for batch)."""
+    from ykbus.log.replay import guarded_core
+
+    log = LogBuilder("rm-1")
+    entries = [log.entry("config", {"rmID": "", "policyGroup": g, "config": QUEUES % "4"}, rm="") for g in ("one", "two")]
+    for rm, group, vcore in (("rm-1", "one", 2000), ("rm-2", "two", 1000)):
+        entries += [log.register("", policy_group=group, rm=rm),
+                    log.nodes(node("n1", vcore=vcore), rm=rm),
+                    log.apps(app("b", "root.batch"), app("w", "root.web"), rm=rm),
+                    log.asks({**ask("t", "w", vcore=vcore), "executionTimeoutMilliSeconds": 5000}, rm=rm),
+                    log.asks(ask("p", "b", vcore=vcore), ask("q", "b", vcore=vcore), rm=rm)]
+    entries.append(log.tick(10 * SECOND))  # both t end: each RM's p takes its node, in one entry
+    core = guarded_core()  # the RM's view: the UUIDs the live core sent it
+    placed = {}
+    for entry in entries:
+        for out in core.apply(entry):
+            if out.kind == "alloc":
+                placed.update({(out.rm, a.allocationKey): a.UUID for a in out.msg.new})
+    assert placed[("rm-1", "p")].endswith("-0") and placed[("rm-2", "p")].endswith("-1")
+    entries.append(log.entry("alloc", {"rmID": "rm-2", "releases": {"allocationsToRelease": [
+        {"applicationID": "b", "UUID": placed[("rm-2", "p")], "partitionName": "default",
+         "terminationType": "STOPPED_BY_RM"}]}}, rm="rm-2"))  # rm-2's p ends: its q gets the node
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "1"), "--policy-group", "one", "--json")
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert list(report["applications"]) == ["rm-1/b"], report["applications"]  # rm-1's p and q: never placed
+    assert report["applications"]["rm-1/b"]["lost"] == 1

@@ -106,7 +106,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         print(f"ykbus whatif: warning: {args.queues} has none of the queues the applications of RM {', '.join(rms)} "
               f"ran in ({', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}): is it that policy group's "
               "file?", file=sys.stderr)
-    comparison = compare(recorded, outcome(entries, queues, group))
+    comparison = compare(recorded, outcome(entries, queues, group, recorded))
     if args.json:
         print(json.dumps(as_json(comparison), sort_keys=True))
     else:

@@ -8,7 +8,9 @@ application, allocationKey), the nodes its allocations went to, in order. An all
 *added* or *lost* when one replay made more of an ask's allocations than the other, *moved*
 when both made it on different nodes. Time to placement is the log time from the entry that
 asked to the entry that placed it; the report gives medians over the asks both replays placed,
-per queue (the application's queue after the change) and per application that changed.
+per queue (the application's queue after the change) and per application that changed. The
+RMs' releases name the recorded UUIDs: in the second replay they release its allocation of
+the same ask (`_renamed`).
 Deterministic: the same log and file give the same report, byte for byte.
 """
 
@@ -38,6 +40,8 @@ class Outcome:
     placed: dict[AskId, list[tuple[str, int]]] = field(default_factory=dict)
     asked: dict[AskId, int] = field(default_factory=dict)
     queues: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (RM, UUID) -> the allocation it named: its ask and which of the ask's allocations it was
+    made: dict[tuple[str, str], tuple[AskId, int]] = field(default_factory=dict)
 
     @property
     def allocations(self) -> int:
@@ -91,19 +95,29 @@ def _asks_in(entry: Entry) -> list[tuple[str, str]]:
             if not a.get("nodeID")]
 
 
-def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | None = None) -> Outcome:
+def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | None = None,
+            recorded: Outcome | None = None) -> Outcome:
     """Replay `entries` (under `queues`, if given: for the RMs of policy group `group`, or
-    for every RM if None) and keep what `Outcome` holds."""
+    for every RM if None) and keep what `Outcome` holds. With the `recorded` replay's
+    outcome, the RMs' releases are of this replay's allocations (`_renamed`)."""
     guard = guarded_core(queues, policy_group=group)
     result = Outcome()
+    uuids: dict[tuple[AskId, int], str] = {}  # this replay's UUID of each allocation of `made`
     for entry in entries:
         if entry.kind == "alloc":
             for app_id, key in _asks_in(entry):
                 result.asked.setdefault((entry.rm, app_id, key), entry.ts)
+            if recorded is not None:
+                entry = _renamed(entry, recorded.made, uuids)
         for out in guard.apply(entry):
             if out.kind == "alloc":
                 for a in out.msg.new:
-                    result.placed.setdefault((out.rm, a.applicationID, a.allocationKey), []).append((a.nodeID, entry.ts))
+                    ask = (out.rm, a.applicationID, a.allocationKey)
+                    made = result.placed.setdefault(ask, [])
+                    result.made[(out.rm, a.UUID)] = (ask, len(made))
+                    if recorded is not None:
+                        uuids[(ask, len(made))] = a.UUID
+                    made.append((a.nodeID, entry.ts))
     dump: dict[str, Any] = guard.core.dump(sections=("applications", "terminated"))
     for rm_id, rm in dump["rms"].items():
         for part in rm["partitions"].values():
@@ -112,6 +126,36 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
             for app_id, live in part["applications"].items():
                 result.queues[(rm_id, app_id)] = live["queue"]
     return result
+
+
+def _renamed(entry: Entry, recorded: dict[tuple[str, str], tuple[AskId, int]],
+             uuids: dict[tuple[AskId, int], str]) -> Entry:
+    """`entry` with the allocations it releases named as this replay named them. An RM
+    releases by the UUID the recorded run gave, and a UUID numbers an allocation within its
+    entry across every RM (`<seq>-<n>`): once one RM's decisions change, the same allocation
+    of another RM (of the same ask, its same n-th) may have another UUID here, and one this
+    replay did not make must release nothing (not another allocation that has its UUID)."""
+    if b"allocationsToRelease" not in entry.msg:
+        return entry
+    body = _body(entry)
+    releases = body.get("releases")
+    items = releases.get("allocationsToRelease") if isinstance(releases, dict) else None
+    if not isinstance(items, list):
+        return entry
+    changed = False
+    for item in items:
+        uuid = item.get("UUID") if isinstance(item, dict) else None
+        if not isinstance(uuid, str) or not uuid:
+            continue
+        made = recorded.get((entry.rm, uuid))
+        mine = uuids.get(made, f"{uuid} (not made in this replay)") if made is not None else uuid
+        if mine != uuid:
+            item["UUID"] = mine
+            changed = True
+    if not changed:
+        return entry
+    encode = msgspec.json.encode if entry.encoding == "json" else msgspec.msgpack.encode
+    return msgspec.structs.replace(entry, msg=encode(body))
 
 
 def queues_missing(old: Outcome, rms: list[str], config: SchedulerConfig) -> list[str]:
