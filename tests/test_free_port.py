@@ -33,3 +33,22 @@ def test_a_port_taken_by_a_listener_is_not_given():
         held.listen()
         taken = held.getsockname()[1]
         assert taken not in {free_port() for _ in range(100)}
+
+
+def test_a_port_whose_connections_wait_out_their_close_is_free_for_ykbus_up_to_take_again():
+    """`ykbus up` restarted within a minute of a browser's use of its web UI: 9080's
+    connections were in TIME_WAIT, the probe (without SO_REUSEADDR, which aiohttp's bind has)
+    called the port busy, and the web UI moved to another one."""
+    from ykbus.up import _port_free
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert not _port_free("127.0.0.1", port)  # listened on: busy
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            conn, _ = listener.accept()
+            conn.close()  # the server's side closes first: it waits out the close (TIME_WAIT)
+            assert client.recv(1) == b""
+    assert _port_free("127.0.0.1", port)

@@ -155,8 +155,11 @@ HTTP_PORT = 9080  # YuniKorn's REST port
 
 
 def _bound_port(host: str, port: int) -> int:
-    """The port a bind of `port` (0: any free one) on `host` gets, 0 if it is taken."""
+    """The port a bind of `port` (0: any free one) on `host` gets, 0 if it is taken. Bound
+    as the HTTP server binds (SO_REUSEADDR): a port whose last connections wait out their
+    close (TIME_WAIT, a minute after a browser's use) is free for it, one listened on is not."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
