@@ -36,6 +36,13 @@ def test_yaml_syntax_error_and_missing_file(tmp_path):
     f.write_text("partitions: [\n")
     proc = validate(f)
     assert proc.returncode == 1 and "not valid YAML" in proc.stderr
+    # where and what, on one line, as a person reads it: not PyYAML's snippets, carets and
+    # "<unicode string>" flattened onto one line
+    f.write_text("partitions:\n  - name: default\n   queues: [\n")
+    proc = validate(f)
+    assert proc.stderr.splitlines()[-1] == (
+        "  not valid YAML: line 3, column 4: expected <block end>, but found '<block mapping start>' "
+        "(while parsing a block collection from line 2, column 3)")
     proc = validate(tmp_path / "nope.yaml")
     assert proc.returncode == 1 and "cannot read" in proc.stderr
 

@@ -80,10 +80,19 @@ def test_json_and_determinism(tmp_path):
 
 
 def test_a_queue_file_that_does_not_validate_is_named(tmp_path):
+    """Exit code 2, as the command's other usage errors: 1 means "something changes", and a
+    script must not read a broken file as a changed decision."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("partitions: [{name: default, queues: [{name: root, queues: [{name: a.b}]}]}]")
     run = ykbus("whatif", recorded(tmp_path), "--queues", bad)
-    assert run.returncode != 0 and "contains a dot" in run.stderr
+    assert run.returncode == 2 and "contains a dot" in run.stderr
+    assert run.stderr.startswith(f"ykbus whatif: {bad}: invalid queue configuration")
+    run = ykbus("whatif", recorded(tmp_path), "--queues", tmp_path / "missing.yaml")
+    assert (run.returncode, run.stderr) == (2, f"ykbus whatif: {tmp_path / 'missing.yaml'}: cannot read: "
+                                               "No such file or directory\n")
+    bad.write_text("partitions: [\n")
+    run = ykbus("replay", recorded(tmp_path), "--queues", bad)
+    assert run.returncode == 2 and run.stderr.startswith(f"ykbus replay: {bad}: not valid YAML: line 2, column 1")
 
 
 def two_groups(tmp_path):

@@ -15,7 +15,9 @@ from ykbus.core.config import ConfigError
 from ykbus.progress import Progress
 
 
-def _queues(path: str | None):
+def _queues(path: str | None, command: str):
+    """The queue file `--queues` names; a file that cannot be read or is not valid ends the
+    command with exit code 2, as its other usage errors (1 means something for whatif)."""
     if path is None:
         return None
     from ykbus.bus.settings import StartError, queue_file
@@ -23,7 +25,8 @@ def _queues(path: str | None):
     try:
         return queue_file(path)
     except StartError as exc:
-        sys.exit(f"ykbus: {exc}")
+        print(f"ykbus {command}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -38,7 +41,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ykbus replay: --shard: {exc}", file=sys.stderr)
         return 2
-    queues = _queues(args.queues)
+    queues = _queues(args.queues, "replay")
     progress = Progress(f"ykbus replay {args.log}")
     entries = 0
 
@@ -88,7 +91,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from ykbus.log.jsonl import LogError, read_entries
     from ykbus.whatif import as_json, compare, outcome, policy_group, policy_groups, queues_missing, report
 
-    queues = _queues(args.queues)
+    queues = _queues(args.queues, "whatif")
     try:
         with open(args.log, "rb") as f:
             entries = list(read_entries(f, args.log))

@@ -86,6 +86,20 @@ class _BoundedLoader(yaml.SafeLoader):
         return size
 
 
+def _said(exc: yaml.MarkedYAMLError) -> str:
+    """The parser's error on one line, as a person reads it: where, what, and what it was
+    reading (`line 3, column 4: expected <block end>, but found '<block mapping start>' (while
+    parsing a block collection from line 2, column 3)`), without PyYAML's snippets and carets."""
+    def at(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    where = f"{at(exc.problem_mark)}: " if exc.problem_mark is not None else ""
+    said = f"{where}{exc.problem or exc.context or 'not YAML'}"
+    if exc.context and exc.problem:
+        said += f" ({exc.context}" + (f" from {at(exc.context_mark)}" if exc.context_mark is not None else "") + ")"
+    return said
+
+
 def _load(text: str, every_document: bool) -> Any:
     if len(text) > limits.MAX_CONFIG_BYTES:
         raise ValueError(f"{len(text)} characters, over the limit of {limits.MAX_CONFIG_BYTES} (limit CONFIG_BYTES)")
@@ -98,6 +112,8 @@ def _load(text: str, every_document: bool) -> Any:
         while loader.check_node():
             docs.append(loader.construct_document(loader.get_node()))
         return docs
+    except yaml.MarkedYAMLError as exc:
+        raise ValueError(_said(exc)) from None
     except yaml.YAMLError as exc:
         raise ValueError(str(exc).replace("\n", " ")) from None
     except RecursionError:

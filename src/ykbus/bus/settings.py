@@ -207,8 +207,10 @@ def queue_file(path: str) -> SchedulerConfig:
         return load_config_file(path)
     except ConfigError as exc:
         raise StartError(f"{path}: invalid queue configuration:\n  " + "\n  ".join(exc.errors)) from None
-    except (OSError, ValueError) as exc:
-        raise StartError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise StartError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise StartError(f"{path}: not valid YAML: {exc}") from None
 
 
 def service_settings(args: Any) -> ServiceSettings:
