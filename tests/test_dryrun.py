@@ -308,3 +308,38 @@ def test_a_job_no_domain_holds_even_empty_is_told_so_without_runtime_limits():
     assert later["estimate"]["text"] == "no estimate: no allocation on the nodes it could use has a runtime limit"
     whole = would_fit(h.core, job(1, 16, **rack))
     assert whole["smaller"]["resource"] == {"gpu": 8} and whole["smaller"]["nodeID"] != "loose"
+
+
+def test_a_job_of_an_application_that_exists_or_with_a_key_given_twice_is_refused_as_the_core_would():
+    """The dry run said "would fit" of an application id the core would refuse ("already
+    exists"), and counted two allocations for two asks of one key, where the core takes the
+    second as a new request for the first."""
+    h = cluster()
+    existing = job(1, 1)
+    existing["application"]["applicationID"] = "busy"
+    for a in existing["asks"]:
+        a["applicationID"] = "busy"
+    with pytest.raises(DryRunError, match=r"^application.applicationID: the core would reject the application: "
+                                          r"application busy already exists"):
+        would_fit(h.core, existing)
+    twice = job(1, 1)
+    twice["asks"].append(dict(twice["asks"][0]))
+    with pytest.raises(DryRunError, match=r"^asks\[1\].allocationKey: 'w' is the key of asks\[0\] too"):
+        would_fit(h.core, twice)
+
+
+def test_with_every_node_reserved_the_estimate_says_there_is_no_node_to_start_on():
+    """It said "no allocation on the nodes it could use has a runtime limit" though every
+    allocation had one: the only node was reserved for a waiting ask."""
+    h = Recording()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(node("n1", gpu=8)))
+    h.do(h.log.apps(app("busy", "root.jobs"), app("big", "root.jobs")))
+    h.do(h.log.asks({**ask("b", "busy", gpu=4), "executionTimeoutMilliSeconds": 10 * 60_000}))
+    h.do(h.log.asks(ask("g", "big", gpu=8)))
+    h.do(h.log.tick(3 * 10**9))  # past the reservation delay: big reserves n1
+    assert h.core.registry.rms["rm-1"].partitions["default"].nodes["n1"].reserved is not None
+    answer = would_fit(h.core, job(1, 6))
+    assert answer["fits"] is False
+    assert answer["estimate"]["text"] == ("no estimate: no candidate node (every schedulable node is reserved for "
+                                          "another ask or in a topology domain a gang reserved)")

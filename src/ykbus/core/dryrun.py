@@ -42,6 +42,7 @@ import gc
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from ykbus import limits
 from ykbus.core import why
 from ykbus.core.backfill import FreeNodes
 from ykbus.core.dryrequest import DryRunError, Request, parse
@@ -121,11 +122,20 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
     refused = queue_problem(queue, application)
     if refused:
         raise DryRunError(f"application.placeholderAsk: the core would reject the application: {refused}")
+    if application.applicationID in part.apps:
+        raise DryRunError(f"application.applicationID: the core would reject the application: application "
+                          f"{application.applicationID} already exists (a dry run is of a job not yet submitted)")
     levels = part.records.topology_levels
+    keys_at: dict[str, int] = {}
     for i, ask in enumerate(request.asks):
         refused = ask_tags_problem(ask.tags, levels) if ask.tags else ""
         if refused:
             raise DryRunError(f"asks[{i}].tags: the core would reject the ask: {refused}")
+        first = keys_at.setdefault(ask.allocationKey, i)
+        if first != i:
+            raise DryRunError(f"asks[{i}].allocationKey: {limits.quoted(ask.allocationKey)} is the key of asks[{first}] "
+                              "too: the core would take it as a new request for that ask, not another one (give each "
+                              "ask its own key)")
     members, keys = _members(request)
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
                            "queue": queue.path, "now": core.now, "lastSeq": core.last_seq, "members": len(members),
@@ -289,6 +299,10 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
                 if len(path) >= depth:
                     by_domain.setdefault(path[:depth], []).append(c.id)
             groups = [by_domain[k] for k in sorted(by_domain)]
+    if not free.candidates:  # every schedulable node reserved (for an ask, or in a gang's domain), or none
+        return {"text": NoEstimate(NoEstimateReason.NO_NODES, [], members).text() + (
+            " (every schedulable node is reserved for another ask or in a topology domain a gang reserved)"
+            if any(n.state is NodeState.SCHEDULABLE for n in part.nodes.values()) else " (no schedulable node)")}
     if not free.limited:  # no time to give; but a job that fits no group of nodes even empty is told so
         rooms = {c.id: c.capacity for c in free.candidates}
         if free.candidates and all(too_large([rooms[i] for i in group] if group is not None else list(rooms.values()),
