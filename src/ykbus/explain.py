@@ -40,8 +40,10 @@ def _figures(code: str, d: dict[str, Any]) -> str:
                 "; ".join(f"{r}: asked {q(r, v)}, the most a node has when empty {q(r, empty.get(r, 0))}"
                           for r, v in short.items()) or "no one node has all of it")
         free = d.get("largestFree", {})
-        line = "; ".join(f"{r}: asked {q(r, v)}, the most free on a schedulable node not reserved for another ask "
-                         f"{q(r, free.get(r, 0))}" for r, v in d.get("asked", {}).items())
+        line = ("every schedulable node is reserved for another ask or in a topology domain a gang reserved"
+                if d.get("allReserved") else
+                "; ".join(f"{r}: asked {q(r, v)}, the most free on a schedulable node not reserved for another ask "
+                          f"{q(r, free.get(r, 0))}" for r, v in d.get("asked", {}).items()))
         held = d.get("heldWithRoom", {})
         if held:
             line += "; room on " + ", ".join(f"{n} (in the topology domain gang {a} reserved)" for n, a in held.items())

@@ -391,3 +391,45 @@ def test_estimates_kept_are_what_a_fresh_computation_gives():
     assert found["finds_differ"] == 0, f"{found['finds_differ']} of {found['finds']} asks were lent another node"
     assert found["domains"] > 100  # gangs' estimates, for lending and for their reasons
     assert found["domains_differ"] == 0, f"{found['domains_differ']} of {found['domains']} gangs' estimates out of date"
+
+
+def test_a_reserved_asks_estimate_is_the_earliest_on_its_node_or_one_reserved_for_no_ask():
+    """A reserved ask also takes room that frees first on another node (it did: B started on
+    n2 at 5 min), but its estimate read only its reserved node: it jumped from 5 min to 1 h
+    the moment it reserved. `squeue --start` says 5 min throughout."""
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(node("n1", vcore=8000), node("n2", vcore=8000)))
+    h.do(h.log.apps(app("run", "root.open"), app("big", "root.open")))
+    h.do(h.log.asks({**timed("a60", "run", 60 * MINUTE // 10**6, vcore=6000),
+                     "tags": {"yunikorn.apache.org/requiredNode": "n1"}},
+                    {**timed("a5", "run", 5 * MINUTE // 10**6, vcore=8000),
+                     "tags": {"yunikorn.apache.org/requiredNode": "n2"}}))
+    started = h.log.ts
+    h.do(h.log.asks(ask("B", "big", vcore=8000)))
+    before = why(h, "big", "B")
+    assert before["code"] == "NoNodeRoom" and before["details"]["estimatedStart"] == started + 5 * MINUTE
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+    reserved = why(h, "big", "B")
+    assert reserved["code"] == "Reserved" and reserved["details"]["node"] == "n1"  # it misses the least there
+    assert reserved["details"]["estimatedStart"] == started + 5 * MINUTE
+    assert "when 1 allocation on node n2 ends" in reserved["details"]["estimate"]
+    assert reserved["message"].endswith(reserved["details"]["estimate"])
+    outs = h.do(h.log.tick(advance_ns=5 * MINUTE))
+    assert ("B", "n2") in new(outs)  # as estimated
+
+
+def test_asks_behind_a_reservation_of_every_node_are_told_there_is_no_node_to_estimate_on():
+    """With every node reserved, the asks behind got no estimate and no word why; explain read
+    "the most free on a schedulable node not reserved for another ask 0 cores" of a node that
+    does not exist."""
+    h, _ = reserved_cluster()
+    h.do(h.log.asks(ask("s", "short", vcore=4000)))
+    reason = why(h, "short", "s")
+    assert reason["code"] == "NoNodeRoom" and reason["details"]["allReserved"] is True
+    assert reason["details"]["estimate"] == ("no estimate: no candidate node (every schedulable node is reserved "
+                                             "for another ask or in a topology domain a gang reserved)")
+    from ykbus.explain import _details
+    line = _details(reason["code"], reason["details"], reason["message"])
+    assert "the most free on a schedulable node" not in line
+    assert line.startswith("every schedulable node is reserved for another ask or in a topology domain a gang reserved")

@@ -50,7 +50,7 @@ from ykbus.core.intake import ask_tags_problem, queue_problem, tags_problem
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res, resources_of
-from ykbus.core.timeline import Estimate, NoEstimate, NoEstimateReason, too_large
+from ykbus.core.timeline import ALL_RESERVED, Estimate, NoEstimate, NoEstimateReason, too_large
 from ykbus.core.topology import (
     ANYWHERE,
     DomainIndex,
@@ -300,9 +300,8 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
                     by_domain.setdefault(path[:depth], []).append(c.id)
             groups = [by_domain[k] for k in sorted(by_domain)]
     if not free.candidates:  # every schedulable node reserved (for an ask, or in a gang's domain), or none
-        return {"text": NoEstimate(NoEstimateReason.NO_NODES, [], members).text() + (
-            " (every schedulable node is reserved for another ask or in a topology domain a gang reserved)"
-            if any(n.state is NodeState.SCHEDULABLE for n in part.nodes.values()) else " (no schedulable node)")}
+        return {"text": NoEstimate(NoEstimateReason.NO_NODES, [], members, ALL_RESERVED if any(
+            n.state is NodeState.SCHEDULABLE for n in part.nodes.values()) else "no schedulable node").text()}
     if not free.limited:  # no time to give; but a job that fits no group of nodes even empty is told so
         rooms = {c.id: c.capacity for c in free.candidates}
         if free.candidates and all(too_large([rooms[i] for i in group] if group is not None else list(rooms.values()),

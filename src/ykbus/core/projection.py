@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ykbus.core.backfill import FreeNodes
+from ykbus.core import why
+from ykbus.core.backfill import FreeNodes, limits_in_use
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App
 from ykbus.core.partition import Partition
 from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
-from ykbus.core.timeline import Estimate, NoEstimate, fmt_in
+from ykbus.core.timeline import ALL_RESERVED, Estimate, NoEstimate, NoEstimateReason, fmt_in
 from ykbus.core.topology import path_of
 from ykbus.core.why import PendingCode
 from ykbus.limits import saturated
@@ -110,7 +111,11 @@ class Estimates:
             return self.by_shape[ask.shape]
         if self.free is None:
             self.free = FreeNodes(self.p.records)
-        found = self.free.estimate([ask.resource], self.now) if self.free.limited else None
+        if not self.free.candidates and limits_in_use(self.p.records):  # every node reserved: none to start on
+            found: Estimate | NoEstimate | None = NoEstimate(NoEstimateReason.NO_NODES, [], [ask.resource],
+                                                            ALL_RESERVED)
+        else:
+            found = self.free.estimate([ask.resource], self.now) if self.free.limited else None
         self.by_shape[ask.shape] = found
         return found
 
@@ -160,6 +165,12 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
         free = node.free if node is not None else {}
         out["details"]["missing"] = {r: v - free.get(r, 0) for r, v in ask.resource.items() if free.get(r, 0) < v}
         start = reason.details.get("estimatedStart")
+        elsewhere = estimates.of(ask) if estimates is not None else None
+        if node is not None and isinstance(elsewhere, Estimate) and (start is None or elsewhere.at < start):
+            # it takes room that frees first on a node reserved for no ask too: the earlier start
+            said = why.reserved(node.id, ask.resource, elsewhere.text(None), elsewhere.at)
+            out["message"], start = said.message, elsewhere.at
+            out["details"].update(estimate=said.details["estimate"], estimatedStart=start)
         if start is not None:  # how far off, as of the moment it is read
             out["details"]["startsIn"] = fmt_in(start - now)
     if reason.code is PendingCode.NO_NODE_ROOM:
@@ -168,6 +179,8 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
         mine = ask.app.id
         free = [n.free for n in schedulable if (n.reserved is None or n.reserved is ask) and n.held in ("", mine)]
         details["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+        if schedulable and not free:  # then no figure of free room: there is no node to read one on
+            details["allReserved"] = True
         details.update(fits_no_node_empty(p, ask.resource))
         held = {n.id: n.held for n in schedulable if n.held not in ("", mine) and fits(ask.resource, n.free)}
         if held:  # in a topology domain a waiting gang reserved (docs/topology.md)

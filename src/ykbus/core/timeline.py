@@ -186,21 +186,26 @@ class NoEstimateReason(enum.Enum):
     OCCUPIED = "room on the candidate nodes is held by other than allocations"
 
 
+ALL_RESERVED = "every schedulable node is reserved for another ask or in a topology domain a gang reserved"
+
+
 class NoEstimate:
     """Rule 6: no time can be given, and why. `blockers`: for `NO_LIMIT`, the allocations
-    without a limit on the candidate nodes, as (node id, key), by node then key."""
+    without a limit on the candidate nodes, as (node id, key), by node then key. `note`: why,
+    said after the reason (for `NO_NODES`, why there is none)."""
 
-    __slots__ = ("reason", "blockers", "members")
+    __slots__ = ("reason", "blockers", "members", "note")
 
-    def __init__(self, reason: NoEstimateReason, blockers: list[tuple[str, str]], members: Sequence[Res]) -> None:
-        self.reason, self.blockers, self.members = reason, blockers, list(members)
+    def __init__(self, reason: NoEstimateReason, blockers: list[tuple[str, str]], members: Sequence[Res],
+                 note: str = "") -> None:
+        self.reason, self.blockers, self.members, self.note = reason, blockers, list(members), note
 
     def text(self) -> str:
         """`no estimate: the allocations in the way have no runtime limit`."""
         out = f"no estimate: {self.reason.value}"
         if self.reason is NoEstimateReason.TOO_LARGE:
             return f"{out} ({describe(self.members)})"
-        return out
+        return f"{out} ({self.note})" if self.note else out
 
     def __repr__(self) -> str:
         return f"NoEstimate({self.reason.name}, {self.blockers})"
