@@ -23,7 +23,7 @@ $(VENV)/.dev: $(VENV)/.installed pyproject.toml
 	touch $@
 
 $(VENV)/.compiled: $(VENV)/.installed $(CORE_SOURCES)
-	@[ "$${YKBUS_PURE_PYTHON:-0}" != 0 ] || echo "make: compiling the scheduling core with mypyc (about a minute the first time; YKBUS_PURE_PYTHON=1 skips it)"
+	@[ "$${YKBUS_PURE_PYTHON:-0}" != 0 ] || echo "make: compiling the scheduling core with mypyc (one to three minutes the first time; YKBUS_PURE_PYTHON=1 skips it)"
 	touch $@.next
 	$(PY) -m pip install -q --no-deps -e .
 	mv $@.next $@

@@ -422,7 +422,7 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rm-stop", type=float, default=None, metavar="S",
                    help="further seconds Paused before an RM is Stopped and its state removed (60)")
     p.add_argument("--in-max-bytes", type=int, default=None, metavar="B",
-                   help="size limit of the input log stream YK_IN (-1: unlimited; keep it above the last snapshot)")
+                   help="size limit of the input log stream YK_IN (-1, the default: unlimited; keep it above the last snapshot)")
     p.add_argument("--out-max-bytes", type=int, default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
     p.add_argument("--out-max-age", type=float, default=None, metavar="S", help="age limit of YK_OUT (7 days)")
     p.add_argument("--replicas", type=int, default=None, help="stream replicas (1; 3 on a NATS cluster)")
@@ -433,7 +433,9 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
                    help="keep a copy of the latest snapshot here; a start reads it instead of downloading it "
                         "when its digest matches the object store's")
     p.add_argument("--api-host", default=None, help="bind host of the HTTP read API (127.0.0.1)")
-    p.add_argument("--api-port", type=int, default=None, help="port of the HTTP read API (0: off)")
+    p.add_argument("--api-port", type=int, default=None,
+                   help="port of the HTTP read API and web UI, 0: off (ykbus core: 0; ykbus up: 9080, or a free port "
+                        "when 9080 is taken)")
     p.add_argument("--api-token", default=None, metavar="TOKEN",
                    help="HTTP read API: require `Authorization: Bearer TOKEN` (also YKBUS_API_TOKEN; "
                         "required when --api-host is not loopback)")
@@ -688,7 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_tyjob)
 
-    p = sub.add_parser("bench", help="benchmarks: core, replay, restart, memory, e2e, failover (see BENCHMARKS.md)")
+    p = sub.add_parser("bench", help="benchmarks: core, replay, shards, restart, memory, e2e, failover (see BENCHMARKS.md)")
     bench = p.add_subparsers(dest="what", required=True)
     b = bench.add_parser("core", help="in-process scheduling speed")
     b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption", "topology",
