@@ -82,6 +82,7 @@ async def main(url: str, rm_id: str) -> None:
                                               UUID=a.UUID, terminationType="STOPPED_BY_RM", message="done")
                           for a in printer.running])
         await rm.remove_applications(["web-1"])
+        await api.unregister()  # and leave: its nodes go with it
         print(f"released {len(printer.running)} pods; done")
 
 

@@ -60,6 +60,35 @@ def test_the_example_program_runs_against_a_real_core(nats_server):
     assert lines[-1] == "released 3 pods; done"
 
 
+def test_the_example_program_leaves_no_rm_registered_behind(nats_server):
+    """It left `example-rm` registered with its two nodes until the core's heartbeat timeouts
+    stopped it: a partition in the web UI, an RM in every "registered:" list and in a dry
+    run's count of RMs. It unregisters as it ends: Stopped at once."""
+    import json
+
+    import anyio
+    import nats
+
+    async def registered() -> dict:
+        nc = await nats.connect(nats_server.url)
+        try:
+            return json.loads((await nc.request("yk.v1.api.health", b"{}", timeout=5)).data)["rms"]
+        finally:
+            await nc.close()
+
+    core = CoreProcess(nats_server.url).start()
+    try:
+        run = subprocess.run([sys.executable, str(EXAMPLE), "--nats", nats_server.url], capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 0, run.stderr[-3000:]
+        deadline = time.monotonic() + 10  # (its unregister is in the log: applied at once, read a moment later)
+        while anyio.run(registered) != {"example-rm": "Stopped"} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert anyio.run(registered) == {"example-rm": "Stopped"}  # at once, not 70 s of missed heartbeats later
+    finally:
+        core.terminate()
+
+
 def test_the_example_programs_queue_limit_is_in_the_units_the_configuration_reads():
     """Regression: the example set `max: {vcore: 8000}`, 8,000 cores in a queue file (vcore in
     cores there, millicores on the wire), and a reader who copied it got no limit at all. Its
