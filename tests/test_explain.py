@@ -174,3 +174,13 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
     run = subprocess.run(f"{sys.executable} -m ykbus.cli explain a --all --log {path} | head -c 11", shell=True,
                          capture_output=True, text=True)
     assert run.stdout == "application" and "Traceback" not in run.stderr, run.stderr[-1000:]
+
+
+def test_a_preempting_asks_victims_are_said_once_in_words_not_as_a_python_list():
+    """`node n1, victims ['4-0']` followed the message that already named them."""
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", "urgent", "--all", "--log",
+                          str(Path(__file__).parent.parent / "examples" / "preemption.jsonl")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "Preempting: node n1 is reserved for it while the RM releases" in run.stdout
+    assert "[" not in run.stdout and "victims" not in run.stdout, run.stdout

@@ -75,7 +75,7 @@ def _figures(code: str, d: dict[str, Any]) -> str:
         return "; ".join(f"{r}: asked {q(r, v)}, free on node {d['node']} {q(r, d.get('free', {}).get(r, 0))}"
                          for r, v in d.get("asked", {}).items())
     if code in ("RequiredNodeGone", "RequiredNodeDraining", "RMPaused", "GangIncomplete", "GangNoRoom",
-                "GangTooLarge", "GangPending", "Replacing", "LeaderPending", "TopologyNoDomain"):
+                "GangTooLarge", "GangPending", "Replacing", "LeaderPending", "TopologyNoDomain", "Preempting"):
         return ""  # the message says it all
     return ", ".join(f"{k} {v}" for k, v in d.items())
 
