@@ -82,4 +82,7 @@ async def test_rows_of_the_same_key_are_refreshed_to_exactly_the_new_rows(nats_s
         assert wrong == []
         allocations = [r for r in rows if r.startswith("task")]
         assert sorted(r.split("\t")[1] for r in allocations) == ["a1", "a1", "a1", "a2", "a2"]
+        # an application's allocations of one key are told apart: the second and later numbered
+        assert sorted(r.split("\t")[0] for r in allocations if r.split("\t")[1] == "a1") == ["task", "task (2)",
+                                                                                            "task (3)"]
         assert [r.split("\t")[:2] for r in again if r.startswith("task")] == [r.split("\t")[:2] for r in allocations]

@@ -187,10 +187,18 @@ function appRow(a) {
     <td>${when(a.submissionTime)}</td><td class="why">${esc(whyOf(a))}</td></tr>`;
 }
 
+// An ask of several allocations (maxAllocations) has them under one key: the second and later
+// of an application's key are numbered, so that identical rows do not look like one listed twice
 function allocationRows(list, withApp, withNode = true) {
-  return list.map((a) => `<tr data-key="${esc(a.applicationId)}/${esc(a.allocationKey)}"><td>${esc(a.allocationKey)}${a.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
+  const seen = new Map();
+  return list.map((a) => {
+    const id = `${a.applicationId}/${a.allocationKey}`;
+    const n = (seen.get(id) || 0) + 1;
+    seen.set(id, n);
+    return `<tr data-key="${esc(id)}"><td>${esc(a.allocationKey)}${n > 1 ? ` (${n})` : ""}${a.placeholder ? ' <span class="tag">placeholder</span>' : ""}</td>
     ${withApp ? `<td>${appLink(a.applicationId, withApp === true ? "-" : withApp)}</td>` : ""}
-    ${withNode ? `<td>${nodeLink(a.nodeId)}</td>` : ""}<td>${esc(resources(a.resource))}</td><td>${since(a.allocationTime)}</td></tr>`);
+    ${withNode ? `<td>${nodeLink(a.nodeId)}</td>` : ""}<td>${esc(resources(a.resource))}</td><td>${since(a.allocationTime)}</td></tr>`;
+  });
 }
 
 
