@@ -28,6 +28,7 @@ def test_queues_show_guarantees_usage_and_pending_per_queue():
     # 2 apps, 2 running, guaranteed 2 cores, no max (quantities in the units people read: core/resources.py)
     assert q["root.under"][3:10] == ["leaf", "2", "2", "vcore:", "2", "cores", "-"]
     assert q["root.over"][6:10] == ["vcore:", "1", "core", "-"]  # guaranteed 1 core, no max
+    assert q["root.under"][-1] == "Active"  # the STATE column: it was empty for every queue but a draining one
 
 
 def test_apps_filter_by_queue_and_state_and_say_why_pending():

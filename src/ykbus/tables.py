@@ -47,7 +47,8 @@ def queues(answer: Answer) -> list[str]:
     for rm, partition, section in _each(answer):
         for path in sorted(section):
             q = section[path]
-            state = "draining" if q.get("draining") else "unmanaged" if not q.get("managed", True) else ""
+            # YuniKorn's queue states; a queue a placement rule created (not in the configuration) says so
+            state = "Draining" if q.get("draining") else "Active" if q.get("managed", True) else "Active (dynamic)"
             rows.append((rm, partition, path, "leaf" if q.get("leaf") else "parent", str(len(q.get("applications", []))),
                          str(q.get("runningApplications", 0)), resources(q.get("guaranteed")), resources(q.get("max")),
                          resources(q.get("allocated")), resources(q.get("pending")), state))
