@@ -82,3 +82,57 @@ async def test_entries_applied_while_a_slow_snapshot_is_made_are_in_the_next(nat
             await _two_taken_and_idle(core)
             stored = await core.store.get(SNAPSHOT_OBJECT)
             assert load_snapshot(stored.data, load_yaml).last_seq >= applied
+
+
+async def test_a_stored_snapshot_that_cannot_be_read_is_passed_over_and_the_log_replayed(nats_server, tmp_path):
+    """A truncated or garbled snapshot object stopped every core from starting (leader,
+    standby, restart), with a traceback, though the input log held every entry: the core
+    says so and replays the log from its start instead."""
+    from ykbus.bus.snapshots import CHUNK_BYTES, store_object
+    from ykbus.bus.streams import snapshot_store
+
+    async with rm_client(nats_server.url) as api:
+        async with running_core(nats_server.url, snapshot_every=20) as core:
+            rec = Recorder()
+            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000, memory=10**9)])
+            await client.add_applications([app("a1")])
+            for i in range(30):
+                await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
+            await rec.wait_for(lambda: len(rec.allocations) == 30)
+            live = core.core.dump()
+        store = await snapshot_store(api.js, 1)
+        good = (await store.get(SNAPSHOT_OBJECT)).data
+        for bad in (good[: len(good) // 2], b"[1, 2, 3]"):
+            await store_object(store, SNAPSHOT_OBJECT, bad, CHUNK_BYTES)
+            async with running_core(nats_server.url, snapshot_every=1000) as again:
+                assert again.core.dump()["rms"] == live["rms"]  # (a tick more: a takeover's fence)
+
+
+async def test_a_snapshot_replaced_while_it_is_read_is_read_again_not_waited_for(nats_server):
+    """A core starting while the leader stores a new snapshot read chunks the new one
+    replaced: nats-py's get waits forever there, and the start gave up after 60 s (a standby
+    or reader started at that moment was silent, then gone). A try that outlasts a slow read
+    of its size reads the new snapshot."""
+    import os
+    import time
+
+    from ykbus.bus.snapshots import CHUNK_BYTES, fetch_snapshot, store_object
+    from ykbus.bus.streams import snapshot_store
+
+    async with rm_client(nats_server.url) as reader, rm_client(nats_server.url) as writer:
+        versions = [os.urandom(16 * 2**20) for _ in range(3)]
+        mine, theirs = await snapshot_store(reader.js, 1), await snapshot_store(writer.js, 1)
+        await store_object(theirs, SNAPSHOT_OBJECT, versions[0], CHUNK_BYTES)
+
+        async def leader_stores_more() -> None:
+            for data in versions[1:]:
+                await anyio.sleep(0.05)
+                await store_object(theirs, SNAPSHOT_OBJECT, data, CHUNK_BYTES)
+
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(leader_stores_more)
+            with anyio.fail_after(30):
+                fetched = await fetch_snapshot(mine, SNAPSHOT_OBJECT, None)
+        assert fetched is not None and fetched[0] in versions and fetched[1] == "object store"
+        assert time.monotonic() - started < 30

@@ -239,3 +239,29 @@ def test_every_service_stops_on_sigterm_within_two_seconds(nats_server, tmp_path
         assert service.proc.returncode == 0, (name, service.proc.returncode, out[-3000:])
         assert "Traceback" not in out, (name, out[-3000:])
         assert took[name] < SERVICE_STOP_S, (name, took[name], out[-3000:])
+
+
+def test_a_core_still_starting_stops_on_sigterm_at_once(tmp_path):
+    """A core whose start waits (here for JetStream, which this server does not run; in the
+    review, for a snapshot being replaced as it was read) ignored SIGTERM until its start-up
+    gave up, 60 s later, with a traceback: a stop must not wait for the start to end."""
+    from ykbus.bus.server import find_binary, free_port, spawn, stop_process
+
+    port = free_port()
+    plain = spawn([find_binary(), "-a", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL)  # no JetStream: the core's start-up waits for it
+    try:
+        time.sleep(0.5)
+        core = Service("core.py", "--nats", f"nats://127.0.0.1:{port}", "--api-port", "0")
+        try:
+            core.wait_for("JetStream not answering yet", timeout=60)
+            took = core.terminate()
+        finally:
+            if core.proc.poll() is None:
+                core.proc.kill()
+                core.proc.wait()
+    finally:
+        stop_process(plain)
+    out = "".join(core.lines)
+    assert took < SERVICE_STOP_S, (took, out[-3000:])
+    assert core.proc.returncode == 0 and "Traceback" not in out, out[-3000:]

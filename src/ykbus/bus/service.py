@@ -47,7 +47,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -86,7 +86,7 @@ from ykbus.collector import CollectorPolicy
 from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.shards import DEFAULT_SHARD
-from ykbus.core.snapshot import load_snapshot
+from ykbus.core.snapshot import SnapshotError, load_snapshot
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
@@ -219,7 +219,10 @@ class CoreService:
         self.js = self.nc.jetstream(timeout=10)
         mark("connected_ms")
         try:
-            await with_retries(lambda: self._prepare(mark), "start-up", s.start_wait_s)
+            if not await self._unless_stopped(lambda: with_retries(lambda: self._prepare(mark), "start-up",
+                                                                   s.start_wait_s)):
+                log.info("core stopped while it started: nothing was applied")
+                return
             mark("outputs_scanned_ms")
             self.publisher.max_payload = self.nc.max_payload
             start = self.core.last_seq + 1
@@ -271,6 +274,21 @@ class CoreService:
                 await self.nc.drain()
 
     # --- start-up --------------------------------------------------------------------
+
+    async def _unless_stopped(self, start: Callable[[], Awaitable[None]]) -> bool:
+        """`start()`, cancelled if a stop comes first (False then): a start may wait long (for
+        JetStream, a snapshot being replaced), and SIGTERM must not wait for it."""
+        started = False
+        async with anyio.create_task_group() as tg:
+            async def stop_first() -> None:
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_first)
+            await start()
+            started = True
+            tg.cancel_scope.cancel()
+        return started
 
     async def _prepare(self, mark: Callable[[str], None]) -> None:
         """Streams and stores, the snapshot, the failure records, the lease and the output
@@ -326,7 +344,13 @@ class CoreService:
             return
         data, source = fetched
         t0 = time.perf_counter()
-        core = load_snapshot(data, load_yaml)
+        try:
+            core = load_snapshot(data, load_yaml)
+        except SnapshotError as exc:  # truncated, garbled, of a format this version does not read
+            # the log is the truth: from its start, if it still holds its start (`_check_log_start`)
+            log.error("the stored snapshot cannot be read: replaying the log from the start instead",
+                      extra={"fields": {"error": str(exc), "bytes": len(data), "from": source}})
+            return
         self.live.loaded(GuardedCore(self.arrivals.adopt(core), self.arrivals.restore, checkpoint=data))
         gc.freeze()  # the loaded state is long-lived
         log.info("snapshot loaded", extra={"fields": {

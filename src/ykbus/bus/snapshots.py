@@ -150,7 +150,11 @@ def _write(path: str, data: bytes) -> None:
 
 CHUNK_BYTES = 128 * 1024  # the object store's own chunk: a snapshot is stored in messages of at most this
 CHUNK_HEADROOM = 4096  # ... and this much under the server's max_payload (a message's subject and headers count)
-SNAPSHOT_GET_TIMEOUT_S = 60  # reading the snapshot while another core stores one can wait forever: read again
+# Reading the snapshot while another core stores a new one can wait forever (the chunks read
+# are replaced): a try waits as long as a slow read of its size takes, then the new one is read
+SNAPSHOT_GET_TIMEOUT_S = 60  # every try, in all
+READ_FLOOR_S = 2.0  # a try waits this long at least ...
+READ_BYTES_PER_S = 16 * 2**20  # ... and a second more per this many bytes (doubled at each try)
 
 
 def chunk_bytes(max_payload: int) -> int:
@@ -172,21 +176,31 @@ def snapshot_digest(data: bytes) -> str:
 
 async def fetch_snapshot(store: Any, name: str, local: str | None) -> tuple[bytes, str] | None:
     """The latest snapshot, object `name` of `store`: the local copy at `local` when its
-    SHA-256 is the stored object's (no download), else the object itself; None if none."""
-    try:
-        info = await store.get_info(name)
-    except (NotFoundError, ObjectNotFoundError):
-        return None
-    if local and os.path.exists(local):
-        with open(local, "rb") as f:
-            data = f.read()
-        if snapshot_digest(data) == info.digest:
-            return data, "local copy"
-    with anyio.move_on_after(SNAPSHOT_GET_TIMEOUT_S) as scope:
-        found = await store.get(name)
-    if scope.cancelled_caught:  # another core stored a new one meanwhile: its chunks replaced these
-        raise NatsTimeoutError("the snapshot changed while it was read")
-    return found.data, "object store"
+    SHA-256 is the stored object's (no download), else the object itself; None if none. A
+    read that outlasts its try (another core stored a new snapshot meanwhile, whose chunks
+    replaced those read) is done again, of the new one, for `SNAPSHOT_GET_TIMEOUT_S` in all."""
+    deadline = time.monotonic() + SNAPSHOT_GET_TIMEOUT_S
+    per_try = 1.0
+    while True:
+        try:
+            info = await store.get_info(name)
+        except (NotFoundError, ObjectNotFoundError):
+            return None
+        if local and os.path.exists(local) and not os.path.isdir(local):
+            with open(local, "rb") as f:
+                data = f.read()
+            if snapshot_digest(data) == info.digest:
+                return data, "local copy"
+        wait = min(per_try * (READ_FLOOR_S + (info.size or 0) / READ_BYTES_PER_S), deadline - time.monotonic())
+        with anyio.move_on_after(max(wait, 0.0)) as scope:
+            found = await store.get(name)
+        if not scope.cancelled_caught:
+            return found.data, "object store"
+        if time.monotonic() >= deadline:
+            raise NatsTimeoutError(f"the snapshot changed while it was read, each try, for {SNAPSHOT_GET_TIMEOUT_S} s")
+        log.info("the snapshot changed while it was read (or its read is slow): reading it again",
+                 extra={"fields": {"bytes": info.size, "waited_s": round(wait, 1)}})
+        per_try *= 2
 
 
 class Snapshotter:
