@@ -41,7 +41,6 @@ Theory of operation
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import logging
 import os
@@ -65,7 +64,7 @@ from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
 from ykbus.bus.sharding import Arrivals, Sharding, StoppedWaiting, shards_bucket
-from ykbus.bus.snapshots import Snapshotter, chunk_bytes, fetch_snapshot
+from ykbus.bus.snapshots import Snapshotter, chunk_bytes, load_latest
 from ykbus.bus.streams import (
     answer_attach,
     ensure_streams,
@@ -86,11 +85,9 @@ from ykbus.collector import CollectorPolicy
 from ykbus.core import Core, Entry
 from ykbus.core.guard import FAILED_KIND, GuardedCore
 from ykbus.core.shards import DEFAULT_SHARD
-from ykbus.core.snapshot import SnapshotError, load_snapshot
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
-from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
 
@@ -104,6 +101,22 @@ def entry_of(msg: Any, subjects: Subjects) -> tuple[Entry, int]:
     rm, kind = subjects.parse(msg.subject)
     encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
     return Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding), pending
+
+
+async def unless_stopped(stop: anyio.Event, start: Callable[[], Awaitable[None]]) -> bool:
+    """`start()`, cancelled if `stop` is set first (False then): a core's start may wait long
+    (for JetStream, a snapshot being replaced), and SIGTERM must not wait for it."""
+    started = False
+    async with anyio.create_task_group() as tg:
+        async def stop_first() -> None:
+            await stop.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(stop_first)
+        await start()
+        started = True
+        tg.cancel_scope.cancel()
+    return started
 
 
 class LogGap(Exception):
@@ -219,8 +232,8 @@ class CoreService:
         self.js = self.nc.jetstream(timeout=10)
         mark("connected_ms")
         try:
-            if not await self._unless_stopped(lambda: with_retries(lambda: self._prepare(mark), "start-up",
-                                                                   s.start_wait_s)):
+            if not await unless_stopped(self._stop, lambda: with_retries(lambda: self._prepare(mark), "start-up",
+                                                                         s.start_wait_s)):
                 log.info("core stopped while it started: nothing was applied")
                 return
             mark("outputs_scanned_ms")
@@ -275,21 +288,6 @@ class CoreService:
 
     # --- start-up --------------------------------------------------------------------
 
-    async def _unless_stopped(self, start: Callable[[], Awaitable[None]]) -> bool:
-        """`start()`, cancelled if a stop comes first (False then): a start may wait long (for
-        JetStream, a snapshot being replaced), and SIGTERM must not wait for it."""
-        started = False
-        async with anyio.create_task_group() as tg:
-            async def stop_first() -> None:
-                await self._stop.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(stop_first)
-            await start()
-            started = True
-            tg.cancel_scope.cancel()
-        return started
-
     async def _prepare(self, mark: Callable[[str], None]) -> None:
         """Streams and stores, the snapshot, the failure records, the lease and the output
         stream's ids. Each step may be done again (the whole is retried while a NATS cluster
@@ -302,7 +300,7 @@ class CoreService:
             await ensure_streams(self.js, self.subjects, s.limits)
             store = await snapshot_store(self.js, s.limits.replicas)
         mark("streams_ms")
-        await self._load(store)
+        await load_latest(store, self.subjects.snapshot_object, self._local_snapshot(), self.live, self.arrivals)
         mark("snapshot_ms")
         await self._check_log_start()
         for record in await failed_records(self.js, self.subjects.core_input(FAILED_KIND)):
@@ -336,26 +334,6 @@ class CoreService:
     def _local_snapshot(self) -> str | None:
         d = self.settings.snapshot_dir
         return os.path.join(d, f"{self.subjects.snapshot_object}.snap") if d else None
-
-    async def _load(self, store: Any) -> None:
-        fetched = await fetch_snapshot(store, self.subjects.snapshot_object, self._local_snapshot())
-        if fetched is None:
-            log.info("no snapshot: replaying the log from the start")
-            return
-        data, source = fetched
-        t0 = time.perf_counter()
-        try:
-            core = load_snapshot(data, load_yaml)
-        except SnapshotError as exc:  # truncated, garbled, of a format this version does not read
-            # the log is the truth: from its start, if it still holds its start (`_check_log_start`)
-            log.error("the stored snapshot cannot be read: replaying the log from the start instead",
-                      extra={"fields": {"error": str(exc), "bytes": len(data), "from": source}})
-            return
-        self.live.loaded(GuardedCore(self.arrivals.adopt(core), self.arrivals.restore, checkpoint=data))
-        gc.freeze()  # the loaded state is long-lived
-        log.info("snapshot loaded", extra={"fields": {
-            "last_seq": core.last_seq, "bytes": len(data), "from": source,
-            "ms": round(1000 * (time.perf_counter() - t0), 1)}})
 
     async def _check_log_start(self) -> None:
         info = await self.js.stream_info(IN_STREAM)

@@ -35,7 +35,9 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 from ykbus.bus.live import LiveCore
 from ykbus.bus.subjects import SNAPSHOT_OBJECT
 from ykbus.core import Core
-from ykbus.core.snapshot import dump_snapshot
+from ykbus.core.guard import GuardedCore
+from ykbus.core.snapshot import SnapshotError, dump_snapshot, load_snapshot
+from ykbus.yamlload import load_yaml
 
 log = logging.getLogger("ykbus.core")
 
@@ -201,6 +203,30 @@ async def fetch_snapshot(store: Any, name: str, local: str | None) -> tuple[byte
         log.info("the snapshot changed while it was read (or its read is slow): reading it again",
                  extra={"fields": {"bytes": info.size, "waited_s": round(wait, 1)}})
         per_try *= 2
+
+
+async def load_latest(store: Any, name: str, local: str | None, live: LiveCore, arrivals: Any) -> None:
+    """At start: the latest snapshot (`fetch_snapshot`) loaded into `live`, its guard's
+    checkpoint (`arrivals`: bus/sharding.py `Arrivals`, what a loaded core is adopted by); with
+    none, or one that cannot be read, the core replays the log from its start (the log is the
+    truth: the service checks it still holds its start)."""
+    fetched = await fetch_snapshot(store, name, local)
+    if fetched is None:
+        log.info("no snapshot: replaying the log from the start")
+        return
+    data, source = fetched
+    t0 = time.perf_counter()
+    try:
+        core = load_snapshot(data, load_yaml)
+    except SnapshotError as exc:  # truncated, garbled, of a format this version does not read
+        log.error("the stored snapshot cannot be read: replaying the log from the start instead",
+                  extra={"fields": {"error": str(exc), "bytes": len(data), "from": source}})
+        return
+    live.loaded(GuardedCore(arrivals.adopt(core), arrivals.restore, checkpoint=data))
+    gc.freeze()  # the loaded state is long-lived
+    log.info("snapshot loaded", extra={"fields": {
+        "last_seq": core.last_seq, "bytes": len(data), "from": source,
+        "ms": round(1000 * (time.perf_counter() - t0), 1)}})
 
 
 class Snapshotter:
