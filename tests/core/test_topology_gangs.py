@@ -630,3 +630,29 @@ def test_a_reserved_rack_that_loses_a_host_is_given_up_and_the_gang_reserves_aga
         assert reasons and all(r.endswith(f"rack b1/{other} is reserved for it") for r in reasons), reasons
         invariants.state_is_consistent(h.core)
         assert load_snapshot(dump_snapshot(h.core), load_yaml).dump() == h.core.dump()
+
+
+def test_a_waiting_topology_set_is_told_when_it_would_start_as_its_dry_run_is():
+    """A dry run of a job said `estimated start ... in 5 min` (and it started then); once
+    submitted, the same job waiting as a topology set had no estimate at all."""
+    from ykbus.core.dryrun import would_fit
+
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0)})
+    h.do(h.log.apps(app_msg("busy", "root.jobs")))
+    h.do(h.log.asks(*[{**ask(f"b-{n}", "busy", gpu=3), "executionTimeoutMilliSeconds": 5 * 60_000,
+                       "tags": {"yunikorn.apache.org/requiredNode": n}} for n in ("r1-0", "r1-1", "r2-0", "r2-1")]))
+    started = h.log.ts
+    job = {"application": {"applicationID": "try", "queueName": "root.jobs", "partitionName": "default",
+                           "ugi": {"user": "me"}, "tags": {"ykbus.io/topology-required": RACK}},
+           "asks": [{"allocationKey": "w", "applicationID": "try", "maxAllocations": 4,
+                     "resourceAsk": {"resources": {"gpu": {"value": 2}}}}]}
+    dry = would_fit(h.core, job)
+    assert dry["fits"] is False and dry["estimate"]["start"] == started + 5 * 60 * 10**9
+    h.do(h.log.apps(app_msg("try", "root.jobs", tags={"ykbus.io/topology-required": RACK})))
+    h.do(h.log.asks(ask("w", "try", gpu=2, max_allocations=4)))
+    reason = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["try"]["asks"]["w"]["why"]
+    assert reason["code"] == "TopologyNoDomain"
+    assert reason["details"]["estimatedStart"] == dry["estimate"]["start"]
+    assert reason["details"]["estimate"] == dry["estimate"]["text"]
+    from ykbus.explain import _details
+    assert _details(reason["code"], reason["details"], reason["message"]) == dry["estimate"]["text"]

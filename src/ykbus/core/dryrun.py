@@ -284,6 +284,19 @@ def _why_not(found: Fit | NoDomain | None, members: list[Res]) -> str:
             "together, placed first fit in the partition's node order")
 
 
+def estimate_at_rest(part: Partition, members: list[Res], topology: TopologyRequest | None,
+                     now: int) -> dict[str, Any]:
+    """`_estimate` run through at once, between two entries (a read: nothing changes between
+    its slices): a waiting topology set's or gang's, as its dry run would say it."""
+    steps = _estimate(part, members, topology, now)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            answer: dict[str, Any] = done.value
+            return answer
+
+
 def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None,
               now: int) -> Generator[None, None, dict[str, Any]]:
     """Rule 3, `SLICE_ENDS` end bounds read a slice (core/backfill.py `FreeNodes`)."""

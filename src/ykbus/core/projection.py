@@ -9,6 +9,7 @@ from typing import Any
 
 from ykbus.core import why
 from ykbus.core.backfill import FreeNodes, limits_in_use
+from ykbus.core.dryrun import estimate_at_rest
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App
 from ykbus.core.partition import Partition
@@ -16,7 +17,7 @@ from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
 from ykbus.core.timeline import ALL_RESERVED, Estimate, NoEstimate, NoEstimateReason, fmt_in
-from ykbus.core.topology import path_of
+from ykbus.core.topology import path_of, request_of
 from ykbus.core.why import PendingCode
 from ykbus.limits import saturated
 
@@ -104,6 +105,7 @@ class Estimates:
         self.p, self.now = p, now
         self.free: FreeNodes | None = None
         self.by_shape: dict[str, Estimate | NoEstimate | None] = {}
+        self.by_set: dict[tuple[str, int], dict[str, Any]] = {}
 
     def of(self, ask: Any) -> Estimate | NoEstimate | None:
         """None: no allocation on the free nodes has a runtime limit."""
@@ -117,6 +119,24 @@ class Estimates:
         else:
             found = self.free.estimate([ask.resource], self.now) if self.free.limited else None
         self.by_shape[ask.shape] = found
+        return found
+
+    def of_set(self, ask: Any) -> dict[str, Any]:
+        """What the reason of an ask of a topology set or gang that no domain holds gains:
+        `estimate` and `estimatedStart` as its dry run gives them (core/dryrun.py: over the
+        free nodes, by domain for `required`, as if first in line), once per set; nothing
+        without limits in use."""
+        app = ask.app
+        key = (app.id, -1 if app.gang else ask.at)  # a gang's placeholders; a set: the asks sent together
+        found = self.by_set.get(key)
+        if found is None:
+            found = {}
+            if limits_in_use(self.p.records):
+                members = [a.resource for a in app.asks.values() if a.pending
+                           and (a.placeholder if app.gang else a.at == ask.at) for _ in range(a.pending)]
+                answer = estimate_at_rest(self.p, members, request_of(ask.tags) or request_of(app.tags), self.now)
+                found = {"estimate": answer["text"], **({"estimatedStart": answer["start"]} if "start" in answer else {})}
+            self.by_set[key] = found
         return found
 
     def details(self, ask: Any) -> dict[str, Any]:
@@ -173,6 +193,8 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
             out["details"].update(estimate=said.details["estimate"], estimatedStart=start)
         if start is not None:  # how far off, as of the moment it is read
             out["details"]["startsIn"] = fmt_in(start - now)
+    if reason.code is PendingCode.TOPOLOGY_NO_DOMAIN and estimates is not None and "estimate" not in reason.details:
+        out["details"].update(estimates.of_set(ask))  # (a gang waiting on its reserved domain has its own)
     if reason.code is PendingCode.NO_NODE_ROOM:
         details = out["details"]
         schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
