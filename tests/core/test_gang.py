@@ -370,3 +370,24 @@ def test_a_confirmed_replacement_takes_its_placeholders_room_on_a_node_reserved_
     assert [(k, n) for k, n, _ in new(outs)] == [("r", "n1")]  # not B, which waits on
     assert app_of(h, "g")["allocated"] == {"vcore": 6000}
     checked(h)
+
+
+def test_a_placeholder_preempted_for_another_ask_is_not_replaced_into_the_room_it_frees():
+    """A placeholder chosen as a victim for `u` (its node reserved for u) was then given to a
+    real ask's replacement; once the RM confirmed, the real ask took the room the preemption
+    freed for u, and was preempted for u in the same entry: the gang left partial."""
+    from tests.core.test_preemption import MAY_PREEMPT, SECOND, part, queues
+    from ykbus.log.build import resource as res
+
+    h = Harness()
+    h.setup(queues(), n1={"vcore": 2000})
+    h.do(h.log.apps(app("g", "root.b", placeholderAsk=res(vcore=2000)), app("urgent", "root.a")))
+    assert len(new(h.do(h.log.asks(ph("p", "g", vcore=1000, group="w", n=2))))) == 2
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    [(victim, _, term)] = released(h.do(h.log.tick(30 * SECOND)))
+    assert term == "PREEMPTED_BY_SCHEDULER" and part(h).nodes["n1"].reserved.key == "u"
+    outs = h.do(h.log.asks(real("r", "g", vcore=1000, group="w"), real("r2", "g", vcore=1000, group="w")))
+    assert victim not in [u for u, _, t in released(outs) if t == "PLACEHOLDER_REPLACED"]  # not the victim
+    outs = h.do(h.log.release("g", uuid=victim, termination="PREEMPTED_BY_SCHEDULER"))  # the RM stops it
+    assert [k for k, _, _ in new(outs)] == ["u"]
+    checked(h)

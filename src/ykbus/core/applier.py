@@ -221,13 +221,16 @@ class Applier:
         taken = self.waits.parked.take(Replacement, ph.uuid)
         ask = taken[0] if taken else None
         ph.replacing = ""  # replaced, not abandoned: `release` must not wake the ask as an ordinary one
+        victim = ph.preempting  # (its room was for the ask that preempted it)
         self.changes.release(ph, m.TerminationType.PLACEHOLDER_REPLACED, "", ctx, check_done=False, report=False)
         if ask is not None and ask.pending:
             self.waits.activate(ask, ctx)
             # the placeholder's room is the member's, even on a node reserved meanwhile for
-            # another ask (that ask waits on: the RM has already stopped the placeholder)
-            if node.state is NodeState.SCHEDULABLE and fits(ask.resource, node.free):
-                self.changes.allocate(ask, node, ctx, replaces=True)
+            # another ask (that ask waits on: the RM has already stopped the placeholder);
+            # not room a preemption freed for the ask that reserved the node
+            replaces = not victim and not node.preempting
+            if node.state is NodeState.SCHEDULABLE and (fits(ask.resource, node.free) if replaces else node.takes(ask)):
+                self.changes.allocate(ask, node, ctx, replaces=replaces)
             else:  # the node drained or shrank meanwhile: an ordinary ask, placed by the next pass
                 self.waits.sync_app(app)
         self.changes.check_done(app, ctx)

@@ -206,8 +206,9 @@ def replacement_for(app: App, ask: Ask, claimed: set[str]) -> Alloc | list[Alloc
     cancelled), or None when the group has no placeholder left (an ordinary ask).
     `claimed`: placeholders that real asks before it in the same walk take (not committed
     yet, so not marked)."""
-    group = [a for a in app.allocations.values()
-             if a.placeholder and a.task_group == ask.task_group and not a.replacing and a.uuid not in claimed]
+    group = [a for a in app.allocations.values()  # (not one preempted: its room is for the ask that preempted it)
+             if a.placeholder and a.task_group == ask.task_group and not a.replacing and not a.preempting
+             and a.uuid not in claimed]
     if not group:
         return None
     for ph in group:
