@@ -656,3 +656,23 @@ def test_a_waiting_topology_set_is_told_when_it_would_start_as_its_dry_run_is():
     assert reason["details"]["estimate"] == dry["estimate"]["text"]
     from ykbus.explain import _details
     assert _details(reason["code"], reason["details"], reason["message"]) == dry["estimate"]["text"]
+
+
+def test_a_change_that_leaves_a_reserved_rack_able_to_hold_the_gang_keeps_it_reserved():
+    """Review of the change above: it gave the rack up for any update of a host (a label, a
+    millicore more occupied, a new host joining drained) and judged the gang again only
+    after, so an ask ordered before it took the rack's room in between. A rack that would
+    still hold the gang empty stays reserved, and nothing else takes its room."""
+    for change in (lambda h: h.log.nodes(node("r1-0", action="UPDATE", attributes={BLOCK: "b1", RACK: "r1", "team": "x"})),
+                   lambda h: h.log.nodes(node("r1-0", action="UPDATE", gpu=4, vcore=64000, occupied={"vcore": 1})),
+                   lambda h: h.log.nodes(node("r1-9", action="CREATE_DRAIN", attributes={BLOCK: "b1", RACK: "r1"},
+                                              gpu=4, vcore=64000))):
+        h = filled({"r1": ("b1", 3), "r2": ("b1", 4)})
+        gang_job(h, "big", 1, 4, {"ykbus.io/topology-required": RACK})
+        h.do(h.log.tick(3_000_000_000))
+        assert holding(h) == {"big": "b1/r1"}
+        h.do(h.log.apps(app_msg("small", "root.jobs")))
+        assert new_allocs(h.do(h.log.asks(ask("s", "small", priority=100, gpu=1)))) == []
+        outs = h.do(change(h))
+        assert new_allocs(outs) == [] and holding(h) == {"big": "b1/r1"}
+        invariants.state_is_consistent(h.core)

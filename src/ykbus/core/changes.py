@@ -207,8 +207,8 @@ class Changes:
     def update_node(self, node: Node, attributes: dict[str, str] | None, capacity: Res | None,
                     occupied: Res, ctx: Step) -> None:
         records = self.records
-        if node.held and loses_room(node, attributes, capacity, occupied):
-            self.holds.host_lost(node, ctx)  # (before it moves: its domain is read from its attributes)
+        holder = node.held if node.held and loses_room(node, attributes, capacity, occupied,
+                                                       records.config.topology.levels) else ""
         if attributes:
             node.attributes = dict(attributes)
         if capacity is not None:
@@ -225,11 +225,14 @@ class Changes:
         if capacity is not None or node.reserved is None:
             self.waits.wake_reserve_waiters(node, ctx)
         self.waits.wake_node(node, ctx)
+        if holder:
+            self.holds.host_changed(holder, ctx)
 
     def node_event(self, node: Node, event: NodeEvent, ctx: Step) -> None:
-        node.state = NODE.advance(node.state, event)
-        if node.held and node.state is not NodeState.SCHEDULABLE:  # drained or going
-            self.holds.host_lost(node, ctx)
+        was = node.state
+        node.state = NODE.advance(was, event)
+        if node.held and was is NodeState.SCHEDULABLE and node.state is not NodeState.SCHEDULABLE:  # drained, going
+            self.holds.host_changed(node.held, ctx)
         self.waits.index_node(node)
         if node.reserved is not None and node.state is not NodeState.SCHEDULABLE:  # drained or going
             self.waits.unreserve(node.reserved, ctx, wake=True)

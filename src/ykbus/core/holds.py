@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import NODE_ROOM, App, Ask, Node
+from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
-from ykbus.core.topology import path_of
+from ykbus.core.topology import TopologyMode, TopologyRequest, path_of, request_of
+
+_NONE = TopologyRequest(TopologyMode.REQUIRED, "")  # (an ask without a request: of no level)
 
 
 class NodeIndex(Protocol):
@@ -46,10 +50,11 @@ def holder_of(records: PartitionState, node: Node) -> str:
     return ""
 
 
-def loses_room(node: Node, attributes: dict[str, str] | None, capacity: Res | None, occupied: Res) -> bool:
-    """Whether an update of `node` takes room from its domain: it moves (new attributes),
-    shrinks, or more of it is occupied by what the scheduler did not place."""
-    return bool(attributes and attributes != node.attributes
+def loses_room(node: Node, attributes: dict[str, str] | None, capacity: Res | None, occupied: Res,
+               levels: list[str]) -> bool:
+    """Whether an update of `node` may take room from its domain: it moves (new attributes at
+    a topology level), shrinks, or more of it is occupied by what the scheduler did not place."""
+    return bool(attributes and path_of(levels, attributes) != path_of(levels, node.attributes)
                 or capacity is not None and any(capacity.get(r, 0) < v for r, v in node.capacity.items())
                 or any(v > node.occupied.get(r, 0) for r, v in occupied.items()))
 
@@ -79,15 +84,31 @@ class DomainHolds:
             del self.records.domain_holds[held[1]]
         self._reindex(held[1], ctx, True)
 
-    def host_lost(self, node: Node, ctx: Step) -> None:
-        """`node`, of the domain a gang reserved, drained, goes, shrank or moves out: as a
-        node's reservation, the domain's ends (it may no longer hold the gang), and the gang is
-        judged again: past its delay already, it reserves at once the domain now closest to
-        holding it (maybe the same)."""
-        app = self.records.apps.get(node.held)
-        if app is not None and app.holding is not None:
-            self.release(app, ctx)
-            self.waits.rejudge_gang(app, ctx)
+    def host_changed(self, holder: str, ctx: Step) -> None:
+        """A host of the domain gang `holder` reserved drained, goes, shrank, is more occupied
+        or moved out (called after the change): if the domain would no longer hold the gang
+        even empty, the reservation ends, as a node's does when its node can no longer take its
+        ask, and the gang is judged again (past its delay already, it reserves at once the
+        domain now closest to holding it). A domain that still would keeps it: the gang's room
+        is not opened to others for a change that leaves it whole (a label, a pod's millicore)."""
+        app = self.records.apps.get(holder)
+        if app is None or app.holding is None or self._holds_when_empty(app, app.holding):
+            return
+        self.release(app, ctx)
+        self.waits.rejudge_gang(app, ctx)
+
+    def _holds_when_empty(self, app: App, holding: tuple[str, tuple[str, ...]]) -> bool:
+        """Whether the schedulable nodes of the domain `holding` hold, with nothing of the
+        scheduler's on them, the gang's pending placeholders of that level (first fit)."""
+        level, values = holding
+        records = self.records
+        levels = records.config.topology.levels[: len(values)]
+        rooms = [n.empty_room() for n in records.nodes.values()
+                 if n.state is NodeState.SCHEDULABLE and path_of(levels, n.attributes) == values]
+        pending = [a for a in app.asks.values() if a.placeholder and a.pending]
+        at_level = [a for a in pending if (request_of(a.tags) or request_of(app.tags) or _NONE).level == level]
+        members = [a.resource for a in (at_level or pending) for _ in range(a.pending)]
+        return len(first_fit(rooms.__getitem__, len(rooms), members, True)) == len(members)  # (ends at a miss)
 
     def ask_left(self, app: App, ask: Ask, ctx: Step) -> None:
         """`ask` of `app` went: with no placeholder of its gang waiting, its reservation ends."""
