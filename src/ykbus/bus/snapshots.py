@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import gc
 import hashlib
+import io
 import logging
 import os
 import signal
@@ -153,10 +154,10 @@ def _write(path: str, data: bytes) -> None:
 CHUNK_BYTES = 128 * 1024  # the object store's own chunk: a snapshot is stored in messages of at most this
 CHUNK_HEADROOM = 4096  # ... and this much under the server's max_payload (a message's subject and headers count)
 # Reading the snapshot while another core stores a new one can wait forever (the chunks read
-# are replaced): a try waits as long as a slow read of its size takes, then the new one is read
-SNAPSHOT_GET_TIMEOUT_S = 60  # every try, in all
-READ_FLOOR_S = 2.0  # a try waits this long at least ...
-READ_BYTES_PER_S = 16 * 2**20  # ... and a second more per this many bytes (doubled at each try)
+# are replaced under the read): the object's info is looked at meanwhile, and a read of one
+# that changed is given up for the new one, for this long in all
+SNAPSHOT_GET_TIMEOUT_S = 60
+CHANGE_POLL_S = 0.5  # how often a read looks whether the object it reads was replaced
 
 
 def chunk_bytes(max_payload: int) -> int:
@@ -179,10 +180,10 @@ def snapshot_digest(data: bytes) -> str:
 async def fetch_snapshot(store: Any, name: str, local: str | None) -> tuple[bytes, str] | None:
     """The latest snapshot, object `name` of `store`: the local copy at `local` when its
     SHA-256 is the stored object's (no download), else the object itself; None if none. A
-    read that outlasts its try (another core stored a new snapshot meanwhile, whose chunks
-    replaced those read) is done again, of the new one, for `SNAPSHOT_GET_TIMEOUT_S` in all."""
+    read of an object another core replaces meanwhile (its chunks go under the read, which
+    then waits for ever) is given up for the new one, for `SNAPSHOT_GET_TIMEOUT_S` in all; a
+    read that is only slow (a large snapshot) is never cut."""
     deadline = time.monotonic() + SNAPSHOT_GET_TIMEOUT_S
-    per_try = 1.0
     while True:
         try:
             info = await store.get_info(name)
@@ -193,16 +194,30 @@ async def fetch_snapshot(store: Any, name: str, local: str | None) -> tuple[byte
                 data = f.read()
             if snapshot_digest(data) == info.digest:
                 return data, "local copy"
-        wait = min(per_try * (READ_FLOOR_S + (info.size or 0) / READ_BYTES_PER_S), deadline - time.monotonic())
-        with anyio.move_on_after(max(wait, 0.0)) as scope:
-            found = await store.get(name)
-        if not scope.cancelled_caught:
-            return found.data, "object store"
+        into = io.BytesIO()  # (nats-py's own result grows a bytes object chunk by chunk: quadratic)
+        replaced = False
+        async with anyio.create_task_group() as tg:
+            async def watch(nuid: str) -> None:
+                nonlocal replaced
+                while True:
+                    await anyio.sleep(CHANGE_POLL_S)
+                    try:
+                        now = await store.get_info(name)
+                    except (NotFoundError, ObjectNotFoundError):
+                        now = None
+                    if now is None or now.nuid != nuid:
+                        replaced = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(watch, info.nuid)
+            await store.get(name, writeinto=into)
+            tg.cancel_scope.cancel()
+        if not replaced:
+            return into.getvalue(), "object store"
         if time.monotonic() >= deadline:
-            raise NatsTimeoutError(f"the snapshot changed while it was read, each try, for {SNAPSHOT_GET_TIMEOUT_S} s")
-        log.info("the snapshot changed while it was read (or its read is slow): reading it again",
-                 extra={"fields": {"bytes": info.size, "waited_s": round(wait, 1)}})
-        per_try *= 2
+            raise NatsTimeoutError(f"the snapshot was replaced while it was read, each try, for {SNAPSHOT_GET_TIMEOUT_S} s")
+        log.info("the snapshot was replaced while it was read: reading the new one", extra={"fields": {"bytes": info.size}})
 
 
 async def load_latest(store: Any, name: str, local: str | None, live: LiveCore, arrivals: Any) -> None:
