@@ -433,3 +433,32 @@ def test_asks_behind_a_reservation_of_every_node_are_told_there_is_no_node_to_es
     line = _details(reason["code"], reason["details"], reason["message"])
     assert "the most free on a schedulable node" not in line
     assert line.startswith("every schedulable node is reserved for another ask or in a topology domain a gang reserved")
+
+
+def test_an_ask_that_must_run_on_its_reserved_node_is_estimated_there_only():
+    """Review: the earlier start over the free nodes was given to an ask that must run on its
+    node (`requiredNode`), naming a node it can never use."""
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(node("n1", vcore=8000), node("n2", vcore=8000)))
+    h.do(h.log.apps(app("run", "root.open"), app("pin", "root.open")))
+    h.do(h.log.asks({**timed("a60", "run", 60 * MINUTE // 10**6, vcore=6000),
+                     "tags": {"yunikorn.apache.org/requiredNode": "n1"}},
+                    {**timed("a5", "run", 5 * MINUTE // 10**6, vcore=8000),
+                     "tags": {"yunikorn.apache.org/requiredNode": "n2"}}))
+    started = h.log.ts
+    h.do(h.log.asks({**ask("R", "pin", vcore=4000), "tags": {"yunikorn.apache.org/requiredNode": "n1"}}))
+    reason = why(h, "pin", "R")
+    assert reason["code"] == "Reserved" and reason["details"]["node"] == "n1"
+    assert "n2" not in reason["message"] and reason["details"]["estimatedStart"] == started + 60 * MINUTE
+
+
+def test_with_no_node_schedulable_the_estimate_does_not_say_they_are_reserved():
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(node("n1", vcore=8000)))
+    h.do(h.log.apps(app("run", "root.batch"), app("u", "root.open")))
+    assert new(h.do(h.log.asks(ask("l", "run", vcore=6000)))) == [("l", "n1")]
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.asks(ask("w", "u", vcore=4000)))
+    assert why(h, "u", "w")["details"]["estimate"] == "no estimate: no candidate node (no schedulable node)"

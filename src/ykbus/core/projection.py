@@ -113,9 +113,10 @@ class Estimates:
             return self.by_shape[ask.shape]
         if self.free is None:
             self.free = FreeNodes(self.p.records)
-        if not self.free.candidates and limits_in_use(self.p.records):  # every node reserved: none to start on
+        if not self.free.candidates and limits_in_use(self.p.records):  # every node reserved (or none schedulable)
+            schedulable = any(n.state is NodeState.SCHEDULABLE for n in self.p.nodes.values())
             found: Estimate | NoEstimate | None = NoEstimate(NoEstimateReason.NO_NODES, [], [ask.resource],
-                                                            ALL_RESERVED)
+                                                            ALL_RESERVED if schedulable else "no schedulable node")
         else:
             found = self.free.estimate([ask.resource], self.now) if self.free.limited else None
         self.by_shape[ask.shape] = found
@@ -185,12 +186,18 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
         free = node.free if node is not None else {}
         out["details"]["missing"] = {r: v - free.get(r, 0) for r, v in ask.resource.items() if free.get(r, 0) < v}
         start = reason.details.get("estimatedStart")
-        elsewhere = estimates.of(ask) if estimates is not None else None
+        free_to_go = (not ask.required and not ask.app.domains  # it may take another node: not one it must run
+                      and request_of(ask.tags) is None and request_of(ask.app.tags) is None)  # on, nor a domain
+        elsewhere = estimates.of(ask) if estimates is not None and free_to_go else None
         if node is not None and isinstance(elsewhere, Estimate) and (start is None or elsewhere.at < start):
-            # it takes room that frees first on a node reserved for no ask too: the earlier start
-            said = why.reserved(node.id, ask.resource, elsewhere.text(None), elsewhere.at)
-            out["message"], start = said.message, elsewhere.at
-            out["details"].update(estimate=said.details["estimate"], estimatedStart=start)
+            # it takes room that frees first on a node reserved for no ask too: the earlier start,
+            # said in place of its node's (what the message says after it, kept)
+            base, old = why.reserved(node.id, ask.resource).message, reason.details.get("estimate", "")
+            rest = reason.message[len(base):] if reason.message.startswith(base) else ""
+            rest = rest[len(old) + 2:] if old and rest.startswith(f"; {old}") else rest
+            start, text = elsewhere.at, elsewhere.text(None)
+            out["message"] = f"{base}; {text}{rest}"
+            out["details"].update(estimate=text, estimatedStart=start)
         if start is not None:  # how far off, as of the moment it is read
             out["details"]["startsIn"] = fmt_in(start - now)
     if reason.code is PendingCode.TOPOLOGY_NO_DOMAIN and estimates is not None and "estimate" not in reason.details:
