@@ -228,3 +228,78 @@ def test_another_groups_change_leaves_an_rms_decisions_alone_though_its_allocati
     report = json.loads(run.stdout)
     assert list(report["applications"]) == ["rm-1/b"], report["applications"]  # rm-1's p and q: never placed
     assert report["applications"]["rm-1/b"]["lost"] == 1
+
+
+def recovered_then_released(tmp_path, recover: bool):
+    log = LogBuilder("rm-1")
+    entries = [log.entry("config", {"rmID": "", "policyGroup": g, "config": QUEUES % "4"}, rm="") for g in ("one", "two")]
+    for rm, group, vcore in (("rm-1", "one", 2000), ("rm-2", "two", 1000)):
+        entries += [log.register("", policy_group=group, rm=rm),
+                    log.nodes(node("n1", vcore=vcore), rm=rm),
+                    log.apps(app("b", "root.batch"), app("w", "root.web"), rm=rm),
+                    log.asks({**ask("t", "w", vcore=vcore), "executionTimeoutMilliSeconds": 5000}, rm=rm),
+                    log.asks(ask("p", "b", vcore=vcore), ask("q", "b", vcore=vcore), rm=rm)]
+    entries.append(log.tick(10 * SECOND))
+    from ykbus.log.build import allocation
+    from ykbus.log.replay import guarded_core
+
+    core = guarded_core()
+    placed = {}
+    for entry in entries:
+        for out in core.apply(entry):
+            if out.kind == "alloc":
+                placed.update({(out.rm, a.allocationKey): a.UUID for a in out.msg.new})
+    uuid = placed[("rm-2", "p")]
+    if recover:  # rm-2 restarts: registers again, recovers p (its UUID as the live core gave it)
+        entries += [log.register("", policy_group="two", rm="rm-2"),
+                    log.apps(app("b", "root.batch"), rm="rm-2"),
+                    log.nodes(node("n1", vcore=1000, existing=[allocation(uuid, "p", "b", "n1", vcore=1000)]),
+                              rm="rm-2"),
+                    log.asks(ask("q", "b", vcore=1000), rm="rm-2")]
+    entries.append(log.entry("alloc", {"rmID": "rm-2", "releases": {"allocationsToRelease": [
+        {"applicationID": "b", "UUID": uuid, "partitionName": "default",
+         "terminationType": "STOPPED_BY_RM"}]}}, rm="rm-2"))
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    return path, uuid
+
+
+def test_a_release_of_an_allocation_the_rm_recovered_after_registering_again_releases_it(tmp_path):
+    """Review: rm-2 (not of the changed group) registers again and recovers its pod under the
+    UUID the live core gave it, then releases it: the release was renamed to the second
+    replay's first allocation of the ask (wiped by the registration), the pod never ended,
+    and rm-2 lost its next placement. A UUID the RM reported itself is its own in both."""
+    path, _ = recovered_then_released(tmp_path, True)
+    run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "1"), "--policy-group", "one", "--json")
+    assert list(json.loads(run.stdout)["applications"]) == ["rm-1/b"], run.stdout
+
+
+def test_a_release_the_second_replay_cannot_name_is_left_out_not_lengthened_past_the_bound(tmp_path):
+    """Review: a release of an allocation the second replay did not make had its UUID
+    lengthened; an entry just under the body bound went over it and was refused whole, an
+    unrelated ask in it too."""
+    import os
+
+    from ykbus.log.replay import guarded_core
+
+    LIMIT = 4096
+    log = LogBuilder("rm-1")
+    entries = [log.entry("config", {"rmID": "", "policyGroup": "one", "config": QUEUES % "4"}, rm=""),
+               log.register("", policy_group="one"), log.nodes(node("n1", vcore=8000)),
+               log.apps(app("b", "root.batch"), app("w", "root.web")),
+               log.asks(ask("p", "b", vcore=2000))]
+    core = guarded_core()
+    uuid = [a.UUID for e in entries for o in core.apply(e) if o.kind == "alloc" for a in o.msg.new][0]
+    body = {"rmID": "rm-1", "asks": [ask("z", "w", vcore=1000)], "releases": {"allocationsToRelease": [
+        {"applicationID": "b", "UUID": uuid, "partitionName": "default", "terminationType": "STOPPED_BY_RM",
+         "message": ""}]}}
+    size = len(json.dumps(body, separators=(",", ":")))
+    body["releases"]["allocationsToRelease"][0]["message"] = "x" * (LIMIT - size - 4)
+    entries.append(log.entry("alloc", body))
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "whatif", str(path), "--queues",
+                          str(queue_file(tmp_path, "1")), "--json"], capture_output=True, text=True,
+                         env={**os.environ, "YKBUS_LIMIT_MESSAGE_BYTES": str(LIMIT)})
+    report = json.loads(run.stdout)
+    assert "rm-1/w" not in report["applications"]

@@ -103,12 +103,15 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
     guard = guarded_core(queues, policy_group=group)
     result = Outcome()
     uuids: dict[tuple[AskId, int], str] = {}  # this replay's UUID of each allocation of `made`
+    told: set[tuple[str, str]] = set()  # (RM, UUID) of allocations an RM reported (recovered): both replays' own
     for entry in entries:
+        if recorded is not None and entry.kind in ("node", "alloc"):
+            told.update((entry.rm, u) for u in _reported(entry))
         if entry.kind == "alloc":
             for app_id, key in _asks_in(entry):
                 result.asked.setdefault((entry.rm, app_id, key), entry.ts)
             if recorded is not None:
-                entry = _renamed(entry, recorded.made, uuids)
+                entry = _renamed(entry, recorded.made, uuids, told)
         for out in guard.apply(entry):
             if out.kind == "alloc":
                 for a in out.msg.new:
@@ -128,13 +131,30 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
     return result
 
 
+def _reported(entry: Entry) -> list[str]:
+    """The UUIDs of the allocations a node or alloc entry reports as running (a node's
+    `existingAllocations`, SI 1.6's `allocations`): an RM recovering them names them itself."""
+    if b"existingAllocations" not in entry.msg and b"allocations" not in entry.msg:
+        return []
+    body = _body(entry)
+    items: list[Any] = []
+    if entry.kind == "node":
+        for info in body.get("nodes") or []:
+            if isinstance(info, dict):
+                items += info.get("existingAllocations") or []
+    else:
+        items = [a for a in body.get("allocations") or [] if isinstance(a, dict) and a.get("nodeID")]
+    return [str(a["UUID"]) for a in items if isinstance(a, dict) and isinstance(a.get("UUID"), str) and a["UUID"]]
+
+
 def _renamed(entry: Entry, recorded: dict[tuple[str, str], tuple[AskId, int]],
-             uuids: dict[tuple[AskId, int], str]) -> Entry:
+             uuids: dict[tuple[AskId, int], str], told: set[tuple[str, str]]) -> Entry:
     """`entry` with the allocations it releases named as this replay named them. An RM
     releases by the UUID the recorded run gave, and a UUID numbers an allocation within its
     entry across every RM (`<seq>-<n>`): once one RM's decisions change, the same allocation
-    of another RM (of the same ask, its same n-th) may have another UUID here, and one this
-    replay did not make must release nothing (not another allocation that has its UUID)."""
+    of another RM (of the same ask, its same n-th) may have another UUID here. A release of
+    one this replay did not make is left out (not sent under another allocation's UUID, nor
+    lengthened past a bound); one the RM reported itself (`told`: recovered) keeps its UUID."""
     if b"allocationsToRelease" not in entry.msg:
         return entry
     body = _body(entry)
@@ -142,18 +162,18 @@ def _renamed(entry: Entry, recorded: dict[tuple[str, str], tuple[AskId, int]],
     items = releases.get("allocationsToRelease") if isinstance(releases, dict) else None
     if not isinstance(items, list):
         return entry
-    changed = False
+    kept: list[Any] = []
     for item in items:
         uuid = item.get("UUID") if isinstance(item, dict) else None
-        if not isinstance(uuid, str) or not uuid:
-            continue
-        made = recorded.get((entry.rm, uuid))
-        mine = uuids.get(made, f"{uuid} (not made in this replay)") if made is not None else uuid
-        if mine != uuid:
-            item["UUID"] = mine
-            changed = True
-    if not changed:
+        made = recorded.get((entry.rm, uuid)) if isinstance(uuid, str) and (entry.rm, uuid) not in told else None
+        if made is None:
+            kept.append(item)  # not one the recorded run made (by key, recovered, or bad): as it was
+        elif made in uuids:
+            kept.append({**item, "UUID": uuids[made]})
+    if kept == items:
         return entry
+    assert isinstance(releases, dict)
+    releases["allocationsToRelease"] = kept
     encode = msgspec.json.encode if entry.encoding == "json" else msgspec.msgpack.encode
     return msgspec.structs.replace(entry, msg=encode(body))
 

@@ -106,6 +106,8 @@ def entry_of(msg: Any, subjects: Subjects) -> tuple[Entry, int]:
 async def unless_stopped(stop: anyio.Event, start: Callable[[], Awaitable[None]]) -> bool:
     """`start()`, cancelled if `stop` is set first (False then): a core's start may wait long
     (for JetStream, a snapshot being replaced), and SIGTERM must not wait for it."""
+    if stop.is_set():
+        return False
     started = False
     async with anyio.create_task_group() as tg:
         async def stop_first() -> None:
