@@ -12,6 +12,7 @@ this component is the only one that changes them, and tells the waits which node
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from ykbus.core.lifecycle import NodeState
@@ -51,7 +52,7 @@ def holder_of(records: PartitionState, node: Node) -> str:
 
 
 def loses_room(node: Node, attributes: dict[str, str] | None, capacity: Res | None, occupied: Res,
-               levels: list[str]) -> bool:
+               levels: Sequence[str]) -> bool:
     """Whether an update of `node` may take room from its domain: it moves (new attributes at
     a topology level), shrinks, or more of it is occupied by what the scheduler did not place."""
     return bool(attributes and path_of(levels, attributes) != path_of(levels, node.attributes)
