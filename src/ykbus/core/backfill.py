@@ -31,16 +31,18 @@ no clock (now is the entry's log time).
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ykbus.core import why
 from ykbus.core.lifecycle import AllocationState, NodeState
 from ykbus.core.resources import Res, fits, sub_into
 from ykbus.core.timeline import (
+    ALL_RESERVED,
     Candidate,
     Estimate,
     Holding,
     NoEstimate,
+    NoEstimateReason,
     Sweep,
     Waited,
     at_once,
@@ -50,9 +52,11 @@ from ykbus.core.timeline import (
     one_node_at,
     one_node_start,
     runtime_limit_ms,
+    too_large,
     waited_key,
 )
 from ykbus.core.timers import AllocationTimeoutTimer, Timer
+from ykbus.core.topology import TopologyMode, TopologyRequest, path_of
 
 if TYPE_CHECKING:
     from ykbus.core.model import Alloc, App, Ask, Node, Queue, Shape
@@ -543,3 +547,58 @@ class DomainStart:
             if ask is not now_ask[0] or pending != now_ask[1] or shape != now_ask[2]:
                 return False
         return True
+
+
+def members_estimate_steps(records: PartitionState, members: list[Res], topology: TopologyRequest | None,
+                           now: int) -> Generator[None, None, dict[str, Any]]:
+    """When `members` (a job's allocations, a waiting set's or gang's) would start on the free
+    nodes, as if first in line: for a `required` topology request, by domain of its level
+    (the earliest), else over every free node; `SLICE_ENDS` end bounds read a slice (a dry run
+    goes in slices, core/dryrun.py; a read runs it through, `members_estimate`). The answer's
+    `text`, and with a time, `start`, `nodes` and `waitsFor`."""
+    free = FreeNodes(records)
+    groups: list[list[str] | None] = [None]  # None: every free node
+    if topology is not None and topology.mode is TopologyMode.REQUIRED:
+        levels = records.config.topology.levels
+        if topology.level in levels:
+            depth = levels.index(topology.level) + 1
+            by_domain: dict[tuple[str, ...], list[str]] = {}
+            for c in free.candidates:
+                path = path_of(levels, records.nodes[c.id].attributes)
+                if len(path) >= depth:
+                    by_domain.setdefault(path[:depth], []).append(c.id)
+            groups = [by_domain[k] for k in sorted(by_domain)]
+    if not free.candidates:  # every schedulable node reserved (for an ask, or in a gang's domain), or none
+        return {"text": NoEstimate(NoEstimateReason.NO_NODES, [], members, ALL_RESERVED if any(
+            n.state is NodeState.SCHEDULABLE for n in records.nodes.values()) else "no schedulable node").text()}
+    if not free.limited:  # no time to give; but a job that fits no group of nodes even empty is told so
+        rooms = {c.id: c.capacity for c in free.candidates}
+        if all(too_large([rooms[i] for i in group] if group is not None else list(rooms.values()), members)
+               for group in groups if group is None or group):
+            return {"text": NoEstimate(NoEstimateReason.TOO_LARGE, [], members).text()}
+        return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
+    best: Estimate | NoEstimate | None = None
+    for group in groups:
+        found = yield from free.estimate_steps(members, now, group)
+        if isinstance(found, Estimate) and (not isinstance(best, Estimate) or found.at < best.at):
+            best = found
+        elif best is None:
+            best = found
+    if isinstance(best, Estimate):
+        return {"start": best.at, "text": best.text(now), "nodes": sorted(set(best.nodes)),
+                "waitsFor": [{"nodeID": w.node, "allocation": w.key, "end": w.end} for w in best.waits_for]}
+    assert best is not None
+    return {"text": best.text()}
+
+
+def members_estimate(records: PartitionState, members: list[Res], topology: TopologyRequest | None,
+                     now: int) -> dict[str, Any]:
+    """`members_estimate_steps` run through at once: between two entries (a read), where
+    nothing changes between its slices."""
+    steps = members_estimate_steps(records, members, topology, now)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            answer: dict[str, Any] = done.value
+            return answer

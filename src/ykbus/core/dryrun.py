@@ -44,13 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 from ykbus import limits
 from ykbus.core import why
-from ykbus.core.backfill import FreeNodes
+from ykbus.core.backfill import members_estimate_steps
 from ykbus.core.dryrequest import DryRunError, Request, parse
 from ykbus.core.intake import ask_tags_problem, queue_problem, tags_problem
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res, resources_of
-from ykbus.core.timeline import ALL_RESERVED, Estimate, NoEstimate, NoEstimateReason, too_large
 from ykbus.core.topology import (
     ANYWHERE,
     DomainIndex,
@@ -284,56 +283,19 @@ def _why_not(found: Fit | NoDomain | None, members: list[Res]) -> str:
             "together, placed first fit in the partition's node order")
 
 
-def estimate_at_rest(part: Partition, members: list[Res], topology: TopologyRequest | None,
-                     now: int) -> dict[str, Any]:
-    """`_estimate` run through at once, between two entries (a read: nothing changes between
-    its slices): a waiting topology set's or gang's, as its dry run would say it."""
-    steps = _estimate(part, members, topology, now)
+def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None,
+              now: int) -> Generator[None, None, dict[str, Any]]:
+    """Rule 3 (core/backfill.py `members_estimate_steps`), the partition checked after each
+    slice: the state may change between two."""
+    steps = members_estimate_steps(part.records, members, topology, now)
     while True:
         try:
             next(steps)
         except StopIteration as done:
             answer: dict[str, Any] = done.value
             return answer
-
-
-def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None,
-              now: int) -> Generator[None, None, dict[str, Any]]:
-    """Rule 3, `SLICE_ENDS` end bounds read a slice (core/backfill.py `FreeNodes`)."""
-    free = FreeNodes(part.records)
-    groups: list[list[str] | None] = [None]  # None: every free node
-    if topology is not None and topology.mode is TopologyMode.REQUIRED:
-        levels = part.records.config.topology.levels
-        if topology.level in levels:
-            depth = levels.index(topology.level) + 1
-            by_domain: dict[tuple[str, ...], list[str]] = {}
-            for c in free.candidates:
-                path = path_of(levels, part.nodes[c.id].attributes)
-                if len(path) >= depth:
-                    by_domain.setdefault(path[:depth], []).append(c.id)
-            groups = [by_domain[k] for k in sorted(by_domain)]
-    if not free.candidates:  # every schedulable node reserved (for an ask, or in a gang's domain), or none
-        return {"text": NoEstimate(NoEstimateReason.NO_NODES, [], members, ALL_RESERVED if any(
-            n.state is NodeState.SCHEDULABLE for n in part.nodes.values()) else "no schedulable node").text()}
-    if not free.limited:  # no time to give; but a job that fits no group of nodes even empty is told so
-        rooms = {c.id: c.capacity for c in free.candidates}
-        if free.candidates and all(too_large([rooms[i] for i in group] if group is not None else list(rooms.values()),
-                                             members) for group in groups if group is None or group):
-            return {"text": NoEstimate(NoEstimateReason.TOO_LARGE, [], members).text()}
-        return {"text": "no estimate: no allocation on the nodes it could use has a runtime limit"}
-    best: Estimate | NoEstimate | None = None
-    for group in groups:
-        found = yield from free.estimate_steps(members, now, group)
+        yield
         _still(part)
-        if isinstance(found, Estimate) and (not isinstance(best, Estimate) or found.at < best.at):
-            best = found
-        elif best is None:
-            best = found
-    if isinstance(best, Estimate):
-        return {"start": best.at, "text": best.text(now), "nodes": sorted(set(best.nodes)),
-                "waitsFor": [{"nodeID": w.node, "allocation": w.key, "end": w.end} for w in best.waits_for]}
-    assert best is not None
-    return {"text": best.text()}
 
 
 def _smaller(index: DomainIndex, order: list[str], members: list[Res],

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ykbus.core import why
-from ykbus.core.backfill import FreeNodes, limits_in_use
-from ykbus.core.dryrun import estimate_at_rest
+from ykbus.core.backfill import FreeNodes, limits_in_use, members_estimate
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App
 from ykbus.core.partition import Partition
@@ -135,7 +134,7 @@ class Estimates:
             if limits_in_use(self.p.records):
                 members = [a.resource for a in app.asks.values() if a.pending
                            and (a.placeholder if app.gang else a.at == ask.at) for _ in range(a.pending)]
-                answer = estimate_at_rest(self.p, members, request_of(ask.tags) or request_of(app.tags), self.now)
+                answer = members_estimate(self.p.records, members, request_of(ask.tags) or request_of(app.tags), self.now)
                 found = {"estimate": answer["text"], **({"estimatedStart": answer["start"]} if "start" in answer else {})}
             self.by_set[key] = found
         return found
