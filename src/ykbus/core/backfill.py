@@ -31,7 +31,7 @@ no clock (now is the entry's log time).
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ykbus.core import why
 from ykbus.core.lifecycle import AllocationState, NodeState
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ykbus.core.model import Alloc, App, Ask, Node, Queue, Shape
     from ykbus.core.state import PartitionState
 
+T = TypeVar("T")
 NS_PER_MS: Final = 1_000_000
 # Backfill lends reserved room only to an ask whose limit is at most 1/LEND_DIVISOR of the
 # time left to the reservation's estimated start: limits overstate runtimes (most jobs end
@@ -215,13 +216,7 @@ class FreeNodes:
 
     def estimate(self, members: list[Res], now: int, node_ids: list[str] | None = None) -> Estimate | NoEstimate:
         """When `members` fit these nodes (or those of them named, `node_ids`) at the earliest."""
-        steps = self.estimate_steps(members, now, node_ids)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                found: Estimate | NoEstimate = done.value
-                return found
+        return run_through(self.estimate_steps(members, now, node_ids))
 
     def estimate_steps(self, members: list[Res], now: int,
                        node_ids: list[str] | None = None) -> Generator[None, None, Estimate | NoEstimate]:
@@ -549,14 +544,13 @@ class DomainStart:
         return True
 
 
-def members_estimate_steps(records: PartitionState, members: list[Res], topology: TopologyRequest | None,
-                           now: int) -> Generator[None, None, dict[str, Any]]:
+def members_estimate_steps(records: PartitionState, free: FreeNodes, members: list[Res],
+                           topology: TopologyRequest | None, now: int) -> Generator[None, None, dict[str, Any]]:
     """When `members` (a job's allocations, a waiting set's or gang's) would start on the free
     nodes, as if first in line: for a `required` topology request, by domain of its level
     (the earliest), else over every free node; `SLICE_ENDS` end bounds read a slice (a dry run
-    goes in slices, core/dryrun.py; a read runs it through, `members_estimate`). The answer's
-    `text`, and with a time, `start`, `nodes` and `waitsFor`."""
-    free = FreeNodes(records)
+    goes in slices, core/dryrun.py; a read runs it through, `run_through`), over `free`, the
+    records' free nodes. The answer's `text`, and with a time, `start`, `nodes` and `waitsFor`."""
     groups: list[list[str] | None] = [None]  # None: every free node
     if topology is not None and topology.mode is TopologyMode.REQUIRED:
         levels = records.config.topology.levels
@@ -568,9 +562,8 @@ def members_estimate_steps(records: PartitionState, members: list[Res], topology
                 if len(path) >= depth:
                     by_domain.setdefault(path[:depth], []).append(c.id)
             groups = [by_domain[k] for k in sorted(by_domain)]
-    if not free.candidates:  # every schedulable node reserved (for an ask, or in a gang's domain), or none
-        return {"text": NoEstimate(NoEstimateReason.NO_NODES, [], members, ALL_RESERVED if any(
-            n.state is NodeState.SCHEDULABLE for n in records.nodes.values()) else "no schedulable node").text()}
+    if not free.candidates:
+        return {"text": no_candidate(records, members).text()}
     if not free.limited:  # no time to give; but a job that fits no group of nodes even empty is told so
         rooms = {c.id: c.capacity for c in free.candidates}
         if all(too_large([rooms[i] for i in group] if group is not None else list(rooms.values()), members)
@@ -591,14 +584,19 @@ def members_estimate_steps(records: PartitionState, members: list[Res], topology
     return {"text": best.text()}
 
 
-def members_estimate(records: PartitionState, members: list[Res], topology: TopologyRequest | None,
-                     now: int) -> dict[str, Any]:
-    """`members_estimate_steps` run through at once: between two entries (a read), where
-    nothing changes between its slices."""
-    steps = members_estimate_steps(records, members, topology, now)
+def no_candidate(records: PartitionState, members: list[Res]) -> NoEstimate:
+    """Why no estimate, with no free node to estimate on: every schedulable node is reserved
+    (for an ask, or in a domain a gang reserved), or none is schedulable."""
+    schedulable = any(n.state is NodeState.SCHEDULABLE for n in records.nodes.values())
+    return NoEstimate(NoEstimateReason.NO_NODES, [], members, ALL_RESERVED if schedulable else "no schedulable node")
+
+
+def run_through(steps: Generator[None, None, T]) -> T:
+    """What a computation in slices (a generator that yields between them) answers, run
+    through at once: where nothing changes between its slices (a read between two entries)."""
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            answer: dict[str, Any] = done.value
+            answer: T = done.value
             return answer

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ykbus import limits
 from ykbus.core import why
-from ykbus.core.backfill import members_estimate_steps
+from ykbus.core.backfill import FreeNodes, members_estimate_steps
 from ykbus.core.dryrequest import DryRunError, Request, parse
 from ykbus.core.intake import ask_tags_problem, queue_problem, tags_problem
 from ykbus.core.lifecycle import NodeState
@@ -287,7 +287,7 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
               now: int) -> Generator[None, None, dict[str, Any]]:
     """Rule 3 (core/backfill.py `members_estimate_steps`), the partition checked after each
     slice: the state may change between two."""
-    steps = members_estimate_steps(part.records, members, topology, now)
+    steps = members_estimate_steps(part.records, FreeNodes(part.records), members, topology, now)
     while True:
         try:
             next(steps)

@@ -8,14 +8,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ykbus.core import why
-from ykbus.core.backfill import FreeNodes, limits_in_use, members_estimate
+from ykbus.core.backfill import FreeNodes, limits_in_use, members_estimate_steps, no_candidate, run_through
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App
 from ykbus.core.partition import Partition
 from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
 from ykbus.core.resources import fits
-from ykbus.core.timeline import ALL_RESERVED, Estimate, NoEstimate, NoEstimateReason, fmt_in
+from ykbus.core.timeline import Estimate, NoEstimate, fmt_in
 from ykbus.core.topology import path_of, request_of
 from ykbus.core.why import PendingCode
 from ykbus.limits import saturated
@@ -110,16 +110,20 @@ class Estimates:
         """None: no allocation on the free nodes has a runtime limit."""
         if ask.shape in self.by_shape:
             return self.by_shape[ask.shape]
-        if self.free is None:
-            self.free = FreeNodes(self.p.records)
-        if not self.free.candidates and limits_in_use(self.p.records):  # every node reserved (or none schedulable)
-            schedulable = any(n.state is NodeState.SCHEDULABLE for n in self.p.nodes.values())
-            found: Estimate | NoEstimate | None = NoEstimate(NoEstimateReason.NO_NODES, [], [ask.resource],
-                                                            ALL_RESERVED if schedulable else "no schedulable node")
+        free = self._free()
+        found: Estimate | NoEstimate | None
+        if not free.candidates and limits_in_use(self.p.records):
+            found = no_candidate(self.p.records, [ask.resource])
         else:
-            found = self.free.estimate([ask.resource], self.now) if self.free.limited else None
+            found = free.estimate([ask.resource], self.now) if free.limited else None
         self.by_shape[ask.shape] = found
         return found
+
+    def _free(self) -> FreeNodes:
+        """The candidate nodes, read once per projection."""
+        if self.free is None:
+            self.free = FreeNodes(self.p.records)
+        return self.free
 
     def of_set(self, ask: Any) -> dict[str, Any]:
         """What the reason of an ask of a topology set or gang that no domain holds gains:
@@ -134,7 +138,8 @@ class Estimates:
             if limits_in_use(self.p.records):
                 members = [a.resource for a in app.asks.values() if a.pending
                            and (a.placeholder if app.gang else a.at == ask.at) for _ in range(a.pending)]
-                answer = members_estimate(self.p.records, members, request_of(ask.tags) or request_of(app.tags), self.now)
+                answer = run_through(members_estimate_steps(self.p.records, self._free(), members,
+                                                            request_of(ask.tags) or request_of(app.tags), self.now))
                 found = {"estimate": answer["text"], **({"estimatedStart": answer["start"]} if "start" in answer else {})}
             self.by_set[key] = found
         return found
