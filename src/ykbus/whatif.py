@@ -87,9 +87,8 @@ def policy_group(entries: list[Entry], rm: str | None, group: str | None) -> str
     return next(iter(groups.values()), None)
 
 
-def _asks_in(entry: Entry) -> list[tuple[str, str]]:
-    """(application, allocationKey) of the asks an alloc entry carries (bad bodies: none)."""
-    body = _body(entry)
+def _asks_in(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(application, allocationKey) of the asks an alloc entry's `body` carries (bad bodies: none)."""
     items = [a for key in ("asks", "allocations") for a in (body.get(key) or []) if isinstance(a, dict)]
     return [(str(a.get("applicationID", "")), str(a.get("allocationKey", ""))) for a in items
             if not a.get("nodeID")]
@@ -105,13 +104,15 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
     uuids: dict[tuple[AskId, int], str] = {}  # this replay's UUID of each allocation of `made`
     told: set[tuple[str, str]] = set()  # (RM, UUID) of allocations an RM reported (recovered): both replays' own
     for entry in entries:
-        if recorded is not None and entry.kind in ("node", "alloc"):
-            told.update((entry.rm, u) for u in _reported(entry))
         if entry.kind == "alloc":
-            for app_id, key in _asks_in(entry):
+            body = _body(entry)  # (read once: its asks, what it recovers, what it releases)
+            for app_id, key in _asks_in(body):
                 result.asked.setdefault((entry.rm, app_id, key), entry.ts)
             if recorded is not None:
-                entry = _renamed(entry, recorded.made, uuids, told)
+                told.update((entry.rm, u) for u in _reported(entry.kind, body))
+                entry = _renamed(entry, body, recorded.made, uuids, told)
+        elif entry.kind == "node" and recorded is not None and b"existingAllocations" in entry.msg:
+            told.update((entry.rm, u) for u in _reported(entry.kind, _body(entry)))
         for out in guard.apply(entry):
             if out.kind == "alloc":
                 for a in out.msg.new:
@@ -131,14 +132,11 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
     return result
 
 
-def _reported(entry: Entry) -> list[str]:
-    """The UUIDs of the allocations a node or alloc entry reports as running (a node's
-    `existingAllocations`, SI 1.6's `allocations`): an RM recovering them names them itself."""
-    if b"existingAllocations" not in entry.msg and b"allocations" not in entry.msg:
-        return []
-    body = _body(entry)
+def _reported(kind: str, body: dict[str, Any]) -> list[str]:
+    """The UUIDs of the allocations a node or alloc entry's `body` reports as running (a
+    node's `existingAllocations`, SI 1.6's `allocations`): an RM recovering them names them itself."""
     items: list[Any] = []
-    if entry.kind == "node":
+    if kind == "node":
         for info in body.get("nodes") or []:
             if isinstance(info, dict):
                 items += info.get("existingAllocations") or []
@@ -147,17 +145,15 @@ def _reported(entry: Entry) -> list[str]:
     return [str(a["UUID"]) for a in items if isinstance(a, dict) and isinstance(a.get("UUID"), str) and a["UUID"]]
 
 
-def _renamed(entry: Entry, recorded: dict[tuple[str, str], tuple[AskId, int]],
+def _renamed(entry: Entry, body: dict[str, Any], recorded: dict[tuple[str, str], tuple[AskId, int]],
              uuids: dict[tuple[AskId, int], str], told: set[tuple[str, str]]) -> Entry:
     """`entry` with the allocations it releases named as this replay named them. An RM
     releases by the UUID the recorded run gave, and a UUID numbers an allocation within its
     entry across every RM (`<seq>-<n>`): once one RM's decisions change, the same allocation
     of another RM (of the same ask, its same n-th) may have another UUID here. A release of
     one this replay did not make is left out (not sent under another allocation's UUID, nor
-    lengthened past a bound); one the RM reported itself (`told`: recovered) keeps its UUID."""
-    if b"allocationsToRelease" not in entry.msg:
-        return entry
-    body = _body(entry)
+    lengthened past a bound); one the RM reported itself (`told`: recovered) keeps its UUID.
+    `body`: the entry's, decoded (changed in place when a release is)."""
     releases = body.get("releases")
     items = releases.get("allocationsToRelease") if isinstance(releases, dict) else None
     if not isinstance(items, list):
