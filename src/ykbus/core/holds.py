@@ -21,9 +21,7 @@ from ykbus.core.packing import first_fit
 from ykbus.core.resources import Res
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
-from ykbus.core.topology import TopologyMode, TopologyRequest, path_of, request_of
-
-_NONE = TopologyRequest(TopologyMode.REQUIRED, "")  # (an ask without a request: of no level)
+from ykbus.core.topology import TopologyRequest, path_of, request_of
 
 
 class NodeIndex(Protocol):
@@ -49,6 +47,10 @@ def holder_of(records: PartitionState, node: Node) -> str:
         if app is not None:
             return app.id
     return ""
+
+
+def _level_of(request: TopologyRequest | None) -> str:
+    return request.level if request is not None else ""
 
 
 def loses_room(node: Node, attributes: dict[str, str] | None, capacity: Res | None, occupied: Res,
@@ -107,7 +109,7 @@ class DomainHolds:
         rooms = [n.empty_room() for n in records.nodes.values()
                  if n.state is NodeState.SCHEDULABLE and path_of(levels, n.attributes) == values]
         pending = [a for a in app.asks.values() if a.placeholder and a.pending]
-        at_level = [a for a in pending if (request_of(a.tags) or request_of(app.tags) or _NONE).level == level]
+        at_level = [a for a in pending if _level_of(request_of(a.tags) or request_of(app.tags)) == level]
         members = [a.resource for a in (at_level or pending) for _ in range(a.pending)]
         return len(first_fit(rooms.__getitem__, len(rooms), members, True)) == len(members)  # (ends at a miss)
 
