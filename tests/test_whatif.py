@@ -194,43 +194,13 @@ def test_asks_of_an_application_that_never_existed_are_counted_in_a_row_that_say
     assert "(no" in rows and "?" not in rows, run.stdout
 
 
-def test_another_groups_change_leaves_an_rms_decisions_alone_though_its_allocations_are_numbered_otherwise(tmp_path):
-    """An allocation's UUID numbers it within its entry, across RMs (`<seq>-<n>`): when the
-    changed group's RM makes fewer allocations in an entry, the other RM's there are numbered
-    otherwise, and its recorded releases (which name the recorded UUIDs) must still release
-    them. They were refused instead: the allocations never ended, and the RM the file was not
-    for lost its next placements (the demo's k8s lost 2,212 under a file for batch)."""
+def each_rm_places_p_in_one_entry():
+    """Two RMs of two policy groups, one node each, a pod `t` with a 5 s limit holding it and
+    pods `p` and `q` waiting: one tick ends both `t`, and each RM's `p` takes its node in that
+    entry (their UUIDs numbered together). The log builder, the entries and the UUIDs the
+    live core gave, by (RM, allocationKey)."""
     from ykbus.log.replay import guarded_core
 
-    log = LogBuilder("rm-1")
-    entries = [log.entry("config", {"rmID": "", "policyGroup": g, "config": QUEUES % "4"}, rm="") for g in ("one", "two")]
-    for rm, group, vcore in (("rm-1", "one", 2000), ("rm-2", "two", 1000)):
-        entries += [log.register("", policy_group=group, rm=rm),
-                    log.nodes(node("n1", vcore=vcore), rm=rm),
-                    log.apps(app("b", "root.batch"), app("w", "root.web"), rm=rm),
-                    log.asks({**ask("t", "w", vcore=vcore), "executionTimeoutMilliSeconds": 5000}, rm=rm),
-                    log.asks(ask("p", "b", vcore=vcore), ask("q", "b", vcore=vcore), rm=rm)]
-    entries.append(log.tick(10 * SECOND))  # both t end: each RM's p takes its node, in one entry
-    core = guarded_core()  # the RM's view: the UUIDs the live core sent it
-    placed = {}
-    for entry in entries:
-        for out in core.apply(entry):
-            if out.kind == "alloc":
-                placed.update({(out.rm, a.allocationKey): a.UUID for a in out.msg.new})
-    assert placed[("rm-1", "p")].endswith("-0") and placed[("rm-2", "p")].endswith("-1")
-    entries.append(log.entry("alloc", {"rmID": "rm-2", "releases": {"allocationsToRelease": [
-        {"applicationID": "b", "UUID": placed[("rm-2", "p")], "partitionName": "default",
-         "terminationType": "STOPPED_BY_RM"}]}}, rm="rm-2"))  # rm-2's p ends: its q gets the node
-    path = tmp_path / "log.jsonl"
-    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
-    run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "1"), "--policy-group", "one", "--json")
-    assert run.returncode == 1, run.stderr
-    report = json.loads(run.stdout)
-    assert list(report["applications"]) == ["rm-1/b"], report["applications"]  # rm-1's p and q: never placed
-    assert report["applications"]["rm-1/b"]["lost"] == 1
-
-
-def recovered_then_released(tmp_path, recover: bool):
     log = LogBuilder("rm-1")
     entries = [log.entry("config", {"rmID": "", "policyGroup": g, "config": QUEUES % "4"}, rm="") for g in ("one", "two")]
     for rm, group, vcore in (("rm-1", "one", 2000), ("rm-2", "two", 1000)):
@@ -240,28 +210,39 @@ def recovered_then_released(tmp_path, recover: bool):
                     log.asks({**ask("t", "w", vcore=vcore), "executionTimeoutMilliSeconds": 5000}, rm=rm),
                     log.asks(ask("p", "b", vcore=vcore), ask("q", "b", vcore=vcore), rm=rm)]
     entries.append(log.tick(10 * SECOND))
-    from ykbus.log.build import allocation
-    from ykbus.log.replay import guarded_core
-
-    core = guarded_core()
+    core = guarded_core()  # the RMs' view: the UUIDs the live core sent them
     placed = {}
     for entry in entries:
         for out in core.apply(entry):
             if out.kind == "alloc":
                 placed.update({(out.rm, a.allocationKey): a.UUID for a in out.msg.new})
-    uuid = placed[("rm-2", "p")]
-    if recover:  # rm-2 restarts: registers again, recovers p (its UUID as the live core gave it)
-        entries += [log.register("", policy_group="two", rm="rm-2"),
-                    log.apps(app("b", "root.batch"), rm="rm-2"),
-                    log.nodes(node("n1", vcore=1000, existing=[allocation(uuid, "p", "b", "n1", vcore=1000)]),
-                              rm="rm-2"),
-                    log.asks(ask("q", "b", vcore=1000), rm="rm-2")]
+    return log, entries, placed
+
+
+def rm2_releases(log, entries, uuid, tmp_path):
+    """The log with rm-2 releasing allocation `uuid` at its end, written for whatif."""
     entries.append(log.entry("alloc", {"rmID": "rm-2", "releases": {"allocationsToRelease": [
         {"applicationID": "b", "UUID": uuid, "partitionName": "default",
          "terminationType": "STOPPED_BY_RM"}]}}, rm="rm-2"))
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
-    return path, uuid
+    return path
+
+
+def test_another_groups_change_leaves_an_rms_decisions_alone_though_its_allocations_are_numbered_otherwise(tmp_path):
+    """An allocation's UUID numbers it within its entry, across RMs (`<seq>-<n>`): when the
+    changed group's RM makes fewer allocations in an entry, the other RM's there are numbered
+    otherwise, and its recorded releases (which name the recorded UUIDs) must still release
+    them. They were refused instead: the allocations never ended, and the RM the file was not
+    for lost its next placements (the demo's k8s lost 2,212 under a file for batch)."""
+    log, entries, placed = each_rm_places_p_in_one_entry()
+    assert placed[("rm-1", "p")].endswith("-0") and placed[("rm-2", "p")].endswith("-1")
+    path = rm2_releases(log, entries, placed[("rm-2", "p")], tmp_path)  # rm-2's p ends: its q gets the node
+    run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "1"), "--policy-group", "one", "--json")
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert list(report["applications"]) == ["rm-1/b"], report["applications"]  # rm-1's p and q: never placed
+    assert report["applications"]["rm-1/b"]["lost"] == 1
 
 
 def test_a_release_of_an_allocation_the_rm_recovered_after_registering_again_releases_it(tmp_path):
@@ -269,7 +250,15 @@ def test_a_release_of_an_allocation_the_rm_recovered_after_registering_again_rel
     UUID the live core gave it, then releases it: the release was renamed to the second
     replay's first allocation of the ask (wiped by the registration), the pod never ended,
     and rm-2 lost its next placement. A UUID the RM reported itself is its own in both."""
-    path, _ = recovered_then_released(tmp_path, True)
+    from ykbus.log.build import allocation
+
+    log, entries, placed = each_rm_places_p_in_one_entry()
+    uuid = placed[("rm-2", "p")]
+    entries += [log.register("", policy_group="two", rm="rm-2"),  # rm-2 restarts: p recovered, its UUID the live core's
+                log.apps(app("b", "root.batch"), rm="rm-2"),
+                log.nodes(node("n1", vcore=1000, existing=[allocation(uuid, "p", "b", "n1", vcore=1000)]), rm="rm-2"),
+                log.asks(ask("q", "b", vcore=1000), rm="rm-2")]
+    path = rm2_releases(log, entries, uuid, tmp_path)
     run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "1"), "--policy-group", "one", "--json")
     assert list(json.loads(run.stdout)["applications"]) == ["rm-1/b"], run.stdout
 

@@ -393,19 +393,25 @@ def test_estimates_kept_are_what_a_fresh_computation_gives():
     assert found["domains_differ"] == 0, f"{found['domains_differ']} of {found['domains']} gangs' estimates out of date"
 
 
-def test_a_reserved_asks_estimate_is_the_earliest_on_its_node_or_one_reserved_for_no_ask():
-    """A reserved ask also takes room that frees first on another node (it did: B started on
-    n2 at 5 min), but its estimate read only its reserved node: it jumped from 5 min to 1 h
-    the moment it reserved. `squeue --start` says 5 min throughout."""
+def n1_free_in_an_hour_n2_in_5_min(app_id: str) -> tuple[Harness, int]:
+    """Two nodes of 8 vcore: n1 holds 6 for 60 min, n2 all 8 for 5 min (limits from the
+    time returned); the application `app_id` to ask."""
     h = Harness()
     h.setup(QUEUES)
     h.do(h.log.nodes(node("n1", vcore=8000), node("n2", vcore=8000)))
-    h.do(h.log.apps(app("run", "root.open"), app("big", "root.open")))
+    h.do(h.log.apps(app("run", "root.open"), app(app_id, "root.open")))
     h.do(h.log.asks({**timed("a60", "run", 60 * MINUTE // 10**6, vcore=6000),
                      "tags": {"yunikorn.apache.org/requiredNode": "n1"}},
                     {**timed("a5", "run", 5 * MINUTE // 10**6, vcore=8000),
                      "tags": {"yunikorn.apache.org/requiredNode": "n2"}}))
-    started = h.log.ts
+    return h, h.log.ts
+
+
+def test_a_reserved_asks_estimate_is_the_earliest_on_its_node_or_one_reserved_for_no_ask():
+    """A reserved ask also takes room that frees first on another node (it did: B started on
+    n2 at 5 min), but its estimate read only its reserved node: it jumped from 5 min to 1 h
+    the moment it reserved. `squeue --start` says 5 min throughout."""
+    h, started = n1_free_in_an_hour_n2_in_5_min("big")
     h.do(h.log.asks(ask("B", "big", vcore=8000)))
     before = why(h, "big", "B")
     assert before["code"] == "NoNodeRoom" and before["details"]["estimatedStart"] == started + 5 * MINUTE
@@ -438,15 +444,7 @@ def test_asks_behind_a_reservation_of_every_node_are_told_there_is_no_node_to_es
 def test_an_ask_that_must_run_on_its_reserved_node_is_estimated_there_only():
     """Review: the earlier start over the free nodes was given to an ask that must run on its
     node (`requiredNode`), naming a node it can never use."""
-    h = Harness()
-    h.setup(QUEUES)
-    h.do(h.log.nodes(node("n1", vcore=8000), node("n2", vcore=8000)))
-    h.do(h.log.apps(app("run", "root.open"), app("pin", "root.open")))
-    h.do(h.log.asks({**timed("a60", "run", 60 * MINUTE // 10**6, vcore=6000),
-                     "tags": {"yunikorn.apache.org/requiredNode": "n1"}},
-                    {**timed("a5", "run", 5 * MINUTE // 10**6, vcore=8000),
-                     "tags": {"yunikorn.apache.org/requiredNode": "n2"}}))
-    started = h.log.ts
+    h, started = n1_free_in_an_hour_n2_in_5_min("pin")
     h.do(h.log.asks({**ask("R", "pin", vcore=4000), "tags": {"yunikorn.apache.org/requiredNode": "n1"}}))
     reason = why(h, "pin", "R")
     assert reason["code"] == "Reserved" and reason["details"]["node"] == "n1"
