@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests import invariants
-from tests.conftest import Harness, events, new_allocs, released, states
+from tests.conftest import Harness, app_updates, events, new_allocs, released, states
 from ykbus.core.config import ConfigError, parse_config
 from ykbus.core.snapshot import dump_snapshot, load_snapshot
 from ykbus.log.build import app, ask, node
@@ -487,4 +487,63 @@ def test_a_required_node_ask_blocked_by_young_allocations_is_told_when_and_preem
     assert [r.allocationKey for r in gone] == ["b"]
     outs = confirm(h, gone[0])
     assert [(a.allocationKey, a.nodeID) for a in new_allocs(outs)] == [("ds", "n1")]
+    checked(h)
+
+
+def _victim_waiting_for_its_confirmation(b_ask: dict, b_app: dict | None = None) -> tuple[Harness, object]:
+    """Queue b (over its guarantee) holds two 1-vcore allocations of `b_ask` on two 1-vcore
+    nodes; queue a's ask preempts one of them after its delay; the RM has not confirmed yet."""
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 2}}", b="resources: {guaranteed: {vcore: 1}}"),
+            n1={"vcore": 1000}, n2={"vcore": 1000})
+    h.do(h.log.apps(b_app or app("batch", "root.b"), app("urgent", "root.a")))
+    h.do(h.log.asks(b_ask))
+    assert len(part(h).allocations) == 2
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [r.terminationType.value for r in gone] == ["PREEMPTED_BY_SCHEDULER"]
+    return h, gone[0]
+
+
+def _request_errors(outs) -> list[str]:
+    return [e.message for e in events(outs) if e.type.value == "REQUEST"]
+
+
+def test_a_victims_own_execution_timeout_before_the_confirmation_does_not_release_it_twice():
+    b = {**ask("b", "batch", vcore=1000, max_allocations=2), "executionTimeoutMilliSeconds": 40000}
+    h, victim = _victim_waiting_for_its_confirmation(b)
+    outs = h.do(h.log.tick(10 * SECOND))  # 41 s: both timeouts due; the victim is on its way out already
+    timed_out = released(outs)
+    assert victim.UUID not in [r.UUID for r in timed_out]
+    assert [r.terminationType.value for r in timed_out] == ["TIMEOUT"]  # the other allocation only
+    outs = confirm(h, victim)
+    assert _request_errors(outs) == []  # the RM's confirmation is taken, not refused
+    assert [a.allocationKey for a in new_allocs(outs)] == ["u"]
+    checked(h)
+
+
+def test_a_gangs_placeholder_timeout_does_not_release_a_preempted_placeholder_twice():
+    from ykbus.log.build import resource
+    gang = app("batch", "root.b", placeholderAsk=resource(vcore=2000), executionTimeoutMilliSeconds=40000,
+               gangSchedulingStyle="Soft")
+    ph = {**ask("ph", "batch", vcore=1000, max_allocations=2), "taskGroupName": "workers", "placeholder": True}
+    h, victim = _victim_waiting_for_its_confirmation(ph, gang)
+    outs = h.do(h.log.tick(10 * SECOND))  # 41 s: the placeholder timeout
+    timed_out = released(outs)
+    assert victim.UUID not in [r.UUID for r in timed_out]
+    assert [r.terminationType.value for r in timed_out] == ["TIMEOUT"]  # the other placeholder only
+    outs = confirm(h, victim)
+    assert _request_errors(outs) == []
+    assert [a.allocationKey for a in new_allocs(outs)] == ["u"]
+    checked(h)
+
+
+def test_an_application_failing_at_its_execution_timeout_does_not_release_a_preempted_allocation_twice():
+    b = ask("b", "batch", vcore=1000, max_allocations=2)
+    h, victim = _victim_waiting_for_its_confirmation(b, app("batch", "root.b", executionTimeoutMilliSeconds=40000))
+    outs = h.do(h.log.tick(10 * SECOND))  # 41 s: the application fails, everything it holds goes
+    assert ("batch", "Failed") in app_updates(outs)
+    assert victim.UUID not in [r.UUID for r in released(outs)]
+    assert len(released(outs)) == 1
+    assert [a.allocationKey for a in new_allocs(outs)] == ["u"]  # its room is free at once, as on a timeout
     checked(h)

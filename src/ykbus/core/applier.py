@@ -241,8 +241,8 @@ class Applier:
         one (Soft) or fails (Hard); a Running one only loses what it did not use."""
         app.gang_timer = -1
         message = f"placeholder timeout of {app.placeholder_timeout_ms} ms reached"
-        for alloc in list(app.allocations.values()):
-            if alloc.placeholder and not alloc.replacing:
+        for alloc in list(app.allocations.values()):  # (one preempted is on its way out: the RM confirms it)
+            if alloc.placeholder and not alloc.replacing and not alloc.preempting:
                 self.changes.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
         for ask in pending_placeholders(app):
             self.changes.drop_ask(ask, ctx)

@@ -336,8 +336,8 @@ class Changes:
 
     def fail_app(self, app: App, ctx: Step, message: str) -> None:
         self.app_event(app, AppEvent.FAIL, ctx, message)
-        for alloc in list(app.allocations.values()):
-            self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False)
+        for alloc in list(app.allocations.values()):  # the RM was told to stop a preempted one already
+            self.release(alloc, m.TerminationType.TIMEOUT, message, ctx, check_done=False, report=not alloc.preempting)
         for ask in list(app.asks.values()):
             self.drop_ask(ask, ctx)
         self.app_event(app, AppEvent.FAILED, ctx, message)

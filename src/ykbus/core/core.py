@@ -253,7 +253,8 @@ class Core:
                 if timer.app.gang_timer == timer.generation:
                     part.applier.placeholder_timeout(timer.app, ctx)
             case AllocationTimeoutTimer():
-                part.changes.release(timer.alloc, TIMEOUT, f"execution timeout of {timer.timeout_ms} ms reached", ctx)
+                if not timer.alloc.preempting:  # preempted: the RM stops it already, and confirms it
+                    part.changes.release(timer.alloc, TIMEOUT, f"execution timeout of {timer.timeout_ms} ms reached", ctx)
             case ExpireTimer():
                 part.changes.expire(timer.app_id, timer.state, ctx)
             case _:  # a kind added and not told here fails, not dropped
