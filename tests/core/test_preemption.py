@@ -547,3 +547,77 @@ def test_an_application_failing_at_its_execution_timeout_does_not_release_a_pree
     assert len(released(outs)) == 1
     assert [a.allocationKey for a in new_allocs(outs)] == ["u"]  # its room is free at once, as on a timeout
     checked(h)
+
+
+def test_an_allocation_pinned_to_its_node_is_never_a_victim():
+    """A DaemonSet's pod (yunikorn.apache.org/requiredNode) is not taken: YuniKorn skips
+    allocations that require a specific node. The unpinned one is taken instead."""
+    pinned = {**ask("ds", "batch", vcore=1000), "tags": {"yunikorn.apache.org/requiredNode": "n2"}}
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 2}}", b="resources: {guaranteed: {vcore: 1}}"),
+            n1={"vcore": 1000}, n2={"vcore": 1000})
+    h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
+    h.do(h.log.asks(ask("old", "batch", vcore=1000)))
+    h.do(h.log.asks(pinned))  # the newest: without the rule, the first victim
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [r.allocationKey for r in gone] == ["old"]
+    checked(h)
+
+
+def test_only_pinned_allocations_running_leaves_nothing_to_preempt():
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 2}}", b="resources: {guaranteed: {vcore: 1}}"),
+            n1={"vcore": 1000}, n2={"vcore": 1000})
+    h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
+    for n in ("n1", "n2"):
+        h.do(h.log.asks({**ask(f"ds-{n}", "batch", vcore=1000), "tags": {"yunikorn.apache.org/requiredNode": n}}))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(31 * SECOND))) == []
+    assert why(h, "urgent", "u")["code"] != "Preempting"
+
+
+def sibling_queues(team: str = "resources: {guaranteed: {vcore: 4}}") -> str:
+    return f"""
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: team
+            {team}
+            queues:
+              - name: x
+                resources: {{guaranteed: {{vcore: 2}}}}
+              - name: y
+                resources: {{guaranteed: {{vcore: 2}}}}
+          - name: other
+"""
+
+
+def test_a_child_takes_its_guarantee_back_from_a_sibling_under_a_parent_at_its_guarantee():
+    """team is at its guarantee (y borrowed x's share): taking from y inside team leaves team
+    where it is, so x (0 of its 2) preempts one of y's, as YuniKorn does (the victims leave
+    every level above them before the ask's queues are judged)."""
+    h = Harness()
+    h.setup(sibling_queues(), n1={"vcore": 2000}, n2={"vcore": 2000})
+    h.do(h.log.apps(app("batch", "root.team.y"), app("urgent", "root.team.x")))
+    h.do(h.log.asks(ask("b", "batch", vcore=1000, max_allocations=4)))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [(r.applicationID, r.terminationType.value) for r in gone] == [("batch", "PREEMPTED_BY_SCHEDULER")]
+    checked(h)
+
+
+def test_a_parent_at_its_guarantee_still_stops_taking_from_outside_it():
+    """The same ask takes nothing from a queue outside team: team would go above its guarantee."""
+    h = Harness()
+    h.setup(sibling_queues(), n1={"vcore": 2000}, n2={"vcore": 2000}, n3={"vcore": 1000})
+    h.do(h.log.apps(app("batch", "root.team.y"), app("other", "root.other"), app("urgent", "root.team.x")))
+    h.do(h.log.asks(ask("b", "batch", vcore=1000, max_allocations=4)))
+    h.do(h.log.asks(ask("o", "other", vcore=1000)))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [r.applicationID for r in gone] == ["batch"]  # o (newest, smallest alike) is outside team: kept
+    checked(h)

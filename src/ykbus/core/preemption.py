@@ -10,9 +10,10 @@ Guaranteed-share preemption between queues (YuniKorn's rules). An ask may look f
 victims when its partition preempts, its `preemptionPolicy` allows it to preempt others,
 it has waited its queue's `preemption.delay` for room, and a queue on its path has a
 guarantee naming a resource it asks for. Its queue must stay within its guarantee on every
-level of its path that has one, once it is placed. A victim is an allocation that allows
-preemption of itself, of an application in another leaf, such that, with C the deepest
-queue above both:
+level of its path that has one, once it is placed and its victims are gone (those below a
+level count there). A victim is an allocation that allows preemption of itself and is not
+pinned to its node (`REQUIRED_NODE_TAG`), of an application in another leaf, such that, with
+C the deepest queue above both:
 
 * no queue between the victim's leaf and C falls below its guarantee by losing it, in a
   resource the guarantee names, counting what it holds: its usage less what is being
@@ -188,7 +189,7 @@ def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int =
     too_young: list[Alloc] = []
     for a in node.allocations.values():
         if (a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
-                and a.tags.get(REQUIRED_NODE_TAG) != node.id):
+                and not a.tags.get(REQUIRED_NODE_TAG)):
             if young(a, now):
                 too_young.append(a)
             else:
@@ -239,7 +240,7 @@ def quota_victims(part: PartitionState, q: Queue) -> list[Alloc]:
     if not over:
         return []
     mine = [a for app in _apps_below(q) for a in app.allocations.values()
-            if a.preempt_self and not a.preempting and not a.replacing]
+            if a.preempt_self and not a.preempting and not a.replacing and not a.tags.get(REQUIRED_NODE_TAG)]
     mine.sort(key=lambda a: (a.priority, -a.born, a.uuid))
     taken = []
     for alloc in mine:
@@ -309,7 +310,7 @@ class _Side:
 class Preemptor:
     """One search for one ask (read-only scratch)."""
 
-    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now", "young")
+    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now", "young", "over")
 
     def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE,
                  nodes: list[Node] | None = None, now: int = 0) -> None:
@@ -321,6 +322,9 @@ class Preemptor:
         self.flows = _Flows([n for n in part.preempted.values()])
         self.sides: dict[str, _Side] = {}
         self.total = part.total
+        # the levels of the ask's path the ask would take above their guarantee, by how much
+        # (queue, resource, excess): only victims below such a level may bring it back
+        self.over: list[tuple[Queue, str, int]] = []
 
     def search(self) -> Preempt | str:
         """The preemption that takes the least, or why there is none."""
@@ -328,10 +332,12 @@ class Preemptor:
         res = ask.resource
         flows = self.flows
         for q in ask.app.path if self.rule == GUARANTEE_RULE else ():  # within its guarantee once placed,
-            for t, g in q.guaranteed.items():  # on every level that has one
+            for t, g in q.guaranteed.items():  # on every level that has one, its victims gone
                 need = res.get(t, 0)
                 if need and flows.used(q, t) + need > g:
-                    return f"queue {q.path} would go above its guarantee of {t} {fmt_quantity(t, g)}"
+                    self.over.append((q, t, flows.used(q, t) + need - g))
+        if self.over and self.over[0][0] is ask.app.queue:  # its own leaf: no victim is below it
+            return self._above_guarantee()
         if self.part.victims_indexed and self.nodes is None:
             single = self._single()
             if single is not None and (not single.node.held or single.node.held == ask.app.id):
@@ -359,6 +365,8 @@ class Preemptor:
             if best is None or key < best[0]:
                 best = (key, node, chosen)
         if best is None:
+            if self.over:
+                return self._above_guarantee()
             if allowed_any:
                 text = "no allocation it may preempt would make room on any node"
                 return f"{text}; {YOUNG_NOTE}: {_first_old(self.young)}" if self.young else text
@@ -366,6 +374,10 @@ class Preemptor:
                 return young_text(self.young)
             return "no running allocation may be preempted for it"
         return Preempt(ask, best[1], best[2], self.rule)
+
+    def _above_guarantee(self) -> str:
+        q, t, _ = self.over[0]
+        return f"queue {q.path} would go above its guarantee of {t} {fmt_quantity(t, q.guaranteed[t])}"
 
     # --- victims -----------------------------------------------------------------------
 
@@ -385,7 +397,7 @@ class Preemptor:
             for (priority, _), same in q.victims.items():
                 first = next(iter(same.values()))
                 seen = seen_from(priority, first.app.path, side.common) if side.common is not None else priority
-                if seen > side.ask_priority or not self._keeps_guarantees([], first):
+                if seen > side.ask_priority or not self._keeps_guarantees([], first) or not self._relieves([first]):
                     continue
                 classes.append((self._share(first.resource), seen, tuple(sorted(first.resource.items())), q.path, same))
         classes.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
@@ -405,7 +417,8 @@ class Preemptor:
         ask = self.ask
         res = ask.resource
         for alloc in reversed(same.values()):
-            if alloc.preempting or alloc.replacing or alloc.app is ask.app or young(alloc, self.now):
+            if (alloc.preempting or alloc.replacing or alloc.app is ask.app or young(alloc, self.now)
+                    or alloc.tags.get(REQUIRED_NODE_TAG)):
                 continue
             node = alloc.node
             if node.state is not NodeState.SCHEDULABLE or node.preempting or (
@@ -449,6 +462,9 @@ class Preemptor:
                 if q.preempt_policy is PreemptionPolicy.FENCE:
                     allowed = False
             ask_priority = seen_from(ask.priority, ask.app.path, common)  # type: ignore[arg-type]
+            below_common = ask.app.path[:ask.app.path.index(common)]  # type: ignore[arg-type]
+            if any(q in below_common for q, _, _ in self.over):
+                allowed = False  # a level the ask takes above its guarantee that no victim here is under
         side = self.sides[leaf.path] = _Side(allowed, levels, common, ask_priority)
         return side
 
@@ -459,8 +475,8 @@ class Preemptor:
     def _candidates(self, node: Node) -> list[Alloc]:
         out: list[Alloc] = []
         for alloc in node.allocations.values():
-            if not alloc.preempt_self or alloc.preempting or alloc.replacing:
-                continue
+            if not alloc.preempt_self or alloc.preempting or alloc.replacing or alloc.tags.get(REQUIRED_NODE_TAG):
+                continue  # (pinned to its node: a DaemonSet's pod is never a victim)
             side = self._side(alloc.app.queue)
             if side.allowed and self._priority(alloc) <= side.ask_priority and alloc.app is not self.ask.app:
                 if young(alloc, self.now):
@@ -489,12 +505,21 @@ class Preemptor:
 
     def _choose(self, node: Node, candidates: list[Alloc]) -> list[Alloc] | None:
         short = _short(self.ask.resource, node.free)
-        singles = [a for a in candidates
-                   if all(a.resource.get(t, 0) >= v for t, v in short.items()) and self._keeps_guarantees([], a)]
+        singles = [a for a in candidates if all(a.resource.get(t, 0) >= v for t, v in short.items())
+                   and self._keeps_guarantees([], a) and self._relieves([a])]
         if singles:
             return [min(singles, key=lambda a: (self._share(a.resource), self._priority(a), -a.born, a.uuid))]
         order = sorted(candidates, key=lambda a: (self._priority(a), -a.born, a.uuid))
-        return _cover(short, order, self._keeps_guarantees)
+        taken = _cover(short, order, self._keeps_guarantees)
+        return taken if taken is not None and self._relieves(taken) else None
+
+    def _relieves(self, taken: list[Alloc]) -> bool:
+        """Whether `taken`, gone, bring each level of the ask's path that the ask would take
+        above its guarantee (`over`) back within it: they free as much below that level."""
+        for q, t, excess in self.over:
+            if sum(a.resource.get(t, 0) for a in taken if q in a.app.path) < excess:
+                return False
+        return True
 
     def _share(self, res: Res) -> int:
         total = self.total
