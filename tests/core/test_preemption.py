@@ -621,3 +621,41 @@ def test_a_parent_at_its_guarantee_still_stops_taking_from_outside_it():
     gone = released(h.do(h.log.tick(31 * SECOND)))
     assert [r.applicationID for r in gone] == ["batch"]  # o (newest, smallest alike) is outside team: kept
     checked(h)
+
+
+QUOTA_CHILDREN = """
+partitions:
+  - name: default
+    preemption: {{enabled: true, quotapreemptionenabled: true}}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: parent
+            resources: {{guaranteed: {{vcore: 4}}, max: {{vcore: {max}}}}}
+            properties: {{quota.preemption.delay: 1s}}
+            queues:
+              - name: a
+                resources: {{guaranteed: {{vcore: 2}}}}
+              - name: b
+                resources: {{guaranteed: {{vcore: 2}}}}
+"""
+
+
+def test_quota_preemption_takes_from_the_child_above_its_guarantee_not_the_one_at_it():
+    """parent's max lowered from 8 to 4 with a at its guarantee (2, the newest) and b at 4:
+    the 2 over come from b, as YuniKorn's quota preemptor takes only what each child holds
+    above its guarantee; a keeps what it is guaranteed."""
+    h = Harness()
+    h.setup(QUOTA_CHILDREN.format(max=8), n1={"vcore": 16000})
+    h.do(h.log.apps(app("bb", "root.parent.b"), app("aa", "root.parent.a")))
+    h.do(h.log.asks(ask("b", "bb", vcore=1000, max_allocations=4)))
+    h.do(h.log.asks(ask("a", "aa", vcore=1000, max_allocations=2)))
+    h.do(h.log.config(QUOTA_CHILDREN.format(max=4)))
+    gone = released(h.do(h.log.tick(2 * SECOND)))
+    assert [r.applicationID for r in gone] == ["bb", "bb"]
+    for r in gone:
+        confirm(h, r)
+    assert part(h).queues["root.parent.a"].allocated == {"vcore": 2000}
+    assert part(h).queues["root.parent.b"].allocated == {"vcore": 2000}
+    checked(h)

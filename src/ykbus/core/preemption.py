@@ -234,7 +234,9 @@ def _cover(short: Res, order: list[Alloc], admit: Callable[[list[Alloc], Alloc],
 def quota_victims(part: PartitionState, q: Queue) -> list[Alloc]:
     """The allocations of `q`'s subtree to preempt so that its usage (less what is being
     preempted already) is within its max again: lowest priority first, the newest first,
-    each one that frees a resource still over; those that do not allow it are kept."""
+    each one that frees a resource still over and leaves every queue between its leaf and
+    `q` at or above its guarantee (YuniKorn's quota preemptor takes only what a child holds
+    above its guarantee); those that do not allow it, or are pinned to their node, are kept."""
     flows = _Flows(list(part.preempted.values()))
     over = {t: flows.held(q, t) - limit for t, limit in q.max.items() if flows.held(q, t) > limit}
     if not over:
@@ -242,9 +244,16 @@ def quota_victims(part: PartitionState, q: Queue) -> list[Alloc]:
     mine = [a for app in _apps_below(q) for a in app.allocations.values()
             if a.preempt_self and not a.preempting and not a.replacing and not a.tags.get(REQUIRED_NODE_TAG)]
     mine.sort(key=lambda a: (a.priority, -a.born, a.uuid))
-    taken = []
+    taken: list[Alloc] = []
+    losing: dict[str, Res] = {}  # per queue below `q`: what `taken` frees there
     for alloc in mine:
         if any(alloc.resource.get(t, 0) > 0 for t, v in over.items() if v > 0):
+            levels = alloc.app.path[:alloc.app.path.index(q)]
+            if any(flows.held(level, t) - losing.get(level.path, {}).get(t, 0) - alloc.resource.get(t, 0) < g
+                   for level in levels for t, g in level.guaranteed.items() if alloc.resource.get(t, 0)):
+                continue  # it would take its queue below its guarantee
+            for level in levels:
+                _add(losing, level.path, alloc.resource)
             taken.append(alloc)
             for t in over:
                 over[t] -= alloc.resource.get(t, 0)
