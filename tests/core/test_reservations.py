@@ -226,3 +226,52 @@ def test_a_reservation_dropped_while_committing_a_pass_lets_its_node_serve_in_th
     assert reservation(h) == {} and why(h, "a", "ds")["code"] == "UserLimit"
     assert new(outs) == [("small", "n1")]
     checked(h)
+
+
+def pinned(key: str, app_id: str, node_id: str, **res: int) -> dict:
+    return {**ask(key, app_id, **res), "tags": {"yunikorn.apache.org/requiredNode": node_id}}
+
+
+def test_an_ask_that_must_run_on_a_node_takes_it_from_another_asks_reservation():
+    """n1 is reserved for a large ask that cannot start while `l` runs; a DaemonSet's pod
+    that must run on n1, which has room for it, is placed there at once, and the large ask
+    reserves the node again (YuniKorn cancels the reservations of asks not pinned there)."""
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("long", "root.big"), app("large", "root.big"), app("daemon", "root.big")))
+    h.do(h.log.asks(ask("l", "long", vcore=1000)))
+    h.do(h.log.asks(ask("g", "large", vcore=4000)))
+    h.do(h.log.tick(3 * SECOND))
+    assert reservation(h) == {"n1": "g"}
+    outs = h.do(h.log.asks(pinned("ds", "daemon", "n1", vcore=500)))
+    assert new(outs) == [("ds", "n1")]
+    assert reservation(h) == {"n1": "g"}  # the large ask keeps waiting on its node
+    checked(h)
+
+
+def test_an_ask_that_must_run_on_a_full_node_reserved_for_another_reserves_it_instead():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("long", "root.big"), app("large", "root.big"), app("daemon", "root.big")))
+    h.do(h.log.asks(ask("l", "long", vcore=3800)))
+    h.do(h.log.asks(ask("g", "large", vcore=4000)))
+    h.do(h.log.tick(3 * SECOND))
+    assert reservation(h) == {"n1": "g"}
+    h.do(h.log.asks(pinned("ds", "daemon", "n1", vcore=500)))
+    assert reservation(h) == {"n1": "ds"}  # it cannot go elsewhere; the large ask can
+    assert why(h, "large", "g")["code"] != "Reserved"
+    outs = h.do(h.log.release("long", uuid=next(iter(h.core.rms["rm-1"].partitions["default"].allocations))))
+    assert ("ds", "n1") in new(outs)
+    checked(h)
+
+
+def test_a_node_reserved_for_an_ask_that_must_run_there_is_not_taken_by_another_such_ask():
+    h = Harness()
+    h.setup(QUEUES, n1={"vcore": 4000})
+    h.do(h.log.apps(app("long", "root.big"), app("daemon", "root.big")))
+    h.do(h.log.asks(ask("l", "long", vcore=3800)))
+    h.do(h.log.asks(pinned("ds1", "daemon", "n1", vcore=500)))
+    assert reservation(h) == {"n1": "ds1"}
+    h.do(h.log.asks(pinned("ds2", "daemon", "n1", vcore=100)))
+    assert reservation(h) == {"n1": "ds1"}
+    assert why(h, "daemon", "ds2")["code"] == "RequiredNodeReserved" or "reserved" in why(h, "daemon", "ds2")["message"]

@@ -20,6 +20,7 @@ from ykbus.core.config import quota_preemption_enabled
 from ykbus.core.decisions import (
     Allocate,
     Backfilled,
+    CancelReservation,
     Defer,
     GangAllocate,
     Hold,
@@ -124,6 +125,9 @@ class Applier:
                     self._reserve(ask, then.node, ctx, decision.reason)
             elif isinstance(decision, Preempt):
                 self._preempt(decision, ctx)
+            elif isinstance(decision, CancelReservation):  # for an ask that must run on the node
+                self.waits.unreserve(decision.other, ctx, wake=True)
+                self.commit([decision.then], ctx)
             elif isinstance(decision, Reserve):
                 self._reserve(decision.ask, decision.node, ctx, "", decision.note)
             elif isinstance(decision, Hold):

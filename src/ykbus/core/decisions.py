@@ -81,6 +81,21 @@ class Unpreempted:
         return f"Unpreempted({self.then!r}: {self.reason})"
 
 
+class CancelReservation:
+    """`node`'s reservation for `other` (an ask not pinned to it) ends, and `then` (an
+    `Allocate`, `Preempt`, `Reserve` or `Unpreempted` of an ask that must run on the node) is
+    applied: YuniKorn cancels a required node's other reservations for such an ask. `other`
+    waits on, judged again."""
+
+    __slots__ = ("other", "then")
+
+    def __init__(self, other: Ask, then: Allocate | Preempt | Reserve | Unpreempted) -> None:
+        self.other, self.then = other, then
+
+    def __repr__(self) -> str:
+        return f"CancelReservation({self.other.app.id}/{self.other.key}, then {self.then!r})"
+
+
 class Reserve:
     """`node` is reserved for `ask`, which has waited for room the partition's reservation
     delay: the node takes no other ask until `ask` is placed (there or elsewhere). `note`: why
@@ -194,7 +209,7 @@ class Learned:
 
 
 Decision = (Allocate | Backfilled | Park | Hold | Defer | Reserve | GangAllocate | Replace | CancelGroup | Preempt | Unpreempted
-            | Learned | HoldDomain)
+            | Learned | HoldDomain | CancelReservation)
 Plan = list[Decision]
 
 
@@ -206,6 +221,8 @@ def ends_walk(decision: Decision) -> bool:
     limit, its gang): the node takes other asks again, which the rest of the walk must see.
     Parks, most of a walk's decisions, are told first (compiled, an `isinstance` of a class
     of the core is one comparison of types)."""
+    if isinstance(decision, CancelReservation):  # (a reservation ends, and the node is taken)
+        return True
     if isinstance(decision, Unpreempted):  # as what it did instead
         decision = decision.then
     if isinstance(decision, Park):

@@ -37,6 +37,7 @@ from ykbus.core.decisions import (
     Allocate,
     Backfilled,
     CancelGroup,
+    CancelReservation,
     Decision,
     Defer,
     GangAllocate,
@@ -641,7 +642,9 @@ def maxapplications(app: App) -> Hold | None:
 
 
 def required_node_decision(part: PartitionState, ask: Ask, now: int) -> Decision:
-    """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`)."""
+    """An ask that must run on one node (tag `yunikorn.apache.org/requiredNode`). The node's
+    reservation for an ask not pinned there gives way to it (YuniKorn's `tryRequiredNode`),
+    unless victims are being released for that ask."""
     name = ask.required
     node = part.nodes.get(name)
     where = required_node(name)
@@ -649,27 +652,33 @@ def required_node_decision(part: PartitionState, ask: Ask, now: int) -> Decision
         return Park(ask, where, FAILED, why.required_node_gone(name))
     if node.state is not NodeState.SCHEDULABLE:
         return Park(ask, where, FAILED, why.required_node_draining(name, node.state.value))
-    if node.reserved is not None and node.reserved is not ask:  # another ask's, until it is placed
-        return Park(ask, where, FAILED, why.required_node_reserved(name, node.reserved.key))
+    other = node.reserved if node.reserved is not ask else None
+    if other is not None and (other.required or node.preempting):  # pinned there too, or preempting: until placed
+        return Park(ask, where, FAILED, why.required_node_reserved(name, other.key))
     if node.held and node.held != ask.app.id:  # in a topology domain a gang reserved, until it is placed
         return Park(ask, where, FAILED, why.required_node_held(name, node.held))
     if fits(ask.resource, node.free):
-        return Allocate(ask, node)
+        return _taking(other, Allocate(ask, node))
     if node.preempting and node.reserved is ask:
         return awaiting_victims(ask, node)
     cap, occ = node.capacity, node.occupied
     if all(cap.get(r, 0) - occ.get(r, 0) >= v for r, v in ask.resource.items()):
         found = required_node_victims(part, ask, node, now) if part.preempts() and not node.preempting else None
         if isinstance(found, Preempt):
-            return found  # preempts on its node at once
-        if node.reserved is None:
+            return _taking(other, found)  # preempts on its node at once
+        if node.reserved is not ask:
             then = Reserve(ask, node)  # full for now: it reserves its node at once
-            return Unpreempted(ask, then, found) if found else then
+            return _taking(other, Unpreempted(ask, then, found) if found else then)
         if found:  # its node is reserved for it: it waits there, judged again by the retry interval
             return Unpreempted(ask, Park(ask, where, RESERVED, why.reserved(name, ask.resource)), found)
-    if node.reserved is None:  # smaller than the ask: nothing to wait for there but a resize
+    if node.reserved is not ask:  # smaller than the ask: nothing to wait for there but a resize
         return Park(ask, where, FAILED, why.required_node_full(name, ask.resource, node.free))
     return Park(ask, where, RESERVED, why.reserved(name, ask.resource))
+
+
+def _taking(other: Ask | None, then: Allocate | Preempt | Reserve | Unpreempted) -> Decision:
+    """`then`, after the node's reservation for `other` (if any) ends."""
+    return then if other is None else CancelReservation(other, then)
 
 
 def awaiting_victims(ask: Ask, node: Node) -> Park:
