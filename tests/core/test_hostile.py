@@ -482,3 +482,40 @@ def test_the_read_apis_sums_past_int64_are_written_at_int64s_largest():
     assert partition["total"] == {"vcore": limits.INT64_MAX}
     assert all(n["capacity"] == {"vcore": limits.INT64_MAX}
                for rm in read(h.core, {}, "nodes", {})["nodes"].values() for p in rm.values() for n in p.values())
+
+
+def _msgpack_entry(h, kind: str, body: dict) -> Entry:
+    import msgspec
+    h.log.seq += 1
+    h.log.ts += 1
+    return Entry(h.log.seq, h.log.ts, "rm-1", kind, msgspec.msgpack.encode(body), "msgpack")
+
+
+@pytest.mark.parametrize("key", [1, True, 2.5, None, b"k"])
+@pytest.mark.parametrize("where", ["tags", "resources", "placeholderAsk"])
+def test_a_msgpack_map_key_that_is_not_a_string_rejects_its_item_only(key, where):
+    """MessagePack maps may have keys of any type; JSON's cannot. An ask whose tags (or
+    resources) had an integer key made the whole entry fail inside the core, the good ask
+    beside it lost: it is rejected alone, the key named."""
+    h = ready()
+    quantity = {"value": 100}
+    res = {"resources": {"vcore": quantity}}
+    if where == "placeholderAsk":
+        body = {"new": [{"applicationID": "bad-app", "queueName": "root.a", "partitionName": "default",
+                         "ugi": {"user": "u"}, "placeholderAsk": {"resources": {key: quantity}}}]}
+        outs = h.do(_msgpack_entry(h, "app", body))
+        rejected = [r for msg in msgs(outs, "app") for r in msg.rejected]
+        assert [r.applicationID for r in rejected] == ["bad-app"]
+        assert "$.new[0].placeholderAsk.resources" in rejected[0].reason
+        return
+    bad = {"allocationKey": "bad", "applicationID": "a1", "resourceAsk": res}
+    if where == "tags":
+        bad["tags"] = {key: "x"}
+    else:
+        bad["resourceAsk"] = {"resources": {"vcore": quantity, key: quantity}}
+    good = {"allocationKey": "good", "applicationID": "a1", "resourceAsk": res}
+    outs = h.do(_msgpack_entry(h, "alloc", {"asks": [good, bad]}))
+    rejected = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert [r.allocationKey for r in rejected] == ["bad"]
+    assert "a key of `$.asks[1]." in rejected[0].reason and "(a key must be a string)" in rejected[0].reason, rejected[0].reason
+    assert [a.allocationKey for a in new_allocs(outs)] == ["good"]

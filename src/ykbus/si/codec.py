@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import Meta, Raw, field
@@ -118,16 +118,27 @@ _key = msgspec.json.Decoder(m.Id)  # a map's key
 _enc = msgspec.json.Encoder()
 
 
+_NONE: Final = object()  # no key found (None is a key MessagePack can carry)
+
+
+def _key_text(key: Any) -> str:
+    """A map key as a reason names it; MessagePack's may be other than strings."""
+    if isinstance(key, str):
+        return limits.quoted(key)
+    return f"{limits.shorten(repr(key), limits.MAX_QUOTED_CHARS)} (a key must be a string)"
+
+
 def name_keys(error: str, obj: Any) -> str:
     """Replace msgspec's `[...]` (a map key it does not name) by the key that is wrong, and
     its `` at `key` in `$.path` `` (a key that is wrong) by `` at a key of `$.path`: 'key' ``."""
     key_at = _KEY_AT.search(error)
     if key_at is not None:
         node = _at(obj, key_at.group(1))
-        bad = next((k for k in node if not _decodes(_key, k)), None) if isinstance(node, dict) else None
-        if bad is None:
+        bad = next((k for k in node if not isinstance(k, str) or not _decodes(_key, k)), _NONE) \
+            if isinstance(node, dict) else _NONE
+        if bad is _NONE:
             return error
-        return error.replace(key_at.group(0), f" - at a key of `{key_at.group(1)}`: {limits.quoted(bad)}")
+        return error.replace(key_at.group(0), f" - at a key of `{key_at.group(1)}`: {_key_text(bad)}")
     match = _PATH.search(error)
     if match is None or "[...]" not in match.group(1):
         return error
@@ -216,7 +227,7 @@ class _Format:
                 obj = self._loose(raw)
                 try:
                     error = name_keys(_reason(exc), obj)
-                except RecursionError:
+                except Exception:  # noqa: BLE001 - naming the key is a nicety: the item is bad either way
                     error = _reason(exc)
                 ids = {k: limits.shorten(obj[k], limits.MAX_QUOTED_CHARS)
                        for k in _ID_FIELDS if isinstance(obj.get(k), str)}
