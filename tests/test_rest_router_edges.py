@@ -148,7 +148,7 @@ def test_a_redirects_body_names_the_address_html_escaped_as_go_writes_it(state):
 def test_a_sum_past_int64_is_answered_at_int64s_largest_as_yunikorn_saturates():
     from ykbus.bench.run import fresh_core
     from ykbus.limits import INT64_MAX
-    from ykbus.log.build import LogBuilder, node
+    from ykbus.log.build import LogBuilder, app, node
 
     core = fresh_core()
     log = LogBuilder("rm-1")
@@ -157,6 +157,18 @@ def test_a_sum_past_int64_is_answered_at_int64s_largest_as_yunikorn_saturates():
     answer = router.answer(RestState(lambda: core, 1), Request("GET", "/ws/v1/partitions"))
     [partition] = json.loads(answer[2])
     assert partition["capacity"]["capacity"]["vcore"] == INT64_MAX
+    # a queue's headroom (the partition's total less its usage) and a node's available room,
+    # below zero past int64's least when a node recovers more than it has, likewise
+    core.apply(log.apps(app("a1", "root.default")))
+    big = {"UUID": "u1", "applicationID": "a1", "allocationKey": "k", "partitionName": "default",
+           "resourcePerAlloc": {"resources": {"vcore": {"value": INT64_MAX}}}}
+    small = {**big, "UUID": "u2", "resourcePerAlloc": {"resources": {"vcore": {"value": 5000}}}}
+    core.apply(log.nodes({**node("small", vcore=1000), "existingAllocations": [big, small]}))
+    state = RestState(lambda: core, 1)
+    queues = json.loads(router.answer(state, Request("GET", "/ws/v1/partition/default/queues"))[2])
+    assert queues["headroom"]["vcore"] == INT64_MAX
+    small_node = json.loads(router.answer(state, Request("GET", "/ws/v1/partition/default/node/small"))[2])
+    assert small_node["available"]["vcore"] == -INT64_MAX - 1
 
 
 def test_empty_groups_are_left_out_and_the_implicit_rule_is_listed(state):

@@ -62,6 +62,7 @@ COMPLETING_TIMEOUT_NS = 30 * 1_000_000_000  # Completing -> Completed
 TERMINATED_TIMEOUT_NS = 3 * 24 * 3600 * 1_000_000_000  # Completed/Failed -> Expired, then forgotten
 REJECTED_KEPT = 1000  # rejected applications a partition remembers for readers, the newest
 INT64_MAX = 2**63 - 1  # the log's clock and every deadline stay below
+INT64_MIN = -(2**63)
 
 
 def shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:
@@ -75,9 +76,10 @@ def shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:
 
 
 def saturated(quantities: Mapping[str, int]) -> dict[str, int]:
-    """A sum of quantities as the wire writes it: int64, each at most its largest (a sum of
-    huge nodes or recovered allocations may pass it; YuniKorn's sums saturate there)."""
-    return {k: v if v <= INT64_MAX else INT64_MAX for k, v in quantities.items()}
+    """A sum of quantities as the wire writes it: int64, each between its least and its
+    largest (a sum of huge nodes or recovered allocations may pass it, and a node's room less
+    what it recovered past its capacity go below; YuniKorn's sums saturate there)."""
+    return {k: v if INT64_MIN <= v <= INT64_MAX else INT64_MAX if v > 0 else INT64_MIN for k, v in quantities.items()}
 
 
 def quoted(ident: str) -> str:

@@ -126,9 +126,9 @@ INVALID = [
       "(lower-case letters, digits, '-' and '.')"]),
     ("runtime: bad durations", q("        properties: {ykbus.io/runtime.default: soon, ykbus.io/runtime.max: 1d,\n"
                                  "                     preemption.minruntime: '5 minutes'}\n"),
-     ["partitions[0].queues[0].properties.ykbus.io/runtime.default: expected a duration (2s, 500ms, or seconds), got 'soon'",
-      "partitions[0].queues[0].properties.ykbus.io/runtime.max: expected a duration (2s, 500ms, or seconds), got '1d'",
-      "partitions[0].queues[0].properties.preemption.minruntime: expected a duration (2s, 500ms, or seconds), "
+     ["partitions[0].queues[0].properties.ykbus.io/runtime.default: expected a duration (2s, 500ms, 1m30s, or seconds), got 'soon'",
+      "partitions[0].queues[0].properties.ykbus.io/runtime.max: expected a duration (2s, 500ms, 1m30s, or seconds), got '1d'",
+      "partitions[0].queues[0].properties.preemption.minruntime: expected a duration (2s, 500ms, 1m30s, or seconds), "
       "got '5 minutes'"]),
     ("runtime: negative", q("        properties: {ykbus.io/runtime.max: -2h, preemption.minruntime: -1}\n"),
      ["partitions[0].queues[0].properties.ykbus.io/runtime.max: '-2h' is negative: expected a duration from 0 to "
@@ -328,3 +328,12 @@ def test_a_topology_level_or_queue_name_with_a_trailing_newline_is_refused(level
         parse_config({"partitions": [{"name": "default", "queues": [{"name": "root"}], "topology": {"levels": levels}}]})
     with pytest.raises(ConfigError):
         parse_config({"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [{"name": "a\n"}]}]}]})
+
+
+def test_maxapplications_past_int64_is_refused_naming_the_field():
+    """A maxapplications of 10^26 was taken, and every snapshot failed after it (msgpack
+    writes at most 64-bit integers)."""
+    text = q("        maxapplications: 99999999999999999999999999\n")
+    with pytest.raises(ConfigError) as info:
+        parse_config(load_yaml(text))
+    assert "partitions[0].queues[0].maxapplications: at most 9223372036854775807" in str(info.value)

@@ -659,3 +659,13 @@ def test_quota_preemption_takes_from_the_child_above_its_guarantee_not_the_one_a
     assert part(h).queues["root.parent.a"].allocated == {"vcore": 2000}
     assert part(h).queues["root.parent.b"].allocated == {"vcore": 2000}
     checked(h)
+
+
+def test_a_delay_in_gos_form_is_read_as_yunikorn_reads_it():
+    """`preemption.delay: 1m30s` (Go's time.ParseDuration, which YuniKorn uses) rejected the
+    whole registration; it is 90 s."""
+    h = b_fills_the_cluster(queues(a="resources: {guaranteed: {vcore: 2000m}}\n            properties: "
+                                     "{preemption.delay: 1m30s}"))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(89 * SECOND))) == []
+    assert len(released(h.do(h.log.tick(1 * SECOND)))) == 1

@@ -373,7 +373,10 @@ _TEMPLATE_KEYS = {"maxapplications", "resources", "properties"}
 def _maxapps(raw: dict[Any, Any], path: str, errors: _Errors) -> int:
     value = raw.get("maxapplications", 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        errors.add(f"{path}.maxapplications", f"expected a non-negative integer, got {value!r}")
+        errors.add(f"{path}.maxapplications", f"expected a non-negative integer, got {limits.shorten(repr(value), 64)}")
+        return 0
+    if value > limits.INT64_MAX:  # (a snapshot writes it as an int64)
+        errors.add(f"{path}.maxapplications", f"at most {limits.INT64_MAX}, got {limits.shorten(str(value), 64)}")
         return 0
     return value
 

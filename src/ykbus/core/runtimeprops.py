@@ -22,6 +22,7 @@ Standard library and msgspec only: core/config.py imports this module, never the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -31,7 +32,9 @@ PROP_RUNTIME_DEFAULT = "ykbus.io/runtime.default"
 PROP_RUNTIME_MAX = "ykbus.io/runtime.max"
 PROP_MIN_RUNTIME = "preemption.minruntime"
 RUNTIME_PROPERTIES = (PROP_RUNTIME_DEFAULT, PROP_RUNTIME_MAX, PROP_MIN_RUNTIME)
-DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+DURATION_UNITS = {"ns": 0.000001, "us": 0.001, "µs": 0.001, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)")  # one of Go's `1h30m5.5s`
+DURATION_FORMS = "2s, 500ms, 1m30s, or seconds"
 MAX_DURATION_MS = 10**12
 
 
@@ -57,23 +60,44 @@ class QueueTree(Protocol):
 
 
 def parse_duration_ms(obj: object) -> int:
-    """Rule 1: a configured duration in ms; ValueError says what is wrong with it."""
+    """Rule 1: a configured duration in ms (Go's form, as YuniKorn reads it: `90s`, `1m30s`,
+    `1.5h`, `500ms`; or a number of seconds); ValueError says what is wrong with it."""
     if isinstance(obj, bool):
-        raise ValueError(f"expected a duration (2s, 500ms, or seconds), got {obj!r}")
+        raise ValueError(f"expected a duration ({DURATION_FORMS}), got {obj!r}")
     if isinstance(obj, (int, float)):
         ms = obj * 1000
     else:
         text = str(obj).strip()
-        unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), None)
-        try:
-            ms = float(text[: -len(unit)]) * DURATION_UNITS[unit] if unit else float(text) * 1000
-        except ValueError:
-            raise ValueError(f"expected a duration (2s, 500ms, or seconds), got {text[:40]!r}") from None
+        parsed = _go_duration_ms(text) if len(text) <= 64 else None
+        if parsed is None:
+            raise ValueError(f"expected a duration ({DURATION_FORMS}), got {text[:40]!r}")
+        ms = parsed
     if ms < 0:
         raise ValueError(f"{obj!r} is negative: expected a duration from 0 to {MAX_DURATION_MS} ms")
     if not ms <= MAX_DURATION_MS:
         raise ValueError(f"expected a duration from 0 to {MAX_DURATION_MS} ms, got {obj!r}")
     return int(ms)
+
+
+def _go_duration_ms(text: str) -> float | None:
+    """`text` as Go's `time.ParseDuration` reads it (a sign, then number-unit pairs), in ms,
+    or a bare number of seconds; None if it is neither."""
+    try:
+        return float(text) * 1000
+    except ValueError:
+        pass
+    sign = -1.0 if text.startswith("-") else 1.0
+    rest = text[1:] if text[:1] in ("-", "+") else text
+    if not rest:
+        return None
+    total, pos = 0.0, 0
+    while pos < len(rest):
+        part = _DURATION_PART.match(rest, pos)
+        if part is None:
+            return None
+        total += float(part.group(1)) * DURATION_UNITS[part.group(2)]
+        pos = part.end()
+    return sign * total
 
 
 class RuntimeLimits(msgspec.Struct, frozen=True):

@@ -74,7 +74,7 @@ def headroom(p: Partition, q: Queue) -> dict[str, int]:
             left = v - node.allocated.get(k, 0)
             room[k] = min(room[k], left) if k in room else left
         node = node.parent
-    return {k: max(0, v) for k, v in sorted(room.items())}
+    return saturated({k: max(0, v) for k, v in sorted(room.items())})
 
 
 def queue(p: Partition, q: Queue, children: bool = True, top: str = "",
@@ -161,7 +161,7 @@ def node(rm: str, p: Partition, n: Node, with_allocations: bool = True) -> dict[
         "capacity": res(n.capacity),
         "allocated": res(allocated),
         "occupied": res(n.occupied),
-        "available": {k: v for k, v in sorted(n.free.items())},
+        "available": saturated(dict(sorted(n.free.items()))),
         "utilized": percent(allocated, n.capacity),
         "allocations": [allocation(a) for a in n.allocations.values()] if with_allocations else [],
         "schedulable": n.state is NodeState.SCHEDULABLE,
