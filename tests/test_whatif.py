@@ -292,3 +292,19 @@ def test_a_release_the_second_replay_cannot_name_is_left_out_not_lengthened_past
                          env={**os.environ, "YKBUS_LIMIT_MESSAGE_BYTES": str(LIMIT)})
     report = json.loads(run.stdout)
     assert "rm-1/w" not in report["applications"]
+
+
+def test_lists_of_the_wrong_type_in_the_log_are_skipped_as_the_core_rejects_them(tmp_path):
+    """Regression: an alloc entry `{"asks": 5}` (answered by the core, replayed by `ykbus
+    replay`) made whatif die with a TypeError, exit 1; likewise a node entry whose `nodes` or
+    `existingAllocations` is not a list."""
+    log = LogBuilder("rm-1")
+    entries = [log.register(QUEUES % "4"), log.nodes(node("n1", vcore=4000)),
+               log.entry("alloc", {"asks": 5}), log.entry("alloc", {"allocations": "x"}),
+               log.entry("node", {"nodes": 7}), log.entry("node", {"nodes": [{"nodeID": "n2", "existingAllocations": 3}]}),
+               log.apps(app("b", "root.batch")), log.asks(ask("p", "b", vcore=1000, max_allocations=2))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    done = ykbus("whatif", path, "--queues", queue_file(tmp_path, "1"))
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and "root.batch" in done.stdout, done.stdout + done.stderr  # 2 allocations -> 1

@@ -87,9 +87,15 @@ def policy_group(entries: list[Entry], rm: str | None, group: str | None) -> str
     return next(iter(groups.values()), None)
 
 
+def _list(body: dict[str, Any], key: str) -> list[Any]:
+    """`body[key]` if it is a list, else none (a bad body: the core rejects it, naming it)."""
+    value = body.get(key)
+    return value if isinstance(value, list) else []
+
+
 def _asks_in(body: dict[str, Any]) -> list[tuple[str, str]]:
     """(application, allocationKey) of the asks an alloc entry's `body` carries (bad bodies: none)."""
-    items = [a for key in ("asks", "allocations") for a in (body.get(key) or []) if isinstance(a, dict)]
+    items = [a for key in ("asks", "allocations") for a in _list(body, key) if isinstance(a, dict)]
     return [(str(a.get("applicationID", "")), str(a.get("allocationKey", ""))) for a in items
             if not a.get("nodeID")]
 
@@ -137,11 +143,11 @@ def _reported(kind: str, body: dict[str, Any]) -> list[str]:
     node's `existingAllocations`, SI 1.6's `allocations`): an RM recovering them names them itself."""
     items: list[Any] = []
     if kind == "node":
-        for info in body.get("nodes") or []:
+        for info in _list(body, "nodes"):
             if isinstance(info, dict):
-                items += info.get("existingAllocations") or []
+                items += _list(info, "existingAllocations")
     else:
-        items = [a for a in body.get("allocations") or [] if isinstance(a, dict) and a.get("nodeID")]
+        items = [a for a in _list(body, "allocations") if isinstance(a, dict) and a.get("nodeID")]
     return [str(a["UUID"]) for a in items if isinstance(a, dict) and isinstance(a.get("UUID"), str) and a["UUID"]]
 
 
