@@ -10,8 +10,9 @@ import sys
 from importlib import resources
 
 from ykbus.bus.local import DATA_HELP, FIND_URL, NatsUnreachable, default_url, leaves
-from ykbus.cliparse import Parser
+from ykbus.cliparse import PORT, Parser, counts, positive, seconds, whole
 from ykbus.core.config import ConfigError
+from ykbus.log.jsonl import LogError
 from ykbus.progress import Progress
 
 
@@ -50,6 +51,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
         entries = done
         progress.update(done, total)
 
+    out = args.out if args.out is not None else (None if args.check else "-")  # --check alone: the verdict only
+    try:  # before the replay, which may be long: a file that cannot be written or read is said at once
+        if out and out != "-":
+            open(out, "ab").close()
+        if args.check:
+            with open(args.check, "rb") as f:
+                recorded = [line.rstrip(b"\n") for line in f if line.strip()]
+    except OSError as exc:
+        progress.close()
+        print(f"ykbus replay: {exc}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     gaps: list[str] = []
     try:
@@ -66,15 +78,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         more = f" (and {len(gaps) - 1} more gaps)" if len(gaps) > 1 else ""
         print(f"ykbus replay: warning: {gaps[0]}{more}: a recorded log has none; a live core stops at one",
               file=sys.stderr)
-    out = args.out if args.out is not None else (None if args.check else "-")  # --check alone: the verdict only
     if out == "-":
         sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
     elif out:
         with open(out, "wb") as f:
             f.write(b"".join(line + b"\n" for line in lines))
     if args.check:
-        with open(args.check, "rb") as f:
-            recorded = [line.rstrip(b"\n") for line in f if line.strip()]
         diff = first_difference(lines, recorded)
         if diff is not None:
             print(f"ykbus replay: outputs differ from {args.check}: {diff}", file=sys.stderr)
@@ -413,27 +422,27 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queues-dir", metavar="DIR",
                    help="<policyGroup>.yaml: the queue configuration of that policy group; watched while running")
     p.add_argument("--prefix", default=None, help="subject prefix (default yk.v1)")
-    p.add_argument("--tick", type=float, default=None, metavar="S", help="seconds between tick entries (1)")
-    p.add_argument("--snapshot-every", type=int, default=None, metavar="N", help="entries between snapshots (10000)")
-    p.add_argument("--lease-ttl", type=float, default=None, metavar="S",
+    p.add_argument("--tick", type=seconds(False), default=None, metavar="S", help="seconds between tick entries (1)")
+    p.add_argument("--snapshot-every", type=whole(1), default=None, metavar="N", help="entries between snapshots (10000)")
+    p.add_argument("--lease-ttl", type=seconds(False), default=None, metavar="S",
                    help="leader lease: a standby core takes over this long after the leader's last renewal (1.0)")
-    p.add_argument("--rm-pause", type=float, default=None, metavar="S",
+    p.add_argument("--rm-pause", type=seconds(False), default=None, metavar="S",
                    help="seconds without heartbeat before an RM is Paused (10)")
-    p.add_argument("--rm-stop", type=float, default=None, metavar="S",
+    p.add_argument("--rm-stop", type=seconds(True), default=None, metavar="S",
                    help="further seconds Paused before an RM is Stopped and its state removed (60)")
-    p.add_argument("--in-max-bytes", type=int, default=None, metavar="B",
+    p.add_argument("--in-max-bytes", type=whole(-1), default=None, metavar="B",
                    help="size limit of the input log stream YK_IN (-1, the default: unlimited; keep it above the last snapshot)")
-    p.add_argument("--out-max-bytes", type=int, default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
-    p.add_argument("--out-max-age", type=float, default=None, metavar="S", help="age limit of YK_OUT (7 days)")
-    p.add_argument("--replicas", type=int, default=None, help="stream replicas (1; 3 on a NATS cluster)")
-    p.add_argument("--start-wait", type=float, default=None, metavar="S",
+    p.add_argument("--out-max-bytes", type=whole(-1), default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
+    p.add_argument("--out-max-age", type=seconds(True), default=None, metavar="S", help="age limit of YK_OUT (7 days)")
+    p.add_argument("--replicas", type=whole(1, 5), default=None, help="stream replicas (1; 3 on a NATS cluster)")
+    p.add_argument("--start-wait", type=seconds(True), default=None, metavar="S",
                    help="at start, wait this long for JetStream to take the streams: a NATS cluster electing its "
                         "leaders or still forming (60)")
     p.add_argument("--snapshot-dir", metavar="DIR",
                    help="keep a copy of the latest snapshot here; a start reads it instead of downloading it "
                         "when its digest matches the object store's")
     p.add_argument("--api-host", default=None, help="bind host of the HTTP read API (127.0.0.1)")
-    p.add_argument("--api-port", type=int, default=None,
+    p.add_argument("--api-port", type=PORT, default=None,
                    help="port of the HTTP read API and web UI, 0: off (ykbus core: 0; ykbus up: 9080, or a free port "
                         "when 9080 is taken)")
     p.add_argument("--api-token", default=None, metavar="TOKEN",
@@ -468,6 +477,11 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from ykbus.bus.record import record
 
+    try:  # before connecting: a file that cannot be written is said at once
+        open(args.out, "ab").close()
+    except OSError as exc:
+        print(f"ykbus record: {exc}", file=sys.stderr)
+        return 2
     progress = Progress(f"ykbus record {args.out}")
     n = anyio.run(record, args.nats or default_url(args.data), args.out, args.prefix, progress)
     progress.close()
@@ -562,6 +576,8 @@ def _main(argv: list[str]) -> int:
         return args.func(args)
     except* NatsUnreachable as group:  # one line, whichever task of the command met it
         unreachable += leaves(group)
+    except* (OSError, LogError) as group:  # a port taken, a file missing, a log that does not read: one line too
+        unreachable += leaves(group)
     print(f"ykbus {argv[0]}: {unreachable[0]}", file=sys.stderr)
     return 2
 
@@ -593,7 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "RMs keep their configurations (needed when the log's RMs are of several groups)")
     scope.add_argument("--rm", metavar="RM", help="the RM NEW.yaml is for: its policy group's configuration")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the tables")
-    p.add_argument("--limit", type=int, default=20, help="applications listed (most changed first)")
+    p.add_argument("--limit", type=whole(0), default=20, help="applications listed (most changed first)")
     p.set_defaults(func=cmd_whatif)
 
     p = sub.add_parser("explain", help="why an application's asks are pending, in words")
@@ -696,58 +712,58 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption", "topology",
                                           "backfill"],
                    default="yunikorn-perf")
-    b.add_argument("--pending", default="1000,10000,100000",
+    b.add_argument("--pending", type=counts, default="1000,10000,100000",
                    help="backlog: asks that cannot be placed, one run per count")
-    b.add_argument("--entries", type=int, default=2000, help="backlog: timed entries (releases and asks, alternating)")
-    b.add_argument("--nodes", default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
+    b.add_argument("--entries", type=whole(1), default=2000, help="backlog: timed entries (releases and asks, alternating)")
+    b.add_argument("--nodes", type=counts, default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
     b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
-    b.add_argument("--asks-per-app", type=int, default=5000)
-    b.add_argument("--scale", type=float, default=1.0, help="mixed, gang, preemption, topology, backfill: scale nodes, apps (gangs) and asks (the burst)")
+    b.add_argument("--asks-per-app", type=whole(1), default=5000)
+    b.add_argument("--scale", type=positive, default=1.0, help="mixed, gang, preemption, topology, backfill: scale nodes, apps (gangs) and asks (the burst)")
     b = bench.add_parser("replay", help="log entries per second replaying a long log")
-    b.add_argument("--entries", type=int, default=1_000_000, help="entries of the generated log")
+    b.add_argument("--entries", type=whole(1), default=1_000_000, help="entries of the generated log")
     b.add_argument("--log", metavar="LOG.jsonl",
                    help="replay this recorded log instead (`ykbus record` of real traffic, e.g. ykbus up's demo)")
     b = bench.add_parser("shards", help="a cluster split over core shards: the slowest shard's cost, by shard count")
-    b.add_argument("--nodes", dest="nodes_n", type=int, default=50_000)
-    b.add_argument("--allocations", type=int, default=1_000_000)
-    b.add_argument("--rms", type=int, default=8, help="RMs, spread over the shards round robin")
-    b.add_argument("--shards", default="1,2,4", help="shard counts to run")
+    b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=50_000)
+    b.add_argument("--allocations", type=whole(1), default=1_000_000)
+    b.add_argument("--rms", type=whole(1), default=8, help="RMs, spread over the shards round robin")
+    b.add_argument("--shards", type=counts, default="1,2,4", help="shard counts to run")
     b = bench.add_parser("restart", help="snapshot load + tail to the first decision")
-    b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
-    b.add_argument("--allocations", type=int, default=100_000)
-    b.add_argument("--tail", type=int, default=1000)
+    b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=5000)
+    b.add_argument("--allocations", type=whole(1), default=100_000)
+    b.add_argument("--tail", type=whole(0), default=1000)
     b = bench.add_parser("memory", help="bytes per node and per pending ask")
-    b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
-    b.add_argument("--asks", type=int, default=100_000)
+    b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=5000)
+    b.add_argument("--asks", type=whole(1), default=100_000)
     b = bench.add_parser("e2e", help="NATS + core service + a publishing RM: sustained rate and latency")
-    b.add_argument("--seconds", type=float, default=10.0, help="length of each measured phase")
-    b.add_argument("--batch", type=int, default=1000, help="asks per message in the throughput phase")
-    b.add_argument("--latency-batch", type=int, default=100, help="asks per message in the latency phase")
-    b.add_argument("--window", type=int, default=8, help="messages in flight in the throughput phase (each "
+    b.add_argument("--seconds", type=seconds(False), default=10.0, help="length of each measured phase")
+    b.add_argument("--batch", type=whole(1), default=1000, help="asks per message in the throughput phase")
+    b.add_argument("--latency-batch", type=whole(1), default=100, help="asks per message in the latency phase")
+    b.add_argument("--window", type=whole(1), default=8, help="messages in flight in the throughput phase (each "
                    "awaited for its ack; a shim with a backlog of pods keeps many)")
-    b.add_argument("--poll", type=float, default=0, help="every POLL seconds, fetch what a dashboard polls from "
+    b.add_argument("--poll", type=seconds(True), default=0, help="every POLL seconds, fetch what a dashboard polls from "
                    "the core's HTTP API (YuniKorn's web UI overview; 0: none)")
-    b.add_argument("--snapshot-every", type=int, default=10_000, help="the core's snapshot interval in entries "
+    b.add_argument("--snapshot-every", type=whole(1), default=10_000, help="the core's snapshot interval in entries "
                    "(default: as `ykbus core` runs)")
     b.add_argument("--reader", action="store_true", help="run a reader process (`ykbus core --reader`) beside the "
                    "core, which answers no reads; --poll polls the reader")
-    b.add_argument("--dry-run", type=float, default=0, metavar="SECONDS", help="every SECONDS, from another process, "
+    b.add_argument("--dry-run", type=seconds(True), default=0, metavar="SECONDS", help="every SECONDS, from another process, "
                    "ask the core for a dry run of a job (POST /api/wouldfit, docs/time.md) and time it (0: none)")
-    b.add_argument("--live", type=int, default=0, metavar="N", help="the RM keeps at most N allocations, releasing "
+    b.add_argument("--live", type=whole(0), default=0, metavar="N", help="the RM keeps at most N allocations, releasing "
                    "its oldest as new ones arrive (churn at a steady size; 0: none is released)")
-    b.add_argument("--limit-ms", type=int, default=0, help="every ask carries this runtime limit "
+    b.add_argument("--limit-ms", type=whole(0), default=0, help="every ask carries this runtime limit "
                    "(executionTimeoutMilliSeconds; 0: none), so the core keeps end bounds to estimate from")
-    b.add_argument("--reader-cpu", type=int, default=None, metavar="CPU", help="with --reader: the reader on CPU "
+    b.add_argument("--reader-cpu", type=whole(0), default=None, metavar="CPU", help="with --reader: the reader on CPU "
                    "alone, everything else on the other CPUs (a reader with a core of its own, as deployed)")
-    b.add_argument("--nodes", dest="nodes_n", type=int, default=5000)
+    b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=5000)
     b = bench.add_parser("failover", help="kill -9 the leader core under load: time to the next decision")
-    b.add_argument("--kills", type=int, default=10)
-    b.add_argument("--lease-ttl", type=float, default=1.0, help="the cores' --lease-ttl")
-    b.add_argument("--rate", type=float, default=500, help="asks per second the RM publishes (10 a message)")
-    b.add_argument("--every", type=float, default=3.0, help="seconds between kills")
-    b.add_argument("--nodes", dest="nodes_n", type=int, default=100)
+    b.add_argument("--kills", type=whole(1), default=10)
+    b.add_argument("--lease-ttl", type=seconds(False), default=1.0, help="the cores' --lease-ttl")
+    b.add_argument("--rate", type=positive, default=500, help="asks per second the RM publishes (10 a message)")
+    b.add_argument("--every", type=seconds(False), default=3.0, help="seconds between kills")
+    b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=100)
     for b in bench.choices.values():
-        b.add_argument("--repeat", type=int, default=5)
+        b.add_argument("--repeat", type=whole(1), default=5)
         b.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
     p.set_defaults(func=cmd_bench)
 
@@ -756,7 +772,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "the demo RMs' state; kept, and resumed by the next `ykbus up` (default: ~/.ykbus/up)")
     p.add_argument("--fresh", action="store_true",
                    help="empty the data directory first (one `ykbus up` made) and start clean")
-    p.add_argument("--duration", type=float, default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
+    p.add_argument("--duration", type=seconds(True), default=0, metavar="S", help="stop after S seconds (0: until Ctrl-C)")
     p.add_argument("--secure", action="store_true",
                    help="one NATS user per RM with allow-list permissions (written to the data directory, 0600)")
     p.add_argument("--sync-always", action="store_true",

@@ -56,10 +56,6 @@ E2E_MEDIANS = ("sustained_allocations_per_s", "half_rate", "latency_p50_ms", "la
                "latency_max_ms", "allocations", "seconds")
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
-
-
 def _e2e(args: argparse.Namespace, progress: Progress) -> Row:
     """The median of `--repeat` runs, with the spread of the rate and of the p99."""
     from ykbus.bench.e2e import bench_e2e
@@ -82,13 +78,13 @@ def rows(name: str, args: argparse.Namespace, progress: Progress) -> Iterator[Ro
     match name:
         case "core/yunikorn-perf":
             for sort in args.node_sort.split(","):
-                for n in _ints(args.nodes):
+                for n in args.nodes:
                     yield b.bench_yunikorn_perf(n, sort, args.repeat, args.asks_per_app, progress)
         case "core/policies":
             yield from b.bench_policies(args.repeat, args.scale, progress)
         case "core/backlog":
-            for pending in _ints(args.pending):
-                yield b.bench_backlog(args.repeat, pending, _ints(args.nodes)[-1], args.entries, progress)
+            for pending in args.pending:
+                yield b.bench_backlog(args.repeat, pending, args.nodes[-1], args.entries, progress)
         case "core/gang":
             yield b.bench_gang(args.repeat, args.scale, progress)
         case "core/topology":
@@ -108,7 +104,7 @@ def rows(name: str, args: argparse.Namespace, progress: Progress) -> Iterator[Ro
         case "shards":
             from ykbus.bench.shards import bench_shards
 
-            yield from bench_shards(args.nodes_n, args.allocations, args.rms, _ints(args.shards), progress)
+            yield from bench_shards(args.nodes_n, args.allocations, args.rms, args.shards, progress)
         case "restart":
             yield b.bench_restart(args.nodes_n, args.allocations, args.tail, args.repeat, progress)
         case "memory":

@@ -1,0 +1,48 @@
+"""A command misused (a number out of range, a file that cannot be read or written) says so
+in one line naming what is wrong and exits 2: no traceback, and no long replay first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG = str(ROOT / "examples" / "preemption.jsonl")
+
+
+def ykbus(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["core", "--tick", "-1"], "argument --tick: expected a number of seconds above 0, got -1"),
+    (["core", "--tick", "0"], "argument --tick: expected a number of seconds above 0, got 0"),
+    (["core", "--api-port", "99999"], "argument --api-port: expected an integer from 0 to 65535, got 99999"),
+    (["bench", "core", "--nodes", "0"], "argument --nodes: expected an integer of at least 1, got 0"),
+    (["bench", "core", "--nodes", "500,x"], "argument --nodes: expected an integer, got 'x'"),
+    (["bench", "e2e", "--seconds", "0"], "argument --seconds: expected a number of seconds above 0, got 0"),
+    (["bench", "e2e", "--batch", "0"], "argument --batch: expected an integer of at least 1, got 0"),
+    (["up", "--duration", "-3"], "argument --duration: expected a number of seconds from 0, got -3"),
+    (["whatif", LOG, "--queues", "q.yaml", "--limit", "-5"], "argument --limit: expected an integer of at least 0"),
+    (["replay", LOG, "--out", "/nonexistent-dir/out.jsonl"], "ykbus replay: [Errno 2] No such file or directory: "
+                                                            "'/nonexistent-dir/out.jsonl'"),
+    (["replay", LOG, "--check", "/nonexistent-dir/recorded.jsonl"], "ykbus replay: [Errno 2] No such file"),
+    (["record", "--nats", "nats://127.0.0.1:1", "--out", "/nonexistent-dir/x.jsonl"], "ykbus record: [Errno 2]"),
+    (["bench", "replay", "--log", "/nonexistent-dir/log.jsonl", "--repeat", "1"], "ykbus bench: [Errno 2]"),
+])
+def test_a_misused_command_says_what_is_wrong_in_one_line(args, said):
+    done = ykbus(*args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert said in done.stderr, done.stderr
+
+
+def test_a_truncated_log_given_to_bench_replay_is_named_with_its_line(tmp_path):
+    log = tmp_path / "cut.jsonl"
+    log.write_bytes(Path(LOG).read_bytes()[:300])
+    done = ykbus("bench", "replay", "--log", str(log), "--repeat", "1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{log}:" in done.stderr and "not a log entry" in done.stderr, done.stderr
