@@ -669,3 +669,35 @@ def test_a_delay_in_gos_form_is_read_as_yunikorn_reads_it():
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(89 * SECOND))) == []
     assert len(released(h.do(h.log.tick(1 * SECOND)))) == 1
+
+
+def test_reservations_of_asks_it_may_preempt_do_not_block_its_preemption():
+    """Both nodes reserved for asks of queue b (over its guarantee, asks that cannot fit): the
+    ask of a (under its guarantee) waited for ever. A reservation of an ask whose allocations
+    it may preempt gives way, as YuniKorn's preemption cancels it (YUNIKORN-3092)."""
+    h = b_fills_the_cluster(queues(b="resources: {guaranteed: {vcore: 1000m}}"))
+    h.do(h.log.apps(app("more", "root.b")))
+    h.do(h.log.asks(ask("m1", "more", vcore=2000), ask("m2", "more", vcore=2000)))
+    h.do(h.log.tick(3 * SECOND))
+    assert sorted(n.reserved.key for n in part(h).nodes.values() if n.reserved) == ["m1", "m2"]
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [r.applicationID for r in gone] == ["batch"]
+    w = why(h, "urgent", "u")
+    assert w["code"] == "Preempting"
+    assert part(h).nodes[w["details"]["node"]].reserved.key == "u"
+    confirm(h, gone[0])
+    assert part(h).queues["root.a"].allocated == {"vcore": 1000}
+    checked(h)
+
+
+def test_a_reservation_of_an_ask_it_may_not_preempt_still_holds_its_node():
+    """The same with the reserving asks of higher priority than the preemptor: they keep
+    their nodes."""
+    h = b_fills_the_cluster(queues(b="resources: {guaranteed: {vcore: 1000m}}"))
+    h.do(h.log.apps(app("more", "root.b")))
+    h.do(h.log.asks(ask("m1", "more", vcore=2000, priority=10), ask("m2", "more", vcore=2000, priority=10)))
+    h.do(h.log.tick(3 * SECOND))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(31 * SECOND))) == []
+    assert sorted(n.reserved.key for n in part(h).nodes.values() if n.reserved) == ["m1", "m2"]

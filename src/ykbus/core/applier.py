@@ -281,6 +281,9 @@ class Applier:
         ask, node = decision.ask, decision.node
         if ask.reserved and ask.reserved != node.id:
             self.waits.unreserve(ask, ctx)
+        other = node.reserved
+        if other is not None and other is not ask:  # a reservation that gives way to it (core/preemption.py `_yields`)
+            self.waits.unreserve(other, ctx, wake=True)
         for alloc in decision.victims:
             self._preempt_one(alloc, ask, decision.rule, ctx)
         ctx.emit(self.records, PreemptionStarted(ask, node, decision.victims, decision.rule))

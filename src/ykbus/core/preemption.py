@@ -356,7 +356,7 @@ class Preemptor:
         for node in self.part.nodes.values() if self.nodes is None else self.nodes:
             if node.state is not NodeState.SCHEDULABLE or node.preempting or node.held not in ("", ask.app.id):
                 continue
-            if node.reserved is not None and node.reserved is not ask:
+            if node.reserved is not None and node.reserved is not ask and not self._yields(node.reserved):
                 continue
             cap, occ = node.capacity, node.occupied
             if any(cap.get(t, 0) - occ.get(t, 0) < v for t, v in res.items()):
@@ -431,7 +431,7 @@ class Preemptor:
                 continue
             node = alloc.node
             if node.state is not NodeState.SCHEDULABLE or node.preempting or (
-                    node.reserved is not None and node.reserved is not ask):
+                    node.reserved is not None and node.reserved is not ask and not self._yields(node.reserved)):
                 continue
             free, freed = node.free, alloc.resource
             if all(free.get(t, 0) + freed.get(t, 0) >= v for t, v in res.items()):
@@ -476,6 +476,19 @@ class Preemptor:
                 allowed = False  # a level the ask takes above its guarantee that no victim here is under
         side = self.sides[leaf.path] = _Side(allowed, levels, common, ask_priority)
         return side
+
+    def _yields(self, other: Ask) -> bool:
+        """Whether the reservation of a node for `other` gives way to this search (YuniKorn's
+        YUNIKORN-3092: reservations must not block preemption for ever): `other` is of an
+        application whose allocations the ask may preempt, by the same rule, and not pinned to
+        the node. (A node with victims under way for it is passed over before this.)"""
+        if other.required or other.app is self.ask.app:
+            return False
+        side = self._side(other.app.queue)
+        if not side.allowed:
+            return False
+        seen = seen_from(other.priority, other.app.path, side.common) if side.common is not None else other.priority
+        return seen <= side.ask_priority
 
     def _priority(self, alloc: Alloc) -> int:
         side = self._side(alloc.app.queue)
