@@ -30,6 +30,7 @@ from ykbus.rest.events import ID_SHIFT, Histogram, Placed, events_of
 from ykbus.si import codec
 from ykbus.si import messages as m
 
+RM_WINDOW = 20_000  # the most output messages read back for one RM's last events
 COUNT_YIELD = 256  # messages the counter reads between two checkpoints (the backlog at start must not hold the loop)
 
 
@@ -100,16 +101,22 @@ class EventFeed:
     async def last(self, count: int, start: int | None = None,
                    rm: str | None = None) -> list[tuple[int, dict[str, Any]]]:
         """The last `count` events (from id `start` on, when given), oldest first, with their
-        ids; of RM `rm` only, when given (among the last `count` messages)."""
+        ids; of RM `rm` only, when given (looked for up to RM_WINDOW messages back)."""
         first, last = await self._bounds()
         if last == 0 or last < first:
             return []
-        begin = max(first, (start >> ID_SHIFT) if start is not None else last - count + 1)
-        out: list[tuple[int, dict[str, Any]]] = []
-        async for seq, events in self._read(begin, last, rm):
-            out += [((seq << ID_SHIFT) | i, e) for i, e in enumerate(events)
-                    if start is None or (seq << ID_SHIFT) | i >= start]
-        return out[-count:] if start is None else out[:count]
+        window = count
+        while True:
+            begin = max(first, (start >> ID_SHIFT) if start is not None else last - window + 1)
+            out: list[tuple[int, dict[str, Any]]] = []
+            async for seq, events in self._read(begin, last, rm):
+                out += [((seq << ID_SHIFT) | i, e) for i, e in enumerate(events)
+                        if start is None or (seq << ID_SHIFT) | i >= start]
+            # one RM's last events may be further back than the last `count` messages (a quiet
+            # RM beside busy ones): looked for further back, up to RM_WINDOW messages
+            if rm is None or start is not None or len(out) >= count or begin == first or window >= RM_WINDOW:
+                return out[-count:] if start is None else out[:count]
+            window = min(RM_WINDOW, window * 8)
 
     async def batch(self, count: int, start: int | None = None) -> dict[str, Any]:
         found = await self.last(count, start)

@@ -133,7 +133,10 @@ function sync(old, nu) {
 
 // --- links and shared pieces ---------------------------------------------------------------------------
 
-export const appHref = (app, queue, part = partition) => `#/app/${enc(part)}/${enc(queue || "-")}/${enc(app)}`;
+// an ended application's link names its state: an id may be used again (a rejected one submitted again)
+const ENDED = new Set(["Completed", "Rejected"]);  // (the lists `applications/completed` and `/rejected` read)
+export const appHref = (app, queue, part = partition, state = "") =>
+  `#/app/${enc(part)}/${enc(queue || "-")}/${enc(app)}${ENDED.has(state) ? `?state=${state}` : ""}`;
 const queueHref = (queue, part = partition) => `#/queue/${enc(part)}/${enc(queue)}`;
 const nodeHref = (node, part = partition) => `#/node/${enc(part)}/${enc(node)}`;
 const appLink = (app, queue) => `<a href="${appHref(app, queue)}">${esc(app)}</a>`;
@@ -180,8 +183,9 @@ function whyOf(app) {
 }
 
 function appRow(a) {
-  return `<tr data-key="${esc(a.applicationID)}" data-app="${esc(a.applicationID)}" data-href="${appHref(a.applicationID, a.queueName)}">
-    <td>${appLink(a.applicationID, a.queueName)}</td><td>${queueLink(a.queueName)}</td>
+  const href = appHref(a.applicationID, a.queueName, partition, a.applicationState);
+  return `<tr data-key="${esc(a.applicationID)}${ENDED.has(a.applicationState) ? `|${esc(a.applicationState)}` : ""}" data-app="${esc(a.applicationID)}" data-href="${href}">
+    <td><a href="${href}">${esc(a.applicationID)}</a></td><td>${queueLink(a.queueName)}</td>
     <td class="state-${esc(a.applicationState)}">${esc(a.applicationState)}</td><td>${esc(a.user)}</td>
     <td>${esc(resources(a.usedResource))}</td><td>${esc(resources(a.pendingResource))}</td>
     <td>${when(a.submissionTime)}</td><td class="why">${esc(whyOf(a))}</td></tr>`;
@@ -307,11 +311,12 @@ async function overview(el) {
   if (!parts.length) return morph(el, `<p class="empty">No RM has registered yet.</p>`);
   morph(el, parts.map((p) => {
     const rm = clusters.find((c) => c.partition === p.name);
-    const apps = Object.entries(p.applications).filter(([k]) => k !== "total").map(([k, v]) => card(k, v)).join("");
+    const n = (v) => Number(v || 0).toLocaleString("en-US");
+    const apps = Object.entries(p.applications).filter(([k]) => k !== "total").map(([k, v]) => card(k, n(v))).join("");
     const cap = p.capacity.capacity || {}, used = p.capacity.usedCapacity || {};
     const bars = Object.keys(cap).map((k) => [k]).sort(byResource).map(([k]) => bar(k, used[k] || 0, 0, 0, cap[k])).join("");
     return `<h2>RM ${esc(p.clusterId)} · partition ${esc(p.name)}</h2>
-      <div class="cards">${card("nodes", p.totalNodes)}${card("allocations", p.totalContainers)}${card("applications", p.applications.total)}${apps}</div>
+      <div class="cards">${card("nodes", n(p.totalNodes))}${card("allocations", n(p.totalContainers))}${card("applications", n(p.applications.total))}${apps}</div>
       <div class="bars wide">${bars}</div>
       <p class="meta">node sorting: ${esc(p.nodeSortingPolicy.type)} · preemption: ${p.preemptionEnabled ? "on" : "off"}
       ${rm ? " · RM version " + esc(rm.rmBuildInformation[0].buildVersion) : ""}</p>`;
@@ -454,11 +459,11 @@ async function nodes(el) {
   const names = [...new Set(list.flatMap((n) => Object.keys(n.capacity || {})))];
   const kinds = ["vcore", "memory", ...names.filter((k) => /gpu/i.test(k)).sort()]
     .filter((k) => list.some((n) => (n.capacity || {})[k]));
-  const maps = kinds.map((k) => `<h2>${esc(k)} utilisation, ${list.length} nodes</h2>
+  const maps = kinds.map((k) => [k, list.filter((n) => (n.capacity || {})[k])]).map(([k, having]) => `<h2>${esc(k)} utilisation, ${having.length.toLocaleString("en-US")} nodes${having.length < list.length ? ` (of ${list.length.toLocaleString("en-US")}: the others have none)` : ""}</h2>
     <p class="legend"><span><i style="background:${heatColor(0)}"></i>0 %</span><span><i style="background:${heatColor(50)}"></i>50 %</span>
     <span><i style="background:${heatColor(100)}"></i>100 %</span><span><i style="outline:2px solid var(--bad)"></i>not schedulable</span></p>
     <div class="heat" data-resource="${k}">${
-    list.map((n) => { const cap = (n.capacity || {})[k] || 0;
+    having.map((n) => { const cap = (n.capacity || {})[k] || 0;
       const u = k in (n.utilized || {}) ? n.utilized[k] : cap ? Math.round(100 * ((n.allocated || {})[k] || 0) / cap) : 0;
       return `<a href="${nodeHref(n.nodeID)}" title="${esc(n.nodeID)}: ${u}%${n.schedulable ? "" : " (not schedulable)"}" style="background:${heatColor(u)}${n.schedulable ? "" : ";outline:2px solid var(--bad)"}"></a>`; }).join("")}</div>`).join("");
   const rows = list.slice(0, 200).map((n) => `<tr data-key="${esc(n.nodeID)}"><td>${nodeLink(n.nodeID)}</td><td>${n.schedulable ? "yes" : "no"}${n.isReserved ? ", reserved" : ""}</td>
@@ -483,19 +488,30 @@ function missing(err) {
 }
 
 // An application's own page.
-async function findApp(part, queue, id) {
-  try {
-    return await get(queue && queue !== "-" ? `${P()}/queue/${enc(queue)}/application/${enc(id)}` : `${P()}/application/${enc(id)}`);
-  } catch (err) {
-    if (err.status !== 404) throw err;
+// `state`: the state the link was made for (an ended application's: an id may be used again,
+// a rejected one submitted again and completed); the ended lists are read at most every
+// ENDED_EVERY_MS (megabytes once thousands have ended), an id with "/" (which YuniKorn's
+// routes cannot carry) is found in the active list.
+async function findApp(part, queue, id, state, refreshing) {
+  if (state !== "Rejected" && state !== "Completed") {
+    try {
+      return await get(queue && queue !== "-" ? `${P()}/queue/${enc(queue)}/application/${enc(id)}` : `${P()}/application/${enc(id)}`);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+    }
+    if (id.includes("/")) {
+      const found = (await get(`${P()}/applications/active`)).find((a) => a.applicationID === id);
+      if (found) return found;
+    }
   }
-  const [completed, rejected] = await Promise.all(["completed", "rejected"].map((s) => get(`${P()}/applications/${s}`)));
-  return [...completed, ...rejected].find((a) => a.applicationID === id) || null;
+  const kinds = state === "Rejected" ? ["rejected"] : state === "Completed" ? ["completed"] : ["completed", "rejected"];
+  const ended = (await Promise.all(kinds.map((k) => endedApps(k, refreshing)))).flat();
+  return ended.find((a) => a.applicationID === id && (!state || a.applicationState === state)) || null;
 }
 
 async function appPage(el, r) {
   const [, queue, id] = r.args;
-  const [a, evs] = await Promise.all([findApp(partition, queue, id), recentEvents()]);
+  const [a, evs] = await Promise.all([findApp(partition, queue, id, r.params.get("state") || "", r.refreshing), recentEvents()]);
   if (!a) return morph(el, `<h2>Application ${esc(id)}</h2><p class="empty">not known to partition ${esc(partition)}: it may have ended longer ago than the core remembers.</p>`);
   const asks = a.requests || [], allocs = a.allocations || [];
   const states = a.stateLog || [];
@@ -508,16 +524,18 @@ async function appPage(el, r) {
     ${a.rejectedMessage ? `<p class="why">rejected: ${esc(a.rejectedMessage)}</p>` : ""}
     ${a.whyPending ? `<p class="why"><b>${esc(a.whyPending.code)}</b>: ${esc(a.whyPending.message)}</p>` : ""}
     <div class="cards">${card("used", esc(resources(a.usedResource)))}${card("pending", esc(resources(a.pendingResource)))}${card("most used", esc(resources(a.maxUsedResource)))}</div>
-    <h3>Allocations (${allocs.length})</h3><div class="allocations">${table(["allocation", "node", "resources", "since"], allocationRows(allocs, false))}</div>
-    <h3>Pending asks (${asks.length}), each with why it waits</h3><div class="asks">${table(["ask", "resources", "count", "asked", "why it waits"], askRows(asks, false))}</div>
+    <h3>Allocations (${allocs.length.toLocaleString("en-US")})</h3><div class="allocations">${table(["allocation", "node", "resources", "since"], allocationRows(allocs.slice(0, LISTED), false))}${more(allocs)}</div>
+    <h3>Pending asks (${asks.length.toLocaleString("en-US")}), each with why it waits</h3><div class="asks">${table(["ask", "resources", "count", "asked", "why it waits"], askRows(asks.slice(0, LISTED), false))}${more(asks)}</div>
     <h3>State history</h3><div class="states">${table(["from", "state", "for"], stateRows)}</div>
     <h3>Events</h3><div class="events">${eventsOf(evs.records, (e) => (e.type === 2 && e.objectID === a.applicationID) || (e.type === 1 && e.referenceID === a.applicationID), 200)}</div>`);
 }
 
 async function queuePage(el, r) {
   const name = r.args[1];
-  const [q, apps, evs, parts] = await Promise.all([get(`${P()}/queue/${enc(name)}`).catch(missing), get(`${P()}/queue/${enc(name)}/applications`).catch(() => []),
+  const [q, own, evs, parts] = await Promise.all([get(`${P()}/queue/${enc(name)}`).catch(missing), get(`${P()}/queue/${enc(name)}/applications`).catch(() => []),
     recentEvents(), get("/ws/v1/partitions")]);
+  // a parent holds no application itself: those of its subtree (as the Applications list filters by it)
+  const apps = q && !q.isLeaf ? (await get(`${P()}/applications/active`)).filter((a) => a.queueName.startsWith(name + ".")) : own;
   if (!q) return morph(el, `<h2>Queue ${esc(name)}</h2><p class="empty">not known to partition ${esc(partition)}: no such queue (removed by a reload, or never configured)</p>`);
   const scale = ((parts.find((p) => p.name === partition) || {}).capacity || {}).capacity || {};  // bars without a max: the partition's
   const allocs = apps.flatMap((a) => (a.allocations || []).map((x) => ({...x, queue: a.queueName})));
@@ -532,7 +550,7 @@ async function queuePage(el, r) {
       ${fact("sorting", esc(q.sortingPolicy))}${fact("headroom", esc(resources(q.headroom)))}
       ${fact("preemption", `${q.preemptionEnabled ? "on" : "off"}${q.isPreemptionFence ? ", fence" : ""} · delay ${esc(q.preemptionDelay)}`)}
       ${Object.keys(q.properties || {}).length ? fact("properties", esc(Object.entries(q.properties).map(([k, v]) => `${k}: ${v}`).join(", "))) : ""}</table>
-    <h3>Applications (${apps.length})</h3>${table(COLUMNS.map(([, l]) => l), apps.slice(0, LISTED).map(appRow))}${more(apps)}
+    <h3>Applications (${apps.length.toLocaleString("en-US")})${q.isLeaf ? "" : `, in the queues below it`}</h3>${table(COLUMNS.map(([, l]) => l), apps.slice(0, LISTED).map(appRow))}${more(apps)}
     <h3>Pending asks (${asks.length})</h3>${table(["ask", "application", "resources", "count", "asked", "why it waits"], askRows(asks.slice(0, LISTED), "-"))}${more(asks)}
     <h3>Allocations (${allocs.length})</h3>${table(["allocation", "application", "node", "resources", "since"], allocationRows(allocs.slice(0, LISTED), true))}${more(allocs)}
     <h3>Events</h3>${eventsOf(evs.records, (e) => (e.type === 4 && e.objectID === q.queuename) || (e.type === 2 && ids.has(e.objectID))
@@ -548,7 +566,7 @@ async function nodePage(el, r) {
   const allocs = n.allocations || [];
   morph(el, `<h2>Node ${esc(n.nodeID)}</h2>
     <p class="facts">${n.hostName ? `host ${esc(n.hostName)} · ` : ""}${n.rackName ? `rack ${esc(n.rackName)} · ` : ""}${n.schedulable ? "schedulable" : '<span class="bad">not schedulable</span>'}
-      ${n.isReserved ? ` · reserved for ${esc((n.reservations || []).join(", "))}` : ""}</p>
+      ${n.isReserved ? ` · reserved for ${(n.reservations || []).map((x) => { const [app, key] = x.split("|"); return `ask ${esc(key)} of ${appLink(app)}`; }).join(", ")}` : ""}</p>
     <div class="bars wide">${bars}</div>
     <table class="kv"><tr><th>capacity</th><td>${esc(resources(n.capacity))}</td></tr><tr><th>allocated</th><td>${esc(resources(n.allocated))}</td></tr>
       <tr><th>available</th><td>${esc(resources(Object.fromEntries(Object.keys(n.capacity || {}).map((k) => [k, (n.available || {})[k] || 0]))))}</td></tr>${Object.keys(n.occupied || {}).length ? `<tr><th>occupied by others</th><td>${esc(resources(n.occupied))}</td></tr>` : ""}
@@ -579,6 +597,15 @@ function feedAdd(feed, events) {  // newest first, the last FEED_LINES kept
   for (const e of events) feed.insertAdjacentHTML("afterbegin", eventLine(e));
   while (feed.childElementCount > FEED_LINES) feed.lastElementChild.remove();
 }
+// The stream ends when the core stops (a restart, a takeover by a standby): the feed says so
+// and connects again every FEED_RETRY_MS while its page is shown; the events it showed are not
+// shown twice (the stream starts with the last ones again).
+const FEED_RETRY_MS = 2000;
+let feedSeen = new Set();
+function feedState(text, bad) {
+  const s = $("#events .feedstate");
+  if (s) { s.textContent = text; s.classList.toggle("bad", !!bad); }
+}
 async function startFeed(feed) {
   if (live) return;
   const mine = live = new AbortController();
@@ -590,6 +617,8 @@ async function startFeed(feed) {
   const belongs = shared ? await partitionFilter().catch(() => () => true) : () => true;
   try {
     const r = await fetch(`/ws/v1/events/stream?count=100${rm ? `&rm=${encodeURIComponent(rm)}` : ""}`, {signal: mine.signal});
+    if (!r.ok) throw new Error(`HTTP ${r.status}`);
+    feedState("live");
     const reader = r.body.getReader();
     const dec = new TextDecoder();
     let buf = "";
@@ -602,20 +631,30 @@ async function startFeed(feed) {
         const line = buf.slice(0, i); buf = buf.slice(i + 1);
         if (!line) continue;
         const e = JSON.parse(line);
-        if (e.InstanceUUID || !belongs(e)) continue;
+        if (e.InstanceUUID || !belongs(e) || feedSeen.has(line)) continue;
+        feedSeen.add(line);
+        if (feedSeen.size > 4 * FEED_LINES) feedSeen = new Set([...feedSeen].slice(-2 * FEED_LINES));
         if (feedPaused) { held.push(e); held.splice(0, held.length - FEED_LINES); heldCount++; showPause(); continue; }
         feedAdd(feed, [e]);
       }
     }
-  } catch (err) { /* aborted or the core went away: the next visit reconnects */ }
-  if (live === mine) live = null;
+  } catch (err) { /* aborted (the page left), or the core went away: below */ }
+  if (live !== mine) return;
+  live = null;
+  if (mine.signal.aborted) return;
+  feedState(`disconnected at ${new Date().toLocaleTimeString("en-GB", {hour12: false})} (the core stopped or restarted): connecting again…`, true);
+  setTimeout(() => { if (!live && route().page === "events" && $("#feed") === feed) startFeed(feed); }, FEED_RETRY_MS);
 }
-function stopFeed() { if (live) { live.abort(); live = null; } feedPaused = false; held = []; heldCount = 0; showPause(); }
+function stopFeed() {
+  if (live) { live.abort(); live = null; }
+  feedPaused = false; held = []; heldCount = 0; feedSeen = new Set(); showPause();
+}
 
 async function events(el) {
   if (!$("#feed", el)) {
     el.innerHTML = `<h2>Live events</h2><p class="meta">newest first; the events of partition <b class="part"></b>
-      <button class="pause" type="button">pause</button></p><div id="feed" class="feed" data-empty="no event of this partition yet"></div>`;
+      <button class="pause" type="button">pause</button> <span class="feedstate"></span></p><div id="feed" class="feed"
+      data-empty="no event of this partition among the last of the log: new ones show as they come"></div>`;
     $("button.pause", el).addEventListener("click", togglePause);
   }
   $(".part", el).textContent = partition;
@@ -698,19 +737,22 @@ async function timeline(el, r) {
   const evs = batch.records.filter(belongs);
   const prm = r.params, now = nowNs();
   const loadedFrom = evs.length ? evs[0].timestampNano : now, loadedTo = evs.length ? evs[evs.length - 1].timestampNano : now;
-  let from, to, title;
-  if (prm.get("from") && prm.get("to")) {
-    from = Number(prm.get("from")) * 1e6; to = Number(prm.get("to")) * 1e6;
+  let from, to, title, note = "";
+  const asked = [Number(prm.get("from")), Number(prm.get("to"))];
+  if (prm.get("from") && prm.get("to") && asked.every(Number.isFinite) && asked[1] > asked[0]) {
+    from = asked[0] * 1e6; to = asked[1] * 1e6;
     title = `${when(from)} – ${when(to)} (${span(to - from)})`;
   } else {
-    const w = prm.get("w") || "all";
+    if (prm.get("from") || prm.get("to")) note = " (the window asked for is not one: from must be a time before to)";
+    let w = prm.get("w") || "all";
+    if (w !== "all" && !(Number(w) > 0)) { note = ` (no window "${w}")`; w = "all"; }
     to = Math.max(now, loadedTo);
     if (w === "all") {  // from the oldest the history or the loaded events hold
       const whole = batch.full ? await history(0, to, 1) : null;
       from = Math.min(loadedFrom, whole && whole.covered ? whole.covered.from * 1e6 : loadedFrom, to - 1e9);
       from -= (to - from) * 0.03;
     } else from = to - Number(w) * 1e9;
-    title = `${(WINDOWS.find(([k]) => k === w) || [w, `last ${w} s`])[1]}: ${when(from)} – ${when(to)} (${span(to - from)})`;
+    title = `${(WINDOWS.find(([k]) => k === w) || [w, `last ${w} s`])[1]}: ${when(from)} – ${when(to)} (${span(to - from)})${note}`;
   }
   if (!(to > from)) to = from + 1e9;
   shownWindow = [from, to];
@@ -828,7 +870,7 @@ async function partitions() {
   sel.value = partition;
 }
 
-let built = "", busy = false, again = false;
+let built = "", busy = false, again = false, lastUpdate = "";
 async function show(refreshing = false) {
   if (busy) { again = !refreshing || again; return; }
   busy = true;
@@ -840,7 +882,17 @@ async function show(refreshing = false) {
     const section = $("#" + r.page);
     if (!spec.live) stopFeed();
     if (!refreshing) delete document.body.dataset.ready;  // until this route's data is shown
+    const asked = spec.detail ? r.args[0] : undefined;
     await partitions();
+    if (asked !== undefined && !partitionNames.includes(asked)) {  // an old link: not silently another partition's
+      partition = partitionNames[0] || "";
+      document.querySelectorAll(".page").forEach((s) => s.classList.toggle("active", s === section));
+      section.classList.add("shown");
+      built = "";
+      section.innerHTML = `<p class="empty">partition ${esc(asked)} does not exist: the core has ${partitionNames.map(esc).join(", ") || "none"}</p>`;
+      document.body.dataset.ready = r.page;
+      return;
+    }
     document.querySelectorAll(".page").forEach((s) => s.classList.toggle("active", s === section));
     document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === (spec.detail || r.page)));
     if (built !== r.key || !section.classList.contains("shown")) {  // opened, or come back to: built anew
@@ -853,10 +905,15 @@ async function show(refreshing = false) {
     }
     if (partition || r.page === "overview") await spec.render(section, r);
     else section.innerHTML = `<p class="empty">No partition yet.</p>`;
-    $("#status").textContent = `updated ${new Date().toLocaleTimeString("en-GB", {hour12: false})}`;
+    lastUpdate = new Date().toLocaleTimeString("en-GB", {hour12: false});
+    $("#status").textContent = `updated ${lastUpdate}`;
+    $("#status").classList.remove("bad");
     document.body.dataset.ready = r.page;
   } catch (err) {
-    $("#status").textContent = `error: ${err.message}`;
+    // fetch's TypeError: no answer at all (the core stopped, or is restarting)
+    $("#status").textContent = err instanceof TypeError
+      ? `the core does not answer: the figures shown are as of ${lastUpdate || "never"}` : `error: ${err.message}`;
+    $("#status").classList.add("bad");
   } finally {
     busy = false;
     if (again) { again = false; show(); }
