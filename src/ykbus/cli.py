@@ -734,7 +734,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--tail", type=whole(0), default=1000)
     b = bench.add_parser("memory", help="bytes per node and per pending ask")
     b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=5000)
-    b.add_argument("--asks", type=whole(1), default=100_000)
+    b.add_argument("--asks", type=whole(1), default=20_000, help="pending asks (memory is traced: 20,000 take "
+                   "about a minute)")
     b = bench.add_parser("e2e", help="NATS + core service + a publishing RM: sustained rate and latency")
     b.add_argument("--seconds", type=seconds(False), default=10.0, help="length of each measured phase")
     b.add_argument("--batch", type=whole(1), default=1000, help="asks per message in the throughput phase")
@@ -762,8 +763,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--rate", type=positive, default=500, help="asks per second the RM publishes (10 a message)")
     b.add_argument("--every", type=seconds(False), default=3.0, help="seconds between kills")
     b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=100)
-    for b in bench.choices.values():
-        b.add_argument("--repeat", type=whole(1), default=5)
+    for name, b in bench.choices.items():
+        if name not in ("memory", "failover"):  # (bytes do not vary from run to run; failover repeats by --kills)
+            b.add_argument("--repeat", type=whole(1), default=5)
         b.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
     p.set_defaults(func=cmd_bench)
 

@@ -519,3 +519,26 @@ def test_a_msgpack_map_key_that_is_not_a_string_rejects_its_item_only(key, where
     assert [r.allocationKey for r in rejected] == ["bad"]
     assert "a key of `$.asks[1]." in rejected[0].reason and "(a key must be a string)" in rejected[0].reason, rejected[0].reason
     assert [a.allocationKey for a in new_allocs(outs)] == ["good"]
+
+
+def test_a_release_without_an_application_says_its_application_id_is_empty():
+    h = ready()
+    outs = h.do(h.log.entry("alloc", {"releases": {"allocationsToRelease": [{"partitionName": "default", "UUID": "x-1"}]}}))
+    assert [e.message for msg in msgs(outs, "event") for e in msg.events] == ["release not applied: applicationID is empty"]
+
+
+def test_a_msgpack_body_sent_without_its_header_is_told_so():
+    import msgspec
+    h = ready()
+    body = msgspec.msgpack.encode({"asks": [{"allocationKey": "k", "applicationID": "a1"}]})
+    outs = h.do(h.log.entry("alloc", body))  # read as JSON: no header said otherwise
+    said = [e.message for msg in msgs(outs, "event") for e in msg.events]
+    assert len(said) == 1 and "Content-Type: application/msgpack" in said[0], said
+
+
+def test_the_content_type_of_msgpack_is_read_as_http_reads_a_media_type():
+    from ykbus.bus.subjects import encoding_of
+    for value in ("application/msgpack", "APPLICATION/MSGPACK", "application/msgpack; charset=binary"):
+        assert encoding_of({"Content-Type": value}) == "msgpack", value
+    for headers in (None, {}, {"Content-Type": "application/json"}, {"Content-Type": "text/msgpack"}):
+        assert encoding_of(headers) == "json", headers

@@ -37,6 +37,7 @@ from ykbus.bus.subjects import (
     MSGPACK,
     OUT_STREAM,
     Subjects,
+    encoding_of,
     header_seq,
     js_reply_meta,
 )
@@ -418,7 +419,7 @@ class NatsScheduler(SchedulerAPI):
             return  # delivered again (a reconnect before its ack): handled already
         _, kind = self.subjects.parse(msg.subject, "out")
         headers = msg.headers or {}
-        encoding = "msgpack" if headers.get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+        encoding = encoding_of(headers)
         body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding)
         self.last_output_seq = seq
         if kind == "register":

@@ -25,7 +25,12 @@ import nats.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from ykbus.bus.live import LiveCore
-from ykbus.bus.subjects import HDR_CONTENT_TYPE, MSGPACK, OUT_STREAM, Subjects, js_reply_meta
+from ykbus.bus.subjects import (
+    OUT_STREAM,
+    Subjects,
+    encoding_of,
+    js_reply_meta,
+)
 from ykbus.rest.events import ID_SHIFT, Histogram, Placed, events_of
 from ykbus.si import codec
 from ykbus.si import messages as m
@@ -86,7 +91,7 @@ class EventFeed:
                     return  # read to its end, or the service is stopping
                 seq, ts = js_reply_meta(msg.reply)
                 rm, kind = self.subjects.parse(msg.subject, "out")
-                encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+                encoding = encoding_of(msg.headers)
                 try:
                     body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding) if kind in m.OUTPUT_TYPES else None
                 except Exception:  # an output this version cannot read: no events from it

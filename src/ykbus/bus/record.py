@@ -9,7 +9,12 @@ import nats.errors
 from nats.js import api
 
 from ykbus.bus.local import connect
-from ykbus.bus.subjects import HDR_CONTENT_TYPE, IN_STREAM, MSGPACK, Subjects, js_reply_meta
+from ykbus.bus.subjects import (
+    IN_STREAM,
+    Subjects,
+    encoding_of,
+    js_reply_meta,
+)
 from ykbus.core import Entry
 from ykbus.log.jsonl import encode_entry
 from ykbus.progress import Progress
@@ -30,7 +35,7 @@ async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progr
             async for msg in sub.messages:
                 seq, ts = js_reply_meta(msg.reply)
                 rm, kind = subjects.parse(msg.subject)
-                encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+                encoding = encoding_of(msg.headers)
                 f.write(encode_entry(Entry(seq, ts, rm, kind, msg.data, encoding)) + b"\n")
                 n += 1
                 if progress is not None:

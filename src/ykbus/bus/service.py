@@ -74,11 +74,10 @@ from ykbus.bus.streams import (
     with_retries,
 )
 from ykbus.bus.subjects import (
-    HDR_CONTENT_TYPE,
     IN_STREAM,
     LEASE_BUCKET,
-    MSGPACK,
     Subjects,
+    encoding_of,
     js_reply_delivery,
 )
 from ykbus.collector import CollectorPolicy
@@ -99,7 +98,7 @@ def entry_of(msg: Any, subjects: Subjects) -> tuple[Entry, int]:
     """The log entry a message of the input stream is, and how many follow it on the stream."""
     seq, ts, pending = js_reply_delivery(msg.reply)
     rm, kind = subjects.parse(msg.subject)
-    encoding = "msgpack" if (msg.headers or {}).get(HDR_CONTENT_TYPE) == MSGPACK else "json"
+    encoding = encoding_of(msg.headers)
     return Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding), pending
 
 

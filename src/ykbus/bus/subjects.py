@@ -24,6 +24,13 @@ HDR_MSG_ID = "Nats-Msg-Id"
 HDR_CONTENT_TYPE = "Content-Type"
 
 
+def encoding_of(headers: dict[str, str] | None) -> str:
+    """"msgpack" when a message's Content-Type is application/msgpack (a media type in any
+    case, parameters after `;` aside, as HTTP reads it), else "json"."""
+    value = (headers or {}).get(HDR_CONTENT_TYPE)
+    return "msgpack" if value is not None and value.split(";", 1)[0].strip().lower() == MSGPACK else "json"
+
+
 def lease_key(shard: str | None) -> str:
     """The key of a core shard's lease in YK_LEASE (None: an unsharded core's)."""
     return f"{LEASE_KEY}-{shard}" if shard else LEASE_KEY

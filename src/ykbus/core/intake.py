@@ -349,6 +349,8 @@ class Intake:
             return None, None, f"partition {partition!r} does not exist"
         app = part.apps.get(app_id)
         if app is None:
+            if not app_id:
+                return part, None, "applicationID is empty"
             ended = part.terminated.get(app_id)
             if ended is not None:
                 return part, None, f"application {app_id} is {ended.state.value}"

@@ -279,7 +279,9 @@ def check_size(data: bytes, encoding: str) -> None:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DecodeError(f"body is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+            hint = (f" (read as JSON: a MessagePack body needs the header Content-Type: {MSGPACK_CONTENT_TYPE})"
+                    if exc.start == 0 else "")
+            raise DecodeError(f"body is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}{hint}") from None
 
 
 def check_depth(data: bytes, encoding: str) -> None:
