@@ -139,7 +139,8 @@ def test_the_rm_hears_why_an_ask_that_may_preempt_waits_then_what_its_search_fou
     outs = h.do(h.log.tick(27 * SECOND))  # its delay has passed: it searched and found nothing
     assert reasons(outs, "u") == [
         "node n1 is reserved for it: the node takes nothing else until it has room for it (or another node "
-        "has room first); it cannot preempt: no allocation it may preempt would make room on any node"]
+        "has room first); it cannot preempt: no allocation it may preempt would make room on any node without "
+        "taking its queue below its guarantee"]
     checked(h)
 
 
@@ -173,7 +174,8 @@ def test_a_queue_at_its_guarantee_loses_nothing_and_the_reason_says_so():
     assert released(outs) == []
     w = why(h, "urgent", "u")
     assert w["code"] == "Reserved" and "it cannot preempt" in w["message"]
-    assert w["details"]["preemption"] == "no allocation it may preempt would make room on any node"
+    assert w["details"]["preemption"] == ("no allocation it may preempt would make room on any node without taking "
+                                          "its queue below its guarantee")
     checked(h)
 
 
@@ -270,7 +272,8 @@ def test_preemption_that_would_not_help_takes_nothing():
     h = b_fills_the_cluster(queues(a="resources: {guaranteed: {vcore: 8000m}}"))
     h.do(h.log.asks(ask("u", "urgent", vcore=3000, preemption=MAY_PREEMPT)))  # larger than any node
     assert released(h.do(h.log.tick(30 * SECOND))) == []
-    assert why(h, "urgent", "u")["details"]["preemption"] == "no running allocation may be preempted for it"
+    # (it said "no running allocation may be preempted for it", with four running)
+    assert why(h, "urgent", "u")["details"]["preemption"] == "no schedulable node would take it even empty"
 
 
 def test_a_failed_search_is_retried_after_15_seconds_and_finds_what_changed():
@@ -701,3 +704,18 @@ def test_a_reservation_of_an_ask_it_may_not_preempt_still_holds_its_node():
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(31 * SECOND))) == []
     assert sorted(n.reserved.key for n in part(h).nodes.values() if n.reserved) == ["m1", "m2"]
+
+
+def test_the_reason_names_the_guarantee_that_keeps_the_victims():
+    """b at its own guarantee of memory though over it in vcore: its allocations would make
+    room, but taking one takes b below its guarantee; the reason said they would not make
+    room."""
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 2}}", b="resources: {guaranteed: {vcore: 1, memory: 4096}}"),
+            n1={"vcore": 2000, "memory": 4096})
+    h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
+    h.do(h.log.asks(ask("b", "batch", vcore=1000, memory=2048, max_allocations=2)))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(31 * SECOND))) == []
+    assert "without taking its queue below its guarantee" in why(h, "urgent", "u")["message"]
+

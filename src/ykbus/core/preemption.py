@@ -319,7 +319,7 @@ class _Side:
 class Preemptor:
     """One search for one ask (read-only scratch)."""
 
-    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now", "young", "over")
+    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now", "young", "over", "guarded")
 
     def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE,
                  nodes: list[Node] | None = None, now: int = 0) -> None:
@@ -334,6 +334,7 @@ class Preemptor:
         # the levels of the ask's path the ask would take above their guarantee, by how much
         # (queue, resource, excess): only victims below such a level may bring it back
         self.over: list[tuple[Queue, str, int]] = []
+        self.guarded = False  # a set that would make room was refused: it took a queue below its guarantee
 
     def search(self) -> Preempt | str:
         """The preemption that takes the least, or why there is none."""
@@ -352,7 +353,7 @@ class Preemptor:
             if single is not None and (not single.node.held or single.node.held == ask.app.id):
                 return Preempt(ask, single.node, [single], self.rule)
         best: tuple[tuple[int, int, int, int, str, str], Node, list[Alloc]] | None = None
-        allowed_any = False
+        allowed_any = room_any = False
         for node in self.part.nodes.values() if self.nodes is None else self.nodes:
             if node.state is not NodeState.SCHEDULABLE or node.preempting or node.held not in ("", ask.app.id):
                 continue
@@ -361,6 +362,7 @@ class Preemptor:
             cap, occ = node.capacity, node.occupied
             if any(cap.get(t, 0) - occ.get(t, 0) < v for t, v in res.items()):
                 continue  # even empty it would not take the ask
+            room_any = True
             candidates = self._candidates(node)
             if not candidates:
                 continue
@@ -377,10 +379,13 @@ class Preemptor:
             if self.over:
                 return self._above_guarantee()
             if allowed_any:
-                text = "no allocation it may preempt would make room on any node"
+                text = ("no allocation it may preempt would make room on any node without taking its queue below "
+                        "its guarantee" if self.guarded else "no allocation it may preempt would make room on any node")
                 return f"{text}; {YOUNG_NOTE}: {_first_old(self.young)}" if self.young else text
             if self.young:
                 return young_text(self.young)
+            if not room_any and self.nodes is None:
+                return "no schedulable node would take it even empty"
             return "no running allocation may be preempted for it"
         return Preempt(ask, best[1], best[2], self.rule)
 
@@ -533,6 +538,8 @@ class Preemptor:
             return [min(singles, key=lambda a: (self._share(a.resource), self._priority(a), -a.born, a.uuid))]
         order = sorted(candidates, key=lambda a: (self._priority(a), -a.born, a.uuid))
         taken = _cover(short, order, self._keeps_guarantees)
+        if taken is None and _cover(short, order) is not None:
+            self.guarded = True
         return taken if taken is not None and self._relieves(taken) else None
 
     def _relieves(self, taken: list[Alloc]) -> bool:
