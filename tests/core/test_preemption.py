@@ -719,3 +719,32 @@ def test_the_reason_names_the_guarantee_that_keeps_the_victims():
     assert released(h.do(h.log.tick(31 * SECOND))) == []
     assert "without taking its queue below its guarantee" in why(h, "urgent", "u")["message"]
 
+
+
+def test_an_applications_originator_is_the_last_victim_chosen():
+    """The driver of a Spark job (its originator) was taken as the smallest victim, ending the
+    whole job; YuniKorn takes the others first (YUNIKORN-1988): here the executor."""
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 4}}", b="resources: {guaranteed: {vcore: 1}}"),
+            n1={"vcore": 3000})
+    h.do(h.log.apps(app("spark", "root.b"), app("urgent", "root.a")))
+    h.do(h.log.asks({**ask("driver", "spark", vcore=1000), "Originator": True}))
+    h.do(h.log.asks(ask("exec", "spark", vcore=2000)))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [r.allocationKey for r in gone] == ["exec"]
+    checked(h)  # (the snapshot keeps which allocation is the originator)
+    assert all(a.originator == (a.key == "driver") for a in load_snapshot(dump_snapshot(h.core), load_yaml)
+               .rms["rm-1"].partitions["default"].allocations.values())
+
+
+def test_an_originator_is_taken_when_nothing_else_makes_room():
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 4}}"),
+            n1={"vcore": 2000})
+    h.do(h.log.apps(app("spark", "root.b"), app("urgent", "root.a")))
+    h.do(h.log.asks({**ask("driver", "spark", vcore=1000), "Originator": True}))
+    h.do(h.log.asks(ask("exec", "spark", vcore=1000)))
+    h.do(h.log.asks(ask("u", "urgent", vcore=2000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert sorted(r.allocationKey for r in gone) == ["driver", "exec"]

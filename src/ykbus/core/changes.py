@@ -390,6 +390,7 @@ class Changes:
                       alloc_msg.placeholder, ctx.seq, ctx.ts)
         policy = alloc_msg.preemptionPolicy
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
+        alloc.originator = alloc_msg.originator
         self._book(alloc, False)
         ctx.emit(self.records, AllocationRecovered(alloc))
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
@@ -420,6 +421,7 @@ class Changes:
         alloc = Alloc(ctx.next_uuid(records.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
         alloc.preempt_self = ask.preempt_self
+        alloc.originator = ask.originator
         alloc.limit_ms = 0 if ask.placeholder else ask.timeout_ms  # its runtime limit (core/backfill.py)
         alloc.lent = lent_by(node) if backfill else ""  # whose reserved room it took (the read API, explain)
         self._book(alloc, True)

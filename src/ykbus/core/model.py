@@ -426,7 +426,7 @@ class Ask:
 class Alloc:
     __slots__ = ("uuid", "key", "app", "node", "resource", "priority", "tags", "task_group",
                  "placeholder", "state", "born", "replacing", "preempt_self", "preempting", "at", "asked",
-                 "limit_ms", "end", "lent")
+                 "limit_ms", "end", "lent", "originator")
 
     def __init__(self, uuid: str, key: str, app: App, node: Node, resource: Res, priority: int,
                  tags: dict[str, str], task_group: str, placeholder: bool, born: int, at: int = 0,
@@ -450,6 +450,7 @@ class Alloc:
         self.limit_ms = 0  # its runtime limit (its ask's, docs/time.md): the core ends it then; 0: none
         self.end = 0  # with a limit, its end bound: its start plus its limit (the ledger's, `limit_booked`)
         self.lent = ""  # backfilled: whose reserved room it took (`ask <app>/<key>`, `gang <app>`), else ""
+        self.originator = False  # its application's originator (a driver, an AM): the last victim chosen
 
     def message(self, partition: str) -> m.Allocation:
         return ALLOCATION_MESSAGE(

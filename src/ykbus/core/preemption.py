@@ -194,7 +194,7 @@ def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int =
                 too_young.append(a)
             else:
                 candidates.append(a)
-    candidates.sort(key=lambda a: (not a.placeholder, a.priority, -a.born, a.uuid))
+    candidates.sort(key=lambda a: (not a.placeholder, a.originator, a.priority, -a.born, a.uuid))
     taken = _cover(_short(ask.resource, node.free), candidates)
     if taken is None:
         text = f"the allocations it may preempt on node {node.id} would not make room for it"
@@ -243,7 +243,7 @@ def quota_victims(part: PartitionState, q: Queue) -> list[Alloc]:
         return []
     mine = [a for app in _apps_below(q) for a in app.allocations.values()
             if a.preempt_self and not a.preempting and not a.replacing and not a.tags.get(REQUIRED_NODE_TAG)]
-    mine.sort(key=lambda a: (a.priority, -a.born, a.uuid))
+    mine.sort(key=lambda a: (a.originator, a.priority, -a.born, a.uuid))
     taken: list[Alloc] = []
     losing: dict[str, Res] = {}  # per queue below `q`: what `taken` frees there
     for alloc in mine:
@@ -350,9 +350,9 @@ class Preemptor:
             return self._above_guarantee()
         if self.part.victims_indexed and self.nodes is None:
             single = self._single()
-            if single is not None and (not single.node.held or single.node.held == ask.app.id):
+            if single is not None and not single.originator and (not single.node.held or single.node.held == ask.app.id):
                 return Preempt(ask, single.node, [single], self.rule)
-        best: tuple[tuple[int, int, int, int, str, str], Node, list[Alloc]] | None = None
+        best: tuple[tuple[int, int, int, int, int, str, str], Node, list[Alloc]] | None = None
         allowed_any = room_any = False
         for node in self.part.nodes.values() if self.nodes is None else self.nodes:
             if node.state is not NodeState.SCHEDULABLE or node.preempting or node.held not in ("", ask.app.id):
@@ -371,7 +371,7 @@ class Preemptor:
             if chosen is None:
                 continue
             size = sum(self._share(a.resource) for a in chosen)
-            key = (len(chosen), size, max(self._priority(a) for a in chosen), -max(a.born for a in chosen), node.id,
+            key = (sum(a.originator for a in chosen), len(chosen), size, max(self._priority(a) for a in chosen), -max(a.born for a in chosen), node.id,
                    min(a.uuid for a in chosen))
             if best is None or key < best[0]:
                 best = (key, node, chosen)
@@ -417,19 +417,24 @@ class Preemptor:
         classes.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
         best: Alloc | None = None
         best_key: tuple[int, int] | None = None
+        originator: Alloc | None = None  # the first found, if only originators make room
         for share, seen, _, _, same in classes:
             if best_key is not None and (share, seen) > best_key:
                 break
             found = self._newest_fitting(same)
-            if found is not None and (best is None or (-found.born, found.node.id, found.uuid)
-                                      < (-best.born, best.node.id, best.uuid)):
+            if found is not None and found.originator:
+                originator = originator or found
+            elif found is not None and (best is None or (-found.born, found.node.id, found.uuid)
+                                        < (-best.born, best.node.id, best.uuid)):
                 best, best_key = found, (share, seen)
-        return best
+        return best or originator  # (an originator: the whole search, which may find others to take instead)
 
     def _newest_fitting(self, same: dict[str, Alloc]) -> Alloc | None:
-        """Of one class, the last placed allocation whose preemption alone makes room on its node."""
+        """Of one class, the last placed allocation whose preemption alone makes room on its
+        node, an application's originator only if no other does."""
         ask = self.ask
         res = ask.resource
+        originator: Alloc | None = None
         for alloc in reversed(same.values()):
             if (alloc.preempting or alloc.replacing or alloc.app is ask.app or young(alloc, self.now)
                     or alloc.tags.get(REQUIRED_NODE_TAG)):
@@ -440,8 +445,10 @@ class Preemptor:
                 continue
             free, freed = node.free, alloc.resource
             if all(free.get(t, 0) + freed.get(t, 0) >= v for t, v in res.items()):
-                return alloc
-        return None
+                if not alloc.originator:
+                    return alloc
+                originator = originator or alloc
+        return originator
 
     def _side(self, leaf: Queue) -> _Side:
         side = self.sides.get(leaf.path)
@@ -535,8 +542,8 @@ class Preemptor:
         singles = [a for a in candidates if all(a.resource.get(t, 0) >= v for t, v in short.items())
                    and self._keeps_guarantees([], a) and self._relieves([a])]
         if singles:
-            return [min(singles, key=lambda a: (self._share(a.resource), self._priority(a), -a.born, a.uuid))]
-        order = sorted(candidates, key=lambda a: (self._priority(a), -a.born, a.uuid))
+            return [min(singles, key=lambda a: (a.originator, self._share(a.resource), self._priority(a), -a.born, a.uuid))]
+        order = sorted(candidates, key=lambda a: (a.originator, self._priority(a), -a.born, a.uuid))
         taken = _cover(short, order, self._keeps_guarantees)
         if taken is None and _cover(short, order) is not None:
             self.guarded = True

@@ -156,6 +156,7 @@ class SAlloc(_S):
     at: int = 0  # when it was placed, and its ask asked (readers)
     asked: int = 0
     lent: str = ""  # backfilled: whose reserved room it took
+    originator: bool = False  # its application's originator
 
 
 class SHistory(_S):
@@ -341,7 +342,8 @@ def _partition(p: Partition) -> SPartition:
                    [a.holding[0], *a.holding[1]] if a.holding is not None else [])
               for a in p.apps.values()],
         allocations=[SAlloc(x.uuid, x.key, x.app.id, x.node.id, x.resource, x.priority, x.tags, x.task_group,
-                            x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting, x.at, x.asked, x.lent)
+                            x.placeholder, x.born, x.replacing, x.preempt_self, x.preempting, x.at, x.asked, x.lent,
+                            x.originator)
                      for x in p.allocations.values()],
         terminated={k: v.state.value for k, v in p.terminated.items()},
         node_waiters=[key for shape in p.waits.parked.keys(NodeRoom) for key in p.waits.parked.at(NodeRoom, shape)]
@@ -503,7 +505,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
                       sx.tags, sx.task_group, sx.placeholder, sx.born, sx.at, sx.asked)
         alloc.replacing = sx.replacing
         alloc.preempt_self, alloc.preempting = sx.preempt_self, sx.preempting
-        alloc.lent = sx.lent
+        alloc.lent, alloc.originator = sx.lent, sx.originator
         allocs[alloc.uuid] = alloc
     for sn in s.nodes:  # who holds which allocation, in their stored orders
         nodes[sn.id].allocations = {u: allocs[u] for u in sn.allocations}
