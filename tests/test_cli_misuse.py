@@ -46,3 +46,21 @@ def test_a_truncated_log_given_to_bench_replay_is_named_with_its_line(tmp_path):
     done = ykbus("bench", "replay", "--log", str(log), "--repeat", "1")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{log}:" in done.stderr and "not a log entry" in done.stderr, done.stderr
+
+
+def test_control_characters_in_an_rms_ids_are_shown_escaped_not_sent_to_the_terminal(tmp_path):
+    """An RM may name an application with any character: ESC sequences (clear the screen,
+    recolour) and bidirectional overrides reached the terminal as they were."""
+    from ykbus.log.build import LogBuilder, app, ask, node
+    from ykbus.log.jsonl import encode_entry
+
+    log = LogBuilder("rm-1")
+    evil = "job\x1b[2J\u202e-1"
+    entries = [log.register(), log.nodes(node("n1", vcore=1000)), log.apps(app(evil, "root.default")),
+               log.asks(ask("k", evil, vcore=5000))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    done = ykbus("explain", "--log", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout
+    assert "job\\x1b[2J\\u202e-1" in done.stdout, done.stdout
