@@ -67,6 +67,20 @@ async def test_registration_allocation_and_release_round_trip(nats_server):
         assert rec.released[0].terminationType == "STOPPED_BY_RM"
 
 
+@pytest.mark.parametrize("rm_id", ["r" * 300, "é" * 120 + "-long-rm"])
+async def test_an_rm_with_a_long_id_reads_its_outputs(nats_server, rm_id):
+    """An rmID may be 1,024 characters: one past about 250 registered, then could never attach
+    (its output consumer was named after it, and JetStream keeps it in a directory of that
+    name): it got no allocation ever."""
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, rm_id, rec, nodes=[node("n1", vcore=4000, memory=4000)])
+        await client.add_applications([app("a1")])
+        await client.add_asks([ask("pod-1", "a1", vcore=1000, memory=100)])
+        with anyio.fail_after(20):
+            await rec.wait_for(lambda: rec.allocations)
+
+
 async def test_invalid_registration_is_refused_with_the_reason(nats_server):
     async with running_core(nats_server.url), rm_client(nats_server.url) as api:
         client = ResourceManagerClient(api, "bad", config="partitions: [{name: default, queues: [{name: a.b}]}]")

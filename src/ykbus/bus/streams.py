@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -137,9 +138,18 @@ async def snapshot_store(js: JetStreamContext, replicas: int = 1):
                                                           replicas=replicas))
 
 
+CONSUMER_NAME_BYTES = 200  # JetStream keeps a durable consumer in a directory of its name: at most 255 bytes
+
+
 def output_consumer(rm: str) -> str:
-    """The durable consumer through which RM `rm` reads its outputs."""
-    return f"rm_{rm}"
+    """The durable consumer through which RM `rm` reads its outputs: `rm_<rm>`, or for an
+    id too long to name a directory, its start and a digest of the whole (an rmID may be
+    1,024 characters: such an RM registered, and could never attach)."""
+    name = f"rm_{rm}"
+    if len(name.encode()) <= CONSUMER_NAME_BYTES:
+        return name
+    digest = hashlib.sha256(rm.encode()).hexdigest()[:32]
+    return f"rm_{rm.encode()[:100].decode(errors='ignore')}_{digest}"
 
 
 async def attach_consumer(js: JetStreamContext, subjects: Subjects, rm: str) -> tuple[str, int]:
@@ -150,12 +160,16 @@ async def attach_consumer(js: JetStreamContext, subjects: Subjects, rm: str) -> 
     have left a pull request on the server that would swallow the next output."""
     durable = output_consumer(rm)
     info = await js.stream_info(OUT_STREAM)
-    try:
-        old = await js.consumer_info(OUT_STREAM, durable)
+    start = info.state.last_seq + 1  # first life of this RM: what comes next
+    # (an RM of a long id attached under its plain name before the names were shortened: its place is kept)
+    for name in (durable,) if durable == f"rm_{rm}" else (durable, f"rm_{rm}"):
+        try:
+            old = await js.consumer_info(OUT_STREAM, name)
+        except NotFoundError:
+            continue
         start = max(old.ack_floor.stream_seq + 1 if old.ack_floor else 1, old.config.opt_start_seq or 1)
-        await js.delete_consumer(OUT_STREAM, durable)
-    except NotFoundError:
-        start = info.state.last_seq + 1  # first life of this RM: what comes next
+        await js.delete_consumer(OUT_STREAM, name)
+        break
     await js.add_consumer(OUT_STREAM, api.ConsumerConfig(
         durable_name=durable, ack_policy=api.AckPolicy.ALL, filter_subject=subjects.rm_outputs(rm),
         deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start, max_ack_pending=-1))
