@@ -125,9 +125,6 @@ class Applier:
                     self._reserve(ask, then.node, ctx, decision.reason)
             elif isinstance(decision, Preempt):
                 self._preempt(decision, ctx)
-            elif isinstance(decision, CancelReservation):  # for an ask that must run on the node
-                self.waits.unreserve(decision.other, ctx, wake=True)
-                self.commit([decision.then], ctx)
             elif isinstance(decision, Reserve):
                 self._reserve(decision.ask, decision.node, ctx, "", decision.note)
             elif isinstance(decision, Hold):
@@ -144,6 +141,9 @@ class Applier:
                 self.waits.learned(decision)
             elif isinstance(decision, HoldDomain):  # a waiting topology gang reserves a domain
                 self.holds.hold(decision.app, decision.level, decision.values, ctx)
+            elif isinstance(decision, CancelReservation):  # for an ask that must run on the node
+                self.waits.unreserve(decision.other, ctx, wake=True)
+                self.commit([decision.then], ctx)
             else:  # CancelGroup: capacity of a TIMEOUT release is free at once
                 for ph in decision.placeholders:
                     self.changes.release(ph, m.TerminationType.TIMEOUT, decision.message, ctx)

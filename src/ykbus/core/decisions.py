@@ -221,10 +221,9 @@ def ends_walk(decision: Decision) -> bool:
     limit, its gang): the node takes other asks again, which the rest of the walk must see.
     Parks, most of a walk's decisions, are told first (compiled, an `isinstance` of a class
     of the core is one comparison of types)."""
-    if isinstance(decision, CancelReservation):  # (a reservation ends, and the node is taken)
-        return True
     if isinstance(decision, Unpreempted):  # as what it did instead
         decision = decision.then
     if isinstance(decision, Park):
         return bool(decision.ask.reserved) and not isinstance(decision.where, (NodeRoom, RequiredNode, Victims))
-    return isinstance(decision, (Allocate, Backfilled, Reserve, GangAllocate, CancelGroup, Preempt, HoldDomain))
+    return isinstance(decision, (Allocate, Backfilled, Reserve, GangAllocate, CancelGroup, Preempt, HoldDomain,
+                                 CancelReservation))  # (a reservation ends, and its node is taken)
