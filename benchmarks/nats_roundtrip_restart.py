@@ -7,6 +7,7 @@ process start to the first decision it publishes is taken.
 """
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -98,4 +99,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        shutil.rmtree(SNAPSHOTS, ignore_errors=True)  # (the local copy of the snapshot: 17 MB)
