@@ -707,11 +707,10 @@ def test_a_reservation_of_an_ask_it_may_not_preempt_still_holds_its_node():
 
 
 def test_the_reason_names_the_guarantee_that_keeps_the_victims():
-    """b at its own guarantee of memory though over it in vcore: its allocations would make
-    room, but taking one takes b below its guarantee; the reason said they would not make
-    room."""
+    """b at its own guarantee: its allocations would make room, but taking one takes b below
+    its guarantee; the reason said they would not make room."""
     h = Harness()
-    h.setup(queues(a="resources: {guaranteed: {vcore: 2}}", b="resources: {guaranteed: {vcore: 1, memory: 4096}}"),
+    h.setup(queues(a="resources: {guaranteed: {vcore: 2}}", b="resources: {guaranteed: {vcore: 2, memory: 4096}}"),
             n1={"vcore": 2000, "memory": 4096})
     h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
     h.do(h.log.asks(ask("b", "batch", vcore=1000, memory=2048, max_allocations=2)))
@@ -748,3 +747,24 @@ def test_an_originator_is_taken_when_nothing_else_makes_room():
     h.do(h.log.asks(ask("u", "urgent", vcore=2000, preemption=MAY_PREEMPT)))
     gone = released(h.do(h.log.tick(31 * SECOND)))
     assert sorted(r.allocationKey for r in gone) == ["driver", "exec"]
+
+
+def test_a_queue_over_its_vcore_guarantee_and_under_its_memory_one_loses_what_it_holds_over():
+    """Every pod asks vcore and memory; b holds 4 cores (guaranteed 1) and 4 Gi (guaranteed
+    8): taking one of its pods took it below its memory guarantee, so nothing was ever taken
+    from b (in any cluster guaranteeing both). YuniKorn judges b by what it holds over its
+    guarantee: vcore. One pod is taken, and b cannot take it back (it is over its vcore
+    guarantee)."""
+    gi = 2**30
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 4}}", b=f"resources: {{guaranteed: {{vcore: 1, memory: {8 * gi}}}}}"),
+            n1={"vcore": 2000, "memory": 2 * gi}, n2={"vcore": 2000, "memory": 2 * gi})
+    h.do(h.log.apps(app("batch", "root.b"), app("urgent", "root.a")))
+    h.do(h.log.asks(ask("b", "batch", vcore=1000, memory=gi, max_allocations=4)))
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, memory=gi, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [r.applicationID for r in gone] == ["batch"]
+    confirm(h, gone[0])
+    h.do(h.log.asks(ask("b2", "batch", vcore=1000, memory=gi, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(60 * SECOND))) == []  # no way back
+    checked(h)

@@ -4,8 +4,10 @@ may not preempt, or be preempted), releases, reloads and the RM's confirmations 
 core preempted (docs/preemption.md). After every entry:
 
 - a victim taken for a guaranteed share leaves every queue between its leaf and the
-  preemptor's common ancestor at or above its guarantee in each named resource it frees
-  (counting what is being preempted already), and the preemptor's queues within theirs;
+  preemptor's common ancestor at or above its guarantee in each named resource it frees and
+  the queue held more of than its guarantee, and is taken from a queue over its guarantee in
+  one of them at least (counting what is being preempted already; two resources, vcore and
+  memory), and the preemptor's queues within theirs;
 - no ping-pong: no ask preempts an allocation of an application that itself preempted an
   allocation of the ask's application, with no input but confirmations and ticks between;
 - the core's own invariants (tests/invariants.py).
@@ -42,8 +44,10 @@ def queue_props(draw, leaf: bool, guaranteed: int | None = None) -> list[str]:
     maximum = draw(st.sampled_from([None, None, None, 3000, 6000])) if leaf else None
     if maximum and guaranteed and maximum < guaranteed:
         maximum = guaranteed
-    if guaranteed or maximum:
-        parts = ([f"guaranteed: {{vcore: {guaranteed}m}}"] if guaranteed else []) + (
+    memory = draw(st.sampled_from([None, None, 2048, 4096])) if leaf else None  # a second guaranteed resource
+    if guaranteed or maximum or memory:
+        named = ([f"vcore: {guaranteed}m"] if guaranteed else []) + ([f"memory: {memory}"] if memory else [])
+        parts = ([f"guaranteed: {{{', '.join(named)}}}"] if named else []) + (
             [f"max: {{vcore: {maximum}m}}"] if maximum else [])
         lines.append(f"resources: {{{', '.join(parts)}}}")
     props = {}
@@ -72,7 +76,7 @@ def configs(draw) -> str:
 
     def guarantee(lines: list[str]) -> int:
         return next((int(line.split("guaranteed: {vcore: ")[1].split("m")[0]) for line in lines
-                     if "guaranteed" in line), 0)
+                     if "guaranteed: {vcore" in line), 0)
 
     def parent(name: str, children: list[str]) -> str:
         kids = {c: draw(queue_props(True)) for c in children}
@@ -133,7 +137,7 @@ class PreemptionMachine(RuleBasedStateMachine):
     @rule(vcore=st.sampled_from([1000, 2000, 3000, 4000]))
     def add_node(self, vcore):
         self.nodes += 1
-        self.do(self.log.nodes(node(f"n{self.nodes}", vcore=vcore)))
+        self.do(self.log.nodes(node(f"n{self.nodes}", vcore=vcore, memory=8192)))
 
     @rule(leaf=st.sampled_from(LEAVES))
     def add_app(self, leaf):
@@ -148,9 +152,11 @@ class PreemptionMachine(RuleBasedStateMachine):
             self.asks += 1
             policy = data.draw(st.sampled_from([None, (True, True), (True, True), (True, True), (True, False),
                                                 (False, True), (False, False)]))
+            memory = data.draw(st.sampled_from([0, 0, 1024, 2048]))
             one = ask(f"k{self.asks}", f"app{data.draw(st.integers(1, self.apps))}",
                       priority=data.draw(st.integers(-1, 1)), max_allocations=data.draw(st.integers(1, 4)),
-                      vcore=data.draw(st.sampled_from([500, 1000, 1000, 2000])), preemption=policy)
+                      vcore=data.draw(st.sampled_from([500, 1000, 1000, 2000])), preemption=policy,
+                      **({"memory": memory} if memory else {}))
             if self.nodes and data.draw(st.integers(0, 7)) == 0:
                 one["tags"] = {"yunikorn.apache.org/requiredNode": f"n{data.draw(st.integers(1, self.nodes))}"}
             asks.append(one)
@@ -220,11 +226,17 @@ class PreemptionMachine(RuleBasedStateMachine):
                 if q.path in mine:
                     break
                 below.append(q)
-            for q in below:
+            for q in below:  # judged by what it held over its guarantee, type by type (docs/preemption.md)
+                over = within = False
                 for t, g in q.guaranteed.items():
                     if victim.resource.get(t, 0):
                         held = q.allocated.get(t, 0) - leaving_then.get(q.path, {}).get(t, 0)
-                        assert held >= g, f"{r.UUID} takes {q.path} below its guarantee of {t} {g}: {held}"
+                        if held + victim.resource[t] <= g:
+                            within = True
+                        else:
+                            assert held >= g, f"{r.UUID} takes {q.path} below its guarantee of {t} {g}: {held}"
+                            over = True
+                assert over or not within, f"{r.UUID} taken from {q.path}, within its guarantee in all it frees"
             if not placed_in & {a.id for q in preemptor.app.path for a in invariants.apps_below(q)}:
                 coming = invariants.coming_by_queue(p)
                 for q in preemptor.app.path:

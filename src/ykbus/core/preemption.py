@@ -16,8 +16,10 @@ pinned to its node (`REQUIRED_NODE_TAG`), of an application in another leaf, suc
 C the deepest queue above both:
 
 * no queue between the victim's leaf and C falls below its guarantee by losing it, in a
-  resource the guarantee names, counting what it holds: its usage less what is being
-  preempted already (the ask's queues count, besides, the asks holding a node freed for them);
+  resource the guarantee names that it holds more of than its guarantee, and it holds more
+  than its guarantee of one resource it loses at least, counting what it holds: its usage
+  less what is being preempted already (the ask's queues count, besides, the asks holding a
+  node freed for them);
 * no queue between the ask's leaf and C is a `fence` (`preemption.policy: fence`: asks
   inside it take only from inside it), and no queue on the victim's path is `disabled`;
 * its priority, seen from C (each level adds its `priority.offset`; a `priority.policy:
@@ -521,20 +523,32 @@ class Preemptor:
 
     def _keeps_guarantees(self, taken: list[Alloc], alloc: Alloc) -> bool:
         """Whether taking `alloc` besides `taken` keeps every level between its leaf and the
-        common ancestor at or above its guarantee in each named resource it frees."""
+        common ancestor at or above its guarantee in each named resource it frees and holds
+        more of than its guarantee, and the level holds more than its guarantee of one of
+        them at least. A named resource it holds within its guarantee is not judged (YuniKorn
+        takes from a queue what it holds over its guarantee, type by type: a queue over its
+        vcore guarantee and under its memory one is a victim's queue)."""
         flows = self.flows
         for q in self._side(alloc.app.queue).levels:
             if not q.guaranteed:
                 continue
+            over = within = False
             for t, g in q.guaranteed.items():
                 freed = alloc.resource.get(t, 0)
                 if not freed:
                     continue
+                held = flows.held(q, t)
                 for other in taken:
                     if q in other.app.path:
-                        freed += other.resource.get(t, 0)
-                if flows.held(q, t) - freed < g:
+                        held -= other.resource.get(t, 0)
+                if held <= g:
+                    within = True  # (within its guarantee in t: not judged by it)
+                elif held - freed < g:
                     return False
+                else:
+                    over = True
+            if within and not over:
+                return False  # within its guarantee in everything named that it would lose
         return True
 
     def _choose(self, node: Node, candidates: list[Alloc]) -> list[Alloc] | None:
