@@ -184,3 +184,17 @@ def test_a_preempting_asks_victims_are_said_once_in_words_not_as_a_python_list()
     assert run.returncode == 0, run.stderr
     assert "Preempting: node n1 is reserved for it while the RM releases" in run.stdout
     assert "[" not in run.stdout and "victims" not in run.stdout, run.stdout
+
+
+
+def test_two_quantities_that_read_alike_are_given_exactly(tmp_path):
+    """An ask of 4 GB and one byte on nodes of 4 GB read "memory: asked 3.73 Gi, the most a
+    node has when empty 3.73 Gi": the figures now say the difference."""
+    log = LogBuilder("k8s")
+    entries = [log.register(QUEUES), log.nodes(node("n1", vcore=8000, memory=4_000_000_000)),
+               log.apps(app("a", "root.gated")), log.asks(ask("big", "a", vcore=1000, memory=4_000_000_001))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    lines = explain("a", "--log", str(path)).stdout.splitlines()
+    assert lines[2] == ("    it fits no schedulable node even empty, and waits until a larger one joins: memory: asked "
+                        "3.73 Gi (4,000,000,001), the most a node has when empty 3.73 Gi (4,000,000,000)"), lines

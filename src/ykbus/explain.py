@@ -20,6 +20,15 @@ def q(resource: str, value: Any) -> str:
     return fmt_quantity(resource, int(value))
 
 
+def q2(resource: str, a: Any, b: Any) -> tuple[str, str]:
+    """Two quantities compared, in the units people read; exact when the units would show
+    them alike (an ask of 4 GB and 1 byte against 4 GB read `3.73 Gi` against `3.73 Gi`)."""
+    x, y = q(resource, a), q(resource, b)
+    if x == y and int(a) != int(b):
+        return f"{x} ({int(a):,})", f"{y} ({int(b):,})"
+    return x, y
+
+
 def _details(code: str, d: dict[str, Any], message: str = "") -> str:
     line = _figures(code, d)
     if code == "TopologyNoDomain" and "estimate" in d and d["estimate"] not in message:
@@ -39,13 +48,13 @@ def _figures(code: str, d: dict[str, Any]) -> str:
             empty = d.get("largestEmpty", {})
             short = {r: v for r, v in d.get("asked", {}).items() if v > empty.get(r, 0)}
             return "it fits no schedulable node even empty, and waits until a larger one joins: " + (
-                "; ".join(f"{r}: asked {q(r, v)}, the most a node has when empty {q(r, empty.get(r, 0))}"
+                "; ".join("{}: asked {}, the most a node has when empty {}".format(r, *q2(r, v, empty.get(r, 0)))
                           for r, v in short.items()) or "no one node has all of it")
         free = d.get("largestFree", {})
         line = ("every schedulable node is reserved for another ask or in a topology domain a gang reserved"
                 if d.get("allReserved") else
-                "; ".join(f"{r}: asked {q(r, v)}, the most free on a schedulable node not reserved for another ask "
-                          f"{q(r, free.get(r, 0))}" for r, v in d.get("asked", {}).items()))
+                "; ".join("{}: asked {}, the most free on a schedulable node not reserved for another ask {}".format(
+                    r, *q2(r, v, free.get(r, 0))) for r, v in d.get("asked", {}).items()))
         held = d.get("heldWithRoom", {})
         if held:
             line += "; room on " + ", ".join(f"{n} (in the topology domain gang {a} reserved)" for n, a in held.items())
@@ -74,7 +83,8 @@ def _figures(code: str, d: dict[str, Any]) -> str:
             line = "; ".join(part for part in (line, f"it starts {d['startsIn']} at the latest") if part)
         return line
     if code == "RequiredNodeFull":
-        return "; ".join(f"{r}: asked {q(r, v)}, free on node {d['node']} {q(r, d.get('free', {}).get(r, 0))}"
+        return "; ".join("{}: asked {}, free on node {} {}".format(r, q2(r, v, d.get("free", {}).get(r, 0))[0], d["node"],
+                                                                  q2(r, v, d.get("free", {}).get(r, 0))[1])
                          for r, v in d.get("asked", {}).items())
     if code in ("RequiredNodeGone", "RequiredNodeDraining", "RMPaused", "GangIncomplete", "GangNoRoom",
                 "GangTooLarge", "GangPending", "Replacing", "LeaderPending", "TopologyNoDomain", "Preempting"):
