@@ -432,7 +432,8 @@ async function applications(el, r) {
     && (!state || state === "all" || a.applicationState === state)
     && (!user || a.user === user)
     && (!wait || (wait === "yes") === waiting(a)));
-  const sort = prm.get("sort") || "-submitted", desc = sort.startsWith("-"), key = SORTS[sort.replace(/^-/, "")] ? sort.replace(/^-/, "") : "submitted";
+  const asked = prm.get("sort") || "", sort = SORTS[asked.replace(/^-/, "")] ? asked : "-submitted";  // (an unknown one: the default)
+  const desc = sort.startsWith("-"), key = sort.replace(/^-/, "");
   shown.sort((a, b) => (desc ? -1 : 1) * cmp(SORTS[key](a), SORTS[key](b)) || cmp(a.applicationID, b.applicationID));
   const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
   const page = Math.min(pages, Math.max(1, parseInt(prm.get("page") || "1", 10) || 1));
