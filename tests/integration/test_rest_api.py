@@ -227,3 +227,40 @@ async def test_a_long_path_or_header_is_answered_by_the_route_and_a_malformed_re
         assert answer.startswith(b"HTTP/1.") and b" 400 " in answer.split(b"\r\n", 1)[0]
         tracebacks = [r for r in caplog.records if r.exc_info]
         assert tracebacks == [], [r.getMessage() for r in tracebacks]
+
+
+async def test_validating_a_large_queue_file_does_not_hold_the_core(nats_server):
+    """POST /ws/v1/validate-conf of a queue file near the 1 MiB bound took seconds of parsing
+    on the core's loop, and an ask sent meanwhile waited for it (8 s in a review). The ask is
+    answered while the file is still being parsed."""
+    import urllib.request
+
+    from tests.integration.conftest import Recorder, rm_client, running_core
+    from tests.integration.test_bus import app, ask, node, start_rm
+    from ykbus.bus.server import free_port
+
+    big = "partitions:\n" + "".join(f"  - name: p{i}\n    queues:\n      - name: root\n        submitacl: '*'\n"
+                                     for i in range(12_000))
+    port = free_port()
+    done: list[float] = []
+
+    def validate() -> None:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/ws/v1/validate-conf", data=big.encode(),
+                                         method="POST")
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            assert answer.status == 200 and b'"allowed":true' in answer.read().replace(b" ", b"")
+        done.append(1)
+
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        rec = Recorder()
+        client = await start_rm(api, "rm-1", rec, nodes=[node("n1", vcore=4000)])
+        await client.add_applications([app("a1")])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, validate)
+            await anyio.sleep(0.2)  # the file is being parsed
+            await client.add_asks([ask("k", "a1", vcore=1000)])
+            with anyio.fail_after(60):
+                await rec.wait_for(lambda: rec.allocations)
+            assert not done, "the ask was answered only once the file was parsed"

@@ -39,6 +39,8 @@ from ykbus.si import compat
 
 log = logging.getLogger("ykbus.core")
 
+VALIDATE_CONF = "/ws/v1/validate-conf"  # (parses what it is sent, reads no state)
+
 
 class _ClientMistakes(logging.Filter):
     """A request that is not HTTP (a bad line, a header without a colon, one too long) is
@@ -277,8 +279,14 @@ class HttpReadApi:
             answer = (200, metrics.CONTENT_TYPE, await self.metrics.scrape(self._live.between_slices), {})
         else:
             body = await request.read() if request.can_read_body else b""
-            answer = router.answer(rest, router.Request(request.method, request.path, _first_query(request),
-                                                        request.headers.get("Accept", ""), body, request.query_string))
+            asked = router.Request(request.method, request.path, _first_query(request),
+                                   request.headers.get("Accept", ""), body, request.query_string)
+            if request.path == VALIDATE_CONF and request.method == "POST":
+                # it reads no state, and a queue file of 1 MiB takes seconds to parse: off the loop, so
+                # the writer goes on meanwhile (it held every entry for the whole parse)
+                answer = await anyio.to_thread.run_sync(router.answer, rest, asked)
+            else:
+                answer = router.answer(rest, asked)
         return _answer(_gzipped(answer, request.headers.get("Accept-Encoding", "")))
 
     async def _batch(self, request: web.Request, feed: EventFeed) -> router.Answer:
