@@ -542,3 +542,16 @@ def test_the_content_type_of_msgpack_is_read_as_http_reads_a_media_type():
         assert encoding_of({"Content-Type": value}) == "msgpack", value
     for headers in (None, {}, {"Content-Type": "application/json"}, {"Content-Type": "text/msgpack"}):
         assert encoding_of(headers) == "json", headers
+
+
+def test_a_resource_with_an_empty_name_is_rejected_naming_it():
+    """`{"": {"value": 5}}` was taken, and reasons read `{: 5}`."""
+    h = ready()
+    good = {"allocationKey": "good", "applicationID": "a1", "resourceAsk": {"resources": {"vcore": {"value": 100}}}}
+    bad = {"allocationKey": "bad", "applicationID": "a1",
+           "resourceAsk": {"resources": {"vcore": {"value": 100}, "": {"value": 5}}}}
+    outs = h.do(h.log.entry("alloc", json.dumps({"asks": [bad, good]}).encode()))
+    rejected = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert [r.allocationKey for r in rejected] == ["bad"]
+    assert "length >= 1" in rejected[0].reason and "$.asks[0].resourceAsk.resources" in rejected[0].reason, rejected[0].reason
+    assert [a.allocationKey for a in new_allocs(outs)] == ["good"]

@@ -115,6 +115,7 @@ _KEY_AT = re.compile(r" - at `key` in `(\$[^`]*)`")
 _quantity = msgspec.json.Decoder(m.Quantity, strict=False)
 _text = msgspec.json.Decoder(m.Text)  # a map's value: a tag's, an attribute's (bounded as they are)
 _key = msgspec.json.Decoder(m.Id)  # a map's key
+_resource_name = msgspec.json.Decoder(m.NonEmptyStr)  # a key of a Resource's map
 _enc = msgspec.json.Encoder()
 
 
@@ -134,7 +135,8 @@ def name_keys(error: str, obj: Any) -> str:
     key_at = _KEY_AT.search(error)
     if key_at is not None:
         node = _at(obj, key_at.group(1))
-        bad = next((k for k in node if not isinstance(k, str) or not _decodes(_key, k)), _NONE) \
+        key = _resource_name if key_at.group(1).endswith(".resources") else _key
+        bad = next((k for k in node if not isinstance(k, str) or not _decodes(key, k)), _NONE) \
             if isinstance(node, dict) else _NONE
         if bad is _NONE:
             return error

@@ -145,7 +145,7 @@ class Quantity(msgspec.Struct, frozen=True, gc=False):
 class Resource(Message):
     """A sparse map of resource name to quantity."""
 
-    resources: Annotated[dict[Id, Quantity], Meta(max_length=limits.MAX_MAP_ENTRIES)] = field(default_factory=dict)
+    resources: Annotated[dict[NonEmptyStr, Quantity], Meta(max_length=limits.MAX_MAP_ENTRIES)] = field(default_factory=dict)
 
 
 class UserGroupInformation(Message):
