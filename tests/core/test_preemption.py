@@ -768,3 +768,92 @@ def test_a_queue_over_its_vcore_guarantee_and_under_its_memory_one_loses_what_it
     h.do(h.log.asks(ask("b2", "batch", vcore=1000, memory=gi, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(60 * SECOND))) == []  # no way back
     checked(h)
+
+
+def test_siblings_without_guarantees_of_their_own_do_not_take_from_each_other():
+    """p is guaranteed 2 and holds it; its children x and y have no guarantee. x took a pod
+    from y, then y took it back, for ever (a review of this session's change; it also looped
+    with p below its guarantee before it). A guarantee at or above the common parent does not
+    entitle one child to another's allocations."""
+    config = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: p
+            resources: {guaranteed: {vcore: %s}}
+            queues:
+              - name: x
+              - name: y
+"""
+    for guarantee in ("2000m", "4000m"):  # at it, and below it
+        h = Harness()
+        h.setup(config % guarantee, n1={"vcore": 2000})
+        h.do(h.log.apps(app("ay", "root.p.y"), app("ax", "root.p.x")))
+        h.do(h.log.asks(ask("y", "ay", vcore=1000, max_allocations=2, preemption=MAY_PREEMPT)))
+        h.do(h.log.asks(ask("x", "ax", vcore=1000, preemption=MAY_PREEMPT)))
+        assert released(h.do(h.log.tick(31 * SECOND))) == [], guarantee
+
+
+def test_two_queues_over_their_vcore_guarantee_do_not_trade_pods_for_memory():
+    """a and b each guaranteed {vcore: 10, memory: 10}, each holding five {vcore 4, memory 1}
+    pods: over in vcore, under in memory. Their memory-only asks took each other's pods in
+    turn, four pods killed for nothing: an ask of memory alone takes only from a queue over its
+    memory guarantee."""
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 10, memory: 10}}",
+                   b="resources: {guaranteed: {vcore: 10, memory: 10}}"), n1={"vcore": 40000, "memory": 10})
+    h.do(h.log.apps(app("aa", "root.a"), app("bb", "root.b")))
+    h.do(h.log.asks(ask("a", "aa", vcore=4000, memory=1, max_allocations=5)))
+    h.do(h.log.asks(ask("b", "bb", vcore=4000, memory=1, max_allocations=5)))
+    h.do(h.log.asks(ask("bm", "bb", memory=1, preemption=MAY_PREEMPT), ask("am", "aa", memory=1, preemption=MAY_PREEMPT)))
+    assert released(h.do(h.log.tick(31 * SECOND))) == []
+
+
+def test_quota_preemption_with_two_resources_judges_a_child_by_what_it_holds_over_its_guarantee():
+    """A child guaranteed {vcore 2, memory 100} holding 8 pods of {1 core, 1}: its memory is
+    within its guarantee, its vcore far over; the parent's max lowered to 4 cores took nothing
+    (each pod's memory was judged as if it took the child below its guarantee)."""
+    config = """
+partitions:
+  - name: default
+    preemption: {{enabled: true, quotapreemptionenabled: true}}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: parent
+            resources: {{max: {{vcore: {max}}}}}
+            properties: {{quota.preemption.delay: 1s}}
+            queues:
+              - name: child
+                resources: {{guaranteed: {{vcore: 2, memory: 100}}}}
+"""
+    h = Harness()
+    h.setup(config.format(max=8), n1={"vcore": 16000, "memory": 100})
+    h.do(h.log.apps(app("c", "root.parent.child")))
+    h.do(h.log.asks(ask("k", "c", vcore=1000, memory=1, max_allocations=8)))
+    h.do(h.log.config(config.format(max=4)))
+    assert len(released(h.do(h.log.tick(2 * SECOND)))) == 4
+
+
+def test_room_free_on_a_node_reserved_for_another_is_not_a_reason_to_take_a_pod_there():
+    """n1 had a core free, kept for a reserved ask of 2; the preemptor of 1 core took n1's
+    pod (the newest: the first a search takes; n1's reservation gave way) though it needed
+    none there: room nobody used. It preempts where room is missing: n2."""
+    from ykbus.log.build import allocation, node
+    h = Harness()
+    h.setup(queues(a="resources: {guaranteed: {vcore: 2}}", b="resources: {guaranteed: {vcore: 1000m}}"))
+    h.do(h.log.apps(app("batch", "root.b"), app("more", "root.b"), app("urgent", "root.a")))
+    h.do(h.log.nodes(node("n2", vcore=2000, existing=[allocation("x2", "b2", "batch", "n2", vcore=1000),
+                                                      allocation("x3", "b3", "batch", "n2", vcore=1000)])))
+    h.do(h.log.nodes(node("n1", vcore=2000, existing=[allocation("x1", "b1", "batch", "n1", vcore=1000)])))
+    h.do(h.log.asks(ask("m", "more", vcore=2000)))
+    h.do(h.log.tick(3 * SECOND))
+    assert {n.id: n.reserved.key for n in part(h).nodes.values() if n.reserved} == {"n1": "m"}
+    h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
+    gone = released(h.do(h.log.tick(31 * SECOND)))
+    assert [part(h).allocations[r.UUID].node.id for r in gone] == ["n2"]
+    checked(h)

@@ -9,7 +9,7 @@ the ask at `Victims(node)` until the RM has confirmed them; capacity moves only 
 Guaranteed-share preemption between queues (YuniKorn's rules). An ask may look for
 victims when its partition preempts, its `preemptionPolicy` allows it to preempt others,
 it has waited its queue's `preemption.delay` for room, and a queue on its path has a
-guarantee naming a resource it asks for. Its queue must stay within its guarantee on every
+guarantee naming a resource it asks for (below C, for victims of a side: `_side`). Its queue must stay within its guarantee on every
 level of its path that has one, once it is placed and its victims are gone (those below a
 level count there). A victim is an allocation that allows preemption of itself and is not
 pinned to its node (`REQUIRED_NODE_TAG`), of an application in another leaf, such that, with
@@ -48,7 +48,7 @@ from ykbus.core.config import PreemptionPolicy
 from ykbus.core.decisions import Preempt
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import INT32_MAX, INT32_MIN, REQUIRED_NODE_TAG, Alloc, App, Ask, Node, Queue
-from ykbus.core.resources import Res, fmt_quantity
+from ykbus.core.resources import Res, fits, fmt_quantity
 from ykbus.core.timeline import fmt_duration_ms, fmt_utc_second
 
 if TYPE_CHECKING:
@@ -247,21 +247,48 @@ def quota_victims(part: PartitionState, q: Queue) -> list[Alloc]:
             if a.preempt_self and not a.preempting and not a.replacing and not a.tags.get(REQUIRED_NODE_TAG)]
     mine.sort(key=lambda a: (a.originator, a.priority, -a.born, a.uuid))
     taken: list[Alloc] = []
-    losing: dict[str, Res] = {}  # per queue below `q`: what `taken` frees there
     for alloc in mine:
         if any(alloc.resource.get(t, 0) > 0 for t, v in over.items() if v > 0):
             levels = alloc.app.path[:alloc.app.path.index(q)]
-            if any(flows.held(level, t) - losing.get(level.path, {}).get(t, 0) - alloc.resource.get(t, 0) < g
-                   for level in levels for t, g in level.guaranteed.items() if alloc.resource.get(t, 0)):
+            if not levels_keep(levels, flows, taken, alloc, None):
                 continue  # it would take its queue below its guarantee
-            for level in levels:
-                _add(losing, level.path, alloc.resource)
             taken.append(alloc)
             for t in over:
                 over[t] -= alloc.resource.get(t, 0)
             if all(v <= 0 for v in over.values()):
                 break
     return taken
+
+
+def levels_keep(levels: list[Queue], flows: _Flows, taken: list[Alloc], alloc: Alloc, asked: Res | None) -> bool:
+    """Whether taking `alloc` besides `taken` keeps each of `levels` at or above its guarantee
+    in every named resource it frees and holds more of than its guarantee, and the level is
+    over its guarantee in one of them at least that counts (`asked`: one the ask asks for;
+    None: any). A named resource a level holds within its guarantee is not judged: YuniKorn
+    takes from a queue what it holds over its guarantee, type by type, so a queue over its
+    vcore guarantee and under its memory one loses pods to an ask of vcore, not to an ask of
+    memory alone (which would let two such queues take memory pods from each other for ever)."""
+    for q in levels:
+        if not q.guaranteed:
+            continue
+        over = within = False
+        for t, g in q.guaranteed.items():
+            freed = alloc.resource.get(t, 0)
+            if not freed:
+                continue
+            held = flows.held(q, t)
+            for other in taken:
+                if q in other.app.path:
+                    held -= other.resource.get(t, 0)
+            if held - freed < g < held:
+                return False  # over its guarantee in t, and below it once `alloc` is taken
+            if held > g and (asked is None or t in asked):
+                over = True
+            else:
+                within = True  # (within it in t, or over it in what the ask does not ask)
+        if within and not over:
+            return False
+    return True
 
 
 def _apps_below(q: Queue) -> list[App]:
@@ -359,8 +386,9 @@ class Preemptor:
         for node in self.part.nodes.values() if self.nodes is None else self.nodes:
             if node.state is not NodeState.SCHEDULABLE or node.preempting or node.held not in ("", ask.app.id):
                 continue
-            if node.reserved is not None and node.reserved is not ask and not self._yields(node.reserved):
-                continue
+            if node.reserved is not None and node.reserved is not ask and (
+                    not self._yields(node.reserved) or fits(res, node.free)):
+                continue  # (room there already, kept for another: nothing to take for it)
             cap, occ = node.capacity, node.occupied
             if any(cap.get(t, 0) - occ.get(t, 0) < v for t, v in res.items()):
                 continue  # even empty it would not take the ask
@@ -378,8 +406,8 @@ class Preemptor:
             if best is None or key < best[0]:
                 best = (key, node, chosen)
         if best is None:
-            if self.over:
-                return self._above_guarantee()
+            if self.over:  # (victims too young to take yet: that is what it waits for)
+                return young_text(self.young) if self.young else self._above_guarantee()
             if allowed_any:
                 text = ("no allocation it may preempt would make room on any node without taking its queue below "
                         "its guarantee" if self.guarded else "no allocation it may preempt would make room on any node")
@@ -443,7 +471,8 @@ class Preemptor:
                 continue
             node = alloc.node
             if node.state is not NodeState.SCHEDULABLE or node.preempting or (
-                    node.reserved is not None and node.reserved is not ask and not self._yields(node.reserved)):
+                    node.reserved is not None and node.reserved is not ask and (
+                        not self._yields(node.reserved) or fits(res, node.free))):
                 continue
             free, freed = node.free, alloc.resource
             if all(free.get(t, 0) + freed.get(t, 0) >= v for t, v in res.items()):
@@ -479,11 +508,17 @@ class Preemptor:
         allowed = not disabled and common is not None and common is not ask.app.queue and bool(levels)
         ask_priority = ask.priority
         if allowed:
+            entitled = False  # a guarantee below C names what it asks: what entitles it to take from this side
             for q in ask.app.path:
                 if q is common:
                     break
                 if q.preempt_policy is PreemptionPolicy.FENCE:
                     allowed = False
+                if any(t in ask.resource for t in q.guaranteed):
+                    entitled = True
+            # (a guarantee only at or above C does not: C's share is taken from itself; two siblings
+            # without guarantees of their own under a parent with one took from each other for ever)
+            allowed = allowed and entitled
             ask_priority = seen_from(ask.priority, ask.app.path, common)  # type: ignore[arg-type]
             below_common = ask.app.path[:ask.app.path.index(common)]  # type: ignore[arg-type]
             if any(q in below_common for q, _, _ in self.over):
@@ -522,34 +557,10 @@ class Preemptor:
         return out
 
     def _keeps_guarantees(self, taken: list[Alloc], alloc: Alloc) -> bool:
-        """Whether taking `alloc` besides `taken` keeps every level between its leaf and the
-        common ancestor at or above its guarantee in each named resource it frees and holds
-        more of than its guarantee, and the level holds more than its guarantee of one of
-        them at least. A named resource it holds within its guarantee is not judged (YuniKorn
-        takes from a queue what it holds over its guarantee, type by type: a queue over its
-        vcore guarantee and under its memory one is a victim's queue)."""
-        flows = self.flows
-        for q in self._side(alloc.app.queue).levels:
-            if not q.guaranteed:
-                continue
-            over = within = False
-            for t, g in q.guaranteed.items():
-                freed = alloc.resource.get(t, 0)
-                if not freed:
-                    continue
-                held = flows.held(q, t)
-                for other in taken:
-                    if q in other.app.path:
-                        held -= other.resource.get(t, 0)
-                if held <= g:
-                    within = True  # (within its guarantee in t: not judged by it)
-                elif held - freed < g:
-                    return False
-                else:
-                    over = True
-            if within and not over:
-                return False  # within its guarantee in everything named that it would lose
-        return True
+        """Whether taking `alloc` besides `taken` leaves every level between its leaf and the
+        common ancestor (`levels_keep`) as YuniKorn's preemptable resource allows, judged for
+        what the ask asks."""
+        return levels_keep(self._side(alloc.app.queue).levels, self.flows, taken, alloc, self.ask.resource)
 
     def _choose(self, node: Node, candidates: list[Alloc]) -> list[Alloc] | None:
         short = _short(self.ask.resource, node.free)
