@@ -600,9 +600,11 @@ function feedAdd(feed, events) {  // newest first, the last FEED_LINES kept
 }
 // The stream ends when the core stops (a restart, a takeover by a standby): the feed says so
 // and connects again every FEED_RETRY_MS while its page is shown; the events it showed are not
-// shown twice (the stream starts with the last ones again).
+// shown twice: the stream starts with the last ones again, in log order, so those before the
+// newest time shown are passed over, and of that time as many as were shown (events carry no
+// id, and two alike are two events: three allocations of one ask in one entry).
 const FEED_RETRY_MS = 2000;
-let feedSeen = new Set();
+let feedLast = {ns: -1, count: 0};  // the newest time shown, and how many events of it
 function feedState(text, bad) {
   const s = $("#events .feedstate");
   if (s) { s.textContent = text; s.classList.toggle("bad", !!bad); }
@@ -620,6 +622,7 @@ async function startFeed(feed) {
     const r = await fetch(`/ws/v1/events/stream?count=100${rm ? `&rm=${encodeURIComponent(rm)}` : ""}`, {signal: mine.signal});
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     feedState("live");
+    let skip = feedLast.count;  // (of the newest time shown: shown already)
     const reader = r.body.getReader();
     const dec = new TextDecoder();
     let buf = "";
@@ -632,9 +635,10 @@ async function startFeed(feed) {
         const line = buf.slice(0, i); buf = buf.slice(i + 1);
         if (!line) continue;
         const e = JSON.parse(line);
-        if (e.InstanceUUID || !belongs(e) || feedSeen.has(line)) continue;
-        feedSeen.add(line);
-        if (feedSeen.size > 4 * FEED_LINES) feedSeen = new Set([...feedSeen].slice(-2 * FEED_LINES));
+        if (e.InstanceUUID || !belongs(e)) continue;
+        const ns = e.timestampNano || 0;
+        if (ns < feedLast.ns || (ns === feedLast.ns && skip > 0)) { if (ns === feedLast.ns) skip--; continue; }
+        if (ns === feedLast.ns) feedLast.count++; else feedLast = {ns, count: 1};
         if (feedPaused) { held.push(e); held.splice(0, held.length - FEED_LINES); heldCount++; showPause(); continue; }
         feedAdd(feed, [e]);
       }
@@ -648,7 +652,7 @@ async function startFeed(feed) {
 }
 function stopFeed() {
   if (live) { live.abort(); live = null; }
-  feedPaused = false; held = []; heldCount = 0; feedSeen = new Set(); showPause();
+  feedPaused = false; held = []; heldCount = 0; feedLast = {ns: -1, count: 0}; showPause();
 }
 
 async function events(el) {
