@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -439,14 +440,14 @@ def _add_service_flags(p: argparse.ArgumentParser) -> None:
                    help="leader lease: a standby core takes over this long after the leader's last renewal (1.0)")
     p.add_argument("--rm-pause", type=seconds(False), default=None, metavar="S",
                    help="seconds without heartbeat before an RM is Paused (10)")
-    p.add_argument("--rm-stop", type=seconds(True), default=None, metavar="S",
+    p.add_argument("--rm-stop", type=seconds(False), default=None, metavar="S",
                    help="further seconds Paused before an RM is Stopped and its state removed (60)")
     p.add_argument("--in-max-bytes", type=whole(-1), default=None, metavar="B",
                    help="size limit of the input log stream YK_IN (-1, the default: unlimited; keep it above the last snapshot)")
     p.add_argument("--out-max-bytes", type=whole(-1), default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
-    p.add_argument("--out-max-age", type=seconds(True), default=None, metavar="S", help="age limit of YK_OUT (7 days)")
+    p.add_argument("--out-max-age", type=seconds(False), default=None, metavar="S", help="age limit of YK_OUT (7 days)")
     p.add_argument("--replicas", type=whole(1, 5), default=None, help="stream replicas (1; 3 on a NATS cluster)")
-    p.add_argument("--start-wait", type=seconds(True), default=None, metavar="S",
+    p.add_argument("--start-wait", type=seconds(False), default=None, metavar="S",
                    help="at start, wait this long for JetStream to take the streams: a NATS cluster electing its "
                         "leaders or still forming (60)")
     p.add_argument("--snapshot-dir", metavar="DIR",
@@ -587,10 +588,19 @@ def _main(argv: list[str]) -> int:
         return args.func(args)
     except* NatsUnreachable as group:  # one line, whichever task of the command met it
         unreachable += leaves(group)
-    except* (OSError, LogError) as group:  # a port taken, a file missing, a log that does not read: one line too
+    except* LogError as group:  # a log that does not read: one line too
         unreachable += leaves(group)
+    except* OSError as group:  # a port taken, a file missing or not allowed: one line; anything else as it is
+        said = [e for e in leaves(group) if isinstance(e, OSError) and e.errno in _SAID_ERRNOS]
+        if len(said) != len(leaves(group)):
+            raise
+        unreachable += said
     print(f"ykbus {argv[0]}: {unreachable[0]}", file=sys.stderr)
     return 2
+
+
+_SAID_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.ENOENT, errno.EACCES, errno.EPERM,
+                           errno.EISDIR, errno.ENOTDIR})  # what a user can act on from one line
 
 
 NATS_HELP = f"NATS server (default: {FIND_URL})"

@@ -32,8 +32,8 @@ PROP_RUNTIME_DEFAULT = "ykbus.io/runtime.default"
 PROP_RUNTIME_MAX = "ykbus.io/runtime.max"
 PROP_MIN_RUNTIME = "preemption.minruntime"
 RUNTIME_PROPERTIES = (PROP_RUNTIME_DEFAULT, PROP_RUNTIME_MAX, PROP_MIN_RUNTIME)
-DURATION_UNITS = {"ns": 0.000001, "us": 0.001, "µs": 0.001, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)")  # one of Go's `1h30m5.5s`
+DURATION_UNITS = {"ns": 0.000001, "us": 0.001, "µs": 0.001, "\u03bcs": 0.001, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|\u03bcs|ms|s|m|h)")  # one of Go's `1h30m5.5s` (µ: the micro sign or Greek mu)
 DURATION_FORMS = "2s, 500ms, 1m30s, or seconds"
 MAX_DURATION_MS = 10**12
 

@@ -505,7 +505,8 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
                       sx.tags, sx.task_group, sx.placeholder, sx.born, sx.at, sx.asked)
         alloc.replacing = sx.replacing
         alloc.preempt_self, alloc.preempting = sx.preempt_self, sx.preempting
-        alloc.lent, alloc.originator = sx.lent, sx.originator
+        ask = apps[sx.app].asks.get(sx.key)  # (a snapshot written before originators were kept: its ask says)
+        alloc.lent, alloc.originator = sx.lent, sx.originator or (ask is not None and ask.originator)
         allocs[alloc.uuid] = alloc
     for sn in s.nodes:  # who holds which allocation, in their stored orders
         nodes[sn.id].allocations = {u: allocs[u] for u in sn.allocations}
