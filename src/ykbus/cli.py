@@ -15,6 +15,7 @@ from ykbus.cliparse import PORT, Parser, counts, positive, seconds, whole
 from ykbus.core.config import ConfigError
 from ykbus.log.jsonl import LogError
 from ykbus.progress import Progress
+from ykbus.tables import shown
 
 
 def _queues(path: str | None, command: str):
@@ -93,17 +94,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-# what a terminal would act on rather than show (an RM's ids may hold any character): escaped
-_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)] if c not in (0x09, 0x0a)}
-_CONTROLS.update({c: f"\\u{c:04x}" for c in [*range(0x202a, 0x202f), *range(0x2066, 0x206a)]})
-
-
-def _shown(text: str) -> str:
-    """`text` for a terminal: control characters and bidirectional overrides escaped (`\\x1b`),
-    lines and tabs kept."""
-    return text.translate(_CONTROLS)
-
-
 def cmd_whatif(args: argparse.Namespace) -> int:
     """The decisions of a recorded log under another queue configuration, compared: exit 0
     when nothing changes, 1 when something does (docs/operations.md, "What if")."""
@@ -134,7 +124,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(as_json(comparison), sort_keys=True))
     else:
-        print(_shown("\n".join(report(comparison, args.limit))))
+        print(shown("\n".join(report(comparison, args.limit))))
     return 0 if comparison.same else 1
 
 
@@ -238,7 +228,7 @@ def _would_fit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer["wouldfit"], indent=2))
     else:
-        print(_shown("\n".join(lines(answer["wouldfit"]))))
+        print(shown("\n".join(lines(answer["wouldfit"]))))
     return 0
 
 
@@ -254,7 +244,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return 2
     applications, terminated = answer["applications"], answer.get("terminated", {})
     if args.app is None:
-        print(_shown("\n".join(overview(applications, args.rm))))
+        print(shown("\n".join(overview(applications, args.rm))))
         return 0
     lines = explain(applications, args.app, args.ask, args.rm, terminated, args.all)
     if not lines:
@@ -263,7 +253,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         under = f" to RM {args.rm} (it is under RM {elsewhere[0]}: --rm {elsewhere[0]})" if elsewhere else ""
         print(f"ykbus explain: application {args.app} is not known{under}", file=sys.stderr)
         return 1
-    print(_shown("\n".join(lines)))
+    print(shown("\n".join(lines)))
     return 0
 
 
@@ -288,7 +278,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     if queue and (problem := _queue_missing(queue, answer["queues"])):
         print(f"ykbus apps: {problem}", file=sys.stderr)
         return 2
-    print(_shown("\n".join(table(answer[verb], **filters))))
+    print(shown("\n".join(table(answer[verb], **filters))))
     return 0
 
 

@@ -18,6 +18,17 @@ from ykbus.core.resources import fmt_quantity
 Answer = dict[str, dict[str, dict[str, Any]]]  # rm -> partition -> the verb's section
 
 
+# what a terminal would act on rather than show (an RM's ids may hold any character): escaped
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)] if c not in (0x09, 0x0a)}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in [*range(0x202a, 0x202f), *range(0x2066, 0x206a)]})
+
+
+def shown(text: str) -> str:
+    """`text` for a terminal: control characters and bidirectional overrides escaped (`\\x1b`),
+    lines and tabs kept."""
+    return text.translate(_CONTROLS)
+
+
 def resources(res: dict[str, Any] | None) -> str:
     """`memory: 4 Gi, vcore: 2 cores` (`-` when empty), by name: the quantities read as ints
     (strings too)."""
