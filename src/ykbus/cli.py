@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import os
 import signal
@@ -11,7 +10,7 @@ import sys
 from importlib import resources
 
 from ykbus.bus.local import DATA_HELP, FIND_URL, NatsUnreachable, default_url, leaves
-from ykbus.cliparse import PORT, Parser, counts, positive, seconds, whole
+from ykbus.cliparse import PORT, SAID_ERRNOS, Parser, counts, positive, seconds, whole
 from ykbus.core.config import ConfigError
 from ykbus.log.jsonl import LogError
 from ykbus.progress import Progress
@@ -565,6 +564,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C where a command takes no signals itself: its `with` blocks stopped its children
         print(f"\nykbus {argv[0] if argv else ''}: interrupted", file=sys.stderr, flush=True)
         return 128 + signal.SIGINT  # 130, as a shell reports a job ended by Ctrl-C
+    except (OSError, BaseExceptionGroup) as exc:  # a port taken, a file missing or not allowed: one line
+        said = [e for e in leaves(exc) if isinstance(e, OSError) and e.errno in SAID_ERRNOS]
+        if not said or len(said) != len(leaves(exc)):
+            raise  # anything else as it is: a full disk keeps its traceback
+        print(f"ykbus {argv[0] if argv else ''}: {said[0]}", file=sys.stderr)
+        return 2
 
 
 def _main(argv: list[str]) -> int:
@@ -580,17 +585,8 @@ def _main(argv: list[str]) -> int:
         unreachable += leaves(group)
     except* LogError as group:  # a log that does not read: one line too
         unreachable += leaves(group)
-    except* OSError as group:  # a port taken, a file missing or not allowed: one line; anything else as it is
-        said = [e for e in leaves(group) if isinstance(e, OSError) and e.errno in _SAID_ERRNOS]
-        if len(said) != len(leaves(group)):
-            raise
-        unreachable += said
     print(f"ykbus {argv[0]}: {unreachable[0]}", file=sys.stderr)
     return 2
-
-
-_SAID_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.ENOENT, errno.EACCES, errno.EPERM,
-                           errno.EISDIR, errno.ENOTDIR})  # what a user can act on from one line
 
 
 NATS_HELP = f"NATS server (default: {FIND_URL})"

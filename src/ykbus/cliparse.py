@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import errno
 import math
 from collections.abc import Callable
 
@@ -78,3 +79,8 @@ def positive(text: str) -> float:
 
 
 PORT = whole(0, 65535)
+
+# the errors of a command a user acts on from one line (a port taken, a path missing or not
+# allowed): said so; any other error keeps its traceback
+SAID_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.ENOENT, errno.EACCES, errno.EPERM,
+                         errno.EISDIR, errno.ENOTDIR})
