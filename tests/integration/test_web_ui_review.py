@@ -40,7 +40,8 @@ partitions:
 """
 
 
-def browse(port: int, restarted: anyio.Event, restart: anyio.Event, token: object, seen: dict) -> None:
+def browse(port: int, restarted: anyio.Event, restart: anyio.Event, token: object, seen: dict,
+           live_open: anyio.Event) -> None:
     from playwright.sync_api import sync_playwright
 
     base = f"http://127.0.0.1:{port}/"
@@ -66,6 +67,13 @@ def browse(port: int, restarted: anyio.Event, restart: anyio.Event, token: objec
             page.wait_for_selector("#app h2:has-text('twice')", timeout=15000)
             page.wait_for_timeout(500)
             seen["completed"] = page.inner_text("#app h2")
+            # an application that ends while its page is open reads Completed at the next refresh
+            # (the ended lists were just read: kept 15 s, it read "not known" that long)
+            open_("#/applications?state=Completed", "applications")
+            open_("#/app/default/root.team.x/endsoon", "app")
+            anyio.from_thread.run_sync(live_open.set, token=token)
+            page.wait_for_selector("#app h2:has-text('Completed')", timeout=8000)
+            seen["ended-while-shown"] = page.inner_text("#app h2")
             seen["parent"] = open_("#/queue/default/root.team", "queue")
             seen["many"] = open_("#/app/default/root.team.y/many", "app")
             seen["many-rows"] = page.eval_on_selector_all("#app .allocations tbody tr", "rs => rs.length")
@@ -95,7 +103,7 @@ async def test_what_a_review_of_the_web_ui_found(nats_server):
     port = free_port()
     seen: dict = {}
     async with rm_client(nats_server.url) as api:
-        restart, restarted = anyio.Event(), anyio.Event()
+        restart, restarted, live_open = anyio.Event(), anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as tg:
             async with running_core(nats_server.url, api_port=port) as core:
                 with anyio.fail_after(10):
@@ -106,15 +114,19 @@ async def test_what_a_review_of_the_web_ui_found(nats_server):
                                                node("n-cpu", vcore=64000, memory=2**36)])
                 await client.add_applications([app("twice", "root.nosuch")])  # rejected: no such queue
                 await rec.wait_for(lambda: any(r.applicationID == "twice" for a in rec.app for r in a.rejected))
-                await client.add_applications([app("twice", "root.team.x"), app("many", "root.team.y")])
-                await client.add_asks([ask("t", "twice", vcore=100),
+                await client.add_applications([app("twice", "root.team.x"), app("many", "root.team.y"),
+                                               app("endsoon", "root.team.x")])
+                await client.add_asks([ask("e", "endsoon", vcore=100), ask("t", "twice", vcore=100),
                                        msgspec.structs.replace(ask("m", "many", vcore=100), maxAllocations=120)])
                 await rec.wait_for(lambda: sum(a.applicationID == "many" for a in rec.allocations) >= 120)
                 await client.remove_applications(["twice"])  # it ends: Completed, its id the rejected one's
                 await rec.wait_for(lambda: any(u.applicationID == "twice" and u.state == "Completed"
                                                for a in rec.app for u in a.updated))
                 token = anyio.lowlevel.current_token()
-                tg.start_soon(anyio.to_thread.run_sync, browse, port, restarted, restart, token, seen)
+                tg.start_soon(anyio.to_thread.run_sync, browse, port, restarted, restart, token, seen, live_open)
+                with anyio.fail_after(60):
+                    await live_open.wait()
+                await client.remove_applications(["endsoon"])
                 with anyio.fail_after(120):
                     await restart.wait()
             # the core stopped (the feed's stream ends); the same one starts again
@@ -132,6 +144,7 @@ async def test_what_a_review_of_the_web_ui_found(nats_server):
 
     assert seen["errors"] == []
     assert "Rejected" in seen["rejected"] and "Completed" in seen["completed"], (seen["rejected"], seen["completed"])
+    assert "Completed" in seen["ended-while-shown"]
     assert "Applications (1), in the queues below it" in seen["parent"] and "many" in seen["parent"], seen["parent"]
     assert "the first 50 of 120" in seen["many"] and seen["many-rows"] == 50, seen["many-rows"]
     assert "nvidia.com/gpu utilisation, 1 nodes (of 2: the others have none)" in seen["nodes"], seen["nodes"]

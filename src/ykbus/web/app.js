@@ -493,21 +493,27 @@ function missing(err) {
 // a rejected one submitted again and completed); the ended lists are read at most every
 // ENDED_EVERY_MS (megabytes once thousands have ended), an id with "/" (which YuniKorn's
 // routes cannot carry) is found in the active list.
+let shownLive = "";  // the application whose page last found it active: gone, it has just ended
 async function findApp(part, queue, id, state, refreshing) {
+  const key = `${part}|${id}`;
   if (state !== "Rejected" && state !== "Completed") {
     try {
-      return await get(queue && queue !== "-" ? `${P()}/queue/${enc(queue)}/application/${enc(id)}` : `${P()}/application/${enc(id)}`);
+      const live = await get(queue && queue !== "-" ? `${P()}/queue/${enc(queue)}/application/${enc(id)}` : `${P()}/application/${enc(id)}`);
+      shownLive = key;
+      return live;
     } catch (err) {
       if (err.status !== 404) throw err;
     }
     if (id.includes("/")) {
       const found = (await get(`${P()}/applications/active`)).find((a) => a.applicationID === id);
-      if (found) return found;
+      if (found) { shownLive = key; return found; }
     }
   }
+  const ended = shownLive === key;  // (it ended while shown: the ended lists read now, not as kept)
+  if (ended) shownLive = "";
   const kinds = state === "Rejected" ? ["rejected"] : state === "Completed" ? ["completed"] : ["completed", "rejected"];
-  const ended = (await Promise.all(kinds.map((k) => endedApps(k, refreshing)))).flat();
-  return ended.find((a) => a.applicationID === id && (!state || a.applicationState === state)) || null;
+  const lists = (await Promise.all(kinds.map((k) => endedApps(k, refreshing && !ended)))).flat();
+  return lists.find((a) => a.applicationID === id && (!state || a.applicationState === state)) || null;
 }
 
 async function appPage(el, r) {
