@@ -555,3 +555,14 @@ def test_a_resource_with_an_empty_name_is_rejected_naming_it():
     assert [r.allocationKey for r in rejected] == ["bad"]
     assert "length >= 1" in rejected[0].reason and "$.asks[0].resourceAsk.resources" in rejected[0].reason, rejected[0].reason
     assert [a.allocationKey for a in new_allocs(outs)] == ["good"]
+
+
+def test_an_ask_with_a_number_too_long_to_read_is_rejected_naming_the_ask():
+    """A quantity of 5,000 digits: the ask was rejected with no allocationKey or
+    applicationID (not even a loose decoding reads it), so the RM could not tell which."""
+    h = ready()
+    body = (b'{"asks": [{"allocationKey": "huge", "applicationID": "a1", "resourceAsk": {"resources": '
+            b'{"vcore": {"value": ' + b"9" * 5000 + b'}}}}]}')
+    outs = h.do(h.log.entry("alloc", body))
+    rejected = [r for msg in msgs(outs, "alloc") for r in msg.rejected]
+    assert [(r.allocationKey, r.applicationID) for r in rejected] == [("huge", "a1")], rejected

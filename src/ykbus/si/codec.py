@@ -106,6 +106,17 @@ Decoded = (
 )
 
 _ID_FIELDS = ("allocationKey", "applicationID", "nodeID", "UUID", "partitionName")
+# an item's id fields, as JSON text, for an item that does not decode even loosely (a number of
+# 5,000 digits in it): plain strings of at most MAX_QUOTED_CHARS, no escapes
+_ID_TEXT = re.compile(rb'"(' + b"|".join(f.encode() for f in _ID_FIELDS) + rb')"\s*:\s*"([^"\\]{0,128})"')
+
+
+def _ids_in_text(raw: bytes) -> dict[str, str]:
+    """The ids a JSON item's text names at its top level (best effort: the first of each)."""
+    ids: dict[str, str] = {}
+    for field, value in _ID_TEXT.findall(raw[: 64 * 1024]):
+        ids.setdefault(field.decode(), value.decode("utf-8", errors="replace"))
+    return ids
 _AT = re.compile(r" - at (a key of )?`\$")
 
 
@@ -233,6 +244,8 @@ class _Format:
                     error = _reason(exc)
                 ids = {k: limits.shorten(obj[k], limits.MAX_QUOTED_CHARS)
                        for k in _ID_FIELDS if isinstance(obj.get(k), str)}
+                if not obj and self._mod is msgspec.json:  # not even loosely decoded: its ids read as text
+                    ids = _ids_in_text(bytes(memoryview(raw)))
                 out.append(BadItem(where, _with_path(error, where), ids))
         return out
 
