@@ -114,8 +114,8 @@ _ID_TEXT = re.compile(rb'"(' + b"|".join(f.encode() for f in _ID_FIELDS) + rb')"
 def _ids_in_text(raw: bytes) -> dict[str, str]:
     """The ids a JSON item's text names at its top level (best effort: the first of each)."""
     ids: dict[str, str] = {}
-    for field, value in _ID_TEXT.findall(raw[: 64 * 1024]):
-        ids.setdefault(field.decode(), value.decode("utf-8", errors="replace"))
+    for name, value in _ID_TEXT.findall(raw[: 64 * 1024]):
+        ids.setdefault(name.decode(), value.decode("utf-8", errors="replace"))
     return ids
 _AT = re.compile(r" - at (a key of )?`\$")
 
