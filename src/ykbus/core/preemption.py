@@ -9,11 +9,11 @@ the ask at `Victims(node)` until the RM has confirmed them; capacity moves only 
 Guaranteed-share preemption between queues (YuniKorn's rules). An ask may look for
 victims when its partition preempts, its `preemptionPolicy` allows it to preempt others,
 it has waited its queue's `preemption.delay` for room, and a queue on its path has a
-guarantee naming a resource it asks for (below C, for victims of a side: `_side`). Its queue must stay within its guarantee on every
-level of its path that has one, once it is placed and its victims are gone (those below a
-level count there). A victim is an allocation that allows preemption of itself and is not
-pinned to its node (`REQUIRED_NODE_TAG`), of an application in another leaf, such that, with
-C the deepest queue above both:
+guarantee naming a resource it asks for (below C, for victims of a side: `_side`). Its
+queue must stay within its guarantee on every level of its path that has one, once it is
+placed and its victims are gone (those below a level count there). A victim is an
+allocation that may be taken at all (`takeable`), of an application in another leaf, such
+that, with C the deepest queue above both:
 
 * no queue between the victim's leaf and C falls below its guarantee by losing it, in a
   resource the guarantee names that it holds more of than its guarantee, and it holds more
@@ -182,6 +182,14 @@ def preemption_for(part: PartitionState, ask: Ask, now: int,
     return found
 
 
+def takeable(alloc: Alloc) -> bool:
+    """Whether `alloc` may be a victim at all, by any rule: it allows preemption of itself, is
+    not being preempted or replaced already, and is not pinned to its node (a DaemonSet's pod,
+    `REQUIRED_NODE_TAG`: YuniKorn never takes those either)."""
+    return (alloc.preempt_self and not alloc.preempting and not alloc.replacing
+            and not alloc.tags.get(REQUIRED_NODE_TAG))
+
+
 def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int = 0) -> Preempt | str:
     """Victims on `node` for `ask`, which must run there (`yunikorn.apache.org/requiredNode`)
     and does not fit: at once, whatever its policy, queue or delay; allocations of lower or
@@ -190,8 +198,7 @@ def required_node_victims(part: PartitionState, ask: Ask, node: Node, now: int =
     candidates: list[Alloc] = []
     too_young: list[Alloc] = []
     for a in node.allocations.values():
-        if (a.preempt_self and not a.preempting and not a.replacing and a.priority <= ask.priority
-                and not a.tags.get(REQUIRED_NODE_TAG)):
+        if takeable(a) and a.priority <= ask.priority:
             if young(a, now):
                 too_young.append(a)
             else:
@@ -243,8 +250,7 @@ def quota_victims(part: PartitionState, q: Queue) -> list[Alloc]:
     over = {t: flows.held(q, t) - limit for t, limit in q.max.items() if flows.held(q, t) > limit}
     if not over:
         return []
-    mine = [a for app in _apps_below(q) for a in app.allocations.values()
-            if a.preempt_self and not a.preempting and not a.replacing and not a.tags.get(REQUIRED_NODE_TAG)]
+    mine = [a for app in _apps_below(q) for a in app.allocations.values() if takeable(a)]
     mine.sort(key=lambda a: (a.originator, a.priority, -a.born, a.uuid))
     taken: list[Alloc] = []
     for alloc in mine:
@@ -386,9 +392,8 @@ class Preemptor:
         for node in self.part.nodes.values() if self.nodes is None else self.nodes:
             if node.state is not NodeState.SCHEDULABLE or node.preempting or node.held not in ("", ask.app.id):
                 continue
-            if node.reserved is not None and node.reserved is not ask and (
-                    not self._yields(node.reserved) or fits(res, node.free)):
-                continue  # (room there already, kept for another: nothing to take for it)
+            if self._kept_for_another(node):
+                continue
             cap, occ = node.capacity, node.occupied
             if any(cap.get(t, 0) - occ.get(t, 0) < v for t, v in res.items()):
                 continue  # even empty it would not take the ask
@@ -466,13 +471,10 @@ class Preemptor:
         res = ask.resource
         originator: Alloc | None = None
         for alloc in reversed(same.values()):
-            if (alloc.preempting or alloc.replacing or alloc.app is ask.app or young(alloc, self.now)
-                    or alloc.tags.get(REQUIRED_NODE_TAG)):
+            if not takeable(alloc) or alloc.app is ask.app or young(alloc, self.now):
                 continue
             node = alloc.node
-            if node.state is not NodeState.SCHEDULABLE or node.preempting or (
-                    node.reserved is not None and node.reserved is not ask and (
-                        not self._yields(node.reserved) or fits(res, node.free))):
+            if node.state is not NodeState.SCHEDULABLE or node.preempting or self._kept_for_another(node):
                 continue
             free, freed = node.free, alloc.resource
             if all(free.get(t, 0) + freed.get(t, 0) >= v for t, v in res.items()):
@@ -526,6 +528,12 @@ class Preemptor:
         side = self.sides[leaf.path] = _Side(allowed, levels, common, ask_priority)
         return side
 
+    def _kept_for_another(self, node: Node) -> bool:
+        """Whether `node` is reserved for another ask whose reservation does not give way to
+        this search (`_yields`), or has room for the ask already (nothing to take there)."""
+        other = node.reserved
+        return other is not None and other is not self.ask and (not self._yields(other) or fits(self.ask.resource, node.free))
+
     def _yields(self, other: Ask) -> bool:
         """Whether the reservation of a node for `other` gives way to this search (YuniKorn's
         YUNIKORN-3092: reservations must not block preemption for ever): `other` is of an
@@ -546,8 +554,8 @@ class Preemptor:
     def _candidates(self, node: Node) -> list[Alloc]:
         out: list[Alloc] = []
         for alloc in node.allocations.values():
-            if not alloc.preempt_self or alloc.preempting or alloc.replacing or alloc.tags.get(REQUIRED_NODE_TAG):
-                continue  # (pinned to its node: a DaemonSet's pod is never a victim)
+            if not takeable(alloc):
+                continue
             side = self._side(alloc.app.queue)
             if side.allowed and self._priority(alloc) <= side.ask_priority and alloc.app is not self.ask.app:
                 if young(alloc, self.now):
