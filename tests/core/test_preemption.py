@@ -626,7 +626,12 @@ def test_a_parent_at_its_guarantee_still_stops_taking_from_outside_it():
     checked(h)
 
 
-QUOTA_CHILDREN = """
+def quota_children(max_vcore: int, children: dict[str, str], parent: str = "guaranteed: {vcore: 4}, ") -> str:
+    """Quota preemption on, a parent of max `max_vcore` cores (after `parent`'s other
+    resources) whose children have the guarantees given (`{vcore: 2}`), its delay 1 s."""
+    kids = "".join(f"              - name: {name}\n                resources: {{guaranteed: {g}}}\n"
+                   for name, g in children.items())
+    return f"""
 partitions:
   - name: default
     preemption: {{enabled: true, quotapreemptionenabled: true}}
@@ -635,14 +640,13 @@ partitions:
         submitacl: '*'
         queues:
           - name: parent
-            resources: {{guaranteed: {{vcore: 4}}, max: {{vcore: {max}}}}}
+            resources: {{{parent}max: {{vcore: {max_vcore}}}}}
             properties: {{quota.preemption.delay: 1s}}
             queues:
-              - name: a
-                resources: {{guaranteed: {{vcore: 2}}}}
-              - name: b
-                resources: {{guaranteed: {{vcore: 2}}}}
-"""
+{kids}"""
+
+
+QUOTA_CHILDREN = {"a": "{vcore: 2}", "b": "{vcore: 2}"}
 
 
 def test_quota_preemption_takes_from_the_child_above_its_guarantee_not_the_one_at_it():
@@ -650,11 +654,11 @@ def test_quota_preemption_takes_from_the_child_above_its_guarantee_not_the_one_a
     the 2 over come from b, as YuniKorn's quota preemptor takes only what each child holds
     above its guarantee; a keeps what it is guaranteed."""
     h = Harness()
-    h.setup(QUOTA_CHILDREN.format(max=8), n1={"vcore": 16000})
+    h.setup(quota_children(8, QUOTA_CHILDREN), n1={"vcore": 16000})
     h.do(h.log.apps(app("bb", "root.parent.b"), app("aa", "root.parent.a")))
     h.do(h.log.asks(ask("b", "bb", vcore=1000, max_allocations=4)))
     h.do(h.log.asks(ask("a", "aa", vcore=1000, max_allocations=2)))
-    h.do(h.log.config(QUOTA_CHILDREN.format(max=4)))
+    h.do(h.log.config(quota_children(4, QUOTA_CHILDREN)))
     gone = released(h.do(h.log.tick(2 * SECOND)))
     assert [r.applicationID for r in gone] == ["bb", "bb"]
     for r in gone:
@@ -816,26 +820,12 @@ def test_quota_preemption_with_two_resources_judges_a_child_by_what_it_holds_ove
     """A child guaranteed {vcore 2, memory 100} holding 8 pods of {1 core, 1}: its memory is
     within its guarantee, its vcore far over; the parent's max lowered to 4 cores took nothing
     (each pod's memory was judged as if it took the child below its guarantee)."""
-    config = """
-partitions:
-  - name: default
-    preemption: {{enabled: true, quotapreemptionenabled: true}}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: parent
-            resources: {{max: {{vcore: {max}}}}}
-            properties: {{quota.preemption.delay: 1s}}
-            queues:
-              - name: child
-                resources: {{guaranteed: {{vcore: 2, memory: 100}}}}
-"""
+    child = {"child": "{vcore: 2, memory: 100}"}
     h = Harness()
-    h.setup(config.format(max=8), n1={"vcore": 16000, "memory": 100})
+    h.setup(quota_children(8, child, parent=""), n1={"vcore": 16000, "memory": 100})
     h.do(h.log.apps(app("c", "root.parent.child")))
     h.do(h.log.asks(ask("k", "c", vcore=1000, memory=1, max_allocations=8)))
-    h.do(h.log.config(config.format(max=4)))
+    h.do(h.log.config(quota_children(4, child, parent="")))
     assert len(released(h.do(h.log.tick(2 * SECOND)))) == 4
 
 
