@@ -41,7 +41,7 @@ def test_yaml_syntax_error_and_missing_file(tmp_path):
     f.write_text("partitions:\n  - name: default\n   queues: [\n")
     proc = validate(f)
     assert proc.stderr.splitlines()[-1] == (
-        "  not valid YAML: line 3, column 4: expected <block end>, but found '<block mapping start>' "
+        "  not valid YAML: line 3, column 4: did not find expected '-' indicator "
         "(while parsing a block collection from line 2, column 3)")
     proc = validate(tmp_path / "nope.yaml")
     assert proc.returncode == 1 and "cannot read" in proc.stderr

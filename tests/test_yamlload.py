@@ -38,3 +38,23 @@ def test_any_text_loads_or_is_a_value_error(text):
             load(text)
         except ValueError:
             pass
+
+
+def test_the_text_is_read_by_libyaml_and_composed_within_the_bounds():
+    """The writer reads an RM's queue configuration as it applies its entry, holding every
+    other entry: the text is parsed by libyaml (about 8x faster than PyYAML's parser in Python
+    on a 1 MiB file), and composed here, where depth, aliases and expanded size are counted."""
+    import ykbus.yamlload as loader
+
+    assert yaml.__with_libyaml__, "PyYAML's wheels carry libyaml: the writer would read configurations 8x slower"
+    assert loader._Events is yaml._yaml.CParser
+    for text, bound in [("a:\n" + "".join(" " * (i + 1) + "a:\n" for i in range(100)), "limit DEPTH"),
+                        ("- " * 1000 + "x", "limit DEPTH"),
+                        ("[" * 100_000, "nesting depth"),  # libyaml's own bound on flow levels, first
+                        ("a: &a [" + "x, " * 1000 + "]\nb: &b [" + "*a, " * 50 + "]\nc: [" + "*b, " * 40 + "]\n",
+                         "limit YAML_NODES")]:
+        with pytest.raises(ValueError, match=bound):
+            load_yaml(text)
+    # what a person reads of a syntax error: where, what, on one line
+    with pytest.raises(ValueError, match=r"^line 3, column 4: did not find expected '-' indicator"):
+        load_yaml("partitions:\n  - name: default\n   queues: [\n")
