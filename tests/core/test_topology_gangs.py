@@ -676,3 +676,51 @@ def test_a_change_that_leaves_a_reserved_rack_able_to_hold_the_gang_keeps_it_res
         outs = h.do(change(h))
         assert new_allocs(outs) == [] and holding(h) == {"big": "b1/r1"}
         invariants.state_is_consistent(h.core)
+
+
+def test_task_groups_that_fit_the_cluster_only_largest_first_are_placed_whole():
+    """Regression (an outside review): groups were placed in the order they came, each the
+    best fit, and never another way: a of 3 GPUs took the 4-GPU rack, b of 4 then fitted
+    nowhere, and the gang waited for ever on an idle cluster that holds it (then reserved a
+    rack for good). When the order they came in fails, the groups are placed again, largest
+    first."""
+    h = cluster({"r1": ("b1", 2, 1), "r2": ("b1", 1, 0)})  # r1: two nodes of 3 free GPUs; r2: one of 4
+    req = {"ykbus.io/topology-required": RACK}
+    outs = two_roles(h, "job", {}, {"a": (1, 3, req), "b": (1, 4, req), "c": (1, 3, req)})
+    assert len(new_allocs(outs)) == 3, [s.reason for s in states(outs)]
+    assert racks_by_group(h, "job") == {"a": {"r1"}, "b": {"r2"}, "c": {"r1"}}
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_leader_and_its_workers_that_fit_a_rack_only_leader_first_are_placed_whole():
+    """Regression (an outside review): members were packed first fit in the order they
+    came: a worker of 4 GPUs sent before its leader of 8 took the 8-GPU node, and the rack
+    that holds both was said never to hold the gang, "even empty"."""
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(node("n-a", attributes={BLOCK: "b1", RACK: "r1"}, gpu=8, vcore=64000),
+                     node("n-b", attributes={BLOCK: "b1", RACK: "r1"}, gpu=4, vcore=64000)))
+    h.do(h.log.apps(app_msg("g", "root.jobs", placeholderAsk=resource(gpu=12),
+                            tags={"ykbus.io/topology-required": RACK})))
+    outs = h.do(h.log.asks({**ask("w", "g", gpu=4, vcore=1000), "taskGroupName": "worker", "placeholder": True},
+                           {**ask("l", "g", gpu=8, vcore=1000), "taskGroupName": "leader", "placeholder": True}))
+    assert {(a.allocationKey, a.nodeID) for a in new_allocs(outs)} == {("w", "n-b"), ("l", "n-a")}, \
+        [s.reason for s in states(outs)]
+
+
+def test_a_rack_reserved_by_another_gang_is_not_said_to_be_too_small():
+    """Regression (an outside review): a second gang that only the rack another gang
+    reserved would hold read "no rack would hold it even empty", sending its operator to buy
+    hardware: the reserved rack's nodes were left out of the count."""
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 1, 0)})  # 8 and 4 GPUs
+    h.do(h.log.apps(app_msg("busy", "root.jobs")))
+    h.do(h.log.asks(ask("b", "busy", gpu=2, vcore=1000)))  # 2 GPUs of r1 taken: neither gang fits now
+    gang_job(h, "g1", 4, 2, {"ykbus.io/topology-required": RACK})
+    h.do(h.log.tick(advance_ns=3_000_000_000))
+    h.do(h.log.tick())
+    g1 = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["g1"]["asks"]["ph"]["why"]
+    assert g1["details"].get("reserved") == "b1/r1", g1
+    gang_job(h, "g2", 4, 2, {"ykbus.io/topology-required": RACK})
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["g2"]["asks"]["ph"]["why"]
+    assert why["code"] == "TopologyNoDomain" and "even empty" not in why["message"], why
+    assert "holdsEmpty" not in why["details"]

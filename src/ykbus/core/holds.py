@@ -17,11 +17,11 @@ from typing import Protocol
 
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import NODE_ROOM, App, Ask, Node
-from ykbus.core.packing import first_fit
+from ykbus.core.packing import dominant_in, packed
 from ykbus.core.resources import Res
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
-from ykbus.core.topology import TopologyRequest, path_of, request_of
+from ykbus.core.topology import TopologyRequest, path_of, request_of, total_of
 
 
 class NodeIndex(Protocol):
@@ -111,7 +111,8 @@ class DomainHolds:
         pending = [a for a in app.asks.values() if a.placeholder and a.pending]
         at_level = [a for a in pending if _level_of(request_of(a.tags) or request_of(app.tags)) == level]
         members = [a.resource for a in (at_level or pending) for _ in range(a.pending)]
-        return len(first_fit(rooms.__getitem__, len(rooms), members, True)) == len(members)  # (ends at a miss)
+        resource = dominant_in(total_of(members), total_of(rooms))
+        return len(packed(rooms.__getitem__, len(rooms), members, True, resource)) == len(members)  # (as placed)
 
     def ask_left(self, app: App, ask: Ask, ctx: Step) -> None:
         """`ask` of `app` went: with no placeholder of its gang waiting, its reservation ends."""

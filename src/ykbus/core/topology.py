@@ -51,7 +51,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from ykbus.core.packing import MISSED, first_fit
+from ykbus.core.packing import MISSED, dominant_in, first_fit, packed
 from ykbus.core.packing import repeat as repeat  # (a gang of one shape: for callers of this module)
 from ykbus.core.resources import Res, add_into, fits, fmt_res, positive, sub_into
 
@@ -356,24 +356,9 @@ class NoDomain:
 
 
 def dominant(index: DomainIndex, total: Res) -> str:
-    """Rule 5: the resource whose share of the index's free room `total` asks most (exact:
-    a / A > b / B as a * B > b * A; a resource with no free room is the largest share),
-    ties by name; "" when `total` asks nothing."""
-    best, best_ask, best_free = "", 0, 1
-    pool = index.anywhere.free
-    for name in sorted(total):
-        ask = total[name]
-        if ask <= 0:
-            continue
-        have = pool.get(name, 0)
-        if best == "":
-            best, best_ask, best_free = name, ask, have
-        elif have <= 0:
-            if best_free > 0:
-                best, best_ask, best_free = name, ask, have
-        elif best_free > 0 and ask * best_free > best_ask * have:
-            best, best_ask, best_free = name, ask, have
-    return best
+    """Rule 5: the resource whose share of the index's free room `total` asks most, ties
+    by name; "" when `total` asks nothing (core/packing.py `dominant_in`)."""
+    return dominant_in(total, index.anywhere.free)
 
 
 class Taken:
@@ -416,13 +401,17 @@ def _less(room: Res, used: Res | None) -> Res:
 
 
 def pack(index: DomainIndex, node_ids: Sequence[str], members: Sequence[Res], stop_at_miss: bool,
-         taken: Taken | None = None) -> list[str]:
+         taken: Taken | None = None, resource: str = "") -> list[str]:
     """Rule 4: first fit of `members`, in order, over `node_ids`, in order (core/packing.py):
     the node of each member ("" for one that fits nowhere; with `stop_at_miss` the list ends
-    at the first), beside what earlier groups of the gang `taken`. Nothing in the index
-    changes."""
+    at the first), beside what earlier groups of the gang `taken`; with `resource` (the
+    gang's dominant), again largest first in it if one misses (`packed`). Nothing in the
+    index changes."""
     room_of = index.free if taken is None else taken.free
-    placed = first_fit(lambda i: room_of(node_ids[i]), len(node_ids), members, stop_at_miss)
+    if resource:
+        placed = packed(lambda i: room_of(node_ids[i]), len(node_ids), members, stop_at_miss, resource)
+    else:
+        placed = first_fit(lambda i: room_of(node_ids[i]), len(node_ids), members, stop_at_miss)
     return [node_ids[i] if i != MISSED else "" for i in placed]
 
 
@@ -479,7 +468,7 @@ class _Scope:
         """Rule 6: the first domain, by room left, that holds the gang."""
         for d in self.by_fit:
             if fits(self.total, self.free(d)):  # (summed room: only rules a domain out)
-                placed = pack(self.index, self.nodes(d), self.members, True, self.taken)
+                placed = pack(self.index, self.nodes(d), self.members, True, self.taken, self.resource)
                 if len(placed) == len(self.members):
                     return Fit(self.level, d, placed, self.left(d))
         return None
@@ -491,7 +480,8 @@ class _Scope:
         closest: Domain | None = None
         holds = 0
         for d in self.by_fit:
-            count = len(self.members) - pack(self.index, self.nodes(d), self.members, False, self.taken).count("")
+            count = len(self.members) - pack(self.index, self.nodes(d), self.members, False, self.taken,
+                                             self.resource).count("")
             if count > holds:
                 closest, holds = d, count
         text = _no_domain_text(self.level, self.domains, closest, holds, self.members)
@@ -508,9 +498,10 @@ class _Scope:
         return NoDomain(self.level, closest, holds, len(self.members), text, never=ever)
 
     def _holds_empty(self, d: Domain, empty: Callable[[str], Res]) -> int:
-        """How many of the members domain `d`'s nodes would hold with nothing running on them."""
-        ids = self.nodes(d)
-        placed = first_fit(lambda i: empty(ids[i]), len(ids), self.members, False)
+        """How many of the members domain `d`'s nodes (every one, by node id: those of a
+        domain another gang reserved too) would hold with nothing running on them."""
+        ids = d.node_ids
+        placed = packed(lambda i: empty(ids[i]), len(ids), self.members, False, self.resource)
         return len(placed) - placed.count(MISSED)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ykbus.core.backfill import Backfill, domain_estimate, held_estimate, limits_in_use
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node, Shape
-from ykbus.core.packing import first_fit
+from ykbus.core.packing import packed
 from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
@@ -258,8 +258,10 @@ def group_of(ask: Ask) -> str:
     return ask.task_group if request_of(ask.tags) is not None else ""
 
 
-def holds_when_empty(rooms: list[Res], members: list[Res]) -> bool:
-    return len(first_fit(rooms.__getitem__, len(rooms), members, True)) == len(members)
+def holds_when_empty(rooms: list[Res], members: list[Res], resource: str) -> bool:
+    """Whether nodes of `rooms` (each with nothing of the scheduler's on it) hold `members`,
+    packed as placement packs them (core/packing.py `packed`)."""
+    return len(packed(rooms.__getitem__, len(rooms), members, True, resource)) == len(members)
 
 
 class NoPlace:
@@ -352,7 +354,7 @@ class GangDomain:
             if any(h[:n] == d.values or d.values[: len(h)] == h for h in held):
                 continue
             ids = d.node_ids
-            if not holds_when_empty([nodes[node_id].empty_room() for node_id in ids], members):
+            if not holds_when_empty([nodes[node_id].empty_room() for node_id in ids], members, resource):
                 continue  # too small even empty
             starts = NEVER
             if timed:
@@ -366,13 +368,31 @@ class GangDomain:
         return best
 
     def _groups(self, groups: dict[str, list[Ask]], order: list[str]) -> GangPlaced | NoPlace:
+        """Each group in a domain of its own, in the order their first members came; if one
+        finds none, again with the groups largest first (in the gang's dominant resource;
+        those going back into a remembered domain first): three groups of 3, 4 and 3 GPUs fit
+        racks of 6 and 4 only so. The reason is the first order's."""
+        keys = list(groups)
+        placed = self._in_order(groups, keys, order)
+        if isinstance(placed, GangPlaced) or len(keys) < 2:
+            return placed
+        sizes = {key: [a.resource for a in asks for _ in range(a.pending)] for key, asks in groups.items()}
+        resource = dominant(self.domains.index, total_of([r for rs in sizes.values() for r in rs]))
+        again = sorted(keys, key=lambda k: (k not in self.remembered, -total_of(sizes[k]).get(resource, 0)))
+        if again == keys:
+            return placed
+        other = self._in_order(groups, again, order)
+        return other if isinstance(other, GangPlaced) else placed
+
+    def _in_order(self, groups: dict[str, list[Ask]], keys: list[str], order: list[str]) -> GangPlaced | NoPlace:
         placer = self.domains
         index = placer.index
         taken = Taken(index)
         places: list[tuple[Ask, Node]] = []
         kept: list[tuple[str, str, tuple[str, ...]]] = []
         nodes = placer.part.nodes
-        for key, asks in groups.items():
+        for key in keys:
+            asks = groups[key]
             sizes = [a.resource for a in asks for _ in range(a.pending)]
             request = request_of(asks[0].tags) if key else self.app_request
             memory = self.remembered.get(key)
