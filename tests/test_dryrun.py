@@ -343,3 +343,61 @@ def test_with_every_node_reserved_the_estimate_says_there_is_no_node_to_start_on
     assert answer["fits"] is False
     assert answer["estimate"]["text"] == ("no estimate: no candidate node (every schedulable node is reserved for "
                                           "another ask or in a topology domain a gang reserved)")
+
+
+def test_an_asks_own_topology_tag_is_judged_as_the_core_judges_it():
+    """Regression (an outside review): the dry run read only the application's tags. A gang
+    whose task group asked for one rack was said to fit, split over two racks, and once
+    submitted it waited. Each task group with its own tag goes into a domain of its own, as
+    the core places it; the answer names each group's domain."""
+    h = cluster()  # free GPUs: r1-0 8, r1-1 4; r2-0 2, r2-1 2
+    rack = {"ykbus.io/topology-required": "ykbus.io/rack"}
+
+    def gang(groups: dict[str, tuple[int, int, dict[str, str]]]) -> dict:
+        total = sum(n * g for n, g, _ in groups.values())
+        return {"application": {"applicationID": "try", "queueName": "root.jobs", "partitionName": "default",
+                                "ugi": {"user": "me"}, "placeholderAsk": {"resources": {"gpu": {"value": total}}}},
+                "asks": [{"allocationKey": f"ph-{g}", "applicationID": "try", "taskGroupName": g, "placeholder": True,
+                          "resourceAsk": {"resources": {"gpu": {"value": gpus}}}, "maxAllocations": n, "tags": tags}
+                         for g, (n, gpus, tags) in groups.items()]}
+
+    # 8 × 2 GPUs fit the cluster (6 in r1, 2 in r2) but no one rack
+    answer = would_fit(h.core, gang({"workers": (8, 2, rack)}))
+    assert answer["fits"] is False, answer
+    assert answer["reason"].startswith("task group workers: no ykbus.io/rack domain has room for 8 × {gpu: 2}")
+    # submitted, the core says the same
+    h.do(h.log.apps(app("try", "root.jobs", placeholderAsk={"resources": {"gpu": {"value": 16}}})))
+    h.do(h.log.asks(*gang({"workers": (8, 2, rack)})["asks"]))
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["try"]["asks"]["ph-workers"]["why"]
+    assert why["message"] == answer["reason"]
+
+    h = cluster()
+    # two roles, each in a rack of its own: 2 × 2 in r2 (2 GPUs free on each host), 3 × 4 in r1
+    answer = would_fit(h.core, gang({"ps": (2, 2, rack), "workers": (3, 4, rack)}))
+    assert answer["fits"] is True, answer
+    assert answer["domains"] == [{"taskGroup": "ps", "level": "ykbus.io/rack", "domain": "r2"},
+                                 {"taskGroup": "workers", "level": "ykbus.io/rack", "domain": "r1"}]
+    racks = {p["allocationKey"]: {p["nodeID"][:2]} for p in answer["placement"]}
+    assert racks == {"ph-ps": {"r2"}, "ph-workers": {"r1"}}
+    h.do(h.log.apps(app("try", "root.jobs", placeholderAsk={"resources": {"gpu": {"value": 16}}})))
+    outs = h.do(h.log.asks(*gang({"ps": (2, 2, rack), "workers": (3, 4, rack)})["asks"]))
+    placed = sorted((a.allocationKey, a.nodeID) for o in outs if o.kind == "alloc" for a in o.msg.new)
+    assert placed == sorted((p["allocationKey"], p["nodeID"]) for p in answer["placement"])
+
+
+def test_explain_says_each_groups_domain(tmp_path):
+    from ykbus.core.dryrun import lines
+
+    h = cluster()
+    rack = {"ykbus.io/topology-required": "ykbus.io/rack"}
+    request = {"application": {"applicationID": "try", "queueName": "root.jobs", "ugi": {"user": "me"}},
+               "asks": [{"allocationKey": k, "applicationID": "try", "maxAllocations": n, "tags": rack,
+                         "resourceAsk": {"resources": {"gpu": {"value": g}}}} for k, n, g in [("a", 2, 2), ("b", 3, 4)]]}
+    # an application without placeholders: its asks of one request are one set, in one rack: none holds it
+    assert lines(would_fit(h.core, request))[1].startswith(
+        "  would not fit now: no ykbus.io/rack domain has room for 2 × {gpu: 2} + 3 × {gpu: 4}")
+    for a in request["asks"]:  # a gang: each task group with its own tag in a rack of its own
+        a.update(placeholder=True, taskGroupName=f"role-{a['allocationKey']}")
+    said = lines(would_fit(h.core, request))
+    assert said[1] == ("  would fit now, task group role-a in ykbus.io/rack r2, task group role-b in ykbus.io/rack r1: "
+                       "on r2-0, r2-1, r1-0 (2), r1-1"), said

@@ -20,7 +20,8 @@ How it answers, in the partition's terms:
    partition's node order; first fit, members in order (core/packing.py `first_fit` on the
    nodes' free room, read in one slice), or, with a topology tag on the application, the
    domain a gang of those members would get (`choose`, as core/topoplace.py chooses it, on
-   a copy of the room read in slices).
+   a copy of the room read in slices); asks with topology tags of their own in groups, each
+   in a domain of its own (`place_groups`, as the core places a gang's task groups).
 3. **When**: if it does not fit, the earliest log time the members fit the nodes if every
    allocation ends at its runtime limit (core/backfill.py `FreeNodes`, as core/timeline.py
    `earliest_start` says it; in one domain of the level a `required` tag names), or why
@@ -60,6 +61,7 @@ from ykbus.core.topology import (
     best_fit,
     choose,
     path_of,
+    place_groups,
     request_of,
     total_of,
 )
@@ -135,14 +137,18 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
             raise DryRunError(f"asks[{i}].allocationKey: {limits.quoted(ask.allocationKey)} is the key of asks[{first}] "
                               "too: the core would take it as a new request for that ask, not another one (give each "
                               "ask its own key)")
-    members, keys = _members(request)
+    members, keys, groups = _members(request, bool(part.records.config.topology.levels))
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
                            "queue": queue.path, "now": core.now, "lastSeq": core.last_seq, "members": len(members),
                            "asked": total_of(members), "judged": "a dry run: user and group limits, maxapplications, "
                            "where a node policy would put it, required nodes and the asks waiting ahead of it are "
                            "not judged"}
     over = _queue_over(queue, total_of(members))
-    topology = request_of(application.tags) if part.records.config.topology.levels else None
+    app_topology = request_of(application.tags) if part.records.config.topology.levels else None
+    if len(groups) > 1 or (groups and groups[0].request is not None):  # asks with topology tags of their own
+        result = yield from _in_groups(part, members, keys, groups, app_topology, over, core.now, out)
+        return result
+    topology = app_topology
     fit: Fit | NoDomain | None = None  # a topology request's placement, or why none
     if topology is None:  # first fit on the live nodes, in one slice: no copy of their room
         nodes = _free_nodes(part)
@@ -170,6 +176,51 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
     else:  # first fit placed the members in order up to the first that fits nowhere: the most that fit
         out["smaller"] = {"members": len(placed),
                           "text": f"{len(placed)} of the {len(members)} allocations would fit now"}
+    return out
+
+
+def _in_groups(part: Partition, members: list[Res], keys: list[str], groups: list[DryGroup],
+               app_topology: TopologyRequest | None, over: str | None, now: int,
+               out: dict[str, Any]) -> Generator[None, None, dict[str, Any]]:
+    """Rule 2 for asks with topology tags of their own: each group (a gang's task group with
+    its own tag; else the asks of one request) in a domain of its own, the others by the
+    application's tag or anywhere (core/topology.py `place_groups`, as the core places
+    them); rules 3 and 4 by the group that found none."""
+    index, order = yield from _room(part)
+    requests = [g.request if g.request is not None else app_topology for g in groups]
+    found = place_groups(index, [(r, [members[i] for i in g.members], None) for r, g in zip(requests, groups, strict=True)],
+                         order)
+    if over is None and not isinstance(found, tuple):
+        where = [""] * len(members)
+        domains = []
+        for g, fit in zip(groups, found, strict=True):
+            for i, node_id in zip(g.members, fit.nodes, strict=True):
+                where[i] = node_id
+            if fit.level != ANYWHERE:
+                named = {"taskGroup": g.task_group} if g.task_group else {"allocationKeys": sorted({keys[i] for i in g.members})}
+                domains.append({**named, "level": fit.level, "domain": fit.domain.name})
+        out["fits"] = True
+        out["placement"] = [{"allocationKey": k, "nodeID": n} for k, n in zip(keys, where, strict=True)]
+        out["domains"] = domains
+        return out
+    at = found[0] if isinstance(found, tuple) else 0
+    group, request = groups[at], requests[at]
+    shapes = [members[i] for i in group.members]
+    out["fits"] = False
+    if over is not None:
+        out["reason"] = over
+    else:
+        assert isinstance(found, tuple)
+        reason = _why_not(found[1], shapes)
+        out["reason"] = f"task group {group.task_group}: {reason}" if group.task_group else reason
+    out["estimate"] = yield from _estimate(part, members, request, now)  # (as the core's reason gives it)
+    if len(shapes) == 1:
+        out["smaller"] = yield from _largest_shape(_in_a_domain(part, request) if request is not None
+                                                   else _free_nodes(part), shapes[0])
+    else:
+        out["smaller"] = yield from _smaller(index, order, shapes, request)
+    if group.task_group:
+        out["smaller"]["text"] = f"task group {group.task_group}: {out['smaller']['text']}"
     return out
 
 
@@ -220,20 +271,44 @@ def _partition(core: Core, request: Request) -> tuple[Partition, str]:
     return part, rm.id
 
 
-def _members(request: Request) -> tuple[list[Res], list[str]]:
-    """Rule 1: one resource per allocation asked, by priority then as given, and its ask key."""
+class DryGroup:
+    """Members placed in a domain of their own (positions in the members): a gang's task
+    group whose asks carry their own topology tag, the asks of an application without
+    placeholders sharing their own tag's request, or (`request` None) all the others."""
+
+    __slots__ = ("task_group", "request", "members")
+
+    def __init__(self, task_group: str, request: TopologyRequest | None) -> None:
+        self.task_group, self.request = task_group, request
+        self.members: list[int] = []
+
+
+def _members(request: Request, levels: bool) -> tuple[list[Res], list[str], list[DryGroup]]:
+    """Rule 1: one resource per allocation asked, by priority then as given, its ask key,
+    and the groups they are placed in (as core/topoplace.py `group_of` and core/gang.py
+    `plan_sets` group them; one group when no ask has a topology tag of its own)."""
     asks = sorted(enumerate(request.asks), key=lambda e: (-e[1].priority, e[0]))
+    gang = bool(resources_of(request.application.placeholderAsk)) or any(a.placeholder for a in request.asks)
     members: list[Res] = []
     keys: list[str] = []
+    groups: dict[tuple[str, TopologyRequest | None], DryGroup] = {}
     for _, ask in asks:
         res = resources_of(ask.resourceAsk)
+        own = request_of(ask.tags) if levels and ask.tags else None
+        key = ("", None) if own is None else ((ask.taskGroupName, own) if gang else ("", own))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = DryGroup(key[0], own)
         for _ in range(max(1, ask.maxAllocations)):
+            group.members.append(len(members))
             members.append(res)
             keys.append(ask.allocationKey)
     if not members:  # a gang that sent only its placeholderAsk: one member of it
         members.append(resources_of(request.application.placeholderAsk))
         keys.append("placeholder")
-    return members, keys
+        groups[("", None)] = DryGroup("", None)
+        groups[("", None)].members.append(0)
+    return members, keys, list(groups.values())
 
 
 def _queue_over(queue: Queue, total: Res) -> str | None:
@@ -299,9 +374,9 @@ def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | N
 
 
 def _smaller(index: DomainIndex, order: list[str], members: list[Res],
-             topology: TopologyRequest) -> Generator[None, None, dict[str, Any]]:
-    """Rule 4 for a topology request, on the copy of the room `_room` read (one placement a
-    slice): the most members one domain holds (of two or more)."""
+             topology: TopologyRequest | None) -> Generator[None, None, dict[str, Any]]:
+    """Rule 4 for a topology request (None: anywhere), on the copy of the room `_room` read
+    (one placement a slice): the most members one domain holds (of two or more)."""
     lo, hi = 0, len(members)  # the most members that fit now: fitting is monotone in the count
     while lo < hi:
         yield
@@ -344,7 +419,12 @@ def lines(answer: dict[str, Any]) -> list[str]:
         for p in answer["placement"]:
             nodes[p["nodeID"]] = nodes.get(p["nodeID"], 0) + 1
         on = ", ".join(f"{n} ({c})" if c > 1 else n for n, c in nodes.items())
-        out.append("  would fit now" + (f", in {where['level']} {where['domain']}" if where else "") + f": on {on}")
+        if where:
+            at = f", in {where['level']} {where['domain']}"
+        else:  # a domain per group of asks with topology tags of their own
+            at = "".join(f", {d.get('taskGroup') and 'task group ' + d['taskGroup'] or ' '.join(d['allocationKeys'])} "
+                         f"in {d['level']} {d['domain']}" for d in answer.get("domains", []))
+        out.append(f"  would fit now{at}: on {on}")
     else:
         out.append(f"  would not fit now: {answer['reason']}")
         out.append(f"  {answer['estimate']['text']}")

@@ -570,3 +570,47 @@ def within(index: DomainIndex, members: Sequence[Res], level: str, values: tuple
             if scope.domains else f"the gang's {short(level)} {name} has no schedulable node")
     return NoDomain(level, scope.domains[0] if scope.domains else None, closest.holds, len(members), text, name)
 
+
+
+# A group of a gang (docs/topology.md, "Task groups"): its request (None: anywhere), its
+# members' shapes, and the domain it goes back into (level, values), if one is remembered
+Group = tuple[TopologyRequest | None, Sequence[Res], tuple[str, tuple[str, ...]] | None]
+
+
+def place_groups(index: DomainIndex, groups: Sequence[Group], order: Sequence[str] | None = None,
+                 empty: Callable[[str], Res] | None = None) -> list[Fit] | tuple[int, NoDomain]:
+    """Each group in a domain of its own (its remembered one; else `choose` by its request;
+    else the best fit anywhere), one after the other in the order given, each beside what
+    the groups before it took; if one finds none, again largest first in the gang's dominant
+    resource (a group with a remembered domain first). The fit of each group, in the order
+    given, or the group (its position) that found none in the order given, and why."""
+    first = _groups_in(index, groups, range(len(groups)), order, empty)
+    if not isinstance(first, tuple) or len(groups) < 2:
+        return first
+    resource = dominant(index, total_of([shape for g in groups for shape in g[1]]))
+    again = sorted(range(len(groups)), key=lambda i: (groups[i][2] is None, -total_of(groups[i][1]).get(resource, 0)))
+    if all(i == at for at, i in enumerate(again)):
+        return first
+    other = _groups_in(index, groups, again, order, empty)
+    return first if isinstance(other, tuple) else other
+
+
+def _groups_in(index: DomainIndex, groups: Sequence[Group], positions: Sequence[int], order: Sequence[str] | None,
+               empty: Callable[[str], Res] | None) -> list[Fit] | tuple[int, NoDomain]:
+    taken = Taken(index)
+    fits: dict[int, Fit] = {}
+    for i in positions:
+        request, members, kept = groups[i]
+        fit: Fit | NoDomain
+        if kept is not None and kept[0] in index.levels:
+            fit = within(index, members, kept[0], kept[1], order, taken)
+        elif request is None:
+            fit = best_fit(index, members, ANYWHERE, order, taken)
+        else:
+            fit = choose(index, members, request, order, taken, empty)
+        if isinstance(fit, NoDomain):
+            return i, fit
+        for node_id, shape in zip(fit.nodes, members, strict=True):
+            taken.take(node_id, shape)
+        fits[i] = fit
+    return [fits[i] for i in range(len(groups))]

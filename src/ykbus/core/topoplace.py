@@ -32,15 +32,13 @@ from ykbus.core.topology import (
     Domain,
     DomainIndex,
     Fit,
-    NoDomain,
-    Taken,
     TopologyMode,
     TopologyRequest,
-    best_fit,
     choose,
     dominant,
     effective_request,
     pack,
+    place_groups,
     request_of,
     short,
     total_of,
@@ -368,51 +366,28 @@ class GangDomain:
         return best
 
     def _groups(self, groups: dict[str, list[Ask]], order: list[str]) -> GangPlaced | NoPlace:
-        """Each group in a domain of its own, in the order their first members came; if one
-        finds none, again with the groups largest first (in the gang's dominant resource;
-        those going back into a remembered domain first): three groups of 3, 4 and 3 GPUs fit
-        racks of 6 and 4 only so. The reason is the first order's."""
-        keys = list(groups)
-        placed = self._in_order(groups, keys, order)
-        if isinstance(placed, GangPlaced) or len(keys) < 2:
-            return placed
-        sizes = {key: [a.resource for a in asks for _ in range(a.pending)] for key, asks in groups.items()}
-        resource = dominant(self.domains.index, total_of([r for rs in sizes.values() for r in rs]))
-        again = sorted(keys, key=lambda k: (k not in self.remembered, -total_of(sizes[k]).get(resource, 0)))
-        if again == keys:
-            return placed
-        other = self._in_order(groups, again, order)
-        return other if isinstance(other, GangPlaced) else placed
-
-    def _in_order(self, groups: dict[str, list[Ask]], keys: list[str], order: list[str]) -> GangPlaced | NoPlace:
+        """Each group in a domain of its own (core/topology.py `place_groups`: in the order
+        their first members came, else largest first); the reason is the first order's."""
         placer = self.domains
-        index = placer.index
-        taken = Taken(index)
+        keys = list(groups)
+        owners = {key: [a for a in asks for _ in range(a.pending)] for key, asks in groups.items()}
+        requests = {key: request_of(asks[0].tags) if key else self.app_request for key, asks in groups.items()}
+        found = place_groups(placer.index, [(requests[k], [a.resource for a in owners[k]], self.remembered.get(k))
+                                            for k in keys], order, placer.empty_room)
+        if isinstance(found, tuple):
+            key, none = keys[found[0]], found[1]
+            message = none.message if not key else f"task group {key}: {none.message}"
+            failed = NoPlace(message, {**none.details(), **({"taskGroup": key} if key else {})})
+            if key not in self.remembered:  # (what it would reserve for: this group, by its request)
+                failed.request, failed.members = requests[key], groups[key]
+            return failed
+        nodes = placer.part.nodes
         places: list[tuple[Ask, Node]] = []
         kept: list[tuple[str, str, tuple[str, ...]]] = []
-        nodes = placer.part.nodes
-        for key in keys:
-            asks = groups[key]
-            sizes = [a.resource for a in asks for _ in range(a.pending)]
-            request = request_of(asks[0].tags) if key else self.app_request
+        for key, fit in zip(keys, found, strict=True):
+            places.extend([(ask, nodes[node_id]) for ask, node_id in zip(owners[key], fit.nodes, strict=True)])
             memory = self.remembered.get(key)
-            fit: Fit | NoDomain
-            if memory is not None and memory[0] in index.levels:
-                fit = within(index, sizes, memory[0], memory[1], order, taken)
-            elif request is None:
-                fit = best_fit(index, sizes, ANYWHERE, order, taken)
-            else:
-                fit = choose(index, sizes, request, order, taken, placer.empty_room)
-            if isinstance(fit, NoDomain):
-                message = fit.message if not key else f"task group {key}: {fit.message}"
-                found = NoPlace(message, {**fit.details(), **({"taskGroup": key} if key else {})})
-                if memory is None:  # (what it would reserve for: this group, by its request)
-                    found.request, found.members = request, asks
-                return found
-            owners = [a for a in asks for _ in range(a.pending)]
-            for ask, node_id in zip(owners, fit.nodes, strict=True):
-                taken.take(node_id, ask.resource)
-                places.append((ask, nodes[node_id]))
+            request = requests[key]
             if memory is not None:
                 kept.append((key, memory[0], memory[1]))
             elif request is not None and request.mode is TopologyMode.REQUIRED and fit.level != ANYWHERE:
