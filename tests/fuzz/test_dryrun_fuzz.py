@@ -45,6 +45,33 @@ APPLICATION = st.fixed_dictionaries({
                             st.sampled_from(["ykbus.io/rack", "nope", ""]), max_size=2)})
 REQUEST = st.fixed_dictionaries({"application": APPLICATION, "asks": st.lists(ASK, min_size=1, max_size=4)})
 
+# a core with racks and blocks (the topology golden trace), for asks with topology tags of
+# their own, task groups and placeholders (each task group in a domain of its own)
+_topo = guarded_core(None)
+for _entry in read_entries((ROOT / "tests" / "traces" / "topology.in.jsonl").read_bytes().splitlines(), "topology"):
+    list(_topo.apply(_entry))
+TOPO = _topo.core
+TOPO_BEFORE = dump_snapshot(TOPO)
+_tpart = next(p for rm in TOPO.rms.values() for p in rm.partitions.values())
+LEVEL_TAGS = st.dictionaries(st.sampled_from(["ykbus.io/topology-required", "ykbus.io/topology-preferred"]),
+                             st.sampled_from([*_tpart.records.config.topology.levels, "nope"]), max_size=1) | \
+    st.dictionaries(st.sampled_from(["ykbus.io/topology-required", "ykbus.io/topology-preferred"]),
+                    st.sampled_from([*_tpart.records.config.topology.levels, "nope"]), max_size=2)
+TOPO_ASK = st.fixed_dictionaries({
+    "allocationKey": st.text("abc", min_size=1, max_size=2), "applicationID": st.just("dry"),
+    "resourceAsk": st.fixed_dictionaries({"resources": st.dictionaries(st.sampled_from(["gpu", "vcore"]),
+                                                                       st.fixed_dictionaries({"value": st.integers(1, 9)}),
+                                                                       min_size=1, max_size=2)}),
+    "maxAllocations": st.integers(0, 12)},
+    optional={"tags": LEVEL_TAGS, "taskGroupName": st.sampled_from(["a", "b", "c", ""]), "placeholder": st.booleans(),
+              "priority": st.integers(-2, 2)})
+TOPO_REQUEST = st.fixed_dictionaries({
+    "application": st.fixed_dictionaries({
+        "applicationID": st.just("dry"), "queueName": st.sampled_from([q.path for q in _tpart.records.queues.values() if q.leaf]),
+        "ugi": st.just({"user": "u"})},
+        optional={"tags": LEVEL_TAGS, "placeholderAsk": st.just({"resources": {"gpu": {"value": 8}}})}),
+    "asks": st.lists(TOPO_ASK, min_size=1, max_size=5)})
+
 
 def _answers_or_names_a_field(request) -> None:
     try:
@@ -69,3 +96,18 @@ def test_requests_mutated_field_by_field_are_answered_or_refused_by_name(request
 @given(junk=JSONISH)
 def test_any_json_is_answered_or_refused_by_name(junk):
     _answers_or_names_a_field(junk)
+
+
+@FUZZ
+@given(request=TOPO_REQUEST)
+def test_asks_with_topology_tags_of_their_own_are_answered_or_refused_by_name(request):
+    try:
+        answer = would_fit(TOPO, request)
+    except DryRunError as exc:
+        assert ": " in str(exc), str(exc)
+    else:
+        json.dumps(answer)
+        if answer["fits"]:  # every allocation placed, on a node of the partition
+            assert len(answer["placement"]) == answer["members"]
+            assert all(p["nodeID"] in _tpart.records.nodes for p in answer["placement"])
+    assert dump_snapshot(TOPO) == TOPO_BEFORE
