@@ -42,3 +42,35 @@ def test_queues_of_the_same_name_in_two_rms_are_two_series_each_with_its_value()
     assert value['yunikorn_queue_resource{queue="[rm-a]default/root.a",resource="vcore",state="allocated"}'] == 1000
     assert re.search(r'yunikorn_queue_app\{queue="\[rm-b\]default/root.a",state="running"\} 1', text)
     assert any(s.startswith('yunikorn_queue_resource{queue="root.only-b"') for s in value)  # one partition: YuniKorn's
+
+
+def test_a_series_that_falls_to_zero_stays_at_zero_while_its_queue_is_there():
+    """Regression (an outside review): a queue's allocated and pending series, and its
+    applications per state, vanished when they fell to 0 (the state holds no zeros), where
+    YuniKorn's gauges read 0: Prometheus saw the series go stale, graphs had gaps and
+    `absent()` alerts fired. Once written, a series stays, at 0, until its queue goes."""
+    core = fresh_core()
+    log = LogBuilder("rm")
+    core.apply(log.register(QUEUES % "b"))
+    core.apply(log.nodes(node("n1", vcore=4000, memory=1000)))
+    core.apply(log.apps(app("a1", "root.b")))
+    core.apply(log.asks(ask("k", "a1", vcore=1000, memory=10), ask("big", "a1", vcore=9000)))
+    metrics = Metrics(router.RestState(live=lambda: core, started=0), figures)
+
+    def values() -> dict[str, float]:
+        text = metrics.exposition().decode()
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith(("yunikorn_queue_resource", "yunikorn_queue_app{"))}
+
+    before = values()
+    allocated = 'yunikorn_queue_resource{queue="root.b",resource="vcore",state="allocated"}'
+    pending = 'yunikorn_queue_resource{queue="root.b",resource="vcore",state="pending"}'
+    running = 'yunikorn_queue_app{queue="root.b",state="running"}'
+    assert (before[allocated], before[pending], before[running]) == (1000, 9000, 1)
+    [placed] = core.rms["rm"].partitions["default"].allocations.values()
+    core.apply(log.release("a1", uuid=placed.uuid))
+    core.apply(log.release_ask("a1", "big"))
+    after = values()
+    assert (after[allocated], after[pending]) == (0, 0), after
+    assert after['yunikorn_queue_resource{queue="root.b",resource="memory",state="allocated"}'] == 0
+    assert after[running] == 0 or 'yunikorn_queue_app{queue="root.b",state="completing"}' in after

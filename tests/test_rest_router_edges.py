@@ -205,3 +205,52 @@ def test_placeholders_none_replaced_leave_out_replaced_as_yunikorn_writes_it():
     [data] = body(router.answer(rest, Request("GET", "/ws/v1/partition/default/application/g", {}, "", b"", "")))[
         "placeholderData"]
     assert data["replaced"] == 1, data
+
+
+def test_empty_and_zero_fields_are_left_out_and_an_originator_is_said_as_yunikorn_writes_them():
+    """Regression (an outside review, yunikorn-core's dao): PartitionInfo's totalNodes,
+    applications, totalContainers (omitempty), PartitionCapacity's three maps, a queue's
+    headroom and NodesUtilDAOInfo's utilizations are left out when empty; `originator` (an
+    ask or allocation the RM marked as its application's originator, a Spark driver) is
+    written, after `preempted` (an allocation) or `allocationLog` (an ask)."""
+    from ykbus.bench.run import fresh_core
+    from ykbus.log.build import LogBuilder, app, ask, node
+
+    core = fresh_core()
+    log = LogBuilder("rm-1")
+    state = RestState(lambda: core, 1)
+
+    def get(path: str):
+        status, _, payload, _ = router.answer(state, Request("GET", path))
+        assert status == 200, (path, payload)
+        return json.loads(payload)
+
+    assert get("/ws/v1/scheduler/node-utilizations") is None  # no RM yet: Go's nil slice, `null`
+    state.check_every = 60  # a service that checks, before its first check: YuniKorn's words
+    status, _, payload, _ = router.answer(state, Request("GET", "/ws/v1/scheduler/healthcheck"))
+    assert (status, json.loads(payload)["message"]) == (404, "Health check is not available")
+    core.apply(log.register())
+
+    [partition] = get("/ws/v1/partitions")  # no node yet
+    assert partition["capacity"] == {} and "totalNodes" not in partition and "totalContainers" not in partition
+    assert partition["applications"] == {"total": 0}  # (YuniKorn's map always has its total)
+    assert "headroom" not in get("/ws/v1/partition/default/queues")
+    assert get("/ws/v1/scheduler/node-utilizations") == [{"clusterId": "rm-1", "partition": "default"}]
+    core.apply(log.nodes(node("n0", vcore=4000, memory=1000)))
+    [partition] = get("/ws/v1/partitions")  # one idle node
+    assert partition["capacity"] == {"capacity": {"memory": 1000, "vcore": 4000}} and partition["totalNodes"] == 1
+    assert "totalContainers" not in partition
+    core.apply(log.apps(app("spark", "root.default")))
+    core.apply(log.asks({**ask("driver", "spark", vcore=1000, memory=100), "Originator": True},
+                        ask("exec", "spark", vcore=1000, memory=100),
+                        {**ask("big", "spark", vcore=9000), "Originator": True}))
+    got = get("/ws/v1/partition/default/application/spark")
+    by_key = {a["allocationKey"]: a for a in got["allocations"]}
+    assert by_key["driver"]["originator"] is True and "originator" not in by_key["exec"]
+    assert list(by_key["driver"])[-1] == "originator"
+    [pending] = got["requests"]
+    assert pending["allocationKey"] == "big" and pending["originator"] is True
+    keys = list(pending)
+    assert keys.index("originator") == keys.index("allocationLog") + 1
+    node_allocs = {a["allocationKey"]: a for a in get("/ws/v1/partition/default/node/n0")["allocations"]}
+    assert node_allocs["driver"]["originator"] is True

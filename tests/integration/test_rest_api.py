@@ -264,3 +264,29 @@ async def test_validating_a_large_queue_file_does_not_hold_the_core(nats_server)
             with anyio.fail_after(60):
                 await rec.wait_for(lambda: rec.allocations)
             assert not done, "the ask was answered only once the file was parsed"
+
+
+async def test_a_redirect_names_the_path_escaped_and_the_query_as_sent_and_a_bad_escape_is_a_400(nats_server):
+    """Regression (an outside review): a redirect wrote the decoded path and query into
+    `Location`: `/application/x%3Fy/` sent a script to application `x` with a query `y`,
+    `?q=a%26b%23c` lost everything after the `#`, a space or `é` went raw into the header.
+    Go's http.Redirect writes the path escaped (url.URL.EscapedPath) and the query as sent.
+    A path with an escape that is none (`%zz`) is Go's server's 400, before any route."""
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        await start_rm(api, "rm-1", Recorder(), nodes=[node("n0", vcore=1000, memory=10)], config=QUEUES)
+        for sent, location in (
+                ("/ws/v1/partition/default/application/x%3Fy/", "/ws/v1/partition/default/application/x%3Fy"),
+                ("/ws/v1/partition/default/queue/root.a%20b/", "/ws/v1/partition/default/queue/root.a%20b"),
+                ("/ws/v1/partition/default/application/caf%C3%A9/", "/ws/v1/partition/default/application/caf%C3%A9"),
+                ("/ws/v1/clusters/?q=a%26b%23c", "/ws/v1/clusters?q=a%26b%23c"),
+                ("/ws/v1/clusters/?q=a+b", "/ws/v1/clusters?q=a+b"),
+                ("/WS/v1/partition/default/application/a,b@c:d;e=f$g&h/", "/ws/v1/partition/default/application/a,b@c:d;e=f$g&h")):
+            status, headers, _ = await anyio.to_thread.run_sync(fetch, port, sent)
+            assert (status, headers["Location"]) == (301, location), sent
+        for path in ("/ws/v1/partition/default/application/app%zz", "/ws/v1/partition/default/node/n%2"):
+            status, headers, body = await anyio.to_thread.run_sync(fetch, port, path)
+            assert (status, body) == (400, b"400 Bad Request"), path
+            assert headers["Content-Type"] == "text/plain; charset=utf-8"

@@ -16,6 +16,7 @@ import gzip
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,8 @@ from ykbus.rest import events, metrics, router
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
 from ykbus.si import compat
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")  # a "%" that escapes no byte: Go's url parsing refuses it
 
 log = logging.getLogger("ykbus.core")
 
@@ -197,6 +200,9 @@ class HttpReadApi:
                 await runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.Response:
+        if _BAD_ESCAPE.search(request.rel_url.raw_path):  # Go's server refuses such a request line, before any route
+            return web.Response(status=400, body=b"400 Bad Request",
+                                headers={"Content-Type": "text/plain; charset=utf-8", "Connection": "close"})
         if not self._authorized(request.headers.get("Authorization", ""), request.cookies.get(COOKIE, "")):
             if self._token and _same(request.query.get("token", ""), self._token):
                 return self._let_in(request)
@@ -280,7 +286,7 @@ class HttpReadApi:
         else:
             body = await request.read() if request.can_read_body else b""
             asked = router.Request(request.method, request.path, _first_query(request),
-                                   request.headers.get("Accept", ""), body, request.query_string)
+                                   request.headers.get("Accept", ""), body, request.rel_url.raw_query_string)
             if request.path == VALIDATE_CONF and request.method == "POST":
                 # it reads no state, and a queue file of 1 MiB takes seconds to parse: off the loop, so
                 # the writer goes on meanwhile (it held every entry for the whole parse)

@@ -119,7 +119,7 @@ def queue(p: Partition, q: Queue, children: bool = True, top: str = "",
         "priorityOffset": q.priority_offset,
     }
     return omit(out, "pendingResource", "maxResource", "guaranteedResource", "allocatedResource",
-                "preemptingResource", "properties", "parent", "template", "children", "childNames",
+                "preemptingResource", "headroom", "properties", "parent", "template", "children", "childNames",
                 "absUsedCapacity", "maxRunningApps", "runningApps", "allocatingAcceptedApps", "priorityOffset")
 
 
@@ -192,9 +192,10 @@ def allocation(a: Alloc) -> dict[str, Any]:
         "placeholderUsed": replaced,
         "taskGroupName": a.task_group,
         "preempted": a.preempting,
+        "originator": a.originator,
     }
     return omit(out, "allocationTags", "requestTime", "allocationTime", "allocationDelay", "resource",
-                "nodeId", "applicationId", "placeholder", "placeholderUsed", "taskGroupName", "preempted")
+                "nodeId", "applicationId", "placeholder", "placeholderUsed", "taskGroupName", "preempted", "originator")
 
 
 def request(p: Partition, k: Ask, now: int, estimates: Estimates | None = None) -> dict[str, Any]:
@@ -214,6 +215,7 @@ def request(p: Partition, k: Ask, now: int, estimates: Estimates | None = None) 
         "requiredNodeId": k.required,
         "applicationId": k.app.id,
         "allocationLog": [{"message": why.message, "lastOccurrence": now, "count": 1}],
+        "originator": k.originator,
         "placeholder": k.placeholder,
         "taskGroupName": k.task_group,
         "schedulingAttempted": k.waiting is not None or bool(k.reported),
@@ -224,7 +226,7 @@ def request(p: Partition, k: Ask, now: int, estimates: Estimates | None = None) 
         out["whyPending"]["details"].update(fits_no_node_empty(p, k.resource))  # a wait for a larger node?
         out["whyPending"]["details"].update(estimates.details(k))
     return omit(out, "allocationTags", "requestTime", "resource", "pendingCount", "requiredNodeId",
-                "applicationId", "placeholder", "taskGroupName")
+                "applicationId", "originator", "placeholder", "taskGroupName")
 
 
 def _states(history: Any) -> list[dict[str, Any]]:
@@ -331,4 +333,4 @@ def node_utilizations(rm: str, p: Partition, name: str) -> dict[str, Any]:
     out = [{"type": t, "utilization": [
         omit({"bucketName": f"{i * 10}-{(i + 1) * 10}%", "numOfNodes": len(names), "nodeNames": names},
              "numOfNodes", "nodeNames") for i, names in enumerate(usage.nodes_in(t))]} for t in usage.types()]
-    return {"clusterId": rm, "partition": name, "utilizations": out}
+    return omit({"clusterId": rm, "partition": name, "utilizations": out}, "utilizations")

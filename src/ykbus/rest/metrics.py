@@ -155,6 +155,10 @@ class YunikornCollector(Collector):
     def __init__(self, rest: RestState, service: Callable[[], dict[str, Any]]) -> None:
         self.rest = rest
         self.service = service  # the service's figures of the moment (entries, lag, snapshot age, RMs)
+        # the series of a queue's resources and applications written so far: one that falls to 0
+        # stays, at 0, while its queue is there (YuniKorn's gauges do; the state keeps no zeros)
+        self.written_res: dict[tuple[str, str, str], None] = {}
+        self.written_apps: dict[tuple[str, str], None] = {}
 
     @staticmethod
     def read_model(parts: list[tuple[ResourceManager, Partition]]) -> ReadModel:
@@ -205,6 +209,8 @@ class YunikornCollector(Collector):
         containers: dict[str, CounterMetricFamily] = {}
 
         by_queue_state: dict[tuple[str, str], int] = {}
+        queues: dict[str, None] = {}  # every queue's label
+        res_written: dict[tuple[str, str, str], None] = {}
         per_state: dict[str, int] = {}
         counted: dict[tuple[str, str, str], int] = {}
         active, ranges, codes = self.read_model(parts)
@@ -225,11 +231,23 @@ class YunikornCollector(Collector):
                 per_state[_state(state)] = per_state.get(_state(state), 0) + n
             for q in p.queues.values():
                 path = label.get(q.path, q.path)
+                queues[path] = None
                 for state, r in (("guaranteed", q.guaranteed), ("max", q.max if q.parent else p.total),
                                  ("allocated", q.allocated), ("pending", q.pending)):
                     for name, v in sorted(r.items()):
                         queue_res.add_metric([path, name, state], v)
+                        if state in ("allocated", "pending"):
+                            res_written[(path, name, state)] = None
                 queue_res.add_metric([path, "apps", "maxRunningApps"], q.maxapps)
+        for key in self.written_res:  # fallen to 0, its queue still there
+            if key not in res_written and key[0] in queues:
+                queue_res.add_metric(list(key), 0)
+                res_written[key] = None
+        self.written_res = res_written
+        for key in self.written_apps:
+            if key not in by_queue_state and key[0] in queues:
+                by_queue_state[key] = 0
+        self.written_apps = dict.fromkeys(by_queue_state)
         for (queue, state), n in sorted(by_queue_state.items()):
             queue_app.add_metric([queue, state], n)
         for state, n in sorted(per_state.items()):

@@ -134,11 +134,11 @@ def partitions(st: RestState, req: Request, **_: str) -> Any:
     for rm, p in st.partitions():
         used = p.records.root.allocated  # what the allocations hold, summed as they are booked
         summary = p.records.summary.dao()
-        out.append({
+        out.append(dao.omit({  # (PartitionInfo's omitempty fields, and PartitionCapacity's)
             "clusterId": rm.id,
             "name": st.partition_name(rm, p),
-            "capacity": {"capacity": dao.res(p.total), "usedCapacity": dao.res(used),
-                         "utilization": dao.percent(used, p.total)},
+            "capacity": dao.omit({"capacity": dao.res(p.total), "usedCapacity": dao.res(used),
+                                  "utilization": dao.percent(used, p.total)}, "capacity", "usedCapacity", "utilization"),
             "nodeSortingPolicy": {"type": p.records.node_sort.value,
                                   "resourceWeights": {k: _number(v) for k, v in sorted(p.records.weights.items())}},
             "preemptionEnabled": preemption_enabled(p.records.config),
@@ -148,7 +148,7 @@ def partitions(st: RestState, req: Request, **_: str) -> Any:
             "totalContainers": summary["totalContainers"],
             "state": "Active",
             "lastStateTransitionTime": max(st.started, 0),  # a partition is Active from the start
-        })
+        }, "totalNodes", "applications", "totalContainers", "lastStateTransitionTime"))
     return out
 
 
@@ -304,12 +304,13 @@ def healthcheck(st: RestState, req: Request) -> Any:
     """The last check's result, as YuniKorn (404 before the first run: the service runs one at
     its start); without a service that checks, the check now."""
     if st.health is None and st.check_every:
-        raise RestError(404, "Health check has not run yet")
+        raise RestError(404, "Health check is not available")  # (YuniKorn's words before its first run)
     return st.health if st.health is not None else ops.healthcheck([(rm.id, p) for rm, p in st.partitions()])
 
 
-def node_utilizations(st: RestState, req: Request) -> list[dict[str, Any]]:
-    return [dao.node_utilizations(rm.id, p, st.partition_name(rm, p)) for rm, p in st.partitions()]
+def node_utilizations(st: RestState, req: Request) -> list[dict[str, Any]] | None:
+    """NodesUtilDAOInfo of every partition; `null` with none (YuniKorn's nil slice)."""
+    return [dao.node_utilizations(rm.id, p, st.partition_name(rm, p)) for rm, p in st.partitions()] or None
 
 
 def full_state_dump(st: RestState, req: Request) -> Any:
@@ -481,11 +482,21 @@ def redirect(method: str, path: str, raw_query: str = "") -> Answer | None:
             to = _fixed(method, path)
     if to is None:
         return None
+    to = _go_escaped(to)
     location = f"{to}?{raw_query}" if raw_query else to
     if method != "GET":  # Go's http.Redirect writes a body for GET only
         return 307, "", b"", {"Location": location}
     shown = location if path in MOVED else _go_html(location)  # YuniKorn's redirectDebug writes it as it is
     return 301, "text/html; charset=utf-8", f'<a href="{shown}">Moved Permanently</a>.\n\n'.encode(), {"Location": location}
+
+
+_PATH_KEPT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~$&+,/:;=@")
+
+
+def _go_escaped(path: str) -> str:
+    """A path as Go writes a URL's (url.URL.EscapedPath: every byte of its UTF-8 escaped
+    but the unreserved ones and `$&+,/:;=@`): the redirect's address names the same path."""
+    return "".join(chr(b) if b in _PATH_KEPT else f"%{b:02X}" for b in path.encode("utf-8", "surrogatepass"))
 
 
 def _go_html(text: str) -> str:
