@@ -123,6 +123,6 @@ export async function topology(el) {
   morph(el, `${listed.map(([rm, name, tree], i) => {
     // the partition as /ws/v1 names it (and the UI's links): plain while one RM has that name, else [rm]name
     const ws = parts.find((p) => p.clusterId === rm && (p.name === name || p.name === `[${rm}]${name}`));
-    return partitionPart(rm, name, tree, ws ? ws.name : `[${rm}]${name}`, ws ? ws.totalNodes : 0, apps[i]);
+    return partitionPart(rm, name, tree, ws ? ws.name : `[${rm}]${name}`, ws ? ws.totalNodes || 0 : 0, apps[i]);  // (left out at 0, as YuniKorn does)
   }).join("")}`);
 }
