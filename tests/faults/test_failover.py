@@ -233,3 +233,41 @@ async def test_a_standby_far_ahead_of_its_leader_keeps_a_bounded_number_of_outpu
             assert standby.leadership.role == "standby" and len(kept) <= 20
     finally:
         leader.terminate()
+
+
+async def lease_held(url: str) -> bool:
+    from ykbus.bus.subjects import LEASE_BUCKET, LEASE_KEY
+
+    nc = await nats.connect(url)
+    try:
+        kv = await nc.jetstream().key_value(LEASE_BUCKET)
+        try:
+            await kv.get(LEASE_KEY)
+            return True
+        except nats.js.errors.KeyNotFoundError:
+            return False
+    finally:
+        await nc.close()
+
+
+async def test_a_sigterm_right_after_a_stall_is_still_a_clean_stop(nats_server):
+    """Regression (an outside review): a leader stalled past its lease (a long GC, a VM
+    paused: SIGSTOP here) and stopped with SIGTERM before its next renewal skipped the final
+    snapshot and left the lease to expire, as after kill -9, while it logged a clean stop: the
+    next core waited out the TTL and replayed the log from an older snapshot. It renews
+    first, sends what it kept back, stores the final snapshot and frees the lease."""
+    core = Candidate(nats_server.url, "--snapshot-every", "1000000").start()
+    await leader_of([core])
+    async with rm_client(nats_server.url) as rm:
+        rec = Recorder()
+        client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=100_000)])
+        await client.add_applications([app("a1")])
+        await client.add_asks([ask(f"p{i}", "a1", vcore=10) for i in range(20)])
+        await rec.wait_for(lambda: len(rec.allocations) == 20)
+    last = await wait_until_applied(nats_server.url)
+    os.kill(core.proc.pid, signal.SIGSTOP)
+    await anyio.sleep(1.5 * float(TTL))  # past the lease
+    os.kill(core.proc.pid, signal.SIGCONT)
+    assert await anyio.to_thread.run_sync(core.terminate) == 0
+    assert await stored_snapshot_seq(nats_server.url) == last  # the final snapshot
+    assert not await lease_held(nats_server.url)  # freed: the next core starts at once

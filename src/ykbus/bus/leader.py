@@ -221,13 +221,22 @@ class Leadership:
 
     async def step_down(self, final_snapshot: Callable[[], Awaitable[None]]) -> None:
         """A clean stop of the leader: the final snapshot (no entry applied meanwhile), then
-        the lease freed, so a standby takes over at once."""
-        if not self.publishing():
-            return
+        the lease freed, so a standby takes over at once. A lease that lapsed (a stall: a
+        long GC, a VM paused, a burst of outputs) and is still this process's is renewed
+        first, and what was kept back meanwhile sent: the stop stays clean."""
+        lease = self.lease
+        if not self._taken_over or lease is None or not lease.term or lease.lost:
+            return  # a standby, or deposed: nothing of the leader's to hand over
+        if not lease.leading and not (await lease.renew() and lease.leading):
+            return  # another process leads now, or NATS is away: the lease expires on its own
+        if self._kept_back():
+            async with self._writer:
+                if self.publishing():
+                    await self._publisher.send(self._take_kept())  # type: ignore[union-attr]
         try:
             await final_snapshot()  # taken between entries (the snapshotter holds the writer)
         finally:
-            await self.lease.release()  # type: ignore[union-attr]
+            await lease.release()
 
     async def append(self, kind: str, body: dict[str, Any]) -> bool:
         """Append a core entry, as the leader only, fenced (bus/leadership.py): it expects the
