@@ -206,6 +206,30 @@ def test_existing_allocations_are_counted_not_reissued(h):
     assert [a.allocationKey for a in new_allocs(outs)] == ["k2"]
 
 
+def test_an_ask_sent_again_for_a_recovered_allocation_counts_it_as_allocated(h):
+    """Regression (an outside review): an RM that restarts and sends its pods again (the
+    running ones as existing allocations, and asks for those it thinks pending) got a second
+    allocation for a key it recovered: what was allocated under a key counts against the
+    ask's maxAllocations, recovered or placed (docs/protocol.md), and counts still once
+    the recovered allocation is released, and after a snapshot."""
+    from ykbus.core.snapshot import dump_snapshot, load_snapshot
+    from ykbus.yamlload import load_yaml
+
+    h.setup(TWO_QUEUES)
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.nodes(node("n1", vcore=8000, existing=[
+        allocation("u-rec", "k1", "a1", "n1", vcore=1000), allocation("u-two", "k2", "a1", "n1", vcore=1000)])))
+    h.core = load_snapshot(dump_snapshot(h.core), load_yaml)  # (what it knows of them, kept)
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=1000)))
+    assert new_allocs(outs) == []  # k1 runs already
+    outs = h.do(h.log.asks(ask("k2", "a1", vcore=1000, max_allocations=2)))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["k2"]  # one more of k2, not two
+    outs = h.do(h.log.release("a1", uuid="u-rec"))
+    assert [r.UUID for r in released(outs)] == ["u-rec"] and new_allocs(outs) == []  # k1 is done, not asked again
+    outs = h.do(h.log.asks(ask("k1", "a1", vcore=1000)))
+    assert [a.allocationKey for a in new_allocs(outs)] == ["k1"]  # asked again once none runs
+
+
 def test_existing_allocation_of_unknown_app_is_rejected_and_node_still_added(h):
     h.setup(TWO_QUEUES)
     outs = h.do(h.log.nodes(node("n1", vcore=4000, existing=[

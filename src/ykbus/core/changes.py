@@ -359,6 +359,8 @@ class Changes:
         else:
             records.seq += 1
             ask = Ask(msg.allocationKey, app, spec, resource, shape, records.seq, ctx.ts)
+            if app.recovered:
+                _count_recovered(ask, app.recovered.pop(ask.key, 0))
             app.asks[ask.key] = ask
             if ask.placeholder:
                 app.history.placeholder_asked(ask.task_group, ask.resource, ask.pending)
@@ -392,6 +394,7 @@ class Changes:
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
         alloc.originator = alloc_msg.originator
         self._book(alloc, False)
+        _recovered_of(app, alloc.key, self.waits, ctx)
         ctx.emit(self.records, AllocationRecovered(alloc))
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
             self.start_placeholder_timer(app, ctx)
@@ -458,6 +461,8 @@ class Changes:
             ask.allocated -= 1
             if ask.allocated == 0 and ask.pending == 0:
                 del app.asks[ask.key]
+        elif app.recovered:  # a recovered one no ask counts
+            _forget_recovered(app.recovered, alloc.key)
         ctx.emit(self.records, AllocationReleased(alloc, termination, message, report))
         if alloc.replacing:  # released otherwise than replaced: the real ask is an ordinary one again
             self.waits.wake_at(Replacement, alloc.uuid, ctx)
@@ -473,6 +478,37 @@ class Changes:
         self.waits.wake_node(node, ctx)
         if check_done:
             self.check_done(app, ctx)
+
+
+def _recovered_of(app: App, key: str, waits: Waits, ctx: Step) -> None:
+    """An allocation of `key` recovered: if its ask came first, one of its allocations is
+    this one; else an ask of that key sent later counts it (an RM sends its pending pods
+    again after a restart: they are not placed twice)."""
+    ask = app.asks.get(key)
+    if ask is None:
+        app.recovered[key] = app.recovered.get(key, 0) + 1
+        return
+    waits.unpend(ask, ctx)
+    if _count_recovered(ask, ask.allocated + 1):
+        waits.pend(ask, ctx)
+
+
+def _count_recovered(ask: Ask, allocated: int) -> bool:
+    """`ask` has `allocated` allocations (some recovered, not placed by it): its pending
+    allocations are what its maxAllocations leaves; whether any are."""
+    ask.allocated = allocated
+    ask.pending = max(0, ask.max_allocations - allocated)
+    if not ask.pending and ask.state is AskState.PENDING:
+        ask.state = ASK.advance(ask.state, AskEvent.ALLOCATE_LAST)
+    return ask.pending > 0
+
+
+def _forget_recovered(recovered: dict[str, int], key: str) -> None:
+    left = recovered.get(key, 0) - 1
+    if left > 0:
+        recovered[key] = left
+    else:
+        recovered.pop(key, None)
 
 
 def configure_tree(q: Queue, qc: QueueConfig, inherited: bool, seen: dict[str, Queue]) -> None:

@@ -467,7 +467,7 @@ class App:
                  "blocked_on",
                  "entry", "timeout_ms", "timer", "trackers", "why", "gang", "gang_hard", "gang_timer", "policy",
                  "node_pods", "pooled", "pool_key", "gang_room", "leader_room", "history", "unparked", "domains",
-                 "holding")
+                 "holding", "recovered")
 
     def __init__(self, app_id: str, queue: Queue, seq: int, user: str, groups: list[str], tags: dict[str, str],
                  timeout_ms: int = 0, gang: Res | None = None, gang_hard: bool = False, submitted: int = 0) -> None:
@@ -514,6 +514,9 @@ class App:
         # the topology domain its waiting required gang reserved (level, the domain's values;
         # core/indexes.py `hold_domain`): no other ask takes room in it until the gang is placed
         self.holding: tuple[str, tuple[str, ...]] | None = None
+        # its allocations recovered under a key it has no ask of, by key: an ask of that key
+        # sent later counts them as allocated (core/changes.py `recover`, `add_ask`)
+        self.recovered: dict[str, int] = {}
         # its node policy (tag ykbus.io/node-policy, validated before it is added), None: the
         # partition's node order; allocations per node id, kept by the ledger for the affinities
         name = tags.get(POLICY_TAG)

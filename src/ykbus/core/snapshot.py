@@ -79,7 +79,8 @@ DERIVED: dict[str, frozenset[str]] = {
     "Alloc": frozenset({"state", "limit_ms", "end"}),  # a live allocation is Allocated; its limit: its timeout timer's
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
-                      "unparked"}),  # sorted lists, sums, caches, the limits that apply
+                      "unparked", "recovered"}),  # sorted lists, sums, caches, the limits that apply; the
+    # allocations recovered under a key it has no ask of (from its allocations, at load)
     "Partition": frozenset({"records",  # a component: its fields are checked as PartitionState's
                             "scheduler", "waits", "ledger", "holds", "changes", "applier",  # components
                             "rm", "timers", "trackers", "preempted", "total", "pending_codes",  # the records' own,
@@ -511,7 +512,11 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
     for sn in s.nodes:  # who holds which allocation, in their stored orders
         nodes[sn.id].allocations = {u: allocs[u] for u in sn.allocations}
     for sa in s.apps:
-        apps[sa.id].allocations = ChunkedDict((u, allocs[u]) for u in sa.allocations)
+        app = apps[sa.id]
+        app.allocations = ChunkedDict((u, allocs[u]) for u in sa.allocations)
+        for alloc in app.allocations.values():  # recovered under a key it has no ask of (none else is)
+            if alloc.key not in app.asks:
+                app.recovered[alloc.key] = app.recovered.get(alloc.key, 0) + 1
     for sq in s.queues:
         p.queues[sq.path].app_waiters = {a: apps[a] for a in sq.app_waiters}
 
