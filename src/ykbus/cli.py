@@ -238,7 +238,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.would_fit:
         return _would_fit(args)
 
-    answer = _read_api("explain", ("applications", "terminated"), args, {})  # every RM's: explain picks
+    # every RM's (explain picks, and names the RM of an application asked of another); of one
+    # application when one is named: a whole cluster's ended ones fill no NATS message
+    verbs = ("applications", "terminated") if args.app is not None else ("applications",)
+    answer = _read_api("explain", verbs, args, {} if args.app is None else {"app": args.app})
     if answer is None:
         return 2
     applications, terminated = answer["applications"], answer.get("terminated", {})

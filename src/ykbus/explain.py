@@ -176,9 +176,10 @@ def _backfilled_lines(backfilled: list[dict[str, Any]], ask_key: str | None) -> 
 def _ended(app_id: str, rm_id: str, pname: str, t: dict[str, Any]) -> str:
     when = datetime.fromtimestamp(t["endedAt"] / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     how = f": {t['message']}" if t.get("message") else ""
+    kept = (f"the core remembers the newest {limits.REJECTED_KEPT} rejected" if t["state"] == "Rejected" else
+            f"the core remembers it for {limits.TERMINATED_TIMEOUT_NS // 3_600_000_000_000} h after it ended")
     return (f"application {app_id} (rm {rm_id}, partition {pname}, queue {t['queue'] or '?'}): {t['state']} at "
-            f"{when}{how} (the core remembers it for {limits.TERMINATED_TIMEOUT_NS // 3_600_000_000_000} h "
-            "after it ended)")
+            f"{when}{how} ({kept})")
 
 
 def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = None,

@@ -62,3 +62,45 @@ async def test_an_application_that_completed_is_explained_after_the_core_and_its
         assert run.returncode == 0, run.stderr[-2000:]
         assert run.stdout.startswith("application done (rm rm-1, partition default, queue root.a): Completed at ")
         assert "(the core remembers it for 72 h after it ended)" in run.stdout
+
+
+async def test_explain_answers_over_nats_however_many_applications_ended_and_says_a_rejected_one(tmp_path):
+    """Regressions (an outside review): `ykbus explain APP` asked the core for every
+    application that ended (kept 72 h) in one NATS message: after about half an hour of `make
+    run` the answer passed the server's max_payload and explain failed for every application,
+    its advice (--rm) of no help. It asks for that application alone. And an application the
+    core rejected (its reason kept, as /ws/v1's rejected list shows it) read "not known"."""
+    from ykbus.bus.server import NatsServer
+
+    server = NatsServer(store_dir=str(tmp_path / "nats"))
+    server.max_payload = 64 * 1024  # the whole list of ended applications is past it
+    server.start()
+    try:
+        async with running_core(server.url) as core, rm_client(server.url) as sched:
+            rm = ResourceManagerClient(sched, "rm-1", config=QUEUES, callback=Recorder())
+            await rm.start(nodes=[node("n1")])
+            ids = [f"ended-application-with-a-long-name-{i:04}" for i in range(1200)]
+            for start in range(0, len(ids), 100):
+                await rm.add_applications([m.AddApplicationRequest(
+                    applicationID=i, queueName="root.a", partitionName="default", ugi=m.UserGroupInformation("u"))
+                    for i in ids[start:start + 100]])
+                await rm.remove_applications(ids[start:start + 100])
+            await rm.add_applications([m.AddApplicationRequest(applicationID="nowhere", queueName="root.nope",
+                                                               partitionName="default",
+                                                               ugi=m.UserGroupInformation("u"))])
+            await wait_until(lambda: len(ended(core)) == 1201, timeout=60)
+
+            def explain(app: str) -> subprocess.CompletedProcess:
+                return subprocess.run([sys.executable, "-m", "ykbus.cli", "explain", app, "--nats", server.url],
+                                      capture_output=True, text=True, timeout=60)
+
+            run = await anyio.to_thread.run_sync(explain, ids[7])
+            assert run.returncode == 0, run.stderr[-2000:]
+            assert run.stdout.startswith(f"application {ids[7]} (rm rm-1, partition default, queue root.a): Completed")
+            run = await anyio.to_thread.run_sync(explain, "nowhere")
+            assert run.returncode == 0, run.stderr[-2000:]
+            assert "application nowhere (rm rm-1, partition default, queue ?): Rejected at " in run.stdout
+            assert "queue 'root.nope' does not exist" in run.stdout
+            assert "the core remembers the newest 1000 rejected" in run.stdout
+    finally:
+        server.cleanup()

@@ -73,7 +73,8 @@ SECTIONS: dict[str, str | None] = {"partitions": None, "queues": "queues", "appl
 
 
 def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) -> dict[str, Any]:
-    """The answer to `verb` (filtered by `request`'s `rm` and `partition`); ValueError for an
+    """The answer to `verb` (filtered by `request`'s `rm` and `partition`, and, for
+    `applications` and `terminated`, `app`: one application's id); ValueError for an
     unknown verb."""
     if verb == "health":
         # allocations: decided since the log began (core state, so a restart does not reset it)
@@ -86,11 +87,11 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
     if verb not in SECTIONS:
         raise ValueError(f"unknown verb {verb!r}: expected health, state, {WOULD_FIT}, {', '.join(SECTIONS)}")
     wanted = SECTIONS[verb]
-    want_rm, want_part = request.get("rm"), request.get("partition")
-    for field, value in (("rm", want_rm), ("partition", want_part)):
+    want_rm, want_part, want_app = request.get("rm"), request.get("partition"), request.get("app")
+    for field, value in (("rm", want_rm), ("partition", want_part), ("app", want_app)):
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{field}: expected a string (an id), got {type(value).__name__}")
-    dump = core.dump(sections=(wanted,) if wanted else ())
+    dump = core.dump(sections=(wanted,) if wanted else (), app=want_app)
     out: dict[str, Any] = {}
     for rm_id, rm in dump["rms"].items():
         if want_rm and rm_id != want_rm:

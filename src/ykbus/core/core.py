@@ -310,10 +310,11 @@ class Core:
                       f"resource manager {body.rm!r} moved from core shard {before!r} to {body.shard!r} "
                       f"at entry {entry.seq}"))
 
-    def dump(self, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+    def dump(self, sections: tuple[str, ...] = SECTIONS, app: str | None = None) -> dict[str, Any]:
         """A plain, deterministic projection of the state (read API, tests). `sections`
-        limits what is built per partition (counts of everything are always there)."""
-        return project(self.last_seq, self.now, self.registry.operator_configs, self.registry.rms, sections)
+        limits what is built per partition (counts of everything are always there); `app`,
+        the applications to one."""
+        return project(self.last_seq, self.now, self.registry.operator_configs, self.registry.rms, sections, app)
 
 
 MINUTE_NS: Final = 60_000_000_000

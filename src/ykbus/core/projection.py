@@ -25,9 +25,10 @@ TOPOLOGY = "topology"  # a section built only when asked for (the read API's `to
 
 
 def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mapping[str, ResourceManager],
-            sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+            sections: tuple[str, ...] = SECTIONS, app: str | None = None) -> dict[str, Any]:
     """A plain, deterministic projection of the state (read API, tests). `sections`
-    limits what is built per partition (counts of everything are always there)."""
+    limits what is built per partition (counts of everything are always there); `app`, the
+    applications and terminated ones to that one application."""
     out: dict[str, Any] = {"last_seq": last_seq, "now": now, "rms": {}, "queue_files": dict(queue_files)}
     for rm in rms.values():
         parts = {}
@@ -40,9 +41,8 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                            "attributes": dict(n.attributes), "allocations": list(n.allocations)}
                     for n in p.nodes.values()
                 },
-                "applications": lambda p=p: _applications(p, now),
-                "terminated": lambda p=p: {k: {"state": v.state.value, "queue": v.queue, "endedAt": v.ts,
-                                               "message": v.message} for k, v in p.terminated.items()},
+                "applications": lambda p=p: _applications(p, now, app),
+                "terminated": lambda p=p: _ended(p, app),
                 "allocations": lambda p=p: {
                     u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
                         "resource": dict(a.resource),
@@ -65,7 +65,27 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
     return out
 
 
-def _applications(p: Partition, now: int) -> dict[str, Any]:
+def _ended(p: Partition, app: str | None) -> dict[str, Any]:
+    """The applications that ended (until their terminated timer) and those rejected (the
+    newest `REJECTED_KEPT`), by id: how and when; of an id in both, the later."""
+    out: dict[str, Any] = {}
+    for records in (p.rejected, p.terminated):
+        items = records.items() if app is None else ([(app, records[app])] if app in records else [])
+        for k, v in items:
+            known = out.get(k)
+            if known is None or v.ts >= known["endedAt"]:
+                out[k] = {"state": v.state.value, "queue": v.queue, "endedAt": v.ts, "message": v.message}
+    return out
+
+
+def _applications(p: Partition, now: int, app: str | None = None) -> dict[str, Any]:
+    if app is not None:  # one application: the rest is not built (an answer fits one message)
+        one = p.apps.get(app)
+        return _applications_of(p, now, [one] if one is not None else [])
+    return _applications_of(p, now, p.apps.values())
+
+
+def _applications_of(p: Partition, now: int, apps: Any) -> dict[str, Any]:
     estimates = Estimates(p, now)  # one per read: the candidate nodes read once, one estimate per shape
     return {
         a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
@@ -80,7 +100,7 @@ def _applications(p: Partition, now: int) -> dict[str, Any]:
                "allocations": list(a.allocations),
                **_backfilled(a),
                **({"topology": _app_topology(p, a)} if p.records.config.topology.levels else {})}
-        for a in p.apps.values()
+        for a in apps
     }
 
 
