@@ -132,5 +132,5 @@ def test_check_alone_prints_only_the_verdict_and_a_gap_in_seq_is_warned(tmp_path
     seqs = [json.loads(line)["seq"] for line in lines[3:6]]
     proc = ykbus("replay", cut, "--out", tmp_path / "o.jsonl")
     assert proc.returncode == 0
-    assert (f"ykbus replay: warning: {cut}:5: seq {seqs[2]} follows {seqs[0]}: 1 entry missing: a recorded log "
-            "has none; a live core stops at one").encode() in proc.stderr
+    assert (f"ykbus replay: warning: {cut}:5: seq {seqs[2]} follows {seqs[0]}: 1 entry missing: replayed as it "
+            "is, from an empty state (a live core stops at a gap)").encode() in proc.stderr

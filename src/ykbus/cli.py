@@ -77,7 +77,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
           file=sys.stderr)
     if gaps:  # replayed as it is; a live core would have stopped there
         more = f" (and {len(gaps) - 1} more gaps)" if len(gaps) > 1 else ""
-        print(f"ykbus replay: warning: {gaps[0]}{more}: a recorded log has none; a live core stops at one",
+        print(f"ykbus replay: warning: {gaps[0]}{more}: replayed as it is, from an empty state (a live core stops at a gap)",
               file=sys.stderr)
     if out == "-":
         sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
@@ -479,7 +479,7 @@ def cmd_core(args: argparse.Namespace) -> int:
 def cmd_record(args: argparse.Namespace) -> int:
     import anyio
 
-    from ykbus.bus.record import record
+    from ykbus.bus.record import record, said
 
     try:  # before connecting: a file that cannot be written is said at once
         open(args.out, "ab").close()
@@ -487,9 +487,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"ykbus record: {exc}", file=sys.stderr)
         return 2
     progress = Progress(f"ykbus record {args.out}")
-    n = anyio.run(record, args.nats or default_url(args.data), args.out, args.prefix, progress)
+    n, first = anyio.run(record, args.nats or default_url(args.data), args.out, args.prefix, progress)
     progress.close()
-    print(f"ykbus record: {n} entries written to {args.out}", file=sys.stderr)
+    print(f"ykbus record: {said(n, first, args.out)}", file=sys.stderr)
     return 0
 
 

@@ -463,3 +463,39 @@ async def test_compose_secure_profile_commands_allocate_through_a_secured_nats_s
         core.terminate()
         server.terminate()
         server.communicate(timeout=10)
+
+
+@pytest.mark.anyio
+async def test_record_of_a_server_no_core_ran_on_or_of_a_trimmed_stream_says_so(nats_server, tmp_path):
+    """Regressions (an outside review): `ykbus record` against a NATS server where no core
+    made the input stream printed a 40-line traceback; of a stream trimmed below a snapshot
+    (as docs/protocol.md allows) it wrote the tail in silence, and `ykbus replay` of that
+    file rejected every ask of an RM it never saw register, warning of nothing."""
+    import nats as nats_py
+
+    from tests.integration.conftest import Recorder, rm_client, running_core
+    from tests.integration.test_bus import app, ask, node, start_rm
+    from ykbus.bus.subjects import IN_STREAM
+
+    log = tmp_path / "log.jsonl"
+    proc = await anyio.to_thread.run_sync(lambda: ykbus("record", "--nats", nats_server.url, "--out", str(log)))
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"no input stream {IN_STREAM}" in err
+    async with running_core(nats_server.url), rm_client(nats_server.url) as rm:
+        rec = Recorder()
+        client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=10_000)])
+        await client.add_applications([app("a1")])
+        await client.add_asks([ask("k1", "a1", vcore=10)])
+        await rec.wait_for(lambda: rec.allocations)
+    nc = await nats_py.connect(nats_server.url)
+    try:
+        await nc.jetstream().purge_stream(IN_STREAM, seq=3)  # entries 1 and 2 (the registration) gone
+    finally:
+        await nc.close()
+    proc = await anyio.to_thread.run_sync(lambda: ykbus("record", "--nats", nats_server.url, "--out", str(log)))
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "from entry 3: the stream no longer holds the 2 entries before it" in err, err
+    proc = await anyio.to_thread.run_sync(lambda: ykbus("replay", str(log), "--out", str(tmp_path / "out.jsonl")))
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "warning: " in err and "starts at seq 3: 2 entries missing before it" in err, err

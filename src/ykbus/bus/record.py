@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 import nats.errors
+import nats.js.errors
 from nats.js import api
 
 from ykbus.bus.local import connect
@@ -16,21 +17,29 @@ from ykbus.bus.subjects import (
     js_reply_meta,
 )
 from ykbus.core import Entry
-from ykbus.log.jsonl import encode_entry
+from ykbus.log.jsonl import LogError, encode_entry
 from ykbus.progress import Progress
 
 
-async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progress | None = None) -> int:
-    """Write the input stream to `out_path`; `progress`, if given, hears each entry."""
+async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progress | None = None) -> tuple[int, int]:
+    """Write the input stream to `out_path`; `progress`, if given, hears each entry. The
+    entries written, and the stream's first seq (past 1: trimmed, `said`). LogError, one
+    line, where the server holds no input stream."""
     subjects = Subjects(prefix)
     nc = await connect(url)
     try:
         js = nc.jetstream()
-        info = await js.stream_info(IN_STREAM)
-        last, n = info.state.last_seq, 0
+        try:
+            info = await js.stream_info(IN_STREAM)
+        except nats.js.errors.NotFoundError:
+            raise LogError(f"no input stream {IN_STREAM} on {url}: no core has run against this NATS server "
+                           "(is it the one the core uses? --nats, --data)") from None
+        except nats.js.errors.ServiceUnavailableError:
+            raise LogError(f"{url} has no JetStream: it is not the NATS server of a core (--nats, --data)") from None
+        last, n, first = info.state.last_seq, 0, info.state.first_seq
         with open(out_path, "wb") as f:
             if not info.state.messages:
-                return 0
+                return 0, first
             sub = await _ordered_consumer(js, subjects.inputs)
             async for msg in sub.messages:
                 seq, ts = js_reply_meta(msg.reply)
@@ -43,9 +52,19 @@ async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progr
                 if seq >= last:
                     break
             await sub.unsubscribe()
-        return n
+        return n, first
     finally:
         await nc.close()
+
+
+def said(n: int, first: int, out_path: str) -> str:
+    """What `ykbus record` says it wrote, and that a stream trimmed does not replay to the
+    core's decisions (its replay starts from an empty state)."""
+    line = f"{n} entries written to {out_path}"
+    if first > 1:
+        line += (f" (from entry {first}: the stream no longer holds the {first - 1} entries before it, "
+                 "trimmed below a snapshot: a replay of this file starts from an empty state, not the core's)")
+    return line
 
 
 API_TRIES = 6  # JetStream API requests tried before `record` gives up (5 s each, 1 s apart)

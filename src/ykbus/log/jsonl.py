@@ -71,8 +71,8 @@ def _body(line: _Line) -> bytes:
 def read_entries(lines: Iterable[bytes | str], source: str = "log",
                  gaps: list[str] | None = None) -> Iterator[Entry]:
     """Entries of a JSONL log, checking that seq increases strictly and ts never decreases;
-    where seq skips a number after the first entry, a line naming it is added to `gaps` (a
-    recorded stream's seqs follow one another: the live core stops at such a gap)."""
+    where seq skips a number, or the first is not 1, a line naming it is added to `gaps` (a
+    recorded stream's seqs follow one another from 1: the live core stops at such a gap)."""
     last_seq, last_ts = 0, 0
     for number, text in enumerate(lines, 1):
         data = text.encode() if isinstance(text, str) else text
@@ -90,10 +90,12 @@ def read_entries(lines: Iterable[bytes | str], source: str = "log",
             raise LogError(f"{source}:{number}: seq {line.seq} does not increase (previous {last_seq})")
         if line.ts < last_ts:
             raise LogError(f"{source}:{number}: ts {line.ts} goes back in time (previous {last_ts})")
-        if gaps is not None and last_seq and line.seq != last_seq + 1:
+        if gaps is not None and line.seq != last_seq + 1:
             missing = line.seq - last_seq - 1
-            gaps.append(f"{source}:{number}: seq {line.seq} follows {last_seq}: "
-                        f"{missing} {'entry' if missing == 1 else 'entries'} missing")
+            entries = f"{missing} {'entry' if missing == 1 else 'entries'} missing"
+            gaps.append(f"{source}:{number}: seq {line.seq} follows {last_seq}: {entries}" if last_seq else
+                        f"{source}:{number}: the log starts at seq {line.seq}: {entries} before it (a stream "
+                        "trimmed below a snapshot?)")
         last_seq, last_ts = line.seq, line.ts
         yield Entry(seq=line.seq, ts=line.ts, rm=line.rm, kind=line.kind, msg=body, encoding=line.encoding)
 
