@@ -136,6 +136,23 @@ def test_node_create_twice_is_rejected_and_update_of_unknown_node_too(h):
         ("n1", "node n1 already exists"), ("n2", "node n2 does not exist")]
 
 
+def test_an_update_naming_another_partition_is_refused_not_half_applied(h):
+    """Regression (an outside review): an UPDATE whose si/node-partition named another
+    partition was accepted: the node stayed in its partition, its attributes saying the
+    other. A node does not move between partitions by an update (YuniKorn fails it too)."""
+    two = TWO_QUEUES + "  - name: gpu\n    queues:\n      - name: root\n        submitacl: '*'\n"
+    h.setup(two)
+    h.do(h.log.nodes(node("n1", vcore=1000, attributes={"si/node-partition": "gpu"})))
+    outs = h.do(h.log.nodes(node("n1", action="UPDATE", vcore=2000, attributes={"si/node-partition": "default"})))
+    [rejected] = msgs(outs, "node")[0].rejected
+    assert rejected.nodeID == "n1" and "si/node-partition" in rejected.reason and "gpu" in rejected.reason
+    gpu = h.core.rms["rm-1"].partitions["gpu"]
+    assert gpu.nodes["n1"].capacity == {"vcore": 1000} and gpu.nodes["n1"].attributes["si/node-partition"] == "gpu"
+    outs = h.do(h.log.nodes(node("n1", action="UPDATE", vcore=2000, attributes={"si/node-partition": "GPU"})))
+    assert msgs(outs, "node") == [] or not msgs(outs, "node")[0].rejected  # its own partition, in any case: taken
+    assert gpu.nodes["n1"].capacity == {"vcore": 2000}
+
+
 def test_node_update_changes_capacity_and_frees_waiting_asks(h):
     h.setup(TWO_QUEUES, n1={"vcore": 1000})
     h.do(h.log.apps(app("a1", "root.prod")))
@@ -382,6 +399,23 @@ def test_release_ask_removes_pending(h):
     assert app_updates(outs) == []
     assert queue(h, "root.prod")["pending"] == {}
     assert "no pending ask" in events(h.do(h.log.release_ask("a1", "k2")))[0].message
+
+
+def test_an_rm_confirming_a_release_the_core_made_hears_no_error(h):
+    """Regression (an outside review): the SI has the receiver of a release confirm it with
+    the same message and termination type; an RM confirming the core's TIMEOUT release (an
+    ask's runtime limit) got an event saying the allocation does not exist. A confirmation of
+    a release the core made is taken in silence; a release by the RM of an unknown
+    allocation is still told (below)."""
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    outs = h.do(h.log.asks({**ask("k1", "a1", vcore=100), "executionTimeoutMilliSeconds": 1000}))
+    [placed] = new_allocs(outs)
+    outs = h.do(h.log.tick(2 * 10**9))
+    assert [(r.UUID, r.terminationType.name) for r in released(outs)] == [(placed.UUID, "TIMEOUT")]
+    confirmation = h.log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationsToRelease": [
+        {"applicationID": "a1", "UUID": placed.UUID, "partitionName": "default", "terminationType": "TIMEOUT"}]}})
+    assert events(h.do(confirmation)) == []
 
 
 def test_release_of_unknown_uuid_is_reported_not_dropped(h):

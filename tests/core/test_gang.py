@@ -391,3 +391,43 @@ def test_a_placeholder_preempted_for_another_ask_is_not_replaced_into_the_room_i
     outs = h.do(h.log.release("g", uuid=victim, termination="PREEMPTED_BY_SCHEDULER"))  # the RM stops it
     assert [k for k, _, _ in new(outs)] == ["u"]
     checked(h)
+
+
+def test_a_gang_whose_only_placeholders_are_recovered_is_accepted_and_its_timeout_holds():
+    """Regression (an outside review): a gang whose RM recovered placeholders and sent no
+    ask stayed New; at its placeholder timeout a Hard one was not failed (its real asks were
+    then placed one by one, an ordinary application) and a Soft one skipped Resuming. A
+    placeholder recovered makes it Accepted, as an ask does."""
+    for hard, ended in ((True, "Failed"), (False, "Resuming")):
+        h = Harness()
+        h.setup(QUEUES)
+        h.do(h.log.apps(gang("g", 2000, timeout_ms=10_000, hard=hard)))
+        h.do(h.log.nodes(node("n1", vcore=4000, existing=[{**allocation("u1", "p", "g", "n1", vcore=1000),
+                                                            "taskGroupName": "workers", "placeholder": True}])))
+        assert app_of(h, "g")["state"] == "Accepted"
+        outs = h.do(h.log.tick(11 * 10**9))
+        assert released(outs) == [("u1", "p", "TIMEOUT")]
+        states_now = [u.state for o in outs if o.kind == "app" for u in o.msg.updated if u.applicationID == "g"]
+        assert ended in states_now, states_now
+        outs = h.do(h.log.asks(real("r", "g", vcore=500)))
+        placed = [k for k, _, _ in new(outs)]
+        assert placed == ([] if hard else ["r"]), (hard, placed)
+        checked(h)
+
+
+def test_placeholder_without_a_task_group_is_an_ordinary_ask_as_the_si_says():
+    """Regression (an outside review): the SI's `placeholder` is "ignored if the
+    taskGroupName is not set"; such an ask (and such a recovered allocation) was a
+    placeholder here, released with TIMEOUT at the gang's placeholder timeout."""
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.apps(gang("g", 2000, timeout_ms=10_000)))
+    h.do(h.log.nodes(node("n1", vcore=4000, existing=[{**allocation("u1", "p", "g", "n1", vcore=1000),
+                                                        "placeholder": True}])))
+    outs = h.do(h.log.asks({**ask("k", "g", vcore=1000), "placeholder": True}))
+    [(key, _, uuid)] = new(outs)
+    [placed] = [a for o in outs if o.kind == "alloc" for a in o.msg.new]
+    assert key == "k" and placed.placeholder is False
+    outs = h.do(h.log.tick(11 * 10**9))
+    assert released(outs) == []  # neither is a placeholder: the timeout takes neither
+    checked(h)

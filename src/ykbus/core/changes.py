@@ -63,6 +63,7 @@ from ykbus.core.model import (
     app_of,
     applicable_limits,
     ask_spec,
+    is_placeholder,
     tracker_key,
 )
 from ykbus.core.placement import AppPlacement, apply_template
@@ -389,7 +390,7 @@ class Changes:
         """Count an allocation the RM already runs (recovery), without issuing it again."""
         alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.records.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
-                      alloc_msg.placeholder, ctx.seq, ctx.ts)
+                      is_placeholder(alloc_msg), ctx.seq, ctx.ts)
         policy = alloc_msg.preemptionPolicy
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
         alloc.originator = alloc_msg.originator
@@ -399,8 +400,10 @@ class Changes:
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
             self.start_placeholder_timer(app, ctx)
             self.waits.rejudge_gang(app, ctx)  # its waiting placeholders' reasons name the gang's total
-            if not gang_covered(app):
-                return  # a gang runs once its placeholders cover placeholderAsk
+            if not gang_covered(app):  # a gang runs once its placeholders cover placeholderAsk; till then
+                if app.state is AppState.NEW:  # Accepted, as an ask makes it (its timeout judges it so)
+                    self.app_event(app, AppEvent.RUN, ctx, "placeholder recovered")
+                return
         if app.state in (AppState.NEW, AppState.ACCEPTED, AppState.RESUMING, AppState.COMPLETING):
             self.app_event(app, AppEvent.ALLOCATE, ctx, "allocation recovered")
 

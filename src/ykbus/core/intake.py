@@ -27,7 +27,7 @@ from ykbus.core.lifecycle import (
     AppState,
     NodeEvent,
 )
-from ykbus.core.model import App, Queue
+from ykbus.core.model import App, Queue, is_placeholder
 from ykbus.core.partition import Partition
 from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry
 from ykbus.core.resources import Res, first_over, fmt_quantity, resources_of
@@ -147,6 +147,11 @@ def ask_size_problem(ask: m.AllocationAsk) -> str:
         return ""
     return (f"the ask is {size} bytes as JSON, over the limit of {limits.MAX_ITEM_BYTES} for one item "
             f"(YKBUS_LIMIT_ITEM_BYTES): its allocation, which repeats its key, tags and resources, must fit in one message")
+
+
+# the releases the core makes, which the RM confirms with the same message (the SI)
+CORE_RELEASES = frozenset({m.TerminationType.TIMEOUT, m.TerminationType.PREEMPTED_BY_SCHEDULER,
+                           m.TerminationType.PLACEHOLDER_REPLACED})
 
 
 class Intake:
@@ -281,6 +286,10 @@ class Intake:
         if action is A.UPDATE:
             if info.existingAllocations:
                 return "existingAllocations are only accepted with CREATE"
+            named = info.attributes.get(NODE_PARTITION_ATTR)
+            if named is not None and self._partition_name(named) != part.name:
+                return (f"attribute {NODE_PARTITION_ATTR} {limits.quoted(named)}: node {node.id} is in partition "
+                        f"{part.name}; an update does not move it (decommission it, then create it there)")
             capacity = None if info.schedulableResource is None else resources_of(info.schedulableResource)
             occupied = node.occupied if info.occupiedResource is None else resources_of(info.occupiedResource)
             part.changes.update_node(node, info.attributes, capacity, occupied, ctx)
@@ -377,11 +386,12 @@ class Intake:
         if app.state is AppState.FAILING:
             return f"application {ask.applicationID} is Failing"
         before = app.asks.get(ask.allocationKey)
-        if before is not None and (before.placeholder != ask.placeholder or before.task_group != ask.taskGroupName):
+        placeholder = is_placeholder(ask)
+        if before is not None and (before.placeholder != placeholder or before.task_group != ask.taskGroupName):
             return (f"ask {limits.quoted(ask.allocationKey)} of application {ask.applicationID} was sent with "
                     f"placeholder {str(before.placeholder).lower()} and taskGroupName {limits.quoted(before.task_group)}: "
                     "sending it again replaces its request, not what it is (ask again under another allocationKey)")
-        if ask.placeholder and app.gang and app.gang_timer < 0:
+        if placeholder and app.gang and app.gang_timer < 0:
             return f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more placeholders"
         part.changes.add_ask(ask, app, res, ctx)
         return ""
@@ -394,6 +404,8 @@ class Intake:
         if rel.UUID:
             alloc = app.allocations.get(rel.UUID)
             if alloc is None:
+                if rel.terminationType in CORE_RELEASES:
+                    return ""  # the RM confirms a release the core made (the SI's same message): it is gone
                 return f"allocation {rel.UUID} of application {app.id} does not exist"
             targets = [alloc]
         elif rel.allocationKey:

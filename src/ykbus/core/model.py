@@ -362,11 +362,16 @@ class AskSpec:
         self.preempt_other = preempt_other
 
 
+def is_placeholder(msg: m.AllocationAsk | m.Allocation) -> bool:
+    """The SI's `placeholder`, "ignored if the taskGroupName is not set"."""
+    return msg.placeholder and bool(msg.taskGroupName)
+
+
 def ask_spec(msg: m.AllocationAsk) -> AskSpec:
     """What `msg` asks for. No preemption policy: it may be preempted and may not preempt
     (YuniKorn's default)."""
     policy = msg.preemptionPolicy
-    return AskSpec(msg.maxAllocations or 1, msg.priority, msg.tags, msg.taskGroupName, msg.placeholder,
+    return AskSpec(msg.maxAllocations or 1, msg.priority, msg.tags, msg.taskGroupName, is_placeholder(msg),
                    msg.Originator, msg.executionTimeoutMilliSeconds,
                    policy is None or policy.allowPreemptSelf, policy is not None and policy.allowPreemptOther)
 
