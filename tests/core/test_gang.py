@@ -196,6 +196,9 @@ def test_a_soft_gang_not_running_at_its_timeout_resumes_as_an_ordinary_applicati
     assert [(r.allocationKey, r.terminationType.name) for o in outs if o.kind == "alloc"
             for r in o.msg.releasedAsks] == [("q", "TIMEOUT")]
     assert [k for k, _, _ in new(outs)] == ["r"]  # an ordinary ask now
+    confirmed = h.do(h.log.entry("alloc", {"rmID": "rm-1", "releases": {"allocationAsksToRelease": [
+        {"applicationID": "g", "allocationKey": "q", "partitionName": "default", "terminationType": "TIMEOUT"}]}}))
+    assert [o for o in confirmed if o.kind == "event"] == []  # the RM's confirmation: taken in silence
     assert app_of(h, "g")["state"] == "Running"  # Resuming, then Running with its first real allocation
     checked(h)
 

@@ -429,6 +429,8 @@ class Intake:
         return ""
 
     def _release_ask(self, rm: ResourceManager, rel: m.AllocationAskRelease, ctx: Step) -> str:
+        if rel.terminationType is m.TerminationType.TIMEOUT:
+            return ""  # the RM confirms an ask the core dropped at a timeout: ignored, as YuniKorn does
         if not rel.applicationID:
             return "applicationID is empty"
         part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)
