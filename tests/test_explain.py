@@ -198,3 +198,25 @@ def test_two_quantities_that_read_alike_are_given_exactly(tmp_path):
     lines = explain("a", "--log", str(path)).stdout.splitlines()
     assert lines[2] == ("    it fits no schedulable node even empty, and waits until a larger one joins: memory: asked "
                         "3.73 Gi (4,000,000,001), the most a node has when empty 3.73 Gi (4,000,000,000)"), lines
+
+
+def test_an_unknown_ask_exits_1_json_is_the_answer_and_a_gap_in_the_log_is_warned_of(tmp_path):
+    """Regressions (an outside review): `explain APP NOKEY` said the ask was not known and
+    exited 0; `explain APP --json` printed words; a log with entries missing was read in
+    silence by explain (replay warned)."""
+    log = LogBuilder("k8s")
+    entries = [log.register(QUEUES), log.nodes(node("n1", vcore=8000)), log.apps(app("a", "root.small")),
+               log.asks(ask("k", "a", vcore=1000))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = explain("a", "nokey", "--log", str(path))
+    assert run.returncode == 1 and "ask nokey: not known to this application" in run.stdout
+    run = explain("a", "--log", str(path), "--json")
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)
+    assert answer["applications"]["k8s"]["default"]["a"]["asks"]["k"]["allocated"] == 1
+    lines = path.read_bytes().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b"\n".join(lines[:2] + lines[3:]) + b"\n")  # the application's entry gone
+    run = explain("a", "--log", str(cut))
+    assert "warning: " in run.stderr and "1 entry missing" in run.stderr, run.stderr

@@ -144,11 +144,13 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
         from ykbus.log.jsonl import LogError, read_entries
         from ykbus.log.replay import guarded_core
 
-        guard = guarded_core()
+        guard, gaps = guarded_core(), []
         try:
             with open(args.log, "rb") as f:
-                for entry in read_entries(f, args.log):
+                for entry in read_entries(f, args.log, gaps):
                     guard.apply(entry)
+            if gaps:  # as `ykbus replay` warns: the state read is of a log with entries missing
+                print(f"ykbus {command}: warning: {gaps[0]}: read as it is", file=sys.stderr)
             answers: dict = {}
             for verb in verbs:
                 answers.update(read(guard.core, {}, verb, request))
@@ -180,7 +182,11 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
     except NatsUnreachable:
         raise
     except Exception as exc:  # noqa: BLE001 - a core that does not answer is reported, not raised
-        print(f"ykbus {command}: could not ask the core at {url}: {exc!r}", file=sys.stderr)
+        import nats.errors
+
+        why = (f"no core answers there on {args.prefix}.api (is a core or `ykbus up` running against it?)"
+               if isinstance(exc, nats.errors.NoRespondersError) else repr(exc))
+        print(f"ykbus {command}: could not ask the core at {url}: {why}", file=sys.stderr)
         return None
     if "error" in answer:
         print(f"ykbus {command}: {answer['error']}", file=sys.stderr)
@@ -233,6 +239,8 @@ def _would_fit(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Why APP's asks are pending: from a log file (replayed here) or a live core over NATS."""
+    import json
+
     from ykbus.explain import explain, overview
 
     if args.would_fit:
@@ -245,6 +253,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if answer is None:
         return 2
     applications, terminated = answer["applications"], answer.get("terminated", {})
+    if args.json:  # the read API's answer, as `ykbus apps --json` gives it
+        print(json.dumps({"applications": applications, "terminated": terminated}, sort_keys=True))
+        return 0
     if args.app is None:
         print(shown("\n".join(overview(applications, args.rm))))
         return 0
@@ -256,18 +267,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"ykbus explain: application {args.app} is not known{under}", file=sys.stderr)
         return 1
     print(shown("\n".join(lines)))
-    return 0
+    return 1 if args.ask is not None and f"  ask {args.ask}: not known to this application" in lines else 0
 
 
 def cmd_table(args: argparse.Namespace) -> int:
     """`ykbus queues|apps|nodes`: an aligned table (or the read API's JSON) of a core's state."""
     import json
 
-    from ykbus.tables import TABLES
+    from ykbus.tables import TABLES, app_filter_problem, queue_missing
 
     verb, table = TABLES[args.command]
     filters = {"queue": args.queue, "state": args.state} if args.command == "apps" else {}
-    if filters and (problem := _app_filter_problem(args.state)):
+    if filters and (problem := app_filter_problem(args.state)):
         print(f"ykbus apps: {problem}", file=sys.stderr)
         return 2
     queue = filters.get("queue")
@@ -277,34 +288,11 @@ def cmd_table(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer[verb], sort_keys=True))
         return 0
-    if queue and (problem := _queue_missing(queue, answer["queues"])):
+    if queue and (problem := queue_missing(queue, answer["queues"])):
         print(f"ykbus apps: {problem}", file=sys.stderr)
         return 2
     print(shown("\n".join(table(answer[verb], **filters))))
     return 0
-
-
-def _app_filter_problem(state: str | None) -> str:
-    """Why `--state` names no application state ("" if it names one, in any case)."""
-    from ykbus.core.lifecycle import AppState
-
-    names = [s.value for s in AppState]
-    if state is None or state.lower() in (n.lower() for n in names):
-        return ""
-    return f"--state {state} is not an application state ({', '.join(names)})"
-
-
-def _queue_missing(queue: str, queues: dict) -> str:
-    """Why `--queue` names no queue of a `queues` answer ("" if some RM's partition has it),
-    with the nearest names."""
-    import difflib
-
-    paths = sorted({path for parts in queues.values() for section in parts.values() for path in section})
-    if queue in paths:
-        return ""
-    near = difflib.get_close_matches(queue, paths, n=1, cutoff=0.6)
-    return (f"no queue {queue} (" + (f"did you mean {near[0]}? " if near else "")
-            + f"the queues: {', '.join(paths[:20])}{', ...' if len(paths) > 20 else ''})")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -631,7 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--would-fit", metavar="FILE", help="a dry run: where the application in FILE (JSON or YAML: "
                    '{"application": <AddApplicationRequest>, "asks": [<AllocationAsk>, ...]}) would go now, or why '
                    "not, when it would start, and what a smaller request would get (writes nothing)")
-    p.add_argument("--json", action="store_true", help="--would-fit: the answer as JSON")
+    p.add_argument("--json", action="store_true", help="the read API's JSON (the application's, and how it ended) instead of words; with --would-fit, its answer")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--log", help="replay this JSON Lines log and explain its final state")
     where.add_argument("--nats", metavar="URL", help="ask a live core over NATS (read API yk.v1.api.applications); "

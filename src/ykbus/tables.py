@@ -100,3 +100,26 @@ def nodes(answer: Answer) -> list[str]:
 TABLES: dict[str, tuple[str, Callable[..., list[str]]]] = {
     "queues": ("queues", queues), "apps": ("applications", apps), "nodes": ("nodes", nodes),
 }
+
+
+def app_filter_problem(state: str | None) -> str:
+    """Why `--state` names no application state ("" if it names one, in any case)."""
+    from ykbus.core.lifecycle import AppState
+
+    names = [s.value for s in AppState]
+    if state is None or state.lower() in (n.lower() for n in names):
+        return ""
+    return f"--state {state} is not an application state ({', '.join(names)})"
+
+
+def queue_missing(queue: str, queues: dict) -> str:
+    """Why `--queue` names no queue of a `queues` answer ("" if some RM's partition has it),
+    with the nearest names."""
+    import difflib
+
+    paths = sorted({path for parts in queues.values() for section in parts.values() for path in section})
+    if queue in paths:
+        return ""
+    near = difflib.get_close_matches(queue, paths, n=1, cutoff=0.6)
+    return (f"no queue {queue} (" + (f"did you mean {near[0]}? " if near else "")
+            + f"the queues: {', '.join(paths[:20])}{', ...' if len(paths) > 20 else ''})")
