@@ -308,3 +308,18 @@ def test_lists_of_the_wrong_type_in_the_log_are_skipped_as_the_core_rejects_them
     done = ykbus("whatif", path, "--queues", queue_file(tmp_path, "1"))
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1 and "root.batch" in done.stdout, done.stdout + done.stderr  # 2 allocations -> 1
+
+
+def test_what_the_new_configuration_rejects_is_said_not_only_counted_as_lost(tmp_path):
+    """Regression (an outside review): a queue file whose partition has another name had
+    every node and application rejected in the new replay, and the report said only "7
+    lost". It says what was rejected, how many of each and the first reason."""
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text((QUEUES % "4").replace("name: default", "name: gpu"))
+    run = ykbus("whatif", recorded(tmp_path), "--queues", renamed)
+    assert run.returncode == 1, run.stderr
+    [said] = [line for line in run.stdout.splitlines() if line.startswith("rejected in the new replay only: ")]
+    assert said.startswith("rejected in the new replay only: 2 nodes, 2 applications"), said
+    assert "partition" in said and "does not exist" in said
+    answer = json.loads(ykbus("whatif", recorded(tmp_path), "--queues", renamed, "--json").stdout)
+    assert {(r["kind"], r["id"]) for r in answer["rejectedNow"]} >= {("node", "n1"), ("application", "b")}

@@ -42,6 +42,8 @@ class Outcome:
     queues: dict[tuple[str, str], str] = field(default_factory=dict)
     # (RM, UUID) -> the allocation it named: its ask and which of the ask's allocations it was
     made: dict[tuple[str, str], tuple[AskId, int]] = field(default_factory=dict)
+    # (RM, what, its id) -> the reason of its first rejection: applications, nodes, asks
+    rejected: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     @property
     def allocations(self) -> int:
@@ -120,6 +122,7 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
         elif entry.kind == "node" and recorded is not None and b"existingAllocations" in entry.msg:
             told.update((entry.rm, u) for u in _reported(entry.kind, _body(entry)))
         for out in guard.apply(entry):
+            _rejections(out, result.rejected)
             if out.kind == "alloc":
                 for a in out.msg.new:
                     ask = (out.rm, a.applicationID, a.allocationKey)
@@ -136,6 +139,20 @@ def outcome(entries: list[Entry], queues: SchedulerConfig | None, group: str | N
             for app_id, live in part["applications"].items():
                 result.queues[(rm_id, app_id)] = live["queue"]
     return result
+
+
+def _rejections(out: Any, into: dict[tuple[str, str, str], str]) -> None:
+    """The applications, nodes and asks output `out` rejects, each's first reason."""
+    if out.kind == "app":
+        found = [("application", r.applicationID, r.reason) for r in out.msg.rejected]
+    elif out.kind == "node":
+        found = [("node", r.nodeID, r.reason) for r in out.msg.rejected]
+    elif out.kind == "alloc":
+        found = [("ask", f"{r.applicationID}/{r.allocationKey}", r.reason) for r in out.msg.rejected]
+    else:
+        return
+    for what, item, reason in found:
+        into.setdefault((out.rm, what, item), reason)
 
 
 def _reported(kind: str, body: dict[str, Any]) -> list[str]:
@@ -216,11 +233,14 @@ class Comparison:
     total: Row
     queues: dict[str, Row]
     apps: dict[tuple[str, str], Row]
+    # rejected in the new replay only, and in the recorded one only: (RM, what, id, reason)
+    rejected: list[tuple[str, str, str, str]] = field(default_factory=list)
+    accepted: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
-        """Every allocation made, on the same node, after the same wait."""
-        return not self.total.changed
+        """Every allocation made, on the same node, after the same wait; the same rejected."""
+        return not self.total.changed and not self.rejected and not self.accepted
 
 
 NO_QUEUE = "(no application)"  # the row of asks whose application neither replay knows at the end
@@ -248,7 +268,9 @@ def compare(old: Outcome, new: Outcome) -> Comparison:
             if wait is not None:
                 row.waits_before.append(wait[0])
                 row.waits_after.append(wait[1])
-    return Comparison(total, queues, apps)
+    rejected = [(*k, r) for k, r in sorted(new.rejected.items()) if k not in old.rejected]
+    accepted = [(*k, r) for k, r in sorted(old.rejected.items()) if k not in new.rejected]
+    return Comparison(total, queues, apps, rejected, accepted)
 
 
 def _seconds(waits: list[int]) -> str:
@@ -266,6 +288,12 @@ def report(c: Comparison, limit: int = 20) -> list[str]:
     if c.same:
         lines.append("no decision changes")
         return lines
+    for told, items in (("rejected in the new replay only", c.rejected), ("rejected as recorded, not now", c.accepted)):
+        if items:
+            counts = {what: sum(1 for _, w, _, _ in items if w == what) for what in ("node", "application", "ask")}
+            rm, what, item, reason = items[0]
+            lines.append(f"{told}: " + ", ".join(f"{n:,} {w}{'s' if n > 1 else ''}" for w, n in counts.items() if n)
+                         + f" (the first, {what} {item} of RM {rm}: {reason})")
     lines.append("")
     lines += _table("queue", [(q, r) for q, r in sorted(c.queues.items())])
     changed = sorted(((a, r) for a, r in c.apps.items() if r.changed),
@@ -291,5 +319,9 @@ def as_json(c: Comparison) -> dict[str, Any]:
                 "waitBeforeMedianNs": int(statistics.median(r.waits_before)) if r.waits_before else None,
                 "waitAfterMedianNs": int(statistics.median(r.waits_after)) if r.waits_after else None}
 
+    def listed(items: list[tuple[str, str, str, str]]) -> list[dict[str, str]]:
+        return [{"rm": rm, "kind": what, "id": item, "reason": reason} for rm, what, item, reason in items]
+
     return {"same": c.same, "total": row(c.total), "queues": {q: row(r) for q, r in sorted(c.queues.items())},
-            "applications": {f"{rm}/{app}": row(r) for (rm, app), r in sorted(c.apps.items()) if r.changed}}
+            "applications": {f"{rm}/{app}": row(r) for (rm, app), r in sorted(c.apps.items()) if r.changed},
+            "rejectedNow": listed(c.rejected), "rejectedBefore": listed(c.accepted)}
