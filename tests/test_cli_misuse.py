@@ -48,6 +48,16 @@ def test_a_truncated_log_given_to_bench_replay_is_named_with_its_line(tmp_path):
     assert f"{log}:" in done.stderr and "not a log entry" in done.stderr, done.stderr
 
 
+def test_a_lone_surrogate_in_a_logs_body_is_named_not_called_truncated(tmp_path):
+    """Regression (an outside review): msgspec calls a lone surrogate escape "Input data was
+    truncated", which sends a user to look for a cut file."""
+    log = tmp_path / "sur.jsonl"
+    log.write_text('{"seq":1,"ts":1,"rm":"r","kind":"alloc","msg":"\\ud800"}\n')
+    done = ykbus("replay", str(log))
+    assert done.returncode == 2 and "truncated" not in done.stderr, done.stderr
+    assert f"{log}:1: not a log entry: a lone surrogate escape" in done.stderr
+
+
 def test_control_characters_in_an_rms_ids_are_shown_escaped_not_sent_to_the_terminal(tmp_path):
     """An RM may name an application with any character: ESC sequences (clear the screen,
     recolour) and bidirectional overrides reached the terminal as they were."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Annotated, Any
 
@@ -51,6 +52,7 @@ class _InLine(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 _line_decoder = msgspec.json.Decoder(_Line)
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _str_decoder = msgspec.json.Decoder(str)
 _encoder = msgspec.json.Encoder()
 
@@ -85,6 +87,8 @@ def read_entries(lines: Iterable[bytes | str], source: str = "log",
             body = _body(line)
         except (msgspec.DecodeError, UnicodeError, RecursionError, ValueError) as exc:
             reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+            if reason == "Input data was truncated" and _SURROGATE.search(data):  # msgspec's words for it
+                reason = "a lone surrogate escape (\\ud800 to \\udfff) is not text: write such a body as msg_b64"
             raise LogError(f"{source}:{number}: not a log entry: {reason}") from None
         if line.seq <= last_seq:
             raise LogError(f"{source}:{number}: seq {line.seq} does not increase (previous {last_seq})")
