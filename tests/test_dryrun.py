@@ -401,3 +401,24 @@ def test_explain_says_each_groups_domain(tmp_path):
     said = lines(would_fit(h.core, request))
     assert said[1] == ("  would fit now, task group role-a in ykbus.io/rack r2, task group role-b in ykbus.io/rack r1: "
                        "on r2-0, r2-1, r1-0 (2), r1-1"), said
+
+
+def test_asks_of_one_request_are_one_set_whether_their_tag_is_their_own_or_their_applications():
+    """Regression (a review of the fix above): an application tagged for a rack, one ask
+    with the same tag of its own and one without: the core places them as one set (the
+    same request, sent together: core/gang.py `plan_sets`), in one rack; the dry run made
+    two groups, each in a rack, and said it fits where the core waits."""
+    rack = {"ykbus.io/topology-required": "ykbus.io/rack"}
+    h = cluster()  # free GPUs: r1-0 8, r1-1 4; r2-0 2, r2-1 2
+    asks = [{"allocationKey": "k1", "applicationID": "try", "maxAllocations": 2, "tags": rack,
+             "resourceAsk": {"resources": {"gpu": {"value": 2}}}},
+            {"allocationKey": "k2", "applicationID": "try", "maxAllocations": 3,
+             "resourceAsk": {"resources": {"gpu": {"value": 4}}}}]
+    answer = would_fit(h.core, {"application": {"applicationID": "try", "queueName": "root.jobs",
+                                                "ugi": {"user": "me"}, "tags": rack}, "asks": asks})
+    h.do(h.log.apps(app("try", "root.jobs", tags=rack)))
+    outs = h.do(h.log.asks(*asks))
+    placed = [a for o in outs if o.kind == "alloc" for a in o.msg.new]
+    assert answer["fits"] is bool(placed) is False, (answer, placed)
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["try"]["asks"]["k1"]["why"]
+    assert answer["reason"] == why["message"]

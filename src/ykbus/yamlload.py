@@ -10,7 +10,10 @@ into nodes here, in Python, where the bounds are counted: libyaml's own composer
 compose out of reach of the counts (and recursively, in C). A queue file near the 1 MiB
 limit is read in about 0.5 s this way, against 4 s with PyYAML's parser in Python: the
 writer reads an RM's configuration when it applies its entry, and holds every entry
-meanwhile. Without libyaml, PyYAML's Python parser reads the same events.
+meanwhile. Without libyaml (a PyYAML built from source without it; its wheels carry it)
+PyYAML's parser in Python reads the text: it words its errors otherwise, refuses a few texts
+libyaml takes (a tab inside a plain scalar) and takes a few it refuses (`%YAML 1.3`), so a
+replay of a log holding such a configuration could differ between the two (docs/protocol.md).
 """
 
 from __future__ import annotations

@@ -247,6 +247,25 @@ def test_an_ask_sent_again_for_a_recovered_allocation_counts_it_as_allocated(h):
     assert [a.allocationKey for a in new_allocs(outs)] == ["k1"]  # asked again once none runs
 
 
+def test_an_allocation_recovered_under_the_key_of_a_released_ask_makes_nothing_pending(h):
+    """Regression (a review of the fix above): an ask the RM released while it had
+    allocations, and then an allocation of its key recovered, was pending again: the queue
+    and application counted it for ever and the application never completed."""
+    from tests import invariants
+
+    h.setup(TWO_QUEUES, n1={"vcore": 1000})
+    h.do(h.log.apps(app("a1", "root.prod")))
+    h.do(h.log.asks(ask("k1", "a1", vcore=1000, max_allocations=3)))
+    h.do(h.log.release_ask("a1", "k1"))
+    outs = h.do(h.log.nodes(node("n2", vcore=8000, existing=[allocation("u-rec", "k1", "a1", "n2", vcore=1000)])))
+    assert new_allocs(outs) == [] and new_allocs(h.do(h.log.tick(10**9))) == []
+    assert queue(h, "root.prod")["pending"] == {}
+    invariants.state_is_consistent(h.core)
+    for uuid in list(h.core.rms["rm-1"].partitions["default"].apps["a1"].allocations):
+        outs = h.do(h.log.release("a1", uuid=uuid))
+    assert app_updates(outs) == [("a1", "Completing")]
+
+
 def test_existing_allocation_of_unknown_app_is_rejected_and_node_still_added(h):
     h.setup(TWO_QUEUES)
     outs = h.do(h.log.nodes(node("n1", vcore=4000, existing=[

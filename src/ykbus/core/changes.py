@@ -491,6 +491,9 @@ def _recovered_of(app: App, key: str, waits: Waits, ctx: Step) -> None:
     if ask is None:
         app.recovered[key] = app.recovered.get(key, 0) + 1
         return
+    if ask.state is AskState.RELEASED:  # the RM released it: one more allocation of it, nothing pending
+        ask.allocated += 1
+        return
     waits.unpend(ask, ctx)
     if _count_recovered(ask, ask.allocated + 1):
         waits.pend(ask, ctx)

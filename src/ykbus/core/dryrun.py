@@ -137,14 +137,14 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
             raise DryRunError(f"asks[{i}].allocationKey: {limits.quoted(ask.allocationKey)} is the key of asks[{first}] "
                               "too: the core would take it as a new request for that ask, not another one (give each "
                               "ask its own key)")
-    members, keys, groups = _members(request, bool(part.records.config.topology.levels))
+    app_topology = request_of(application.tags) if part.records.config.topology.levels else None
+    members, keys, groups = _members(request, bool(part.records.config.topology.levels), app_topology)
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
                            "queue": queue.path, "now": core.now, "lastSeq": core.last_seq, "members": len(members),
                            "asked": total_of(members), "judged": "a dry run: user and group limits, maxapplications, "
                            "where a node policy would put it, required nodes and the asks waiting ahead of it are "
                            "not judged"}
     over = _queue_over(queue, total_of(members))
-    app_topology = request_of(application.tags) if part.records.config.topology.levels else None
     if len(groups) > 1 or (groups and groups[0].request is not None):  # asks with topology tags of their own
         result = yield from _in_groups(part, members, keys, groups, app_topology, over, core.now, out)
         return result
@@ -283,10 +283,14 @@ class DryGroup:
         self.members: list[int] = []
 
 
-def _members(request: Request, levels: bool) -> tuple[list[Res], list[str], list[DryGroup]]:
+def _members(request: Request, levels: bool,
+             app_topology: TopologyRequest | None) -> tuple[list[Res], list[str], list[DryGroup]]:
     """Rule 1: one resource per allocation asked, by priority then as given, its ask key,
-    and the groups they are placed in (as core/topoplace.py `group_of` and core/gang.py
-    `plan_sets` group them; one group when no ask has a topology tag of its own)."""
+    and the groups they are placed in, as the core groups them: a gang's by task group
+    when its ask has a topology tag of its own, the request its first such ask's
+    (core/topoplace.py `group_of`), the others together; an application's asks by the
+    request in force, their own tag's else the application's (core/gang.py `plan_sets`).
+    One group when no ask asks otherwise than its application."""
     asks = sorted(enumerate(request.asks), key=lambda e: (-e[1].priority, e[0]))
     gang = bool(resources_of(request.application.placeholderAsk)) or any(a.placeholder for a in request.asks)
     members: list[Res] = []
@@ -295,10 +299,13 @@ def _members(request: Request, levels: bool) -> tuple[list[Res], list[str], list
     for _, ask in asks:
         res = resources_of(ask.resourceAsk)
         own = request_of(ask.tags) if levels and ask.tags else None
-        key = ("", None) if own is None else ((ask.taskGroupName, own) if gang else ("", own))
+        if own is not None and not gang and own == app_topology:
+            own = None  # the application's request: one set with its asks of no tag of their own
+        key: tuple[str, TopologyRequest | None] = (
+            ("", None) if own is None else (ask.taskGroupName, None) if gang else ("", own))
         group = groups.get(key)
-        if group is None:
-            group = groups[key] = DryGroup(key[0], own)
+        if group is None:  # (the group of no task group follows its application's request, as the core's)
+            group = groups[key] = DryGroup(key[0], None if key == ("", None) else own)
         for _ in range(max(1, ask.maxAllocations)):
             group.members.append(len(members))
             members.append(res)

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import NODE_ROOM, App, Ask, Node
-from ykbus.core.packing import dominant_in, packed
+from ykbus.core.packing import packed
 from ykbus.core.resources import Res
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
@@ -111,8 +111,11 @@ class DomainHolds:
         pending = [a for a in app.asks.values() if a.placeholder and a.pending]
         at_level = [a for a in pending if _level_of(request_of(a.tags) or request_of(app.tags)) == level]
         members = [a.resource for a in (at_level or pending) for _ in range(a.pending)]
-        resource = dominant_in(total_of(members), total_of(rooms))
-        return len(packed(rooms.__getitem__, len(rooms), members, True, resource)) == len(members)  # (as placed)
+        # as placed: in their order, else largest first in the dominant resource, which the
+        # planner measures against the whole cluster's free room: each of theirs is tried,
+        # so a domain the planner judged able to hold the gang is never judged otherwise here
+        return any(len(packed(rooms.__getitem__, len(rooms), members, True, r)) == len(members)
+                   for r in sorted(total_of(members)) or [""])
 
     def ask_left(self, app: App, ask: Ask, ctx: Step) -> None:
         """`ask` of `app` went: with no placeholder of its gang waiting, its reservation ends."""
