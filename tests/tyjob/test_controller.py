@@ -540,3 +540,40 @@ def test_pods_lost_from_a_starting_job_are_its_message_not_a_waiting_workers_rea
     assert st["stage"] == "Rescheduling" and st["message"] == "pods lost with their node: s-l", st
     d.flush()  # the lost leader asked again: now why it waits, not why a worker waits
     assert d.status("default.s")["message"].startswith("s-l waits: "), d.status("default.s")
+
+
+def test_a_pod_that_ended_on_a_node_that_leaves_fails_nothing():
+    """Regression (an outside review): a healthy running job was failed (`pod ... fits no
+    node of the cluster`) when the cluster file dropped the node where its worker had
+    already finished: pods that ended, or run on a node that stays, need no room."""
+    d = Driver("nodes:\n  - {name: big, cpu: 16, memory: 32Gi}\n  - {name: n1, cpu: 4, memory: 8Gi}\n")
+    d.start()
+    [job] = parse_manifests(_short_worker())  # leader 1 cpu, one worker of 12 cpu (only big holds it) ...
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    worker = next(p for p in d.ctl.runs["default.g"].pods.values() if p.role != "leader")
+    assert worker.node == "big"
+    d.advance(5)  # ... which ends after 2 s, the leader running on
+    assert worker.phase == "Succeeded" and d.status()["stage"] == "Running"
+    d.ctl.set_capacities({"n1": d.nodes["n1"].capacity}, d.now)  # big left the cluster file
+    d.flush()
+    assert d.status()["stage"] != "Failed", d.status()
+
+
+def _short_worker() -> str:
+    """A leader of 1 cpu for 100 s, one worker of 12 cpu for 2 s."""
+    return """kind: TYJob
+apiVersion: v1
+metadata: {name: g}
+spec:
+  schedulerPolicy: {basicPolicy: BinPack}
+  leader:
+    name: l
+    template: {metadata: {annotations: {ykbus.io/sim-duration: "100"}},
+               spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+  workerSets:
+    - name: w
+      counts: 1
+      template: {metadata: {annotations: {ykbus.io/sim-duration: "2"}},
+                 spec: {containers: [{name: c, resources: {requests: {cpu: "12"}}}]}}
+"""

@@ -586,7 +586,8 @@ def never_fits(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[st
     level holds even empty."""
     if not caps:
         return ""
-    for pod in run.pods.values():
+    waiting = still_to_place(run, caps)
+    for pod in waiting:
         res = pod_spec(run.job, pod).resources
         if not any(all(c.get(r, 0) >= v for r, v in res.items()) for c in caps.values()):
             return f"pod {pod.name} ({fmt_res(res)}) fits no node of the cluster"
@@ -594,13 +595,21 @@ def never_fits(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[st
     for c in caps.values():
         add_into(total, c)
     need: dict[str, int] = {}
-    for pod in run.pods.values():
+    for pod in waiting:
         if pod.group or run.job.basic_policy != "Gang" and pod.role == LEADER:
             add_into(need, pod_spec(run.job, pod).resources)
     over = [r for r, v in need.items() if v > total.get(r, 0)]
     if over:
         return f"its gang ({fmt_res(need)}) is larger than the whole cluster ({fmt_res(total)})"
     return ""
+
+
+def still_to_place(run: JobRun, caps: dict[str, dict[str, int]]) -> list[Pod]:
+    """The pods of `run` the cluster must still find room for: those waiting, and those on a
+    node the cluster file no longer has (they will be lost with it); not one that ended, nor
+    one running where it stays."""
+    return [pod for pod in run.pods.values()
+            if pod.phase == PENDING or (pod.node and pod.node not in caps and pod.phase not in (SUCCEEDED, FAILED))]
 
 
 def no_domain_ever(run: JobRun, caps: dict[str, dict[str, int]], attributes: dict[str, dict[str, str]]) -> str:
