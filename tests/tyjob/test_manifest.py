@@ -73,6 +73,9 @@ def test_every_field_of_the_spec_is_read():
     (("  leader:\n", "  schedulerPolicy: {basicPolicy: Spread}\n  leader:\n"), "spec.schedulerPolicy.basicPolicy",
      "one of Gang, BinPack"),
     (("  leader:\n", "  minWorkersNum: 3\n  leader:\n"), "spec.minWorkersNum", "at most the number of workers"),
+    # regression (an outside review): taken, then the job failed in the core (a gang in a fair queue)
+    (("  leader:\n", "  schedulerPolicy: {jobQueuePolicy: DRF, basicPolicy: Gang}\n  leader:\n"),
+     "spec.schedulerPolicy", "a Gang job runs in root.priority"),
     (("  leader:\n", "  terminating: yes please\n  leader:\n"), "spec.terminating", "true or false"),
     (("  leader:\n", "  replicas: 3\n  leader:\n"), "spec.replicas", "unknown field"),
     (("    - name: actor\n", "    - name: actor\n      counts: 0\n"), "spec.workerSets[0].counts", "at least 1"),

@@ -393,6 +393,10 @@ def parse_document(doc: Any, where: str = "") -> tuple[TYJob | None, list[str]]:
     queue_policy = c.string(policy.get("jobQueuePolicy"), "spec.schedulerPolicy.jobQueuePolicy", "Priority",
                             JOB_QUEUE_POLICIES)
     basic = c.string(policy.get("basicPolicy"), "spec.schedulerPolicy.basicPolicy", "", BASIC_POLICIES)
+    if basic == "Gang" and queue_policy == "DRF":  # the core refuses task groups in a fair leaf (docs/gang.md)
+        c.error("spec.schedulerPolicy", "jobQueuePolicy DRF with basicPolicy Gang: a Gang job runs in root.priority "
+                "(jobQueuePolicy: Priority); root.drf sorts applications fair, where the core (as YuniKorn) "
+                "takes no task groups")
     topology = _topology(c, spec.get("topology"), "spec.topology")
     if policy.get("basicPolicy") in (None, *BASIC_POLICIES):  # else its own error says what is wrong
         for path, problem in _topology_problems(basic, min_workers, topology, worker_sets):
