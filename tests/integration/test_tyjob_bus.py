@@ -263,3 +263,35 @@ async def test_an_edit_of_the_cluster_file_gets_a_verdict_in_words_and_again_onc
                            "2 other nodes have ykbus.io/rack (misspelt? the node is in no domain of it)"), said
         nodes = core.read("nodes", {"rm": "tyjob"})["nodes"]["tyjob"]["default"]
         assert sorted(nodes) == ["cpu-1", "cpu-2", "gpu-1"]
+
+
+async def test_a_job_deleted_and_applied_again_while_the_controller_is_away_runs_again(nats_server, tmp_path):
+    """Regression (an outside review): docs/tyjob.md says a job applied again under the same
+    name while the controller was away replaces the old run; the same manifest applied again
+    after `delete` kept the old run (Succeeded, its old application): the controller took the
+    stored job, equal to the one it ran, for the same one. A job created gets an id of its
+    own (`uid`), which an update (`terminating`) keeps."""
+    url = nats_server.url
+    cluster = cluster_file(tmp_path)
+    async with running_core(url):
+        async with controller(url, cluster):
+            await apply(url, tmp_path, job("again", leader="0.2", worker="0.2"))
+            st = await wait_for(url, lambda s: s.get("again", {}).get("stage") == "Succeeded")
+            first = st["again"]["application"]
+            await anyio.sleep(0.3)  # its status is saved
+        assert await cli.delete(cli.Nats(url), "again", "default") == 0  # the controller away
+        await apply(url, tmp_path, job("again", leader="0.2", worker="0.2"))
+        async with controller(url, cluster):
+            st = await wait_for(url, lambda s: s.get("again", {}).get("application") not in (None, first)
+                                and s["again"]["stage"] == "Succeeded")
+            assert st["again"]["restarts"] == 0
+
+
+async def test_one_job_in_two_files_of_one_apply_is_refused(nats_server, tmp_path):
+    """Regression (an outside review): `apply -f a.yaml -f b.yaml` with the same new job in
+    both said "created" twice and the second silently won (in one file, it is refused)."""
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(job("dup", workers=1))
+    b.write_text(job("dup", workers=5))
+    assert await cli.apply(cli.Nats(nats_server.url), [str(a), str(b)]) == 1
+    assert await statuses(nats_server.url) == {}  # nothing stored

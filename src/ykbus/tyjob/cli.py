@@ -11,6 +11,7 @@ import contextlib
 import difflib
 import io
 import json
+import secrets
 import sys
 from typing import Any, NamedTuple
 
@@ -68,7 +69,7 @@ def _immutable_changes(old: TYJob, new: TYJob) -> list[str]:
     """Fields of a stored job that a new manifest changes, besides spec.terminating, as the
     manifest names them."""
     a, b = msgspec.to_builtins(old), msgspec.to_builtins(new)
-    return sorted({MANIFEST_PATHS.get(k, k) for k in a if k not in ("terminating",) and a[k] != b.get(k)})
+    return sorted({MANIFEST_PATHS.get(k, k) for k in a if k not in ("terminating", "uid") and a[k] != b.get(k)})
 
 
 async def apply(nats: Nats, files: list[str]) -> int:
@@ -128,11 +129,16 @@ def _refuse(errors: list[str]) -> int:
 async def _apply(nats: Nats, texts: list[tuple[str, str]], errors: list[str]) -> int:
     """Store the jobs of every text, all of them or none (every error printed)."""
     jobs: list[TYJob] = []
+    source_of: dict[int, str] = {}
+    seen: dict[str, str] = {}  # a job's key -> the file that gave it
     for text, source in texts:
         try:
-            jobs.extend(parse_manifests(text, source))
+            parsed = parse_manifests(text, source)
         except ManifestError as exc:
             errors.extend(exc.errors)
+            continue
+        jobs.extend(parsed)
+        source_of.update({id(job): source for job in parsed})
     if errors:
         return _refuse(errors)
     nc = await _open(nats)
@@ -149,6 +155,10 @@ async def _apply(nats: Nats, texts: list[tuple[str, str]], errors: list[str]) ->
             if old is not None and _immutable_changes(old, job):
                 errors.append(f"tyjob {job.namespace}/{job.name}: only spec.terminating may change on an existing job "
                               f"(changed: {', '.join(_immutable_changes(old, job))}); delete it first")
+            if key in seen:  # two files naming one job: which would win is no answer
+                errors.append(f"tyjob {job.namespace}/{job.name}: given twice ({seen[key]} and {source_of[id(job)]})")
+            seen[key] = source_of[id(job)]
+            job = msgspec.structs.replace(job, uid=old.uid if old is not None else secrets.token_hex(8))
             results.append((job, key, old))
         if errors:
             return _refuse(errors)

@@ -109,6 +109,9 @@ class TYJob(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     leader_template: dict[str, Any] = {}
     volumes: list[Any] = []
     topology: Topology | None = None  # the whole gang's domain
+    # set by `ykbus tyjob apply` when it creates the job, kept when it updates it: a job deleted
+    # and applied again (the same manifest) is another job, which runs again
+    uid: str = ""
 
     @property
     def workers(self) -> int:
