@@ -577,3 +577,22 @@ spec:
       template: {metadata: {annotations: {ykbus.io/sim-duration: "2"}},
                  spec: {containers: [{name: c, resources: {requests: {cpu: "12"}}}]}}
 """
+
+
+def test_a_pod_left_running_after_its_job_ended_and_lost_with_its_node_is_not_pending():
+    """Regression (an outside review): with cleanPodPolicy None a pod runs on after its job
+    ended; lost with its node, it read `Pending` on no node for ever, though nothing would
+    place it: it failed with its node."""
+    d = Driver("nodes:\n  - {name: n1, cpu: 4, memory: 8Gi}\n  - {name: big, cpu: 16, memory: 32Gi}\n")
+    d.start()
+    [job] = parse_manifests(_short_worker().replace('"100"', '"1"').replace('"2"}}', '"1000"}}')
+                            .replace("spec:\n", "spec:\n  cleanPodPolicy: None\n", 1))
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    d.advance(5)  # the leader (1 s) succeeded: the job ended; its worker (1000 s) runs on
+    st = d.status()
+    assert st["stage"] == "Succeeded", st
+    [worker] = [p for p in st["pods"] if p["node"] == "big"]
+    d.feed(d.log.nodes(msgspec.to_builtins(m.NodeInfo(nodeID="big", action=m.ActionFromRM.DECOMISSION))))
+    pod = next(p for p in d.status()["pods"] if p["name"] == worker["name"])
+    assert pod["phase"] != "Pending" and pod["node"] == "", pod
