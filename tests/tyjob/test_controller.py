@@ -596,3 +596,15 @@ def test_a_pod_left_running_after_its_job_ended_and_lost_with_its_node_is_not_pe
     d.feed(d.log.nodes(msgspec.to_builtins(m.NodeInfo(nodeID="big", action=m.ActionFromRM.DECOMISSION))))
     pod = next(p for p in d.status()["pods"] if p["name"] == worker["name"])
     assert pod["phase"] != "Pending" and pod["node"] == "", pod
+
+
+def test_a_job_that_ended_without_placing_its_pods_does_not_read_scheduled_succeed():
+    """Regression (an outside review): a job applied with `terminating: true` placed nothing
+    and read `Succeeded / ScheduledSucceed` (its pods cleaned away, none left unplaced)."""
+    d = Driver()
+    d.start()
+    [job] = parse_manifests(GANG.replace("spec:\n", "spec:\n  terminating: true\n", 1))
+    d.ctl.apply(job, 1, d.now)
+    d.flush()
+    st = d.status()
+    assert st["stage"] == "Succeeded" and st["scheduleState"] != "ScheduledSucceed", st

@@ -542,7 +542,10 @@ def _leader_created(run: JobRun) -> bool:
 
 
 def schedule_event(run: JobRun) -> ScheduleEvent | None:
-    """What the core's decisions, as the run holds them, say of its schedule state."""
+    """What the core's decisions, as the run holds them, say of its schedule state (none
+    once the job ended: its pods cleaned away say nothing of how they were placed)."""
+    if run.stage in FINAL:
+        return None
     if run.never_fits:
         return ScheduleEvent.NEVER_FITS
     if run.lost:
