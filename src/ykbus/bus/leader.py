@@ -227,8 +227,10 @@ class Leadership:
         lease = self.lease
         if not self._taken_over or lease is None or not lease.term or lease.lost:
             return  # a standby, or deposed: nothing of the leader's to hand over
-        if not lease.leading and not (await lease.renew() and lease.leading):
-            return  # another process leads now, or NATS is away: the lease expires on its own
+        if not lease.leading and not await lease.renew():
+            return  # another process leads now
+        # (a renewal that did not make it leading again, NATS slow or away, sends and stores
+        # nothing below: each step checks; the lease is still freed if it can be)
         if self._kept_back():
             async with self._writer:
                 if self.publishing():
