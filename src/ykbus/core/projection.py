@@ -79,13 +79,8 @@ def _ended(p: Partition, app: str | None) -> dict[str, Any]:
 
 
 def _applications(p: Partition, now: int, app: str | None = None) -> dict[str, Any]:
-    if app is not None:  # one application: the rest is not built (an answer fits one message)
-        one = p.apps.get(app)
-        return _applications_of(p, now, [one] if one is not None else [])
-    return _applications_of(p, now, p.apps.values())
-
-
-def _applications_of(p: Partition, now: int, apps: Any) -> dict[str, Any]:
+    """Each application (`app`: that one alone, the rest not built: an answer fits one message)."""
+    apps = p.apps.values() if app is None else [a for a in (p.apps.get(app),) if a is not None]
     estimates = Estimates(p, now)  # one per read: the candidate nodes read once, one estimate per shape
     return {
         a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,

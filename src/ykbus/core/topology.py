@@ -571,7 +571,6 @@ def within(index: DomainIndex, members: Sequence[Res], level: str, values: tuple
     return NoDomain(level, scope.domains[0] if scope.domains else None, closest.holds, len(members), text, name)
 
 
-
 # A group of a gang (docs/topology.md, "Task groups"): its request (None: anywhere), its
 # members' shapes, and the domain it goes back into (level, values), if one is remembered
 Group = tuple[TopologyRequest | None, Sequence[Res], tuple[str, tuple[str, ...]] | None]

@@ -128,24 +128,20 @@ def _refuse(errors: list[str]) -> int:
 
 async def _apply(nats: Nats, texts: list[tuple[str, str]], errors: list[str]) -> int:
     """Store the jobs of every text, all of them or none (every error printed)."""
-    jobs: list[TYJob] = []
-    source_of: dict[int, str] = {}
+    jobs: list[tuple[TYJob, str]] = []  # each with the file that gave it
     seen: dict[str, str] = {}  # a job's key -> the file that gave it
     for text, source in texts:
         try:
-            parsed = parse_manifests(text, source)
+            jobs.extend((job, source) for job in parse_manifests(text, source))
         except ManifestError as exc:
             errors.extend(exc.errors)
-            continue
-        jobs.extend(parsed)
-        source_of.update({id(job): source for job in parsed})
     if errors:
         return _refuse(errors)
     nc = await _open(nats)
     try:
         kv = await store.bucket(nc)
         results = []
-        for job in jobs:
+        for job, source in jobs:
             key = store.spec_key(job.namespace, job.name)
             old_data = await store.get_value(kv, key)
             try:
@@ -156,8 +152,8 @@ async def _apply(nats: Nats, texts: list[tuple[str, str]], errors: list[str]) ->
                 errors.append(f"tyjob {job.namespace}/{job.name}: only spec.terminating may change on an existing job "
                               f"(changed: {', '.join(_immutable_changes(old, job))}); delete it first")
             if key in seen:  # two files naming one job: which would win is no answer
-                errors.append(f"tyjob {job.namespace}/{job.name}: given twice ({seen[key]} and {source_of[id(job)]})")
-            seen[key] = source_of[id(job)]
+                errors.append(f"tyjob {job.namespace}/{job.name}: given twice ({seen[key]} and {source})")
+            seen[key] = source
             job = msgspec.structs.replace(job, uid=old.uid if old is not None else secrets.token_hex(8))
             results.append((job, key, old))
         if errors:

@@ -394,10 +394,10 @@ class Controller:
             pod = next((p for p in run.pods.values() if p.uuid == r.UUID), None)
             if pod is None:
                 continue  # one it released itself
-            if run.stage in FINAL:  # left running after its job ended (cleanPodPolicy): gone with its node
-                pod.uuid, pod.node, pod.phase, pod.ends_at = "", "", FAILED, 0.0
-                continue
             pod.unplace()
+            if run.stage in FINAL:  # left running after its job ended (cleanPodPolicy): gone with its node
+                pod.phase = FAILED
+                continue
             run.lost.append(pod.name)
             self.out.asks.append(self._ask(run, pod))
         for r in response.rejected:
