@@ -724,3 +724,30 @@ def test_a_rack_reserved_by_another_gang_is_not_said_to_be_too_small():
     why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["g2"]["asks"]["ph"]["why"]
     assert why["code"] == "TopologyNoDomain" and "even empty" not in why["message"], why
     assert "holdsEmpty" not in why["details"]
+
+
+def test_a_gang_of_mixed_shapes_reserves_the_rack_that_places_most_of_it_largest_first():
+    """Regression (left from the review of the largest-first retry): the rank of a rack to
+    reserve counted the members first fit places in the order they came, where placement
+    tries largest first too: workers of 1 GPU sent before leaders of 4 filled the 4-GPU host
+    of the rack closest to holding the gang, and another rack was reserved."""
+    h = Harness()
+    h.setup(QUEUES)
+    free = {"r1": (3, 3, 0), "r2": (4, 2, 0)}  # GPUs left free on each 4-GPU host by the application fill
+    h.do(h.log.nodes(*[node(f"{rack}-{i}", attributes={BLOCK: "b1", RACK: rack}, gpu=4, vcore=64000)
+                       for rack, frees in free.items() for i in range(len(frees))]))
+    h.do(h.log.apps(app_msg("fill", "root.jobs")))
+    h.do(h.log.asks(*[{**ask(f"f-{rack}-{i}", "fill", gpu=4 - f, vcore=1000),
+                       "tags": {"yunikorn.apache.org/requiredNode": f"{rack}-{i}"}}
+                      for rack, frees in free.items() for i, f in enumerate(frees) if f < 4]))
+    h.do(h.log.apps(app_msg("g", "root.jobs", placeholderAsk=resource(gpu=10),
+                            tags={"ykbus.io/topology-required": RACK})))
+    outs = h.do(h.log.asks(
+        {**ask("w", "g", gpu=1, vcore=1000, max_allocations=2), "taskGroupName": "worker", "placeholder": True},
+        {**ask("l", "g", gpu=4, vcore=1000, max_allocations=2), "taskGroupName": "leader", "placeholder": True}))
+    assert new_allocs(outs) == []  # no rack holds 2 × 4 and 2 × 1 GPUs now
+    h.do(h.log.tick(3_000_000_000))  # past the delay: it reserves a rack
+    # r2 places a leader and both workers now (largest first), r1 only the workers (either
+    # order); in the order they came each places the two workers alone (r1 won by key)
+    assert holding(h) == {"g": "b1/r2"}
+    invariants.state_is_consistent(h.core)

@@ -337,7 +337,8 @@ class GangDomain:
         empty (its members packed on the nodes' capacity less what others occupy), the one
         where the gang's estimated start is earliest when runtime limits are in use (one
         without an estimate after every one with one: core/backfill.py `domain_estimate`),
-        then where first fit places the most members now, then the most free room of the
+        then where the most members are placed now (first fit, then largest first, as the
+        placement packs them: core/packing.py `packed`), then the most free room of the
         gang's dominant resource, then by key; None when none could hold it."""
         placer = self.domains
         index, nodes = placer.index, placer.part.nodes
@@ -359,7 +360,7 @@ class GangDomain:
                 est = domain_estimate(self.app, [nodes[i] for i in ids], self.now)
                 if isinstance(est, Estimate):
                     starts = est.at
-            now = len(members) - pack(index, in_order(d), members, False).count("")
+            now = len(members) - pack(index, in_order(d), members, False, resource=resource).count("")
             rank = (starts, -now, -d.free.get(resource, 0), d.values)
             if best_rank is None or rank < best_rank:
                 best, best_rank = d, rank
