@@ -57,8 +57,67 @@ def test_first_matching_rule_wins_and_creates_unmanaged_queues():
                           app("d", "root.nope", user="svc-x", groups=["ml", "x"]),  # provided fails -> group
                           app("e", "", user="svc-y"))                   # nothing applies
     assert ok == {"a": "root.prod", "b": "root.users.bob_dot_smith", "c": "root.etl", "d": "root.groups.ml"}
-    assert rejected == {"e": "no placement rule placed the application (rules: provided, user, tag, primarygroup)"}
+    assert rejected == {"e": "no placement rule placed the application (rules: provided, user, tag, primarygroup): "
+                             "provided: the application names no queue (queueName is empty); user: its filter leaves "
+                             "user 'svc-y' out; tag: the application has no tag namespace; primarygroup: the user has "
+                             "no group"}
     assert "root.nope" not in queues(h)
+
+
+def test_a_rejection_says_why_each_rule_placed_nothing():
+    """Regression (an outside review): every miss read "no placement rule placed the
+    application (rules: provided)", whatever the cause; only ACL denials were named."""
+    cfg = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+        create: true
+      - name: user
+        create: true
+        parent: {name: fixed, value: root.leafy}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: p
+            parent: true
+          - name: leafy
+"""
+    h = Harness()
+    h.setup(cfg)
+    long = "q" * 70
+    _, rejected = placed(h, app("1", "root.x.y", user="u1"), app("2", "root.p", user="u2"),
+                         app("3", f"root.p.{long}", user="u3"))
+    assert rejected["1"] == (
+        "no placement rule placed the application (rules: provided, user): provided: queue root.x.y does not exist "
+        "and cannot be created: its parent root.x does not exist; fixed: queue root.leafy is a leaf queue: a parent "
+        "rule names a parent; user: its parent rule (fixed) placed no parent queue")
+    assert rejected["2"].startswith("no placement rule placed the application (rules: provided, user): provided: "
+                                    "queue root.p is a parent queue: applications go to leaf queues; ")
+    assert f"provided: queue root.p.{long} cannot be created: '{long}' is not a queue name (1 to 64" in rejected["3"]
+
+
+def test_a_queue_under_a_parent_removed_from_the_configuration_takes_no_new_application():
+    """Regression (an outside review): a reload that removed root.users drained it, but its
+    unmanaged child root.users.alice stayed open: `provided` (or no rules at all) placed new
+    applications there for as long as they came, so root.users never finished draining;
+    the `user` rule already refused it."""
+    h = Harness()
+    h.setup(RULES, n1={"vcore": 4000})
+    placed(h, app("a", "", user="alice"))
+    h.do(h.log.asks(ask("k", "a", vcore=1000)))
+    h.do(h.log.config(RULES.replace("          - name: users\n            parent: true\n", "")))
+    assert queues(h)["root.users"]["draining"] is True
+    ok, rejected = placed(h, app("b", "root.users.alice", user="carol"))
+    assert ok == {} and "provided: queue root.users.alice is under root.users, which is draining" in rejected["b"]
+    no_rules = RULES[:RULES.index("    placementrules:")] + RULES[RULES.index("    queues:"):]
+    h.do(h.log.config(no_rules.replace("          - name: users\n            parent: true\n", "")))
+    ok, rejected = placed(h, app("c", "root.users.alice", user="carol"))
+    assert rejected == {"c": "queue root.users.alice is under root.users, which is draining: it accepts no new "
+                             "applications"}
+    h.do(h.log.remove_apps("a"))  # its last application gone: the child goes, then the drained parent
+    assert "root.users.alice" not in queues(h) and "root.users" not in queues(h)
 
 
 def test_unmanaged_queue_goes_when_empty_and_a_reload_does_not_drain_it():

@@ -7,7 +7,8 @@ nothing: a queue a rule would create is a new `Queue` not yet in the tree (its p
 its template applied), seen by the rules after it; the partition attaches the chosen
 queue's new ancestors when the application is added (`Changes.add_app`, core/changes.py), and the
 queues of rules that did not place it are never in the tree. One placement object per
-request: what it would create and what ACLs denied are its own scratch.
+request: what it would create, and why each rule placed nothing, are its own scratch; a
+rejection says why each rule placed nothing (at most `MISSES_SAID` reasons).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ def may_submit(queue: Queue, user: str, groups: list[str]) -> bool:
     return False
 
 
+# why a rule proposes no name (`{}`: the rule's value)
+_NO_NAME = {"provided": "the application names no queue (queueName is empty)", "tag": "the application has no tag {}",
+            "user": "the application names no user", "primarygroup": "the user has no group",
+            "secondarygroup": "the user has no group but the first"}
+
+
 def _matches(names: list[str], candidates: list[str]) -> bool:
     if len(names) == 1:
         return any(re.fullmatch(names[0], c) for c in candidates)
@@ -48,6 +55,19 @@ def _filter_allows(flt: RuleFilter, user: str, groups: list[str]) -> bool:
         return flt.type != "deny"
     hit = _matches(flt.users, [user]) or _matches(flt.groups, groups)
     return hit if flt.type == "allow" else not hit
+
+
+MISSES_SAID = 8  # the reasons a rejection names, each rule's and each ACL denial (then a count)
+
+
+def draining(queue: Queue) -> str:
+    """Why `queue` takes no new application because it or a queue above it is draining (a
+    queue removed from the configuration: what was under it goes with it), or ""."""
+    for q in queue.ancestry():
+        if q.draining:
+            return (f"queue {queue.path} is draining" if q is queue
+                    else f"queue {queue.path} is under {q.path}, which is draining")
+    return ""
 
 
 def denial(path: str, user: str) -> str:
@@ -64,12 +84,13 @@ def apply_template(queue: Queue) -> None:
 
 
 class AppPlacement:
-    __slots__ = ("partition", "planned", "denied")
+    __slots__ = ("partition", "planned", "denied", "missed")
 
     def __init__(self, partition: PartitionState) -> None:
         self.partition = partition
         self.planned: dict[str, Queue] = {}  # path -> a queue a rule would create (not in the tree)
         self.denied: list[str] = []
+        self.missed: list[str] = []  # "<rule>: why it placed nothing", in the order tried
 
     def _queue(self, path: str) -> Queue | None:
         """The queue at `path`: in the tree, or one a rule before would create."""
@@ -94,8 +115,8 @@ class AppPlacement:
                 reason = f"queue {msg.queueName!r} does not exist"
             elif not queue.leaf:
                 reason = f"queue {queue.path} is a parent queue: applications go to leaf queues"
-            elif queue.draining:
-                reason = f"queue {queue.path} is draining: it accepts no new applications"
+            elif closed := draining(queue):
+                reason = f"{closed}: it accepts no new applications"
             elif not may_submit(queue, user, groups):
                 reason = denial(queue.path, user)
             else:
@@ -108,36 +129,59 @@ class AppPlacement:
             if chosen is None:
                 names = ", ".join(r.name for r in rules)
                 reason = f"no placement rule placed the application (rules: {names})"
+                said = self.missed[:MISSES_SAID]
+                if said:
+                    reason += ": " + "; ".join(said)
                 if self.denied:
-                    reason += "; denied by ACL: " + "; ".join(self.denied)
+                    reason += "; denied by ACL: " + "; ".join(self.denied[:max(1, MISSES_SAID - len(said))])
+                more = len(self.missed) - len(said) + max(0, len(self.denied) - max(1, MISSES_SAID - len(said)))
+                if more > 0:
+                    reason += f"; and {more} more"
         if chosen is None and msg.tags.get(FORCE_TAG, "").lower() == "true":
-            chosen = self._queue(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True, recovery=True)
+            recovery = self._queue(RECOVERY_QUEUE) or self._create_unmanaged(RECOVERY_QUEUE, True, recovery=True)
+            chosen = recovery if isinstance(recovery, Queue) else None
         return chosen, reason if chosen is None else ""
 
     def _place_by(self, rule: PlacementRule, msg: m.AddApplicationRequest, leaf: bool) -> Queue | None:
         """The queue `rule` names (a leaf, or a parent for a parent rule), made if allowed.
-        A leaf the user may not submit to does not count: the next name or rule is tried."""
-        if not _filter_allows(rule.filter, msg.ugi.user, list(msg.ugi.groups)):
-            return None
-        for name in self._rule_names(rule, msg):
+        A leaf the user may not submit to does not count: the next name or rule is tried.
+        Why it placed nothing goes to `missed` (a parent rule's reason before its child's)."""
+        user = msg.ugi.user
+        if not _filter_allows(rule.filter, user, list(msg.ugi.groups)):
+            return self._miss(rule, f"its filter leaves user {user!r} out")
+        names = self._rule_names(rule, msg)
+        if not names:
+            return self._miss(rule, _NO_NAME.get(rule.name, "it names no queue").format(rule.value))
+        for name in names:
             if rule.parent is not None and not from_root(name):  # (a queue from root: no parent rule runs)
                 parent = self._place_by(rule.parent, msg, leaf=False)
                 if parent is None:
-                    return None
+                    return self._miss(rule, f"its parent rule ({rule.parent.name}) placed no parent queue")
                 path = f"{parent.path}.{name.replace('.', DOT).lower()}"
             else:
                 path = full_path(name)
             if path == RECOVERY_QUEUE:  # reserved: only recovered applications go there
+                self._miss(rule, f"queue {RECOVERY_QUEUE} is reserved for recovered applications")
                 continue
-            queue = self._queue(path)
-            if queue is None and rule.create:
-                queue = self._create_unmanaged(path, leaf)
-            if queue is not None and queue.leaf == leaf and not queue.draining:
-                if leaf and not may_submit(queue, msg.ugi.user, list(msg.ugi.groups)):
-                    self.denied.append(denial(queue.path, msg.ugi.user))
-                    continue
+            queue: Queue | str | None = self._queue(path)
+            if queue is None:
+                queue = self._create_unmanaged(path, leaf) if rule.create else \
+                    f"queue {path} does not exist (the rule creates no queue: create is false)"
+            if isinstance(queue, str):
+                self._miss(rule, queue)
+            elif queue.leaf != leaf:
+                self._miss(rule, f"queue {queue.path} is a parent queue: applications go to leaf queues" if leaf
+                           else f"queue {queue.path} is a leaf queue: a parent rule names a parent")
+            elif closed := draining(queue):
+                self._miss(rule, closed)
+            elif leaf and not may_submit(queue, user, list(msg.ugi.groups)):
+                self.denied.append(denial(queue.path, user))
+            else:
                 return queue
         return None
+
+    def _miss(self, rule: PlacementRule, why: str) -> None:
+        self.missed.append(f"{rule.name}: {why}")
 
     @staticmethod
     def _rule_names(rule: PlacementRule, msg: m.AddApplicationRequest) -> list[str]:
@@ -156,12 +200,20 @@ class AppPlacement:
             return [groups[0].replace(".", DOT)] if groups else []
         return [g.replace(".", DOT) for g in groups[1:]]  # secondarygroup: the first that places
 
-    def _create_unmanaged(self, path: str, leaf: bool, recovery: bool = False) -> Queue | None:
-        """The unmanaged queue a rule would create at `path` (not attached to the tree)."""
+    def _create_unmanaged(self, path: str, leaf: bool, recovery: bool = False) -> Queue | str:
+        """The unmanaged queue a rule would create at `path` (not attached to the tree), or
+        why none can be: only a queue's last level is created, under a parent queue."""
         parent_path, _, name = path.rpartition(".")
         parent = self._queue(parent_path)
-        if parent is None or parent.leaf or parent.draining or not QUEUE_NAME.match(name):
-            return None
+        if parent is None:
+            return f"queue {path} does not exist and cannot be created: its parent {parent_path} does not exist"
+        if parent.leaf:
+            return f"queue {path} cannot be created: {parent_path} is a leaf queue"
+        if closed := draining(parent):
+            return f"queue {path} cannot be created: {closed}"
+        if not QUEUE_NAME.match(name):
+            return (f"queue {path} cannot be created: {name[:80]!r} is not a queue name "
+                    "(1 to 64 of letters, digits and _:#/@-)")
         queue = Queue(name, parent, managed=False)
         queue.configure(QueueConfig(name, not leaf, {}, {}, 0, {}, None, None, []), parent.sort_priority)
         if not recovery:
