@@ -337,3 +337,51 @@ def test_maxapplications_past_int64_is_refused_naming_the_field():
     with pytest.raises(ConfigError) as info:
         parse_config(load_yaml(text))
     assert "partitions[0].queues[0].maxapplications: at most 9223372036854775807" in str(info.value)
+
+
+# --- an RM's own configuration while the service's queue file is in force --------------
+
+OWN = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: %s}]}]}]"
+
+
+def _queues_of(h):
+    return sorted(h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["queues"])
+
+
+def _noted(outs):
+    return [e.message for o in outs if o.kind == "event" for e in o.msg.events]
+
+
+def test_a_configuration_an_rm_sends_under_a_queue_file_comes_back_when_the_file_is_withdrawn():
+    """Regression (an outside review): an RM's update sent while the service's queue file was
+    in force was dropped, and withdrawing the file brought back the RM's older configuration."""
+    from tests.conftest import Harness
+
+    h = Harness()
+    h.do(h.log.entry("config", {"policyGroup": "queues", "config": OWN % "file"}, rm=""))
+    h.setup(OWN % "first")
+    assert "root.file" in _queues_of(h)
+    outs = h.do(h.log.config(OWN % "latest"))
+    assert any("configuration kept, not applied" in t and "if the file is withdrawn" in t for t in _noted(outs))
+    assert "root.file" in _queues_of(h)
+    outs = h.do(h.log.config(OWN % "bad.name"))  # an invalid one is rejected, not kept
+    assert any(t.startswith("configuration rejected: ") and "bad.name" in t for t in _noted(outs))
+    h.do(h.log.entry("config", {"policyGroup": "queues", "config": ""}, rm=""))
+    assert "root.latest" in _queues_of(h) and "root.first" not in _queues_of(h)
+
+
+def test_an_rm_whose_own_configuration_is_invalid_registers_under_the_queue_file_in_force():
+    """Regression (an outside review): the RM was refused outright, though the operator's file
+    replaces what it sends: a broken shim configuration is when an operator reaches for one."""
+    from tests.conftest import Harness
+
+    h = Harness()
+    h.do(h.log.entry("config", {"policyGroup": "queues", "config": OWN % "file"}, rm=""))
+    outs = h.do(h.log.register(OWN % "bad.name"))
+    reg = [o.msg for o in outs if o.kind == "register"]
+    assert reg and not reg[0].error, reg
+    assert any("its own configuration is invalid, the service's queue file for policy group 'queues' applies: "
+               in t and "bad.name" in t for t in _noted(outs))
+    assert "root.file" in _queues_of(h)
+    h.do(h.log.entry("config", {"policyGroup": "queues", "config": ""}, rm=""))  # withdrawn: the default one
+    assert _queues_of(h) == ["root", "root.default"]

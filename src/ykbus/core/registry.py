@@ -208,11 +208,16 @@ class RMRegistry:
         text = self._operator_text(msg.policyGroup) or own
         try:
             config = self._load(text, msg.policyGroup)
-            if own != text:
-                self._load(own, msg.policyGroup)  # the RM's own configuration must be valid too: it comes back
         except ConfigError as exc:
             ctx.emit(None, Registered(to, "invalid configuration: " + "; ".join(exc.errors)))
             return
+        own_errors: list[str] = []
+        if own != text:  # a queue file in force: the RM's own configuration comes back with its withdrawal
+            try:
+                self._load(own, msg.policyGroup)
+            except ConfigError as exc:  # registered under the file; its own is the last valid one of its group
+                own_errors = exc.errors
+                own = self.policy_groups.get(msg.policyGroup, "") or DEFAULT_CONFIG_TEXT
         old = self.rms.get(msg.rmID)
         before = dict(old.partitions) if old is not None else {}
         if old is not None:
@@ -222,9 +227,12 @@ class RMRegistry:
                              config, text, own, self.timer_sequence, entry.seq)
         rm.keep_ended(before, ctx)
         self.rms[msg.rmID] = rm
-        if msg.config:
+        if msg.config and not own_errors:
             self.policy_groups[msg.policyGroup] = msg.config
         ctx.emit(None, Registered(to))
+        if own_errors:
+            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, "its own configuration is invalid, the service's "
+                      f"queue file for policy group {msg.policyGroup!r} applies: " + "; ".join(own_errors)))
 
     def _operator_text(self, policy_group: str) -> str:
         return self.operator_configs.get(policy_group) or self.operator_configs.get("*", "")
@@ -298,9 +306,18 @@ class RMRegistry:
             ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, f"configuration not applied: rmID {limits.quoted(msg.rmID)} "
                       f"does not match the subject's rm {entry.rm!r}"))
             return
-        if self._operator_text(rm.policy_group):
-            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, "configuration not applied: the service's queue file "
-                      f"for policy group {rm.policy_group!r} is in force"))
+        if self._operator_text(rm.policy_group):  # kept for when the file is withdrawn, if it is valid
+            try:
+                if msg.config:
+                    self._load(msg.config, rm.policy_group)
+            except ConfigError as exc:
+                ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id,
+                          "configuration rejected: " + "; ".join(exc.errors)))
+                return
+            if msg.config:
+                rm.own_config_text = self.policy_groups[rm.policy_group] = msg.config
+            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, "configuration kept, not applied: the service's "
+                      f"queue file for policy group {rm.policy_group!r} is in force (it applies if the file is withdrawn)"))
             return
         text = msg.config or rm.own_config_text
         try:
