@@ -146,3 +146,37 @@ def test_a_parent_forgets_a_fenced_childs_priority_once_the_child_has_nothing_pe
     assert h.core.rms["rm-1"].partitions["default"].queues["root.x"].raw_priority == -10
     outs = h.do(h.log.release("Z", uuid=z.UUID))
     assert [a.allocationKey for a in new_allocs(outs)] == ["c"]  # y's -5 before l2's -10
+
+
+def test_a_reload_that_disables_priority_sorting_reaches_queues_placement_rules_created():
+    """Regression (an outside review): a reload setting `application.sort.priority: disabled`
+    on root left a queue a rule had created under a parent a rule had also created with the
+    old setting: the higher-priority application still went first there."""
+    from tests.conftest import Harness, new_allocs
+    from ykbus.log.build import app, ask, node
+
+    def cfg(sort: str) -> str:
+        return f"""
+partitions:
+  - name: default
+    placementrules:
+      - name: user
+        create: true
+        parent: {{name: tag, value: ns, create: true}}
+    queues:
+      - name: root
+        submitacl: '*'
+        properties: {{application.sort.priority: {sort}}}
+"""
+    h = Harness()
+    h.setup(cfg("enabled"))
+    h.do(h.log.nodes(node("n1", vcore=1000)))
+    h.do(h.log.nodes(node("n1", action="DRAIN_NODE")))
+    h.do(h.log.apps(app("old", "", user="bob", tags={"ns": "team"}), app("new", "", user="bob", tags={"ns": "team"})))
+    h.do(h.log.asks(ask("o", "old", vcore=1000)))
+    h.do(h.log.asks(ask("n", "new", priority=100, vcore=1000)))
+    h.do(h.log.config(cfg("disabled")))
+    queues = h.core.registry.rms["rm-1"].partitions["default"].queues
+    assert [queues[q].sort_priority for q in ("root", "root.team", "root.team.bob")] == [False] * 3
+    outs = h.do(h.log.nodes(node("n1", action="DRAIN_TO_SCHEDULABLE")))
+    assert [a.applicationID for a in new_allocs(outs)] == ["old"]  # first come, as with disabled from the start

@@ -106,7 +106,7 @@ class Changes:
         records.queues.update(seen)
         for path in draining:
             records.remove_if_empty(records.queues[path])
-        for queue in records.queues.values():
+        for queue in sorted(records.queues.values(), key=_depth):  # parents first: a child inherits from them
             if not queue.managed:
                 apply_template(queue)
         self.holds.levels_changed(levels, ctx)
@@ -591,3 +591,7 @@ def delay_changed(records: PartitionState, waits: Waits, ctx: Step) -> None:
                 waits.wake(ask, ctx)
             if not due:
                 ctx.emit(records, RoomWaitStarted(ask, ask.since, ask.since + delay, 0))
+
+
+def _depth(queue: Queue) -> int:
+    return queue.path.count(".")

@@ -75,8 +75,12 @@ def denial(path: str, user: str) -> str:
 
 
 def apply_template(queue: Queue) -> None:
-    """An unmanaged leaf takes the child template of the nearest parent that has one."""
-    if not queue.leaf or queue.managed or queue.parent is None or queue.path == RECOVERY_QUEUE:
+    """An unmanaged leaf takes the child template of the nearest parent that has one; an
+    unmanaged parent, its parent's priority sorting (as at its creation). Parents first."""
+    if queue.managed or queue.parent is None or queue.path == RECOVERY_QUEUE:
+        return
+    if not queue.leaf:
+        queue.configure(QueueConfig(queue.name, True, {}, {}, 0, {}, None, None, []), queue.parent.sort_priority)
         return
     t = next((q.template for q in queue.parent.ancestry() if q.template is not None), None) or ChildTemplate()
     queue.configure(QueueConfig(queue.name, False, t.guaranteed, t.max, t.maxapplications, t.properties,
