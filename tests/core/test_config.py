@@ -57,6 +57,17 @@ INVALID = [
         "            queues:\n              - name: a\n                resources: {guaranteed: {vcore: 2}}\n"
         "              - name: b\n                resources: {guaranteed: {vcore: 1}}\n"),
      ["partitions[0].queues[0].queues[0].queues: the children's guaranteed vcore 3 cores exceeds the queue's 2 cores"]),
+    # regressions (an outside review): guarantees that cannot be honoured, as YuniKorn refuses them
+    ("children guaranteed above parent's max", q(
+        "        queues:\n          - name: p\n            resources: {max: {vcore: 4}}\n"
+        "            queues:\n              - name: a\n                resources: {guaranteed: {vcore: 3}}\n"
+        "              - name: b\n                resources: {guaranteed: {vcore: 3}}\n"),
+     ["partitions[0].queues[0].queues[0].queues: the children's guaranteed vcore 6 cores exceeds the queue's max 4 cores"]),
+    ("grandchildren guaranteed above a guarantee, through a parent without one", q(
+        "        queues:\n          - name: gp\n            resources: {guaranteed: {vcore: 2}}\n"
+        "            queues:\n              - name: p\n"
+        "                queues:\n                  - name: c\n                    resources: {guaranteed: {vcore: 3}}\n"),
+     ["partitions[0].queues[0].queues[0].queues: the children's guaranteed vcore 3 cores exceeds the queue's 2 cores"]),
     ("unknown sort policy", q("        queues:\n          - name: a\n            properties: {application.sort.policy: random}\n"),
      ["partitions[0].queues[0].queues[0].properties.application.sort.policy: unknown value 'random': expected one of fifo, fair, stateaware"]),
     ("unknown priority policy", q("        properties: {priority.policy: wall}\n"),
@@ -162,6 +173,27 @@ INVALID = [
 @pytest.mark.parametrize("name,text,expected", INVALID, ids=[c[0] for c in INVALID])
 def test_invalid_configuration_gives_exact_errors(name, text, expected):
     assert errors_of(text) == expected
+
+
+RULED = "partitions:\n  - name: default\n    placementrules:\n{rules}    queues:\n      - name: root\n" \
+        "        submitacl: '*'\n        queues:\n          - name: leaf\n          - name: par\n" \
+        "            parent: true\n"
+
+
+@pytest.mark.parametrize("rules,expected", [
+    ("      - {name: user, create: true, parent: {name: fixed, value: root.leaf}}\n",
+     "partitions[0].placementrules[0].parent.value: queue root.leaf is a leaf queue: a parent rule names a parent"),
+    ("      - {name: fixed, value: par}\n",
+     "partitions[0].placementrules[0].value: queue root.par is a parent queue: a rule places in a leaf"),
+    ("      - {name: fixed, value: 'root.a b'}\n",
+     "partitions[0].placementrules[0].value: 'a b' is not a queue name (1 to 64 of letters, digits and _:#/@-)"),
+])
+def test_a_fixed_rule_that_can_never_place_is_refused(rules, expected):
+    """Regression (an outside review): these were accepted, and every application then fell
+    through the rule at run time (YuniKorn's checkPlacementRules refuses them)."""
+    assert errors_of(RULED.format(rules=rules)) == [expected]
+    fine = "      - {name: user, create: true, parent: {name: fixed, value: root.par}}\n      - {name: fixed, value: leaf}\n"
+    parse_config(load_yaml(RULED.format(rules=fine)))
 
 
 def test_every_error_is_listed_not_just_the_first():

@@ -75,14 +75,13 @@ partitions:
         create: true
       - name: user
         create: true
-        parent: {name: fixed, value: root.leafy}
+        parent: {name: fixed, value: root.gone}
     queues:
       - name: root
         submitacl: '*'
         queues:
           - name: p
             parent: true
-          - name: leafy
 """
     h = Harness()
     h.setup(cfg)
@@ -91,8 +90,8 @@ partitions:
                          app("3", f"root.p.{long}", user="u3"))
     assert rejected["1"] == (
         "no placement rule placed the application (rules: provided, user): provided: queue root.x.y does not exist "
-        "and cannot be created: its parent root.x does not exist; fixed: queue root.leafy is a leaf queue: a parent "
-        "rule names a parent; user: its parent rule (fixed) placed no parent queue")
+        "and cannot be created: its parent root.x does not exist; fixed: queue root.gone does not exist (the rule "
+        "creates no queue: create is false); user: its parent rule (fixed) placed no parent queue")
     assert rejected["2"].startswith("no placement rule placed the application (rules: provided, user): provided: "
                                     "queue root.p is a parent queue: applications go to leaf queues; ")
     assert f"provided: queue root.p.{long} cannot be created: '{long}' is not a queue name (1 to 64" in rejected["3"]

@@ -494,8 +494,10 @@ def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
     )
 
 
-def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, int], maxapps: int) -> None:
-    """Rule 3 below `q`. `limits`: the nearest max per resource above; `maxapps` likewise."""
+def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, int], maxapps: int) -> dict[str, int]:
+    """Rule 3 below `q`. `limits`: the nearest max per resource above; `maxapps` likewise.
+    Returns what `q` is guaranteed as its parent counts it: its own guarantee of a resource,
+    else its children's sum (YuniKorn's checkQueueResource)."""
     for res, value in q.guaranteed.items():
         if res in q.max and value > q.max[res]:
             errors.add(f"{path}.resources", f"guaranteed {res} {fq(res, value)} exceeds max {fq(res, q.max[res])}")
@@ -538,22 +540,25 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
         if own_apps and t.maxapplications > own_apps:
             errors.add(f"{path}.childtemplate.maxapplications", f"{t.maxapplications} exceeds the queue's {own_apps}")
     seen: dict[str, int] = {}
-    totals: dict[str, int] = {}
     for i, child in enumerate(q.queues):
         if child.name in seen and child.name != "?":  # ("?": no name, an error of its own)
             errors.add(f"{path}.queues[{i}].name", f"duplicate queue name {child.name!r} under {path}")
         seen.setdefault(child.name, i)
-        for res, value in child.guaranteed.items():
+    below = {**limits, **q.max}
+    totals: dict[str, int] = {}
+    for i, child in enumerate(q.queues):  # a child without a guarantee of its own counts its children's
+        for res, value in _check_tree(child, f"{path}.queues[{i}]", errors, below, q.maxapplications or maxapps).items():
             totals[res] = totals.get(res, 0) + value
-    for res, total in totals.items():
+    for res, total in sorted(totals.items()):
         if res in q.guaranteed and total > q.guaranteed[res]:
             errors.add(
                 f"{path}.queues",
                 f"the children's guaranteed {res} {fq(res, total)} exceeds the queue's {fq(res, q.guaranteed[res])}",
             )
-    below = {**limits, **q.max}
-    for i, child in enumerate(q.queues):
-        _check_tree(child, f"{path}.queues[{i}]", errors, below, q.maxapplications or maxapps)
+        elif res in q.max and total > q.max[res]:
+            errors.add(f"{path}.queues",
+                       f"the children's guaranteed {res} {fq(res, total)} exceeds the queue's max {fq(res, q.max[res])}")
+    return {**totals, **q.guaranteed}
 
 
 _RULE_KEYS = {"name", "create", "value", "parent", "filter"}
@@ -604,6 +609,35 @@ def _rule(obj: object, path: str, errors: _Errors) -> PlacementRule | None:
     return PlacementRule(name=name, create=create, value=value, parent=parent, filter=RuleFilter(
         type=ftype, users=_names(flt.get("users"), f"{path}.filter.users", errors),
         groups=_names(flt.get("groups"), f"{path}.filter.groups", errors)))
+
+
+def _leaves(root: QueueConfig) -> dict[str, bool]:
+    """Each configured queue's path: whether it is a leaf."""
+    out: dict[str, bool] = {}
+    stack = [(root, ROOT)]
+    while stack:
+        q, at = stack.pop()
+        out[at] = not q.parent and not q.queues
+        stack.extend((c, f"{at}.{c.name.lower()}") for c in q.queues)
+    return out
+
+
+def _check_fixed(rule: PlacementRule, path: str, leaves: dict[str, bool], leaf: bool, errors: _Errors) -> None:
+    """A fixed rule whose queue is configured as the other kind places nothing, ever: the
+    queue of a rule must be a leaf, of a parent rule a parent (YuniKorn's
+    checkPlacementRules); a `.`-separated part that is no queue name neither."""
+    if rule.name == "fixed" and rule.value:
+        bad = [part for part in rule.value.strip().split(".") if not QUEUE_NAME.match(part)]
+        if bad:
+            errors.add(f"{path}.value", f"{bad[0][:80]!r} is not a queue name (1 to 64 of letters, digits and _:#/@-)")
+        elif rule.parent is None or from_root(rule.value):
+            name = rule.value.strip().lower()
+            at = name if name == ROOT or from_root(name) else f"{ROOT}.{name}"
+            if leaves.get(at) is (not leaf):
+                errors.add(f"{path}.value", f"queue {at} is a {'parent' if leaf else 'leaf'} queue: "
+                                            f"{'a rule places in a leaf' if leaf else 'a parent rule names a parent'}")
+    if rule.parent is not None:
+        _check_fixed(rule.parent, f"{path}.parent", leaves, False, errors)
 
 
 def _nodesort(obj: object, path: str, errors: _Errors) -> NodeSortConfig:
@@ -698,12 +732,16 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
     for i, child in enumerate(root.queues):
         if child.name == RECOVERY_NAME:
             errors.add(f"{root_path}.queues[{i}].name", f"root.{RECOVERY_NAME} is reserved for recovered applications")
+    rules, leaves = [], _leaves(root)
+    for i, item in enumerate(_sequence(raw.get("placementrules"), f"{path}.placementrules", errors)):
+        if (r := _rule(item, f"{path}.placementrules[{i}]", errors)) is not None:
+            _check_fixed(r, f"{path}.placementrules[{i}]", leaves, True, errors)
+            rules.append(r)
     return PartitionConfig(
         name=name.lower(),
         root=root,
         nodesortpolicy=_nodesort(raw.get("nodesortpolicy"), f"{path}.nodesortpolicy", errors),
-        placementrules=[r for i, item in enumerate(_sequence(raw.get("placementrules"), f"{path}.placementrules", errors))
-                        if (r := _rule(item, f"{path}.placementrules[{i}]", errors)) is not None],
+        placementrules=rules,
         preemption=_preemption(raw.get("preemption"), f"{path}.preemption", errors),
         reservationdelay_ms=_duration(raw.get("reservationdelay"), f"{path}.reservationdelay", errors, 2000),
         topology=_topology(raw.get("topology"), f"{path}.topology", errors),
