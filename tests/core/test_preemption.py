@@ -205,13 +205,20 @@ def test_victims_that_do_not_allow_preemption_of_themselves_are_kept():
                                               for i in range(4)])
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(30 * SECOND))) == []
-    assert why(h, "urgent", "u")["details"]["preemption"] == "no running allocation may be preempted for it"
+    assert why(h, "urgent", "u")["details"]["preemption"] == (
+        "no running allocation may be preempted for it: of the allocations on nodes that could take it, 4 allow no "
+        "preemption of themselves, are pinned to their node or are already leaving")
 
 
-def test_a_victim_of_higher_priority_is_kept():
+def test_a_victim_of_higher_priority_is_kept_and_the_reason_says_so():
+    """The reason says why (regression, an outside review: it read "no running allocation may be
+    preempted for it" alike for a priority, a fence, a disabled queue, a pinned pod)."""
     h = b_fills_the_cluster(queues(), b_asks=[ask(f"b{i}", "batch", vcore=1000, priority=10) for i in range(4)])
     h.do(h.log.asks(ask("u", "urgent", vcore=1000, priority=5, preemption=MAY_PREEMPT)))
     assert released(h.do(h.log.tick(30 * SECOND))) == []
+    assert why(h, "urgent", "u")["details"]["preemption"] == (
+        "no running allocation may be preempted for it: of the allocations on nodes that could take it, 4 have a "
+        "higher priority than it, as their common parent sees both")
 
 
 def test_priority_offsets_count_as_the_common_parent_sees_them():

@@ -182,6 +182,25 @@ def preemption_for(part: PartitionState, ask: Ask, now: int,
     return found
 
 
+# why an allocation on a node that could take the ask is no victim for it, in `Preemptor.kept`'s
+# order: (said of one, said of several)
+KEPT_WHY = (("allows no preemption of itself, is pinned to its node or is already leaving",
+             "allow no preemption of themselves, are pinned to their node or are already leaving"),
+            ("is in a queue it may not preempt from", "are in queues it may not preempt from"),
+            ("has a higher priority than it, as their common parent sees both",
+             "have a higher priority than it, as their common parent sees both"))
+KEPT_NOTE = " (by a preemption policy or fence, or for want of a guarantee on its side of the common parent)"
+
+
+def kept_text(kept: list[int]) -> str:
+    """`: of the allocations on nodes that could take it, 3 have a higher priority than it;
+    ...` for the counts of `KEPT_WHY`, "" if none."""
+    said = [f"{n} {why[n > 1]}" for n, why in zip(kept, KEPT_WHY, strict=True) if n]
+    if not said:
+        return ""
+    return ": of the allocations on nodes that could take it, " + "; ".join(said) + (KEPT_NOTE if kept[1] else "")
+
+
 def takeable(alloc: Alloc) -> bool:
     """Whether `alloc` may be a victim at all, by any rule: it allows preemption of itself, is
     not being preempted or replaced already, and is not pinned to its node (a DaemonSet's pod,
@@ -354,7 +373,7 @@ class _Side:
 class Preemptor:
     """One search for one ask (read-only scratch)."""
 
-    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now", "young", "over", "guarded")
+    __slots__ = ("part", "ask", "rule", "flows", "sides", "total", "nodes", "now", "young", "over", "guarded", "kept")
 
     def __init__(self, part: PartitionState, ask: Ask, rule: str = GUARANTEE_RULE,
                  nodes: list[Node] | None = None, now: int = 0) -> None:
@@ -370,6 +389,7 @@ class Preemptor:
         # (queue, resource, excess): only victims below such a level may bring it back
         self.over: list[tuple[Queue, str, int]] = []
         self.guarded = False  # a set that would make room was refused: it took a queue below its guarantee
+        self.kept = [0, 0, 0]  # allocations no victim for it, by reason (KEPT_WHY)
 
     def search(self) -> Preempt | str:
         """The preemption that takes the least, or why there is none."""
@@ -421,7 +441,7 @@ class Preemptor:
                 return young_text(self.young)
             if not room_any and self.nodes is None:
                 return "no schedulable node would take it even empty"
-            return "no running allocation may be preempted for it"
+            return "no running allocation may be preempted for it" + kept_text(self.kept)
         return Preempt(ask, best[1], best[2], self.rule)
 
     def _above_guarantee(self) -> str:
@@ -552,16 +572,25 @@ class Preemptor:
         return seen_from(alloc.priority, alloc.app.path, side.common) if side.common is not None else alloc.priority
 
     def _candidates(self, node: Node) -> list[Alloc]:
+        """The allocations of `node` the ask may preempt (those too young aside, in `young`);
+        why the others may not, counted in `kept` (KEPT_WHY)."""
         out: list[Alloc] = []
+        kept = self.kept
         for alloc in node.allocations.values():
+            if alloc.app is self.ask.app:
+                continue
             if not takeable(alloc):
+                kept[0] += 1
                 continue
             side = self._side(alloc.app.queue)
-            if side.allowed and self._priority(alloc) <= side.ask_priority and alloc.app is not self.ask.app:
-                if young(alloc, self.now):
-                    self.young.append(alloc)
-                else:
-                    out.append(alloc)
+            if not side.allowed:
+                kept[1] += 1
+            elif self._priority(alloc) > side.ask_priority:
+                kept[2] += 1
+            elif young(alloc, self.now):
+                self.young.append(alloc)
+            else:
+                out.append(alloc)
         return out
 
     def _keeps_guarantees(self, taken: list[Alloc], alloc: Alloc) -> bool:
