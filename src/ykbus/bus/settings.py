@@ -18,7 +18,8 @@ import msgspec
 
 from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S, MAX_TTL_S, MIN_TTL_S
 from ykbus.bus.streams import START_WAIT_S, StreamLimits
-from ykbus.core.config import Acl, ConfigError, SchedulerConfig, parse_acl
+from ykbus.core.acl import Acl, parse_acl
+from ykbus.core.config import ConfigError, SchedulerConfig
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]

@@ -47,6 +47,7 @@ from typing import Any
 import msgspec
 
 from ykbus import limits
+from ykbus.core.acl import ACL_NAME, WILDCARD, Acl, parse_acl
 from ykbus.core.resources import fmt_quantity as fq
 from ykbus.core.resources import parse_quantity
 from ykbus.core.runtimeprops import RUNTIME_PROPERTIES, check_runtimes, parse_duration_ms
@@ -135,24 +136,6 @@ _ENUM_PROPERTIES: dict[str, type[_Policy]] = {
 }
 _DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY, PROP_QUOTA_DELAY, *RUNTIME_PROPERTIES)
 _PREEMPTION_KEYS = {"enabled", "quotapreemptionenabled"}
-
-
-ACL_NAME = re.compile(r"^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$")
-WILDCARD = "*"
-
-
-class Acl(msgspec.Struct, frozen=True):
-    """A parsed access control list; `text` is what was configured."""
-
-    text: str
-    everyone: bool = False
-    users: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-
-    def allows(self, user: str, groups: list[str]) -> bool:
-        if self.everyone or user in self.users:
-            return True
-        return any(g in self.groups for g in groups)
 
 
 class LimitConfig(msgspec.Struct, frozen=True):
@@ -330,27 +313,6 @@ def _properties(obj: object, path: str, errors: _Errors) -> dict[str, str]:
             _duration(text, f"{path}.{key}", errors, 0)
         out[str(key)] = text
     return out
-
-
-def parse_acl(text: str) -> Acl:
-    """An ACL from its configured text; ValueError says what is wrong with it."""
-    if text == WILDCARD:
-        return Acl(text, everyone=True)
-    if text.count(" ") > 1:
-        raise ValueError(f"{text!r}: more than one space (expected 'users groups')")
-    user_part, _, group_part = text.partition(" ")
-    lists = []
-    for what, part in (("user", user_part), ("group", group_part)):
-        names = [n for n in part.split(",")] if part else []
-        for n in names:
-            if n == WILDCARD and len(names) > 1:
-                raise ValueError(f"{text!r}: '*' must be the only entry of the {what} list")
-            if n != WILDCARD and not ACL_NAME.fullmatch(n):
-                raise ValueError(f"{text!r}: {what} name {n!r} must match {ACL_NAME.pattern}")
-        lists.append(tuple(names))
-    users, groups = lists
-    # a lone `*` as the user list or as the group list lets everyone in, as in YuniKorn
-    return Acl(text, everyone=users == (WILDCARD,) or groups == (WILDCARD,), users=users, groups=groups)
 
 
 def _acl(obj: object, path: str, errors: _Errors) -> Acl | None:

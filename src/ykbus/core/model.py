@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ykbus.core import why
+from ykbus.core.acl import WILDCARD
 from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import (
     PROP_PREEMPTION_DELAY,
@@ -22,7 +23,6 @@ from ykbus.core.config import (
     PROP_SORT_POLICY,
     PROP_SORT_PRIORITY,
     PROP_WITHIN_QUEUE,
-    WILDCARD,
     AppSortPolicy,
     ChildTemplate,
     LimitConfig,

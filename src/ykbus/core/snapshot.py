@@ -19,8 +19,9 @@ from typing import Any
 import msgspec
 
 from ykbus.core import fold
+from ykbus.core.acl import Acl
 from ykbus.core.chunked import ChunkedDict
-from ykbus.core.config import Acl, ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
+from ykbus.core.config import ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core
 from ykbus.core.deadlines import Sequence, Timers
 from ykbus.core.ledger import limit_booked
