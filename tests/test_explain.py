@@ -39,6 +39,23 @@ def test_explain_from_a_log_prints_each_pending_asks_reason_in_words(tmp_path):
     assert explain("nope", "--log", str(path)).returncode == 1
 
 
+def test_explain_says_the_priority_of_an_application_and_of_its_asks(tmp_path):
+    """An outside review: neither `ykbus explain` nor `ykbus apps` said a priority, so a
+    high-priority ask waiting behind reservations of lower ones did not show why it mattered."""
+    log = LogBuilder("k8s")
+    entries = [log.register(QUEUES), log.nodes(node("n1", vcore=8000)), log.apps(app("a", "root.small")),
+               log.asks(ask("hi", "a", priority=100, vcore=9000), ask("lo", "a", vcore=9000),
+                        ask("lo2", "a", vcore=9000))]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    lines = explain("a", "--log", str(path)).stdout.splitlines()
+    assert lines[0] == "application a (rm k8s, partition default, queue root.small): Accepted, priority 100"
+    assert [line.split(":")[0] for line in lines if not line.startswith("    ")][1:] == [
+        "  ask hi", "  2 asks (lo, lo2; --all lists each)"]  # grouped by priority too
+    assert "  ask hi: 1 pending, 0 allocated, priority 100: " in "\n".join(lines)
+    assert "  2 asks (lo, lo2; --all lists each): 2 pending, 0 allocated: " in "\n".join(lines)
+
+
 def test_explain_says_quantities_in_cores_and_binary_units(tmp_path):
     """Issue 40: the reason and its figures read `1.5 cores` and `128 Gi`, not millicores and bytes."""
     log = LogBuilder("k8s")

@@ -98,7 +98,7 @@ SHOWN_KEYS = 3  # ask keys named on a grouped line
 def _ask_lines(asks: dict[str, Any], ask_key: str | None, each: bool) -> list[str]:
     """A line (and its details) per ask, or, unless `each`, per group of asks that wait
     for the same reason (an application of 9,000 asks of one shape is one group)."""
-    groups: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
+    groups: dict[tuple[str, int, str, str], list[tuple[str, dict[str, Any]]]] = {}
     for key, k in asks.items():
         if ask_key is not None and key != ask_key:
             continue
@@ -108,9 +108,9 @@ def _ask_lines(asks: dict[str, Any], ask_key: str | None, each: bool) -> list[st
         else:
             reason, detail = (f"{why['code']}: {why['message']}",
                               _details(why["code"], why.get("details", {}), why["message"]))
-        groups.setdefault((key if each else "", reason, detail), []).append((key, k))
+        groups.setdefault((key if each else "", int(k.get("priority") or 0), reason, detail), []).append((key, k))
     lines: list[str] = []
-    for (_, reason, detail), members in groups.items():
+    for (_, priority, reason, detail), members in groups.items():
         pending = sum(k["pending"] for _, k in members)
         allocated = sum(k["allocated"] for _, k in members)
         if len(members) == 1:
@@ -119,7 +119,8 @@ def _ask_lines(asks: dict[str, Any], ask_key: str | None, each: bool) -> list[st
             keys = ", ".join(key for key, _ in members[:SHOWN_KEYS])
             more = f" and {len(members) - SHOWN_KEYS} more" if len(members) > SHOWN_KEYS else ""
             head = f"  {len(members)} asks ({keys}{more}; --all lists each)"
-        lines.append(f"{head}: {pending} pending, {allocated} allocated: {reason}")
+        ranked = f", priority {priority}" if priority else ""
+        lines.append(f"{head}: {pending} pending, {allocated} allocated{ranked}: {reason}")
         if detail:
             lines.append(f"    {detail}")
     return lines
@@ -196,7 +197,8 @@ def explain(applications: dict[str, Any], app_id: str, ask_key: str | None = Non
             a = apps.get(app_id)
             if a is None:
                 continue
-            lines.append(f"application {app_id} (rm {rm_id}, partition {pname}, queue {a['queue']}): {a['state']}")
+            ranked = f", priority {a['maxPriority']}" if a.get("maxPriority") else ""  # its highest pending ask's
+            lines.append(f"application {app_id} (rm {rm_id}, partition {pname}, queue {a['queue']}): {a['state']}{ranked}")
             lines += _topology_lines(a.get("topology"), bool(a["allocations"]))
             lines += _ask_lines(a["asks"], ask_key, each)
             lines += _backfilled_lines(a.get("backfilled", []), ask_key)
