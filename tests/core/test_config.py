@@ -17,7 +17,9 @@ def test_quantities_parse_as_yunikorn_does(resource, value, expected):
 
 
 @pytest.mark.parametrize("resource,value,reason", [
-    ("memory", "-1", "invalid quantity '-1'"),
+    ("memory", "-1", "invalid quantity '-1': a quantity is not negative"),
+    ("vcore", -2, "invalid quantity -2: a quantity is not negative"),
+    ("memory", "-", "invalid quantity '-'$"),
     ("memory", "1.5", "not a whole number"),
     ("memory", "100m", "the milli suffix is only for vcore"),
     ("memory", "lots", "invalid quantity 'lots'"),
