@@ -185,7 +185,9 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
         import nats.errors
 
         why = (f"no core answers there on {args.prefix}.api (is a core or `ykbus up` running against it?)"
-               if isinstance(exc, nats.errors.NoRespondersError) else repr(exc))
+               if isinstance(exc, nats.errors.NoRespondersError) else "no answer within 10 s (a core busy, or a "
+               "large answer: ask for less, --rm, and of applications --queue, --state)"
+               if isinstance(exc, (TimeoutError, nats.errors.TimeoutError)) else repr(exc))
         print(f"ykbus {command}: could not ask the core at {url}: {why}", file=sys.stderr)
         return None
     if "error" in answer:
@@ -249,7 +251,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     # every RM's (explain picks, and names the RM of an application asked of another); of one
     # application when one is named: a whole cluster's ended ones fill no NATS message
     verbs = ("applications", "terminated") if args.app is not None else ("applications",)
-    answer = _read_api("explain", verbs, args, {} if args.app is None else {"app": args.app})
+    body = {"app": args.app} if args.app is not None else {"brief": True, **({"rm": args.rm} if args.rm else {})}
+    answer = _read_api("explain", verbs, args, body)
     if answer is None:
         return 2
     applications, terminated = answer["applications"], answer.get("terminated", {})
@@ -274,15 +277,16 @@ def cmd_table(args: argparse.Namespace) -> int:
     """`ykbus queues|apps|nodes`: an aligned table (or the read API's JSON) of a core's state."""
     import json
 
-    from ykbus.tables import TABLES, app_filter_problem, queue_missing
+    from ykbus.tables import TABLES, app_filter_problem, apps_request, queue_missing
 
     verb, table = TABLES[args.command]
-    filters = {"queue": args.queue, "state": args.state} if args.command == "apps" else {}
-    if filters and (problem := app_filter_problem(args.state)):
-        print(f"ykbus apps: {problem}", file=sys.stderr)
-        return 2
-    queue = filters.get("queue")
-    answer = _read_api(args.command, (verb, "queues") if queue else (verb,), args)
+    queue, body = getattr(args, "queue", None), None
+    if args.command == "apps":
+        if problem := app_filter_problem(args.state):
+            print(f"ykbus apps: {problem}", file=sys.stderr)
+            return 2
+        verb, body = apps_request(args.rm, queue, args.state)  # filtered by the core
+    answer = _read_api(args.command, (verb, "queues") if queue else (verb,), args, body)
     if answer is None:
         return 2
     if args.json:
@@ -291,7 +295,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     if queue and (problem := queue_missing(queue, answer["queues"])):
         print(f"ykbus apps: {problem}", file=sys.stderr)
         return 2
-    print(shown("\n".join(table(answer[verb], **filters))))
+    print(shown("\n".join(table(answer[verb], **({"ended": verb == "terminated"} if args.command == "apps" else {})))))
     return 0
 
 

@@ -222,22 +222,20 @@ WAITS_FOR_ANOTHER = frozenset({PendingCode.GANG_PENDING.value, PendingCode.LEADE
 
 
 def overview(applications: dict[str, Any], rm: str | None = None, limit: int = OVERVIEW_LINES) -> list[str]:
-    """`ykbus explain` without an application: the applications that have pending asks,
-    most pending first (ties by id), each with its asks' most common reason, not counting asks
-    that wait for another ask of it while another reason holds (WAITS_FOR_ANOTHER)."""
+    """`ykbus explain` without an application: from the read API's brief `applications`
+    answer (each application's pending asks counted by reason code), those that have pending
+    asks, most pending first (ties by id), each with its asks' most common reason, not counting
+    asks that wait for another ask of it while another reason holds (WAITS_FOR_ANOTHER)."""
     waiting: list[tuple[int, str, str, str]] = []
     for rm_id, parts in applications.items():
         if rm and rm_id != rm:
             continue
         for apps in parts.values():
             for app_id, a in apps.items():
-                pending = sum(k["pending"] for k in a["asks"].values())
+                codes: dict[str, int] = a["waiting"]
+                pending = sum(codes.values())
                 if not pending:
                     continue
-                codes: dict[str, int] = {}
-                for k in a["asks"].values():
-                    if k.get("why"):
-                        codes[k["why"]["code"]] = codes.get(k["why"]["code"], 0) + k["pending"]
                 causes = [c for c in sorted(codes) if c not in WAITS_FOR_ANOTHER] or sorted(codes)
                 code = max(causes, key=lambda c: codes[c]) if codes else "Queued"
                 waiting.append((-pending, app_id, rm_id, f"{a['queue']}, {a['state']}: {pending} pending, {code}"))

@@ -67,22 +67,47 @@ def queues(answer: Answer) -> list[str]:
                   "STATE"), rows)
 
 
-def apps(answer: Answer, queue: str | None = None, state: str | None = None) -> list[str]:
+def apps(answer: Answer, ended: bool = False) -> list[str]:
+    """The rows of the read API's brief `applications` answer (`brief`: its filters applied by
+    the core), or, `ended`, of its `terminated` answer: how and when each ended."""
     rows = []
+    if ended:
+        for rm, partition, section in _each(answer):
+            for app_id in sorted(section):
+                a = section[app_id]
+                rows.append((rm, partition, app_id, a.get("queue", ""), a.get("state", ""), fmt_time(a.get("endedAt")),
+                             str(a.get("message") or "")))
+        return align(("RM", "PARTITION", "APPLICATION", "QUEUE", "STATE", "ENDED", "MESSAGE"), rows)
     for rm, partition, section in _each(answer):
         for app_id in sorted(section):
             a = section[app_id]
-            if queue and a.get("queue") != queue and not str(a.get("queue", "")).startswith(queue + "."):
-                continue
-            if state and str(a.get("state", "")).lower() != state.lower():
-                continue
-            why = a.get("why") or {}
-            waiting = sum(k.get("pending", 0) for k in a.get("asks", {}).values())
+            pending = sum(a.get("waiting", {}).values())
+            why = (a.get("why") or {}).get("code", "") if pending else ""
             rows.append((rm, partition, app_id, a.get("queue", ""), a.get("state", ""), a.get("user", ""),
-                         str(len(a.get("allocations", []))), str(waiting), resources(a.get("allocated")),
-                         why.get("code", "") if waiting else ""))
+                         str(a.get("allocations", 0)), str(pending), resources(a.get("allocated")), why))
     return align(("RM", "PARTITION", "APPLICATION", "QUEUE", "STATE", "USER", "ALLOCATIONS", "PENDING", "ALLOCATED",
                   "WHY PENDING"), rows)
+
+
+ENDED_STATES = ("completed", "failed", "rejected", "expired")  # kept in `terminated` once ended
+
+
+def apps_request(rm: str | None, queue: str | None, state: str | None) -> tuple[str, dict[str, object]]:
+    """The read API's verb and request of `ykbus apps`: the filters applied by the core (a
+    cluster's list need not fit one message unfiltered); an ended state reads `terminated`."""
+    body: dict[str, object] = {k: v for k, v in (("rm", rm), ("queue", queue), ("state", state)) if v}
+    if state is not None and state.lower() in ENDED_STATES:
+        return "terminated", body
+    return "applications", {**body, "brief": True}
+
+
+def fmt_time(ns: object) -> str:
+    """Log time (ns since the epoch) as UTC to the second; "" for none."""
+    import datetime
+
+    if not isinstance(ns, int) or ns <= 0:
+        return ""
+    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def nodes(answer: Answer) -> list[str]:

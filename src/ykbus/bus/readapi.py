@@ -33,6 +33,9 @@ from ykbus.bus.eventfeed import EventFeed
 from ykbus.bus.live import LiveCore
 from ykbus.core import Core
 from ykbus.core.dryrun import answer_steps, step, would_fit
+from ykbus.core.lifecycle import AppState
+from ykbus.core.model import full_path
+from ykbus.core.projection import Where
 from ykbus.rest import events, metrics, router
 from ykbus.rest.metrics import Metrics
 from ykbus.rest.router import RestState
@@ -88,10 +91,11 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
         raise ValueError(f"unknown verb {verb!r}: expected health, state, {WOULD_FIT}, {', '.join(SECTIONS)}")
     wanted = SECTIONS[verb]
     want_rm, want_part, want_app = request.get("rm"), request.get("partition"), request.get("app")
-    for field, value in (("rm", want_rm), ("partition", want_part), ("app", want_app)):
+    for field, value in (("rm", want_rm), ("partition", want_part), ("app", want_app),
+                         ("queue", request.get("queue")), ("state", request.get("state"))):
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{field}: expected a string (an id), got {type(value).__name__}")
-    dump = core.dump(sections=(wanted,) if wanted else (), app=want_app)
+    dump = core.dump(sections=(wanted,) if wanted else (), app=want_app, where=where_of(request))
     out: dict[str, Any] = {}
     for rm_id, rm in dump["rms"].items():
         if want_rm and rm_id != want_rm:
@@ -106,6 +110,23 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
                 value = part[wanted]
             out.setdefault(rm_id, {})[name] = value
     return {verb: out}
+
+
+def where_of(request: dict[str, Any]) -> Where:
+    """The read's `Where` (docs/protocol.md, "Read API"): `rm`, `partition`; of applications,
+    `queue` (with those under it), `state` (an application state, any case) and `brief` (true,
+    or "true" in an HTTP query); ValueError naming a field that is not one."""
+    state, brief = request.get("state"), request.get("brief", False)
+    if state is not None and state.lower() not in {s.value.lower() for s in AppState}:
+        raise ValueError(f"state: {limits.quoted(state)} is not an application state "
+                         f"({', '.join(s.value for s in AppState)})")
+    if brief in ("true", "false"):
+        brief = brief == "true"
+    if not isinstance(brief, bool):
+        raise ValueError(f"brief: expected true or false, got {limits.quoted(str(brief))}")
+    queue = request.get("queue")
+    return Where(rm=request.get("rm"), partition=request.get("partition"), brief=brief, state=state,
+                 queue=full_path(queue) if queue else None)
 
 
 async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, Any]:

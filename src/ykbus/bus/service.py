@@ -498,7 +498,8 @@ class CoreService:
             if len(data) > room:  # NATS would refuse it, and the asker would only time out
                 data = json.dumps({"error": f"the answer is {len(data)} bytes, over what the NATS server takes in one "
                                             f"message ({room} of its max_payload {self.nc.max_payload}): ask for less "
-                                            f"(`rm`, `partition`) or read it over HTTP (GET /api/{verb})"}).encode()
+                                            f"(`rm`, `partition`; of applications `queue`, `state`, `brief`, or one "
+                                            f"`app`) or read it over HTTP (GET /api/{verb})"}).encode()
             await msg.respond(data)
 
     def read(self, verb: str, request: dict[str, Any]) -> dict[str, Any]:

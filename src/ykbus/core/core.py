@@ -43,7 +43,7 @@ from ykbus.core.lifecycle import (
     AppEvent,
     AppState,
 )
-from ykbus.core.projection import SECTIONS, project
+from ykbus.core.projection import EVERYTHING, SECTIONS, Where, project
 from ykbus.core.registry import ResourceManager, RMRegistry, YamlLoader
 from ykbus.core.shards import Arriving, MovedOut
 from ykbus.core.state import PartitionState
@@ -310,11 +310,11 @@ class Core:
                       f"resource manager {body.rm!r} moved from core shard {before!r} to {body.shard!r} "
                       f"at entry {entry.seq}"))
 
-    def dump(self, sections: tuple[str, ...] = SECTIONS, app: str | None = None) -> dict[str, Any]:
+    def dump(self, sections: tuple[str, ...] = SECTIONS, app: str | None = None, where: Where = EVERYTHING) -> dict[str, Any]:
         """A plain, deterministic projection of the state (read API, tests). `sections`
         limits what is built per partition (counts of everything are always there); `app`,
-        the applications to one."""
-        return project(self.last_seq, self.now, self.registry.operator_configs, self.registry.rms, sections, app)
+        the applications to one; `where`, to an RM, a partition, a queue, a state (`Where`)."""
+        return project(self.last_seq, self.now, self.registry.operator_configs, self.registry.rms, sections, app, where)
 
 
 MINUTE_NS: Final = 60_000_000_000

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from ykbus.core import why
 from ykbus.core.backfill import FreeNodes, limits_in_use, members_estimate_steps, no_candidate, run_through
 from ykbus.core.lifecycle import NodeState
@@ -24,15 +26,41 @@ SECTIONS = ("queues", "nodes", "applications", "terminated", "allocations")  # b
 TOPOLOGY = "topology"  # a section built only when asked for (the read API's `topology`)
 
 
+class Where(msgspec.Struct, frozen=True):
+    """What a read asks for (the read API's request), applied before anything is built: the
+    RM and partition; of applications (live and ended), one id, a queue (that queue and those
+    under it) and a state (any case); `brief`, each live application as a row of a list
+    (`_brief`: counts and reason codes, no asks, no node figures: what a table of every
+    application can afford)."""
+
+    rm: str | None = None
+    partition: str | None = None
+    queue: str | None = None
+    state: str | None = None
+    brief: bool = False
+
+    def takes(self, queue: str, state: str) -> bool:
+        q = self.queue
+        return ((q is None or queue == q or queue.startswith(q + "."))
+                and (self.state is None or state.lower() == self.state.lower()))
+
+
+EVERYTHING = Where()
+
+
 def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mapping[str, ResourceManager],
-            sections: tuple[str, ...] = SECTIONS, app: str | None = None) -> dict[str, Any]:
+            sections: tuple[str, ...] = SECTIONS, app: str | None = None, where: Where = EVERYTHING) -> dict[str, Any]:
     """A plain, deterministic projection of the state (read API, tests). `sections`
     limits what is built per partition (counts of everything are always there); `app`, the
-    applications and terminated ones to that one application."""
+    applications and terminated ones to that one application; `where`, what else is wanted."""
     out: dict[str, Any] = {"last_seq": last_seq, "now": now, "rms": {}, "queue_files": dict(queue_files)}
     for rm in rms.values():
+        if where.rm is not None and rm.id != where.rm:
+            continue
         parts = {}
         for p in rm.partitions.values():
+            if where.partition is not None and p.name != where.partition:
+                continue
             full = {
                 "queues": lambda p=p: _queues_dump(p),
                 "nodes": lambda p=p: {
@@ -41,8 +69,8 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                            "attributes": dict(n.attributes), "allocations": list(n.allocations)}
                     for n in p.nodes.values()
                 },
-                "applications": lambda p=p: _applications(p, now, app),
-                "terminated": lambda p=p: _ended(p, app),
+                "applications": lambda p=p: _briefs(p, where) if where.brief else _applications(p, now, app, where),
+                "terminated": lambda p=p: _ended(p, app, where),
                 "allocations": lambda p=p: {
                     u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
                         "resource": dict(a.resource),
@@ -65,7 +93,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
     return out
 
 
-def _ended(p: Partition, app: str | None) -> dict[str, Any]:
+def _ended(p: Partition, app: str | None, where: Where = EVERYTHING) -> dict[str, Any]:
     """The applications that ended (until their terminated timer) and those rejected (the
     newest `REJECTED_KEPT`), by id: how and when; of an id in both, the later."""
     out: dict[str, Any] = {}
@@ -75,12 +103,41 @@ def _ended(p: Partition, app: str | None) -> dict[str, Any]:
             known = out.get(k)
             if known is None or v.ts >= known["endedAt"]:
                 out[k] = {"state": v.state.value, "queue": v.queue, "endedAt": v.ts, "message": v.message}
+    if where.queue is None and where.state is None:
+        return out
+    return {k: v for k, v in out.items() if where.takes(v["queue"], v["state"])}
+
+
+def _briefs(p: Partition, where: Where) -> dict[str, Any]:
+    """Each live application `where` takes, as a row of a list: its queue, state, user,
+    allocated and pending resources, highest pending priority, how many allocations, its
+    pending asks counted by the code of their reason (O(1) per ask: `why_pending`), and its
+    reason's code (that of the ask the pass would try first, as `_app_why`)."""
+    out: dict[str, Any] = {}
+    for a in p.apps.values():
+        if not where.takes(a.queue.path, a.state.value):
+            continue
+        waiting: dict[str, int] = {}
+        first: Any = None  # the pending ask the pass would try first: the application's reason (`_app_why`)
+        for k in a.asks.values():
+            if k.pending:
+                code = p.records.why_pending(k).code.value
+                waiting[code] = waiting.get(code, 0) + k.pending
+                if first is None or (-k.priority, k.seq) < (-first.priority, first.seq):
+                    first = k
+        out[a.id] = {"queue": a.queue.path, "state": a.state.value, "user": a.user,
+                     "allocated": saturated(a.allocated), "pending": saturated(a.pending), "maxPriority": a.max_priority,
+                     "allocations": len(a.allocations), "waiting": waiting,
+                     "why": None if first is None else {"allocationKey": first.key,
+                                                        "code": p.records.why_pending(first).code.value}}
     return out
 
 
-def _applications(p: Partition, now: int, app: str | None = None) -> dict[str, Any]:
+def _applications(p: Partition, now: int, app: str | None = None, where: Where = EVERYTHING) -> dict[str, Any]:
     """Each application (`app`: that one alone, the rest not built: an answer fits one message)."""
     apps = p.apps.values() if app is None else [a for a in (p.apps.get(app),) if a is not None]
+    if where.queue is not None or where.state is not None:
+        apps = [a for a in apps if where.takes(a.queue.path, a.state.value)]
     estimates = Estimates(p, now)  # one per read: the candidate nodes read once, one estimate per shape
     return {
         a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
@@ -113,13 +170,22 @@ NAMED_NODES = 10  # nodes named in a NoNodeRoom reason's details (then a count o
 
 class Estimates:
     """When the asks waiting for room would start (core/backfill.py), for one projection:
-    the candidate nodes read once, one estimate per shape."""
+    the candidate nodes read once, one estimate per shape; and the figures of the nodes for
+    an ask waiting for room, once per shape (`_room_figures`)."""
 
     def __init__(self, p: Partition, now: int) -> None:
         self.p, self.now = p, now
         self.free: FreeNodes | None = None
         self.by_shape: dict[str, Estimate | NoEstimate | None] = {}
         self.by_set: dict[tuple[str, int], dict[str, Any]] = {}
+        self.figures: dict[str, dict[str, Any]] = {}
+        self.holding: set[str] | None = None
+
+    def holders(self) -> set[str]:
+        """The applications that reserve a topology domain (read once)."""
+        if self.holding is None:
+            self.holding = {a.id for a in self.p.records.domain_holds.values()}
+        return self.holding
 
     def of(self, ask: Any) -> Estimate | NoEstimate | None:
         """None: no allocation on the free nodes has a runtime limit."""
@@ -223,28 +289,45 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
         out["details"].update(estimates.of_set(ask))  # (a gang waiting on its reserved domain has its own)
     if reason.code is PendingCode.NO_NODE_ROOM:
         details = out["details"]
-        schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
-        mine = ask.app.id
-        free = [n.free for n in schedulable if (n.reserved is None or n.reserved is ask) and n.held in ("", mine)]
-        details["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
-        if schedulable and not free:  # then no figure of free room: there is no node to read one on
-            details["allReserved"] = True
-        details.update(fits_no_node_empty(p, ask.resource))
-        held = {n.id: n.held for n in schedulable if n.held not in ("", mine) and fits(ask.resource, n.free)}
-        if held:  # in a topology domain a waiting gang reserved (docs/topology.md)
-            details["heldWithRoom"] = dict(list(held.items())[:NAMED_NODES])
-        taken = {n.id: f"{n.reserved.app.id}/{n.reserved.key}" for n in schedulable
-                 if n.reserved is not None and n.reserved is not ask and fits(ask.resource, n.free)}
-        if taken:
-            details["reservedWithRoom"] = dict(list(taken.items())[:NAMED_NODES])
-            if len(taken) > NAMED_NODES:
-                details["reservedWithRoomMore"] = len(taken) - NAMED_NODES
-        details["schedulableNodes"] = len(schedulable)
+        details.update(_room_figures(p, ask, estimates))
         if estimates is not None:  # when room for it will be free, as the allocations' limits say
             details.update(estimates.details(ask))
-        if not schedulable:
-            details["notSchedulable"] = {n.id: n.state.value for n in list(p.nodes.values())[:NAMED_NODES]}
     return out
+
+
+def _room_figures(p: Partition, ask: Any, estimates: Estimates | None) -> dict[str, Any]:
+    """`_why`'s figures of the nodes for an ask waiting for room (a walk of every node): read
+    once per shape in a projection (`Estimates.figures`) for the asks they are the same for,
+    those that reserve no node, of applications that reserve no topology domain."""
+    mine = ask.app.id
+    key: str | None = None
+    if estimates is not None and not ask.reserved and mine not in estimates.holders():
+        key = ask.shape
+        known = estimates.figures.get(key)
+        if known is not None:
+            return known
+    details: dict[str, Any] = {}
+    schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
+    free = [n.free for n in schedulable if (n.reserved is None or n.reserved is ask) and n.held in ("", mine)]
+    details["largestFree"] = {r: max((f.get(r, 0) for f in free), default=0) for r in ask.resource}
+    if schedulable and not free:  # then no figure of free room: there is no node to read one on
+        details["allReserved"] = True
+    details.update(fits_no_node_empty(p, ask.resource))
+    held = {n.id: n.held for n in schedulable if n.held not in ("", mine) and fits(ask.resource, n.free)}
+    if held:  # in a topology domain a waiting gang reserved (docs/topology.md)
+        details["heldWithRoom"] = dict(list(held.items())[:NAMED_NODES])
+    taken = {n.id: f"{n.reserved.app.id}/{n.reserved.key}" for n in schedulable
+             if n.reserved is not None and n.reserved is not ask and fits(ask.resource, n.free)}
+    if taken:
+        details["reservedWithRoom"] = dict(list(taken.items())[:NAMED_NODES])
+        if len(taken) > NAMED_NODES:
+            details["reservedWithRoomMore"] = len(taken) - NAMED_NODES
+    details["schedulableNodes"] = len(schedulable)
+    if not schedulable:
+        details["notSchedulable"] = {n.id: n.state.value for n in list(p.nodes.values())[:NAMED_NODES]}
+    if key is not None and estimates is not None:
+        estimates.figures[key] = details
+    return details
 
 
 def _app_why(p: Partition, app: Any, now: int, estimates: Estimates | None = None) -> dict[str, Any] | None:

@@ -1,0 +1,94 @@
+"""The read API's filters (docs/protocol.md, "Read API"): what a read asks for is applied by
+the core before it builds anything, and a list of every application can be asked as rows
+(`brief`), as `ykbus apps` and `ykbus explain` ask for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Harness
+from ykbus.bus.readapi import read
+from ykbus.core.projection import _applications, _why
+from ykbus.log.build import app, ask, node
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            queues: [{name: x}, {name: y}]
+          - name: b
+"""
+
+
+def cluster() -> Harness:
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(*[node(f"n{i}", vcore=2000) for i in range(4)]))
+    h.do(h.log.apps(app("ax", "root.a.x"), app("ay", "root.a.y"), app("b1", "root.b"), app("gone", "root.b")))
+    h.do(h.log.asks(ask("k", "ax", vcore=1000, max_allocations=3), ask("k", "ay", vcore=3000),
+                    ask("k", "b1", vcore=1500, max_allocations=9)))
+    h.do(h.log.remove_apps("gone"))
+    return h
+
+
+def apps_of(answer: dict, verb: str = "applications") -> dict:
+    return answer[verb]["rm-1"]["default"]
+
+
+def test_a_queue_and_a_state_filter_applications_live_and_ended():
+    h = cluster()
+    assert sorted(apps_of(read(h.core, {}, "applications", {"queue": "root.a"}))) == ["ax", "ay"]
+    assert sorted(apps_of(read(h.core, {}, "applications", {"queue": "a.x"}))) == ["ax"]  # from root, any case
+    running = apps_of(read(h.core, {}, "applications", {"state": "running"}))
+    assert sorted(running) == ["ax", "b1"] and all(a["state"] == "Running" for a in running.values())
+    assert sorted(apps_of(read(h.core, {}, "terminated", {"state": "Completed"}), "terminated")) == ["gone"]
+    assert apps_of(read(h.core, {}, "terminated", {"queue": "root.a"}), "terminated") == {}
+    assert read(h.core, {}, "applications", {"rm": "nobody"}) == {"applications": {}}
+    assert read(h.core, {}, "applications", {"partition": "other"}) == {"applications": {}}
+
+
+def test_brief_rows_count_pending_asks_by_reason_and_name_the_applications_reason():
+    h = cluster()
+    full = apps_of(read(h.core, {}, "applications", {}))
+    brief = apps_of(read(h.core, {}, "applications", {"brief": True}))
+    assert apps_of(read(h.core, {}, "applications", {"brief": "true"})) == brief  # as an HTTP query gives it
+    assert sorted(brief) == sorted(full)
+    for app_id, row in brief.items():
+        a = full[app_id]
+        assert "asks" not in row and row["allocations"] == len(a["allocations"])
+        codes: dict[str, int] = {}
+        for k in a["asks"].values():
+            if k["why"]:
+                codes[k["why"]["code"]] = codes.get(k["why"]["code"], 0) + k["pending"]
+        assert row["waiting"] == codes
+        assert (row["why"] or {}).get("code") == (a["why"] or {}).get("code")
+        assert {k: row[k] for k in ("queue", "state", "user", "allocated", "pending", "maxPriority")} == \
+            {k: a[k] for k in ("queue", "state", "user", "allocated", "pending", "maxPriority")}
+    assert brief["b1"]["waiting"] == {"NoNodeRoom": 7}
+
+
+@pytest.mark.parametrize("request_, field", [
+    ({"state": "Sleeping"}, "state: 'Sleeping' is not an application state (New, Accepted"),
+    ({"brief": "yes"}, "brief: expected true or false, got 'yes'"),
+    ({"queue": 3}, "queue: expected a string"),
+])
+def test_a_bad_filter_is_refused_naming_the_field(request_, field):
+    with pytest.raises(ValueError, match=field.replace("(", r"\(")):
+        read(cluster().core, {}, "applications", request_)
+
+
+def test_the_node_figures_read_once_per_shape_are_those_of_each_ask():
+    """`_room_figures` reads the nodes once per shape in a projection: what each ask's reason
+    says is what a walk of the nodes for that ask alone says."""
+    h = cluster()
+    p = h.core.registry.rms["rm-1"].partitions["default"]
+    h.do(h.log.apps(app("more", "root.b")))
+    h.do(h.log.asks(ask("k2", "more", vcore=1500, max_allocations=2), ask("k3", "more", vcore=5000)))
+    listed = _applications(p, h.core.now)
+    for a in p.apps.values():
+        for k in a.asks.values():
+            assert listed[a.id]["asks"][k.key]["why"] == _why(p, k, h.core.now), (a.id, k.key)
