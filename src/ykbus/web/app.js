@@ -4,10 +4,12 @@
 // #/nodes, #/topology (topology.js), #/events, #/timeline?w=<seconds>|all or ?from=<ms>&to=<ms>; an object's own page:
 // #/app/<partition>/<queue>/<application> (queue `-`: look it up in the partition),
 // #/queue/<partition>/<queue>, #/node/<partition>/<node>.
-// A page is built once when it is opened; a refresh (every 3 s) patches it in place (`morph`): what
+// A page is built once when it is opened; a refresh (every 3 s, longer for a page slow to read) patches it in place (`morph`): what
 // did not change is not touched, so scroll, selection and focus stay while the data moves.
 // Quantities are written by one function, `quantity`: memory in binary units, vcore in cores.
 import {topology} from "./topology.js";
+
+const REFRESH_MS = 3000, REFRESH_COST = 10;  // a page refreshes every 3 s, or 10 times as long as its last read took
 
 const $ = (sel, root = document) => root.querySelector(sel);
 export const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
@@ -281,15 +283,17 @@ function eventLine(e) {
 /** Whether an event belongs to the selected partition. Events carry no partition: with one
  * partition every event is its; with several, an event is the partition's when its object (an
  * application, a node, an ask's application) is (the ids are read with the partition's lists). */
-let partitionIds = {partition: "", apps: new Set(), nodes: new Set(), at: 0};
+let partitionIds = {partition: "", apps: new Set(), nodes: new Set(), at: 0, took: 0};
 async function partitionFilter() {
   if (partitionNames.length <= 1) return () => true;
-  if (partitionIds.partition !== partition || Date.now() - partitionIds.at > 5000) {
+  // read again after 5 s, or REFRESH_COST times as long as the last read took (a large cluster's lists)
+  if (partitionIds.partition !== partition || Date.now() - partitionIds.at > Math.max(5000, REFRESH_COST * partitionIds.took)) {
+    const began = Date.now();
     const [active, completed, rejected, nodes] = await Promise.all([
       get(`${P()}/applications/active`), get(`${P()}/applications/completed`), get(`${P()}/applications/rejected`),
       get(`${P()}/nodes?allocations=0`)]);
-    partitionIds = {partition, at: Date.now(), apps: new Set([...active, ...completed, ...rejected].map((a) => a.applicationID)),
-      nodes: new Set(nodes.map((n) => n.nodeID))};
+    partitionIds = {partition, at: Date.now(), took: Date.now() - began,
+      apps: new Set([...active, ...completed, ...rejected].map((a) => a.applicationID)), nodes: new Set(nodes.map((n) => n.nodeID))};
   }
   const {apps, nodes} = partitionIds;
   return (e) => (e.type === 3 ? nodes.has(e.objectID) : e.type === 2 ? apps.has(e.objectID)
@@ -943,11 +947,20 @@ $("#partition").addEventListener("change", (e) => {
 window.addEventListener("hashchange", () => show());
 show();
 // Pages refresh in place every 3 s; the timeline every 15 s while its window follows the present;
-// the event feed is a stream of its own.
-let ticks = 0;
-setInterval(() => {
+// the event feed is a stream of its own. A refresh that took long (a page of a large cluster:
+// the core builds its answers while the scheduler waits, 2 s for 20,000 applications) waits
+// REFRESH_COST times as long before the next, so an open tab takes at most a tenth of the
+// core's time; a hidden tab does not refresh.
+let ticks = 0, refreshEvery = REFRESH_MS;
+async function refresh() {
   const r = route(), spec = PAGES[r.page];
   ticks++;
-  if (spec.live || (spec.slow && (ticks % 5 || r.params.get("from")))) return;
-  show(true);
-}, 3000);
+  if (!document.hidden && !(spec.live || (spec.slow && (ticks % 5 || r.params.get("from"))))) {
+    const began = performance.now();
+    await show(true);
+    refreshEvery = Math.max(REFRESH_MS, REFRESH_COST * (performance.now() - began));
+    if (refreshEvery > REFRESH_MS) $("#status").textContent += ` (a large page: refreshed every ${Math.round(refreshEvery / 1000)} s)`;
+  }
+  setTimeout(refresh, refreshEvery);
+}
+setTimeout(refresh, REFRESH_MS);
