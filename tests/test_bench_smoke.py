@@ -115,9 +115,9 @@ def test_restart():
 
 
 def test_memory():
-    (r,) = bench("memory", "--nodes", "50", "--asks", "500")
-    has(r, bytes_per_node=int, bytes_per_pending_ask=int)
-    assert r["bytes_per_node"] > 0 and r["bytes_per_pending_ask"] > 0
+    (r,) = bench("memory", "--nodes", "50", "--asks", "500", "--ended", "300")
+    has(r, bytes_per_node=int, bytes_per_pending_ask=int, bytes_per_ended_application=int)
+    assert r["bytes_per_node"] > 0 and r["bytes_per_pending_ask"] > 0 and r["bytes_per_ended_application"] > 0
 
 
 def test_e2e():

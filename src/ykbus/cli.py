@@ -734,10 +734,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=5000)
     b.add_argument("--allocations", type=whole(1), default=100_000)
     b.add_argument("--tail", type=whole(0), default=1000)
-    b = bench.add_parser("memory", help="bytes per node and per pending ask")
+    b = bench.add_parser("memory", help="bytes per node, per pending ask and per application that ended")
     b.add_argument("--nodes", dest="nodes_n", type=whole(1), default=5000)
     b.add_argument("--asks", type=whole(1), default=20_000, help="pending asks (memory is traced: 20,000 take "
                    "about a minute)")
+    b.add_argument("--ended", type=whole(1), default=5_000, help="applications that ended (kept 72 h)")
     b = bench.add_parser("e2e", help="NATS + core service + a publishing RM: sustained rate and latency")
     b.add_argument("--seconds", type=seconds(False), default=10.0, help="length of each measured phase")
     b.add_argument("--batch", type=whole(1), default=1000, help="asks per message in the throughput phase")

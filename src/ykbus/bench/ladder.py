@@ -44,7 +44,7 @@ COLUMNS: dict[str, list[str]] = {
     "shards": ["shards", "rms", "nodes", "entries", "allocations", "slowest_shard_cpu_s", "allocations_per_s",
                "per_shard_cpu_s", "largest_state_mib"],
     "restart": ["nodes", "allocations", "tail_entries", "snapshot_bytes", "load_seconds", "seconds", "min", "max"],
-    "memory": ["nodes", "pending_asks", "bytes_per_node", "bytes_per_pending_ask"],
+    "memory": ["nodes", "pending_asks", "bytes_per_node", "bytes_per_pending_ask", "bytes_per_ended_application"],
     "e2e": ["sustained_allocations_per_s", "min", "max", "half_rate", "latency_p50_ms", "latency_p99_ms",
             "latency_p999_ms", "latency_max_ms", "p99_min", "p99_max", "allocations", "dry_runs", "dry_run_p50_ms",
             "dry_run_p99_ms", "dry_run_max_ms"],
@@ -108,7 +108,7 @@ def rows(name: str, args: argparse.Namespace, progress: Progress) -> Iterator[Ro
         case "restart":
             yield b.bench_restart(args.nodes_n, args.allocations, args.tail, args.repeat, progress)
         case "memory":
-            yield b.bench_memory(args.nodes_n, args.asks, progress)
+            yield b.bench_memory(args.nodes_n, args.asks, progress, args.ended)
         case "e2e":
             yield _e2e(args, progress)
         case "failover":

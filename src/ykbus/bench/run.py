@@ -428,7 +428,9 @@ def bench_restart(nodes: int, allocations: int, tail: int, repeat: int, progress
 
 # --- memory -------------------------------------------------------------------------------------
 
-def bench_memory(nodes: int, asks: int, progress: Callable[[str], None]) -> dict[str, Any]:
+def bench_memory(nodes: int, asks: int, progress: Callable[[str], None], ended: int = 5_000) -> dict[str, Any]:
+    """Bytes per node, per pending ask, and per application that ended (one allocation, then
+    removed: kept, with its history, until its terminated timer, 72 h)."""
     from ykbus.log.build import LogBuilder, app, ask, node
 
     progress("memory: nodes")
@@ -450,9 +452,19 @@ def bench_memory(nodes: int, asks: int, progress: Callable[[str], None]) -> dict
     apply_all(core, ask_entries)
     gc.collect()
     after_asks = tracemalloc.get_traced_memory()[0]
+    progress("memory: applications that ended (each ran one allocation)")
+    for start in range(0, ended, 1_000):
+        ids = [f"done{i}" for i in range(start, min(ended, start + 1_000))]
+        apply_all(core, [log.apps(*[app(i, "root.a") for i in ids]),
+                         log.asks(*[ask("k", i, vcore=10, memory=2**20) for i in ids]), log.remove_apps(*ids)])
+    gc.collect()
+    after_ended = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
+    kept = len(core.registry.rms["rm"].partitions["default"].terminated)
+    assert kept == ended, f"{kept} ended applications kept"
     pending = sum(a["pending"] for p in [core.dump()["rms"]["rm"]["partitions"]["default"]]
                   for app_ in p["applications"].values() for a in app_["asks"].values())
     assert pending == asks, f"{pending} pending"
     return {"bench": "memory", "nodes": nodes, "pending_asks": asks,
-            "bytes_per_node": round((after_nodes - before) / nodes), "bytes_per_pending_ask": round((after_asks - after_nodes) / asks)}
+            "bytes_per_node": round((after_nodes - before) / nodes), "bytes_per_pending_ask": round((after_asks - after_nodes) / asks),
+            "ended_applications": ended, "bytes_per_ended_application": round((after_ended - after_asks) / max(1, ended))}
