@@ -156,3 +156,4 @@ async def test_the_application_list_and_the_explain_overview_fit_a_message_and_l
             assert run.returncode == 2 and "no queue root.other" in run.stderr
     finally:
         server.cleanup()
+
