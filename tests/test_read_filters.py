@@ -39,6 +39,13 @@ def apps_of(answer: dict, verb: str = "applications") -> dict:
     return answer[verb]["rm-1"]["default"]
 
 
+def test_one_application_asked_briefly_is_that_one_alone():
+    """Regression (a review of this change): `brief` answered every application, `app` aside."""
+    h = cluster()
+    assert list(apps_of(read(h.core, {}, "applications", {"app": "ax", "brief": True}))) == ["ax"]
+    assert apps_of(read(h.core, {}, "applications", {"app": "nope", "brief": True})) == {}
+
+
 def test_a_queue_and_a_state_filter_applications_live_and_ended():
     h = cluster()
     assert sorted(apps_of(read(h.core, {}, "applications", {"queue": "root.a"}))) == ["ax", "ay"]
@@ -83,12 +90,52 @@ def test_a_bad_filter_is_refused_naming_the_field(request_, field):
 
 def test_the_node_figures_read_once_per_shape_are_those_of_each_ask():
     """`_room_figures` reads the nodes once per shape in a projection: what each ask's reason
-    says is what a walk of the nodes for that ask alone says."""
+    says is what a walk of the nodes for that ask alone says: with asks of one shape that
+    reserve nodes and others that do not, and asks of a gang that reserved a rack beside
+    asks of its shape that did not."""
+    from tests.core.test_topology_gangs import RACK, gang_job
+    from tests.core.test_topology_gangs import cluster as racks
+
     h = cluster()
     p = h.core.registry.rms["rm-1"].partitions["default"]
     h.do(h.log.apps(app("more", "root.b")))
     h.do(h.log.asks(ask("k2", "more", vcore=1500, max_allocations=2), ask("k3", "more", vcore=5000)))
-    listed = _applications(p, h.core.now)
-    for a in p.apps.values():
-        for k in a.asks.values():
-            assert listed[a.id]["asks"][k.key]["why"] == _why(p, k, h.core.now), (a.id, k.key)
+    h.do(h.log.tick(3_000_000_000))  # past the reservation delay: some asks of a shape reserve nodes
+    h.do(h.log.tick())
+    assert any(n.reserved is not None for n in p.nodes.values())
+    t = racks({"r1": ("b1", 2, 0), "r2": ("b1", 2, 0)})
+    t.do(t.log.apps(app("busy", "root.jobs")))
+    t.do(t.log.asks(ask("b", "busy", gpu=2, vcore=1000, max_allocations=3)))
+    gang_job(t, "g", 4, 2, {"ykbus.io/topology-required": RACK})  # 8 GPUs in a rack: none now
+    t.do(t.log.apps(app("other", "root.jobs")))
+    t.do(t.log.asks({**ask("ph", "other", gpu=2, vcore=1000, max_allocations=4)}))  # the gang's shape, no hold
+    t.do(t.log.tick(3_000_000_000))
+    t.do(t.log.tick())
+    tp = t.core.registry.rms["rm-1"].partitions["default"]
+    assert tp.records.domain_holds
+    for core, part in ((h.core, p), (t.core, tp)):
+        listed = _applications(part, core.now)
+        for a in part.apps.values():
+            for k in a.asks.values():
+                assert listed[a.id]["asks"][k.key]["why"] == _why(part, k, core.now), (a.id, k.key)
+
+
+def test_ended_applications_of_a_queue_that_is_gone_are_listed(tmp_path):
+    """Regression (a review of this change): `ykbus apps --state Completed --queue Q` refused
+    a queue a placement rule had made and removed with its last application: the queue of
+    applications that ended may be gone."""
+    import subprocess
+    import sys
+
+    from tests.core.test_placement import RULES
+    from ykbus.log.build import LogBuilder
+    from ykbus.log.jsonl import encode_entry
+
+    log = LogBuilder("rm-1")
+    entries = [log.register(RULES), log.apps(app("done", "", user="alice")), log.remove_apps("done")]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in entries))
+    run = subprocess.run([sys.executable, "-m", "ykbus.cli", "apps", "--log", str(path), "--state", "Completed",
+                          "--queue", "root.users.alice"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert [line.split()[2:5] for line in run.stdout.splitlines()[1:]] == [["done", "root.users.alice", "Completed"]]

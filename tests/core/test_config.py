@@ -20,6 +20,7 @@ def test_quantities_parse_as_yunikorn_does(resource, value, expected):
     ("memory", "-1", "invalid quantity '-1': a quantity is not negative"),
     ("vcore", -2, "invalid quantity -2: a quantity is not negative"),
     ("memory", "-", "invalid quantity '-'$"),
+    ("memory", "10-0", "invalid quantity '10-0'$"),  # not said to be negative (a review)
     ("memory", "1.5", "not a whole number"),
     ("memory", "100m", "the milli suffix is only for vcore"),
     ("memory", "lots", "invalid quantity 'lots'"),
@@ -398,6 +399,8 @@ def test_a_configuration_an_rm_sends_under_a_queue_file_comes_back_when_the_file
     outs = h.do(h.log.config(OWN % "latest"))
     assert any("configuration kept, not applied" in t and "if the file is withdrawn" in t for t in _noted(outs))
     assert "root.file" in _queues_of(h)
+    outs = h.do(h.log.config(""))  # "apply my own again": nothing kept
+    assert _noted(outs) == ["configuration not applied: the service's queue file for policy group 'queues' is in force"]
     outs = h.do(h.log.config(OWN % "bad.name"))  # an invalid one is rejected, not kept
     assert any(t.startswith("configuration rejected: ") and "bad.name" in t for t in _noted(outs))
     h.do(h.log.entry("config", {"policyGroup": "queues", "config": ""}, rm=""))
@@ -419,3 +422,15 @@ def test_an_rm_whose_own_configuration_is_invalid_registers_under_the_queue_file
     assert "root.file" in _queues_of(h)
     h.do(h.log.entry("config", {"policyGroup": "queues", "config": ""}, rm=""))  # withdrawn: the default one
     assert _queues_of(h) == ["root", "root.default"]
+
+
+def test_a_child_with_a_guarantee_of_its_own_counts_that_not_its_childrens():
+    """As YuniKorn's checkQueueResource counts it (regression, a review: a child guaranteeing
+    memory only passed its children's vcore up too, and a configuration YuniKorn takes was
+    refused)."""
+    text = q("        queues:\n          - name: a\n            resources: {max: {vcore: 10}}\n            queues:\n"
+             + "".join(f"              - name: b{i}\n                resources: {{guaranteed: {{memory: 1G}}}}\n"
+                       "                queues:\n"
+                       + "".join(f"                  - name: c{j}\n                    resources: "
+                                 "{guaranteed: {vcore: 4}}\n" for j in range(2)) for i in range(2)))
+    parse_config(load_yaml(text))

@@ -242,3 +242,16 @@ def test_a_tag_from_root_skips_the_parent_rule_and_a_fixed_one_may_not_have_one(
                                                  "{name: fixed, value: root.a, parent: {name: fixed, value: root.p}}")))
     assert info.value.errors == ["partitions[0].placementrules[0].parent: a fixed rule naming a queue from root "
                                  "('root.a') has no parent rule (YuniKorn refuses it too)"]
+
+
+def test_a_rejection_names_at_most_eight_reasons_an_acl_denial_among_them():
+    rules = "".join(f"      - {{name: fixed, value: gone{i}}}\n" for i in range(9)) + "      - {name: fixed, value: shut}\n"
+    cfg = ("partitions:\n  - name: default\n    placementrules:\n" + rules + "    queues:\n      - name: root\n"
+           "        queues:\n          - name: shut\n            submitacl: carol\n")
+    h = Harness()
+    h.setup(cfg)
+    _, rejected = placed(h, app("x", "", user="bob"))
+    reason = rejected["x"]
+    assert reason.count("fixed: queue root.gone") == 7 and "root.gone7 does not exist" not in reason
+    assert reason.endswith("; denied by ACL: user 'bob' may not submit to queue root.shut: no submitacl or adminacl "
+                           "up to root lets them in; and 2 more")

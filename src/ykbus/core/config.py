@@ -458,8 +458,8 @@ def _queue(obj: object, path: str, errors: _Errors) -> QueueConfig | None:
 
 def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, int], maxapps: int) -> dict[str, int]:
     """Rule 3 below `q`. `limits`: the nearest max per resource above; `maxapps` likewise.
-    Returns what `q` is guaranteed as its parent counts it: its own guarantee of a resource,
-    else its children's sum (YuniKorn's checkQueueResource)."""
+    Returns what `q` is guaranteed as its parent counts it: its own guarantee when it has
+    one, else its children's sum (YuniKorn's checkQueueResource)."""
     for res, value in q.guaranteed.items():
         if res in q.max and value > q.max[res]:
             errors.add(f"{path}.resources", f"guaranteed {res} {fq(res, value)} exceeds max {fq(res, q.max[res])}")
@@ -508,7 +508,7 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
         seen.setdefault(child.name, i)
     below = {**limits, **q.max}
     totals: dict[str, int] = {}
-    for i, child in enumerate(q.queues):  # a child without a guarantee of its own counts its children's
+    for i, child in enumerate(q.queues):  # a child without a guarantee counts its children's
         for res, value in _check_tree(child, f"{path}.queues[{i}]", errors, below, q.maxapplications or maxapps).items():
             totals[res] = totals.get(res, 0) + value
     for res, total in sorted(totals.items()):
@@ -520,7 +520,7 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
         elif res in q.max and total > q.max[res]:
             errors.add(f"{path}.queues",
                        f"the children's guaranteed {res} {fq(res, total)} exceeds the queue's max {fq(res, q.max[res])}")
-    return {**totals, **q.guaranteed}
+    return dict(q.guaranteed) if any(q.guaranteed.values()) else totals
 
 
 _RULE_KEYS = {"name", "create", "value", "parent", "filter"}

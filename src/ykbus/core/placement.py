@@ -133,12 +133,13 @@ class AppPlacement:
             if chosen is None:
                 names = ", ".join(r.name for r in rules)
                 reason = f"no placement rule placed the application (rules: {names})"
-                said = self.missed[:MISSES_SAID]
+                denied = self.denied[:max(1, MISSES_SAID - len(self.missed))]  # (one at least, if any)
+                said = self.missed[:MISSES_SAID - len(denied)]
                 if said:
                     reason += ": " + "; ".join(said)
-                if self.denied:
-                    reason += "; denied by ACL: " + "; ".join(self.denied[:max(1, MISSES_SAID - len(said))])
-                more = len(self.missed) - len(said) + max(0, len(self.denied) - max(1, MISSES_SAID - len(said)))
+                if denied:
+                    reason += "; denied by ACL: " + "; ".join(denied)
+                more = len(self.missed) + len(self.denied) - len(said) - len(denied)
                 if more > 0:
                     reason += f"; and {more} more"
         if chosen is None and msg.tags.get(FORCE_TAG, "").lower() == "true":

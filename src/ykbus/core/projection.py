@@ -69,7 +69,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                            "attributes": dict(n.attributes), "allocations": list(n.allocations)}
                     for n in p.nodes.values()
                 },
-                "applications": lambda p=p: _briefs(p, where) if where.brief else _applications(p, now, app, where),
+                "applications": lambda p=p: _briefs(p, app, where) if where.brief else _applications(p, now, app, where),
                 "terminated": lambda p=p: _ended(p, app, where),
                 "allocations": lambda p=p: {
                     u: {"applicationID": a.app.id, "allocationKey": a.key, "nodeID": a.node.id,
@@ -108,13 +108,13 @@ def _ended(p: Partition, app: str | None, where: Where = EVERYTHING) -> dict[str
     return {k: v for k, v in out.items() if where.takes(v["queue"], v["state"])}
 
 
-def _briefs(p: Partition, where: Where) -> dict[str, Any]:
+def _briefs(p: Partition, app: str | None, where: Where) -> dict[str, Any]:
     """Each live application `where` takes, as a row of a list: its queue, state, user,
     allocated and pending resources, highest pending priority, how many allocations, its
     pending asks counted by the code of their reason (O(1) per ask: `why_pending`), and its
     reason's code (that of the ask the pass would try first, as `_app_why`)."""
     out: dict[str, Any] = {}
-    for a in p.apps.values():
+    for a in p.apps.values() if app is None else [a for a in (p.apps.get(app),) if a is not None]:
         if not where.takes(a.queue.path, a.state.value):
             continue
         waiting: dict[str, int] = {}

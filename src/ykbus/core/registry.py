@@ -316,8 +316,10 @@ class RMRegistry:
                 return
             if msg.config:
                 rm.own_config_text = self.policy_groups[rm.policy_group] = msg.config
-            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, "configuration kept, not applied: the service's "
-                      f"queue file for policy group {rm.policy_group!r} is in force (it applies if the file is withdrawn)"))
+            kept = "kept, not applied" if msg.config else "not applied"
+            ctx.emit(None, Noted(rm.id, m.EventType.QUEUE, rm.id, f"configuration {kept}: the service's queue file for "
+                      f"policy group {rm.policy_group!r} is in force" + (" (it applies if the file is withdrawn)"
+                                                                          if msg.config else "")))
             return
         text = msg.config or rm.own_config_text
         try:

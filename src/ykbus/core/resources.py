@@ -165,7 +165,7 @@ def parse_quantity(resource: str, value: object) -> int:
     text = repr(value) if isinstance(value, float) else str(value)
     match = _QUANTITY.match(text)
     if match is None:
-        if _QUANTITY.match(text.replace("-", "", 1)) is not None:
+        if text.lstrip().startswith("-") and _QUANTITY.match(text.lstrip()[1:]) is not None:
             raise ValueError(f"invalid quantity {value!r}: a quantity is not negative")
         raise ValueError(f"invalid quantity {value!r}")
     number, suffix = Fraction(match.group(1)), match.group(2) or ""

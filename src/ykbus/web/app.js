@@ -886,8 +886,8 @@ async function partitions() {
 }
 
 let built = "", busy = false, again = false, lastUpdate = "";
-async function show(refreshing = false) {
-  if (busy) { again = !refreshing || again; return; }
+async function show(refreshing = false) {  // true once the page is shown, false if it was not (busy, or an error)
+  if (busy) { again = !refreshing || again; return false; }
   busy = true;
   try {
     const r = route();
@@ -924,11 +924,13 @@ async function show(refreshing = false) {
     $("#status").textContent = `updated ${lastUpdate}`;
     $("#status").classList.remove("bad");
     document.body.dataset.ready = r.page;
+    return true;
   } catch (err) {
     // fetch's TypeError: no answer at all (the core stopped, or is restarting)
     $("#status").textContent = err instanceof TypeError
       ? `the core does not answer: the figures shown are as of ${lastUpdate || "never"}` : `error: ${err.message}`;
     $("#status").classList.add("bad");
+    return false;
   } finally {
     busy = false;
     if (again) { again = false; show(); }
@@ -944,22 +946,26 @@ $("#partition").addEventListener("change", (e) => {
   const spec = PAGES[route().page];
   if (spec.detail) location.hash = `#/${spec.detail}`; else show();
 });
-window.addEventListener("hashchange", () => show());
+window.addEventListener("hashchange", () => { refreshEvery = REFRESH_MS; show(); });  // another page: its own pace
 show();
 // Pages refresh in place every 3 s; the timeline every 15 s while its window follows the present;
 // the event feed is a stream of its own. A refresh that took long (a page of a large cluster:
 // the core builds its answers while the scheduler waits, 2 s for 20,000 applications) waits
 // REFRESH_COST times as long before the next, so an open tab takes at most a tenth of the
 // core's time; a hidden tab does not refresh.
+// (Only a read that was shown counts, and at most a minute: a core that stalled once, in a
+// takeover, does not slow the page for long.)
+const REFRESH_MAX_MS = 60000;
 let ticks = 0, refreshEvery = REFRESH_MS;
 async function refresh() {
   const r = route(), spec = PAGES[r.page];
   ticks++;
   if (!document.hidden && !(spec.live || (spec.slow && (ticks % 5 || r.params.get("from"))))) {
     const began = performance.now();
-    await show(true);
-    refreshEvery = Math.max(REFRESH_MS, REFRESH_COST * (performance.now() - began));
-    if (refreshEvery > REFRESH_MS) $("#status").textContent += ` (a large page: refreshed every ${Math.round(refreshEvery / 1000)} s)`;
+    if (await show(true) && route().key === r.key) {
+      refreshEvery = Math.min(REFRESH_MAX_MS, Math.max(REFRESH_MS, REFRESH_COST * (performance.now() - began)));
+      if (refreshEvery > REFRESH_MS) $("#status").textContent += ` (a large page: refreshed every ${Math.round(refreshEvery / 1000)} s)`;
+    }
   }
   setTimeout(refresh, refreshEvery);
 }
