@@ -61,9 +61,9 @@ def test_a_lower_max_loses_allocations_and_says_where_and_how_long(tmp_path):
     run = ykbus("whatif", recorded(tmp_path), "--queues", queue_file(tmp_path, "2"))
     assert run.returncode == 1, run.stderr
     assert "allocations: 7 before, 5 after: 0 added, 2 lost" in run.stdout
-    rows = {line.split()[0]: line.split() for line in run.stdout.splitlines() if line.startswith("root.")}
-    assert rows["root.batch"][1:5] == ["5", "3", "0", "2"]  # before, after, added, lost
-    assert rows["root.web"][1:5] == ["2", "2", "0", "0"]
+    rows = {line.split()[0]: line.split() for line in run.stdout.splitlines() if line.startswith("rm-1/root.")}
+    assert rows["rm-1/root.batch"][1:5] == ["5", "3", "0", "2"]  # before, after, added, lost
+    assert rows["rm-1/root.web"][1:5] == ["2", "2", "0", "0"]
     assert any(line.startswith("rm-1/b ") for line in run.stdout.splitlines())  # the application that changed
     assert not any(line.startswith("rm-1/w ") for line in run.stdout.splitlines())
 
@@ -75,7 +75,8 @@ def test_json_and_determinism(tmp_path):
     assert first.stdout == second.stdout
     report = json.loads(first.stdout)
     assert report["total"]["before"] == 7 and report["total"]["after"] == 7  # all five fit at once now
-    assert report["queues"]["root.batch"]["waitAfterMedianNs"] <= report["queues"]["root.batch"]["waitBeforeMedianNs"]
+    batch = report["queues"]["rm-1/root.batch"]  # an RM's queue, as an RM's application
+    assert batch["waitAfterMedianNs"] <= batch["waitBeforeMedianNs"]
     assert report["same"] is (first.returncode == 0)
 
 
@@ -113,7 +114,13 @@ def two_groups(tmp_path):
 
 
 def changed_apps(stdout: str) -> list[str]:
-    return [line.split()[0] for line in stdout.splitlines() if line.startswith(("rm-1/", "rm-2/"))]
+    return [line.split()[0] for line in stdout.splitlines() if line.startswith(("rm-1/", "rm-2/"))
+            and "/root." not in line.split()[0]]
+
+
+def changed_queues(stdout: str) -> dict[str, list[str]]:
+    """The queue rows: `rm/queue` -> before, after, added, lost."""
+    return {line.split()[0]: line.split()[1:5] for line in stdout.splitlines() if "/root." in line.split(" ")[0]}
 
 
 def test_a_queue_file_changes_only_the_policy_group_or_rm_it_is_for(tmp_path):
@@ -126,6 +133,11 @@ def test_a_queue_file_changes_only_the_policy_group_or_rm_it_is_for(tmp_path):
         assert run.returncode == 1, run.stderr
         assert "allocations: 12 before, 10 after: 0 added, 2 lost" in run.stdout, run.stdout
         assert changed_apps(run.stdout) == [f"{rm}/b"], run.stdout  # the other RM's b lost nothing
+        other = "rm-2" if rm == "rm-1" else "rm-1"
+        # its queue apart from the other RM's of the same path (regression, an outside review:
+        # whatif's queue rows added up the queues of every RM that shared a path)
+        queues = changed_queues(run.stdout)
+        assert queues[f"{rm}/root.batch"] == ["4", "2", "0", "2"] and queues[f"{other}/root.batch"] == ["4", "4", "0", "0"]
         group = "one" if rm == "rm-1" else "two"
         assert run.stderr.splitlines()[-1] == (f"ykbus whatif: {new} in place of the queue configuration of "
                                                f"policy group {group!r} (RM {rm}); the other RMs' stay as recorded")
@@ -191,7 +203,7 @@ def test_asks_of_an_application_that_never_existed_are_counted_in_a_row_that_say
     path.write_bytes(b"\n".join(lines) + b"\n")
     run = ykbus("whatif", path, "--queues", queue_file(tmp_path, "2"))
     rows = [line.split()[0] for line in run.stdout.splitlines() if line.strip()]
-    assert "(no" in rows and "?" not in rows, run.stdout
+    assert "rm-1/(no" in rows and "?" not in rows, run.stdout
 
 
 def each_rm_places_p_in_one_entry():

@@ -199,9 +199,9 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
 def _registered(command: str, rm: str | None, answer: dict) -> dict | None:
     """`answer`, unless `rm` is not among the RMs its `health` part names (then None, said on
     stderr with those that are)."""
-    if rm and rm not in answer.get("rms", {rm: None}):
-        print(f"ykbus {command}: rm: {rm!r} is not registered (registered: {', '.join(sorted(answer['rms'])) or 'none'})",
-              file=sys.stderr)
+    live = sorted(r for r, state in answer.get("rms", {rm: None}).items() if state != "Stopped")  # (one that left: not)
+    if rm and rm not in live:
+        print(f"ykbus {command}: rm: {rm!r} is not registered (registered: {', '.join(live) or 'none'})", file=sys.stderr)
         return None
     return answer
 

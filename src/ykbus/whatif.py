@@ -253,7 +253,8 @@ def compare(old: Outcome, new: Outcome) -> Comparison:
         rm_id, app_id, _ = ask
         was, now = old.placed.get(ask, []), new.placed.get(ask, [])
         queue = new.queues.get((rm_id, app_id)) or old.queues.get((rm_id, app_id)) or NO_QUEUE
-        rows = (total, queues.setdefault(queue, Row()), apps.setdefault((rm_id, app_id), Row()))
+        # an RM's queue, as an RM's application: two RMs' root.a are two queues
+        rows = (total, queues.setdefault(f"{rm_id}/{queue}", Row()), apps.setdefault((rm_id, app_id), Row()))
         both = min(len(was), len(now))
         moved = sum(1 for i in range(both) if was[i][0] != now[i][0])
         wait = None

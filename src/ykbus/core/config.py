@@ -669,6 +669,8 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
         name = "?"
     elif "." in name:
         errors.add(f"{path}.name", f"partition name {name!r} contains a dot")
+    elif any(c in name for c in "[]/"):  # the REST API names an RM's partition `[rm]name` (docs/operations.md)
+        errors.add(f"{path}.name", f"partition name {name!r} contains one of [ ] /")
     queues_raw = _sequence(raw.get("queues"), f"{path}.queues", errors)
     top = [q for q in (_queue(r, f"{path}.queues[{i}]", errors) for i, r in enumerate(queues_raw)) if q]
     if len(top) == 1 and top[0].name == ROOT:

@@ -30,7 +30,7 @@ import msgspec
 from ykbus import __version__ as VERSION
 from ykbus.core import Core
 from ykbus.core.config import preemption_enabled, quota_preemption_enabled
-from ykbus.core.lifecycle import AppState
+from ykbus.core.lifecycle import AppState, RMState
 from ykbus.core.partition import Partition
 from ykbus.core.projection import Estimates
 from ykbus.core.registry import ResourceManager
@@ -274,15 +274,22 @@ def usage(st: RestState, req: Request, part: str, kind: str, name: str = "") -> 
     raise RestError(404, "User not found" if kind == "user" else "Group not found")
 
 
-def _rm(st: RestState) -> ResourceManager:
-    rms = list(st.core.rms.values())
+def _rm(st: RestState, wanted: str | None = None) -> ResourceManager:
+    """The RM whose configuration `/ws/v1/config` shows: `?rm=` names it, else the first
+    registered one that has not left (YuniKorn has one)."""
+    rms = [rm for rm in st.core.rms.values() if rm.state is not RMState.STOPPED]
+    if wanted is not None:
+        found = st.core.rms.get(wanted)
+        if found is None or found.state is RMState.STOPPED:
+            raise RestError(404, f"rm {wanted!r} is not registered (registered: {', '.join(r.id for r in rms) or 'none'})")
+        return found
     if not rms:
         raise RestError(404, "no RM has registered yet")
     return rms[0]
 
 
 def config(st: RestState, req: Request) -> Any:
-    rm = _rm(st)
+    rm = _rm(st, req.query.get("rm"))
     if req.accept == "application/json":  # exactly that, as YuniKorn; Go's json.Marshal: no newline
         return Raw(JSON_TYPE, go_json(ops.config_json(rm))[:-1])
     return Raw(YAML_TYPE, ops.config_yaml(rm))
@@ -315,7 +322,7 @@ def node_utilizations(st: RestState, req: Request) -> list[dict[str, Any]] | Non
 
 def full_state_dump(st: RestState, req: Request) -> Any:
     now = st.core.now
-    rms = list(st.core.rms.values())
+    rms = [rm for rm in st.core.rms.values() if rm.state is not RMState.STOPPED]
     return {
         "timestamp": now,
         "partitions": partitions(st, req),
