@@ -507,7 +507,7 @@ def cmd_shards(args: argparse.Namespace) -> int:
     for name, to in found.items():
         print(f"{name}\t{to}")
     if not found and rm is None:  # (an empty list read as a failure)
-        print("ykbus shards: no RM is assigned to a shard: one core serves every RM (docs/sharding.md)", file=sys.stderr)
+        print("ykbus shards: no RM is assigned to a shard: every RM is served by the default one (docs/sharding.md)", file=sys.stderr)
     if rm is not None:
         print(f"ykbus shards: {rm} assigned to {shard}; the shard that owns it moves it (docs/sharding.md)"
               + ("" if led else f"; no process of shard {shard!r} leads now: it moves once one does"),
