@@ -166,6 +166,31 @@ def test_max_allocations_of_int32_max_is_worked_off_in_bounded_steps(monkeypatch
     assert_fits(outs)
 
 
+def test_one_rms_backlog_does_not_hold_up_another_rms_work(monkeypatch):
+    """Regression (an outside review of several RMs): the per-entry allocation budget went to
+    the RMs in the order they registered, so while one RM's large job was worked off, entry
+    after entry, another's pods waited, its own entries too. Each partition with work makes
+    its share first; what one left goes to those that used theirs."""
+    from ykbus.core.core import Core
+    from ykbus.log.build import LogBuilder, node
+    from ykbus.yamlload import load_yaml
+
+    monkeypatch.setattr(limits, "MAX_ALLOCATIONS_PER_ENTRY", 6)
+    core = Core(load_yaml=load_yaml)
+    a = LogBuilder("rmA")
+    entries = [a.register(QUEUES), a.register(QUEUES, rm="rmB"),
+               a.nodes(node("n1", vcore=10**6), rm="rmA"), a.nodes(node("n1", vcore=10**6), rm="rmB"),
+               a.apps(app("big", "root.a"), rm="rmA"), a.apps(app("small", "root.a"), rm="rmB"),
+               a.asks(ask("k", "big", vcore=1, max_allocations=30), rm="rmA")]
+    for entry in entries:
+        core.apply(entry)
+    assert core.backlog
+    outs = core.apply(a.asks(ask("k", "small", vcore=1, max_allocations=2), rm="rmB"))
+    made = [(o.rm, len(o.msg.new)) for o in outs if o.kind == "alloc" and o.msg.new]
+    assert made == [("rmA", 4), ("rmB", 2)], made  # its share (3), rmB its 2, then rmA what is left
+    assert sum(n for _, n in made) == 6
+
+
 # --- subjects, identities -------------------------------------------------------------------
 
 def test_a_core_entry_naming_an_rm_that_is_not_a_subject_token_is_refused():

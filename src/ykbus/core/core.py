@@ -43,6 +43,7 @@ from ykbus.core.lifecycle import (
     AppEvent,
     AppState,
 )
+from ykbus.core.partition import Partition
 from ykbus.core.projection import EVERYTHING, SECTIONS, Where, project
 from ykbus.core.registry import ResourceManager, RMRegistry, YamlLoader
 from ykbus.core.shards import Arriving, MovedOut
@@ -150,17 +151,7 @@ class Core:
             msg = decoded if decoded is not None else self._decode(entry, ctx)
             if msg is not None:
                 self._dispatch(entry, msg, ctx)
-        backlog = False
-        for rm in self.registry.rms.values():
-            for p in rm.partitions.values():
-                if p.records.paused:
-                    p.waits.settle(ctx)
-                elif p.records.root.active or p.waits.pool.open:
-                    p.schedule(ctx)
-                    backlog = backlog or p.records.root.active > 0
-        # True when the pass stopped at the per-entry allocation budget: the next entry goes
-        # on (the service appends a tick at once, so that it comes soon).
-        self.backlog = backlog
+        self._pass(ctx)
         self.allocations_made += ctx.allocations
         outputs = effects.derive(ctx)  # the messages and timers that follow from what the entry did
         fold.fold(ctx)  # and the read models
@@ -168,6 +159,31 @@ class Core:
         if not history or history[-1][0] // MINUTE_NS != self.now // MINUTE_NS:
             self._sample()
         return outputs
+
+    def _pass(self, ctx: Step) -> None:
+        """The pass over every partition with work, in the order the RMs registered. With
+        several, each may first make its share of the entry's allocation budget, then those
+        that used it all go on with what is left: one RM's backlog does not hold up the others'
+        work entry after entry. (No partition using its whole share: the pass as one in order.)"""
+        working = [p for rm in self.registry.rms.values() for p in rm.partitions.values()
+                   if p.records.paused or p.records.root.active or p.waits.pool.open]
+        share = ctx.limit // max(1, sum(1 for p in working if not p.records.paused))
+        spent: list[Partition] = []
+        for p in working:
+            if p.records.paused:
+                p.waits.settle(ctx)
+                continue
+            ctx.share(share)
+            p.schedule(ctx)
+            if not ctx.budget_left:
+                spent.append(p)
+        ctx.unshare()
+        for p in spent:
+            if ctx.budget_left:
+                p.schedule(ctx)
+        # True when the pass stopped at the per-entry allocation budget: the next entry goes
+        # on (the service appends a tick at once, so that it comes soon).
+        self.backlog = any(p.records.root.active > 0 for p in working if not p.records.paused)
 
     def _sample(self) -> None:
         running = containers = 0

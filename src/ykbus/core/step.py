@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 
 class Step:
-    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "events", "parts", "moved", "moved_in", "between")
+    __slots__ = ("seq", "ts", "_uuid", "allocations", "budget", "limit", "events", "parts", "moved", "moved_in",
+                 "between")
 
     def __init__(self, seq: int, ts: int, between: Callable[[], None] | None = None) -> None:
         self.seq = seq
@@ -42,7 +43,8 @@ class Step:
         self.between = between
         self._uuid = 0
         self.allocations = 0  # allocations this entry made (the pass stops at the per-entry budget)
-        self.budget = limits.MAX_ALLOCATIONS_PER_ENTRY  # read once an entry (tests lower it)
+        self.limit = limits.MAX_ALLOCATIONS_PER_ENTRY  # read once an entry (tests lower it)
+        self.budget = self.limit  # what the pass may make before it stops: the limit, or a share of it (`share`)
         self.events: list[Event] = []  # what the entry's application did, in order
         self.parts: list[PartitionState | None] = []  # the partition each event happened in (None: not in one)
         self.moved: list[Ask] = []  # asks whose place or pending count moved, in order (repeats allowed)
@@ -62,6 +64,14 @@ class Step:
     @property
     def budget_left(self) -> bool:
         return self.allocations < self.budget
+
+    def share(self, amount: int) -> None:
+        """Let the next pass make at most `amount` more allocations (never past the limit);
+        `unshare` gives back the whole limit."""
+        self.budget = min(self.limit, self.allocations + amount)
+
+    def unshare(self) -> None:
+        self.budget = self.limit
 
     def emit(self, part: PartitionState | None, event: Event) -> None:
         """`event` happened in `part` (None: not in a partition), after every event before it."""
