@@ -10,7 +10,7 @@ import sys
 from importlib import resources
 
 from ykbus.bus.local import DATA_HELP, FIND_URL, NatsUnreachable, default_url, leaves
-from ykbus.cliparse import PORT, SAID_ERRNOS, Parser, counts, positive, seconds, whole
+from ykbus.cliparse import PORT, SAID_ERRNOS, Parser, counts, positive, seconds, shard_name, whole
 from ykbus.core.config import ConfigError
 from ykbus.log.jsonl import LogError
 from ykbus.progress import Progress
@@ -171,7 +171,8 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
         try:
             answers = {}
             for verb in verbs:
-                reply = await nc.request(f"{args.prefix}.api.{verb}", data, timeout=10)
+                shard = f"{args.shard}." if args.shard else ""  # a shard's cores answer on <prefix>.api.<shard>.<verb>
+                reply = await nc.request(f"{args.prefix}.api.{shard}{verb}", data, timeout=10)
                 answers.update(json.loads(reply.data))
         finally:
             await nc.close()
@@ -197,11 +198,11 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
 
 
 def _registered(command: str, rm: str | None, answer: dict) -> dict | None:
-    """`answer`, unless `rm` is not among the RMs its `health` part names (then None, said on
-    stderr with those that are)."""
-    live = sorted(r for r, state in answer.get("rms", {rm: None}).items() if state != "Stopped")  # (one that left: not)
-    if rm and rm not in live:
-        print(f"ykbus {command}: rm: {rm!r} is not registered (registered: {', '.join(live) or 'none'})", file=sys.stderr)
+    """`answer`, unless `rm` is not an RM registered there (`tables.unregistered`: said on stderr)."""
+    from ykbus.tables import unregistered
+
+    if problem := unregistered(rm, answer):
+        print(f"ykbus {command}: {problem}", file=sys.stderr)
         return None
     return answer
 
@@ -587,6 +588,7 @@ def _main(argv: list[str]) -> int:
 
 
 NATS_HELP = f"NATS server (default: {FIND_URL})"
+SHARD_HELP = "ask the cores of this shard (cores sharded by RM: docs/sharding.md)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -632,6 +634,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                      + NATS_HELP)
     where.add_argument("--data", metavar="DIR", help=DATA_HELP)
     p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
+    p.add_argument("--shard", type=shard_name, help=SHARD_HELP)
     p.set_defaults(func=cmd_explain)
 
     for name, what in (("queues", "the queue tree: guarantees, max, usage, pending, applications"),
@@ -644,6 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
         source.add_argument("--data", metavar="DIR", help=DATA_HELP)
         p.add_argument("--rm", help="only this RM")
         p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
+        p.add_argument("--shard", type=shard_name, help=SHARD_HELP)
         p.add_argument("--json", action="store_true", help="the read API's JSON instead of the table")
         if name == "apps":
             p.add_argument("--queue", help="only applications in this queue or below it")

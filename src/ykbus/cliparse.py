@@ -84,3 +84,13 @@ PORT = whole(0, 65535)
 # allowed): said so; any other error keeps its traceback
 SAID_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.ENOENT, errno.EACCES, errno.EPERM,
                          errno.EISDIR, errno.ENOTDIR})
+
+
+def shard_name(text: str) -> str:
+    """A shard's name (`--shard`), as `ykbus core --shard` takes it: argparse says why not."""
+    from ykbus.core.shards import check_shard_name
+
+    try:
+        return check_shard_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -148,3 +148,12 @@ def queue_missing(queue: str, queues: dict) -> str:
     near = difflib.get_close_matches(queue, paths, n=1, cutoff=0.6)
     return (f"no queue {queue} (" + (f"did you mean {near[0]}? " if near else "")
             + f"the queues: {', '.join(paths[:20])}{', ...' if len(paths) > 20 else ''})")
+
+
+def unregistered(rm: str | None, answer: dict) -> str:
+    """Why `rm` names no RM registered where `answer` was read (its `health` part's `rms`;
+    one Stopped has left), with those that are; "" when it does (or none is named)."""
+    live = sorted(r for r, state in answer.get("rms", {rm: None}).items() if state != "Stopped")
+    if rm and rm not in live:
+        return f"rm: {rm!r} is not registered (registered: {', '.join(live) or 'none'})"
+    return ""

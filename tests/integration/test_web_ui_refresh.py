@@ -55,7 +55,7 @@ async def test_a_page_slow_to_read_is_refreshed_less_often_and_says_so(nats_serv
         with anyio.fail_after(10):
             await core.http_started.wait()
         client = await start_rm(api, "rm-1", Recorder(), nodes=[node("n1", vcore=8000)])
-        await client.add_applications([app("a1", "root.default")])
+        await client.add_applications([app("a1")])
         reads, status = await anyio.to_thread.run_sync(watch, port)
     # every 3 s, it read it 5 or 6 times in 16 s; after a read of 0.8 s, every 8 s or so
     assert len(reads) <= 3, [round(t - reads[0], 1) for t in reads]
