@@ -71,6 +71,16 @@ INVALID = [
         "            queues:\n              - name: p\n"
         "                queues:\n                  - name: c\n                    resources: {guaranteed: {vcore: 3}}\n"),
      ["partitions[0].queues[0].queues[0].queues: the children's guaranteed vcore 3 cores exceeds the queue's 2 cores"]),
+    # regressions (an outside review): a limit for someone below a lower limit for them, as YuniKorn refuses it
+    ("a user's limit above theirs up the tree", q(
+        "        queues:\n          - name: p\n            limits: [{users: [bob, amy], maxresources: {vcore: 2}, "
+        "maxapplications: 3}]\n            queues:\n              - name: m\n                queues:\n"
+        "                  - name: c\n                    limits: [{users: [bob], maxresources: {vcore: 4, memory: 1G}, "
+        "maxapplications: 5}, {groups: [bob], maxresources: {vcore: 8}}]\n"),
+     ["partitions[0].queues[0].queues[0].queues[0].queues[0].limits[0].maxresources: user 'bob': vcore 4 cores is above "
+      "the limit for them up the tree, 2 cores",
+      "partitions[0].queues[0].queues[0].queues[0].queues[0].limits[0].maxapplications: user 'bob': 5 is above the "
+      "limit for them up the tree, 3"]),
     ("unknown sort policy", q("        queues:\n          - name: a\n            properties: {application.sort.policy: random}\n"),
      ["partitions[0].queues[0].queues[0].properties.application.sort.policy: unknown value 'random': expected one of fifo, fair, stateaware"]),
     ("unknown priority policy", q("        properties: {priority.policy: wall}\n"),
@@ -434,3 +444,16 @@ def test_a_child_with_a_guarantee_of_its_own_counts_that_not_its_childrens():
                        + "".join(f"                  - name: c{j}\n                    resources: "
                                  "{guaranteed: {vcore: 4}}\n" for j in range(2)) for i in range(2)))
     parse_config(load_yaml(text))
+
+
+def test_a_limit_below_a_lower_one_is_refused_but_the_least_on_the_way_is_what_counts():
+    """A child's limit at or under the nearest above is fine, and a limit in between lowers
+    what a queue further down is held to (the least on the way, as YuniKorn carries it)."""
+    def tree(top: int, mid: int, low: int) -> str:
+        def lim(v: int) -> str:
+            return "limits: [{users: ['*'], maxresources: {vcore: " + str(v) + "}}]\n"
+        return q(f"        {lim(top)}        queues:\n          - name: a\n            {lim(mid)}            queues:\n"
+                 f"              - name: b\n                {lim(low)}")
+    parse_config(load_yaml(tree(8, 4, 4)))
+    assert errors_of(tree(8, 4, 6)) == ["partitions[0].queues[0].queues[0].queues[0].limits[0].maxresources: user '*': "
+                                        "vcore 6 cores is above the limit for them up the tree, 4 cores"]

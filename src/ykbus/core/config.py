@@ -48,6 +48,7 @@ import msgspec
 
 from ykbus import limits
 from ykbus.core.acl import ACL_NAME, WILDCARD, Acl, parse_acl
+from ykbus.core.limitnest import check_nested_limits
 from ykbus.core.resources import fmt_quantity as fq
 from ykbus.core.resources import parse_quantity
 from ykbus.core.runtimeprops import RUNTIME_PROPERTIES, check_runtimes, parse_duration_ms
@@ -692,6 +693,7 @@ def _partition(obj: object, path: str, errors: _Errors) -> PartitionConfig | Non
             errors.add(f"{path}.limits", f"limits are set on both the partition and {root_path}")
         root = msgspec.structs.replace(root, limits=_limits(raw.get("limits"), f"{path}.limits", errors))
     _check_tree(root, root_path, errors, {}, 0)
+    check_nested_limits(root, root_path, errors.add)
     check_runtimes(root, root_path, errors.add)
     for i, child in enumerate(root.queues):
         if child.name == RECOVERY_NAME:
