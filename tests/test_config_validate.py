@@ -15,7 +15,7 @@ def test_valid_configuration(tmp_path):
     f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n          - name: a\n")
     proc = validate(f)
     assert proc.returncode == 0 and "valid" in proc.stdout
-    assert json.loads(validate(f, "--json").stdout) == {"file": str(f), "valid": True, "errors": []}
+    assert json.loads(validate(f, "--json").stdout) == {"file": str(f), "valid": True, "errors": [], "warnings": []}
 
 
 def test_every_error_with_its_path_and_exit_1(tmp_path):
@@ -55,6 +55,7 @@ def test_every_example_in_the_configuration_guide_is_valid():
 
     from ykbus.bus.permissions import parse_rms_config
     from ykbus.bus.settings import parse_service_config
+    from ykbus.configcheck import warnings
     from ykbus.core.config import parse_config
     from ykbus.yamlload import load_yaml
 
@@ -68,14 +69,14 @@ def test_every_example_in_the_configuration_guide_is_valid():
         elif isinstance(obj, dict) and "rms" in obj:  # RMS.yaml of `ykbus nats-config`
             parse_rms_config(obj)
         elif isinstance(obj, dict) and "partitions" in obj:
-            parse_config(obj)
+            assert warnings(parse_config(obj)) == [], block
         elif isinstance(obj, dict) and "placementrules" in obj:
             parse_config({"partitions": [{"name": "default", **obj, "queues": [
                 {"name": "root", "submitacl": "*", "queues": [{"name": "users", "parent": True},
                                                               {"name": "groups", "parent": True}]}]}]})
         else:  # a queue fragment
-            parse_config({"partitions": [{"name": "default", "queues": [
-                {"name": "root", "submitacl": "*", "queues": obj}]}]})
+            assert warnings(parse_config({"partitions": [{"name": "default", "queues": [
+                {"name": "root", "submitacl": "*", "queues": obj}]}]})) == [], block
 
 
 def test_service_configuration_is_validated_with_service(tmp_path):
@@ -84,7 +85,8 @@ def test_service_configuration_is_validated_with_service(tmp_path):
     assert validate(f, "--service").returncode == 0
     f.write_text("nats: {url: 'nats://127.0.0.1:4222', tsl: {}}\n")
     out = json.loads(validate(f, "--service", "--json").stdout)
-    assert out == {"file": str(f), "valid": False, "errors": ["Object contains unknown field `tsl` - at `$.nats`"]}
+    assert out == {"file": str(f), "valid": False, "errors": ["Object contains unknown field `tsl` - at `$.nats`"],
+                   "warnings": []}
 
 
 def test_a_reader_is_chosen_in_the_file_or_by_flag_and_must_answer_reads(tmp_path):
@@ -204,3 +206,24 @@ def test_a_second_document_cannot_slip_an_alias_bomb_past_the_node_bound():
     for text in (bomb, "a: 1\n---\n" + bomb, "a: [1, 2, 3]\n---\nb: {c: 1}\n---\n" + bomb):
         with pytest.raises(ValueError, match="YAML_NODES"):
             load_yaml_documents(text)
+
+
+def test_a_property_nothing_reads_and_an_offset_that_counts_as_0_are_warned_of(tmp_path):
+    """Outside reviews: `application.sort.polcy: fair` and `priority.offset: "1O0"` (a typo
+    that takes a queue's boost away) validated silently; YuniKorn takes both too, so they are
+    warnings, the file still valid."""
+    f = tmp_path / "queues.yaml"
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+                 "        queues:\n          - name: a\n            properties: {application.sort.polcy: fair, "
+                 "priority.offset: '1O0', team.owner: ml}\n          - name: b\n"
+                 "            properties: {priority.offset: '-5', application.sort.policy: fifo}\n")
+    proc = validate(f)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"{f}: valid",
+        "  warning: partition default, queue root.a: property 'application.sort.polcy' is not one ykbus reads "
+        "(did you mean application.sort.policy?)",
+        "  warning: partition default, queue root.a: priority.offset '1O0' is not an int32: it counts as 0",
+        "  warning: partition default, queue root.a: property 'team.owner' is not one ykbus reads (kept, acted on "
+        "by nothing)"]
+    assert len(json.loads(validate(f, "--json").stdout)["warnings"]) == 3

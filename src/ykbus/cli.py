@@ -11,7 +11,6 @@ from importlib import resources
 
 from ykbus.bus.local import DATA_HELP, FIND_URL, NatsUnreachable, default_url, leaves
 from ykbus.cliparse import PORT, SAID_ERRNOS, Parser, counts, positive, seconds, shard_name, whole
-from ykbus.core.config import ConfigError
 from ykbus.log.jsonl import LogError
 from ykbus.progress import Progress
 from ykbus.tables import shown
@@ -316,37 +315,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_config_validate(args: argparse.Namespace) -> int:
     """Validate a queues.yaml (or, with --service, a service configuration): every error
-    with its path; exit 1 when there is any."""
+    with its path, exit 1 when there is any; warnings of what a valid one sets in vain."""
     import json
 
-    from ykbus.bus.settings import ServiceConfigError, parse_service_config
-    from ykbus.core.config import parse_config
-    from ykbus.yamlload import load_yaml
+    from ykbus.configcheck import validate_file
 
-    try:
-        with open(args.file, encoding="utf-8") as f:
-            errors = []
-            obj = load_yaml(f.read())
-            if args.service:
-                parse_service_config(obj)
-            else:
-                parse_config(obj)
-    except ServiceConfigError as exc:
-        errors = [str(exc)]
-    except ConfigError as exc:
-        errors = exc.errors
-    except ValueError as exc:
-        errors = [f"not valid YAML: {exc}"]
-    except OSError as exc:
-        errors = [f"cannot read: {exc.strerror}"]
+    errors, warned = validate_file(args.file, args.service)
     if args.json:
-        print(json.dumps({"file": args.file, "valid": not errors, "errors": errors}))
+        print(json.dumps({"file": args.file, "valid": not errors, "errors": errors, "warnings": warned}))
     elif errors:
         print(f"{args.file}: {len(errors)} error{'s' if len(errors) > 1 else ''}", file=sys.stderr)
         for error in errors:
             print(f"  {error}", file=sys.stderr)
     else:
-        print(f"{args.file}: valid")
+        print(f"{args.file}: valid" + "".join(f"\n  warning: {w}" for w in warned))
     return 1 if errors else 0
 
 
