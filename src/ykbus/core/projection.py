@@ -114,30 +114,37 @@ def _briefs(p: Partition, app: str | None, where: Where) -> dict[str, Any]:
     pending asks counted by the code of their reason (O(1) per ask: `why_pending`), and its
     reason's code (that of the ask the pass would try first, as `_app_why`)."""
     out: dict[str, Any] = {}
-    for a in p.apps.values() if app is None else [a for a in (p.apps.get(app),) if a is not None]:
-        if not where.takes(a.queue.path, a.state.value):
-            continue
+    for a in _apps_of(p, app, where):
+        pending = [k for k in a.asks.values() if k.pending]
+        codes = {k.key: p.records.why_pending(k).code.value for k in pending}
         waiting: dict[str, int] = {}
-        first: Any = None  # the pending ask the pass would try first: the application's reason (`_app_why`)
-        for k in a.asks.values():
-            if k.pending:
-                code = p.records.why_pending(k).code.value
-                waiting[code] = waiting.get(code, 0) + k.pending
-                if first is None or (-k.priority, k.seq) < (-first.priority, first.seq):
-                    first = k
+        for k in pending:
+            waiting[codes[k.key]] = waiting.get(codes[k.key], 0) + k.pending
+        first = _first_pending(pending)
         out[a.id] = {"queue": a.queue.path, "state": a.state.value, "user": a.user,
                      "allocated": saturated(a.allocated), "pending": saturated(a.pending), "maxPriority": a.max_priority,
                      "allocations": len(a.allocations), "waiting": waiting,
-                     "why": None if first is None else {"allocationKey": first.key,
-                                                        "code": p.records.why_pending(first).code.value}}
+                     "why": None if first is None else {"allocationKey": first.key, "code": codes[first.key]}}
     return out
+
+
+def _apps_of(p: Partition, app: str | None, where: Where) -> list[App]:
+    """The live applications a read asks for: `app` alone (the rest not read), those `where` takes."""
+    apps = list(p.apps.values()) if app is None else [a for a in (p.apps.get(app),) if a is not None]
+    if where.queue is None and where.state is None:
+        return apps
+    return [a for a in apps if where.takes(a.queue.path, a.state.value)]
+
+
+def _first_pending(pending: list[Any]) -> Any:
+    """The pending ask the pass would try first (the highest priority, then the oldest), whose
+    reason is its application's; None of none."""
+    return min(pending, key=lambda k: (-k.priority, k.seq)) if pending else None
 
 
 def _applications(p: Partition, now: int, app: str | None = None, where: Where = EVERYTHING) -> dict[str, Any]:
     """Each application (`app`: that one alone, the rest not built: an answer fits one message)."""
-    apps = p.apps.values() if app is None else [a for a in (p.apps.get(app),) if a is not None]
-    if where.queue is not None or where.state is not None:
-        apps = [a for a in apps if where.takes(a.queue.path, a.state.value)]
+    apps = _apps_of(p, app, where)
     estimates = Estimates(p, now)  # one per read: the candidate nodes read once, one estimate per shape
     return {
         a.id: {"queue": a.queue.path, "state": a.state.value, "user": a.user,
@@ -332,10 +339,9 @@ def _room_figures(p: Partition, ask: Any, estimates: Estimates | None) -> dict[s
 
 def _app_why(p: Partition, app: Any, now: int, estimates: Estimates | None = None) -> dict[str, Any] | None:
     """An application's reason: that of the pending ask the pass would try first."""
-    pending = [k for k in app.asks.values() if k.pending]
-    if not pending:
+    first = _first_pending([k for k in app.asks.values() if k.pending])
+    if first is None:
         return None
-    first = min(pending, key=lambda k: (-k.priority, k.seq))
     return {"allocationKey": first.key, **(_why(p, first, now, estimates) or {})}
 
 
