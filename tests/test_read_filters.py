@@ -39,6 +39,15 @@ def apps_of(answer: dict, verb: str = "applications") -> dict:
     return answer[verb]["rm-1"]["default"]
 
 
+def test_an_empty_filter_filters_nothing():
+    """`?rm=` (an HTTP query's empty value) asks for every RM, as before the filters moved into
+    the core; likewise an empty partition, application, queue or state."""
+    h = cluster()
+    everything = read(h.core, {}, "applications", {})
+    for field in ("rm", "partition", "app", "queue", "state"):
+        assert read(h.core, {}, "applications", {field: ""}) == everything, field
+
+
 def test_one_application_asked_briefly_is_that_one_alone():
     """Regression (a review of this change): `brief` answered every application, `app` aside."""
     h = cluster()

@@ -90,19 +90,15 @@ def read(core: Core, stats: dict[str, int], verb: str, request: dict[str, Any]) 
     if verb not in SECTIONS:
         raise ValueError(f"unknown verb {verb!r}: expected health, state, {WOULD_FIT}, {', '.join(SECTIONS)}")
     wanted = SECTIONS[verb]
-    want_rm, want_part, want_app = request.get("rm"), request.get("partition"), request.get("app")
-    for field, value in (("rm", want_rm), ("partition", want_part), ("app", want_app),
-                         ("queue", request.get("queue")), ("state", request.get("state"))):
+    for field in ("rm", "partition", "app", "queue", "state"):
+        value = request.get(field)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{field}: expected a string (an id), got {type(value).__name__}")
-    dump = core.dump(sections=(wanted,) if wanted else (), app=want_app, where=where_of(request))
+    # (the RM and partition asked for are all the projection holds: `where` keeps to them)
+    dump = core.dump(sections=(wanted,) if wanted else (), app=request.get("app") or None, where=where_of(request))
     out: dict[str, Any] = {}
     for rm_id, rm in dump["rms"].items():
-        if want_rm and rm_id != want_rm:
-            continue
         for name, part in rm["partitions"].items():
-            if want_part and name != want_part:
-                continue
             if wanted is None:
                 value = {"nodeSortPolicy": part["nodeSortPolicy"], "total": part["total"], **part["counts"],
                          "summary": part["summary"]}
@@ -117,7 +113,7 @@ def where_of(request: dict[str, Any]) -> Where:
     `queue` (with those under it), `state` (an application state, any case) and `brief` (true,
     or "true" in an HTTP query); ValueError naming a field that is not one."""
     state, brief = request.get("state"), request.get("brief", False)
-    if state is not None and state.lower() not in {s.value.lower() for s in AppState}:
+    if state and state.lower() not in {s.value.lower() for s in AppState}:
         raise ValueError(f"state: {limits.quoted(state)} is not an application state "
                          f"({', '.join(s.value for s in AppState)})")
     if brief in ("true", "false"):
@@ -125,8 +121,8 @@ def where_of(request: dict[str, Any]) -> Where:
     if not isinstance(brief, bool):
         raise ValueError(f"brief: expected true or false, got {limits.quoted(str(brief))}")
     queue = request.get("queue")
-    return Where(rm=request.get("rm"), partition=request.get("partition"), brief=brief, state=state,
-                 queue=full_path(queue) if queue else None)
+    return Where(rm=request.get("rm") or None, partition=request.get("partition") or None, brief=brief,
+                 state=state or None, queue=full_path(queue) if queue else None)  # ("": no filter)
 
 
 async def would_fit_live(live: LiveCore, request: dict[str, Any]) -> dict[str, Any]:
