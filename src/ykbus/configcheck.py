@@ -11,11 +11,6 @@ import difflib
 from typing import Any
 
 from ykbus.core import config as c
-from ykbus.core.runtimeprops import RUNTIME_PROPERTIES
-
-KNOWN_PROPERTIES = (c.PROP_SORT_POLICY, c.PROP_SORT_PRIORITY, c.PROP_PRIORITY_POLICY, c.PROP_PRIORITY_OFFSET,
-                    c.PROP_PREEMPTION_POLICY, c.PROP_PREEMPTION_DELAY, c.PROP_WITHIN_QUEUE, c.PROP_QUOTA_DELAY,
-                    *RUNTIME_PROPERTIES)
 
 
 def validate_file(path: str, service: bool) -> tuple[list[str], list[str]]:
@@ -58,8 +53,8 @@ def warnings(config: c.SchedulerConfig) -> list[str]:
 def _properties(props: dict[str, str], where: str) -> list[str]:
     out = []
     for key, value in sorted(props.items()):
-        if key not in KNOWN_PROPERTIES:
-            near = difflib.get_close_matches(key, KNOWN_PROPERTIES, n=1, cutoff=0.8)
+        if key not in c.PROPERTIES:
+            near = difflib.get_close_matches(key, c.PROPERTIES, n=1, cutoff=0.8)
             out.append(f"{where}: property {key!r} is not one ykbus reads"
                        + (f" (did you mean {near[0]}?)" if near else " (kept, acted on by nothing)"))
         elif key == c.PROP_PRIORITY_OFFSET and value.strip() and c.parse_offset(value) == 0 and value.strip() not in (

@@ -136,6 +136,7 @@ _ENUM_PROPERTIES: dict[str, type[_Policy]] = {
     PROP_WITHIN_QUEUE: WithinQueue,
 }
 _DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY, PROP_QUOTA_DELAY, *RUNTIME_PROPERTIES)
+PROPERTIES = (*_ENUM_PROPERTIES, PROP_PRIORITY_OFFSET, *_DURATION_PROPERTIES)  # every queue property ykbus reads
 _PREEMPTION_KEYS = {"enabled", "quotapreemptionenabled"}
 
 
