@@ -227,3 +227,8 @@ def test_a_property_nothing_reads_and_an_offset_that_counts_as_0_are_warned_of(t
         "  warning: partition default, queue root.a: property 'team.owner' is not one ykbus reads (kept, acted on "
         "by nothing)"]
     assert len(json.loads(validate(f, "--json").stdout)["warnings"]) == 3
+    # an offset of 0 however written is one, not a warning (regression: "00" and "-00" were)
+    f.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+                 "        queues:\n          - name: a\n            properties: {priority.offset: '00'}\n"
+                 "          - name: b\n            properties: {priority.offset: '-00'}\n")
+    assert validate(f).stdout.splitlines() == [f"{f}: valid"]

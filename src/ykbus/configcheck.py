@@ -57,7 +57,6 @@ def _properties(props: dict[str, str], where: str) -> list[str]:
             near = difflib.get_close_matches(key, c.PROPERTIES, n=1, cutoff=0.8)
             out.append(f"{where}: property {key!r} is not one ykbus reads"
                        + (f" (did you mean {near[0]}?)" if near else " (kept, acted on by nothing)"))
-        elif key == c.PROP_PRIORITY_OFFSET and value.strip() and c.parse_offset(value) == 0 and value.strip() not in (
-                "0", "+0", "-0"):
+        elif key == c.PROP_PRIORITY_OFFSET and value and c.offset_of(value) is None:
             out.append(f"{where}: {key} {value!r} is not an int32: it counts as 0")
     return out

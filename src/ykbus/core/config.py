@@ -782,7 +782,13 @@ _OFFSET = re.compile(r"[+-]?[0-9]+")
 
 def parse_offset(text: str) -> int:
     """`priority.offset` as YuniKorn's priority scheduling design defines it: an int32, 0 when empty or unparsable."""
-    if not _OFFSET.fullmatch(text):  # Go's strconv.ParseInt(s, 10, 32): a sign and ASCII digits, nothing else
-        return 0
+    return offset_of(text) or 0
+
+
+def offset_of(text: str) -> int | None:
+    """`priority.offset`'s int32, None when the text is none (Go's strconv.ParseInt(s, 10,
+    32): a sign and ASCII digits, nothing else, in range)."""
+    if not _OFFSET.fullmatch(text):
+        return None
     value = int(text, 10)
-    return value if INT32_MIN <= value <= INT32_MAX else 0
+    return value if INT32_MIN <= value <= INT32_MAX else None
