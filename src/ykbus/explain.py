@@ -7,12 +7,12 @@ code, the message the RM got as its SI scheduling state, and the details.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from ykbus import limits
 from ykbus.core.resources import fmt_quantity
 from ykbus.core.why import PendingCode
+from ykbus.tables import fmt_time
 
 
 def q(resource: str, value: Any) -> str:
@@ -168,14 +168,14 @@ def _backfilled_lines(backfilled: list[dict[str, Any]], ask_key: str | None) -> 
     for b in backfilled:
         if ask_key is not None and b["allocationKey"] != ask_key:
             continue
-        by = datetime.fromtimestamp(b["endsBy"] / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        by = fmt_time(b["endsBy"]) + " UTC"
         out.append(f"  allocation {b['allocationKey']} on node {b['nodeID']}: backfilled, on room held for "
                    f"{b['lentBy']}; its runtime limit ends it by {by}, before that one's estimated start")
     return out
 
 
 def _ended(app_id: str, rm_id: str, pname: str, t: dict[str, Any]) -> str:
-    when = datetime.fromtimestamp(t["endedAt"] / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = fmt_time(t["endedAt"]) + " UTC"
     how = f": {t['message']}" if t.get("message") else ""
     kept = (f"the core remembers the newest {limits.REJECTED_KEPT} rejected" if t["state"] == "Rejected" else
             f"the core remembers it for {limits.TERMINATED_TIMEOUT_NS // 3_600_000_000_000} h after it ended")

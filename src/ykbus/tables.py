@@ -102,10 +102,11 @@ def apps_request(rm: str | None, queue: str | None, state: str | None) -> tuple[
 
 
 def fmt_time(ns: object) -> str:
-    """Log time (ns since the epoch) as UTC to the second; "" for none."""
+    """Log time (ns since the epoch) as UTC to the second (`ykbus explain` adds " UTC"); ""
+    for none."""
     import datetime
 
-    if not isinstance(ns, int) or ns <= 0:
+    if not isinstance(ns, int):
         return ""
     return datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
