@@ -148,3 +148,28 @@ def test_ended_applications_of_a_queue_that_is_gone_are_listed(tmp_path):
                           "--queue", "root.users.alice"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert [line.split()[2:5] for line in run.stdout.splitlines()[1:]] == [["done", "root.users.alice", "Completed"]]
+
+
+def test_any_request_is_answered_or_refused_naming_a_field():
+    """The read API's request comes from outside (NATS, an HTTP query): whatever it holds,
+    the answer is a projection or a ValueError naming the field, and the state is unchanged."""
+    import random
+
+    from ykbus.core.snapshot import dump_snapshot
+
+    h = cluster()
+    before = dump_snapshot(h.core)
+    rng = random.Random(4848)
+    values = [None, "", "a", "root.a", "ROOT.A.X", "Running", "completed", "rm-1", "default", "ax", "x" * 5000,
+              "\x00\ud800", "true", "false", "yes", 0, 1, -1, 2**70, 1.5, True, False, [], {}, ["a"], {"a": 1}]
+    fields = ["rm", "partition", "app", "queue", "state", "brief", "other"]
+    for _ in range(3000):
+        request = {f: rng.choice(values) for f in rng.sample(fields, rng.randint(0, len(fields)))}
+        verb = rng.choice(["applications", "terminated", "queues", "nodes", "partitions", "allocations"])
+        try:
+            answer = read(h.core, {}, verb, request)
+        except ValueError as exc:
+            assert str(exc).split(":")[0] in fields, (request, exc)
+            continue
+        assert set(answer) == {verb}
+    assert dump_snapshot(h.core) == before
