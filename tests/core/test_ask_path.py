@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.core.askpath import steps_back
+from tests.core.askpath import counts, frame_counts, steps_back
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +45,13 @@ def walk_rows(bus: bool = False) -> list[tuple[str, list[str]]]:
     return rows
 
 
+def today_figures() -> list[str]:
+    """The cells of the walk's figures row for today (docs/architecture.md), after its label."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| today |"))
+    return [c.strip() for c in row.strip().strip("|").split("|")][1:]
+
+
 def test_the_documented_walk_is_the_path_one_ask_takes_and_it_never_steps_back():
     found = traced()
     assert found["allocated"] == ["n0"], "the traced ask is allocated by that entry"
@@ -58,6 +65,11 @@ def test_the_documented_walk_is_the_path_one_ask_takes_and_it_never_steps_back()
         for name in names:
             assert any(m == module and (q == name or q.endswith("." + name)) for m, q in called), (
                 f"docs/architecture.md: {module} {name} is not called on the ask's path")
+    figures = today_figures()
+    every, every_modules = counts(calls, True)
+    work, work_modules = counts(calls, False)
+    assert figures[2:5] == [f"{every} in {every_modules} modules", f"{work} in {work_modules} modules",
+                            str(max(d for d, *_ in calls))], "docs/architecture.md: the figures of today's path are stale"
 
 
 def test_the_service_rows_of_the_walk_are_on_the_way_of_an_ask_sent_over_nats():
@@ -77,6 +89,10 @@ def test_the_service_rows_of_the_walk_are_on_the_way_of_an_ask_sent_over_nats():
                 f"docs/architecture.md: {name} ({', '.join(sorted(modules))}) is not on the way of the ask sent over NATS")
     assert frames[0][0] == "bus/service.py" and frames[-1] == ("bus/publisher.py", "OutputPublisher.send"), (
         "the way starts at the message the service reads and ends at the publish")
+    every, every_modules = frame_counts(way["frames"], True)
+    work, work_modules = frame_counts(way["frames"], False)
+    assert today_figures()[:2] == [f"{every} in {every_modules} modules", f"{work} in {work_modules} modules"], (
+        "docs/architecture.md: the frames today's ask crosses are not the figures given")
 
 
 def test_the_check_sees_a_step_back():
