@@ -191,6 +191,40 @@ async def test_paused_rm_that_heartbeats_again_is_running(nats_server):
                     await anyio.sleep(0.1)
 
 
+async def test_a_restarted_core_keeps_a_paused_rm_paused_until_it_is_heard(nats_server):
+    """An RM that went away is Paused; the core restarts (or a standby takes over): the RM
+    stays Paused, its waiting asks unplaced (it may be gone), and goes on to Stopped; only a
+    heartbeat brings it back (the start of a core is no heartbeat of an RM's)."""
+    rec = Recorder()
+    async with running_core(nats_server.url, heartbeat_pause_s=0.5, heartbeat_stop_s=600):
+        async with rm_client(nats_server.url, heartbeat_s=0.1) as rm:
+            client = await start_rm(rm, "k8s", rec, nodes=[node("n1", vcore=1000)])
+            await client.add_applications([app("a1")])
+            await client.add_asks([ask("runs", "a1", vcore=1000)])
+            await rec.wait_for(lambda: rec.allocations)
+            await client.add_asks([ask("waits", "a1", vcore=1000)])
+            await rec.wait_for(lambda: rec.states)
+        with anyio.fail_after(15):
+            while (await api(nats_server.url, "health"))["rms"]["k8s"] != "Paused":
+                await anyio.sleep(0.1)
+        nc = await nats.connect(nats_server.url)  # room for "waits", were the RM back
+        await nc.jetstream().publish("yk.v1.in.k8s.node", json.dumps({"nodes": [
+            {"nodeID": "n2", "action": "CREATE", "schedulableResource": {"resources": {"vcore": {"value": 4000}}}}]}).encode())
+        await nc.close()
+        await wait_until_applied(nats_server.url)
+    async with running_core(nats_server.url, heartbeat_pause_s=0.5, heartbeat_stop_s=3):
+        states = []
+        for _ in range(15):  # 1.5 s: three times the pause, the monitor looking every 0.125 s
+            states.append((await api(nats_server.url, "health"))["rms"]["k8s"])
+            await anyio.sleep(0.1)
+        assert set(states) == {"Paused"}, f"the restarted core brought back an RM it never heard: {states}"
+        allocs = [json.loads(d) for subject, d, _ in await output_stream(nats_server.url) if subject.endswith(".alloc")]
+        assert [a["allocationKey"] for o in allocs for a in o.get("new", [])] == ["runs"], "nothing placed for it"
+        with anyio.fail_after(15):
+            while (await api(nats_server.url, "health"))["rms"]["k8s"] != "Stopped":
+                await anyio.sleep(0.1)
+
+
 async def test_rm_reconnect_resumes_from_its_last_output(nats_server):
     async with running_core(nats_server.url):
         first = Recorder()

@@ -36,8 +36,14 @@ class LogClock:
         self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
 
     def heard(self, rm: str, now: float | None = None) -> None:
-        """`rm` is alive now (a heartbeat, its registration, or the service's start)."""
+        """`rm` is alive now (its registration; heartbeats: `on_heartbeat`)."""
         self._heard[rm] = time.monotonic() if now is None else now
+
+    def started(self) -> None:
+        """The service starts: the RMs the core knows count as heard as `_first_heard` says."""
+        now = time.monotonic()
+        for rm_id, rm in self._live.core.rms.items():
+            self._heard[rm_id] = self._first_heard(rm.state, now)
 
     def rmstate_applied(self) -> None:
         """The core applied an rmstate entry: the next change may be appended."""
@@ -51,13 +57,23 @@ class LogClock:
     async def on_heartbeat(self, msg: Any) -> None:
         self._heard[msg.subject.rsplit(".", 1)[-1]] = time.monotonic()
 
+    def _first_heard(self, state: RMState, now: float) -> float:
+        """When an RM this process has not heard yet counts as last heard: a Running one at
+        the service's start (its heartbeats have `heartbeat_pause_s` to arrive); a Paused one
+        just past that, so that only a heartbeat brings it back (a restarted core or a standby
+        taking over never does: its RM may be gone), and its way to Stopped starts again here
+        (the log keeps no time of its pause)."""
+        if state is RMState.PAUSED:
+            return now - self._settings.heartbeat_pause_s - 0.001
+        return now
+
     async def monitor_rms(self) -> None:
         s = self._settings
         while True:
             await anyio.sleep(min(1.0, s.heartbeat_pause_s / 4))
             now = time.monotonic()
             for rm_id, rm in list(self._live.core.rms.items()):
-                quiet = now - self._heard.setdefault(rm_id, now)
+                quiet = now - self._heard.setdefault(rm_id, self._first_heard(rm.state, now))
                 event = None
                 if rm.state is RMState.RUNNING and quiet > s.heartbeat_pause_s:
                     event = ("CONNECTION_LOST", f"no heartbeat for {quiet:.0f}s")
