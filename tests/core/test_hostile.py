@@ -82,6 +82,18 @@ def test_json_nested_a_thousand_levels_is_rejected_naming_the_limit(encoding):
     assert state(h) == before
 
 
+@pytest.mark.parametrize("kind", ["alloc", "unregister"])
+def test_an_empty_body_is_answered_as_empty_and_changes_nothing(kind):
+    """An RM that publishes nothing (a body it forgot to fill) is told its body is empty,
+    not msgspec's "Input data was truncated"."""
+    h = ready()
+    before = state(h)
+    outs = h.do(Entry(h.log.seq + 1, h.log.ts + 1, "rm-1", kind, b""))
+    h.log.seq += 1
+    assert f"invalid {kind} message: the body is empty: expected a JSON object" in event_text(outs)
+    assert state(h) == before
+
+
 def test_brackets_inside_strings_do_not_count_as_nesting():
     h = ready()
     outs = h.do(h.log.asks(ask("[" * 200 + "{" * 200, "a1", vcore=100)))

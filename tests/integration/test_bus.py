@@ -81,6 +81,34 @@ async def test_an_rm_with_a_long_id_reads_its_outputs(nats_server, rm_id):
             await rec.wait_for(lambda: rec.allocations)
 
 
+async def test_an_attach_no_rm_could_make_is_answered_why(nats_server):
+    """An attach under an rmID no registration takes (several tokens, over 1,024 characters)
+    is answered with the reason: no answer at all tells an RM that no core runs yet, and it
+    would ask again for ever."""
+    async with running_core(nats_server.url):
+        nc = await nats.connect(nats_server.url)
+        try:
+            dotted = json.loads((await nc.request("yk.v1.attach.a.b", b"{}", timeout=5)).data)
+            long = json.loads((await nc.request("yk.v1.attach." + "r" * 1100, b"{}", timeout=5)).data)
+            fine = json.loads((await nc.request("yk.v1.attach.r1", b"{}", timeout=5)).data)
+        finally:
+            await nc.close()
+    assert dotted == {"error": "rmID 'a.b' is not a NATS token: no '.', '*', '>' or whitespace"}
+    assert long == {"error": "rmID of 1100 characters: at most 1024"}
+    assert fine["consumer"] == "rm_r1"
+
+
+async def test_a_read_request_that_is_not_json_is_told_so(nats_server):
+    async with running_core(nats_server.url):
+        nc = await nats.connect(nats_server.url)
+        try:
+            answer = json.loads((await nc.request("yk.v1.api.apps", b"rm=k8s", timeout=5)).data)
+        finally:
+            await nc.close()
+    assert answer["error"].startswith("the request body is not JSON (Expecting value: line 1 column 1 (char 0)): "
+                                      "send a JSON object"), answer
+
+
 async def test_invalid_registration_is_refused_with_the_reason(nats_server):
     async with running_core(nats_server.url), rm_client(nats_server.url) as api:
         client = ResourceManagerClient(api, "bad", config="partitions: [{name: default, queues: [{name: a.b}]}]")

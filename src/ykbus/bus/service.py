@@ -478,7 +478,11 @@ class CoreService:
     async def _on_api(self, msg: Any) -> None:
         verb = msg.subject.rsplit(".", 1)[-1]
         try:
-            request = json.loads(msg.data) if msg.data.strip() else {}
+            try:
+                request = json.loads(msg.data) if msg.data.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"the request body is not JSON ({exc}): send a JSON object, "
+                                 f"or nothing for no filter") from None
             if not isinstance(request, dict):
                 raise ValueError("the request body must be a JSON object")
             if verb == readapi.WOULD_FIT:  # a dry run: also in a reader's turn in the middle of an entry

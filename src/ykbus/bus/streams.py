@@ -17,6 +17,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 
+from ykbus import limits
 from ykbus.bus.subjects import CORE_TOKEN, IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects, js_reply_meta
 from ykbus.core.entries import Entry
 from ykbus.core.guard import FAILED_KIND
@@ -181,11 +182,17 @@ def answer_attach(js: JetStreamContext, subjects: Subjects) -> Callable[[Any], A
     answer `{"consumer", "start"}`. The RM comes from the subject, which NATS permissions pin
     to the caller, so an RM never needs the JetStream API that could read another's outputs.
     One subscription, so attaches run one at a time."""
+    head = subjects.attach("")
+
     async def on_attach(msg: Any) -> None:
-        rm = msg.subject.rsplit(".", 1)[-1]
+        rm = msg.subject[len(head):]
         try:
             if rm == CORE_TOKEN:
                 raise ValueError(f"{CORE_TOKEN!r} is not an RM")
+            if "." in rm:  # no RM registers so: an rmID is one NATS token
+                raise ValueError(f"rmID {limits.quoted(rm)} is not a NATS token: no '.', '*', '>' or whitespace")
+            if len(rm) > limits.MAX_ID_CHARS:
+                raise ValueError(f"rmID of {len(rm)} characters: at most {limits.MAX_ID_CHARS}")
             consumer, start = await attach_consumer(js, subjects, rm)
             body: dict[str, Any] = {"consumer": consumer, "start": start}
         except ValueError as exc:

@@ -125,7 +125,8 @@ class Subjects:
 
     @property
     def attaches(self) -> str:
-        return f"{self.prefix}.attach.*"
+        """Every attach subject, an rm of several tokens included: told why, not left unanswered."""
+        return f"{self.prefix}.attach.>"
 
     def parse(self, subject: str, direction: str = "in") -> tuple[str, str]:
         """(rm, kind) of an input or output subject; rm "" for the core's own entries."""

@@ -337,6 +337,9 @@ def decode_input(kind: str, data: bytes, encoding: str = "json") -> Decoded:
     if kind not in m.INPUT_TYPES:
         raise DecodeError(f"unknown kind {kind!r}: expected one of {', '.join(m.INPUT_TYPES)}")
     check_size(data, encoding)
+    if not data:
+        raise DecodeError(f"the body is empty: expected {'a JSON object' if encoding == 'json' else 'a MessagePack map'} "
+                          f"({m.INPUT_TYPES[kind].__name__}; {{}} for one of no fields)")
     # Fast path: a well-formed request decodes in one go; only a bad one is taken apart
     # item by item, so that its good items still apply and each bad one gets its reason.
     try:
