@@ -9,7 +9,7 @@ import signal
 import sys
 from importlib import resources
 
-from ykbus.bus.local import DATA_HELP, FIND_URL, NatsUnreachable, default_url, leaves
+from ykbus.bus.local import DATA_HELP, FIND_URL, SECRETS_HELP, NatsUnreachable, default_url, identity, leaves
 from ykbus.cliparse import PORT, SAID_ERRNOS, Parser, counts, positive, seconds, shard_name, whole
 from ykbus.log.jsonl import LogError
 from ykbus.progress import Progress
@@ -160,12 +160,13 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
 
     import anyio
 
-    from ykbus.bus.local import connect, default_url
+    from ykbus.bus.local import connect
 
     url = args.nats or default_url(args.data)
+    options = identity(args.nats, args.data, args.nats_secrets)
 
     async def ask_core() -> dict:
-        nc = await connect(url, allow_reconnect=False)
+        nc = await connect(url, allow_reconnect=False, **options)
         data = json.dumps(request).encode()
         try:
             answers = {}
@@ -184,7 +185,9 @@ def _read_api(command: str, verbs: tuple[str, ...], args: argparse.Namespace,
     except Exception as exc:  # noqa: BLE001 - a core that does not answer is reported, not raised
         import nats.errors
 
-        why = (f"no core answers there on {args.prefix}.api (is a core or `ykbus up` running against it?)"
+        why = (f"no core answers there on {args.prefix}.api" + (f".{args.shard}" if args.shard else "")
+               + " (is a core or `ykbus up` running against it?"
+               + ("" if args.shard else " Cores sharded by RM answer with --shard NAME: `ykbus shards list`") + ")"
                if isinstance(exc, nats.errors.NoRespondersError) else "no answer within 10 s (a core busy, or a "
                "large answer: ask for less, --rm, and of applications --queue, --state)"
                if isinstance(exc, (TimeoutError, nats.errors.TimeoutError)) else repr(exc))
@@ -462,7 +465,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"ykbus record: {exc}", file=sys.stderr)
         return 2
     progress = Progress(f"ykbus record {args.out}")
-    n, first = anyio.run(record, args.nats or default_url(args.data), args.out, args.prefix, progress)
+    n, first = anyio.run(record, args.nats or default_url(args.data), args.out, args.prefix, progress,
+                         identity(args.nats, args.data, args.nats_secrets, core=True))
     progress.close()
     print(f"ykbus record: {said(n, first, args.out)}", file=sys.stderr)
     return 0
@@ -486,7 +490,8 @@ def cmd_shards(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"ykbus shards assign: {exc}", file=sys.stderr)
             return 2
-    found, led = anyio.run(operate, args.nats or default_url(args.data), rm, shard)
+    found, led = anyio.run(operate, args.nats or default_url(args.data), rm, shard,
+                           identity(args.nats, args.data, args.nats_secrets, core=True))
     for name, to in found.items():
         print(f"{name}\t{to}")
     if not found and rm is None:  # (an empty list read as a failure)
@@ -615,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--nats", metavar="URL", help="ask a live core over NATS (read API yk.v1.api.applications); "
                                                      + NATS_HELP)
     where.add_argument("--data", metavar="DIR", help=DATA_HELP)
+    p.add_argument("--nats-secrets", metavar="FILE", help=SECRETS_HELP)
     p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
     p.add_argument("--shard", type=shard_name, help=SHARD_HELP)
     p.set_defaults(func=cmd_explain)
@@ -627,6 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
         source.add_argument("--log", help="replay this JSON Lines log and show its final state")
         source.add_argument("--nats", metavar="URL", help="ask a live core over NATS (the read API); " + NATS_HELP)
         source.add_argument("--data", metavar="DIR", help=DATA_HELP)
+        p.add_argument("--nats-secrets", metavar="FILE", help=SECRETS_HELP)
         p.add_argument("--rm", help="only this RM")
         p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
         p.add_argument("--shard", type=shard_name, help=SHARD_HELP)
@@ -674,8 +681,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("record", help="export the input stream to a JSON Lines log file")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
-    p.add_argument("--out", required=True, metavar="LOG.jsonl")
-    p.add_argument("--prefix", default="yk.v1")
+    p.add_argument("--out", required=True, metavar="LOG.jsonl", help="the log file to write (appended to)")
+    p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
+    p.add_argument("--nats-secrets", metavar="FILE", help=SECRETS_HELP + " (the core's identity: it reads the log)")
     p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("shards", help="cores sharded by RM: list the assignments, or assign an RM to a shard")
@@ -684,6 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("shard", nargs="?", help="assign: the shard's name (`ykbus core --shard NAME`)")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
+    p.add_argument("--nats-secrets", metavar="FILE", help=SECRETS_HELP + " (the core's identity: it reads the shards' bucket)")
     p.set_defaults(func=cmd_shards)
 
     p = sub.add_parser("sim", help="run a simulated RM against a NATS server: k8s or batch")

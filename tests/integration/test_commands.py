@@ -371,6 +371,19 @@ async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
                 if health["rms"] == {"k8s": "Running", "batch": "Running", "tyjob": "Running"}:
                     break
                 await anyio.sleep(0.2)
+        # the read commands: the identity of the `ykbus up --secure` they find (--data), or of --nats-secrets
+        found_up = ykbus("queues", "--data", str(data))
+        assert found_up.returncode == 0 and "root" in found_up.stdout.decode(), found_up.stderr.decode()[-1000:]
+        named = ykbus("apps", "--nats", url, "--nats-secrets", str(data / "secrets.yaml"), "--rm", "k8s")
+        assert named.returncode == 0 and "APPLICATION" in named.stdout.decode().splitlines()[0], named.stderr.decode()[-1000:]
+        refused = ykbus("nodes", "--nats", url)
+        assert refused.returncode == 2 and "needs an identity, e.g. --nats-secrets FILE" in refused.stderr.decode()
+        recorded = ykbus("record", "--data", str(data), "--out", str(tmp_path / "log.jsonl"))
+        assert recorded.returncode == 0 and (tmp_path / "log.jsonl").stat().st_size > 0, recorded.stderr.decode()
+        shards = ykbus("shards", "list", "--data", str(data))
+        assert shards.returncode == 0, shards.stderr.decode()
+        jobs_found = ykbus("tyjob", "get", "--data", str(data))
+        assert jobs_found.returncode == 0 and jobs_found.stdout.decode().startswith("NAME"), jobs_found.stderr.decode()
         bad = json.loads((await admin.request(f"yk.v1.admin.{owner}.queues", json.dumps(
             {"policyGroup": "k8s", "config": "partitions: []"}).encode(), timeout=5)).data)
         assert bad == {"accepted": False, "errors": ["partitions: at least one partition is required"]}

@@ -121,6 +121,46 @@ def default_url(data: str | None = None) -> str:
     return DEFAULT_URL
 
 
+SECRETS_FILE = "secrets.yaml"  # in the data directory of `ykbus up --secure`: every identity's password
+SECRETS_HELP = ("on a secured server, connect with an identity of this secrets file (`ykbus nats-config --secrets`); "
+                "that of the `ykbus up --secure` the command talks to is found without it")
+
+
+def up_secrets(nats: str | None, data: str | None) -> str | None:
+    """The secrets file of the `ykbus up --secure` a command finds (`--data`, else the one
+    running, unless `--nats` or $YKBUS_NATS names a server): None if none, or not secured."""
+    if nats is not None:
+        return None
+    instances = [] if data or os.environ.get("YKBUS_NATS") else running()
+    found = os.path.abspath(os.path.expanduser(data)) if data else instances[0].data if len(instances) == 1 else ""
+    path = os.path.join(found, SECRETS_FILE) if found else ""
+    return path if path and os.path.exists(path) else None
+
+
+def identity(nats: str | None, data: str | None, secrets: str | None, core: bool = False) -> dict[str, Any]:
+    """The nats.connect keywords of a command's identity: none on an open server; from the
+    secrets file `secrets`, or, when the server is found rather than named (`--data`, the one
+    `ykbus up` running), from that `ykbus up --secure`'s data directory. Reads of the read API
+    are the current user's admin identity; `core` (reading the log or the shards' bucket
+    through JetStream) the core's. StartError names a file without the identity."""
+    import getpass
+
+    from ykbus.bus.permissions import connect_options
+    from ykbus.bus.settings import StartError, identity_secret
+
+    secrets = secrets or up_secrets(nats, data)
+    if secrets is None:
+        return {}
+    try:
+        if core:
+            secret = identity_secret(secrets, "core")
+            return {"user": secret.user, "password": secret.password}
+        secret = identity_secret(secrets, "admins", getpass.getuser())
+    except StartError as exc:
+        raise NatsUnreachable(f"no identity to connect with: {exc}") from None
+    return connect_options(secret.user, secret.password)
+
+
 def held(data: str) -> bool:
     """Whether a `ykbus up` runs on data directory `data` now: its lock is held (a killed
     one's is not: the kernel lets go of it)."""

@@ -21,12 +21,13 @@ from ykbus.log.jsonl import LogError, encode_entry
 from ykbus.progress import Progress
 
 
-async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progress | None = None) -> tuple[int, int]:
+async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progress | None = None,
+                 options: dict[str, Any] | None = None) -> tuple[int, int]:
     """Write the input stream to `out_path`; `progress`, if given, hears each entry. The
     entries written, and the stream's first seq (past 1: trimmed, `said`). LogError, one
     line, where the server holds no input stream."""
     subjects = Subjects(prefix)
-    nc = await connect(url)
+    nc = await connect(url, **(options or {}))
     try:
         js = nc.jetstream()
         try:

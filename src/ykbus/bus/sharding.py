@@ -215,13 +215,14 @@ async def has_leader(leases: Any, shard: str) -> bool:
         return False
 
 
-async def operate(url: str, rm: str | None = None, shard: str | None = None) -> tuple[dict[str, str], bool]:
+async def operate(url: str, rm: str | None = None, shard: str | None = None,
+                  options: dict[str, Any] | None = None) -> tuple[dict[str, str], bool]:
     """`ykbus shards`: with `rm` and `shard`, assign the RM to the shard (the leader of the
     shard that owns it moves it through the log); the assignments, after, and whether
     `shard` has a leader now."""
     import nats
 
-    nc = await nats.connect(servers=url.split(","), connect_timeout=5, max_reconnect_attempts=0)
+    nc = await nats.connect(servers=url.split(","), connect_timeout=5, max_reconnect_attempts=0, **(options or {}))
     try:
         js = nc.jetstream(timeout=10)
         kv = await shards_bucket(js)

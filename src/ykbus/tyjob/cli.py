@@ -19,7 +19,7 @@ import anyio
 import msgspec
 
 from ykbus import logs
-from ykbus.bus.local import DATA_HELP, FIND_URL, connect, default_url
+from ykbus.bus.local import DATA_HELP, FIND_URL, connect, default_url, up_secrets
 from ykbus.cliparse import Parser
 from ykbus.tyjob import store
 from ykbus.tyjob.manifest import ManifestError, TYJob, parse_manifests
@@ -303,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     url = args.nats or default_url(args.data)
     identity = args.rm if args.cmd == "controller" else None
-    nats = Nats(url, _identity(args.nats_secrets, identity) if args.nats_secrets else {})
+    secrets = args.nats_secrets or up_secrets(args.nats, args.data)  # `ykbus up --secure`'s, found
+    nats = Nats(url, _identity(secrets, identity) if secrets else {})
     if args.cmd == "controller":
         from ykbus.bus.service import asyncio_loop_policy
         from ykbus.tyjob.cluster import ClusterError
