@@ -142,23 +142,23 @@ def identity(nats: str | None, data: str | None, secrets: str | None, core: bool
     secrets file `secrets`, or, when the server is found rather than named (`--data`, the one
     `ykbus up` running), from that `ykbus up --secure`'s data directory. Reads of the read API
     are the current user's admin identity; `core` (reading the log or the shards' bucket
-    through JetStream) the core's. StartError names a file without the identity."""
+    through JetStream) the core's. NatsUnreachable names a file without the identity."""
     import getpass
 
-    from ykbus.bus.permissions import connect_options
-    from ykbus.bus.settings import StartError, identity_secret
+    from ykbus.bus.permissions import connect_options, load_secrets
 
     secrets = secrets or up_secrets(nats, data)
     if secrets is None:
         return {}
     try:
-        if core:
-            secret = identity_secret(secrets, "core")
-            return {"user": secret.user, "password": secret.password}
-        secret = identity_secret(secrets, "admins", getpass.getuser())
-    except StartError as exc:
+        found = load_secrets(secrets)
+    except (OSError, ValueError) as exc:
         raise NatsUnreachable(f"no identity to connect with: {exc}") from None
-    return connect_options(secret.user, secret.password)
+    secret = found.core if core else found.admins.get(getpass.getuser())
+    if secret is None:
+        raise NatsUnreachable(f"no identity to connect with: {secrets}: no password for "
+                              + ("the core" if core else f"the admin {getpass.getuser()!r}"))
+    return {"user": secret.user, "password": secret.password} if core else connect_options(secret.user, secret.password)
 
 
 def held(data: str) -> bool:
