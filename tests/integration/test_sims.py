@@ -60,3 +60,27 @@ async def test_k8s_sim_replays_a_trace_and_recovers_its_pods_after_its_own_resta
             assert sum(n["allocated"].get("nvidia.com/gpu", 0) for n in nodes.values()) == 1
             await wait_for(lambda: again.stats.allocated > 0)  # new generated work is placed too
             tg.cancel_scope.cancel()
+
+
+async def test_an_application_is_in_the_sims_state_before_the_core_hears_of_it(nats_server, tmp_path):
+    """A `kill -9` of the simulated RM loses none of its applications: each is in its state
+    file before it is published (as a pod is stored before a scheduler sees it), so the
+    registration after its restart reports it again (saved once a second, the applications of
+    the last second were dropped by that registration, with no record of how they went)."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(json.dumps({"at": 0.0, "namespace": "team-a", "app": "job", "pods": 1, "vcore": 100,
+                                 "memory": 2**20, "duration": 600}) + "\n")
+    state = tmp_path / "k8s.state"
+    async with running_core(nats_server.url) as core:
+        def apps():
+            part = core.core.dump()["rms"].get("k8s", {}).get("partitions", {}).get("default")
+            return set(part["applications"]) if part else set()
+
+        sim = SimRM(nats_server.url, "k8s", K8sWorkload(nodes_count=2, profile="mixed", trace=str(trace)),
+                    state_path=str(state))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sim.run)
+            await wait_for(lambda: apps())
+            saved = json.loads(state.read_text()) if state.exists() else {"apps": {}}
+            tg.cancel_scope.cancel()
+    assert apps() <= set(saved["apps"]) and apps()

@@ -205,7 +205,6 @@ class SimRM(ResourceManagerCallback):
         assert self.client is not None
         st = self.state
         st.apps[app.applicationID] = app
-        await self.client.add_applications([app])
         count = 0
         for a in asks:
             n = max(1, a.maxAllocations)
@@ -214,6 +213,8 @@ class SimRM(ResourceManagerCallback):
         self._open[app.applicationID] = count
         st.submitted += count
         self.stats.submitted += count
+        self.save()  # stored before the core hears of it, as a pod is: a kill -9 now loses no application
+        await self.client.add_applications([app])
         await self.client.add_asks(asks)
 
     async def _finisher(self) -> None:
