@@ -287,6 +287,9 @@ spec:
 
 
 def test_tyjob_get_names_the_namespace_a_job_is_in(nats_server, tmp_path):
+    none_yet = ykbus("tyjob", "get", "--nats", nats_server.url)  # was a header alone: the wrong server?
+    assert none_yet.returncode == 0 and none_yet.stderr.strip().startswith(
+        f"ykbus tyjob get: no job on {nats_server.url} (`ykbus tyjob apply -f FILE` adds one"), none_yet.stderr
     manifest = tmp_path / "job.yaml"
     manifest.write_text(JOB)
     assert ykbus("tyjob", "apply", "--nats", nats_server.url, "-f", str(manifest)).returncode == 0

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="ykbus sim batch")
     p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
-    p.add_argument("--rm-id", default="batch")
+    p.add_argument("--rm-id", default="batch", help="the rmID it registers as (default batch)")
     p.add_argument("--nodes", type=int, default=10)
     p.add_argument("--rate", type=float, default=5.0, help="jobs per second, while fewer than --max-waiting wait")
     p.add_argument("--max-waiting", type=int, default=200,

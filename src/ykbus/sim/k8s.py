@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="ykbus sim k8s")
     p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
-    p.add_argument("--rm-id", default="k8s")
+    p.add_argument("--rm-id", default="k8s", help="the rmID it registers as (default k8s)")
     p.add_argument("--nodes", type=int, default=20)
     p.add_argument("--rate", type=float, default=200.0, help="pods per second, while fewer than --max-waiting wait")
     p.add_argument("--max-waiting", type=int, default=200,

@@ -229,6 +229,9 @@ async def get(nats: Nats, name: str | None, namespace: str | None, output: str) 
         print(json.dumps(statuses[0] if name is not None else statuses, indent=2))
     else:
         print_table(statuses)
+        if not statuses:  # an empty table alone reads as a failure, or as the wrong server
+            print(f"ykbus tyjob get: no job on {nats.url} (`ykbus tyjob apply -f FILE` adds one; the "
+                  "controller runs in `ykbus up`, or as `ykbus tyjob controller`)", file=sys.stderr)
     return 0
 
 
