@@ -74,3 +74,23 @@ def test_control_characters_in_an_rms_ids_are_shown_escaped_not_sent_to_the_term
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\u202e" not in done.stdout
     assert "job\\x1b[2J\\u202e-1" in done.stdout, done.stdout
+
+
+def test_every_option_and_argument_of_every_command_says_what_it_is():
+    """`--help` of any command explains each of its flags (an option listed bare sends the
+    user to the source)."""
+    import argparse
+
+    from ykbus.cli import build_parser
+
+    def bare(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        out = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    out += bare(sub, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                out.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return out
+
+    assert bare(build_parser(), "ykbus") == []

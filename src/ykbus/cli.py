@@ -649,13 +649,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="queue configuration tools")
     config = p.add_subparsers(dest="action", required=True)
     v = config.add_parser("validate", help="check a queues.yaml: every error with its path, exit 1 if any")
-    v.add_argument("file", metavar="FILE.yaml")
+    v.add_argument("file", metavar="FILE.yaml", help="the queue configuration (or with --service, the service's)")
     v.add_argument("--json", action="store_true", help='one JSON object: {"file", "valid", "errors"}')
     v.add_argument("--service", action="store_true", help="the file is a service configuration (ykbus.yaml)")
     v.set_defaults(func=cmd_config_validate)
 
     p = sub.add_parser("schema", help="write the JSON Schemas of the wire messages")
-    p.add_argument("--dir", default="schemas")
+    p.add_argument("--dir", default="schemas", help="where to write them (default schemas)")
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("core", help="run the core service against a NATS server")
@@ -687,7 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("shards", help="cores sharded by RM: list the assignments, or assign an RM to a shard")
-    p.add_argument("action", choices=["list", "assign"])
+    p.add_argument("action", choices=["list", "assign"], help="list the assignments, or assign RM to SHARD")
     p.add_argument("rm", nargs="?", help="assign: the rmID")
     p.add_argument("shard", nargs="?", help="assign: the shard's name (`ykbus core --shard NAME`)")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
@@ -696,13 +696,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_shards)
 
     p = sub.add_parser("sim", help="run a simulated RM against a NATS server: k8s or batch")
-    p.add_argument("kind", choices=["k8s", "batch"])
+    p.add_argument("kind", choices=["k8s", "batch"], help="a Kubernetes-like cluster, or a YARN-like batch RM")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="flags of the simulator (--nats URL, --nodes N, --rate R)")
     p.set_defaults(func=cmd_sim)
 
     p = sub.add_parser("tyjob", help="TYJobs (Arranger): controller, apply, get, delete (docs/tyjob.md)",
                        add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="controller, apply, get or delete, and their flags")
     p.set_defaults(func=cmd_tyjob)
 
     p = sub.add_parser("bench", help="benchmarks: core, replay, shards, restart, memory, e2e, failover (see BENCHMARKS.md)")
@@ -710,13 +710,13 @@ def build_parser() -> argparse.ArgumentParser:
     b = bench.add_parser("core", help="in-process scheduling speed")
     b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption", "topology",
                                           "backfill"],
-                   default="yunikorn-perf")
+                   default="yunikorn-perf", help="the traffic: BENCHMARKS.md says what each is (default yunikorn-perf)")
     b.add_argument("--pending", type=counts, default="1000,10000,100000",
                    help="backlog: asks that cannot be placed, one run per count")
     b.add_argument("--entries", type=whole(1), default=2000, help="backlog: timed entries (releases and asks, alternating)")
     b.add_argument("--nodes", type=counts, default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
     b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
-    b.add_argument("--asks-per-app", type=whole(1), default=5000)
+    b.add_argument("--asks-per-app", type=whole(1), default=5000, help="yunikorn-perf: asks of each application")
     b.add_argument("--scale", type=positive, default=1.0, help="mixed, gang, preemption, topology, backfill: scale nodes, apps (gangs) and asks (the burst)")
     b = bench.add_parser("replay", help="log entries per second replaying a long log")
     b.add_argument("--entries", type=whole(1), default=1_000_000, help="entries of the generated log")
