@@ -319,8 +319,8 @@ def gangs_placed_whole(core: Core, outputs: list[Output]) -> None:
 def pending_reasons_are_true(p: Partition) -> None:
     """The reason kept for each pending ask is true now: removing what it names would be
     needed for the ask to be placed."""
-    from ykbus.core.config import AppSortPolicy
     from ykbus.core.lifecycle import AppState
+    from ykbus.core.queueprops import AppSortPolicy
     from ykbus.core.why import PendingCode as C
 
     schedulable = [n for n in p.nodes.values() if n.state is NodeState.SCHEDULABLE]
@@ -567,7 +567,15 @@ def domain_holds_are_consistent(p: Partition) -> None:
             if other != values:
                 n = min(len(other), len(values))
                 assert other[:n] != values[:n], f"holds {values} and {other} overlap"
-    assert all(a.holding is None or holds.get(a.holding[1]) is a for a in p.apps.values())
+    node_holds = p.records.node_holds  # nodes reserved by gangs that ask for no domain (docs/gang.md)
+    for node_id, app_ in node_holds.items():
+        assert app_.holding is not None and app_.holding[0] == "" and node_id in app_.holding[1], \
+            f"node {node_id} held by {app_.id}, whose holding is {app_.holding}"
+        assert p.apps.get(app_.id) is app_ and any(a.placeholder and a.pending for a in app_.asks.values()), \
+            f"{app_.id} holds node {node_id} but no placeholder of it waits"
+        assert app_.queue.gang_reserves() or app_.holding is not None, f"{app_.id} holds nodes in a queue that does not"
+    assert all(a.holding is None or (holds.get(a.holding[1]) is a if a.holding[0] else
+                                     all(node_holds.get(i) is a for i in a.holding[1])) for a in p.apps.values())
     indexed = {key[1] for key in p.waits.node_index}
     for n in p.nodes.values():
         path = []
@@ -578,6 +586,9 @@ def domain_holds_are_consistent(p: Partition) -> None:
             path.append(n.attributes[level])
             if tuple(path) in holds:
                 holder = holds[tuple(path)].id
+        if n.id in node_holds:
+            assert not holder, f"node {n.id} held as a node and in domain held by {holder}"
+            holder = node_holds[n.id].id
         assert n.held == holder, f"node {n.id} held by {n.held!r}, its domain by {holder!r}"
         assert (n.id in indexed) == (n.state is NodeState.SCHEDULABLE and not holder), f"node {n.id} in the index"
 

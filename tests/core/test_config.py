@@ -87,6 +87,8 @@ INVALID = [
      ["partitions[0].queues[0].properties.priority.policy: unknown value 'wall': expected one of default, fence"]),
     ("unknown sort priority", q("        properties: {application.sort.priority: maybe}\n"),
      ["partitions[0].queues[0].properties.application.sort.priority: unknown value 'maybe': expected one of enabled, disabled"]),
+    ("gang reserve neither true nor false", q("        properties: {ykbus.io/gang.reserve: sometimes}\n"),
+     ["partitions[0].queues[0].properties.ykbus.io/gang.reserve: unknown value 'sometimes': expected one of true, false"]),
     ("unknown key", q("        maxapps: 3\n"), ["partitions[0].queues[0].maxapps: unknown key"]),
     ("bad quantity", q("        queues:\n          - name: a\n            resources: {max: {memory: 1.5}}\n"),
      ["partitions[0].queues[0].queues[0].resources.max.memory: invalid quantity 1.5: not a whole number"]),

@@ -48,7 +48,9 @@ VCORES = st.sampled_from([2000, 8000, 32000])
 def config(levels: tuple[str, ...]) -> str:
     topology = f"    topology:\n      levels: [{', '.join(levels)}]\n" if levels else ""
     return ("partitions:\n  - name: default\n" + topology +
-            "    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n          - name: jobs\n")
+            "    queues:\n      - name: root\n        submitacl: '*'\n"
+            "        properties: {ykbus.io/gang.reserve: 'true'}\n"  # an untagged waiting gang reserves nodes (docs/gang.md)
+            "        queues:\n          - name: jobs\n")
 
 
 def host(node_id: str, block: str, rack: str, attrs: str, gpu: int, vcore: int) -> dict:
@@ -197,14 +199,14 @@ class TopologyMachine(RuleBasedStateMachine):
         self.live_nodes.remove(node_id)
         self.do(self.h.log.nodes(node(node_id, action="DECOMISSION")))
 
-    @rule(tag=st.sampled_from([REQUIRED, REQUIRED, PREFERRED]), level=st.sampled_from([BLOCK, RACK, RACK]),
+    @rule(tag=st.sampled_from([REQUIRED, REQUIRED, PREFERRED, ""]), level=st.sampled_from([BLOCK, RACK, RACK]),
           groups=st.lists(GROUP, min_size=1, max_size=2), at_once=st.booleans(), split=st.booleans(),
           timeout=st.sampled_from([0, 0, 1500, 40000]), hard=st.booleans())
     def add_gang(self, tag, level, groups, at_once, split, timeout, hard):
         gang = Gang(f"gang{len(self.gangs) + 1}", tag, level, groups)
         self.gangs[gang.id] = gang
         total = {"gpu": sum(n * g for n, g, _ in groups), "vcore": sum(n * v for n, _, v in groups)}
-        self.do(self.h.log.apps(app(gang.id, "root.jobs", placeholderAsk=resource(**total), tags={tag: level},
+        self.do(self.h.log.apps(app(gang.id, "root.jobs", placeholderAsk=resource(**total), tags={tag: level} if tag else {},
                                     executionTimeoutMilliSeconds=timeout,
                                     gangSchedulingStyle="Hard" if hard else "Soft")))
         for name in list(gang.unsent) if at_once else gang.unsent[:1]:

@@ -691,6 +691,40 @@ def topology_reserve(log: LogBuilder):
     yield log.remove_apps("other")  # other goes: its reservation with it, small takes r1's room
 
 
+GANG_RESERVE = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: train
+            properties: {ykbus.io/gang.reserve: "true"}
+          - name: batch
+"""
+
+
+def gang_reserve(log: LogBuilder):
+    """docs/gang.md: a gang of a queue with ykbus.io/gang.reserve waits past the reservation
+    delay and reserves the nodes that would hold it; small asks that keep coming take only the
+    room of the others; a reserved node drains and the gang reserves again; it is placed once
+    its nodes hold it, and the reservation ends."""
+    yield log.register(GANG_RESERVE)
+    yield log.nodes(*[node(f"n{i}", gpu=4, vcore=64000) for i in range(4)])
+    yield log.apps(app("fill", "root.batch"), app("small", "root.batch"),
+                   app("big", "root.train", placeholderAsk={"resources": {"gpu": {"value": 8}}}))
+    yield log.asks(ask("f", "fill", gpu=2, max_allocations=8))  # every GPU taken
+    yield log.asks({**ask("p", "big", gpu=4, vcore=1000, max_allocations=2), "taskGroupName": "w",
+                    "placeholder": True})  # GangNoRoom
+    yield log.tick(3 * SECOND)  # past the delay: it reserves n0 and n1
+    yield log.asks(ask("s", "small", gpu=2, max_allocations=8))
+    yield log.nodes(node("n1", action="DRAIN_NODE"))  # n1 drains: n0 and n2 now
+    yield log.release("fill", uuid="4-0")
+    yield log.release("fill", uuid="4-1")
+    yield log.release("fill", uuid="4-4")  # n0 and n2 free of fill...
+    yield log.release("fill", uuid="4-5")  # ...and the gang is placed on them
+
+
 def topology_sets(log: LogBuilder):
     """docs/topology.md: an application without placeholders that asks for a rack places each
     set of asks it sends together whole in one rack; a set no rack holds waits, whole, and
@@ -779,7 +813,7 @@ TRACES = {
     "applications": applications, "asks": asks, "priority": priority, "nodesort": nodesort,
     "bad-input": bad_input, "placement": placement, "rules": rules, "access": access, "limits": limits,
     "queue-files": queue_files, "topology": topology, "topology-groups": topology_groups,
-    "topology-reserve": topology_reserve, "topology-sets": topology_sets,
+    "topology-reserve": topology_reserve, "topology-sets": topology_sets, "gang-reserve": gang_reserve,
 }
 
 

@@ -84,6 +84,7 @@ from ykbus.core.topoplace import in_set, waits_whole
 from ykbus.si import messages as m
 
 TOPOLOGY_NO_DOMAIN: Final = why.PendingCode.TOPOLOGY_NO_DOMAIN
+GANG_NO_ROOM: Final = why.PendingCode.GANG_NO_ROOM
 
 
 class Applier:
@@ -161,8 +162,9 @@ class Applier:
             # a gang (or a topology set) is judged whole when one of its asks woke (room for its
             # shape): the others, still parked, are parked again with it (back in its list first)
             self.waits.activate(ask, ctx)
-        if where is NODE_ROOM and gang_member and decision.why.code is TOPOLOGY_NO_DOMAIN:
-            if not ask.since:  # a topology gang starts waiting: past the reservation delay it may reserve a domain
+        if where is NODE_ROOM and gang_member and (decision.why.code is TOPOLOGY_NO_DOMAIN or (
+                decision.why.code is GANG_NO_ROOM and app.queue.gang_reserves())):
+            if not ask.since:  # a gang starts waiting: past the reservation delay it may reserve a domain, or nodes
                 ask.since = ctx.ts
                 ctx.emit(self.records, RoomWaitStarted(ask, ctx.ts, ctx.ts + self.records.reservation_delay_ns, 0))
         elif where is NODE_ROOM and not gang_member and not topology_set:

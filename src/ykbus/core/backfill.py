@@ -363,6 +363,10 @@ def held_estimate(app: App, nodes: Iterable[Node], now: int,
     return f"; {est.text()}", {"estimate": est.text()}
 
 
+def _app_id(app: App) -> str:
+    return app.id
+
+
 class Backfill:
     """The planner's view of the reservations for backfill: the room each reserved node may
     lend, until when (`lendable`: the earliest estimated start of the reservations that hold
@@ -400,7 +404,7 @@ class Backfill:
             self._lent.clear()
 
     def any(self) -> bool:
-        return bool(self.reserved_nodes) or bool(self.records.domain_holds)
+        return bool(self.reserved_nodes) or bool(self.records.domain_holds) or bool(self.records.node_holds)
 
     def lendable(self, now: int) -> list[tuple[Node, int]]:
         """Each node whose room may be lent now, and the estimated start of the reservation
@@ -418,17 +422,19 @@ class Backfill:
             if holder is not None:
                 bound[node_id] = self._node_start(holder, node, now, known.get(node_id))
                 nodes[node_id] = node
-        holds = self.records.domain_holds
-        if len(self._domain_starts) > len(holds):  # (those that hold no domain now are dropped)
-            self._domain_starts = {app.id: start for app in holds.values()
+        # the gangs holding a domain, by its key, then those holding a node set, by id
+        holds = [self.records.domain_holds[values] for values in sorted(self.records.domain_holds)]
+        if self.records.node_holds:
+            holds += sorted({a.id: a for a in self.records.node_holds.values()}.values(), key=_app_id)
+        if len(self._domain_starts) > len(holds):  # (those that hold nothing now are dropped)
+            self._domain_starts = {app.id: start for app in holds
                                    if (start := self._domain_starts.get(app.id)) is not None}
         if holds:
             members: dict[str, list[Node]] = {}
             for node in self.records.nodes.values():
                 if node.held:
                     members.setdefault(node.held, []).append(node)
-            for values in sorted(holds):
-                app = holds[values]
+            for app in holds:
                 held = members.get(app.id, [])
                 est = self.domain_estimate(app, held, now)
                 until = est.at if isinstance(est, Estimate) else None

@@ -39,7 +39,6 @@ Rules, as YuniKorn applies them:
 
 from __future__ import annotations
 
-import enum
 import math
 import re
 from typing import Any
@@ -49,6 +48,13 @@ import msgspec
 from ykbus import limits
 from ykbus.core.acl import ACL_NAME, WILDCARD, Acl, parse_acl
 from ykbus.core.limitnest import check_nested_limits
+from ykbus.core.queueprops import (
+    _ENUM_PROPERTIES,
+    PROP_PREEMPTION_DELAY,
+    PROP_PRIORITY_OFFSET,
+    PROP_QUOTA_DELAY,
+    NodeSortPolicy,
+)
 from ykbus.core.resources import fmt_quantity as fq
 from ykbus.core.resources import parse_quantity
 from ykbus.core.runtimeprops import RUNTIME_PROPERTIES, check_runtimes, parse_duration_ms
@@ -70,71 +76,6 @@ class ConfigError(Exception):
         self.errors = errors
 
 
-class _Policy(enum.StrEnum):
-    @classmethod
-    def from_str(cls, value: str) -> _Policy:
-        """The member named `value`, case-insensitive; ValueError naming the choices."""
-        for member in cls:
-            if member.value == value.strip().lower():
-                return member
-        choices = ", ".join(m.value for m in cls)
-        raise ValueError(f"unknown value {value!r}: expected one of {choices}")
-
-
-class NodeSortPolicy(_Policy):
-    FAIR = "fair"
-    BINPACKING = "binpacking"
-
-
-class AppSortPolicy(_Policy):
-    FIFO = "fifo"
-    FAIR = "fair"
-    STATEAWARE = "stateaware"
-
-
-class PriorityPolicy(_Policy):
-    DEFAULT = "default"
-    FENCE = "fence"
-
-
-class PreemptionPolicy(_Policy):
-    """`preemption.policy` of a queue (docs/preemption.md): `fence`: asks in or below it take
-    only from inside it; `disabled`: its allocations (and those below it) are never victims."""
-
-    DEFAULT = "default"
-    FENCE = "fence"
-    DISABLED = "disabled"
-
-
-class WithinQueue(_Policy):
-    """`preemption.withinqueue` of a leaf: `lowerpriority` lets its asks preempt strictly
-    lower-priority allocations of the same leaf (docs/preemption.md)."""
-
-    DISABLED = "disabled"
-    LOWER_PRIORITY = "lowerpriority"
-
-
-class SortPriority(_Policy):
-    ENABLED = "enabled"
-    DISABLED = "disabled"
-
-
-PROP_SORT_POLICY = "application.sort.policy"
-PROP_SORT_PRIORITY = "application.sort.priority"
-PROP_PRIORITY_POLICY = "priority.policy"
-PROP_PRIORITY_OFFSET = "priority.offset"
-PROP_PREEMPTION_POLICY = "preemption.policy"
-PROP_PREEMPTION_DELAY = "preemption.delay"  # how long an ask waits before it may preempt (default 30s)
-PROP_WITHIN_QUEUE = "preemption.withinqueue"
-PROP_QUOTA_DELAY = "quota.preemption.delay"  # YuniKorn 1.8: after a reload lowers max below usage (0: never)
-PREEMPTION_DELAY_MS = 30_000
-_ENUM_PROPERTIES: dict[str, type[_Policy]] = {
-    PROP_SORT_POLICY: AppSortPolicy,
-    PROP_SORT_PRIORITY: SortPriority,
-    PROP_PRIORITY_POLICY: PriorityPolicy,
-    PROP_PREEMPTION_POLICY: PreemptionPolicy,
-    PROP_WITHIN_QUEUE: WithinQueue,
-}
 _DURATION_PROPERTIES = (PROP_PREEMPTION_DELAY, PROP_QUOTA_DELAY, *RUNTIME_PROPERTIES)
 PROPERTIES = (*_ENUM_PROPERTIES, PROP_PRIORITY_OFFSET, *_DURATION_PROPERTIES)  # every queue property ykbus reads
 _PREEMPTION_KEYS = {"enabled", "quotapreemptionenabled"}

@@ -44,6 +44,17 @@ class Overlay(Protocol):
         ...
 
 
+class NodeSet(Protocol):
+    """A gang's reserved nodes, or the nodes it would reserve (core/topoplace.py `NodeSetHold`)."""
+
+    @property
+    def held(self) -> list[Node] | None: ...
+
+    def choose(self, members: list[Res]) -> list[Node] | None: ...
+
+    def reserved_text(self, nodes: Sequence[Node]) -> tuple[str, dict[str, object]]: ...
+
+
 class DomainPlacer(Protocol):
     """Where a gang that asks for a topology domain goes (core/topoplace.py): the node of
     each allocation of its pending placeholders and the domains it is placed in, or why no
@@ -53,10 +64,12 @@ class DomainPlacer(Protocol):
         ...
 
 
-def plan_gang(app: App, overlay: Overlay,
-              domain: DomainPlacer | None = None) -> list[Park] | list[Park | HoldDomain] | list[GangAllocate]:
+def plan_gang(app: App, overlay: Overlay, domain: DomainPlacer | None = None,
+              nodes: NodeSet | None = None) -> list[Park] | list[Park | HoldDomain] | list[GangAllocate]:
     """All of `app`'s pending placeholders placed, or each parked with why the gang waits.
-    `domain`: the gang asks for one topology domain (docs/topology.md), which places it."""
+    `domain`: the gang asks for one topology domain (docs/topology.md), which places it.
+    `nodes`: it asks for none and holds nodes (its overlay sees them), or may reserve some
+    (docs/gang.md, `ykbus.io/gang.reserve`): a `HoldDomain` of level "" after its parks."""
     members = pending_placeholders(app)
     total: Res = {}
     count = 0
@@ -103,7 +116,19 @@ def plan_gang(app: App, overlay: Overlay,
     if short:
         reason = (f"gang {app.id} does not fit yet: no room for {fmt_res(short)} of its "
                   f"{fmt_res(total)} once the rest is placed")
-        return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
+        if nodes is None:
+            return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
+        held_nodes = nodes.held
+        chosen = nodes.choose([a.resource for a in members for _ in range(a.pending)]) if held_nodes is None else None
+        if not held_nodes and not chosen:  # none reserved, none to reserve (too large even empty)
+            return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
+        text, details = nodes.reserved_text(held_nodes or chosen or [])
+        waits: list[Park | HoldDomain] = []
+        waits.extend(park_all(NODE_ROOM, m.SchedulingState.FAILED,
+                              why.gang_no_room(reason + text, app.id, total, short, details)))
+        if chosen:  # it reserves them (last: the walk ends)
+            waits.append(HoldDomain(app, "", tuple(n.id for n in chosen)))
+        return waits
     return [GangAllocate(app, places)]
 
 

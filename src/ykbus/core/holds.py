@@ -1,12 +1,14 @@
-"""Topology domains reserved by waiting gangs (docs/topology.md, "A waiting gang reserves a
-domain"): a component the partition holds (`part.holds`), over the records and the waits.
+"""Topology domains, and node sets, reserved by waiting gangs (docs/topology.md, "A waiting
+gang reserves a domain"; docs/gang.md for a node set): a component the partition holds
+(`part.holds`), over the records and the waits.
 
 A required topology gang that has waited past the reservation delay with no domain holding
 it reserves one (the planner chooses it: a `HoldDomain` decision). While it holds, the
 domain's nodes are out of the node index (`Waits.index_node` asks `holder_of` for each node
 it indexes), so no other ask, gang or reservation takes room there; the gang's own
 topology placement still sees them (core/topoplace.py). The records keep the holds
-(`PartitionState.domain_holds`: domain key -> the gang; `App.holding`; `Node.held`, derived);
+(`PartitionState.domain_holds`: domain key -> the gang; `node_holds`: node id -> the gang of
+a node set; `App.holding`; `Node.held`, derived);
 this component is the only one that changes them, and tells the waits which nodes moved.
 """
 
@@ -38,8 +40,11 @@ class NodeIndex(Protocol):
 
 
 def holder_of(records: PartitionState, node: Node) -> str:
-    """The gang whose reserved domain `node` is in ("" none): by its attributes, level by
-    level (holds never overlap: at most one matches)."""
+    """The gang whose reserved node set or domain `node` is in ("" none): by its id, then by
+    its attributes, level by level (holds never overlap: at most one matches)."""
+    by_node = records.node_holds.get(node.id)
+    if by_node is not None:
+        return by_node.id
     holds = records.domain_holds
     path = path_of(records.config.topology.levels, node.attributes)
     for i in range(len(path)):
@@ -69,12 +74,15 @@ class DomainHolds:
         self.records, self.waits = records, waits
 
     def hold(self, app: App, level: str, values: tuple[str, ...], ctx: Step) -> None:
-        """`app`'s waiting required gang reserves the domain `values` at `level`: its nodes
-        leave the node index."""
+        """`app`'s waiting required gang reserves the domain `values` at `level`, or, a gang
+        asking for no domain (`level` ""), the nodes `values`: they leave the node index."""
         self.release(app, ctx)
-        self.records.domain_holds[values] = app
+        if level:
+            self.records.domain_holds[values] = app
+        else:
+            self.records.node_holds.update(dict.fromkeys(values, app))
         app.holding = (level, values)
-        self._reindex(values, ctx)
+        self._reindex(level, values, ctx)
 
     def release(self, app: App, ctx: Step) -> None:
         """`app`'s reservation ends (it was placed, it went, a reload dropped its level): the
@@ -83,9 +91,14 @@ class DomainHolds:
         if held is None:
             return
         app.holding = None
-        if self.records.domain_holds.get(held[1]) is app:
+        if not held[0]:
+            node_holds = self.records.node_holds
+            for node_id in held[1]:
+                if node_holds.get(node_id) is app:
+                    del node_holds[node_id]
+        elif self.records.domain_holds.get(held[1]) is app:
             del self.records.domain_holds[held[1]]
-        self._reindex(held[1], ctx, True)
+        self._reindex(*held, ctx, True)
 
     def host_changed(self, holder: str, ctx: Step) -> None:
         """A host of the domain gang `holder` reserved drained, goes, shrank, is more occupied
@@ -104,12 +117,9 @@ class DomainHolds:
         """Whether the schedulable nodes of the domain `holding` hold, with nothing of the
         scheduler's on them, the gang's pending placeholders of that level (first fit)."""
         level, values = holding
-        records = self.records
-        levels = records.config.topology.levels[: len(values)]
-        rooms = [n.empty_room() for n in records.nodes.values()
-                 if n.state is NodeState.SCHEDULABLE and path_of(levels, n.attributes) == values]
+        rooms = [n.empty_room() for n in self._nodes_of(level, values) if n.state is NodeState.SCHEDULABLE]
         pending = [a for a in app.asks.values() if a.placeholder and a.pending]
-        at_level = [a for a in pending if _level_of(request_of(a.tags) or request_of(app.tags)) == level]
+        at_level = [a for a in pending if _level_of(request_of(a.tags) or request_of(app.tags)) == level] if level else []
         members = [a.resource for a in (at_level or pending) for _ in range(a.pending)]
         # as placed: in their order, else largest first in the dominant resource, which the
         # planner measures against the whole cluster's free room: each of theirs is tried,
@@ -129,7 +139,7 @@ class DomainHolds:
         waiting for room is judged again (a gang's domains, or none, are not what they were)."""
         records = self.records
         levels = records.config.topology.levels
-        for app in list(records.domain_holds.values()):
+        for app in list(records.domain_holds.values()):  # (a node set, level "", depends on no level)
             held = app.holding
             if held is not None and (held[0] not in levels or levels.index(held[0]) + 1 != len(held[1])):
                 self.release(app, ctx)
@@ -139,12 +149,18 @@ class DomainHolds:
                     if ask.pending and ask.waiting is NODE_ROOM:
                         self.waits.wake(ask, ctx)
 
-    def _reindex(self, values: tuple[str, ...], ctx: Step, ended: bool = False) -> None:
+    def _nodes_of(self, level: str, values: tuple[str, ...]) -> list[Node]:
+        """The nodes of the domain `values` at `level`, or, `level` "", of the node set `values`."""
+        nodes = self.records.nodes
+        if not level:
+            return [nodes[node_id] for node_id in values if node_id in nodes]
         levels = self.records.config.topology.levels[: len(values)]
+        return [node for node in nodes.values() if path_of(levels, node.attributes) == values]  # O(nodes)
+
+    def _reindex(self, level: str, values: tuple[str, ...], ctx: Step, ended: bool = False) -> None:
         waits = self.waits
-        for node in list(self.records.nodes.values()):  # O(nodes), once a hold starts or ends
-            if path_of(levels, node.attributes) == values:
-                waits.index_node(node)
-                waits.wake_node(node, ctx)
-                if ended and node.reserved is None:  # a reservation may take it again (the planner's
-                    waits.wake_reserve_waiters(node, ctx)  # memo of shapes with none to reserve is stale)
+        for node in self._nodes_of(level, values):  # once a hold starts or ends
+            waits.index_node(node)
+            waits.wake_node(node, ctx)
+            if ended and node.reserved is None:  # a reservation may take it again (the planner's
+                waits.wake_reserve_waiters(node, ctx)  # memo of shapes with none to reserve is stale)

@@ -20,9 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 from ykbus.core import why
-from ykbus.core.config import (
-    AppSortPolicy,
-)
 from ykbus.core.decisions import Learned
 from ykbus.core.events import ReasonChanged
 from ykbus.core.gang import pending_placeholders
@@ -49,6 +46,7 @@ from ykbus.core.model import (
     count_app_priorities,
     is_leader,
 )
+from ykbus.core.queueprops import AppSortPolicy
 from ykbus.core.resources import add_into, fits, scaled, sub_into
 from ykbus.core.scheduling import NODE_MOVED, NODES_REINDEXED, NONE_TO_RESERVE, RESERVABLE, ROOM_FREED, Scheduler
 from ykbus.core.sortedseq import SortedSeq
@@ -93,7 +91,7 @@ class Waits:
         if old is not None:
             index.remove(old)
             node.key = None
-        if records.domain_holds:  # (a partition's topology domains reserved by waiting gangs: rare)
+        if records.domain_holds or records.node_holds:  # (domains or nodes reserved by waiting gangs: rare)
             node.held = holder_of(records, node)
         elif node.held:
             node.held = ""

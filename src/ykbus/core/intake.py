@@ -16,10 +16,7 @@ from collections.abc import Callable
 from typing import Final, cast
 
 from ykbus import limits
-from ykbus.core.config import (
-    DEFAULT_PARTITION,
-    AppSortPolicy,
-)
+from ykbus.core.config import DEFAULT_PARTITION
 from ykbus.core.entries import Entry
 from ykbus.core.events import Accepted, Noted, Refused
 from ykbus.core.lifecycle import (
@@ -29,6 +26,7 @@ from ykbus.core.lifecycle import (
 )
 from ykbus.core.model import App, Queue, is_placeholder
 from ykbus.core.partition import Partition
+from ykbus.core.queueprops import AppSortPolicy
 from ykbus.core.registry import NODE_PARTITION_ATTR, ResourceManager, RMRegistry
 from ykbus.core.resources import Res, first_over, fmt_quantity, resources_of
 from ykbus.core.step import Step

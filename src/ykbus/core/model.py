@@ -14,7 +14,10 @@ from typing import Any, Final
 from ykbus.core import why
 from ykbus.core.acl import WILDCARD
 from ykbus.core.chunked import ChunkedDict
-from ykbus.core.config import (
+from ykbus.core.config import ChildTemplate, LimitConfig, QueueConfig, duration_ms, parse_offset
+from ykbus.core.lifecycle import AllocationState, AppState, AskPlace, AskState, NodeState
+from ykbus.core.queueprops import (
+    PROP_GANG_RESERVE,
     PROP_PREEMPTION_DELAY,
     PROP_PREEMPTION_POLICY,
     PROP_PRIORITY_OFFSET,
@@ -24,17 +27,11 @@ from ykbus.core.config import (
     PROP_SORT_PRIORITY,
     PROP_WITHIN_QUEUE,
     AppSortPolicy,
-    ChildTemplate,
-    LimitConfig,
     PreemptionPolicy,
     PriorityPolicy,
-    QueueConfig,
     SortPriority,
     WithinQueue,
-    duration_ms,
-    parse_offset,
 )
-from ykbus.core.lifecycle import AllocationState, AppState, AskPlace, AskState, NodeState
 from ykbus.core.resources import Res, add_into, fits, max_into, sub_into
 from ykbus.core.runtimeprops import RUNTIME_PROPERTIES
 from ykbus.core.sortedseq import SortedSeq
@@ -245,7 +242,7 @@ class Queue:
         "active", "active_apps", "app_waiters", "raw_priority", "draining_since",
         "limits", "template", "app_prios", "sort_key", "pooled", "pooled_apps", "room",
         "preempt_policy", "preempt_delay_ms", "preempt_within", "quota_delay_ms", "victims",
-        "runtime_default_ms", "runtime_max_ms", "min_runtime_ms",
+        "runtime_default_ms", "runtime_max_ms", "min_runtime_ms", "gang_reserve",
     )
 
     def __init__(self, name: str, parent: Queue | None, managed: bool = True) -> None:
@@ -314,6 +311,17 @@ class Queue:
         # its runtime properties (docs/time.md; core/backfill.py reads them up the path), -1: its parent's
         runtime = [duration_ms(v) if v is not None else -1 for v in (props.get(k) for k in RUNTIME_PROPERTIES)]
         self.runtime_default_ms, self.runtime_max_ms, self.min_runtime_ms = runtime[0], runtime[1], runtime[2]
+        reserve = props.get(PROP_GANG_RESERVE)  # its waiting gangs reserve nodes (docs/gang.md); -1: its parent's
+        self.gang_reserve = -1 if not reserve else 1 if reserve == "true" else 0
+
+    def gang_reserves(self) -> bool:
+        """`ykbus.io/gang.reserve` in force here: the nearest queue up the path that sets it."""
+        q: Queue | None = self
+        while q is not None:
+            if q.gang_reserve >= 0:
+                return q.gang_reserve == 1
+            q = q.parent
+        return False
 
     def children_priority(self) -> int | None:
         """A parent's own priority (before its offset or fence): the most its children with

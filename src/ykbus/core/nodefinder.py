@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ykbus.core.gang import fits_beside
+from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import Ask, Node, Shape
 from ykbus.core.resources import Res, add_into, fits
 from ykbus.core.sortedseq import SortedSeq, bisect_left, insort
@@ -213,11 +214,15 @@ class GangOverlay:
     make: a node it placed members on is keyed as if they were there (under `fair` a gang
     spreads as its members fill nodes: YuniKorn's order)."""
 
-    __slots__ = ("part", "node_index", "fit_cache", "taken", "touched", "keys", "scans", "heads")
+    __slots__ = ("part", "node_index", "fit_cache", "taken", "touched", "keys", "scans", "heads", "own", "own_keys")
 
     def __init__(self, part: PartitionState, node_index: SortedSeq,
-                 fit_cache: dict[Shape, tuple[Res, SortedSeq]]) -> None:
+                 fit_cache: dict[Shape, tuple[Res, SortedSeq]], own: list[Node] | None = None) -> None:
         self.part, self.node_index, self.fit_cache = part, node_index, fit_cache
+        # the nodes the gang reserved (docs/gang.md): out of the index, seen by it alone, in
+        # the order they would have there
+        self.own = {n.id for n in own} if own else None
+        self.own_keys = sorted(part.scorer.key(n) for n in own if n.state is NodeState.SCHEDULABLE) if own else []
         self.taken: dict[str, Res] = {}  # node id -> what the gang took there
         self.touched: list[tuple[float, str]] = []  # the keys of the nodes it took room on, as they would be: sorted
         self.keys: dict[str, tuple[float, str]] = {}  # node id -> its key in `touched`
@@ -237,9 +242,16 @@ class GangOverlay:
         head = self._untouched(ask)
         if head is not None:
             best_key, best = head
+        own = self.own
+        for key in self.own_keys:  # the first untouched node of its own with room
+            node = part.nodes[key[1]]
+            if node.id not in taken and fits_beside(ask, node, taken):
+                if best_key is None or key < best_key:
+                    best_key, best = key, node
+                break
         for key in self.touched:  # the first touched node with room, in its overlay order
             node = part.nodes[key[1]]
-            if node.key is not None and fits_beside(ask, node, taken):
+            if (node.key is not None or own is not None and node.id in own) and fits_beside(ask, node, taken):
                 if best_key is None or key < best_key:
                     best = node
                 break

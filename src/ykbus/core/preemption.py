@@ -44,10 +44,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from ykbus.core.backfill import old_at, young
-from ykbus.core.config import PreemptionPolicy
 from ykbus.core.decisions import Preempt
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import INT32_MAX, INT32_MIN, REQUIRED_NODE_TAG, Alloc, App, Ask, Node, Queue
+from ykbus.core.queueprops import PreemptionPolicy
 from ykbus.core.resources import Res, fits, fmt_quantity
 from ykbus.core.timeline import fmt_duration_ms, fmt_utc_second
 

@@ -189,9 +189,10 @@ class Estimates:
         self.holding: set[str] | None = None
 
     def holders(self) -> set[str]:
-        """The applications that reserve a topology domain (read once)."""
+        """The applications that reserve a topology domain or nodes (read once)."""
         if self.holding is None:
-            self.holding = {a.id for a in self.p.records.domain_holds.values()}
+            records = self.p.records
+            self.holding = {a.id for a in records.domain_holds.values()} | {a.id for a in records.node_holds.values()}
         return self.holding
 
     def of(self, ask: Any) -> Estimate | NoEstimate | None:
@@ -398,7 +399,7 @@ def _app_topology(p: Partition, app: Any) -> dict[str, Any]:
         "placedIn": _narrowest(p, [a.node.attributes for a in app.allocations.values()]),
         "allocationsIn": _per_domain(p, app),
         "reserved": ({"level": app.holding[0], "domain": "/".join(app.holding[1])} if app.holding is not None
-                     else None),
+                     and app.holding[0] else None),
     }
 
 

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ykbus.core import why
 from ykbus.core.backfill import Backfill, reserved_why
-from ykbus.core.config import AppSortPolicy
 from ykbus.core.decisions import (
     Allocate,
     Backfilled,
@@ -69,11 +68,13 @@ from ykbus.core.model import (
 from ykbus.core.nodefinder import GangOverlay, NodeFinder
 from ykbus.core.policies import NodePolicies
 from ykbus.core.preemption import delay_ms, not_yet, not_yet_text, preemption_for, required_node_victims
+from ykbus.core.queueprops import AppSortPolicy
 from ykbus.core.resources import first_over, fits, fmt_quantity, fmt_res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.tags import ROLE_TAG, WORKER_ROLE
 from ykbus.core.topoplace import (
     NodeDomains,
+    NodeSetHold,
     TopologyPlacer,
     asks_for_domains,
     gang_request,
@@ -297,8 +298,12 @@ class Scheduler:
                     continue
                 gang_planned = True
                 asked = gang_request(self.part, app, self.now)  # a topology domain (docs/topology.md), or anywhere
-                decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache),
-                                      self._domains().for_gang(app, *asked, self.now) if asked is not None else None)
+                nodes = (NodeSetHold(self.part, app, self.now, self.backfill)  # nodes it reserves (docs/gang.md)
+                         if asked is None and NodeSetHold.wanted(self.part, app, self.now) else None)
+                decisions = plan_gang(app, GangOverlay(self.part, self.node_index, self.finder.fit_cache,
+                                                       nodes.held if nodes is not None else None),
+                                      self._domains().for_gang(app, *asked, self.now) if asked is not None else None,
+                                      nodes)
                 plan.extend(decisions)
                 if type(decisions[-1]) is GangAllocate or type(decisions[-1]) is HoldDomain:
                     return True

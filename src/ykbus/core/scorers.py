@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ykbus.core.config import NodeSortPolicy
+from ykbus.core.queueprops import NodeSortPolicy
 from ykbus.core.resources import Res
 
 if TYPE_CHECKING:

@@ -74,7 +74,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "Queue": frozenset({"active", "active_apps", "allocated", "app_prios", "apps", "name", "parent", "pending",
                         "priority_fence", "priority_offset", "running", "sort_key", "sort_policy",
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
-                        "quota_delay_ms", "victims", "runtime_default_ms", "runtime_max_ms", "min_runtime_ms"}),  # tree, sums, config, cache, waiting asks by gate
+                        "quota_delay_ms", "victims", "runtime_default_ms", "runtime_max_ms", "min_runtime_ms", "gang_reserve"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled", "tallied", "tallied_n",  # its owner; from its tags; the interned form of its resource; where it waits
                       "place"}),  # from its pending count, `waiting`, `reserved` and `since` (waits.restore_place)
     "Alloc": frozenset({"state", "limit_ms", "end"}),  # a live allocation is Allocated; its limit: its timeout timer's
@@ -89,7 +89,7 @@ DERIVED: dict[str, frozenset[str]] = {
                             "policies"}),  # node policies' orders, held by reference (caches, built on use)
     "PartitionState": frozenset({"_shapes",  # interned vectors
                                  "paused",  # RM's state
-                                 "summary", "pending_codes", "preempted", "victims_indexed", "domain_holds",
+                                 "summary", "pending_codes", "preempted", "victims_indexed", "domain_holds", "node_holds",
                                  "alive", "node_sort", "rm", "root", "scorer", "timers", "total",
                                  "trackers", "uuid_taken", "weights", "reservation_delay_ns", "topology_levels"}),  # rebuilt, configuration, shared
     "Waits": frozenset({"records", "planner",  # the partition's other components
@@ -198,7 +198,7 @@ class SApp(_S):
     gang_timer: int = 0
     history: SHistory | None = None  # readers: submission time, state log, max used
     domains: dict[str, list[str]] = {}  # a placed topology gang's remembered domains: group -> [level, *values]
-    holding: list[str] = []  # the domain its waiting topology gang reserved: [level, *values] ([]: none)
+    holding: list[str] = []  # what its waiting gang reserved: [level, *values] of a domain, ["", *node ids] ([]: none)
 
 
 class SNode(_S):
@@ -480,7 +480,10 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         app.domains = {group: (kept[0], tuple(kept[1:])) for group, kept in sa.domains.items()}
         if sa.holding:  # the node index (built by the restore) leaves its domain's nodes out
             app.holding = (sa.holding[0], tuple(sa.holding[1:]))
-            records.domain_holds[app.holding[1]] = app
+            if app.holding[0]:
+                records.domain_holds[app.holding[1]] = app
+            else:  # a node set (docs/gang.md)
+                records.node_holds.update(dict.fromkeys(app.holding[1], app))
         app.history = _restore_history(sa.history)
         app.state, app.timer, app.why = _APP_STATES[sa.state], sa.timer, sa.why
         if sa.blocked_on is not None and "|" not in sa.blocked_on:  # a queue's maxapplications (a limit's: below)

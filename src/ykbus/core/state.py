@@ -16,12 +16,7 @@ from typing import Any, Final
 
 from ykbus.core import why
 from ykbus.core.chunked import ChunkedDict
-from ykbus.core.config import (
-    AppSortPolicy,
-    NodeSortPolicy,
-    PartitionConfig,
-    preemption_enabled,
-)
+from ykbus.core.config import PartitionConfig, preemption_enabled
 from ykbus.core.deadlines import Timers
 from ykbus.core.lifecycle import AppState
 from ykbus.core.model import (
@@ -36,6 +31,7 @@ from ykbus.core.model import (
     app_hold,
     full_path,
 )
+from ykbus.core.queueprops import AppSortPolicy, NodeSortPolicy
 from ykbus.core.readmodel import PartitionSummary, PendingCodes
 from ykbus.core.resources import Res, share
 from ykbus.core.scorers import NodeScorer, scorer_for
@@ -84,6 +80,9 @@ class PartitionState:
         # the topology domains reserved by waiting required gangs (docs/topology.md): domain
         # key -> the gang; no two overlap (a key is never a prefix of another's)
         self.domain_holds: dict[tuple[str, ...], App] = {}
+        # the nodes reserved by waiting gangs that ask for no domain (docs/gang.md,
+        # `ykbus.io/gang.reserve`): node id -> the gang (`App.holding` is ("", its node ids))
+        self.node_holds: dict[str, App] = {}
 
     def retire(self) -> None:
         """Its RM went away, or a reload dropped it: a timer of it that fires finds it dead."""

@@ -57,11 +57,95 @@ def gang_request(part: PartitionState, app: App, now: int) -> tuple[TopologyRequ
     request = request_for(part, app.tags)
     placeholders = [a for a in app.asks.values() if a.placeholder and a.pending]
     own = any(request_of(a.tags) is not None for a in placeholders)
-    if request is None and not app.domains and not own and app.holding is None:
+    holding = domain_holding(app)
+    if request is None and not app.domains and not own and holding is None:
         return None
     may_hold = (not app.domains and app.holding is None
                 and any(a.since and now - a.since >= part.reservation_delay_ns for a in placeholders))
     return request, may_hold
+
+
+def domain_holding(app: App) -> tuple[str, tuple[str, ...]] | None:
+    """The topology domain `app`'s gang reserved ((level, values)), not a node set (level "")."""
+    holding = app.holding
+    return holding if holding is not None and holding[0] else None
+
+
+class NodeSetHold:
+    """A gang that asks for no topology domain, in a queue whose `ykbus.io/gang.reserve` is
+    true (docs/gang.md): the nodes it reserved (`held`, out of the node index: its planning
+    alone sees them), or, waiting for room past the reservation delay with none reserved,
+    the nodes it would reserve (`choose`). Reads only: the planner's (core/gang.py `plan_gang`)."""
+
+    __slots__ = ("part", "app", "now", "backfill", "held")
+
+    def __init__(self, part: PartitionState, app: App, now: int, backfill: Backfill | None) -> None:
+        self.part, self.app, self.now, self.backfill = part, app, now, backfill
+        holding = app.holding
+        nodes = part.nodes
+        self.held: list[Node] | None = ([nodes[i] for i in holding[1] if i in nodes]
+                                        if holding is not None and not holding[0] else None)
+
+    @staticmethod
+    def wanted(part: PartitionState, app: App, now: int) -> bool:
+        """Whether `app`'s gang holds a node set, or may reserve one now: past the reservation
+        delay, holding nothing, in a queue that reserves."""
+        if app.holding is not None:
+            return not app.holding[0]
+        return app.queue.gang_reserves() and any(
+            a.placeholder and a.pending and a.since and now - a.since >= part.reservation_delay_ns
+            for a in app.asks.values())
+
+    def choose(self, members: list[Res]) -> list[Node] | None:
+        """The nodes to reserve for `members`: each, largest first, on the first node chosen
+        whose room empty (its capacity less what others occupy) still takes it, else on the
+        first of the others that does, best first: the one missing the least of the largest
+        member now (as a fraction of it, as a reservation of one ask ranks), ties by node id.
+        Of the schedulable nodes in the node index (not reserved by a gang) not reserved for an
+        ask and not freeing room for one. None when they cannot hold the gang even empty."""
+        if not members:
+            return None
+        resource = max(sorted(total_of(members)), key=lambda r: sum(m.get(r, 0) for m in members))
+        order = sorted(range(len(members)), key=lambda i: -members[i].get(resource, 0))
+        largest = members[order[0]]
+        ranked: list[tuple[float, str, Node]] = []
+        for node in self.part.nodes.values():
+            if node.key is None or node.reserved is not None or node.preempting:
+                continue
+            free = node.free
+            missing = 0.0
+            for r, v in largest.items():
+                missing += max(0, v - free.get(r, 0)) / v if v else 0.0
+            ranked.append((missing, node.id, node))
+        ranked.sort()
+        chosen: list[Node] = []
+        rooms: list[Res] = []
+        for i in order:
+            member = members[i]
+            for room in rooms:
+                if all(room.get(r, 0) >= v for r, v in member.items()):
+                    break
+            else:
+                for _, _, node in ranked:
+                    if node in chosen:
+                        continue
+                    room = dict(node.empty_room())
+                    if all(room.get(r, 0) >= v for r, v in member.items()):
+                        chosen.append(node)
+                        rooms.append(room)
+                        break
+                else:
+                    return None
+            for r, v in member.items():
+                room[r] = room.get(r, 0) - v
+        return chosen
+
+    def reserved_text(self, nodes: Sequence[Node]) -> tuple[str, dict[str, object]]:
+        """`; nodes a, b are reserved for it` (and its estimated start, with limits in use)."""
+        names = ", ".join(n.id for n in nodes[:8]) + (f" and {len(nodes) - 8} more" if len(nodes) > 8 else "")
+        estimate, details = held_estimate(self.app, nodes, self.now, self.backfill if self.held else None)
+        return (f"; {'node' if len(nodes) == 1 else 'nodes'} {names} {'is' if len(nodes) == 1 else 'are'} "
+                f"reserved for it{estimate}", {"reserved": [n.id for n in nodes], **details})
 
 
 def asks_for_domains(app: App) -> bool:
@@ -298,7 +382,7 @@ class GangDomain:
         for ask in members:
             groups.setdefault(group_of(ask), []).append(ask)
         placer = self.domains
-        holding = self.app.holding
+        holding = domain_holding(self.app)
         if (len(groups) == 1 and "" in groups and not self.remembered and self.app_request is not None
                 and holding is None and not self.may_hold):
             sizes = [a.resource for a in members for _ in range(a.pending)]
@@ -348,11 +432,14 @@ class GangDomain:
         timed = limits_in_use(placer.part)  # estimates to compare: the one where it starts first
         best: Domain | None = None
         best_rank: tuple[int, int, int, tuple[str, ...]] | None = None
+        node_held = bool(placer.part.node_holds)  # (nodes a gang that asks for no domain reserved)
         for d in index.domains(level):
             n = len(d.values)
             if any(h[:n] == d.values or d.values[: len(h)] == h for h in held):
                 continue
             ids = d.node_ids
+            if node_held and any(nodes[node_id].held for node_id in ids):
+                continue
             if not holds_when_empty([nodes[node_id].empty_room() for node_id in ids], members, resource):
                 continue  # too small even empty
             starts = NEVER

@@ -152,8 +152,13 @@ def gang_incomplete(app: str, wanted: dict[str, int], pending: dict[str, int], m
                {"application": app, "placeholderAsk": dict(wanted), "pending": int64s(pending), "missing": int64s(missing)})
 
 
-def gang_no_room(message: str, app: str, total: dict[str, int], short: dict[str, int]) -> Why:
-    return Why(PendingCode.GANG_NO_ROOM, message, {"application": app, "asked": int64s(total), "missing": int64s(short)})
+def gang_no_room(message: str, app: str, total: dict[str, int], short: dict[str, int],
+                 reserved: dict[str, object] | None = None) -> Why:
+    """`reserved`: the nodes it reserved (docs/gang.md) and its estimated start, if any."""
+    details: dict[str, object] = {"application": app, "asked": int64s(total), "missing": int64s(short)}
+    if reserved:
+        details.update(int64s(reserved))
+    return Why(PendingCode.GANG_NO_ROOM, message, details)
 
 
 def topology_no_domain(message: str, app: str, details: dict[str, object]) -> Why:

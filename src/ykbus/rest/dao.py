@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ykbus.core.config import PreemptionPolicy
 from ykbus.core.lifecycle import AppState, NodeState
 from ykbus.core.model import INT32_MIN, Alloc, App, Ask, Node, Queue, Terminated, most_held
 from ykbus.core.partition import Partition
 from ykbus.core.projection import Estimates, fits_no_node_empty
+from ykbus.core.queueprops import PreemptionPolicy
 from ykbus.core.readmodel import NodeUsage
 from ykbus.core.resources import Res
 from ykbus.core.why import PendingCode

@@ -1,0 +1,135 @@
+"""A waiting gang that asks for no topology domain reserves nodes (docs/gang.md,
+`ykbus.io/gang.reserve`): past the reservation delay, in a queue that sets it, the gang
+reserves the nodes that would hold it; smaller asks that keep coming no longer take each
+bit of room that frees there, and the gang starts once those nodes hold it."""
+
+from __future__ import annotations
+
+from tests import invariants
+from tests.conftest import Harness, new_allocs, states
+from ykbus.core.snapshot import dump_snapshot, load_snapshot
+from ykbus.log.build import app, ask, node, resource
+from ykbus.yamlload import load_yaml
+
+QUEUES = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: train
+            properties: {{ykbus.io/gang.reserve: "{reserve}"}}
+          - name: batch
+"""
+SECOND = 1_000_000_000
+
+
+def cluster(reserve: bool) -> Harness:
+    """Four nodes of 4 GPUs, each running two 2-GPU pods of `fill` (batch): nothing free."""
+    h = Harness()
+    h.setup(QUEUES.format(reserve="true" if reserve else "false"))
+    h.do(h.log.nodes(*[node(f"n{i}", gpu=4, vcore=64000) for i in range(4)]))
+    h.do(h.log.apps(app("fill", "root.batch")))
+    outs = h.do(h.log.asks(ask("f", "fill", gpu=2, max_allocations=8)))
+    assert len(new_allocs(outs)) == 8
+    return h
+
+
+def gang_of(h: Harness, app_id: str, members: int, gpus: int) -> list:
+    h.do(h.log.apps(app(app_id, "root.train", placeholderAsk=resource(gpu=members * gpus))))
+    return h.do(h.log.asks({**ask("ph", app_id, max_allocations=members, gpu=gpus, vcore=1000),
+                            "taskGroupName": "workers", "placeholder": True}))
+
+
+def part(h: Harness):
+    return h.core.registry.rms["rm-1"].partitions["default"]
+
+
+def held(h: Harness) -> dict[str, list[str]]:
+    """Gang -> the nodes it reserved."""
+    out: dict[str, list[str]] = {}
+    for node_id, a in part(h).records.node_holds.items():
+        out.setdefault(a.id, []).append(node_id)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def run_churn(h: Harness) -> tuple[list[str], list[str]]:
+    """Small 2-GPU asks keep coming (`small`, batch) while the fillers end one by one: the
+    nodes the gang `big` is placed on, and those of the small pods placed."""
+    h.do(h.log.apps(app("small", "root.batch")))
+    h.do(h.log.asks(ask("s", "small", gpu=2, max_allocations=40)))
+    fill = part(h).apps["fill"]
+    small: list[str] = []
+    placed: list[str] = []
+    for alloc in list(fill.allocations.values()):
+        outs = h.do(h.log.release("fill", uuid=alloc.uuid))
+        small += [a.nodeID for a in new_allocs(outs) if a.applicationID == "small"]
+        placed += sorted(a.nodeID for a in new_allocs(outs) if a.applicationID == "big")
+        invariants.state_is_consistent(h.core)
+    return placed, sorted(small)
+
+
+def test_without_the_property_smaller_asks_keep_taking_the_room_a_waiting_gang_needs():
+    h = cluster(reserve=False)
+    gang_of(h, "big", 2, 4)  # two whole nodes: none free
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {}
+    placed, small = run_churn(h)
+    assert placed == [] and len(small) == 8, "each freed 2 GPUs went to a small pod: the gang starved"
+
+
+def test_a_gang_past_the_delay_reserves_the_nodes_that_would_hold_it_and_starts_on_them():
+    h = cluster(reserve=True)
+    outs = gang_of(h, "big", 2, 4)
+    assert new_allocs(outs) == [] and held(h) == {}
+    h.do(h.log.tick(1 * SECOND))  # before the delay (2 s)
+    assert held(h) == {}
+    outs = h.do(h.log.tick(int(2.5 * SECOND)))  # past it: two nodes, by id (all equally full)
+    assert held(h) == {"big": ["n0", "n1"]}
+    reasons = {s.reason for s in states(outs) if s.applicartionID == "big"}
+    assert reasons == {"gang big does not fit yet: no room for {gpu: 8, vcore: 2 cores} of its {gpu: 8, vcore: 2 "
+                       "cores} once the rest is placed; nodes n0, n1 are reserved for it"}, reasons
+    invariants.state_is_consistent(h.core)
+    restored = load_snapshot(dump_snapshot(h.core), load_yaml)  # a snapshot keeps the reservation
+    assert restored.dump() == h.core.dump()
+    assert {k: a.id for k, a in restored.rms["rm-1"].partitions["default"].records.node_holds.items()} == {
+        "n0": "big", "n1": "big"}
+    invariants.state_is_consistent(restored)
+    placed, small = run_churn(h)
+    assert placed == ["n0", "n1"], "the gang starts on the nodes it reserved once they hold it"
+    assert small == ["n2", "n2", "n3", "n3"], "the small pods took only the room of the nodes not reserved"
+    assert held(h) == {}  # the reservation ends when the gang is placed
+
+
+def test_a_reserved_node_that_drains_is_given_up_and_the_gang_reserves_again():
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["n0", "n1"]}
+    h.do(h.log.nodes({**node("n1", gpu=4, vcore=64000), "action": "DRAIN_NODE"}))
+    assert held(h) == {"big": ["n0", "n2"]}, "the set no longer holds it: the next closest nodes"
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_that_leaves_frees_its_nodes_for_the_others():
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    h.do(h.log.apps(app("small", "root.batch")))
+    h.do(h.log.asks(ask("s", "small", gpu=2)))
+    fill = part(h).apps["fill"]
+    on_n0 = next(a for a in fill.allocations.values() if a.node.id == "n0")
+    outs = h.do(h.log.release("fill", uuid=on_n0.uuid))
+    assert [a.applicationID for a in new_allocs(outs)] == [], "n0 is reserved: the small pod waits"
+    outs = h.do(h.log.remove_apps("big"))
+    assert held(h) == {} and [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "n0")]
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_too_large_for_the_cluster_even_empty_reserves_nothing():
+    h = cluster(reserve=True)
+    gang_of(h, "huge", 5, 4)  # 20 GPUs of 16
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {}
+    invariants.state_is_consistent(h.core)
