@@ -133,3 +133,28 @@ def test_a_gang_too_large_for_the_cluster_even_empty_reserves_nothing():
     h.do(h.log.tick(3 * SECOND))
     assert held(h) == {}
     invariants.state_is_consistent(h.core)
+
+
+def test_a_reload_that_turns_the_property_off_ends_the_reservation():
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    h.do(h.log.apps(app("small", "root.batch")))
+    h.do(h.log.asks(ask("s", "small", gpu=2)))
+    fill = part(h).apps["fill"]
+    on_n0 = next(a for a in fill.allocations.values() if a.node.id == "n0")
+    assert new_allocs(h.do(h.log.release("fill", uuid=on_n0.uuid))) == []  # n0 is reserved
+    outs = h.do(h.log.config(QUEUES.format(reserve="false")))
+    assert held(h) == {} and [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "n0")]
+    invariants.state_is_consistent(h.core)
+    h.do(h.log.tick(10 * SECOND))
+    assert held(h) == {}, "a queue that no longer reserves: its gang waits as any other"
+
+
+def test_an_ask_that_must_run_on_a_reserved_node_says_which_gang_reserved_it():
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    h.do(h.log.apps(app("ds", "root.batch")))
+    outs = h.do(h.log.asks({**ask("d", "ds", gpu=1), "tags": {"yunikorn.apache.org/requiredNode": "n0"}}))
+    assert [s.reason for s in states(outs)] == ["it must run on node n0, which is one of the nodes gang big reserved"]

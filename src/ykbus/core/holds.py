@@ -54,6 +54,10 @@ def holder_of(records: PartitionState, node: Node) -> str:
     return ""
 
 
+def _app_id(app: App) -> str:
+    return app.id
+
+
 def _level_of(request: TopologyRequest | None) -> str:
     return request.level if request is not None else ""
 
@@ -135,13 +139,18 @@ class DomainHolds:
 
     def levels_changed(self, old: tuple[str, ...], ctx: Step) -> None:
         """A reload (the levels were `old`): the reservations at a level the partition no
-        longer has end (before the nodes are indexed again); if the levels changed, every ask
-        waiting for room is judged again (a gang's domains, or none, are not what they were)."""
+        longer has end, and those of nodes by gangs of queues that no longer reserve (before
+        the nodes are indexed again); if the levels changed, every ask waiting for room is
+        judged again (a gang's domains, or none, are not what they were)."""
         records = self.records
         levels = records.config.topology.levels
-        for app in list(records.domain_holds.values()):  # (a node set, level "", depends on no level)
+        for app in list(records.domain_holds.values()):
             held = app.holding
             if held is not None and (held[0] not in levels or levels.index(held[0]) + 1 != len(held[1])):
+                self.release(app, ctx)
+        # nodes reserved by gangs whose queue no longer sets ykbus.io/gang.reserve (docs/gang.md)
+        for app in sorted({a.id: a for a in records.node_holds.values()}.values(), key=_app_id):
+            if not app.queue.gang_reserves():
                 self.release(app, ctx)
         if levels != old:
             for app in records.apps.values():

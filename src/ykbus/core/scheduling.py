@@ -661,7 +661,7 @@ def required_node_decision(part: PartitionState, ask: Ask, now: int) -> Decision
     if other is not None and (other.required or node.preempting):  # pinned there too, or preempting: until placed
         return Park(ask, where, FAILED, why.required_node_reserved(name, other.key))
     if node.held and node.held != ask.app.id:  # in a topology domain a gang reserved, until it is placed
-        return Park(ask, where, FAILED, why.required_node_held(name, node.held))
+        return Park(ask, where, FAILED, why.required_node_held(name, node.held, name in part.node_holds))
     if fits(ask.resource, node.free):
         return _taking(other, Allocate(ask, node))
     if node.preempting and node.reserved is ask:

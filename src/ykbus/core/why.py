@@ -233,9 +233,11 @@ def preempting(node: str, victims: list[str]) -> Why:
                {"node": node, "victims": list(victims)})
 
 
-def required_node_held(node: str, gang: str) -> Why:
-    return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which is in the topology domain gang "
-               f"{gang} reserved", {"node": node, "heldFor": gang})
+def required_node_held(node: str, gang: str, one_of_nodes: bool = False) -> Why:
+    """`one_of_nodes`: the gang reserved nodes (docs/gang.md), not a topology domain."""
+    where = "one of the nodes gang" if one_of_nodes else "in the topology domain gang"
+    return Why(PendingCode.REQUIRED_NODE_FULL, f"it must run on node {node}, which is {where} {gang} reserved",
+               {"node": node, "heldFor": gang})
 
 
 def required_node_reserved(node: str, other: str) -> Why:
