@@ -94,6 +94,13 @@ def test_core_topology_places_gangs_in_one_rack_more_often_than_topology_ignored
     assert r["preferred_in_one_rack"] > r["ignored_preferred_in_one_rack"]
 
 
+def test_core_gang_reserve_starts_gangs_that_starve_without_it():
+    (r,) = bench("core", "--workload", "gang-reserve", "--scale", "0.1", "--repeat", "1")
+    assert r["workload"] == "gang-reserve" and r["nodes"] == 50 and r["gangs"] == 8
+    assert r["gangs_placed"] > 0 and r["without_gangs_placed"] == 0, r  # the small pods' stream starves them
+    assert 0 < r["small_placed"] <= r["without_small_placed"] and r["entries_per_s"] > 0
+
+
 def test_core_backfill_with_backfill_and_reservations_alone_side_by_side():
     (r,) = bench("core", "--workload", "backfill", "--scale", "0.025", "--repeat", "1")
     assert r["workload"] == "backfill" and r["nodes"] == 25 and r["racks"] == 1 and r["gangs"] > 0 and r["small"] > 0

@@ -709,7 +709,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = p.add_subparsers(dest="what", required=True)
     b = bench.add_parser("core", help="in-process scheduling speed")
     b.add_argument("--workload", choices=["yunikorn-perf", "mixed", "gang", "policies", "backlog", "preemption", "topology",
-                                          "backfill"],
+                                          "backfill", "gang-reserve"],
                    default="yunikorn-perf", help="the traffic: BENCHMARKS.md says what each is (default yunikorn-perf)")
     b.add_argument("--pending", type=counts, default="1000,10000,100000",
                    help="backlog: asks that cannot be placed, one run per count")
@@ -717,7 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--nodes", type=counts, default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
     b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
     b.add_argument("--asks-per-app", type=whole(1), default=5000, help="yunikorn-perf: asks of each application")
-    b.add_argument("--scale", type=positive, default=1.0, help="mixed, gang, preemption, topology, backfill: scale nodes, apps (gangs) and asks (the burst)")
+    b.add_argument("--scale", type=positive, default=1.0, help="mixed, gang, preemption, topology, backfill, gang-reserve: scale nodes, apps (gangs) and asks (the burst)")
     b = bench.add_parser("replay", help="log entries per second replaying a long log")
     b.add_argument("--entries", type=whole(1), default=1_000_000, help="entries of the generated log")
     b.add_argument("--log", metavar="LOG.jsonl",

@@ -35,6 +35,9 @@ COLUMNS: dict[str, list[str]] = {
                       "without_gang_wait_p95_min", "domain_reservations", "node_reservations", "backfilled",
                       "estimate_error_p50_min", "estimate_error_p95_min", "later_than_estimated", "entry_p99_ms",
                       "peak_rss_mib"],
+    "core/gang-reserve": ["workload", "nodes", "entries", "gangs", "gangs_placed", "without_gangs_placed",
+                          "gang_wait_p50_s", "without_gang_wait_p50_s", "gang_wait_p95_s", "without_gang_wait_p95_s",
+                          "small_placed", "without_small_placed", "entries_per_s", "entry_p99_ms", "peak_rss_mib"],
     "core/preemption": ["workload", "nodes", "allocations", "burst", "search_p50_ms", "search_p99_ms",
                         "search_max_ms", "preemptions", "seconds", "victims_per_s", "min", "max", "confirm_seconds",
                         "placed", "peak_rss_mib"],
@@ -91,6 +94,10 @@ def rows(name: str, args: argparse.Namespace, progress: Progress) -> Iterator[Ro
             from ykbus.bench.topology import bench_topology
 
             yield bench_topology(args.repeat, args.scale, progress)
+        case "core/gang-reserve":
+            from ykbus.bench.gangreserve import bench_gang_reserve
+
+            yield bench_gang_reserve(args.repeat, args.scale, progress)
         case "core/backfill":
             from ykbus.bench.backfill import bench_backfill
 
