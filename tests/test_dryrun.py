@@ -342,7 +342,7 @@ def test_with_every_node_reserved_the_estimate_says_there_is_no_node_to_start_on
     answer = would_fit(h.core, job(1, 6))
     assert answer["fits"] is False
     assert answer["estimate"]["text"] == ("no estimate: no candidate node (every schedulable node is reserved for "
-                                          "another ask or in a topology domain a gang reserved)")
+                                          "another ask or by a gang)")
 
 
 def test_an_asks_own_topology_tag_is_judged_as_the_core_judges_it():

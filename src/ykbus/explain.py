@@ -51,13 +51,13 @@ def _figures(code: str, d: dict[str, Any]) -> str:
                 "; ".join("{}: asked {}, the most a node has when empty {}".format(r, *q2(r, v, empty.get(r, 0)))
                           for r, v in short.items()) or "no one node has all of it")
         free = d.get("largestFree", {})
-        line = ("every schedulable node is reserved for another ask or in a topology domain a gang reserved"
+        line = ("every schedulable node is reserved for another ask or by a gang"
                 if d.get("allReserved") else
                 "; ".join("{}: asked {}, the most free on a schedulable node not reserved for another ask {}".format(
                     r, *q2(r, v, free.get(r, 0))) for r, v in d.get("asked", {}).items()))
         held = d.get("heldWithRoom", {})
         if held:
-            line += "; room on " + ", ".join(f"{n} (in the topology domain gang {a} reserved)" for n, a in held.items())
+            line += "; room on " + ", ".join(f"{n} (reserved by gang {a})" for n, a in held.items())
         taken = d.get("reservedWithRoom", {})
         if taken:
             more = d.get("reservedWithRoomMore", 0)

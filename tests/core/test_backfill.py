@@ -434,11 +434,11 @@ def test_asks_behind_a_reservation_of_every_node_are_told_there_is_no_node_to_es
     reason = why(h, "short", "s")
     assert reason["code"] == "NoNodeRoom" and reason["details"]["allReserved"] is True
     assert reason["details"]["estimate"] == ("no estimate: no candidate node (every schedulable node is reserved "
-                                             "for another ask or in a topology domain a gang reserved)")
+                                             "for another ask or by a gang)")
     from ykbus.explain import _details
     line = _details(reason["code"], reason["details"], reason["message"])
     assert "the most free on a schedulable node" not in line
-    assert line.startswith("every schedulable node is reserved for another ask or in a topology domain a gang reserved")
+    assert line.startswith("every schedulable node is reserved for another ask or by a gang")
 
 
 def test_an_ask_that_must_run_on_its_reserved_node_is_estimated_there_only():

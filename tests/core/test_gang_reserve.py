@@ -127,11 +127,69 @@ def test_a_gang_that_leaves_frees_its_nodes_for_the_others():
     invariants.state_is_consistent(h.core)
 
 
-def test_a_gang_too_large_for_the_cluster_even_empty_reserves_nothing():
+def test_a_gang_too_large_for_the_cluster_even_empty_reserves_nothing_and_says_so():
     h = cluster(reserve=True)
     gang_of(h, "huge", 5, 4)  # 20 GPUs of 16
+    outs = h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {}
+    assert [s.reason for s in states(outs)] == [
+        "gang huge does not fit yet: no room for {gpu: 20, vcore: 5 cores} of its {gpu: 20, vcore: 5 cores} once the "
+        "rest is placed; no set of schedulable nodes would hold it even empty: it reserves none"]
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_reserves_even_where_single_asks_reserved_every_node():
+    """Single asks past the delay reserve each node as it frees: a gang, which needs its whole
+    set at once, would never find nodes free of them; it takes nodes reserved for asks (their
+    asks give them up) and starts there."""
+    h = Harness()
+    h.setup(QUEUES.format(reserve="true"))
+    h.do(h.log.nodes(*[node(f"n{i}", gpu=4, vcore=64000) for i in range(4)]))
+    h.do(h.log.apps(app("fill", "root.batch"), app("small", "root.batch")))
+    h.do(h.log.asks(ask("f", "fill", gpu=4, max_allocations=4)))
+    h.do(h.log.asks(*[ask(f"s{i}", "small", gpu=4) for i in range(4)]))
+    h.do(h.log.tick(3 * SECOND))  # past the delay: the small asks reserve a node each
+    p = part(h)
+    assert sorted(n.id for n in p.nodes.values() if n.reserved is not None) == ["n0", "n1", "n2", "n3"]
+    gang_of(h, "big", 1, 4)
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["n0"]} and p.nodes["n0"].reserved is None
+    invariants.state_is_consistent(h.core)
+    on_n0 = next(a for a in p.apps["fill"].allocations.values() if a.node.id == "n0")
+    outs = h.do(h.log.release("fill", uuid=on_n0.uuid))
+    assert [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("big", "n0")]
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_a_queue_max_holds_after_it_reserved_gives_its_nodes_back():
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["n0", "n1"]}
+    capped = QUEUES.format(reserve="true").replace(
+        'properties: {ykbus.io/gang.reserve: "true"}', 'properties: {ykbus.io/gang.reserve: "true"}\n'
+        '            resources: {max: {gpu: 4}}')
+    h.do(h.log.apps(app("small", "root.batch")))
+    h.do(h.log.asks(ask("s", "small", gpu=2)))
+    on_n0 = next(a for a in part(h).apps["fill"].allocations.values() if a.node.id == "n0")
+    assert new_allocs(h.do(h.log.release("fill", uuid=on_n0.uuid))) == []  # n0 is reserved
+    outs = h.do(h.log.config(capped))  # the gang (8 GPUs) can no longer run in its queue
+    assert held(h) == {}
+    assert [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "n0")]
+    assert {s.reason.split(":")[0] for s in states(outs) if s.applicartionID == "big"} == {
+        "queue root.train max gpu 4 would be exceeded by gang big"}
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_reload_that_turns_the_property_on_lets_a_starving_gang_reserve():
+    h = cluster(reserve=False)
+    gang_of(h, "big", 2, 4)
     h.do(h.log.tick(3 * SECOND))
     assert held(h) == {}
+    h.do(h.log.config(QUEUES.format(reserve="true")))  # its wait for the delay starts now
+    assert held(h) == {}
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["n0", "n1"]}
     invariants.state_is_consistent(h.core)
 
 
@@ -146,6 +204,9 @@ def test_a_reload_that_turns_the_property_off_ends_the_reservation():
     assert new_allocs(h.do(h.log.release("fill", uuid=on_n0.uuid))) == []  # n0 is reserved
     outs = h.do(h.log.config(QUEUES.format(reserve="false")))
     assert held(h) == {} and [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "n0")]
+    assert {s.reason for s in states(outs) if s.applicartionID == "big"} == {  # its reason no longer names them
+        "gang big does not fit yet: no room for {gpu: 8, vcore: 2 cores} of its {gpu: 8, vcore: 2 cores} once the "
+        "rest is placed"}
     invariants.state_is_consistent(h.core)
     h.do(h.log.tick(10 * SECOND))
     assert held(h) == {}, "a queue that no longer reserves: its gang waits as any other"

@@ -433,7 +433,7 @@ def test_explain_says_which_rack_a_waiting_gang_reserved_and_why_a_small_ask_may
     assert "; rack b1/r1 is reserved for it" in big  # the reason the RM heard
     assert "it reserved rack b1/r1: no other ask takes room there until it is placed" in big
     small = "\n".join(explain(apps, "small"))
-    assert "room on r1-0 (in the topology domain gang big reserved)" in small
+    assert "room on r1-0 (reserved by gang big)" in small
 
 
 # --- an application without placeholders: each set of asks sent together, whole in a domain -

@@ -182,6 +182,8 @@ class Applier:
         elif not isinstance(where, (RequiredNode, Victims)):  # held by a max, a limit, its gang: not by room
             if ask.reserved:
                 self.waits.unreserve(ask, ctx)
+            if gang_member and app.holding is not None and not app.holding[0]:
+                self.holds.release(app, ctx)  # its nodes are no use to it now (docs/gang.md): others' again
             ask.since = 0
         self.waits.park(ask, where, decision.state, decision.why, ctx)
         if not app.active:
@@ -192,6 +194,8 @@ class Applier:
         app.why = reason
         app.blocked_on = on
         on.app_waiters[app.id] = app
+        if app.holding is not None and not app.holding[0]:
+            self.holds.release(app, ctx)  # a gang that may not run now: its nodes are others' again
         self.waits.sync_app(app)
         for _, _, ask in list(app.active):
             if ask.reported != reason.message:

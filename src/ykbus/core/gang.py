@@ -120,7 +120,8 @@ def plan_gang(app: App, overlay: Overlay, domain: DomainPlacer | None = None,
             return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
         held_nodes = nodes.held
         chosen = nodes.choose([a.resource for a in members for _ in range(a.pending)]) if held_nodes is None else None
-        if not held_nodes and not chosen:  # none reserved, none to reserve (too large even empty)
+        if not held_nodes and not chosen:  # none reserved, none to reserve: too large even empty
+            reason += "; no set of schedulable nodes would hold it even empty: it reserves none"
             return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
         text, details = nodes.reserved_text(held_nodes or chosen or [])
         waits: list[Park | HoldDomain] = []

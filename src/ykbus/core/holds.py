@@ -38,6 +38,8 @@ class NodeIndex(Protocol):
 
     def rejudge_gang(self, app: App, ctx: Step) -> None: ...
 
+    def unreserve(self, ask: Ask, ctx: Step, wake: bool = False) -> None: ...
+
 
 def holder_of(records: PartitionState, node: Node) -> str:
     """The gang whose reserved node set or domain `node` is in ("" none): by its id, then by
@@ -87,6 +89,12 @@ class DomainHolds:
             self.records.node_holds.update(dict.fromkeys(values, app))
         app.holding = (level, values)
         self._reindex(level, values, ctx)
+        if not level:  # a node reserved for an ask (the planner chose those last) is the gang's now
+            nodes = self.records.nodes
+            for node_id in values:
+                ask = nodes[node_id].reserved if node_id in nodes else None
+                if ask is not None:
+                    self.waits.unreserve(ask, ctx, wake=True)
 
     def release(self, app: App, ctx: Step) -> None:
         """`app`'s reservation ends (it was placed, it went, a reload dropped its level): the
@@ -148,10 +156,19 @@ class DomainHolds:
             held = app.holding
             if held is not None and (held[0] not in levels or levels.index(held[0]) + 1 != len(held[1])):
                 self.release(app, ctx)
-        # nodes reserved by gangs whose queue no longer sets ykbus.io/gang.reserve (docs/gang.md)
+        # nodes reserved by gangs whose queue no longer sets ykbus.io/gang.reserve end (docs/gang.md);
+        # every gang that reserved nodes is judged again (a max or a limit may hold it now: it then
+        # gives them back; its reason named them); and the waiting gangs of queues that set it now,
+        # judged again: their wait for the delay starts (else only room a whole member fits wakes them)
         for app in sorted({a.id: a for a in records.node_holds.values()}.values(), key=_app_id):
             if not app.queue.gang_reserves():
                 self.release(app, ctx)
+            self.waits.rejudge_gang(app, ctx)
+        for app in records.apps.values():
+            if app.gang and app.holding is None and any(
+                    a.placeholder and a.pending and a.waiting is NODE_ROOM and not a.since for a in app.asks.values()) \
+                    and app.queue.gang_reserves():
+                self.waits.rejudge_gang(app, ctx)
         if levels != old:
             for app in records.apps.values():
                 for ask in app.asks.values():

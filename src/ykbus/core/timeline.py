@@ -186,7 +186,7 @@ class NoEstimateReason(enum.Enum):
     OCCUPIED = "room on the candidate nodes is held by other than allocations"
 
 
-ALL_RESERVED = "every schedulable node is reserved for another ask or in a topology domain a gang reserved"
+ALL_RESERVED = "every schedulable node is reserved for another ask or by a gang"
 
 
 class NoEstimate:

@@ -99,24 +99,26 @@ class NodeSetHold:
     def choose(self, members: list[Res]) -> list[Node] | None:
         """The nodes to reserve for `members`: each, largest first, on the first node chosen
         whose room empty (its capacity less what others occupy) still takes it, else on the
-        first of the others that does, best first: the one missing the least of the largest
-        member now (as a fraction of it, as a reservation of one ask ranks), ties by node id.
-        Of the schedulable nodes in the node index (not reserved by a gang) not reserved for an
-        ask and not freeing room for one. None when they cannot hold the gang even empty."""
+        first of the others that does, best first: one not reserved for an ask before one that
+        is (its ask gives it up: where single asks reserve every node as it frees, the gang
+        would never find a set), then the one missing the least of the largest member now (as
+        a fraction of it, as a reservation of one ask ranks), then by node id. Of the
+        schedulable nodes in the node index (not reserved by a gang), not freeing room for an
+        ask. None when they cannot hold the gang even empty."""
         if not members:
             return None
         resource = max(sorted(total_of(members)), key=lambda r: sum(m.get(r, 0) for m in members))
         order = sorted(range(len(members)), key=lambda i: -members[i].get(resource, 0))
         largest = members[order[0]]
-        ranked: list[tuple[float, str, Node]] = []
+        ranked: list[tuple[bool, float, str, Node]] = []
         for node in self.part.nodes.values():
-            if node.key is None or node.reserved is not None or node.preempting:
+            if node.key is None or node.preempting:
                 continue
             free = node.free
             missing = 0.0
             for r, v in largest.items():
                 missing += max(0, v - free.get(r, 0)) / v if v else 0.0
-            ranked.append((missing, node.id, node))
+            ranked.append((node.reserved is not None, missing, node.id, node))
         ranked.sort()
         chosen: list[Node] = []
         rooms: list[Res] = []
@@ -126,7 +128,7 @@ class NodeSetHold:
                 if all(room.get(r, 0) >= v for r, v in member.items()):
                     break
             else:
-                for _, _, node in ranked:
+                for _, _, _, node in ranked:
                     if node in chosen:
                         continue
                     room = dict(node.empty_room())
