@@ -43,7 +43,8 @@ def test_apps_filter_by_queue_and_state_and_say_why_pending():
 def test_nodes_and_json():
     run = ykbus("nodes", "--log", TRACE)
     n = rows(run.stdout)
-    assert sorted(n) == ["n1", "n2", "n3", "n4"] and n["n1"][3] == "Schedulable" and n["n1"][-2] == "100%"
+    assert sorted(n) == ["n1", "n2", "n3", "n4"] and n["n1"][3] == "Schedulable" and "100%" in n["n1"]
+    assert n["n1"][-2:] == ["ask", "other/o"] and n["n3"][-2:] == ["ask", "urgent/u3"], "RESERVED FOR: its ask"
     answer = json.loads(ykbus("nodes", "--log", TRACE, "--json").stdout)
     assert set(answer["rm-1"]["default"]) == {"n1", "n2", "n3", "n4"}
 

@@ -118,9 +118,12 @@ def nodes(answer: Answer) -> list[str]:
             n = section[node_id]
             cap, alloc = n.get("capacity", {}), n.get("allocated", {})
             used = max((int(alloc.get(k, 0)) * 100 // int(v) for k, v in cap.items() if int(v) > 0), default=0)
+            reserved = (f"gang {n['heldFor']}" if n.get("heldFor") else
+                        f"ask {n['reservedFor']}" if n.get("reservedFor") else "")
             rows.append((rm, partition, node_id, str(n.get("state", "")), resources(cap), resources(alloc),
-                         f"{used}%", str(len(n.get("allocations", [])))))
-    return align(("RM", "PARTITION", "NODE", "STATE", "CAPACITY", "ALLOCATED", "USED", "ALLOCATIONS"), rows)
+                         f"{used}%", str(len(n.get("allocations", []))), reserved))
+    return align(("RM", "PARTITION", "NODE", "STATE", "CAPACITY", "ALLOCATED", "USED", "ALLOCATIONS", "RESERVED FOR"),
+                 rows)
 
 
 TABLES: dict[str, tuple[str, Callable[..., list[str]]]] = {

@@ -154,6 +154,9 @@ def test_a_gang_reserves_even_where_single_asks_reserved_every_node():
     gang_of(h, "big", 1, 4)
     h.do(h.log.tick(3 * SECOND))
     assert held(h) == {"big": ["n0"]} and p.nodes["n0"].reserved is None
+    shown = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["nodes"]  # the read API's nodes
+    assert shown["n0"]["heldFor"] == "big" and "reservedFor" not in shown["n0"]
+    assert {shown[n]["reservedFor"] for n in ("n1", "n2", "n3")} <= {f"small/s{i}" for i in range(4)}
     invariants.state_is_consistent(h.core)
     on_n0 = next(a for a in p.apps["fill"].allocations.values() if a.node.id == "n0")
     outs = h.do(h.log.release("fill", uuid=on_n0.uuid))
@@ -219,3 +222,19 @@ def test_an_ask_that_must_run_on_a_reserved_node_says_which_gang_reserved_it():
     h.do(h.log.apps(app("ds", "root.batch")))
     outs = h.do(h.log.asks({**ask("d", "ds", gpu=1), "tags": {"yunikorn.apache.org/requiredNode": "n0"}}))
     assert [s.reason for s in states(outs)] == ["it must run on node n0, which is one of the nodes gang big reserved"]
+
+
+def test_ykbus_nodes_says_which_gang_reserved_a_node(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    trace = Path(__file__).parents[1] / "traces" / "gang-reserve.in.jsonl"
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(trace.read_text().splitlines(keepends=True)[:8]))  # the gang waits on n0 and n2
+    out = subprocess.run([sys.executable, "-m", "ykbus.cli", "nodes", "--log", str(log)], capture_output=True,
+                         text=True, timeout=120, check=True).stdout.splitlines()
+    assert out[0].split()[-3:] == ["ALLOCATIONS", "RESERVED", "FOR"]
+    rows = {line.split()[2]: line.rstrip() for line in out[1:]}
+    assert rows["n0"].endswith(" gang big") and rows["n2"].endswith(" gang big")
+    assert rows["n1"].endswith(" 2") and rows["n3"].endswith(" 2"), "n1 and n3: reserved for no one"

@@ -63,12 +63,7 @@ def project(last_seq: int, now: int, queue_files: Mapping[str, str], rms: Mappin
                 continue
             full = {
                 "queues": lambda p=p: _queues_dump(p),
-                "nodes": lambda p=p: {
-                    n.id: {"state": n.state.value, "capacity": dict(n.capacity),
-                           "occupied": dict(n.occupied), "allocated": saturated(n.allocated),
-                           "attributes": dict(n.attributes), "allocations": list(n.allocations)}
-                    for n in p.nodes.values()
-                },
+                "nodes": lambda p=p: {n.id: _node(n) for n in p.nodes.values()},
                 "applications": lambda p=p: _briefs(p, app, where) if where.brief else _applications(p, now, app, where),
                 "terminated": lambda p=p: _ended(p, app, where),
                 "allocations": lambda p=p: {
@@ -300,6 +295,19 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
         details.update(_room_figures(p, ask, estimates))
         if estimates is not None:  # when room for it will be free, as the allocations' limits say
             details.update(estimates.details(ask))
+    return out
+
+
+def _node(n: Any) -> dict[str, Any]:
+    """A node as the read API gives it; `reservedFor` (`app/ask`) when reserved for an ask,
+    `heldFor` (the gang) when a waiting gang reserved it (its domain or its nodes)."""
+    out: dict[str, Any] = {"state": n.state.value, "capacity": dict(n.capacity), "occupied": dict(n.occupied),
+                           "allocated": saturated(n.allocated), "attributes": dict(n.attributes),
+                           "allocations": list(n.allocations)}
+    if n.reserved is not None:
+        out["reservedFor"] = f"{n.reserved.app.id}/{n.reserved.key}"
+    if n.held:
+        out["heldFor"] = n.held
     return out
 
 
