@@ -573,7 +573,7 @@ def domain_holds_are_consistent(p: Partition) -> None:
             f"node {node_id} held by {app_.id}, whose holding is {app_.holding}"
         assert p.apps.get(app_.id) is app_ and any(a.placeholder and a.pending for a in app_.asks.values()), \
             f"{app_.id} holds node {node_id} but no placeholder of it waits"
-        assert app_.queue.gang_reserves() or app_.holding is not None, f"{app_.id} holds nodes in a queue that does not"
+        assert app_.queue.gang_reserves(), f"{app_.id} holds nodes in a queue that does not reserve"
     assert all(a.holding is None or (holds.get(a.holding[1]) is a if a.holding[0] else
                                      all(node_holds.get(i) is a for i in a.holding[1])) for a in p.apps.values())
     indexed = {key[1] for key in p.waits.node_index}

@@ -238,3 +238,107 @@ def test_ykbus_nodes_says_which_gang_reserved_a_node(tmp_path):
     rows = {line.split()[2]: line.rstrip() for line in out[1:]}
     assert rows["n0"].endswith(" gang big") and rows["n2"].endswith(" gang big")
     assert rows["n1"].endswith(" 2") and rows["n3"].endswith(" 2"), "n1 and n3: reserved for no one"
+
+
+def test_a_gang_of_mixed_shapes_reserves_the_nodes_that_hold_it_packed_as_it_is_placed():
+    """Members of 5 GPUs and 1 core, and of 3 GPUs and 4 cores: two 8-GPU nodes hold them
+    (a 5 and a 3 on each), found as the packing judges a reserved domain."""
+    h = Harness()
+    h.setup(QUEUES.format(reserve="true"))
+    h.do(h.log.nodes(*[node(f"n{i}", gpu=8, vcore=64000) for i in range(2)]))
+    h.do(h.log.apps(app("fill", "root.batch")))
+    h.do(h.log.asks(ask("f", "fill", gpu=1, max_allocations=2)))  # a GPU taken on each
+    h.do(h.log.apps(app("mixed", "root.train", placeholderAsk=resource(gpu=16, vcore=10000))))
+    h.do(h.log.asks({**ask("a", "mixed", gpu=5, vcore=1000, max_allocations=2), "taskGroupName": "w", "placeholder": True},
+                    {**ask("b", "mixed", gpu=3, vcore=4000, max_allocations=2), "taskGroupName": "w",
+                     "placeholder": True}))
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"mixed": ["n0", "n1"]}
+    for a in list(part(h).apps["fill"].allocations.values()):
+        outs = h.do(h.log.release("fill", uuid=a.uuid))
+    assert sorted(a.nodeID for a in new_allocs(outs)) == ["n0", "n0", "n1", "n1"] and held(h) == {}
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_gang_the_nodes_other_gangs_left_cannot_hold_says_so_not_that_the_cluster_cannot():
+    h = cluster(reserve=True)
+    gang_of(h, "a", 2, 4)
+    gang_of(h, "b", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"a": ["n0", "n1"], "b": ["n2", "n3"]}
+    outs = gang_of(h, "c", 2, 4)
+    outs += h.do(h.log.tick(3 * SECOND))
+    last = [s.reason for s in states(outs) if s.applicartionID == "c"][-1]  # past the delay
+    assert last.endswith("; the nodes other gangs did not reserve would not hold it even empty: it reserves none")
+
+
+def test_a_reserved_node_that_leaves_is_no_longer_the_gangs_when_one_registers_under_its_id():
+    h = Harness()
+    h.setup(QUEUES.format(reserve="true"))
+    h.do(h.log.nodes(node("a0", gpu=8, vcore=64000, occupied={"gpu": 4}), node("a1", gpu=4, vcore=64000),
+                     node("a2", gpu=4, vcore=64000)))
+    h.do(h.log.apps(app("fill", "root.batch")))
+    h.do(h.log.asks(ask("f", "fill", gpu=4, max_allocations=3)))
+    gang_of(h, "big", 3, 4)
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["a0", "a1", "a2"]}
+    h.do(h.log.nodes(node("a0", action="UPDATE", gpu=8, vcore=64000, occupied={"gpu": 0})))  # a0 alone holds two now
+    h.do(h.log.nodes(node("a2", action="DECOMISSION")))  # a0 and a1 still hold it: kept, without a2
+    assert held(h) == {"big": ["a0", "a1"]} and part(h).apps["big"].holding == ("", ("a0", "a1"))
+    h.do(h.log.nodes(node("a2", gpu=4, vcore=64000)))  # a node under the id that left: not the gang's
+    assert part(h).nodes["a2"].held == "" and held(h) == {"big": ["a0", "a1"]}
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_reload_that_lengthens_the_reservation_delay_still_lets_a_waiting_gang_reserve():
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(1 * SECOND))
+    h.do(h.log.config(QUEUES.format(reserve="true").replace("  - name: default\n",
+                                                           "  - name: default\n    reservationdelay: 5s\n")))
+    h.do(h.log.tick(2 * SECOND))  # 3 s in: past the old delay, not the new one
+    assert held(h) == {}
+    h.do(h.log.tick(3 * SECOND))  # past the new one: its timer was set again
+    assert held(h) == {"big": ["n0", "n1"]}
+
+
+def test_a_gang_maxapplications_holds_gives_its_nodes_back_and_waits_the_delay_again():
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["n0", "n1"]}
+    h.do(h.log.apps(app("one", "root.train")))
+    h.do(h.log.asks(ask("o", "one", gpu=0, vcore=100)))  # a running application in train
+    capped = QUEUES.format(reserve="true").replace('properties: {ykbus.io/gang.reserve: "true"}',
+                                                   'properties: {ykbus.io/gang.reserve: "true"}\n'
+                                                   '            maxapplications: 1')
+    h.do(h.log.config(capped))
+    assert held(h) == {}
+    assert all(a.since == 0 for a in part(h).apps["big"].asks.values())
+    invariants.state_is_consistent(h.core)
+
+
+def test_a_topology_gang_that_reserved_nodes_while_the_levels_were_gone_gives_them_up_when_they_return():
+    with_levels = ("partitions:\n  - name: default\n{topology}    queues:\n      - name: root\n        submitacl: '*'\n"
+                   "        properties: {{ykbus.io/gang.reserve: 'true'}}\n        queues:\n          - name: train\n")
+    racked = with_levels.format(topology="    topology:\n      levels: [ykbus.io/rack]\n")
+    h = Harness()
+    h.setup(racked)
+    h.do(h.log.nodes(*[node(f"r{r}-{i}", attributes={"ykbus.io/rack": f"r{r}"}, gpu=4, vcore=64000)
+                       for r in range(2) for i in range(2)]))
+    h.do(h.log.apps(app("fill", "root.train")))
+    h.do(h.log.asks(ask("f", "fill", gpu=2, max_allocations=8)))
+    h.do(h.log.apps(app("big", "root.train", placeholderAsk=resource(gpu=8),
+                        tags={"ykbus.io/topology-required": "ykbus.io/rack"})))
+    h.do(h.log.asks({**ask("p", "big", gpu=4, vcore=1000, max_allocations=2), "taskGroupName": "w",
+                     "placeholder": True}))
+    h.do(h.log.tick(3 * SECOND))
+    p = part(h)
+    assert p.apps["big"].holding is not None and p.apps["big"].holding[0] == "ykbus.io/rack"
+    h.do(h.log.config(with_levels.format(topology="")))  # no levels: its rack ends; it reserves nodes
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["r0-0", "r0-1"]}
+    h.do(h.log.config(racked))  # the levels return: it asks for a rack again, not for nodes
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {} and p.apps["big"].holding is not None and p.apps["big"].holding[0] == "ykbus.io/rack"
+    invariants.state_is_consistent(h.core)

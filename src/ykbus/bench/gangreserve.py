@@ -40,7 +40,9 @@ class ReserveStream:
     def __init__(self, nodes: int, steps: int, reserve: bool, seed: int = 7) -> None:
         self.n_nodes, self.steps, self.reserve = nodes, steps, reserve
         self.log = LogBuilder("bench", step_ns=SECOND)
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)  # the small pods' runtimes (drawn as they are placed)
+        sizes = random.Random(seed + 1)  # the gangs, drawn up front: the same with the property on and off
+        self.sizes = [sizes.randint(2, 8) for _ in range(steps // GANG_EVERY)]
         self.step = 0
         self.pods: dict[str, int] = {}  # small pod uuid -> the step it ends
         self.gangs: dict[str, int] = {}  # gang -> the step it came
@@ -89,7 +91,7 @@ class ReserveStream:
                 yield self.log.remove_apps(*done)
             if self.step % GANG_EVERY == 0:
                 gang = f"g{self.step // GANG_EVERY}"
-                members = self.rng.randint(2, 8)
+                members = self.sizes[self.step // GANG_EVERY - 1]
                 self.gangs[gang] = self.step
                 yield self.log.apps(app(gang, "root.train", placeholderAsk={"resources": {"gpu": {"value": members * GPUS}}},
                                         executionTimeoutMilliSeconds=10 * self.steps * 1000))

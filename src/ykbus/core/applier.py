@@ -140,7 +140,7 @@ class Applier:
                 self._replace(decision.ask, decision.placeholder, ctx)
             elif isinstance(decision, Learned):  # first: what the walk learned, from the state it read
                 self.waits.learned(decision)
-            elif isinstance(decision, HoldDomain):  # a waiting topology gang reserves a domain
+            elif isinstance(decision, HoldDomain):  # a waiting gang reserves a topology domain, or nodes
                 self.holds.hold(decision.app, decision.level, decision.values, ctx)
             elif isinstance(decision, CancelReservation):  # for an ask that must run on the node
                 self.waits.unreserve(decision.other, ctx, wake=True)
@@ -195,7 +195,10 @@ class Applier:
         app.blocked_on = on
         on.app_waiters[app.id] = app
         if app.holding is not None and not app.holding[0]:
-            self.holds.release(app, ctx)  # a gang that may not run now: its nodes are others' again
+            self.holds.release(app, ctx)  # a gang that may not run now: its nodes are others' again,
+            for ask in app.asks.values():  # and its wait for the delay starts again once it may
+                if ask.placeholder:
+                    ask.since = 0
         self.waits.sync_app(app)
         for _, _, ask in list(app.active):
             if ask.reported != reason.message:

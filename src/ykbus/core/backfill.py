@@ -363,10 +363,6 @@ def held_estimate(app: App, nodes: Iterable[Node], now: int,
     return f"; {est.text()}", {"estimate": est.text()}
 
 
-def _app_id(app: App) -> str:
-    return app.id
-
-
 class Backfill:
     """The planner's view of the reservations for backfill: the room each reserved node may
     lend, until when (`lendable`: the earliest estimated start of the reservations that hold
@@ -425,7 +421,7 @@ class Backfill:
         # the gangs holding a domain, by its key, then those holding a node set, by id
         holds = [self.records.domain_holds[values] for values in sorted(self.records.domain_holds)]
         if self.records.node_holds:
-            holds += sorted({a.id: a for a in self.records.node_holds.values()}.values(), key=_app_id)
+            holds += self.records.node_holders()
         if len(self._domain_starts) > len(holds):  # (those that hold nothing now are dropped)
             self._domain_starts = {app.id: start for app in holds
                                    if (start := self._domain_starts.get(app.id)) is not None}

@@ -245,6 +245,7 @@ class Changes:
         records = self.records
         for alloc in list(node.allocations.values()):
             self.release(alloc, m.TerminationType.STOPPED_BY_RM, f"node {node.id} decommissioned", ctx)
+        self.holds.node_left(node.id, ctx)  # (one of the nodes a gang reserved: no longer)
         self.node_event(node, NodeEvent.DECOMMISSION, ctx)
         sub_into(records.total, node.capacity)
         records.rekey = True
@@ -584,9 +585,16 @@ def delay_changed(records: PartitionState, waits: Waits, ctx: Step) -> None:
     for app in records.apps.values():
         gang = bool(app.gang)
         for ask in app.asks.values():
-            if ask.waiting is not NODE_ROOM or ask.reserved or not ask.since or (ask.placeholder and gang):
+            if ask.waiting is not NODE_ROOM or ask.reserved or not ask.since:
                 continue
             due = now - ask.since >= delay
+            if ask.placeholder and gang:  # a gang waiting to reserve a domain or nodes: judged then
+                if app.holding is None:
+                    if due:
+                        waits.wake(ask, ctx)
+                    else:
+                        ctx.emit(records, RoomWaitStarted(ask, ask.since, ask.since + delay, 0))
+                continue
             if (ask.place is AskPlace.POOLED_TO_RESERVE or ask.place is AskPlace.PARKED_TO_RESERVE) != due:
                 waits.wake(ask, ctx)
             if not due:

@@ -52,6 +52,8 @@ class NodeSet(Protocol):
 
     def choose(self, members: list[Res]) -> list[Node] | None: ...
 
+    def none_text(self, members: list[Res]) -> str: ...
+
     def reserved_text(self, nodes: Sequence[Node]) -> tuple[str, dict[str, object]]: ...
 
 
@@ -119,9 +121,10 @@ def plan_gang(app: App, overlay: Overlay, domain: DomainPlacer | None = None,
         if nodes is None:
             return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
         held_nodes = nodes.held
-        chosen = nodes.choose([a.resource for a in members for _ in range(a.pending)]) if held_nodes is None else None
-        if not held_nodes and not chosen:  # none reserved, none to reserve: too large even empty
-            reason += "; no set of schedulable nodes would hold it even empty: it reserves none"
+        sizes = [a.resource for a in members for _ in range(a.pending)]
+        chosen = nodes.choose(sizes) if held_nodes is None else None
+        if not held_nodes and not chosen:  # none reserved, none to reserve: too large, even empty
+            reason += nodes.none_text(sizes)
             return park_all(NODE_ROOM, m.SchedulingState.FAILED, why.gang_no_room(reason, app.id, total, short))
         text, details = nodes.reserved_text(held_nodes or chosen or [])
         waits: list[Park | HoldDomain] = []

@@ -56,8 +56,10 @@ def holder_of(records: PartitionState, node: Node) -> str:
     return ""
 
 
-def _app_id(app: App) -> str:
-    return app.id
+def _asks_for_domain(app: App) -> bool:
+    """Whether `app`'s gang asks for a topology domain (its tags, or a waiting placeholder's)."""
+    return request_of(app.tags) is not None or any(
+        a.placeholder and a.pending and request_of(a.tags) is not None for a in app.asks.values())
 
 
 def _level_of(request: TopologyRequest | None) -> str:
@@ -74,7 +76,8 @@ def loses_room(node: Node, attributes: dict[str, str] | None, capacity: Res | No
 
 
 class DomainHolds:
-    """Starts and ends the reservations of topology domains (the applier, `Changes`)."""
+    """Starts and ends the reservations of topology domains and of node sets (the applier,
+    `Changes`)."""
 
     def __init__(self, records: PartitionState, waits: NodeIndex) -> None:
         self.records, self.waits = records, waits
@@ -139,6 +142,19 @@ class DomainHolds:
         return any(len(packed(rooms.__getitem__, len(rooms), members, True, r)) == len(members)
                    for r in sorted(total_of(members)) or [""])
 
+    def node_left(self, node_id: str, ctx: Step) -> None:
+        """Node `node_id` left the partition (decommissioned): no longer one of the nodes a gang
+        reserved (a node that registers later under its id is not the gang's); a set left
+        empty ends. (Called before the hold is judged again: `host_changed`.)"""
+        app = self.records.node_holds.pop(node_id, None)
+        if app is None or app.holding is None or app.holding[0]:
+            return
+        left = tuple(i for i in app.holding[1] if i != node_id)
+        if left:
+            app.holding = ("", left)
+        else:
+            self.release(app, ctx)
+
     def ask_left(self, app: App, ask: Ask, ctx: Step) -> None:
         """`ask` of `app` went: with no placeholder of its gang waiting, its reservation ends."""
         if app.holding is not None and not any(a.placeholder and a.pending and a is not ask
@@ -160,8 +176,8 @@ class DomainHolds:
         # every gang that reserved nodes is judged again (a max or a limit may hold it now: it then
         # gives them back; its reason named them); and the waiting gangs of queues that set it now,
         # judged again: their wait for the delay starts (else only room a whole member fits wakes them)
-        for app in sorted({a.id: a for a in records.node_holds.values()}.values(), key=_app_id):
-            if not app.queue.gang_reserves():
+        for app in records.node_holders():
+            if not app.queue.gang_reserves() or (levels and _asks_for_domain(app)):  # (it reserves a domain now)
                 self.release(app, ctx)
             self.waits.rejudge_gang(app, ctx)
         for app in records.apps.values():

@@ -187,7 +187,7 @@ class Estimates:
         """The applications that reserve a topology domain or nodes (read once)."""
         if self.holding is None:
             records = self.p.records
-            self.holding = {a.id for a in records.domain_holds.values()} | {a.id for a in records.node_holds.values()}
+            self.holding = {a.id for a in records.domain_holds.values()} | {a.id for a in records.node_holders()}
         return self.holding
 
     def of(self, ask: Any) -> Estimate | NoEstimate | None:

@@ -660,7 +660,7 @@ def required_node_decision(part: PartitionState, ask: Ask, now: int) -> Decision
     other = node.reserved if node.reserved is not ask else None
     if other is not None and (other.required or node.preempting):  # pinned there too, or preempting: until placed
         return Park(ask, where, FAILED, why.required_node_reserved(name, other.key))
-    if node.held and node.held != ask.app.id:  # in a topology domain a gang reserved, until it is placed
+    if node.held and node.held != ask.app.id:  # in a topology domain, or among nodes, a gang reserved
         return Park(ask, where, FAILED, why.required_node_held(name, node.held, name in part.node_holds))
     if fits(ask.resource, node.free):
         return _taking(other, Allocate(ask, node))

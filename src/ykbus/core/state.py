@@ -84,6 +84,11 @@ class PartitionState:
         # `ykbus.io/gang.reserve`): node id -> the gang (`App.holding` is ("", its node ids))
         self.node_holds: dict[str, App] = {}
 
+    def node_holders(self) -> list[App]:
+        """The gangs that reserved nodes (`node_holds`), each once, by id."""
+        found = {a.id: a for a in self.node_holds.values()}
+        return [found[app_id] for app_id in sorted(found)]
+
     def retire(self) -> None:
         """Its RM went away, or a reload dropped it: a timer of it that fires finds it dead."""
         self.alive = False

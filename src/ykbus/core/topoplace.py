@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ykbus.core.backfill import Backfill, domain_estimate, held_estimate, limits_in_use
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node, Shape
-from ykbus.core.packing import packed
+from ykbus.core.packing import MISSED, dominant_in, packed
 from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
@@ -97,19 +97,22 @@ class NodeSetHold:
             for a in app.asks.values())
 
     def choose(self, members: list[Res]) -> list[Node] | None:
-        """The nodes to reserve for `members`: each, largest first, on the first node chosen
-        whose room empty (its capacity less what others occupy) still takes it, else on the
-        first of the others that does, best first: one not reserved for an ask before one that
-        is (its ask gives it up: where single asks reserve every node as it frees, the gang
-        would never find a set), then the one missing the least of the largest member now (as
-        a fraction of it, as a reservation of one ask ranks), then by node id. Of the
-        schedulable nodes in the node index (not reserved by a gang), not freeing room for an
-        ask. None when they cannot hold the gang even empty."""
+        """The nodes to reserve for `members`: the fewest of the candidates, taken best first,
+        that hold them all with nothing of the scheduler's on them (their capacity less what
+        others occupy), packed as a reserved domain is judged (core/packing.py `packed`: first
+        fit in the order given, else largest first in one resource, each resource tried), and of
+        those the nodes the packing uses. Candidates: the schedulable nodes in the node index
+        (not reserved by a gang) not freeing room for an ask; best first: one not reserved for an
+        ask before one that is (its ask gives it up: where single asks reserve each node as it
+        frees, a gang, which needs its whole set at once, would never find one), then the one
+        missing the least now of the member largest in the members' dominant resource (as a
+        fraction of it, as a reservation of one ask ranks), then by node id. None when the
+        candidates cannot hold them even empty."""
         if not members:
             return None
-        resource = max(sorted(total_of(members)), key=lambda r: sum(m.get(r, 0) for m in members))
-        order = sorted(range(len(members)), key=lambda i: -members[i].get(resource, 0))
-        largest = members[order[0]]
+        total = total_of(members)
+        resource = dominant_in(total, self.part.total)
+        largest = max(members, key=lambda m: m.get(resource, 0))  # (the first of the largest)
         ranked: list[tuple[bool, float, str, Node]] = []
         for node in self.part.nodes.values():
             if node.key is None or node.preempting:
@@ -120,27 +123,37 @@ class NodeSetHold:
                 missing += max(0, v - free.get(r, 0)) / v if v else 0.0
             ranked.append((node.reserved is not None, missing, node.id, node))
         ranked.sort()
-        chosen: list[Node] = []
-        rooms: list[Res] = []
-        for i in order:
-            member = members[i]
-            for room in rooms:
-                if all(room.get(r, 0) >= v for r, v in member.items()):
-                    break
+        rooms = [entry[3].empty_room() for entry in ranked]
+        resources = sorted(total) or [""]
+
+        def placed_on(k: int) -> list[int] | None:  # the packing on the first k candidates, if whole
+            for r in resources:
+                placed = packed(rooms.__getitem__, k, members, True, r)
+                if len(placed) == len(members) and MISSED not in placed:
+                    return placed
+            return None
+
+        whole = placed_on(len(rooms))
+        if whole is None:
+            return None
+        low, high = 1, len(rooms)  # the fewest first candidates that hold them (more never hold fewer)
+        while low < high:
+            mid = (low + high) // 2
+            if placed_on(mid) is not None:
+                high = mid
             else:
-                for _, _, _, node in ranked:
-                    if node in chosen:
-                        continue
-                    room = dict(node.empty_room())
-                    if all(room.get(r, 0) >= v for r, v in member.items()):
-                        chosen.append(node)
-                        rooms.append(room)
-                        break
-                else:
-                    return None
-            for r, v in member.items():
-                room[r] = room.get(r, 0) - v
-        return chosen
+                low = mid + 1
+        used = placed_on(low) or whole
+        return [ranked[i][3] for i in sorted(set(used))]
+
+    def none_text(self, members: list[Res]) -> str:
+        """Why `choose` found none: the cluster cannot hold the gang even empty, or only with
+        the nodes other gangs reserved."""
+        rooms = [n.empty_room() for n in self.part.nodes.values() if n.state is NodeState.SCHEDULABLE]
+        anywhere = any(len(p := packed(rooms.__getitem__, len(rooms), members, True, r)) == len(members)
+                       and MISSED not in p for r in sorted(total_of(members)) or [""])
+        return ("; the nodes other gangs did not reserve would not hold it even empty: it reserves none" if anywhere
+                else "; no set of schedulable nodes would hold it even empty: it reserves none")
 
     def reserved_text(self, nodes: Sequence[Node]) -> tuple[str, dict[str, object]]:
         """`; nodes a, b are reserved for it` (and its estimated start, with limits in use)."""
