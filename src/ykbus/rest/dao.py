@@ -168,6 +168,8 @@ def node(rm: str, p: Partition, n: Node, with_allocations: bool = True) -> dict[
         "isReserved": n.reserved is not None,
         "reservations": [f"{n.reserved.app.id}|{n.reserved.key}"] if n.reserved is not None else [],
     }
+    if n.held:  # a waiting gang reserved it, its topology domain or its nodes (ykbus's: YuniKorn has no such)
+        out["heldFor"] = n.held
     return omit(out, "hostName", "rackName", "attributes", "capacity", "allocated", "occupied", "available",
                 "utilized", "allocations", "reservations")
 

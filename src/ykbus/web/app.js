@@ -471,7 +471,7 @@ async function nodes(el) {
     having.map((n) => { const cap = (n.capacity || {})[k] || 0;
       const u = k in (n.utilized || {}) ? n.utilized[k] : cap ? Math.round(100 * ((n.allocated || {})[k] || 0) / cap) : 0;
       return `<a href="${nodeHref(n.nodeID)}" title="${esc(n.nodeID)}: ${u}%${n.schedulable ? "" : " (not schedulable)"}" style="background:${heatColor(u)}${n.schedulable ? "" : ";outline:2px solid var(--bad)"}"></a>`; }).join("")}</div>`).join("");
-  const rows = list.slice(0, 200).map((n) => `<tr data-key="${esc(n.nodeID)}"><td>${nodeLink(n.nodeID)}</td><td>${n.schedulable ? "yes" : "no"}${n.isReserved ? ", reserved" : ""}</td>
+  const rows = list.slice(0, 200).map((n) => `<tr data-key="${esc(n.nodeID)}"><td>${nodeLink(n.nodeID)}</td><td>${n.schedulable ? "yes" : "no"}${n.isReserved ? ", reserved" : ""}${n.heldFor ? `, reserved by gang ${esc(n.heldFor)}` : ""}</td>
     <td>${esc(resources(n.capacity))}</td><td>${esc(resources(n.allocated))}</td><td>${esc(Object.entries(n.utilized || {}).sort(byResource).map(([k, v]) => `${k}: ${v}%`).join(", "))}</td></tr>`);
   morph(el, `${maps}${table(["node", "schedulable", "capacity", "allocated", "utilised"], rows)}${list.length > 200 ? `<p class="meta">the first 200 of ${list.length}</p>` : ""}`);
 }
@@ -577,7 +577,7 @@ async function nodePage(el, r) {
   const allocs = n.allocations || [];
   morph(el, `<h2>Node ${esc(n.nodeID)}</h2>
     <p class="facts">${n.hostName ? `host ${esc(n.hostName)} · ` : ""}${n.rackName ? `rack ${esc(n.rackName)} · ` : ""}${n.schedulable ? "schedulable" : '<span class="bad">not schedulable</span>'}
-      ${n.isReserved ? ` · reserved for ${(n.reservations || []).map((x) => { const [app, key] = x.split("|"); return `ask ${esc(key)} of ${appLink(app)}`; }).join(", ")}` : ""}</p>
+      ${n.isReserved ? ` · reserved for ${(n.reservations || []).map((x) => { const [app, key] = x.split("|"); return `ask ${esc(key)} of ${appLink(app)}`; }).join(", ")}` : ""}${n.heldFor ? ` · reserved by gang ${appLink(n.heldFor)} until it is placed` : ""}</p>
     <div class="bars wide">${bars}</div>
     <table class="kv"><tr><th>capacity</th><td>${esc(resources(n.capacity))}</td></tr><tr><th>allocated</th><td>${esc(resources(n.allocated))}</td></tr>
       <tr><th>available</th><td>${esc(resources(Object.fromEntries(Object.keys(n.capacity || {}).map((k) => [k, (n.available || {})[k] || 0]))))}</td></tr>${Object.keys(n.occupied || {}).length ? `<tr><th>occupied by others</th><td>${esc(resources(n.occupied))}</td></tr>` : ""}
