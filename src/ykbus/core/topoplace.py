@@ -60,9 +60,14 @@ def gang_request(part: PartitionState, app: App, now: int) -> tuple[TopologyRequ
     holding = domain_holding(app)
     if request is None and not app.domains and not own and holding is None:
         return None
-    may_hold = (not app.domains and app.holding is None
-                and any(a.since and now - a.since >= part.reservation_delay_ns for a in placeholders))
-    return request, may_hold
+    return request, not app.domains and app.holding is None and waited_delay(part, app, now)
+
+
+def waited_delay(part: PartitionState, app: App, now: int) -> bool:
+    """Whether a pending placeholder of `app`'s gang has waited for room the partition's
+    reservation delay (it may reserve a domain, or nodes)."""
+    delay = part.reservation_delay_ns
+    return any(a.placeholder and a.pending and a.since and now - a.since >= delay for a in app.asks.values())
 
 
 def domain_holding(app: App) -> tuple[str, tuple[str, ...]] | None:
@@ -92,9 +97,7 @@ class NodeSetHold:
         delay, holding nothing, in a queue that reserves."""
         if app.holding is not None:
             return not app.holding[0]
-        return app.queue.gang_reserves() and any(
-            a.placeholder and a.pending and a.since and now - a.since >= part.reservation_delay_ns
-            for a in app.asks.values())
+        return app.queue.gang_reserves() and waited_delay(part, app, now)
 
     def choose(self, members: list[Res]) -> list[Node] | None:
         """The nodes to reserve for `members`: the fewest of the candidates, taken best first,
