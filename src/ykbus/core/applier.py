@@ -182,7 +182,7 @@ class Applier:
         elif not isinstance(where, (RequiredNode, Victims)):  # held by a max, a limit, its gang: not by room
             if ask.reserved:
                 self.waits.unreserve(ask, ctx)
-            if gang_member and app.holding is not None and not app.holding[0]:
+            if gang_member and app.reserved_nodes() is not None:
                 self.holds.release(app, ctx)  # its nodes are no use to it now (docs/gang.md): others' again
             ask.since = 0
         self.waits.park(ask, where, decision.state, decision.why, ctx)
@@ -194,7 +194,7 @@ class Applier:
         app.why = reason
         app.blocked_on = on
         on.app_waiters[app.id] = app
-        if app.holding is not None and not app.holding[0]:
+        if app.reserved_nodes() is not None:
             self.holds.release(app, ctx)  # a gang that may not run now: its nodes are others' again,
             for ask in app.asks.values():  # and its wait for the delay starts again once it may
                 if ask.placeholder:

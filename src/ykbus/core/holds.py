@@ -19,11 +19,11 @@ from typing import Protocol
 
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import NODE_ROOM, App, Ask, Node
-from ykbus.core.packing import packed
+from ykbus.core.packing import packed_whole
 from ykbus.core.resources import Res
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
-from ykbus.core.topology import TopologyRequest, path_of, request_of, total_of
+from ykbus.core.topology import TopologyRequest, path_of, request_of
 
 
 class NodeIndex(Protocol):
@@ -139,17 +139,17 @@ class DomainHolds:
         # as placed: in their order, else largest first in the dominant resource, which the
         # planner measures against the whole cluster's free room: each of theirs is tried,
         # so a domain the planner judged able to hold the gang is never judged otherwise here
-        return any(len(packed(rooms.__getitem__, len(rooms), members, True, r)) == len(members)
-                   for r in sorted(total_of(members)) or [""])
+        return packed_whole(rooms.__getitem__, len(rooms), members) is not None
 
     def node_left(self, node_id: str, ctx: Step) -> None:
         """Node `node_id` left the partition (decommissioned): no longer one of the nodes a gang
         reserved (a node that registers later under its id is not the gang's); a set left
         empty ends. (Called before the hold is judged again: `host_changed`.)"""
         app = self.records.node_holds.pop(node_id, None)
-        if app is None or app.holding is None or app.holding[0]:
+        held = app.reserved_nodes() if app is not None else None
+        if app is None or held is None:
             return
-        left = tuple(i for i in app.holding[1] if i != node_id)
+        left = tuple(i for i in held if i != node_id)
         if left:
             app.holding = ("", left)
         else:

@@ -524,8 +524,9 @@ class App:
         # the topology domain of each of its gang's groups placed `required` (core/topoplace.py
         # `group_of` -> level, the domain's values): where its lost members go back
         self.domains: dict[str, tuple[str, tuple[str, ...]]] = {}
-        # the topology domain its waiting required gang reserved (level, the domain's values;
-        # core/indexes.py `hold_domain`): no other ask takes room in it until the gang is placed
+        # what its waiting gang reserved (core/holds.py): a topology domain (level, the domain's
+        # values), or nodes ("", their ids: docs/gang.md); no other ask takes room there until
+        # the gang is placed. Read through `reserved_domain` and `reserved_nodes`
         self.holding: tuple[str, tuple[str, ...]] | None = None
         # its allocations recovered under a key it has no ask of, by key: an ask of that key
         # sent later counts them as allocated (core/changes.py `recover`, `add_ask`)
@@ -549,6 +550,16 @@ class App:
     @property
     def placeholder_timeout_ms(self) -> int:
         return self.timeout_ms or PLACEHOLDER_TIMEOUT_MS
+
+    def reserved_domain(self) -> tuple[str, tuple[str, ...]] | None:
+        """The topology domain its gang reserved (level, values), None if none (or nodes)."""
+        holding = self.holding
+        return holding if holding is not None and holding[0] else None
+
+    def reserved_nodes(self) -> tuple[str, ...] | None:
+        """The ids of the nodes its gang reserved (docs/gang.md), None if none (or a domain)."""
+        holding = self.holding
+        return holding[1] if holding is not None and not holding[0] else None
 
 
 def app_of(msg: m.AddApplicationRequest, queue: Queue, seq: int, submitted: int) -> App:

@@ -111,6 +111,17 @@ def packed(room_of: Callable[[int], Res], n: int, members: Sequence[Res], stop_a
     return out
 
 
+def packed_whole(room_of: Callable[[int], Res], n: int, members: Sequence[Res]) -> list[int] | None:
+    """`packed` of every member on nodes 0..n-1, largest first in each resource the members
+    ask for tried in turn (by name) when the order given misses: the node of each member, or
+    None when no order places them all (how a reserved domain or node set is judged)."""
+    for resource in sorted({name for shape in members for name in shape}) or [""]:
+        placed = packed(room_of, n, members, True, resource)
+        if len(placed) == len(members):  # (with stop_at_miss, a miss ends the list: none missed)
+            return placed
+    return None
+
+
 def _fits_beside(shape: Res, room: Res, used: Res) -> bool:
     for name, value in shape.items():
         if room.get(name, 0) - used.get(name, 0) < value:

@@ -406,8 +406,8 @@ def _app_topology(p: Partition, app: Any) -> dict[str, Any]:
                     for group, (level, values) in app.domains.items()},
         "placedIn": _narrowest(p, [a.node.attributes for a in app.allocations.values()]),
         "allocationsIn": _per_domain(p, app),
-        "reserved": ({"level": app.holding[0], "domain": "/".join(app.holding[1])} if app.holding is not None
-                     and app.holding[0] else None),
+        "reserved": ({"level": domain[0], "domain": "/".join(domain[1])}
+                     if (domain := app.reserved_domain()) is not None else None),
     }
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ykbus.core.backfill import Backfill, domain_estimate, held_estimate, limits_in_use
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App, Ask, Node, Shape
-from ykbus.core.packing import MISSED, dominant_in, packed
+from ykbus.core.packing import dominant_in, packed, packed_whole
 from ykbus.core.resources import Res
 from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import PartitionState
@@ -57,8 +57,7 @@ def gang_request(part: PartitionState, app: App, now: int) -> tuple[TopologyRequ
     request = request_for(part, app.tags)
     placeholders = [a for a in app.asks.values() if a.placeholder and a.pending]
     own = any(request_of(a.tags) is not None for a in placeholders)
-    holding = domain_holding(app)
-    if request is None and not app.domains and not own and holding is None:
+    if request is None and not app.domains and not own and app.reserved_domain() is None:
         return None
     return request, not app.domains and app.holding is None and waited_delay(part, app, now)
 
@@ -68,12 +67,6 @@ def waited_delay(part: PartitionState, app: App, now: int) -> bool:
     reservation delay (it may reserve a domain, or nodes)."""
     delay = part.reservation_delay_ns
     return any(a.placeholder and a.pending and a.since and now - a.since >= delay for a in app.asks.values())
-
-
-def domain_holding(app: App) -> tuple[str, tuple[str, ...]] | None:
-    """The topology domain `app`'s gang reserved ((level, values)), not a node set (level "")."""
-    holding = app.holding
-    return holding if holding is not None and holding[0] else None
 
 
 class NodeSetHold:
@@ -86,17 +79,15 @@ class NodeSetHold:
 
     def __init__(self, part: PartitionState, app: App, now: int, backfill: Backfill | None) -> None:
         self.part, self.app, self.now, self.backfill = part, app, now, backfill
-        holding = app.holding
-        nodes = part.nodes
-        self.held: list[Node] | None = ([nodes[i] for i in holding[1] if i in nodes]
-                                        if holding is not None and not holding[0] else None)
+        held, nodes = app.reserved_nodes(), part.nodes
+        self.held: list[Node] | None = [nodes[i] for i in held if i in nodes] if held is not None else None
 
     @staticmethod
     def wanted(part: PartitionState, app: App, now: int) -> bool:
         """Whether `app`'s gang holds a node set, or may reserve one now: past the reservation
         delay, holding nothing, in a queue that reserves."""
         if app.holding is not None:
-            return not app.holding[0]
+            return app.reserved_nodes() is not None
         return app.queue.gang_reserves() and waited_delay(part, app, now)
 
     def choose(self, members: list[Res]) -> list[Node] | None:
@@ -127,34 +118,24 @@ class NodeSetHold:
             ranked.append((node.reserved is not None, missing, node.id, node))
         ranked.sort()
         rooms = [entry[3].empty_room() for entry in ranked]
-        resources = sorted(total) or [""]
-
-        def placed_on(k: int) -> list[int] | None:  # the packing on the first k candidates, if whole
-            for r in resources:
-                placed = packed(rooms.__getitem__, k, members, True, r)
-                if len(placed) == len(members) and MISSED not in placed:
-                    return placed
-            return None
-
-        whole = placed_on(len(rooms))
+        whole = packed_whole(rooms.__getitem__, len(rooms), members)
         if whole is None:
             return None
         low, high = 1, len(rooms)  # the fewest first candidates that hold them (more never hold fewer)
         while low < high:
             mid = (low + high) // 2
-            if placed_on(mid) is not None:
+            if packed_whole(rooms.__getitem__, mid, members) is not None:
                 high = mid
             else:
                 low = mid + 1
-        used = placed_on(low) or whole
+        used = packed_whole(rooms.__getitem__, low, members) or whole
         return [ranked[i][3] for i in sorted(set(used))]
 
     def none_text(self, members: list[Res]) -> str:
         """Why `choose` found none: the cluster cannot hold the gang even empty, or only with
         the nodes other gangs reserved."""
         rooms = [n.empty_room() for n in self.part.nodes.values() if n.state is NodeState.SCHEDULABLE]
-        anywhere = any(len(p := packed(rooms.__getitem__, len(rooms), members, True, r)) == len(members)
-                       and MISSED not in p for r in sorted(total_of(members)) or [""])
+        anywhere = packed_whole(rooms.__getitem__, len(rooms), members) is not None
         return ("; the nodes other gangs did not reserve would not hold it even empty: it reserves none" if anywhere
                 else "; no set of schedulable nodes would hold it even empty: it reserves none")
 
@@ -400,7 +381,7 @@ class GangDomain:
         for ask in members:
             groups.setdefault(group_of(ask), []).append(ask)
         placer = self.domains
-        holding = domain_holding(self.app)
+        holding = self.app.reserved_domain()
         if (len(groups) == 1 and "" in groups and not self.remembered and self.app_request is not None
                 and holding is None and not self.may_hold):
             sizes = [a.resource for a in members for _ in range(a.pending)]
