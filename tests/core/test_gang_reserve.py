@@ -54,6 +54,20 @@ def held(h: Harness) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
+def small_pod_beside_a_reservation() -> Harness:
+    """`big` reserved n0 and n1; a small pod of `small` waits, though a fill pod on n0 ended
+    (n0 is reserved)."""
+    h = cluster(reserve=True)
+    gang_of(h, "big", 2, 4)
+    h.do(h.log.tick(3 * SECOND))
+    assert held(h) == {"big": ["n0", "n1"]}
+    h.do(h.log.apps(app("small", "root.batch")))
+    h.do(h.log.asks(ask("s", "small", gpu=2)))
+    on_n0 = next(a for a in part(h).apps["fill"].allocations.values() if a.node.id == "n0")
+    assert new_allocs(h.do(h.log.release("fill", uuid=on_n0.uuid))) == [], "n0 is reserved: the small pod waits"
+    return h
+
+
 def run_churn(h: Harness) -> tuple[list[str], list[str]]:
     """Small 2-GPU asks keep coming (`small`, batch) while the fillers end one by one: the
     nodes the gang `big` is placed on, and those of the small pods placed."""
@@ -113,15 +127,7 @@ def test_a_reserved_node_that_drains_is_given_up_and_the_gang_reserves_again():
 
 
 def test_a_gang_that_leaves_frees_its_nodes_for_the_others():
-    h = cluster(reserve=True)
-    gang_of(h, "big", 2, 4)
-    h.do(h.log.tick(3 * SECOND))
-    h.do(h.log.apps(app("small", "root.batch")))
-    h.do(h.log.asks(ask("s", "small", gpu=2)))
-    fill = part(h).apps["fill"]
-    on_n0 = next(a for a in fill.allocations.values() if a.node.id == "n0")
-    outs = h.do(h.log.release("fill", uuid=on_n0.uuid))
-    assert [a.applicationID for a in new_allocs(outs)] == [], "n0 is reserved: the small pod waits"
+    h = small_pod_beside_a_reservation()
     outs = h.do(h.log.remove_apps("big"))
     assert held(h) == {} and [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "n0")]
     invariants.state_is_consistent(h.core)
@@ -165,17 +171,10 @@ def test_a_gang_reserves_even_where_single_asks_reserved_every_node():
 
 
 def test_a_gang_a_queue_max_holds_after_it_reserved_gives_its_nodes_back():
-    h = cluster(reserve=True)
-    gang_of(h, "big", 2, 4)
-    h.do(h.log.tick(3 * SECOND))
-    assert held(h) == {"big": ["n0", "n1"]}
+    h = small_pod_beside_a_reservation()
     capped = QUEUES.format(reserve="true").replace(
         'properties: {ykbus.io/gang.reserve: "true"}', 'properties: {ykbus.io/gang.reserve: "true"}\n'
         '            resources: {max: {gpu: 4}}')
-    h.do(h.log.apps(app("small", "root.batch")))
-    h.do(h.log.asks(ask("s", "small", gpu=2)))
-    on_n0 = next(a for a in part(h).apps["fill"].allocations.values() if a.node.id == "n0")
-    assert new_allocs(h.do(h.log.release("fill", uuid=on_n0.uuid))) == []  # n0 is reserved
     outs = h.do(h.log.config(capped))  # the gang (8 GPUs) can no longer run in its queue
     assert held(h) == {}
     assert [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "n0")]
@@ -197,14 +196,7 @@ def test_a_reload_that_turns_the_property_on_lets_a_starving_gang_reserve():
 
 
 def test_a_reload_that_turns_the_property_off_ends_the_reservation():
-    h = cluster(reserve=True)
-    gang_of(h, "big", 2, 4)
-    h.do(h.log.tick(3 * SECOND))
-    h.do(h.log.apps(app("small", "root.batch")))
-    h.do(h.log.asks(ask("s", "small", gpu=2)))
-    fill = part(h).apps["fill"]
-    on_n0 = next(a for a in fill.allocations.values() if a.node.id == "n0")
-    assert new_allocs(h.do(h.log.release("fill", uuid=on_n0.uuid))) == []  # n0 is reserved
+    h = small_pod_beside_a_reservation()
     outs = h.do(h.log.config(QUEUES.format(reserve="false")))
     assert held(h) == {} and [(a.applicationID, a.nodeID) for a in new_allocs(outs)] == [("small", "n0")]
     assert {s.reason for s in states(outs) if s.applicartionID == "big"} == {  # its reason no longer names them

@@ -19,6 +19,7 @@ sys.path.insert(0, str(HERE.parents[1]))  # the configurations the unit tests us
 from tests.core.test_access import ACLS, LIMITS, RULES_ACL, TEMPLATE  # noqa: E402
 from tests.core.test_backfill import PREEMPTION as MINRUNTIME  # noqa: E402
 from tests.core.test_gang import confirmation, gang, ph, real  # noqa: E402
+from tests.core.test_gang_reserve import QUEUES as GANG_RESERVE  # noqa: E402
 from tests.core.test_placement import RULES  # noqa: E402
 from tests.core.test_topology_gangs import QUEUES as TOPOLOGY  # noqa: E402
 
@@ -691,25 +692,12 @@ def topology_reserve(log: LogBuilder):
     yield log.remove_apps("other")  # other goes: its reservation with it, small takes r1's room
 
 
-GANG_RESERVE = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: train
-            properties: {ykbus.io/gang.reserve: "true"}
-          - name: batch
-"""
-
-
 def gang_reserve(log: LogBuilder):
     """docs/gang.md: a gang of a queue with ykbus.io/gang.reserve waits past the reservation
     delay and reserves the nodes that would hold it; small asks that keep coming take only the
     room of the others; a reserved node drains and the gang reserves again; it is placed once
     its nodes hold it, and the reservation ends."""
-    yield log.register(GANG_RESERVE)
+    yield log.register(GANG_RESERVE.format(reserve="true"))
     yield log.nodes(*[node(f"n{i}", gpu=4, vcore=64000) for i in range(4)])
     yield log.apps(app("fill", "root.batch"), app("small", "root.batch"),
                    app("big", "root.train", placeholderAsk={"resources": {"gpu": {"value": 8}}}))
