@@ -21,6 +21,7 @@ from ykbus import limits
 from ykbus.bus.subjects import CORE_TOKEN, IN_STREAM, LEASE_BUCKET, OUT_STREAM, SNAPSHOT_BUCKET, Subjects, js_reply_meta
 from ykbus.core.entries import Entry
 from ykbus.core.guard import FAILED_KIND
+from ykbus.core.registry import rm_id_problem
 
 log = logging.getLogger("ykbus.core")
 T = TypeVar("T")
@@ -189,8 +190,8 @@ def answer_attach(js: JetStreamContext, subjects: Subjects) -> Callable[[Any], A
         try:
             if rm == CORE_TOKEN:
                 raise ValueError(f"{CORE_TOKEN!r} is not an RM")
-            if "." in rm:  # no RM registers so: an rmID is one NATS token
-                raise ValueError(f"rmID {limits.quoted(rm)} is not a NATS token: no '.', '*', '>' or whitespace")
+            if problem := rm_id_problem(rm):  # no RM registers so (core/registry.py)
+                raise ValueError(problem)
             if len(rm) > limits.MAX_ID_CHARS:
                 raise ValueError(f"rmID of {len(rm)} characters: at most {limits.MAX_ID_CHARS}")
             consumer, start = await attach_consumer(js, subjects, rm)

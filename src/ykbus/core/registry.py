@@ -39,6 +39,13 @@ from ykbus.si import codec, compat
 from ykbus.si import messages as m
 
 RM_ID = re.compile(r"^[^.*>\s]+$")
+
+
+def rm_id_problem(rm_id: str) -> str:
+    """Why `rm_id` cannot be an RM's id (it is a NATS subject token), "" when it can."""
+    return "" if RM_ID.match(rm_id) else f"rmID {limits.quoted(rm_id)} is not a NATS token: no '.', '*', '>' or whitespace"
+
+
 RESERVED_RM = "_core"  # the subject token of entries the service itself appends (ticks, rmstate)
 NODE_PARTITION_ATTR = "si/node-partition"
 
@@ -187,8 +194,8 @@ class RMRegistry:
         if entry.rm and msg.rmID != entry.rm:
             ctx.emit(None, Registered(to, f"rmID {limits.quoted(msg.rmID)} does not match the subject's rm {entry.rm!r}"))
             return
-        if not RM_ID.match(msg.rmID):
-            ctx.emit(None, Registered(entry.rm, f"rmID {limits.quoted(msg.rmID)} is not a NATS token: no '.', '*', '>' or whitespace"))
+        if problem := rm_id_problem(msg.rmID):
+            ctx.emit(None, Registered(entry.rm, problem))
             return
         if msg.rmID == RESERVED_RM:
             ctx.emit(None, Registered(entry.rm, f"rmID {RESERVED_RM!r} is reserved for the core service"))
