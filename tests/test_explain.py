@@ -154,9 +154,11 @@ def test_explain_without_an_application_lists_those_that_wait():
     run = explain("--log", str(Path(__file__).parent / "traces" / "limits.in.jsonl"))
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [
-        "3 applications have pending asks:",
+        "4 applications have pending asks:",
         "  b1 (rm rm-1, queue root.b, Running: 1 pending, UserLimit)",
         "  d1 (rm rm-1, queue root.a, Running: 1 pending, GroupLimit)",
+        # the '*' group limit's 2 applications: a1 (alice, given no groups: in her own) and w1
+        "  w2 (rm rm-1, queue root.a, Accepted: 1 pending, GroupMaxApplications)",
         "  w3 (rm rm-1, queue root.a, Accepted: 1 pending, GroupMaxApplications)",
         "ykbus explain APP tells why each of its asks waits."]
 

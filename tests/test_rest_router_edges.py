@@ -171,15 +171,16 @@ def test_a_sum_past_int64_is_answered_at_int64s_largest_as_yunikorn_saturates():
     assert small_node["available"]["vcore"] == -INT64_MAX - 1
 
 
-def test_empty_groups_are_left_out_and_the_implicit_rule_is_listed(state):
-    """As yunikorn-core be3bb48 writes them (dao/application_info.go `groups,omitempty`;
+def test_a_user_given_no_groups_is_in_their_own_and_the_implicit_rule_is_listed(state):
+    """As yunikorn-core be3bb48 writes them (security/usergroup.go `ConvertUGI`: a user the RM
+    gives no groups is resolved, and with no resolver its group is its own name;
     placement.go's rules when none are configured: `provided`, then `recovery`). The
     preemption example's applications send no groups and its queue configuration has no
     placement rules."""
     apps = body(ask(state, "/ws/v1/partition/default/applications/active"))
-    assert apps and all("groups" not in a for a in apps), [a.get("groups") for a in apps]
+    assert apps and all(a["groups"] == ["user"] for a in apps), [a.get("groups") for a in apps]
     one = body(ask(state, f"/ws/v1/partition/default/application/{apps[0]['applicationID']}"))
-    assert "groups" not in one and one["user"] == "user"
+    assert one["groups"] == ["user"] and one["user"] == "user"
     rules = body(ask(state, "/ws/v1/partition/default/placementrules"))
     assert rules == [{"name": "provided", "parameters": {"create": "false"}},
                      {"name": "recovery", "parameters": {"queue": "root.@recovery@"}}]

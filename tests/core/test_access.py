@@ -287,14 +287,93 @@ def test_user_maxapplications_keeps_the_next_application_accepted():
     assert [a.applicationID for a in new_allocs(outs)] == ["a2"]
 
 
-def test_wildcard_group_limit_counts_the_users_first_group():
+def test_the_wildcard_group_limit_holds_every_user_it_takes_together():
+    # YuniKorn: "a wildcard for the group limit sets a cumulative limit for all users in that queue"
     h = Harness()
     h.setup(LIMITS, n1={"vcore": 32000})
-    apps = [app(f"x{i}", "root.a", user=f"u{i}", groups=["web"]) for i in range(3)]
-    placed(h, *apps)
+    placed(h, app("x0", "root.a", user="u0", groups=["web"]), app("x1", "root.a", user="u1", groups=["ops"]),
+           app("x2", "root.a", user="u2"))  # no groups: the user's own name is its group, as YuniKorn resolves it
     outs = h.do(h.log.asks(*[ask(f"k{i}", f"x{i}", vcore=500) for i in range(3)]))
     assert sorted(a.applicationID for a in new_allocs(outs)) == ["x0", "x1"]
-    assert states(outs)[0].reason == "group web limit (other groups) in queue root.a: 2 of 2 applications running"
+    assert states(outs)[0].reason == "group * limit (other groups) in queue root.a: 2 of 2 applications running"
+    # a user of a named group is not held by it: the data team's own limit is theirs
+    placed(h, app("d1", "root.a", user="dave", groups=["data"]))
+    assert [a.applicationID for a in new_allocs(h.do(h.log.asks(ask("kd", "d1", vcore=500))))] == ["d1"]
+
+
+GROUPS = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        limits:
+          - {limit: data at root, groups: [data], maxresources: {vcore: 3}}
+        queues:
+          - name: a
+            limits:
+              - {limit: data in a, groups: [data], maxresources: {vcore: 2}}
+              - {limit: web in a, groups: [web], maxresources: {vcore: 10}}
+          - name: b
+            limits:
+              - {limit: web in b, groups: [web], maxresources: {vcore: 10}}
+"""
+
+
+@pytest.mark.parametrize("queue, groups, placed_vcores, reason", [
+    # the limits' order picks the group, not the order the user's groups come in
+    ("root.a", ["web", "data"], 2, "group data limit (data in a) in queue root.a"),
+    # one group an application, found from its leaf up: web in b, so data's limit at root is not dave's
+    ("root.b", ["web", "data"], 10, "group web limit (web in b) in queue root.b"),
+])
+def test_one_group_an_application_as_yunikorn_resolves_it(queue, groups, placed_vcores, reason):
+    h = Harness()
+    h.setup(GROUPS, n1={"vcore": 32000})
+    placed(h, app("d1", queue, user="dave", groups=groups))
+    outs = h.do(h.log.asks(ask("k", "d1", vcore=1000, max_allocations=12)))
+    assert len(new_allocs(outs)) == placed_vcores
+    assert states(outs)[0].reason.startswith(reason)
+
+
+def test_the_rest_usage_of_users_and_groups_is_what_the_limits_count():
+    """/ws/v1/partition/default/usage/users and /groups give each user the limit that holds
+    them (their own before the `*` one, whatever the order in the file) and each group the
+    applications the group limits count under it (regression: a review found the first
+    limit listed given, and every group of every user listed)."""
+    import json
+
+    from ykbus.rest import router
+    h = Harness()
+    h.setup(LIMITS.replace("maxresources: {vcore: 4}", "maxresources: {vcore: 6}"), n1={"vcore": 32000})
+    placed(h, app("d1", "root.a", user="dave", groups=["web", "data"]), app("a1", "root.a", user="alice"))
+    h.do(h.log.asks(ask("kd", "d1", vcore=1000), ask("ka", "a1", vcore=1000)))
+    state = router.RestState(lambda: h.core, 1)
+
+    def get(path: str) -> object:
+        return json.loads(router.answer(state, router.Request("GET", path, {}, "", b"", ""))[2])
+    users = {u["userName"]: u["queues"] for u in get("/ws/v1/partition/default/usage/users")}
+    assert users["alice"]["maxResources"] == {"vcore": 6000}  # root's '*' limit
+    assert users["alice"]["children"][0]["maxResources"] == {"vcore": 2000}  # her own in root.a
+    groups = {g["groupName"]: g["queues"] for g in get("/ws/v1/partition/default/usage/groups")}
+    assert sorted(groups) == ["*", "data"]  # dave counted under data only; alice (group alice) under '*'
+    assert groups["data"]["children"][0]["maxResources"] == {"vcore": 3000}
+    assert groups["*"]["children"][0]["maxApplications"] == 2
+
+
+def test_a_user_given_no_groups_is_in_the_group_of_their_name():
+    h = Harness()
+    h.setup(GROUPS.replace("groups: [web], maxresources: {vcore: 10}}\n          - name: b",
+                           "groups: [web], maxresources: {vcore: 10}}\n              - {groups: [erin], maxapplications: 1}"
+                           "\n          - name: b"), n1={"vcore": 32000})
+    placed(h, app("e1", "root.a", user="erin"), app("e2", "root.a", user="erin"))
+    outs = h.do(h.log.asks(ask("k1", "e1", vcore=1000), ask("k2", "e2", vcore=1000)))
+    assert [a.applicationID for a in new_allocs(outs)] == ["e1"]
+    assert states(outs)[0].reason == "group erin limit in queue root.a: 1 of 1 applications running"
+    # and an ACL naming that group lets them in
+    h2 = Harness()
+    h2.setup("partitions: [{name: default, queues: [{name: root, queues: [{name: a, submitacl: ' erin'}]}]}]",
+             n1={"vcore": 8000})
+    placed(h2, app("e1", "root.a", user="erin"))
 
 
 def test_raising_a_limit_in_a_reload_releases_held_asks_and_snapshots_keep_trackers():
@@ -320,6 +399,15 @@ def test_raising_a_limit_in_a_reload_releases_held_asks_and_snapshots_keep_track
      "limits[1]: user 'a' already has a limit in partitions[0].queues[0].queues[0].limits[0]"),
     ("[{users: ['bad name'], maxapplications: 1}]", "limits[0].users[0]: 'bad name' must be * or match"),
     ("[{users: [a], maxapplications: 1, max: 3}]", "limits[0].max: unknown key"),
+    # as YuniKorn's validator: the '*' after the named, a '*' group only beside a named group
+    ("[{users: ['*'], maxapplications: 1}, {users: [a], maxapplications: 1}]",
+     "limits[1].users[0]: 'a' comes after the '*' user limit (partitions[0].queues[0].queues[0].limits[0]): "
+     "named users' limits go first"),
+    ("[{groups: ['*'], maxapplications: 1}]", "limits[0].groups[0]: a '*' group limit needs a named group's limit"),
+    ("[{groups: ['*', g], maxapplications: 1}]", "limits[0].groups[0]: a '*' group limit needs a named group's limit"),
+    ("[{groups: ['a@b'], maxapplications: 1}]", "limits[0].groups[0]: 'a@b' must be * or match"),
+    ("[{users: [on], maxapplications: 1}]", "limits[0].users[0]: True is a boolean in YAML: quote the name"),
+    ("[{groups: [007], maxapplications: 1}]", "limits[0].groups[0]: 7 is a number in YAML: quote it"),
 ])
 def test_invalid_limits(limits, error):
     text = ("partitions: [{name: default, queues: [{name: root, queues: "
@@ -327,6 +415,37 @@ def test_invalid_limits(limits, error):
     with pytest.raises(ConfigError) as exc:
         parse_config(load_yaml(text))
     assert any(error in e for e in exc.value.errors), exc.value.errors
+
+
+def test_a_limit_above_a_max_set_higher_up_says_where_the_max_is():
+    """Regression (a review): "exceeds the queue's max" for a queue with no max of its own."""
+    text = ("partitions: [{name: default, queues: [{name: root, queues: [{name: p, resources: {max: {vcore: 10}}, "
+            "maxapplications: 3, queues: [{name: c, limits: [{users: [a], maxresources: {vcore: 20}, maxapplications: 4}]}]}]}]}]")
+    with pytest.raises(ConfigError) as exc:
+        parse_config(load_yaml(text))
+    assert exc.value.errors == [
+        "partitions[0].queues[0].queues[0].queues[0].limits[0].maxresources: vcore 20 cores exceeds the max up the tree "
+        "10 cores",
+        "partitions[0].queues[0].queues[0].queues[0].limits[0].maxapplications: 4 exceeds the maxapplications up the "
+        "tree, 3"]
+
+
+def test_kubernetes_service_accounts_and_groups_can_be_limited():
+    text = ("partitions: [{name: default, queues: [{name: root, queues: [{name: a, limits: ["
+            "{users: ['system:serviceaccount:spark:spark-sa'], maxapplications: 2}, "
+            "{groups: ['system:authenticated'], maxapplications: 3}, {groups: ['*'], maxapplications: 4}]}]}]}]")
+    lims = parse_config(load_yaml(text)).partitions[0].root.queues[0].limits
+    assert [(lim.users, lim.groups) for lim in lims] == [
+        (("system:serviceaccount:spark:spark-sa",), ()), ((), ("system:authenticated",)), ((), ("*",))]
+
+
+def test_a_named_limit_above_the_wildcard_one_up_the_tree_is_refused():
+    text = ("partitions: [{name: default, limits: [{users: ['*'], maxresources: {vcore: 4}}], queues: [{name: root, "
+            "queues: [{name: a, limits: [{users: [alice], maxresources: {vcore: 8}}]}]}]}]")
+    with pytest.raises(ConfigError) as exc:
+        parse_config(load_yaml(text))
+    assert exc.value.errors == ["partitions[0].queues[0].queues[0].limits[0].maxresources: user 'alice': vcore 8 cores "
+                                "is above the '*' user limit up the tree, 4 cores"]
 
 
 def test_dump_of_a_parsed_configuration_parses_to_the_same():

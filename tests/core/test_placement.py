@@ -55,12 +55,10 @@ def test_first_matching_rule_wins_and_creates_unmanaged_queues():
                           app("b", "", user="bob.smith"),               # user under root.users, dot replaced
                           app("c", "", user="svc-etl", tags={"namespace": "etl"}),  # user denied -> tag
                           app("d", "root.nope", user="svc-x", groups=["ml", "x"]),  # provided fails -> group
-                          app("e", "", user="svc-y"))                   # nothing applies
-    assert ok == {"a": "root.prod", "b": "root.users.bob_dot_smith", "c": "root.etl", "d": "root.groups.ml"}
-    assert rejected == {"e": "no placement rule placed the application (rules: provided, user, tag, primarygroup): "
-                             "provided: the application names no queue (queueName is empty); user: its filter leaves "
-                             "user 'svc-y' out; tag: the application has no tag namespace; primarygroup: the user has "
-                             "no group"}
+                          app("e", "", user="svc-y"))  # given no groups: its group is its name, as YuniKorn's
+    assert ok == {"a": "root.prod", "b": "root.users.bob_dot_smith", "c": "root.etl", "d": "root.groups.ml",
+                  "e": "root.groups.svc-y"}
+    assert rejected == {}
     assert "root.nope" not in queues(h)
 
 
@@ -102,15 +100,16 @@ def test_a_queue_under_a_parent_removed_from_the_configuration_takes_no_new_appl
     unmanaged child root.users.alice stayed open: `provided` (or no rules at all) placed new
     applications there for as long as they came, so root.users never finished draining;
     the `user` rule already refused it."""
+    rules = RULES.replace(RULES[RULES.index("      - name: primaryGroup"):RULES.index("    queues:")], "")
     h = Harness()
-    h.setup(RULES, n1={"vcore": 4000})
+    h.setup(rules, n1={"vcore": 4000})
     placed(h, app("a", "", user="alice"))
     h.do(h.log.asks(ask("k", "a", vcore=1000)))
-    h.do(h.log.config(RULES.replace("          - name: users\n            parent: true\n", "")))
+    h.do(h.log.config(rules.replace("          - name: users\n            parent: true\n", "")))
     assert queues(h)["root.users"]["draining"] is True
     ok, rejected = placed(h, app("b", "root.users.alice", user="carol"))
     assert ok == {} and "provided: queue root.users.alice is under root.users, which is draining" in rejected["b"]
-    no_rules = RULES[:RULES.index("    placementrules:")] + RULES[RULES.index("    queues:"):]
+    no_rules = rules[:rules.index("    placementrules:")] + rules[rules.index("    queues:"):]
     h.do(h.log.config(no_rules.replace("          - name: users\n            parent: true\n", "")))
     ok, rejected = placed(h, app("c", "root.users.alice", user="carol"))
     assert rejected == {"c": "queue root.users.alice is under root.users, which is draining: it accepts no new "

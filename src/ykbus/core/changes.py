@@ -61,15 +61,16 @@ from ykbus.core.model import (
     Tracker,
     Victims,
     app_of,
-    applicable_limits,
     ask_spec,
     is_placeholder,
     tracker_key,
+    ugi_groups,
 )
 from ykbus.core.placement import AppPlacement, apply_template
 from ykbus.core.resources import Res, add_into, sub_into
 from ykbus.core.state import PartitionState
 from ykbus.core.step import Step
+from ykbus.core.usergroups import app_limits
 from ykbus.si import messages as m
 
 # read once: compiled code looks a module it did not compile up at every use (23 M instructions
@@ -159,14 +160,13 @@ class Changes:
     def _track(self, app: App) -> None:
         """Find (or make) the trackers of the limits that apply to `app`, leaf to root."""
         app.trackers = []
-        for q in app.path:
-            for kind, name, lim in applicable_limits(q, app.user, app.groups):
-                key = tracker_key(q, kind, name)
-                t = self.records.trackers.get(key)
-                if t is None:
-                    t = self.records.trackers[key] = Tracker(q, kind, name, lim)
-                t.apps += 1
-                app.trackers.append(t)
+        for q, kind, name, lim in app_limits(app.path, app.user, app.groups):
+            key = tracker_key(q, kind, name)
+            t = self.records.trackers.get(key)
+            if t is None:
+                t = self.records.trackers[key] = Tracker(q, kind, name, lim)
+            t.apps += 1
+            app.trackers.append(t)
 
     def retrack(self, ctx: Step) -> None:
         """Rebuild every tracker from the live state (after a reload or a snapshot load):
@@ -297,7 +297,7 @@ class Changes:
     def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Step) -> None:
         """Remember that application `msg` was rejected (for readers; the newest
         limits.REJECTED_KEPT are kept, one per id)."""
-        history = AppHistory(ctx.ts, msg.ugi.user, list(msg.ugi.groups), [(ctx.ts, AppState.REJECTED.value)])
+        history = AppHistory(ctx.ts, msg.ugi.user, ugi_groups(msg.ugi), [(ctx.ts, AppState.REJECTED.value)])
         rejected = self.records.rejected
         dropped = 1 if rejected.pop(msg.applicationID, None) is not None else 0
         rejected[msg.applicationID] = Terminated(AppState.REJECTED, ctx.ts, reason, queue, history)

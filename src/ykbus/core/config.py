@@ -46,7 +46,7 @@ from typing import Any
 import msgspec
 
 from ykbus import limits
-from ykbus.core.acl import ACL_NAME, WILDCARD, Acl, parse_acl
+from ykbus.core.acl import WILDCARD, Acl, parse_acl
 from ykbus.core.limitnest import check_nested_limits
 from ykbus.core.queueprops import (
     _ENUM_PROPERTIES,
@@ -63,6 +63,9 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+# YuniKorn's UserRegExp and GroupRegExp: the names a limit may give (Kubernetes' `system:serviceaccount:ns:sa`)
+LIMIT_USER = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$")
+LIMIT_GROUP = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$")
 DEFAULT_PARTITION = "default"
 ROOT = "root"
 RECOVERY_NAME = "@recovery@"  # root.@recovery@: YuniKorn's queue for recovered applications
@@ -292,13 +295,16 @@ def _limit(obj: object, path: str, errors: _Errors) -> LimitConfig | None:
         return None
     errors.keys(raw, _LIMIT_KEYS, path)
     lists = []
-    for what in ("users", "groups"):
-        names = [str(n) for n in _sequence(raw.get(what), f"{path}.{what}", errors)]
-        for i, n in enumerate(names):
-            if n != WILDCARD and not ACL_NAME.fullmatch(n):
-                errors.add(f"{path}.{what}[{i}]", f"{n!r} must be * or match {ACL_NAME.pattern}")
-            if names.index(n) != i:
+    for what, rule in (("users", LIMIT_USER), ("groups", LIMIT_GROUP)):
+        names = []
+        for i, n in enumerate(_sequence(raw.get(what), f"{path}.{what}", errors)):
+            if not isinstance(n, str) or not n:
+                errors.add(f"{path}.{what}[{i}]", _not_a_name(n, f"a {what[:-1]}"))
+            elif n != WILDCARD and not rule.fullmatch(n):
+                errors.add(f"{path}.{what}[{i}]", f"{n!r} must be * or match {rule.pattern}")
+            elif n in names:
                 errors.add(f"{path}.{what}[{i}]", f"{n!r} is listed twice")
+            names.append(str(n))
         lists.append(tuple(names))
     users, groups = lists
     if not users and not groups:
@@ -317,6 +323,9 @@ def _limit(obj: object, path: str, errors: _Errors) -> LimitConfig | None:
 
 
 def _limits(obj: object, path: str, errors: _Errors) -> list[LimitConfig]:
+    """A queue's limits. As YuniKorn's validator has them: a name in one limit only; the `*`
+    user (or group) after every named one; a `*` group limit only after a named group's (one
+    alone would count every user's applications together: the queue's own max)."""
     out = []
     seen: dict[tuple[str, str], str] = {}
     for i, item in enumerate(_sequence(obj, path, errors)):
@@ -324,10 +333,16 @@ def _limits(obj: object, path: str, errors: _Errors) -> list[LimitConfig]:
         if lim is None:
             continue
         for what, names in (("user", lim.users), ("group", lim.groups)):
-            for n in names:
+            for j, n in enumerate(names):
                 where = seen.setdefault((what, n), f"{path}[{i}]")
                 if where != f"{path}[{i}]":
                     errors.add(f"{path}[{i}]", f"{what} {n!r} already has a limit in {where}")
+                elif n != WILDCARD and (what, WILDCARD) in seen:
+                    errors.add(f"{path}[{i}].{what}s[{j}]", f"{n!r} comes after the '*' {what} limit "
+                               f"({seen[(what, WILDCARD)]}): named {what}s' limits go first")
+                elif n == WILDCARD and what == "group" and len([k for k in seen if k[0] == "group"]) == 1:
+                    errors.add(f"{path}[{i}].groups[{j}]", "a '*' group limit needs a named group's limit before it "
+                               "in the same queue (alone, it would hold all users together: that is the queue's max)")
         out.append(lim)
     return out
 
@@ -423,11 +438,13 @@ def _check_tree(q: QueueConfig, path: str, errors: _Errors, limits: dict[str, in
     for i, lim in enumerate(q.limits):
         for res, value in lim.maxresources.items():
             if res in own_max and value > own_max[res]:
+                whose = "the queue's max" if res in q.max else "the max up the tree"
                 errors.add(f"{path}.limits[{i}].maxresources",
-                           f"{res} {fq(res, value)} exceeds the queue's max {fq(res, own_max[res])}")
+                           f"{res} {fq(res, value)} exceeds {whose} {fq(res, own_max[res])}")
         if own_apps and lim.maxapplications > own_apps:
+            whose = "the queue's" if q.maxapplications else "the maxapplications up the tree,"
             errors.add(f"{path}.limits[{i}].maxapplications",
-                       f"{lim.maxapplications} exceeds the queue's {own_apps}")
+                       f"{lim.maxapplications} exceeds {whose} {own_apps}")
     t = q.childtemplate
     if t is not None:
         if not q.parent:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ykbus.core import why
-from ykbus.core.acl import WILDCARD
 from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import ChildTemplate, LimitConfig, QueueConfig, duration_ms, parse_offset
 from ykbus.core.lifecycle import AllocationState, AppState, AskPlace, AskState, NodeState
@@ -566,8 +565,21 @@ def app_of(msg: m.AddApplicationRequest, queue: Queue, seq: int, submitted: int)
     """The application an RM's `AddApplicationRequest` adds, in `queue`."""
     placeholders = msg.placeholderAsk
     gang = {k: q.value for k, q in placeholders.resources.items() if q.value} if placeholders is not None else {}
-    return App(msg.applicationID, queue, seq, msg.ugi.user, list(msg.ugi.groups), msg.tags,
+    return App(msg.applicationID, queue, seq, msg.ugi.user, ugi_groups(msg.ugi), msg.tags,
                msg.executionTimeoutMilliSeconds, gang, msg.gangSchedulingStyle == "Hard", submitted)
+
+
+def user_groups(user: str, groups: Any) -> list[str]:
+    """The groups of an application's user: those the RM gives, else the user's own name (as
+    YuniKorn resolves a user it is given no groups for: without a resolver, a user is in the
+    primary group of the same name)."""
+    if groups:
+        return list(groups)
+    return [user] if user else []
+
+
+def ugi_groups(ugi: m.UserGroupInformation) -> list[str]:
+    return user_groups(ugi.user, ugi.groups)
 
 
 def is_leader(ask: Ask) -> bool:
@@ -745,29 +757,6 @@ def count_app_priorities(leaf: Queue) -> None:
 
 def tracker_key(queue: Queue, kind: str, name: str) -> str:
     return f"{queue.path}|{kind}|{name}"
-
-
-def applicable_limits(queue: Queue, user: str, groups: list[str]) -> list[tuple[str, str, LimitConfig]]:
-    """The limits of `queue` that apply to a user, as (kind, tracked name, limit): the
-    user's own or else the `*` user limit; for groups, the first of the user's groups that
-    has a limit here, or else the `*` group limit counted against the user's first group."""
-    out: list[tuple[str, str, LimitConfig]] = []
-    if not queue.limits:
-        return out
-    own = next((lim for lim in queue.limits if user in lim.users), None)
-    wild = next((lim for lim in queue.limits if WILDCARD in lim.users), None)
-    if own is not None or wild is not None:
-        out.append(("user", user, own or wild))  # type: ignore[arg-type]
-    for g in groups:
-        lim = next((lim for lim in queue.limits if g in lim.groups), None)
-        if lim is not None:
-            out.append(("group", g, lim))
-            break
-    else:
-        wild = next((lim for lim in queue.limits if WILDCARD in lim.groups), None)
-        if wild is not None and groups:
-            out.append(("group", groups[0], wild))
-    return out
 
 
 _RESOURCE_MSGS: Final[dict[int, tuple[Res, m.Resource]]] = {}

@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ykbus.core.config import QUEUE_NAME, ChildTemplate, PlacementRule, QueueConfig, RuleFilter, from_root
-from ykbus.core.model import DOT, FORCE_TAG, RECOVERY_QUEUE, Queue, full_path
+from ykbus.core.model import DOT, FORCE_TAG, RECOVERY_QUEUE, Queue, full_path, ugi_groups
 from ykbus.si import messages as m
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class AppPlacement:
         recovers (tag `application.create.force`) that nothing places goes to
         `root.@recovery@`, without an ACL check."""
         part = self.partition
-        user, groups = msg.ugi.user, list(msg.ugi.groups)
+        user, groups = msg.ugi.user, ugi_groups(msg.ugi)
         rules = part.config.placementrules
         chosen: Queue | None = None
         reason = ""
@@ -152,7 +152,7 @@ class AppPlacement:
         A leaf the user may not submit to does not count: the next name or rule is tried.
         Why it placed nothing goes to `missed` (a parent rule's reason before its child's)."""
         user = msg.ugi.user
-        if not _filter_allows(rule.filter, user, list(msg.ugi.groups)):
+        if not _filter_allows(rule.filter, user, ugi_groups(msg.ugi)):
             return self._miss(rule, f"its filter leaves user {user!r} out")
         names = self._rule_names(rule, msg)
         if not names:
@@ -179,7 +179,7 @@ class AppPlacement:
                            else f"queue {queue.path} is a leaf queue: a parent rule names a parent")
             elif closed := draining(queue):
                 self._miss(rule, closed)
-            elif leaf and not may_submit(queue, user, list(msg.ugi.groups)):
+            elif leaf and not may_submit(queue, user, ugi_groups(msg.ugi)):
                 self.denied.append(denial(queue.path, user))
             else:
                 return queue
@@ -191,7 +191,7 @@ class AppPlacement:
     @staticmethod
     def _rule_names(rule: PlacementRule, msg: m.AddApplicationRequest) -> list[str]:
         """The queue names a rule proposes, in order (generated parts get `.` -> `_dot_`)."""
-        groups = list(msg.ugi.groups)
+        groups = ugi_groups(msg.ugi)
         if rule.name == "provided":
             return [msg.queueName] if msg.queueName else []
         if rule.name == "fixed":

@@ -38,6 +38,7 @@ from ykbus.core.model import (
     QueueRoom,
     Terminated,
     parse_wait,
+    user_groups,
 )
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager, YamlLoader
@@ -474,7 +475,7 @@ def _restore_partition(rm: str, s: SPartition, timers: Timers[Timer], now: int) 
         p.nodes[node.id] = node
 
     for sa in s.apps:  # each through its constructor, from the values it was made of
-        app = App(sa.id, p.queues[sa.queue], sa.seq, sa.user, list(sa.groups), sa.tags, timeout_ms=sa.timeout_ms,
+        app = App(sa.id, p.queues[sa.queue], sa.seq, sa.user, user_groups(sa.user, sa.groups), sa.tags, timeout_ms=sa.timeout_ms,
                   gang=dict(sa.gang), gang_hard=sa.gang_hard)
         app.gang_timer = sa.gang_timer
         app.domains = {group: (kept[0], tuple(kept[1:])) for group, kept in sa.domains.items()}

@@ -12,12 +12,13 @@ from typing import Any, Final
 
 import yaml
 
-from ykbus.core.config import ConfigError, PlacementRule, SchedulerConfig, parse_config
+from ykbus.core.config import ConfigError, LimitConfig, PlacementRule, SchedulerConfig, parse_config
 from ykbus.core.configdump import dump_config
 from ykbus.core.lifecycle import AppState
-from ykbus.core.model import App
+from ykbus.core.model import App, Queue
 from ykbus.core.partition import Partition
 from ykbus.core.registry import ResourceManager
+from ykbus.core.usergroups import app_group, group_limit, user_limit
 from ykbus.rest import steps
 from ykbus.rest.dao import res
 from ykbus.yamlload import load_yaml
@@ -277,13 +278,13 @@ def _usage_tree(p: Partition, apps: list[App], limits: dict[str, tuple[int, dict
     return nodes.get("root", {"queuePath": "root"})
 
 
-def _limits(p: Partition, kind: str, name: str) -> dict[str, tuple[int, dict[str, int]]]:
+def _limits(p: Partition, lookup: Callable[[Queue, str], LimitConfig | None], name: str) -> dict[str, tuple[int, dict[str, int]]]:
+    """(maxapplications, maxresources) of the limit `lookup` finds for `name` on each queue."""
     out: dict[str, tuple[int, dict[str, int]]] = {}
     for q in p.queues.values():
-        for lim in q.limits:
-            names = lim.users if kind == "user" else lim.groups
-            if name in names or "*" in names:
-                out.setdefault(q.path, (lim.maxapplications, dict(lim.maxresources)))
+        lim = lookup(q, name) if q.limits else None
+        if lim is not None:
+            out[q.path] = (lim.maxapplications, dict(lim.maxresources))
     return out
 
 
@@ -291,19 +292,19 @@ def users(p: Partition) -> list[dict[str, Any]]:
     by_user: dict[str, list[App]] = {}
     for app in p.apps.values():
         by_user.setdefault(app.history.user, []).append(app)
-    return [{"userName": u, "queues": _usage_tree(p, apps, _limits(p, "user", u))}
+    return [{"userName": u, "queues": _usage_tree(p, apps, _limits(p, user_limit, u))}
             for u, apps in sorted(by_user.items())]
 
 
 def groups(p: Partition) -> list[dict[str, Any]]:
-    """Groups are tracked only where a group limit names them (YuniKorn's)."""
-    limited = {g for q in p.queues.values() for lim in q.limits for g in lim.groups}
+    """Each group the group limits count an application under (`app_group`: one an
+    application, `*` for those a `*` group limit takes together), as YuniKorn tracks them."""
     by_group: dict[str, list[App]] = {}
     for app in p.apps.values():
-        for g in app.history.groups:
-            if g in limited or "*" in limited:
-                by_group.setdefault(g, []).append(app)
-    return [{"groupName": g, "queues": _usage_tree(p, apps, _limits(p, "group", g))}
+        g = app_group(app.path, app.groups)
+        if g:
+            by_group.setdefault(g, []).append(app)
+    return [{"groupName": g, "queues": _usage_tree(p, apps, _limits(p, group_limit, g))}
             for g, apps in sorted(by_group.items())]
 
 

@@ -29,7 +29,7 @@ import msgspec
 
 from ykbus import __version__ as VERSION
 from ykbus.core import Core
-from ykbus.core.config import preemption_enabled, quota_preemption_enabled
+from ykbus.core.config import LIMIT_GROUP, LIMIT_USER, preemption_enabled, quota_preemption_enabled
 from ykbus.core.lifecycle import AppState, RMState
 from ykbus.core.partition import Partition
 from ykbus.core.projection import Estimates
@@ -254,14 +254,10 @@ def placement_rules(st: RestState, req: Request, part: str) -> Any:
     return ops.placement_rules(st.partition(part)[1])
 
 
-USER_NAME = re.compile(r"[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?")  # YuniKorn's UserRegExp and GroupRegExp
-GROUP_NAME = re.compile(r"[_a-zA-Z][a-zA-Z0-9:_.-]*")
-
-
 def usage(st: RestState, req: Request, part: str, kind: str, name: str = "") -> Any:
-    if kind == "user" and not USER_NAME.fullmatch(name):
+    if kind == "user" and not LIMIT_USER.fullmatch(name):
         raise RestError(400, "Invalid user name")
-    if kind == "group" and not GROUP_NAME.fullmatch(name):
+    if kind == "group" and not LIMIT_GROUP.fullmatch(name):
         raise RestError(400, "Invalid group name")
     _, p = st.partition(part)
     found = ops.users(p) if kind.startswith("user") else ops.groups(p)
