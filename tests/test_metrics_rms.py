@@ -74,3 +74,45 @@ def test_a_series_that_falls_to_zero_stays_at_zero_while_its_queue_is_there():
     assert (after[allocated], after[pending]) == (0, 0), after
     assert after['yunikorn_queue_resource{queue="root.b",resource="memory",state="allocated"}'] == 0
     assert after[running] == 0 or 'yunikorn_queue_app{queue="root.b",state="completing"}' in after
+
+
+def test_counters_never_go_down_when_an_rm_registers_again_or_leaves():
+    """Regression (an outside review): the decision counters were the partitions' own, and a
+    registration again (a shim restarted, `ykbus up` restarted) or an RM leaving wiped them:
+    `container_allocation_attempt_total` fell from 67,979 to 2,541, and Prometheus read each
+    fall as a counter reset. They go on from what the partitions that went counted, and a
+    snapshot keeps that."""
+    from ykbus.core.snapshot import dump_snapshot, load_snapshot
+    from ykbus.yamlload import load_yaml
+
+    core = fresh_core()
+    log = LogBuilder("rm")
+    metrics = Metrics(router.RestState(live=lambda: core, started=0), figures)
+
+    def counted() -> dict[str, float]:
+        text = metrics.exposition().decode()
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith(("yunikorn_scheduler_container_allocation_attempt_total",
+                                    "yunikorn_scheduler_application_submission_total", "yunikorn_root_b_queue"))}
+
+    def run_one(app_id: str) -> None:
+        core.apply(log.nodes(node("n1", vcore=4000)))
+        core.apply(log.apps(app(app_id, "root.b")))
+        core.apply(log.asks(ask("k", app_id, vcore=1000)))
+
+    core.apply(log.register(QUEUES % "b"))
+    run_one("a1")
+    first = counted()
+    allocated = 'yunikorn_scheduler_container_allocation_attempt_total{state="allocated"}'
+    assert first[allocated] == 1 and first['yunikorn_root_b_queue_container{state="allocated"}'] == 1
+    core.apply(log.register(QUEUES % "b"))  # registered again: its state starts afresh, not its counts
+    run_one("a2")
+    again = counted()
+    assert again[allocated] == 2 and again['yunikorn_scheduler_application_submission_total{result="accepted"}'] == 2
+    core.apply(log.unregister())  # it leaves: what it counted stays counted
+    assert counted() == again
+    core = load_snapshot(dump_snapshot(core), load_yaml)  # and a restarted core counts the same
+    assert counted() == again
+    core.apply(log.register(QUEUES % "b"))
+    run_one("a3")
+    assert counted()[allocated] == 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from ykbus.rest.metrics import MS_BUCKETS, Tally, TallyCollector
+from ykbus.rest.metrics import LATENCY_BUCKETS, Tally, TallyCollector
 
 VALUES = [0.0, 0.0001, 0.00011, 0.001, 0.5, 1, 1.0000001, 10, 99.9, 100, 1000, 10000, 10000.5, 123456.0]
 
@@ -19,12 +19,12 @@ def exposition(observe_into) -> str:
 
 def test_a_tally_exposes_what_prometheus_clients_histogram_does():
     def with_library(registry):
-        h = Histogram("x_milliseconds", "help", registry=registry, buckets=MS_BUCKETS)
+        h = Histogram("x_milliseconds", "help", registry=registry, buckets=LATENCY_BUCKETS)
         for v in VALUES:
             h.observe(v)
 
     def with_tally(registry):
-        t = Tally(MS_BUCKETS)
+        t = Tally(LATENCY_BUCKETS)
         for v in VALUES:
             t.observe(v)
         registry.register(TallyCollector([("x_milliseconds", "help", t)]))

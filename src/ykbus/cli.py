@@ -440,18 +440,24 @@ def cmd_core(args: argparse.Namespace) -> int:
 
     from ykbus import logs
     from ykbus.bus.service import LogGap, asyncio_loop_policy, serve
+    from ykbus.bus.streams import OtherDeployment
 
     settings = _service_settings(args)
     logs.setup(args.log_level or settings.log_level)
     asyncio_loop_policy()
     gaps: list[BaseException] = []
+    sharded: list[BaseException] = []
     try:
         anyio.run(serve, settings)
     except* LogGap as group:
         gaps += leaves(group)
+    except* OtherDeployment as group:
+        sharded += leaves(group)
     for exc in gaps:
         logging.getLogger("ykbus.core").error("stopped: the input log has a gap", extra={"fields": {"error": str(exc)}})
-    return 3 if gaps else 0
+    for exc in sharded[:1]:
+        logging.getLogger("ykbus.core").error("stopped: not this core's streams", extra={"fields": {"error": str(exc)}})
+    return 3 if gaps else 2 if sharded else 0
 
 
 def cmd_record(args: argparse.Namespace) -> int:

@@ -145,7 +145,7 @@ def test_a_format_2_snapshot_without_reasons_still_loads():
     snap = msgspec.msgpack.decode(dump_snapshot(h.core))
     snap["format"] = 2  # as ykbus wrote it before reasons: SApp and SAsk without `why`
     for rm in snap["rms"]:
-        for p in rm[-1]:  # SRM.partitions
+        for p in rm[9]:  # SRM.partitions
             apps = next(x for x in p if isinstance(x, list) and x and isinstance(x[0], list) and x[0][0] == "a")
             for a in apps:  # SApp arrays: `asks` at 7; format 2 ended at `timer` (12 fields)
                 for k in a[7]:

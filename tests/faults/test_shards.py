@@ -126,7 +126,9 @@ async def test_an_rm_moved_to_another_shard_under_load_loses_and_repeats_no_deci
             assert done.returncode == 0, done.stderr
             assert "rm-a\tnowhere" in done.stdout and "rm-b\ts2" in done.stdout
 
-        recs = await stream_two_rms(url, shards, {10: typo, 15: move})
+        # (the move early enough that asks are still in flight once it is judged: the target's lease is
+        # watched for a renewal first, up to its TTL)
+        recs = await stream_two_rms(url, shards, {5: typo, 8: move})
         moved_events = [e.message for e in recs["rm-b"].events if "moved" in e.message]
         assert len(moved_events) == 1 and "from core shard 'default' to 's2'" in moved_events[0]
         assert set(read(shards[1], "/api/state")["rms"]) == {"rm-b"}  # s2 holds rm-b now

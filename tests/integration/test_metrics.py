@@ -105,6 +105,11 @@ async def test_yunikorns_families_with_the_scenarios_values_and_the_same_counts_
         assert 'yunikorn_scheduler_application_total{state="rejected"}' not in text  # not one of its states
         assert value(text, "ykbus_input_lag_entries") == 0
         assert value(text, "yunikorn_scheduler_scheduling_latency_milliseconds_count") > 0
+        # in seconds, in YuniKorn's buckets, though the name says milliseconds (its scheduler.go observes
+        # SinceInSeconds): every entry well under a second (regression: milliseconds were observed)
+        assert 'yunikorn_scheduler_scheduling_latency_milliseconds_bucket{le="10000.0"}' not in text
+        assert value(text, 'yunikorn_scheduler_scheduling_latency_milliseconds_bucket{le="1.0"}') == \
+            value(text, "yunikorn_scheduler_scheduling_latency_milliseconds_count")
 
         # a restarted core (from its snapshot and the log) counts the same decisions
         async with running_core(nats_server.url, api_port=port) as again:
@@ -116,6 +121,50 @@ async def test_yunikorns_families_with_the_scenarios_values_and_the_same_counts_
                                 "yunikorn_scheduler_container_allocation_attempt_total", "yunikorn_root_b")):
                 name = line.rsplit(" ", 1)[0]
                 assert value(after, name) == value(text, name), name
+
+
+async def test_a_leader_that_lost_its_lease_says_it_no_longer_leads(nats_server):
+    """Regression (a review): a leader whose NATS went away kept `ykbus_core_leader 1` and
+    `"role": "leader"` after its lease lapsed, beside the process that took over."""
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port, lease_ttl_s=0.5) as core:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+            while value((await scrape(port))[1], "ykbus_core_leader") != 1:
+                await anyio.sleep(0.05)
+        nats_server.stop(kill=True)
+        await anyio.sleep(1.0)  # twice its lease
+        assert value((await scrape(port))[1], "ykbus_core_leader") == 0
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/api/health")
+        assert status == 200 and json.loads(body)["role"] == "standby"
+        nats_server.start()  # the same port: it renews again and leads
+        with anyio.fail_after(15):
+            while value((await scrape(port))[1], "ykbus_core_leader") != 1:
+                await anyio.sleep(0.1)
+
+
+async def test_a_reader_says_when_no_core_leads(nats_server):
+    """Regression (a review): under `ykbus up` the web UI's reader answers the metrics and the
+    health; with the writer stopped it said `"status": "ok"` and nothing said that no
+    decision was published."""
+    port = free_port()
+
+    async def reader_says() -> tuple[float, str]:
+        _, text = await scrape(port)
+        status, _, body = await anyio.to_thread.run_sync(fetch, port, "/api/health")
+        return value(text, "ykbus_leader_present"), json.loads(body)["status"]
+    async with running_core(nats_server.url, lease_ttl_s=0.5) as writer, \
+            running_core(nats_server.url, api_port=port, reader=True) as reader:
+        with anyio.fail_after(15):
+            await reader.http_started.wait()
+            while await reader_says() != (1, "ok"):
+                await anyio.sleep(0.1)
+        writer.stop()  # its lease released
+        with anyio.fail_after(15):
+            while await reader_says() != (0, "no leader"):
+                await anyio.sleep(0.1)
+        _, text = await scrape(port)
+        assert value(text, "ykbus_core_leader") == 0 and value(text, "ykbus_failed_entries_total") == 0
 
 
 def promtool() -> str:

@@ -59,6 +59,11 @@ class RegistrationError(Exception):
     """The core refused the registration; the text is its reason."""
 
 
+class NoCoreAnswered(RegistrationError, TimeoutError):
+    """No core answered a registration in time: none runs on this server (or prefix), or,
+    with core shards, the shard `default` (which registers an RM no assignment names) does not."""
+
+
 class AttachError(Exception):
     """The core could not make this RM's output consumer; the text says why."""
 
@@ -268,14 +273,20 @@ class NatsScheduler(SchedulerAPI):
         self.callback = callback
         self.encoding = request.extraConfig.get("encoding", "json")
         assert self._tg is not None, "use NatsScheduler as an async context manager"
-        with anyio.fail_after(timeout):  # covers waiting for the core to create its streams
-            self._registering = True
-            await self._tg.start(self._consume)
-            seq = self._register_seq = await self.publish("register", request)
-            self._register_published.set()
-            while seq not in self._registers:
-                self._register_seen = anyio.Event()
-                await self._register_seen.wait()
+        try:
+            with anyio.fail_after(timeout):  # covers waiting for the core to create its streams
+                self._registering = True
+                await self._tg.start(self._consume)
+                seq = self._register_seq = await self.publish("register", request)
+                self._register_published.set()
+                while seq not in self._registers:
+                    self._register_seen = anyio.Event()
+                    await self._register_seen.wait()
+        except TimeoutError:
+            raise NoCoreAnswered(f"no core answered the registration of {request.rmID!r} within {timeout:g} s: is a "
+                                 f"core running on this NATS server, on prefix {self.subjects.prefix}? (With core "
+                                 "shards: the shard `default` registers an RM no assignment names: docs/sharding.md)"
+                                 ) from None
         response = self._registers.pop(seq)
         if response.error:
             raise RegistrationError(response.error)

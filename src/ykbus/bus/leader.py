@@ -102,9 +102,16 @@ class Leadership:
         return self.lease.role if self.lease is not None else "standby"
 
     def view(self) -> dict[str, Any]:
-        if self.lease is None:
-            return {"role": self.role, "leader": None, "term": 0}
-        return {**self.lease.view(), "role": self.role}
+        """For `health`: this process's role, the leader it knows and its term; `status` "no
+        leader" when none leads (decisions are made from the log, and published by no one)."""
+        view = {"role": self.role, "leader": None, "term": 0} if self.lease is None else \
+            {**self.lease.view(), "role": self.role}
+        return view if self.leader_present() else {**view, "status": "no leader"}
+
+    def leader_present(self) -> bool:
+        """Whether some core process leads now, as this one knows: itself, or a holder whose
+        lease it sees renewed (a reader's or a standby's view)."""
+        return self.role == "leader" or (self.lease is not None and self.lease.leader is not None)
 
     def publishing(self) -> bool:
         """This process publishes now: it has taken over, and its lease holds."""

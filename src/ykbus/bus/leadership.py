@@ -130,7 +130,9 @@ class Lease:
 
     @property
     def role(self) -> str:
-        return "leader" if self.term else "standby"
+        """"leader" while it may publish (`leading`): a leader whose lease lapsed (NATS away,
+        or deposed) says "standby", as it acts, so no two processes say "leader" at once."""
+        return "leader" if self.leading else "standby"
 
     @property
     def leading(self) -> bool:
@@ -162,7 +164,7 @@ class Lease:
             except KeyWrongLastSequenceError:
                 return False  # another candidate was first
         sent = self._clock()  # after the answer: the holder wrote this revision before now
-        holder = self.leader = _holder(entry.value)
+        holder = self.leader = lease_holder(entry.value)
         if not self._lapsed(entry.revision, holder, sent) or not self._ready():
             return False
         try:
@@ -196,7 +198,7 @@ class Lease:
         except Exception as exc:  # noqa: BLE001 - NATS away: look again at the next poll
             log.info("lease read failed", extra={"fields": {"error": repr(exc)}})
             return
-        holder = _holder(entry.value)
+        holder = lease_holder(entry.value)
         self.leader = None if self._lapsed(entry.revision, holder, self._clock()) else holder
 
     def _lapsed(self, revision: int, holder: dict[str, Any], now: float) -> bool:
@@ -272,7 +274,8 @@ class Lease:
         return {"role": self.role, "leader": self.leader, "term": self.term}
 
 
-def _holder(value: bytes | None) -> dict[str, Any]:
+def lease_holder(value: bytes | None) -> dict[str, Any]:
+    """The holder a lease's value names (empty when it does not parse)."""
     try:
         holder = json.loads(value or b"{}")
     except ValueError:

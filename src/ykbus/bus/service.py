@@ -57,7 +57,7 @@ from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
 from ykbus.bus.eventfeed import EventFeed
 from ykbus.bus.leader import CONSUMER_HEARTBEAT_S, Leadership
-from ykbus.bus.leadership import Lease, identity, lease_store
+from ykbus.bus.leadership import Lease, identity, lease_store, lease_term
 from ykbus.bus.live import LiveCore
 from ykbus.bus.local import connect, subscribed
 from ykbus.bus.operator import OperatorConfig
@@ -66,6 +66,7 @@ from ykbus.bus.settings import ServiceSettings, api_exposure_error
 from ykbus.bus.sharding import Arrivals, Sharding, StoppedWaiting, shards_bucket
 from ykbus.bus.snapshots import Snapshotter, chunk_bytes, load_latest
 from ykbus.bus.streams import (
+    OtherDeployment,
     answer_attach,
     ensure_streams,
     failed_records,
@@ -122,6 +123,25 @@ async def unless_stopped(stop: anyio.Event, start: Callable[[], Awaitable[None]]
 
 class LogGap(Exception):
     """The input log is missing entries the core has not applied: it will not guess past."""
+
+
+class ShardedLog(OtherDeployment):
+    """An unsharded core on the log of core shards (docs/sharding.md): it would apply every
+    RM's entries and publish its decisions beside the shards' (each allocation twice)."""
+
+
+async def shard_tick_in(js: Any, subjects: Subjects) -> str | None:
+    """The subject of a core shard's tick in the input log, if one is (a shard's leader ticks,
+    each tick fenced by its term: a message on such a subject without one is no shard's)."""
+    for subject in sorted((await js.stream_info(IN_STREAM, subjects_filter=subjects.shard_ticks)).state.subjects or {}):
+        if lease_term((await js.get_msg(IN_STREAM, subject=subject)).headers) > 0:
+            return subject
+    return None
+
+
+def sharded_log_error(subject: str) -> ShardedLog:
+    return ShardedLog(f"the input log has entries of core shards ({subject}): it is served by sharded cores; "
+                      "run `ykbus core --shard NAME` (docs/sharding.md), not an unsharded core beside them")
 
 
 class Connected:
@@ -212,7 +232,9 @@ class CoreService:
                 "last_applied_sequence": core.last_seq, "allocations_decided": core.allocations_made,
                 "snapshot_age_seconds": time.monotonic() - self.snapshots.at,
                 "rms": {r.id: r.state.value for r in core.rms.values()},
-                "role": self.leadership.role}
+                "role": self.leadership.role, "leader_present": self.leadership.leader_present(),
+                "failed_entries": self.stats["failedEntries"],
+                "rejections": dict(self.publisher.rejections) if self._connected is not None else {}}
 
     async def run(self) -> None:
         s = self.settings
@@ -268,7 +290,7 @@ class CoreService:
                         await self.leadership.on_duty.wait()
                 await subscribed(self.nc)  # started means answering: the read API's too
                 mark("ready_ms")
-                log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix,
+                log.info("core started", extra={"fields": {"resume_from": start, "prefix": s.prefix, "shard": s.shard,
                                                            "role": self.leadership.role, **phases}})
                 self.started.set()
                 await self._stop.wait()
@@ -335,6 +357,8 @@ class CoreService:
         return os.path.join(d, f"{self.subjects.snapshot_object}.snap") if d else None
 
     async def _check_log_start(self) -> None:
+        if self.settings.shard is None and (subject := await shard_tick_in(self.js, self.subjects)):
+            raise sharded_log_error(subject)
         info = await self.js.stream_info(IN_STREAM)
         first, messages = info.state.first_seq, info.state.messages
         self._log_end_at_start = info.state.last_seq
@@ -364,6 +388,8 @@ class CoreService:
             return  # stopping: what is not applied now, the next start applies
         try:
             entry, lag = entry_of(msg, self.subjects)
+            if self.settings.shard is None and self.subjects.shard_tick(msg.subject) and lease_term(msg.headers):
+                raise sharded_log_error(msg.subject)  # a shard's leader began beside this core: stop before its entry
             if self.connected.sharding.shard is not None:  # an RM moving here: its state first, outside the writer
                 await self.connected.sharding.before(entry)
             kept = self.leadership.unpublished
@@ -464,7 +490,7 @@ class CoreService:
         if s.shard is not None:
             async with self.live.lock:  # units of RMs that left while this process was a standby
                 await self.connected.sharding.store_pending()
-            tg.start_soon(self.connected.sharding.follow, await shards_bucket(self.js, s.limits.replicas),
+            tg.start_soon(self.connected.sharding.follow, self.js, await shards_bucket(self.js, s.limits.replicas),
                           await self.js.key_value(LEASE_BUCKET))
         # one leader answers each request, when several shards lead
         subs = [await self.nc.subscribe(self.subjects.admins, queue="ykbus-leader", cb=self.operator.on_admin),
@@ -508,7 +534,7 @@ class CoreService:
         """The read API: a projection of the state (never live objects); see bus/readapi.py."""
         body = readapi.read(self.core, self.stats, verb, request)
         if verb == "health":
-            body.update(self.leadership.view())
+            body.update(self.leadership.view())  # (its `status` "no leader" when none leads)
             if self.settings.shard is not None:
                 body["shard"] = self.settings.shard
         return body

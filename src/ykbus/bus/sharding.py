@@ -23,8 +23,9 @@ from typing import Any, Protocol
 import anyio
 from nats.errors import Error as NatsError
 from nats.js import api
-from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError, ObjectNotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
 
+from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S, holder_ttl, lease_clock, lease_holder
 from ykbus.bus.live import LiveCore
 from ykbus.bus.snapshots import CHUNK_BYTES, store_object
 from ykbus.bus.streams import NOT_ANSWERING
@@ -55,20 +56,25 @@ async def shards_bucket(js: Any, replicas: int = 1) -> Any:
         return await js.create_key_value(api.KeyValueConfig(bucket=SHARDS_BUCKET, history=1, replicas=replicas))
 
 
-async def assignments(kv: Any) -> dict[str, str]:
-    """The operator's assignments (rm -> shard), the well-formed ones."""
-    try:
-        keys = await kv.keys()
-    except NoKeysError:
-        return {}
+async def assignments(js: Any, kv: Any) -> dict[str, str]:
+    """The operator's assignments (rm -> shard), the well-formed ones. The keys are read from
+    the bucket's stream (its subjects), and each value by a direct get: no consumer. (nats-py's
+    `kv.keys()` makes an ordered consumer the server keeps for 5 minutes after it is done: a
+    leader reading every 0.5 s reached the stream's 1,000 consumers in about 4 minutes, and
+    no assignment could be read after.)"""
+    head = f"$KV.{SHARDS_BUCKET}."
+    info = await js.stream_info(f"KV_{SHARDS_BUCKET}", subjects_filter=head + ">")
     found = {}
-    for rm in sorted(keys):
+    for subject in sorted(info.state.subjects or {}):
+        rm = subject[len(head):]
+        if not RM_NAME.match(rm):
+            continue
         try:
             entry = await kv.get(rm)
-        except KeyNotFoundError:
+        except KeyNotFoundError:  # deleted or purged
             continue
         shard = (entry.value or b"").decode(errors="replace")
-        if RM_NAME.match(rm) and SHARD_NAME.match(shard):
+        if SHARD_NAME.match(shard):
             found[rm] = shard
     return found
 
@@ -175,27 +181,29 @@ class Sharding:
                 await store_object(self._store, name, data, self._chunk)
             del self.pending[name]
 
-    async def follow(self, kv: Any, leases: Any) -> None:
+    async def follow(self, js: Any, kv: Any, leases: Any) -> None:
         """The leader's duty: each assignment of an RM this shard owns to another shard that
         has a leader becomes an assign entry (once; again if it is not applied as asked)."""
         asked: dict[str, str] = {}
         told: set[tuple[str, str]] = set()
+        leaders = ShardLeaders(leases)
         while True:
             try:
-                await self._follow_once(kv, leases, asked, told)
+                await self._follow_once(js, kv, leaders, asked, told)
             except (NatsError, *NOT_ANSWERING) as exc:  # NATS away, or electing: the next look tries again
                 log.warning("could not read the shards' assignments", extra={"fields": {"error": repr(exc)}})
             await anyio.sleep(FOLLOW_EVERY_S)
 
-    async def _follow_once(self, kv: Any, leases: Any, asked: dict[str, str], told: set[tuple[str, str]]) -> None:
+    async def _follow_once(self, js: Any, kv: Any, leaders: ShardLeaders, asked: dict[str, str],
+                           told: set[tuple[str, str]]) -> None:
         if self.pending:  # units kept while the lease had lapsed: stored once it holds again
             async with self._live.lock:
                 await self.store_pending()
         owners = self._live.core.owners
-        for rm, shard in (await assignments(kv)).items():
+        for rm, shard in (await assignments(js, kv)).items():
             if owner_of(owners, rm) != self.shard or shard == self.shard or asked.get(rm) == shard:
                 continue
-            if not await has_leader(leases, shard):
+            if not await leaders.judge(shard):  # (a lease first seen: watched for a renewal, at most its TTL)
                 if (rm, shard) not in told:
                     told.add((rm, shard))
                     log.warning("an RM is assigned to a shard with no leader: it moves once one runs",
@@ -207,12 +215,42 @@ class Sharding:
             del asked[rm]  # applied
 
 
-async def has_leader(leases: Any, shard: str) -> bool:
-    """Whether shard `shard` has a leader now (its lease key is held)."""
-    try:
-        return bool((await leases.get(lease_key(shard))).value)
-    except KeyNotFoundError:
-        return False
+class ShardLeaders:
+    """Which shards have a leader now, judged as a standby judges a lease (bus/leadership.py):
+    by its key `leader-<shard>` renewed. A key alone is no leader: a killed process leaves
+    its key until the bucket's TTL (10 minutes). A shard leads once this watch has seen its
+    key's revision change; it leads no more once the revision stays for its holder's TTL."""
+
+    def __init__(self, leases: Any, clock: Callable[[], float] = lease_clock) -> None:
+        self._leases = leases
+        self._clock = clock
+        self._seen: dict[str, tuple[int, float, bool]] = {}  # shard -> (revision, first seen, a renewal seen)
+
+    async def leads(self, shard: str) -> bool | None:
+        """True: it leads; False: no key, or a holder that stopped renewing; None: not known
+        yet (a key seen for the first time: look again within its holder's TTL)."""
+        try:
+            entry = await self._leases.get(lease_key(shard))
+        except KeyNotFoundError:
+            self._seen.pop(shard, None)
+            return False
+        if not entry.value:
+            return False
+        now = self._clock()
+        seen = self._seen.get(shard)
+        if seen is None or seen[0] != entry.revision:
+            self._seen[shard] = (entry.revision or 0, now, seen is not None)
+            return True if seen is not None else None
+        _rev, since, renewed = seen
+        if now - since >= holder_ttl(lease_holder(entry.value), DEFAULT_LEASE_TTL_S):
+            return False
+        return True if renewed else None
+
+    async def judge(self, shard: str) -> bool:
+        """Whether `shard` leads, looked at until known (about its holder's TTL at most)."""
+        while (known := await self.leads(shard)) is None:
+            await anyio.sleep(0.05)
+        return known
 
 
 async def operate(url: str, rm: str | None = None, shard: str | None = None,
@@ -220,18 +258,18 @@ async def operate(url: str, rm: str | None = None, shard: str | None = None,
     """`ykbus shards`: with `rm` and `shard`, assign the RM to the shard (the leader of the
     shard that owns it moves it through the log); the assignments, after, and whether
     `shard` has a leader now."""
-    import nats
+    from ykbus.bus.local import connect
 
-    nc = await nats.connect(servers=url.split(","), connect_timeout=5, max_reconnect_attempts=0, **(options or {}))
+    nc = await connect(url, allow_reconnect=False, **(options or {}))
     try:
         js = nc.jetstream(timeout=10)
         kv = await shards_bucket(js)
         if rm is not None and shard is not None:
             await kv.put(rm, shard.encode())
         try:
-            led = shard is not None and await has_leader(await js.key_value(LEASE_BUCKET), shard)
+            led = shard is not None and await ShardLeaders(await js.key_value(LEASE_BUCKET)).judge(shard)
         except NotFoundError:
             led = False  # no core has run yet
-        return await assignments(kv), led
+        return await assignments(js, kv), led
     finally:
         await nc.close()

@@ -40,6 +40,12 @@ class StreamLimits:
     replicas: int = 1
 
 
+class OtherDeployment(Exception):
+    """The streams on this NATS server belong to a deployment of another prefix: the stream
+    names are fixed, so two prefixes cannot share one server (updating them would take the
+    other deployment's log away)."""
+
+
 async def ensure_streams(js: JetStreamContext, subjects: Subjects, limits: StreamLimits) -> None:
     configs = [
         api.StreamConfig(name=IN_STREAM, subjects=[subjects.inputs], storage=api.StorageType.FILE,
@@ -61,6 +67,11 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, limits: Strea
                 if placement_pending(exc):
                     raise
             continue
+        theirs = info.config.subjects or []
+        if not any(t.startswith(f"{subjects.prefix}.") for t in theirs):
+            raise OtherDeployment(f"stream {config.name} on this NATS server takes {', '.join(theirs)}, not "
+                                  f"{subjects.prefix}.*: another ykbus deployment (another --prefix) uses it. "
+                                  "One deployment a NATS server (or account): run this one on another")
         if all(getattr(info.config, f) == getattr(config, f) for f in _SETTLED):
             continue  # as wanted: no update (several core processes start at once)
         try:

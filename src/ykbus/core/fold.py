@@ -104,3 +104,11 @@ def rebuild(records: PartitionState) -> None:
 def restore_counts(records: PartitionState, counts: list[tuple[str, str, str, int]]) -> None:
     """The summary's decisions counted, as a snapshot stored them (the one read model it keeps)."""
     records.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in counts}
+
+
+def carry_counts(records: PartitionState, counts: dict[tuple[str, str, str], int]) -> None:
+    """The decisions a partition of the same name counted before it went, added to this one's
+    (an RM registered again: YuniKorn's counters never go down)."""
+    mine = records.summary.counts
+    for key, n in counts.items():
+        mine[key] = mine.get(key, 0) + n

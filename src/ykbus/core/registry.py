@@ -27,6 +27,7 @@ from ykbus.core.config import (
 from ykbus.core.deadlines import Sequence, Timers
 from ykbus.core.entries import Entry
 from ykbus.core.events import EndedKept, Noted, Registered
+from ykbus.core.fold import carry_counts
 from ykbus.core.lifecycle import (
     RM,
     RMEvent,
@@ -73,6 +74,10 @@ class ResourceManager:
         self.timers: Timers[Timer] = Timers(sequence)  # its partitions' deadlines: they go with it
         self.partitions = {p.name: Partition(self.id, p, self.timers, seq) for p in config.partitions}
         self.node_partition: dict[str, Partition] = {}
+        # the decisions counted by its partitions that are gone (it unregistered, was Stopped or
+        # registered again; a reload removed one), by partition name: YuniKorn's counters never
+        # go down, so a partition of that name made again starts from them (`take_counts`)
+        self.retired_counts: dict[str, dict[tuple[str, str, str], int]] = {}
         self.link_partitions()
 
     def uuid_live(self, uuid: str) -> bool:
@@ -113,9 +118,28 @@ class ResourceManager:
 
     def wipe(self) -> None:
         for p in self.partitions.values():
+            self.retire_counts(p)
             p.records.retire()
         self.partitions = {}
         self.node_partition = {}
+
+    def retire_counts(self, p: Partition) -> None:
+        """Keep what partition `p`, about to go, counted."""
+        kept = self.retired_counts.setdefault(p.name, {})
+        for key, n in p.records.summary.counts.items():
+            kept[key] = kept.get(key, 0) + n
+
+    def take_counts(self, retired: dict[str, dict[tuple[str, str, str], int]]) -> None:
+        """The counts of partitions gone (this RM's, or its registration before): a partition
+        of the same name goes on from them; the others stay kept."""
+        for name, counts in retired.items():
+            p = self.partitions.get(name)
+            if p is not None:
+                carry_counts(p.records, counts)
+            else:
+                kept = self.retired_counts.setdefault(name, {})
+                for key, n in counts.items():
+                    kept[key] = kept.get(key, 0) + n
 
 
 class RMRegistry:
@@ -233,6 +257,8 @@ class RMRegistry:
         rm = ResourceManager(msg.rmID, msg.version, msg.policyGroup, msg.buildInfo, msg.extraConfig,
                              config, text, own, self.timer_sequence, entry.seq)
         rm.keep_ended(before, ctx)
+        if old is not None:
+            rm.take_counts(old.retired_counts)
         self.rms[msg.rmID] = rm
         if msg.config and not own_errors:
             self.policy_groups[msg.policyGroup] = msg.config
@@ -406,12 +432,16 @@ class RMRegistry:
         names = {p.name for p in config.partitions}
         for name in [n for n in rm.partitions if n not in names]:
             self.dropped_partitions += 1
-            rm.partitions.pop(name).records.retire()
+            gone = rm.partitions.pop(name)
+            rm.retire_counts(gone)
+            gone.records.retire()
         draining = []
         for pc in config.partitions:
             part = rm.partitions.get(pc.name)
             if part is None:
                 rm.partitions[pc.name] = Partition(rm.id, pc, rm.timers, entry.seq)
+                if pc.name in rm.retired_counts:
+                    rm.take_counts({pc.name: rm.retired_counts.pop(pc.name)})
             else:
                 draining += part.changes.apply_config(pc, ctx)
                 part.applier.quota_reloaded(ctx)  # a max lowered below usage: preempted down to it after a delay

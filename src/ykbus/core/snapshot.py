@@ -261,6 +261,8 @@ class SRM(_S):
     config_text: str
     own_config_text: str
     partitions: list[SPartition]
+    # what its partitions that are gone counted: (partition, what, queue, outcome, n) (absent before 2026-12-01)
+    retired_counts: list[tuple[str, str, str, str, int]] = []
 
 
 class STimer(_S):
@@ -402,7 +404,8 @@ def dump_snapshot(core: Core) -> bytes:
 
 def _rm(rm: ResourceManager) -> SRM:
     return SRM(rm.id, rm.state.value, rm.version, rm.policy_group, rm.build_info, rm.extra_config, rm.encoding,
-               rm.config_text, rm.own_config_text, [_partition(p) for p in rm.partitions.values()])
+               rm.config_text, rm.own_config_text, [_partition(p) for p in rm.partitions.values()],
+               [(name, *key, n) for name, counts in rm.retired_counts.items() for key, n in counts.items()])
 
 
 def _timers(rms: list[ResourceManager]) -> list[STimer]:
@@ -576,6 +579,8 @@ def _restore_rms(sequence: Sequence, now: int, srms: list[SRM], timers: list[STi
         rm = ResourceManager(srm.id, srm.version, srm.policy_group, srm.build_info, srm.extra_config,  # partitions next
                              SchedulerConfig(partitions=[]), srm.config_text, srm.own_config_text, sequence, 0)
         rm.state, rm.encoding = RMState(srm.state), srm.encoding
+        for name, what, queue, outcome, n in srm.retired_counts:
+            rm.retired_counts.setdefault(name, {})[(what, queue, outcome)] = n
         for sp in srm.partitions:
             p = _restore_partition(rm.id, sp, rm.timers, now)
             p.records.paused = rm.state is RMState.PAUSED

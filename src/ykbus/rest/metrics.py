@@ -40,7 +40,10 @@ from ykbus.core.why import PendingCode
 from ykbus.rest.router import RestState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
-MS_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1, 10, 100, 1000, 10000, float("inf"))  # YuniKorn's (ms)
+# YuniKorn's latency buckets (prometheus.ExponentialBuckets(0.0001, 10, 8)): its families are
+# named `_milliseconds` but observe seconds (pkg/metrics/scheduler.go, SinceInSeconds), and so
+# do these, so a YuniKorn dashboard reads them right
+LATENCY_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1, 10, 100, 1000, float("inf"))
 PUBLISH_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, float("inf"))
 
 
@@ -239,6 +242,11 @@ class YunikornCollector(Collector):
                         if state in ("allocated", "pending"):
                             res_written[(path, name, state)] = None
                 queue_res.add_metric([path, "apps", "maxRunningApps"], q.maxapps)
+        for rm in self.rest.core.rms.values():  # what partitions that are gone counted: counters never go down
+            for name, kept in rm.retired_counts.items():
+                for (what, queue, outcome), n in kept.items():
+                    key = (what, f"[{rm.id}]{name}/{queue}" if queue in shared else queue, outcome)
+                    counted[key] = counted.get(key, 0) + n
         for key in self.written_res:  # fallen to 0, its queue still there
             if key not in res_written and key[0] in queues:
                 queue_res.add_metric(list(key), 0)
@@ -293,9 +301,24 @@ class YunikornCollector(Collector):
             gauge = GaugeMetricFamily(f"ykbus_{name}", help_text)
             gauge.add_metric([], figures[name])
             yield gauge
-        leader = GaugeMetricFamily("ykbus_core_leader", "1 on the leader core process, 0 on a standby.")
+        leader = GaugeMetricFamily("ykbus_core_leader", "1 on the leader core process while its lease holds, 0 on "
+                                   "a standby or a reader.")
         leader.add_metric([], 1 if figures.get("role") == "leader" else 0)
         yield leader
+        present = GaugeMetricFamily("ykbus_leader_present", "1 while some core process leads (this one, or the "
+                                    "leader whose lease this one sees renewed), 0 when none does: no decision is "
+                                    "published.")
+        present.add_metric([], 1 if figures.get("leader_present", figures.get("role") == "leader") else 0)
+        yield present
+        failed = CounterMetricFamily("ykbus_failed_entries", "Entries whose application raised in this process (each a "
+                                     "bug: docs/reliability.md), used up as failed.")
+        failed.add_metric([], figures.get("failed_entries", 0))
+        yield failed
+        rejected = CounterMetricFamily("ykbus_rejections", "Asks, allocations, applications and nodes rejected, per RM, "
+                                       "since this process started.", labels=["rm"])
+        for rm, n in sorted(figures.get("rejections", {}).items()):
+            rejected.add_metric([rm], n)
+        yield rejected
         rms = GaugeMetricFamily("ykbus_rm_state", "Each RM's state (1 for the state it is in).", labels=["rm", "state"])
         for rm, state in sorted(figures["rms"].items()):
             rms.add_metric([rm, state], 1)
@@ -315,19 +338,19 @@ class Metrics:
                                       gc_collector.GCCollector(registry=self.registry), self.collector]
         self.registry.register(self.collector)
 
-        def histogram(name: str, help_text: str, labels: tuple[str, ...] = (), buckets: Any = MS_BUCKETS) -> Histogram:
+        def histogram(name: str, help_text: str, labels: tuple[str, ...] = (), buckets: Any = LATENCY_BUCKETS) -> Histogram:
             made = Histogram(name, help_text, labels, registry=self.registry, buckets=buckets)
             self.collectors.append(made)
             return made
 
         # observed once per entry by the writer: tallies, not prometheus_client's Histogram
-        self.entry_ms = Tally(MS_BUCKETS)
+        self.entry_s = Tally(LATENCY_BUCKETS)
         self.publish = Tally(PUBLISH_BUCKETS)
         self.collectors.append(tallies := TallyCollector([
             ("yunikorn_scheduler_scheduling_latency_milliseconds", "Latency of the main scheduling routine, in seconds.",
-             self.entry_ms),
+             self.entry_s),
             ("yunikorn_scheduler_scheduling_cycle_milliseconds", "Time taken for a scheduling cycle, in seconds.",
-             self.entry_ms),
+             self.entry_s),
             ("ykbus_output_publish_seconds", "Time to publish one entry's outputs.", self.publish)]))
         self.registry.register(tallies)
         self.node_sorting = histogram("yunikorn_scheduler_node_sorting_latency_milliseconds",
@@ -343,7 +366,7 @@ class Metrics:
 
     def applied(self, seconds: float) -> None:
         """One entry applied in `seconds` (the core's pass included)."""
-        self.entry_ms.observe(seconds * 1000)
+        self.entry_s.observe(seconds)
 
     def exposition(self) -> bytes:
         """The whole exposition at once."""
