@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import anyio
 
-from ykbus.bus.local import LOCK_SUFFIX, leaves, register, unregister
+from ykbus.bus.local import LOCK_SUFFIX, NatsUnreachable, leaves, register, unregister
 from ykbus.bus.permissions import (
     CoreIdentity,
     RmIdentity,
@@ -443,28 +443,48 @@ async def _example_jobs(url: str, controller: ControllerService, admin: dict | N
     await controller.ready.wait()
     text = files("ykbus.examples").joinpath("tyjob/jobs.yaml").read_text(encoding="utf-8")
     nats = Nats(url, admin or {})
-    await apply_text(nats, text, "examples/tyjob/jobs.yaml")
+    applied = False
     longest = float(os.environ.get("YKBUS_DEMO_ROUND_MAX_S", ROUND_MAX_S))
     began = anyio.current_time()
     while True:
-        await anyio.sleep(ROUND_CHECK_S)
-        overdue = anyio.current_time() - began > longest
-        again = await rerun_ended(nats, text, "examples/tyjob/jobs.yaml", whole=not overdue)
+        try:  # (a NATS stalled a moment, a machine suspended say, does not stop `ykbus up`: the next round tries again)
+            if not applied:
+                await apply_text(nats, text, "examples/tyjob/jobs.yaml")
+                applied, began = True, anyio.current_time()
+                continue
+            await anyio.sleep(ROUND_CHECK_S)
+            overdue = anyio.current_time() - began > longest
+            again = await rerun_ended(nats, text, "examples/tyjob/jobs.yaml", whole=not overdue)
+        except NatsUnreachable as exc:
+            logging.getLogger("ykbus.up").warning("the example TYJobs: NATS did not answer, trying again",
+                                                  extra={"fields": {"error": str(exc)}})
+            await anyio.sleep(ROUND_CHECK_S if not applied else 0)
+            continue
         if again:
             began = anyio.current_time()
             print(f"ykbus up: the example TYJobs run again ({len(again)} that ended, applied anew)", flush=True)
 
 
 async def _run_rm(rm, stopping: anyio.Event) -> None:
-    """A demo RM. While running, its errors stop `ykbus up`; once stopping, an error from
-    tearing down its connection (seen rarely: a write on a closing transport) is only logged."""
-    try:
-        await rm.run()
-    except Exception as exc:  # noqa: BLE001 - only swallowed after the shutdown began
-        if not stopping.is_set():
-            raise
-        logging.getLogger("ykbus.up").info("demo RM stopped with an error during shutdown",
-                                           extra={"fields": {"rm": rm.rm_id, "error": repr(exc)}})
+    """A demo RM. While running, its errors stop `ykbus up`, but for `ykbus up`'s own NATS not
+    answering (stalled a moment: a machine suspended, say): the RM starts again, from what it
+    saved, as it does when `ykbus up` starts again. Once stopping, an error from tearing down
+    its connection (seen rarely: a write on a closing transport) is only logged."""
+    while True:
+        try:
+            await rm.run()
+            return
+        except Exception as exc:  # noqa: BLE001 - only swallowed after the shutdown began
+            if not stopping.is_set() and all(isinstance(e, NatsUnreachable) for e in leaves(exc)):
+                logging.getLogger("ykbus.up").warning("demo RM: NATS did not answer, starting it again",
+                                                      extra={"fields": {"rm": rm.rm_id, "error": str(leaves(exc)[0])}})
+                await anyio.sleep(1)
+                continue
+            if not stopping.is_set():
+                raise
+            logging.getLogger("ykbus.up").info("demo RM stopped with an error during shutdown",
+                                               extra={"fields": {"rm": rm.rm_id, "error": repr(exc)}})
+            return
 
 
 PIPE_EVERY_S = 10.0  # a progress line this often when stdout is not a terminal ($YKBUS_PROGRESS_EVERY)

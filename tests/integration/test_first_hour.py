@@ -517,3 +517,33 @@ def test_up_starts_its_reader_again_if_it_dies(tmp_path):
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
+
+
+def test_up_rides_out_nats_stalled_for_a_while(tmp_path):
+    """Regression (a review): NATS stopped for 15 s (`kill -STOP`, as a suspended machine or a
+    stalled disk stops it) made `ykbus up` exit with code 2, "cannot reach NATS ... something
+    listens there but does not speak NATS": its example TYJobs' look at what had ended found
+    no server, and took everything down with it. It goes on once NATS does."""
+    import os
+    import signal
+    import time
+
+    env = home_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "120"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if line.startswith("ykbus up: HTTP read API on "):
+                break
+        servers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "nats-server"], capture_output=True, text=True)
+        [server] = [int(pid) for pid in servers.stdout.split()]
+        os.kill(server, signal.SIGSTOP)
+        time.sleep(15)  # longer than the example TYJobs' round (10 s) and a command's wait for NATS (3.5 s)
+        os.kill(server, signal.SIGCONT)
+        time.sleep(12)
+        assert proc.poll() is None, proc.communicate(timeout=60)[1][-20000:]
+    finally:
+        os.kill(server, signal.SIGCONT) if "server" in locals() else None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert "ykbus up: stopped" in out, (out[-2000:], err[-3000:])

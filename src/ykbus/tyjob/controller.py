@@ -277,6 +277,10 @@ class Controller:
         changed, self.changed = self.changed, set()
         return changed
 
+    def unsaved(self, keys: list[str]) -> None:
+        """Runs taken to be saved whose save failed: saved at the next try."""
+        self.changed.update(keys)
+
     def _app_request(self, run: JobRun) -> m.AddApplicationRequest:
         job = run.job
         tags = {"ykbus.io/tyjob": f"{job.namespace}/{job.name}"}

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import msgspec
+from nats.errors import Error as NatsError
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
 from ykbus.bus.local import connect
@@ -137,8 +138,12 @@ class ControllerService(ResourceManagerCallback):
             await self._flush()
             now = time.monotonic()
             if now - last_save >= SAVE_S:
-                await self._save()
-                last_save = now
+                try:
+                    await self._save()
+                    last_save = now
+                except (NatsError, TimeoutError) as exc:  # NATS stalled a moment: saved at the next tick
+                    log.warning("tyjob controller: saving the runs' states failed, trying again",
+                                extra={"fields": {"error": repr(exc)}})
             await anyio.sleep(TICK_S)
 
     async def _flush(self) -> None:
@@ -160,15 +165,20 @@ class ControllerService(ResourceManagerCallback):
     async def _save(self) -> None:
         if self.kv is None:
             return
-        for key in sorted(self.ctl.take_changed()):
+        changed = sorted(self.ctl.take_changed())
+        for i, key in enumerate(changed):
             run = self.ctl.runs.get(key)
             if run is None:
                 try:
                     await self.kv.delete(store.status_key(key))
                 except Exception:  # noqa: BLE001 - already gone
                     pass
-            else:
+                continue
+            try:
                 await self.kv.put(store.status_key(key), store.encode_saved(run))
+            except BaseException:
+                self.ctl.unsaved(changed[i:])
+                raise
 
     def _say(self, text: str, warning: bool = False) -> None:
         (log.warning if warning else log.info)(text, extra={"fields": {"file": self.cluster_path}})
