@@ -116,3 +116,18 @@ def test_counters_never_go_down_when_an_rm_registers_again_or_leaves():
     core.apply(log.register(QUEUES % "b"))
     run_one("a3")
     assert counted()[allocated] == 3
+
+
+def test_every_resource_of_the_nodes_has_its_node_usage_family():
+    """As YuniKorn writes one family per resource (formatMetricName): GPU nodes had none."""
+    core = fresh_core()
+    log = LogBuilder("rm")
+    core.apply(log.register(QUEUES % "b"))
+    core.apply(log.nodes(*[node(f"n{i}", vcore=8000, **{"nvidia.com/gpu": 8}) for i in range(2)]))
+    core.apply(log.apps(app("a1", "root.b")))
+    core.apply(log.asks(ask("k", "a1", vcore=1000, **{"nvidia.com/gpu": 4})))
+    text = Metrics(router.RestState(live=lambda: core, started=0), figures).exposition().decode()
+    assert "# TYPE yunikorn_scheduler_nvidia_com_gpu_node_usage_total gauge" in text
+    assert 'yunikorn_scheduler_nvidia_com_gpu_node_usage_total{range="(40%,50%]"} 1.0' in text
+    assert 'yunikorn_scheduler_nvidia_com_gpu_node_usage_total{range="[0,10%]"} 1.0' in text
+    assert 'yunikorn_scheduler_pods_node_usage_total{range="[0,10%]"} 0.0' in text  # YuniKorn's three stay

@@ -106,7 +106,7 @@ def text(family: Metric) -> bytes:
 APP_TOTAL_STATES = {"running", "resuming", "failing", "completing", "completed", "failed"}  # its help text's
 USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]", "(60%,70%]",
                 "(70%,80%]", "(80%,90%]", "(90%,100%]")
-NODE_USAGE_TYPES = ("memory", "pods", "vcore")  # YuniKorn's families per resource (others: see docs)
+NODE_USAGE_TYPES = ("memory", "pods", "vcore")  # YuniKorn's families always written; any other a node has too
 ReadModel = tuple[int, dict[str, list[int]], dict[str, int]]  # schedulable nodes, nodes per usage tenth, asks per code
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -174,8 +174,8 @@ class YunikornCollector(Collector):
         for _rm, p in parts:
             usage = NodeUsage.of(p.nodes.values())
             active += usage.schedulable
-            for t in NODE_USAGE_TYPES:
-                ranges[t] = [a + b for a, b in zip(ranges[t], usage.counts(t), strict=True)]
+            for t in sorted({*NODE_USAGE_TYPES, *usage.types()}):  # one family per resource, as YuniKorn's
+                ranges[t] = [a + b for a, b in zip(ranges.get(t, [0] * 10), usage.counts(t), strict=True)]
             for code, n in p.pending_codes.counts(p.apps.values(), p.records.paused).items():
                 codes[code.value] += n
         return active, ranges, codes
@@ -204,9 +204,6 @@ class YunikornCollector(Collector):
                                        "`rejected`, `error`, `released`", labels=["state"])
         nodes = GaugeMetricFamily("yunikorn_scheduler_node", "Total number of nodes. State of the node includes "
                                   "`active` and `failed`.", labels=["state"])
-        usage = {t: GaugeMetricFamily(f"yunikorn_scheduler_{t}_node_usage_total",
-                                      "Total resource usage of node, by resource name.", labels=["range"])
-                 for t in NODE_USAGE_TYPES}
         pending = GaugeMetricFamily("ykbus_pending_asks", "Pending asks by the code of why they wait.",
                                     labels=["code"])
         containers: dict[str, CounterMetricFamily] = {}
@@ -217,6 +214,9 @@ class YunikornCollector(Collector):
         per_state: dict[str, int] = {}
         counted: dict[tuple[str, str, str], int] = {}
         active, ranges, codes = self.read_model(parts)
+        usage = {t: GaugeMetricFamily(f"yunikorn_scheduler_{_NAME_CHARS.sub('_', t)}_node_usage_total",
+                                      "Total resource usage of node, by resource name.", labels=["range"])
+                 for t in sorted(ranges)}
         shared = _shared_paths(parts)
         for rm, p in parts:
             prefix = f"{self.rest.partition_name(rm, p)}/"
