@@ -131,3 +131,35 @@ def test_every_resource_of_the_nodes_has_its_node_usage_family():
     assert 'yunikorn_scheduler_nvidia_com_gpu_node_usage_total{range="(40%,50%]"} 1.0' in text
     assert 'yunikorn_scheduler_nvidia_com_gpu_node_usage_total{range="[0,10%]"} 1.0' in text
     assert 'yunikorn_scheduler_pods_node_usage_total{range="[0,10%]"} 0.0' in text  # YuniKorn's three stay
+
+
+def test_a_snapshot_without_retired_counts_loads_and_a_partition_a_reload_brings_back_goes_on():
+    """Snapshots written before the retired counts (SRM without its last field) still load;
+    a partition a reload removed and a later reload brings back goes on from its counts."""
+    import msgspec
+
+    from ykbus.core.snapshot import dump_snapshot, load_snapshot
+    from ykbus.yamlload import load_yaml
+
+    two = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: b}]}]}, " \
+          "{name: gpu, queues: [{name: root, submitacl: '*', queues: [{name: b}]}]}]"
+    core = fresh_core()
+    log = LogBuilder("rm")
+    core.apply(log.register(two))
+    from ykbus.core.registry import NODE_PARTITION_ATTR
+    core.apply(log.nodes(node("g1", vcore=4000, attributes={NODE_PARTITION_ATTR: "gpu"})))
+    core.apply(log.apps(app("a1", "root.b", partition="gpu")))
+    core.apply(log.asks(ask("k", "a1", vcore=1000, partition="gpu")))
+    core.apply(log.remove_apps("a1", partition="gpu"))
+    core.apply(log.nodes(node("g1", action="DECOMISSION", attributes={NODE_PARTITION_ATTR: "gpu"})))
+    core.apply(log.config(QUEUES % "b"))  # the gpu partition goes
+    assert "gpu" not in core.rms["rm"].partitions and core.rms["rm"].retired_counts["gpu"]
+    core.apply(log.config(two))  # and comes back: its counts with it
+    counts = core.rms["rm"].partitions["gpu"].records.summary.counts
+    assert counts[("container", "root.b", "allocated")] == 1 and not core.rms["rm"].retired_counts
+    old = msgspec.msgpack.decode(dump_snapshot(core))
+    for rm in old["rms"]:
+        del rm[-1]  # SRM.retired_counts, the field snapshots before it have not
+    restored = load_snapshot(msgspec.msgpack.encode(old), load_yaml)
+    assert restored.rms["rm"].retired_counts == {}
+    assert restored.rms["rm"].partitions["gpu"].records.summary.counts == counts

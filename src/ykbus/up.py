@@ -455,14 +455,24 @@ async def _example_jobs(url: str, controller: ControllerService, admin: dict | N
             await anyio.sleep(ROUND_CHECK_S)
             overdue = anyio.current_time() - began > longest
             again = await rerun_ended(nats, text, "examples/tyjob/jobs.yaml", whole=not overdue)
-        except NatsUnreachable as exc:
+        except Exception as exc:  # noqa: BLE001 - NATS trouble only: anything else stops `ykbus up`
+            if not _nats_trouble(exc):
+                raise
             logging.getLogger("ykbus.up").warning("the example TYJobs: NATS did not answer, trying again",
-                                                  extra={"fields": {"error": str(exc)}})
+                                                  extra={"fields": {"error": str(leaves(exc)[0])}})
             await anyio.sleep(ROUND_CHECK_S if not applied else 0)
             continue
         if again:
             began = anyio.current_time()
             print(f"ykbus up: the example TYJobs run again ({len(again)} that ended, applied anew)", flush=True)
+
+
+def _nats_trouble(exc: BaseException) -> bool:
+    """Whether `exc` is only `ykbus up`'s own NATS not answering for a while (a connection
+    refused or timed out, a publish not acked after its retries)."""
+    from nats.errors import Error as NatsError
+
+    return all(isinstance(e, (NatsUnreachable, NatsError, TimeoutError)) for e in leaves(exc))
 
 
 async def _run_rm(rm, stopping: anyio.Event) -> None:
@@ -475,7 +485,7 @@ async def _run_rm(rm, stopping: anyio.Event) -> None:
             await rm.run()
             return
         except Exception as exc:  # noqa: BLE001 - only swallowed after the shutdown began
-            if not stopping.is_set() and all(isinstance(e, NatsUnreachable) for e in leaves(exc)):
+            if not stopping.is_set() and _nats_trouble(exc):
                 logging.getLogger("ykbus.up").warning("demo RM: NATS did not answer, starting it again",
                                                       extra={"fields": {"rm": rm.rm_id, "error": str(leaves(exc)[0])}})
                 await anyio.sleep(1)

@@ -301,6 +301,34 @@ def test_the_wildcard_group_limit_holds_every_user_it_takes_together():
     assert [a.applicationID for a in new_allocs(h.do(h.log.asks(ask("kd", "d1", vcore=500))))] == ["d1"]
 
 
+def test_a_snapshot_of_the_rules_before_loads_and_holds_the_application_again():
+    """Regression (a review): an application a `*` group limit held was blocked on
+    `root.a|group|web` (the user's first group) in a snapshot of the rules before; that
+    tracker is `root.a|group|*` now, and the load failed with a KeyError: no restart."""
+    import msgspec
+
+    from ykbus.core import snapshot as snap
+    h = Harness()
+    h.setup(LIMITS, n1={"vcore": 32000})
+    placed(h, *[app(f"x{i}", "root.a", user=f"u{i}", groups=["web"]) for i in range(3)])
+    h.do(h.log.asks(*[ask(f"k{i}", f"x{i}", vcore=500) for i in range(3)]))
+    data = msgspec.msgpack.decode(dump_snapshot(h.core), type=snap.Snapshot)
+    [rm] = data.rms
+    [p] = rm.partitions
+    apps = [msgspec.structs.replace(a, blocked_on="root.a|group|web") if a.blocked_on else a for a in p.apps]
+    assert apps != list(p.apps)  # x2 was held
+    old = msgspec.structs.replace(data, rms=[msgspec.structs.replace(rm, partitions=[
+        msgspec.structs.replace(p, apps=apps)])])
+    restored = load_snapshot(msgspec.msgpack.encode(old), load_yaml)
+    outs = restored.apply(h.log.tick())  # judged again under the rules of now: held by the shared limit
+    assert new_allocs(outs) == [] and part_of(restored)["applications"]["x2"]["state"] == "Accepted"
+    assert restored.apply(h.log.remove_apps("x0")) and part_of(restored)["applications"]["x2"]["state"] == "Running"
+
+
+def part_of(core):
+    return core.dump()["rms"]["rm-1"]["partitions"]["default"]
+
+
 GROUPS = """
 partitions:
   - name: default
@@ -369,11 +397,13 @@ def test_a_user_given_no_groups_is_in_the_group_of_their_name():
     outs = h.do(h.log.asks(ask("k1", "e1", vcore=1000), ask("k2", "e2", vcore=1000)))
     assert [a.applicationID for a in new_allocs(outs)] == ["e1"]
     assert states(outs)[0].reason == "group erin limit in queue root.a: 1 of 1 applications running"
-    # and an ACL naming that group lets them in
+    # and an ACL naming that group lets them in (and not another user given no groups)
     h2 = Harness()
     h2.setup("partitions: [{name: default, queues: [{name: root, queues: [{name: a, submitacl: ' erin'}]}]}]",
              n1={"vcore": 8000})
-    placed(h2, app("e1", "root.a", user="erin"))
+    outs = h2.do(h2.log.apps(app("e1", "root.a", user="erin"), app("f1", "root.a", user="frank")))
+    reply = msgs(outs, "app")[0]
+    assert [a.applicationID for a in reply.accepted] == ["e1"] and [r.applicationID for r in reply.rejected] == ["f1"]
 
 
 def test_raising_a_limit_in_a_reload_releases_held_asks_and_snapshots_keep_trackers():
@@ -446,6 +476,15 @@ def test_a_named_limit_above_the_wildcard_one_up_the_tree_is_refused():
         parse_config(load_yaml(text))
     assert exc.value.errors == ["partitions[0].queues[0].queues[0].limits[0].maxresources: user 'alice': vcore 8 cores "
                                 "is above the '*' user limit up the tree, 4 cores"]
+
+
+def test_a_named_limit_under_a_wildcard_one_is_what_the_queues_below_are_held_to():
+    """Regression (a review): a group with no limit of its own at root, held there to the '*'
+    limit's 4 cores, was held to them further down too, where YuniKorn holds it to its own."""
+    text = ("partitions: [{name: default, queues: [{name: root, limits: [{groups: [ops], maxapplications: 9}, "
+            "{groups: ['*'], maxresources: {vcore: 4}}], queues: [{name: a, limits: [{groups: [web], maxapplications: 2}], "
+            "queues: [{name: b, limits: [{groups: [web], maxresources: {vcore: 8}}]}]}]}]}]")
+    parse_config(load_yaml(text))
 
 
 def test_dump_of_a_parsed_configuration_parses_to_the_same():

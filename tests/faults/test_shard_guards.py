@@ -68,23 +68,69 @@ def test_shards_against_no_server_says_so_at_once():
     assert done.stderr.startswith("ykbus shards: cannot reach NATS at nats://127.0.0.1:1") and "Traceback" not in done.stderr
 
 
-async def test_an_unsharded_core_refuses_the_log_of_shards(nats_server, tmp_path):
+def core(url: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", "core", "--nats", url, "--api-port", "0", *flags],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "YKBUS_PURE_PYTHON": "1"})
+
+
+async def test_an_unsharded_core_and_shards_refuse_to_run_side_by_side(nats_server):
     """Regression: an unsharded core started beside shards took over and published every
-    allocation a second time, under its own ids. It refuses that log now (and a core of
-    another prefix refuses the streams of this one, which it used to take away)."""
-    async with running_core(nats_server.url, shard="default", tick_interval_s=0.2) as shard:
+    allocation a second time, under its own ids. Judged by the leases, as a standby judges
+    one: a core refuses to start while one of the other kind leads, and stops when one of
+    the other kind begins beside it; a shard run once by mistake, long stopped, stops nothing."""
+    url = nats_server.url
+    async with running_core(url, shard="default", tick_interval_s=0.2) as shard:
         with anyio.fail_after(10):
             while not shard.core.last_seq:  # the shard's first tick, on `_core.tick.default`
                 await anyio.sleep(0.05)
-    env = {**os.environ, "YKBUS_PURE_PYTHON": "1"}
-    done = subprocess.run([sys.executable, "-m", "ykbus.cli", "core", "--nats", nats_server.url, "--api-port", "0"],
-                          capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "the input log has entries of core shards (yk.v1.in._core." in done.stderr
-    assert "run `ykbus core --shard NAME`" in done.stderr
-    other = subprocess.run([sys.executable, "-m", "ykbus.cli", "core", "--nats", nats_server.url, "--api-port", "0",
-                            "--shard", "default", "--prefix", "yk.t2"], capture_output=True, text=True, timeout=60, env=env)
-    assert other.returncode == 2 and "another ykbus deployment (another --prefix) uses it" in other.stderr
+        refused = await anyio.to_thread.run_sync(core, url)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "core shard 'default' leads on these streams" in refused.stderr
+    assert "run `ykbus core --shard NAME`" in refused.stderr
+    # the shard stopped: its ticks in the log stop nothing; and when a shard's leader begins beside a
+    # running unsharded core (both started at once, say), the core stops at that leader's first tick.
+    # The shard's leader here is this test, speaking the contract: its lease renewed, its tick fenced.
+    unsharded = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", url, "--api-port", "0"],
+                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "YKBUS_PURE_PYTHON": "1"})
+    nc = await nats.connect(url)
+    try:
+        await anyio.sleep(4)
+        assert unsharded.poll() is None  # it runs: the old ticks were judged, no shard leads
+        js = nc.jetstream()
+        leases = await lease_store(js, 1.0)
+        rev = await leases.create(lease_key("s9"), b'{"id": "test", "ttl": 1.0}')
+        async with anyio.create_task_group() as tg:
+            async def renew() -> None:
+                nonlocal rev
+                while True:
+                    await anyio.sleep(0.2)
+                    rev = await leases.update(lease_key("s9"), b'{"id": "test", "ttl": 1.0}', last=rev)
+            tg.start_soon(renew)
+            await js.publish("yk.v1.in._core.tick.s9", b'{"shard": "s9"}', headers={"Yk-Lease": str(rev)})
+            with anyio.fail_after(30):
+                while unsharded.poll() is None:
+                    await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
+        assert unsharded.returncode == 2 and "core shard 's9' leads on these streams" in unsharded.stderr.read()
+        await leases.delete(lease_key("s9"))
+    finally:
+        await nc.close()
+        unsharded.kill() if unsharded.poll() is None else None
+    # and a shard refuses to start beside an unsharded core that leads
+    async with running_core(url):
+        beside = await anyio.to_thread.run_sync(core, url, "--shard", "s3")
+    assert beside.returncode == 2 and "an unsharded core leads on these streams" in beside.stderr
+
+
+async def test_a_core_of_another_prefix_leaves_the_streams_as_they_are(nats_server):
+    """Regression: a core of another `--prefix` on the same server took the streams (their
+    names are fixed) and the running deployment's RMs got no answer."""
+    async with running_core(nats_server.url):
+        pass
+    for prefix, theirs in (("yk.t2", "yk.v1.in.>"), ("yk", "yk.v1.in.>")):  # `yk`: a prefix of the prefix too
+        other = await anyio.to_thread.run_sync(core, nats_server.url, "--shard", "default", "--prefix", prefix)
+        assert other.returncode == 2, other.stderr[-2000:]
+        assert f"stream YK_IN on this NATS server takes {theirs}, not {prefix}.*" in other.stderr
     nc = await nats.connect(nats_server.url)
     assert (await nc.jetstream().stream_info("YK_IN")).config.subjects == ["yk.v1.in.>"]  # left as it was
     await nc.close()

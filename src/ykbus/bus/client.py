@@ -273,16 +273,15 @@ class NatsScheduler(SchedulerAPI):
         self.callback = callback
         self.encoding = request.extraConfig.get("encoding", "json")
         assert self._tg is not None, "use NatsScheduler as an async context manager"
-        try:
-            with anyio.fail_after(timeout):  # covers waiting for the core to create its streams
-                self._registering = True
-                await self._tg.start(self._consume)
-                seq = self._register_seq = await self.publish("register", request)
-                self._register_published.set()
-                while seq not in self._registers:
-                    self._register_seen = anyio.Event()
-                    await self._register_seen.wait()
-        except TimeoutError:
+        with anyio.move_on_after(timeout) as deadline:  # covers waiting for the core to create its streams
+            self._registering = True
+            await self._tg.start(self._consume)
+            seq = self._register_seq = await self.publish("register", request)
+            self._register_published.set()
+            while seq not in self._registers:
+                self._register_seen = anyio.Event()
+                await self._register_seen.wait()
+        if deadline.cancelled_caught:  # (NATS failing raises its own error)
             raise NoCoreAnswered(f"no core answered the registration of {request.rmID!r} within {timeout:g} s: is a "
                                  f"core running on this NATS server, on prefix {self.subjects.prefix}? (With core "
                                  "shards: the shard `default` registers an RM no assignment names: docs/sharding.md)"

@@ -111,7 +111,7 @@ class Leadership:
     def leader_present(self) -> bool:
         """Whether some core process leads now, as this one knows: itself, or a holder whose
         lease it sees renewed (a reader's or a standby's view)."""
-        return self.role == "leader" or (self.lease is not None and self.lease.leader is not None)
+        return self.role == "leader" or (self.lease is not None and self.lease.sees_leader())
 
     def publishing(self) -> bool:
         """This process publishes now: it has taken over, and its lease holds."""

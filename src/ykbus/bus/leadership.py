@@ -126,6 +126,7 @@ class Lease:
         self._rev = 0  # the revision this leader last wrote
         self._valid_until = 0.0
         self._seen = (0, 0.0)  # a standby's (revision, when it first saw it)
+        self._looked = 0.0  # when this process last read the lease (a standby's or a reader's look)
         self.lost = False
 
     @property
@@ -155,6 +156,7 @@ class Lease:
         try:
             entry = await self._kv.get(self._key)
         except KeyNotFoundError:
+            self.leader, self._looked = None, self._clock()
             if not self._ready():
                 return False
             sent = self._clock()
@@ -163,9 +165,11 @@ class Lease:
                 return True
             except KeyWrongLastSequenceError:
                 return False  # another candidate was first
-        sent = self._clock()  # after the answer: the holder wrote this revision before now
-        holder = self.leader = lease_holder(entry.value)
-        if not self._lapsed(entry.revision, holder, sent) or not self._ready():
+        sent = self._looked = self._clock()  # after the answer: the holder wrote this revision before now
+        holder = lease_holder(entry.value)
+        lapsed = self._lapsed(entry.revision, holder, sent)
+        self.leader = None if lapsed else holder
+        if not lapsed or not self._ready():
             return False
         try:
             self._won(await self._kv.update(self._key, self._value, last=entry.revision), sent)
@@ -193,13 +197,19 @@ class Lease:
         try:
             entry = await self._kv.get(self._key)
         except KeyNotFoundError:
-            self.leader = None
+            self.leader, self._looked = None, self._clock()
             return
         except Exception as exc:  # noqa: BLE001 - NATS away: look again at the next poll
             log.info("lease read failed", extra={"fields": {"error": repr(exc)}})
             return
         holder = lease_holder(entry.value)
-        self.leader = None if self._lapsed(entry.revision, holder, self._clock()) else holder
+        self._looked = self._clock()
+        self.leader = None if self._lapsed(entry.revision, holder, self._looked) else holder
+
+    def sees_leader(self) -> bool:
+        """Whether another process leads, as this one (not elected) last saw the lease, within
+        twice its TTL (a process that cannot read the lease for longer sees no leader)."""
+        return self.term == 0 and self.leader is not None and self._clock() - self._looked <= 2 * self.ttl
 
     def _lapsed(self, revision: int, holder: dict[str, Any], now: float) -> bool:
         """Whether the lease's holder stopped renewing: this process has seen `revision`

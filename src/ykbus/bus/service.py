@@ -57,16 +57,15 @@ from ykbus.bus import readapi
 from ykbus.bus.clock import LogClock
 from ykbus.bus.eventfeed import EventFeed
 from ykbus.bus.leader import CONSUMER_HEARTBEAT_S, Leadership
-from ykbus.bus.leadership import Lease, identity, lease_store, lease_term
+from ykbus.bus.leadership import Lease, identity, lease_store
 from ykbus.bus.live import LiveCore
 from ykbus.bus.local import connect, subscribed
 from ykbus.bus.operator import OperatorConfig
 from ykbus.bus.publisher import OutputPublisher
 from ykbus.bus.settings import ServiceSettings, api_exposure_error
-from ykbus.bus.sharding import Arrivals, Sharding, StoppedWaiting, shards_bucket
+from ykbus.bus.sharding import Arrivals, KindGuard, Sharding, StoppedWaiting, shards_bucket
 from ykbus.bus.snapshots import Snapshotter, chunk_bytes, load_latest
 from ykbus.bus.streams import (
-    OtherDeployment,
     answer_attach,
     ensure_streams,
     failed_records,
@@ -125,25 +124,6 @@ class LogGap(Exception):
     """The input log is missing entries the core has not applied: it will not guess past."""
 
 
-class ShardedLog(OtherDeployment):
-    """An unsharded core on the log of core shards (docs/sharding.md): it would apply every
-    RM's entries and publish its decisions beside the shards' (each allocation twice)."""
-
-
-async def shard_tick_in(js: Any, subjects: Subjects) -> str | None:
-    """The subject of a core shard's tick in the input log, if one is (a shard's leader ticks,
-    each tick fenced by its term: a message on such a subject without one is no shard's)."""
-    for subject in sorted((await js.stream_info(IN_STREAM, subjects_filter=subjects.shard_ticks)).state.subjects or {}):
-        if lease_term((await js.get_msg(IN_STREAM, subject=subject)).headers) > 0:
-            return subject
-    return None
-
-
-def sharded_log_error(subject: str) -> ShardedLog:
-    return ShardedLog(f"the input log has entries of core shards ({subject}): it is served by sharded cores; "
-                      "run `ykbus core --shard NAME` (docs/sharding.md), not an unsharded core beside them")
-
-
 class Connected:
     """The parts of the service that exist once it is connected to NATS, built in that
     order by `CoreService._prepare` (which is retried as a whole while a cluster elects)."""
@@ -162,6 +142,7 @@ class CoreService:
         `_prepare` builds the rest (`Connected`)."""
         self.settings = settings
         self.subjects = Subjects(settings.prefix, settings.shard)
+        self.kinds = KindGuard(self.subjects)  # no core of the other kind (sharded or not) beside this one
         self.notify = notify or (lambda _text: None)
         self.started = anyio.Event()
         self._stop = anyio.Event()
@@ -357,8 +338,7 @@ class CoreService:
         return os.path.join(d, f"{self.subjects.snapshot_object}.snap") if d else None
 
     async def _check_log_start(self) -> None:
-        if self.settings.shard is None and (subject := await shard_tick_in(self.js, self.subjects)):
-            raise sharded_log_error(subject)
+        await self.kinds.at_start(self.js)  # no core of the other kind (sharded or not) leads beside this one
         info = await self.js.stream_info(IN_STREAM)
         first, messages = info.state.first_seq, info.state.messages
         self._log_end_at_start = info.state.last_seq
@@ -388,8 +368,7 @@ class CoreService:
             return  # stopping: what is not applied now, the next start applies
         try:
             entry, lag = entry_of(msg, self.subjects)
-            if self.settings.shard is None and self.subjects.shard_tick(msg.subject) and lease_term(msg.headers):
-                raise sharded_log_error(msg.subject)  # a shard's leader began beside this core: stop before its entry
+            await self.kinds.at_entry(msg.subject, msg.headers)  # one began beside it: it stops before that entry
             if self.connected.sharding.shard is not None:  # an RM moving here: its state first, outside the writer
                 await self.connected.sharding.before(entry)
             kept = self.leadership.unpublished

@@ -25,11 +25,11 @@ from nats.errors import Error as NatsError
 from nats.js import api
 from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
 
-from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S, holder_ttl, lease_clock, lease_holder
+from ykbus.bus.leadership import DEFAULT_LEASE_TTL_S, holder_ttl, lease_clock, lease_holder, lease_term
 from ykbus.bus.live import LiveCore
 from ykbus.bus.snapshots import CHUNK_BYTES, store_object
-from ykbus.bus.streams import NOT_ANSWERING
-from ykbus.bus.subjects import LEASE_BUCKET, SHARDS_BUCKET, Subjects, lease_key
+from ykbus.bus.streams import NOT_ANSWERING, OtherDeployment
+from ykbus.bus.subjects import CORE_TOKEN, LEASE_BUCKET, LEASE_KEY, SHARDS_BUCKET, Subjects, lease_key
 from ykbus.core import Core
 from ykbus.core.entries import Entry
 from ykbus.core.shards import ASSIGN, RM_NAME, SHARD_NAME, Arriving, decode_assign, owner_of
@@ -224,9 +224,9 @@ class ShardLeaders:
     def __init__(self, leases: Any, clock: Callable[[], float] = lease_clock) -> None:
         self._leases = leases
         self._clock = clock
-        self._seen: dict[str, tuple[int, float, bool]] = {}  # shard -> (revision, first seen, a renewal seen)
+        self._seen: dict[str | None, tuple[int, float, bool]] = {}  # shard -> (revision, first seen, a renewal seen)
 
-    async def leads(self, shard: str) -> bool | None:
+    async def leads(self, shard: str | None) -> bool | None:
         """True: it leads; False: no key, or a holder that stopped renewing; None: not known
         yet (a key seen for the first time: look again within its holder's TTL)."""
         try:
@@ -246,7 +246,7 @@ class ShardLeaders:
             return False
         return True if renewed else None
 
-    async def judge(self, shard: str) -> bool:
+    async def judge(self, shard: str | None) -> bool:
         """Whether `shard` leads, looked at until known (about its holder's TTL at most)."""
         while (known := await self.leads(shard)) is None:
             await anyio.sleep(0.05)
@@ -273,3 +273,70 @@ async def operate(url: str, rm: str | None = None, shard: str | None = None,
         return await assignments(js, kv), led
     finally:
         await nc.close()
+
+
+class OtherKindLeads(OtherDeployment):
+    """A core of the other kind leads on the same streams: core shards beside an unsharded
+    core (docs/sharding.md). Both would apply every RM's entries and publish their decisions
+    (each allocation twice, under two ids)."""
+
+
+class KindGuard:
+    """Keeps a core from running beside one of the other kind (an unsharded core beside core
+    shards, or a shard beside an unsharded core), judged by their leases as a standby judges
+    one: a lease seen renewed, not an old entry (a shard started once by mistake, long
+    stopped, stops nothing). At the start (`at_start`), and at a tick of the other kind's
+    leader in the log (`at_entry`: a tick carries its leader's term in `Yk-Lease`)."""
+
+    def __init__(self, subjects: Subjects) -> None:
+        self._subjects = subjects
+        self._js: Any = None
+        self._leaders: ShardLeaders | None = None
+        self._cleared: set[str] = set()  # lease keys judged not leading at one of their ticks
+
+    async def _watch(self) -> ShardLeaders | None:
+        if self._leaders is None:
+            try:
+                self._leaders = ShardLeaders(await self._js.key_value(LEASE_BUCKET))
+            except NotFoundError:
+                return None  # no core has run on this server yet
+        return self._leaders
+
+    async def at_start(self, js: Any) -> None:
+        self._js = js
+        if (leaders := await self._watch()) is None:
+            return
+        head = f"$KV.{LEASE_BUCKET}."
+        info = await js.stream_info(f"KV_{LEASE_BUCKET}", subjects_filter=head + ">")
+        for subject in sorted(info.state.subjects or {}):
+            key = subject[len(head):]
+            shard = key[len(LEASE_KEY) + 1:] if key.startswith(LEASE_KEY + "-") else None
+            if (shard is None) == (self._subjects.shard is not None) and await leaders.judge(shard):
+                raise self._error(shard)
+
+    async def at_entry(self, subject: str, headers: dict[str, str] | None) -> None:
+        shard = self._other_kinds_tick(subject)
+        if shard is False or not lease_term(headers) or self._js is None or lease_key(shard) in self._cleared:
+            return
+        leaders = await self._watch()
+        if leaders is not None and await leaders.judge(shard):
+            raise self._error(shard)
+        self._cleared.add(lease_key(shard))  # (its ticks of the past, replayed: judged once)
+
+    def _other_kinds_tick(self, subject: str) -> str | None | bool:
+        """The shard whose leader appended this tick (None: an unsharded core's), if that is
+        the other kind's; False if not."""
+        head = f"{self._subjects.prefix}.in.{CORE_TOKEN}.tick"
+        if self._subjects.shard is None:
+            rest = subject[len(head) + 1:] if subject.startswith(head + ".") else ""
+            return rest if rest and "." not in rest else False
+        return None if subject == head else False
+
+    def _error(self, shard: str | None) -> OtherKindLeads:
+        if shard is not None:
+            return OtherKindLeads(f"core shard {shard!r} leads on these streams (its lease {lease_key(shard)} is renewed): "
+                                  "they are served by sharded cores; run `ykbus core --shard NAME` (docs/sharding.md), "
+                                  "not an unsharded core beside them")
+        return OtherKindLeads(f"an unsharded core leads on these streams (its lease {LEASE_KEY} is renewed): core "
+                              "shards beside it would publish every decision twice; stop it, or run the shards on "
+                              "another NATS server (docs/sharding.md)")

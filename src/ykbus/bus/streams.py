@@ -68,7 +68,7 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, limits: Strea
                     raise
             continue
         theirs = info.config.subjects or []
-        if not any(t.startswith(f"{subjects.prefix}.") for t in theirs):
+        if not set(config.subjects or []) & set(theirs):  # (exactly: a prefix `yk` is not `yk.v1`'s)
             raise OtherDeployment(f"stream {config.name} on this NATS server takes {', '.join(theirs)}, not "
                                   f"{subjects.prefix}.*: another ykbus deployment (another --prefix) uses it. "
                                   "One deployment a NATS server (or account): run this one on another")

@@ -90,16 +90,6 @@ class Subjects:
         tokens = subject[len(head):].split(".")
         return tokens[1:] == [self.shard] if self.shard else len(tokens) == 1
 
-    @property
-    def shard_ticks(self) -> str:
-        """The subjects of every core shard's ticks (`_core.tick.<shard>`)."""
-        return f"{self.prefix}.in.{CORE_TOKEN}.tick.*"
-
-    def shard_tick(self, subject: str) -> bool:
-        """Whether `subject` is a core shard's tick (any shard's)."""
-        head = f"{self.prefix}.in.{CORE_TOKEN}.tick."
-        return subject.startswith(head) and "." not in subject[len(head):]
-
     def output(self, rm: str, kind: str) -> str:
         return f"{self.prefix}.out.{rm or CORE_TOKEN}.{kind}"
 

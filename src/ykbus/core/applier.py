@@ -420,7 +420,10 @@ class Applier:
         self.changes.retrack(Step(0, now))
         for app_id, tracker_key in tracker_blocked.items():
             app = records.apps[app_id]
-            tracker = records.trackers[tracker_key]
+            tracker = records.trackers.get(tracker_key)
+            if tracker is None:  # a snapshot of older rules, which named it otherwise: judged again
+                self.waits.sync_app(app)
+                continue
             app.blocked_on = tracker
             tracker.hold(app)
         for ask, reserving in pooled:  # once the applications' sort keys can be read

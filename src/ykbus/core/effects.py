@@ -36,6 +36,7 @@ from ykbus.core.events import (
     AppRejected,
     AppTransitioned,
     AskDropped,
+    CountsCarried,
     EndedKept,
     Event,
     Noted,
@@ -91,6 +92,7 @@ _AppExpired: Final = AppExpired
 _AllocationRecovered: Final = AllocationRecovered
 _PlaceholderTimerStarted: Final = PlaceholderTimerStarted
 _EndedKept: Final = EndedKept
+_CountsCarried: Final = CountsCarried
 _Accepted: Final = Accepted
 _Refused: Final = Refused
 _Registered: Final = Registered
@@ -311,5 +313,6 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
     elif t is _EndedKept:
         if event.expires:
             part.timers.schedule(event.expires, _ExpireTimer(part, event.app_id, event.ended.state))
-    elif t is not _AppAdded and t is not _AppRejected and t is not _AllocationRecovered:  # (read models only)
+    elif t is not _AppAdded and t is not _AppRejected and t is not _AllocationRecovered \
+            and t is not _CountsCarried:  # (read models only)
         raise AssertionError(f"an event of no known kind: {event!r}")

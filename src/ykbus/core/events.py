@@ -176,6 +176,14 @@ class EndedKept(msgspec.Struct, frozen=True, gc=False):
     expires: int
 
 
+class CountsCarried(msgspec.Struct, frozen=True, gc=False):
+    """The decisions a partition of the same name counted before it went (its RM registered
+    again, or a reload removed it and brings it back): this one goes on from them, as
+    YuniKorn's counters never go down. A read model's only (core/fold.py)."""
+
+    counts: dict[tuple[str, str, str], int]
+
+
 class Accepted(msgspec.Struct, frozen=True, gc=False):
     """An item of RM `rm`'s was accepted: an application or a node (the SI's acceptance)."""
 
@@ -211,5 +219,5 @@ class Noted(msgspec.Struct, frozen=True, gc=False):
 
 Event = (AppTransitioned | ReasonChanged | AllocationBooked | AllocationReleased | ReplacementAsked | AskDropped
          | RoomWaitStarted | PlaceholderTimerStarted | AppAdded | AppRejected | AppExpired | AllocationRecovered
-         | AllocationPreempted | PreemptionStarted | PreemptionRetry | QuotaOverrun | EndedKept
+         | AllocationPreempted | PreemptionStarted | PreemptionRetry | QuotaOverrun | EndedKept | CountsCarried
          | Accepted | Refused | Registered | Noted)

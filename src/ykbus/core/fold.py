@@ -16,6 +16,7 @@ from ykbus.core.events import (
     AppExpired,
     AppRejected,
     AppTransitioned,
+    CountsCarried,
     EndedKept,
     ReasonChanged,
 )
@@ -35,6 +36,7 @@ _AppRejected: Final = AppRejected
 _AppExpired: Final = AppExpired
 _AllocationRecovered: Final = AllocationRecovered
 _EndedKept: Final = EndedKept
+_CountsCarried: Final = CountsCarried
 _ReasonChanged: Final = ReasonChanged
 
 
@@ -86,6 +88,10 @@ def fold(step: Step) -> None:
             summary.containers += 1
         elif t is _EndedKept:
             summary.app_entered(event.ended.state)
+        elif t is _CountsCarried:
+            counts = summary.counts
+            for key, n in event.counts.items():
+                counts[key] = counts.get(key, 0) + n
 
 
 def rebuild(records: PartitionState) -> None:
@@ -104,11 +110,3 @@ def rebuild(records: PartitionState) -> None:
 def restore_counts(records: PartitionState, counts: list[tuple[str, str, str, int]]) -> None:
     """The summary's decisions counted, as a snapshot stored them (the one read model it keeps)."""
     records.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in counts}
-
-
-def carry_counts(records: PartitionState, counts: dict[tuple[str, str, str], int]) -> None:
-    """The decisions a partition of the same name counted before it went, added to this one's
-    (an RM registered again: YuniKorn's counters never go down)."""
-    mine = records.summary.counts
-    for key, n in counts.items():
-        mine[key] = mine.get(key, 0) + n

@@ -3,8 +3,9 @@
 `bob` in force above it (from the queues up the tree that have one, each resource and the
 application count taken as the least on the way), since that one holds anyway and the
 child's would do nothing. A name with no limit of its own above is held to the `*` limit
-above (YuniKorn's check: for a user it holds anyway); resources and counts the limit above
-does not set are not compared.
+above (YuniKorn's check: for a user it holds anyway), and its own limit is what the queues
+below it are held to (as YuniKorn carries it); resources and counts the limit above does
+not set are not compared.
 
 core/config.py imports this module, never the reverse (it reads a configured queue's
 `limits` and `queues` as `QueueConfig` has them).
@@ -42,6 +43,8 @@ def check_nested_limits(q: Any, path: str, add: Callable[[str, str], None], abov
                 if apps and lim.maxapplications > apps:
                     add(f"{path}.limits[{i}].maxapplications",
                         f"{kind} {name!r}: {lim.maxapplications} is above {above_what}, {apps}")
+                if key != (kind, name):  # held to the '*' limit above, carried down as its own (as YuniKorn does)
+                    res, apps = {}, 0
                 least = {**res, **{r: min(v, res.get(r, v)) for r, v in lim.maxresources.items()}}
                 counts = [x for x in (apps, lim.maxapplications) if x]
                 mine[(kind, name)] = (least, min(counts) if counts else 0)

@@ -26,8 +26,7 @@ from ykbus.core.config import (
 )
 from ykbus.core.deadlines import Sequence, Timers
 from ykbus.core.entries import Entry
-from ykbus.core.events import EndedKept, Noted, Registered
-from ykbus.core.fold import carry_counts
+from ykbus.core.events import CountsCarried, EndedKept, Noted, Registered
 from ykbus.core.lifecycle import (
     RM,
     RMEvent,
@@ -125,21 +124,22 @@ class ResourceManager:
 
     def retire_counts(self, p: Partition) -> None:
         """Keep what partition `p`, about to go, counted."""
-        kept = self.retired_counts.setdefault(p.name, {})
-        for key, n in p.records.summary.counts.items():
-            kept[key] = kept.get(key, 0) + n
+        add_counts(self.retired_counts.setdefault(p.name, {}), p.records.summary.counts)
 
-    def take_counts(self, retired: dict[str, dict[tuple[str, str, str], int]]) -> None:
+    def take_counts(self, retired: dict[str, dict[tuple[str, str, str], int]], ctx: Step) -> None:
         """The counts of partitions gone (this RM's, or its registration before): a partition
-        of the same name goes on from them; the others stay kept."""
+        of the same name goes on from them (`CountsCarried`, folded); the others stay kept."""
         for name, counts in retired.items():
             p = self.partitions.get(name)
             if p is not None:
-                carry_counts(p.records, counts)
+                ctx.emit(p.records, CountsCarried(dict(counts)))
             else:
-                kept = self.retired_counts.setdefault(name, {})
-                for key, n in counts.items():
-                    kept[key] = kept.get(key, 0) + n
+                add_counts(self.retired_counts.setdefault(name, {}), counts)
+
+
+def add_counts(into: dict[tuple[str, str, str], int], counts: dict[tuple[str, str, str], int]) -> None:
+    for key, n in counts.items():
+        into[key] = into.get(key, 0) + n
 
 
 class RMRegistry:
@@ -258,7 +258,7 @@ class RMRegistry:
                              config, text, own, self.timer_sequence, entry.seq)
         rm.keep_ended(before, ctx)
         if old is not None:
-            rm.take_counts(old.retired_counts)
+            rm.take_counts(old.retired_counts, ctx)
         self.rms[msg.rmID] = rm
         if msg.config and not own_errors:
             self.policy_groups[msg.policyGroup] = msg.config
@@ -441,7 +441,7 @@ class RMRegistry:
             if part is None:
                 rm.partitions[pc.name] = Partition(rm.id, pc, rm.timers, entry.seq)
                 if pc.name in rm.retired_counts:
-                    rm.take_counts({pc.name: rm.retired_counts.pop(pc.name)})
+                    rm.take_counts({pc.name: rm.retired_counts.pop(pc.name)}, ctx)
             else:
                 draining += part.changes.apply_config(pc, ctx)
                 part.applier.quota_reloaded(ctx)  # a max lowered below usage: preempted down to it after a delay

@@ -34,7 +34,10 @@ def app_group(path: list[Queue], groups: list[str]) -> str:
     group manager resolves it: from the leaf (`path[0]`) up, at the first queue where a
     group limit applies to it, the first group its limits name (in the limits' order) that
     the user is in, else `*` if that queue has a `*` group limit (all the users it takes
-    share it); "" if none applies up to root."""
+    share it); "" if none applies up to root, or the user is in no group (YuniKorn's
+    `ensureGroup`: only a user without a name has none here)."""
+    if not groups:
+        return ""
     for q in path:
         if not q.limits:
             continue

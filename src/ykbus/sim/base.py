@@ -164,6 +164,9 @@ class SimRM(ResourceManagerCallback):
 
     # running
     async def run(self) -> None:
+        # a run again (`ykbus up` starts an RM again when its NATS did not answer) begins as a start
+        # does, from the state saved: nothing of the run before is still to end or confirm
+        self._ends, self._open, self._finished, self._preempted = [], {}, [], []
         recovering = self._load()
         st = self.state
         nodes = self.workload.nodes(self.rm_id)
