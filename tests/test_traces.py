@@ -134,3 +134,12 @@ def test_check_alone_prints_only_the_verdict_and_a_gap_in_seq_is_warned(tmp_path
     assert proc.returncode == 0
     assert (f"ykbus replay: warning: {cut}:5: seq {seqs[2]} follows {seqs[0]}: 1 entry missing: replayed as it "
             "is, from an empty state (a live core stops at a gap)").encode() in proc.stderr
+
+
+def test_replay_of_a_shard_the_log_never_names_says_so():
+    """Regression (a review): `ykbus replay LOG --shard s22` gave 0 outputs, exit 0, and no word."""
+    run = ykbus("replay", TRACES / "priority.in.jsonl", "--shard", "s22")
+    assert run.stdout == b""
+    assert b"warning: the log names no shard 's22' (it names default): no entry is its, and no output" in run.stderr
+    named = ykbus("replay", TRACES / "priority.in.jsonl", "--shard", "default")
+    assert named.stdout and b"names no shard" not in named.stderr

@@ -35,7 +35,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from ykbus.core.shards import check_shard_name
     from ykbus.log.jsonl import LogError
-    from ykbus.log.replay import first_difference, replay_file
+    from ykbus.log.replay import first_difference, replay_file, shards_named
 
     try:
         shard = check_shard_name(args.shard) if args.shard is not None else None
@@ -74,6 +74,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     # what it did, on stderr: stdout is the outputs alone (`--out -`, compared byte for byte)
     print(f"ykbus replay: {entries:,} entries, {len(lines):,} outputs in {time.monotonic() - started:.1f} s",
           file=sys.stderr)
+    if shard is not None and shard not in (named := shards_named(args.log)):
+        print(f"ykbus replay: warning: the log names no shard {shard!r} (it names {', '.join(named)}): no entry is "
+              "its, and no output", file=sys.stderr)
     if gaps:  # replayed as it is; a live core would have stopped there
         more = f" (and {len(gaps) - 1} more gaps)" if len(gaps) > 1 else ""
         print(f"ykbus replay: warning: {gaps[0]}{more}: replayed as it is, from an empty state (a live core stops at a gap)",

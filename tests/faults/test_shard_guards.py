@@ -150,3 +150,22 @@ async def test_a_registration_no_core_answers_says_what_to_look_for(nats_server)
     assert "no core answered the registration of 'rm-x' within 3 s" in str(caught.value)
     assert "the shard `default` registers an RM no assignment names" in str(caught.value)
     assert isinstance(caught.value, TimeoutError)  # what callers caught before
+
+
+def test_queue_files_given_to_a_shard_other_than_default_are_said_to_change_nothing(nats_server, tmp_path):
+    """Regression (a review): `--queues` on shard s2 was ignored in silence (the default
+    shard's leader appends the queue files)."""
+    queues = tmp_path / "q.yaml"
+    queues.write_text("partitions: [{name: default, queues: [{name: root, submitacl: '*'}]}]\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", nats_server.url, "--api-port", "0",
+                             "--shard", "s2", "--queues", str(queues)], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "YKBUS_PURE_PYTHON": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:
+            if "queue files are read by the default shard's leader only" in line or time.monotonic() > deadline:
+                break
+        assert "--queues here changes nothing" in line
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -466,6 +466,8 @@ class CoreService:
         tg.start_soon(self.clock.monitor_rms)
         if (s.queue_file or s.queues_dir) and s.shard in (None, DEFAULT_SHARD):  # one process appends them
             tg.start_soon(self.operator.watch)
+        elif s.queue_file or s.queues_dir:
+            log.warning("queue files are read by the default shard's leader only: --queues here changes nothing")
         if s.shard is not None:
             async with self.live.lock:  # units of RMs that left while this process was a standby
                 await self.connected.sharding.store_pending()

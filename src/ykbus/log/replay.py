@@ -94,6 +94,12 @@ def replay_file(path: str, queues: SchedulerConfig | None = None,
             yield encode_output(out)
 
 
+def shards_named(path: str) -> list[str]:
+    """The core shards the log at `path` names (`default` always: core/fleet.py)."""
+    with open(path, "rb") as f:
+        return sorted(shard_names(read_entries(f, path)))
+
+
 def first_difference(got: list[bytes], recorded: list[bytes]) -> str | None:
     """A human-readable description of the first differing output line, or None."""
     for i, (a, b) in enumerate(zip(got, recorded, strict=False), 1):
