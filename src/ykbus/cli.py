@@ -499,16 +499,18 @@ def cmd_shards(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"ykbus shards assign: {exc}", file=sys.stderr)
             return 2
-    found, led = anyio.run(operate, args.nats or default_url(args.data), rm, shard,
-                           identity(args.nats, args.data, args.nats_secrets, core=True))
+    found, leading = anyio.run(operate, args.nats or default_url(args.data), rm, shard,
+                               identity(args.nats, args.data, args.nats_secrets, core=True))
     for name, to in found.items():
         print(f"{name}\t{to}")
     if not found and rm is None:  # (an empty list read as a failure)
         print("ykbus shards: no RM is assigned to a shard: every RM is served by the default one (docs/sharding.md)", file=sys.stderr)
     if rm is not None:
         print(f"ykbus shards: {rm} assigned to {shard}; the shard that owns it moves it (docs/sharding.md)"
-              + ("" if led else f"; no process of shard {shard!r} leads now: it moves once one does"),
+              + ("" if leading[shard] else f"; no process of shard {shard!r} leads now: it moves once one does"),
               file=sys.stderr)
+    print(f"ykbus shards: leading now: {', '.join(n for n, on in leading.items() if on) or 'none'}; no leader: "
+          f"{', '.join(n for n, on in leading.items() if not on) or 'none'}", file=sys.stderr)
     return 0
 
 

@@ -40,6 +40,11 @@ async def test_following_the_assignments_leaves_no_consumer_on_the_server(nats_s
             assert await assignments(js, kv) == {"rm-a": "s2"}
         assert (await js.stream_info(f"KV_{SHARDS_BUCKET}")).state.consumer_count == 0
         await nc.close()
+        listed = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "ykbus.cli", "shards", "list", "--nats", nats_server.url],
+            capture_output=True, text=True, timeout=60))
+        assert listed.returncode == 0 and listed.stdout == "rm-a\ts2\n"
+        assert "ykbus shards: leading now: default; no leader: s2" in listed.stderr  # which shards lead, said
 
 
 async def test_a_killed_shards_lease_key_is_no_leader(nats_server):

@@ -32,7 +32,7 @@ from ykbus.bus.streams import NOT_ANSWERING, OtherDeployment
 from ykbus.bus.subjects import CORE_TOKEN, LEASE_BUCKET, LEASE_KEY, SHARDS_BUCKET, Subjects, lease_key
 from ykbus.core import Core
 from ykbus.core.entries import Entry
-from ykbus.core.shards import ASSIGN, RM_NAME, SHARD_NAME, Arriving, decode_assign, owner_of
+from ykbus.core.shards import ASSIGN, DEFAULT_SHARD, RM_NAME, SHARD_NAME, Arriving, decode_assign, owner_of
 from ykbus.core.snapshot import SnapshotError, dump_moved, load_moved
 from ykbus.log.replay import restorer
 from ykbus.yamlload import load_yaml
@@ -254,10 +254,10 @@ class ShardLeaders:
 
 
 async def operate(url: str, rm: str | None = None, shard: str | None = None,
-                  options: dict[str, Any] | None = None) -> tuple[dict[str, str], bool]:
+                  options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, bool]]:
     """`ykbus shards`: with `rm` and `shard`, assign the RM to the shard (the leader of the
-    shard that owns it moves it through the log); the assignments, after, and whether
-    `shard` has a leader now."""
+    shard that owns it moves it through the log); the assignments, after, and whether each
+    shard they name (`default` and `shard` too) has a leader now, judged side by side."""
     from ykbus.bus.local import connect
 
     nc = await connect(url, allow_reconnect=False, **(options or {}))
@@ -266,11 +266,19 @@ async def operate(url: str, rm: str | None = None, shard: str | None = None,
         kv = await shards_bucket(js)
         if rm is not None and shard is not None:
             await kv.put(rm, shard.encode())
+        found = await assignments(js, kv)
+        names = sorted({DEFAULT_SHARD, *found.values(), *([shard] if shard else [])})
+        leading = dict.fromkeys(names, False)
         try:
-            led = shard is not None and await ShardLeaders(await js.key_value(LEASE_BUCKET)).judge(shard)
+            leaders = ShardLeaders(await js.key_value(LEASE_BUCKET))
         except NotFoundError:
-            led = False  # no core has run yet
-        return await assignments(js, kv), led
+            return found, leading  # no core has run yet
+        async with anyio.create_task_group() as tg:
+            async def judge(name: str) -> None:
+                leading[name] = await leaders.judge(name)
+            for name in names:
+                tg.start_soon(judge, name)
+        return found, leading
     finally:
         await nc.close()
 
