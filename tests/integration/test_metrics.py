@@ -136,12 +136,14 @@ async def test_a_leader_that_lost_its_lease_says_it_no_longer_leads(nats_server)
         await anyio.sleep(1.0)  # twice its lease
         text = (await scrape(port))[1]
         assert value(text, "ykbus_core_leader") == 0 and value(text, "ykbus_leader_present") == 0
+        assert value(text, "ykbus_nats_connected") == 0  # its input lag is stale: this says so
         status, _, body = await anyio.to_thread.run_sync(fetch, port, "/api/health")
         assert status == 200 and (json.loads(body)["role"], json.loads(body)["status"]) == ("standby", "no leader")
         nats_server.start()  # the same port: it renews again and leads
         with anyio.fail_after(15):
             while value((await scrape(port))[1], "ykbus_core_leader") != 1:
                 await anyio.sleep(0.1)
+        assert value((await scrape(port))[1], "ykbus_nats_connected") == 1
 
 
 async def test_a_reader_says_when_no_core_leads(nats_server):

@@ -214,7 +214,7 @@ class CoreService:
                 "snapshot_age_seconds": time.monotonic() - self.snapshots.at,
                 "rms": {r.id: r.state.value for r in core.rms.values()},
                 "role": self.leadership.role, "leader_present": self.leadership.leader_present(),
-                "failed_entries": self.stats["failedEntries"],
+                "failed_entries": self.stats["failedEntries"], "nats_connected": self._connected is not None and self.nc.is_connected,
                 "rejections": dict(self.publisher.rejections) if self._connected is not None else {}}
 
     async def run(self) -> None:

@@ -310,6 +310,10 @@ class YunikornCollector(Collector):
                                     "published.")
         present.add_metric([], 1 if figures.get("leader_present", figures.get("role") == "leader") else 0)
         yield present
+        nats = GaugeMetricFamily("ykbus_nats_connected", "1 while this process is connected to NATS (0: its figures, "
+                                 "the input lag among them, are as they were when it lost the connection).")
+        nats.add_metric([], 1 if figures.get("nats_connected", True) else 0)
+        yield nats
         failed = CounterMetricFamily("ykbus_failed_entries", "Entries whose application raised in this process (each a "
                                      "bug: docs/reliability.md), used up as failed.")
         failed.add_metric([], figures.get("failed_entries", 0))
