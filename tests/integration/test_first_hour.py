@@ -401,16 +401,23 @@ def test_replay_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
 
 
+def up_until(env: dict, duration: str, prefix: str) -> tuple[subprocess.Popen, str]:
+    """`ykbus up --duration D` started, its stdout read up to the first line that starts with
+    `prefix` (that line, or "" if it exited first)."""
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", duration], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    for line in proc.stdout:  # type: ignore[union-attr]
+        if line.startswith(prefix):
+            return proc, line
+    return proc, ""
+
+
 def test_a_second_up_on_the_same_data_directory_is_refused(tmp_path):
     """Regression (found trying the walkthrough): two `ykbus up` on one data directory ran
     two nats-servers on one JetStream store, and an entry of the input log was lost."""
     env = home_env(tmp_path)
-    first = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+    first, _ = up_until(env, "60", "ykbus up: core ready")
     try:
-        for line in first.stdout:
-            if line.startswith("ykbus up: core ready"):
-                break
         second = ykbus("up", "--duration", "5", env=env)
         fresh = ykbus("up", "--duration", "5", "--fresh", env=env)
     finally:
@@ -490,16 +497,11 @@ def test_up_starts_its_reader_again_if_it_dies(tmp_path):
     import urllib.request
 
     env = home_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc, line = up_until(env, "60", "ykbus up: HTTP read API on ")
     try:
-        url = None
-        for line in proc.stdout:
-            found = re.match(r"ykbus up: HTTP read API on (http://127\.0\.0\.1:\d+/api/health) ", line)
-            if found:
-                url = found.group(1)
-                break
-        assert url is not None
+        found = re.match(r"ykbus up: HTTP read API on (http://127\.0\.0\.1:\d+/api/health) ", line)
+        assert found is not None, line
+        url = found.group(1)
         readers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "core --reader"], capture_output=True, text=True)
         assert len(readers.stdout.split()) == 1, readers
         os.kill(int(readers.stdout.split()[0]), signal.SIGKILL)
@@ -529,12 +531,8 @@ def test_up_rides_out_nats_stalled_for_a_while(tmp_path):
     import time
 
     env = home_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "120"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc, _ = up_until(env, "120", "ykbus up: HTTP read API on ")
     try:
-        for line in proc.stdout:
-            if line.startswith("ykbus up: HTTP read API on "):
-                break
         servers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "nats-server"], capture_output=True, text=True)
         [server] = [int(pid) for pid in servers.stdout.split()]
         os.kill(server, signal.SIGSTOP)

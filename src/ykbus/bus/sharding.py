@@ -56,17 +56,22 @@ async def shards_bucket(js: Any, replicas: int = 1) -> Any:
         return await js.create_key_value(api.KeyValueConfig(bucket=SHARDS_BUCKET, history=1, replicas=replicas))
 
 
+async def kv_keys(js: Any, bucket: str) -> list[str]:
+    """The keys of a key-value bucket, sorted (a deleted key's marker included: a get says),
+    read from the subjects of its stream: no consumer. (nats-py's `kv.keys()` makes an ordered
+    consumer the server keeps for 5 minutes after it is done: a leader reading every 0.5 s
+    reached the stream's 1,000 consumers in about 4 minutes, and no assignment could be read
+    after.)"""
+    head = f"$KV.{bucket}."
+    info = await js.stream_info(f"KV_{bucket}", subjects_filter=head + ">")
+    return sorted(subject[len(head):] for subject in info.state.subjects or {})
+
+
 async def assignments(js: Any, kv: Any) -> dict[str, str]:
-    """The operator's assignments (rm -> shard), the well-formed ones. The keys are read from
-    the bucket's stream (its subjects), and each value by a direct get: no consumer. (nats-py's
-    `kv.keys()` makes an ordered consumer the server keeps for 5 minutes after it is done: a
-    leader reading every 0.5 s reached the stream's 1,000 consumers in about 4 minutes, and
-    no assignment could be read after.)"""
-    head = f"$KV.{SHARDS_BUCKET}."
-    info = await js.stream_info(f"KV_{SHARDS_BUCKET}", subjects_filter=head + ">")
+    """The operator's assignments (rm -> shard), the well-formed ones: the keys (`kv_keys`),
+    each value by a direct get."""
     found = {}
-    for subject in sorted(info.state.subjects or {}):
-        rm = subject[len(head):]
+    for rm in await kv_keys(js, SHARDS_BUCKET):
         if not RM_NAME.match(rm):
             continue
         try:
@@ -314,10 +319,7 @@ class KindGuard:
         self._js = js
         if (leaders := await self._watch()) is None:
             return
-        head = f"$KV.{LEASE_BUCKET}."
-        info = await js.stream_info(f"KV_{LEASE_BUCKET}", subjects_filter=head + ">")
-        for subject in sorted(info.state.subjects or {}):
-            key = subject[len(head):]
+        for key in await kv_keys(js, LEASE_BUCKET):
             shard = key[len(LEASE_KEY) + 1:] if key.startswith(LEASE_KEY + "-") else None
             if (shard is None) == (self._subjects.shard is not None) and await leaders.judge(shard):
                 raise self._error(shard)
