@@ -174,3 +174,41 @@ def test_queue_files_given_to_a_shard_other_than_default_are_said_to_change_noth
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+async def test_a_shard_begun_again_beside_an_unsharded_core_stops_it(nats_server):
+    """Regression: the guard remembered a shard's lease key it had judged not leading (its old
+    ticks, replayed), so when a leader of that same shard began again beside the running
+    unsharded core, its ticks were not judged, and both published every decision. Judged
+    once per term of that shard's leader, not once per shard."""
+    url = nats_server.url
+    async with running_core(url, shard="s9", tick_interval_s=0.2) as shard:
+        with anyio.fail_after(10):
+            while not shard.core.last_seq:  # the shard's first tick, on `_core.tick.s9`
+                await anyio.sleep(0.05)
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    leases = await lease_store(js, 1.0)
+    await leases.delete(lease_key("s9"))  # it stopped: its lease is gone
+    unsharded = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--nats", url, "--api-port", "0"],
+                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "YKBUS_PURE_PYTHON": "1"})
+    try:
+        await anyio.sleep(4)
+        assert unsharded.poll() is None  # the shard's old ticks judged: no shard leads
+        rev = await leases.create(lease_key("s9"), b'{"id": "again", "ttl": 1.0}')  # shard s9 begins again
+        async with anyio.create_task_group() as tg:
+            async def renew() -> None:
+                nonlocal rev
+                while True:
+                    await anyio.sleep(0.2)
+                    rev = await leases.update(lease_key("s9"), b'{"id": "again", "ttl": 1.0}', last=rev)
+            tg.start_soon(renew)
+            await js.publish("yk.v1.in._core.tick.s9", b'{"shard": "s9"}', headers={"Yk-Lease": str(rev)})
+            with anyio.fail_after(30):
+                while unsharded.poll() is None:
+                    await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
+        assert unsharded.returncode == 2 and "core shard 's9' leads on these streams" in unsharded.stderr.read()
+    finally:
+        await nc.close()
+        unsharded.kill() if unsharded.poll() is None else None

@@ -305,7 +305,9 @@ class KindGuard:
         self._subjects = subjects
         self._js: Any = None
         self._leaders: ShardLeaders | None = None
-        self._cleared: set[str] = set()  # lease keys judged not leading at one of their ticks
+        # (lease key, term) of the other kind's leaders judged not leading at one of their ticks:
+        # each term's ticks of the past, replayed, are judged once; a new term, again
+        self._cleared: set[tuple[str, int]] = set()
 
     async def _watch(self) -> ShardLeaders | None:
         if self._leaders is None:
@@ -326,12 +328,13 @@ class KindGuard:
 
     async def at_entry(self, subject: str, headers: dict[str, str] | None) -> None:
         shard = self._other_kinds_tick(subject)
-        if shard is False or not lease_term(headers) or self._js is None or lease_key(shard) in self._cleared:
+        term = lease_term(headers)
+        if shard is False or not term or self._js is None or (lease_key(shard), term) in self._cleared:
             return
         leaders = await self._watch()
         if leaders is not None and await leaders.judge(shard):
             raise self._error(shard)
-        self._cleared.add(lease_key(shard))  # (its ticks of the past, replayed: judged once)
+        self._cleared.add((lease_key(shard), term))
 
     def _other_kinds_tick(self, subject: str) -> str | None | bool:
         """The shard whose leader appended this tick (None: an unsharded core's), if that is
