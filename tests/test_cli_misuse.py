@@ -14,7 +14,8 @@ LOG = str(ROOT / "examples" / "preemption.jsonl")
 
 
 def ykbus(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "ykbus.cli", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
 
 
 @pytest.mark.parametrize("args, said", [
@@ -32,6 +33,21 @@ def ykbus(*args: str) -> subprocess.CompletedProcess:
     (["replay", LOG, "--check", "/nonexistent-dir/recorded.jsonl"], "ykbus replay: [Errno 2] No such file"),
     (["record", "--nats", "nats://127.0.0.1:1", "--out", "/nonexistent-dir/x.jsonl"], "ykbus record: [Errno 2]"),
     (["bench", "replay", "--log", "/nonexistent-dir/log.jsonl", "--repeat", "1"], "ykbus bench: [Errno 2]"),
+    # found by an outside review of every command: each was a traceback, a machine's memory filled, or a run of nothing
+    (["sim", "k8s", "--nodes", "99999999999"], "ykbus sim k8s: error: argument --nodes: expected an integer from 1 "
+                                               "to 100000, got 99999999999"),
+    (["sim", "batch", "--nodes", "-1"], "argument --nodes: expected an integer from 1 to 100000, got -1"),
+    (["sim", "k8s", "--rate", "-3"], "argument --rate: expected a number above 0, got -3"),
+    (["sim", "batch", "--max-waiting", "-1"], "argument --max-waiting: expected an integer of at least 0, got -1"),
+    (["sim", "k8s", "--rm-id", "bad id"], "argument --rm-id: expected an rmID of 1 to"),
+    (["sim", "k8s", "--namespaces", ""], "argument --namespaces: expected queue names matching"),
+    (["tyjob", "controller", "--cluster", "c.yaml", "--rm", "a.b"], "argument --rm: expected an rmID of 1 to"),
+    (["core", "--log-level", "foo"], "ykbus core: error: argument --log-level: invalid choice: 'foo'"),
+    (["up", "--log-level", "warning"], "ykbus up: error: unrecognized arguments: --log-level warning"),
+    (["up", "--replicas", "3"], "ykbus up: error: unrecognized arguments: --replicas 3"),
+    (["bench", "core", "--node-sort", "bogus"], "ykbus bench core: error: argument --node-sort: expected fair, "
+                                                "binpacking, or both (fair,binpacking), got 'bogus'"),
+    (["schema", "--dir", "README.md"], "ykbus schema: --dir README.md: not a directory"),
 ])
 def test_a_misused_command_says_what_is_wrong_in_one_line(args, said):
     done = ykbus(*args)

@@ -29,6 +29,8 @@ def test_queues_show_guarantees_usage_and_pending_per_queue():
     assert q["root.under"][3:10] == ["leaf", "2", "2", "vcore:", "2", "cores", "-"]
     assert q["root.over"][6:10] == ["vcore:", "1", "core", "-"]  # guaranteed 1 core, no max
     assert q["root.under"][-1] == "Active"  # the STATE column: it was empty for every queue but a draining one
+    # a parent counts its subtree's applications, as RUNNING does (it said APPS 0 beside RUNNING 3: a review)
+    assert q["root"][4:6] == ["4", "3"]
 
 
 def test_apps_filter_by_queue_and_state_and_say_why_pending():

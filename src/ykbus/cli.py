@@ -10,7 +10,17 @@ import sys
 from importlib import resources
 
 from ykbus.bus.local import DATA_HELP, FIND_URL, SECRETS_HELP, NatsUnreachable, default_url, identity, leaves
-from ykbus.cliparse import PORT, SAID_ERRNOS, Parser, counts, positive, seconds, shard_name, whole
+from ykbus.cliparse import (
+    SAID_ERRNOS,
+    Parser,
+    counts,
+    node_sorts,
+    positive,
+    seconds,
+    service_flags,
+    shard_name,
+    whole,
+)
 from ykbus.log.jsonl import LogError
 from ykbus.progress import Progress
 from ykbus.tables import shown
@@ -343,6 +353,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     from ykbus.si.schema import schemas
 
+    if os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        print(f"ykbus schema: --dir {args.dir}: not a directory", file=sys.stderr)
+        return 2
     os.makedirs(args.dir, exist_ok=True)
     for name, text in schemas().items():
         path = os.path.join(args.dir, name)
@@ -396,46 +409,7 @@ def _service_settings(args: argparse.Namespace):
     try:
         return service_settings(args)
     except StartError as exc:
-        sys.exit(f"ykbus: {exc}")
-
-
-def _add_service_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="YKBUS.yaml",
-                   help="the service configuration (static; docs/configuration.md); flags override it")
-    p.add_argument("--queues", metavar="FILE.yaml",
-                   help="queue configuration for every RM (overrides theirs); watched while running")
-    p.add_argument("--queues-dir", metavar="DIR",
-                   help="<policyGroup>.yaml: the queue configuration of that policy group; watched while running")
-    p.add_argument("--prefix", default=None, help="subject prefix (default yk.v1)")
-    p.add_argument("--tick", type=seconds(False), default=None, metavar="S", help="seconds between tick entries (1)")
-    p.add_argument("--snapshot-every", type=whole(1), default=None, metavar="N", help="entries between snapshots (10000)")
-    p.add_argument("--lease-ttl", type=seconds(False), default=None, metavar="S",
-                   help="leader lease: a standby core takes over this long after the leader's last renewal (1.0)")
-    p.add_argument("--rm-pause", type=seconds(False), default=None, metavar="S",
-                   help="seconds without heartbeat before an RM is Paused (10)")
-    p.add_argument("--rm-stop", type=seconds(False), default=None, metavar="S",
-                   help="further seconds Paused before an RM is Stopped and its state removed (60)")
-    p.add_argument("--in-max-bytes", type=whole(-1), default=None, metavar="B",
-                   help="size limit of the input log stream YK_IN (-1, the default: unlimited; keep it above the last snapshot)")
-    p.add_argument("--out-max-bytes", type=whole(-1), default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
-    p.add_argument("--out-max-age", type=seconds(False), default=None, metavar="S", help="age limit of YK_OUT (7 days)")
-    p.add_argument("--replicas", type=whole(1, 5), default=None, help="stream replicas (1; 3 on a NATS cluster)")
-    p.add_argument("--start-wait", type=seconds(False), default=None, metavar="S",
-                   help="at start, wait this long for JetStream to take the streams: a NATS cluster electing its "
-                        "leaders or still forming (60)")
-    p.add_argument("--snapshot-dir", metavar="DIR",
-                   help="keep a copy of the latest snapshot here; a start reads it instead of downloading it "
-                        "when its digest matches the object store's")
-    p.add_argument("--api-host", default=None, help="bind host of the HTTP read API (127.0.0.1)")
-    p.add_argument("--api-port", type=PORT, default=None,
-                   help="port of the HTTP read API and web UI, 0: off (ykbus core: 0; ykbus up: 9080, or a free port "
-                        "when 9080 is taken)")
-    p.add_argument("--api-token", default=None, metavar="TOKEN",
-                   help="HTTP read API: require `Authorization: Bearer TOKEN` (also YKBUS_API_TOKEN; "
-                        "required when --api-host is not loopback)")
-    p.add_argument("--nats-secrets", metavar="FILE",
-                   help="connect as the core user of this secrets file (written by `ykbus nats-config`)")
-    p.add_argument("--log-level", default=None, help="debug, info (default), warning, error")
+        sys.exit(f"ykbus {args.command}: {exc}")
 
 
 def cmd_core(args: argparse.Namespace) -> int:
@@ -505,12 +479,16 @@ def cmd_shards(args: argparse.Namespace) -> int:
         print(f"{name}\t{to}")
     if not found and rm is None:  # (an empty list read as a failure)
         print("ykbus shards: no RM is assigned to a shard: every RM is served by the default one (docs/sharding.md)", file=sys.stderr)
+    if leading.pop(None):  # an unsharded core: it serves every RM, and follows no assignment
+        print("ykbus shards: not sharded: an unsharded core leads on this server and serves every RM; the "
+              "assignments take effect once core shards replace it (docs/sharding.md)", file=sys.stderr)
+        return 0
     if rm is not None:
         print(f"ykbus shards: {rm} assigned to {shard}; the shard that owns it moves it (docs/sharding.md)"
               + ("" if leading[shard] else f"; no process of shard {shard!r} leads now: it moves once one does"),
               file=sys.stderr)
-    print(f"ykbus shards: leading now: {', '.join(n for n, on in leading.items() if on) or 'none'}; no leader: "
-          f"{', '.join(n for n, on in leading.items() if not on) or 'none'}", file=sys.stderr)
+    print(f"ykbus shards: leading now: {', '.join(str(n) for n, on in leading.items() if on) or 'none'}; no leader: "
+          f"{', '.join(str(n) for n, on in leading.items() if not on) or 'none'}", file=sys.stderr)
     return 0
 
 
@@ -552,13 +530,23 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    name = f"ykbus {argv[0]}" if argv else "ykbus"
+
+    def terminated(_signum: int, _frame: object) -> None:
+        """SIGTERM (`kill`, a job's timeout, `docker stop`) where a command takes no signals
+        itself: it stops as on Ctrl-C, its `with` and `finally` blocks stopping its children
+        (Python's default ends it at once, and they ran on, adopted by init)."""
+        print(f"{name}: terminated", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, terminated)  # (a command that takes signals replaces it while it runs)
     try:
         return _main(argv)
     except BrokenPipeError:  # `ykbus explain | head`: the reader left; no traceback (Python's own advice)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:  # Ctrl-C where a command takes no signals itself: its `with` blocks stopped its children
-        print(f"\nykbus {argv[0] if argv else ''}: interrupted", file=sys.stderr, flush=True)
+        print(f"\n{name}: interrupted", file=sys.stderr, flush=True)
         return 128 + signal.SIGINT  # 130, as a shell reports a job ended by Ctrl-C
     except (OSError, BaseExceptionGroup) as exc:  # a port taken, a file missing or not allowed: one line
         said = [e for e in leaves(exc) if isinstance(e, OSError) and e.errno in SAID_ERRNOS]
@@ -672,7 +660,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("core", help="run the core service against a NATS server")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP + " (or the service configuration's)")
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
-    _add_service_flags(p)
+    service_flags(p)
     p.add_argument("--reader", action="store_true", default=None,
                    help="a reader: apply the log and answer the read API, HTTP and metrics; never lead "
                         "(reads that never wait for the leader's writer: docs/operations.md)")
@@ -692,7 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("record", help="export the input stream to a JSON Lines log file")
     p.add_argument("--nats", default=None, metavar="URL", help=NATS_HELP)
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
-    p.add_argument("--out", required=True, metavar="LOG.jsonl", help="the log file to write (appended to)")
+    p.add_argument("--out", required=True, metavar="LOG.jsonl", help="the log file to write (replaced, if it exists)")
     p.add_argument("--prefix", default="yk.v1", help="subject prefix (default yk.v1)")
     p.add_argument("--nats-secrets", metavar="FILE", help=SECRETS_HELP + " (the core's identity: it reads the log)")
     p.set_defaults(func=cmd_record)
@@ -726,7 +714,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="backlog: asks that cannot be placed, one run per count")
     b.add_argument("--entries", type=whole(1), default=2000, help="backlog: timed entries (releases and asks, alternating)")
     b.add_argument("--nodes", type=counts, default="500,1000,2000,5000", help="node counts (yunikorn-perf; backlog: the last)")
-    b.add_argument("--node-sort", default="fair", help="fair, binpacking, or both: fair,binpacking")
+    b.add_argument("--node-sort", type=node_sorts, default="fair", help="fair, binpacking, or both: fair,binpacking")
     b.add_argument("--asks-per-app", type=whole(1), default=5000, help="yunikorn-perf: asks of each application")
     b.add_argument("--scale", type=positive, default=1.0, help="mixed, gang, preemption, topology, backfill, gang-reserve: scale nodes, apps (gangs) and asks (the burst)")
     b = bench.add_parser("replay", help="log entries per second replaying a long log")
@@ -790,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one NATS user per RM with allow-list permissions (written to the data directory, 0600)")
     p.add_argument("--sync-always", action="store_true",
                    help="nats-server fsyncs every write (sync_interval: always): slower, no acked loss on power failure")
-    _add_service_flags(p)
+    service_flags(p, embedded=True)
     p.set_defaults(func=cmd_up)
 
     return parser

@@ -7,6 +7,7 @@ import copy
 import errno
 import math
 from collections.abc import Callable
+from typing import Any
 
 
 class DefaultsShown(argparse.HelpFormatter):
@@ -29,6 +30,26 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", DefaultsShown)
         super().__init__(*args, **kwargs)
+
+    def add_subparsers(self, **kwargs):  # type: ignore[no-untyped-def]
+        """Each subcommand's parser is remembered in the arguments it parses (`_parser`), so
+        that an option it does not know is said with its usage, not the top command's."""
+        action = super().add_subparsers(**kwargs)
+        add = action.add_parser
+
+        def add_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+            p = add(name, **kw)
+            p.set_defaults(_parser=p)
+            return p
+
+        action.add_parser = add_parser  # type: ignore[method-assign]
+        return action
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # said by the subcommand that was given them: `ykbus up: error: ...`
+            getattr(parsed, "_parser", self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 def whole(least: int, most: int | None = None) -> Callable[[str], int]:
@@ -79,6 +100,7 @@ def positive(text: str) -> float:
 
 
 PORT = whole(0, 65535)
+LOG_LEVELS = ("debug", "info", "warning", "error")  # `--log-level`, as the service configuration's `log_level`
 
 # the errors of a command a user acts on from one line (a port taken, a path missing or not
 # allowed): said so; any other error keeps its traceback
@@ -94,3 +116,82 @@ def shard_name(text: str) -> str:
         return check_shard_name(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+SIM_MOST_NODES = 100_000  # a simulated RM's nodes: each is built in memory, and a typo must not fill it
+
+
+def rm_id(text: str) -> str:
+    """An RM's id (`--rm-id`, `--rm`), as the core takes one: a NATS subject token."""
+    from ykbus import limits
+    from ykbus.core.shards import RM_NAME
+
+    if not RM_NAME.match(text) or len(text) > limits.MAX_ID_CHARS:
+        raise argparse.ArgumentTypeError(f"expected an rmID of 1 to {limits.MAX_ID_CHARS} characters with no '.', "
+                                         f"'*', '>' or space (a NATS subject token), got {limits.quoted(text)}")
+    return text
+
+
+def queue_names(text: str) -> tuple[str, ...]:
+    """An option's type: a comma-separated list of queue names (`team-a,ml`), each as a
+    queues.yaml takes it."""
+    from ykbus.core.config import QUEUE_NAME
+
+    names = tuple(part.strip() for part in text.split(","))
+    bad = [name for name in names if not QUEUE_NAME.fullmatch(name)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected queue names matching {QUEUE_NAME.pattern}, separated by commas; "
+                                         f"got {bad[0]!r}")
+    return names
+
+
+def node_sorts(text: str) -> str:
+    """`--node-sort` of `ykbus bench core`: fair, binpacking, or both, comma-separated."""
+    bad = [part for part in text.split(",") if part not in ("fair", "binpacking")]
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected fair, binpacking, or both (fair,binpacking), got {bad[0][:40]!r}")
+    return text
+
+
+def service_flags(p: argparse.ArgumentParser, embedded: bool = False) -> None:
+    """The core service's flags; `embedded` (`ykbus up`: its own single nats-server, its own
+    identities, its own log level) leaves out those it could not honour."""
+    p.add_argument("--config", metavar="YKBUS.yaml",
+                   help="the service configuration (static; docs/configuration.md); flags override it")
+    p.add_argument("--queues", metavar="FILE.yaml",
+                   help="queue configuration for every RM (overrides theirs); watched while running")
+    p.add_argument("--queues-dir", metavar="DIR",
+                   help="<policyGroup>.yaml: the queue configuration of that policy group; watched while running")
+    p.add_argument("--prefix", default=None, help="subject prefix (default yk.v1)")
+    p.add_argument("--tick", type=seconds(False), default=None, metavar="S", help="seconds between tick entries (1)")
+    p.add_argument("--snapshot-every", type=whole(1), default=None, metavar="N", help="entries between snapshots (10000)")
+    p.add_argument("--lease-ttl", type=seconds(False), default=None, metavar="S",
+                   help="leader lease: a standby core takes over this long after the leader's last renewal (1.0)")
+    p.add_argument("--rm-pause", type=seconds(False), default=None, metavar="S",
+                   help="seconds without heartbeat before an RM is Paused (10)")
+    p.add_argument("--rm-stop", type=seconds(False), default=None, metavar="S",
+                   help="further seconds Paused before an RM is Stopped and its state removed (60)")
+    p.add_argument("--in-max-bytes", type=whole(-1), default=None, metavar="B",
+                   help="size limit of the input log stream YK_IN (-1, the default: unlimited; keep it above the last snapshot)")
+    p.add_argument("--out-max-bytes", type=whole(-1), default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
+    p.add_argument("--out-max-age", type=seconds(False), default=None, metavar="S", help="age limit of YK_OUT (7 days)")
+    if not embedded:
+        p.add_argument("--replicas", type=whole(1, 5), default=None, help="stream replicas (1; 3 on a NATS cluster)")
+    p.add_argument("--start-wait", type=seconds(False), default=None, metavar="S",
+                   help="at start, wait this long for JetStream to take the streams: a NATS cluster electing its "
+                        "leaders or still forming (60)")
+    p.add_argument("--snapshot-dir", metavar="DIR",
+                   help="keep a copy of the latest snapshot here; a start reads it instead of downloading it "
+                        "when its digest matches the object store's")
+    p.add_argument("--api-host", default=None, help="bind host of the HTTP read API (127.0.0.1)")
+    p.add_argument("--api-port", type=PORT, default=None,
+                   help="port of the HTTP read API and web UI, 0: off (ykbus core: 0; ykbus up: 9080, or a free port "
+                        "when 9080 is taken)")
+    p.add_argument("--api-token", default=None, metavar="TOKEN",
+                   help="HTTP read API: require `Authorization: Bearer TOKEN` (also YKBUS_API_TOKEN; "
+                        "required when --api-host is not loopback)")
+    if embedded:
+        return
+    p.add_argument("--nats-secrets", metavar="FILE",
+                   help="connect as the core user of this secrets file (written by `ykbus nats-config`)")
+    p.add_argument("--log-level", default=None, choices=LOG_LEVELS, help="info (default)")

@@ -56,11 +56,18 @@ def _each(answer: Answer) -> Iterable[tuple[str, str, dict[str, Any]]]:
 def queues(answer: Answer) -> list[str]:
     rows = []
     for rm, partition, section in _each(answer):
+        held: dict[str, int] = dict.fromkeys(section, 0)  # a queue's applications and its subtree's, as RUNNING counts
+        for path, q in section.items():
+            parts = path.split(".")
+            for i in range(1, len(parts) + 1):
+                above = ".".join(parts[:i])
+                if above in held:
+                    held[above] += len(q.get("applications", []))
         for path in sorted(section):
             q = section[path]
             # YuniKorn's queue states; a queue a placement rule created (not in the configuration) says so
             state = "Draining" if q.get("draining") else "Active" if q.get("managed", True) else "Active (dynamic)"
-            rows.append((rm, partition, path, "leaf" if q.get("leaf") else "parent", str(len(q.get("applications", []))),
+            rows.append((rm, partition, path, "leaf" if q.get("leaf") else "parent", str(held[path]),
                          str(q.get("runningApplications", 0)), resources(q.get("guaranteed")), resources(q.get("max")),
                          resources(q.get("allocated")), resources(q.get("pending")), state))
     return align(("RM", "PARTITION", "QUEUE", "KIND", "APPS", "RUNNING", "GUARANTEED", "MAX", "ALLOCATED", "PENDING",

@@ -89,7 +89,10 @@ def up(args: argparse.Namespace) -> int:
     try:
         settings = service_settings(argparse.Namespace(**{**vars(args), "nats": ""}))
     except StartError as exc:
-        sys.exit(f"ykbus: {exc}")
+        sys.exit(f"ykbus up: {exc}")
+    if settings.limits.replicas != 1:  # (a service configuration's streams.replicas)
+        sys.exit(f"ykbus up: streams.replicas {settings.limits.replicas}: `ykbus up` runs one nats-server, which keeps "
+                 "one replica; replicas are for `ykbus core` on a NATS cluster")
     store = os.path.abspath(os.path.expanduser(args.data or DEFAULT_DATA))
     if args.api_port and not _port_free(settings.api_host, args.api_port):  # before anything starts
         print(f"ykbus up: --api-port {args.api_port}: the port is in use on {settings.api_host} (another `ykbus up`'s "

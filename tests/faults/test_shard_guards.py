@@ -212,3 +212,16 @@ async def test_a_shard_begun_again_beside_an_unsharded_core_stops_it(nats_server
     finally:
         await nc.close()
         unsharded.kill() if unsharded.poll() is None else None
+
+
+async def test_shards_against_an_unsharded_core_says_it_is_not_sharded(nats_server):
+    """Regression (a review): `ykbus shards list` beside one unsharded core (`ykbus up`) said
+    "leading now: none; no leader: default" while that core led; an assignment there was
+    taken in silence."""
+    async with running_core(nats_server.url):
+        said = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "ykbus.cli", "shards", "assign", "k8s", "s2", "--nats", nats_server.url],
+            capture_output=True, text=True, timeout=60))
+    assert said.returncode == 0 and said.stdout == "k8s\ts2\n"
+    assert said.stderr == ("ykbus shards: not sharded: an unsharded core leads on this server and serves every RM; "
+                           "the assignments take effect once core shards replace it (docs/sharding.md)\n")

@@ -509,6 +509,13 @@ async def test_record_of_a_server_no_core_ran_on_or_of_a_trimmed_stream_says_so(
     proc = await anyio.to_thread.run_sync(lambda: ykbus("record", "--nats", nats_server.url, "--out", str(log)))
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "from entry 3: the stream no longer holds the 2 entries before it" in err, err
+    # a prefix no core uses there: said at once (it waited for ever, an empty file written)
+    proc = await anyio.to_thread.run_sync(lambda: ykbus("record", "--nats", nats_server.url, "--prefix", "foo",
+                                                        "--out", str(tmp_path / "foo.jsonl")))
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and err.strip() == (f"ykbus record: the input stream {IN_STREAM} on {nats_server.url} "
+                                                    "holds yk.v1.in.>, not foo.in.>: its cores use another subject "
+                                                    "prefix (--prefix)"), err
     proc = await anyio.to_thread.run_sync(lambda: ykbus("replay", str(log), "--out", str(tmp_path / "out.jsonl")))
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "warning: " in err and "starts at seq 3: 2 entries missing before it" in err, err

@@ -392,7 +392,7 @@ async def test_http_read_api_off_loopback_needs_a_token(nats_server):
     env = {k: v for k, v in os.environ.items() if k != "YKBUS_API_TOKEN"}
     proc = subprocess.run([sys.executable, "-m", "ykbus.cli", "core", "--nats", nats_server.url, "--api-host",
                            "0.0.0.0", "--api-port", str(free_port())], capture_output=True, timeout=60, env=env)
-    assert proc.returncode == 1 and proc.stderr.decode().strip() == f"ykbus: {message}"
+    assert proc.returncode == 1 and proc.stderr.decode().strip() == f"ykbus core: {message}"
     # loopback by name or address needs none; the port 0 (off) needs none
     for host, port in (("localhost", free_port()), ("::1", free_port()), ("0.0.0.0", 0)):
         assert api_exposure_error(host, port, None) is None

@@ -265,3 +265,28 @@ def test_a_core_still_starting_stops_on_sigterm_at_once(tmp_path):
     out = "".join(core.lines)
     assert took < SERVICE_STOP_S, (took, out[-3000:])
     assert core.proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+
+
+def test_a_benchmark_stopped_with_sigterm_stops_its_children_and_says_so():
+    """Regression (a review): `ykbus bench e2e` ended by SIGTERM (a CI job's timeout, `kill`)
+    exited 143 in silence and left its `ykbus core` running, adopted by init: Python's
+    default SIGTERM skips the `finally` blocks that stop the children. Every command stops
+    as it does on Ctrl-C."""
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "bench", "e2e", "--seconds", "60", "--nodes", "50"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any("ykbus.cli core" in line for line in children(proc.pid).values()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        spawned = set(children(proc.pid))
+        time.sleep(2)  # the benchmark under way
+        proc.send_signal(signal.SIGTERM)  # to it alone, not its process group
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert err.splitlines()[-1] == "ykbus bench: terminated", err[-2000:]
+        assert not [pid for pid in spawned if alive(pid)]  # the core, the nats-server: stopped
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

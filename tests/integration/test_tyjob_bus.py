@@ -6,6 +6,8 @@ restarted mid-job."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -295,3 +297,40 @@ async def test_one_job_in_two_files_of_one_apply_is_refused(nats_server, tmp_pat
     b.write_text(job("dup", workers=5))
     assert await cli.apply(cli.Nats(nats_server.url), [str(a), str(b)]) == 1
     assert await statuses(nats_server.url) == {}  # nothing stored
+
+
+async def test_a_second_controller_on_the_server_is_refused_and_takes_over_from_a_killed_one(nats_server, tmp_path):
+    """Regression (a review): `ykbus tyjob controller --rm other` started beside a running
+    controller recovered every job as its own, under its RM: the jobs' pods ran twice, and
+    `tyjob get` showed them restarted. One controller serves a server's TYJobs: a second one
+    is refused while the first renews its claim, in one line, exit 2; a controller killed
+    (no release) is taken over once its claim lapses."""
+    url = nats_server.url
+    cluster = cluster_file(tmp_path)
+
+    def tyjob_controller(rm: str) -> list[str]:
+        return [sys.executable, "-m", "ykbus.cli", "tyjob", "controller", "--nats", url, "--cluster", str(cluster),
+                "--rm", rm]
+
+    async with running_core(url) as core:
+        first = subprocess.Popen(tyjob_controller("tyjob"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            await apply(url, tmp_path, job("long", workers=1, leader="60", worker="60"))
+            await wait_for(url, lambda s: s.get("long", {}).get("stage") == "Running")
+            second = await anyio.run_process(tyjob_controller("other"), check=False)
+            said = second.stderr.decode()
+            assert second.returncode == 2, said[-2000:]
+            assert said.startswith("ykbus tyjob controller: another TYJob controller serves the TYJobs of this "
+                                   "server (rm 'tyjob', pid "), said
+            assert "Traceback" not in said
+            assert (await statuses(url))["long"]["restarts"] == 0  # the first one's job, untouched
+            assert "other" not in core.read("partitions", {})["partitions"]  # nothing registered as the second
+        finally:
+            first.kill()  # kill -9: its claim is neither renewed nor released
+            first.wait()
+        t0 = anyio.current_time()
+        async with controller(url, cluster) as third:  # the same RM id: it recovers the job, as a restart does
+            assert anyio.current_time() - t0 < 8
+            assert "default.long" in third.ctl.runs
+            st = await wait_for(url, lambda s: s["long"]["stage"] == "Running")
+            assert st["long"]["restarts"] == 0

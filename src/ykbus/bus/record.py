@@ -37,6 +37,10 @@ async def record(url: str, out_path: str, prefix: str = "yk.v1", progress: Progr
                            "(is it the one the core uses? --nats, --data)") from None
         except nats.js.errors.ServiceUnavailableError:
             raise LogError(f"{url} has no JetStream: it is not the NATS server of a core (--nats, --data)") from None
+        held = list(info.config.subjects or [])
+        if subjects.inputs not in held:  # an ordered consumer of subjects the stream never holds waits for ever
+            raise LogError(f"the input stream {IN_STREAM} on {url} holds {', '.join(held) or 'no subjects'}, not "
+                           f"{subjects.inputs}: its cores use another subject prefix (--prefix)")
         last, n, first = info.state.last_seq, 0, info.state.first_seq
         with open(out_path, "wb") as f:
             if not info.state.messages:

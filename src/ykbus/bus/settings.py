@@ -21,6 +21,7 @@ from ykbus.bus.streams import START_WAIT_S, StreamLimits
 from ykbus.core.acl import Acl, parse_acl
 from ykbus.core.config import ConfigError, SchedulerConfig
 
+LogLevel = Literal["debug", "info", "warning", "error"]  # the service's log levels (cliparse.LOG_LEVELS)
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 
@@ -86,7 +87,7 @@ class ServiceConfig(_C):
     snapshot_dir: str | None = None
     # Who may use the admin API (yk.v1.admin.*) besides the process owner, who always may.
     scheduler_acl: str = ""
-    log_level: str = "info"
+    log_level: LogLevel = "info"
 
 
 class ServiceConfigError(ValueError):

@@ -259,10 +259,11 @@ class ShardLeaders:
 
 
 async def operate(url: str, rm: str | None = None, shard: str | None = None,
-                  options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, bool]]:
+                  options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str | None, bool]]:
     """`ykbus shards`: with `rm` and `shard`, assign the RM to the shard (the leader of the
     shard that owns it moves it through the log); the assignments, after, and whether each
-    shard they name (`default` and `shard` too) has a leader now, judged side by side."""
+    shard they name (`default` and `shard` too) has a leader now, judged side by side, and
+    an unsharded core (None)."""
     from ykbus.bus.local import connect
 
     nc = await connect(url, allow_reconnect=False, **(options or {}))
@@ -272,14 +273,14 @@ async def operate(url: str, rm: str | None = None, shard: str | None = None,
         if rm is not None and shard is not None:
             await kv.put(rm, shard.encode())
         found = await assignments(js, kv)
-        names = sorted({DEFAULT_SHARD, *found.values(), *([shard] if shard else [])})
+        names: list[str | None] = [None, *sorted({DEFAULT_SHARD, *found.values(), *([shard] if shard else [])})]
         leading = dict.fromkeys(names, False)
         try:
             leaders = ShardLeaders(await js.key_value(LEASE_BUCKET))
         except NotFoundError:
             return found, leading  # no core has run yet
         async with anyio.create_task_group() as tg:
-            async def judge(name: str) -> None:
+            async def judge(name: str | None) -> None:
                 leading[name] = await leaders.judge(name)
             for name in names:
                 tg.start_soon(judge, name)

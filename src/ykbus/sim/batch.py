@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import anyio
 
 from ykbus.bus.local import DATA_HELP, FIND_URL, default_url
-from ykbus.cliparse import Parser
+from ykbus.cliparse import SIM_MOST_NODES, Parser, positive, rm_id, whole
 from ykbus.si import messages as m
 from ykbus.sim.base import GiB, SimRM, nats_identity, resource, run_sim
 
@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="ykbus sim batch")
     p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
-    p.add_argument("--rm-id", default="batch", help="the rmID it registers as (default batch)")
-    p.add_argument("--nodes", type=int, default=10)
-    p.add_argument("--rate", type=float, default=5.0, help="jobs per second, while fewer than --max-waiting wait")
-    p.add_argument("--max-waiting", type=int, default=200,
+    p.add_argument("--rm-id", type=rm_id, default="batch", help="the rmID it registers as (default batch)")
+    p.add_argument("--nodes", type=whole(1, SIM_MOST_NODES), default=10, help="the nodes it has")
+    p.add_argument("--rate", type=positive, default=5.0, help="jobs per second, while fewer than --max-waiting wait")
+    p.add_argument("--max-waiting", type=whole(0), default=200,
                    help="submit no job to a queue while this many of its containers wait unplaced "
                         "(0: no bound, the backlog grows)")
     p.add_argument("--state", metavar="FILE", help="state file: recover running containers after a restart")

@@ -16,7 +16,7 @@ import anyio
 import msgspec
 
 from ykbus.bus.local import DATA_HELP, FIND_URL, default_url
-from ykbus.cliparse import Parser
+from ykbus.cliparse import SIM_MOST_NODES, Parser, positive, queue_names, rm_id, whole
 from ykbus.si import messages as m
 from ykbus.sim.base import GiB, SimRM, nats_identity, resource, run_sim
 
@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="ykbus sim k8s")
     p.add_argument("--nats", default=None, metavar="URL", help=f"NATS server (default: {FIND_URL})")
     p.add_argument("--data", metavar="DIR", help=DATA_HELP)
-    p.add_argument("--rm-id", default="k8s", help="the rmID it registers as (default k8s)")
-    p.add_argument("--nodes", type=int, default=20)
-    p.add_argument("--rate", type=float, default=200.0, help="pods per second, while fewer than --max-waiting wait")
-    p.add_argument("--max-waiting", type=int, default=200,
+    p.add_argument("--rm-id", type=rm_id, default="k8s", help="the rmID it registers as (default k8s)")
+    p.add_argument("--nodes", type=whole(1, SIM_MOST_NODES), default=20, help="the nodes it has")
+    p.add_argument("--rate", type=positive, default=200.0, help="pods per second, while fewer than --max-waiting wait")
+    p.add_argument("--max-waiting", type=whole(0), default=200,
                    help="deploy nothing to a namespace while this many of its pods wait unplaced "
                         "(0: no bound, the backlog grows)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="uniform", help="node sizes")
@@ -144,10 +144,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--state", metavar="FILE", help="state file: recover running pods after a restart")
     p.add_argument("--nats-secrets", metavar="FILE",
                    help="connect as this RM's user of a secrets file written by `ykbus nats-config`")
-    p.add_argument("--namespaces", default="team-a,team-b,ml")
+    p.add_argument("--namespaces", type=queue_names, default="team-a,team-b,ml",
+                   help="its namespaces, each a queue under root, separated by commas")
     args = p.parse_args(argv)
     workload = K8sWorkload(nodes_count=args.nodes, pods_per_s=args.rate, max_waiting=args.max_waiting,
-                           profile=args.profile, trace=args.trace, namespaces=tuple(args.namespaces.split(",")))
+                           profile=args.profile, trace=args.trace, namespaces=args.namespaces)
     run_sim(SimRM(args.nats or default_url(args.data), args.rm_id, workload, state_path=args.state,
                   nats_options=nats_identity(args.nats_secrets, args.rm_id)), "ykbus sim k8s")
 

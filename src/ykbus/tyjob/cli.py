@@ -20,7 +20,7 @@ import msgspec
 
 from ykbus import logs
 from ykbus.bus.local import DATA_HELP, FIND_URL, connect, default_url, up_secrets
-from ykbus.cliparse import Parser
+from ykbus.cliparse import Parser, rm_id
 from ykbus.tyjob import store
 from ykbus.tyjob.manifest import ManifestError, TYJob, parse_manifests
 
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
 
     c = with_nats(sub.add_parser("controller", help="run the controller: an RM with the nodes of CLUSTER.yaml"))
     c.add_argument("--cluster", required=True, metavar="CLUSTER.yaml")
-    c.add_argument("--rm", default="tyjob", help="its RM id")
+    c.add_argument("--rm", type=rm_id, default="tyjob", help="its RM id")
     a = with_nats(sub.add_parser("apply", help="store the TYJobs of manifest files (all of them, or none)"))
     a.add_argument("-f", "--filename", action="append", required=True, metavar="FILE.yaml", help="'-': stdin")
     g = with_nats(sub.add_parser("get", help="job status: a table, or -o json"))
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "controller":
         from ykbus.bus.service import asyncio_loop_policy
         from ykbus.tyjob.cluster import ClusterError
-        from ykbus.tyjob.service import ControllerService
+        from ykbus.tyjob.service import ControllerService, OtherController
 
         asyncio_loop_policy()
         logs.setup("info")  # what the controller does, on stderr (`docker compose logs`)
@@ -319,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
             anyio.run(_until_stopped, ControllerService(url, args.cluster, args.rm, nats.options))
         except ClusterError as exc:
             raise SystemExit(f"ykbus tyjob controller: {exc}") from None
+        except OtherController as exc:  # one controller a server: said in one line, exit 2 (as a port taken)
+            print(f"ykbus tyjob controller: {exc}", file=sys.stderr)
+            return 2
         except OSError as exc:  # the cluster file cannot be read (not a timeout: also an OSError, with no file)
             if exc.filename is None:
                 raise

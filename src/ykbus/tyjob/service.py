@@ -21,6 +21,7 @@ import msgspec
 from nats.errors import Error as NatsError
 
 from ykbus.bus.client import NatsScheduler, ResourceManagerCallback, ResourceManagerClient
+from ykbus.bus.leadership import Lease, identity, lease_holder
 from ykbus.bus.local import connect
 from ykbus.si import messages as m
 from ykbus.tyjob import store
@@ -32,6 +33,12 @@ log = logging.getLogger("ykbus.tyjob")
 TICK_S = 0.05
 SAVE_S = 0.2
 SAVE_AT_STOP_S = 1.5  # the last save when stopped; a container's stop (SIGTERM) is done within 2 s
+CLAIM_KEY = "controller"  # the key of the bucket whose holder is the one controller of the server
+CLAIM_TTL_S = 2.0  # a controller killed is taken over this long after its last renewal
+
+
+class OtherController(Exception):
+    """Another controller serves this server's TYJobs (it renews its claim): one does."""
 
 
 class ControllerService(ResourceManagerCallback):
@@ -69,8 +76,10 @@ class ControllerService(ResourceManagerCallback):
         self.ctl.capacities = {n.name: n.capacity for n in self.nodes.values()}
         self.ctl.attributes = {n.name: n.attributes for n in self.nodes.values()}
         nc = await connect(self.url, **self.nats_options)
+        claim: Lease | None = None
         try:
             self.kv = await store.bucket(nc)
+            claim = await self._claim()
             runs = []
             for key in await store.keys(nc, self.kv, "status."):
                 data = await store.get_value(self.kv, key)
@@ -94,13 +103,42 @@ class ControllerService(ResourceManagerCallback):
                     tg.start_soon(self._watch_specs)
                     tg.start_soon(self._loop)
                     tg.start_soon(self._watch_cluster)
+                    tg.start_soon(self._hold, claim)
         finally:  # stopped (cancelled) too: the runs' last states saved, within a bound (SIGTERM: 2 s)
             with anyio.move_on_after(SAVE_AT_STOP_S, shield=True):
-                try:
-                    await self._save()
-                except Exception as exc:  # NATS slow or gone at the stop: the saves before it stand (every SAVE_S)
-                    log.warning("tyjob controller: the last save at the stop failed: %s", exc or type(exc).__name__)
+                if claim is not None and not claim.lost:
+                    try:
+                        await self._save()
+                    except Exception as exc:  # NATS slow or gone at the stop: the saves before it stand (every SAVE_S)
+                        log.warning("tyjob controller: the last save at the stop failed: %s", exc or type(exc).__name__)
+                    await claim.release()  # the next controller starts at once
                 await nc.close()
+
+    async def _claim(self) -> Lease:
+        """This controller's claim on the server's TYJobs, as a core's lease (bus/leadership.py):
+        taken if no controller holds it, or once its holder stopped renewing (killed: within
+        its TTL); `OtherController` as soon as its holder is seen renewing it."""
+        claim = Lease(self.kv, identity(self.rm_id, CLAIM_TTL_S), CLAIM_TTL_S, key=CLAIM_KEY)
+        first: int | None = None
+        while not await claim.try_acquire():
+            holder = await store.get_entry(self.kv, CLAIM_KEY)
+            if holder is not None:
+                if first is not None and holder.revision != first:
+                    named = lease_holder(holder.value)
+                    raise OtherController(
+                        f"another TYJob controller serves the TYJobs of this server (rm {named.get('id')!r}, pid "
+                        f"{named.get('pid')} on {named.get('host')}): one controller does; stop it first, or "
+                        "run this one against another NATS server")
+                first = holder.revision if first is None else first
+            await anyio.sleep(0.1)
+        return claim
+
+    async def _hold(self, claim: Lease) -> None:
+        """Renew the claim; another controller took it (this one stalled past its TTL): stop,
+        saving nothing more (the runs are the other's now)."""
+        await claim.hold()
+        raise OtherController("another TYJob controller took over this server's TYJobs (this one stopped renewing "
+                              "its claim for longer than its TTL): stopped")
 
     async def _watch_specs(self) -> None:
         watcher = await self.kv.watch("spec.>")

@@ -38,11 +38,17 @@ async def bucket(nc: Any, create: bool = True) -> Any:
 
 
 async def get_value(kv: Any, key: str) -> bytes | None:
+    entry = await get_entry(kv, key)
+    return entry.value if entry is not None else None
+
+
+async def get_entry(kv: Any, key: str) -> Any:
+    """The entry of `key` that holds a value (its revision too), or None."""
     try:
         entry = await kv.get(key)
     except (KeyNotFoundError, KeyDeletedError):
         return None
-    return entry.value if entry.value else None
+    return entry if entry.value else None
 
 
 async def keys(nc: Any, kv: Any, prefix: str) -> list[str]:
