@@ -61,6 +61,9 @@ MAX_QUOTED_CHARS = 128  # an identifier quoted in a reason is shortened past thi
 COMPLETING_TIMEOUT_NS = 30 * 1_000_000_000  # Completing -> Completed
 TERMINATED_TIMEOUT_NS = 3 * 24 * 3600 * 1_000_000_000  # Completed/Failed -> Expired, then forgotten
 REJECTED_KEPT = 1000  # rejected applications a partition remembers for readers, the newest
+# ended applications a partition remembers, each until TERMINATED_TIMEOUT_NS (about 2.6 KB
+# each): past it the oldest expires at once (36 ended a second would hold 9 million, 24 GB)
+TERMINATED_KEPT = _setting("TERMINATED_KEPT", 50_000)
 INT64_MAX = 2**63 - 1  # the log's clock and every deadline stay below
 INT64_MIN = -(2**63)
 

@@ -27,6 +27,8 @@ def _in_order(timers: Timers[str]) -> list[tuple[int, int, str]]:
 def test_timers_fire_in_deadline_then_insertion_order(steps):
     sequence = Sequence()
     timers = [Timers[str](sequence), Timers[str](sequence)]
+    for t in timers:
+        t.compact_after = 1  # its heap built again as soon as it may: that too keeps the order
     held: list[tuple[int, int, str]] = []  # the reference: every timer not fired yet
     owner: dict[str, int] = {}  # timer -> which RM's
     for n, step in enumerate(steps):
@@ -38,6 +40,7 @@ def test_timers_fire_in_deadline_then_insertion_order(steps):
         elif step[0] == "reload":  # a snapshot's round trip
             kept = timers[step[1]].entries()
             timers[step[1]] = Timers[str](sequence)
+            timers[step[1]].compact_after = 1
             timers[step[1]].load(kept)
         elif step[0] == "cancel":
             if held:
@@ -72,3 +75,16 @@ def test_a_deadline_whose_timers_were_cancelled_is_not_read_and_takes_timers_aga
     assert all(walk)  # no empty list: an emptied deadline is not read
     assert due([timers], 6000) == [name for _, name in expected]
     assert due([timers], INT64_MAX) == []
+
+
+def test_cancelled_deadlines_do_not_pile_up_until_they_are_due():
+    """An ended application forgotten early (limits.TERMINATED_KEPT) cancels its 3-day timer,
+    each at a deadline of its own: 36 a second (a soak of `ykbus up`) would have left 9
+    million deadlines in the heap until due. The heap is built again once most are gone."""
+    timers = Timers[str](Sequence())
+    for i in range(100_000):
+        timers.schedule(10**15 + i, f"t{i}")
+        if i >= 10:
+            timers.cancel(10**15 + i - 10, f"t{i - 10}")  # only the last 10 are held
+    assert len(timers._deadlines) < 2 * timers.compact_after + 20  # (not 100,000)
+    assert due([timers], INT64_MAX) == [f"t{i}" for i in range(99_990, 100_000)]

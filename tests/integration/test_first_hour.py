@@ -261,7 +261,7 @@ def test_explain_groups_asks_that_wait_for_the_same_reason(tmp_path):
 # --- 9. tyjob get in another namespace; --help shows defaults -------------------------------
 
 def test_help_shows_defaults_everywhere():
-    for args, shown in [(("record",), "(default: $YKBUS_NATS"), (("sim", "k8s"), "--nodes NODES (default: 20)"),
+    for args, shown in [(("record",), "(default: $YKBUS_NATS"), (("sim", "k8s"), "--nodes NODES the nodes it has (default: 20)"),
                         (("sim", "batch"), "(default: 200)"), (("replay",), "(default: standard output)"),
                         (("tyjob", "controller"), "its RM id (default: tyjob)"), (("bench", "e2e"), "(default: 5000)"),
                         (("up",), "(default: ~/.ykbus/up)")]:

@@ -144,8 +144,7 @@ class Changes:
                 index_victim(alloc)
 
     def place(self, msg: m.AddApplicationRequest) -> tuple[Queue | None, str]:
-        """The leaf queue for a new application, or None and why; decided, nothing changed
-        (a queue a placement rule creates joins the tree when the application is added)."""
+        """The leaf queue for a new application, or None and why; nothing changed (yet)."""
         return AppPlacement(self.records).place(msg)
 
     def _attach(self, leaf: Queue) -> None:
@@ -292,6 +291,8 @@ class Changes:
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
             self.records.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path, app.history)
+            if len(self.records.terminated) > limits.TERMINATED_KEPT:  # the oldest goes before its 3 days
+                self.expire(*next(iter(self.records.terminated.items())), ctx, early=True)
         self.waits.sync_app(app)
 
     def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Step) -> None:
@@ -306,10 +307,10 @@ class Changes:
             dropped += 1
         ctx.emit(self.records, AppRejected(msg.applicationID, queue, dropped))
 
-    def expire(self, app_id: str, state: AppState, ctx: Step) -> None:
-        """The terminated record of `app_id` (ended `state`) goes: the application is forgotten."""
+    def expire(self, app_id: str, ended: Terminated, ctx: Step, early: bool = False) -> None:
+        """Ended `app_id`'s record goes (`early`: the partition keeps limits.TERMINATED_KEPT)."""
         del self.records.terminated[app_id]
-        ctx.emit(self.records, AppExpired(app_id, state))
+        ctx.emit(self.records, AppExpired(app_id, ended.state, ended.ts + limits.TERMINATED_TIMEOUT_NS if early else 0))
 
     def _forget_app(self, app: App) -> None:
         records = self.records

@@ -272,7 +272,7 @@ class Core:
                 if not timer.alloc.preempting:  # preempted: the RM stops it already, and confirms it
                     part.changes.release(timer.alloc, TIMEOUT, f"execution timeout of {timer.timeout_ms} ms reached", ctx)
             case ExpireTimer():
-                part.changes.expire(timer.app_id, timer.state, ctx)
+                part.changes.expire(timer.app_id, records.terminated[timer.app_id], ctx)
             case _:  # a kind added and not told here fails, not dropped
                 raise AssertionError(f"a timer of no known kind: {timer!r}")
 

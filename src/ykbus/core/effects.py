@@ -307,9 +307,13 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
         app = event.app
         part.timers.schedule(ts + app.placeholder_timeout_ms * 1_000_000, _PlaceholderTimer(part, app, event.generation))
     elif t is _AppExpired:
+        until: int = event.until
+        if until:  # its timer can do nothing now: taken out (a timer a record, for 3 days)
+            part.timers.cancel(until, _ExpireTimer(part, event.app_id, event.state))
         ctx.put(rm, m.UpdatedApplication(
             applicationID=event.app_id, state=APP.advance(event.state, AppEvent.EXPIRE).value,
-            stateTransitionTimestamp=ts, message="terminated timeout"))
+            stateTransitionTimestamp=ts, message="terminated timeout" if not until else
+            f"forgotten before its terminated timeout: the partition keeps the last {limits.TERMINATED_KEPT} ended"))
     elif t is _EndedKept:
         if event.expires:
             part.timers.schedule(event.expires, _ExpireTimer(part, event.app_id, event.ended.state))

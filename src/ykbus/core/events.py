@@ -150,6 +150,7 @@ class AppExpired(msgspec.Struct, frozen=True, gc=False):
 
     app_id: str
     state: AppState
+    until: int = 0  # gone early, before its timer's deadline `until` (limits.TERMINATED_KEPT); 0: the timer fired
 
 
 class AllocationRecovered(msgspec.Struct, frozen=True, gc=False):
