@@ -341,6 +341,18 @@ def test_a_partition_keeps_the_last_ended_applications_and_forgets_the_oldest_ea
     assert list(part.terminated) == ["a3", "a4"]
     assert sorted(t.app_id for _d, _n, t in part.timers.entries()) == ["a3", "a4"]  # the others' timers gone
     assert app_updates(h.do(h.log.tick(3 * 24 * 3600 * 10**9))) == [("a3", "Expired"), ("a4", "Expired")]
+    # more held than the bound (a lower one set, an older core's snapshot): two go at each end, until within it
+    monkeypatch.setattr(limits, "TERMINATED_KEPT", 10)
+    for i in range(5, 10):
+        h.do(h.log.apps(app(f"a{i}", "root.prod")))
+        h.do(h.log.remove_apps(f"a{i}"))
+    monkeypatch.setattr(limits, "TERMINATED_KEPT", 2)
+    held = []
+    for i in range(10, 13):
+        h.do(h.log.apps(app(f"a{i}", "root.prod")))
+        h.do(h.log.remove_apps(f"a{i}"))
+        held.append(len(part.terminated))
+    assert held == [4, 3, 2]
 
 
 def test_remove_app_releases_asks_and_allocations(h):

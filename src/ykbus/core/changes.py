@@ -291,8 +291,8 @@ class Changes:
         if new in (AppState.COMPLETED, AppState.FAILED):
             self._forget_app(app)
             self.records.terminated[app.id] = Terminated(new, ctx.ts, message, app.queue.path, app.history)
-            if len(self.records.terminated) > limits.TERMINATED_KEPT:  # the oldest goes before its 3 days
-                self.expire(*next(iter(self.records.terminated.items())), ctx, early=True)
+            for _ in range(min(2, len(self.records.terminated) - limits.TERMINATED_KEPT)):  # the oldest go before
+                self.expire(*next(iter(self.records.terminated.items())), ctx, early=True)  # their 3 days (2: to shrink)
         self.waits.sync_app(app)
 
     def reject_app(self, msg: m.AddApplicationRequest, queue: str, reason: str, ctx: Step) -> None:
