@@ -110,3 +110,11 @@ def test_every_option_and_argument_of_every_command_says_what_it_is():
         return out
 
     assert bare(build_parser(), "ykbus") == []
+
+
+def test_trimming_the_input_log_of_core_shards_is_refused():
+    """The shards share one input log and each snapshot is at its own entry: one shard's trim
+    would take entries another still needs."""
+    done = ykbus("core", "--shard", "s1", "--in-keep", "5", "--nats", "nats://127.0.0.1:1")
+    assert done.returncode == 1 and done.stderr.startswith("ykbus core: --in-keep 5 with --shard: the core shards "
+                                                           "share one input log"), done.stderr

@@ -173,6 +173,9 @@ def service_flags(p: argparse.ArgumentParser, embedded: bool = False) -> None:
                    help="further seconds Paused before an RM is Stopped and its state removed (60)")
     p.add_argument("--in-max-bytes", type=whole(-1), default=None, metavar="B",
                    help="size limit of the input log stream YK_IN (-1, the default: unlimited; keep it above the last snapshot)")
+    p.add_argument("--in-keep", type=whole(0), default=None, metavar="N",
+                   help="after each snapshot stored, purge the input log's entries but the last N before it (the "
+                        "default: keep every entry, so `ykbus record` gives the whole log; docs/reliability.md)")
     p.add_argument("--out-max-bytes", type=whole(-1), default=None, metavar="B", help="size limit of YK_OUT (1 GiB)")
     p.add_argument("--out-max-age", type=seconds(False), default=None, metavar="S", help="age limit of YK_OUT (7 days)")
     if not embedded:

@@ -5,6 +5,7 @@ state as the core that ran on."""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import anyio
@@ -138,3 +139,34 @@ async def test_a_snapshot_replaced_while_it_is_read_is_read_again_not_waited_for
                 fetched = await fetch_snapshot(mine, SNAPSHOT_OBJECT, None)
         assert fetched is not None and fetched[0] in versions and fetched[1] == "object store"
         assert time.monotonic() - started < 30
+
+
+async def test_the_input_log_is_trimmed_below_each_snapshot_kept_and_a_restart_resumes(nats_server, tmp_path):
+    """A soak of `ykbus up` grew the input log 6.6 MB a minute, for ever: nothing trimmed it,
+    and `--in-max-bytes` cuts blind, above the last snapshot too, which a restart then cannot
+    pass. `--in-keep N`: after each snapshot stored, the entries but the last N before it go;
+    a restart loads the snapshot and reads on; `ykbus record` says where the log now starts."""
+    from ykbus.bus.streams import StreamLimits
+    from ykbus.bus.subjects import IN_STREAM
+
+    async with rm_client(nats_server.url) as api:
+        async with running_core(nats_server.url, snapshot_every=20, limits=StreamLimits(in_keep=5)) as core:
+            rec = Recorder()
+            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000, memory=10**9)])
+            await client.add_applications([app("a1")])
+            for i in range(70):
+                await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
+            await rec.wait_for(lambda: len(rec.allocations) == 70)
+            await _two_taken_and_idle(core)
+            snap = load_snapshot((await core.store.get(SNAPSHOT_OBJECT)).data, load_yaml)
+            info = await api.js.stream_info(IN_STREAM)
+            assert info.state.first_seq == snap.last_seq - 5 + 1  # the 5 before it kept, and what came after
+            assert info.state.last_seq >= core.core.last_seq
+            live = core.core.dump()
+        async with running_core(nats_server.url, snapshot_every=20) as again:  # from the snapshot, reading on
+            assert again.core.dump()["rms"] == live["rms"]
+            await client.add_asks([ask("later", "a1", vcore=10, memory=10)])
+            await rec.wait_for(lambda: len(rec.allocations) == 71)
+    recorded = await anyio.run_process([sys.executable, "-m", "ykbus.cli", "record", "--nats", nats_server.url,
+                                        "--out", str(tmp_path / "log.jsonl")], check=False)
+    assert recorded.returncode == 0 and "the stream no longer holds the" in recorded.stderr.decode()

@@ -65,6 +65,9 @@ class RmConfig(_C):
 
 class StreamsConfig(_C):
     in_max_bytes: int = -1
+    # entries of the input log kept before the last snapshot stored; older ones are purged
+    # after each (-1: every entry is kept, so `ykbus record` gives the whole log)
+    in_keep: Annotated[int, msgspec.Meta(ge=-1)] = -1
     out_max_bytes: int = 1 << 30
     out_max_age: Positive = 7 * 24 * 3600
     replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
@@ -246,6 +249,11 @@ def service_settings(args: Any) -> ServiceSettings:
     if reader and not reads:
         raise StartError("--reader with --no-reads: a reader is there to answer reads")
     shard = flag("shard", c.shard)
+    in_keep = flag("in_keep", c.streams.in_keep)
+    if in_keep >= 0 and shard is not None:
+        raise StartError(f"--in-keep {in_keep} with --shard: the core shards share one input log, and each shard's "
+                         "snapshot is at its own entry: a purge below one shard's would take entries another still "
+                         "needs (docs/sharding.md)")
     if shard is not None:
         try:
             check_shard_name(shard)
@@ -266,6 +274,7 @@ def service_settings(args: Any) -> ServiceSettings:
         snapshot_every=flag("snapshot_every", c.snapshot_every),
         heartbeat_pause_s=flag("rm_pause", c.rm.pause_after), heartbeat_stop_s=flag("rm_stop", c.rm.stop_after),
         limits=StreamLimits(in_max_bytes=flag("in_max_bytes", c.streams.in_max_bytes),
+                            in_keep=in_keep,
                             out_max_bytes=flag("out_max_bytes", c.streams.out_max_bytes),
                             out_max_age_s=flag("out_max_age", c.streams.out_max_age),
                             replicas=flag("replicas", c.streams.replicas)),

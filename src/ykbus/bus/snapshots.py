@@ -249,13 +249,16 @@ class Snapshotter:
 
     def __init__(self, every: int, live: LiveCore, settle: Callable[[], Awaitable[None]], store: Any,
                  local_path: str | None, fork: bool | None = None, upload: Callable[[], bool] = lambda: True,
-                 name: str = SNAPSHOT_OBJECT, chunk: int = CHUNK_BYTES) -> None:
+                 name: str = SNAPSHOT_OBJECT, chunk: int = CHUNK_BYTES,
+                 stored: Callable[[int], Awaitable[None]] | None = None) -> None:
         """`live`: the core, its guard (a snapshot becomes its checkpoint) and the writer's
         lock (held by the service while it applies an entry and hands over its outputs: the
         state is taken between entries); `settle()`: until every output sent is stored;
         `store`: the object store; `upload()`: store this one there (the leader does; a
         standby's snapshot only becomes its guard's checkpoint); `chunk`: the size of the
-        messages it is stored in (`chunk_bytes`)."""
+        messages it is stored in (`chunk_bytes`); `stored(seq)`: after each stored, of entry
+        `seq` (the service trims the input log below it, `--in-keep`)."""
+        self._stored = stored
         self._live = live
         self._chunk = chunk
         self.name = name  # the object it is stored as (a shard's own: Subjects.snapshot_object)
@@ -366,6 +369,8 @@ class Snapshotter:
                 os.replace(tmp, local)
             elif forked:
                 os.unlink(tmp)
+            if upload and self._stored is not None:
+                await self._stored(seq)
             self.at = time.monotonic()
             self.taken += 1
             log.info("snapshot written", extra={"fields": {

@@ -33,6 +33,7 @@ class StreamLimits:
     truth: trim it only below the last snapshot (a restart replays from there)."""
 
     in_max_bytes: int = -1
+    in_keep: int = -1  # entries kept before the last snapshot stored, the older purged (-1: all kept)
     in_max_age_s: float = 0
     out_max_bytes: int = 1 << 30
     out_max_age_s: float = 7 * 24 * 3600
