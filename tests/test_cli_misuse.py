@@ -48,6 +48,8 @@ def ykbus(*args: str) -> subprocess.CompletedProcess:
     (["bench", "core", "--node-sort", "bogus"], "ykbus bench core: error: argument --node-sort: expected fair, "
                                                 "binpacking, or both (fair,binpacking), got 'bogus'"),
     (["schema", "--dir", "README.md"], "ykbus schema: --dir README.md: not a directory"),
+    (["queues", "--nats", "http://127.0.0.1:1"], "ykbus queues: http://127.0.0.1:1: not a NATS URL (expected "
+                                                 "nats://HOST:PORT"),  # it said "Name or service not known"
 ])
 def test_a_misused_command_says_what_is_wrong_in_one_line(args, said):
     done = ykbus(*args)

@@ -218,6 +218,9 @@ class NatsNotChosen(NatsUnreachable):
     an unreachable server: one line, exit code 2."""
 
 
+NATS_SCHEMES = ("nats", "tls", "ws", "wss")  # what nats-py connects to
+
+
 def server_urls(url: str) -> list[str]:
     """The servers of `url`: one URL, or several separated by commas (the members of a NATS
     cluster; the connection moves to another when one goes away)."""
@@ -239,6 +242,10 @@ async def connect(url: str, *, within: float = CONNECT_WITHIN_S, **options: Any)
     connected = False
     last: list[BaseException] = []
     servers = server_urls(url)
+    for server in servers:  # (nats-py reads `http://host:8222` as a host named `http`: "Name or service not known")
+        scheme = server.partition("://")[0].lower() if "://" in server else "nats"
+        if scheme not in NATS_SCHEMES:
+            raise NatsUnreachable(f"{server}: not a NATS URL (expected nats://HOST:PORT, or tls://, ws://, wss://)")
     once = options.get("allow_reconnect") is False  # a command asking once: a refusal by each server is the answer
     refusing = anyio.CancelScope()  # cancelled once every server has refused such a command
     refusals = 0
