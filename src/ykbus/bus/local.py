@@ -123,7 +123,7 @@ def default_url(data: str | None = None) -> str:
 
 SECRETS_FILE = "secrets.yaml"  # in the data directory of `ykbus up --secure`: every identity's password
 SECRETS_HELP = ("on a secured server, connect with an identity of this secrets file (`ykbus nats-config --secrets`); "
-                "that of the `ykbus up --secure` the command talks to is found without it")
+                "that of a `ykbus up --secure` found by --data, or running when no server is named, is found without it")
 
 
 def up_secrets(nats: str | None, data: str | None) -> str | None:
