@@ -69,6 +69,7 @@ from ykbus.bus.streams import (
     answer_attach,
     ensure_streams,
     failed_records,
+    input_trimmer,
     made_by_a_core,
     snapshot_store,
     with_retries,
@@ -320,7 +321,7 @@ class CoreService:
         sharding = Sharding(self.subjects, self.live, self.arrivals, store, self.leadership, self._stop, s.reader, chunk)
         snapshots = Snapshotter(s.snapshot_every, self.live, self.leadership.settle, store, self._local_snapshot(),
                                 upload=self._stores_snapshots, name=self.subjects.snapshot_object, chunk=chunk,
-                                stored=self._trim_input if s.limits.in_keep >= 0 else None)
+                                stored=input_trimmer(self.js, s.limits.in_keep) if s.limits.in_keep >= 0 else None)
         self._connected = Connected(store, publisher, sharding, snapshots)
         if s.reader:
             await lease.observe()
@@ -328,21 +329,6 @@ class CoreService:
         if not lease.term:
             await lease.campaign_once()  # a lone core caught up leads from its first entry (else once caught up)
         await self.publisher.scan()
-
-    async def _trim_input(self, seq: int) -> None:
-        """A snapshot of entry `seq` is stored: the input log's entries but the last
-        `--in-keep` before it are purged (a start loads that snapshot and reads on from it; a
-        standby or reader further behind than that stops at the gap, and starts again from
-        it). A purge that fails is tried at the next snapshot."""
-        below = seq - self.settings.limits.in_keep + 1
-        if below <= 1:
-            return
-        try:
-            await self.js.purge_stream(IN_STREAM, seq=below)
-        except Exception as exc:  # noqa: BLE001 - the log only stays longer
-            log.warning("input log not trimmed", extra={"fields": {"below": below, "error": repr(exc)}})
-            return
-        log.info("input log trimmed", extra={"fields": {"below": below, "snapshot_seq": seq}})
 
     def _stores_snapshots(self) -> bool:
         """Whether this snapshot is stored: by the leader, once the units of RMs that left

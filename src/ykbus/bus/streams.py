@@ -41,6 +41,24 @@ class StreamLimits:
     replicas: int = 1
 
 
+
+def input_trimmer(js: JetStreamContext, keep: int) -> Callable[[int], Awaitable[None]]:
+    """What the leader does once a snapshot of entry `seq` is stored, with `--in-keep`: the
+    input log's entries but the last `keep` before it are purged (a start loads that
+    snapshot and reads on from it; a standby or reader further behind than that stops at
+    the gap, and starts again from it). A purge that fails is tried at the next snapshot."""
+    async def trim(seq: int) -> None:
+        below = seq - keep + 1
+        if below <= 1:
+            return
+        try:
+            await js.purge_stream(IN_STREAM, seq=below)
+        except Exception as exc:  # noqa: BLE001 - the log only stays longer
+            log.warning("input log not trimmed", extra={"fields": {"below": below, "error": repr(exc)}})
+            return
+        log.info("input log trimmed", extra={"fields": {"below": below, "snapshot_seq": seq}})
+    return trim
+
 class OtherDeployment(Exception):
     """The streams on this NATS server belong to a deployment of another prefix: the stream
     names are fixed, so two prefixes cannot share one server (updating them would take the

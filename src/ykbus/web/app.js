@@ -381,7 +381,7 @@ function setOptions(select, options) {  // (value, label) pairs; redrawn only wh
 
 function applicationsFrame(el) {
   el.innerHTML = `<h2>Applications</h2>
-    <form class="filters" onsubmit="return false">
+    <form class="filters">
       <label>queue <select name="queue"></select></label>
       <label>state <select name="state"></select></label>
       <label>user <select name="user"></select></label>
@@ -467,7 +467,7 @@ async function nodes(el) {
   const maps = kinds.map((k) => [k, list.filter((n) => (n.capacity || {})[k])]).map(([k, having]) => `<h2>${esc(k)} utilisation, ${having.length.toLocaleString("en-US")} nodes${having.length < list.length ? ` (of ${list.length.toLocaleString("en-US")}: the others have none)` : ""}</h2>
     <p class="legend"><span><i style="background:${heatColor(0)}"></i>0 %</span><span><i style="background:${heatColor(50)}"></i>50 %</span>
     <span><i style="background:${heatColor(100)}"></i>100 %</span><span><i style="outline:2px solid var(--bad)"></i>not schedulable</span></p>
-    <div class="heat" data-resource="${k}">${
+    <div class="heat" data-resource="${esc(k)}">${
     having.map((n) => { const cap = (n.capacity || {})[k] || 0;
       const u = k in (n.utilized || {}) ? n.utilized[k] : cap ? Math.round(100 * ((n.allocated || {})[k] || 0) / cap) : 0;
       return `<a href="${nodeHref(n.nodeID)}" title="${esc(n.nodeID)}: ${u}%${n.schedulable ? "" : " (not schedulable)"}" style="background:${heatColor(u)}${n.schedulable ? "" : ";outline:2px solid var(--bad)"}"></a>`; }).join("")}</div>`).join("");
@@ -697,7 +697,7 @@ const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21
 
 function timelineFrame(el) {
   el.innerHTML = `<h2>Timeline of decisions</h2>
-    <form class="filters window" onsubmit="return false">
+    <form class="filters window">
       ${WINDOWS.map(([w, l]) => `<button type="button" data-window="${w}">${l}</button>`).join("")}
       <label>from <input type="datetime-local" step="1" name="from"></label>
       <label>to <input type="datetime-local" step="1" name="to"></label>
@@ -946,6 +946,9 @@ $("#partition").addEventListener("change", (e) => {
   const spec = PAGES[route().page];
   if (spec.detail) location.hash = `#/${spec.detail}`; else show();
 });
+// a filter form is never sent (Enter in a field would reload the page); no inline handler: the
+// page's Content-Security-Policy runs no script but these files
+document.addEventListener("submit", (e) => { if (e.target.matches("form.filters")) e.preventDefault(); });
 window.addEventListener("hashchange", () => { refreshEvery = REFRESH_MS; show(); });  // another page: its own pace
 show();
 // Pages refresh in place every 3 s; the timeline every 15 s while its window follows the present;
