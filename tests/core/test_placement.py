@@ -190,7 +190,9 @@ def test_snapshot_keeps_unmanaged_queues():
     ("{name: guess}", "unknown placement rule 'guess'"),
     ("{name: fixed}", "the fixed rule needs a value"),
     ("{name: user, filter: {type: maybe}}", "unknown value 'maybe': expected allow or deny"),
-    ("{name: user, filter: {users: ['(']}}", "not a regular expression"),
+    ("{name: user, filter: {users: ['(']}}", "not a regular expression: missing ): ("),
+    # RE2's syntax, Go's (YuniKorn's): no lookaround, no backreference
+    ("{name: user, filter: {users: ['(?=svc)x']}}", "not a regular expression: invalid perl operator: (?="),
     ("{name: user, create: yes please}", "expected true or false"),
     ("{name: user, colour: red}", "unknown key"),
 ])
@@ -200,6 +202,17 @@ def test_invalid_rules_are_reported_with_their_path(rule, error):
         parse_config(load_yaml(text))
     assert any(e.startswith("partitions[0].placementrules[0]") and error in e for e in info.value.errors), \
         info.value.errors
+
+
+def test_a_filter_that_backtracks_takes_no_time_on_a_long_name():
+    """Regression (a security review): filter `(a+)+` and one application of user `a...a!`
+    (30 characters) froze the writer 18 s, each character more doubling it (40: about 5
+    hours); a restart, replaying the entry, froze again. Matched in linear time now."""
+    h = Harness()
+    h.setup(RULES.replace("svc-.*", "(a+)+"), n1={"vcore": 4000})
+    ok, rejected = placed(h, app("long", "", user="a" * 200 + "!"), app("svc", "", user="aaaa"))
+    assert ok == {"svc": "root.groups.aaaa"}  # the deny filter matched `aaaa`: not placed by the user rule
+    assert "user: queue root.users.aaaa" in rejected["long"]  # judged (not matched): the user rule was tried
 
 
 QUALIFIED = """

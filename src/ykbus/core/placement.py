@@ -13,10 +13,9 @@ rejection says why each rule placed nothing (at most `MISSES_SAID` reasons).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from ykbus.core.config import QUEUE_NAME, ChildTemplate, PlacementRule, QueueConfig, RuleFilter, from_root
+from ykbus.core.config import QUEUE_NAME, ChildTemplate, PlacementRule, QueueConfig, RuleFilter, from_root, name_pattern
 from ykbus.core.model import DOT, FORCE_TAG, RECOVERY_QUEUE, Queue, full_path, ugi_groups
 from ykbus.si import messages as m
 
@@ -45,7 +44,8 @@ _NO_NAME = {"provided": "the application names no queue (queueName is empty)", "
 
 def _matches(names: list[str], candidates: list[str]) -> bool:
     if len(names) == 1:
-        return any(re.fullmatch(names[0], c) for c in candidates)
+        pattern = name_pattern(names[0])  # (checked when the configuration was read)
+        return any(pattern.fullmatch(c) for c in candidates)
     return any(c in names for c in candidates)
 
 
