@@ -94,6 +94,23 @@ def test_control_characters_in_an_rms_ids_are_shown_escaped_not_sent_to_the_term
     assert "job\\x1b[2J\\u202e-1" in done.stdout, done.stdout
 
 
+def test_a_line_break_in_an_id_makes_no_row_of_its_own(tmp_path):
+    """Regression (a security review): an application id holding a line break printed a
+    forged row in `ykbus apps` (`root.fake  Running  injected-line`); and U+200F, a
+    right-to-left mark, went to the terminal as it was."""
+    from ykbus.log.build import LogBuilder, app
+    from ykbus.log.jsonl import encode_entry
+
+    log = LogBuilder("rm-1")
+    evil = "job\nrm-1  default  forged  root.fake  Running\u200f"
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(encode_entry(e) + b"\n" for e in [log.register(), log.apps(app(evil, "root.default"))]))
+    done = ykbus("apps", "--log", str(path))
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()
+    assert len(rows) == 2 and "job\\nrm-1  default  forged  root.fake  Running\\u200f" in rows[1], done.stdout
+
+
 def test_every_option_and_argument_of_every_command_says_what_it_is():
     """`--help` of any command explains each of its flags (an option listed bare sends the
     user to the source)."""

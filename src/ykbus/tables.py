@@ -20,7 +20,8 @@ Answer = dict[str, dict[str, dict[str, Any]]]  # rm -> partition -> the verb's s
 
 # what a terminal would act on rather than show (an RM's ids may hold any character): escaped
 _CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)] if c not in (0x09, 0x0a)}
-_CONTROLS.update({c: f"\\u{c:04x}" for c in [*range(0x202a, 0x202f), *range(0x2066, 0x206a)]})
+_CONTROLS.update({c: f"\\u{c:04x}" for c in [*range(0x202a, 0x202f), *range(0x2066, 0x206a), 0x200e, 0x200f, 0x061c]})
+_IN_CELL = {0x0a: "\\n", 0x09: "\\t"}  # a cell's own line or tab would make a row of its own
 
 
 def shown(text: str) -> str:
@@ -40,7 +41,7 @@ def resources(res: dict[str, Any] | None) -> str:
 def align(head: tuple[str, ...], rows: Iterable[tuple[str, ...]], right_from: int | None = None) -> list[str]:
     """Columns two spaces apart, each as wide as its widest cell; from column `right_from` on
     (numbers), right-aligned."""
-    rows = list(rows)
+    rows = [tuple(v.translate(_IN_CELL) for v in row) for row in rows]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     right = len(head) if right_from is None else right_from
     return ["  ".join(v.rjust(w) if i >= right else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True)))

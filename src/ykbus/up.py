@@ -38,6 +38,7 @@ from ykbus.progress import Block
 from ykbus.sim.base import SimRM
 from ykbus.sim.batch import BatchWorkload
 from ykbus.sim.k8s import K8sWorkload
+from ykbus.tables import shown
 from ykbus.tyjob.controller import QUEUES as TYJOB_QUEUES
 from ykbus.tyjob.service import ControllerService
 from ykbus.tyjob.store import BUCKET as TYJOB_BUCKET
@@ -504,8 +505,9 @@ PIPE_EVERY_S = 10.0  # a progress line this often when stdout is not a terminal 
 
 
 def _say(text: str) -> None:
-    """A verdict the user should see (a queue or cluster file's edit): a line of its own."""
-    print(f"ykbus up: {text}", flush=True)
+    """A verdict the user should see (a queue or cluster file's edit): a line of its own, what
+    a terminal would act on escaped (it names RMs, and quotes a file's errors)."""
+    print(shown(f"ykbus up: {text}"), flush=True)
 
 
 async def _progress(service: CoreService, rms: list) -> None:

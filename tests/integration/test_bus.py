@@ -91,9 +91,12 @@ async def test_an_attach_no_rm_could_make_is_answered_why(nats_server):
             dotted = json.loads((await nc.request("yk.v1.attach.a.b", b"{}", timeout=5)).data)
             long = json.loads((await nc.request("yk.v1.attach." + "r" * 1100, b"{}", timeout=5)).data)
             fine = json.loads((await nc.request("yk.v1.attach.r1", b"{}", timeout=5)).data)
+            # a control character: `ykbus up`'s verdicts name RMs, and a terminal acts on it (a security review)
+            ansi = json.loads((await nc.request("yk.v1.attach.ansi\x1b]0;TITLE\x07", b"{}", timeout=5)).data)
         finally:
             await nc.close()
     assert dotted == {"error": "rmID 'a.b' is not a NATS token: no '.', '*', '>' or whitespace"}
+    assert ansi == {"error": "rmID 'ansi\\x1b]0;TITLE\\x07' holds a control character"}
     assert long == {"error": "rmID of 1100 characters: at most 1024"}
     assert fine["consumer"] == "rm_r1"
 

@@ -379,6 +379,10 @@ async def test_a_browser_opens_the_web_ui_with_the_token_once_in_the_address(nat
         assert (await anyio.to_thread.run_sync(get, port, "/", forged)).status == 401
         away = await anyio.to_thread.run_sync(get, port, "//evil.example/?token=t0ken-s3cret")
         assert away.status == 303 and away.getheader("Location") == "/evil.example/"  # never another host
+        for path, kept in (("/%5Cevil.example/", "/%5Cevil.example/"), ("/%09/evil.example/", "/%09/evil.example/"),
+                           ("/%2F%2Fevil.example/", "/%2F%2Fevil.example/")):  # (a browser read `/\host` as //host)
+            away = await anyio.to_thread.run_sync(get, port, path + "?token=t0ken-s3cret")
+            assert away.status == 303 and away.getheader("Location") == kept, (path, away.getheader("Location"))
 
 
 async def test_http_read_api_off_loopback_needs_a_token(nats_server):

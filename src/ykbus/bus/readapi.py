@@ -373,7 +373,9 @@ class HttpReadApi:
         again without the token in its address (303). HttpOnly: no script reads it; SameSite
         Strict: no other site's page sends it."""
         rest = [(k, v) for k, v in request.query.items() if k != "token"]
-        where = "/" + request.path.lstrip("/")  # this server's path, never another host's (//host)
+        # this server's path, never another host's: as it came, still %-encoded, with no leading `/` or `\`
+        # (`//host`, and `/%5Chost`, `/%09/host` decoded, a browser reads as another host: a review)
+        where = "/" + request.rel_url.raw_path.lstrip("/\\").replace("\\", "%5C")
         response = web.Response(status=303, headers={"Location": where + ("?" + urlencode(rest) if rest else ""),
                                                      "Cache-Control": "no-store"})
         response.set_cookie(COOKIE, self._cookie(), path="/", httponly=True, samesite="Strict")

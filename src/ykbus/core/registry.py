@@ -38,12 +38,17 @@ from ykbus.core.timers import Timer
 from ykbus.si import codec, compat
 from ykbus.si import messages as m
 
-RM_ID = re.compile(r"^[^.*>\s]+$")
+RM_ID = re.compile(r"^[^.*>\s\x00-\x1f\x7f-\x9f]+$")  # a NATS subject token a terminal shows as it is
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def rm_id_problem(rm_id: str) -> str:
     """Why `rm_id` cannot be an RM's id (it is a NATS subject token), "" when it can."""
-    return "" if RM_ID.match(rm_id) else f"rmID {limits.quoted(rm_id)} is not a NATS token: no '.', '*', '>' or whitespace"
+    if RM_ID.match(rm_id):
+        return ""
+    if CONTROL.search(rm_id):  # (a terminal showing the id would act on it: `ykbus up`'s verdicts name RMs)
+        return f"rmID {limits.quoted(rm_id)} holds a control character"
+    return f"rmID {limits.quoted(rm_id)} is not a NATS token: no '.', '*', '>' or whitespace"
 
 
 RESERVED_RM = "_core"  # the subject token of entries the service itself appends (ticks, rmstate)
