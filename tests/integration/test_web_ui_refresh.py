@@ -61,4 +61,5 @@ async def test_a_page_slow_to_read_is_refreshed_less_often_and_says_so(nats_serv
     assert len(reads) <= 3, [round(t - reads[0], 1) for t in reads]
     gaps = [b - a for a, b in zip(reads[1:], reads[2:], strict=False)]
     assert all(g >= 6 for g in gaps), gaps
-    assert re.search(r"\(a large page: refreshed every [6-9] s\)", status), status
+    # (10 times its last read: 8 s or more; on a loaded machine a read of 1 s and more, 10 s and more)
+    assert re.search(r"\(a large page: refreshed every (?:[6-9]|[1-5]\d) s\)", status), status
