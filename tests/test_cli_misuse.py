@@ -40,6 +40,7 @@ def ykbus(*args: str) -> subprocess.CompletedProcess:
     (["sim", "k8s", "--rate", "-3"], "argument --rate: expected a number above 0, got -3"),
     (["sim", "batch", "--max-waiting", "-1"], "argument --max-waiting: expected an integer of at least 0, got -1"),
     (["sim", "k8s", "--rm-id", "bad id"], "argument --rm-id: expected an rmID of 1 to"),
+    (["sim", "k8s", "--rm-id", "ansi\x1b[2J"], "argument --rm-id: expected an rmID of 1 to"),  # as the core refuses it
     (["sim", "k8s", "--namespaces", ""], "argument --namespaces: expected queue names matching"),
     (["tyjob", "controller", "--cluster", "c.yaml", "--rm", "a.b"], "argument --rm: expected an rmID of 1 to"),
     (["core", "--log-level", "foo"], "ykbus core: error: argument --log-level: invalid choice: 'foo'"),

@@ -124,11 +124,12 @@ SIM_MOST_NODES = 100_000  # a simulated RM's nodes: each is built in memory, and
 def rm_id(text: str) -> str:
     """An RM's id (`--rm-id`, `--rm`), as the core takes one: a NATS subject token."""
     from ykbus import limits
-    from ykbus.core.shards import RM_NAME
+    from ykbus.core.registry import rm_id_problem  # the rule the core registers an RM by
 
-    if not RM_NAME.match(text) or len(text) > limits.MAX_ID_CHARS:
+    if rm_id_problem(text) or len(text) > limits.MAX_ID_CHARS:
         raise argparse.ArgumentTypeError(f"expected an rmID of 1 to {limits.MAX_ID_CHARS} characters with no '.', "
-                                         f"'*', '>' or space (a NATS subject token), got {limits.quoted(text)}")
+                                         f"'*', '>', space or control character (a NATS subject token), got "
+                                         f"{limits.quoted(text)}")
     return text
 
 

@@ -73,6 +73,24 @@ def test_shards_against_no_server_says_so_at_once():
     assert done.stderr.startswith("ykbus shards: cannot reach NATS at nats://127.0.0.1:1") and "Traceback" not in done.stderr
 
 
+async def shard_s9_leads_until(js, leases, proc: subprocess.Popen, holder: bytes) -> None:
+    """Shard s9's leader, as this test speaks the contract: its lease created and renewed,
+    its tick appended fenced by its term; until `proc` exits."""
+    rev = await leases.create(lease_key("s9"), holder)
+    async with anyio.create_task_group() as tg:
+        async def renew() -> None:
+            nonlocal rev
+            while True:
+                await anyio.sleep(0.2)
+                rev = await leases.update(lease_key("s9"), holder, last=rev)
+        tg.start_soon(renew)
+        await js.publish("yk.v1.in._core.tick.s9", b'{"shard": "s9"}', headers={"Yk-Lease": str(rev)})
+        with anyio.fail_after(30):
+            while proc.poll() is None:
+                await anyio.sleep(0.1)
+        tg.cancel_scope.cancel()
+
+
 def core(url: str, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ykbus.cli", "core", "--nats", url, "--api-port", "0", *flags],
                           capture_output=True, text=True, timeout=60, env={**os.environ, "YKBUS_PURE_PYTHON": "1"})
@@ -103,19 +121,7 @@ async def test_an_unsharded_core_and_shards_refuse_to_run_side_by_side(nats_serv
         assert unsharded.poll() is None  # it runs: the old ticks were judged, no shard leads
         js = nc.jetstream()
         leases = await lease_store(js, 1.0)
-        rev = await leases.create(lease_key("s9"), b'{"id": "test", "ttl": 1.0}')
-        async with anyio.create_task_group() as tg:
-            async def renew() -> None:
-                nonlocal rev
-                while True:
-                    await anyio.sleep(0.2)
-                    rev = await leases.update(lease_key("s9"), b'{"id": "test", "ttl": 1.0}', last=rev)
-            tg.start_soon(renew)
-            await js.publish("yk.v1.in._core.tick.s9", b'{"shard": "s9"}', headers={"Yk-Lease": str(rev)})
-            with anyio.fail_after(30):
-                while unsharded.poll() is None:
-                    await anyio.sleep(0.1)
-            tg.cancel_scope.cancel()
+        await shard_s9_leads_until(js, leases, unsharded, b'{"id": "test", "ttl": 1.0}')
         assert unsharded.returncode == 2 and "core shard 's9' leads on these streams" in unsharded.stderr.read()
         await leases.delete(lease_key("s9"))
     finally:
@@ -195,19 +201,7 @@ async def test_a_shard_begun_again_beside_an_unsharded_core_stops_it(nats_server
     try:
         await anyio.sleep(4)
         assert unsharded.poll() is None  # the shard's old ticks judged: no shard leads
-        rev = await leases.create(lease_key("s9"), b'{"id": "again", "ttl": 1.0}')  # shard s9 begins again
-        async with anyio.create_task_group() as tg:
-            async def renew() -> None:
-                nonlocal rev
-                while True:
-                    await anyio.sleep(0.2)
-                    rev = await leases.update(lease_key("s9"), b'{"id": "again", "ttl": 1.0}', last=rev)
-            tg.start_soon(renew)
-            await js.publish("yk.v1.in._core.tick.s9", b'{"shard": "s9"}', headers={"Yk-Lease": str(rev)})
-            with anyio.fail_after(30):
-                while unsharded.poll() is None:
-                    await anyio.sleep(0.1)
-            tg.cancel_scope.cancel()
+        await shard_s9_leads_until(js, leases, unsharded, b'{"id": "again", "ttl": 1.0}')  # shard s9 begins again
         assert unsharded.returncode == 2 and "core shard 's9' leads on these streams" in unsharded.stderr.read()
     finally:
         await nc.close()

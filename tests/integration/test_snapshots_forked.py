@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import Any
 
 import anyio
 import pytest
@@ -29,16 +30,23 @@ async def _two_taken_and_idle(core) -> None:
             await anyio.sleep(0.05)
 
 
+async def asks_one_per_entry(api, n: int) -> tuple[Recorder, Any]:
+    """RM `k8s` with a node room for every ask, an application, and `n` asks, one per
+    message (an entry each), each allocated."""
+    rec = Recorder()
+    client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000, memory=10**9)])
+    await client.add_applications([app("a1")])
+    for i in range(n):
+        await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
+    await rec.wait_for(lambda: len(rec.allocations) == n)
+    return rec, client
+
+
 async def test_forked_snapshots_are_stored_as_the_core_goes_on_and_a_restart_resumes_from_them(nats_server, tmp_path):
     async with rm_client(nats_server.url) as api:
         async with running_core(nats_server.url, snapshot_every=20, snapshot_dir=str(tmp_path)) as core:
             assert core.snapshots.fork
-            rec = Recorder()
-            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000, memory=10**9)])
-            await client.add_applications([app("a1")])
-            for i in range(120):  # one ask per message: 120 entries, a snapshot due every 20
-                await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
-            await rec.wait_for(lambda: len(rec.allocations) == 120)
+            await asks_one_per_entry(api, 120)  # one ask per message: 120 entries, a snapshot due every 20
             # two at least: one at the 20th entry, and one for the entries applied while it was
             # made (more if it was quick; on a busy machine its child, at the lowest priority,
             # may take until every entry is in)
@@ -73,12 +81,7 @@ async def test_entries_applied_while_a_slow_snapshot_is_made_are_in_the_next(nat
     monkeypatch.setattr(snapshots_mod, "_wait_and_read", starved_first)
     async with rm_client(nats_server.url) as api:
         async with running_core(nats_server.url, snapshot_every=20, snapshot_dir=str(tmp_path)) as core:
-            rec = Recorder()
-            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000, memory=10**9)])
-            await client.add_applications([app("a1")])
-            for i in range(60):
-                await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
-            await rec.wait_for(lambda: len(rec.allocations) == 60)
+            await asks_one_per_entry(api, 60)
             applied = core.core.last_seq
             assert core.snapshots.taken == 0  # the first is still being made
             all_in.set()
@@ -96,12 +99,7 @@ async def test_a_stored_snapshot_that_cannot_be_read_is_passed_over_and_the_log_
 
     async with rm_client(nats_server.url) as api:
         async with running_core(nats_server.url, snapshot_every=20) as core:
-            rec = Recorder()
-            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000, memory=10**9)])
-            await client.add_applications([app("a1")])
-            for i in range(30):
-                await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
-            await rec.wait_for(lambda: len(rec.allocations) == 30)
+            await asks_one_per_entry(api, 30)
             live = core.core.dump()
         store = await snapshot_store(api.js, 1)
         good = (await store.get(SNAPSHOT_OBJECT)).data
@@ -151,12 +149,7 @@ async def test_the_input_log_is_trimmed_below_each_snapshot_kept_and_a_restart_r
 
     async with rm_client(nats_server.url) as api:
         async with running_core(nats_server.url, snapshot_every=20, limits=StreamLimits(in_keep=5)) as core:
-            rec = Recorder()
-            client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=1_000_000, memory=10**9)])
-            await client.add_applications([app("a1")])
-            for i in range(70):
-                await client.add_asks([ask(f"p{i}", "a1", vcore=10, memory=10)])
-            await rec.wait_for(lambda: len(rec.allocations) == 70)
+            rec, client = await asks_one_per_entry(api, 70)
             await _two_taken_and_idle(core)
             snap = load_snapshot((await core.store.get(SNAPSHOT_OBJECT)).data, load_yaml)
             info = await api.js.stream_info(IN_STREAM)

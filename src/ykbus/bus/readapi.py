@@ -60,6 +60,7 @@ UI_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 
+
 class _ClientMistakes(logging.Filter):
     """A request that is not HTTP (a bad line, a header without a colon, one too long) is
     answered 400 by aiohttp and, as Go's server, not written to the operator's log as an

@@ -89,9 +89,7 @@ def fold(step: Step) -> None:
         elif t is _EndedKept:
             summary.app_entered(event.ended.state)
         elif t is _CountsCarried:
-            counts = summary.counts
-            for key, n in event.counts.items():
-                counts[key] = counts.get(key, 0) + n
+            add_counts(summary.counts, event.counts)
 
 
 def rebuild(records: PartitionState) -> None:
@@ -110,3 +108,10 @@ def rebuild(records: PartitionState) -> None:
 def restore_counts(records: PartitionState, counts: list[tuple[str, str, str, int]]) -> None:
     """The summary's decisions counted, as a snapshot stored them (the one read model it keeps)."""
     records.summary.counts = {(what, queue, outcome): n for what, queue, outcome, n in counts}
+
+
+def add_counts(into: dict[tuple[str, str, str], int], counts: dict[tuple[str, str, str], int]) -> None:
+    """Decisions counted, added to those of `into` (a partition's summary, or what an RM's
+    partitions that went counted: core/registry.py)."""
+    for key, n in counts.items():
+        into[key] = into.get(key, 0) + n

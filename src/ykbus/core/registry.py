@@ -27,6 +27,7 @@ from ykbus.core.config import (
 from ykbus.core.deadlines import Sequence, Timers
 from ykbus.core.entries import Entry
 from ykbus.core.events import CountsCarried, EndedKept, Noted, Registered
+from ykbus.core.fold import add_counts
 from ykbus.core.lifecycle import (
     RM,
     RMEvent,
@@ -140,11 +141,6 @@ class ResourceManager:
                 ctx.emit(p.records, CountsCarried(dict(counts)))
             else:
                 add_counts(self.retired_counts.setdefault(name, {}), counts)
-
-
-def add_counts(into: dict[tuple[str, str, str], int], counts: dict[tuple[str, str, str], int]) -> None:
-    for key, n in counts.items():
-        into[key] = into.get(key, 0) + n
 
 
 class RMRegistry:
