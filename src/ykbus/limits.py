@@ -51,6 +51,10 @@ MAX_TOPOLOGY_LEVELS = _setting("TOPOLOGY_LEVELS", 8)  # a partition's `topology.
 # own count): at most 4 MiB together, where Go's server (YuniKorn's REST API) takes 1 MB
 MAX_HTTP_LINE_BYTES = _setting("HTTP_LINE_BYTES", 32 * 1024)
 MAX_HTTP_HEADERS = _setting("HTTP_HEADERS", 128)
+# A connection with no request in progress (before its first, between two) is closed after
+# this long: one that sends half a request, or nothing, holds a socket no longer (aiohttp's
+# own is an hour; Go's server, YuniKorn's, has none unless told)
+MAX_HTTP_IDLE_SECONDS = _setting("HTTP_IDLE_SECONDS", 60)
 
 # --- work and answers ---------------------------------------------------------------------
 MAX_ALLOCATIONS_PER_ENTRY = _setting("ALLOCATIONS_PER_ENTRY", 10_000)  # a pass stops there; the next entry goes on

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from tests.integration.conftest import Recorder, rm_client, running_core
-from tests.integration.test_bus import node, res, start_rm
+from tests.integration.test_bus import app, node, res, start_rm
 from ykbus.bus.server import free_port
 from ykbus.si import messages as m
 
@@ -227,6 +227,52 @@ async def test_a_long_path_or_header_is_answered_by_the_route_and_a_malformed_re
         assert answer.startswith(b"HTTP/1.") and b" 400 " in answer.split(b"\r\n", 1)[0]
         tracebacks = [r for r in caplog.records if r.exc_info]
         assert tracebacks == [], [r.getMessage() for r in tracebacks]
+
+
+async def test_a_connection_that_sends_no_whole_request_is_closed_after_the_idle_time(nats_server, monkeypatch):
+    """Regression: a connection that sent half a request line, or nothing, was kept an hour
+    (aiohttp's default): a few thousand such held a reader's sockets. Past
+    `YKBUS_LIMIT_HTTP_IDLE_SECONDS` it is closed; a request sent within it is answered, and an
+    answer that takes longer (an event stream) is not cut."""
+    import socket
+    import time
+
+    from tests.integration.test_events_api import open_stream
+    from ykbus import limits
+
+    monkeypatch.setattr(limits, "MAX_HTTP_IDLE_SECONDS", 1)
+    port = free_port()
+    async with running_core(nats_server.url, api_port=port) as core, rm_client(nats_server.url) as api:
+        with anyio.fail_after(10):
+            await core.http_started.wait()
+        client = await start_rm(api, "rm-1", Recorder(), nodes=[node("n0", vcore=1000, memory=10)], config=QUEUES)
+
+        def held(first: bytes) -> tuple[bytes, float]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                t = time.monotonic()
+                s.sendall(first)
+                return s.recv(200), time.monotonic() - t
+
+        for first in (b"", b"GET /ws/v1/partitions HTTP/1.1\r\n", b"GET /ws/v1/partitions HTTP/1.1\r\nHost: x\r\n"):
+            answer, after = await anyio.to_thread.run_sync(held, first)
+            assert answer == b"" and after < 5, (first, answer, after)
+
+        def slow_but_whole() -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(b"GET /ws/v1/partitions HTTP/1.1\r\n")
+                time.sleep(0.3)
+                s.sendall(b"Host: x\r\nConnection: close\r\n\r\n")
+                return s.recv(200)
+
+        assert (await anyio.to_thread.run_sync(slow_but_whole)).startswith(b"HTTP/1.1 200")
+        stream = await anyio.to_thread.run_sync(open_stream, port, "/ws/v1/events/stream?count=0")
+        try:
+            await anyio.sleep(2.5)  # past the idle time, the answer still open: the next event comes
+            await client.add_applications([app("app-late", "root.a")])
+            lines = await anyio.to_thread.run_sync(stream.read, 2)
+            assert json.loads(lines[-1])["objectID"] == "app-late", lines
+        finally:
+            stream.close()
 
 
 async def test_validating_a_large_queue_file_does_not_hold_the_core(nats_server):

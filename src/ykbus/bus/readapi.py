@@ -211,7 +211,9 @@ class HttpReadApi:
                                # (aiohttp's own 8,190 bytes a line refused a browser's cookies; its 128
                                # lines of that much are no bound a reader should rely on: ykbus.limits)
                                max_line_size=limits.MAX_HTTP_LINE_BYTES, max_field_size=limits.MAX_HTTP_LINE_BYTES,
-                               max_headers=limits.MAX_HTTP_HEADERS, logger=_HTTP_LOG)
+                               max_headers=limits.MAX_HTTP_HEADERS, logger=_HTTP_LOG,
+                               # a connection waiting for a request, its first included, is closed past it
+                               keepalive_timeout=limits.MAX_HTTP_IDLE_SECONDS)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self._port)
