@@ -649,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     config = p.add_subparsers(dest="action", required=True)
     v = config.add_parser("validate", help="check a queues.yaml: every error with its path, exit 1 if any")
     v.add_argument("file", metavar="FILE.yaml", help="the queue configuration (or with --service, the service's)")
-    v.add_argument("--json", action="store_true", help='one JSON object: {"file", "valid", "errors"}')
+    v.add_argument("--json", action="store_true", help='one JSON object: {"file", "valid", "errors", "warnings"}')
     v.add_argument("--service", action="store_true", help="the file is a service configuration (ykbus.yaml)")
     v.set_defaults(func=cmd_config_validate)
 

@@ -195,4 +195,4 @@ def test_transition(name, state, event):
 
 def test_lifecycle_docs_are_generated_from_the_tables():
     path = Path(__file__).parents[2] / "docs" / "lifecycles.md"
-    assert path.read_text() == render_docs(), "run: python -m ykbus.core.lifecycle > docs/lifecycles.md"
+    assert path.read_text() == render_docs(), "run: YKBUS_PURE_PYTHON=1 python -m ykbus.core.lifecycle > docs/lifecycles.md"

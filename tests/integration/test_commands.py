@@ -384,6 +384,19 @@ async def test_up_secure_runs_every_party_as_its_own_nats_user(tmp_path):
         assert shards.returncode == 0, shards.stderr.decode()
         jobs_found = ykbus("tyjob", "get", "--data", str(data))
         assert jobs_found.returncode == 0 and jobs_found.stdout.decode().startswith("NAME"), jobs_found.stderr.decode()
+        # and a core (regression: `ykbus core --data` alone was refused, 'Authorization Violation')
+        reader = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "core", "--reader", "--data", str(data),
+                                   "--api-port", "0"], stderr=subprocess.PIPE, text=True)
+        try:
+            said = []
+            for line in reader.stderr:  # it logs its start, or stops with the error
+                said.append(line)
+                if '"core started"' in line:
+                    break
+            assert '"role": "reader"' in said[-1], said[-5:]
+        finally:
+            reader.terminate()
+            reader.wait(10)
         bad = json.loads((await admin.request(f"yk.v1.admin.{owner}.queues", json.dumps(
             {"policyGroup": "k8s", "config": "partitions: []"}).encode(), timeout=5)).data)
         assert bad == {"accepted": False, "errors": ["partitions: at least one partition is required"]}

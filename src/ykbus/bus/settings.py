@@ -221,7 +221,7 @@ def queue_file(path: str) -> SchedulerConfig:
 def service_settings(args: Any) -> ServiceSettings:
     """Settings from the service configuration file (`args.config`), then the flags given
     (`args`: the command's parsed flags; an absent or None flag leaves the file's value)."""
-    from ykbus.bus.local import default_url
+    from ykbus.bus.local import default_url, up_secrets
     from ykbus.core.shards import check_shard_name
 
     config, acl = ServiceConfig(), None
@@ -239,8 +239,11 @@ def service_settings(args: Any) -> ServiceSettings:
     for path in filter(None, [flag("queues", c.queues.file)]):  # a queue file that does not validate stops the start
         queue_file(path)
     user, password = c.nats.user, c.nats.password
-    if getattr(args, "nats_secrets", None):
-        secret = identity_secret(args.nats_secrets, "core")
+    secrets = getattr(args, "nats_secrets", None)
+    if secrets is None and user is None and getattr(args, "nats", None) is None and not c.nats.url:
+        secrets = up_secrets(None, getattr(args, "data", None))  # the server found: that `ykbus up --secure`'s
+    if secrets:
+        secret = identity_secret(secrets, "core")
         user, password = secret.user, secret.password
     lease_ttl = flag("lease_ttl", c.lease_ttl)
     if not MIN_TTL_S <= lease_ttl <= MAX_TTL_S:

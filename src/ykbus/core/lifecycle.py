@@ -3,7 +3,7 @@
 Every state change in the core goes through `Lifecycle.advance()`, which looks the move up
 in the table and raises `IllegalTransition` for a move the table does not list. The tables
 are the single source of truth: `docs/lifecycles.md` is generated from them
-(`python -m ykbus.core.lifecycle`), and the tests walk every legal and illegal pair.
+(`YKBUS_PURE_PYTHON=1 python -m ykbus.core.lifecycle`), and the tests walk every legal and illegal pair.
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ def render_docs() -> str:
     parts = [
         "# Lifecycles",
         "",
-        "Generated from `src/ykbus/core/lifecycle.py` by `python -m ykbus.core.lifecycle`;"
+        "Generated from `src/ykbus/core/lifecycle.py` by `YKBUS_PURE_PYTHON=1 python -m ykbus.core.lifecycle`;"
         " a test fails when this file is stale. A move not drawn here raises `IllegalTransition`.",
     ]
     for lc in LIFECYCLES:
