@@ -59,6 +59,30 @@ def reserved_cluster() -> tuple[Harness, int]:
     return h, started
 
 
+def test_an_allocation_an_rm_recovers_gets_its_queues_limit_from_its_recovery():
+    """Regression: an allocation an RM reports as running (`existingAllocations`, after the RM
+    restarted) had no limit at all, even in a queue with `ykbus.io/runtime.max`: the core
+    never ended it, and no ask waiting behind it had an estimate. The SI's allocation carries
+    no timeout: it takes its queue's limit (the default, else the maximum), counted from the
+    entry that recovers it."""
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.apps(app("long", "root.batch"), app("big", "root.open")))
+    running = {"allocationKey": "l", "UUID": "run-1", "applicationID": "long", "partitionName": "default",
+               "nodeID": "n1", "resourcePerAlloc": {"resources": {"vcore": {"value": 3000}}}}
+    h.do(h.log.nodes(node("n1", vcore=5000, existing=[running])))
+    recovered = h.log.ts
+    h.do(h.log.asks(ask("B", "big", vcore=5000)))
+    h.do(h.log.tick(advance_ns=3 * SECOND))
+    reason = why(h, "big", "B")
+    assert reason["code"] == "Reserved" and reason["details"]["estimatedStart"] == recovered + 10 * MINUTE, reason
+    checked(h)
+    outs = h.do(h.log.tick(advance_ns=10 * MINUTE))  # its limit: the core ends it, and B takes the node
+    assert [(r.UUID, r.terminationType.name) for r in released(outs)] == [("run-1", "TIMEOUT")]
+    assert new(outs) == [("B", "n1")]
+    checked(h)
+
+
 def test_a_reserved_ask_is_told_when_it_will_start():
     h, started = reserved_cluster()
     reason = why(h, "big", "B")
@@ -86,6 +110,34 @@ def test_an_ask_that_ends_before_the_estimated_start_takes_the_reserved_room():
     assert [r.allocationKey for r in released(outs)] == ["l"]
     assert ("B", "n1") in new(outs)
     assert h.log.ts <= started + 10 * MINUTE
+    checked(h)
+
+
+def test_a_dry_run_says_a_job_would_take_reserved_room_as_the_core_then_gives_it():
+    """Regression: the dry run left every reserved node out, so a short job was told it would
+    not fit (and would start when the reservation's allocations end) and was then placed at
+    once on the reserved node when submitted."""
+    from ykbus.core.dryrun import lines, would_fit
+
+    h, started = reserved_cluster()
+
+    def job(**own: int) -> dict:
+        return {"application": {"applicationID": "try", "queueName": "root.batch", "partitionName": "default",
+                                "ugi": {"user": "me"}},
+                "asks": [{"allocationKey": "t", "resourceAsk": {"resources": {"vcore": {"value": 1000}}}, **own}]}
+
+    answer = would_fit(h.core, job(executionTimeoutMilliSeconds=60_000))
+    assert answer["fits"] is True and answer["placement"] == [{"allocationKey": "t", "nodeID": "n1"}], answer
+    assert answer["backfilled"] == [{"allocationKey": "t", "nodeID": "n1", "lentBy": "ask big/B",
+                                     "endsBy": h.core.now + MINUTE, "startsBy": started + 10 * MINUTE}]
+    said = "\n".join(lines(answer))
+    assert "backfilled: t on node n1, on room held for ask big/B: its runtime limit would end it by" in said, said
+    # the queue's default (10 min) outlasts half the wait: not lent, as the core would not lend it
+    assert would_fit(h.core, job())["fits"] is False
+    h.do(h.log.apps(app("try", "root.batch")))
+    assert new(h.do(h.log.asks(timed("t", "try", 60_000, vcore=1000)))) == [("t", "n1")]
+    outs = h.do(h.log.asks(ask("u", "try", vcore=1000)))
+    assert new(outs) == []
     checked(h)
 
 

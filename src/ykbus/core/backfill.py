@@ -502,6 +502,12 @@ class Backfill:
         return found
 
 
+def lent_by(node: Node) -> str:
+    """Whose reservation holds `node`'s room, as an allocation backfilled there says it."""
+    holder = node.reserved
+    return f"ask {holder.app.id}/{holder.key}" if holder is not None else f"gang {node.held}"
+
+
 def _node_id(node: Node) -> str:
     return node.id
 

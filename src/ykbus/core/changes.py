@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from ykbus import limits
-from ykbus.core.backfill import ask_limit_ms
+from ykbus.core.backfill import ask_limit_ms, lent_by
 from ykbus.core.config import (
     PartitionConfig,
     QueueConfig,
@@ -389,13 +389,14 @@ class Changes:
         self.holds.ask_left(ask.app, ask, ctx)
 
     def recover(self, alloc_msg: m.Allocation, app: App, node: Node, resource: Res, ctx: Step) -> None:
-        """Count an allocation the RM already runs (recovery), without issuing it again."""
+        """Count an allocation the RM runs (recovery), not issued again; its queue's limit, from now."""
         alloc = Alloc(alloc_msg.UUID, alloc_msg.allocationKey, app, node, self.records.intern(resource)[0],
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       is_placeholder(alloc_msg), ctx.seq, ctx.ts)
         policy = alloc_msg.preemptionPolicy
         alloc.preempt_self = policy is None or policy.allowPreemptSelf
         alloc.originator = alloc_msg.originator
+        alloc.limit_ms = 0 if alloc.placeholder else ask_limit_ms(0, False, app.path)  # its queue's (docs/time.md)
         self._book(alloc, False)
         _recovered_of(app, alloc.key, self.waits, ctx)
         ctx.emit(self.records, AllocationRecovered(alloc))
@@ -424,8 +425,7 @@ class Changes:
         the room of the placeholder it replaces, whoever reserved the node since."""
         if node.reserved is not None and node.reserved is not ask and not (backfill or replaces):
             raise AssertionError(f"node {node.id} is reserved for {node.reserved.key}: it cannot take {ask.key}")
-        app = ask.app
-        records = self.records
+        app, records = ask.app, self.records
         alloc = Alloc(ctx.next_uuid(records.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
         alloc.preempt_self = ask.preempt_self
@@ -558,12 +558,6 @@ def check_reload(records: PartitionState, config: PartitionConfig) -> list[str]:
 
     walk(config.root, "root")
     return errors
-
-
-def lent_by(node: Node) -> str:
-    """Whose reservation holds `node`'s room, as an allocation backfilled there says it."""
-    holder = node.reserved
-    return f"ask {holder.app.id}/{holder.key}" if holder is not None else f"gang {node.held}"
 
 
 def limited_spec(msg: m.AllocationAsk, app: App, resource: Res,

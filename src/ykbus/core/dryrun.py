@@ -21,7 +21,9 @@ How it answers, in the partition's terms:
    nodes' free room, read in one slice), or, with a topology tag on the application, the
    domain a gang of those members would get (`choose`, as core/topoplace.py chooses it, on
    a copy of the room read in slices); asks with topology tags of their own in groups, each
-   in a domain of its own (`place_groups`, as the core places a gang's task groups).
+   in a domain of its own (`place_groups`, as the core places a gang's task groups). Without
+   topology or a gang, what finds no free node takes reserved room the core would lend it
+   (`_backfilled`, the planner's rule on copies of the room).
 3. **When**: if it does not fit, the earliest log time the members fit the nodes if every
    allocation ends at its runtime limit (core/backfill.py `FreeNodes`, as core/timeline.py
    `earliest_start` says it; in one domain of the level a `required` tag names), or why
@@ -45,12 +47,22 @@ from typing import TYPE_CHECKING, Any
 
 from ykbus import limits
 from ykbus.core import why
-from ykbus.core.backfill import FreeNodes, members_estimate_steps
+from ykbus.core.backfill import (
+    DOMAIN_LEND_DIVISOR,
+    LEND_DIVISOR,
+    NS_PER_MS,
+    Backfill,
+    FreeNodes,
+    ask_limit_ms,
+    lent_by,
+    members_estimate_steps,
+)
 from ykbus.core.dryrequest import DryRunError, Request, parse
 from ykbus.core.intake import ask_tags_problem, queue_problem, tags_problem
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.packing import first_fit
-from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res, resources_of
+from ykbus.core.resources import Res, first_over, fits, fmt_quantity, fmt_res, resources_of, sub_into
+from ykbus.core.timeline import fmt_log_time
 from ykbus.core.topology import (
     ANYWHERE,
     DomainIndex,
@@ -138,7 +150,8 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
                               "too: the core would take it as a new request for that ask, not another one (give each "
                               "ask its own key)")
     app_topology = request_of(application.tags) if part.records.config.topology.levels else None
-    members, keys, groups = _members(request, bool(part.records.config.topology.levels), app_topology)
+    members, keys, groups, limits_ms = _members(request, bool(part.records.config.topology.levels), app_topology,
+                                                queue.ancestry())
     out: dict[str, Any] = {"rm": rm_id, "partition": part.name, "application": application.applicationID,
                            "queue": queue.path, "now": core.now, "lastSeq": core.last_seq, "members": len(members),
                            "asked": total_of(members), "judged": "a dry run: user and group limits, maxapplications, "
@@ -155,6 +168,11 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
         rooms = [n.free for n in nodes]
         placed = first_fit(rooms.__getitem__, len(rooms), members, stop_at_miss=True)
         where = [nodes[i].id for i in placed] if len(placed) == len(members) else None
+        if where is None and over is None and any(limits_ms):  # room a reservation would lend them
+            found = _backfilled(part, nodes, members, limits_ms, core.now)
+            if found is not None:
+                where, lent = found
+                out["backfilled"] = [{"allocationKey": keys[i], **lent_to} for i, lent_to in lent]
     else:  # a domain, as core/topoplace.py chooses it, on a copy of the room, read in slices
         index, order = yield from _room(part)
         fit = _place(index, order, members, topology)
@@ -177,6 +195,40 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
         out["smaller"] = {"members": len(placed),
                           "text": f"{len(placed)} of the {len(members)} allocations would fit now"}
     return out
+
+
+def _backfilled(part: Partition, nodes: list[Node], members: list[Res], limits_ms: list[int],
+                now: int) -> tuple[list[str], list[tuple[int, dict[str, Any]]]] | None:
+    """Rule 2, backfill: each member in turn, as the planner places asks, on the first free
+    node with room (`nodes`, in the partition's node order) or else, with a runtime limit, on
+    the first reserved node the core would lend it (core/backfill.py `Backfill.node_for`'s
+    rule: its limit at most half the time to the reservation's estimated start, a sixth in a
+    gang's domain), on copies of their free room. The nodes, and for each member lent reserved
+    room (its position) whose reservation and until when; None if one finds no room."""
+    rooms = [dict(n.free) for n in nodes]
+    lendable = Backfill(part.records, part.waits.places.reserved_nodes).lendable(now)
+    lent_rooms = [dict(node.free) for node, _ in lendable]
+    where: list[str] = []
+    lent: list[tuple[int, dict[str, Any]]] = []
+    for i, member in enumerate(members):
+        at = next((j for j, room in enumerate(rooms) if fits(member, room)), -1)
+        if at >= 0:
+            sub_into(rooms[at], member)
+            where.append(nodes[at].id)
+            continue
+        runs = limits_ms[i] * NS_PER_MS
+        for j, (node, start) in enumerate(lendable):
+            divisor = DOMAIN_LEND_DIVISOR if node.held else LEND_DIVISOR
+            if 0 < runs and runs * divisor <= start - now and node.state is NodeState.SCHEDULABLE \
+                    and not node.preempting and fits(member, lent_rooms[j]):
+                sub_into(lent_rooms[j], member)
+                where.append(node.id)
+                lent.append((i, {"nodeID": node.id, "lentBy": lent_by(node), "endsBy": now + runs,
+                                 "startsBy": start}))
+                break
+        else:
+            return None
+    return where, lent
 
 
 def _in_groups(part: Partition, members: list[Res], keys: list[str], groups: list[DryGroup],
@@ -283,10 +335,12 @@ class DryGroup:
         self.members: list[int] = []
 
 
-def _members(request: Request, levels: bool,
-             app_topology: TopologyRequest | None) -> tuple[list[Res], list[str], list[DryGroup]]:
+def _members(request: Request, levels: bool, app_topology: TopologyRequest | None,
+             path: list[Queue]) -> tuple[list[Res], list[str], list[DryGroup], list[int]]:
     """Rule 1: one resource per allocation asked, by priority then as given, its ask key,
-    and the groups they are placed in, as the core groups them: a gang's by task group
+    the groups they are placed in, and its runtime limit in ms (its ask's in force in the
+    queue of `path`, leaf first: core/backfill.py `ask_limit_ms`; 0 for none, and for a
+    gang's, which never backfill) as the core would fix it; the groups as the core groups them: a gang's by task group
     when its ask has a topology tag of its own, the request its first such ask's
     (core/topoplace.py `group_of`), the others together; an application's asks by the
     request in force, their own tag's else the application's (core/gang.py `plan_sets`).
@@ -295,6 +349,7 @@ def _members(request: Request, levels: bool,
     gang = bool(resources_of(request.application.placeholderAsk)) or any(a.placeholder for a in request.asks)
     members: list[Res] = []
     keys: list[str] = []
+    limits_ms: list[int] = []
     groups: dict[tuple[str, TopologyRequest | None], DryGroup] = {}
     for _, ask in asks:
         res = resources_of(ask.resourceAsk)
@@ -306,16 +361,19 @@ def _members(request: Request, levels: bool,
         group = groups.get(key)
         if group is None:  # (the group of no task group follows its application's request, as the core's)
             group = groups[key] = DryGroup(key[0], None if key == ("", None) else own)
+        limit = 0 if gang else ask_limit_ms(ask.executionTimeoutMilliSeconds, False, path)
         for _ in range(max(1, ask.maxAllocations)):
             group.members.append(len(members))
             members.append(res)
             keys.append(ask.allocationKey)
+            limits_ms.append(limit)
     if not members:  # a gang that sent only its placeholderAsk: one member of it
         members.append(resources_of(request.application.placeholderAsk))
         keys.append("placeholder")
+        limits_ms.append(0)
         groups[("", None)] = DryGroup("", None)
         groups[("", None)].members.append(0)
-    return members, keys, list(groups.values())
+    return members, keys, list(groups.values()), limits_ms
 
 
 def _queue_over(queue: Queue, total: Res) -> str | None:
@@ -432,6 +490,10 @@ def lines(answer: dict[str, Any]) -> list[str]:
             at = "".join(f", {d.get('taskGroup') and 'task group ' + d['taskGroup'] or ' '.join(d['allocationKeys'])} "
                          f"in {d['level']} {d['domain']}" for d in answer.get("domains", []))
         out.append(f"  would fit now{at}: on {on}")
+        for b in answer.get("backfilled", []):
+            out.append(f"  backfilled: {b['allocationKey']} on node {b['nodeID']}, on room held for {b['lentBy']}: its "
+                       f"runtime limit would end it by {fmt_log_time(b['endsBy'], answer['now'])}, before that one's "
+                       f"estimated start ({fmt_log_time(b['startsBy'], answer['now'])})")
     else:
         out.append(f"  would not fit now: {answer['reason']}")
         out.append(f"  {answer['estimate']['text']}")

@@ -317,6 +317,9 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
     elif t is _EndedKept:
         if event.expires:
             part.timers.schedule(event.expires, _ExpireTimer(part, event.app_id, event.ended.state))
-    elif t is not _AppAdded and t is not _AppRejected and t is not _AllocationRecovered \
-            and t is not _CountsCarried:  # (read models only)
+    elif t is _AllocationRecovered:
+        alloc = event.alloc
+        if alloc.limit_ms > 0:  # its queue's runtime limit, from its recovery
+            part.timers.schedule(alloc.end, _AllocationTimeoutTimer(part, alloc, alloc.limit_ms))
+    elif t is not _AppAdded and t is not _AppRejected and t is not _CountsCarried:  # (read models only)
         raise AssertionError(f"an event of no known kind: {event!r}")
