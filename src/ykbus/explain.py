@@ -140,8 +140,10 @@ def _topology_lines(t: dict[str, Any] | None, placed: bool) -> list[str]:
     where = t.get("placedIn")
     if where is not None:
         line += f"; placed in {_short(where['level'])} {where['domain']}"
-    elif placed:
+    elif placed and t["taskGroups"]:
         line += "; placed across domains (its task groups each in one of their own)"
+    elif placed:  # preferred: broader, then anywhere
+        line += "; placed across domains: no domain of the partition held it whole"
     elif t["request"] is not None or t["taskGroups"]:
         line += "; not placed yet"
     out = [line]

@@ -108,6 +108,32 @@ def test_a_preferred_gang_goes_to_a_broader_level_when_no_rack_holds_it():
     assert ("pref", "Running") in app_updates(outs) or ("pref", "Accepted") in app_updates(outs)
 
 
+def test_explain_says_a_preferred_gang_no_domain_held_went_anywhere():
+    """Review: a `preferred` gang no block held whole, placed anywhere, was said to be placed
+    across domains with "its task groups each in one of their own" (it has one group)."""
+    from ykbus.explain import explain
+
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b2", 2, 0)})  # blocks of 8 GPUs each
+    outs = gang_job(h, "pref", 3, 4, {"ykbus.io/topology-preferred": RACK})  # 12 GPUs: both blocks
+    assert racks_of(outs, "pref") == ["r1", "r2"]
+    apps = {"rm-1": {"default": h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]}}
+    said = "\n".join(explain(apps, "pref"))
+    assert "topology: preferred ykbus.io/rack; placed across domains: no domain of the partition held it whole" in said, said
+    assert "task groups each" not in said
+
+
+def test_a_gang_whose_member_no_node_holds_empty_is_told_which_resource():
+    """Review: members of 100 cores on nodes of 64 were told "no rack would hold it even
+    empty (at most 0)", not what no node has (a single ask names it)."""
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b2", 2, 0)})
+    h.do(h.log.apps(app_msg("wide", "root.jobs", placeholderAsk=resource(vcore=200000),
+                            tags={"ykbus.io/topology-required": RACK})))
+    h.do(h.log.asks({**ask("ph", "wide", max_allocations=2, vcore=100000), "taskGroupName": "workers",
+                     "placeholder": True}))
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["wide"]["asks"]["ph"]["why"]
+    assert why["message"].endswith("; no rack would hold it even empty (at most 0: no node has vcore: 100 cores)"), why
+
+
 def test_a_level_the_partition_does_not_have_is_refused_by_name():
     h = cluster({"r1": ("b1", 1, 0)})
     outs = h.do(h.log.apps(app_msg("x", "root.jobs", tags={"ykbus.io/topology-required": "zone"})))
