@@ -31,8 +31,9 @@ def q2(resource: str, a: Any, b: Any) -> tuple[str, str]:
 
 def _details(code: str, d: dict[str, Any], message: str = "") -> str:
     line = _figures(code, d)
-    if code == "TopologyNoDomain" and "estimate" in d and d["estimate"] not in message:
-        line = d["estimate"]  # when the set would start, as the read gives it (a reserved domain's is in the message)
+    if code in ("TopologyNoDomain", "GangNoRoom") and "estimate" in d and d["estimate"] not in message:
+        # when the set would start, as the read gives it (a reserved domain's is in the message)
+        line = d["estimate"] if code == "TopologyNoDomain" else "; ".join(filter(None, (line, d["estimate"])))
     if code in ("NoNodeRoom", "Reserved") and "preemption" in d and not message.endswith(f": {d['preemption']}"):
         # (not when the message ends with it: why it cannot preempt, or has not tried, as the RM got it)
         line = "; ".join(part for part in (line, f"preemption: {d['preemption']}") if part)

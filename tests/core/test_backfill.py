@@ -141,6 +141,34 @@ def test_a_dry_run_says_a_job_would_take_reserved_room_as_the_core_then_gives_it
     checked(h)
 
 
+def test_a_gang_with_no_room_is_told_when_it_would_start_as_its_dry_run_says():
+    """Review: a gang of no topology tag waiting for room (`GangNoRoom`) had no estimate in the
+    read API nor in `ykbus explain`, while a dry run of the same gang gave one."""
+    from ykbus.core.dryrun import would_fit
+    from ykbus.explain import explain
+    from ykbus.log.build import resource
+
+    h = Harness()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(node("n1", vcore=4000), node("n2", vcore=4000)))
+    h.do(h.log.apps(app("fill", "root.batch")))
+    h.do(h.log.asks(ask("f", "fill", max_allocations=2, vcore=4000)))  # both nodes, the default 10 min
+    started = h.log.ts
+    gang = {"applicationID": "g", "queueName": "root.open", "partitionName": "default", "ugi": {"user": "me"},
+            "placeholderAsk": resource(vcore=8000)}
+    members = {**ask("ph", "g", max_allocations=2, vcore=4000), "taskGroupName": "w", "placeholder": True}
+    dry = would_fit(h.core, {"application": gang, "asks": [members]})
+    assert dry["fits"] is False and dry["estimate"]["start"] == started + 10 * MINUTE, dry
+    h.do(h.log.apps(gang))
+    h.do(h.log.asks(members))
+    reason = why(h, "g", "ph")
+    assert reason["code"] == "GangNoRoom" and reason["details"]["estimatedStart"] == started + 10 * MINUTE, reason
+    assert reason["details"]["estimate"] == dry["estimate"]["text"]
+    apps = {"rm-1": {"default": h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]}}
+    said = "\n".join(explain(apps, "g"))
+    assert dry["estimate"]["text"] in said, said
+
+
 def test_a_backfilled_allocation_says_whose_reserved_room_it_took_and_until_when():
     """Regression (an outside review: backfill could be seen nowhere): the read API lists an
     application's backfilled allocations, with the reservation that lent the room and the end

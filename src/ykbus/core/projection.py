@@ -288,7 +288,8 @@ def _why(p: Partition, ask: Any, now: int, estimates: Estimates | None = None) -
             out["details"].update(estimate=text, estimatedStart=start)
         if start is not None:  # how far off, as of the moment it is read
             out["details"]["startsIn"] = fmt_in(start - now)
-    if reason.code is PendingCode.TOPOLOGY_NO_DOMAIN and estimates is not None and "estimate" not in reason.details:
+    if (reason.code is PendingCode.TOPOLOGY_NO_DOMAIN or reason.code is PendingCode.GANG_NO_ROOM) \
+            and estimates is not None and "estimate" not in reason.details:
         out["details"].update(estimates.of_set(ask))  # (a gang waiting on its reserved domain has its own)
     if reason.code is PendingCode.NO_NODE_ROOM:
         details = out["details"]
