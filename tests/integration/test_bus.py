@@ -67,6 +67,37 @@ async def test_registration_allocation_and_release_round_trip(nats_server):
         assert rec.released[0].terminationType == "STOPPED_BY_RM"
 
 
+async def test_an_output_stored_again_past_the_duplicate_window_is_handed_to_the_rm_once(nats_server):
+    """Review: a leader stalled past YK_OUT's duplicate window (120 s) stored some outputs a
+    second time, later in the stream, and the RM acted on the copies (pods ran twice). The
+    client hands an output over only if its id (in-seq, index) comes after the last it
+    handed over (docs/protocol.md, "Outputs and resuming")."""
+    from ykbus.bus.subjects import OUT_STREAM
+
+    async with running_core(nats_server.url), rm_client(nats_server.url) as api:
+        rec = Recorder()
+        client = await start_rm(api, "k8s", rec, nodes=[node("n1", vcore=4000, memory=4000)])
+        await client.add_applications([app("a1")])
+        await client.add_asks([ask("pod-1", "a1", vcore=1000, memory=100)])
+        await rec.wait_for(lambda: rec.allocations)
+        nc = await nats.connect(nats_server.url)
+        try:
+            js = nc.jetstream()
+            first = await js.get_last_msg(OUT_STREAM, "yk.v1.out.k8s.alloc")
+            config = (await js.stream_info(OUT_STREAM)).config
+            config.duplicate_window = 0.2  # (seconds) a stall past it, shortened
+            await js.update_stream(config)
+            await anyio.sleep(0.5)
+            again = await js.publish(first.subject, first.data, headers=first.headers)
+            assert again.seq > first.seq and not again.duplicate  # stored a second time
+        finally:
+            await nc.close()
+        await client.add_asks([ask("pod-2", "a1", vcore=1000, memory=100)])
+        await rec.wait_for(lambda: len(rec.allocations) >= 2)
+        await anyio.sleep(0.3)
+        assert [a.allocationKey for a in rec.allocations] == ["pod-1", "pod-2"]
+
+
 @pytest.mark.parametrize("rm_id", ["r" * 300, "é" * 120 + "-long-rm"])
 async def test_an_rm_with_a_long_id_reads_its_outputs(nats_server, rm_id):
     """An rmID may be 1,024 characters: one past about 250 registered, then could never attach

@@ -193,6 +193,20 @@ async def test_a_publish_answered_with_an_error_is_sent_again_with_the_same_id()
     assert not pub._inflight and not pub._by_number
 
 
+async def test_a_leader_whose_lease_lapses_in_the_middle_of_an_entrys_outputs_sends_no_more_of_them():
+    """Review (a leader SIGSTOPped in the middle of a burst for longer than YK_OUT's duplicate
+    window): woken, it went on publishing the rest of the entry's outputs before it saw its
+    lease lost, and the stream stored them a second time, after the next leader's. What is
+    left once the lease lapses is held (sent first if it leads again, skipped if stored)."""
+    nc, js = _FakeNats(), _FakeJs()
+    pub = OutputPublisher(js, Subjects(), window=8, retries=3, stats={"outputs": 0, "allocations": 0},
+                          output_format=lambda rm: ("json", "number"), nc=nc)
+    pub.may_send = lambda: len(nc.published) < 3  # the lease lapses after the third
+    await pub.send(pub.encode(7, _outputs(7, 5)))
+    assert [i for i, _ in nc.published] == ["7-0", "7-1", "7-2"]
+    assert [p.msg_id for p in pub.take_held()] == ["7-3", "7-4"]
+
+
 async def test_a_publish_left_unanswered_is_sent_again_with_the_same_id(monkeypatch):
     monkeypatch.setattr(publisher_mod, "ACK_TIMEOUT_S", 0.1)
     nc, js = _FakeNats(silent={"2-0"}), _FakeJs()

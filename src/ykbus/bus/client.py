@@ -205,6 +205,7 @@ class NatsScheduler(SchedulerAPI):
         self.encoding = "json"
         self.callback: ResourceManagerCallback | None = None
         self.last_output_seq = 0  # stream seq of the last output handed to the callback
+        self.last_output_id = (0, 0)  # and its id's (in-seq, index): docs/protocol.md, "Outputs and resuming"
         self._session = os.urandom(16).hex()  # 128 random bits: msg ids no other client can guess (docs/protocol.md)
         self._counter = itertools.count(1)
         self._registers: dict[int, m.RegisterResourceManagerResponse] = {}
@@ -429,9 +430,14 @@ class NatsScheduler(SchedulerAPI):
             return  # delivered again (a reconnect before its ack): handled already
         _, kind = self.subjects.parse(msg.subject, "out")
         headers = msg.headers or {}
+        self.last_output_seq = seq
+        output_id = id_order(headers.get(HDR_MSG_ID, ""))
+        if output_id is not None:
+            if output_id <= self.last_output_id:
+                return  # a copy stored late (a leader stalled past the duplicate window): handled already
+            self.last_output_id = output_id
         encoding = encoding_of(headers)
         body = codec.decode(m.OUTPUT_TYPES[kind], msg.data, encoding)
-        self.last_output_seq = seq
         if kind == "register":
             self._last_register_seq = header_seq(headers, HDR_IN_SEQ)
             self._registers[self._last_register_seq] = body
@@ -444,6 +450,18 @@ class NatsScheduler(SchedulerAPI):
             self._registering = False
         if self.callback is not None:
             await deliver(self.callback, kind, body)
+
+
+def id_order(msg_id: str) -> tuple[int, int] | None:
+    """An output's place in the order the core decided it, from its `Nats-Msg-Id`
+    (`<in-seq>-<index>`, a shard's `<in-seq>-<shard>-<index>`): (in-seq, index); None for an
+    id of another form."""
+    first, _, rest = msg_id.partition("-")
+    last = rest.rpartition("-")[2]
+    for part in (first, last):
+        if not (part.isascii() and part.isdigit()) or len(part) > 19:
+            return None
+    return int(first), int(last)
 
 
 # --- recovery (YuniKorn's resilience design) --------------------------------------------

@@ -273,10 +273,16 @@ class OutputPublisher:
 
     async def send(self, parts: list[Part]) -> None:
         """Send `parts` in order, skipping those stored before this process scanned the
-        stream (a restart, or a standby taking over)."""
-        for part in parts:
+        stream (a restart, or a standby taking over). Each only while the lease holds: a
+        leader stalled in the middle (SIGSTOP, a VM paused) past its lease would send the
+        rest after the next leader's, stored twice once past the duplicate window; they are
+        held (`take_held`: sent first if it leads again, skipped where stored)."""
+        for i, part in enumerate(parts):
             if self.stored(part):
                 continue
+            if not self.may_send():
+                self.held += [p for p in parts[i:] if not self.stored(p)]
+                break
             for text in part.notice:
                 self._notify(text)
             await self._send(part)
