@@ -34,6 +34,7 @@ class LogClock:
         self._append = append
         self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
         self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
+        self._away = False  # this process's NATS connection is down: no heartbeat can reach it
 
     def heard(self, rm: str, now: float | None = None) -> None:
         """`rm` is alive now (its registration; heartbeats: `on_heartbeat`)."""
@@ -44,6 +45,19 @@ class LogClock:
         now = time.monotonic()
         for rm_id, rm in self._live.core.rms.items():
             self._heard[rm_id] = self._first_heard(rm.state, now)
+
+    def away(self) -> None:
+        """The connection to NATS is lost: no RM is judged while it is (no heartbeat can
+        arrive, and no entry be appended)."""
+        self._away = True
+
+    def back(self) -> None:
+        """Connected again: the RMs count as heard as at the service's start (`started`), so
+        an outage is no silence of theirs (one longer than the pause and the stop together
+        would have Stopped a live RM, its state wiped, unless its heartbeat came within the
+        next look)."""
+        self._away = False
+        self.started()
 
     def rmstate_applied(self) -> None:
         """The core applied an rmstate entry: the next change may be appended."""
@@ -71,6 +85,8 @@ class LogClock:
         s = self._settings
         while True:
             await anyio.sleep(min(1.0, s.heartbeat_pause_s / 4))
+            if self._away:
+                continue
             now = time.monotonic()
             for rm_id, rm in list(self._live.core.rms.items()):
                 quiet = now - self._heard.setdefault(rm_id, self._first_heard(rm.state, now))

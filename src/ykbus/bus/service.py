@@ -522,16 +522,16 @@ class CoreService:
                 body["shard"] = self.settings.shard
         return body
 
-    # --- connection events ---------------------------------------------------------------
-
     async def _nats_error(self, exc: Exception) -> None:
         log.warning("nats error", extra={"fields": {"error": repr(exc)}})
 
     async def _nats_disconnected(self) -> None:
+        self.clock.away()  # (an outage is no RM's silence)
         if not self._stop.is_set():
             log.warning("disconnected from nats; reconnecting")
 
     async def _nats_reconnected(self) -> None:
+        self.clock.back()
         log.info("reconnected to nats")
 
 
