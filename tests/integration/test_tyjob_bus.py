@@ -6,6 +6,7 @@ restarted mid-job."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from contextlib import asynccontextmanager
@@ -233,9 +234,10 @@ async def test_jobs_that_ended_run_again_as_ykbus_ups_example_rounds_do(nats_ser
         assert await cli.rerun_ended(cli.Nats(url), text, "jobs.yaml", settle_s=0.5, whole=True) == []
 
 
-async def test_an_edit_of_the_cluster_file_gets_a_verdict_in_words_and_again_once_undone(nats_server, tmp_path):
+async def test_an_edit_of_the_cluster_file_gets_a_verdict_in_words_and_again_once_undone(nats_server, tmp_path, caplog):
     """`ykbus up` prints the verdict on each edit of its TYJob cluster file, as on a queue
-    file's: a typo was a JSON log line, and undoing it said nothing."""
+    file's: a typo was a JSON log line, and undoing it said nothing. Once, in words: with a
+    listener the log keeps it below the warnings `ykbus up` shows (it was said twice)."""
     said: list[str] = []
     path = cluster_file(tmp_path)
     async with running_core(nats_server.url) as core, controller(nats_server.url, path, said.append):
@@ -265,6 +267,8 @@ async def test_an_edit_of_the_cluster_file_gets_a_verdict_in_words_and_again_onc
                            "2 other nodes have ykbus.io/rack (misspelt? the node is in no domain of it)"), said
         nodes = core.read("nodes", {"rm": "tyjob"})["nodes"]["tyjob"]["default"]
         assert sorted(nodes) == ["cpu-1", "cpu-2", "gpu-1"]
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "cluster file" in r.getMessage()]
+    assert loud == []
 
 
 async def test_a_job_deleted_and_applied_again_while_the_controller_is_away_runs_again(nats_server, tmp_path):

@@ -219,7 +219,9 @@ class ControllerService(ResourceManagerCallback):
                 raise
 
     def _say(self, text: str, warning: bool = False) -> None:
-        (log.warning if warning else log.info)(text, extra={"fields": {"file": self.cluster_path}})
+        """A verdict on the cluster file: to the operator if a listener hears verdicts (the
+        log keeps it below the warnings `ykbus up` shows), else to the log."""
+        (log.warning if warning and self.notify is None else log.info)(text, extra={"fields": {"file": self.cluster_path}})
         if self.notify is not None:
             self.notify(text)
 
