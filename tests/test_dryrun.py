@@ -422,3 +422,28 @@ def test_asks_of_one_request_are_one_set_whether_their_tag_is_their_own_or_their
     assert answer["fits"] is bool(placed) is False, (answer, placed)
     why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["try"]["asks"]["k1"]["why"]
     assert answer["reason"] == why["message"]
+
+
+def test_a_gang_whose_task_groups_each_ask_for_a_rack_is_estimated_group_by_group():
+    """Review: a gang of two task groups, each to be placed in a rack of its own (4 and 1
+    whole nodes, racks of 4), on a full cluster whose allocations end in 10 min, was told "no
+    estimate: it does not fit the candidate nodes even when they are empty": its 5 members
+    were judged as if in one rack. By the dry run and by the read of its waiting members."""
+    h = Recording()
+    h.setup(QUEUES)
+    h.do(h.log.nodes(*[node(f"{r}-{i}", attributes={"ykbus.io/rack": r}, gpu=8) for r in ("r1", "r2") for i in range(4)]))
+    h.do(h.log.apps(app("busy", "root.jobs")))
+    h.do(h.log.asks(*[{**ask(f"b-{r}-{i}", "busy", gpu=8), "executionTimeoutMilliSeconds": 10 * 60_000,
+                       "tags": {"yunikorn.apache.org/requiredNode": f"{r}-{i}"}} for r in ("r1", "r2") for i in range(4)]))
+    started = h.log.ts
+    rack = {"ykbus.io/topology-required": "ykbus.io/rack"}
+    gang = {"applicationID": "pd", "queueName": "root.jobs", "partitionName": "default", "ugi": {"user": "me"},
+            "tags": rack, "placeholderAsk": {"resources": {"gpu": {"value": 40}}}}
+    asks = [{**ask("decode", "pd", max_allocations=4, gpu=8), "taskGroupName": "decode", "placeholder": True},
+            {**ask("prefill", "pd", gpu=8), "taskGroupName": "prefill", "placeholder": True, "tags": rack}]
+    answer = would_fit(h.core, {"application": gang, "asks": asks})
+    assert answer["fits"] is False and answer["estimate"].get("start") == started + 10 * MINUTE, answer["estimate"]
+    h.do(h.log.apps(gang))
+    h.do(h.log.asks(*asks))
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["pd"]["asks"]["decode"]["why"]
+    assert why["code"] == "TopologyNoDomain" and why["details"]["estimatedStart"] == started + 10 * MINUTE, why

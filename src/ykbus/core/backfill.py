@@ -592,6 +592,24 @@ def members_estimate_steps(records: PartitionState, free: FreeNodes, members: li
     return {"text": best.text()}
 
 
+def groups_estimate_steps(records: PartitionState, free: FreeNodes,
+                          groups: list[tuple[list[Res], TopologyRequest | None]],
+                          now: int) -> Generator[None, None, dict[str, Any]]:
+    """`members_estimate_steps` for a gang whose task groups each go into a domain of their
+    own (core/topoplace.py `group_of`): each group's members by its request, and the gang's
+    start the latest of theirs (or the first group's reason for none). Each group is judged
+    on its own: where two would share a domain's room, the gang may start later."""
+    latest: dict[str, Any] | None = None
+    for members, request in groups:
+        answer = yield from members_estimate_steps(records, free, members, request, now)
+        if "start" not in answer:
+            return answer
+        if latest is None or answer["start"] > latest["start"]:
+            latest = answer
+    assert latest is not None
+    return latest
+
+
 def no_candidate(records: PartitionState, members: list[Res]) -> NoEstimate:
     """Why no estimate, with no free node to estimate on: every schedulable node is reserved
     (for an ask, or in a domain a gang reserved), or none is schedulable."""

@@ -54,8 +54,8 @@ from ykbus.core.backfill import (
     Backfill,
     FreeNodes,
     ask_limit_ms,
+    groups_estimate_steps,
     lent_by,
-    members_estimate_steps,
 )
 from ykbus.core.dryrequest import DryRunError, Request, parse
 from ykbus.core.intake import ask_tags_problem, queue_problem, tags_problem
@@ -185,7 +185,7 @@ def answer_steps(core: Core, obj: Any) -> Generator[None, None, dict[str, Any]]:
         return out
     out["fits"] = False
     out["reason"] = over if over is not None else _why_not(fit, members)
-    out["estimate"] = yield from _estimate(part, members, topology, core.now)
+    out["estimate"] = yield from _estimate(part, [(members, topology)], core.now)
     if len(members) == 1:
         out["smaller"] = yield from _largest_shape(nodes if topology is None else _in_a_domain(part, topology),
                                                    members[0])
@@ -265,7 +265,8 @@ def _in_groups(part: Partition, members: list[Res], keys: list[str], groups: lis
         assert isinstance(found, tuple)
         reason = _why_not(found[1], shapes)
         out["reason"] = f"task group {group.task_group}: {reason}" if group.task_group else reason
-    out["estimate"] = yield from _estimate(part, members, request, now)  # (as the core's reason gives it)
+    out["estimate"] = yield from _estimate(part, [([members[i] for i in g.members], r)  # each group in its domain
+                                                  for g, r in zip(groups, requests, strict=True)], now)
     if len(shapes) == 1:
         out["smaller"] = yield from _largest_shape(_in_a_domain(part, request) if request is not None
                                                    else _free_nodes(part), shapes[0])
@@ -423,11 +424,12 @@ def _why_not(found: Fit | NoDomain | None, members: list[Res]) -> str:
             "together, placed first fit in the partition's node order")
 
 
-def _estimate(part: Partition, members: list[Res], topology: TopologyRequest | None,
+def _estimate(part: Partition, groups: list[tuple[list[Res], TopologyRequest | None]],
               now: int) -> Generator[None, None, dict[str, Any]]:
-    """Rule 3 (core/backfill.py `members_estimate_steps`), the partition checked after each
-    slice: the state may change between two."""
-    steps = members_estimate_steps(part.records, FreeNodes(part.records), members, topology, now)
+    """Rule 3 (core/backfill.py `groups_estimate_steps`: each group of members by its
+    request, the latest start), the partition checked after each slice: the state may change
+    between two."""
+    steps = groups_estimate_steps(part.records, FreeNodes(part.records), groups, now)
     while True:
         try:
             next(steps)

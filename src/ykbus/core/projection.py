@@ -10,15 +10,16 @@ from typing import Any
 import msgspec
 
 from ykbus.core import why
-from ykbus.core.backfill import FreeNodes, limits_in_use, members_estimate_steps, no_candidate, run_through
+from ykbus.core.backfill import FreeNodes, groups_estimate_steps, limits_in_use, no_candidate, run_through
 from ykbus.core.lifecycle import NodeState
 from ykbus.core.model import App
 from ykbus.core.partition import Partition
 from ykbus.core.preemption import why_not_yet
 from ykbus.core.registry import ResourceManager
-from ykbus.core.resources import fits
+from ykbus.core.resources import Res, fits
 from ykbus.core.timeline import Estimate, NoEstimate, fmt_in
-from ykbus.core.topology import path_of, request_of
+from ykbus.core.topology import TopologyRequest, path_of, request_of
+from ykbus.core.topoplace import group_of
 from ykbus.core.why import PendingCode
 from ykbus.limits import saturated
 
@@ -220,10 +221,10 @@ class Estimates:
         if found is None:
             found = {}
             if limits_in_use(self.p.records):
-                members = [a.resource for a in app.asks.values() if a.pending
-                           and (a.placeholder if app.gang else a.at == ask.at) for _ in range(a.pending)]
-                answer = run_through(members_estimate_steps(self.p.records, self._free(), members,
-                                                            request_of(ask.tags) or request_of(app.tags), self.now))
+                groups = _gang_groups(app) if app.gang else [
+                    ([a.resource for a in app.asks.values() if a.pending and a.at == ask.at for _ in range(a.pending)],
+                     request_of(ask.tags) or request_of(app.tags))]
+                answer = run_through(groups_estimate_steps(self.p.records, self._free(), groups, self.now))
                 found = {"estimate": answer["text"], **({"estimatedStart": answer["start"]} if "start" in answer else {})}
             self.by_set[key] = found
         return found
@@ -236,6 +237,21 @@ class Estimates:
         if isinstance(found, Estimate):
             return {"estimate": found.text(self.now), "estimatedStart": found.at}
         return {"estimate": found.text()} if found is not None else {}
+
+
+def _gang_groups(app: Any) -> list[tuple[list[Res], TopologyRequest | None]]:
+    """The waiting placeholders of `app`'s gang by topology group (core/topoplace.py
+    `group_of`: a task group whose asks ask for a domain of their own, else the
+    application's request), each with its request, by group."""
+    by_group: dict[str, tuple[list[Res], TopologyRequest | None]] = {}
+    for a in app.asks.values():
+        if a.placeholder and a.pending:
+            key = group_of(a)
+            found = by_group.get(key)
+            if found is None:
+                found = by_group[key] = ([], request_of(a.tags) if key else request_of(app.tags))
+            found[0].extend([a.resource] * a.pending)
+    return [by_group[key] for key in sorted(by_group)]
 
 
 def fits_no_node_empty(p: Partition, asked: dict[str, int]) -> dict[str, Any]:
