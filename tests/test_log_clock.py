@@ -48,14 +48,17 @@ async def test_an_rm_heard_before_an_outage_of_the_cores_connection_is_not_lost_
     assert appended == [("rmstate", "CONNECTION_LOST")]
 
 
-async def test_a_paused_rm_goes_on_to_stopped_only_from_the_connections_return():
+async def test_an_outage_neither_counts_as_silence_nor_forgives_the_silence_before_it():
+    """Review of the fix: resetting every RM to "heard now" at the return kept a dead RM
+    Running for ever across outages shorter than the pause. Its silence goes on from where
+    the outage found it."""
     appended: list = []
-    clock = clock_of(RMState.PAUSED, appended)
-    clock.started()
+    clock = clock_of(RMState.RUNNING, appended)
+    clock.heard("k8s")
+    await anyio.sleep(0.15)  # silent 0.15 s of its pause of 0.2
     clock.away()
-    await watch(clock, 0.5)
+    await watch(clock, 0.4)
+    assert appended == []
     clock.back()
-    await watch(clock, 0.1)
-    assert appended == []  # its way to Stopped starts again at the return (as at a start)
-    await watch(clock, 0.3)
-    assert appended == [("rmstate", "TIMEOUT")]
+    await watch(clock, 0.12)  # 0.15 before the outage and 0.1 after it: past the pause
+    assert appended == [("rmstate", "CONNECTION_LOST")]

@@ -143,8 +143,10 @@ def _topology_lines(t: dict[str, Any] | None, placed: bool) -> list[str]:
         line += f"; placed in {_short(where['level'])} {where['domain']}"
     elif placed and t["taskGroups"]:
         line += "; placed across domains (its task groups each in one of their own)"
-    elif placed:  # preferred: broader, then anywhere
+    elif placed and (t["request"] or {}).get("mode") == "preferred":  # broader, then anywhere
         line += "; placed across domains: no domain of the partition held it whole"
+    elif placed:  # required, not a gang: each set of asks sent together in a domain of its own
+        line += "; placed across domains (its sets of asks, each sent together, each in one of their own)"
     elif t["request"] is not None or t["taskGroups"]:
         line += "; not placed yet"
     out = [line]

@@ -317,6 +317,20 @@ def test_a_lost_member_asked_again_goes_back_into_its_gangs_rack_or_waits_naming
     assert [a.nodeID.rsplit("-", 1)[0] for a in new_allocs(outs)] == ["r1"]
 
 
+def test_a_lost_member_waiting_in_its_gangs_rack_is_read_with_runtime_limits_in_use():
+    """Review: with runtime limits in use, reading a gang's lost member asked again (a real
+    ask waiting in its gang's kept rack, `TopologyNoDomain`) raised in the estimate of its
+    set, which has no waiting placeholder: the read API, explain and the web UI failed."""
+    h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 4, 0)})
+    placed = placed_and_replaced(h)
+    h.do(h.log.apps(app_msg("timed", "root.jobs")))
+    h.do(h.log.asks({**ask("t", "timed", gpu=1), "executionTimeoutMilliSeconds": 600_000}))  # limits in use
+    h.do(h.log.nodes(node(placed["w0"], action="DECOMISSION")))
+    h.do(h.log.asks({**ask("w0b", "train", gpu=2, vcore=1000), "taskGroupName": "workers"}))
+    why = h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]["train"]["asks"]["w0b"]["why"]
+    assert why["code"] == "TopologyNoDomain" and "estimate" in why["details"], why
+
+
 def test_a_gang_without_topology_remembers_nothing_and_its_lost_members_go_anywhere():
     h = cluster({"r1": ("b1", 2, 0), "r2": ("b1", 4, 0)})
     gang_job(h, "free", 4, 2, {})
@@ -485,6 +499,21 @@ def test_asks_sent_together_by_an_application_without_placeholders_land_in_one_r
     d_nodes = [a["nodeID"] for a in p["allocations"].values() if a["allocationKey"] == "d"]
     assert len(d_nodes) == 2 and {n.rsplit("-", 1)[0] for n in d_nodes} == {"r2"}
     invariants.state_is_consistent(h.core)
+
+
+def test_explain_says_sets_of_a_required_application_went_each_into_a_domain_of_their_own():
+    """Review: sets of asks of a `required` application in racks of two blocks were said to
+    be "placed across domains: no domain of the partition held it whole"."""
+    from ykbus.explain import explain
+
+    h = cluster({"r1": ("b1", 2, 0), "r3": ("b2", 1, 0)})  # racks of 8 and 4 GPUs, in two blocks
+    h.do(h.log.apps(app_msg("svc", "root.jobs", tags={"ykbus.io/topology-required": RACK})))
+    h.do(h.log.asks(ask("a", "svc", gpu=4, max_allocations=2)))
+    h.do(h.log.asks(ask("c", "svc", gpu=4)))
+    apps = {"rm-1": {"default": h.core.dump()["rms"]["rm-1"]["partitions"]["default"]["applications"]}}
+    said = "\n".join(explain(apps, "svc"))
+    assert ("topology: required ykbus.io/rack; placed across domains (its sets of asks, each sent together, each "
+            "in one of their own)") in said, said
 
 
 def test_an_asks_own_tag_makes_a_set_of_it_beside_its_applications_untagged_asks():

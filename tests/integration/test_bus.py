@@ -70,8 +70,8 @@ async def test_registration_allocation_and_release_round_trip(nats_server):
 async def test_an_output_stored_again_past_the_duplicate_window_is_handed_to_the_rm_once(nats_server):
     """Review: a leader stalled past YK_OUT's duplicate window (120 s) stored some outputs a
     second time, later in the stream, and the RM acted on the copies (pods ran twice). The
-    client hands an output over only if its id (in-seq, index) comes after the last it
-    handed over (docs/protocol.md, "Outputs and resuming")."""
+    client drops an output whose id it handed over already (docs/protocol.md, "Outputs and
+    resuming"), and only that."""
     from ykbus.bus.subjects import OUT_STREAM
 
     async with running_core(nats_server.url), rm_client(nats_server.url) as api:
@@ -96,6 +96,17 @@ async def test_an_output_stored_again_past_the_duplicate_window_is_handed_to_the
         await rec.wait_for(lambda: len(rec.allocations) >= 2)
         await anyio.sleep(0.3)
         assert [a.allocationKey for a in rec.allocations] == ["pod-1", "pod-2"]
+        # but an output of an earlier entry not handed over yet (a publish retried after a
+        # failure, a standby's takeover: stored after later ones) is handed over
+        nc = await nats.connect(nats_server.url)
+        try:
+            in_seq = first.headers["Yk-In-Seq"]
+            await nc.jetstream().publish(first.subject, first.data, headers={**first.headers,
+                                                                              "Nats-Msg-Id": f"{in_seq}-99"})
+        finally:
+            await nc.close()
+        await rec.wait_for(lambda: len(rec.allocations) >= 3)
+        assert [a.allocationKey for a in rec.allocations] == ["pod-1", "pod-2", "pod-1"]
 
 
 @pytest.mark.parametrize("rm_id", ["r" * 300, "é" * 120 + "-long-rm"])

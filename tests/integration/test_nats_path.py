@@ -207,6 +207,38 @@ async def test_a_leader_whose_lease_lapses_in_the_middle_of_an_entrys_outputs_se
     assert [p.msg_id for p in pub.take_held()] == ["7-3", "7-4"]
 
 
+async def test_a_standby_taking_over_publishes_what_it_kept_at_once():
+    """Review (regression of the test above's change): a standby taking over checked its
+    lease before each output it had kept, while `publishing()` still said it had not taken
+    over: it held them all, until the next entry or renewal."""
+    from nats.js.errors import NotFoundError
+
+    from ykbus.bus.leader import Leadership
+
+    nc, js = _FakeNats(), _FakeJs()
+
+    async def no_log(*_a, **_k):
+        raise NotFoundError
+
+    js.get_last_msg = no_log
+    pub = OutputPublisher(js, Subjects(), window=8, retries=3, stats={"outputs": 0, "allocations": 0},
+                          output_format=lambda rm: ("json", "number"), nc=nc)
+
+    async def scanned() -> None:
+        return None
+
+    pub.scan = scanned
+    live = types.SimpleNamespace(lock=anyio.Lock(), applied=lambda: 7)
+    lead = Leadership(Subjects(), live)  # type: ignore[arg-type]
+    lead._js, lead._publisher, lead.lease = js, pub, types.SimpleNamespace(leading=True)
+    pub.may_send = lead.publishing
+    lead._was_standby = True
+    lead.unpublished.add(pub.encode(7, _outputs(7, 3)), 7)
+    await lead._take_over(7)
+    assert [i for i, _ in nc.published] == ["7-0", "7-1", "7-2"]
+    assert pub.take_held() == [] and lead.publishing()
+
+
 async def test_a_publish_left_unanswered_is_sent_again_with_the_same_id(monkeypatch):
     monkeypatch.setattr(publisher_mod, "ACK_TIMEOUT_S", 0.1)
     nc, js = _FakeNats(silent={"2-0"}), _FakeJs()

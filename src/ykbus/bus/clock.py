@@ -34,7 +34,7 @@ class LogClock:
         self._append = append
         self._heard: dict[str, float] = {}  # rm -> monotonic time of its last heartbeat
         self._asked: dict[str, str] = {}  # rm -> rmstate event appended but not yet applied
-        self._away = False  # this process's NATS connection is down: no heartbeat can reach it
+        self._away_since: float | None = None  # this process's NATS connection is down since: no heartbeat reaches it
 
     def heard(self, rm: str, now: float | None = None) -> None:
         """`rm` is alive now (its registration; heartbeats: `on_heartbeat`)."""
@@ -46,18 +46,23 @@ class LogClock:
         for rm_id, rm in self._live.core.rms.items():
             self._heard[rm_id] = self._first_heard(rm.state, now)
 
-    def away(self) -> None:
+    def away(self, now: float | None = None) -> None:
         """The connection to NATS is lost: no RM is judged while it is (no heartbeat can
         arrive, and no entry be appended)."""
-        self._away = True
+        if self._away_since is None:
+            self._away_since = time.monotonic() if now is None else now
 
-    def back(self) -> None:
-        """Connected again: the RMs count as heard as at the service's start (`started`), so
-        an outage is no silence of theirs (one longer than the pause and the stop together
-        would have Stopped a live RM, its state wiped, unless its heartbeat came within the
-        next look)."""
-        self._away = False
-        self.started()
+    def back(self, now: float | None = None) -> None:
+        """Connected again: each RM's silence goes on from where the outage found it (its last
+        heartbeat moved on by the outage's length), so an outage is no silence of theirs (one
+        longer than the pause and the stop together would have Stopped a live RM, its state
+        wiped, unless its heartbeat came within the next look), nor does it forgive one."""
+        if self._away_since is None:
+            return
+        now = time.monotonic() if now is None else now
+        gap, self._away_since = now - self._away_since, None
+        for rm_id, heard in self._heard.items():
+            self._heard[rm_id] = min(now, heard + gap)  # (one heard since the return: now)
 
     def rmstate_applied(self) -> None:
         """The core applied an rmstate entry: the next change may be appended."""
@@ -85,7 +90,7 @@ class LogClock:
         s = self._settings
         while True:
             await anyio.sleep(min(1.0, s.heartbeat_pause_s / 4))
-            if self._away:
+            if self._away_since is not None:
                 continue
             now = time.monotonic()
             for rm_id, rm in list(self._live.core.rms.items()):

@@ -207,8 +207,8 @@ class Leadership:
         await self._publisher.scan()
         parts = self.unpublished.take()
         published = sum(1 for p in parts if not self._publisher.stored(p))
-        await self._publisher.send(parts)
-        self._taken_over = True
+        self._taken_over = True  # (under the writer's lock: no entry's outputs go out before these)
+        await self._publisher.send(parts)  # each while the lease holds (`publishing`)
         try:
             newest = await self._js.get_last_msg(IN_STREAM, self._subjects.core_inputs)
             self.saw_core_entry(newest.seq)

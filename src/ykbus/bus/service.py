@@ -427,8 +427,8 @@ class CoreService:
             self.publisher.count(outputs)
         elif await self.leadership.deliver(seq, self.publisher.encode(seq, outputs)):  # else a standby kept them
             self.metrics.publish.observe(time.perf_counter() - t1)
-        if moved:  # RMs that left: their state for the shard they go to, after this entry's outputs
-            await self.connected.sharding.after()
+        if moved or self.connected.sharding.pending:  # RMs that left: their state for their new shard, after
+            await self.connected.sharding.after()  # this entry's outputs (or once those kept back are out)
         self.stats["entries"] += 1
         self.collector.applied(self.stats["allocations"], self.core.dropped_partitions)
         self.snapshots.applied()  # off the writer's path: bus/snapshots.py

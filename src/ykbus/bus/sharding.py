@@ -166,17 +166,18 @@ class Sharding:
         """After an entry (in the writer): the units of RMs that left this shard, stored for
         their new one by the leader; a standby keeps them."""
         core = self._live.core
-        if not core.moved_out or self._reader:
+        if self._reader:
             return
         for moved in core.moved_out:
             self.pending[self._subjects.moved_object(moved.rm, moved.seq)] = dump_moved(moved)
             log.info("an RM left this shard", extra={"fields": {"rm": moved.rm, "to": moved.to, "entry": moved.seq}})
-        if self._leader.publishing():
-            await self.store_pending()
+        await self.store_pending()
 
     async def store_pending(self) -> None:
-        """The leader (in the writer): once every output it sent is stored, the units kept."""
-        if not self.pending or not self._leader.publishing():
+        """The leader (in the writer): once every output it sent is stored, the units kept;
+        not while outputs are kept back (a lease that lapsed in the middle of an entry's): the
+        RM's new shard would start before they are out. Tried again after each entry."""
+        if not self.pending or not self._leader.stores_snapshots():  # (publishing, nothing kept back)
             return
         await self._leader.settle()
         for name, data in list(self.pending.items()):

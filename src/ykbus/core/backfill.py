@@ -489,17 +489,25 @@ class Backfill:
         key = (limit, ask.shape)
         if key in self._lent:
             return self._lent[key]
-        runs = limit * NS_PER_MS
         res = ask.resource
         found: Node | None = None
         for node, start in self.lendable(now):
-            divisor = DOMAIN_LEND_DIVISOR if node.held else LEND_DIVISOR
-            if runs * divisor <= start - now and node.state is NodeState.SCHEDULABLE and not node.preempting \
-                    and fits(res, node.free):
+            if lends(node, start, now, limit, res, node.free):
                 found = node
                 break
         self._lent[key] = found
         return found
+
+
+def lends(node: Node, start: int, now: int, limit_ms: int, res: Res, room: Res) -> bool:
+    """Rule 4's test: reserved `node`, whose reservation starts at `start`, lends `room` (its
+    free room) to an allocation of `res` with a runtime limit of `limit_ms`: the limit at most
+    half the time from `now` to the start (`LEND_DIVISOR`), a sixth in a domain a gang
+    reserved (`DOMAIN_LEND_DIVISOR`), the node schedulable, not preempting, with room."""
+    runs = limit_ms * NS_PER_MS
+    divisor = DOMAIN_LEND_DIVISOR if node.held else LEND_DIVISOR
+    return (0 < runs and runs * divisor <= start - now and node.state is NodeState.SCHEDULABLE
+            and not node.preempting and fits(res, room))
 
 
 def lent_by(node: Node) -> str:

@@ -48,13 +48,12 @@ from typing import TYPE_CHECKING, Any
 from ykbus import limits
 from ykbus.core import why
 from ykbus.core.backfill import (
-    DOMAIN_LEND_DIVISOR,
-    LEND_DIVISOR,
     NS_PER_MS,
     Backfill,
     FreeNodes,
     ask_limit_ms,
     groups_estimate_steps,
+    lends,
     lent_by,
 )
 from ykbus.core.dryrequest import DryRunError, Request, parse
@@ -201,7 +200,7 @@ def _backfilled(part: Partition, nodes: list[Node], members: list[Res], limits_m
                 now: int) -> tuple[list[str], list[tuple[int, dict[str, Any]]]] | None:
     """Rule 2, backfill: each member in turn, as the planner places asks, on the first free
     node with room (`nodes`, in the partition's node order) or else, with a runtime limit, on
-    the first reserved node the core would lend it (core/backfill.py `Backfill.node_for`'s
+    the first reserved node the core would lend it (core/backfill.py `lends`, the planner's
     rule: its limit at most half the time to the reservation's estimated start, a sixth in a
     gang's domain), on copies of their free room. The nodes, and for each member lent reserved
     room (its position) whose reservation and until when; None if one finds no room."""
@@ -216,14 +215,11 @@ def _backfilled(part: Partition, nodes: list[Node], members: list[Res], limits_m
             sub_into(rooms[at], member)
             where.append(nodes[at].id)
             continue
-        runs = limits_ms[i] * NS_PER_MS
         for j, (node, start) in enumerate(lendable):
-            divisor = DOMAIN_LEND_DIVISOR if node.held else LEND_DIVISOR
-            if 0 < runs and runs * divisor <= start - now and node.state is NodeState.SCHEDULABLE \
-                    and not node.preempting and fits(member, lent_rooms[j]):
+            if lends(node, start, now, limits_ms[i], member, lent_rooms[j]):
                 sub_into(lent_rooms[j], member)
                 where.append(node.id)
-                lent.append((i, {"nodeID": node.id, "lentBy": lent_by(node), "endsBy": now + runs,
+                lent.append((i, {"nodeID": node.id, "lentBy": lent_by(node), "endsBy": now + limits_ms[i] * NS_PER_MS,
                                  "startsBy": start}))
                 break
         else:

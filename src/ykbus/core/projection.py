@@ -221,9 +221,12 @@ class Estimates:
         if found is None:
             found = {}
             if limits_in_use(self.p.records):
-                groups = _gang_groups(app) if app.gang else [
-                    ([a.resource for a in app.asks.values() if a.pending and a.at == ask.at for _ in range(a.pending)],
-                     request_of(ask.tags) or request_of(app.tags))]
+                request = request_of(ask.tags) or request_of(app.tags)
+                if app.gang:  # its placeholders by group; none waiting (a lost member asked again): the ask
+                    groups = _gang_groups(app) or [([ask.resource] * ask.pending, request)]
+                else:  # the asks sent with it
+                    groups = [([a.resource for a in app.asks.values() if a.pending and a.at == ask.at
+                                for _ in range(a.pending)], request)]
                 answer = run_through(groups_estimate_steps(self.p.records, self._free(), groups, self.now))
                 found = {"estimate": answer["text"], **({"estimatedStart": answer["start"]} if "start" in answer else {})}
             self.by_set[key] = found
