@@ -239,6 +239,40 @@ async def test_a_standby_taking_over_publishes_what_it_kept_at_once():
     assert pub.take_held() == [] and lead.publishing()
 
 
+async def test_a_late_copy_at_the_end_of_the_output_stream_does_not_make_a_restart_publish_old_outputs(nats_server):
+    """Review: a leader that woke from a stall past the duplicate window stored an old
+    entry's output at the end of YK_OUT; a restart took the lowest input sequence among the
+    last messages as the one below which everything is stored, and would have published
+    again every output between it and the snapshot (outside the duplicate window: stored
+    twice). A message more than the publish window out of order is such a copy."""
+    from nats.js.api import StreamConfig
+
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        subjects = Subjects()
+        await js.add_stream(StreamConfig(name=OUT_STREAM, subjects=[subjects.outputs], duplicate_window=0.2))
+
+        def publisher() -> OutputPublisher:
+            return OutputPublisher(js, subjects, window=4, retries=3, stats={"outputs": 0, "allocations": 0},
+                                   output_format=lambda rm: ("json", "number"), nc=nc)
+
+        pub = publisher()
+        for seq in range(1, 101):
+            for part in pub.encode(seq, _outputs(seq, 1)):
+                await js.publish(part.subject, part.data, headers=part.headers)
+        late = pub.encode(50, _outputs(50, 1))[0]
+        await anyio.sleep(0.4)  # past the (shortened) duplicate window
+        again = await js.publish(late.subject, late.data, headers=late.headers)
+        assert not again.duplicate
+        restarted = publisher()
+        await restarted.scan()
+        assert restarted.stored(restarted.encode(60, _outputs(60, 1))[0])  # stored long ago: not sent again
+        assert not restarted.stored(restarted.encode(101, _outputs(101, 1))[0])
+    finally:
+        await nc.close()
+
+
 async def test_a_publish_left_unanswered_is_sent_again_with_the_same_id(monkeypatch):
     monkeypatch.setattr(publisher_mod, "ACK_TIMEOUT_S", 0.1)
     nc, js = _FakeNats(silent={"2-0"}), _FakeJs()

@@ -202,9 +202,14 @@ class OutputPublisher:
 
     async def _scan_from(self, first: int, last: int) -> tuple[set[str], int | None]:
         """The ids of this process's outputs (its shard's, or all when not sharded) stored
-        from stream sequence `first` to `last`, and the lowest input sequence among them."""
+        from stream sequence `first` to `last`, and the lowest input sequence among them but
+        for late copies: a message stored more than the window after one of a later entry (a
+        retried publish is stored within it) is a leader's that woke from a stall and sent
+        what the next leader had sent (its id is kept; it says nothing of what is missing)."""
         ids: set[str] = set()
         floor: int | None = None
+        earlier: collections.deque[int] = collections.deque()  # the in-seqs of the last `window` messages
+        high = 0  # the highest in-seq of those before them
         shard = self._subjects.shard or ""
         sub = await self._js.subscribe(
             self._subjects.outputs, stream=OUT_STREAM, ordered_consumer=True, headers_only=True,
@@ -215,7 +220,11 @@ class OutputPublisher:
                 if headers.get(HDR_SHARD, "") == shard:
                     ids.add(headers.get(HDR_MSG_ID, ""))
                     in_seq = header_seq(headers, HDR_IN_SEQ)
-                    floor = in_seq if floor is None else min(floor, in_seq)
+                    if in_seq >= high:  # (else a late copy)
+                        floor = in_seq if floor is None else min(floor, in_seq)
+                    earlier.append(in_seq)
+                    if len(earlier) > self.window:
+                        high = max(high, earlier.popleft())
                 if msg.metadata.sequence.stream >= last:
                     break
         finally:
