@@ -46,20 +46,20 @@ class LogClock:
         for rm_id, rm in self._live.core.rms.items():
             self._heard[rm_id] = self._first_heard(rm.state, now)
 
-    def away(self, now: float | None = None) -> None:
+    def away(self) -> None:
         """The connection to NATS is lost: no RM is judged while it is (no heartbeat can
         arrive, and no entry be appended)."""
         if self._away_since is None:
-            self._away_since = time.monotonic() if now is None else now
+            self._away_since = time.monotonic()
 
-    def back(self, now: float | None = None) -> None:
+    def back(self) -> None:
         """Connected again: each RM's silence goes on from where the outage found it (its last
         heartbeat moved on by the outage's length), so an outage is no silence of theirs (one
         longer than the pause and the stop together would have Stopped a live RM, its state
         wiped, unless its heartbeat came within the next look), nor does it forgive one."""
         if self._away_since is None:
             return
-        now = time.monotonic() if now is None else now
+        now = time.monotonic()
         gap, self._away_since = now - self._away_since, None
         for rm_id, heard in self._heard.items():
             self._heard[rm_id] = min(now, heard + gap)  # (one heard since the return: now)

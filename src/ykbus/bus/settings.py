@@ -240,8 +240,8 @@ def service_settings(args: Any) -> ServiceSettings:
         queue_file(path)
     user, password = c.nats.user, c.nats.password
     secrets = getattr(args, "nats_secrets", None)
-    if secrets is None and user is None and getattr(args, "nats", None) is None and not c.nats.url:
-        secrets = up_secrets(None, getattr(args, "data", None))  # the server found: that `ykbus up --secure`'s
+    if secrets is None and user is None and not c.nats.url:  # the server found, not named: that `ykbus up --secure`'s
+        secrets = up_secrets(getattr(args, "nats", None), getattr(args, "data", None))
     if secrets:
         secret = identity_secret(secrets, "core")
         user, password = secret.user, secret.password

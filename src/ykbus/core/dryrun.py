@@ -59,8 +59,8 @@ from ykbus.core.backfill import (
 from ykbus.core.dryrequest import DryRunError, Request, parse
 from ykbus.core.intake import ask_tags_problem, queue_problem, tags_problem
 from ykbus.core.lifecycle import NodeState
-from ykbus.core.packing import first_fit
-from ykbus.core.resources import Res, first_over, fits, fmt_quantity, fmt_res, resources_of, sub_into
+from ykbus.core.packing import MISSED, first_fit
+from ykbus.core.resources import Res, first_over, fmt_quantity, fmt_res, resources_of, sub_into
 from ykbus.core.timeline import fmt_log_time
 from ykbus.core.topology import (
     ANYWHERE,
@@ -204,15 +204,13 @@ def _backfilled(part: Partition, nodes: list[Node], members: list[Res], limits_m
     rule: its limit at most half the time to the reservation's estimated start, a sixth in a
     gang's domain), on copies of their free room. The nodes, and for each member lent reserved
     room (its position) whose reservation and until when; None if one finds no room."""
-    rooms = [dict(n.free) for n in nodes]
+    free = first_fit([n.free for n in nodes].__getitem__, len(nodes), members, stop_at_miss=False)
     lendable = Backfill(part.records, part.waits.places.reserved_nodes).lendable(now)
     lent_rooms = [dict(node.free) for node, _ in lendable]
     where: list[str] = []
     lent: list[tuple[int, dict[str, Any]]] = []
-    for i, member in enumerate(members):
-        at = next((j for j, room in enumerate(rooms) if fits(member, room)), -1)
-        if at >= 0:
-            sub_into(rooms[at], member)
+    for i, (member, at) in enumerate(zip(members, free, strict=True)):
+        if at != MISSED:  # (free nodes and reserved ones are apart: the free are placed first alike)
             where.append(nodes[at].id)
             continue
         for j, (node, start) in enumerate(lendable):

@@ -500,17 +500,12 @@ class _Scope:
     def _too_large(self, empty: Callable[[str], Res]) -> str:
         """What a member asks that no node of the level's domains has even empty, where one
         is: `: no node has vcore 100 cores` (else "": members that fit a node alone)."""
-        largest: dict[str, int] = {}
-        for d in self.domains:
-            for node_id in d.node_ids:
-                for name, value in empty(node_id).items():
-                    if value > largest.get(name, 0):
-                        largest[name] = value
-        for member in self.members:
-            if not any(fits(member, empty(i)) for d in self.domains for i in d.node_ids):
-                over = {name: v for name, v in member.items() if v > largest.get(name, 0)}
-                return f": no node has {fmt_res(over)[1:-1]}" if over else f": no node holds {fmt_res(member)}"
-        return ""
+        rooms = [empty(i) for d in self.domains for i in d.node_ids]
+        member = next((m for m in self.members if not any(fits(m, room) for room in rooms)), None)
+        if member is None:
+            return ""
+        over = {name: v for name, v in member.items() if all(v > room.get(name, 0) for room in rooms)}
+        return f": no node has {fmt_res(over)[1:-1]}" if over else f": no node holds {fmt_res(member)}"
 
     def _holds_empty(self, d: Domain, empty: Callable[[str], Res]) -> int:
         """How many of the members domain `d`'s nodes (every one, by node id: those of a
