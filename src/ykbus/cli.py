@@ -528,18 +528,30 @@ def cmd_up(args: argparse.Namespace) -> int:
     return up(args)
 
 
+def stop_on_sigterm(name: str) -> None:
+    """SIGTERM (`kill`, a job's timeout, `docker stop`) where a command takes no signals
+    itself: it stops as on Ctrl-C, its `with` and `finally` blocks stopping its children
+    (Python's default ends it at once, and they ran on, adopted by init). Where the signal
+    lands inside an asyncio task (a NATS subscription's callback), the stop is kept on that
+    task too, and asyncio would report it at exit as a task's error nobody retrieved, with a
+    traceback: that report says nothing the one line has not."""
+
+    def terminated(_signum: int, _frame: object) -> None:
+        print(f"{name}: terminated", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signal.SIGTERM)
+
+    def not_the_stop(record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], (SystemExit, KeyboardInterrupt)))
+
+    signal.signal(signal.SIGTERM, terminated)
+    logging.getLogger("asyncio").addFilter(not_the_stop)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     name = f"ykbus {argv[0]}" if argv else "ykbus"
 
-    def terminated(_signum: int, _frame: object) -> None:
-        """SIGTERM (`kill`, a job's timeout, `docker stop`) where a command takes no signals
-        itself: it stops as on Ctrl-C, its `with` and `finally` blocks stopping its children
-        (Python's default ends it at once, and they ran on, adopted by init)."""
-        print(f"{name}: terminated", file=sys.stderr, flush=True)
-        raise SystemExit(128 + signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, terminated)  # (a command that takes signals replaces it while it runs)
+    stop_on_sigterm(name)  # (a command that takes signals replaces it while it runs)
     try:
         return _main(argv)
     except BrokenPipeError:  # `ykbus explain | head`: the reader left; no traceback (Python's own advice)

@@ -290,3 +290,36 @@ def test_a_benchmark_stopped_with_sigterm_stops_its_children_and_says_so():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+STOPPED_IN_A_TASK = """
+import asyncio, logging, os, signal, sys
+from ykbus.cli import stop_on_sigterm
+
+logging.basicConfig()  # as every command's logs.setup: asyncio's own complaints reach stderr
+stop_on_sigterm("ykbus demo")
+
+async def delivering():  # a NATS subscription's callback, busy when the signal lands
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(10_000):
+        pass
+    await asyncio.sleep(30)
+
+async def main():
+    asyncio.create_task(delivering())
+    await asyncio.sleep(30)
+
+try:
+    asyncio.run(main())
+finally:
+    print("finally ran", file=sys.stderr)
+"""
+
+
+def test_sigterm_landing_inside_a_task_ends_in_one_line_not_a_traceback():
+    """Regression (CI): `ykbus bench e2e` ended by SIGTERM while a NATS subscription's callback
+    ran printed "terminated" and then asyncio's "Task exception was never retrieved" with a
+    traceback ending in SystemExit: 143 (the stop, raised in that task, is kept on it)."""
+    run = subprocess.run([sys.executable, "-c", STOPPED_IN_A_TASK], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 128 + signal.SIGTERM
+    assert run.stderr.splitlines() == ["ykbus demo: terminated", "finally ran"], run.stderr
