@@ -48,7 +48,7 @@ run: $(VENV)/.compiled
 
 test: $(VENV)/.compiled $(VENV)/.dev $(VENV)/.system
 	$(VENV)/bin/ruff check src tests services benchmarks setup.py
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 schemas: $(VENV)/.compiled
 	$(VENV)/bin/ykbus schema --dir schemas

@@ -1,3 +1,7 @@
+import os
+import shutil
+import tempfile
+
 import pytest
 
 from ykbus.core import Core, nodefinder, partition
@@ -15,6 +19,38 @@ nodefinder.CHECK_RESERVABLE = True
 # minutes on the large states the REST and bench tests build (seen: CI past 20 min).
 # tests/test_demo_log.py switches it on itself, for its replay of a demo log only.
 PURITY_CHECKED = ("tests/core/", "tests/property/", "tests/test_traces.py")
+
+
+# `make test` runs the tests on two workers (pytest-xdist, `--dist loadgroup`). The tests
+# that start services (a nats-server, `ykbus up`, a core, a browser) run one after another
+# within each of their two directories, in their order, as they would alone (each directory
+# a group, kept on one worker: tests/integration; tests/faults, with no `ykbus up` and no
+# browser), the rest (the core's, the property machines', the commands' on files) spread
+# beside them. Each worker has a HOME
+# of its own: `ykbus up` and the commands that find it keep their files there (~/.ykbus).
+SERVICES = ("tests/integration/", "tests/faults/")
+WORKER_HOME = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        config.stash[WORKER_HOME] = os.environ["HOME"] = tempfile.mkdtemp(prefix=f"ykbus-tests-{worker}-home-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    home = config.stash.get(WORKER_HOME, None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.relative_to(config.rootpath).as_posix()
+        group = next((d for d in SERVICES if path.startswith(d)), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group.split("/")[1]))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
