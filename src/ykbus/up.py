@@ -123,10 +123,17 @@ def up(args: argparse.Namespace) -> int:
             rm_options[ADMIN] = connect_options(config.admins[0].user, config.admins[0].password)
             auth = 'include "auth.conf"\n'  # beside the nats.conf NatsServer writes in the store
         gaps: list[BaseException] = []
+        exits: list[BaseException] = []
         try:
             return _up(args, settings, store, rm_options, auth, secrets)
         except* LogGap as group:
             gaps += leaves(group)
+        except* ReaderExited as group:
+            exits += leaves(group)
+        if exits:
+            print(f"ykbus up: {exits[0]}, {READER_STARTS} times (its reason above); stopped", file=sys.stderr,
+                  flush=True)
+            return 2
         print(f"ykbus up: the input log in {store} has a gap ({gaps[0]}): the store is damaged and "
               f"cannot be resumed; `ykbus up{f' --data {args.data}' if args.data else ''} --fresh` starts clean",
               file=sys.stderr, flush=True)
@@ -264,6 +271,32 @@ def _queue_files(directory: str) -> str:
     return directory
 
 
+class ReaderExited(Exception):
+    """The reader process exited before its HTTP answered (its reason is on stderr, its own)."""
+
+    def __init__(self, returncode: int) -> None:
+        super().__init__(f"the reader process exited with {returncode} as it started")
+        self.returncode = returncode
+
+
+READER_STARTS = 3  # a reader that exits as it starts is started again, twice
+
+
+async def _start_reader(reader: Reader) -> None:
+    """The reader started, until its HTTP answers. One that exits first (seen on a busy
+    machine: its reason, one line, on stderr) is started again, the user told; the third
+    exit ends `ykbus up` (ReaderExited, said in one line)."""
+    for started in range(1, READER_STARTS + 1):
+        reader.start()
+        try:
+            await anyio.to_thread.run_sync(reader.wait_ready)
+            return
+        except ReaderExited as exc:
+            if started == READER_STARTS:
+                raise
+            print(f"ykbus up: {exc}; starting it again", flush=True)
+
+
 class Reader:
     """`ykbus core --reader` beside `ykbus up`'s core, serving HTTP (the web UI, YuniKorn's
     REST API, metrics, the read API) and the NATS read API from its own copy of the state."""
@@ -287,13 +320,14 @@ class Reader:
         self.proc = spawn([sys.executable, "-m", "ykbus.cli", "core", *flags], env=env)  # a Ctrl-C is not its
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Until its HTTP answers (it loads the latest snapshot and follows the log first)."""
+        """Until its HTTP answers (it loads the latest snapshot and follows the log first);
+        ReaderExited if it exits first."""
         assert self.proc is not None
         headers = {"Authorization": f"Bearer {self.settings.api_token}"} if self.settings.api_token else {}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the reader process exited with {self.proc.returncode}")
+                raise ReaderExited(self.proc.returncode)
             try:
                 with urllib.request.urlopen(urllib.request.Request(self.base + "/api/health", headers=headers),
                                             timeout=2):
@@ -367,8 +401,7 @@ async def _run_until(stop: _StopSignal, settings: ServiceSettings, duration: flo
             with anyio.fail_after(30):
                 await service.started.wait()
             if reader is not None:
-                reader.start()
-                await anyio.to_thread.run_sync(reader.wait_ready)
+                await _start_reader(reader)
                 base = reader.base
                 print(f"ykbus up: web UI on {base}/ (YuniKorn's REST API under {base}/ws/v1, e.g. /ws/v1/partitions; "
                       f"Prometheus metrics at {base}/ws/v1/metrics)", flush=True)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import anyio
@@ -486,6 +487,68 @@ def test_up_serves_the_web_ui_and_http_apis_on_loopback_and_prints_their_urls(tm
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
+
+
+READER_FAILS = """
+import os, sys
+if "--reader" in sys.argv:
+    with open(os.environ["READER_STARTS"], "a+") as f:
+        f.write("started\\n")
+        f.seek(0)
+        starts = len(f.readlines())
+    if starts <= int(os.environ["READER_FAILS"]):
+        print(f"ykbus core: cannot reach NATS at nats://127.0.0.1:1: no answer within 3.5 s (start {starts})",
+              file=sys.stderr, flush=True)
+        os._exit(2)
+"""
+
+
+def _up_with_a_reader_that_fails(tmp_path: Path, fails: int) -> tuple[subprocess.Popen, list[str]]:
+    """`ykbus up` whose reader process exits 2 at each of its first `fails` starts (a
+    `sitecustomize` makes it: what made it fail in CI, a busy machine, cannot be made at
+    will); its stdout read up to its HTTP read API's line, or to its end."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(READER_FAILS)
+    env = home_env(tmp_path) | {"PYTHONPATH": os.pathsep.join([str(site), *sys.path]), "READER_FAILS": str(fails),
+                                "READER_STARTS": str(tmp_path / "reader-starts")}
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    said = []
+    for line in proc.stdout:  # type: ignore[union-attr]
+        said.append(line)
+        if line.startswith("ykbus up: HTTP read API on "):
+            break
+    return proc, said
+
+
+def test_up_starts_again_a_reader_that_exits_as_it_starts(tmp_path):
+    """Regression (CI, two test workers): the reader exited 2 as it started (its reason, one
+    line, lost in what followed) and `ykbus up` ended with a traceback: RuntimeError: the
+    reader process exited with 2. A reader that exits before it answers is started again,
+    the user told; `ykbus up` goes on."""
+    proc, said = _up_with_a_reader_that_fails(tmp_path, 1)
+    try:
+        assert said[-1].startswith("ykbus up: HTTP read API on "), proc.communicate(timeout=60)
+        assert "ykbus up: the reader process exited with 2 as it started; starting it again\n" in said, said
+        url = re.match(r"ykbus up: HTTP read API on (http://127\.0\.0\.1:\d+/api/health) ", said[-1]).group(1)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert json.loads(r.read())["role"] == "reader"
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in err and "ykbus up: stopped" in out, err[-3000:]
+    assert "no answer within 3.5 s (start 1)" in err  # its own reason, where the user sees it
+
+
+def test_up_whose_reader_exits_at_every_start_stops_in_one_line(tmp_path):
+    proc, said = _up_with_a_reader_that_fails(tmp_path, 99)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in err, err[-3000:]
+    assert "".join(said).count("as it started; starting it again") == 2
+    assert [line for line in err.splitlines() if line.startswith("ykbus up")] == [
+        "ykbus up: the reader process exited with 2 as it started, 3 times (its reason above); stopped"], err
+    assert "(start 3)" in err and "(start 4)" not in err
 
 
 def test_up_starts_its_reader_again_if_it_dies(tmp_path):
