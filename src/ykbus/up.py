@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import fcntl
 import getpass
+import json
 import logging
 import os
 import shutil
@@ -320,8 +321,9 @@ class Reader:
         self.proc = spawn([sys.executable, "-m", "ykbus.cli", "core", *flags], env=env)  # a Ctrl-C is not its
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Until its HTTP answers (it loads the latest snapshot and follows the log first);
-        ReaderExited if it exits first."""
+        """Until its HTTP answers as a reader, and it runs still (it loads the latest snapshot
+        and follows the log first; whatever else answers on its port is not it); ReaderExited
+        if it exits first."""
         assert self.proc is not None
         headers = {"Authorization": f"Bearer {self.settings.api_token}"} if self.settings.api_token else {}
         deadline = time.monotonic() + timeout
@@ -330,10 +332,12 @@ class Reader:
                 raise ReaderExited(self.proc.returncode)
             try:
                 with urllib.request.urlopen(urllib.request.Request(self.base + "/api/health", headers=headers),
-                                            timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.1)
+                                            timeout=2) as answer:
+                    if json.loads(answer.read()).get("role") == "reader" and self.proc.poll() is None:
+                        return
+            except (OSError, ValueError, AttributeError):  # nothing there yet, or not a reader's answer
+                pass
+            time.sleep(0.1)
         raise RuntimeError(f"the reader process did not answer on {self.base} within {timeout:.0f} s")
 
     def stop(self) -> None:

@@ -53,6 +53,7 @@ class Up:
 def port_taken(port: int):
     """`port` on loopback held by this test (or already by someone else: busy either way)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # held though a test before left it in TIME_WAIT
         with contextlib.suppress(OSError):
             s.bind(("127.0.0.1", port))
             s.listen()

@@ -19,6 +19,7 @@ import anyio
 import pytest
 
 from tests.integration.conftest import CoreProcess, running_core
+from ykbus.bus.server import free_port
 from ykbus.si import messages as m
 
 ROOT = Path(__file__).parents[2]
@@ -512,8 +513,8 @@ def _up_with_a_reader_that_fails(tmp_path: Path, fails: int) -> tuple[subprocess
     (site / "sitecustomize.py").write_text(READER_FAILS)
     env = home_env(tmp_path) | {"PYTHONPATH": os.pathsep.join([str(site), *sys.path]), "READER_FAILS": str(fails),
                                 "READER_STARTS": str(tmp_path / "reader-starts")}
-    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60", "--api-port",
+                             str(free_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     said = []
     for line in proc.stdout:  # type: ignore[union-attr]
         said.append(line)
@@ -543,7 +544,12 @@ def test_up_starts_again_a_reader_that_exits_as_it_starts(tmp_path):
 
 def test_up_whose_reader_exits_at_every_start_stops_in_one_line(tmp_path):
     proc, said = _up_with_a_reader_that_fails(tmp_path, 99)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"ykbus up ran on: {''.join(said)}{out[-3000:]}{err[-3000:]}") from None
     assert proc.returncode == 2 and "Traceback" not in err, err[-3000:]
     assert "".join(said).count("as it started; starting it again") == 2
     assert [line for line in err.splitlines() if line.startswith("ykbus up")] == [
