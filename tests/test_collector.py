@@ -31,13 +31,17 @@ def test_a_replay_freezes_what_lives_and_hands_it_back_when_it_ends():
     assert gc.get_freeze_count() == 0, "the replay's state stays out of the collector's sight after it ended"
 
 
-def test_a_short_replay_leaves_the_collector_alone():
-    gc.unfreeze()
-    gc.freeze()  # the caller's own
-    frozen = gc.get_freeze_count()
+def test_a_short_replay_leaves_the_collector_alone(monkeypatch):
+    """It neither freezes nor hands back what its caller froze. (Counted by the calls: the
+    count of frozen objects also falls when one of them is freed, as CI saw with the tests on
+    two workers, 4,096 fewer: a cache an earlier test of the process filled, emptied.)"""
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "unfreeze", lambda: calls.append("unfreeze"))
     list(replay(list(streaming_log(50, nodes=5))))
-    assert gc.get_freeze_count() == frozen
-    gc.unfreeze()
+    assert calls == []
+    list(replay(list(streaming_log(FREEZE_EVERY + 10, nodes=5))))
+    assert calls == ["freeze", "unfreeze"]  # (the calls are seen: a longer one makes both)
 
 
 def test_freezes_every_so_many_entries_or_allocations():
