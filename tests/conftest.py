@@ -26,8 +26,8 @@ PURITY_CHECKED = ("tests/core/", "tests/property/", "tests/test_traces.py")
 # within each of their two directories, in their order, as they would alone (each directory
 # a group, kept on one worker: tests/integration; tests/faults, with no `ykbus up` and no
 # browser), the rest (the core's, the property machines', the commands' on files) spread
-# beside them. Each worker has a HOME
-# of its own: `ykbus up` and the commands that find it keep their files there (~/.ykbus).
+# beside them. Each worker has a HOME of its own: `ykbus up` and the commands that find it
+# keep their files there (~/.ykbus).
 SERVICES = ("tests/integration/", "tests/faults/")
 WORKER_HOME = pytest.StashKey[str]()
 
@@ -44,10 +44,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def _path(item: pytest.Item) -> str:
+    """The test's file, from the project's root."""
+    return item.path.relative_to(item.config.rootpath).as_posix()
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        path = item.path.relative_to(config.rootpath).as_posix()
+        path = _path(item)
         group = next((d for d in SERVICES if path.startswith(d)), None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group.split("/")[1]))
@@ -55,7 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # a hook, not an autouse fixture: Hypothesis refuses function-scoped fixtures around @given
-    partition.CHECK_PURE = item.path.relative_to(item.config.rootpath).as_posix().startswith(PURITY_CHECKED)
+    partition.CHECK_PURE = _path(item).startswith(PURITY_CHECKED)
 
 
 class Harness:

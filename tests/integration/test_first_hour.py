@@ -403,12 +403,15 @@ def test_replay_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
 
 
-def up_until(env: dict, duration: str, prefix: str) -> tuple[subprocess.Popen, str]:
-    """`ykbus up --duration D` started, its stdout read up to the first line that starts with
-    `prefix` (that line, or "" if it exited first)."""
-    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", duration], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+def up_until(env: dict, duration: str, prefix: str, *args: str,
+             said: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`ykbus up --duration D [args]` started, its stdout read up to the first line that
+    starts with `prefix` (that line, or "" if it exited first); the lines read kept in `said`."""
+    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", duration, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stdout:  # type: ignore[union-attr]
+        if said is not None:
+            said.append(line)
         if line.startswith(prefix):
             return proc, line
     return proc, ""
@@ -513,13 +516,8 @@ def _up_with_a_reader_that_fails(tmp_path: Path, fails: int) -> tuple[subprocess
     (site / "sitecustomize.py").write_text(READER_FAILS)
     env = home_env(tmp_path) | {"PYTHONPATH": os.pathsep.join([str(site), *sys.path]), "READER_FAILS": str(fails),
                                 "READER_STARTS": str(tmp_path / "reader-starts")}
-    proc = subprocess.Popen([sys.executable, "-m", "ykbus.cli", "up", "--duration", "60", "--api-port",
-                             str(free_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    said = []
-    for line in proc.stdout:  # type: ignore[union-attr]
-        said.append(line)
-        if line.startswith("ykbus up: HTTP read API on "):
-            break
+    said: list[str] = []
+    proc, _ = up_until(env, "60", "ykbus up: HTTP read API on ", "--api-port", str(free_port()), said=said)
     return proc, said
 
 
