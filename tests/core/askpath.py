@@ -70,9 +70,9 @@ def trace() -> dict[str, Any]:
 
 
 # The moments of the ask's way (functions of src/ykbus): the stack at each is on the way
-MOMENTS = frozenset({"entry_of", "decode_input", "Ask.__init__", "AskPlaces.move", "NodeFinder.first_fit",
+MOMENTS = frozenset({"CoreService._on_input", "decode_input", "Ask.__init__", "AskPlaces.move", "NodeFinder.first_fit",
                      "Allocate.__init__", "Alloc.__init__", "Ledger.book", "Outbox.put", "fold",
-                     "OutputPublisher.encode", "Leadership.deliver", "OutputPublisher.send"})
+                     "OutputPublisher.encode", "OutputPublisher.send"})
 
 
 def bus_trace() -> dict[str, Any]:

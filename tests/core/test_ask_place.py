@@ -1,5 +1,5 @@
 """Where a pending ask is, by the place table (core/lifecycle.py `ASK_PLACE`): every change
-goes through one move (core/waits.py `AskPlaces.move`), which keeps the registries; a move
+goes through one move (core/indexes.py `AskPlaces.move`), which keeps the registries; a move
 the table does not list raises `IllegalTransition` and changes nothing."""
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ MUTATORS = {"append", "add", "pop", "popitem", "remove", "discard", "clear", "up
             "extend", "sort", "reverse", "__setitem__", "__delitem__", "enter", "leave", "rekey", "let_through",
             "close", "gates_for", "open_fitting", "open_reserving", "settle", "learned", "reservation_taken",
             "tally", "park", "wake", "wake_at", "activate", "unwait", "pend", "unpend", "unreserve", "book",
-            "move", "reserve", "placed",  # an ask's place (core/waits.py AskPlaces.move, and the waits' calls of it)
+            "move", "reserve",  # an ask's place (core/indexes.py AskPlaces.move, and the waits' calls of it)
             "unbook", "sync_app", "deactivate", "index_node"}
 
 

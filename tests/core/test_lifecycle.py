@@ -8,7 +8,7 @@ New -> Accepted -> Running -> Completing -> Completed, Failing -> Failed, Reject
 Expired after the terminated timer) with ykbus's additions drawn in docs/lifecycles.md
 (Resuming for a Soft gang whose placeholders timed out; REMOVE by the RM from any live
 state). The RM client's (recovery) is YuniKorn's resilience design, RM side. The ask's place
-(where a pending ask is: core/waits.py `AskPlaces.move`) is ykbus's own. Each table is
+(where a pending ask is: core/indexes.py `AskPlaces.move`) is ykbus's own. Each table is
 checked both ways: every expected move is legal and lands where expected, and every other
 pair of a state and an event raises `IllegalTransition`. A queue has no lifecycle table in
 core/lifecycle.py (its state is its configuration), so none is listed.
@@ -60,7 +60,7 @@ EXPECTED: dict[str, dict[tuple[str, str], str]] = {
         ("Allocated", "REPLACE"): "Pending",
         ("Released", "REPLACE"): "Pending",
     },
-    # where a pending ask is (core/waits.py `AskPlaces.move`): reserved or not, it is active,
+    # where a pending ask is (core/indexes.py `AskPlaces.move`): reserved or not, it is active,
     # parked at a Wait, or pooled behind its shape's room gate; to reserve (past its delay,
     # with no node) only while it holds none; a reservation is taken while it is judged (in
     # its list, or behind an open gate) and given up before it is placed or dropped

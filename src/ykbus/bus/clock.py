@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ykbus.bus.live import LiveCore
+from ykbus.core.entries import Entry
 from ykbus.core.lifecycle import RMState
 
 if TYPE_CHECKING:
@@ -64,9 +65,13 @@ class LogClock:
         for rm_id, heard in self._heard.items():
             self._heard[rm_id] = min(now, heard + gap)  # (one heard since the return: now)
 
-    def rmstate_applied(self) -> None:
-        """The core applied an rmstate entry: the next change may be appended."""
-        self._asked.clear()
+    def applied(self, entry: Entry) -> None:
+        """The core applied `entry`: an RM's registration is a sign of life; after an rmstate
+        entry, the next change may be appended."""
+        if entry.kind == "register" and entry.rm:
+            self.heard(entry.rm)
+        elif entry.kind == "rmstate":
+            self._asked.clear()
 
     async def ticker(self) -> None:
         while True:

@@ -147,16 +147,15 @@ class Leadership:
             return  # another shard's
         self.unpublished.stored(headers.get(HDR_MSG_ID, ""), header_seq(headers, HDR_IN_SEQ), self._applied())
 
-    async def deliver(self, seq: int, parts: list[Part]) -> bool:
-        """The outputs of entry `seq`: published (True) by the leader, else kept."""
+    def keep(self, seq: int, parts: list[Part]) -> None:
+        """A standby's outputs `parts` of entry `seq`: kept until its leader is seen storing
+        them (or it takes over and sends them)."""
         assert self._publisher is not None and not self.reader  # a reader encodes and keeps nothing
-        if self.publishing():
-            if self._kept_back():  # while the lease had lapsed: they go first
-                parts = self._take_kept() + parts
-            await self._publisher.send(parts)
-            return True
         self.unpublished.add([p for p in parts if not self._publisher.stored(p)], seq)
-        return False
+
+    def take_kept(self) -> list[Part]:
+        """What the leader kept back while its lease had lapsed, to go out first (none mostly)."""
+        return self._take_kept() if self._kept_back() else []
 
     def _kept_back(self) -> bool:
         return bool(len(self.unpublished) or self._publisher.held)  # type: ignore[union-attr]

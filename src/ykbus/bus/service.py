@@ -95,14 +95,6 @@ log = logging.getLogger("ykbus.core")
 HEALTH_CHECK_EVERY_S = 30  # as YuniKorn: /ws/v1/scheduler/healthcheck answers the last check
 
 
-def entry_of(msg: Any, subjects: Subjects) -> tuple[Entry, int]:
-    """The log entry a message of the input stream is, and how many follow it on the stream."""
-    seq, ts, pending = js_reply_delivery(msg.reply)
-    rm, kind = subjects.parse(msg.subject)
-    encoding = encoding_of(msg.headers)
-    return Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding), pending
-
-
 async def unless_stopped(stop: anyio.Event, start: Callable[[], Awaitable[None]]) -> bool:
     """`start()`, cancelled if `stop` is set first (False then): a core's start may wait long
     (for JetStream, a snapshot being replaced), and SIGTERM must not wait for it."""
@@ -161,7 +153,7 @@ class CoreService:
         self.metrics = Metrics(self.rest, self._figures)
         self.http = readapi.HttpReadApi(self.read, self.live, settings.api_host, settings.api_port,
                                         settings.api_token, self.rest, self.metrics)
-        self.input_lag = 0  # entries on the input stream after the last one applied (its delivery says)
+        self.input_lag = 0  # entries on the input stream after the last one read (its delivery says)
         self.deposed = False  # the lease went to another core: `serve` starts this process again as a standby
         self.collector = CollectorPolicy()  # when what lives is frozen (ykbus/collector.py)
         self._input_sub: Any = None
@@ -360,32 +352,69 @@ class CoreService:
     # --- the writer ------------------------------------------------------------------
 
     async def _on_input(self, msg: Any) -> None:
-        """Apply one input, in stream order: nats-py calls this for each message of the input
-        subscription, one at a time, from one task. It takes the messages already delivered
-        without a pause between them (its queue's `get` does not yield while the queue holds
-        messages, and neither does an uncontended writer lock), so the outputs of a burst of
-        inputs leave in one flush. An error (a gap in the log, NATS refusing an append) stops
-        the service with it: nothing after it is applied."""
+        """Apply one input in stream order (nats-py calls this for each, from one task, with no
+        pause between those delivered: a burst's outputs leave in one flush) and publish its
+        outputs. The writer applies it through the guard; a reader with turns for dry runs in
+        it (`LiveCore.apply`). An error (a log gap, an append refused) stops the service."""
         if self._failure is not None or self._stop.is_set():
             return  # stopping: what is not applied now, the next start applies
         try:
-            entry, lag = entry_of(msg, self.subjects)
-            await self.kinds.at_entry(msg.subject, msg.headers)  # one began beside it: it stops before that entry
-            if self.connected.sharding.shard is not None:  # an RM moving here: its state first, outside the writer
-                await self.connected.sharding.before(entry)
-            kept = self.leadership.unpublished
-            if kept.full:  # a standby far ahead of its leader: it waits, outside the writer (a takeover needs it)
-                log.warning("standby waits: its leader is far behind", extra={"fields": {"kept": len(kept)}})
-                await kept.room()
-            await self.live.turn_for_reads()  # a reader: what reads arrived go first
-            async with self.live.lock:
-                await self._apply_input(entry, lag, msg.subject)
+            seq, ts, self.input_lag = js_reply_delivery(msg.reply)  # (lag: the entries after it on the stream)
+            rm, kind = self.subjects.parse(msg.subject)
+            entry = Entry(seq=seq, ts=ts, rm=rm, kind=kind, msg=msg.data, encoding=encoding_of(msg.headers))
+            await self._turn_of(msg, entry)
+            live = self.live
+            async with live.lock:
+                last = self.core.last_seq
+                if seq <= last:
+                    return
+                if seq != last + 1:
+                    raise LogGap(f"input seq {seq} follows {last}: entries are missing")
+                if not rm and self.subjects.own_core_entry(msg.subject):
+                    self.leadership.saw_core_entry(seq)
+                t0 = time.perf_counter()
+                outputs = await live.apply(entry) if live.reads_first else live.guard.apply(entry)
+                t1 = time.perf_counter()
+                moved = bool(self.core.moved_out)
+                self.metrics.applied(t1 - t0 - live.paused_s)  # a reader's turns in it are not its time
+                if live.guard.last_failure is not None:
+                    await self._record_failure(*live.guard.last_failure)
+                if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
+                    await self.leadership.append("tick", self.subjects.naming_shard)
+                self.clock.applied(entry)
+                if self.leadership.reader:  # it publishes nothing: its outputs are counted, not encoded
+                    self.publisher.count(outputs)
+                else:
+                    parts = self.publisher.encode(seq, outputs)
+                    if self.leadership.publishing():  # after what it kept back while its lease had lapsed
+                        kept = self.leadership.take_kept()
+                        await self.publisher.send(kept + parts if kept else parts)
+                        self.metrics.publish.observe(time.perf_counter() - t1)
+                    else:  # a standby keeps them
+                        self.leadership.keep(seq, parts)
+                if moved or self.connected.sharding.pending:  # RMs that left: their state for their new shard,
+                    await self.connected.sharding.after()  # after this entry's outputs (or those kept back)
+                self.stats["entries"] += 1
+                self.collector.applied(self.stats["allocations"], self.core.dropped_partitions)
+                self.snapshots.applied()  # off the writer's path: bus/snapshots.py
         except StoppedWaiting:
             return  # its entry is not applied: the next start applies it (and nothing after it now)
         except Exception as exc:  # noqa: BLE001 - the service stops with it (run raises it)
             self._failure = exc
             if self._scope is not None:
                 self._scope.cancel()
+
+    async def _turn_of(self, msg: Any, entry: Entry) -> None:
+        """What an entry waits for outside the writer's lock: a core of the other kind beside it
+        to stop; an RM moving here, its state; a standby far ahead, room; the reads before it."""
+        await self.kinds.at_entry(msg.subject, msg.headers)
+        if self.connected.sharding.shard is not None:
+            await self.connected.sharding.before(entry)
+        kept = self.leadership.unpublished
+        if kept.full:
+            log.warning("standby waits: its leader is far behind", extra={"fields": {"kept": len(kept)}})
+            await kept.room()
+        await self.live.turn_for_reads()
 
     async def _stop_input(self) -> None:
         """No more entries: drop what the input subscription holds rather than let drain()
@@ -399,43 +428,8 @@ class CoreService:
         except Exception as exc:  # noqa: BLE001 - closing anyway
             log.debug("input unsubscribe failed", extra={"fields": {"error": repr(exc)}})
 
-    async def _apply_input(self, entry: Entry, lag: int, subject: str) -> None:
-        """Apply one input (`lag`: the entries after it on the stream, `subject`: its
-        message's) and publish its outputs (their acks settle in a window)."""
-        self.input_lag = lag
-        seq, rm, kind = entry.seq, entry.rm, entry.kind
-        if seq <= self.core.last_seq:
-            return
-        if seq != self.core.last_seq + 1:
-            raise LogGap(f"input seq {seq} follows {self.core.last_seq}: entries are missing")
-        if not rm and self.subjects.own_core_entry(subject):
-            self.leadership.saw_core_entry(seq)
-        t0 = time.perf_counter()
-        outputs = await self.live.apply(entry)  # a reader: with turns for dry runs in it
-        t1 = time.perf_counter()
-        moved = bool(self.core.moved_out)
-        self.metrics.applied(t1 - t0 - self.live.paused_s)  # a reader's turns in it are not its time
-        if self.live.guard.last_failure is not None:
-            await self._record_failure(*self.live.guard.last_failure)
-        if self.core.backlog:  # the pass stopped at its per-entry budget: go on at once
-            await self.leadership.append("tick", self.subjects.naming_shard)
-        if kind == "register" and rm:
-            self.clock.heard(rm)
-        if kind == "rmstate":
-            self.clock.rmstate_applied()
-        if self.leadership.reader:  # it publishes nothing: its outputs are counted, not encoded
-            self.publisher.count(outputs)
-        elif await self.leadership.deliver(seq, self.publisher.encode(seq, outputs)):  # else a standby kept them
-            self.metrics.publish.observe(time.perf_counter() - t1)
-        if moved or self.connected.sharding.pending:  # RMs that left: their state for their new shard, after
-            await self.connected.sharding.after()  # this entry's outputs (or once those kept back are out)
-        self.stats["entries"] += 1
-        self.collector.applied(self.stats["allocations"], self.core.dropped_partitions)
-        self.snapshots.applied()  # off the writer's path: bus/snapshots.py
-
     async def _record_failure(self, entry: Entry, exc: BaseException) -> None:
-        """An entry raised in the core (a bug): log it loudly, count it, and record it in the
-        log, so that a replay or a restart makes the same choice (core/guard.py)."""
+        """An entry raised in the core (a bug): logged, counted, recorded in the log (core/guard.py)."""
         self.stats["failedEntries"] += 1
         log.error("entry failed in the core: a bug; it was not applied and the core goes on",
                   exc_info=exc, extra={"fields": {"seq": entry.seq, "rm": entry.rm, "kind": entry.kind}})
@@ -445,10 +439,7 @@ class CoreService:
     def _output_format(self, rm_id: str) -> tuple[str, str]:
         """How outputs to `rm_id` are encoded: its registered encoding and int64 mode."""
         rm = self.core.rms.get(rm_id)
-        if rm is None:
-            return "json", "number"
-        return rm.encoding, compat.int64_mode(rm.extra_config)
-
+        return ("json", "number") if rm is None else (rm.encoding, compat.int64_mode(rm.extra_config))
 
     # --- the leader's duties (only it appends to the log, fenced: bus/leader.py) ---------
 

@@ -41,6 +41,7 @@ from ykbus.core.lifecycle import (
     AppState,
     AskEvent,
     AskPlace,
+    AskPlaceEvent,
     AskState,
     NodeEvent,
     NodeState,
@@ -77,6 +78,7 @@ from ykbus.si import messages as m
 # over the demo's log, when read through `m` on every release)
 PLACEHOLDER_REPLACED: Final = m.TerminationType.PLACEHOLDER_REPLACED
 
+PLACE_LAST: Final = AskPlaceEvent.PLACE_LAST  # (read once: compiled, a member is looked up on its class at every use)
 _RELEASE_EVENTS: Final = {
     m.TerminationType.TIMEOUT: AllocationEvent.TIMEOUT,
     m.TerminationType.PREEMPTED_BY_SCHEDULER: AllocationEvent.PREEMPT,
@@ -88,7 +90,8 @@ class Changes:
     its waits for what follows and its ledger for what is booked."""
 
     def __init__(self, records: PartitionState, waits: Waits, ledger: Ledger, holds: DomainHolds) -> None:
-        self.records, self.waits = records, waits  # where pending asks wait, what follows (core/indexes.py)
+        # where pending asks wait and what follows; the place of each, by its one move (core/indexes.py)
+        self.records, self.waits, self.places = records, waits, waits.places
         self.ledger = ledger  # the one place resources move
         self.holds = holds  # topology domains reserved by waiting gangs (core/holds.py)
 
@@ -394,10 +397,11 @@ class Changes:
                       alloc_msg.priority, alloc_msg.allocationTags, alloc_msg.taskGroupName,
                       is_placeholder(alloc_msg), ctx.seq, ctx.ts)
         policy = alloc_msg.preemptionPolicy
-        alloc.preempt_self = policy is None or policy.allowPreemptSelf
-        alloc.originator = alloc_msg.originator
+        alloc.preempt_self, alloc.originator = policy is None or policy.allowPreemptSelf, alloc_msg.originator
         alloc.limit_ms = 0 if alloc.placeholder else ask_limit_ms(0, False, app.path)  # its queue's (docs/time.md)
-        self._book(alloc, False)
+        self.ledger.book(alloc, False)
+        self.waits.index_node(node)  # the node index and the application's order follow
+        self.waits.usage_moved(app)
         _recovered_of(app, alloc.key, self.waits, ctx)
         ctx.emit(self.records, AllocationRecovered(alloc))
         if alloc.placeholder and app.gang:  # recovered placeholders count: the timer runs from now
@@ -415,11 +419,6 @@ class Changes:
             app.gang_timer = 1
             ctx.emit(self.records, PlaceholderTimerStarted(app, app.gang_timer))
 
-    def _book(self, alloc: Alloc, placed: bool) -> None:  # the node index and the application's order follow
-        self.ledger.book(alloc, placed)
-        self.waits.index_node(alloc.node)
-        self.waits.usage_moved(alloc.app)
-
     def allocate(self, ask: Ask, node: Node, ctx: Step, backfill: bool = False, replaces: bool = False) -> None:
         """`backfill`: it takes room reserved for another ask (core/backfill.py); `replaces`:
         the room of the placeholder it replaces, whoever reserved the node since."""
@@ -428,11 +427,12 @@ class Changes:
         app, records = ask.app, self.records
         alloc = Alloc(ctx.next_uuid(records.uuid_taken), ask.key, app, node, ask.resource, ask.priority, ask.tags,
                       ask.task_group, ask.placeholder, ctx.seq, ctx.ts, ask.at)
-        alloc.preempt_self = ask.preempt_self
-        alloc.originator = ask.originator
+        alloc.preempt_self, alloc.originator = ask.preempt_self, ask.originator
         alloc.limit_ms = 0 if ask.placeholder else ask.timeout_ms  # its runtime limit (core/backfill.py)
         alloc.lent = lent_by(node) if backfill else ""  # whose reserved room it took (the read API, explain)
-        self._book(alloc, True)
+        self.ledger.book(alloc, True)
+        self.waits.index_node(node)  # the node index and the application's order follow
+        self.waits.usage_moved(app)
         ask.pending -= 1
         ctx.pending_moved(records, ask)
         ask.allocated += 1
@@ -445,7 +445,9 @@ class Changes:
             self.app_event(app, AppEvent.ALLOCATE, ctx, "first allocation")
         if ask.reserved:  # placed, on its node or another: the reservation has done its job
             self.waits.unreserve(ask, ctx)
-        self.waits.placed(ask)  # since = 0; placed in full: no place (AskPlaces.move)
+        ask.since = 0  # placed: it waits for room no more
+        if not ask.pending:  # placed in full: no place (it left its application's list above)
+            self.places.move(ask, PLACE_LAST)
         ctx.emit(records, AllocationBooked(alloc, ask.timeout_ms))
         self.waits.sync_app(app)
 
@@ -459,7 +461,7 @@ class Changes:
         replaced = termination is PLACEHOLDER_REPLACED
         app.history.released(alloc, replaced, not replaced, ctx.ts)
         self.ledger.unbook(alloc)
-        self.waits.index_node(node)  # (as in `_book`)
+        self.waits.index_node(node)  # (as in `allocate`)
         self.waits.usage_moved(app)
         ask = app.asks.get(alloc.key)
         if ask is not None:

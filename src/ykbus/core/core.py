@@ -7,7 +7,7 @@ insertion-ordered dicts or sorted lists, never sets.
 `Core` holds two components and owns the entry loop: the registry of RMs and their
 configurations (`RMRegistry`, core/registry.py) and the intake of an RM's items
 (`Intake`, core/intake.py, which finds its RMs in the registry). An entry's body is decoded
-into one of the request types (`codec.Decoded`) and `_dispatch` hands it, by a `match` on
+into one of the request types (`codec.Decoded`) and `apply` hands it, by a `match` on
 its type, to the one method that applies it; a due timer is handled by a `match` on its
 kind (`_fire`). The log's clock, the sharding of RMs (core/shards.py) and the history are
 the core's own.
@@ -27,7 +27,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from ykbus import limits
@@ -128,10 +128,15 @@ class Core:
 
     def apply(self, entry: Entry, decoded: codec.Decoded | None = None,
               between: Callable[[], None] | None = None) -> list[Output]:
-        """Apply one log entry. `decoded`, when given, is the entry's body already decoded
-        (the in-process API); `entry.msg` is then not read. `between`, when given, is called
-        where the records are whole in the middle of the entry (`Step.between`): a reader's
-        service lets a dry run in there (bus/live.py)."""
+        """Apply one log entry: its due timers; its request, decoded and applied by the
+        component that owns what it changes (a `match` on its type, the most frequent first:
+        compiled, a case that does not match costs an isinstance through msgspec's metaclass,
+        about 70 ns, one that does an exact type comparison); the pass over the partitions
+        with work (`_turns`); then the outputs and timers derived from what it did, and the
+        read models folded. `decoded`, when given, is the entry's body already decoded (the
+        in-process API); `entry.msg` is then not read. `between`, when given, is called where
+        the records are whole in the middle of the entry (`Step.between`): a reader's service
+        lets a dry run in there (bus/live.py)."""
         if entry.seq <= self.last_seq:
             raise OutOfOrder(f"entry seq {entry.seq} is not after {self.last_seq}")
         self.last_seq = entry.seq
@@ -142,85 +147,15 @@ class Core:
         self.now = max(self.now, entry.ts)
         ctx = Step(entry.seq, self.now, between)
         self._fire_timers(ctx)
-        if entry.rm and entry.kind in SERVICE_KINDS:  # an RM on a subject of the core service's
-            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
-                      f"entry {entry.seq}: {entry.kind} entries are the core service's only; not applied"))
-        elif entry.kind == shards.ASSIGN:
-            self._on_assign(entry, ctx)
-        elif entry.kind != "tick":  # a tick has no body: only its timers and the pass
-            msg = decoded if decoded is not None else self._decode(entry, ctx)
-            if msg is not None:
-                self._dispatch(entry, msg, ctx)
-        self._pass(ctx)
-        self.allocations_made += ctx.allocations
-        outputs = effects.derive(ctx)  # the messages and timers that follow from what the entry did
-        fold.fold(ctx)  # and the read models
-        history = self.history
-        if not history or history[-1][0] // MINUTE_NS != self.now // MINUTE_NS:
-            self._sample()
-        return outputs
-
-    def _pass(self, ctx: Step) -> None:
-        """The pass over every partition with work, in the order the RMs registered. With
-        several, each may first make its share of the entry's allocation budget, then those
-        that used it all go on with what is left: one RM's backlog does not hold up the others'
-        work entry after entry. (No partition using its whole share: the pass as one in order.)"""
-        working = [p for rm in self.registry.rms.values() for p in rm.partitions.values()
-                   if p.records.paused or p.records.root.active or p.waits.pool.open]
-        share = ctx.limit // max(1, sum(1 for p in working if not p.records.paused))
-        spent: list[Partition] = []
-        for p in working:
-            if p.records.paused:
-                p.waits.settle(ctx)
-                continue
-            ctx.share(share)
-            p.schedule(ctx)
-            if not ctx.budget_left:
-                spent.append(p)
-        ctx.unshare()
-        for p in spent:
-            if ctx.budget_left:
-                p.schedule(ctx)
-        # True when the pass stopped at the per-entry allocation budget: the next entry goes
-        # on (the service appends a tick at once, so that it comes soon).
-        self.backlog = any(p.records.root.active > 0 for p in working if not p.records.paused)
-
-    def _sample(self) -> None:
-        running = containers = 0
-        for rm in self.registry.rms.values():
-            for p in rm.partitions.values():
-                running += p.records.summary.applications.get(AppState.RUNNING, 0)
-                containers += p.records.summary.containers
-        self.history.append((self.now, running, containers))
-        del self.history[:-HISTORY_KEPT]
-
-    @staticmethod
-    def _decode(entry: Entry, ctx: Step) -> codec.Decoded | None:
-        """The request `entry` carries, or None when there is none to apply: a record of a
-        failed entry, an unknown kind, a body that does not decode (each told to the RM)."""
-        if entry.kind == "failed":  # the service's record of a failed entry: see core/guard.py
-            return None
-        if entry.kind not in ENTRY_KINDS:
-            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
-                      f"entry {entry.seq}: unknown kind {limits.quoted(entry.kind)}: expected one of "
-                      f"{', '.join(ENTRY_KINDS)}"))
-            return None
-        try:
-            return codec.decode_input(entry.kind, entry.msg, entry.encoding)
-        except codec.DecodeError as exc:
-            if entry.kind == "register":
-                ctx.emit(None, Registered(entry.rm, f"invalid RegisterResourceManagerRequest: {exc}"))
-            else:
-                ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
-                          f"entry {entry.seq}: invalid {entry.kind} message: {exc}; nothing applied"))
-            return None
-
-    def _dispatch(self, entry: Entry, msg: codec.Decoded, ctx: Step) -> None:
-        """The request applied by the component that owns what it changes. The most frequent
-        first: compiled, a case that does not match costs an isinstance through msgspec's
-        metaclass (about 70 ns), one that does an exact type comparison (faster than a table's
-        lookup and call); an entry costs 40 µs and more."""
+        msg = None
+        if self._has_request(entry, ctx):
+            try:
+                msg = decoded if decoded is not None else codec.decode_input(entry.kind, entry.msg, entry.encoding)
+            except codec.DecodeError as exc:
+                _undecodable(entry, exc, ctx)
         match msg:
+            case None:
+                pass
             case DecodedAllocationRequest():
                 self.intake.allocations(entry, msg, ctx)
             case DecodedNodeRequest():
@@ -237,6 +172,72 @@ class Core:
                 self.registry.unregister(entry, msg, ctx)
             case _:  # a request type added and not told here fails, not dropped
                 raise AssertionError(f"a request of no known type: {msg!r}")
+        for part in self._turns(ctx):
+            part.schedule(ctx)
+        self.allocations_made += ctx.allocations
+        outputs = effects.derive(ctx)  # the messages and timers that follow from what the entry did
+        fold.fold(ctx)  # and the read models
+        history = self.history
+        if not history or history[-1][0] // MINUTE_NS != self.now // MINUTE_NS:
+            self._sample()
+        return outputs
+
+    def _has_request(self, entry: Entry, ctx: Step) -> bool:
+        """Whether `entry` carries a request to decode and apply; what one that does not
+        carries is applied or told here: an RM on a subject of the core service's, an assign
+        entry (core/shards.py), a tick (no body: only its timers and the pass), the service's
+        record of a failed entry (core/guard.py), an unknown kind."""
+        kind = entry.kind
+        if entry.rm and kind in SERVICE_KINDS:
+            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: {kind} entries are the core service's only; not applied"))
+            return False
+        if kind == shards.ASSIGN:
+            self._on_assign(entry, ctx)
+            return False
+        if kind == "tick" or kind == "failed":
+            return False
+        if kind not in ENTRY_KINDS:
+            ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
+                      f"entry {entry.seq}: unknown kind {limits.quoted(kind)}: expected one of "
+                      f"{', '.join(ENTRY_KINDS)}"))
+            return False
+        return True
+
+    def _turns(self, ctx: Step) -> Iterator[Partition]:
+        """The partitions with work, each in its turn to be scheduled (the caller schedules
+        it), in the order the RMs registered. With several, each may first make its share of
+        the entry's allocation budget, then those that used it all go on with what is left:
+        one RM's backlog does not hold up the others' work entry after entry. (No partition
+        using its whole share: the pass as one in order.) A paused partition only settles its
+        waits. Sets `backlog` at the end: the pass stopped at the per-entry allocation budget,
+        and the next entry goes on (the service appends a tick at once, so that it comes soon)."""
+        working = [p for rm in self.registry.rms.values() for p in rm.partitions.values()
+                   if p.records.paused or p.records.root.active or p.waits.pool.open]
+        share = ctx.limit // max(1, sum(1 for p in working if not p.records.paused))
+        spent: list[Partition] = []
+        for p in working:
+            if p.records.paused:
+                p.waits.settle(ctx)
+                continue
+            ctx.share(share)
+            yield p
+            if not ctx.budget_left:
+                spent.append(p)
+        ctx.unshare()
+        for p in spent:
+            if ctx.budget_left:
+                yield p
+        self.backlog = any(p.records.root.active > 0 for p in working if not p.records.paused)
+
+    def _sample(self) -> None:
+        running = containers = 0
+        for rm in self.registry.rms.values():
+            for p in rm.partitions.values():
+                running += p.records.summary.applications.get(AppState.RUNNING, 0)
+                containers += p.records.summary.containers
+        self.history.append((self.now, running, containers))
+        del self.history[:-HISTORY_KEPT]
 
     def _fire_timers(self, ctx: Step) -> None:
         for timer in due([rm.timers for rm in self.registry.rms.values()], ctx.ts):
@@ -331,6 +332,15 @@ class Core:
         limits what is built per partition (counts of everything are always there); `app`,
         the applications to one; `where`, to an RM, a partition, a queue, a state (`Where`)."""
         return project(self.last_seq, self.now, self.registry.operator_configs, self.registry.rms, sections, app, where)
+
+
+def _undecodable(entry: Entry, exc: codec.DecodeError, ctx: Step) -> None:
+    """A body that does not decode: told to the RM, nothing applied."""
+    if entry.kind == "register":
+        ctx.emit(None, Registered(entry.rm, f"invalid RegisterResourceManagerRequest: {exc}"))
+    else:
+        ctx.emit(None, Noted(entry.rm, m.EventType.REQUEST, entry.rm,
+                  f"entry {entry.seq}: invalid {entry.kind} message: {exc}; nothing applied"))
 
 
 MINUTE_NS: Final = 60_000_000_000

@@ -202,7 +202,9 @@ def derive(step: Step) -> list[Output]:
         if part is None:
             _answer(event, out)
         else:
-            _derive(part, event, out)
+            item = _derive(part, event, out)
+            if item is not None:
+                out.put(part.rm, item)
     return out.outputs()
 
 
@@ -230,53 +232,53 @@ def _answer(event: Any, out: Outbox) -> None:
         raise AssertionError(f"an event of no partition of no known kind: {event!r}")
 
 
-def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
-    """The messages to the RM and the timers that follow from `event` of partition `part`."""
+def _derive(part: PartitionState, event: Any, ctx: Outbox) -> Any:
+    """The timers that follow from `event` of partition `part`, and the message to its RM
+    (returned, for `derive` to put; None if none, or if it put them itself: two of them)."""
     rm, ts = part.rm, ctx.ts
     t = type(event)
     if t is _ReasonChanged:
         fields = _fields(event)  # (ask, state, message): one call, where each read by name is a lookup
         ask: Ask = fields[0]  # (typed: what is read of it is read natively, not by name)
-        ctx.put(rm, REASON_MESSAGE(applicartionID=ask.app.id, allocationKey=ask.key, state=fields[1], reason=fields[2]))
-    elif t is _AllocationBooked:
+        return REASON_MESSAGE(applicartionID=ask.app.id, allocationKey=ask.key, state=fields[1], reason=fields[2])
+    if t is _AllocationBooked:
         alloc: Alloc = event.alloc
         timeout_ms: int = event.timeout_ms
         if timeout_ms > 0:
             part.timers.schedule(ts + timeout_ms * 1_000_000, _AllocationTimeoutTimer(part, alloc, timeout_ms))
-        ctx.put(rm, alloc.message(part.name))
-    elif t is _AllocationReleased:
+        return alloc.message(part.name)
+    if t is _AllocationReleased:
         fields = _fields(event)  # (alloc, termination, message, report)
         alloc = fields[0]
         if alloc.limit_ms > 0:  # its timeout can do nothing now: taken out (estimates read the live ones)
             part.timers.cancel(alloc.end, _AllocationTimeoutTimer(part, alloc, alloc.limit_ms))  # (its deadline)
-        if fields[3]:
-            ctx.put(rm, RELEASE_MESSAGE(
-                partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
-                terminationType=fields[1], message=fields[2], allocationKey=alloc.key))
-    elif t is _AppTransitioned:
+        if not fields[3]:
+            return None
+        return RELEASE_MESSAGE(partitionName=part.name, applicationID=alloc.app.id, UUID=alloc.uuid,
+                               terminationType=fields[1], message=fields[2], allocationKey=alloc.key)
+    if t is _AppTransitioned:
         app: App = event.app
         old: AppState = event.old
         new: AppState = event.new
-        ctx.put(rm, APP_MESSAGE(
-            applicationID=app.id, state=str(new), stateTransitionTimestamp=ts, message=event.message))
         if new is _RUNNING and app.timeout_ms > 0 and not app.gang and old is not _COMPLETING:
             part.timers.schedule(ts + app.timeout_ms * 1_000_000, _AppTimeoutTimer(part, app, event.generation))
         elif new is _COMPLETING:
             part.timers.schedule(ts + limits.COMPLETING_TIMEOUT_NS, _CompletingTimer(part, app, event.generation))
         elif new in ENDED:
             part.timers.schedule(ts + limits.TERMINATED_TIMEOUT_NS, _ExpireTimer(part, app.id, new))
-    elif t is _ReplacementAsked:
+        return APP_MESSAGE(applicationID=app.id, state=str(new), stateTransitionTimestamp=ts, message=event.message)
+    if t is _ReplacementAsked:
         ph: Alloc = event.placeholder
         ask = event.ask
-        ctx.put(rm, m.AllocationRelease(
+        return m.AllocationRelease(
             partitionName=part.name, applicationID=ph.app.id, UUID=ph.uuid,
             terminationType=m.TerminationType.PLACEHOLDER_REPLACED, allocationKey=ph.key,
-            message=f"placeholder {ph.uuid} is replaced by {ask.key}"))
-    elif t is _AskDropped:
-        ctx.put(rm, m.AllocationAskRelease(
+            message=f"placeholder {ph.uuid} is replaced by {ask.key}")
+    if t is _AskDropped:
+        return m.AllocationAskRelease(
             partitionName=part.name, applicationID=event.app.id, allocationKey=event.key,
-            terminationType=event.termination, message=event.message))
-    elif t is _RoomWaitStarted:
+            terminationType=event.termination, message=event.message)
+    if t is _RoomWaitStarted:
         ask = event.ask
         part.timers.schedule(event.reserve_at, _ReservationTimer(part, ask.app, ask.key, event.since))
         if event.preempt_at:  # it may preempt after its delay
@@ -310,10 +312,10 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
         until: int = event.until
         if until:  # its timer can do nothing now: taken out (a timer a record, for 3 days)
             part.timers.cancel(until, _ExpireTimer(part, event.app_id, event.state))
-        ctx.put(rm, m.UpdatedApplication(
+        return m.UpdatedApplication(
             applicationID=event.app_id, state=APP.advance(event.state, AppEvent.EXPIRE).value,
             stateTransitionTimestamp=ts, message="terminated timeout" if not until else
-            f"forgotten before its terminated timeout: the partition keeps the last {limits.TERMINATED_KEPT} ended"))
+            f"forgotten before its terminated timeout: the partition keeps the last {limits.TERMINATED_KEPT} ended")
     elif t is _EndedKept:
         if event.expires:
             part.timers.schedule(event.expires, _ExpireTimer(part, event.app_id, event.ended.state))
@@ -323,3 +325,4 @@ def _derive(part: PartitionState, event: Any, ctx: Outbox) -> None:
             part.timers.schedule(alloc.end, _AllocationTimeoutTimer(part, alloc, alloc.limit_ms))
     elif t is not _AppAdded and t is not _AppRejected and t is not _CountsCarried:  # (read models only)
         raise AssertionError(f"an event of no known kind: {event!r}")
+    return None

@@ -2,8 +2,8 @@
 owns the node index (in the scorer's order), where each pending ask waits (`parked`: the
 one registry of `Wait` places, core/waits.py `WaitPlaces`; `pool`: the gates of asks waiting
 for room, `RoomWaits`; `reserve_waiters`: asks past their reservation delay with no node to
-reserve; all three kept, with each ask's place, by its one move, core/waits.py
-`AskPlaces.move`) and what wakes it, and keeps the sums and orders the records carry for the planner:
+reserve; all three kept, with each ask's place, by its one move, `AskPlaces.move`, here)
+and what wakes it, and keeps the sums and orders the records carry for the planner:
 pending sums, active applications and their order, application and queue priorities.
 
 It changes the records' objects only in what follows (an ask's place and reason, an
@@ -17,7 +17,7 @@ core/partition.py's docstring has the theory.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ykbus.core import why
 from ykbus.core.decisions import Learned
@@ -25,7 +25,9 @@ from ykbus.core.events import ReasonChanged
 from ykbus.core.gang import pending_placeholders
 from ykbus.core.holds import holder_of
 from ykbus.core.lifecycle import (
+    ASK_PLACE,
     SCHEDULABLE_APP_STATES,
+    AskPlace,
     AskPlaceEvent,
     NodeState,
 )
@@ -53,7 +55,7 @@ from ykbus.core.sortedseq import SortedSeq
 from ykbus.core.state import FAIR, PartitionState
 from ykbus.core.step import Step
 from ykbus.core.topoplace import in_set, waits_whole
-from ykbus.core.waits import RESERVE, AskPlaces, Gate, RoomWaits, WaitPlaces
+from ykbus.core.waits import RESERVE, Gate, RoomWaits, WaitPlaces
 from ykbus.si import messages as m
 
 
@@ -422,14 +424,6 @@ class Waits:
         if ask.reserved != node.id:
             self.places.move(ask, AskPlaceEvent.RESERVE, node=node)
 
-    def placed(self, ask: Ask) -> None:
-        """An allocation of `ask` was booked (Changes.allocate, its reservation dropped): it no
-        longer waits for room; placed in full, it has no place (`allocate` took it off its
-        application's list)."""
-        ask.since = 0
-        if not ask.pending:
-            self.places.move(ask, AskPlaceEvent.PLACE_LAST)
-
     def wake_reserve_waiters(self, node: Node, ctx: Step) -> None:
         """What a reservation can take changed (`node` came, came back, grew, or lost its
         reservation): the asks past their reservation delay with no node reserved are judged
@@ -449,3 +443,136 @@ class Waits:
         opening a gate shows it again, `RoomWaits.showing`)."""
         if gates:
             self.woken += 1
+
+
+# the place table's names, read once (compiled, an enum's member is looked up on its class at every use)
+_PEND: Final = AskPlaceEvent.PEND
+_PARK: Final = AskPlaceEvent.PARK
+_PARK_TO_RESERVE: Final = AskPlaceEvent.PARK_TO_RESERVE
+_POOL_TO_RESERVE: Final = AskPlaceEvent.POOL_TO_RESERVE
+_WAKE: Final = AskPlaceEvent.WAKE
+_RESERVE: Final = AskPlaceEvent.RESERVE
+_UNRESERVE: Final = AskPlaceEvent.UNRESERVE
+_PLACE_LAST: Final = AskPlaceEvent.PLACE_LAST
+_DROP: Final = AskPlaceEvent.DROP
+_POOLED_TO_RESERVE: Final = AskPlace.POOLED_TO_RESERVE
+# the place table by place, then event: two lookups of one enum member each (a member hashes
+# in C), where a lookup by the (place, event) pair builds, hashes and compares a tuple
+def _by_place(table: dict[tuple[AskPlace, AskPlaceEvent], AskPlace]) -> dict[AskPlace, dict[AskPlaceEvent, AskPlace]]:
+    moves: dict[AskPlace, dict[AskPlaceEvent, AskPlace]] = {}
+    for (place, event), to in table.items():
+        moves.setdefault(place, {})[event] = to
+    return moves
+
+
+_MOVES: Final = _by_place(ASK_PLACE.table)
+
+
+class AskPlaces:
+    """Where each pending ask is: `Ask.place`, by the place table (core/lifecycle.py
+    `ASK_PLACE`), and the registries that follow it: its application's active list, the
+    places of `WaitPlaces` (`parked`), the gates of `RoomWaits` (`pool`), the gangs' asks
+    past their reservation delay with no node to reserve (`reserve_waiters`), and the node
+    reserved for it. `move` is the one change of an ask's place (the waits call it, and the
+    changes for an ask's last placement, as they take it off its application's list): tests/invariants.py checks after every step that each ask's place agrees with
+    its `waiting`, `pooled` and `reserved` and with these registries."""
+
+    __slots__ = ("pool", "parked", "reserve_waiters", "reserved_nodes")
+
+    def __init__(self, pool: RoomWaits, reserved_nodes: dict[str, Node]) -> None:
+        self.pool = pool
+        self.parked = WaitPlaces()
+        # the nodes reserved for asks, by id (in no decision's order: readers sort them), read
+        # by the planner's backfill (core/backfill.py)
+        self.reserved_nodes = reserved_nodes
+        # asks (of gangs) past the reservation delay that found no node to reserve: judged
+        # again when a node comes, comes back, grows, or is freed of its reservation
+        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
+
+    def reservation_restored(self, ask: Ask, node: Node) -> None:
+        """A loaded ask's reserved node (its place is derived: `restore_place`)."""
+        node.reserved = ask
+        self.reserved_nodes[node.id] = node
+
+    def move(self, ask: Ask, event: AskPlaceEvent, where: Wait | None = None, node: Node | None = None) -> None:
+        """`event` moves `ask` (IllegalTransition if the table does not allow it where it is):
+        it leaves the registry of its place for the one of its new place. `where`: the place
+        it parks at (PARK); `node`: the node reserved for it (RESERVE), or that was (UNRESERVE,
+        None if gone)."""
+        old = ask.place
+        moves = _MOVES.get(old)
+        new = moves.get(event) if moves is not None else None
+        if new is None:
+            new = ASK_PLACE.advance(old, event)  # a move it does not list: IllegalTransition, naming it
+        ask.place = new
+        if event is _RESERVE:
+            assert node is not None
+            ask.reserved = node.id
+            node.reserved = ask
+            self.reserved_nodes[node.id] = node
+            if old is _POOLED_TO_RESERVE:  # it waits to reserve a node no more: behind its room gate alone
+                self.pool.leave(ask)
+                self.pool.enter(ask, False)
+            return
+        if event is _UNRESERVE:
+            found = self.reserved_nodes.get(ask.reserved)
+            if found is not None and (found is node or node is None):
+                del self.reserved_nodes[ask.reserved]
+            ask.reserved = ""
+            if node is not None and node.reserved is ask:
+                node.reserved = None
+            return
+        if event is _PLACE_LAST:  # Changes.allocate took it off its application's list as it booked it
+            return
+        if new is old and ask.pooled:  # judged behind an open gate and pooled again as it was: nothing moves
+            return
+        if event is not _PEND:
+            w = ask.waiting
+            if ask.pooled:
+                self.pool.leave(ask)
+            elif w is None:
+                ask.app.active.remove(ask.entry)
+            else:  # (already gone if its place let it go: `WaitPlaces.take`)
+                self.parked.remove(ask, w)
+                if w is NODE_ROOM and self.reserve_waiters:
+                    who = (ask.app.id, ask.key)
+                    if who in self.reserve_waiters:
+                        del self.reserve_waiters[who]
+        if event is _WAKE or event is _PEND:
+            ask.waiting = None
+            ask.app.active.add(ask.entry)
+        elif event is _PARK:
+            assert where is not None
+            ask.waiting = where
+            self.parked.add(ask, where)
+        elif event is _DROP:
+            ask.waiting = None
+        else:  # waiting for room
+            ask.waiting = NODE_ROOM
+            if event is _PARK_TO_RESERVE:
+                self.parked.add(ask, NODE_ROOM)
+                self.reserve_waiters[(ask.app.id, ask.key)] = ask
+            else:
+                self.pool.enter(ask, event is _POOL_TO_RESERVE)
+
+
+def restore_place(ask: Ask, now: int, delay: int, whole: bool) -> None:
+    """A loaded ask's place (core/snapshot.py), from what the snapshot holds: its pending
+    count, where it waits, the node reserved for it and, waiting for room, whether it is past
+    its reservation delay `delay` at `now` (as the restore registers it, core/applier.py).
+    `whole`: it waits with a gang or a topology set (core/topoplace.py `waits_whole`)."""
+    w = ask.waiting
+    app = ask.app
+    to_reserve = bool(w is NODE_ROOM and not ask.reserved and ask.since and now - ask.since >= delay
+                      and not (ask.placeholder and app.gang))
+    if not ask.pending:
+        place = AskPlace.NOT_PENDING
+    elif w is None:
+        place = AskPlace.RESERVED_ACTIVE if ask.reserved else AskPlace.ACTIVE
+    elif w is NODE_ROOM and not whole:
+        place = (AskPlace.RESERVED_POOLED if ask.reserved else
+                 AskPlace.POOLED_TO_RESERVE if to_reserve else AskPlace.POOLED)
+    else:
+        place = (AskPlace.RESERVED_PARKED if ask.reserved else
+                 AskPlace.PARKED_TO_RESERVE if to_reserve else AskPlace.PARKED)
+    ask.place = place

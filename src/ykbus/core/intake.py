@@ -215,14 +215,22 @@ class Intake:
             if rm is None or type(ask) is BAD_ITEM:
                 reason = _unread(ask, why)
             else:
-                reason = self._add_ask(rm, cast(m.AllocationAsk, ask), ctx)
+                add = cast(m.AllocationAsk, ask)
+                part, app, res, reason = self._ask_checked(rm, add)
+                if not reason:  # every check passed: the change
+                    assert part is not None and app is not None and res is not None
+                    part.changes.add_ask(add, app, res, ctx)
             if reason:
                 _ask_refused(ctx, entry.rm, ask, reason)
         for allocation in msg.allocations:
             if rm is None or type(allocation) is BAD_ITEM:
                 reason = _unread(allocation, why)
             else:
-                reason = self._add_ask(rm, cast(m.AllocationAsk, allocation), ctx)
+                add = cast(m.AllocationAsk, allocation)
+                part, app, res, reason = self._ask_checked(rm, add)
+                if not reason:
+                    assert part is not None and app is not None and res is not None
+                    part.changes.add_ask(add, app, res, ctx)
             if reason:
                 _allocation_refused(ctx, entry.rm, allocation, reason)
 
@@ -364,35 +372,39 @@ class Intake:
             return part, None, f"application {app_id!r} does not exist"
         return part, app, ""
 
-    def _add_ask(self, rm: ResourceManager, ask: m.AllocationAsk, ctx: Step) -> str:
+    def _ask_checked(self, rm: ResourceManager,
+                     ask: m.AllocationAsk) -> tuple[Partition | None, App | None, Res | None, str]:
+        """Every check of an ask (new, or sent again) before its change: its partition, its
+        application and its resources, or why it is refused."""
         part, app, reason = self._app(rm, ask.partitionName, ask.applicationID)
         if reason:
-            return reason
+            return _refused(reason)
         assert part is not None and app is not None
         res = resources_of(ask.resourceAsk)
         if not res:
-            return "resourceAsk is empty: an ask needs at least one quantity above zero"
+            return _refused("resourceAsk is empty: an ask needs at least one quantity above zero")
         tags = ask.tags
         if tags or len(res) > SAFE_RESOURCES:
             too_big = ask_size_problem(ask)
             if too_big:
-                return too_big
+                return _refused(too_big)
         if tags:
             problem = ask_tags_problem(tags, part.records.topology_levels)
             if problem:
-                return problem
+                return _refused(problem)
         if app.state is AppState.FAILING:
-            return f"application {ask.applicationID} is Failing"
+            return _refused(f"application {ask.applicationID} is Failing")
         before = app.asks.get(ask.allocationKey)
         placeholder = is_placeholder(ask)
         if before is not None and (before.placeholder != placeholder or before.task_group != ask.taskGroupName):
-            return (f"ask {limits.quoted(ask.allocationKey)} of application {ask.applicationID} was sent with "
-                    f"placeholder {str(before.placeholder).lower()} and taskGroupName {limits.quoted(before.task_group)}: "
-                    "sending it again replaces its request, not what it is (ask again under another allocationKey)")
+            return _refused(f"ask {limits.quoted(ask.allocationKey)} of application {ask.applicationID} was sent with "
+                            f"placeholder {str(before.placeholder).lower()} and taskGroupName {limits.quoted(before.task_group)}: "
+                            "sending it again replaces its request, not what it is (ask again under another "
+                            "allocationKey)")
         if placeholder and app.gang and app.gang_timer < 0:
-            return f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more placeholders"
-        part.changes.add_ask(ask, app, res, ctx)
-        return ""
+            return _refused(f"the placeholder timeout of gang {ask.applicationID} has passed: it takes no more "
+                            "placeholders")
+        return part, app, res, ""
 
     def _release(self, rm: ResourceManager, rel: m.AllocationRelease, ctx: Step) -> str:
         part, app, reason = self._app(rm, rel.partitionName, rel.applicationID)
@@ -445,3 +457,8 @@ class Intake:
         for ask in targets:
             part.changes.release_ask(ask, ctx)
         return ""
+
+
+def _refused(reason: str) -> tuple[None, None, None, str]:
+    """An ask refused (`Intake._ask_checked`), and why."""
+    return None, None, None, reason

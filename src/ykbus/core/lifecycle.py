@@ -137,7 +137,7 @@ ASK = Lifecycle[AskState, AskEvent]("ask", {
 
 
 class AskPlace(enum.StrEnum):
-    """Where a pending ask is: the registries that hold it (core/waits.py `AskPlaces`, whose
+    """Where a pending ask is: the registries that hold it (core/indexes.py `AskPlaces`, whose
     `move` is the one change of `Ask.place`), and whether a node is reserved for it. A
     reserved ask waits where an unreserved one would (for room, behind its shape's gate or
     with its gang's; at its required node; for its victims), or is judged again; it is never

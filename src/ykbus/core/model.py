@@ -397,7 +397,7 @@ class Ask:
         self.at = at  # log time it was first asked (ns): the REST API's requestTime
         self.allocated = 0
         self.state = AskState.PENDING
-        # where it is, by the place table (core/lifecycle.py ASK_PLACE): moved only by core/waits.py
+        # where it is, by the place table (core/lifecycle.py ASK_PLACE): moved only by core/indexes.py
         # `AskPlaces.move`, which keeps `waiting`, `pooled`, `reserved` and the registries with it
         self.place = AskPlace.NOT_PENDING
         self.waiting: Wait | None = None  # where it waits (None: active)

@@ -96,6 +96,7 @@ SKIPPED: Final = m.SchedulingState.SKIPPED
 FAILED: Final = m.SchedulingState.FAILED
 RESERVED: Final = m.SchedulingState.RESERVED
 STATEAWARE: Final = AppSortPolicy.STATEAWARE
+_ACCEPTED: Final = AppState.ACCEPTED
 NEXT: Final = next  # (likewise a builtin mypyc does not specialise: found by name at every call)
 
 # what changed under the planner's caches (`Scheduler.state_changed`), as the waits and the
@@ -174,13 +175,35 @@ class Scheduler:
             if self.claimed:
                 self.claimed.clear()
             self.domains = None
-            self.topo = bool(self.part.topology_levels)  # read once a walk (`_app` asks it per application)
+            self.topo = bool(self.part.topology_levels)  # read once a walk (asked per application)
             showing = self.showing  # the walk's copy: it judges gates in it, not in the pool
             if showing:
                 showing.clear()
             if self.pool.showing:
                 showing.update(self.pool.showing)
-            self._queue(self.part.root, plan)
+            ended = False  # an allocation is planned (or a decision ends the walk otherwise: `ends_walk`)
+            for app in self._walk(self.part.root, plan):  # the applications in order (Defers in `plan`)
+                if app.state is _ACCEPTED:
+                    held = maxapplications(app)
+                    if held is not None:
+                        plan.append(held)
+                        continue
+                if app.gang:
+                    ended = self._gang(app, plan)
+                elif self.topo and asks_for_domains(app):  # sets placed whole in a domain
+                    ended = self._sets(app, plan)
+                else:  # the common case: every ask on its own
+                    leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
+                    for entry in self._asks_of(app) if app.pooled and self.pool.open else app.active:
+                        ask: Ask = entry[-1]
+                        decision = (_worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
+                                    else self._ask(ask))
+                        plan.append(decision)
+                        if ends_walk(decision):
+                            ended = True
+                            break
+                if ended:
+                    break
             if self.closed or self.keys:  # applied first: learned from the state the decisions start from
                 plan.insert(0, Learned(self.closed, self.keys))
                 self.closed = []
@@ -241,8 +264,10 @@ class Scheduler:
             self.keys.append((q, key))
         return key
 
-    def _queue(self, q: Queue, plan: Plan) -> bool:
-        """Walk `q`; True once an allocation is planned."""
+    def _walk(self, q: Queue, plan: Plan) -> Iterator[App]:
+        """The applications under `q` with work, in the order they are tried: queues by their
+        keys among their siblings, applications by their leaf's order. Those a stateaware leaf
+        holds back are not yielded (their `Defer`, in `plan`, unless told already)."""
         if not q.leaf:
             if self.pool.open:
                 showing = self.showing
@@ -257,9 +282,8 @@ class Scheduler:
             elif n > 2:
                 _sort_by_key(children, [self._queue_key(q, c) for c in children])
             for child in children:
-                if self._queue(child, plan):
-                    return True
-            return False
+                yield from self._walk(child, plan)
+            return
         gate = stateaware_gate(q) if q.sort_policy is STATEAWARE else None
         for entry in self._apps_of(q) if self.pool.open else q.active_apps:
             app: App = entry[-1]
@@ -267,28 +291,11 @@ class Scheduler:
                 if app.why is None or app.why.details.get("first") != gate.id:
                     plan.append(Defer(app, why.not_admitted(q.path, gate.id)))
                 continue
-            if self._app(app, plan):
-                return True
-        return False
+            yield app
 
-    def _app(self, app: App, plan: Plan) -> bool:
-        if app.state is AppState.ACCEPTED:
-            held = maxapplications(app)
-            if held is not None:
-                plan.append(held)
-                return False
-        if not app.gang:  # the common case: every ask on its own
-            if self.topo and asks_for_domains(app):  # sets placed whole in a domain
-                return self._sets(app, plan)
-            leader_waits = app.leaders_waiting > 0  # then its workers wait (one int read for every other app)
-            for entry in self._asks_of(app) if app.pooled and self.pool.open else app.active:
-                ask: Ask = entry[-1]
-                decision = (self._worker(app, ask) if leader_waits and ask.tags.get(ROLE_TAG) == WORKER_ROLE
-                            else self._ask(ask))
-                plan.append(decision)
-                if ends_walk(decision):
-                    return True
-            return False
+    def _gang(self, app: App, plan: Plan) -> bool:
+        """The decisions for a gang: its placeholders decided once for the whole gang, then
+        its real asks; True once one ends the walk."""
         gang_planned = False
         gang_waits: bool | None = None  # whether placeholders are pending: read once, for the first worker
         for entry in app.active:
@@ -385,14 +392,6 @@ class Scheduler:
             return app.active
         merged = self._in_order(app.active, sources)
         return merged if len(sources) == 1 else _distinct_asks(merged)  # an ask behind two gates: once
-
-    def _worker(self, app: App, ask: Ask) -> Decision:
-        """An ask tagged `ykbus.io/role: worker` waits while its application's leader waits
-        to be placed: a job is placed in its order, so its workers never hold room its
-        leader needs (and a later job cannot slip in between its leader and its workers)."""
-        leader = pending_leader(app)
-        assert leader is not None  # the caller saw app.leaders_waiting
-        return Park(ask, app.leader_room, SKIPPED, why.leader_pending(app.id, leader.key))
 
     def _member(self, app: App, ask: Ask) -> Decision:
         """A real ask of one of a gang's task groups."""
@@ -724,3 +723,12 @@ def held_by_max(ask: Ask, reasons: dict[tuple[Any, str, int, int], why.Why]) -> 
                         reason, q.path, over, used, q.max[over], res[over])
                 return Park(ask, q.room, SKIPPED, held)
     return None
+
+
+def _worker(app: App, ask: Ask) -> Decision:
+    """An ask tagged `ykbus.io/role: worker` waits while its application's leader waits to
+    be placed: a job is placed in its order, so its workers never hold room its leader needs
+    (and a later job cannot slip in between its leader and its workers)."""
+    leader = pending_leader(app)
+    assert leader is not None  # the caller saw app.leaders_waiting
+    return Park(ask, app.leader_room, SKIPPED, why.leader_pending(app.id, leader.key))

@@ -24,6 +24,7 @@ from ykbus.core.chunked import ChunkedDict
 from ykbus.core.config import ChildTemplate, LimitConfig, PartitionConfig, SchedulerConfig
 from ykbus.core.core import Core
 from ykbus.core.deadlines import Sequence, Timers
+from ykbus.core.indexes import restore_place
 from ykbus.core.ledger import limit_booked
 from ykbus.core.lifecycle import AppState, AskState, NodeState, RMState
 from ykbus.core.model import (
@@ -55,7 +56,7 @@ from ykbus.core.timers import (
     Timer,
 )
 from ykbus.core.topoplace import waits_whole
-from ykbus.core.waits import ROOM, restore_place
+from ykbus.core.waits import ROOM
 from ykbus.core.why import Why
 
 FORMAT = 4  # 2: ACLs parsed, user/group limits, child templates; 3: why asks are pending; 4: gangs
@@ -77,7 +78,7 @@ DERIVED: dict[str, frozenset[str]] = {
                         "pooled", "pooled_apps", "room", "preempt_policy", "preempt_delay_ms", "preempt_within",
                         "quota_delay_ms", "victims", "runtime_default_ms", "runtime_max_ms", "min_runtime_ms", "gang_reserve"}),  # tree, sums, config, cache, waiting asks by gate
     "Ask": frozenset({"app", "required", "shape", "pooled", "tallied", "tallied_n",  # its owner; from its tags; the interned form of its resource; where it waits
-                      "place"}),  # from its pending count, `waiting`, `reserved` and `since` (waits.restore_place)
+                      "place"}),  # from its pending count, `waiting`, `reserved` and `since` (indexes.restore_place)
     "Alloc": frozenset({"state", "limit_ms", "end"}),  # a live allocation is Allocated; its limit: its timeout timer's
     "App": frozenset({"active", "allocated", "entry", "max_priority", "path", "pending", "priorities", "leaders_waiting",
                       "trackers", "policy", "node_pods", "pooled", "pool_key", "gang_room", "leader_room",
@@ -96,7 +97,7 @@ DERIVED: dict[str, frozenset[str]] = {
     "Waits": frozenset({"records", "planner",  # the partition's other components
                         "node_index", "pool", "parked", "reserve_waiters", "places",  # from the asks' `waiting`, and nodes
                         "woken", "freed"}),  # a counter within a pass; nodes freed within an entry
-    "Changes": frozenset({"records", "waits", "ledger", "holds"}),  # the partition's other components, no state of its own
+    "Changes": frozenset({"records", "waits", "places", "ledger", "holds"}),  # the partition's other components, no state of its own
     "Applier": frozenset({"records", "waits", "scheduler", "ledger", "changes", "holds",  # likewise
                           "reserved_reasons"}),  # a cache of reasons (made again as asked)
     "ResourceManager": frozenset({"node_partition", "timers"}),  # from its partitions' nodes; its deadlines (Snapshot.timers)

@@ -1,7 +1,8 @@
 """Where pending asks wait: the one registry (`WaitPlaces`, by kind and place) and the asks
 that wait for node room, woken by gate rather than one by one (`RoomWaits`); and where each
 pending ask is, by the place table (core/lifecycle.py `ASK_PLACE`: active, parked, pooled,
-to reserve, holding a node), changed only through `AskPlaces.move`, which keeps them.
+to reserve, holding a node), changed only through `AskPlaces.move` (core/indexes.py), which
+keeps them.
 
 An ask that is not of a gang or a topology set and found no node with room waits in
 `RoomWaits`, under its shape (reserved or not: one reserved whose own node gains room for
@@ -44,7 +45,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from ykbus.core.lifecycle import ASK_PLACE, AskPlace, AskPlaceEvent
 from ykbus.core.model import NODE_ROOM, App, Ask, Node, NodeRoom, Shape, Wait
 from ykbus.core.resources import Res, fits
 from ykbus.core.sortedseq import SortedSeq, bisect_left, insort
@@ -321,136 +321,3 @@ class WaitPlaces:
         """The places of one kind that have waiting asks, in the order they came."""
         places = self.kinds.get(kind)
         return list(places) if places else []
-
-
-# the place table's names, read once (compiled, an enum's member is looked up on its class at every use)
-_PEND: Final = AskPlaceEvent.PEND
-_PARK: Final = AskPlaceEvent.PARK
-_PARK_TO_RESERVE: Final = AskPlaceEvent.PARK_TO_RESERVE
-_POOL_TO_RESERVE: Final = AskPlaceEvent.POOL_TO_RESERVE
-_WAKE: Final = AskPlaceEvent.WAKE
-_RESERVE: Final = AskPlaceEvent.RESERVE
-_UNRESERVE: Final = AskPlaceEvent.UNRESERVE
-_PLACE_LAST: Final = AskPlaceEvent.PLACE_LAST
-_DROP: Final = AskPlaceEvent.DROP
-_POOLED_TO_RESERVE: Final = AskPlace.POOLED_TO_RESERVE
-# the place table by place, then event: two lookups of one enum member each (a member hashes
-# in C), where a lookup by the (place, event) pair builds, hashes and compares a tuple
-def _by_place(table: dict[tuple[AskPlace, AskPlaceEvent], AskPlace]) -> dict[AskPlace, dict[AskPlaceEvent, AskPlace]]:
-    moves: dict[AskPlace, dict[AskPlaceEvent, AskPlace]] = {}
-    for (place, event), to in table.items():
-        moves.setdefault(place, {})[event] = to
-    return moves
-
-
-_MOVES: Final = _by_place(ASK_PLACE.table)
-
-
-class AskPlaces:
-    """Where each pending ask is: `Ask.place`, by the place table (core/lifecycle.py
-    `ASK_PLACE`), and the registries that follow it: its application's active list, the
-    places of `WaitPlaces` (`parked`), the gates of `RoomWaits` (`pool`), the gangs' asks
-    past their reservation delay with no node to reserve (`reserve_waiters`), and the node
-    reserved for it. `move` is the one change of an ask's place (the waits, core/indexes.py,
-    call it): tests/invariants.py checks after every step that each ask's place agrees with
-    its `waiting`, `pooled` and `reserved` and with these registries."""
-
-    __slots__ = ("pool", "parked", "reserve_waiters", "reserved_nodes")
-
-    def __init__(self, pool: RoomWaits, reserved_nodes: dict[str, Node]) -> None:
-        self.pool = pool
-        self.parked = WaitPlaces()
-        # the nodes reserved for asks, by id (in no decision's order: readers sort them), read
-        # by the planner's backfill (core/backfill.py)
-        self.reserved_nodes = reserved_nodes
-        # asks (of gangs) past the reservation delay that found no node to reserve: judged
-        # again when a node comes, comes back, grows, or is freed of its reservation
-        self.reserve_waiters: dict[tuple[str, str], Ask] = {}
-
-    def reservation_restored(self, ask: Ask, node: Node) -> None:
-        """A loaded ask's reserved node (its place is derived: `restore_place`)."""
-        node.reserved = ask
-        self.reserved_nodes[node.id] = node
-
-    def move(self, ask: Ask, event: AskPlaceEvent, where: Wait | None = None, node: Node | None = None) -> None:
-        """`event` moves `ask` (IllegalTransition if the table does not allow it where it is):
-        it leaves the registry of its place for the one of its new place. `where`: the place
-        it parks at (PARK); `node`: the node reserved for it (RESERVE), or that was (UNRESERVE,
-        None if gone)."""
-        old = ask.place
-        moves = _MOVES.get(old)
-        new = moves.get(event) if moves is not None else None
-        if new is None:
-            new = ASK_PLACE.advance(old, event)  # a move it does not list: IllegalTransition, naming it
-        ask.place = new
-        if event is _RESERVE:
-            assert node is not None
-            ask.reserved = node.id
-            node.reserved = ask
-            self.reserved_nodes[node.id] = node
-            if old is _POOLED_TO_RESERVE:  # it waits to reserve a node no more: behind its room gate alone
-                self.pool.leave(ask)
-                self.pool.enter(ask, False)
-            return
-        if event is _UNRESERVE:
-            found = self.reserved_nodes.get(ask.reserved)
-            if found is not None and (found is node or node is None):
-                del self.reserved_nodes[ask.reserved]
-            ask.reserved = ""
-            if node is not None and node.reserved is ask:
-                node.reserved = None
-            return
-        if event is _PLACE_LAST:  # Changes.allocate took it off its application's list as it booked it
-            return
-        if new is old and ask.pooled:  # judged behind an open gate and pooled again as it was: nothing moves
-            return
-        if event is not _PEND:
-            w = ask.waiting
-            if ask.pooled:
-                self.pool.leave(ask)
-            elif w is None:
-                ask.app.active.remove(ask.entry)
-            else:  # (already gone if its place let it go: `WaitPlaces.take`)
-                self.parked.remove(ask, w)
-                if w is NODE_ROOM and self.reserve_waiters:
-                    who = (ask.app.id, ask.key)
-                    if who in self.reserve_waiters:
-                        del self.reserve_waiters[who]
-        if event is _WAKE or event is _PEND:
-            ask.waiting = None
-            ask.app.active.add(ask.entry)
-        elif event is _PARK:
-            assert where is not None
-            ask.waiting = where
-            self.parked.add(ask, where)
-        elif event is _DROP:
-            ask.waiting = None
-        else:  # waiting for room
-            ask.waiting = NODE_ROOM
-            if event is _PARK_TO_RESERVE:
-                self.parked.add(ask, NODE_ROOM)
-                self.reserve_waiters[(ask.app.id, ask.key)] = ask
-            else:
-                self.pool.enter(ask, event is _POOL_TO_RESERVE)
-
-
-def restore_place(ask: Ask, now: int, delay: int, whole: bool) -> None:
-    """A loaded ask's place (core/snapshot.py), from what the snapshot holds: its pending
-    count, where it waits, the node reserved for it and, waiting for room, whether it is past
-    its reservation delay `delay` at `now` (as the restore registers it, core/applier.py).
-    `whole`: it waits with a gang or a topology set (core/topoplace.py `waits_whole`)."""
-    w = ask.waiting
-    app = ask.app
-    to_reserve = bool(w is NODE_ROOM and not ask.reserved and ask.since and now - ask.since >= delay
-                      and not (ask.placeholder and app.gang))
-    if not ask.pending:
-        place = AskPlace.NOT_PENDING
-    elif w is None:
-        place = AskPlace.RESERVED_ACTIVE if ask.reserved else AskPlace.ACTIVE
-    elif w is NODE_ROOM and not whole:
-        place = (AskPlace.RESERVED_POOLED if ask.reserved else
-                 AskPlace.POOLED_TO_RESERVE if to_reserve else AskPlace.POOLED)
-    else:
-        place = (AskPlace.RESERVED_PARKED if ask.reserved else
-                 AskPlace.PARKED_TO_RESERVE if to_reserve else AskPlace.PARKED)
-    ask.place = place
