@@ -264,34 +264,37 @@ class Scheduler:
             self.keys.append((q, key))
         return key
 
-    def _walk(self, q: Queue, plan: Plan) -> Iterator[App]:
-        """The applications under `q` with work, in the order they are tried: queues by their
-        keys among their siblings, applications by their leaf's order. Those a stateaware leaf
-        holds back are not yielded (their `Defer`, in `plan`, unless told already)."""
-        if not q.leaf:
-            if self.pool.open:
-                showing = self.showing
-                children = [c for c in q.children.values() if c.active or shows(c, showing)]
-            else:
-                children = [c for c in q.children.values() if c.active]
-            n = len(children)
-            if n == 2:
-                first, second = children
-                if self._queue_key(q, second) < self._queue_key(q, first):
-                    children = [second, first]
-            elif n > 2:
-                _sort_by_key(children, [self._queue_key(q, c) for c in children])
-            for child in children:
-                yield from self._walk(child, plan)
-            return
-        gate = stateaware_gate(q) if q.sort_policy is STATEAWARE else None
-        for entry in self._apps_of(q) if self.pool.open else q.active_apps:
-            app: App = entry[-1]
-            if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
-                if app.why is None or app.why.details.get("first") != gate.id:
-                    plan.append(Defer(app, why.not_admitted(q.path, gate.id)))
+    def _walk(self, root: Queue, plan: Plan) -> Iterator[App]:
+        """The applications under `root` with work, in the order they are tried: queues depth
+        first, by their keys among their siblings (`queues`: those still to walk, the next
+        last), applications by their leaf's order. Those a stateaware leaf holds back are not
+        yielded (their `Defer`, in `plan`, unless told already)."""
+        queues = [root]
+        while queues:
+            q = queues.pop()
+            if not q.leaf:
+                if self.pool.open:
+                    showing = self.showing
+                    children = [c for c in q.children.values() if c.active or shows(c, showing)]
+                else:
+                    children = [c for c in q.children.values() if c.active]
+                n = len(children)
+                if n == 2:
+                    if self._queue_key(q, children[1]) < self._queue_key(q, children[0]):
+                        children.reverse()
+                elif n > 2:
+                    _sort_by_key(children, [self._queue_key(q, c) for c in children])
+                children.reverse()  # the first to walk on top
+                queues.extend(children)
                 continue
-            yield app
+            gate = stateaware_gate(q) if q.sort_policy is STATEAWARE else None
+            for entry in self._apps_of(q) if self.pool.open else q.active_apps:
+                app: App = entry[-1]
+                if gate is not None and app.state is AppState.ACCEPTED and app is not gate:
+                    if app.why is None or app.why.details.get("first") != gate.id:
+                        plan.append(Defer(app, why.not_admitted(q.path, gate.id)))
+                    continue
+                yield app
 
     def _gang(self, app: App, plan: Plan) -> bool:
         """The decisions for a gang: its placeholders decided once for the whole gang, then
